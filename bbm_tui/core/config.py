@@ -1,0 +1,139 @@
+"""The user's config file: `config.toml` in the platform's config folder (or $BBM_TUI_CONFIG).
+
+    model = "openai/gpt-4o-mini"     # any litellm model string; default replay/bbm
+    api_base = "http://localhost:8000/v1"
+    mode = "chat"                    # or "completion" (text completion, for base models)
+    step_limit = 160
+    max_tokens = 1024                # per step
+
+    [keymap]                         # binding id = keys, as in Textual's App.set_keymap
+    step = "n,space"
+
+Command-line flags override the file. A broken file gets a message naming it (and the line);
+it is never rewritten by the app. API keys do not belong here: they stay in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from bbm_tui.core.llm import DEFAULT_MODEL, DEFAULT_STEP_MAX_TOKENS, MODES
+from bbm_tui.core.stepper import DEFAULT_STEP_LIMIT
+
+CONFIG_ENV = "BBM_TUI_CONFIG"
+
+
+class ConfigError(Exception):
+    """A broken config file; the message names the file and, where known, the line."""
+
+
+@dataclass(frozen=True)
+class Config:
+    model: str = DEFAULT_MODEL
+    api_base: str | None = None
+    mode: str = "chat"
+    step_limit: int = DEFAULT_STEP_LIMIT
+    max_tokens: int = DEFAULT_STEP_MAX_TOKENS
+    keymap: dict[str, str] = field(default_factory=dict)
+    path: Path | None = None
+
+    def with_overrides(self, **overrides: Any) -> Config:
+        """Command-line values win over the file's; None means "not given"."""
+        given = {key: value for key, value in overrides.items() if value is not None}
+        if given.get("api_base") == "":
+            given["api_base"] = None
+        return replace(self, **given)
+
+
+def config_path() -> Path:
+    override = os.environ.get(CONFIG_ENV)
+    if override:
+        return Path(override).expanduser()
+    from platformdirs import user_config_path
+
+    return user_config_path("bbm-tui", appauthor=False) / "config.toml"
+
+
+_SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read the config file; a missing file means the defaults."""
+    path = path or config_path()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Config(path=path)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the config file: {error.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: {_toml_message(error)}") from None
+    return _config_from(data, path, raw.decode("utf-8"))
+
+
+def _toml_message(error: tomllib.TOMLDecodeError) -> str:
+    # tomllib says "... (at line 3, column 7)"; lead with the line, as other messages do.
+    message = str(error)
+    found = re.search(r"\(at line (\d+), column (\d+)\)", message)
+    if found:
+        line, column = found.groups()
+        reason = message[: found.start()].strip()
+        return f"line {line}, column {column}: invalid TOML: {reason}"
+    return f"invalid TOML: {message}"
+
+
+def _line_of(key: str, text: str) -> str:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return f"line {number}: "
+    return ""
+
+
+def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
+    def fail(key: str, message: str) -> ConfigError:
+        return ConfigError(f"{path}: {_line_of(key, text)}{message}")
+
+    for key in data:
+        if _SECRET_KEY.search(key):
+            raise fail(
+                key,
+                f"{key!r}: API keys do not belong in the config file; set them in the "
+                "environment (e.g. OPENAI_API_KEY)",
+            )
+    known = {"model", "api_base", "mode", "step_limit", "max_tokens", "keymap"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise fail(unknown[0], f"unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    values: dict[str, Any] = {}
+    for key in ("model", "api_base", "mode"):
+        if key in data:
+            if not isinstance(data[key], str):
+                raise fail(key, f"{key!r} must be a string")
+            values[key] = data[key]
+    if values.get("mode", "chat") not in MODES:
+        raise fail("mode", f"'mode' must be one of {', '.join(MODES)}, not {values['mode']!r}")
+    if values.get("model") == "":
+        raise fail("model", "'model' must not be empty")
+    if values.get("api_base") == "":
+        values["api_base"] = None
+    for key in ("step_limit", "max_tokens"):
+        if key in data:
+            value = data[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise fail(key, f"{key!r} must be a whole number of at least 1")
+            values[key] = value
+    keymap = data.get("keymap", {})
+    if not isinstance(keymap, dict) or not all(
+        isinstance(keys, str) for keys in keymap.values()
+    ):
+        raise fail("keymap", "[keymap] must map binding ids to key strings, e.g. step = \"n\"")
+    return Config(**values, keymap=dict(keymap), path=path)

@@ -1,0 +1,178 @@
+"""The dataset's JSONL format: `input, steps, answer, target, mistake_index` (DESIGN §2).
+
+Reading is strict and every problem names the file and the line, so a bad file gets a clear
+message instead of a traceback. Extra keys (the `model` and `latency_s` that `run` adds, or a
+finder's predictions) are kept in order and written back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from bbm_tui.core.resources import dataset_dir
+from bbm_tui.core.tasks import TASK_NAMES, get_task
+
+DATASET_KEYS = ("input", "steps", "answer", "target", "mistake_index")
+
+
+class DatasetError(ValueError):
+    """A problem with a dataset file, located by file and (where there is one) line."""
+
+    def __init__(self, path: Path | str, message: str, line: int | None = None) -> None:
+        self.path = Path(path)
+        self.line = line
+        self.message = message
+        where = f"{self.path}:{line}" if line is not None else f"{self.path}"
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class TraceRow:
+    input: str
+    steps: list[str]
+    answer: str | None
+    target: str
+    mistake_index: int | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "input": self.input,
+            "steps": list(self.steps),
+            "answer": self.answer,
+            "target": self.target,
+            "mistake_index": self.mistake_index,
+        }
+        row.update(self.extra)
+        return row
+
+    def to_line(self) -> str:
+        # json.dumps' defaults (ASCII escapes, ", " and ": ") are the dataset's own bytes.
+        return json.dumps(self.to_json())
+
+
+def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
+    """Validate one decoded JSON value as a dataset row."""
+    if not isinstance(obj, dict):
+        raise DatasetError(path, f"expected a JSON object, found {type(obj).__name__}", line)
+    missing = [key for key in DATASET_KEYS if key not in obj]
+    if missing:
+        raise DatasetError(path, f"missing key(s): {', '.join(missing)}", line)
+    _expect(obj, "input", str, path, line)
+    _expect(obj, "target", str, path, line)
+    steps = obj["steps"]
+    if not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
+        raise DatasetError(path, "'steps' must be a list of strings", line)
+    answer = obj["answer"]
+    if answer is not None and not isinstance(answer, str):
+        raise DatasetError(path, "'answer' must be a string or null", line)
+    mistake_index = obj["mistake_index"]
+    if mistake_index is not None:
+        if isinstance(mistake_index, bool) or not isinstance(mistake_index, int):
+            raise DatasetError(path, "'mistake_index' must be an integer or null", line)
+        if not 0 <= mistake_index < len(steps):
+            raise DatasetError(
+                path,
+                f"'mistake_index' {mistake_index} is outside the {len(steps)} steps "
+                "(it is 0-based)",
+                line,
+            )
+    extra = {key: value for key, value in obj.items() if key not in DATASET_KEYS}
+    return TraceRow(obj["input"], steps, answer, obj["target"], mistake_index, extra)
+
+
+def _expect(obj: dict, key: str, kind: type, path: Path | str, line: int) -> None:
+    if not isinstance(obj[key], kind):
+        raise DatasetError(path, f"{key!r} must be a {kind.__name__}", line)
+
+
+def iter_jsonl(path: Path | str) -> Iterator[tuple[int, object]]:
+    """(line number, decoded value) for every non-blank line, with errors naming the line."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DatasetError(path, "no such file") from None
+    except IsADirectoryError:
+        raise DatasetError(path, "is a directory, not a JSONL file") from None
+    except OSError as error:
+        raise DatasetError(path, f"cannot read: {error.strerror}") from None
+    for number, line_bytes in enumerate(raw.split(b"\n"), start=1):
+        if not line_bytes.strip():
+            continue
+        try:
+            text = line_bytes.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DatasetError(
+                path, f"not UTF-8 text (byte {error.start + 1} of the line)", number
+            ) from None
+        try:
+            yield number, json.loads(text)
+        except json.JSONDecodeError as error:
+            raise DatasetError(
+                path, f"malformed JSON: {error.msg} (column {error.colno})", number
+            ) from None
+
+
+def read_rows(path: Path | str) -> list[TraceRow]:
+    return [row_from_json(obj, path, number) for number, obj in iter_jsonl(path)]
+
+
+def task_from_path(path: Path | str) -> str:
+    """A dataset file named after its task (`word_sorting.jsonl`) says which task it holds."""
+    stem = Path(path).name.split(".")[0]
+    if stem in TASK_NAMES:
+        return stem
+    raise DatasetError(
+        path,
+        "cannot tell which task this file holds: pass --task, or name the file after its task "
+        f"({', '.join(name + '.jsonl' for name in TASK_NAMES)})",
+    )
+
+
+def resolve_task(path: Path | str, task: str | None) -> str:
+    if task is not None:
+        get_task(task)
+        return task
+    return task_from_path(path)
+
+
+def write_rows(path: Path | str, rows: Iterable[TraceRow]) -> None:
+    """Write a whole JSONL file atomically (a temporary file renamed over the target)."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open_private(temporary, "w") as out:
+        for row in rows:
+            out.write(row.to_line() + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
+
+
+def open_private(path: Path, mode: str):
+    """Open a file for writing that only its owner can read (exports may hold private text)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC)
+    descriptor = os.open(path, flags, 0o600)
+    return os.fdopen(descriptor, mode, encoding="utf-8")
+
+
+@cache
+def bundled_rows(task_name: str) -> tuple[TraceRow, ...]:
+    """The dataset shipped with the app, for the replay model and the question picker."""
+    get_task(task_name)
+    return tuple(read_rows(dataset_dir() / f"{task_name}.jsonl"))
+
+
+def bundled_path(task_name: str) -> Path:
+    get_task(task_name)
+    return dataset_dir() / f"{task_name}.jsonl"
+
+
+def all_bundled() -> Sequence[tuple[str, tuple[TraceRow, ...]]]:
+    return [(name, bundled_rows(name)) for name in TASK_NAMES]

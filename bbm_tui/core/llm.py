@@ -1,0 +1,870 @@
+"""The one module that talks to litellm (DESIGN §3, §7).
+
+litellm costs 3-5 s and ~175 MB to import, so it is imported lazily, on first use or by
+`warm_up()` in the background, never at module level. Everything the rest of the code needs
+comes out of here as plain dataclasses and `LLMError`s.
+
+A generation step is always streamed and cut on the client at the first newline (after any
+leading whitespace), then the stream is closed so that the provider stops generating; native
+`stop=["\\n"]` is sent only where the provider accepts it. Retries are our own: bounded, with
+backoff, honouring Retry-After (litellm is told `max_retries=0`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Mode = Literal["chat", "completion"]
+MODES: tuple[Mode, ...] = ("chat", "completion")
+
+DEFAULT_MODEL = "replay/bbm"
+DEFAULT_STEP_MAX_TOKENS = 1024
+# Past this many characters without a newline, a step is cut even if the server ignores
+# max_tokens; a token is rarely more than a few characters.
+CHARS_PER_TOKEN_CAP = 8
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model to call and how. API keys are never part of it: they stay in the environment."""
+
+    model: str = DEFAULT_MODEL
+    api_base: str | None = None
+    mode: Mode = "chat"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 20.0
+    max_retry_after_s: float = 60.0
+
+    def delay(self, attempt: int, retry_after_s: float | None) -> float:
+        """Seconds to wait before attempt `attempt + 1` (attempt counts from 1)."""
+        if retry_after_s is not None:
+            return min(max(retry_after_s, 0.0), self.max_retry_after_s)
+        backoff = self.base_delay_s * (2 ** (attempt - 1))
+        return min(backoff, self.max_delay_s) * (0.75 + random.random() / 2)
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    temperature: float = 0.0
+    max_tokens: int | None = DEFAULT_STEP_MAX_TOKENS
+    logprobs: bool = False
+    timeout_s: float = 60.0
+    # Longest silence between two chunks of a stream before it counts as a timeout.
+    idle_timeout_s: float = 30.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def params(self) -> dict[str, Any]:
+        """The parameters worth recording beside a call."""
+        params: dict[str, Any] = {"temperature": self.temperature}
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
+        if self.logprobs:
+            params["logprobs"] = True
+        return params
+
+
+@dataclass
+class CallRecord:
+    """What one model call cost and returned, for the store and the status line."""
+
+    model: str
+    params: dict[str, Any]
+    latency_s: float
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    logprobs: list[float] | None = None
+    finish_reason: str | None = None
+    attempts: int = 1
+    native_stop: bool = False
+
+    @property
+    def total_logprob(self) -> float | None:
+        return sum(self.logprobs) if self.logprobs else None
+
+
+@dataclass
+class StepText:
+    """One generated step: the text up to the first newline, stripped."""
+
+    text: str
+    call: CallRecord
+    truncated: bool = False
+
+
+@dataclass
+class Completion:
+    """A whole (non-step) answer, e.g. a mistake finder's."""
+
+    text: str
+    call: CallRecord
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class Restart:
+    """The call is being retried after some text had streamed: discard what was shown."""
+
+    attempt: int
+    reason: str
+    delay_s: float
+
+
+ErrorKind = Literal[
+    "auth",
+    "rate_limit",
+    "connection",
+    "timeout",
+    "bad_request",
+    "context_window",
+    "not_found",
+    "server",
+    "stream",
+    "replay",
+    "unknown",
+]
+RETRYABLE: frozenset[str] = frozenset({"rate_limit", "connection", "timeout", "server", "stream"})
+
+
+class LLMError(Exception):
+    """One failure kind, one clear message (safe to show: it carries no key)."""
+
+    def __init__(self, kind: ErrorKind, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retry_after_s = retry_after_s
+        self.attempts = 1
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in RETRYABLE
+
+
+# --------------------------------------------------------------------------- lazy litellm
+
+_import_lock = threading.Lock()
+_litellm: Any = None
+
+
+def litellm_module() -> Any:
+    """Import and configure litellm once; safe to call from any thread."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
+    with _import_lock:
+        if _litellm is None:
+            # Without this, litellm fetches its price map from the internet at import time.
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm
+
+            # Banners on stdout, or log lines on stderr, would wreck a full-screen app.
+            litellm.suppress_debug_info = True
+            litellm.set_verbose = False
+            _quiet_loggers()
+            _register_offline_providers(litellm)
+            _litellm = litellm
+    return _litellm
+
+
+def _quiet_loggers() -> None:
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx", "openai"):
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+        logger.setLevel(logging.ERROR)
+
+
+def is_loaded() -> bool:
+    return _litellm is not None
+
+
+def warm_up() -> None:
+    """Import litellm now (call from a background thread after the first frame)."""
+    litellm_module()
+
+
+def _register_offline_providers(litellm: Any) -> None:
+    from bbm_tui.core import replay
+
+    handler = _make_offline_handler(litellm, replay.engine())
+    providers = [
+        {"provider": provider, "custom_handler": handler} for provider in replay.PROVIDERS
+    ]
+    existing = [
+        entry
+        for entry in (litellm.custom_provider_map or [])
+        if entry.get("provider") not in replay.PROVIDERS
+    ]
+    litellm.custom_provider_map = existing + providers
+    # custom_provider_map is read when litellm sets up its provider list.
+    from litellm.utils import custom_llm_setup
+
+    custom_llm_setup()
+
+
+def _make_offline_handler(litellm: Any, engine: Any) -> Any:
+    """A litellm CustomLLM over the offline replay engine (DESIGN §6)."""
+    from litellm import CustomLLM
+    from litellm.types.utils import ModelResponse
+
+    from bbm_tui.core.replay import ReplayError, paced_pieces, tokens_of
+
+    def respond(model: str, messages: list[dict], optional_params: dict) -> str:
+        try:
+            text = engine.respond(model, messages, optional_params)
+        except ReplayError as error:
+            raise litellm.BadRequestError(
+                message=str(error), model=model, llm_provider=model.split("/")[0]
+            ) from None
+        for stop in optional_params.get("stop") or []:
+            if stop and stop in text:
+                text = text[: text.index(stop)]
+        return text
+
+    def usage(messages: list[dict], text: str) -> dict[str, int]:
+        prompt_tokens = sum(len(tokens_of(str(m.get("content", "")))) for m in messages)
+        completion_tokens = len(tokens_of(text))
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+
+    def full_response(model: str, messages: list[dict], optional_params: dict) -> Any:
+        text = respond(model, messages, optional_params)
+        return ModelResponse(
+            model=model,
+            choices=[
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
+            usage=usage(messages, text),
+        )
+
+    def chunk(text: str, finished: bool = False, usage_: dict | None = None) -> dict:
+        return {
+            "text": text,
+            "is_finished": finished,
+            "finish_reason": "stop" if finished else None,
+            "index": 0,
+            "usage": usage_,
+            "tool_use": None,
+        }
+
+    class OfflineLLM(CustomLLM):
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            return full_response(kwargs["model"], kwargs["messages"], kwargs["optional_params"])
+
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            return full_response(kwargs["model"], kwargs["messages"], kwargs["optional_params"])
+
+        def streaming(self, *args: Any, **kwargs: Any) -> Any:
+            model, messages = kwargs["model"], kwargs["messages"]
+            text = respond(model, messages, kwargs["optional_params"])
+            pace = engine.seconds_per_token()
+            for piece in paced_pieces(text, pace):
+                if pace:
+                    time.sleep(pace)
+                yield chunk(piece)
+            yield chunk("", True, usage(messages, text))
+
+        async def astreaming(self, *args: Any, **kwargs: Any) -> Any:
+            model, messages = kwargs["model"], kwargs["messages"]
+            text = respond(model, messages, kwargs["optional_params"])
+            pace = engine.seconds_per_token()
+            for piece in paced_pieces(text, pace):
+                if pace:
+                    await asyncio.sleep(pace)
+                yield chunk(piece)
+            yield chunk("", True, usage(messages, text))
+
+    return OfflineLLM()
+
+
+# --------------------------------------------------------------------------- capabilities
+
+def is_offline(spec: ModelSpec) -> bool:
+    """The bundled models that need no network and cost nothing."""
+    from bbm_tui.core.replay import PROVIDERS
+
+    return spec.model.split("/", 1)[0] in PROVIDERS
+
+_REASONING_MODEL = re.compile(r"^(o1|o3|o4|gpt-5)([-.:]|$)")
+
+
+def model_basename(model: str) -> str:
+    return model.rsplit("/", 1)[-1].lower()
+
+
+def accepts_native_stop(spec: ModelSpec) -> bool:
+    """Whether `stop=["\\n"]` may be sent: Anthropic rejects whitespace-only stop sequences and
+    OpenAI reasoning models take no `stop` (NOTES: litellm, stop sequences)."""
+    if spec.mode == "completion":
+        return True
+    model = spec.model.lower()
+    provider = model.split("/", 1)[0] if "/" in model else ""
+    if provider == "anthropic" or "claude" in model:
+        return False
+    if provider in ("", "openai", "azure") and _REASONING_MODEL.match(model_basename(model)):
+        return False
+    return True
+
+
+def key_env_vars(spec: ModelSpec) -> list[str]:
+    """The environment variables that hold the key for this model's provider, if litellm knows."""
+    try:
+        status = litellm_module().validate_environment(model=spec.model, api_base=spec.api_base)
+    except Exception:
+        return []
+    return list(status.get("missing_keys") or [])
+
+
+def _provider_of(spec: ModelSpec) -> str:
+    try:
+        return litellm_module().get_llm_provider(spec.model, api_base=spec.api_base)[1]
+    except Exception:
+        return spec.model.split("/", 1)[0] if "/" in spec.model else "openai"
+
+
+_KEY_VARS = {
+    "openai": "OPENAI_API_KEY",
+    "text-completion-openai": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "mistral": "MISTRAL_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "together_ai": "TOGETHERAI_API_KEY",
+    "fireworks_ai": "FIREWORKS_AI_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+    "cohere": "COHERE_API_KEY",
+    "hosted_vllm": "HOSTED_VLLM_API_KEY",
+    "azure": "AZURE_API_KEY",
+}
+
+
+def key_env_var(spec: ModelSpec) -> str | None:
+    """The one environment variable a user should set for this model's key."""
+    return _KEY_VARS.get(_provider_of(spec))
+
+
+def _auth_kwargs(spec: ModelSpec) -> dict[str, Any]:
+    """Local OpenAI-compatible servers usually want no key, but the OpenAI SDK refuses to start
+    without one: give it a placeholder when an api_base is set and the environment has none."""
+    if spec.api_base is None:
+        return {}
+    variable = key_env_var(spec)
+    if variable and os.environ.get(variable):
+        return {}
+    if _provider_of(spec) in ("openai", "text-completion-openai", "hosted_vllm", "azure"):
+        return {"api_key": "no-key-set"}
+    return {}
+
+
+# --------------------------------------------------------------------------- errors
+
+def _retry_after_seconds(error: BaseException) -> float | None:
+    headers: Any = None
+    response = getattr(error, "response", None)
+    if response is not None:
+        headers = getattr(response, "headers", None)
+    if headers is None:
+        headers = getattr(error, "litellm_response_headers", None)
+    if not headers:
+        return None
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
+    """One clear message per failure kind; authentication names the key's variable."""
+    if isinstance(error, LLMError):
+        return error
+    if isinstance(error, asyncio.TimeoutError | TimeoutError):
+        return LLMError("timeout", f"{spec.model} did not answer in time")
+    litellm = litellm_module()
+    where = f" at {spec.api_base}" if spec.api_base else ""
+    detail = _short(getattr(error, "message", None) or str(error))
+    if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError):
+        variable = key_env_var(spec)
+        if variable and not os.environ.get(variable):
+            message = f"{spec.model}{where} needs an API key: set {variable}"
+        elif variable:
+            message = f"{spec.model}{where} rejected the API key in {variable}"
+        else:
+            message = f"{spec.model}{where} rejected the request's credentials"
+        return LLMError("auth", message)
+    if isinstance(error, litellm.RateLimitError):
+        return LLMError(
+            "rate_limit",
+            f"{spec.model}{where} is rate-limiting requests",
+            _retry_after_seconds(error),
+        )
+    if isinstance(error, litellm.ContextWindowExceededError):
+        return LLMError("context_window", f"the prompt is too long for {spec.model}: {detail}")
+    if isinstance(error, litellm.Timeout):
+        return LLMError("timeout", f"{spec.model}{where} did not answer in time")
+    if "replay/" in detail or "simulated/" in detail:
+        return LLMError("replay", _replay_detail(detail))
+    if isinstance(error, litellm.BadRequestError | litellm.UnsupportedParamsError):
+        return LLMError("bad_request", f"{spec.model}{where} refused the request: {detail}")
+    if isinstance(error, litellm.NotFoundError):
+        return LLMError("not_found", f"{spec.model}{where} was not found: {detail}")
+    exceptions = litellm.exceptions
+    if isinstance(error, exceptions.MidStreamFallbackError):
+        return LLMError("stream", f"the stream from {spec.model}{where} broke off: {detail}")
+    if isinstance(error, litellm.APIConnectionError) and not _has_status(error):
+        return LLMError("connection", f"cannot reach {spec.model}{where}: {detail}")
+    if isinstance(
+        error,
+        litellm.InternalServerError
+        | litellm.ServiceUnavailableError
+        | litellm.BadGatewayError
+        | litellm.APIError
+        | litellm.APIConnectionError,
+    ):
+        status = getattr(error, "status_code", None)
+        if _looks_like_connection_failure(detail):
+            return LLMError("connection", f"cannot reach {spec.model}{where}: {detail}")
+        return LLMError(
+            "server",
+            f"{spec.model}{where} had a server error ({status or 'no status'}): {detail}",
+            _retry_after_seconds(error),
+        )
+    return LLMError("unknown", f"{spec.model}{where} failed: {type(error).__name__}: {detail}")
+
+
+def _replay_detail(detail: str) -> str:
+    for marker in ("replay/", "simulated/"):
+        start = detail.find(marker)
+        if start >= 0:
+            return detail[start:]
+    return detail
+
+
+def _has_status(error: BaseException) -> bool:
+    status = getattr(error, "status_code", None)
+    return isinstance(status, int) and status >= 400 and status != 500
+
+
+def _looks_like_connection_failure(detail: str) -> bool:
+    lowered = detail.lower()
+    return any(
+        marker in lowered
+        for marker in ("connection refused", "connect call failed", "connection error",
+                       "cannot connect", "name or service not known", "connecterror")
+    )
+
+
+# --------------------------------------------------------------------------- retries
+
+async def _with_retries(
+    spec: ModelSpec,
+    policy: RetryPolicy,
+    attempt_once: Callable[[int], Awaitable[Any]],
+    on_retry: Callable[[int, LLMError, float], Awaitable[None]] | None = None,
+) -> Any:
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return await attempt_once(attempt)
+        except asyncio.CancelledError:
+            raise
+        except Exception as raw:
+            error = classify_error(raw, spec)
+            error.attempts = attempt
+            if not error.retryable or attempt == policy.attempts:
+                if attempt > 1:
+                    error.message = f"{error.message} (after {attempt} attempts)"
+                    error.args = (error.message,)
+                raise error from None
+            delay = policy.delay(attempt, error.retry_after_s)
+            if on_retry is not None:
+                await on_retry(attempt + 1, error, delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+# --------------------------------------------------------------------------- one step
+
+class _EchoStripper:
+    """Hold back the start of a step until it is clear whether the model echoed `Thought N:`,
+    so that the live view never shows a prefix the saved step will not have."""
+
+    _FULL = re.compile(r"\s*thought\s*\d+\s*:[ \t]*", re.IGNORECASE)
+    _PARTIAL = re.compile(
+        r"\s*(t(h(o(u(g(h(t(\s*(\d+(\s*(:[ \t]*)?)?)?)?)?)?)?)?)?)?)?", re.IGNORECASE
+    )
+
+    def __init__(self) -> None:
+        self.held = ""
+        self.deciding = True
+
+    def feed(self, text: str) -> str:
+        if not self.deciding:
+            return text
+        self.held += text
+        full = self._FULL.match(self.held)
+        if full and full.end() < len(self.held):
+            return self._release(self.held[full.end():])
+        if self._PARTIAL.fullmatch(self.held):
+            return ""
+        return self._release(self.held)
+
+    def finish(self) -> str:
+        if not self.deciding:
+            return ""
+        full = self._FULL.match(self.held)
+        return self._release(self.held[full.end():] if full else self.held)
+
+    def _release(self, text: str) -> str:
+        self.deciding = False
+        self.held = ""
+        return text
+
+
+def strip_echo(text: str) -> str:
+    """A step without a leading echoed `Thought N:`, stripped."""
+    stripper = _EchoStripper()
+    return (stripper.feed(text) + stripper.finish()).strip()
+
+
+@dataclass
+class _StreamState:
+    pieces: list[str] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    chunks: int = 0
+    chars: int = 0
+    started: bool = False
+    cut: bool = False
+    truncated: bool = False
+    finish_reason: str | None = None
+    usage: Any = None
+
+
+async def stream_step(
+    spec: ModelSpec, prompt: str, settings: CallSettings | None = None
+) -> AsyncIterator[TextDelta | Restart | StepText]:
+    """Stream one step: yields TextDelta as text arrives (after echo stripping), Restart when a
+    retry discards shown text, and finally one StepText. Raises LLMError."""
+    settings = settings or CallSettings()
+    queue: asyncio.Queue[TextDelta | Restart | StepText | BaseException] = asyncio.Queue()
+
+    async def on_retry(attempt: int, error: LLMError, delay: float) -> None:
+        await queue.put(Restart(attempt, error.message, delay))
+
+    async def run() -> None:
+        try:
+            result = await _with_retries(
+                spec,
+                settings.retry,
+                lambda attempt: _stream_step_once(spec, prompt, settings, attempt, queue),
+                on_retry,
+            )
+            await queue.put(result)
+        except BaseException as error:  # handed to the consumer, cancellation included
+            await queue.put(error)
+
+    task = asyncio.ensure_future(run())
+    try:
+        while True:
+            item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            if isinstance(item, StepText):
+                return
+    finally:
+        if not task.done():
+            task.cancel()
+            try:
+                await task
+            except BaseException:
+                pass
+
+
+async def _stream_step_once(
+    spec: ModelSpec,
+    prompt: str,
+    settings: CallSettings,
+    attempt: int,
+    queue: asyncio.Queue,
+) -> StepText:
+    litellm = litellm_module()
+    native_stop = accepts_native_stop(spec)
+    kwargs: dict[str, Any] = {
+        "model": spec.model,
+        "stream": True,
+        "temperature": settings.temperature,
+        "timeout": settings.timeout_s,
+        "max_retries": 0,
+        **_auth_kwargs(spec),
+    }
+    if spec.api_base:
+        kwargs["api_base"] = spec.api_base
+    if settings.max_tokens is not None:
+        kwargs["max_tokens"] = settings.max_tokens
+    if native_stop:
+        kwargs["stop"] = ["\n"]
+    if settings.logprobs:
+        kwargs["logprobs"] = True
+    started_at = time.perf_counter()
+    if spec.mode == "chat":
+        kwargs["messages"] = [{"role": "user", "content": prompt}]
+        kwargs["stream_options"] = {"include_usage": True}
+        stream = await litellm.acompletion(**kwargs)
+    else:
+        kwargs["prompt"] = prompt
+        stream = await litellm.atext_completion(**kwargs)
+    state = _StreamState()
+    stripper = _EchoStripper()
+    char_cap = (settings.max_tokens or DEFAULT_STEP_MAX_TOKENS) * CHARS_PER_TOKEN_CAP
+    try:
+        iterator = stream.__aiter__()
+        while True:
+            try:
+                chunk = await asyncio.wait_for(iterator.__anext__(), settings.idle_timeout_s)
+            except StopAsyncIteration:
+                break
+            text = _absorb_chunk(chunk, state, spec.mode)
+            if text is None:
+                continue
+            released = stripper.feed(text)
+            if released:
+                state.pieces.append(released)
+                await queue.put(TextDelta(released))
+            if state.cut:
+                break
+            if settings.max_tokens is not None and (
+                state.chunks >= settings.max_tokens or state.chars >= char_cap
+            ):
+                state.truncated = True
+                break
+    finally:
+        await _close_stream(stream)
+    tail = stripper.finish()
+    if tail:
+        state.pieces.append(tail)
+        await queue.put(TextDelta(tail))
+    latency = time.perf_counter() - started_at
+    if state.finish_reason == "length" and not state.cut:
+        state.truncated = True
+    text = "".join(state.pieces).strip()
+    call = _call_record(spec, settings, prompt, state, latency, attempt, native_stop, text)
+    return StepText(text=text, call=call, truncated=state.truncated)
+
+
+def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
+    """Take what a chunk carries into the state; return the text to keep (cut at the first
+    newline after leading whitespace), or None when there is none."""
+    usage = getattr(chunk, "usage", None)
+    if usage is not None and getattr(usage, "total_tokens", None):
+        state.usage = usage
+    choices = getattr(chunk, "choices", None) or []
+    if not choices:
+        return None
+    choice = choices[0]
+    if getattr(choice, "finish_reason", None):
+        state.finish_reason = choice.finish_reason
+    if mode == "chat":
+        delta = getattr(choice, "delta", None)
+        text = getattr(delta, "content", None) if delta is not None else None
+        _absorb_logprobs(getattr(choice, "logprobs", None), state)
+    else:
+        text = getattr(choice, "text", None)
+    if not text:
+        return None
+    state.chunks += 1
+    if not state.started:
+        text = text.lstrip()
+        if not text:
+            return None
+        state.started = True
+    newline = text.find("\n")
+    if newline >= 0:
+        text = text[:newline]
+        state.cut = True
+    state.chars += len(text)
+    return text
+
+
+def _absorb_logprobs(logprobs: Any, state: _StreamState) -> None:
+    if logprobs is None or state.cut:
+        return
+    content = getattr(logprobs, "content", None)
+    if content is None and isinstance(logprobs, dict):
+        content = logprobs.get("content")
+    for token in content or []:
+        value = getattr(token, "logprob", None)
+        if value is None and isinstance(token, dict):
+            value = token.get("logprob")
+        if value is not None:
+            state.logprobs.append(float(value))
+
+
+async def _close_stream(stream: Any) -> None:
+    close = getattr(stream, "aclose", None)
+    if close is None:
+        return
+    try:
+        await close()
+    except Exception:
+        # The step is already decided; a failure to close the connection changes nothing.
+        pass
+
+
+def _call_record(
+    spec: ModelSpec,
+    settings: CallSettings,
+    prompt: str,
+    state: _StreamState,
+    latency: float,
+    attempt: int,
+    native_stop: bool,
+    text: str,
+) -> CallRecord:
+    prompt_tokens = completion_tokens = None
+    if state.usage is not None:
+        prompt_tokens = getattr(state.usage, "prompt_tokens", None)
+        completion_tokens = getattr(state.usage, "completion_tokens", None)
+    if completion_tokens is None and state.chunks:
+        # Streams closed early carry no usage: one chunk is one token on OpenAI-style servers.
+        completion_tokens = state.chunks
+    return CallRecord(
+        model=spec.model,
+        params=settings.params() | {"mode": spec.mode},
+        latency_s=latency,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=_cost(spec, prompt_tokens, completion_tokens),
+        logprobs=state.logprobs or None,
+        finish_reason=state.finish_reason or ("newline" if state.cut else None),
+        attempts=attempt,
+        native_stop=native_stop,
+    )
+
+
+def _cost(spec: ModelSpec, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
+    if is_offline(spec):
+        return 0.0
+    if prompt_tokens is None or completion_tokens is None:
+        return None
+    try:
+        prompt_cost, completion_cost = litellm_module().cost_per_token(
+            model=spec.model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )
+    except Exception:
+        return None  # a model litellm has no price for
+    return float(prompt_cost) + float(completion_cost)
+
+
+# --------------------------------------------------------------------------- whole answers
+
+async def complete(
+    spec: ModelSpec,
+    messages: Sequence[dict[str, str]],
+    settings: CallSettings | None = None,
+) -> Completion:
+    """One whole answer (no stop), e.g. for the mistake finders. Raises LLMError."""
+    settings = settings or CallSettings(max_tokens=None)
+
+    async def once(attempt: int) -> Completion:
+        return await _complete_once(spec, list(messages), settings, attempt)
+
+    return await _with_retries(spec, settings.retry, once)
+
+
+async def _complete_once(
+    spec: ModelSpec, messages: list[dict[str, str]], settings: CallSettings, attempt: int
+) -> Completion:
+    litellm = litellm_module()
+    kwargs: dict[str, Any] = {
+        "model": spec.model,
+        "temperature": settings.temperature,
+        "timeout": settings.timeout_s,
+        "max_retries": 0,
+        **_auth_kwargs(spec),
+    }
+    if spec.api_base:
+        kwargs["api_base"] = spec.api_base
+    if settings.max_tokens is not None:
+        kwargs["max_tokens"] = settings.max_tokens
+    started_at = time.perf_counter()
+    if spec.mode == "chat":
+        response = await asyncio.wait_for(
+            litellm.acompletion(messages=messages, **kwargs), settings.timeout_s + 5
+        )
+        choice = response.choices[0]
+        text = choice.message.content or ""
+    else:
+        prompt = "\n\n".join(message["content"] for message in messages)
+        response = await asyncio.wait_for(
+            litellm.atext_completion(prompt=prompt, **kwargs), settings.timeout_s + 5
+        )
+        choice = response.choices[0]
+        text = choice.text or ""
+    latency = time.perf_counter() - started_at
+    usage = getattr(response, "usage", None)
+    prompt_tokens = getattr(usage, "prompt_tokens", None) if usage else None
+    completion_tokens = getattr(usage, "completion_tokens", None) if usage else None
+    call = CallRecord(
+        model=spec.model,
+        params=settings.params() | {"mode": spec.mode},
+        latency_s=latency,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=_cost(spec, prompt_tokens, completion_tokens),
+        finish_reason=getattr(choice, "finish_reason", None),
+        attempts=attempt,
+    )
+    return Completion(text=text, call=call)
+
+
+def call_to_json(call: CallRecord) -> str:
+    return json.dumps(call.__dict__)

@@ -1,0 +1,35 @@
+"""Generation prompts (DESIGN §3): the paper's 3-shot prompts, byte for byte."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+
+from bbm_tui.core.resources import prompts_dir
+from bbm_tui.core.tasks import get_task
+
+
+@cache
+def generation_prompt(task_name: str) -> str:
+    """The few-shot prompt of a task, exactly as shipped (no trailing newline)."""
+    get_task(task_name)
+    path = prompts_dir() / "generation_prompts" / f"{task_name}_prompt.txt"
+    return path.read_bytes().decode("utf-8")
+
+
+def format_thoughts(steps: Sequence[str]) -> str:
+    """`Thought 1: s1\\n...Thought k: sk\\n` (empty for no steps)."""
+    return "".join(f"Thought {number}: {step}\n" for number, step in enumerate(steps, start=1))
+
+
+def next_step_prompt(task_name: str, input_text: str, steps: Sequence[str]) -> str:
+    """The prompt text that asks for step k+1 after steps s1..sk."""
+    question = get_task(task_name).question(input_text)
+    return (
+        generation_prompt(task_name)
+        + "\n\n"
+        + question
+        + "\n"
+        + format_thoughts(steps)
+        + f"Thought {len(steps) + 1}:"
+    )

@@ -1,0 +1,153 @@
+"""The generation stepper (DESIGN §3): one model call per `Thought N`, as an async generator of
+events that the app, the batch runner and the tests all consume the same way.
+
+Stop rules: a step that states an answer (the paper's regex), the step limit, or the model
+going silent. A single empty step is held back and kept only if the model goes on after it
+(one recorded trace has an empty thought in the middle); two empty steps in a row end the
+trace and neither is kept. A step cut at its token limit is kept, marked truncated, and ends
+the run so that a person can look at it.
+
+Consumers commit each `StepFinished` as it arrives; a step that was started but not finished
+when the run ends (error, cancellation, the silent end) is to be discarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from bbm_tui.core import llm
+from bbm_tui.core.prompts import next_step_prompt
+from bbm_tui.core.tasks import extract_answer, is_correct
+
+DEFAULT_STEP_LIMIT = 160
+
+FinishReason = Literal["answer", "step_limit", "empty", "truncated", "paused"]
+
+
+@dataclass
+class StepStarted:
+    number: int
+
+
+@dataclass
+class StepDelta:
+    number: int
+    text: str
+
+
+@dataclass
+class StepRestarted:
+    """A retry after text had streamed: what was shown for this step is void."""
+
+    number: int
+    reason: str
+    delay_s: float
+
+
+@dataclass
+class StepFinished:
+    number: int
+    text: str
+    call: llm.CallRecord
+    answer: str | None
+    truncated: bool = False
+
+
+@dataclass
+class AnswerFound:
+    answer: str
+    correct: bool | None  # None when the target is unknown
+
+
+@dataclass
+class StepFailed:
+    number: int
+    error: llm.LLMError
+
+
+@dataclass
+class TraceFinished:
+    reason: FinishReason
+    steps: list[str]
+    answer: str | None
+
+
+StepEvent = (
+    StepStarted | StepDelta | StepRestarted | StepFinished | AnswerFound | StepFailed | TraceFinished
+)
+
+
+@dataclass(frozen=True)
+class StepperSettings:
+    step_limit: int = DEFAULT_STEP_LIMIT
+    call: llm.CallSettings = field(default_factory=llm.CallSettings)
+
+
+async def run_steps(
+    task: str,
+    input_text: str,
+    spec: llm.ModelSpec,
+    steps: Sequence[str] = (),
+    *,
+    target: str | None = None,
+    max_new_steps: int | None = None,
+    settings: StepperSettings | None = None,
+) -> AsyncIterator[StepEvent]:
+    """Generate steps after `steps` until a stop rule fires, `max_new_steps` have been added
+    (reason "paused"), or an error (StepFailed, then the generator ends)."""
+    settings = settings or StepperSettings()
+    written = list(steps)
+    if written and extract_answer(written[-1]) is not None:
+        yield TraceFinished("answer", written, extract_answer(written[-1]))
+        return
+    held_empty: StepFinished | None = None
+    added = 0
+    while True:
+        if len(written) + (held_empty is not None) >= settings.step_limit:
+            yield TraceFinished("step_limit", written, None)
+            return
+        if max_new_steps is not None and added >= max_new_steps and held_empty is None:
+            yield TraceFinished("paused", written, None)
+            return
+        number = len(written) + 1 + (held_empty is not None)
+        context = written + ([""] if held_empty is not None else [])
+        prompt = next_step_prompt(task, input_text, context)
+        yield StepStarted(number)
+        result: llm.StepText | None = None
+        try:
+            async for item in llm.stream_step(spec, prompt, settings.call):
+                if isinstance(item, llm.TextDelta):
+                    yield StepDelta(number, item.text)
+                elif isinstance(item, llm.Restart):
+                    yield StepRestarted(number, item.reason, item.delay_s)
+                else:
+                    result = item
+        except llm.LLMError as error:
+            yield StepFailed(number, error)
+            return
+        assert result is not None
+        answer = extract_answer(result.text)
+        finished = StepFinished(number, result.text, result.call, answer, result.truncated)
+        if result.text == "":
+            if held_empty is not None:
+                yield TraceFinished("empty", written, None)
+                return
+            held_empty = finished
+            continue
+        if held_empty is not None:
+            yield held_empty
+            written.append("")
+            added += 1
+            held_empty = None
+        yield finished
+        written.append(result.text)
+        added += 1
+        if answer is not None:
+            yield AnswerFound(answer, None if target is None else is_correct(answer, target))
+            yield TraceFinished("answer", written, answer)
+            return
+        if result.truncated:
+            yield TraceFinished("truncated", written, None)
+            return

@@ -1,0 +1,655 @@
+"""The session store (DESIGN §8): one SQLite file, WAL mode, schema versioned by
+`PRAGMA user_version` with forward migrations.
+
+A trace is a tree of steps (`parent_id`); the branch on show is the path from the root to the
+session's `head_step_id`. Every finished step, label and call is committed in its own
+transaction as it happens, so a crash loses at most the step being streamed. Writes take the
+lock up front (`BEGIN IMMEDIATE`) and wait for another process's writes instead of failing,
+so the app and a headless run can share one store.
+
+API keys are never written here: nothing that reaches this module carries one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bbm_tui.core.llm import CallRecord
+
+HOME_ENV = "BBM_TUI_HOME"
+DATABASE_NAME = "bbm-tui.sqlite3"
+SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 10_000
+
+T = TypeVar("T")
+
+
+class StoreError(Exception):
+    """The store cannot be used; the message names the file."""
+
+
+def home_dir() -> Path:
+    """Where bbm-tui keeps its data: $BBM_TUI_HOME, else the platform's user data folder."""
+    override = os.environ.get(HOME_ENV)
+    if override:
+        return Path(override).expanduser()
+    from platformdirs import user_data_path
+
+    return user_data_path("bbm-tui", appauthor=False)
+
+
+def default_path() -> Path:
+    return home_dir() / DATABASE_NAME
+
+
+# ---------------------------------------------------------------------------- schema
+
+MIGRATIONS: list[str] = [
+    # 1: sessions, the step tree, model calls, the person's labels.
+    """
+    CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        task TEXT NOT NULL,
+        input TEXT NOT NULL,
+        target TEXT,
+        dataset_index INTEGER,
+        gold_mistake_index INTEGER,
+        model TEXT NOT NULL,
+        api_base TEXT,
+        mode TEXT NOT NULL,
+        source TEXT NOT NULL DEFAULT 'app',
+        head_step_id INTEGER REFERENCES steps(id) ON DELETE SET NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX sessions_by_question ON sessions(task, input, model, source);
+    CREATE TABLE steps (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        parent_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        number INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        answer TEXT,
+        truncated INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX steps_by_session ON steps(session_id, parent_id);
+    CREATE TABLE calls (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        step_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        purpose TEXT NOT NULL,
+        model TEXT NOT NULL,
+        params TEXT NOT NULL,
+        latency_s REAL,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        cost REAL,
+        logprobs TEXT,
+        finish_reason TEXT,
+        attempts INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX calls_by_session ON calls(session_id);
+    CREATE INDEX calls_by_step ON calls(step_id);
+    CREATE TABLE labels (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        leaf_step_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        mistake_step_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        undone INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX labels_by_session ON labels(session_id);
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+# ---------------------------------------------------------------------------- records
+
+@dataclass(frozen=True)
+class Session:
+    id: int
+    name: str
+    task: str
+    input: str
+    target: str | None
+    dataset_index: int | None
+    gold_mistake_index: int | None
+    model: str
+    api_base: str | None
+    mode: str
+    source: str
+    head_step_id: int | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Step:
+    id: int
+    session_id: int
+    parent_id: int | None
+    number: int
+    text: str
+    origin: str
+    answer: str | None
+    truncated: bool
+    created_at: float
+    latency_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+
+
+@dataclass(frozen=True)
+class Label:
+    """The person's verdict on a trace: the first mistaken step, or (None) no mistake."""
+
+    id: int
+    session_id: int
+    mistake_step_id: int | None
+    leaf_step_id: int | None
+    created_at: float
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session: Session
+    steps: int
+    label: Label | None
+    mistake_number: int | None
+    answer: str | None
+
+
+@dataclass(frozen=True)
+class Totals:
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+
+
+# ---------------------------------------------------------------------------- the store
+
+class Store:
+    """One connection, shared by the threads of one process under a lock."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self._connection = connection
+        self._lock = threading.RLock()
+
+    # -- opening
+
+    @classmethod
+    def open(cls, path: Path | str | None = None) -> Store:
+        path = Path(path) if path is not None else default_path()
+        _check_is_sqlite(path)
+        creating = not path.exists()
+        if creating:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            # Created by us, readable by the owner only: sessions may hold private text.
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        try:
+            connection = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as error:
+            raise StoreError(f"{path}: cannot open the session store: {error}") from None
+        store = cls(path, connection)
+        try:
+            store._configure()
+            store._migrate()
+        except sqlite3.DatabaseError as error:
+            connection.close()
+            raise StoreError(f"{path}: not a usable bbm-tui session store: {error}") from None
+        except StoreError:
+            connection.close()
+            raise
+        for suffix in ("-wal", "-shm"):
+            sidecar = Path(f"{path}{suffix}")
+            if sidecar.exists():
+                _chmod_owner_only(sidecar)
+        return store
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _configure(self) -> None:
+        connection = self._connection
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(f"{self.path}: cannot switch the store to WAL mode")
+        # NORMAL in WAL mode: a power cut may lose the last commits, never corrupt the file;
+        # a killed process loses nothing that was committed.
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute("PRAGMA foreign_keys = ON")
+
+    def _migrate(self) -> None:
+        version = self._connection.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: this store was written by a newer bbm-tui (schema version "
+                f"{version}; this version knows up to {SCHEMA_VERSION}). Upgrade bbm-tui, or "
+                f"point {HOME_ENV} somewhere else; the file was left untouched."
+            )
+        if version == 0 and self._has_foreign_tables():
+            raise StoreError(
+                f"{self.path}: this SQLite file is not a bbm-tui session store; "
+                "the file was left untouched."
+            )
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with self._write() as connection:
+                for statement in _statements(MIGRATIONS[target - 1]):
+                    connection.execute(statement)
+                connection.execute(f"PRAGMA user_version = {target}")
+
+    def _has_foreign_tables(self) -> bool:
+        rows = self._connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+        ).fetchall()
+        return bool(rows)
+
+    # -- transactions
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            connection = self._connection
+            _retry_locked(lambda: connection.execute("BEGIN IMMEDIATE"))
+            try:
+                yield connection
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            else:
+                _retry_locked(lambda: connection.execute("COMMIT"))
+
+    def _read(self, sql: str, parameters: tuple | dict = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            cursor = self._connection.execute(sql, parameters)
+            cursor.row_factory = sqlite3.Row
+            return cursor.fetchall()
+
+    # -- sessions
+
+    def create_session(
+        self,
+        *,
+        task: str,
+        input: str,
+        model: str,
+        mode: str = "chat",
+        api_base: str | None = None,
+        target: str | None = None,
+        dataset_index: int | None = None,
+        gold_mistake_index: int | None = None,
+        name: str | None = None,
+        source: str = "app",
+    ) -> Session:
+        now = time.time()
+        if name is None:
+            name = default_session_name(task, dataset_index, input)
+        with self._write() as connection:
+            cursor = connection.execute(
+                """INSERT INTO sessions (name, task, input, target, dataset_index,
+                       gold_mistake_index, model, api_base, mode, source, created_at, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (name, task, input, target, dataset_index, gold_mistake_index, model, api_base,
+                 mode, source, now, now),
+            )
+            session_id = cursor.lastrowid
+        return self.session(session_id)
+
+    def session(self, session_id: int) -> Session:
+        rows = self._read("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        if not rows:
+            raise StoreError(f"{self.path}: there is no session {session_id}")
+        return _session(rows[0])
+
+    def sessions(self) -> list[SessionSummary]:
+        """Every session, the most recently changed first."""
+        rows = self._read("SELECT * FROM sessions ORDER BY updated_at DESC, id DESC")
+        return [self._summary(_session(row)) for row in rows]
+
+    def _summary(self, session: Session) -> SessionSummary:
+        branch = self.branch(session.id)
+        label = self.current_label(session.id)
+        number = None
+        if label is not None and label.mistake_step_id is not None:
+            number = next(
+                (step.number for step in branch if step.id == label.mistake_step_id), None
+            )
+        answer = next((step.answer for step in reversed(branch) if step.answer), None)
+        return SessionSummary(session, len(branch), label, number, answer)
+
+    def find_session(self, *, task: str, input: str, model: str, source: str) -> Session | None:
+        rows = self._read(
+            """SELECT * FROM sessions WHERE task = ? AND input = ? AND model = ? AND source = ?
+               ORDER BY id LIMIT 1""",
+            (task, input, model, source),
+        )
+        return _session(rows[0]) if rows else None
+
+    def rename_session(self, session_id: int, name: str) -> None:
+        with self._write() as connection:
+            connection.execute(
+                "UPDATE sessions SET name = ?, updated_at = ? WHERE id = ?",
+                (name, time.time(), session_id),
+            )
+
+    def delete_session(self, session_id: int) -> None:
+        with self._write() as connection:
+            connection.execute("UPDATE sessions SET head_step_id = NULL WHERE id = ?",
+                               (session_id,))
+            connection.execute("DELETE FROM labels WHERE session_id = ?", (session_id,))
+            connection.execute("DELETE FROM calls WHERE session_id = ?", (session_id,))
+            connection.execute("DELETE FROM steps WHERE session_id = ?", (session_id,))
+            connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    # -- steps
+
+    def add_step(
+        self,
+        session_id: int,
+        *,
+        parent_id: int | None,
+        number: int,
+        text: str,
+        origin: str = "model",
+        answer: str | None = None,
+        truncated: bool = False,
+        call: CallRecord | None = None,
+    ) -> Step:
+        """Append a finished step below `parent_id`, make it the head, and commit."""
+        now = time.time()
+        with self._write() as connection:
+            cursor = connection.execute(
+                """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
+                       truncated, created_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                (session_id, parent_id, number, text, origin, answer, int(truncated), now),
+            )
+            step_id = cursor.lastrowid
+            if call is not None:
+                _insert_call(connection, session_id, step_id, "step", call, now)
+            connection.execute(
+                "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                (step_id, now, session_id),
+            )
+        return self.step(step_id)
+
+    def add_steps(self, session_id: int, texts: list[str], origin: str) -> list[Step]:
+        """Append several steps in one transaction (e.g. a recorded trace loaded to label)."""
+        now = time.time()
+        head = self.session(session_id).head_step_id
+        parent = head
+        number = len(self.branch(session_id))
+        with self._write() as connection:
+            from bbm_tui.core.tasks import extract_answer
+
+            for text in texts:
+                number += 1
+                cursor = connection.execute(
+                    """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
+                           truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
+                    (session_id, parent, number, text, origin, extract_answer(text), now),
+                )
+                parent = cursor.lastrowid
+            connection.execute(
+                "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                (parent, now, session_id),
+            )
+        return self.branch(session_id)
+
+    def record_call(
+        self, session_id: int, purpose: str, call: CallRecord, step_id: int | None = None
+    ) -> None:
+        with self._write() as connection:
+            _insert_call(connection, session_id, step_id, purpose, call, time.time())
+
+    def step(self, step_id: int) -> Step:
+        rows = self._read(_STEP_SELECT + " WHERE s.id = ?", (step_id,))
+        if not rows:
+            raise StoreError(f"{self.path}: there is no step {step_id}")
+        return _step(rows[0])
+
+    def branch(self, session_id: int, leaf_id: int | None = None) -> list[Step]:
+        """The steps from the root to `leaf_id` (default: the session's head), in order."""
+        if leaf_id is None:
+            leaf_id = self.session(session_id).head_step_id
+        if leaf_id is None:
+            return []
+        rows = self._read(
+            _STEP_SELECT + " WHERE s.session_id = ?", (session_id,)
+        )
+        by_id = {row["id"]: row for row in rows}
+        path: list[Step] = []
+        current: int | None = leaf_id
+        while current is not None and current in by_id:
+            row = by_id[current]
+            path.append(_step(row))
+            current = row["parent_id"]
+        path.reverse()
+        return path
+
+    def set_head(self, session_id: int, step_id: int | None) -> None:
+        with self._write() as connection:
+            connection.execute(
+                "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                (step_id, time.time(), session_id),
+            )
+
+    # -- labels
+
+    def set_label(
+        self, session_id: int, mistake_step_id: int | None, leaf_step_id: int | None
+    ) -> Label:
+        """Record the person's verdict: first mistake at `mistake_step_id`, or no mistake."""
+        now = time.time()
+        with self._write() as connection:
+            cursor = connection.execute(
+                """INSERT INTO labels (session_id, leaf_step_id, mistake_step_id, created_at)
+                   VALUES (?, ?, ?, ?)""",
+                (session_id, leaf_step_id, mistake_step_id, now),
+            )
+            connection.execute(
+                "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
+            )
+            label_id = cursor.lastrowid
+        return Label(label_id, session_id, mistake_step_id, leaf_step_id, now)
+
+    def undo_label(self, session_id: int) -> Label | None:
+        """Withdraw the latest verdict; return the one now in force (or None)."""
+        with self._write() as connection:
+            row = connection.execute(
+                "SELECT id FROM labels WHERE session_id = ? AND undone = 0 "
+                "ORDER BY id DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+            if row is not None:
+                connection.execute("UPDATE labels SET undone = 1 WHERE id = ?", (row[0],))
+                connection.execute(
+                    "UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id)
+                )
+        return self.current_label(session_id)
+
+    def current_label(self, session_id: int) -> Label | None:
+        rows = self._read(
+            "SELECT * FROM labels WHERE session_id = ? AND undone = 0 ORDER BY id DESC LIMIT 1",
+            (session_id,),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return Label(row["id"], row["session_id"], row["mistake_step_id"], row["leaf_step_id"],
+                     row["created_at"])
+
+    # -- accounting
+
+    def totals(self, session_id: int) -> Totals:
+        rows = self._read(
+            """SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
+                      COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
+                      COALESCE(SUM(cost), 0) AS cost
+               FROM calls WHERE session_id = ?""",
+            (session_id,),
+        )
+        row = rows[0]
+        return Totals(row["calls"], row["prompt_tokens"], row["completion_tokens"], row["cost"])
+
+    def integrity_check(self) -> str:
+        return self._read("PRAGMA integrity_check")[0][0]
+
+
+# ---------------------------------------------------------------------------- helpers
+
+_STEP_SELECT = """
+    SELECT s.*, c.latency_s, c.prompt_tokens, c.completion_tokens, c.cost
+    FROM steps AS s
+    LEFT JOIN calls AS c ON c.id = (
+        SELECT id FROM calls WHERE step_id = s.id AND purpose = 'step' ORDER BY id DESC LIMIT 1
+    )
+"""
+
+
+def _step(row: sqlite3.Row) -> Step:
+    return Step(
+        id=row["id"],
+        session_id=row["session_id"],
+        parent_id=row["parent_id"],
+        number=row["number"],
+        text=row["text"],
+        origin=row["origin"],
+        answer=row["answer"],
+        truncated=bool(row["truncated"]),
+        created_at=row["created_at"],
+        latency_s=row["latency_s"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        cost=row["cost"],
+    )
+
+
+def _session(row: sqlite3.Row) -> Session:
+    return Session(**{key: row[key] for key in row.keys()})
+
+
+def _insert_call(
+    connection: sqlite3.Connection,
+    session_id: int,
+    step_id: int | None,
+    purpose: str,
+    call: CallRecord,
+    now: float,
+) -> None:
+    connection.execute(
+        """INSERT INTO calls (session_id, step_id, purpose, model, params, latency_s,
+               prompt_tokens, completion_tokens, cost, logprobs, finish_reason, attempts,
+               created_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        (
+            session_id,
+            step_id,
+            purpose,
+            call.model,
+            json.dumps(call.params, sort_keys=True),
+            call.latency_s,
+            call.prompt_tokens,
+            call.completion_tokens,
+            call.cost,
+            json.dumps(call.logprobs) if call.logprobs is not None else None,
+            call.finish_reason,
+            call.attempts,
+            now,
+        ),
+    )
+
+
+def _statements(script: str) -> list[str]:
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+def _retry_locked(action: Callable[[], T]) -> T:
+    """busy_timeout covers most waits; this covers the rest ("database is locked" can still
+    surface, e.g. when a checkpoint holds the lock longer than the timeout)."""
+    delay = 0.05
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as error:
+            message = str(error).lower()
+            if "locked" not in message and "busy" not in message:
+                raise
+            if time.monotonic() > deadline:
+                raise StoreError(f"the session store stayed locked for a minute: {error}") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def _check_is_sqlite(path: Path) -> None:
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise StoreError(f"{path}: is a folder, not a session store")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as error:
+        raise StoreError(f"{path}: cannot read the session store: {error.strerror}") from None
+    if header and header != SQLITE_HEADER:
+        raise StoreError(
+            f"{path}: is not a SQLite file, so not a bbm-tui session store; "
+            "the file was left untouched"
+        )
+
+
+def _chmod_owner_only(path: Path) -> None:
+    try:
+        os.chmod(path, 0o600)
+    except OSError:
+        pass
+
+
+def default_session_name(task: str, dataset_index: int | None, input_text: str) -> str:
+    if dataset_index is not None:
+        return f"{task} #{dataset_index}"
+    first_line = " ".join(input_text.split())[:40]
+    return f"{task}: {first_line}"
+
+
+def call_from_row(row: dict[str, Any]) -> CallRecord:
+    return CallRecord(
+        model=row["model"],
+        params=json.loads(row["params"]),
+        latency_s=row["latency_s"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        cost=row["cost"],
+        logprobs=json.loads(row["logprobs"]) if row["logprobs"] else None,
+        finish_reason=row["finish_reason"],
+        attempts=row["attempts"],
+    )
