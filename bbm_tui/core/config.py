@@ -112,7 +112,9 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
     known = {"model", "api_base", "mode", "step_limit", "max_tokens", "keymap"}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise fail(unknown[0], f"unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        raise fail(
+            unknown[0], f"unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})"
+        )
     values: dict[str, Any] = {}
     for key in ("model", "api_base", "mode"):
         if key in data:

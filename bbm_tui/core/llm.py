@@ -13,6 +13,7 @@ backoff, honouring Retry-After (litellm is told `max_retries=0`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -318,6 +319,7 @@ def is_offline(spec: ModelSpec) -> bool:
 
     return spec.model.split("/", 1)[0] in PROVIDERS
 
+
 _REASONING_MODEL = re.compile(r"^(o1|o3|o4|gpt-5)([-.:]|$)")
 
 
@@ -334,9 +336,8 @@ def accepts_native_stop(spec: ModelSpec) -> bool:
     provider = model.split("/", 1)[0] if "/" in model else ""
     if provider == "anthropic" or "claude" in model:
         return False
-    if provider in ("", "openai", "azure") and _REASONING_MODEL.match(model_basename(model)):
-        return False
-    return True
+    reasoning = _REASONING_MODEL.match(model_basename(model)) is not None
+    return not (provider in ("", "openai", "azure") and reasoning)
 
 
 def key_env_vars(spec: ModelSpec) -> list[str]:
@@ -621,10 +622,8 @@ async def stream_step(
     finally:
         if not task.done():
             task.cancel()
-            try:
+            with contextlib.suppress(BaseException):
                 await task
-            except BaseException:
-                pass
 
 
 async def _stream_step_once(
@@ -750,11 +749,9 @@ async def _close_stream(stream: Any) -> None:
     close = getattr(stream, "aclose", None)
     if close is None:
         return
-    try:
+    # The step is already decided; a failure to close the connection changes nothing.
+    with contextlib.suppress(Exception):
         await close()
-    except Exception:
-        # The step is already decided; a failure to close the connection changes nothing.
-        pass
 
 
 def _call_record(
@@ -788,7 +785,9 @@ def _call_record(
     )
 
 
-def _cost(spec: ModelSpec, prompt_tokens: int | None, completion_tokens: int | None) -> float | None:
+def _cost(
+    spec: ModelSpec, prompt_tokens: int | None, completion_tokens: int | None
+) -> float | None:
     if is_offline(spec):
         return 0.0
     if prompt_tokens is None or completion_tokens is None:

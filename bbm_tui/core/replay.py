@@ -153,7 +153,10 @@ def seconds_per_token() -> float:
     try:
         rate = float(raw)
     except ValueError:
-        raise ReplayError(f"replay/bbm: {PACE_ENV} must be a number (tokens per second, 0 = instant), not {raw!r}") from None
+        raise ReplayError(
+            f"replay/bbm: {PACE_ENV} must be a number (tokens per second, 0 = instant), "
+            f"not {raw!r}"
+        ) from None
     if rate < 0:
         raise ReplayError(f"replay/bbm: {PACE_ENV} must be 0 or more, not {raw!r}")
     return 0.0 if rate == 0 else 1.0 / rate

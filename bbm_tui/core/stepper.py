@@ -75,7 +75,13 @@ class TraceFinished:
 
 
 StepEvent = (
-    StepStarted | StepDelta | StepRestarted | StepFinished | AnswerFound | StepFailed | TraceFinished
+    StepStarted
+    | StepDelta
+    | StepRestarted
+    | StepFinished
+    | AnswerFound
+    | StepFailed
+    | TraceFinished
 )
 
 

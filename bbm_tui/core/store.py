@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -554,7 +554,7 @@ def _step(row: sqlite3.Row) -> Step:
 
 
 def _session(row: sqlite3.Row) -> Session:
-    return Session(**{key: row[key] for key in row.keys()})
+    return Session(**{key: row[key] for key in row})
 
 
 def _insert_call(
@@ -628,10 +628,8 @@ def _check_is_sqlite(path: Path) -> None:
 
 
 def _chmod_owner_only(path: Path) -> None:
-    try:
+    with suppress(OSError):
         os.chmod(path, 0o600)
-    except OSError:
-        pass
 
 
 def default_session_name(task: str, dataset_index: int | None, input_text: str) -> str:
