@@ -394,19 +394,24 @@ def _auth_kwargs(spec: ModelSpec) -> dict[str, Any]:
 # --------------------------------------------------------------------------- errors
 
 def _retry_after_seconds(error: BaseException) -> float | None:
-    headers: Any = None
+    """Retry-After from the provider's response, in seconds, if it sent one."""
     response = getattr(error, "response", None)
-    if response is not None:
-        headers = getattr(response, "headers", None)
-    if headers is None:
-        headers = getattr(error, "litellm_response_headers", None)
-    if not headers:
-        return None
-    value = headers.get("retry-after") or headers.get("Retry-After")
-    if value is None:
-        return None
+    for headers in (
+        getattr(error, "litellm_response_headers", None),
+        getattr(response, "headers", None) if response is not None else None,
+        getattr(error, "headers", None),
+    ):
+        if not headers:
+            continue
+        value = headers.get("retry-after") or headers.get("Retry-After")
+        if value is not None:
+            return _parse_retry_after(str(value))
+    return None
+
+
+def _parse_retry_after(value: str) -> float | None:
     try:
-        return float(value)
+        return max(0.0, float(value))
     except ValueError:
         pass
     from email.utils import parsedate_to_datetime
@@ -415,6 +420,17 @@ def _retry_after_seconds(error: BaseException) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
     except (TypeError, ValueError):
         return None
+
+
+_NOISE = re.compile(
+    r"^(litellm\.\w+:\s*|\w*(Error|Exception)\s*[:-]\s*|OpenAIException\s*-\s*)+"
+)
+
+
+def _detail(error: BaseException) -> str:
+    """The provider's own words, without litellm's stacked class-name prefixes."""
+    text = str(getattr(error, "message", None) or error)
+    return _short(_NOISE.sub("", text.strip()))
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -430,7 +446,7 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
         return LLMError("timeout", f"{spec.model} did not answer in time")
     litellm = litellm_module()
     where = f" at {spec.api_base}" if spec.api_base else ""
-    detail = _short(getattr(error, "message", None) or str(error))
+    detail = _detail(error)
     if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError):
         variable = key_env_var(spec)
         if variable and not os.environ.get(variable):
@@ -458,6 +474,8 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
         return LLMError("not_found", f"{spec.model}{where} was not found: {detail}")
     exceptions = litellm.exceptions
     if isinstance(error, exceptions.MidStreamFallbackError):
+        if "delimiter" in detail or "JSON" in detail or "Expecting" in detail:
+            return LLMError("stream", f"{spec.model}{where} sent a malformed stream chunk")
         return LLMError("stream", f"the stream from {spec.model}{where} broke off: {detail}")
     if isinstance(error, litellm.APIConnectionError) and not _has_status(error):
         return LLMError("connection", f"cannot reach {spec.model}{where}: {detail}")

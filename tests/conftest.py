@@ -1,0 +1,58 @@
+"""Shared fixtures: an isolated home for every test, the local OpenAI-compatible server, and
+the reference data of ../shared/bbm where it exists."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.openai_server import FakeOpenAI
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_BBM = ROOT.parent / "shared" / "bbm"
+
+# Keys from the developer's shell must never reach a test (or a test's failure message).
+KEY_VARIABLES = (
+    "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GROQ_API_KEY",
+    "MISTRAL_API_KEY", "DEEPSEEK_API_KEY", "TOGETHERAI_API_KEY", "OPENROUTER_API_KEY",
+    "HOSTED_VLLM_API_KEY", "AZURE_API_KEY", "COHERE_API_KEY", "FIREWORKS_AI_API_KEY",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own store and config location, an instant replay model, and no
+    API keys from the environment."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("BBM_TUI_HOME", str(home))
+    monkeypatch.setenv("BBM_TUI_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
+    for variable in KEY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    return home
+
+
+@pytest.fixture(scope="session")
+def _server() -> Iterator[FakeOpenAI]:
+    server = FakeOpenAI().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def openai_server(_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
+    """The local OpenAI-compatible server, with an empty script for this test."""
+    _server.reset()
+    yield _server
+    _server.reset()
+
+
+@pytest.fixture
+def shared_bbm() -> Path:
+    """../shared/bbm, the reference data; a user's clone has none, so tests skip there."""
+    if not SHARED_BBM.is_dir() or os.environ.get("BBM_TUI_NO_SHARED"):
+        pytest.skip("../shared/bbm is not present (a user's clone has no reference data)")
+    return SHARED_BBM

@@ -1,0 +1,326 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for the tests and benchmarks.
+
+It serves `/v1/chat/completions` and `/v1/completions`, streamed (SSE) or not, from a script
+of `Reply`s (first in, first out) and, when the script is empty, from a `responder` function.
+Faults are scripted too: HTTP errors with headers (429 + Retry-After), a connection dropped
+mid-stream, a malformed chunk, a stall, a server that ignores `stop` or `max_tokens`. It
+records every request and whether the client hung up before the stream was over, so a test
+can check that a stream was closed early.
+
+It runs aiohttp (already a litellm dependency) on its own event loop in a thread, so the
+code under test talks to it over real sockets from any loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    error_body: dict[str, Any] | None = None
+    # Stream `text` in pieces of this many characters (None: word by word).
+    chunk_chars: int | None = None
+    honor_stop: bool = True
+    honor_max_tokens: bool = True
+    delay_s: float = 0.0  # before the response starts
+    chunk_delay_s: float = 0.0  # between streamed chunks
+    drop_after_chunks: int | None = None  # close the socket abruptly after N chunks
+    malformed_after_chunks: int | None = None  # send a chunk that is not JSON after N chunks
+    logprob_per_token: float | None = None
+    usage: bool = True
+    finish_reason: str = "stop"
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    client_closed_early: bool = False
+    chunks_sent: int = 0
+
+
+Responder = Callable[[str, dict[str, Any]], Reply]
+
+
+def _pieces(text: str, chunk_chars: int | None) -> list[str]:
+    if not text:
+        return []
+    if chunk_chars:
+        return [text[i : i + chunk_chars] for i in range(0, len(text), chunk_chars)]
+    pieces, current = [], ""
+    for character in text:
+        current += character
+        if character in " \n":
+            pieces.append(current)
+            current = ""
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+class FakeOpenAI:
+    def __init__(self, latency_s: float = 0.0) -> None:
+        self.script: deque[Reply] = deque()
+        self.responder: Responder | None = None
+        self.requests: list[RecordedRequest] = []
+        self.latency_s = latency_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.port = 0
+
+    # -- lifecycle
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FakeOpenAI:
+        ready = threading.Event()
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(self._start_site())
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name="fake-openai", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("the test server did not start")
+        return self
+
+    async def _start_site(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._text)
+        app.router.add_post("/chat/completions", self._chat)
+        app.router.add_post("/completions", self._text)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=256)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+
+    def stop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.script.clear()
+            self.requests.clear()
+            self.responder = None
+            self.latency_s = 0.0
+
+    # -- scripting
+
+    def enqueue(self, *replies: Reply) -> None:
+        with self._lock:
+            self.script.extend(replies)
+
+    def _next_reply(self, path: str, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            if self.script:
+                return self.script.popleft()
+            responder = self.responder
+        if responder is None:
+            return Reply(status=500, error_body={"error": {"message": "no reply scripted"}})
+        return responder(path, body)
+
+    # -- handlers
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, chat=True)
+
+    async def _text(self, request: web.Request) -> web.StreamResponse:
+        return await self._handle(request, chat=False)
+
+    async def _handle(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        body = await request.json()
+        record = RecordedRequest(request.path, body, dict(request.headers))
+        with self._lock:
+            self.requests.append(record)
+        reply = self._next_reply(request.path, body)
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        if reply.status != 200:
+            error = reply.error_body or {
+                "error": {"message": f"scripted status {reply.status}", "type": "test"}
+            }
+            return web.json_response(error, status=reply.status, headers=reply.headers)
+        text = self._apply_limits(reply, body)
+        if body.get("stream"):
+            return await self._stream(request, record, reply, text, chat, body)
+        return web.json_response(self._whole(reply, text, chat, body), headers=reply.headers)
+
+    def _apply_limits(self, reply: Reply, body: dict[str, Any]) -> str:
+        text = reply.text
+        if reply.honor_stop:
+            stops = body.get("stop") or []
+            if isinstance(stops, str):
+                stops = [stops]
+            for stop in stops:
+                if stop and stop in text:
+                    text = text[: text.index(stop)]
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        if reply.honor_max_tokens and max_tokens:
+            text = "".join(_pieces(text, None)[: int(max_tokens)])
+        return text
+
+    def _whole(self, reply: Reply, text: str, chat: bool, body: dict[str, Any]) -> dict:
+        usage = {
+            "prompt_tokens": _count_prompt_tokens(body),
+            "completion_tokens": len(_pieces(text, None)),
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if chat:
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": reply.finish_reason,
+            }
+            kind = "chat.completion"
+        else:
+            choice = {"index": 0, "text": text, "finish_reason": reply.finish_reason,
+                      "logprobs": None}
+            kind = "text_completion"
+        return {
+            "id": "test-1",
+            "object": kind,
+            "created": int(time.time()),
+            "model": body.get("model", "test"),
+            "choices": [choice],
+            "usage": usage if reply.usage else None,
+        }
+
+    async def _stream(
+        self,
+        request: web.Request,
+        record: RecordedRequest,
+        reply: Reply,
+        text: str,
+        chat: bool,
+        body: dict[str, Any],
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                     **reply.headers}
+        )
+        await response.prepare(request)
+        pieces = _pieces(text, reply.chunk_chars)
+        try:
+            for index, piece in enumerate(pieces):
+                if reply.drop_after_chunks is not None and index >= reply.drop_after_chunks:
+                    request.transport.abort() if request.transport else None
+                    return response
+                if reply.malformed_after_chunks is not None and (
+                    index >= reply.malformed_after_chunks
+                ):
+                    await response.write(b'data: {"choices": [{"delta": {"content": "x"\n\n')
+                    await response.write(b"data: [DONE]\n\n")
+                    return response
+                if request.transport is None or request.transport.is_closing():
+                    record.client_closed_early = True
+                    return response
+                await response.write(_sse(_chunk(body, piece, None, chat, reply)))
+                record.chunks_sent += 1
+                if reply.chunk_delay_s:
+                    await asyncio.sleep(reply.chunk_delay_s)
+            await response.write(_sse(_chunk(body, "", reply.finish_reason, chat, reply)))
+            options = body.get("stream_options") or {}
+            if reply.usage and options.get("include_usage"):
+                completion_tokens = len(pieces)
+                prompt_tokens = _count_prompt_tokens(body)
+                await response.write(_sse({
+                    "id": "test-1", "object": "chat.completion.chunk",
+                    "created": int(time.time()), "model": body.get("model", "test"),
+                    "choices": [],
+                    "usage": {"prompt_tokens": prompt_tokens,
+                              "completion_tokens": completion_tokens,
+                              "total_tokens": prompt_tokens + completion_tokens},
+                }))
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
+            record.client_closed_early = True
+            raise
+        return response
+
+
+def _count_prompt_tokens(body: dict[str, Any]) -> int:
+    if "messages" in body:
+        text = " ".join(str(message.get("content", "")) for message in body["messages"])
+    else:
+        text = str(body.get("prompt", ""))
+    return len(text.split())
+
+
+def _chunk(body: dict, piece: str, finish: str | None, chat: bool, reply: Reply) -> dict:
+    if chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "delta": {"content": piece} if piece else {},
+            "finish_reason": finish,
+        }
+        if reply.logprob_per_token is not None and piece:
+            choice["logprobs"] = {
+                "content": [{"token": piece, "logprob": reply.logprob_per_token,
+                             "bytes": list(piece.encode()), "top_logprobs": []}]
+            }
+        kind = "chat.completion.chunk"
+    else:
+        choice = {"index": 0, "text": piece, "finish_reason": finish, "logprobs": None}
+        kind = "text_completion"
+    return {
+        "id": "test-1",
+        "object": kind,
+        "created": int(time.time()),
+        "model": body.get("model", "test"),
+        "choices": [choice],
+    }
+
+
+def _sse(payload: dict) -> bytes:
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def dataset_responder(path: str, body: dict[str, Any]) -> Reply:
+    """Answer generation prompts like a model that wrote the bundled dataset: the next
+    recorded step, then the following thought, as a base model would run on."""
+    from bbm_tui.core.replay import ReplayError, engine, parse_generation_prompt
+
+    if "messages" in body:
+        prompt = body["messages"][-1]["content"]
+    else:
+        prompt = body.get("prompt", "")
+    request = parse_generation_prompt(prompt)
+    if request is None:
+        return Reply(status=400, error_body={"error": {"message": "not a generation prompt"}})
+    try:
+        return Reply(text=engine().next_step_text(request))
+    except ReplayError as error:
+        return Reply(status=400, error_body={"error": {"message": str(error)}})
