@@ -313,10 +313,7 @@ def dataset_responder(path: str, body: dict[str, Any]) -> Reply:
     recorded step, then the following thought, as a base model would run on."""
     from bbm_tui.core.replay import ReplayError, engine, parse_generation_prompt
 
-    if "messages" in body:
-        prompt = body["messages"][-1]["content"]
-    else:
-        prompt = body.get("prompt", "")
+    prompt = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
     request = parse_generation_prompt(prompt)
     if request is None:
         return Reply(status=400, error_body={"error": {"message": "not a generation prompt"}})
