@@ -554,7 +554,7 @@ def _step(row: sqlite3.Row) -> Step:
 
 
 def _session(row: sqlite3.Row) -> Session:
-    return Session(**{key: row[key] for key in row})
+    return Session(**dict(zip(row.keys(), tuple(row), strict=True)))
 
 
 def _insert_call(
