@@ -1,0 +1,207 @@
+"""The paper's numbers: dataset counts (Table 2) and mistake-finding scores (Tables 4, 5, 9).
+
+Pure functions over plain values, so the batch command, the app and the tests share them.
+Accuracies are percentages. A task's "overall" score is the unweighted mean of the tasks'
+scores, as in the paper's Table 4 (Dyck has 986 traces, the others 300: weighting by traces
+would let it dominate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bbm_tui.core.dataset import TraceRow
+from bbm_tui.core.tasks import is_correct
+
+# --------------------------------------------------------------------------- Table 2
+
+
+@dataclass(frozen=True)
+class TaskStats:
+    traces: int
+    correct: int
+    with_mistake: int
+    without_mistake: int
+    mean_steps: float
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["mean_steps"] = round(self.mean_steps, 2)
+        return data
+
+
+@dataclass(frozen=True)
+class DatasetStats:
+    tasks: dict[str, TaskStats]
+    overall: TaskStats
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tasks": {name: stats.to_json() for name, stats in self.tasks.items()},
+            "overall": self.overall.to_json(),
+        }
+
+
+def task_stats(rows: Sequence[TraceRow]) -> TaskStats:
+    """Counts for one task's traces; "correct" is the paper's exact match (tasks.is_correct)."""
+    with_mistake = sum(row.mistake_index is not None for row in rows)
+    steps = sum(len(row.steps) for row in rows)
+    return TaskStats(
+        traces=len(rows),
+        correct=sum(is_correct(row.answer, row.target) for row in rows),
+        with_mistake=with_mistake,
+        without_mistake=len(rows) - with_mistake,
+        mean_steps=steps / len(rows) if rows else 0.0,
+    )
+
+
+def dataset_stats(rows_by_task: Mapping[str, Sequence[TraceRow]]) -> DatasetStats:
+    """Table 2 per task, and overall: counts summed, mean steps over all traces (counts, unlike
+    accuracies, add up across tasks)."""
+    tasks = {name: task_stats(rows) for name, rows in rows_by_task.items()}
+    everything = [row for rows in rows_by_task.values() for row in rows]
+    return DatasetStats(tasks, task_stats(everything))
+
+
+# --------------------------------------------------------------------------- Tables 4, 5, 9
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One trace as a finder saw it.
+
+    `predicted` is the 0-based index of the first mistake the finder named, None for "no
+    mistake"; when `parsed` is False the answer said nothing usable and `predicted` is ignored:
+    it counts as wrong whatever the gold label.
+    """
+
+    gold: int | None
+    predicted: int | None
+    parsed: bool = True
+    answer_correct: bool = False
+
+    @property
+    def right(self) -> bool:
+        return self.parsed and self.predicted == self.gold
+
+    @property
+    def predicts_correct_answer(self) -> bool:
+        """The paper's proxy for answer correctness: no mistake found means a correct answer.
+        An unparseable answer is counted wrong here too: it predicts the opposite of the truth."""
+        if not self.parsed:
+            return not self.answer_correct
+        return self.predicted is None
+
+
+@dataclass(frozen=True)
+class Scores:
+    n: int
+    accuracy: float | None
+    accuracy_with_mistake: float | None
+    accuracy_without_mistake: float | None
+    processbench_f1: float | None
+    answer_weighted_f1: float | None
+    unparseable: int
+
+    def to_json(self, digits: int = 2) -> dict[str, Any]:
+        data = asdict(self)
+        for key, value in data.items():
+            if isinstance(value, float):
+                data[key] = round(value, digits)
+        return data
+
+
+@dataclass(frozen=True)
+class Report:
+    tasks: dict[str, Scores]
+    overall: Scores
+
+    def to_json(self, digits: int = 2) -> dict[str, Any]:
+        return {
+            "tasks": {name: scores.to_json(digits) for name, scores in self.tasks.items()},
+            "overall": self.overall.to_json(digits),
+        }
+
+
+def percent(hits: int, total: int) -> float | None:
+    return 100.0 * hits / total if total else None
+
+
+def harmonic_mean(a: float | None, b: float | None) -> float | None:
+    """ProcessBench's F1: the harmonic mean of the two split accuracies (0 when either is 0)."""
+    if a is None or b is None:
+        return None
+    return 0.0 if a + b == 0 else 2 * a * b / (a + b)
+
+
+def weighted_f1(truth: Sequence[bool], predicted: Sequence[bool]) -> float | None:
+    """F1 of each class weighted by its support (scikit-learn's average="weighted"), in
+    percent; a class never predicted and never true contributes nothing."""
+    if not truth:
+        return None
+    total = 0.0
+    for label in (True, False):
+        support = sum(t == label for t in truth)
+        if support == 0:
+            continue
+        hits = sum(t == label and p == label for t, p in zip(truth, predicted, strict=True))
+        guessed = sum(p == label for p in predicted)
+        f1 = 2 * hits / (support + guessed) if support + guessed else 0.0
+        total += f1 * support
+    return 100.0 * total / len(truth)
+
+
+def score(judged: Sequence[Judged]) -> Scores:
+    """Scores of one task's traces."""
+    with_mistake = [j for j in judged if j.gold is not None]
+    without_mistake = [j for j in judged if j.gold is None]
+    with_accuracy = percent(sum(j.right for j in with_mistake), len(with_mistake))
+    without_accuracy = percent(sum(j.right for j in without_mistake), len(without_mistake))
+    return Scores(
+        n=len(judged),
+        accuracy=percent(sum(j.right for j in judged), len(judged)),
+        accuracy_with_mistake=with_accuracy,
+        accuracy_without_mistake=without_accuracy,
+        processbench_f1=harmonic_mean(with_accuracy, without_accuracy),
+        answer_weighted_f1=weighted_f1(
+            [j.answer_correct for j in judged], [j.predicts_correct_answer for j in judged]
+        ),
+        unparseable=sum(not j.parsed for j in judged),
+    )
+
+
+def mean_of_tasks(scores: Iterable[Scores]) -> Scores:
+    """The paper's "overall": each score the unweighted mean over the tasks that have it;
+    counts (n, unparseable) are summed."""
+    scores = list(scores)
+
+    def mean(name: str) -> float | None:
+        values = [getattr(s, name) for s in scores if getattr(s, name) is not None]
+        return sum(values) / len(values) if values else None
+
+    return Scores(
+        n=sum(s.n for s in scores),
+        accuracy=mean("accuracy"),
+        accuracy_with_mistake=mean("accuracy_with_mistake"),
+        accuracy_without_mistake=mean("accuracy_without_mistake"),
+        processbench_f1=mean("processbench_f1"),
+        answer_weighted_f1=mean("answer_weighted_f1"),
+        unparseable=sum(s.unparseable for s in scores),
+    )
+
+
+def report(judged_by_task: Mapping[str, Sequence[Judged]]) -> Report:
+    tasks = {name: score(judged) for name, judged in judged_by_task.items()}
+    return Report(tasks, mean_of_tasks(tasks.values()))
+
+
+def judged_from_row(row: TraceRow) -> Judged:
+    """A PREDS line (the input row plus `predicted_mistake_index` and `parsed`) as Judged."""
+    return Judged(
+        gold=row.mistake_index,
+        predicted=row.extra.get("predicted_mistake_index"),
+        parsed=bool(row.extra.get("parsed", False)),
+        answer_correct=is_correct(row.answer, row.target),
+    )
