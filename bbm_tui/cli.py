@@ -7,6 +7,7 @@ first frame fast and `bbm-tui stats` never pays for litellm or Textual.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,16 +78,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             return _open_app(args)
         if args.command == "run":
-            from bbm_tui.commands.run import run_command
-
             return run_command(args)
         if args.command == "stats":
-            from bbm_tui.commands.stats import stats_command
-
             return stats_command(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as error:  # a bug: say so in one line unless asked for the traceback
+        if os.environ.get("BBM_TUI_DEBUG"):
+            raise
+        return fail(
+            f"internal error: {type(error).__name__}: {error} "
+            "(set BBM_TUI_DEBUG=1 for the traceback, and please report it)"
+        )
     parser.error(f"unknown command {args.command}")
     return EXIT_USAGE
 
@@ -104,3 +108,181 @@ def _open_app(args: argparse.Namespace) -> int:
     from bbm_tui.ui.app import run_app
 
     return run_app(config, task=args.task, question=args.question, session_id=args.session)
+
+
+# ---------------------------------------------------------------------------- shared
+
+def fail(message: str, code: int = EXIT_FAILURE) -> int:
+    """One clear line on stderr; never a traceback. Untrusted parts are made printable."""
+    from bbm_tui.core.textsafe import printable
+
+    print(f"bbm-tui: {printable(message)}", file=sys.stderr)
+    return code
+
+
+def _load_config_or_none(args: argparse.Namespace):  # -> Config | None
+    from bbm_tui.core.config import ConfigError, load_config
+
+    try:
+        return load_config().with_overrides(
+            model=args.model, api_base=args.api_base, mode=args.mode
+        )
+    except ConfigError as error:
+        fail(str(error))
+        return None
+
+
+def _check_task(name: str | None) -> None:
+    if name is not None:
+        from bbm_tui.core.tasks import get_task
+
+        get_task(name)
+
+
+# ---------------------------------------------------------------------------- run
+
+def run_command(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bbm_tui.core import llm
+    from bbm_tui.core.batch_run import FatalRunError, jobs_from_bundled, jobs_from_files, run_batch
+    from bbm_tui.core.dataset import DatasetError
+    from bbm_tui.core.stepper import StepperSettings
+    from bbm_tui.core.store import Store, StoreError
+    from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError
+
+    if args.concurrency < 1:
+        return fail("--concurrency must be at least 1", EXIT_USAGE)
+    if args.limit is not None and args.limit < 0:
+        return fail("--limit must be 0 or more", EXIT_USAGE)
+    config = _load_config_or_none(args)
+    if config is None:
+        return EXIT_USAGE
+    try:
+        _check_task(args.task)
+        if args.dataset:
+            if args.task is None:
+                return fail(
+                    "--dataset needs --task (a run writes one task per OUT file): "
+                    + ", ".join(TASK_NAMES),
+                    EXIT_USAGE,
+                )
+            jobs = jobs_from_bundled(args.task, args.limit)
+        else:
+            jobs = jobs_from_files(args.input, args.task, args.limit)
+        spec = llm.ModelSpec(config.model, config.api_base, config.mode)
+        settings = StepperSettings(
+            step_limit=args.step_limit or config.step_limit,
+            call=llm.CallSettings(max_tokens=config.max_tokens),
+        )
+        store = Store.open()
+    except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
+        return fail(str(error), EXIT_USAGE)
+    try:
+        with ProgressDisplay(not args.no_progress, "traces") as show:
+            progress = asyncio.run(
+                run_batch(jobs, spec, store, args.out, concurrency=args.concurrency,
+                          settings=settings, on_progress=show)
+            )
+    except FatalRunError as error:
+        return fail(f"run stopped: {error}")
+    except DatasetError as error:
+        return fail(str(error), EXIT_USAGE)
+    finally:
+        store.close()
+    print(
+        f"{progress.done} traces written to {args.out}, {progress.skipped} already there, "
+        f"{progress.failed} failed; {progress.steps} steps, ${progress.cost:.4f}",
+        file=sys.stderr,
+    )
+    for message in progress.errors[:10]:
+        fail(message)
+    return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+class ProgressDisplay:
+    """A rich progress bar on stderr fed by RunProgress-like objects (done/total/skipped)."""
+
+    def __init__(self, enabled: bool, noun: str) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.noun = noun
+        self._progress = None
+        self._task = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn(f"{self.noun}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+                TimeRemainingColumn(), console=Console(stderr=True), transient=False,
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task(self.noun, total=None, detail="")
+        return self.update
+
+    def update(self, progress) -> None:
+        if self._progress is None:
+            return
+        detail = f"{progress.steps} steps · ${progress.cost:.4f}"
+        if progress.failed:
+            detail += f" · {progress.failed} failed"
+        self._progress.update(
+            self._task, total=progress.total,
+            completed=progress.done + progress.skipped + progress.failed, detail=detail,
+        )
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+
+# ---------------------------------------------------------------------------- stats
+
+def stats_command(args: argparse.Namespace) -> int:
+    import json
+
+    from bbm_tui.core.dataset import DatasetError, read_rows, resolve_task
+    from bbm_tui.core.metrics import dataset_stats
+    from bbm_tui.core.tasks import UnknownTaskError
+
+    rows_by_task: dict = {}
+    try:
+        _check_task(args.task)
+        for path in args.files:
+            task = resolve_task(path, args.task)
+            rows_by_task.setdefault(task, []).extend(read_rows(path))
+    except (DatasetError, UnknownTaskError) as error:
+        return fail(str(error), EXIT_USAGE)
+    result = dataset_stats(rows_by_task)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return EXIT_OK
+    _print_stats_table(result)
+    return EXIT_OK
+
+
+def _print_stats_table(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Traces per task (the paper's Table 2)")
+    for column in ("task", "traces", "correct", "with mistake", "without", "mean steps"):
+        table.add_column(column, justify="left" if column == "task" else "right")
+    rows = [*list(result["tasks"].items()), ("overall", result["overall"])]
+    for name, figures in rows:
+        table.add_row(
+            name, str(figures["traces"]), str(figures["correct"]),
+            str(figures["with_mistake"]), str(figures["without_mistake"]),
+            f"{figures['mean_steps']:.2f}", end_section=name == rows[-2][0],
+        )
+    Console().print(table)

@@ -1,0 +1,210 @@
+"""`bbm-tui run`: generate traces headless, many at once, into a dataset-format JSONL file.
+
+Each trace is a session in the store (source "run"), so every finished step is committed as
+it happens: a killed run resumes mid-trace, with nothing generated twice. A trace's row is
+appended to OUT, in one write, when the trace is over; rows already in OUT are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bbm_tui.core import llm
+from bbm_tui.core.dataset import DatasetError, TraceRow, iter_jsonl, open_private, row_from_json
+from bbm_tui.core.session import NewTrace, TraceSession
+from bbm_tui.core.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
+from bbm_tui.core.store import Store
+
+# Errors that no retry or other trace will cure: stop the whole run and say why.
+FATAL_KINDS = frozenset({"auth", "bad_request", "not_found", "replay"})
+
+
+@dataclass(frozen=True)
+class RunJob:
+    task: str
+    row: TraceRow
+
+
+@dataclass
+class RunProgress:
+    total: int
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    steps: int = 0
+    cost: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+class FatalRunError(Exception):
+    """An error that stops the whole run (a missing key, a model that does not exist)."""
+
+
+def prepare_out(path: Path) -> set[str]:
+    """Inputs already in OUT (to skip), after mending an incomplete last line that a killed
+    run may have left. Any other damage is an error naming the line; the file is untouched."""
+    if not path.exists():
+        return set()
+    _mend_incomplete_tail(path)
+    done: set[str] = set()
+    for number, value in iter_jsonl(path):
+        row = row_from_json(value, path, number)
+        done.add(row.input)
+    return done
+
+
+def _mend_incomplete_tail(path: Path) -> None:
+    with path.open("rb") as handle:
+        data = handle.read()
+    if not data or data.endswith(b"\n"):
+        return
+    start = data.rfind(b"\n") + 1
+    tail = data[start:]
+    try:
+        json.loads(tail.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        # A line cut off mid-write: it never was a row; drop it so the trace is redone.
+        with path.open("r+b") as handle:
+            handle.truncate(start)
+        return
+    with path.open("ab") as handle:  # a whole last row that only lacks its newline
+        handle.write(b"\n")
+
+
+async def run_batch(
+    jobs: Sequence[RunJob],
+    spec: llm.ModelSpec,
+    store: Store,
+    out_path: Path,
+    *,
+    concurrency: int = 4,
+    settings: StepperSettings | None = None,
+    on_progress: Callable[[RunProgress], None] | None = None,
+) -> RunProgress:
+    done_inputs = prepare_out(out_path)
+    pending = [job for job in jobs if job.row.input not in done_inputs]
+    progress = RunProgress(total=len(jobs), skipped=len(jobs) - len(pending))
+    notify = on_progress or (lambda _progress: None)
+    notify(progress)
+    queue: asyncio.Queue[RunJob] = asyncio.Queue()
+    for job in pending:
+        queue.put_nowait(job)
+    out = open_private(out_path, "a")
+    write_lock = asyncio.Lock()
+
+    async def worker() -> None:
+        while True:
+            try:
+                job = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            row = await _run_one(job, spec, store, settings, progress, notify)
+            if row is not None:
+                async with write_lock:
+                    # One write per row: a kill leaves whole rows and at most one cut line.
+                    out.write(row.to_line() + "\n")
+                    out.flush()
+                progress.done += 1
+                notify(progress)
+
+    try:
+        workers = [asyncio.ensure_future(worker()) for _ in range(max(1, concurrency))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+    finally:
+        out.close()
+    return progress
+
+
+async def _run_one(
+    job: RunJob,
+    spec: llm.ModelSpec,
+    store: Store,
+    settings: StepperSettings | None,
+    progress: RunProgress,
+    notify: Callable[[RunProgress], None],
+) -> TraceRow | None:
+    trace = await asyncio.to_thread(_open_session, store, job, spec)
+    started = time.perf_counter()
+    async for event in trace.generate(settings=settings):
+        if isinstance(event, StepFailed):
+            if event.error.kind in FATAL_KINDS:
+                raise FatalRunError(event.error.message)
+            progress.failed += 1
+            progress.errors.append(f"{job.task}: {event.error.message}")
+            notify(progress)
+            return None
+        if isinstance(event, TraceFinished):
+            break
+        if isinstance(event, StepFinished):
+            progress.steps += 1
+            progress.cost += event.call.cost or 0.0
+            notify(progress)
+    elapsed = time.perf_counter() - started
+    latency = await asyncio.to_thread(_total_latency, store, trace, elapsed)
+    return TraceRow(
+        input=job.row.input,
+        steps=trace.texts,
+        answer=trace.answer,
+        target=job.row.target,
+        mistake_index=None,
+        extra={"model": spec.model, "latency_s": round(latency, 4)},
+    )
+
+
+def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSession:
+    found = store.find_session(task=job.task, input=job.row.input, model=spec.model, source="run")
+    if found is not None:
+        return TraceSession(store, found)
+    return TraceSession.create(
+        store,
+        NewTrace(job.task, job.row.input, job.row.target),
+        spec,
+        source="run",
+    )
+
+
+def _total_latency(store: Store, trace: TraceSession, fallback: float) -> float:
+    latencies = [step.latency_s for step in trace.steps if step.latency_s is not None]
+    return sum(latencies) if latencies else fallback
+
+
+def jobs_from_files(
+    paths: Sequence[Path], task: str | None, limit: int | None = None
+) -> list[RunJob]:
+    """The questions of dataset-format files; one task per run (OUT holds one task)."""
+    from bbm_tui.core.dataset import read_rows, resolve_task
+
+    jobs: list[RunJob] = []
+    tasks: set[str] = set()
+    for path in paths:
+        file_task = resolve_task(path, task)
+        tasks.add(file_task)
+        jobs.extend(RunJob(file_task, row) for row in read_rows(path))
+    if len(tasks) > 1:
+        raise DatasetError(
+            paths[0],
+            f"these files hold different tasks ({', '.join(sorted(tasks))}); a run writes one "
+            "task per OUT file, so run each task on its own",
+        )
+    return jobs[:limit]
+
+
+def jobs_from_bundled(task: str, limit: int | None) -> list[RunJob]:
+    from bbm_tui.core.dataset import bundled_rows
+
+    rows = bundled_rows(task)
+    if limit is not None:
+        rows = rows[:limit]
+    return [RunJob(task, row) for row in rows]
+
