@@ -159,6 +159,7 @@ async def _run_one(
         target=job.row.target,
         mistake_index=None,
         extra={"model": spec.model, "latency_s": round(latency, 4)},
+        key_order=job.row.key_order,
     )
 
 

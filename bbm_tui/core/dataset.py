@@ -19,6 +19,9 @@ from bbm_tui.core.resources import dataset_dir
 from bbm_tui.core.tasks import TASK_NAMES, get_task
 
 DATASET_KEYS = ("input", "steps", "answer", "target", "mistake_index")
+# The order four of the five files write their keys in (dyck_languages puts steps after
+# answer); rows read from a file keep that file's order, so they write back byte for byte.
+DEFAULT_KEY_ORDER = ("input", "steps", "target", "answer", "mistake_index")
 
 
 class DatasetError(ValueError):
@@ -40,16 +43,19 @@ class TraceRow:
     target: str
     mistake_index: int | None
     extra: dict[str, Any] = field(default_factory=dict)
+    key_order: tuple[str, ...] = field(default=DEFAULT_KEY_ORDER, compare=False)
 
     def to_json(self) -> dict[str, Any]:
-        row: dict[str, Any] = {
+        values: dict[str, Any] = {
             "input": self.input,
             "steps": list(self.steps),
             "answer": self.answer,
             "target": self.target,
             "mistake_index": self.mistake_index,
+            **self.extra,
         }
-        row.update(self.extra)
+        row = {key: values.pop(key) for key in self.key_order if key in values}
+        row.update(values)
         return row
 
     def to_line(self) -> str:
@@ -84,7 +90,9 @@ def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
                 line,
             )
     extra = {key: value for key, value in obj.items() if key not in DATASET_KEYS}
-    return TraceRow(obj["input"], steps, answer, obj["target"], mistake_index, extra)
+    return TraceRow(
+        obj["input"], steps, answer, obj["target"], mistake_index, extra, tuple(obj)
+    )
 
 
 def _expect(obj: dict, key: str, kind: type, path: Path | str, line: int) -> None:
