@@ -213,9 +213,12 @@ def warm_up() -> None:
 def _register_offline_providers(litellm: Any) -> None:
     from bbm_tui.core import replay
 
-    handler = _make_offline_handler(litellm, replay.engine())
+    # One handler per provider: litellm hands a custom provider the model name without its
+    # provider, and replay/ and simulated/ answer differently.
     providers = [
-        {"provider": provider, "custom_handler": handler} for provider in replay.PROVIDERS
+        {"provider": provider,
+         "custom_handler": _make_offline_handler(litellm, replay.engine(), provider)}
+        for provider in replay.PROVIDERS
     ]
     existing = [
         entry
@@ -229,7 +232,7 @@ def _register_offline_providers(litellm: Any) -> None:
     custom_llm_setup()
 
 
-def _make_offline_handler(litellm: Any, engine: Any) -> Any:
+def _make_offline_handler(litellm: Any, engine: Any, provider: str = "replay") -> Any:
     """A litellm CustomLLM over the offline replay engine (DESIGN §6)."""
     from litellm import CustomLLM
     from litellm.types.utils import ModelResponse
@@ -237,6 +240,8 @@ def _make_offline_handler(litellm: Any, engine: Any) -> Any:
     from bbm_tui.core.replay import ReplayError, paced_pieces, tokens_of
 
     def respond(model: str, messages: list[dict], optional_params: dict) -> str:
+        if "/" not in model:
+            model = f"{provider}/{model}"
         try:
             text = engine.respond(model, messages, optional_params)
         except ReplayError as error:
