@@ -9,9 +9,13 @@ this engine in a litellm custom provider that streams the answer at a settable p
 
 from __future__ import annotations
 
+import hashlib
 import os
+import random
 import re
+import string
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -20,8 +24,10 @@ from bbm_tui.core.dataset import TraceRow, bundled_rows
 from bbm_tui.core.prompts import generation_prompt
 from bbm_tui.core.tasks import TASK_NAMES, get_task
 
-PROVIDERS = ("replay",)
-MODEL_NAMES = {"replay": ("bbm",)}
+PROVIDERS = ("replay", "simulated")
+# simulated/ names are made up on the fly: rm-X for any X in 0.0..1.0 (SIMULATED_NAME).
+MODEL_NAMES = {"replay": ("bbm",), "simulated": ("rm-X",)}
+SIMULATED_NAME = re.compile(r"rm-(\d*\.?\d+)")
 REPLAY_MODEL = "replay/bbm"
 PACE_ENV = "BBM_TUI_REPLAY_TPS"
 DEFAULT_TOKENS_PER_SECOND = 30.0
@@ -90,17 +96,23 @@ class ReplayEngine:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._questions: dict[tuple[str, str], list[int]] | None = None
+        self._inputs: dict[tuple[str, str], list[int]] | None = None
 
     def respond(self, model: str, messages: Sequence[dict], optional_params: dict) -> str:
         """The full text the model answers (the provider applies `stop`)."""
-        name = model.split("/", 1)[-1]
+        provider, _, name = model.rpartition("/")
+        if provider == "simulated":
+            return self.simulated_answer(name, last_user_text(messages))
         if name not in MODEL_NAMES["replay"]:
             raise ReplayError(f"replay/{name}: no such replay model (there is replay/bbm)")
+        finder = self.parse_finder_prompt(last_user_text(messages))
+        if finder is not None:
+            return finder_answer(finder, finder.row.mistake_index)
         request = parse_generation_prompt(last_user_text(messages))
         if request is None:
             raise ReplayError(
-                "replay/bbm does not know this prompt: it answers only the generation prompts "
-                "of the bundled BIG-Bench Mistake questions"
+                "replay/bbm does not know this prompt: it answers only the generation and "
+                "mistake-finding prompts of the bundled BIG-Bench Mistake questions"
             )
         return self.next_step_text(request)
 
@@ -145,6 +157,64 @@ class ReplayEngine:
     def seconds_per_token(self) -> float:
         return seconds_per_token()
 
+    # -- mistake finding: the gold-label oracle and the simulated reward model
+
+    def parse_finder_prompt(self, text: str, model: str = REPLAY_MODEL) -> FinderRequest | None:
+        """Recognise a finder template filled with a bundled trace; None when the text is not
+        a finder prompt. Raises ReplayError for a finder prompt about an unknown trace."""
+        matched = False
+        for task, method, pattern in _finder_patterns():
+            match = pattern.fullmatch(text)
+            if match is None:
+                continue
+            matched = True
+            current = match.groupdict().get("current_step")
+            number = int(current) if current is not None else None
+            row = self._finder_row(task, match.group("input"), match.group("steps"), number)
+            if row is not None:
+                return FinderRequest(task, method, row, number)
+        if matched:
+            raise ReplayError(
+                f"{model} does not know this trace: it finds mistakes only in the bundled "
+                "dataset's traces (from their gold labels); choose another model"
+            )
+        return None
+
+    def _finder_row(
+        self, task: str, input_text: str, steps_text: str, current_step: int | None
+    ) -> TraceRow | None:
+        from bbm_tui.core.finding import format_steps
+
+        rows = bundled_rows(task)
+        for index in self._input_index().get((task, input_text), []):
+            row = rows[index]
+            shown = row.steps if current_step is None else row.steps[:current_step]
+            if current_step is not None and not 1 <= current_step <= len(row.steps):
+                continue
+            if format_steps(shown) == steps_text:
+                return row
+        return None
+
+    def _input_index(self) -> dict[tuple[str, str], list[int]]:
+        with self._lock:
+            if self._inputs is None:
+                index: dict[tuple[str, str], list[int]] = {}
+                for task in TASK_NAMES:
+                    for number, row in enumerate(bundled_rows(task)):
+                        index.setdefault((task, row.input), []).append(number)
+                self._inputs = index
+            return self._inputs
+
+    def simulated_answer(self, name: str, text: str) -> str:
+        accuracy = simulated_accuracy(name)
+        request = self.parse_finder_prompt(text, f"simulated/{name}")
+        if request is None:
+            raise ReplayError(
+                f"simulated/{name} answers only the mistake-finding prompts of the bundled "
+                "BIG-Bench Mistake traces"
+            )
+        return finder_answer(request, simulated_location(accuracy, request.task, request.row))
+
 
 def seconds_per_token() -> float:
     raw = os.environ.get(PACE_ENV, "").strip()
@@ -186,6 +256,111 @@ def _first_divergence(row: TraceRow, written: list[str]) -> int:
         if index >= len(row.steps) or row.steps[index] != step:
             return index
     return len(written)
+
+
+# ---------------------------------------------------------------------------- finder answers
+
+
+@dataclass(frozen=True)
+class FinderRequest:
+    """A finder prompt about a bundled trace: which method, and (step-level) which thought."""
+
+    task: str
+    method: str
+    row: TraceRow
+    current_step: int | None
+
+
+@cache
+def _finder_patterns() -> list[tuple[str, str, re.Pattern[str]]]:
+    """One regular expression per (task, method) template, its fields turned into groups."""
+    from bbm_tui.core.finding import METHODS, finding_prompts
+
+    groups = {
+        "input": r"(?P<input>.*?)",
+        "steps": r"(?P<steps>Thought 1: .*?)",
+        "current_step": r"(?P<current_step>\d+)",
+    }
+    patterns = []
+    for task, prompts in finding_prompts().items():
+        for method in METHODS.values():
+            template = prompts.get(method.template_key)
+            if template is None:
+                continue
+            regex = "".join(
+                re.escape(literal) + (groups[field] if field is not None else "")
+                for literal, field, _, _ in string.Formatter().parse(template)
+            )
+            patterns.append((task, method.name, re.compile(regex, re.DOTALL)))
+    return patterns
+
+
+def finder_answer(request: FinderRequest, location: int | None) -> str:
+    """The answer, in the paper's format for the request's method, of a finder that believes
+    the first mistake is at `location` (0-based; None = no mistake). It knows only the first
+    mistake, so it calls every thought after it incorrect too (they build on it)."""
+    number = None if location is None else location + 1
+    if request.current_step is None:
+        if request.method == "direct-trace":
+            return "No" if number is None else str(number)
+        if number is None:
+            return "All thoughts are correct. So the answer is No"
+        earlier = f"Thoughts 1 to {number - 1} are correct, but " if number > 2 else (
+            "Thought 1 is correct, but " if number == 2 else ""
+        )
+        return f"{earlier}Thought {number} is incorrect. So the answer is {number}"
+    k = request.current_step
+    correct = number is None or k < number
+    if request.method == "direct-step":
+        return "Yes" if correct else "No"
+    if number is None:
+        reason = "The trace has no mistake"
+    elif k < number:
+        reason = f"Thought {k} comes before the first mistake (Thought {number})"
+    elif k == number:
+        reason = f"Thought {k} is the first mistake"
+    else:
+        reason = f"Thought {k} comes after the first mistake (Thought {number})"
+    verdict = "correct. Yes" if correct else "incorrect. No"
+    return f"Comment 1: {reason}, so Thought {k} is {verdict}"
+
+
+def simulated_accuracy(name: str) -> float:
+    match = SIMULATED_NAME.fullmatch(name)
+    accuracy = float(match.group(1)) if match else -1.0
+    if not 0.0 <= accuracy <= 1.0:
+        raise ReplayError(
+            f"simulated/{name}: no such model; simulated/rm-X is a reward model right with "
+            "probability X, a number from 0.0 to 1.0 (e.g. simulated/rm-0.65)"
+        )
+    return accuracy
+
+
+@cache
+def location_counts(task: str) -> Counter[int | None]:
+    """How often each first-mistake location (None = no mistake) occurs in a task's traces."""
+    return Counter(row.mistake_index for row in bundled_rows(task))
+
+
+def simulated_location(accuracy: float, task: str, row: TraceRow) -> int | None:
+    """The paper's simulated reward model: the gold location with probability `accuracy`,
+    otherwise a wrong one drawn from the task's distribution of locations (limited to the
+    thoughts this trace has). Seeded by the model, the task and the trace, so a trace always
+    gets the same answer."""
+    seed_text = "\x1f".join([repr(accuracy), task, row.input, *row.steps])
+    rng = random.Random(hashlib.sha256(seed_text.encode("utf-8")).digest())
+    if rng.random() < accuracy:
+        return row.mistake_index
+    wrong = {
+        location: count
+        for location, count in location_counts(task).items()
+        if location != row.mistake_index and (location is None or location < len(row.steps))
+    }
+    if not wrong:  # every location this trace allows is rare in the task: pick evenly
+        choices = [None, *range(len(row.steps))]
+        wrong = {location: 1 for location in choices if location != row.mistake_index}
+    locations = sorted(wrong, key=lambda location: -1 if location is None else location)
+    return rng.choices(locations, weights=[wrong[location] for location in locations])[0]
 
 
 @cache
