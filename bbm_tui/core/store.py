@@ -113,6 +113,34 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX labels_by_session ON labels(session_id);
     """,
+    # 2: mistake-finder runs and their verdicts, each raw answer verbatim. A verdict's call
+    # stats live in `calls` (purpose 'find'), so the session's totals include them.
+    """
+    CREATE TABLE finder_runs (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        leaf_step_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        method TEXT NOT NULL,
+        model TEXT NOT NULL,
+        params TEXT NOT NULL,
+        mistake_number INTEGER,
+        parsed INTEGER,
+        finished_at REAL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX finder_runs_by_session ON finder_runs(session_id);
+    CREATE TABLE finder_verdicts (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES finder_runs(id) ON DELETE CASCADE,
+        step_number INTEGER,
+        raw TEXT NOT NULL,
+        verdict TEXT,
+        parsed INTEGER NOT NULL,
+        call_id INTEGER REFERENCES calls(id) ON DELETE SET NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX finder_verdicts_by_run ON finder_verdicts(run_id);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -172,6 +200,44 @@ class SessionSummary:
     label: Label | None
     mistake_number: int | None
     answer: str | None
+
+
+@dataclass(frozen=True)
+class FinderVerdict:
+    """One answer of a finder: about Thought `step_number` (step-level) or the whole trace
+    (None). `verdict` is the parsed answer in the paper's format ("Yes"/"No" for a thought,
+    "No"/"N" for a trace), None when unparseable; `raw` is the answer verbatim."""
+
+    id: int
+    run_id: int
+    step_number: int | None
+    raw: str
+    verdict: str | None
+    parsed: bool
+    created_at: float
+    call: CallRecord | None = None
+
+
+@dataclass(frozen=True)
+class FinderRun:
+    """A finder run on a session's trace. `mistake_number` (1-based; None = no mistake) and
+    `parsed` are set when it finished (`finished_at`); a run cut short has neither."""
+
+    id: int
+    session_id: int
+    leaf_step_id: int | None
+    method: str
+    model: str
+    params: dict[str, Any]
+    mistake_number: int | None
+    parsed: bool | None
+    finished_at: float | None
+    created_at: float
+    verdicts: tuple[FinderVerdict, ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
 
 
 @dataclass(frozen=True)
@@ -507,6 +573,98 @@ class Store:
         return Label(row["id"], row["session_id"], row["mistake_step_id"], row["leaf_step_id"],
                      row["created_at"])
 
+    # -- mistake finders
+
+    def create_finder_run(
+        self,
+        session_id: int,
+        *,
+        method: str,
+        model: str,
+        params: dict[str, Any],
+        leaf_step_id: int | None = None,
+    ) -> int:
+        """Start recording a finder run on the session's trace; returns the run's id."""
+        with self._write() as connection:
+            cursor = connection.execute(
+                """INSERT INTO finder_runs (session_id, leaf_step_id, method, model, params,
+                       created_at) VALUES (?, ?, ?, ?, ?, ?)""",
+                (session_id, leaf_step_id, method, model, json.dumps(params, sort_keys=True),
+                 time.time()),
+            )
+            return cursor.lastrowid
+
+    def add_finder_verdict(
+        self,
+        run_id: int,
+        *,
+        step_number: int | None,
+        raw: str,
+        verdict: str | None,
+        call: CallRecord | None = None,
+    ) -> int:
+        """Commit one answer as it arrives, with its call (purpose 'find')."""
+        now = time.time()
+        with self._write() as connection:
+            session_id = connection.execute(
+                "SELECT session_id FROM finder_runs WHERE id = ?", (run_id,)
+            ).fetchone()[0]
+            call_id = None
+            if call is not None:
+                call_id = _insert_call(connection, session_id, None, "find", call, now)
+            cursor = connection.execute(
+                """INSERT INTO finder_verdicts (run_id, step_number, raw, verdict, parsed,
+                       call_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                (run_id, step_number, raw, verdict, int(verdict is not None), call_id, now),
+            )
+            connection.execute(
+                "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
+            )
+            return cursor.lastrowid
+
+    def finish_finder_run(self, run_id: int, *, mistake_number: int | None, parsed: bool) -> None:
+        with self._write() as connection:
+            connection.execute(
+                """UPDATE finder_runs SET mistake_number = ?, parsed = ?, finished_at = ?
+                   WHERE id = ?""",
+                (mistake_number, int(parsed), time.time(), run_id),
+            )
+
+    def finder_run(self, run_id: int) -> FinderRun:
+        rows = self._read("SELECT * FROM finder_runs WHERE id = ?", (run_id,))
+        if not rows:
+            raise StoreError(f"{self.path}: there is no finder run {run_id}")
+        return self._finder_run(rows[0])
+
+    def finder_runs(self, session_id: int) -> list[FinderRun]:
+        """The session's finder runs, oldest first, each with its verdicts."""
+        rows = self._read(
+            "SELECT * FROM finder_runs WHERE session_id = ? ORDER BY id", (session_id,)
+        )
+        return [self._finder_run(row) for row in rows]
+
+    def _finder_run(self, row: sqlite3.Row) -> FinderRun:
+        verdicts = self._read(
+            """SELECT v.*, c.model, c.params, c.latency_s, c.prompt_tokens,
+                      c.completion_tokens, c.cost, c.logprobs, c.finish_reason, c.attempts
+               FROM finder_verdicts AS v LEFT JOIN calls AS c ON c.id = v.call_id
+               WHERE v.run_id = ? ORDER BY v.id""",
+            (row["id"],),
+        )
+        return FinderRun(
+            id=row["id"],
+            session_id=row["session_id"],
+            leaf_step_id=row["leaf_step_id"],
+            method=row["method"],
+            model=row["model"],
+            params=json.loads(row["params"]),
+            mistake_number=row["mistake_number"],
+            parsed=None if row["parsed"] is None else bool(row["parsed"]),
+            finished_at=row["finished_at"],
+            created_at=row["created_at"],
+            verdicts=tuple(_finder_verdict(v) for v in verdicts),
+        )
+
     # -- accounting
 
     def totals(self, session_id: int) -> Totals:
@@ -553,6 +711,19 @@ def _step(row: sqlite3.Row) -> Step:
     )
 
 
+def _finder_verdict(row: sqlite3.Row) -> FinderVerdict:
+    return FinderVerdict(
+        id=row["id"],
+        run_id=row["run_id"],
+        step_number=row["step_number"],
+        raw=row["raw"],
+        verdict=row["verdict"],
+        parsed=bool(row["parsed"]),
+        created_at=row["created_at"],
+        call=call_from_row(dict(row)) if row["call_id"] is not None else None,
+    )
+
+
 def _session(row: sqlite3.Row) -> Session:
     return Session(**dict(zip(row.keys(), tuple(row), strict=True)))
 
@@ -564,8 +735,8 @@ def _insert_call(
     purpose: str,
     call: CallRecord,
     now: float,
-) -> None:
-    connection.execute(
+) -> int:
+    cursor = connection.execute(
         """INSERT INTO calls (session_id, step_id, purpose, model, params, latency_s,
                prompt_tokens, completion_tokens, cost, logprobs, finish_reason, attempts,
                created_at)
@@ -586,6 +757,7 @@ def _insert_call(
             now,
         ),
     )
+    return cursor.lastrowid
 
 
 def _statements(script: str) -> list[str]:
