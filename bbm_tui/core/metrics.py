@@ -32,18 +32,6 @@ class TaskStats:
         return data
 
 
-@dataclass(frozen=True)
-class DatasetStats:
-    tasks: dict[str, TaskStats]
-    overall: TaskStats
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tasks": {name: stats.to_json() for name, stats in self.tasks.items()},
-            "overall": self.overall.to_json(),
-        }
-
-
 def task_stats(rows: Sequence[TraceRow]) -> TaskStats:
     """Counts for one task's traces; "correct" is the paper's exact match (tasks.is_correct)."""
     with_mistake = sum(row.mistake_index is not None for row in rows)
@@ -57,12 +45,16 @@ def task_stats(rows: Sequence[TraceRow]) -> TaskStats:
     )
 
 
-def dataset_stats(rows_by_task: Mapping[str, Sequence[TraceRow]]) -> DatasetStats:
-    """Table 2 per task, and overall: counts summed, mean steps over all traces (counts, unlike
-    accuracies, add up across tasks)."""
-    tasks = {name: task_stats(rows) for name, rows in rows_by_task.items()}
+def dataset_stats(rows_by_task: Mapping[str, Sequence[TraceRow]]) -> dict[str, Any]:
+    """Table 2 as JSON-ready data: `{"tasks": {TASK: {"traces", "correct", "with_mistake",
+    "without_mistake", "mean_steps"}}, "overall": {...}}`, mean steps rounded to 2 places as
+    in the paper. Overall counts are summed and its mean steps is over all traces (counts,
+    unlike accuracies, add up across tasks)."""
     everything = [row for rows in rows_by_task.values() for row in rows]
-    return DatasetStats(tasks, task_stats(everything))
+    return {
+        "tasks": {name: task_stats(rows).to_json() for name, rows in rows_by_task.items()},
+        "overall": task_stats(everything).to_json(),
+    }
 
 
 # --------------------------------------------------------------------------- Tables 4, 5, 9
