@@ -695,6 +695,10 @@ async def _stream_step_once(
             text = _absorb_chunk(chunk, state, spec.mode)
             if text is None:
                 continue
+            if settings.max_tokens is not None and state.chars > char_cap:
+                # One huge chunk: keep no more than the cap, as many small ones would.
+                text = text[: max(0, len(text) - (state.chars - char_cap))]
+                state.chars = char_cap
             released = stripper.feed(text)
             if released:
                 state.pieces.append(released)
