@@ -272,17 +272,29 @@ def stats_command(args: argparse.Namespace) -> int:
 
 
 def _print_stats_table(result: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from bbm_tui.core.tasks import TASK_NAMES
+
     table = Table(title="Traces per task (the paper's Table 2)")
-    for column in ("task", "traces", "correct", "with mistake", "without", "mean steps"):
-        table.add_column(column, justify="left" if column == "task" else "right")
-    rows = [*list(result["tasks"].items()), ("overall", result["overall"])]
+    table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
+    for column in ("traces", "correct", "with mistake", "without", "mean steps"):
+        table.add_column(column, justify="right", no_wrap=True)
+    in_paper_order = sorted(result["tasks"].items(), key=lambda item: TASK_NAMES.index(item[0]))
+    rows = [*in_paper_order, ("overall", result["overall"])]
     for name, figures in rows:
         table.add_row(
             name, str(figures["traces"]), str(figures["correct"]),
             str(figures["with_mistake"]), str(figures["without_mistake"]),
             f"{figures['mean_steps']:.2f}", end_section=name == rows[-2][0],
         )
-    Console().print(table)
+    _print_table(table)
+
+
+def _print_table(table) -> None:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:  # a pipe or file: do not squeeze the table into 80 columns
+        console = Console(width=max(console.width, 120))
+    console.print(table)
