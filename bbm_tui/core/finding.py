@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -361,6 +361,17 @@ class FindFinished:
 
 
 FindEvent = StepJudged | TraceJudged | FindFinished
+# Awaited before every model call, e.g. a batch's rate limiter.
+Pace = Callable[[], Awaitable[None]]
+
+
+async def _ask(
+    spec: llm.ModelSpec, messages: list[dict[str, str]], settings: llm.CallSettings,
+    pace: Pace | None,
+) -> llm.Completion:
+    if pace is not None:
+        await pace()
+    return await llm.complete(spec, messages, settings)
 
 
 def finder_settings() -> llm.CallSettings:
@@ -377,6 +388,7 @@ async def find_mistake(
     *,
     settings: llm.CallSettings | None = None,
     judge_all: bool = False,
+    pace: Pace | None = None,
 ) -> AsyncIterator[FindEvent]:
     """Run `method` on one trace. Yields a TraceJudged (trace-level) or one StepJudged per
     thought as each answer arrives (step-level), then one FindFinished. Step-level methods stop
@@ -388,11 +400,11 @@ async def find_mistake(
         raise ValueError("the trace has no thoughts to judge")
     if found.step_level:
         async for event in _find_by_step(task, found, input_text, steps, spec, settings,
-                                         judge_all):
+                                         judge_all, pace):
             yield event
         return
     messages = build_messages(task, method, input_text, steps)
-    completion = await llm.complete(spec, messages, settings)
+    completion = await _ask(spec, messages, settings, pace)
     answer = parse_trace_answer(completion.text, len(steps))
     yield TraceJudged(answer, completion.text, completion.call)
     index = answer.mistake_number - 1 if answer.mistake_number is not None else None
@@ -408,12 +420,13 @@ async def _find_by_step(
     spec: llm.ModelSpec,
     settings: llm.CallSettings,
     judge_all: bool,
+    pace: Pace | None,
 ) -> AsyncIterator[FindEvent]:
     result = FindResult(method.name, spec.model, None, True)
     decided = False
     for number in range(1, len(steps) + 1):
         messages = build_messages(task, method.name, input_text, steps, number)
-        completion = await llm.complete(spec, messages, settings)
+        completion = await _ask(spec, messages, settings, pace)
         correct = parse_step_answer(completion.text, cot=method.cot)
         result.raw.append(completion.text)
         result.calls.append(completion.call)
@@ -438,10 +451,11 @@ async def run_method(
     *,
     settings: llm.CallSettings | None = None,
     judge_all: bool = False,
+    pace: Pace | None = None,
 ) -> FindResult:
     """find_mistake() without the live events: just the result."""
     async for event in find_mistake(task, method, input_text, steps, spec, settings=settings,
-                                    judge_all=judge_all):
+                                    judge_all=judge_all, pace=pace):
         if isinstance(event, FindFinished):
             return event.result
     raise AssertionError("find_mistake ended without a result")

@@ -1,0 +1,312 @@
+"""`bbm-tui find`: run a mistake-finding method over dataset-format files, many traces at once.
+
+Each finished trace is appended to PREDS at once, in one write, as the input row plus
+`method`, `model`, `predicted_mistake_index` (0-based or null), `parsed` and `raw` (the
+model's answers, verbatim: one for a trace-level method, one per judged thought for a
+step-level one). Traces already in PREDS are skipped, so a killed run resumes where it
+stopped. The scores cover every trace of the inputs that PREDS holds, old and new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from bbm_tui.core import llm
+from bbm_tui.core.batch_run import _mend_incomplete_tail
+from bbm_tui.core.dataset import (
+    DatasetError,
+    TraceRow,
+    iter_jsonl,
+    open_private,
+    read_rows,
+    resolve_task,
+    row_from_json,
+)
+from bbm_tui.core.finding import FindResult, check_method, run_method
+from bbm_tui.core.metrics import Judged, Report, report
+from bbm_tui.core.resources import prompts_dir
+from bbm_tui.core.tasks import is_correct
+
+# Errors that no retry or other trace will cure: stop the whole run and say why.
+FATAL_KINDS = frozenset({"auth", "bad_request", "not_found", "replay", "context_window"})
+PRED_KEYS = ("method", "model", "predicted_mistake_index", "parsed", "raw")
+
+
+@dataclass(frozen=True)
+class FindJob:
+    task: str
+    row: TraceRow
+
+    @property
+    def key(self) -> Key:
+        return trace_key(self.row)
+
+
+Key = tuple[str, tuple[str, ...]]
+
+
+def trace_key(row: TraceRow) -> Key:
+    """What identifies a trace across the inputs and PREDS: its question and its thoughts."""
+    return row.input, tuple(row.steps)
+
+
+@dataclass
+class FindProgress:
+    total: int
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    calls: int = 0
+    cost: float = 0.0
+    # Calls whose price litellm does not know: the running cost is then a lower bound.
+    unpriced_calls: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def finished(self) -> int:
+        return self.skipped + self.done + self.failed
+
+
+@dataclass
+class FindOutcome:
+    progress: FindProgress
+    report: Report
+
+
+class FatalFindError(Exception):
+    """An error that stops the whole run (a missing key, a model that does not exist)."""
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def jobs_from_files(
+    paths: Sequence[Path], task: str | None, method: str, limit: int | None = None
+) -> list[FindJob]:
+    """The traces of dataset-format files, at most `limit` per task. Every task must have
+    the method's prompts (CoT trace-level is word sorting only): checked before any call."""
+    jobs: list[FindJob] = []
+    per_task: dict[str, int] = {}
+    for path in paths:
+        file_task = resolve_task(path, task)
+        try:
+            check_method(file_task, method)
+        except ValueError as error:
+            raise DatasetError(path, str(error)) from None
+        for row in read_rows(path):
+            if limit is not None and per_task.get(file_task, 0) >= limit:
+                break
+            per_task[file_task] = per_task.get(file_task, 0) + 1
+            jobs.append(FindJob(file_task, row))
+    return jobs
+
+
+# A trace's prediction: the 0-based index of the first mistake (None: no mistake), and
+# whether the answer could be parsed at all.
+Prediction = tuple[int | None, bool]
+
+
+def read_preds(path: Path, method: str, model: str) -> dict[Key, Prediction]:
+    """The predictions PREDS already holds, by trace, after mending an incomplete last line a
+    killed run may have left. Lines of another method or model are an error: one PREDS file
+    holds one run."""
+    if not path.exists():
+        return {}
+    _mend_incomplete_tail(path)
+    found: dict[Key, Prediction] = {}
+    for number, value in iter_jsonl(path):
+        row = row_from_json(value, path, number)
+        missing = [key for key in PRED_KEYS if key not in row.extra]
+        if missing:
+            raise DatasetError(
+                path, f"not a predictions line (no {', '.join(missing)}); is --out right?", number
+            )
+        if row.extra["method"] != method or row.extra["model"] != model:
+            raise DatasetError(
+                path,
+                f"holds predictions of {row.extra['method']} by {row.extra['model']}, not "
+                f"{method} by {model}: use another --out for this run",
+                number,
+            )
+        found[trace_key(row)] = (row.extra["predicted_mistake_index"], bool(row.extra["parsed"]))
+    return found
+
+
+def pred_line(job: FindJob, result: FindResult) -> str:
+    """One PREDS line: the input row, then the finder's keys."""
+    values: dict[str, Any] = job.row.to_json()
+    values.update(
+        method=result.method,
+        model=result.model,
+        predicted_mistake_index=result.mistake_index if result.parsed else None,
+        parsed=result.parsed,
+        raw=list(result.raw),
+    )
+    return json.dumps(values)
+
+
+# --------------------------------------------------------------------------- running
+
+
+class RateLimiter:
+    """Start at most `per_minute` calls a minute, evenly spaced, across all workers."""
+
+    def __init__(self, per_minute: float) -> None:
+        if per_minute <= 0:
+            raise ValueError("--rpm must be more than 0")
+        self.interval = 60.0 / per_minute
+        self._next = 0.0
+        self._lock = asyncio.Lock()
+
+    async def wait(self) -> None:
+        async with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            await asyncio.sleep(start - now)
+
+
+async def find_batch(
+    jobs: Sequence[FindJob],
+    method: str,
+    spec: llm.ModelSpec,
+    out_path: Path,
+    *,
+    concurrency: int = 4,
+    rpm: float | None = None,
+    judge_all: bool = False,
+    settings: llm.CallSettings | None = None,
+    on_progress: Callable[[FindProgress], None] | None = None,
+) -> FindOutcome:
+    """Run `method` on every job not already in PREDS, writing each line when it is done."""
+    done = read_preds(out_path, method, spec.model)
+    pending = [job for job in jobs if job.key not in done]
+    progress = FindProgress(total=len(jobs), skipped=len(jobs) - len(pending))
+    notify = on_progress or (lambda _progress: None)
+    notify(progress)
+    queue: asyncio.Queue[FindJob] = asyncio.Queue()
+    for job in pending:
+        queue.put_nowait(job)
+    pace = RateLimiter(rpm).wait if rpm else None
+    out = open_private(out_path, "a")
+
+    async def worker() -> None:
+        while not queue.empty():
+            job = queue.get_nowait()
+            result = await _find_one(job, method, spec, settings, judge_all, pace, progress)
+            if result is not None:
+                line = pred_line(job, result)
+                # One write per line, flushed: a kill leaves whole lines and at most one cut.
+                out.write(line + "\n")
+                out.flush()
+                done[job.key] = (result.mistake_index, result.parsed)
+                progress.done += 1
+            notify(progress)
+
+    try:
+        await _run_workers(worker, concurrency)
+    finally:
+        out.close()
+    return FindOutcome(progress, score_jobs(jobs, done))
+
+
+async def _run_workers(worker: Callable[[], Any], concurrency: int) -> None:
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, concurrency))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
+
+
+async def _find_one(
+    job: FindJob,
+    method: str,
+    spec: llm.ModelSpec,
+    settings: llm.CallSettings | None,
+    judge_all: bool,
+    pace: Callable[[], Any] | None,
+    progress: FindProgress,
+) -> FindResult | None:
+    try:
+        result = await run_method(job.task, method, job.row.input, job.row.steps, spec,
+                                  settings=settings, judge_all=judge_all, pace=pace)
+    except llm.LLMError as error:
+        if error.kind in FATAL_KINDS:
+            raise FatalFindError(error.message) from None
+        progress.failed += 1
+        progress.errors.append(f"{job.task}: {error.message}")
+        return None
+    except ValueError as error:  # a trace with no thoughts
+        progress.failed += 1
+        progress.errors.append(f"{job.task}: {error}")
+        return None
+    progress.calls += len(result.calls)
+    for call in result.calls:
+        if call.cost is None:
+            progress.unpriced_calls += 1
+        else:
+            progress.cost += call.cost
+    return result
+
+
+def score_jobs(jobs: Sequence[FindJob], preds: dict[Key, Prediction]) -> Report:
+    """Scores per task (in the order the tasks came) over the jobs that have a prediction."""
+    judged: dict[str, list[Judged]] = {}
+    for job in jobs:
+        judged.setdefault(job.task, [])
+        if job.key not in preds:
+            continue
+        predicted, parsed = preds[job.key]
+        judged[job.task].append(Judged(
+            gold=job.row.mistake_index,
+            predicted=predicted,
+            parsed=parsed,
+            answer_correct=is_correct(job.row.answer, job.row.target),
+        ))
+    return report({task: items for task, items in judged.items() if items})
+
+
+# --------------------------------------------------------------------------- the paper
+
+PAPER_TABLES = {
+    "accuracy": "table_4_location_accuracy",
+    "accuracy_with_mistake": "table_9b_accuracy_with_mistake",
+    "accuracy_without_mistake": "table_9a_accuracy_without_mistake",
+    "answer_weighted_f1": "table_5_answer_correctness_weighted_f1",
+}
+
+
+@cache
+def paper_tables() -> dict[str, Any]:
+    """The paper's published figures (prompts/paper_tables.json)."""
+    return json.loads((prompts_dir() / "paper_tables.json").read_bytes().decode("utf-8"))
+
+
+def paper_models() -> tuple[str, ...]:
+    return tuple(paper_tables()["table_4_location_accuracy"])
+
+
+def paper_figures(model: str, method: str) -> dict[str, dict[str, float]]:
+    """{task or "overall": {metric: the paper's figure}} for one model and method; empty
+    where the paper has none (e.g. CoT trace-level, which it reports in prose only)."""
+    if model not in paper_models():
+        raise ValueError(
+            f"the paper has no figures for {model!r}; it has: {', '.join(paper_models())}"
+        )
+    figures: dict[str, dict[str, float]] = {}
+    for metric, table in PAPER_TABLES.items():
+        for task, methods in paper_tables()[table].get(model, {}).items():
+            if method in methods:
+                figures.setdefault(task, {})[metric] = methods[method]
+    return figures
