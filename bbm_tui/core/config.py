@@ -59,7 +59,9 @@ def config_path() -> Path:
     return user_config_path("bbm-tui", appauthor=False) / "config.toml"
 
 
-_SECRET_KEY = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
+_SECRET_KEY = re.compile(
+    r"(^|_)(api_?key|secret|password)($|_)|^(key|token|access_token|auth_token)$", re.IGNORECASE
+)
 
 
 def load_config(path: Path | None = None) -> Config:

@@ -1,0 +1,202 @@
+"""The headless commands, run as a user runs them: `stats` reproduces the paper's Table 2 and
+`run` writes dataset-format traces, resumes, and fails with one clear line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bbm_tui.cli import main
+from bbm_tui.core.dataset import bundled_path, bundled_rows, read_rows
+from bbm_tui.core.store import Store
+from bbm_tui.core.tasks import TASK_NAMES
+from tests.openai_server import FakeOpenAI, Reply, dataset_responder
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET_FILES = [str(bundled_path(task)) for task in TASK_NAMES]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The real console entry point in a child process (what a user's shell runs)."""
+    return subprocess.run(
+        [sys.executable, "-m", "bbm_tui", *args],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})},
+        timeout=300,
+    )
+
+
+# ---------------------------------------------------------------------------- stats
+
+def test_stats_json_reproduces_the_issue_figures(capsys: pytest.CaptureFixture) -> None:
+    assert main(["stats", "--json", *DATASET_FILES]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["tasks"]["word_sorting"] == {
+        "traces": 300, "correct": 45, "with_mistake": 266, "without_mistake": 34,
+        "mean_steps": 11.69,
+    }
+    assert result["tasks"]["dyck_languages"] == {
+        "traces": 986, "correct": 482, "with_mistake": 650, "without_mistake": 336,
+        "mean_steps": 24.52,
+    }
+    assert result["overall"]["traces"] == 2186
+    assert result["overall"]["correct"] == sum(t["correct"] for t in result["tasks"].values())
+
+
+def test_stats_reproduces_paper_table_2(shared_bbm: Path, capsys: pytest.CaptureFixture) -> None:
+    table = json.loads((shared_bbm / "paper_tables.json").read_text())["table_2_dataset"]
+    assert main(["stats", "--json", *DATASET_FILES]) == 0
+    result = json.loads(capsys.readouterr().out)
+    for task in TASK_NAMES:
+        ours = result["tasks"][task]
+        for key in ("traces", "correct", "with_mistake", "without_mistake"):
+            assert ours[key] == table[task][key], (task, key)
+        assert ours["mean_steps"] == pytest.approx(table[task]["mean_steps"], abs=0.005)
+
+
+def test_stats_table_in_a_real_process() -> None:
+    result = run_cli("stats", *DATASET_FILES)
+    assert result.returncode == 0, result.stderr
+    lines = {line.split()[1]: line for line in result.stdout.splitlines()
+             if line.startswith("│") and len(line.split()) > 2}
+    assert "300" in lines["word_sorting"] and "11.69" in lines["word_sorting"]
+    assert "986" in lines["dyck_languages"] and "24.52" in lines["dyck_languages"]
+    assert "2186" in lines["overall"]
+
+
+def test_stats_with_task_flag_and_several_files(tmp_path: Path, capsys) -> None:
+    part = tmp_path / "part.jsonl"
+    lines = bundled_path("word_sorting").read_text().splitlines()
+    part.write_text("\n".join(lines[:10]) + "\n")
+    assert main(["stats", "--json", "--task", "word_sorting", str(part), str(part)]) == 0
+    assert json.loads(capsys.readouterr().out)["tasks"]["word_sorting"]["traces"] == 20
+
+
+def test_stats_bad_line_is_one_clear_message(tmp_path: Path) -> None:
+    bad = tmp_path / "word_sorting.jsonl"
+    bad.write_text(bundled_path("word_sorting").read_text().splitlines()[0] + "\n{oops\n")
+    result = run_cli("stats", str(bad))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"bbm-tui: {bad}:2: malformed JSON: Expecting property name enclosed in double "
+        "quotes (column 2)"
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_stats_unknown_task(capsys) -> None:
+    assert main(["stats", "--task", "sorting", DATASET_FILES[0]]) == 2
+    assert "unknown task 'sorting'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- run
+
+def test_run_replays_dataset_questions_and_resumes(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "ws.jsonl"
+    args = ["run", "--task", "word_sorting", "--dataset", "--concurrency", "3", "--out", str(out)]
+    assert main([*args, "--limit", "3"]) == 0
+    rows = read_rows(out)
+    expected = bundled_rows("word_sorting")
+    assert [row.input for row in rows] == [row.input for row in expected[:3]] or sorted(
+        row.input for row in rows) == sorted(row.input for row in expected[:3])
+    by_input = {row.input: row for row in expected}
+    for row in rows:
+        assert row.steps == by_input[row.input].steps
+        assert row.answer == by_input[row.input].answer
+        assert row.target == by_input[row.input].target
+        assert row.mistake_index is None
+        assert row.extra["model"] == "replay/bbm"
+        assert isinstance(row.extra["latency_s"], float)
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert "3 traces written" in capsys.readouterr().err
+
+    assert main([*args, "--limit", "5"]) == 0
+    rows = read_rows(out)
+    assert len(rows) == 5 and len({row.input for row in rows}) == 5
+    assert "2 traces written" in capsys.readouterr().err
+    with Store.open() as store:
+        assert len([s for s in store.sessions() if s.session.source == "run"]) == 5
+
+
+def test_run_mends_a_line_cut_off_by_a_kill(tmp_path: Path) -> None:
+    out = tmp_path / "ws.jsonl"
+    args = ["run", "--task", "word_sorting", "--dataset", "--out", str(out)]
+    assert main([*args, "--limit", "2"]) == 0
+    whole = out.read_bytes()
+    out.write_bytes(whole + b'{"input": "cut off by a ki')
+    assert main([*args, "--limit", "3"]) == 0
+    rows = read_rows(out)
+    assert len(rows) == 3
+    assert out.read_bytes().startswith(whole)
+
+
+def test_run_refuses_a_damaged_out_file_and_leaves_it(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "ws.jsonl"
+    out.write_text('{"broken": \n' + bundled_path("word_sorting").read_text().splitlines()[0]
+                   + "\n")
+    before = out.read_bytes()
+    code = main(["run", "--task", "word_sorting", "--dataset", "--limit", "1", "--out", str(out)])
+    assert code == 2
+    assert f"{out}:1: malformed JSON" in capsys.readouterr().err
+    assert out.read_bytes() == before
+
+
+def test_run_input_file_errors_name_file_and_line(tmp_path: Path, capsys) -> None:
+    source = tmp_path / "word_sorting.jsonl"
+    source.write_text(bundled_path("word_sorting").read_text().splitlines()[0] + "\n[]\n")
+    out = tmp_path / "out.jsonl"
+    assert main(["run", "--input", str(source), "--out", str(out)]) == 2
+    assert f"{source}:2: expected a JSON object, found list" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_run_needs_one_task(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out.jsonl"
+    assert main(["run", "--dataset", "--out", str(out)]) == 2
+    assert "--dataset needs --task" in capsys.readouterr().err
+    assert main(["run", "--input", DATASET_FILES[0], DATASET_FILES[1], "--out", str(out)]) == 2
+    assert "different tasks" in capsys.readouterr().err
+
+
+def test_run_against_a_local_server(openai_server: FakeOpenAI, tmp_path: Path) -> None:
+    openai_server.responder = dataset_responder
+    source = tmp_path / "multistep_arithmetic.jsonl"
+    source.write_text("\n".join(bundled_path("multistep_arithmetic").read_text()
+                                .splitlines()[:4]) + "\n")
+    out = tmp_path / "out.jsonl"
+    code = main(["run", "--model", "openai/test", "--api-base", openai_server.base_url,
+                 "--input", str(source), "--concurrency", "4", "--out", str(out)])
+    assert code == 0
+    rows = {row.input: row for row in read_rows(out)}
+    for row in read_rows(source):
+        assert rows[row.input].steps == row.steps
+        assert rows[row.input].extra["model"] == "openai/test"
+    steps = sum(len(row.steps) for row in rows.values())
+    assert len(openai_server.requests) == steps
+    assert all(r.body["temperature"] == 0 and r.body["stop"] == ["\n"]
+               for r in openai_server.requests)
+
+
+def test_run_stops_on_a_missing_key(openai_server: FakeOpenAI, tmp_path: Path) -> None:
+    openai_server.responder = lambda path, body: Reply(status=401)
+    out = tmp_path / "out.jsonl"
+    result = run_cli("run", "--model", "openai/test", "--api-base", openai_server.base_url,
+                     "--task", "word_sorting", "--dataset", "--limit", "3", "--out", str(out))
+    assert result.returncode == 1
+    assert "needs an API key: set OPENAI_API_KEY" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert out.read_text() == ""
+
+
+def test_broken_config_is_named_with_its_line(tmp_path: Path) -> None:
+    config = Path(os.environ["BBM_TUI_CONFIG"])
+    config.write_text('model = "replay/bbm"\nmode = chat\n')
+    result = run_cli("run", "--task", "word_sorting", "--dataset", "--limit", "1",
+                     "--out", str(tmp_path / "o.jsonl"))
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"bbm-tui: {config}: line 2, column 8: invalid TOML")
+    assert config.read_text() == 'model = "replay/bbm"\nmode = chat\n'

@@ -1,0 +1,67 @@
+"""The config file: defaults, overrides, and a clear message (file and line) when broken."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bbm_tui.core.config import Config, ConfigError, config_path, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_missing_file_means_defaults(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "none.toml")
+    assert config.model == "replay/bbm" and config.api_base is None and config.mode == "chat"
+
+
+def test_env_points_at_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BBM_TUI_CONFIG", str(tmp_path / "c.toml"))
+    assert config_path() == tmp_path / "c.toml"
+
+
+def test_full_file_and_overrides(tmp_path: Path) -> None:
+    path = write(tmp_path, 'model = "openai/gpt-4o-mini"\napi_base = "http://h/v1"\n'
+                 'mode = "completion"\nstep_limit = 40\nmax_tokens = 300\n'
+                 '[keymap]\nstep = "n,space"\n')
+    config = load_config(path)
+    assert config == Config("openai/gpt-4o-mini", "http://h/v1", "completion", 40, 300,
+                            {"step": "n,space"}, path)
+    overridden = config.with_overrides(model="replay/bbm", api_base="", mode=None)
+    assert overridden.model == "replay/bbm" and overridden.api_base is None
+    assert overridden.mode == "completion"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('model = "x"\nmode = chat\n', "line 2, column 8: invalid TOML"),
+        ('mode = "stream"\n', "line 1: 'mode' must be one of chat, completion"),
+        ("model = 3\n", "line 1: 'model' must be a string"),
+        ('model = ""\n', "'model' must not be empty"),
+        ("step_limit = 0\n", "line 1: 'step_limit' must be a whole number"),
+        ("max_tokens = true\n", "'max_tokens' must be a whole number"),
+        ('colour = "red"\n', "line 1: unknown setting 'colour'"),
+        ('\napi_key = "sk-123"\n', "line 2: 'api_key': API keys do not belong in the config"),
+        ("keymap = 3\n", "[keymap] must map binding ids"),
+    ],
+)
+def test_broken_files_name_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert str(raised.value).startswith(f"{path}: ")
+    assert message in str(raised.value)
+    assert path.read_text(encoding="utf-8") == text
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(b'model = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(path)
