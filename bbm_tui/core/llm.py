@@ -341,8 +341,30 @@ def accepts_native_stop(spec: ModelSpec) -> bool:
     provider = model.split("/", 1)[0] if "/" in model else ""
     if provider == "anthropic" or "claude" in model:
         return False
+    return not _is_openai_reasoning(spec)
+
+
+def _is_openai_reasoning(spec: ModelSpec) -> bool:
+    model = spec.model.lower()
+    provider = model.split("/", 1)[0] if "/" in model else ""
     reasoning = _REASONING_MODEL.match(model_basename(model)) is not None
-    return not (provider in ("", "openai", "azure") and reasoning)
+    return provider in ("", "openai", "azure") and reasoning
+
+
+def accepts_temperature(spec: ModelSpec, temperature: float) -> bool:
+    """Whether `temperature` may be sent: OpenAI reasoning models (o-series, gpt-5) take only
+    their default, 1, and litellm refuses any other value before sending the request."""
+    if spec.mode == "completion" or temperature == 1:
+        return True
+    return not _is_openai_reasoning(spec)
+
+
+def _sent_params(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
+    """The parameters recorded beside a call: those that were sent."""
+    params = settings.params() | {"mode": spec.mode}
+    if not accepts_temperature(spec, settings.temperature):
+        del params["temperature"]
+    return params
 
 
 def key_env_vars(spec: ModelSpec) -> list[str]:
@@ -661,11 +683,12 @@ async def _stream_step_once(
     kwargs: dict[str, Any] = {
         "model": spec.model,
         "stream": True,
-        "temperature": settings.temperature,
         "timeout": settings.timeout_s,
         "max_retries": 0,
         **_auth_kwargs(spec),
     }
+    if accepts_temperature(spec, settings.temperature):
+        kwargs["temperature"] = settings.temperature
     if spec.api_base:
         kwargs["api_base"] = spec.api_base
     if settings.max_tokens is not None:
@@ -800,7 +823,7 @@ def _call_record(
         completion_tokens = state.chunks
     return CallRecord(
         model=spec.model,
-        params=settings.params() | {"mode": spec.mode},
+        params=_sent_params(spec, settings),
         latency_s=latency,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
@@ -852,11 +875,12 @@ async def _complete_once(
     litellm = litellm_module()
     kwargs: dict[str, Any] = {
         "model": spec.model,
-        "temperature": settings.temperature,
         "timeout": settings.timeout_s,
         "max_retries": 0,
         **_auth_kwargs(spec),
     }
+    if accepts_temperature(spec, settings.temperature):
+        kwargs["temperature"] = settings.temperature
     if spec.api_base:
         kwargs["api_base"] = spec.api_base
     if settings.max_tokens is not None:
@@ -881,7 +905,7 @@ async def _complete_once(
     completion_tokens = getattr(usage, "completion_tokens", None) if usage else None
     call = CallRecord(
         model=spec.model,
-        params=settings.params() | {"mode": spec.mode},
+        params=_sent_params(spec, settings),
         latency_s=latency,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
