@@ -1,0 +1,330 @@
+"""The Textual app: screens, app-wide keys, the store opened off the event loop, and one place
+where worker failures become notifications.
+
+Nothing on the way to the first frame imports litellm or reads the dataset: the store opens in
+a thread, the dataset is read in a thread when the new-session screen asks for it, and litellm
+is imported in a thread once the first frame is on screen (`llm.warm_up`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+from pathlib import Path
+from typing import ClassVar
+
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import Static
+from textual.worker import Worker, WorkerState
+
+from bbm_tui.core import llm
+from bbm_tui.core.config import Config
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.session import TraceSession
+from bbm_tui.core.stepper import StepperSettings
+from bbm_tui.core.store import Store, StoreError, Totals
+from bbm_tui.core.tasks import TASKS
+from bbm_tui.core.textsafe import one_line
+from bbm_tui.ui.dialogs import HelpScreen, KeyHelp, StoreErrorScreen
+from bbm_tui.ui.new_session import NewSessionScreen, create_trace, dataset_request
+from bbm_tui.ui.sessions import SessionsScreen
+from bbm_tui.ui.text import styled
+from bbm_tui.ui.trace_screen import TraceScreen
+
+EXIT_OK = 0
+EXIT_STORE_FAILED = 1
+
+# What a failed worker was doing, for the notification's title.
+_WORKER_TITLES = {
+    "_generate": "Generating failed",
+    "_label": "Saving the label failed",
+    "_start": "Starting the session failed",
+    "_load_rows": "Reading the dataset failed",
+    "_warm_up": "Loading the model library failed",
+    "reload": "Listing the sessions failed",
+    "_rename": "Renaming failed",
+    "_delete": "Deleting failed",
+    "_show_session": "Opening the session failed",
+    "_show_question": "Opening the question failed",
+    "_show_trace": "Opening the session failed",
+}
+
+
+class BbmApp(App[int]):
+    """bbm-tui. `wall_clock=False` hides latencies and dates (for screenshots and snapshot
+    tests that must not change between runs); `warm_up=False` skips importing litellm in the
+    background (tests that never call a model)."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "bbm-tui"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("question_mark", "help", "help", id="help", tooltip="Every key, and what it does"),
+        Binding("s", "sessions", "sessions", id="sessions",
+                tooltip="Saved sessions: resume, rename, delete"),
+        Binding("ctrl+n", "new_session", "new", id="new_session", tooltip="Start a new session"),
+        Binding("q", "quit", "quit", id="quit", tooltip="Quit (everything finished is saved)"),
+    ]
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        task: str | None = None,
+        question: int | None = None,
+        session_id: int | None = None,
+        store_path: Path | None = None,
+        warm_up: bool = True,
+        wall_clock: bool = True,
+    ) -> None:
+        super().__init__()
+        self.config = config or Config()
+        self.wall_clock = wall_clock
+        self.stepper_settings = StepperSettings(
+            step_limit=self.config.step_limit,
+            call=llm.CallSettings(max_tokens=self.config.max_tokens),
+        )
+        self.store: Store | None = None
+        self.store_error: str | None = None
+        self.deleted_sessions: set[int] = set()
+        self._store_path = store_path
+        self._store_ready = asyncio.Event()
+        self._start_task = task
+        self._start_question = question
+        self._start_session = session_id
+        self._warm = warm_up
+
+    def compose(self) -> ComposeResult:
+        # The bottom screen, seen only while a session given on the command line opens.
+        yield Static(styled("bbm-tui · opening…", "$text-muted"), id="splash")
+
+    def on_mount(self) -> None:
+        if self.config.keymap:
+            self.set_keymap(self.config.keymap)
+        self._open_store()
+        if self._start_session is not None:
+            self.open_session(self._start_session)
+        elif self._start_task is not None and self._start_question is not None:
+            self._show_question(self._start_task, self._start_question)
+        else:
+            self.push_screen(NewSessionScreen(self.config, task=self._start_task))
+        if self._warm:
+            self.call_after_refresh(self._warm_up)
+
+    def on_unmount(self) -> None:
+        if self.store is not None:
+            with contextlib.suppress(Exception):
+                self.store.close()
+
+    # -- the store (opened in a thread: it may create folders, migrate, wait on a lock)
+
+    @work(thread=True, group="store", exit_on_error=False)
+    def _open_store(self) -> None:
+        try:
+            store = Store.open(self._store_path)
+        except (StoreError, OSError) as error:
+            self.call_from_thread(self._store_failed, str(error))
+        else:
+            self.call_from_thread(self._store_opened, store)
+
+    def _store_opened(self, store: Store) -> None:
+        self.store = store
+        self._store_ready.set()
+
+    async def _store_failed(self, message: str) -> None:
+        self.store_error = message
+        self._store_ready.set()
+        await self._pop_to(1)
+        await self.push_screen(StoreErrorScreen(message))
+
+    async def wait_for_store(self) -> Store | None:
+        """The store once it is open, or None if it cannot be opened (the error is on show)."""
+        await self._store_ready.wait()
+        return self.store
+
+    # -- litellm, warmed after the first frame so that the first step does not wait for it
+
+    @work(thread=True, group="warm-up", exit_on_error=False)
+    def _warm_up(self) -> None:
+        llm.warm_up()
+
+    # -- worker failures, all in one place
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        if isinstance(error, llm.LLMError):
+            message = error.message
+        else:
+            message = str(error) or type(error).__name__
+        title = _WORKER_TITLES.get(event.worker.name, "Something failed")
+        self.notify(one_line(message, 500), title=title, severity="error", markup=False,
+                    timeout=10)
+
+    # -- moving between screens
+
+    async def _pop_to(self, depth: int) -> None:
+        """Pop screens until `depth` are left (1 = only the bottom one)."""
+        while len(self.screen_stack) > depth:
+            await self.pop_screen()
+
+    def leave_screen(self, screen: Screen) -> None:
+        """Esc: back to the screen below, unless this is the one the app stands on."""
+        if self.screen is screen and len(self.screen_stack) > 2:
+            self.pop_screen()
+
+    def open_trace(self, trace: TraceSession, totals: Totals | None = None) -> None:
+        """Show a session on the main screen (an app worker: the caller's screen may go)."""
+        self._show_trace(trace, totals)
+
+    @work(exclusive=True, group="open", exit_on_error=False)
+    async def _show_trace(self, trace: TraceSession, totals: Totals | None) -> None:
+        await self._present(trace, totals)
+
+    async def _present(self, trace: TraceSession, totals: Totals | None) -> None:
+        if totals is None:
+            totals = await asyncio.to_thread(trace.totals)
+        await self._pop_to(1)
+        await self.push_screen(TraceScreen(trace, totals))
+
+    def open_session(self, session_id: int) -> None:
+        self._show_session(session_id)
+
+    @work(exclusive=True, group="open", exit_on_error=False)
+    async def _show_session(self, session_id: int) -> None:
+        store = await self.wait_for_store()
+        if store is None:
+            return
+        base = self.screen_stack[1] if len(self.screen_stack) > 1 else None
+        if isinstance(base, TraceScreen) and base.trace.id == session_id:
+            await self._pop_to(2)  # already open underneath
+            return
+        try:
+            trace = await asyncio.to_thread(TraceSession.load, store, session_id)
+            totals = await asyncio.to_thread(trace.totals)
+        except StoreError as error:
+            self.notify(str(error), title="Cannot open the session", severity="error",
+                        markup=False)
+            if len(self.screen_stack) == 1:
+                await self.push_screen(NewSessionScreen(self.config))
+            return
+        await self._present(trace, totals)
+
+    @work(exclusive=True, group="open", exit_on_error=False)
+    async def _show_question(self, task: str, number: int) -> None:
+        """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
+        if task not in TASKS:
+            self.notify(f"Unknown task {task!r}; known tasks: {', '.join(TASKS)}",
+                        severity="error", markup=False)
+            await self.push_screen(NewSessionScreen(self.config))
+            return
+        rows = await asyncio.to_thread(bundled_rows, task)
+        if not 0 <= number < len(rows):
+            self.notify(f"{task} has questions 0 to {len(rows) - 1}, not {number}.",
+                        severity="error", markup=False)
+            await self.push_screen(NewSessionScreen(self.config, task=task))
+            return
+        store = await self.wait_for_store()
+        if store is None:
+            return
+        spec = llm.ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
+        request = dataset_request(task, number, rows[number], spec, recorded=False)
+        trace = await asyncio.to_thread(create_trace, store, request)
+        await self._present(trace, None)
+
+    def replace_deleted(self, screen: TraceScreen) -> None:
+        """The session on show was deleted from the sessions screen: start afresh."""
+        self.switch_screen(NewSessionScreen(self.config, task=screen.trace.session.task))
+
+    def session_renamed(self, session_id: int) -> None:
+        for screen in self.screen_stack:
+            if isinstance(screen, TraceScreen) and screen.trace.id == session_id:
+                screen.reload_session()
+
+    # -- app-wide keys
+
+    async def action_new_session(self) -> None:
+        if self.store_error is not None or isinstance(self.screen, NewSessionScreen):
+            return
+        await self._pop_to(2)
+        base = self.screen
+        if isinstance(base, NewSessionScreen):
+            return
+        task = base.trace.session.task if isinstance(base, TraceScreen) else None
+        await self.push_screen(NewSessionScreen(self.config, task=task))
+
+    async def action_sessions(self) -> None:
+        if self.store_error is not None or isinstance(self.screen, SessionsScreen):
+            return
+        await self._pop_to(2)
+        await self.push_screen(SessionsScreen())
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        name = {TraceScreen: "the main screen", NewSessionScreen: "the new-session screen",
+                SessionsScreen: "the sessions screen"}.get(type(self.screen), "this screen")
+        self.push_screen(HelpScreen(self.help_rows(), f"Keys on {name}"))
+
+    def help_rows(self) -> list[KeyHelp]:
+        """The keys active on the current screen, one row per action, as the keymap has them.
+        Textual's own scrolling and focus keys are left out; quit and the palette stay."""
+        keys: dict[str, list[str]] = {}
+        names: dict[str, tuple[str, str, str]] = {}
+        for active in self.screen.active_bindings.values():
+            binding = active.binding
+            if binding.id is None and binding.action != "quit":
+                continue
+            display = self.get_key_display(binding)
+            if display not in keys.setdefault(binding.action, []):
+                keys[binding.action].append(display)
+            if binding.id is not None or binding.action not in names:
+                names[binding.action] = (binding.description, binding.tooltip or active.tooltip,
+                                         binding.id or "")
+        rows = [
+            KeyHelp(" / ".join(displays), *names[action]) for action, displays in keys.items()
+        ]
+        if self.ENABLE_COMMAND_PALETTE:
+            rows.append(KeyHelp(self.get_key_display(Binding(self.COMMAND_PALETTE_BINDING, "")),
+                                "palette", "Every command by name"))
+        return rows
+
+    # -- the command palette (ctrl+p): the main actions by name
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("New session", "Pick a task and a question", self.action_new_session)
+        yield SystemCommand("Sessions", "Resume, rename or delete a saved session",
+                            self.action_sessions)
+        yield SystemCommand("Keys", "Every key on this screen", self.action_help)
+        if isinstance(screen, TraceScreen):
+            yield SystemCommand("Step once", "Generate the next thought", screen.action_step)
+            yield SystemCommand("Run to the answer", "Generate until the answer",
+                                screen.action_run)
+            yield SystemCommand("Stop", "Stop generating", screen.action_stop)
+            yield SystemCommand("Flag the first mistake", "The selected thought",
+                                screen.action_flag)
+            yield SystemCommand("No mistake", "Label the trace as correct throughout",
+                                screen.action_no_mistake)
+            yield SystemCommand("Undo the label", "Withdraw the last label", screen.action_undo)
+            yield SystemCommand("Copy the trace", "As 'Thought N: …' lines",
+                                screen.action_copy_trace)
+
+
+def run_app(
+    config: Config,
+    task: str | None = None,
+    question: int | None = None,
+    session_id: int | None = None,
+) -> int:
+    """Run the app; the exit code is non-zero when the session store could not be opened."""
+    app = BbmApp(config, task=task, question=question, session_id=session_id)
+    app.run()
+    if app.store_error is not None:
+        return EXIT_STORE_FAILED
+    return app.return_code or EXIT_OK

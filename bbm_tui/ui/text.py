@@ -1,0 +1,70 @@
+"""Turning untrusted strings into things Textual can show without reading them as markup.
+
+Everything that came from a model, the dataset, the person or an exception passes through
+`textsafe` (no control characters or escape sequences reach the terminal) and is wrapped in a
+`Content` (no `[bold]` or `[/` is ever parsed). Styles here are our own, never the text's.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.content import Content
+
+from bbm_tui.core.store import Step, Totals
+from bbm_tui.core.textsafe import one_line, printable
+
+# Status glyphs, as in the paper's labelling UI: correct before the first mistake, the first
+# mistake itself, and the rest after it (not judged, shown dimmed).
+GLYPH_OK = "✓"
+GLYPH_MISTAKE = "✗"
+GLYPH_PLAIN = "·"
+GLYPH_STREAMING = "…"
+CURSOR = "▌"
+
+
+def safe(text: str) -> Content:
+    """Multi-line untrusted text, literal."""
+    return Content(printable(text))
+
+
+def safe_line(text: str, limit: int | None = None) -> Content:
+    """One line of untrusted text, literal, optionally cut with an ellipsis."""
+    return Content(one_line(text, limit))
+
+
+def safe_cell(text: str, limit: int | None = None) -> Text:
+    """A DataTable cell (DataTable reads plain `str` cells as markup, so never pass one)."""
+    return Text(one_line(text, limit), no_wrap=True, overflow="ellipsis")
+
+
+def styled(text: str, style: str) -> Content:
+    """Our own fixed text in one of the theme's styles (e.g. "$text-muted")."""
+    return Content.styled(text, style)
+
+
+def format_tokens(count: int) -> str:
+    return f"{count:,} tok"
+
+
+def format_totals(totals: Totals) -> str:
+    tokens = totals.prompt_tokens + totals.completion_tokens
+    return f"{totals.calls} calls · {format_tokens(tokens)} · ${totals.cost:.3f}"
+
+
+def step_meta(step: Step, *, wall_clock: bool = True) -> str:
+    """The dim line under a thought: latency and tokens, or where the step came from.
+
+    `wall_clock=False` leaves latencies out, for screenshots that must not change between runs.
+    """
+    if step.origin == "dataset":
+        return "recorded in the dataset"
+    if step.origin == "typed":
+        return "typed"
+    parts: list[str] = []
+    if wall_clock and step.latency_s is not None:
+        parts.append(f"{step.latency_s:.2f} s")
+    if step.completion_tokens is not None:
+        parts.append(format_tokens(step.completion_tokens))
+    if step.truncated:
+        parts.append("cut at the token limit")
+    return " · ".join(parts) if parts else "model"
