@@ -60,6 +60,26 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     stats.add_argument("--task", help="the task of every file (else from each file's name)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_find_parser(commands)
+    sessions = commands.add_parser("sessions", help="list the saved sessions")
+    sessions.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    export = commands.add_parser(
+        "export", help="export sessions: dataset JSONL, ProcessBench, PRM800K or Markdown",
+    )
+    export.add_argument("--session", type=int, nargs="+", metavar="ID",
+                        help="the sessions to export (default: all)")
+    export.add_argument("--format", choices=("jsonl", "processbench", "prm800k", "markdown"),
+                        default="jsonl")
+    export.add_argument("--out", type=Path, required=True, metavar="FILE")
+
+    importer = commands.add_parser(
+        "import", help="make sessions of dataset-format rows, to label them in the app",
+    )
+    importer.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
+    importer.add_argument("--task", help="the task of every file (else from each file's name)")
+    importer.add_argument("--unlabelled", action="store_true",
+                          help="ignore mistake_index (e.g. fresh `run` output): import unlabelled")
     return parser
 
 
@@ -81,9 +101,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_command(args)
         if args.command == "stats":
             return stats_command(args)
+        if args.command == "sessions":
+            return sessions_command(args)
+        if args.command == "export":
+            return export_command(args)
+        if args.command == "import":
+            return import_command(args)
+        if args.command == "find":
+            return find_command(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `bbm-tui sessions | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as error:  # a bug: say so in one line unless asked for the traceback
         if os.environ.get("BBM_TUI_DEBUG"):
             raise
@@ -298,3 +329,276 @@ def _print_table(table) -> None:
     if not console.is_terminal:  # a pipe or file: do not squeeze the table into 80 columns
         console = Console(width=max(console.width, 120))
     console.print(table)
+
+
+# ---------------------------------------------------------------------------- find
+
+FIND_METHODS = ("direct-trace", "direct-step", "cot-step", "cot-trace")
+
+
+def _add_find_parser(commands) -> None:
+    find = commands.add_parser(
+        "find", help="run a mistake-finding method over dataset-format files, with the "
+        "paper's metrics",
+        description="Ask a model where the first mistake of each trace is, with one of the "
+        "paper's methods, and score it against the gold labels. Traces already in PREDS are "
+        "skipped (resume).",
+    )
+    _add_model_options(find)
+    find.add_argument("--method", required=True, choices=FIND_METHODS,
+                      help="direct-trace, direct-step, cot-step, or cot-trace (word sorting only)")
+    find.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
+                      help="dataset-format files (their gold mistake_index is the truth)")
+    find.add_argument("--task", help="the task of every file (else from each file's name)")
+    find.add_argument("--concurrency", type=int, default=4, metavar="K",
+                      help="traces judged at once (default 4)")
+    find.add_argument("--rpm", type=float, metavar="R", help="at most R model calls a minute")
+    find.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
+    find.add_argument("--all-steps", action="store_true",
+                      help="step-level methods: judge every thought, not just up to the first No")
+    find.add_argument("--out", type=Path, required=True, metavar="PREDS.jsonl")
+    find.add_argument("--json", action="store_true", help="print the scores as one JSON object")
+    find.add_argument("--paper", metavar="MODEL",
+                      help="print the paper's figures for MODEL beside ours (e.g. gpt-4)")
+    find.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def find_command(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+
+    from bbm_tui.core import llm
+    from bbm_tui.core.batch_find import FatalFindError, find_batch, jobs_from_files, paper_figures
+    from bbm_tui.core.dataset import DatasetError
+    from bbm_tui.core.tasks import UnknownTaskError
+
+    problem = _find_usage_problem(args)
+    if problem:
+        return fail(problem, EXIT_USAGE)
+    config = _load_config_or_none(args)
+    if config is None:
+        return EXIT_USAGE
+    try:
+        _check_task(args.task)
+        paper = paper_figures(args.paper, args.method) if args.paper else None
+        jobs = jobs_from_files(args.input, args.task, args.method, args.limit)
+        spec = llm.ModelSpec(config.model, config.api_base, config.mode)
+    except (DatasetError, UnknownTaskError, ValueError) as error:
+        return fail(str(error), EXIT_USAGE)
+    try:
+        with FindProgressDisplay(not args.no_progress) as show:
+            outcome = asyncio.run(find_batch(
+                jobs, args.method, spec, args.out, concurrency=args.concurrency, rpm=args.rpm,
+                judge_all=args.all_steps, on_progress=show,
+            ))
+    except FatalFindError as error:
+        return fail(f"find stopped: {error}")
+    except DatasetError as error:
+        return fail(str(error), EXIT_USAGE)
+    progress = outcome.progress
+    unpriced = f" (+ {progress.unpriced_calls} calls of unknown price)" * bool(
+        progress.unpriced_calls)
+    print(
+        f"{progress.done} traces judged into {args.out}, {progress.skipped} already there, "
+        f"{progress.failed} failed; {progress.calls} calls, ${progress.cost:.4f}{unpriced}",
+        file=sys.stderr,
+    )
+    for message in progress.errors[:10]:
+        fail(message)
+    if args.json:
+        print(json.dumps(outcome.report.to_json(), indent=2))
+    else:
+        _print_find_table(outcome.report, args, paper)
+    return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+def _find_usage_problem(args: argparse.Namespace) -> str | None:
+    if args.concurrency < 1:
+        return "--concurrency must be at least 1"
+    if args.limit is not None and args.limit < 0:
+        return "--limit must be 0 or more"
+    if args.rpm is not None and args.rpm <= 0:
+        return "--rpm must be more than 0"
+    return None
+
+
+class FindProgressDisplay:
+    """A rich progress bar on stderr: traces judged, calls made, running cost."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self._progress = None
+        self._task = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("traces"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
+                TimeRemainingColumn(), console=Console(stderr=True),
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task("find", total=None, detail="")
+        return self.update
+
+    def update(self, progress) -> None:
+        if self._progress is None:
+            return
+        cost = f"${progress.cost:.4f}" + ("+?" if progress.unpriced_calls else "")
+        detail = f"{progress.calls} calls · {cost}"
+        if progress.failed:
+            detail += f" · {progress.failed} failed"
+        self._progress.update(self._task, total=progress.total, completed=progress.finished,
+                              detail=detail)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+
+_FIND_COLUMNS = (
+    ("accuracy", "accuracy"),
+    ("accuracy_with_mistake", "with mistake"),
+    ("accuracy_without_mistake", "without"),
+    ("processbench_f1", "PB F1"),
+    ("answer_weighted_f1", "answer F1"),
+)
+
+
+def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> None:
+    from rich.table import Table
+
+    from bbm_tui.core.tasks import TASK_NAMES
+
+    title = f"{args.method} by {args.model or 'the configured model'}: first-mistake location"
+    table = Table(title=title, caption=_paper_caption(args, paper))
+    table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
+    table.add_column("n", justify="right")
+    for metric, header in _FIND_COLUMNS:
+        table.add_column(header, justify="right", no_wrap=True)
+        if paper is not None and metric != "processbench_f1":
+            table.add_column("paper", justify="right", no_wrap=True, style="dim")
+    table.add_column("unparseable", justify="right")
+    tasks = sorted(report.tasks.items(), key=lambda item: TASK_NAMES.index(item[0]))
+    rows = [*tasks, ("overall", report.overall)]
+    for name, scores in rows:
+        cells = [name, str(scores.n)]
+        for metric, _ in _FIND_COLUMNS:
+            cells.append(_percent(getattr(scores, metric)))
+            if paper is not None and metric != "processbench_f1":
+                cells.append(_percent(paper.get(name, {}).get(metric)))
+        cells.append(str(scores.unparseable))
+        table.add_row(*cells, end_section=name == rows[-2][0])
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:  # a pipe or file: room for every column
+        console = Console(width=max(console.width, 170 if paper is not None else 120))
+    console.print(table)
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _paper_caption(args: argparse.Namespace, paper: dict | None) -> str | None:
+    if paper is None:
+        return None
+    if not paper:
+        return f"The paper reports no figures for {args.method} by {args.paper}."
+    return f"paper: {args.paper}, Tables 4, 9 and 5 (its Dyck figures: a 592-trace sample)"
+
+
+# ---------------------------------------------------------------------------- sessions
+
+def _open_store():  # -> Store | None, after printing why not
+    from bbm_tui.core.store import Store, StoreError
+
+    try:
+        return Store.open()
+    except StoreError as error:
+        fail(str(error))
+        return None
+
+
+def sessions_command(args: argparse.Namespace) -> int:
+    import json
+
+    from bbm_tui.core.textsafe import one_line
+
+    store = _open_store()
+    if store is None:
+        return EXIT_FAILURE
+    with store:
+        summaries = store.sessions()
+    for summary in summaries:
+        session = summary.session
+        if summary.label is None:
+            label = "unlabelled"
+        elif summary.mistake_number is None:
+            label = "no mistake"
+        else:
+            label = f"mistake at {summary.mistake_number}"
+        if args.json:
+            print(json.dumps({
+                "id": session.id, "name": session.name, "task": session.task,
+                "model": session.model, "steps": summary.steps, "label": label,
+                "answer": summary.answer, "source": session.source,
+            }))
+        else:
+            print(f"{session.id:>5}  {one_line(session.name, 40):<40}  {session.task:<26}"
+                  f"{summary.steps:>4} steps  {label:<16} {one_line(session.model, 30)}")
+    return EXIT_OK
+
+
+def export_command(args: argparse.Namespace) -> int:
+    from bbm_tui.core.export import export, load_traces
+    from bbm_tui.core.store import StoreError
+
+    store = _open_store()
+    if store is None:
+        return EXIT_FAILURE
+    try:
+        with store:
+            traces = load_traces(store, args.session)
+    except StoreError as error:
+        return fail(str(error))
+    try:
+        result = export(traces, args.out, args.format)
+    except OSError as error:
+        return fail(f"{args.out}: cannot write: {error.strerror}")
+    note = f" ({result.skipped} unlabelled left out)" if result.skipped else ""
+    print(f"{result.written} traces written to {args.out}{note}", file=sys.stderr)
+    return EXIT_OK
+
+
+def import_command(args: argparse.Namespace) -> int:
+    from bbm_tui.core.dataset import DatasetError, read_rows, resolve_task
+    from bbm_tui.core.export import import_rows
+    from bbm_tui.core.tasks import UnknownTaskError
+
+    try:
+        _check_task(args.task)
+        batches = [(resolve_task(path, args.task), read_rows(path)) for path in args.files]
+    except (DatasetError, UnknownTaskError) as error:
+        return fail(str(error), EXIT_USAGE)
+    store = _open_store()
+    if store is None:
+        return EXIT_FAILURE
+    with store:
+        count = sum(
+            len(import_rows(store, task, rows, labelled=not args.unlabelled))
+            for task, rows in batches
+        )
+    print(f"{count} sessions imported", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,229 @@
+"""Getting traces in and out of the store (DESIGN §8).
+
+Formats, one trace (the branch on show) per session:
+- `jsonl`: the dataset's own rows (`input, steps, answer, target, mistake_index`), so a
+  dataset file imported and exported again means exactly the same;
+- `processbench`: ProcessBench rows, `label` = index of the first wrong step, -1 = none;
+- `prm800k`: PRM800K-style per-step ratings (1 before the first mistake, -1 at it, rating
+  stops there, as PRM800K's labellers did);
+- `markdown`: for reading and sharing.
+
+Only labelled traces have a first-mistake label; the others export with `mistake_index`
+null (jsonl, markdown) or are left out where the format needs a label (processbench,
+prm800k) — `ExportResult.skipped` counts them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bbm_tui.core.dataset import TraceRow, open_private
+from bbm_tui.core.session import NewTrace, TraceSession
+from bbm_tui.core.store import Store
+from bbm_tui.core.tasks import get_task, is_correct
+
+FORMATS = ("jsonl", "processbench", "prm800k", "markdown")
+
+
+@dataclass(frozen=True)
+class LabelledTrace:
+    """One session's trace as the exports see it."""
+
+    session_id: int
+    name: str
+    task: str
+    model: str
+    input: str
+    steps: list[str]
+    answer: str | None
+    target: str | None
+    labelled: bool
+    mistake_index: int | None  # 0-based; None with labelled=True means "no mistake"
+
+    @classmethod
+    def of(cls, trace: TraceSession) -> LabelledTrace:
+        number = trace.mistake_number
+        return cls(
+            session_id=trace.id,
+            name=trace.session.name,
+            task=trace.session.task,
+            model=trace.session.model,
+            input=trace.session.input,
+            steps=trace.texts,
+            answer=trace.answer,
+            target=trace.session.target,
+            labelled=number is not None or trace.no_mistake,
+            mistake_index=None if number is None else number - 1,
+        )
+
+    @property
+    def correct(self) -> bool | None:
+        return None if self.target is None else is_correct(self.answer, self.target)
+
+
+@dataclass
+class ExportResult:
+    written: int = 0
+    skipped: int = 0
+
+
+def load_traces(store: Store, session_ids: Sequence[int] | None) -> list[LabelledTrace]:
+    """The given sessions (all of them when None), oldest first."""
+    if session_ids is None:
+        session_ids = sorted(summary.session.id for summary in store.sessions())
+    return [LabelledTrace.of(TraceSession.load(store, session_id)) for session_id in session_ids]
+
+
+def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportResult:
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
+    result = ExportResult()
+    pieces: list[str] = []
+    for trace in traces:
+        piece = _render(trace, fmt)
+        if piece is None:
+            result.skipped += 1
+            continue
+        pieces.append(piece)
+        result.written += 1
+    temporary = out_path.with_name(f".{out_path.name}.tmp")
+    with open_private(temporary, "w") as out:
+        out.write("".join(pieces))
+    temporary.replace(out_path)
+    return result
+
+
+def _render(trace: LabelledTrace, fmt: str) -> str | None:
+    if fmt == "jsonl":
+        return dataset_row(trace).to_line() + "\n"
+    if fmt == "markdown":
+        return markdown(trace)
+    if not trace.labelled:
+        return None
+    row = processbench_row(trace) if fmt == "processbench" else prm800k_row(trace)
+    return json.dumps(row) + "\n"
+
+
+def dataset_row(trace: LabelledTrace) -> TraceRow:
+    return TraceRow(
+        input=trace.input,
+        steps=list(trace.steps),
+        answer=trace.answer,
+        target=trace.target or "",
+        mistake_index=trace.mistake_index,
+    )
+
+
+def processbench_row(trace: LabelledTrace) -> dict[str, Any]:
+    return {
+        "id": f"{trace.task}-{trace.session_id}",
+        "generator": trace.model,
+        "problem": get_task(trace.task).question(trace.input),
+        "steps": list(trace.steps),
+        "final_answer_correct": trace.correct,
+        "label": -1 if trace.mistake_index is None else trace.mistake_index,
+    }
+
+
+def prm800k_row(trace: LabelledTrace) -> dict[str, Any]:
+    rated = trace.steps if trace.mistake_index is None else trace.steps[: trace.mistake_index + 1]
+    steps = [
+        {
+            "completions": [
+                {"text": text, "rating": -1 if index == trace.mistake_index else 1,
+                 "flagged": None}
+            ],
+            "human_completion": None,
+            "chosen_completion": None if index == trace.mistake_index else 0,
+        }
+        for index, text in enumerate(rated)
+    ]
+    return {
+        "labeler": "bbm-tui",
+        "is_quality_control_question": False,
+        "is_initial_screening_question": False,
+        "question": {
+            "problem": get_task(trace.task).question(trace.input),
+            "ground_truth_answer": trace.target,
+        },
+        "label": {
+            "steps": steps,
+            "total_time": None,
+            "finish_reason": "solution" if trace.mistake_index is None else "found_error",
+        },
+        "generation": None,
+        "bbm_tui": {"task": trace.task, "model": trace.model, "session_id": trace.session_id},
+    }
+
+
+def markdown(trace: LabelledTrace) -> str:
+    lines = [f"## {_md_text(trace.name)}", ""]
+    lines.append(f"- task: {trace.task}")
+    lines.append(f"- model: `{_md_code(trace.model)}`")
+    if trace.target is not None:
+        lines.append(f"- target: `{_md_code(trace.target)}`")
+    answer = "—" if trace.answer is None else f"`{_md_code(trace.answer)}`"
+    verdict = {True: " (correct)", False: " (wrong)", None: ""}[trace.correct]
+    lines.append(f"- answer: {answer}{verdict}")
+    if not trace.labelled:
+        lines.append("- first mistake: not labelled")
+    elif trace.mistake_index is None:
+        lines.append("- first mistake: none")
+    else:
+        lines.append(f"- first mistake: Thought {trace.mistake_index + 1}")
+    lines += ["", "**Question**", "", *_quoted(trace.input), "", "**Thoughts**", ""]
+    for index, step in enumerate(trace.steps):
+        mark = " ✗ **first mistake**" if index == trace.mistake_index else ""
+        lines.append(f"{index + 1}. {_md_text(step)}{mark}")
+    return "\n".join(lines) + "\n\n"
+
+
+def _quoted(text: str) -> list[str]:
+    return [f"> {_md_text(line)}" if line else ">" for line in text.split("\n")]
+
+
+_MD_SPECIAL = str.maketrans({c: f"\\{c}" for c in "\\`*_[]<>#|"})
+
+
+def _md_text(text: str) -> str:
+    """Literal text in Markdown: escape what Markdown would interpret (links, HTML, emphasis)."""
+    return text.translate(_MD_SPECIAL)
+
+
+def _md_code(text: str) -> str:
+    return text.replace("`", "'")
+
+
+# ---------------------------------------------------------------------------- import
+
+def import_rows(
+    store: Store, task: str, rows: Iterable[TraceRow], *, labelled: bool = True
+) -> list[int]:
+    """Sessions holding dataset rows as recorded traces, so they can be labelled (again) in
+    the app and exported. With `labelled`, a row's mistake_index is its label (null = no
+    mistake, as in the dataset); without, rows come in unlabelled (e.g. fresh `run` output,
+    whose null means "not labelled yet")."""
+    from bbm_tui.core.llm import ModelSpec
+
+    session_ids: list[int] = []
+    for row in rows:
+        model = row.extra.get("model")
+        trace = TraceSession.create(
+            store,
+            NewTrace(task, row.input, row.target,
+                     gold_mistake_index=row.mistake_index if labelled else None),
+            ModelSpec(model if isinstance(model, str) and model else "dataset"),
+            source="import",
+        )
+        if row.steps:
+            trace.load_recorded(list(row.steps))
+        if labelled and row.mistake_index is not None:
+            trace.flag_mistake(row.mistake_index + 1)
+        elif labelled and row.steps:
+            trace.mark_no_mistake()
+        session_ids.append(trace.id)
+    return session_ids

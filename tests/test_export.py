@@ -1,0 +1,94 @@
+"""Import and export: the dataset round-trips in meaning through the store; ProcessBench,
+PRM800K and Markdown say the same labels."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bbm_tui.cli import main
+from bbm_tui.core.dataset import bundled_path, bundled_rows, read_rows
+from bbm_tui.core.export import export, import_rows, load_traces, markdown
+from bbm_tui.core.store import Store
+from bbm_tui.core.tasks import TASK_NAMES
+
+
+def meaning(row: dict) -> dict:
+    """What a dataset row says; the two tracking rows with " (C)" mean "(C)"."""
+    answer = row["answer"].strip() if row["answer"] is not None else None
+    return {**row, "answer": answer}
+
+
+@pytest.mark.parametrize("task", TASK_NAMES)
+def test_dataset_round_trips_through_store_and_export(tmp_path: Path, task: str) -> None:
+    out = tmp_path / f"{task}.jsonl"
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        ids = import_rows(store, task, bundled_rows(task))
+        result = export(load_traces(store, ids), out, "jsonl")
+    assert result.written == len(bundled_rows(task)) and result.skipped == 0
+    original = [json.loads(line) for line in bundled_path(task).read_text().splitlines()]
+    exported = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [meaning(row) for row in exported] == [meaning(row) for row in original]
+    assert out.stat().st_mode & 0o777 == 0o600
+
+
+def test_processbench_and_prm800k_labels(tmp_path: Path) -> None:
+    rows = bundled_rows("multistep_arithmetic")[:40]
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        traces = load_traces(store, import_rows(store, "multistep_arithmetic", rows))
+    export(traces, tmp_path / "pb.jsonl", "processbench")
+    export(traces, tmp_path / "prm.jsonl", "prm800k")
+    processbench = [json.loads(line) for line in (tmp_path / "pb.jsonl").read_text().splitlines()]
+    prm = [json.loads(line) for line in (tmp_path / "prm.jsonl").read_text().splitlines()]
+    for row, pb, rated in zip(rows, processbench, prm, strict=True):
+        assert pb["label"] == (-1 if row.mistake_index is None else row.mistake_index)
+        assert pb["steps"] == row.steps
+        assert pb["problem"] == "Q: " + row.input
+        assert pb["final_answer_correct"] == (row.answer.strip() == row.target)
+        ratings = [step["completions"][0]["rating"] for step in rated["label"]["steps"]]
+        if row.mistake_index is None:
+            assert ratings == [1] * len(row.steps)
+            assert rated["label"]["finish_reason"] == "solution"
+        else:
+            assert ratings == [1] * row.mistake_index + [-1]
+            assert rated["label"]["finish_reason"] == "found_error"
+
+
+def test_unlabelled_traces_are_left_out_where_a_label_is_needed(tmp_path: Path) -> None:
+    rows = bundled_rows("word_sorting")[:3]
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        traces = load_traces(store, import_rows(store, "word_sorting", rows, labelled=False))
+    assert export(traces, tmp_path / "pb.jsonl", "processbench").skipped == 3
+    assert (tmp_path / "pb.jsonl").read_text() == ""
+    export(traces, tmp_path / "d.jsonl", "jsonl")
+    assert [r.mistake_index for r in read_rows(tmp_path / "d.jsonl")] == [None] * 3
+
+
+def test_markdown_keeps_hostile_text_literal(tmp_path: Path) -> None:
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        from bbm_tui.core.dataset import TraceRow
+
+        row = TraceRow("[link](http://x) <script>", ["**bold** `code` #h", "The answer is a"],
+                       "a", "a", 0)
+        (trace,) = load_traces(store, import_rows(store, "word_sorting", [row]))
+    text = markdown(trace)
+    assert "\\[link\\](http://x) \\<script\\>" in text
+    assert "1. \\*\\*bold\\*\\* \\`code\\` \\#h ✗ **first mistake**" in text
+
+
+def test_export_and_import_commands(tmp_path: Path, capsys) -> None:
+    source = tmp_path / "logical_deduction.jsonl"
+    source.write_text("\n".join(bundled_path("logical_deduction").read_text()
+                                .splitlines()[:5]) + "\n")
+    assert main(["import", str(source)]) == 0
+    assert "5 sessions imported" in capsys.readouterr().err
+    assert main(["sessions", "--json"]) == 0
+    listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(listed) == 5 and {item["source"] for item in listed} == {"import"}
+    out = tmp_path / "out.jsonl"
+    assert main(["export", "--out", str(out)]) == 0
+    assert [row.steps for row in read_rows(out)] == [row.steps for row in read_rows(source)]
+    assert main(["export", "--session", "999", "--out", str(out)]) == 1
+    assert "there is no session 999" in capsys.readouterr().err
