@@ -163,8 +163,9 @@ class ReplayEngine:
         """Recognise a finder template filled with a bundled trace; None when the text is not
         a finder prompt. Raises ReplayError for a finder prompt about an unknown trace."""
         matched = False
-        for task, method, pattern in _finder_patterns():
-            match = pattern.fullmatch(text)
+        for task, method, tail, pattern in _finder_patterns():
+            # The literal after a template's last field is a cheap first filter.
+            match = pattern.fullmatch(text) if text.endswith(tail) else None
             if match is None:
                 continue
             matched = True
@@ -272,8 +273,9 @@ class FinderRequest:
 
 
 @cache
-def _finder_patterns() -> list[tuple[str, str, re.Pattern[str]]]:
-    """One regular expression per (task, method) template, its fields turned into groups."""
+def _finder_patterns() -> list[tuple[str, str, str, re.Pattern[str]]]:
+    """Per (task, method) template: its closing literal and a regular expression with its
+    fields turned into groups."""
     from bbm_tui.core.finding import METHODS, finding_prompts
 
     groups = {
@@ -287,11 +289,13 @@ def _finder_patterns() -> list[tuple[str, str, re.Pattern[str]]]:
             template = prompts.get(method.template_key)
             if template is None:
                 continue
+            parts = list(string.Formatter().parse(template))
             regex = "".join(
                 re.escape(literal) + (groups[field] if field is not None else "")
-                for literal, field, _, _ in string.Formatter().parse(template)
+                for literal, field, _, _ in parts
             )
-            patterns.append((task, method.name, re.compile(regex, re.DOTALL)))
+            tail = parts[-1][0] if parts[-1][1] is None else ""
+            patterns.append((task, method.name, tail, re.compile(regex, re.DOTALL)))
     return patterns
 
 
