@@ -796,12 +796,33 @@ def _absorb_logprobs(logprobs: Any, state: _StreamState) -> None:
 
 
 async def _close_stream(stream: Any) -> None:
-    close = getattr(stream, "aclose", None)
-    if close is None:
-        return
     # The step is already decided; a failure to close the connection changes nothing.
-    with contextlib.suppress(Exception):
-        await close()
+    close = getattr(stream, "aclose", None)
+    closables = [stream] if close is not None else _text_completion_closables(stream)
+    for closable in closables:
+        with contextlib.suppress(Exception):
+            await closable.aclose()
+
+
+def _text_completion_closables(stream: Any) -> list[Any]:
+    """litellm's TextCompletionStreamWrapper (1.103.7) has no aclose (NOTES): under it is a
+    chain of async generators that ends in the CustomStreamWrapper holding the HTTP response.
+    Walk the chain through the generators' frames; return what to close, innermost first.
+    On another litellm, where the chain differs, this finds less and closes what it found."""
+    found: list[Any] = []
+    current = getattr(stream, "completion_stream", None)
+    while current is not None and hasattr(current, "aclose") and len(found) < 8:
+        found.append(current)
+        frame = getattr(current, "ag_frame", None)
+        if frame is None:
+            break
+        names = frame.f_locals
+        current = next(
+            (names[name] for name in ("streamwrapper", "response")
+             if hasattr(names.get(name), "aclose")),
+            None,
+        )
+    return found[::-1]
 
 
 def _call_record(
