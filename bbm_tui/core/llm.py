@@ -581,7 +581,7 @@ class _EchoStripper:
     """Hold back the start of a step until it is clear whether the model echoed `Thought N:`,
     so that the live view never shows a prefix the saved step will not have."""
 
-    _FULL = re.compile(r"\s*thought\s*\d+\s*:[ \t]*", re.IGNORECASE)
+    _FULL = re.compile(r"\s*thought\s*(\d+)\s*:[ \t]*", re.IGNORECASE)
     _PARTIAL = re.compile(
         r"\s*(t(h(o(u(g(h(t(\s*(\d+(\s*(:[ \t]*)?)?)?)?)?)?)?)?)?)?)?", re.IGNORECASE
     )
@@ -589,6 +589,7 @@ class _EchoStripper:
     def __init__(self) -> None:
         self.held = ""
         self.deciding = True
+        self.label: int | None = None  # the number of the label it stripped
 
     def feed(self, text: str) -> str:
         if not self.deciding:
@@ -596,6 +597,7 @@ class _EchoStripper:
         self.held += text
         full = self._FULL.match(self.held)
         if full and full.end() < len(self.held):
+            self.label = int(full.group(1))
             return self._release(self.held[full.end():])
         if self._PARTIAL.fullmatch(self.held):
             return ""
@@ -630,6 +632,7 @@ class _StreamState:
     truncated: bool = False
     finish_reason: str | None = None
     usage: Any = None
+    leading_newline: bool = False
 
 
 async def stream_step(
@@ -707,6 +710,7 @@ async def _stream_step_once(
         stream = await litellm.atext_completion(**kwargs)
     state = _StreamState()
     stripper = _EchoStripper()
+    number = _thought_number(prompt)
     char_cap = (settings.max_tokens or DEFAULT_STEP_MAX_TOKENS) * CHARS_PER_TOKEN_CAP
     try:
         iterator = stream.__aiter__()
@@ -723,6 +727,11 @@ async def _stream_step_once(
                 text = text[: max(0, len(text) - (state.chars - char_cap))]
                 state.chars = char_cap
             released = stripper.feed(text)
+            if state.leading_newline and stripper.label not in (None, number):
+                # An empty line, then the next thought's label: this thought is empty (the
+                # provider ignored or was not sent `stop`), and what follows is not ours.
+                state.cut = True
+                break
             if released:
                 state.pieces.append(released)
                 await queue.put(TextDelta(released))
@@ -747,6 +756,15 @@ async def _stream_step_once(
     return StepText(text=text, call=call, truncated=state.truncated)
 
 
+_LAST_LABEL = re.compile(r"Thought (\d+):\s*$")
+
+
+def _thought_number(prompt: str) -> int | None:
+    """The number of the thought a generation prompt asks for, if it ends with its label."""
+    match = _LAST_LABEL.search(prompt)
+    return int(match.group(1)) if match else None
+
+
 def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
     """Take what a chunk carries into the state; return the text to keep (cut at the first
     newline after leading whitespace), or None when there is none."""
@@ -769,7 +787,10 @@ def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
         return None
     state.chunks += 1
     if not state.started:
-        text = text.lstrip()
+        stripped = text.lstrip()
+        if "\n" in text[: len(text) - len(stripped)]:
+            state.leading_newline = True
+        text = stripped
         if not text:
             return None
         state.started = True
