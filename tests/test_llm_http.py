@@ -171,6 +171,42 @@ async def test_empty_answer_is_an_empty_step(openai_server: FakeOpenAI) -> None:
     assert step_of(events).text == ""
 
 
+async def test_an_empty_line_then_the_next_label_is_an_empty_step(
+    openai_server: FakeOpenAI,
+) -> None:
+    """Without native stop, an empty thought arrives as "\\nThought 3: ...": the step is empty,
+    and the next thought's text must not be taken for this one."""
+    openai_server.enqueue(
+        Reply(text="\nThought 3: The next thought.\nThought 4: x", honor_stop=False)
+    )
+    events, error = await collect(chat(openai_server))
+    assert error is None
+    assert step_of(events).text == ""
+    assert deltas(events) == []
+    assert step_of(events).call.finish_reason == "newline"
+
+
+async def test_an_empty_line_then_this_steps_own_label_is_an_echo(
+    openai_server: FakeOpenAI,
+) -> None:
+    openai_server.enqueue(
+        Reply(text="\n\nThought 2: This thought.\nThought 3: x", honor_stop=False)
+    )
+    events, error = await collect(chat(openai_server))
+    assert error is None
+    assert step_of(events).text == "This thought."
+    assert "".join(deltas(events)) == "This thought."
+
+
+async def test_a_wrong_label_without_an_empty_line_is_still_stripped(
+    openai_server: FakeOpenAI,
+) -> None:
+    openai_server.enqueue(Reply(text="Thought 3: Numbered wrongly.", honor_stop=False))
+    events, error = await collect(chat(openai_server))
+    assert error is None
+    assert step_of(events).text == "Numbered wrongly."
+
+
 # ------------------------------------------------------------------------ native stop
 
 
