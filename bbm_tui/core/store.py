@@ -278,6 +278,9 @@ class Store:
             raise StoreError(f"{path}: cannot open the session store: {error}") from None
         store = cls(path, connection)
         try:
+            # Refuse a newer store or another program's database before the WAL switch,
+            # which would rewrite its header.
+            store._check_compatible()
             store._configure()
             store._migrate()
         except sqlite3.DatabaseError as error:
@@ -313,7 +316,7 @@ class Store:
         connection.execute("PRAGMA synchronous = NORMAL")
         connection.execute("PRAGMA foreign_keys = ON")
 
-    def _migrate(self) -> None:
+    def _check_compatible(self) -> None:
         version = self._connection.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreError(
@@ -326,6 +329,9 @@ class Store:
                 f"{self.path}: this SQLite file is not a bbm-tui session store; "
                 "the file was left untouched."
             )
+
+    def _migrate(self) -> None:
+        version = self._connection.execute("PRAGMA user_version").fetchone()[0]
         for target in range(version + 1, SCHEMA_VERSION + 1):
             with self._write() as connection:
                 for statement in _statements(MIGRATIONS[target - 1]):
