@@ -268,7 +268,8 @@ class Store:
         if creating:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             # Created by us, readable by the owner only: sessions may hold private text.
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            with suppress(FileExistsError):  # another process created it just now
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
             connection = sqlite3.connect(
                 path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
@@ -334,6 +335,9 @@ class Store:
         version = self._connection.execute("PRAGMA user_version").fetchone()[0]
         for target in range(version + 1, SCHEMA_VERSION + 1):
             with self._write() as connection:
+                # Another process opening the store at the same time may have got here first.
+                if connection.execute("PRAGMA user_version").fetchone()[0] >= target:
+                    continue
                 for statement in _statements(MIGRATIONS[target - 1]):
                     connection.execute(statement)
                 connection.execute(f"PRAGMA user_version = {target}")
