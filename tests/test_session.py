@@ -1,0 +1,217 @@
+"""TraceSession: the store's rows plus the stepper. Each finished step is committed before its
+event is handed on; errors and cancellation save no half step; labels, rename, delete."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bbm_tui.core import llm
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.session import NewTrace, TraceSession
+from bbm_tui.core.stepper import (
+    AnswerFound,
+    StepDelta,
+    StepFailed,
+    StepFinished,
+    StepperSettings,
+    TraceFinished,
+)
+from bbm_tui.core.store import Store, StoreError
+from tests.openai_server import FakeOpenAI, Reply, dataset_responder
+from tests.test_llm_http import eventually
+
+FAST = StepperSettings(call=llm.CallSettings(retry=llm.RetryPolicy(attempts=2, base_delay_s=0.01)))
+REPLAY = llm.ModelSpec("replay/bbm")
+TASK, INDEX = "word_sorting", 0
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    with Store.open(tmp_path / "sessions.sqlite3") as opened:
+        yield opened
+
+
+def row():
+    return bundled_rows(TASK)[INDEX]
+
+
+def new(store: Store, spec: llm.ModelSpec = REPLAY) -> TraceSession:
+    r = row()
+    return TraceSession.create(store, NewTrace(TASK, r.input, r.target, INDEX, r.mistake_index),
+                               spec)
+
+
+def saved_texts(path: Path, session_id: int) -> list[str]:
+    """What a fresh connection to the same file sees."""
+    with Store.open(path) as other:
+        return [step.text for step in other.branch(session_id)]
+
+
+async def test_each_finished_step_is_committed_before_its_event(store: Store) -> None:
+    session = new(store)
+    seen = 0
+    async for event in session.generate(settings=FAST):
+        # At every event a second connection sees exactly the steps finished so far,
+        # the one a StepFinished announces included.
+        if isinstance(event, StepFinished):
+            seen += 1
+        assert saved_texts(store.path, session.id) == row().steps[:seen]
+        assert session.texts == row().steps[:seen]
+    assert seen == len(row().steps)
+    with Store.open(store.path) as other:
+        reopened = TraceSession.load(other, session.id)
+        assert reopened.texts == row().steps
+        assert reopened.answer == row().answer
+        assert reopened.finished
+        assert reopened.correct is (row().answer == row().target)
+        assert [s.origin for s in reopened.steps] == ["model"] * len(row().steps)
+        assert all(s.latency_s is not None and s.completion_tokens for s in reopened.steps)
+        totals = reopened.totals()
+        assert totals.calls == len(row().steps)
+        assert totals.cost == 0.0
+        assert reopened.session.dataset_index == INDEX
+        assert reopened.spec == REPLAY
+
+
+async def test_generate_a_few_steps_then_the_rest(store: Store) -> None:
+    session = new(store)
+    events = [e async for e in session.generate(max_new_steps=2, settings=FAST)]
+    assert isinstance(events[-1], TraceFinished) and events[-1].reason == "paused"
+    assert saved_texts(store.path, session.id) == row().steps[:2]
+    events = [e async for e in session.generate(settings=FAST)]
+    assert next(e for e in events if isinstance(e, AnswerFound)).answer == row().answer
+    assert saved_texts(store.path, session.id) == row().steps
+    # A finished trace generates nothing more.
+    events = [e async for e in session.generate(settings=FAST)]
+    assert events == [TraceFinished("answer", row().steps, row().answer)]
+    assert saved_texts(store.path, session.id) == row().steps
+
+
+async def test_an_error_mid_trace_saves_no_half_step_and_the_session_goes_on(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    requests = 0
+
+    def responder(path: str, body: dict[str, Any]) -> Reply:
+        nonlocal requests
+        requests += 1
+        reply = dataset_responder(path, body)
+        if requests == 3:  # half of step 3 streams, then the connection drops, then a 401
+            return dataclasses.replace(reply, drop_after_chunks=2)
+        if requests == 4:
+            return Reply(status=401)
+        return reply
+
+    openai_server.responder = responder
+    session = new(store, llm.ModelSpec("openai/test", openai_server.base_url))
+    events = [e async for e in session.generate(settings=FAST)]
+    assert isinstance(events[-1], StepFailed) and events[-1].number == 3
+    assert events[-1].error.kind == "auth"
+    assert any(isinstance(e, StepDelta) and e.number == 3 for e in events)
+    assert saved_texts(store.path, session.id) == row().steps[:2]
+    assert session.texts == row().steps[:2]
+    # The same object carries on from the saved steps once the server is good again.
+    events = [e async for e in session.generate(settings=FAST)]
+    assert next(e.number for e in events if isinstance(e, StepFinished)) == 3
+    assert saved_texts(store.path, session.id) == row().steps
+    with Store.open(store.path) as other:
+        assert [s.number for s in other.branch(session.id)] == list(
+            range(1, len(row().steps) + 1))
+
+
+async def test_cancel_mid_stream_saves_no_half_step_and_the_session_goes_on(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    def responder(path: str, body: dict[str, Any]) -> Reply:
+        reply = dataset_responder(path, body)
+        if len(openai_server.requests) == 3:
+            return dataclasses.replace(reply, chunk_chars=1, chunk_delay_s=0.02)
+        return reply
+
+    openai_server.responder = responder
+    session = new(store, llm.ModelSpec("openai/test", openai_server.base_url))
+    streaming = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in session.generate(settings=FAST):
+            if isinstance(event, StepDelta) and event.number == 3:
+                streaming.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(streaming.wait(), 10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    request = openai_server.requests[2]
+    await eventually(lambda: request.client_closed_early)
+    assert saved_texts(store.path, session.id) == row().steps[:2]
+    assert session.texts == row().steps[:2]
+    openai_server.responder = dataset_responder
+    events = [e async for e in session.generate(settings=FAST)]
+    assert isinstance(events[-1], TraceFinished) and events[-1].reason == "answer"
+    assert saved_texts(store.path, session.id) == row().steps
+
+
+async def test_labels_set_undo_current_and_reopen(store: Store) -> None:
+    session = new(store)
+    _ = [e async for e in session.generate(settings=FAST)]
+    assert session.label is None and session.mistake_number is None
+    session.flag_mistake(3)
+    assert session.mistake_number == 3 and not session.no_mistake
+    session.mark_no_mistake()
+    assert session.no_mistake and session.mistake_number is None
+    with Store.open(store.path) as other:
+        assert TraceSession.load(other, session.id).no_mistake
+    assert session.undo_label() is not None
+    assert session.mistake_number == 3
+    with Store.open(store.path) as other:
+        reopened = TraceSession.load(other, session.id)
+        assert reopened.mistake_number == 3
+        assert reopened.label.leaf_step_id == reopened.steps[-1].id
+        [summary] = other.sessions()
+        assert summary.mistake_number == 3
+    assert session.undo_label() is None
+    assert session.label is None and not session.no_mistake
+    with Store.open(store.path) as other:
+        assert TraceSession.load(other, session.id).label is None
+
+
+async def test_a_recorded_trace_can_be_labelled(store: Store) -> None:
+    session = new(store)
+    session.load_recorded(row().steps)
+    assert session.texts == row().steps
+    assert session.answer == row().answer
+    session.flag_mistake(row().mistake_index + 1)
+    with Store.open(store.path) as other:
+        reopened = TraceSession.load(other, session.id)
+        assert [s.origin for s in reopened.steps] == ["dataset"] * len(row().steps)
+        assert reopened.mistake_number - 1 == row().mistake_index
+        assert reopened.totals().calls == 0
+
+
+async def test_typed_steps_then_generation(store: Store) -> None:
+    session = new(store)
+    session.append_typed(row().steps[0])
+    events = [e async for e in session.generate(max_new_steps=1, settings=FAST)]
+    assert [e.text for e in events if isinstance(e, StepFinished)] == [row().steps[1]]
+    with Store.open(store.path) as other:
+        steps = TraceSession.load(other, session.id).steps
+        assert [s.origin for s in steps] == ["typed", "model"]
+        assert [s.number for s in steps] == [1, 2]
+
+
+def test_rename_and_delete(store: Store) -> None:
+    session = new(store)
+    other = new(store)
+    session.rename("my favourite trace")
+    assert session.session.name == "my favourite trace"
+    store.delete_session(other.id)
+    with Store.open(store.path) as reopened:
+        assert [s.session.name for s in reopened.sessions()] == ["my favourite trace"]
+        with pytest.raises(StoreError):
+            TraceSession.load(reopened, other.id)

@@ -1,0 +1,400 @@
+"""The session store on real SQLite files: schema, WAL, refusals that leave files untouched,
+permissions, several processes at once, and a process killed mid-trace."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bbm_tui.core import llm
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.session import TraceSession
+from bbm_tui.core.stepper import StepFinished, TraceFinished
+from bbm_tui.core.store import (
+    DATABASE_NAME,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Store,
+    StoreError,
+    default_path,
+)
+from bbm_tui.core.tasks import extract_answer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def raw(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(path)
+
+
+def call(**overrides: object) -> llm.CallRecord:
+    values: dict[str, object] = {
+        "model": "openai/test", "params": {"temperature": 0.0}, "latency_s": 0.25,
+        "prompt_tokens": 100, "completion_tokens": 7, "cost": 0.001,
+        "logprobs": [-0.5, -0.25], "finish_reason": "newline", "attempts": 2,
+    }
+    values.update(overrides)
+    return llm.CallRecord(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "store" / DATABASE_NAME
+
+
+def new_session(store: Store, name: str | None = None) -> int:
+    return store.create_session(
+        task="word_sorting", input="oven costume counterpart", model="replay/bbm",
+        target="costume counterpart oven", name=name,
+    ).id
+
+
+def add_chain(store: Store, session_id: int, texts: list[str]) -> list[int]:
+    ids: list[int] = []
+    parent = None
+    for number, text in enumerate(texts, start=1):
+        step = store.add_step(session_id, parent_id=parent, number=number, text=text,
+                              answer=extract_answer(text), call=call())
+        ids.append(step.id)
+        parent = step.id
+    return ids
+
+
+# ------------------------------------------------------------------------ schema and files
+
+
+def test_new_store_is_wal_versioned_and_private(db: Path) -> None:
+    with Store.open(db) as store:
+        new_session(store)
+        connection = raw(db)
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        tables = {row[0] for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"sessions", "steps", "calls", "labels"} <= tables
+        connection.close()
+        assert store.integrity_check() == "ok"
+        for path in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            assert path.exists(), path
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert stat.S_IMODE(db.parent.stat().st_mode) == 0o700
+
+
+def test_default_path_follows_bbm_tui_home(isolated_home: Path) -> None:
+    assert default_path() == isolated_home / DATABASE_NAME
+    with Store.open() as store:
+        assert store.path == isolated_home / DATABASE_NAME
+    assert (isolated_home / DATABASE_NAME).exists()
+
+
+def test_reopening_shows_exactly_what_was_there(db: Path) -> None:
+    with Store.open(db) as store:
+        first = new_session(store, "first")
+        ids = add_chain(store, first, ["one", "two", "So the answer is x."])
+        store.set_label(first, ids[1], ids[-1])
+        second = new_session(store, "second")
+    with Store.open(db) as store:
+        assert [s.session.name for s in store.sessions()] == ["second", "first"]
+        branch = store.branch(first)
+        assert [s.text for s in branch] == ["one", "two", "So the answer is x."]
+        assert [s.number for s in branch] == [1, 2, 3]
+        assert branch[-1].answer == "x."
+        assert branch[0].latency_s == 0.25 and branch[0].completion_tokens == 7
+        assert store.current_label(first).mistake_step_id == ids[1]
+        summary = next(s for s in store.sessions() if s.session.id == first)
+        assert (summary.steps, summary.mistake_number, summary.answer) == (3, 2, "x.")
+        assert store.branch(second) == []
+        assert store.totals(first).calls == 3
+        assert store.totals(first).completion_tokens == 21
+        assert store.totals(first).cost == pytest.approx(0.003)
+
+
+def test_calls_are_recorded_in_full(db: Path) -> None:
+    with Store.open(db) as store:
+        session = new_session(store)
+        add_chain(store, session, ["one"])
+    connection = raw(db)
+    connection.row_factory = sqlite3.Row
+    row = dict(connection.execute("SELECT * FROM calls").fetchone())
+    connection.close()
+    assert row["purpose"] == "step"
+    assert row["model"] == "openai/test"
+    assert row["params"] == '{"temperature": 0.0}'
+    assert row["logprobs"] == "[-0.5, -0.25]"
+    assert (row["prompt_tokens"], row["completion_tokens"], row["attempts"]) == (100, 7, 2)
+    assert row["finish_reason"] == "newline"
+
+
+def test_an_older_store_is_migrated_forward_keeping_its_data(db: Path) -> None:
+    db.parent.mkdir()
+    connection = raw(db)
+    connection.executescript(MIGRATIONS[0])
+    connection.execute("PRAGMA user_version = 1")
+    connection.execute(
+        "INSERT INTO sessions (name, task, input, model, mode, created_at, updated_at) "
+        "VALUES ('old', 'word_sorting', 'a b', 'replay/bbm', 'chat', 1, 1)"
+    )
+    connection.commit()
+    connection.close()
+    with Store.open(db) as store:
+        assert [s.session.name for s in store.sessions()] == ["old"]
+    connection = raw(db)
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    connection.close()
+
+
+def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(db: Path) -> None:
+    db.parent.mkdir()
+    db.write_text("these are my notes, not a database\n" * 50)
+    before = digest(db)
+    with pytest.raises(StoreError) as caught:
+        Store.open(db)
+    assert str(db) in str(caught.value)
+    assert "not a SQLite file" in str(caught.value)
+    assert digest(db) == before
+    assert sorted(p.name for p in db.parent.iterdir()) == [db.name]
+
+
+def test_a_damaged_sqlite_file_is_refused_and_left_alone(db: Path) -> None:
+    db.parent.mkdir()
+    db.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 16)
+    before = digest(db)
+    with pytest.raises(StoreError) as caught:
+        Store.open(db)
+    assert str(db) in str(caught.value)
+    assert digest(db) == before
+
+
+def test_a_newer_store_is_refused_and_left_untouched(db: Path) -> None:
+    db.parent.mkdir()
+    connection = raw(db)  # a rollback-journal file, as another version might leave it
+    connection.execute("CREATE TABLE sessions (id INTEGER PRIMARY KEY, future TEXT)")
+    connection.execute("PRAGMA user_version = 99")
+    connection.commit()
+    connection.close()
+    before = digest(db)
+    with pytest.raises(StoreError) as caught:
+        Store.open(db)
+    message = str(caught.value)
+    assert str(db) in message
+    assert "newer bbm-tui" in message and "99" in message
+    assert digest(db) == before
+    connection = raw(db)
+    assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    connection.close()
+
+
+def test_another_programs_database_is_refused_and_left_untouched(db: Path) -> None:
+    db.parent.mkdir()
+    connection = raw(db)
+    connection.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT)")
+    connection.execute("INSERT INTO photos (path) VALUES ('/a.jpg')")
+    connection.commit()
+    connection.close()
+    before = digest(db)
+    with pytest.raises(StoreError) as caught:
+        Store.open(db)
+    assert str(db) in str(caught.value)
+    assert "not a bbm-tui session store" in str(caught.value)
+    assert digest(db) == before
+
+
+def test_a_folder_is_refused(db: Path) -> None:
+    db.mkdir(parents=True)
+    with pytest.raises(StoreError, match="is a folder"):
+        Store.open(db)
+
+
+# ------------------------------------------------------------------------ steps and labels
+
+
+def test_branches_and_head(db: Path) -> None:
+    with Store.open(db) as store:
+        session = new_session(store)
+        one, two, three = add_chain(store, session, ["one", "two", "three"])
+        sibling = store.add_step(session, parent_id=two, number=3, text="three again")
+        assert [s.text for s in store.branch(session)] == ["one", "two", "three again"]
+        assert [s.text for s in store.branch(session, three)] == ["one", "two", "three"]
+        store.set_head(session, three)
+    with Store.open(db) as store:
+        assert [s.id for s in store.branch(session)] == [one, two, three]
+        assert store.step(sibling.id).parent_id == two
+
+
+def test_labels_set_undo_current(db: Path) -> None:
+    with Store.open(db) as store:
+        session = new_session(store)
+        ids = add_chain(store, session, ["one", "two", "three"])
+        assert store.current_label(session) is None
+        flagged = store.set_label(session, ids[1], ids[-1])
+        assert store.current_label(session) == flagged
+        none = store.set_label(session, None, ids[-1])
+        assert store.current_label(session).mistake_step_id is None
+        assert store.current_label(session).id == none.id
+        assert store.undo_label(session) == flagged
+        assert store.undo_label(session) is None
+        assert store.undo_label(session) is None  # nothing left to undo
+    with Store.open(db) as store:
+        assert store.current_label(session) is None
+
+
+def test_rename_and_delete(db: Path) -> None:
+    with Store.open(db) as store:
+        keep = new_session(store, "keep")
+        gone = new_session(store, "gone")
+        add_chain(store, keep, ["k1", "k2"])
+        ids = add_chain(store, gone, ["g1", "g2"])
+        store.set_label(gone, ids[0], ids[-1])
+        store.rename_session(keep, "kept, renamed")
+        store.delete_session(gone)
+    with Store.open(db) as store:
+        assert [s.session.name for s in store.sessions()] == ["kept, renamed"]
+        assert [s.text for s in store.branch(keep)] == ["k1", "k2"]
+        with pytest.raises(StoreError, match=f"no session {gone}"):
+            store.session(gone)
+        assert store.integrity_check() == "ok"
+    connection = raw(db)
+    for table in ("steps", "calls", "labels"):
+        count = connection.execute(
+            f"SELECT COUNT(*) FROM {table} WHERE session_id = ?", (gone,)
+        ).fetchone()[0]
+        assert count == 0, table
+    connection.close()
+
+
+# ------------------------------------------------------------------------ processes
+
+
+def helper(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.kill_helpers", *args],
+        cwd=ROOT, env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def finish(process: subprocess.Popen, timeout: float = 60) -> str:
+    out, err = process.communicate(timeout=timeout)
+    assert process.returncode == 0, err
+    return out
+
+
+def test_two_processes_writing_at_once_do_not_fail(db: Path, tmp_path: Path) -> None:
+    with Store.open(db):
+        pass
+    go = tmp_path / "go"
+    writers = [helper("write", str(db), str(go), "150", name) for name in ("left", "right")]
+    go.touch()
+    with Store.open(db) as store:  # and this process reads and writes meanwhile
+        mine = new_session(store, "mine")
+        add_chain(store, mine, [f"mine {n}" for n in range(30)])
+    outputs = [finish(writer) for writer in writers]
+    assert all("wrote 150" in out for out in outputs)
+    with Store.open(db) as store:
+        assert store.integrity_check() == "ok"
+        for summary in store.sessions():
+            name = summary.session.name
+            expected = 30 if name == "mine" else 150
+            texts = [s.text for s in store.branch(summary.session.id)]
+            assert len(texts) == expected, name
+            if name != "mine":
+                assert texts == [f"{name} step {n}" for n in range(1, 151)]
+                assert summary.mistake_number == 150
+
+
+def test_processes_opening_a_new_store_at_once_all_succeed(db: Path, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    openers = [helper("open", str(db), str(go)) for _ in range(6)]
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.glob("go.ready.*"))) < len(openers):  # all at the same line
+        assert time.monotonic() < deadline, "the openers never got ready"
+        time.sleep(0.005)
+    go.touch()
+    for opener in openers:
+        assert "opened" in finish(opener)
+    with Store.open(db) as store:
+        assert len(store.sessions()) == 6
+        assert store.integrity_check() == "ok"
+    connection = raw(db)
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    connection.close()
+
+
+def committed_steps(db: Path) -> int:
+    """Steps committed so far, read without taking any lock a writer needs."""
+    if not db.exists():
+        return 0
+    try:
+        connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        try:
+            return connection.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return 0  # not created or migrated yet
+
+
+async def test_a_process_killed_mid_trace_leaves_a_store_that_resumes(
+    db: Path,
+) -> None:
+    task, index = "dyck_languages", 1
+    row = bundled_rows(task)[index]
+    assert len(row.steps) == 34
+    # 100 tokens a second: each step streams for a while (the trace ~3 s), so the kill
+    # lands mid-trace, most likely mid-step.
+    child = helper("generate", str(db), task, str(index), env={"BBM_TUI_REPLAY_TPS": "100"})
+    try:
+        deadline = time.monotonic() + 60
+        while committed_steps(db) < 3:
+            assert child.poll() is None, child.communicate()[1]
+            assert time.monotonic() < deadline, "the child never committed three steps"
+            await asyncio.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    assert child.returncode == -signal.SIGKILL
+
+    with Store.open(db) as store:
+        assert store.integrity_check() == "ok"
+        [summary] = store.sessions()
+        saved = store.branch(summary.session.id)
+        assert 3 <= len(saved) < len(row.steps)
+        assert [s.text for s in saved] == row.steps[: len(saved)]
+        assert [s.number for s in saved] == list(range(1, len(saved) + 1))
+        assert all(s.latency_s is not None for s in saved)  # each with its call
+
+        session = TraceSession.load(store, summary.session.id)
+        assert session.texts == row.steps[: len(saved)]
+        events = [event async for event in session.generate()]
+        new = [e.number for e in events if isinstance(e, StepFinished)]
+        assert new == list(range(len(saved) + 1, len(row.steps) + 1))
+        assert isinstance(events[-1], TraceFinished) and events[-1].reason == "answer"
+
+    with Store.open(db) as store:
+        assert store.integrity_check() == "ok"
+        resumed = TraceSession.load(store, summary.session.id)
+        assert resumed.texts == row.steps
+        assert resumed.answer == row.answer
+        assert [s.number for s in resumed.steps] == list(range(1, len(row.steps) + 1))
+        connection = raw(db)
+        assert connection.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == len(row.steps)
+        assert connection.execute(
+            "SELECT COUNT(*) FROM calls WHERE purpose = 'step'").fetchone()[0] == len(row.steps)
+        connection.close()
