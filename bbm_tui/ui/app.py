@@ -32,7 +32,7 @@ from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.dialogs import HelpScreen, KeyHelp, StoreErrorScreen
 from bbm_tui.ui.new_session import NewSessionScreen, create_trace, dataset_request
 from bbm_tui.ui.sessions import SessionsScreen
-from bbm_tui.ui.text import styled
+from bbm_tui.ui.text import MUTED, styled
 from bbm_tui.ui.trace_screen import TraceScreen
 
 EXIT_OK = 0
@@ -100,7 +100,7 @@ class BbmApp(App[int]):
 
     def compose(self) -> ComposeResult:
         # The bottom screen, seen only while a session given on the command line opens.
-        yield Static(styled("bbm-tui · opening…", "$text-muted"), id="splash")
+        yield Static(styled("bbm-tui · opening…", MUTED), id="splash")
 
     def on_mount(self) -> None:
         if self.config.keymap:
@@ -138,7 +138,8 @@ class BbmApp(App[int]):
     async def _store_failed(self, message: str) -> None:
         self.store_error = message
         self._store_ready.set()
-        await self._pop_to(1)
+        # On top of whatever is there (popping a screen that is still composing is a race);
+        # the app's keys that need the store check `store_error` and do nothing.
         await self.push_screen(StoreErrorScreen(message))
 
     async def wait_for_store(self) -> Store | None:
@@ -218,6 +219,9 @@ class BbmApp(App[int]):
     @work(exclusive=True, group="open", exit_on_error=False)
     async def _show_question(self, task: str, number: int) -> None:
         """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
+        store = await self.wait_for_store()
+        if store is None:
+            return
         if task not in TASKS:
             self.notify(f"Unknown task {task!r}; known tasks: {', '.join(TASKS)}",
                         severity="error", markup=False)
@@ -228,9 +232,6 @@ class BbmApp(App[int]):
             self.notify(f"{task} has questions 0 to {len(rows) - 1}, not {number}.",
                         severity="error", markup=False)
             await self.push_screen(NewSessionScreen(self.config, task=task))
-            return
-        store = await self.wait_for_store()
-        if store is None:
             return
         spec = llm.ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
         request = dataset_request(task, number, rows[number], spec, recorded=False)

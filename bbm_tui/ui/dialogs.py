@@ -12,7 +12,7 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from bbm_tui.ui.text import safe, safe_line, styled
+from bbm_tui.ui.text import MUTED, safe, safe_line, styled
 
 
 @dataclass(frozen=True)
@@ -44,12 +44,12 @@ class HelpScreen(ModalScreen[None]):
                         (f"{row.keys:>12}  ", "bold $accent"),
                         (f"{row.description:<14} ", "bold"),
                         (f"{row.detail:<56} ", ""),
-                        (row.binding_id, "$text-muted"),
+                        (row.binding_id, MUTED),
                     )
                     yield Static(line, classes="help-row")
             yield Static(
                 styled("Change a key in the [keymap] table of config.toml: binding id (the last "
-                       'column) = "keys", e.g. step = "n,space".', "$text-muted"),
+                       'column) = "keys", e.g. step = "n,space".', MUTED),
                 classes="dialog-hint",
             )
 
@@ -102,7 +102,7 @@ class RenameScreen(ModalScreen[str | None]):
         with Vertical(id="rename", classes="dialog"):
             yield Static(styled("Rename the session", "bold"), classes="dialog-title")
             yield Input(value=self._current, id="rename-input", select_on_focus=True)
-            yield Static(styled("enter to save · esc to cancel", "$text-muted"),
+            yield Static(styled("enter to save · esc to cancel", MUTED),
                          classes="dialog-hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:

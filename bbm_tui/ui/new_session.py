@@ -13,18 +13,18 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import (
     Button,
     Checkbox,
+    ContentSwitcher,
     Footer,
     Input,
     Label,
     OptionList,
     Select,
     Static,
-    TabbedContent,
-    TabPane,
+    Tab,
+    Tabs,
     TextArea,
 )
 from textual.widgets.option_list import Option
@@ -37,8 +37,8 @@ from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import TASKS, get_task
 from bbm_tui.core.textsafe import one_line
-from bbm_tui.ui.text import safe, safe_line, styled
-from bbm_tui.ui.widgets import TitleBar
+from bbm_tui.ui.text import MUTED, safe, safe_line, styled
+from bbm_tui.ui.widgets import BbmScreen, TitleBar
 
 if TYPE_CHECKING:
     from bbm_tui.ui.app import BbmApp
@@ -104,12 +104,12 @@ def entry_prompt(entry: Entry) -> Content:
         (f"#{entry.index:<4}", "bold $accent"),
         " ",
         safe_line(entry.row.input, 46),
-        ("  → ", "$text-muted"),
+        ("  → ", MUTED),
         (one_line(entry.row.target, 28), "$text-success"),
     )
 
 
-class NewSessionScreen(Screen[None]):
+class NewSessionScreen(BbmScreen):
     """Pick what to work on. Enter on a question (or ctrl+r, or Start) opens it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -141,8 +141,12 @@ class NewSessionScreen(Screen[None]):
                     [(task.title, task.name) for task in TASKS.values()],
                     value=self.task_name, allow_blank=False, id="task",
                 )
-                with TabbedContent(id="source"):
-                    with TabPane("From the dataset", id="tab-dataset"):
+                # Tabs + ContentSwitcher rather than TabbedContent: that one switches back
+                # to whichever pane holds the focus, which fights a programmatic switch.
+                yield Tabs(Tab("From the dataset", id="dataset"),
+                           Tab("Type a question", id="typed"), id="source")
+                with ContentSwitcher(initial="source-dataset", id="source-panes"):
+                    with Vertical(id="source-dataset"):
                         yield Input(
                             placeholder="/ to search the questions, or type a number (e.g. 17)",
                             id="search",
@@ -150,7 +154,7 @@ class NewSessionScreen(Screen[None]):
                         yield Static(id="match-count", classes="hint")
                         yield OptionList(id="questions")
                         yield Static(id="question-preview")
-                    with TabPane("Type a question", id="tab-typed"):
+                    with Vertical(id="source-typed"):
                         yield Static(id="typed-hint", classes="hint")
                         yield TextArea(id="typed-input", soft_wrap=True, show_line_numbers=False)
                         yield Input(placeholder="Target answer (optional)", id="typed-target")
@@ -168,13 +172,15 @@ class NewSessionScreen(Screen[None]):
                 )
                 yield Checkbox("Load the recorded trace", id="recorded",
                                tooltip="The dataset's own steps, to label without generating")
-                yield Static(styled("for labelling fast, without generating", "$text-muted"),
+                yield Static(styled("for labelling fast, without generating", MUTED),
                              classes="hint", id="recorded-hint")
                 yield Button("Start", variant="primary", id="start")
                 yield Static(id="new-status", classes="hint")
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#question-side").border_title = "Question"
+        self.query_one("#model-side").border_title = "Model"
         self.query_one("#questions", OptionList).loading = True
         self._show_typed_hint()
         self._load_rows(self.task_name)
@@ -182,8 +188,15 @@ class NewSessionScreen(Screen[None]):
         # (s sessions, ? help, q quit) work at once; / goes to the search.
         self.query_one("#questions", OptionList).focus()
 
+    @on(Tabs.TabActivated, "#source")
+    def _source_switched(self, event: Tabs.TabActivated) -> None:
+        source = event.tab.id or "dataset"
+        self.query_one("#source-panes", ContentSwitcher).current = f"source-{source}"
+        if not self.query_one("#source", Tabs).has_focus:
+            self.query_one("#typed-input" if source == "typed" else "#questions").focus()
+
     def action_search(self) -> None:
-        self.query_one("#source", TabbedContent).active = "tab-dataset"
+        self.query_one("#source", Tabs).active = "dataset"
         self.query_one("#search", Input).focus()
 
     # -- the dataset's questions (read in a thread: the first read parses a JSONL file)
@@ -231,7 +244,7 @@ class NewSessionScreen(Screen[None]):
         if query.strip():
             count = f"{len(self._shown)} of {count}"
         self.query_one("#match-count", Static).update(
-            styled(f"{count} · enter on a question starts it", "$text-muted")
+            styled(f"{count} · enter on a question starts it", MUTED)
         )
         if self._shown:
             questions.highlighted = 0
@@ -260,7 +273,7 @@ class NewSessionScreen(Screen[None]):
         entry = self.selected_entry()
         preview = self.query_one("#question-preview", Static)
         if entry is None:
-            preview.update(styled("No question matches.", "$text-muted"))
+            preview.update(styled("No question matches.", MUTED))
             return
         preview.update(Content.assemble(
             (f"#{entry.index}  ", "bold $accent"),
@@ -272,9 +285,9 @@ class NewSessionScreen(Screen[None]):
     def _show_typed_hint(self) -> None:
         prefix = get_task(self.task_name).question_prefix or "(nothing: the text is the question)"
         self.query_one("#typed-hint", Static).update(Content.assemble(
-            ("The model is asked: ", "$text-muted"),
+            ("The model is asked: ", MUTED),
             (prefix, "bold"),
-            ("+ your text", "$text-muted"),
+            ("+ your text", MUTED),
         ))
 
     # -- starting
@@ -286,7 +299,7 @@ class NewSessionScreen(Screen[None]):
     def action_start(self) -> None:
         request = self._request()
         if request is not None:
-            self.query_one("#new-status", Static).update(styled("Opening…", "$text-muted"))
+            self.query_one("#new-status", Static).update(styled("Opening…", MUTED))
             self._start(request)
 
     def _request(self) -> StartRequest | None:
@@ -297,7 +310,7 @@ class NewSessionScreen(Screen[None]):
         api_base = self.query_one("#api-base", Input).value.strip() or None
         mode = self.query_one("#mode", Select).value
         spec = llm.ModelSpec(model, api_base, mode if mode in llm.MODES else "chat")  # type: ignore[arg-type]
-        if self.query_one("#source", TabbedContent).active == "tab-typed":
+        if self.query_one("#source", Tabs).active == "typed":
             text = self.query_one("#typed-input", TextArea).text.strip()
             if not text:
                 return self._refuse("Type a question first.")

@@ -11,13 +11,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from bbm_tui.core.store import SessionSummary
 from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
-from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, safe_cell, safe_line, styled
-from bbm_tui.ui.widgets import TitleBar
+from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_cell, safe_line, styled
+from bbm_tui.ui.widgets import BbmScreen, TitleBar
 
 if TYPE_CHECKING:
     from bbm_tui.ui.app import BbmApp
@@ -43,7 +42,7 @@ def when_cell(timestamp: float, *, wall_clock: bool) -> Text:
     return Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp)))
 
 
-class SessionsScreen(Screen[None]):
+class SessionsScreen(BbmScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "resume", "resume", id="sessions_resume",
                 tooltip="Open the selected session as it was saved"),
@@ -105,7 +104,7 @@ class SessionsScreen(Screen[None]):
             )
         empty = self.query_one("#sessions-empty", Static)
         empty.display = not summaries
-        empty.update(styled("No sessions yet: ctrl+n starts one.", "$text-muted"))
+        empty.update(styled("No sessions yet: ctrl+n starts one.", MUTED))
         target = select if select is not None else previous
         if target is not None and target in self._summaries:
             table.move_cursor(row=table.get_row_index(str(target)))

@@ -21,6 +21,11 @@ GLYPH_PLAIN = "·"
 GLYPH_STREAMING = "…"
 CURSOR = "▌"
 
+# Styles for our own text inside `Content`. Textual 8 resolves "$text-muted" and
+# "$text-disabled" there to plain white, so these say what those mean in the theme.
+MUTED = "$foreground 60%"
+DISABLED = "$foreground 38%"
+
 
 def safe(text: str) -> Content:
     """Multi-line untrusted text, literal."""
@@ -38,7 +43,7 @@ def safe_cell(text: str, limit: int | None = None) -> Text:
 
 
 def styled(text: str, style: str) -> Content:
-    """Our own fixed text in one of the theme's styles (e.g. "$text-muted")."""
+    """Our own fixed text in one of the theme's styles (e.g. MUTED, "$accent")."""
     return Content.styled(text, style)
 
 

@@ -18,7 +18,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from bbm_tui.core import llm
@@ -35,8 +34,8 @@ from bbm_tui.core.stepper import (
 from bbm_tui.core.store import Label, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
-from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, format_totals, safe, safe_line, styled
-from bbm_tui.ui.widgets import Status, ThoughtView, TitleBar
+from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, format_totals, safe, safe_line, styled
+from bbm_tui.ui.widgets import BbmScreen, Status, ThoughtView, TitleBar
 
 if TYPE_CHECKING:
     from bbm_tui.ui.app import BbmApp
@@ -81,7 +80,7 @@ def describe_label(trace: TraceSession) -> Content:
         )
     if trace.no_mistake:
         return Content.assemble(("Label: ", "bold"), (f"{GLYPH_OK} no mistake", "$text-success"))
-    return Content.assemble(("Label: ", "bold"), ("not labelled yet", "$text-muted"))
+    return Content.assemble(("Label: ", "bold"), ("not labelled yet", MUTED))
 
 
 class Pane(VerticalScroll, can_focus=False):
@@ -89,7 +88,7 @@ class Pane(VerticalScroll, can_focus=False):
     always reach the screen; the mouse wheel still scrolls it."""
 
 
-class TraceScreen(Screen[None]):
+class TraceScreen(BbmScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "step", "step", id="step",
                 tooltip="Generate the next thought (one model call)"),
@@ -138,7 +137,7 @@ class TraceScreen(Screen[None]):
                 yield Static(id="label", classes="fact")
                 yield Static(
                     styled("Do not assume every step is correct because the answer is: a "
-                           "trace can reach the right answer after a mistake.", "$text-muted"),
+                           "trace can reach the right answer after a mistake.", MUTED),
                     id="note",
                 )
             with Vertical(id="thoughts-pane", classes="panel"):
@@ -180,13 +179,13 @@ class TraceScreen(Screen[None]):
         session = self.trace.session
         where = f"#{session.dataset_index}" if session.dataset_index is not None else "typed"
         left = Content.assemble(
-            ("bbm-tui", "bold"), (" ─ ", "$text-muted"),
-            (session.task, "bold $accent"), " ", where, (" ─ ", "$text-muted"),
+            ("bbm-tui", "bold"), (" ─ ", MUTED),
+            (session.task, "bold $accent"), " ", where, (" ─ ", MUTED),
             safe_line(session.model, 40),
         )
         if session.name != default_session_name(session.task, session.dataset_index,
                                                  session.input):
-            left = left.append(styled(" ─ ", "$text-muted")).append(safe_line(session.name, 40))
+            left = left.append(styled(" ─ ", MUTED)).append(safe_line(session.name, 40))
         title = self.query_one("#title-bar", TitleBar)
         title.set_left(left)
         title.set_right(Content(format_totals(self.totals)))
@@ -205,7 +204,7 @@ class TraceScreen(Screen[None]):
         answer = self.trace.answer
         line = Content.assemble(("Answer: ", "bold"))
         if answer is None:
-            line = line.append(styled("—", "$text-muted"))
+            line = line.append(styled("—", MUTED))
         else:
             line = line.append(safe_line(answer))
             correct = self.trace.correct

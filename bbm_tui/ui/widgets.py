@@ -1,4 +1,4 @@
-"""Small widgets shared by the screens: the one-line title bar and a numbered thought."""
+"""What the screens share: a base screen, the one-line title bar, and a numbered thought."""
 
 from __future__ import annotations
 
@@ -7,15 +7,19 @@ from typing import Literal
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup, VerticalGroup
 from textual.content import Content
+from textual.screen import Screen
 from textual.widgets import Static
+from textual.worker import Worker
 
 from bbm_tui.core.store import Step
 from bbm_tui.ui.text import (
     CURSOR,
+    DISABLED,
     GLYPH_MISTAKE,
     GLYPH_OK,
     GLYPH_PLAIN,
     GLYPH_STREAMING,
+    MUTED,
     safe,
     safe_line,
     step_meta,
@@ -25,11 +29,19 @@ from bbm_tui.ui.text import (
 Status = Literal["plain", "ok", "mistake", "after"]
 
 _GLYPHS: dict[Status, tuple[str, str]] = {
-    "plain": (GLYPH_PLAIN, "$text-muted"),
+    "plain": (GLYPH_PLAIN, MUTED),
     "ok": (GLYPH_OK, "$text-success"),
     "mistake": (GLYPH_MISTAKE, "bold $text-error"),
-    "after": (GLYPH_PLAIN, "$text-disabled"),
+    "after": (GLYPH_PLAIN, DISABLED),
 }
+
+
+class BbmScreen(Screen[None]):
+    """A screen whose workers' failures go to the app's one handler (`Worker.StateChanged`
+    does not bubble, so each node that owns workers passes it on)."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        self.app.on_worker_state_changed(event)  # type: ignore[attr-defined]
 
 
 class TitleBar(HorizontalGroup):
@@ -129,7 +141,7 @@ class ThoughtView(HorizontalGroup):
         elif self._raw:
             text = safe(self._raw)
         else:
-            text = styled("(empty thought)", "italic $text-muted")
+            text = styled("(empty thought)", f"italic {MUTED}")
         self._text.update(text)
         note = self._note or ("streaming…" if self.streaming else "")
         self._meta.update(safe_line(note))
@@ -141,5 +153,5 @@ class ThoughtView(HorizontalGroup):
         else:
             glyph, style = _GLYPHS[self.status]
         self._gutter.update(
-            Content.assemble((f"{self.number:>3} ", "$text-muted"), (glyph, style))
+            Content.assemble((f"{self.number:>3} ", MUTED), (glyph, style))
         )

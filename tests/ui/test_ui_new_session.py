@@ -1,0 +1,183 @@
+"""The new-session screen: a dataset question by number or by search, a typed question, the
+recorded trace, and the command-line start (--task/--question, --session)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from textual.widgets import Checkbox, Input, OptionList, Select, Tabs, TextArea
+from ui_helpers import SIZE, make_app, notifications, wait_for
+
+from bbm_tui.core.config import Config
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.store import Store
+from bbm_tui.ui.new_session import Entry, NewSessionScreen, filter_entries
+from bbm_tui.ui.trace_screen import TraceScreen
+from bbm_tui.ui.widgets import ThoughtView
+
+
+async def new_session_screen(pilot) -> NewSessionScreen:
+    app = pilot.app
+    await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+    screen = app.screen
+    await wait_for(pilot, lambda: screen.query_one("#questions", OptionList).option_count > 0)
+    return screen
+
+
+async def opened_trace(pilot) -> TraceScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen))
+    await pilot.pause()
+    return pilot.app.screen
+
+
+async def test_the_first_screen_lists_the_dataset_questions() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await new_session_screen(pilot)
+        questions = screen.query_one("#questions", OptionList)
+        assert questions.option_count == len(bundled_rows("word_sorting"))
+        first = str(questions.get_option_at_index(0).prompt)
+        row = bundled_rows("word_sorting")[0]
+        assert first.startswith("#0") and row.input[:20] in first and "→" in first
+        await wait_for(pilot, lambda: app.store is not None)  # opened in its own worker
+
+
+async def test_pick_a_question_by_number(store: Store) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await new_session_screen(pilot)
+        await pilot.press("slash", "1", "7", "enter")
+        assert isinstance(app.focused, OptionList)
+        await pilot.press("enter")
+        screen = await opened_trace(pilot)
+        session = screen.trace.session
+        row = bundled_rows("word_sorting")[17]
+        assert (session.task, session.dataset_index, session.input) == (
+            "word_sorting", 17, row.input)
+        assert session.target == row.target and session.model == "replay/bbm"
+        assert store.session(session.id).gold_mistake_index == row.mistake_index
+        assert screen.trace.steps == []
+
+
+async def test_pick_a_question_by_search_in_another_task(store: Store) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await new_session_screen(pilot)
+        screen.query_one("#task", Select).value = "multistep_arithmetic"
+        rows = bundled_rows("multistep_arithmetic")
+        await wait_for(pilot, lambda: screen.query_one("#questions", OptionList).option_count
+                       == len(rows))
+        wanted = 42
+        query = rows[wanted].input  # the whole expression matches only itself
+        await pilot.press("slash")
+        screen.query_one("#search", Input).value = query
+        await pilot.pause()
+        questions = screen.query_one("#questions", OptionList)
+        matches = [i for i, row in enumerate(rows) if query.lower() in row.input.lower()]
+        assert questions.option_count == len(matches)
+        assert screen.selected_entry().index == wanted
+        await pilot.press("ctrl+r")
+        trace_screen = await opened_trace(pilot)
+        assert trace_screen.trace.session.dataset_index == wanted
+        assert trace_screen.trace.session.task == "multistep_arithmetic"
+
+
+async def test_type_a_question_with_an_optional_target(store: Store) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await new_session_screen(pilot)
+        screen.query_one("#source", Tabs).active = "typed"
+        await pilot.pause()
+        screen.query_one("#typed-input", TextArea).text = "pear apple fig"
+        screen.query_one("#typed-target", Input).value = "apple fig pear"
+        screen.query_one("#model", Input).value = "openai/some-model"
+        screen.query_one("#api-base", Input).value = "http://127.0.0.1:9/v1"
+        screen.query_one("#mode", Select).value = "completion"
+        await pilot.click("#start")
+        trace_screen = await opened_trace(pilot)
+        saved = store.session(trace_screen.trace.id)
+        assert (saved.input, saved.target, saved.dataset_index) == (
+            "pear apple fig", "apple fig pear", None)
+        assert (saved.model, saved.api_base, saved.mode) == (
+            "openai/some-model", "http://127.0.0.1:9/v1", "completion")
+
+
+async def test_typed_question_needs_text() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await new_session_screen(pilot)
+        screen.query_one("#source", Tabs).active = "typed"
+        await pilot.pause()
+        await pilot.press("ctrl+r")
+        await pilot.pause()
+        assert isinstance(app.screen, NewSessionScreen)
+        assert any("Type a question" in note for note in notifications(app))
+
+
+async def test_load_the_recorded_trace_to_label_it(store: Store) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await new_session_screen(pilot)
+        screen.query_one("#recorded", Checkbox).value = True
+        await pilot.press("slash", "5", "enter", "enter")
+        trace_screen = await opened_trace(pilot)
+        row = bundled_rows("word_sorting")[5]
+        saved = store.branch(trace_screen.trace.id)
+        assert [step.text for step in saved] == row.steps
+        assert {step.origin for step in saved} == {"dataset"}
+        views = list(trace_screen.query(ThoughtView))
+        assert [view.text for view in views] == row.steps
+        assert "recorded in the dataset" in str(views[0].query_one(".meta").render())
+
+
+async def test_model_fields_are_prefilled_from_the_config() -> None:
+    config = Config(model="openai/gpt-4o-mini", api_base="http://localhost:8000/v1",
+                    mode="completion")
+    app = make_app(config)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await new_session_screen(pilot)
+        assert screen.query_one("#model", Input).value == "openai/gpt-4o-mini"
+        assert screen.query_one("#api-base", Input).value == "http://localhost:8000/v1"
+        assert screen.query_one("#mode", Select).value == "completion"
+
+
+async def test_command_line_question_opens_it_directly(store: Store) -> None:
+    app = make_app(task="logical_deduction", question=3)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await opened_trace(pilot)
+        assert (screen.trace.session.task, screen.trace.session.dataset_index) == (
+            "logical_deduction", 3)
+        # logical_deduction inputs hold their own options; the pane shows them.
+        question = str(screen.query_one("#question").render())
+        assert "Options:" in question
+
+
+async def test_command_line_question_out_of_range_says_so() -> None:
+    app = make_app(task="word_sorting", question=100_000)
+    async with app.run_test(size=SIZE) as pilot:
+        await new_session_screen(pilot)
+        assert any("not 100000" in note for note in notifications(app))
+
+
+async def test_unknown_session_says_so_and_offers_a_new_one() -> None:
+    app = make_app(session_id=999)
+    async with app.run_test(size=SIZE) as pilot:
+        await new_session_screen(pilot)
+        assert any("no session 999" in note for note in notifications(app))
+
+
+def test_filter_by_number_puts_that_question_first() -> None:
+    rows = bundled_rows("multistep_arithmetic")
+    entries = [Entry(i, row, row.input.lower()) for i, row in enumerate(rows)]
+    found = filter_entries(entries, "#7")
+    assert found[0].index == 7
+    assert all("7" in entry.haystack for entry in found[1:])
+    assert filter_entries(entries, "") == entries
+
+
+def test_the_app_module_does_not_import_litellm() -> None:
+    code = "import sys, bbm_tui.ui.app; print('litellm' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.strip() == "False"

@@ -1,0 +1,161 @@
+"""Untrusted text stays text, and a store that cannot be opened is a clear message."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import DataTable, Static
+from ui_helpers import SIZE, make_app, notifications, wait_for
+
+from bbm_tui.core import llm
+from bbm_tui.core.session import NewTrace, TraceSession
+from bbm_tui.core.store import Store
+from bbm_tui.ui.dialogs import StoreErrorScreen
+from bbm_tui.ui.new_session import NewSessionScreen
+from bbm_tui.ui.sessions import SessionsScreen
+from bbm_tui.ui.trace_screen import TraceScreen
+from bbm_tui.ui.widgets import ThoughtView
+
+HOSTILE = [
+    "[bold]x[/",
+    "[link=http://x]y[/link]",
+    "\x1b[31mred",
+    "\x1b]52;c;SGVsbG8=\x07",
+    "\u202eevil",
+    "[/]",
+    "[@click=app.quit]q[/]",
+]
+NO_CONTROLS = ("\x1b", "\x07", "\u202e", "\x9b")
+
+
+def shown(widget) -> str:
+    """The text a widget puts on screen."""
+    return str(widget.render())
+
+
+def assert_literal(text: str) -> None:
+    for bad in NO_CONTROLS:
+        assert bad not in text
+    assert "[bold]x[/" in text and "[link=http://x]y[/link]" in text and "[/]" in text
+    assert "␛[31mred" in text and "␛]52;c;SGVsbG8=␇" in text and "<U+202E>evil" in text
+
+
+def hostile_session(store: Store) -> TraceSession:
+    text = " ".join(HOSTILE)
+    trace = TraceSession.create(
+        store,
+        NewTrace("word_sorting", f"apple {text}", target=f"target {text}"),
+        llm.ModelSpec(f"replay/{HOSTILE[0]}"),
+        name=f"name {text}",
+    )
+    trace.load_recorded([f"step one {text}", f"So the answer is {text}"])
+    return trace
+
+
+async def test_hostile_text_renders_literally_everywhere(store: Store) -> None:
+    trace = hostile_session(store)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await pilot.pause()
+        screen = app.screen
+        assert_literal(shown(screen.query_one("#question", Static)))
+        assert_literal(shown(screen.query_one("#target", Static)))
+        assert_literal(shown(screen.query_one("#answer", Static)))
+        for view in screen.query(ThoughtView):
+            assert_literal(shown(view.query_one(".text")))
+        title = shown(screen.query_one("#title-bar .title-left"))
+        assert "[bold]x[/" in title and "\x1b" not in title
+        # The copy is the raw text: it leaves as base64 in OSC 52, never as raw bytes.
+        await pilot.press("y")
+        assert app.clipboard == trace.steps[0].text
+        # The sessions list too.
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        table = app.screen.query_one(DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1)
+        name = str(table.get_row_at(0)[0])
+        assert name.startswith("name [bold]x[/ [link=http://x]y[/link]")
+        assert not any(bad in name for bad in NO_CONTROLS)
+        assert app.is_running
+
+
+async def test_hostile_typed_question_and_error_message(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        screen = app.screen
+        screen.query_one("#source").active = "typed"
+        await pilot.pause()
+        screen.query_one("#typed-input").text = " ".join(HOSTILE)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await pilot.pause()
+        trace_screen = app.screen
+        assert_literal(shown(trace_screen.query_one("#question", Static)))
+
+        # An error whose message carries markup and escapes (e.g. echoed by a server).
+        async def failing(*args, **kwargs):
+            raise llm.LLMError("bad_request", "server said: " + " ".join(HOSTILE))
+            yield  # an async generator
+
+        monkeypatch.setattr(llm, "stream_step", failing)
+        monkeypatch.setattr(llm, "is_loaded", lambda: True)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not trace_screen.running and bool(notifications(app)))
+        status = shown(trace_screen.query_one("#run-status"))
+        assert "server said" in status
+        assert_literal(status)
+        note = next(n for n in notifications(app) if "server said" in n)
+        assert_literal(note)
+
+
+async def test_a_worker_failure_is_one_notification(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ui_helpers import recorded_session
+
+    trace = recorded_session(store)
+    app = make_app(session_id=trace.id)
+
+    def broken(self, number):
+        raise RuntimeError("disk says [bold]no[/")
+
+    monkeypatch.setattr(TraceSession, "flag_mistake", broken)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await pilot.press("x")
+        await wait_for(pilot, lambda: bool(notifications(app)))
+        assert notifications(app) == ["Saving the label failed: disk says [bold]no[/"]
+        assert app.is_running
+
+
+@pytest.mark.parametrize("content", [b"not a database at all, just text", "newer"])
+async def test_a_store_that_cannot_be_opened_is_a_clear_message(
+    isolated_home, content
+) -> None:
+    path = isolated_home / "bbm-tui.sqlite3"
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    if content == "newer":
+        import sqlite3
+
+        with sqlite3.connect(path) as connection:
+            connection.execute("PRAGMA user_version = 99")
+        expected = "newer bbm-tui"
+    else:
+        path.write_bytes(content)
+        expected = "not a SQLite file"
+    before = path.read_bytes()
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, StoreErrorScreen))
+        message = shown(app.screen.query_one("#store-error-message"))
+        assert expected in message and str(path) in message
+        # Nothing else can be reached while the store is unusable.
+        await pilot.press("s")
+        assert isinstance(app.screen, StoreErrorScreen)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 1
+    assert path.read_bytes() == before  # left untouched

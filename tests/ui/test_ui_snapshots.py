@@ -1,0 +1,104 @@
+"""SVG snapshots of the screens (pytest-textual-snapshot). `--snapshot-update` accepts changes;
+look at the SVGs (or the HTML report of a failure) before accepting them.
+
+Deterministic by construction: an instant replay model, a fresh store per test, no latencies
+or dates on screen (wall_clock=False), no blinking cursors, no toasts.
+"""
+
+from __future__ import annotations
+
+from textual.pilot import Pilot
+from textual.widgets import DataTable, OptionList
+from ui_helpers import make_app, recorded_session, still_cursors, wait_for
+
+from bbm_tui.core.store import Store
+from bbm_tui.ui.dialogs import HelpScreen
+from bbm_tui.ui.new_session import NewSessionScreen
+from bbm_tui.ui.sessions import SessionsScreen
+from bbm_tui.ui.trace_screen import TraceScreen
+
+SIZE = (120, 36)
+
+
+async def settle(pilot: Pilot) -> None:
+    await pilot.pause()
+    pilot.app.clear_notifications()
+    still_cursors(pilot)
+    await pilot.pause()
+
+
+def test_new_session_screen(snap_compare) -> None:
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        await wait_for(pilot, lambda: app.screen.query_one("#questions", OptionList)
+                       .option_count > 0)
+        await pilot.press("down", "down")
+        await settle(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_main_screen_after_a_few_steps(snap_compare) -> None:
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        for count in (1, 2, 3):
+            await pilot.press("n")
+            await wait_for(pilot, lambda count=count: len(screen.trace.steps) == count
+                           and not screen.running, timeout=30)
+        await settle(pilot)
+
+    app = make_app(task="word_sorting", question=0)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_main_screen_with_a_flagged_mistake(snap_compare) -> None:
+    with Store.open() as store:
+        trace = recorded_session(store, "tracking_shuffled_objects", 0)
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        await pilot.press("j", "j", "j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await settle(pilot)
+
+    app = make_app(session_id=trace.id)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_sessions_screen(snap_compare) -> None:
+    with Store.open() as store:
+        recorded_session(store, "word_sorting", 2)
+        flagged = recorded_session(store, "dyck_languages", 7, name="dyck, checked")
+        flagged.flag_mistake(3)
+        fine = recorded_session(store, "multistep_arithmetic", 11)
+        fine.mark_no_mistake()
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen)
+                       and app.screen.query_one(DataTable).row_count == 3)
+        await settle(pilot)
+
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_help_screen(snap_compare) -> None:
+    with Store.open() as store:
+        trace = recorded_session(store, "logical_deduction", 1)
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await settle(pilot)
+
+    app = make_app(session_id=trace.id)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

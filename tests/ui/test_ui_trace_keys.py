@@ -1,0 +1,304 @@
+"""Every key of the main screen, checked against what is on screen and what is in the store."""
+
+from __future__ import annotations
+
+import pytest
+from ui_helpers import SIZE, make_app, notifications, recorded_session, wait_for
+
+from bbm_tui.core.config import Config
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.stepper import StepDelta, StepFinished, StepRestarted, StepStarted, TraceFinished
+from bbm_tui.core.store import Store
+from bbm_tui.ui.dialogs import HelpScreen
+from bbm_tui.ui.new_session import NewSessionScreen
+from bbm_tui.ui.sessions import SessionsScreen
+from bbm_tui.ui.trace_screen import TraceScreen
+from bbm_tui.ui.widgets import ThoughtView
+
+TASK = "tracking_shuffled_objects"
+
+
+def trace_screen(app) -> TraceScreen:
+    screen = app.screen
+    assert isinstance(screen, TraceScreen), screen
+    return screen
+
+
+def finished_views(app) -> list[ThoughtView]:
+    return [view for view in app.screen.query(ThoughtView) if not view.streaming]
+
+
+async def open_recorded(pilot, store: Store | None = None) -> TraceScreen:
+    """Wait until the main screen is up (the session loads in a worker)."""
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                   and pilot.app.screen.is_mounted)
+    await pilot.pause()
+    return trace_screen(pilot.app)
+
+
+# -- generating: n, r, escape
+
+async def test_n_generates_one_thought_and_commits_it(store: Store) -> None:
+    app = make_app(task=TASK, question=0)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) == 1)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) == 2)
+        row = bundled_rows(TASK)[0]
+        saved = store.branch(screen.trace.id)
+        assert [step.text for step in saved] == row.steps[:2]
+        assert [view.text for view in finished_views(app)] == row.steps[:2]
+        # Each thought shows its tokens; the title shows the running totals.
+        meta = str(finished_views(app)[0].query_one(".meta").render())
+        assert "tok" in meta
+        assert "2 calls" in str(screen.query_one("#title-bar .title-right").render())
+
+
+async def test_r_runs_to_the_answer_and_shows_whether_it_matches(store: Store) -> None:
+    app = make_app(task=TASK, question=0)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        row = bundled_rows(TASK)[0]
+        assert [step.text for step in store.branch(screen.trace.id)] == row.steps
+        answer = str(screen.query_one("#answer").render())
+        assert row.answer.strip() in answer
+        assert ("matches the target" in answer) == (row.answer.strip() == row.target.strip())
+        assert "Finished with an answer" in str(screen.query_one("#run-status").render())
+        # n and r are greyed out while running, and work again after.
+        assert screen.check_action("step", ()) is True
+
+
+async def test_escape_mid_stream_drops_the_half_thought(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "40")
+    app = make_app(task="word_sorting", question=0)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot)
+        await pilot.press("r")
+
+        def streaming_second() -> bool:
+            views = [v for v in screen.query(ThoughtView) if v.streaming and v.text]
+            return bool(views) and views[0].number >= 2
+
+        await wait_for(pilot, streaming_second, timeout=20)
+        streaming = next(v for v in screen.query(ThoughtView) if v.streaming)
+        assert streaming.text and "▌" in str(streaming.query_one(".text").render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not screen.running)
+        await pilot.pause(0.2)
+        saved = store.branch(screen.trace.id)
+        row = bundled_rows("word_sorting")[0]
+        # Only finished thoughts are saved and on screen, and they are the recorded ones.
+        assert 1 <= len(saved) < len(row.steps)
+        assert [step.text for step in saved] == row.steps[: len(saved)]
+        assert not [v for v in screen.query(ThoughtView) if v.streaming]
+        assert [v.text for v in finished_views(app)] == [s.text for s in saved]
+        assert "Stopped" in str(screen.query_one("#run-status").render())
+
+
+# -- moving and labelling: j k down up, x, c, u
+
+async def test_moving_and_flagging_the_first_mistake(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        assert screen.selected == 1
+        await pilot.press("j", "down", "j")
+        assert screen.selected == 4
+        await pilot.press("k", "up")
+        assert screen.selected == 2
+        await pilot.press("down")
+        assert screen.selected == 3
+        assert [v.number for v in screen.query(".-selected")] == [3]
+        await pilot.press("x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 3)
+        label = store.current_label(trace.id)
+        assert label is not None and label.mistake_step_id == trace.steps[2].id
+        views = finished_views(app)
+        assert [v.status for v in views] == ["ok", "ok", "mistake", "after", "after"]
+        assert views[3].has_class("-after") and views[2].has_class("-mistake")
+        assert "first mistake in Thought 3" in str(screen.query_one("#label").render())
+        # Moving past either end stays on the ends.
+        await pilot.press("j", "j", "j", "j", "j")
+        assert screen.selected == 5
+
+
+async def test_no_mistake_then_undo_restores_the_previous_label(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        await pilot.press("j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: screen.trace.no_mistake)
+        label = store.current_label(trace.id)
+        assert label is not None and label.mistake_step_id is None
+        assert [v.status for v in finished_views(app)] == ["ok"] * 5
+        await pilot.press("u")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        label = store.current_label(trace.id)
+        assert label is not None and label.mistake_step_id == trace.steps[1].id
+        await pilot.press("u")
+        await wait_for(pilot, lambda: screen.trace.label is None)
+        assert store.current_label(trace.id) is None
+        assert [v.status for v in finished_views(app)] == ["plain"] * 5
+        await pilot.press("u")
+        await wait_for(pilot, lambda: any("no label to undo" in n for n in notifications(app)))
+
+
+# -- copying: y, Y
+
+async def test_y_copies_the_thought_and_capital_y_the_trace(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_recorded(pilot, store)
+        await pilot.press("j", "y")
+        assert app.clipboard == trace.steps[1].text
+        await pilot.press("Y")
+        expected = "\n".join(f"Thought {i}: {s.text}" for i, s in enumerate(trace.steps, 1))
+        assert app.clipboard == expected
+        assert any("Copied the trace" in n for n in notifications(app))
+
+
+# -- the app's keys on the main screen: ?, s, ctrl+n, q
+
+async def test_help_lists_every_key_of_the_screen(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_recorded(pilot, store)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = " ".join(str(s.render()) for s in app.screen.query(".help-row"))
+        for key in ("n", "r", "esc", "j / ↓", "k / ↑", "x", "c", "u", "y", "Y", "s", "^n", "q"):
+            assert f" {key} " in f" {text} ", key
+        for binding_id in ("step", "flag_mistake", "copy_trace", "new_session"):
+            assert binding_id in text
+        await pilot.press("escape")
+        assert isinstance(app.screen, TraceScreen)
+
+
+async def test_s_opens_the_sessions_and_ctrl_n_a_new_session(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_recorded(pilot, store)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await pilot.press("ctrl+n")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        # The new session starts on the task that was open.
+        assert app.screen.task_name == TASK
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+
+
+async def test_q_quits_with_exit_code_zero(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_recorded(pilot, store)
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+async def test_keymap_from_the_config_rebinds_keys(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0)
+    config = Config(keymap={"flag_mistake": "m", "select_next": "l"})
+    app = make_app(config, session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        await pilot.press("j", "x")  # the old keys do nothing now
+        await pilot.pause(0.1)
+        assert screen.selected == 1 and screen.trace.label is None
+        await pilot.press("l", "l", "m")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 3)
+        # The footer and the help screen show the new keys.
+        await pilot.press("question_mark")
+        text = " ".join(str(s.render()) for s in app.screen.query(".help-row"))
+        assert " m " in text and " l " in text
+
+
+# -- resume shows exactly what was saved
+
+async def test_resume_shows_the_saved_steps_latencies_and_label(store: Store) -> None:
+    app = make_app(task=TASK, question=1, wall_clock=True)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot)
+        await pilot.press("n", "n")
+        await wait_for(pilot, lambda: len(screen.trace.steps) == 2 and not screen.running)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: len(screen.trace.steps) == 3 and not screen.running)
+        await pilot.press("j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        session_id = screen.trace.id
+        before = [(v.text, str(v.query_one(".meta").render()), v.status)
+                  for v in finished_views(app)]
+        title = str(screen.query_one("#title-bar .title-right").render())
+    again = make_app(session_id=session_id, wall_clock=True)
+    async with again.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        after = [(v.text, str(v.query_one(".meta").render()), v.status)
+                 for v in finished_views(again)]
+        assert after == before
+        assert " s · " in before[0][1]  # latency and tokens were shown and came back
+        assert str(screen.query_one("#title-bar .title-right").render()) == title
+        assert screen.selected == 2  # the flagged thought
+
+
+# -- what the stepper can report, fed straight to the screen
+
+async def test_restart_failure_and_finish_reasons_are_shown(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0, steps=bundled_rows(TASK)[0].steps[:2])
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        screen._on_event(StepStarted(3))
+        await pilot.pause()
+        screen._on_event(StepDelta(3, "half a tho"))
+        view = screen.query_one("#thought-3", ThoughtView)
+        assert view.text == "half a tho"
+        screen._on_event(StepRestarted(3, "rate limited [bold]", 1.0))
+        await pilot.pause()
+        assert view.text == ""
+        assert "retrying (rate limited [bold])" in str(view.query_one(".meta").render())
+        screen._drop_unfinished()
+        await pilot.pause()
+        for reason, words in (("step_limit", "step limit"), ("empty", "returned nothing"),
+                              ("truncated", "token limit")):
+            screen._on_event(TraceFinished(reason, [], None))
+            assert words in str(screen.query_one("#run-status").render())
+        assert isinstance(StepFinished, type)
+
+
+async def test_a_failed_step_is_one_clear_message_and_no_half_thought(
+    store: Store,
+) -> None:
+    from bbm_tui.core.llm import ModelSpec
+    from bbm_tui.core.session import NewTrace, TraceSession
+
+    # A question the replay model does not know: its first step fails.
+    trace = TraceSession.create(store, NewTrace("word_sorting", "zebra apple"), ModelSpec())
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not screen.running and bool(notifications(app)),
+                       timeout=20)
+        status = str(screen.query_one("#run-status").render())
+        assert "Thought 1 failed" in status and "press n" in status
+        assert screen.query_one("#run-status").has_class("-error")
+        assert not list(screen.query(ThoughtView))
+        assert store.branch(trace.id) == []
+        assert any(n.startswith("Thought 1 failed") for n in notifications(app))

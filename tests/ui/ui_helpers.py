@@ -1,0 +1,77 @@
+"""Helpers for the app's Pilot and snapshot tests (imported by the test modules).
+
+The autouse fixture in tests/conftest.py already gives every test its own BBM_TUI_HOME and an
+instant replay model. Apps made here never warm litellm in the background and never show
+wall-clock values, so tests that do not generate never import litellm and screenshots do not
+change between runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from textual.css.query import NoMatches
+from textual.pilot import Pilot
+from textual.widgets import Input, TextArea
+
+from bbm_tui.core import llm
+from bbm_tui.core.config import Config
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.session import NewTrace, TraceSession
+from bbm_tui.core.store import Store
+from bbm_tui.ui.app import BbmApp
+
+SIZE = (120, 40)
+
+
+def make_app(config: Config | None = None, **kwargs: Any) -> BbmApp:
+    kwargs.setdefault("warm_up", False)
+    kwargs.setdefault("wall_clock", False)
+    return BbmApp(config or Config(), **kwargs)
+
+
+async def wait_for(pilot: Pilot, condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Let the app run until `condition()` holds (workers run in threads and tasks). A widget
+    not there yet (a screen still composing) counts as "not yet"."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not _holds(condition):
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {condition}")
+        await pilot.pause(0.02)
+
+
+def _holds(condition: Callable[[], bool]) -> bool:
+    try:
+        return bool(condition())
+    except NoMatches:
+        return False
+
+
+def still_cursors(pilot: Pilot) -> None:
+    """No blinking cursor in a screenshot."""
+    for widget in pilot.app.screen.query("Input, TextArea"):
+        assert isinstance(widget, Input | TextArea)
+        widget.cursor_blink = False
+
+
+def recorded_session(
+    store: Store, task: str = "tracking_shuffled_objects", index: int = 0, *,
+    steps: list[str] | None = None, name: str | None = None,
+) -> TraceSession:
+    """A saved session holding the dataset's recorded trace (no model call, no litellm)."""
+    row = bundled_rows(task)[index]
+    trace = TraceSession.create(
+        store,
+        NewTrace(task, row.input, row.target, index, row.mistake_index),
+        llm.ModelSpec(),
+        name=name,
+    )
+    trace.load_recorded(list(row.steps) if steps is None else steps)
+    return trace
+
+
+def notifications(app: BbmApp) -> list[str]:
+    return [f"{note.title}: {note.message}" for note in app._notifications]
