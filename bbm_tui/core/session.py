@@ -134,7 +134,15 @@ class TraceSession:
             settings=settings,
         ):
             if isinstance(event, StepFinished):
-                await asyncio.to_thread(self._commit, event)
+                # A cancelled run still waits for the step it is saving, so that the session
+                # and the store agree when it is over (the next run neither loses nor
+                # repeats the step).
+                commit = asyncio.ensure_future(asyncio.to_thread(self._commit, event))
+                try:
+                    await asyncio.shield(commit)
+                except asyncio.CancelledError:
+                    await commit
+                    raise
             yield event
 
     def _commit(self, event: StepFinished) -> Step:
