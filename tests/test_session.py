@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sqlite3
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +217,44 @@ def test_rename_and_delete(store: Store) -> None:
         assert [s.session.name for s in reopened.sessions()] == ["my favourite trace"]
         with pytest.raises(StoreError):
             TraceSession.load(reopened, other.id)
+
+
+async def test_cancel_while_a_finished_step_waits_for_the_disk(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """Esc can land while a finished step is being committed (e.g. while another process
+    holds the store's write lock). The step is saved, and once the cancelled run is over the
+    session and the store agree, so the next run neither loses nor repeats it."""
+    openai_server.responder = dataset_responder
+    session = new(store, llm.ModelSpec("openai/test", openai_server.base_url))
+    committing = threading.Event()
+
+    def trace(statement: str) -> None:
+        if statement.startswith("BEGIN IMMEDIATE"):
+            committing.set()
+
+    store._connection.set_trace_callback(trace)
+    blocker = sqlite3.connect(store.path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+
+    async def consume() -> None:
+        async for _ in session.generate(settings=FAST):
+            pass
+
+    task = asyncio.create_task(consume())
+    await asyncio.to_thread(committing.wait, 10)  # step 1 is finished and being committed
+    asyncio.get_running_loop().call_later(0.2, blocker.rollback)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    store._connection.set_trace_callback(None)
+    blocker.close()
+    assert session.texts == row().steps[:1]
+    assert saved_texts(store.path, session.id) == row().steps[:1]
+    events = [e async for e in session.generate(settings=FAST)]
+    assert isinstance(events[-1], TraceFinished) and events[-1].reason == "answer"
+    assert session.texts == row().steps
+    assert saved_texts(store.path, session.id) == row().steps
+    with sqlite3.connect(store.path) as connection:
+        count = connection.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
+    assert count == len(row().steps)
