@@ -258,3 +258,48 @@ async def test_cancel_while_a_finished_step_waits_for_the_disk(
     with sqlite3.connect(store.path) as connection:
         count = connection.execute("SELECT COUNT(*) FROM steps").fetchone()[0]
     assert count == len(row().steps)
+
+
+FAULTS = {
+    # name: (replies for step 3, whether the step then succeeds, error kind otherwise)
+    "429 then success": ([Reply(status=429, headers={"Retry-After": "0"})], True, None),
+    "500 every time": ([Reply(status=500)] * 2, False, "server"),
+    "dropped every time": ([Reply(text="half a step here", drop_after_chunks=2)] * 2, False,
+                           "stream"),
+    "dropped then success": ([Reply(text="half a step here", drop_after_chunks=2)], True, None),
+    "malformed every time": ([Reply(text="a b c d", malformed_after_chunks=1)] * 2, False,
+                             "stream"),
+    "401": ([Reply(status=401)], False, "auth"),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+async def test_faults_at_step_3_save_exactly_the_finished_steps(
+    store: Store, openai_server: FakeOpenAI, fault: str
+) -> None:
+    replies, recovers, kind = FAULTS[fault]
+    script = list(replies)
+    requests = 0
+
+    def responder(path: str, body: dict[str, Any]) -> Reply:
+        nonlocal requests
+        requests += 1
+        if requests >= 3 and script:
+            return script.pop(0)
+        return dataset_responder(path, body)
+
+    openai_server.responder = responder
+    session = new(store, llm.ModelSpec("openai/test", openai_server.base_url))
+    events = [e async for e in session.generate(settings=FAST)]
+    with Store.open(store.path) as other:
+        saved = [s.text for s in other.branch(session.id)]
+        numbers = [s.number for s in other.branch(session.id)]
+    if recovers:
+        assert isinstance(events[-1], TraceFinished) and events[-1].reason == "answer"
+        assert saved == row().steps
+    else:
+        assert isinstance(events[-1], StepFailed)
+        assert (events[-1].number, events[-1].error.kind) == (3, kind)
+        assert saved == row().steps[:2]
+    assert numbers == list(range(1, len(saved) + 1))
+    assert session.texts == saved
