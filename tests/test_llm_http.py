@@ -280,6 +280,16 @@ async def test_429_with_retry_after_waits_then_succeeds(openai_server: FakeOpenA
     assert "rate-limiting" in restarts[0].reason
 
 
+async def test_a_huge_retry_after_is_capped_by_the_policy(openai_server: FakeOpenAI) -> None:
+    openai_server.enqueue(Reply(status=429, headers={"Retry-After": "3600"}), Reply(text="Ok."))
+    policy = llm.RetryPolicy(attempts=2, base_delay_s=0.01, max_retry_after_s=0.2)
+    started = time.monotonic()
+    events, error = await collect(chat(openai_server), settings(retry=policy))
+    assert error is None and step_of(events).text == "Ok."
+    assert 0.2 <= time.monotonic() - started < 2
+    assert [e.delay_s for e in events if isinstance(e, llm.Restart)] == [0.2]
+
+
 async def test_429_every_time_ends_with_one_rate_limit_error(openai_server: FakeOpenAI) -> None:
     openai_server.enqueue(*[Reply(status=429, headers={"Retry-After": "0"})] * 3)
     events, error = await collect(chat(openai_server))
