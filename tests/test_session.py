@@ -303,3 +303,23 @@ async def test_faults_at_step_3_save_exactly_the_finished_steps(
         assert saved == row().steps[:2]
     assert numbers == list(range(1, len(saved) + 1))
     assert session.texts == saved
+
+
+async def test_api_keys_are_never_written_to_the_store(
+    store: Store, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-test-never-stored-4f9a1c"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    openai_server.responder = dataset_responder
+    session = new(store, llm.ModelSpec("openai/test", openai_server.base_url))
+    events = [e async for e in session.generate(max_new_steps=2, settings=FAST)]
+    assert events[-1] == TraceFinished("paused", row().steps[:2], None)
+    openai_server.responder = lambda path, body: Reply(status=401)
+    events = [e async for e in session.generate(settings=FAST)]
+    assert isinstance(events[-1], StepFailed) and secret not in events[-1].error.message
+    assert all(r.headers.get("Authorization") == f"Bearer {secret}"
+               for r in openai_server.requests)
+    files = sorted(store.path.parent.glob(store.path.name + "*"))
+    assert files  # the database, and its -wal and -shm
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path
