@@ -59,7 +59,8 @@ TRACE_ANSWERS: list[tuple[str, TraceAnswer]] = [
     ("No mistakes.", NO),
     ("There are no mistakes in this sequence.", NO),
     ("3\n\nExplanation: Thought 3 sorts 'oven' before 'costume'.", at(3)),
-    ("Thought 2: We now have (3) ...", at(2)),
+    ("Thought 2: We now have (3) ...", UNPARSEABLE),  # a thought quoted back
+    ("Thought 2: We now have (3) ...\nThe first mistake is in Thought 2.", at(2)),
     ("5 (the sort by third letters is wrong)", at(5)),
     ("No\n\nAll the thoughts are correct.", NO),
     # prose

@@ -134,10 +134,11 @@ _LEADING = re.compile(
     re.I,
 )
 _ANSWER_CLAUSE = re.compile(r"\b(?:the\s+)?(?:final\s+)?answer\s+is\s*:?\s*([^\n]*)", re.I)
-# "3", "Thought 3", "Step 3", "Yes, Thought 3", "3 - the sort is wrong"; not "Thought 3 is ...".
+# "3", "Thought 3", "Step 3", "Yes, Thought 3", "3 - the sort is wrong"; not "Thought 3 is
+# ...", nor "Thought 3: ..." (a thought quoted back, not an answer).
 _LEAD_NUMBER = re.compile(
     r"^(?:yes\b[\s,:;.!\-]*)?(?:(?:in|at)\s+)?(?:thought|step)?\s*(?:number\s+)?(\d+)"
-    r"\s*(?:$|[-–—:(,;]|\.\s)",
+    r"\s*(?:$|[-–—(,;]|\.\s)",
     re.I,
 )
 _LEAD_NO = re.compile(r"^(?:no|none|nope)\b", re.I)
