@@ -354,9 +354,9 @@ async def test_a_process_killed_mid_trace_leaves_a_store_that_resumes(
     task, index = "dyck_languages", 1
     row = bundled_rows(task)[index]
     assert len(row.steps) == 34
-    # 100 tokens a second: each step streams for a while (the trace ~3 s), so the kill
+    # 50 tokens a second: each step streams for a while (the trace ~5 s), so the kill
     # lands mid-trace, most likely mid-step.
-    child = helper("generate", str(db), task, str(index), env={"BBM_TUI_REPLAY_TPS": "100"})
+    child = helper("generate", str(db), task, str(index), env={"BBM_TUI_REPLAY_TPS": "50"})
     try:
         deadline = time.monotonic() + 60
         while committed_steps(db) < 3:
