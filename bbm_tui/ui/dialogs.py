@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -32,26 +34,36 @@ class HelpScreen(ModalScreen[None]):
 
     def __init__(self, rows: list[KeyHelp], title: str) -> None:
         super().__init__(classes="dialog-screen")
-        self._rows = rows
+        self.rows = rows
         self._title = title
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help", classes="dialog"):
             yield Static(styled(self._title, "bold"), classes="dialog-title")
             with VerticalScroll(id="help-keys"):
-                for row in self._rows:
-                    line = Content.assemble(
-                        (f"{row.keys:>12}  ", "bold $accent"),
-                        (f"{row.description:<14} ", "bold"),
-                        (f"{row.detail:<56} ", ""),
-                        (row.binding_id, MUTED),
-                    )
-                    yield Static(line, classes="help-row")
+                yield Static(self._table(), id="help-table")
             yield Static(
-                styled("Change a key in the [keymap] table of config.toml: binding id (the last "
-                       'column) = "keys", e.g. step = "n,space".', MUTED),
+                styled('Change a key in config.toml\'s [keymap] table: binding id = "keys", '
+                       'e.g. step = "n,space".', MUTED),
                 classes="dialog-hint",
             )
+
+    def _table(self) -> Table:
+        # A Rich grid sizes the columns; every cell is our own text (a Text, never markup).
+        colors = self.app.theme_variables
+        table = Table.grid(padding=(0, 2))
+        table.add_column(justify="right", no_wrap=True)
+        table.add_column(no_wrap=True)
+        table.add_column(no_wrap=True, overflow="ellipsis")
+        table.add_column(no_wrap=True)
+        for row in self.rows:
+            table.add_row(
+                Text(row.keys, style=f"bold {colors.get('accent', 'yellow')}"),
+                Text(row.description, style="bold"),
+                Text(row.detail),
+                Text(row.binding_id, style="dim"),
+            )
+        return table
 
     def action_close(self) -> None:
         self.dismiss(None)

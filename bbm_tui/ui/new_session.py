@@ -121,6 +121,10 @@ class NewSessionScreen(BbmScreen):
                 tooltip="Back to the screen below (when there is one)"),
     ]
 
+    # The list, not the search box, has the focus at first, so that single keys
+    # (s sessions, ? help, q quit) work at once; / goes to the search.
+    AUTO_FOCUS = "#questions"
+
     def __init__(self, config: Config, *, task: str | None = None) -> None:
         super().__init__(id="new-session")
         self._config = config
@@ -184,9 +188,6 @@ class NewSessionScreen(BbmScreen):
         self.query_one("#questions", OptionList).loading = True
         self._show_typed_hint()
         self._load_rows(self.task_name)
-        # The list, not the search box, has the focus at first, so that single keys
-        # (s sessions, ? help, q quit) work at once; / goes to the search.
-        self.query_one("#questions", OptionList).focus()
 
     @on(Tabs.TabActivated, "#source")
     def _source_switched(self, event: Tabs.TabActivated) -> None:

@@ -93,9 +93,9 @@ class TraceScreen(BbmScreen):
         Binding("n", "step", "step", id="step",
                 tooltip="Generate the next thought (one model call)"),
         Binding("r", "run", "run", id="run",
-                tooltip="Generate thoughts until the answer (or the step limit)"),
+                tooltip="Generate thoughts until the answer"),
         Binding("escape", "stop", "stop", id="stop",
-                tooltip="Stop generating: the thought being streamed is dropped"),
+                tooltip="Stop; the thought being streamed is dropped"),
         Binding("j,down", "move(1)", "next", id="select_next", group=_MOVE,
                 tooltip="Select the next thought"),
         Binding("k,up", "move(-1)", "previous", id="select_previous", group=_MOVE,
@@ -119,6 +119,8 @@ class TraceScreen(BbmScreen):
         self.selected = trace.mistake_number or (1 if trace.steps else 0)
         self.running = False
         self._label_lock = asyncio.Lock()
+        # Thoughts being streamed, by number: a token goes straight to its view, no query.
+        self._streaming: dict[int, ThoughtView] = {}
 
     @property
     def bbm_app(self) -> BbmApp:
@@ -324,25 +326,27 @@ class TraceScreen(BbmScreen):
         handlers[type(event)](event)
 
     def _step_started(self, event: StepStarted) -> None:
+        view = ThoughtView(event.number, streaming=True)
+        self._streaming[event.number] = view
         with self._keep_bottom():
-            self.query_one("#thoughts").mount(ThoughtView(event.number, streaming=True))
+            self.query_one("#thoughts").mount(view)
         self._status(f"Generating Thought {event.number}…  (esc stops)")
 
     def _step_delta(self, event: StepDelta) -> None:
-        view = self._view(event.number)
+        view = self._streaming.get(event.number)
         if view is not None:
             with self._keep_bottom():
                 view.append(event.text)
 
     def _step_restarted(self, event: StepRestarted) -> None:
-        view = self._view(event.number)
+        view = self._streaming.get(event.number)
         if view is not None:
             view.restart(one_line(event.reason, 80))
 
     def _step_finished(self, event: StepFinished) -> None:
         # Committed already: the session's last step is this one.
         step = next((s for s in reversed(self.trace.steps) if s.number == event.number), None)
-        view = self._view(event.number)
+        view = self._streaming.pop(event.number, None)
         if step is None or view is None:
             return
         with self._keep_bottom():
@@ -390,9 +394,9 @@ class TraceScreen(BbmScreen):
         self._show_title()
 
     def _drop_unfinished(self) -> None:
-        for view in list(self.query(ThoughtView)):
-            if view.streaming:
-                view.remove()
+        for view in self._streaming.values():
+            view.remove()
+        self._streaming.clear()
 
     def _sync_views(self) -> None:
         """Show any committed step that has no view (a commit that finished just as a run was

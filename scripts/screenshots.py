@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Make SVG screenshots of the real app into screenshots/ (run with the project's venv):
+
+    .venv/bin/python scripts/screenshots.py [--out screenshots]
+
+Each shot drives the app headless through Textual's Pilot, on the offline replay model, with a
+throwaway session store, so the shots show what a person would see and touch nothing of theirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZE = (120, 36)
+
+
+async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    from textual.css.query import NoMatches
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            if condition():
+                return
+        except NoMatches:
+            pass
+        if loop.time() > deadline:
+            raise TimeoutError(f"the app never got to {condition}")
+        await pilot.pause(0.05)
+
+
+def still(pilot) -> None:
+    """No blinking cursor and no toast in a screenshot."""
+    pilot.app.clear_notifications()
+    for widget in pilot.app.screen.query("Input, TextArea"):
+        widget.cursor_blink = False
+
+
+async def new_session(out: Path) -> None:
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.new_session import NewSessionScreen
+
+    app = BbmApp(warm_up=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen)
+                       and app.screen.query_one("#questions").option_count > 0)
+        await pilot.press("down", "down", "down")
+        still(pilot)
+        await pilot.pause()
+        app.save_screenshot("new-session.svg", str(out))
+
+
+async def streaming(out: Path) -> None:
+    """A trace mid-stream: a few thoughts done, the current one growing behind its cursor."""
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.trace_screen import TraceScreen
+    from bbm_tui.ui.widgets import ThoughtView
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "12"
+    app = BbmApp(task="word_sorting", question=17)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        await pilot.press("r")
+
+        def mid_stream() -> bool:
+            views = [v for v in screen.query(ThoughtView) if v.streaming]
+            return len(screen.trace.steps) >= 3 and bool(views) and len(views[0].text) > 60
+
+        await wait_for(pilot, mid_stream, timeout=120)
+        still(pilot)
+        app.save_screenshot("streaming.svg", str(out))
+        await pilot.press("escape")
+
+
+async def flagged(out: Path) -> None:
+    """A whole generated trace with its first mistake flagged: later thoughts dimmed."""
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.trace_screen import TraceScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "0"
+    app = BbmApp(task="tracking_shuffled_objects", question=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await pilot.press("j", "j", "j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await pilot.pause(0.2)
+        still(pilot)
+        app.save_screenshot("flagged.svg", str(out))
+
+
+async def sessions(out: Path) -> None:
+    from bbm_tui.core import llm
+    from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.core.session import NewTrace, TraceSession
+    from bbm_tui.core.store import Store
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.new_session import NewSessionScreen
+    from bbm_tui.ui.sessions import SessionsScreen
+
+    # Two labelled traces beside the ones the other shots made.
+    with Store.open() as store:
+        for task, index, label in (("dyck_languages", 7, 3), ("multistep_arithmetic", 11, None)):
+            row = bundled_rows(task)[index]
+            trace = TraceSession.create(
+                store, NewTrace(task, row.input, row.target, index, row.mistake_index),
+                llm.ModelSpec(),
+            )
+            trace.load_recorded(list(row.steps))
+            if label is None:
+                trace.mark_no_mistake()
+            else:
+                trace.flag_mistake(label)
+    app = BbmApp(warm_up=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen)
+                       and app.screen.query_one("#sessions-table").row_count >= 4)
+        await pilot.press("down")
+        still(pilot)
+        await pilot.pause()
+        app.save_screenshot("sessions.svg", str(out))
+
+
+async def main(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for shot in (new_session, streaming, flagged, sessions):
+        await shot(out)
+        print(f"{shot.__name__}: done", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bbm-tui-shots-") as home:
+        os.environ["BBM_TUI_HOME"] = home
+        os.environ["BBM_TUI_CONFIG"] = str(Path(home) / "config.toml")  # defaults, not yours
+        asyncio.run(main(args.out.resolve()))
+        for name in ("new-session", "streaming", "flagged", "sessions"):
+            print(args.out / f"{name}.svg")
