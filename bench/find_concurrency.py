@@ -69,15 +69,22 @@ def jobs(quick: bool) -> list:
     return jobs_from_files(paths, None, "direct-trace", QUICK_PER_TASK if quick else None)
 
 
-def timed_run(batch: list, base_url: str, concurrency: int, folder: Path, model: str) -> float:
+async def timed_run(
+    batch: list, base_url: str, concurrency: int, folder: Path, model: str
+) -> float:
     from bbm_tui.core import llm
     from bbm_tui.core.batch_find import find_batch
 
     spec = llm.ModelSpec(model, api_base=base_url)
-    out = folder / f"preds-{concurrency}.jsonl"
-    started = time.perf_counter()
-    outcome = asyncio.run(find_batch(batch, "direct-trace", spec, out, concurrency=concurrency))
+    out = folder / f"preds-{concurrency}-{len(batch)}.jsonl"
+    started, cpu = time.perf_counter(), time.process_time()
+    outcome = await find_batch(batch, "direct-trace", spec, out, concurrency=concurrency)
     elapsed = time.perf_counter() - started
+    cpu_ms = (time.process_time() - cpu) * 1000 / len(batch)
+    if folder.name != "warm":
+        # The client's own CPU per trace: with 16 in flight, this (not the latency) is the
+        # floor on a machine whose cores are busy with other work.
+        print(f"  concurrency {concurrency:2}: client CPU {cpu_ms:.2f} ms per trace")
     progress = outcome.progress
     accuracy = outcome.report.overall.accuracy
     if progress.failed or progress.done != len(batch) or accuracy != 100.0:
@@ -87,9 +94,12 @@ def timed_run(batch: list, base_url: str, concurrency: int, folder: Path, model:
     return elapsed
 
 
-def warm_up(base_url: str, batch: list, folder: Path, model: str) -> None:
-    """Import litellm and make a few calls, so neither timing pays for the first ones."""
-    timed_run(batch[:4], base_url, 4, folder / "warm", model)
+async def measure(batch: list, base_url: str, folder: Path, model: str) -> tuple[float, float]:
+    """Warm up (litellm imported, 16 connections open), then time 16 and 1, on one loop."""
+    await timed_run(batch[-32:], base_url, 16, folder / "warm", model)
+    fast = await timed_run(batch, base_url, 16, folder, model)
+    slow = await timed_run(batch, base_url, 1, folder, model)
+    return fast, slow
 
 
 def main() -> int:
@@ -114,9 +124,7 @@ def main() -> int:
             base_url = server.stdout.readline().strip()
             folder = Path(tmp)
             (folder / "warm").mkdir()
-            warm_up(base_url, batch, folder, args.model)
-            fast = timed_run(batch, base_url, 16, folder, args.model)
-            slow = timed_run(batch, base_url, 1, folder, args.model)
+            fast, slow = asyncio.run(measure(batch, base_url, folder, args.model))
         finally:
             server.stdin.close()
             server.wait(10)
