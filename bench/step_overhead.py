@@ -108,15 +108,22 @@ async def measure(api_base: str, rounds: int, warmup: int, profile: bool) -> int
           f"-{max(len(next_step_prompt(*i[:3])) for i in items)} characters); reply steps "
           f"{chars[0]}-{chars[-1]} characters, median {chars[len(chars) // 2]}")
 
-    async def one(side: str, item) -> float:
+    cpu: dict[str, list[float]] = {"stepper": [], "bare": []}
+
+    async def one(side: str, item, profiler: cProfile.Profile | None = None) -> float:
         task, input_text, steps, expected = item
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
+        if profiler is not None:
+            profiler.enable()
         if side == "stepper":
             text = await through_stepper(spec, settings, task, input_text, steps)
         else:
             text = await bare(litellm, api_base, next_step_prompt(task, input_text, steps),
                               max_tokens)
+        if profiler is not None:
+            profiler.disable()
         elapsed = time.perf_counter() - began
+        cpu[side].append(time.process_time() - began_cpu)
         if text != expected.strip():
             raise RuntimeError(f"{side} got {text!r}, the dataset has {expected!r}")
         return elapsed
@@ -124,6 +131,8 @@ async def measure(api_base: str, rounds: int, warmup: int, profile: bool) -> int
     for index in range(warmup):
         await one("stepper", items[index % len(items)])
         await one("bare", items[index % len(items)])
+    cpu["stepper"].clear()
+    cpu["bare"].clear()
     times: dict[str, list[float]] = {"stepper": [], "bare": []}
     paired: list[float] = []
     for index in range(rounds):
@@ -134,16 +143,22 @@ async def measure(api_base: str, rounds: int, warmup: int, profile: bool) -> int
             times[side].append(got[side])
         paired.append(got["stepper"] / got["bare"])
     print()
-    print(f"  stepper (run_steps, 1 step)  {spread(times['stepper'])}")
-    print(f"  bare litellm.acompletion     {spread(times['bare'])}")
+    print(f"  stepper (run_steps, 1 step)  wall {spread(times['stepper'])}")
+    print(f"  bare litellm.acompletion     wall {spread(times['bare'])}")
+    print(f"  stepper (run_steps, 1 step)  CPU  {spread(cpu['stepper'])}")
+    print(f"  bare litellm.acompletion     CPU  {spread(cpu['bare'])}")
+    print("  (CPU: this process's, all threads; the server is another process)")
     stepper_median, bare_median = median(times["stepper"]), median(times["bare"])
     ratio = stepper_median / bare_median
     print(f"\nratio of medians: {stepper_median * 1000:.2f} ms / {bare_median * 1000:.2f} ms = "
           f"{ratio:.3f}x; median of the {rounds} paired ratios {median(paired):.3f}x; the "
           f"stepper adds {(stepper_median - bare_median) * 1000:+.2f} ms a step")
+    cpu_stepper, cpu_bare = median(cpu["stepper"]), median(cpu["bare"])
+    print(f"CPU: {cpu_stepper * 1000:.2f} ms / {cpu_bare * 1000:.2f} ms = "
+          f"{cpu_stepper / cpu_bare:.3f}x ({(cpu_stepper - cpu_bare) * 1000:+.2f} ms a step)")
     verdict("stepper step / bare litellm.acompletion", ratio, TARGET)
     if profile or ratio > TARGET:
-        await where_time_goes(spec, settings, items, litellm, api_base, max_tokens)
+        await where_time_goes(one, items)
     return 0
 
 
@@ -166,44 +181,20 @@ def _group(key: tuple[str, int, str]) -> str:
     return "other (stdlib, builtins)"
 
 
-async def where_time_goes(spec, settings, items, litellm, api_base, max_tokens) -> None:
-    """CPU per step of both sides (this process only: the server is another one), then
-    cProfile self time by package, and the stepper's own functions."""
-    from bbm_tui.core.prompts import next_step_prompt
-
+async def where_time_goes(one, items) -> None:
+    """cProfile both sides, interleaved, over the same prompts: self time by package, and the
+    functions the stepper side spends more in."""
     rounds = 100
-
-    async def side_run(side: str) -> None:
-        for index in range(rounds):
-            task, input_text, steps, _ = items[index % len(items)]
-            if side == "stepper":
-                await through_stepper(spec, settings, task, input_text, steps)
-            else:
-                await bare(litellm, api_base, next_step_prompt(task, input_text, steps),
-                           max_tokens)
-
-    print(f"\nWhere the time goes ({rounds} steps of each side):")
-    cpu = {}
-    for side in ("stepper", "bare", "stepper", "bare"):
-        began_cpu, began = time.process_time(), time.perf_counter()
-        await side_run(side)
-        cpu.setdefault(side, []).append(
-            ((time.process_time() - began_cpu) / rounds, (time.perf_counter() - began) / rounds)
-        )
-    for side, figures in cpu.items():
-        print(f"  {side:>7}: {min(c for c, _ in figures) * 1000:6.2f} ms CPU a step (best of "
-              f"two passes), {min(w for _, w in figures) * 1000:6.2f} ms wall")
-    extra_cpu = min(c for c, _ in cpu["stepper"]) - min(c for c, _ in cpu["bare"])
-    print(f"  the stepper's extra CPU: {extra_cpu * 1000:+.2f} ms a step")
-    stats = {}
-    for side in ("stepper", "bare"):
-        profiler = cProfile.Profile()
-        profiler.enable()
-        await side_run(side)
-        profiler.disable()
-        stats[side] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-    print("  cProfile self time by package, ms a step (profiler overhead included):")
-    by_group = {side: {} for side in stats}
+    profilers = {"stepper": cProfile.Profile(), "bare": cProfile.Profile()}
+    for index in range(rounds):
+        order = ("stepper", "bare") if index % 2 == 0 else ("bare", "stepper")
+        for side in order:
+            await one(side, items[index % len(items)], profilers[side])
+    stats = {side: pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+             for side, profiler in profilers.items()}
+    print(f"\nWhere the time goes: cProfile of {rounds} steps of each side, interleaved; self "
+          "time by package, ms a step (profiler overhead included):")
+    by_group: dict[str, dict[str, float]] = {side: {} for side in stats}
     for side, table in stats.items():
         for key, value in table.items():
             by_group[side][_group(key)] = by_group[side].get(_group(key), 0.0) + value[2]
@@ -213,9 +204,8 @@ async def where_time_goes(spec, settings, items, litellm, api_base, max_tokens) 
         a = by_group["stepper"].get(name, 0.0) / rounds * 1000
         b = by_group["bare"].get(name, 0.0) / rounds * 1000
         print(f"    {name:32} {a:8.3f} {b:8.3f} {a - b:+8.3f}")
-    print("  the stepper side's heaviest functions outside litellm's own call (self time):")
-    stepper_table = stats["stepper"]
-    bare_table = stats["bare"]
+    print("  functions the stepper side spends more self time in (ms a step, calls a step):")
+    stepper_table, bare_table = stats["stepper"], stats["bare"]
     rows = []
     for key, value in stepper_table.items():
         extra = value[2] - (bare_table[key][2] if key in bare_table else 0.0)
@@ -223,8 +213,13 @@ async def where_time_goes(spec, settings, items, litellm, api_base, max_tokens) 
             rows.append((extra, key, value[1], bare_table[key][1] if key in bare_table else 0))
     for extra, key, calls, bare_calls in sorted(rows, reverse=True)[:15]:
         name = f"{key[0].split('site-packages/')[-1].replace(str(ROOT) + '/', '')}:{key[1]}"
-        print(f"    {extra / rounds * 1000:7.3f} ms  {calls / rounds:6.1f} vs "
+        print(f"    {extra / rounds * 1000:+7.3f} ms  {calls / rounds:6.1f} vs "
               f"{bare_calls / rounds:6.1f} calls  {name}({key[2]})")
+    print("  the stepper's own functions, cumulative (ms a step):")
+    for key, value in sorted(stepper_table.items(), key=lambda kv: -kv[1][3]):
+        if "bbm_tui" in key[0] and value[3] / rounds * 1000 >= 0.02:
+            name = f"{key[0].replace(str(ROOT) + '/', '')}:{key[1]}({key[2]})"
+            print(f"    {value[3] / rounds * 1000:7.3f} ms  {value[1] / rounds:6.1f} calls  {name}")
 
 
 def main() -> int:
