@@ -309,7 +309,11 @@ class Store:
     def _configure(self) -> None:
         connection = self._connection
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        # The switch wants the file to itself and can report "locked" at once, without
+        # waiting out busy_timeout, while another process opens the new store too.
+        mode = _retry_locked(
+            lambda: connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        )
         if str(mode).lower() != "wal":
             raise StoreError(f"{self.path}: cannot switch the store to WAL mode")
         # NORMAL in WAL mode: a power cut may lose the last commits, never corrupt the file;
@@ -318,14 +322,19 @@ class Store:
         connection.execute("PRAGMA foreign_keys = ON")
 
     def _check_compatible(self) -> None:
-        version = self._connection.execute("PRAGMA user_version").fetchone()[0]
+        # One statement, one snapshot: read apart, another process's first migration could
+        # commit in between (version 0, yet tables) and the store look like a foreign file.
+        version, tables = self._connection.execute(
+            "SELECT (SELECT user_version FROM pragma_user_version), "
+            "(SELECT COUNT(*) FROM sqlite_master WHERE type = 'table')"
+        ).fetchone()
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.path}: this store was written by a newer bbm-tui (schema version "
                 f"{version}; this version knows up to {SCHEMA_VERSION}). Upgrade bbm-tui, or "
                 f"point {HOME_ENV} somewhere else; the file was left untouched."
             )
-        if version == 0 and self._has_foreign_tables():
+        if version == 0 and tables:
             raise StoreError(
                 f"{self.path}: this SQLite file is not a bbm-tui session store; "
                 "the file was left untouched."
@@ -341,12 +350,6 @@ class Store:
                 for statement in _statements(MIGRATIONS[target - 1]):
                     connection.execute(statement)
                 connection.execute(f"PRAGMA user_version = {target}")
-
-    def _has_foreign_tables(self) -> bool:
-        rows = self._connection.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'"
-        ).fetchall()
-        return bool(rows)
 
     # -- transactions
 
