@@ -323,3 +323,17 @@ async def test_api_keys_are_never_written_to_the_store(
     assert files  # the database, and its -wal and -shm
     for path in files:
         assert secret.encode() not in path.read_bytes(), path
+
+
+async def test_the_datasets_empty_thought_is_saved_in_its_place(store: Store) -> None:
+    trace = bundled_rows("dyck_languages")[538]
+    session = TraceSession.create(
+        store, NewTrace("dyck_languages", trace.input, trace.target, 538), REPLAY
+    )
+    events = [e async for e in session.generate(settings=FAST)]
+    assert isinstance(events[-1], TraceFinished) and events[-1].reason == "answer"
+    with Store.open(store.path) as other:
+        steps = other.branch(session.id)
+        assert [s.text for s in steps] == trace.steps
+        assert steps[54].text == "" and steps[54].number == 55
+        assert [s.number for s in steps] == list(range(1, len(trace.steps) + 1))
