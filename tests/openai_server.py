@@ -3,7 +3,8 @@
 It serves `/v1/chat/completions` and `/v1/completions`, streamed (SSE) or not, from a script
 of `Reply`s (first in, first out) and, when the script is empty, from a `responder` function.
 Faults are scripted too: HTTP errors with headers (429 + Retry-After), a connection dropped
-mid-stream, a malformed chunk, a stall, a server that ignores `stop` or `max_tokens`. It
+mid-stream, a malformed chunk, a stall, a server that ignores `stop` or `max_tokens`; whole
+(non-streamed) answers can be cut off, malformed or stalled half-way through their body. It
 records every request and whether the client hung up before the stream was over, so a test
 can check that a stream was closed early.
 
@@ -37,8 +38,14 @@ class Reply:
     honor_max_tokens: bool = True
     delay_s: float = 0.0  # before the response starts
     chunk_delay_s: float = 0.0  # between streamed chunks
-    drop_after_chunks: int | None = None  # close the socket abruptly after N chunks
-    malformed_after_chunks: int | None = None  # send a chunk that is not JSON after N chunks
+    # Close the socket abruptly after N chunks; a whole (non-streamed) answer is cut off
+    # half-way through its body instead.
+    drop_after_chunks: int | None = None
+    # Send a chunk that is not JSON after N chunks; a whole answer's body is not JSON.
+    malformed_after_chunks: int | None = None
+    # Go silent for this long after the first chunk (a whole answer: after half its body),
+    # then carry on.
+    stall_s: float = 0.0
     logprob_per_token: float | None = None
     usage: bool = True
     finish_reason: str = "stop"
@@ -175,7 +182,33 @@ class FakeOpenAI:
         text = self._apply_limits(reply, body)
         if body.get("stream"):
             return await self._stream(request, record, reply, text, chat, body)
+        if reply.drop_after_chunks is not None or reply.malformed_after_chunks is not None or (
+            reply.stall_s
+        ):
+            return await self._faulty_whole(request, reply, self._whole(reply, text, chat, body))
         return web.json_response(self._whole(reply, text, chat, body), headers=reply.headers)
+
+    async def _faulty_whole(
+        self, request: web.Request, reply: Reply, payload: dict
+    ) -> web.StreamResponse:
+        data = json.dumps(payload).encode()
+        if reply.malformed_after_chunks is not None:
+            data = data[: len(data) // 2]  # a body cut in the middle of the JSON
+        response = web.StreamResponse(
+            headers={"Content-Type": "application/json", **reply.headers}
+        )
+        response.content_length = len(data)
+        await response.prepare(request)
+        half = len(data) // 2
+        await response.write(data[:half])
+        if reply.drop_after_chunks is not None:
+            request.transport.abort() if request.transport else None
+            return response
+        if reply.stall_s:
+            await asyncio.sleep(reply.stall_s)
+        await response.write(data[half:])
+        await response.write_eof()
+        return response
 
     def _apply_limits(self, reply: Reply, body: dict[str, Any]) -> str:
         text = reply.text
@@ -248,6 +281,8 @@ class FakeOpenAI:
                     return response
                 await response.write(_sse(_chunk(body, piece, None, chat, reply)))
                 record.chunks_sent += 1
+                if reply.stall_s and index == 0:
+                    await asyncio.sleep(reply.stall_s)
                 if reply.chunk_delay_s:
                     await asyncio.sleep(reply.chunk_delay_s)
             await response.write(_sse(_chunk(body, "", reply.finish_reason, chat, reply)))
