@@ -469,10 +469,10 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
     """One clear message per failure kind; authentication names the key's variable."""
     if isinstance(error, LLMError):
         return error
-    if isinstance(error, asyncio.TimeoutError | TimeoutError):
-        return LLMError("timeout", f"{spec.model} did not answer in time")
-    litellm = litellm_module()
     where = f" at {spec.api_base}" if spec.api_base else ""
+    if isinstance(error, asyncio.TimeoutError | TimeoutError):
+        return LLMError("timeout", f"{spec.model}{where} did not answer in time")
+    litellm = litellm_module()
     detail = _detail(error)
     if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError):
         variable = key_env_var(spec)
@@ -500,10 +500,20 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
     if isinstance(error, litellm.NotFoundError):
         return LLMError("not_found", f"{spec.model}{where} was not found: {detail}")
     exceptions = litellm.exceptions
+    causes = _causes(error)
     if isinstance(error, exceptions.MidStreamFallbackError):
+        if _timed_out(causes):  # the transport's read timeout, before our idle deadline
+            return LLMError("timeout", f"{spec.model}{where} went silent mid-answer")
         if "delimiter" in detail or "JSON" in detail or "Expecting" in detail:
             return LLMError("stream", f"{spec.model}{where} sent a malformed stream chunk")
-        return LLMError("stream", f"the stream from {spec.model}{where} broke off: {detail}")
+        # The provider's words here are the HTTP library's (class names and all): leave them.
+        return LLMError("stream", f"the stream from {spec.model}{where} broke off mid-answer")
+    if any(isinstance(cause, json.JSONDecodeError) for cause in causes):
+        # litellm reports a 200 whose body is not JSON as a 500 it made up.
+        return LLMError("server", f"{spec.model}{where} sent a malformed response")
+    if _cut_off(causes):
+        return LLMError("connection", f"the connection to {spec.model}{where} broke off "
+                        "mid-answer")
     if isinstance(error, litellm.APIConnectionError) and not _has_status(error):
         return LLMError("connection", f"cannot reach {spec.model}{where}: {detail}")
     if isinstance(
@@ -531,6 +541,34 @@ def _replay_detail(detail: str) -> str:
         if start >= 0:
             return detail[start:]
     return detail
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and what it was raised from, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and len(chain) < 12 and all(current is not c for c in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _type_names(causes: list[BaseException]) -> set[str]:
+    return {kind.__name__ for cause in causes for kind in type(cause).__mro__}
+
+
+def _timed_out(causes: list[BaseException]) -> bool:
+    names = _type_names(causes)
+    return "TimeoutError" in names or "TimeoutException" in names
+
+
+# A response that started and then stopped short (httpx and aiohttp names, not imported here).
+_CUT_OFF = frozenset({"ReadError", "RemoteProtocolError", "ClientPayloadError",
+                      "ContentLengthError", "TransferEncodingError"})
+
+
+def _cut_off(causes: list[BaseException]) -> bool:
+    return bool(_type_names(causes) & _CUT_OFF)
 
 
 def _has_status(error: BaseException) -> bool:
