@@ -144,10 +144,12 @@ def _open_app(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- shared
 
 def fail(message: str, code: int = EXIT_FAILURE) -> int:
-    """One clear line on stderr; never a traceback. Untrusted parts are made printable."""
+    """One clear line on stderr; never a traceback, never a key. Untrusted parts are made
+    printable."""
+    from bbm_tui.core.redact import redact
     from bbm_tui.core.textsafe import printable
 
-    print(f"bbm-tui: {printable(message)}", file=sys.stderr)
+    print(f"bbm-tui: {printable(redact(message))}", file=sys.stderr)
     return code
 
 

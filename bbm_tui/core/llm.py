@@ -151,9 +151,13 @@ RETRYABLE: frozenset[str] = frozenset({"rate_limit", "connection", "timeout", "s
 
 
 class LLMError(Exception):
-    """One failure kind, one clear message (safe to show: it carries no key)."""
+    """One failure kind, one clear message (safe to show: any key a provider echoed back in it
+    is redacted)."""
 
     def __init__(self, kind: ErrorKind, message: str, retry_after_s: float | None = None) -> None:
+        from bbm_tui.core.redact import redact
+
+        message = redact(message)
         super().__init__(message)
         self.kind = kind
         self.message = message
