@@ -136,6 +136,21 @@ def _open_app(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"bbm-tui: {error}", file=sys.stderr)
         return EXIT_USAGE
+    from bbm_tui.core.store import StoreError, preflight
+
+    try:
+        # Said here, on stderr, it stays on screen after the app; the app's own dialog is for
+        # what only opening the store finds.
+        preflight()
+    except StoreError as error:
+        return fail(str(error))
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # Without a terminal the app would wait for keys that never come.
+        return fail(
+            "the app needs a terminal (stdin and stdout); for headless work use "
+            "`bbm-tui run`, `find`, `sessions`, `export` or `import`",
+            EXIT_USAGE,
+        )
     from bbm_tui.ui.app import run_app
 
     return run_app(config, task=args.task, question=args.question, session_id=args.session)

@@ -329,11 +329,7 @@ class Store:
             "(SELECT COUNT(*) FROM sqlite_master WHERE type = 'table')"
         ).fetchone()
         if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path}: this store was written by a newer bbm-tui (schema version "
-                f"{version}; this version knows up to {SCHEMA_VERSION}). Upgrade bbm-tui, or "
-                f"point {HOME_ENV} somewhere else; the file was left untouched."
-            )
+            raise StoreError(_newer_message(self.path, version))
         if version == 0 and tables:
             raise StoreError(
                 f"{self.path}: this SQLite file is not a bbm-tui session store; "
@@ -810,6 +806,33 @@ def _check_is_sqlite(path: Path) -> None:
             f"{path}: is not a SQLite file, so not a bbm-tui session store; "
             "the file was left untouched"
         )
+
+
+def _newer_message(path: Path, version: int) -> str:
+    return (
+        f"{path}: this store was written by a newer bbm-tui (schema version {version}; this "
+        f"version knows up to {SCHEMA_VERSION}). Upgrade bbm-tui, or point {HOME_ENV} "
+        "somewhere else; the file was left untouched."
+    )
+
+
+def preflight(path: Path | str | None = None) -> None:
+    """The checks that need no connection, no lock and no write, for the app to make before it
+    starts (the store itself opens in a thread once the app is up): a folder, a file that is
+    not SQLite, a store from a newer bbm-tui. Raises StoreError; a missing store is fine."""
+    path = Path(path) if path is not None else default_path()
+    _check_is_sqlite(path)
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise StoreError(f"{path}: cannot read the session store: {error.strerror}") from None
+    # The header's copy of PRAGMA user_version (big-endian, at offset 60). In WAL mode it may
+    # lag behind the database, never run ahead of it.
+    if len(header) == 100 and int.from_bytes(header[60:64], "big") > SCHEMA_VERSION:
+        raise StoreError(_newer_message(path, int.from_bytes(header[60:64], "big")))
 
 
 def _chmod_owner_only(path: Path) -> None:
