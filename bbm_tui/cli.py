@@ -515,7 +515,8 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
             if paper is not None and metric != "processbench_f1":
                 cells.append(_percent(paper.get(name, {}).get(metric)))
         cells.append(str(scores.unparseable))
-        table.add_row(*cells, end_section=name == rows[-2][0])
+        # With no task judged (every trace failed, or --limit 0) "overall" is the only row.
+        table.add_row(*cells, end_section=len(rows) > 1 and name == rows[-2][0])
     from rich.console import Console
 
     console = Console()

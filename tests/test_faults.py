@@ -590,3 +590,24 @@ def test_what_the_batches_stop_on_is_never_retried() -> None:
     for kinds in (batch_run.FATAL_KINDS, batch_find.FATAL_KINDS):
         assert "auth" in kinds
         assert not kinds & llm.RETRYABLE
+
+
+def test_find_command_where_every_trace_fails(
+    tmp_path: Path, openai_server: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No trace judged: the scores table has only its "overall" row (this was an internal
+    error), each failure is one line, and the exit code says it failed."""
+    openai_server.responder = lambda path, body: Reply(status=503, headers={"Retry-After": "0"})
+    out = tmp_path / "preds.jsonl"
+    code = main(["find", "--model", "openai/test", "--api-base", openai_server.base_url,
+                 "--method", "direct-trace", "--input", str(bundled_path(TASK)), "--limit", "2",
+                 "--out", str(out), "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "internal error" not in captured.err and "Traceback" not in captured.err
+    assert "0 traces judged" in captured.err and "2 failed" in captured.err
+    failures = [line for line in captured.err.splitlines() if "(503)" in line]
+    assert len(failures) == 2 and all(line.endswith("(after 4 attempts)") for line in failures)
+    assert "overall" in captured.out
+    assert len(openai_server.requests) == 2 * 4
+    assert out.read_bytes() == b""
