@@ -299,7 +299,7 @@ class ProgressDisplay:
 def stats_command(args: argparse.Namespace) -> int:
     import json
 
-    from bbm_tui.core.dataset import DatasetError, read_rows, resolve_task
+    from bbm_tui.core.dataset import DatasetError, read_input_rows, resolve_task
     from bbm_tui.core.metrics import dataset_stats
     from bbm_tui.core.tasks import UnknownTaskError
 
@@ -308,7 +308,7 @@ def stats_command(args: argparse.Namespace) -> int:
         _check_task(args.task)
         for path in args.files:
             task = resolve_task(path, args.task)
-            rows_by_task.setdefault(task, []).extend(read_rows(path))
+            rows_by_task.setdefault(task, []).extend(read_input_rows(path))
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     result = dataset_stats(rows_by_task)
@@ -601,13 +601,14 @@ def export_command(args: argparse.Namespace) -> int:
 
 
 def import_command(args: argparse.Namespace) -> int:
-    from bbm_tui.core.dataset import DatasetError, read_rows, resolve_task
+    from bbm_tui.core.dataset import DatasetError, read_input_rows, resolve_task
     from bbm_tui.core.export import import_rows
     from bbm_tui.core.tasks import UnknownTaskError
 
     try:
         _check_task(args.task)
-        batches = [(resolve_task(path, args.task), read_rows(path)) for path in args.files]
+        batches = [(resolve_task(path, args.task), read_input_rows(path))
+                   for path in args.files]
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     store = _open_store()

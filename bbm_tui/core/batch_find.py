@@ -25,7 +25,7 @@ from bbm_tui.core.dataset import (
     TraceRow,
     iter_jsonl,
     open_private,
-    read_rows,
+    read_input_rows,
     resolve_task,
     row_from_json,
 )
@@ -100,7 +100,7 @@ def jobs_from_files(
             check_method(file_task, method)
         except ValueError as error:
             raise DatasetError(path, str(error)) from None
-        for row in read_rows(path):
+        for row in read_input_rows(path):
             if limit is not None and per_task.get(file_task, 0) >= limit:
                 break
             per_task[file_task] = per_task.get(file_task, 0) + 1

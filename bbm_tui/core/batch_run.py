@@ -184,14 +184,14 @@ def jobs_from_files(
     paths: Sequence[Path], task: str | None, limit: int | None = None
 ) -> list[RunJob]:
     """The questions of dataset-format files; one task per run (OUT holds one task)."""
-    from bbm_tui.core.dataset import read_rows, resolve_task
+    from bbm_tui.core.dataset import read_input_rows, resolve_task
 
     jobs: list[RunJob] = []
     tasks: set[str] = set()
     for path in paths:
         file_task = resolve_task(path, task)
         tasks.add(file_task)
-        jobs.extend(RunJob(file_task, row) for row in read_rows(path))
+        jobs.extend(RunJob(file_task, row) for row in read_input_rows(path))
     if len(tasks) > 1:
         raise DatasetError(
             paths[0],

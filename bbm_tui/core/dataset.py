@@ -111,6 +111,13 @@ def iter_jsonl(path: Path | str) -> Iterator[tuple[int, object]]:
         raise DatasetError(path, "is a directory, not a JSONL file") from None
     except OSError as error:
         raise DatasetError(path, f"cannot read: {error.strerror}") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise DatasetError(
+            path, "is UTF-16 text (it starts with a UTF-16 byte-order mark); JSONL files are "
+            "UTF-8: save it as UTF-8", 1,
+        )
+    if raw.startswith(b"\xef\xbb\xbf"):  # the UTF-8 byte-order mark some editors write
+        raw = raw[3:]
     for number, line_bytes in enumerate(raw.split(b"\n"), start=1):
         if not line_bytes.strip():
             continue
@@ -130,6 +137,15 @@ def iter_jsonl(path: Path | str) -> Iterator[tuple[int, object]]:
 
 def read_rows(path: Path | str) -> list[TraceRow]:
     return [row_from_json(obj, path, number) for number, obj in iter_jsonl(path)]
+
+
+def read_input_rows(path: Path | str) -> list[TraceRow]:
+    """read_rows() for a file given to a command to work on: one with no rows at all is an
+    error (an empty input is far more often a mistake than a dataset)."""
+    rows = read_rows(path)
+    if not rows:
+        raise DatasetError(path, "holds no traces (the file is empty)")
+    return rows
 
 
 def task_from_path(path: Path | str) -> str:
