@@ -35,7 +35,7 @@ from bbm_tui.core.store import Label, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, format_totals, safe, safe_line, styled
-from bbm_tui.ui.widgets import BbmScreen, Status, ThoughtView, TitleBar
+from bbm_tui.ui.widgets import BbmScreen, LeanStatic, Status, ThoughtView, TitleBar
 
 if TYPE_CHECKING:
     from bbm_tui.ui.app import BbmApp
@@ -118,6 +118,7 @@ class TraceScreen(BbmScreen):
         # On resume, start at the flagged mistake: that is what a reviewer looks at first.
         self.selected = trace.mistake_number or (1 if trace.steps else 0)
         self.running = False
+        self._follow_pending = True
         self._label_lock = asyncio.Lock()
         # Thoughts being streamed, by number: a token goes straight to its view, no query.
         self._streaming: dict[int, ThoughtView] = {}
@@ -135,8 +136,8 @@ class TraceScreen(BbmScreen):
                 yield Static(safe(question_text(self.trace.session.task,
                                                 self.trace.session.input)), id="question")
                 yield Static(id="target", classes="fact")
-                yield Static(id="answer", classes="fact")
-                yield Static(id="label", classes="fact")
+                yield LeanStatic(id="answer", classes="fact")
+                yield LeanStatic(id="label", classes="fact")
                 yield Static(
                     styled("Do not assume every step is correct because the answer is: a "
                            "trace can reach the right answer after a mistake.", MUTED),
@@ -147,7 +148,7 @@ class TraceScreen(BbmScreen):
                     wall_clock = self.bbm_app.wall_clock
                     for step in self.trace.steps:
                         yield ThoughtView.of_step(step, wall_clock=wall_clock)
-                yield Static(id="run-status")
+                yield LeanStatic(id="run-status")
         # The palette (ctrl+p) is listed in the help screen; the footer needs the room.
         yield Footer(show_command_palette=False)
 
@@ -214,18 +215,18 @@ class TraceScreen(BbmScreen):
                 line = line.append(styled(f"  {GLYPH_OK} matches the target", "$text-success"))
             elif correct is False:
                 line = line.append(styled(f"  {GLYPH_MISTAKE} not the target", "$text-error"))
-        self.query_one("#answer", Static).update(line)
+        self.query_one("#answer", LeanStatic).show(line)
 
     def _apply_label(self) -> None:
         """Glyphs and dimming for the label in force."""
         views = self._views()
         for view, status in zip(views, statuses(self.trace), strict=False):
             view.set_status(status)
-        self.query_one("#label", Static).update(describe_label(self.trace))
+        self.query_one("#label", LeanStatic).show(describe_label(self.trace))
 
     def _status(self, message: str, *, error: bool = False) -> None:
-        status = self.query_one("#run-status", Static)
-        status.update(safe(message))
+        status = self.query_one("#run-status", LeanStatic)
+        status.show(safe(message))
         status.set_class(error, "-error")
 
     def _views(self) -> list[ThoughtView]:
@@ -244,6 +245,9 @@ class TraceScreen(BbmScreen):
             return
         self.selected = min(max(self.selected + delta, 1), count)
         self._show_selection(scroll=True)
+        if self.selected == count:
+            # At the last thought the reader is back at the end: follow new text again.
+            self._follow(at_end=True)
 
     def _show_selection(self, *, scroll: bool = False) -> None:
         for view in self.query(ThoughtView):
@@ -251,7 +255,7 @@ class TraceScreen(BbmScreen):
         view = self._view(self.selected)
         if scroll and view is not None:
             self.query_one("#thoughts", VerticalScroll).scroll_to_widget(
-                view, animate=False, top=False
+                view, animate=False, immediate=True
             )
 
     def on_click(self, event: events.Click) -> None:
@@ -328,15 +332,15 @@ class TraceScreen(BbmScreen):
     def _step_started(self, event: StepStarted) -> None:
         view = ThoughtView(event.number, streaming=True)
         self._streaming[event.number] = view
-        with self._keep_bottom():
-            self.query_one("#thoughts").mount(view)
+        self._follow()
+        self.query_one("#thoughts").mount(view)
         self._status(f"Generating Thought {event.number}…  (esc stops)")
 
     def _step_delta(self, event: StepDelta) -> None:
         view = self._streaming.get(event.number)
         if view is not None:
-            with self._keep_bottom():
-                view.append(event.text)
+            self._follow()
+            view.append(event.text)
 
     def _step_restarted(self, event: StepRestarted) -> None:
         view = self._streaming.get(event.number)
@@ -349,13 +353,28 @@ class TraceScreen(BbmScreen):
         view = self._streaming.pop(event.number, None)
         if step is None or view is None:
             return
-        with self._keep_bottom():
-            view.finish(step, wall_clock=self.bbm_app.wall_clock)
+        view.finish(step, wall_clock=self.bbm_app.wall_clock)
         self._add_call(event.call)
         self._apply_label()
         if self.selected == 0:
             self.selected = 1
         self._show_selection()
+
+    def _follow(self, *, at_end: bool = False) -> None:
+        """Keep new text in view while the reader is at the end of the trace, and only then.
+
+        Textual's anchor does the following (and lets go when the reader scrolls up, and
+        takes hold again back at the bottom); it also pins short content to the bottom, so
+        it is only set once the thoughts overflow the pane.
+        """
+        scroll = self.query_one("#thoughts", VerticalScroll)
+        if scroll.is_anchored and not at_end:
+            return
+        if scroll.max_scroll_y == 0:
+            self._follow_pending = True  # everything fits: follow once it no longer does
+        elif at_end or self._follow_pending or scroll.scroll_y >= scroll.max_scroll_y - 1:
+            self._follow_pending = False
+            scroll.anchor()
 
     def _answer_found(self, event: AnswerFound) -> None:
         self._show_answer()
@@ -409,9 +428,6 @@ class TraceScreen(BbmScreen):
         self._apply_label()
         self._show_answer()
 
-    def _keep_bottom(self) -> _KeepBottom:
-        return _KeepBottom(self.query_one("#thoughts", VerticalScroll))
-
     # -- labelling (store writes in a thread, one at a time and in the order pressed)
 
     def action_flag(self) -> None:
@@ -455,19 +471,3 @@ class TraceScreen(BbmScreen):
         self.app.copy_to_clipboard(text)
         self.notify(f"Copied the trace ({len(self.trace.steps)} thoughts).", markup=False,
                     timeout=3)
-
-
-class _KeepBottom:
-    """Follow new text only when the view was already at the bottom: a person who scrolled up
-    to read is not yanked down."""
-
-    def __init__(self, scroll: VerticalScroll) -> None:
-        self._scroll = scroll
-        self._at_bottom = False
-
-    def __enter__(self) -> None:
-        self._at_bottom = self._scroll.scroll_y >= self._scroll.max_scroll_y - 1
-
-    def __exit__(self, *exc: object) -> None:
-        if self._at_bottom:
-            self._scroll.call_after_refresh(self._scroll.scroll_end, animate=False)

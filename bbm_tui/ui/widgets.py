@@ -5,13 +5,16 @@ from __future__ import annotations
 from typing import Literal
 
 from textual.app import ComposeResult
-from textual.containers import HorizontalGroup, VerticalGroup
+from textual.containers import HorizontalGroup
 from textual.content import Content
+from textual.geometry import Size
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Static
 from textual.worker import Worker
 
 from bbm_tui.core.store import Step
+from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.text import (
     CURSOR,
     DISABLED,
@@ -21,7 +24,6 @@ from bbm_tui.ui.text import (
     GLYPH_STREAMING,
     MUTED,
     safe,
-    safe_line,
     step_meta,
     styled,
 )
@@ -34,6 +36,26 @@ _GLYPHS: dict[Status, tuple[str, str]] = {
     "mistake": (GLYPH_MISTAKE, "bold $text-error"),
     "after": (GLYPH_PLAIN, DISABLED),
 }
+
+
+class LeanStatic(Static):
+    """A Static that asks for a re-layout of the screen only when its size changes.
+
+    A layout costs every widget on the screen (hundreds on a long trace), and most updates
+    while a thought streams keep the size: then repainting this one widget is enough.
+    """
+
+    def __init__(self, *args, auto_width: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._auto_width = auto_width
+        self._shape: tuple[int, int] | None = None
+
+    def show(self, content: Content) -> None:
+        width = self.content_size.width
+        height = content.get_height(self.styles, width) if width > 0 else -1
+        shape = (height, content.cell_length if self._auto_width else 0)
+        self.update(content, layout=height < 0 or shape != self._shape)
+        self._shape = shape
 
 
 class BbmScreen(Screen[None]):
@@ -49,26 +71,36 @@ class TitleBar(HorizontalGroup):
 
     def __init__(self, left: Content | str = "", right: Content | str = "", **kwargs) -> None:
         super().__init__(**kwargs)
-        self._left = Static(left, classes="title-left", markup=False)
-        self._right = Static(right, classes="title-right", markup=False)
+        self._left = LeanStatic(left, classes="title-left", markup=False)
+        self._right = LeanStatic(right, classes="title-right", markup=False, auto_width=True)
 
     def compose(self) -> ComposeResult:
         yield self._left
         yield self._right
 
-    def set_left(self, content: Content | str) -> None:
-        self._left.update(content)
+    def set_left(self, content: Content) -> None:
+        self._left.show(content)
 
-    def set_right(self, content: Content | str) -> None:
-        self._right.update(content)
+    def set_right(self, content: Content) -> None:
+        self._right.show(content)
 
 
-class ThoughtView(HorizontalGroup):
-    """One numbered thought: a gutter (number and status glyph), the text, and a dim line
-    with latency and tokens.
+GUTTER = 6  # "nnn ✓ ": the number, right-aligned, and the status glyph
 
-    While the thought streams, text is appended to this widget alone, so a token costs the
-    re-render of one thought, not of the whole trace.
+
+class ThoughtView(Widget):
+    """One numbered thought: a gutter (number and status glyph), the text wrapped beside it
+    with a hanging indent, and a dim line with latency and tokens.
+
+    One widget, drawing its own gutter, because a long trace has hundreds of these and a
+    re-layout of the screen costs every widget on it. While the thought streams, a token
+    repaints this widget alone, and asks for a re-layout only when the thought grows a line.
+    """
+
+    DEFAULT_CSS = """
+    ThoughtView {
+        height: auto;
+    }
     """
 
     def __init__(self, number: int, *, streaming: bool = False) -> None:
@@ -79,11 +111,8 @@ class ThoughtView(HorizontalGroup):
         self.step: Step | None = None
         self._raw = ""
         self._note = ""
-        self._gutter = Static(classes="gutter")
-        self._text = Static(classes="text")
-        self._meta = Static(classes="meta")
+        self._lines_cache: tuple[int, list[Content]] | None = None
         self.set_class(streaming, "-streaming")
-        self._show()
 
     @classmethod
     def of_step(cls, step: Step, *, wall_clock: bool = True) -> ThoughtView:
@@ -91,28 +120,33 @@ class ThoughtView(HorizontalGroup):
         view.finish(step, wall_clock=wall_clock)
         return view
 
-    def compose(self) -> ComposeResult:
-        yield self._gutter
-        with VerticalGroup(classes="body"):
-            yield self._text
-            yield self._meta
-
-    # -- what the stepper reports
+    # -- what is on show (for tests and copying)
 
     @property
     def text(self) -> str:
         return self._raw
 
+    @property
+    def shown(self) -> str:
+        """The body as drawn: text (with the cursor while streaming) and the dim line."""
+        return self._body().plain
+
+    @property
+    def meta(self) -> str:
+        return self._meta_line()
+
+    # -- what the stepper reports
+
     def append(self, delta: str) -> None:
         self._raw += delta
         self._note = ""
-        self._show()
+        self._changed()
 
     def restart(self, reason: str) -> None:
         """A retry after text had streamed: what was shown is void."""
         self._raw = ""
         self._note = f"retrying ({reason})"
-        self._show()
+        self._changed()
 
     def finish(self, step: Step, *, wall_clock: bool = True) -> None:
         self.step = step
@@ -120,7 +154,7 @@ class ThoughtView(HorizontalGroup):
         self.remove_class("-streaming")
         self._raw = step.text
         self._note = step_meta(step, wall_clock=wall_clock)
-        self._show()
+        self._changed()
 
     def set_status(self, status: Status) -> None:
         if status == self.status:
@@ -128,30 +162,53 @@ class ThoughtView(HorizontalGroup):
         self.status = status
         for name in ("plain", "ok", "mistake", "after"):
             self.set_class(name == status, f"-{name}")
-        self._show_gutter()
+        self._changed()
 
     # -- drawing
 
-    def _show(self) -> None:
-        # Static.update works before mounting too, so a view made from a saved step is
-        # complete by the time it is composed.
-        self._show_gutter()
+    def _changed(self) -> None:
+        width = self.content_size.width
+        before = len(self._lines(width)) if self._lines_cache and width > 0 else -1
+        self._lines_cache = None
+        after = len(self._lines(width)) if width > 0 else -2
+        self.refresh(layout=before != after)
+
+    def _meta_line(self) -> str:
+        return one_line(self._note or ("streaming…" if self.streaming else ""))
+
+    def _body(self) -> Content:
         if self.streaming:
             text = safe(self._raw).append(styled(CURSOR, "$accent"))
         elif self._raw:
             text = safe(self._raw)
         else:
             text = styled("(empty thought)", f"italic {MUTED}")
-        self._text.update(text)
-        note = self._note or ("streaming…" if self.streaming else "")
-        self._meta.update(safe_line(note))
-        self._meta.display = bool(note)
+        meta = self._meta_line()
+        if meta:
+            dim = DISABLED if self.status == "after" else MUTED
+            text = text.append("\n").append(styled(meta, f"italic {dim}"))
+        return text
 
-    def _show_gutter(self) -> None:
+    def _gutter(self) -> Content:
         if self.streaming:
             glyph, style = GLYPH_STREAMING, "$accent"
         else:
             glyph, style = _GLYPHS[self.status]
-        self._gutter.update(
-            Content.assemble((f"{self.number:>3} ", MUTED), (glyph, style))
-        )
+        return Content.assemble((f"{self.number:>3} ", MUTED), (glyph, style), " ")
+
+    def _lines(self, width: int) -> list[Content]:
+        """The thought drawn at `width`: gutter, then the body with a hanging indent."""
+        if self._lines_cache is not None and self._lines_cache[0] == width:
+            return self._lines_cache[1]
+        body = self._body().wrap(max(width - GUTTER, 8))
+        indent = Content(" " * GUTTER)
+        lines = [(self._gutter() if i == 0 else indent).append(line)
+                 for i, line in enumerate(body)]
+        self._lines_cache = (width, lines)
+        return lines
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines(width))
+
+    def render(self) -> Content:
+        return Content("\n").join(self._lines(self.content_size.width))

@@ -128,7 +128,7 @@ async def test_load_the_recorded_trace_to_label_it(store: Store) -> None:
         assert {step.origin for step in saved} == {"dataset"}
         views = list(trace_screen.query(ThoughtView))
         assert [view.text for view in views] == row.steps
-        assert "recorded in the dataset" in str(views[0].query_one(".meta").render())
+        assert "recorded in the dataset" in views[0].meta
 
 
 async def test_model_fields_are_prefilled_from_the_config() -> None:

@@ -62,7 +62,7 @@ async def test_hostile_text_renders_literally_everywhere(store: Store) -> None:
         assert_literal(shown(screen.query_one("#target", Static)))
         assert_literal(shown(screen.query_one("#answer", Static)))
         for view in screen.query(ThoughtView):
-            assert_literal(shown(view.query_one(".text")))
+            assert_literal(str(view.render()))
         title = shown(screen.query_one("#title-bar .title-left"))
         assert "[bold]x[/" in title and "\x1b" not in title
         # The copy is the raw text: it leaves as base64 in OSC 52, never as raw bytes.

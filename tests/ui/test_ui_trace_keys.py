@@ -51,7 +51,7 @@ async def test_n_generates_one_thought_and_commits_it(store: Store) -> None:
         assert [step.text for step in saved] == row.steps[:2]
         assert [view.text for view in finished_views(app)] == row.steps[:2]
         # Each thought shows its tokens; the title shows the running totals.
-        meta = str(finished_views(app)[0].query_one(".meta").render())
+        meta = finished_views(app)[0].meta
         assert "tok" in meta
         assert "2 calls" in str(screen.query_one("#title-bar .title-right").render())
 
@@ -87,7 +87,7 @@ async def test_escape_mid_stream_drops_the_half_thought(
 
         await wait_for(pilot, streaming_second, timeout=20)
         streaming = next(v for v in screen.query(ThoughtView) if v.streaming)
-        assert streaming.text and "▌" in str(streaming.query_one(".text").render())
+        assert streaming.text and "▌" in streaming.shown
         await pilot.press("escape")
         await wait_for(pilot, lambda: not screen.running)
         await pilot.pause(0.2)
@@ -244,13 +244,13 @@ async def test_resume_shows_the_saved_steps_latencies_and_label(store: Store) ->
         await pilot.press("j", "x")
         await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
         session_id = screen.trace.id
-        before = [(v.text, str(v.query_one(".meta").render()), v.status)
+        before = [(v.text, v.meta, v.status)
                   for v in finished_views(app)]
         title = str(screen.query_one("#title-bar .title-right").render())
     again = make_app(session_id=session_id, wall_clock=True)
     async with again.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot, store)
-        after = [(v.text, str(v.query_one(".meta").render()), v.status)
+        after = [(v.text, v.meta, v.status)
                  for v in finished_views(again)]
         assert after == before
         assert " s · " in before[0][1]  # latency and tokens were shown and came back
@@ -273,7 +273,7 @@ async def test_restart_failure_and_finish_reasons_are_shown(store: Store) -> Non
         screen._on_event(StepRestarted(3, "rate limited [bold]", 1.0))
         await pilot.pause()
         assert view.text == ""
-        assert "retrying (rate limited [bold])" in str(view.query_one(".meta").render())
+        assert "retrying (rate limited [bold])" in view.meta
         screen._drop_unfinished()
         await pilot.pause()
         for reason, words in (("step_limit", "step limit"), ("empty", "returned nothing"),
@@ -303,3 +303,33 @@ async def test_a_failed_step_is_one_clear_message_and_no_half_thought(
         assert not list(screen.query(ThoughtView))
         assert store.branch(trace.id) == []
         assert any(n.startswith("Thought 1 failed") for n in notifications(app))
+
+
+async def test_streaming_follows_the_bottom_unless_the_reader_moved_up(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The keys are tested above; here the actions are called directly, because Pilot's
+    # press waits for an idle CPU, which never comes while a trace streams.
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "1000")
+    app = make_app(task="dyck_languages", question=52)  # 126 short thoughts, the longest
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot)
+        scroll = screen.query_one("#thoughts")
+        screen.action_run()
+        await wait_for(pilot, lambda: len(screen.trace.steps) >= 16, timeout=30)
+        await pilot.pause(0.1)
+        assert scroll.max_scroll_y > 0
+        assert scroll.scroll_y >= scroll.max_scroll_y - 3  # following
+        screen.action_move(-1)  # the reader goes back to Thought 1
+        assert screen.selected == 1
+        steps = len(screen.trace.steps)
+        await wait_for(pilot, lambda: len(screen.trace.steps) >= steps + 2, timeout=30)
+        assert scroll.scroll_y == 0  # not yanked down
+        # Back at the last thought, it follows again.
+        screen.selected = len(screen.trace.steps) - 1
+        screen.action_move(1)
+        steps = len(screen.trace.steps)
+        await wait_for(pilot, lambda: len(screen.trace.steps) >= steps + 2, timeout=30)
+        await pilot.pause(0.1)
+        assert scroll.scroll_y >= scroll.max_scroll_y - 3
+        screen.action_stop()
