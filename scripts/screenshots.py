@@ -19,6 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = (120, 36)
+SHOTS = ("new-session", "streaming", "flagged", "sessions")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -134,11 +135,23 @@ async def sessions(out: Path) -> None:
         app.save_screenshot("sessions.svg", str(out))
 
 
+def preserve_spaces(svg: Path) -> None:
+    """Keep the indents when the SVG is drawn by librsvg (rsvg-convert), which otherwise drops
+    the leading no-break spaces of each text run; browsers draw it the same either way."""
+    text = svg.read_text(encoding="utf-8")
+    marker = '<svg class="rich-terminal"'
+    if "xml:space" not in text:
+        svg.write_text(text.replace(marker, '<svg xml:space="preserve" class="rich-terminal"', 1),
+                       encoding="utf-8")
+
+
 async def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for shot in (new_session, streaming, flagged, sessions):
         await shot(out)
         print(f"{shot.__name__}: done", file=sys.stderr)
+    for name in SHOTS:
+        preserve_spaces(out / f"{name}.svg")
 
 
 if __name__ == "__main__":
@@ -149,5 +162,5 @@ if __name__ == "__main__":
         os.environ["BBM_TUI_HOME"] = home
         os.environ["BBM_TUI_CONFIG"] = str(Path(home) / "config.toml")  # defaults, not yours
         asyncio.run(main(args.out.resolve()))
-        for name in ("new-session", "streaming", "flagged", "sessions"):
+        for name in SHOTS:
             print(args.out / f"{name}.svg")

@@ -164,7 +164,8 @@ class NewSessionScreen(BbmScreen):
                         yield Input(placeholder="Target answer (optional)", id="typed-target")
             with Vertical(id="model-side", classes="panel"):
                 yield Label("Model (any litellm model string)", classes="field-label")
-                yield Input(value=self._config.model, id="model")
+                yield Input(value=self._config.model, id="model",
+                            tooltip="replay/bbm replays the bundled dataset offline")
                 yield Label("API base", classes="field-label")
                 yield Input(value=self._config.api_base or "",
                             placeholder="the provider's default", id="api-base")
@@ -178,7 +179,8 @@ class NewSessionScreen(BbmScreen):
                                tooltip="The dataset's own steps, to label without generating")
                 yield Static(styled("for labelling fast, without generating", MUTED),
                              classes="hint", id="recorded-hint")
-                yield Button("Start", variant="primary", id="start")
+                yield Button("Start", variant="primary", id="start",
+                             tooltip="Create the session and open it (ctrl+r)")
                 yield Static(id="new-status", classes="hint")
         yield Footer()
 

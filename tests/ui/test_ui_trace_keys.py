@@ -333,3 +333,22 @@ async def test_streaming_follows_the_bottom_unless_the_reader_moved_up(
         await pilot.pause(0.1)
         assert scroll.scroll_y >= scroll.max_scroll_y - 3
         screen.action_stop()
+
+
+async def test_the_command_palette_offers_the_main_actions(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot)
+        commands = {command.title: command for command in app.get_system_commands(screen)}
+        for title in ("Step once", "Run to the answer", "Stop", "Flag the first mistake",
+                      "No mistake", "Undo the label", "Copy the trace", "New session",
+                      "Sessions", "Keys"):
+            assert title in commands, title
+        screen.selected = 2
+        commands["Flag the first mistake"].callback()
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        # And the palette itself opens on ctrl+p and finds them by name.
+        await pilot.press("ctrl+p")
+        await pilot.pause()
+        assert app.screen.__class__.__name__ == "CommandPalette"
