@@ -115,6 +115,8 @@ class NewSessionScreen(BbmScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "start", "start", id="new_start",
                 tooltip="Create the session and open it"),
+        Binding("ctrl+t", "toggle_source", "dataset/typed", id="new_toggle_source",
+                tooltip="Switch between a dataset question and a typed one"),
         Binding("slash", "search", "search", id="new_search",
                 tooltip="Search the dataset's questions (or type a number)"),
         Binding("escape", "back", "back", id="new_back",
@@ -197,6 +199,10 @@ class NewSessionScreen(BbmScreen):
         self.query_one("#source-panes", ContentSwitcher).current = f"source-{source}"
         if not self.query_one("#source", Tabs).has_focus:
             self.query_one("#typed-input" if source == "typed" else "#questions").focus()
+
+    def action_toggle_source(self) -> None:
+        tabs = self.query_one("#source", Tabs)
+        tabs.active = "dataset" if tabs.active == "typed" else "typed"
 
     def action_search(self) -> None:
         self.query_one("#source", Tabs).active = "dataset"
@@ -338,7 +344,7 @@ class NewSessionScreen(BbmScreen):
             )
             return
         trace = await asyncio.to_thread(create_trace, store, request)
-        await self.bbm_app.open_trace(trace)
+        self.bbm_app.open_trace(trace)
 
     def action_back(self) -> None:
         self.bbm_app.leave_screen(self)

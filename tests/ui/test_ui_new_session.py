@@ -28,6 +28,7 @@ async def new_session_screen(pilot) -> NewSessionScreen:
 async def opened_trace(pilot) -> TraceScreen:
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen))
     await pilot.pause()
+    assert notifications(pilot.app) == []  # no worker failed on the way
     return pilot.app.screen
 
 
