@@ -168,6 +168,11 @@ def fail(message: str, code: int = EXIT_FAILURE) -> int:
     return code
 
 
+def _os_problem(error: OSError, path: Path) -> str:
+    """E.g. "outdir: cannot use it: Is a directory", for a file a command reads and writes."""
+    return f"{error.filename or path}: cannot use it: {error.strerror or error}"
+
+
 def _load_config_or_none(args: argparse.Namespace):  # -> Config | None
     from bbm_tui.core.config import ConfigError, load_config
 
@@ -236,6 +241,8 @@ def run_command(args: argparse.Namespace) -> int:
         return fail(f"run stopped: {error}")
     except DatasetError as error:
         return fail(str(error), EXIT_USAGE)
+    except OSError as error:  # OUT is a folder, or in one that does not exist, or not ours
+        return fail(_os_problem(error, args.out), EXIT_USAGE)
     finally:
         store.close()
     print(
@@ -412,6 +419,8 @@ def find_command(args: argparse.Namespace) -> int:
         return fail(f"find stopped: {error}")
     except DatasetError as error:
         return fail(str(error), EXIT_USAGE)
+    except OSError as error:  # PREDS is a folder, or in one that does not exist, or not ours
+        return fail(_os_problem(error, args.out), EXIT_USAGE)
     progress = outcome.progress
     unpriced = f" (+ {progress.unpriced_calls} calls of unknown price)" * bool(
         progress.unpriced_calls)
