@@ -202,6 +202,29 @@ def test_a_utf8_byte_order_mark_is_read_past(tmp_path: Path) -> None:
     assert json.loads(result.out)["overall"]["traces"] == 3
 
 
+def test_an_out_file_that_cannot_be_used(tmp_path: Path) -> None:
+    """--out naming a folder, or a file in a folder that does not exist (an internal error
+    before)."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("mine")
+    before = Snapshot.of(folder / "keep.txt")
+    missing = tmp_path / "no-such-folder" / "out.jsonl"
+    source = tmp_path / f"{TASK}.jsonl"
+    source.write_bytes(b"\n".join(good_lines(1)) + b"\n")
+    commands = [(*command, "--out", str(out), "--no-progress")
+                for out in (folder, missing)
+                for command in (("run", "--input", str(source)),
+                                ("find", "--method", "direct-trace", "--input", str(source)))]
+    results = run_all(commands)
+    for result, where in zip(results, [folder, folder, missing, missing], strict=True):
+        reason = "Is a directory" if where == folder else "No such file or directory"
+        assert_refused(result, f"bbm-tui: {where}: cannot use it: {reason}")
+    assert Snapshot.of(folder / "keep.txt") == before
+    assert [p.name for p in folder.iterdir()] == ["keep.txt"]
+    assert not missing.parent.exists()
+
+
 # ------------------------------------------------------------------------------- the store
 
 def store_text(path: Path) -> str:
