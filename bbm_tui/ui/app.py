@@ -3,16 +3,19 @@ where worker failures become notifications.
 
 Nothing on the way to the first frame imports litellm or reads the dataset: the store opens in
 a thread, the dataset is read in a thread when the new-session screen asks for it, and litellm
-is imported in a thread once the first frame is on screen (`llm.warm_up`).
+is imported in a thread once the first frame is on screen (`llm.warm_up`). The other screens,
+the dialogs and the store's module are imported when first used, for the same reason: the
+first frame pays only for the new-session screen.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -23,17 +26,29 @@ from textual.worker import Worker, WorkerState
 
 from bbm_tui.core import llm
 from bbm_tui.core.config import Config
-from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.session import TraceSession
 from bbm_tui.core.stepper import StepperSettings
-from bbm_tui.core.store import Store, StoreError, Totals
 from bbm_tui.core.tasks import TASKS
 from bbm_tui.core.textsafe import one_line
-from bbm_tui.ui.dialogs import HelpScreen, KeyHelp, StoreErrorScreen
-from bbm_tui.ui.new_session import NewSessionScreen, create_trace, dataset_request
-from bbm_tui.ui.sessions import SessionsScreen
+from bbm_tui.ui.new_session import NewSessionScreen
 from bbm_tui.ui.text import MUTED, styled
-from bbm_tui.ui.trace_screen import TraceScreen
+
+if TYPE_CHECKING:
+    from bbm_tui.core.session import TraceSession
+    from bbm_tui.core.store import Store, Totals
+    from bbm_tui.ui.dialogs import KeyHelp
+    from bbm_tui.ui.trace_screen import TraceScreen
+
+
+def _trace_screen_class() -> type[TraceScreen]:
+    from bbm_tui.ui.trace_screen import TraceScreen
+
+    return TraceScreen
+
+
+def _is_trace_screen(screen: object) -> bool:
+    # Without importing the module: nothing can be one before it was imported.
+    module = sys.modules.get("bbm_tui.ui.trace_screen")
+    return module is not None and isinstance(screen, module.TraceScreen)
 
 EXIT_OK = 0
 EXIT_STORE_FAILED = 1
@@ -54,12 +69,19 @@ _WORKER_TITLES = {
 }
 
 
+class SplashScreen(Screen[None]):
+    """The bottom screen while a session given on the command line opens."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(styled("bbm-tui · opening…", MUTED), id="splash")
+
+
 class BbmApp(App[int]):
     """bbm-tui. `wall_clock=False` hides latencies and dates (for screenshots and snapshot
     tests that must not change between runs); `warm_up=False` skips importing litellm in the
     background (tests that never call a model)."""
 
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "bbm-tui"
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -98,20 +120,23 @@ class BbmApp(App[int]):
         self._start_session = session_id
         self._warm = warm_up
 
-    def compose(self) -> ComposeResult:
-        # The bottom screen, seen only while a session given on the command line opens.
-        yield Static(styled("bbm-tui · opening…", MUTED), id="splash")
+    def get_default_screen(self) -> Screen:
+        """The bottom screen: the new-session screen itself (no screen before it to pay
+        for), or a line of text while a session given on the command line opens."""
+        if self._start_session is None and self._start_question is None:
+            return NewSessionScreen(self.config, task=self._start_task)
+        return SplashScreen()
 
     def on_mount(self) -> None:
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
-        self._open_store()
+        # The store opens in a thread, after the first frame: nothing on it needs the store,
+        # and the thread would compete with it for the interpreter.
+        self.call_after_refresh(self._open_store)
         if self._start_session is not None:
             self.open_session(self._start_session)
-        elif self._start_task is not None and self._start_question is not None:
-            self._show_question(self._start_task, self._start_question)
-        else:
-            self.push_screen(NewSessionScreen(self.config, task=self._start_task))
+        elif self._start_question is not None:
+            self._show_question(self._start_task or "", self._start_question)
         if self._warm:
             self.call_after_refresh(self._warm_up)
 
@@ -124,6 +149,8 @@ class BbmApp(App[int]):
 
     @work(thread=True, group="store", exit_on_error=False)
     def _open_store(self) -> None:
+        from bbm_tui.core.store import Store, StoreError
+
         try:
             store = Store.open(self._store_path)
         except (StoreError, OSError) as error:
@@ -140,6 +167,8 @@ class BbmApp(App[int]):
         self._store_ready.set()
         # On top of whatever is there (popping a screen that is still composing is a race);
         # the app's keys that need the store check `store_error` and do nothing.
+        from bbm_tui.ui.dialogs import StoreErrorScreen
+
         await self.push_screen(StoreErrorScreen(message))
 
     async def wait_for_store(self) -> Store | None:
@@ -169,14 +198,31 @@ class BbmApp(App[int]):
 
     # -- moving between screens
 
+    def _home_index(self) -> int:
+        """Where the app stands: the open trace, else the first new-session screen. Screens
+        above it (sessions, a new session over a trace, dialogs) are ones Esc leaves."""
+        stack = self.screen_stack
+        for index in range(len(stack) - 1, -1, -1):
+            if _is_trace_screen(stack[index]):
+                return index
+        return next((index for index, screen in enumerate(stack)
+                     if isinstance(screen, NewSessionScreen)), 0)
+
     async def _pop_to(self, depth: int) -> None:
         """Pop screens until `depth` are left (1 = only the bottom one)."""
         while len(self.screen_stack) > depth:
             await self.pop_screen()
 
+    async def _pop_to_home(self) -> None:
+        await self._pop_to(self._home_index() + 1)
+
+    def can_leave(self, screen: Screen) -> bool:
+        stack = self.screen_stack
+        return bool(stack) and stack[-1] is screen and len(stack) - 1 > self._home_index()
+
     def leave_screen(self, screen: Screen) -> None:
         """Esc: back to the screen below, unless this is the one the app stands on."""
-        if self.screen is screen and len(self.screen_stack) > 2:
+        if self.can_leave(screen):
             self.pop_screen()
 
     def open_trace(self, trace: TraceSession, totals: Totals | None = None) -> None:
@@ -191,7 +237,7 @@ class BbmApp(App[int]):
         if totals is None:
             totals = await asyncio.to_thread(trace.totals)
         await self._pop_to(1)
-        await self.push_screen(TraceScreen(trace, totals))
+        await self.push_screen(_trace_screen_class()(trace, totals))
 
     def open_session(self, session_id: int) -> None:
         self._show_session(session_id)
@@ -201,9 +247,12 @@ class BbmApp(App[int]):
         store = await self.wait_for_store()
         if store is None:
             return
-        base = self.screen_stack[1] if len(self.screen_stack) > 1 else None
-        if isinstance(base, TraceScreen) and base.trace.id == session_id:
-            await self._pop_to(2)  # already open underneath
+        from bbm_tui.core.session import TraceSession
+        from bbm_tui.core.store import StoreError
+
+        home = self.screen_stack[self._home_index()]
+        if _is_trace_screen(home) and home.trace.id == session_id:  # type: ignore[attr-defined]
+            await self._pop_to_home()  # already open underneath
             return
         try:
             trace = await asyncio.to_thread(TraceSession.load, store, session_id)
@@ -211,7 +260,7 @@ class BbmApp(App[int]):
         except StoreError as error:
             self.notify(str(error), title="Cannot open the session", severity="error",
                         markup=False)
-            if len(self.screen_stack) == 1:
+            if isinstance(self.screen, SplashScreen):
                 await self.push_screen(NewSessionScreen(self.config))
             return
         await self._present(trace, totals)
@@ -219,12 +268,16 @@ class BbmApp(App[int]):
     @work(exclusive=True, group="open", exit_on_error=False)
     async def _show_question(self, task: str, number: int) -> None:
         """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
+        from bbm_tui.core.dataset import bundled_rows
+        from bbm_tui.ui.new_session import create_trace, dataset_request
+
         store = await self.wait_for_store()
         if store is None:
             return
         if task not in TASKS:
-            self.notify(f"Unknown task {task!r}; known tasks: {', '.join(TASKS)}",
-                        severity="error", markup=False)
+            problem = f"Unknown task {task!r}" if task else "--question needs --task"
+            self.notify(f"{problem}; the tasks: {', '.join(TASKS)}", severity="error",
+                        markup=False)
             await self.push_screen(NewSessionScreen(self.config))
             return
         rows = await asyncio.to_thread(bundled_rows, task)
@@ -240,41 +293,52 @@ class BbmApp(App[int]):
 
     def replace_deleted(self, screen: TraceScreen) -> None:
         """The session on show was deleted from the sessions screen: start afresh."""
-        self.switch_screen(NewSessionScreen(self.config, task=screen.trace.session.task))
+        below = self.screen_stack[-2] if len(self.screen_stack) > 1 else None
+        if isinstance(below, NewSessionScreen):
+            self.pop_screen()
+        else:
+            self.switch_screen(NewSessionScreen(self.config, task=screen.trace.session.task))
 
     def session_renamed(self, session_id: int) -> None:
         for screen in self.screen_stack:
-            if isinstance(screen, TraceScreen) and screen.trace.id == session_id:
-                screen.reload_session()
+            if _is_trace_screen(screen) and screen.trace.id == session_id:  # type: ignore[attr-defined]
+                screen.reload_session()  # type: ignore[attr-defined]
 
     # -- app-wide keys
 
     async def action_new_session(self) -> None:
         if self.store_error is not None or isinstance(self.screen, NewSessionScreen):
             return
-        await self._pop_to(2)
+        await self._pop_to_home()
         base = self.screen
         if isinstance(base, NewSessionScreen):
             return
-        task = base.trace.session.task if isinstance(base, TraceScreen) else None
+        task = base.trace.session.task if _is_trace_screen(base) else None  # type: ignore[attr-defined]
         await self.push_screen(NewSessionScreen(self.config, task=task))
 
     async def action_sessions(self) -> None:
+        from bbm_tui.ui.sessions import SessionsScreen
+
         if self.store_error is not None or isinstance(self.screen, SessionsScreen):
             return
-        await self._pop_to(2)
+        await self._pop_to_home()
         await self.push_screen(SessionsScreen())
 
     def action_help(self) -> None:
+        from bbm_tui.ui.dialogs import HelpScreen
+
         if isinstance(self.screen, HelpScreen):
             return
-        name = {TraceScreen: "the main screen", NewSessionScreen: "the new-session screen",
-                SessionsScreen: "the sessions screen"}.get(type(self.screen), "this screen")
+        name = {"TraceScreen": "the main screen", "NewSessionScreen": "the new-session screen",
+                "SessionsScreen": "the sessions screen"}.get(type(self.screen).__name__,
+                                                             "this screen")
         self.push_screen(HelpScreen(self.help_rows(), f"Keys on {name}"))
 
     def help_rows(self) -> list[KeyHelp]:
         """The keys active on the current screen, one row per action, as the keymap has them.
         Textual's own scrolling and focus keys are left out; quit and the palette stay."""
+        from bbm_tui.ui.dialogs import KeyHelp
+
         keys: dict[str, list[str]] = {}
         names: dict[str, tuple[str, str, str]] = {}
         for active in self.screen.active_bindings.values():
@@ -303,7 +367,8 @@ class BbmApp(App[int]):
         yield SystemCommand("Sessions", "Resume, rename or delete a saved session",
                             self.action_sessions)
         yield SystemCommand("Keys", "Every key on this screen", self.action_help)
-        if isinstance(screen, TraceScreen):
+        if _is_trace_screen(screen):
+            screen = cast("TraceScreen", screen)
             yield SystemCommand("Step once", "Generate the next thought", screen.action_step)
             yield SystemCommand("Run to the answer", "Generate until the answer",
                                 screen.action_run)

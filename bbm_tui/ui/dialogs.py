@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from pathlib import Path
+from typing import ClassVar, TypeVar
 
 from rich.table import Table
 from rich.text import Text
@@ -12,9 +13,24 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Checkbox, Input, Static
 
+from bbm_tui.core import llm
+from bbm_tui.core.tasks import Task
 from bbm_tui.ui.text import MUTED, safe, safe_line, styled
+
+_HERE = Path(__file__).parent
+
+R = TypeVar("R")
+
+
+class Dialog(ModalScreen[R]):
+    """A modal box in the middle of the screen; its styles load with the first one shown."""
+
+    CSS_PATH = _HERE / "dialogs.tcss"
+
+    def __init__(self) -> None:
+        super().__init__(classes="dialog-screen")
 
 
 @dataclass(frozen=True)
@@ -25,7 +41,7 @@ class KeyHelp:
     binding_id: str = ""
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(Dialog[None]):
     """Every key that works on the screen below, with its current binding (keymap applied)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -33,7 +49,7 @@ class HelpScreen(ModalScreen[None]):
     ]
 
     def __init__(self, rows: list[KeyHelp], title: str) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self.rows = rows
         self._title = title
 
@@ -69,7 +85,7 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-class ConfirmScreen(ModalScreen[bool]):
+class ConfirmScreen(Dialog[bool]):
     """Ask before doing something that cannot be undone."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -78,7 +94,7 @@ class ConfirmScreen(ModalScreen[bool]):
     ]
 
     def __init__(self, question: Content, confirm_label: str = "Delete") -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self._question = question
         self._confirm_label = confirm_label
 
@@ -99,7 +115,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(answer)
 
 
-class RenameScreen(ModalScreen[str | None]):
+class RenameScreen(Dialog[str | None]):
     """A new name for a session; Enter keeps it, Esc drops it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -107,7 +123,7 @@ class RenameScreen(ModalScreen[str | None]):
     ]
 
     def __init__(self, current: str) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self._current = current
 
     def compose(self) -> ComposeResult:
@@ -128,7 +144,99 @@ class RenameScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class StoreErrorScreen(ModalScreen[None]):
+class TypedQuestionScreen(Dialog[tuple[str, str | None] | None]):
+    """A question of one's own for the task: the text (several lines if need be) and,
+    optionally, the target answer to compare with."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+r", "submit", "start", id="typed_start"),
+        Binding("escape", "cancel", "cancel", id="typed_cancel"),
+    ]
+
+    def __init__(self, task: Task) -> None:
+        super().__init__()
+        self._question_task = task
+
+    def compose(self) -> ComposeResult:
+        # Imported here: a TextArea is costly, and only this dialog needs one.
+        from textual.widgets import TextArea
+
+        prefix = self._question_task.question_prefix or "(nothing: your text is the whole question)"
+        with Vertical(id="typed", classes="dialog"):
+            yield Static(styled(f"Type a {self._question_task.title.lower()} question", "bold"),
+                         classes="dialog-title")
+            yield Static(Content.assemble(("The model is asked: ", MUTED), (prefix, "bold"),
+                                          ("+ your text", MUTED)), id="typed-hint")
+            yield TextArea(id="typed-input", soft_wrap=True, show_line_numbers=False)
+            yield Input(placeholder="Target answer (optional)", id="typed-target")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Start (ctrl+r)", variant="primary", id="typed-start")
+                yield Button("Cancel (esc)", id="typed-cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#typed-input").focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "typed-start":
+            self.action_submit()
+        else:
+            self.action_cancel()
+
+    def action_submit(self) -> None:
+        text = self.query_one("#typed-input").text.strip()  # type: ignore[attr-defined]
+        if not text:
+            self.notify("Type a question first.", severity="warning", markup=False)
+            return
+        target = self.query_one("#typed-target", Input).value.strip() or None
+        self.dismiss((text, target))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ModelScreen(Dialog["llm.ModelSpec | None"]):
+    """The model a new session asks: any litellm model string, an api base, and the mode."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel", id="model_cancel"),
+    ]
+
+    def __init__(self, spec: llm.ModelSpec) -> None:
+        super().__init__()
+        self._spec = spec
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="model-dialog", classes="dialog"):
+            yield Static(styled("The model for this session", "bold"), classes="dialog-title")
+            yield Input(value=self._spec.model, id="model",
+                        placeholder="e.g. openai/gpt-4o-mini, or replay/bbm (offline)")
+            yield Input(value=self._spec.api_base or "", id="api-base",
+                        placeholder="the provider's default")
+            yield Checkbox("Text completion (base models); off: chat", id="completion",
+                           value=self._spec.mode == "completion")
+            yield Static(styled("enter to keep · esc to cancel · API keys stay in the "
+                                "environment", MUTED), classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#model").border_title = "Model (any litellm model string)"
+        self.query_one("#api-base").border_title = "API base"
+        self.query_one("#model").focus()
+
+    def on_input_submitted(self) -> None:
+        model = self.query_one("#model", Input).value.strip()
+        if not model:
+            self.notify("Give a model (e.g. replay/bbm, the offline replay).",
+                        severity="warning", markup=False)
+            return
+        api_base = self.query_one("#api-base", Input).value.strip() or None
+        mode = "completion" if self.query_one("#completion", Checkbox).value else "chat"
+        self.dismiss(llm.ModelSpec(model, api_base, mode))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class StoreErrorScreen(Dialog[None]):
     """The session store cannot be opened: say why and where, and let the person leave."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -136,7 +244,7 @@ class StoreErrorScreen(ModalScreen[None]):
     ]
 
     def __init__(self, message: str) -> None:
-        super().__init__(classes="dialog-screen")
+        super().__init__()
         self._message = message
 
     def compose(self) -> ComposeResult:

@@ -13,34 +13,23 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
-from textual.widgets import (
-    Button,
-    Checkbox,
-    ContentSwitcher,
-    Footer,
-    Input,
-    Label,
-    OptionList,
-    Select,
-    Static,
-    Tab,
-    Tabs,
-    TextArea,
-)
+from textual.widgets import Button, Checkbox, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from bbm_tui.core import llm
 from bbm_tui.core.config import Config
-from bbm_tui.core.dataset import TraceRow, bundled_rows
-from bbm_tui.core.session import NewTrace, TraceSession
-from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import TASKS, get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.text import MUTED, safe, safe_line, styled
-from bbm_tui.ui.widgets import BbmScreen, TitleBar
+from bbm_tui.ui.widgets import BbmScreen, KeysFooter, TitleBar
 
 if TYPE_CHECKING:
+    # At run time these are imported where used: this module is on the way to the first
+    # frame, and they are not.
+    from bbm_tui.core.dataset import TraceRow
+    from bbm_tui.core.session import NewTrace, TraceSession
+    from bbm_tui.core.store import Store
     from bbm_tui.ui.app import BbmApp
 
 _NUMBER = re.compile(r"^#?\s*(\d+)$")
@@ -64,6 +53,8 @@ class StartRequest:
 
 def create_trace(store: Store, request: StartRequest) -> TraceSession:
     """Blocking: create the session (and load the recorded trace); run it in a thread."""
+    from bbm_tui.core.session import TraceSession
+
     trace = TraceSession.create(store, request.trace, request.spec)
     if request.recorded_steps:
         trace.load_recorded(request.recorded_steps)
@@ -73,6 +64,8 @@ def create_trace(store: Store, request: StartRequest) -> TraceSession:
 def dataset_request(
     task: str, index: int, row: TraceRow, spec: llm.ModelSpec, *, recorded: bool
 ) -> StartRequest:
+    from bbm_tui.core.session import NewTrace
+
     trace = NewTrace(
         task=task,
         input=row.input,
@@ -109,27 +102,44 @@ def entry_prompt(entry: Entry) -> Content:
     )
 
 
+def spec_line(spec: llm.ModelSpec) -> Content:
+    """The model the session will ask: name, mode, and the api base when there is one."""
+    line = Content.assemble(safe_line(spec.model, 40).stylize("bold"), (f" · {spec.mode}", MUTED))
+    if spec.api_base:
+        line = line.append(styled(" · ", MUTED)).append(safe_line(spec.api_base, 40))
+    return line
+
+
 class NewSessionScreen(BbmScreen):
-    """Pick what to work on. Enter on a question (or ctrl+r, or Start) opens it."""
+    """Pick what to work on: a task, then a dataset question (enter starts it), or a typed
+    question (ctrl+t); the model comes from the config and can be changed here (ctrl+e).
+
+    This is the app's first frame, so it holds only what picking a question needs: every
+    widget on it is paid for before anything shows, and the typed question and the model
+    settings are dialogs built when asked for.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "start", "start", id="new_start",
-                tooltip="Create the session and open it"),
-        Binding("ctrl+t", "toggle_source", "dataset/typed", id="new_toggle_source",
-                tooltip="Switch between a dataset question and a typed one"),
+                tooltip="Create the session on the highlighted question and open it"),
+        Binding("ctrl+t", "type_question", "type a question", id="new_type_question",
+                tooltip="Type a question of your own instead of a dataset one"),
+        Binding("ctrl+e", "edit_model", "model", id="new_edit_model",
+                tooltip="Change the model, the api base or the mode for this session"),
         Binding("slash", "search", "search", id="new_search",
                 tooltip="Search the dataset's questions (or type a number)"),
         Binding("escape", "back", "back", id="new_back",
                 tooltip="Back to the screen below (when there is one)"),
     ]
 
-    # The list, not the search box, has the focus at first, so that single keys
+    # The question list, not the search box, has the focus at first, so that single keys
     # (s sessions, ? help, q quit) work at once; / goes to the search.
     AUTO_FOCUS = "#questions"
 
     def __init__(self, config: Config, *, task: str | None = None) -> None:
-        super().__init__(id="new-session")
-        self._config = config
+        super().__init__(classes="new-session")  # no id: two may be stacked for a moment
+        mode = config.mode if config.mode in llm.MODES else "chat"
+        self.spec = llm.ModelSpec(config.model, config.api_base, mode)  # type: ignore[arg-type]
         self.task_name = task if task in TASKS else next(iter(TASKS))
         self._entries: list[Entry] = []
         self._shown: list[Entry] = []
@@ -142,85 +152,83 @@ class NewSessionScreen(BbmScreen):
         yield TitleBar(styled("bbm-tui ─ new session", "bold"), id="title-bar")
         with Horizontal(id="new-body"):
             with Vertical(id="question-side", classes="panel"):
-                yield Label("Task", classes="field-label")
-                yield Select(
-                    [(task.title, task.name) for task in TASKS.values()],
-                    value=self.task_name, allow_blank=False, id="task",
+                yield Input(
+                    placeholder="/ to search the questions, or type a number (e.g. 17)",
+                    id="search",
                 )
-                # Tabs + ContentSwitcher rather than TabbedContent: that one switches back
-                # to whichever pane holds the focus, which fights a programmatic switch.
-                yield Tabs(Tab("From the dataset", id="dataset"),
-                           Tab("Type a question", id="typed"), id="source")
-                with ContentSwitcher(initial="source-dataset", id="source-panes"):
-                    with Vertical(id="source-dataset"):
-                        yield Input(
-                            placeholder="/ to search the questions, or type a number (e.g. 17)",
-                            id="search",
-                        )
-                        yield Static(id="match-count", classes="hint")
-                        yield OptionList(id="questions")
-                        yield Static(id="question-preview")
-                    with Vertical(id="source-typed"):
-                        yield Static(id="typed-hint", classes="hint")
-                        yield TextArea(id="typed-input", soft_wrap=True, show_line_numbers=False)
-                        yield Input(placeholder="Target answer (optional)", id="typed-target")
+                yield Static(id="match-count", classes="hint")
+                yield OptionList(id="questions")
+                yield Static(id="question-preview")
             with Vertical(id="model-side", classes="panel"):
-                yield Label("Model (any litellm model string)", classes="field-label")
-                yield Input(value=self._config.model, id="model",
-                            tooltip="replay/bbm replays the bundled dataset offline")
-                yield Label("API base", classes="field-label")
-                yield Input(value=self._config.api_base or "",
-                            placeholder="the provider's default", id="api-base")
-                yield Label("Mode", classes="field-label")
-                yield Select(
-                    [("chat", "chat"), ("completion (base models)", "completion")],
-                    value=self._config.mode if self._config.mode in llm.MODES else "chat",
-                    allow_blank=False, id="mode",
+                yield OptionList(
+                    *[Option(task.title, id=task.name) for task in TASKS.values()],
+                    id="tasks",
                 )
+                yield Static(spec_line(self.spec), id="model-line")
+                yield Static(styled("ctrl+e to change it", MUTED), classes="hint")
                 yield Checkbox("Load the recorded trace", id="recorded",
                                tooltip="The dataset's own steps, to label without generating")
-                yield Static(styled("for labelling fast, without generating", MUTED),
-                             classes="hint", id="recorded-hint")
                 yield Button("Start", variant="primary", id="start",
                              tooltip="Create the session and open it (ctrl+r)")
                 yield Static(id="new-status", classes="hint")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.query_one("#question-side").border_title = "Question"
-        self.query_one("#model-side").border_title = "Model"
-        self.query_one("#questions", OptionList).loading = True
-        self._show_typed_hint()
-        self._load_rows(self.task_name)
-
-    @on(Tabs.TabActivated, "#source")
-    def _source_switched(self, event: Tabs.TabActivated) -> None:
-        source = event.tab.id or "dataset"
-        self.query_one("#source-panes", ContentSwitcher).current = f"source-{source}"
-        if not self.query_one("#source", Tabs).has_focus:
-            self.query_one("#typed-input" if source == "typed" else "#questions").focus()
-
-    def action_toggle_source(self) -> None:
-        tabs = self.query_one("#source", Tabs)
-        tabs.active = "dataset" if tabs.active == "typed" else "typed"
+        self.query_one("#model-side").border_title = "Task and model"
+        self.query_one("#tasks", OptionList).highlighted = list(TASKS).index(self.task_name)
+        self._show_loading()
+        # After the first frame: hundreds of options are work the first frame can do without.
+        self.call_after_refresh(self._load_rows, self.task_name)
 
     def action_search(self) -> None:
-        self.query_one("#source", Tabs).active = "dataset"
         self.query_one("#search", Input).focus()
 
-    # -- the dataset's questions (read in a thread: the first read parses a JSONL file)
+    def action_type_question(self) -> None:
+        from bbm_tui.core.session import NewTrace
+        from bbm_tui.ui.dialogs import TypedQuestionScreen
 
-    @on(Select.Changed, "#task")
-    def _task_changed(self, event: Select.Changed) -> None:
-        if event.value == self.task_name or not isinstance(event.value, str):
+        def typed(result: tuple[str, str | None] | None) -> None:
+            if result is not None:
+                text, target = result
+                self._begin(StartRequest(NewTrace(self.task_name, text, target), self.spec))
+
+        self.app.push_screen(TypedQuestionScreen(get_task(self.task_name)), typed)
+
+    def action_edit_model(self) -> None:
+        from bbm_tui.ui.dialogs import ModelScreen
+
+        def edited(spec: llm.ModelSpec | None) -> None:
+            if spec is not None:
+                self.spec = spec
+                self.query_one("#model-line", Static).update(spec_line(spec))
+
+        self.app.push_screen(ModelScreen(self.spec), edited)
+
+    # -- the task, and the dataset's questions (read in a thread: the first read parses a
+    # JSONL file)
+
+    @on(OptionList.OptionHighlighted, "#tasks")
+    def _task_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self.select_task(event.option.id or self.task_name)
+
+    def select_task(self, name: str) -> None:
+        if name == self.task_name or name not in TASKS:
             return
-        self.task_name = event.value
-        self.query_one("#questions", OptionList).loading = True
-        self._show_typed_hint()
-        self._load_rows(self.task_name)
+        self.task_name = name
+        tasks = self.query_one("#tasks", OptionList)
+        tasks.highlighted = list(TASKS).index(name)
+        self._show_loading()
+        self._load_rows(name)
+
+    @on(OptionList.OptionSelected, "#tasks")
+    def _task_chosen(self) -> None:
+        self.query_one("#questions", OptionList).focus()
 
     @work(thread=True, exclusive=True, group="dataset", exit_on_error=False)
     def _load_rows(self, task: str) -> None:
+        from bbm_tui.core.dataset import bundled_rows
+
         rows = bundled_rows(task)
         entries = [
             Entry(index, row, f"{row.input}\n{row.target}".lower())
@@ -233,8 +241,12 @@ class NewSessionScreen(BbmScreen):
         if task != self.task_name:
             return
         self._entries = entries
-        self.query_one("#questions", OptionList).loading = False
         self._apply_filter()
+
+    def _show_loading(self) -> None:
+        # A line of text rather than `loading = True`: the spinner is a widget and a timer,
+        # and this screen is the app's first frame.
+        self.query_one("#match-count", Static).update(styled("Reading the questions…", MUTED))
 
     @on(Input.Changed, "#search")
     def _search_changed(self) -> None:
@@ -291,14 +303,6 @@ class NewSessionScreen(BbmScreen):
             safe_line(entry.row.target),
         ))
 
-    def _show_typed_hint(self) -> None:
-        prefix = get_task(self.task_name).question_prefix or "(nothing: the text is the question)"
-        self.query_one("#typed-hint", Static).update(Content.assemble(
-            ("The model is asked: ", MUTED),
-            (prefix, "bold"),
-            ("+ your text", MUTED),
-        ))
-
     # -- starting
 
     @on(Button.Pressed, "#start")
@@ -308,28 +312,20 @@ class NewSessionScreen(BbmScreen):
     def action_start(self) -> None:
         request = self._request()
         if request is not None:
-            self.query_one("#new-status", Static).update(styled("Opening…", MUTED))
-            self._start(request)
+            self._begin(request)
+
+    def _begin(self, request: StartRequest) -> None:
+        self.query_one("#new-status", Static).update(styled("Opening…", MUTED))
+        self._start(request)
 
     def _request(self) -> StartRequest | None:
-        """What the form says, or None (after saying what is missing)."""
-        model = self.query_one("#model", Input).value.strip()
-        if not model:
-            return self._refuse("Give a model (e.g. replay/bbm, the offline replay).")
-        api_base = self.query_one("#api-base", Input).value.strip() or None
-        mode = self.query_one("#mode", Select).value
-        spec = llm.ModelSpec(model, api_base, mode if mode in llm.MODES else "chat")  # type: ignore[arg-type]
-        if self.query_one("#source", Tabs).active == "typed":
-            text = self.query_one("#typed-input", TextArea).text.strip()
-            if not text:
-                return self._refuse("Type a question first.")
-            target = self.query_one("#typed-target", Input).value.strip() or None
-            return StartRequest(NewTrace(task=self.task_name, input=text, target=target), spec)
+        """What the screen says, or None (after saying what is missing)."""
         entry = self.selected_entry()
         if entry is None:
             return self._refuse("Pick a question first.")
         recorded = self.query_one("#recorded", Checkbox).value
-        return dataset_request(self.task_name, entry.index, entry.row, spec, recorded=recorded)
+        return dataset_request(self.task_name, entry.index, entry.row, self.spec,
+                               recorded=recorded)
 
     def _refuse(self, message: str) -> None:
         self.notify(message, severity="warning", markup=False)
@@ -345,6 +341,11 @@ class NewSessionScreen(BbmScreen):
             return
         trace = await asyncio.to_thread(create_trace, store, request)
         self.bbm_app.open_trace(trace)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back":  # greyed out where there is nothing to go back to
+            return True if self.bbm_app.can_leave(self) else None
+        return True
 
     def action_back(self) -> None:
         self.bbm_app.leave_screen(self)

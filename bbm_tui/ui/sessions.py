@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -11,12 +12,14 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.content import Content
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from bbm_tui.core.store import SessionSummary
 from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_cell, safe_line, styled
-from bbm_tui.ui.widgets import BbmScreen, TitleBar
+from bbm_tui.ui.widgets import BbmScreen, KeysFooter, TitleBar
+
+_HERE = Path(__file__).parent
 
 if TYPE_CHECKING:
     from bbm_tui.ui.app import BbmApp
@@ -43,6 +46,8 @@ def when_cell(timestamp: float, *, wall_clock: bool) -> Text:
 
 
 class SessionsScreen(BbmScreen):
+    CSS_PATH = _HERE / "sessions.tcss"
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "resume", "resume", id="sessions_resume",
                 tooltip="Open the selected session as it was saved"),
@@ -54,7 +59,7 @@ class SessionsScreen(BbmScreen):
     ]
 
     def __init__(self) -> None:
-        super().__init__(id="sessions")
+        super().__init__(classes="sessions")
         self._summaries: dict[int, SessionSummary] = {}
 
     @property
@@ -67,7 +72,7 @@ class SessionsScreen(BbmScreen):
                        id="title-bar")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="sessions-empty", classes="hint")
-        yield Footer()
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

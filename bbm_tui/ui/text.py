@@ -7,11 +7,15 @@ Everything that came from a model, the dataset, the person or an exception passe
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.content import Content
 
-from bbm_tui.core.store import Step, Totals
 from bbm_tui.core.textsafe import one_line, printable
+
+if TYPE_CHECKING:
+    from bbm_tui.core.store import Step, Totals
 
 # Status glyphs, as in the paper's labelling UI: correct before the first mistake, the first
 # mistake itself, and the rest after it (not judged, shown dimmed).

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, work
@@ -18,7 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from bbm_tui.core import llm
 from bbm_tui.core.session import TraceSession
@@ -35,7 +36,9 @@ from bbm_tui.core.store import Label, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, format_totals, safe, safe_line, styled
-from bbm_tui.ui.widgets import BbmScreen, LeanStatic, Status, ThoughtView, TitleBar
+from bbm_tui.ui.widgets import BbmScreen, KeysFooter, LeanStatic, Status, ThoughtView, TitleBar
+
+_HERE = Path(__file__).parent
 
 if TYPE_CHECKING:
     from bbm_tui.ui.app import BbmApp
@@ -89,6 +92,8 @@ class Pane(VerticalScroll, can_focus=False):
 
 
 class TraceScreen(BbmScreen):
+    CSS_PATH = _HERE / "trace.tcss"
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "step", "step", id="step",
                 tooltip="Generate the next thought (one model call)"),
@@ -112,7 +117,7 @@ class TraceScreen(BbmScreen):
     ]
 
     def __init__(self, trace: TraceSession, totals: Totals) -> None:
-        super().__init__(id=f"trace-{trace.id}", classes="trace-screen")
+        super().__init__(classes="trace-screen")
         self.trace = trace
         self.totals = totals
         # On resume, start at the flagged mistake: that is what a reviewer looks at first.
@@ -150,7 +155,7 @@ class TraceScreen(BbmScreen):
                         yield ThoughtView.of_step(step, wall_clock=wall_clock)
                 yield LeanStatic(id="run-status")
         # The palette (ctrl+p) is listed in the help screen; the footer needs the room.
-        yield Footer(show_command_palette=False)
+        yield KeysFooter(show_command_palette=False)
 
     def on_mount(self) -> None:
         self._show_title()

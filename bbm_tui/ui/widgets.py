@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
@@ -10,10 +10,9 @@ from textual.content import Content
 from textual.geometry import Size
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 from textual.worker import Worker
 
-from bbm_tui.core.store import Step
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.text import (
     CURSOR,
@@ -27,6 +26,9 @@ from bbm_tui.ui.text import (
     step_meta,
     styled,
 )
+
+if TYPE_CHECKING:
+    from bbm_tui.core.store import Step
 
 Status = Literal["plain", "ok", "mistake", "after"]
 
@@ -56,6 +58,20 @@ class LeanStatic(Static):
         shape = (height, content.cell_length if self._auto_width else 0)
         self.update(content, layout=height < 0 or shape != self._shape)
         self._shape = shape
+
+
+class KeysFooter(Footer):
+    """A Footer that shows the screen's keys in its first frame.
+
+    Textual's Footer draws nothing until the screen announces its bindings, and then
+    recomposes a frame later; on the app's first screen that put the keys a few hundred
+    milliseconds after everything else. The screen's and the app's bindings are known when
+    the Footer is composed, so it may as well draw them then (later changes still recompose).
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._bindings_ready = True  # Textual's own flag (textual 8): "bindings are known"
 
 
 class BbmScreen(Screen[None]):

@@ -6,12 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from textual.widgets import Checkbox, Input, OptionList, Select, Tabs, TextArea
+from textual.widgets import Checkbox, Input, OptionList, TextArea
 from ui_helpers import SIZE, make_app, notifications, wait_for
 
+from bbm_tui.core import llm
 from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import Store
+from bbm_tui.ui.dialogs import ModelScreen, TypedQuestionScreen
 from bbm_tui.ui.new_session import Entry, NewSessionScreen, filter_entries
 from bbm_tui.ui.trace_screen import TraceScreen
 from bbm_tui.ui.widgets import ThoughtView
@@ -65,7 +67,10 @@ async def test_pick_a_question_by_search_in_another_task(store: Store) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         screen = await new_session_screen(pilot)
-        screen.query_one("#task", Select).value = "multistep_arithmetic"
+        # The task list: down three times from word sorting.
+        screen.query_one("#tasks", OptionList).focus()
+        await pilot.press("down", "down", "down")
+        assert screen.task_name == "multistep_arithmetic"
         rows = bundled_rows("multistep_arithmetic")
         await wait_for(pilot, lambda: screen.query_one("#questions", OptionList).option_count
                        == len(rows))
@@ -84,18 +89,28 @@ async def test_pick_a_question_by_search_in_another_task(store: Store) -> None:
         assert trace_screen.trace.session.task == "multistep_arithmetic"
 
 
-async def test_type_a_question_with_an_optional_target(store: Store) -> None:
+async def test_type_a_question_with_an_optional_target_and_another_model(
+    store: Store,
+) -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        screen = await new_session_screen(pilot)
-        screen.query_one("#source", Tabs).active = "typed"
-        await pilot.pause()
-        screen.query_one("#typed-input", TextArea).text = "pear apple fig"
-        screen.query_one("#typed-target", Input).value = "apple fig pear"
-        screen.query_one("#model", Input).value = "openai/some-model"
-        screen.query_one("#api-base", Input).value = "http://127.0.0.1:9/v1"
-        screen.query_one("#mode", Select).value = "completion"
-        await pilot.click("#start")
+        await new_session_screen(pilot)
+        # ctrl+e: the model for this session.
+        await pilot.press("ctrl+e")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        app.screen.query_one("#model", Input).value = "openai/some-model"
+        app.screen.query_one("#api-base", Input).value = "http://127.0.0.1:9/v1"
+        app.screen.query_one("#completion", Checkbox).value = True
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        assert "openai/some-model" in str(app.screen.query_one("#model-line").render())
+        # ctrl+t: a question of one's own.
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: isinstance(app.screen, TypedQuestionScreen))
+        assert "Sort the following words" in str(app.screen.query_one("#typed-hint").render())
+        app.screen.query_one("#typed-input", TextArea).text = "pear apple fig"
+        app.screen.query_one("#typed-target", Input).value = "apple fig pear"
+        await pilot.press("ctrl+r")
         trace_screen = await opened_trace(pilot)
         saved = store.session(trace_screen.trace.id)
         assert (saved.input, saved.target, saved.dataset_index) == (
@@ -104,16 +119,18 @@ async def test_type_a_question_with_an_optional_target(store: Store) -> None:
             "openai/some-model", "http://127.0.0.1:9/v1", "completion")
 
 
-async def test_typed_question_needs_text() -> None:
+async def test_typed_question_needs_text_and_esc_cancels() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        screen = await new_session_screen(pilot)
-        screen.query_one("#source", Tabs).active = "typed"
-        await pilot.pause()
+        await new_session_screen(pilot)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: isinstance(app.screen, TypedQuestionScreen))
         await pilot.press("ctrl+r")
         await pilot.pause()
-        assert isinstance(app.screen, NewSessionScreen)
+        assert isinstance(app.screen, TypedQuestionScreen)
         assert any("Type a question" in note for note in notifications(app))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
 
 
 async def test_load_the_recorded_trace_to_label_it(store: Store) -> None:
@@ -132,15 +149,23 @@ async def test_load_the_recorded_trace_to_label_it(store: Store) -> None:
         assert "recorded in the dataset" in views[0].meta
 
 
-async def test_model_fields_are_prefilled_from_the_config() -> None:
+async def test_the_model_comes_from_the_config() -> None:
     config = Config(model="openai/gpt-4o-mini", api_base="http://localhost:8000/v1",
                     mode="completion")
     app = make_app(config)
     async with app.run_test(size=SIZE) as pilot:
         screen = await new_session_screen(pilot)
-        assert screen.query_one("#model", Input).value == "openai/gpt-4o-mini"
-        assert screen.query_one("#api-base", Input).value == "http://localhost:8000/v1"
-        assert screen.query_one("#mode", Select).value == "completion"
+        assert screen.spec == llm.ModelSpec("openai/gpt-4o-mini", "http://localhost:8000/v1",
+                                            "completion")
+        line = str(screen.query_one("#model-line").render())
+        assert "openai/gpt-4o-mini" in line and "completion" in line
+        await pilot.press("ctrl+e")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        assert app.screen.query_one("#model", Input).value == "openai/gpt-4o-mini"
+        assert app.screen.query_one("#completion", Checkbox).value is True
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        assert screen.spec.model == "openai/gpt-4o-mini"
 
 
 async def test_command_line_question_opens_it_directly(store: Store) -> None:

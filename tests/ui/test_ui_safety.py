@@ -85,10 +85,9 @@ async def test_hostile_typed_question_and_error_message(
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
-        screen = app.screen
-        screen.query_one("#source").active = "typed"
-        await pilot.pause()
-        screen.query_one("#typed-input").text = " ".join(HOSTILE)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: app.screen.query("#typed-input"))
+        app.screen.query_one("#typed-input").text = " ".join(HOSTILE)
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         await pilot.pause()
