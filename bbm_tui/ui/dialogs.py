@@ -214,13 +214,22 @@ class ModelScreen(Dialog["llm.ModelSpec | None"]):
                         placeholder="the provider's default")
             yield Checkbox("Text completion (base models); off: chat", id="completion",
                            value=self._spec.mode == "completion")
-            yield Static(styled("enter to keep · esc to cancel · API keys stay in the "
-                                "environment", MUTED), classes="dialog-hint")
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Keep (enter)", variant="primary", id="model-keep")
+                yield Button("Cancel (esc)", id="model-cancel")
+            yield Static(styled("API keys stay in the environment (e.g. OPENAI_API_KEY).",
+                                MUTED), classes="dialog-hint")
 
     def on_mount(self) -> None:
         self.query_one("#model").border_title = "Model (any litellm model string)"
         self.query_one("#api-base").border_title = "API base"
         self.query_one("#model").focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "model-keep":
+            self.on_input_submitted()
+        else:
+            self.action_cancel()
 
     def on_input_submitted(self) -> None:
         model = self.query_one("#model", Input).value.strip()
