@@ -1,0 +1,359 @@
+"""SIGKILL at random moments: a headless `bbm-tui run` and the app (in a real pseudo-terminal,
+running to the answer with `r`), then the store and OUT checked, then a resume.
+
+After each kill: `PRAGMA integrity_check` passes; every step that was committed before the
+kill is still there, unchanged; every session's branch is a prefix of its question's recorded
+trace, numbered 1..n, with no step stored twice and one call per step; one session per question;
+OUT holds only whole rows, each the dataset's row. Resuming (`run` again with the same
+arguments; the app with `--session ID` and `r`) keeps every step it found (same ids), adds the
+rest, and ends with exactly the dataset's trace, nothing twice.
+
+The moments come from a seeded generator (BBM_TUI_KILL_SEED, printed); where the kill lands
+still depends on the machine's speed, which is the point. The processes are forked from a
+server that has imported litellm already (tests/kill_targets.py) so that twenty kills take
+seconds, not minutes; `test_cold_*` kill fresh `python -m bbm_tui` processes the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.store import DATABASE_NAME
+from bbm_tui.core.tasks import extract_answer
+from tests.kill_targets import (
+    Child,
+    ColdChild,
+    ForkServer,
+    SavedStep,
+    Terminal,
+    check_sessions,
+    committed_steps,
+    integrity,
+    query,
+    screen_text,
+    snapshot,
+)
+
+SEED = int(os.environ.get("BBM_TUI_KILL_SEED", "20250611"))
+RUN_KILLS = 12
+APP_KILLS = 8
+RUN_TASKS = ("word_sorting", "logical_deduction", "multistep_arithmetic",
+             "tracking_shuffled_objects", "dyck_languages")
+APP_TASKS = ("word_sorting", "logical_deduction", "dyck_languages")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer]:
+    forks = ForkServer()
+    yield forks
+    forks.close()
+
+
+def environment(home: Path, pace: int) -> dict[str, str | None]:
+    return {
+        "BBM_TUI_HOME": str(home),
+        "BBM_TUI_CONFIG": str(home.parent / "no-config.toml"),
+        "BBM_TUI_REPLAY_TPS": str(pace),
+        "TERM": "xterm-256color",
+        "BBM_TUI_DEBUG": None,
+    }
+
+
+def kill_when(child: Child | ColdChild, db: Path, rng: random.Random, total: int,
+              early: bool) -> tuple[dict[int, SavedStep], str]:
+    """Kill the child at a random moment: `early`, a random time into its start (the store
+    being created, the sessions made, the first step streaming), else once a random number of
+    steps are committed, plus a few random milliseconds (mid-stream, mid-commit, mid-write of
+    OUT). Returns the steps committed just before the kill, and where it was aimed."""
+    if early:
+        delay = rng.uniform(0.0, 0.25)
+        aim = f"{delay * 1000:.0f} ms into it"
+        time.sleep(delay)
+        before = snapshot(db)
+    else:
+        target = rng.randint(1, max(1, int(total * 0.85)))
+        delay = rng.uniform(0.0, 0.04)
+        aim = f"{delay * 1000:.0f} ms after step {target} of {total}"
+        deadline = time.monotonic() + 60
+        while committed_steps(db) < target:
+            assert child.poll() is None, f"it ended ({child.poll()}) first: {child.stderr}"
+            assert time.monotonic() < deadline, "no progress in a minute"
+            time.sleep(0.005)
+        before = snapshot(db)
+        time.sleep(delay)
+    return before, aim
+
+
+def assert_kept(before: dict[int, SavedStep], after: dict[int, SavedStep]) -> None:
+    """Every step committed before is still there, exactly as it was (same id)."""
+    lost = [step for step_id, step in before.items() if after.get(step_id) != step]
+    assert not lost, f"{len(lost)} committed steps lost or changed, e.g. {lost[0]}"
+
+
+# ---------------------------------------------------------------------------- run
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    index: int
+    task: str
+    limit: int
+    concurrency: int
+    pace: int
+    early: bool = False
+
+    @classmethod
+    def draw(cls, rng: random.Random, index: int, early: bool) -> RunPlan:
+        task = rng.choice(RUN_TASKS)
+        limit = rng.randint(2, 3) if task == "dyck_languages" else rng.randint(3, 6)
+        return cls(index, task, limit, rng.randint(2, 4), rng.choice((300, 600, 1000, 2000)),
+                   early)
+
+    def argv(self, out: Path) -> list[str]:
+        return ["run", "--dataset", "--task", self.task, "--limit", str(self.limit),
+                "--concurrency", str(self.concurrency), "--out", str(out), "--no-progress"]
+
+
+def out_rows(out: Path) -> tuple[list[bytes], bytes]:
+    """OUT's whole lines and what follows the last newline (a line cut off by the kill)."""
+    data = out.read_bytes() if out.exists() else b""
+    *lines, tail = data.split(b"\n")
+    return lines, tail
+
+
+def assert_dataset_row(line: bytes, by_input: dict, model: str = "replay/bbm") -> str:
+    value = json.loads(line)
+    row = by_input[value["input"]]
+    assert value["steps"] == row.steps
+    assert value["answer"] == extract_answer(row.steps[-1])
+    assert value["target"] == row.target
+    assert value["mistake_index"] is None
+    assert value["model"] == model
+    assert set(value) == {"input", "steps", "answer", "target", "mistake_index", "model",
+                          "latency_s"}
+    return value["input"]
+
+
+def kill_and_resume_run(server: ForkServer, root: Path, plan: RunPlan, attempt: int,
+                        cold: bool = False) -> str | None:
+    """One kill; None when the run finished before the kill landed (then try again)."""
+    rng = random.Random(f"{SEED}-run-{plan.index}-{attempt}")
+    home = root / f"run-{plan.index}-{attempt}" / "home"
+    home.mkdir(parents=True)
+    db, out = home / DATABASE_NAME, home.parent / "out.jsonl"
+    rows = bundled_rows(plan.task)[: plan.limit]
+    by_input = {row.input: row for row in rows}
+    expected = {row.input: row.steps for row in rows}
+    total = sum(len(row.steps) for row in rows)
+    argv = plan.argv(out)
+    stderr = home.parent / "stderr"
+    if cold:
+        child: Child | ColdChild = ColdChild(argv, environment(home, plan.pace), stderr=stderr)
+    else:
+        child = server.spawn(argv, environment(home, plan.pace), stderr=stderr)
+    before, aim = kill_when(child, db, rng, total, plan.early)
+    code = child.kill()
+    if code != -9:
+        assert code == 0, child.stderr
+        return None
+
+    # The store and OUT as the kill left them.
+    after = snapshot(db)
+    lines, tail = out_rows(out)
+    where = (f"{plan} killed {aim}: {len(after)} steps saved, {len(lines)} rows in OUT"
+             f"{', a cut line' if tail else ''} (seed {SEED})")
+    if db.exists():
+        assert integrity(db) == "ok", where
+    assert_kept(before, after)
+    if after:
+        check_sessions(db, expected, complete=False)
+        sources = query(db, "SELECT DISTINCT source, model FROM sessions")
+        assert sources == [("run", "replay/bbm")], where
+    written = [assert_dataset_row(line, by_input) for line in lines]
+    assert len(set(written)) == len(written), f"a row twice in OUT: {where}"
+    finished = check_sessions(db, expected, complete=False) if after else {}
+    for input_text in written:  # a row is written only once its trace is saved in full
+        assert len(finished[input_text]) == len(expected[input_text]), where
+
+    # Resume: the same command again (instantly paced: the pace is not an argument).
+    resume_err = home.parent / "stderr-resume"
+    if cold:
+        again: Child | ColdChild = ColdChild(argv, environment(home, 0), stderr=resume_err)
+    else:
+        again = server.spawn(argv, environment(home, 0), stderr=resume_err)
+    assert again.wait(120) == 0, again.stderr
+    summary = again.stderr
+    assert f"{plan.limit - len(written)} traces written" in summary, summary
+    assert f"{len(written)} already there, 0 failed" in summary, summary
+    assert "locked" not in summary and "internal error" not in summary
+    assert integrity(db) == "ok", where
+    final = snapshot(db)
+    assert_kept(after, final)  # it went on from where it stopped: nothing redone
+    sessions = check_sessions(db, expected, complete=True)
+    assert set(sessions) == set(expected), where
+    assert len(final) == total, where
+    lines_after, tail_after = out_rows(out)
+    assert tail_after == b"", where
+    assert lines_after[: len(lines)] == lines, f"rows already in OUT were rewritten: {where}"
+    assert sorted(assert_dataset_row(line, by_input) for line in lines_after) == sorted(
+        expected), where
+    return where
+
+
+def run_until_killed(server: ForkServer, root: Path, plan: RunPlan, cold: bool = False) -> str:
+    for attempt in range(4):
+        where = kill_and_resume_run(server, root, plan, attempt, cold)
+        if where is not None:
+            return where
+    raise AssertionError(f"{plan}: the run finished before every kill (seed {SEED})")
+
+
+def test_run_killed_at_random_moments_resumes_exactly(server: ForkServer,
+                                                        tmp_path: Path) -> None:
+    rng = random.Random(SEED)
+    # Two of them early: while the store is created and the sessions made.
+    plans = [RunPlan.draw(rng, index, early=index % 6 == 5) for index in range(RUN_KILLS)]
+    print(f"\nkill seed {SEED} (set BBM_TUI_KILL_SEED to replay another)")
+    with ThreadPoolExecutor(3) as pool:
+        killed = list(pool.map(lambda plan: run_until_killed(server, tmp_path, plan), plans))
+    print("\n".join(killed))
+    assert len(killed) == RUN_KILLS
+
+
+def test_cold_run_killed_mid_trace_resumes_exactly(tmp_path: Path) -> None:
+    """A fresh `python -m bbm_tui run` (it imports litellm itself), killed mid-run."""
+    plan = RunPlan(100, "word_sorting", 4, 2, 600)
+    print(run_until_killed(None, tmp_path, plan, cold=True))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- the app
+
+
+@dataclass(frozen=True)
+class AppPlan:
+    index: int
+    task: str
+    question: int
+    pace: int
+    early: bool = False
+
+    @classmethod
+    def draw(cls, rng: random.Random, index: int, early: bool) -> AppPlan:
+        task = rng.choice(APP_TASKS)
+        return cls(index, task, rng.randrange(40), rng.choice((150, 300, 600)), early)
+
+
+PAINTED = ("n generates the next thought", "thoughts so far", "The trace has its answer")
+
+
+def wait_painted(terminal: Terminal, child: Child | ColdChild, since: int = 0) -> None:
+    deadline = time.monotonic() + 60
+    while not any(text.encode() in terminal.output[since:] for text in PAINTED):
+        assert child.poll() is None, f"the app ended: {terminal.text()[-2000:]!r}"
+        assert time.monotonic() < deadline, f"the app never painted: {terminal.text()[-2000:]!r}"
+        time.sleep(0.02)
+
+
+ERRORS_ON_SCREEN = re.compile(
+    r"(Generating|Saving the label|Starting the session|Something|Thought \d+) failed|locked"
+    r"|Traceback|internal error"
+)
+
+
+def assert_no_error_on_screen(terminal: Terminal, where: str) -> None:
+    found = ERRORS_ON_SCREEN.search(screen_text(terminal.output))
+    assert found is None, f"{found.group(0)!r} on the screen: {where}"
+
+
+def kill_and_resume_app(server: ForkServer | None, root: Path, plan: AppPlan, attempt: int
+                        ) -> str | None:
+    rng = random.Random(f"{SEED}-app-{plan.index}-{attempt}")
+    home = root / f"app-{plan.index}-{attempt}" / "home"
+    home.mkdir(parents=True)
+    db = home / DATABASE_NAME
+    row = bundled_rows(plan.task)[plan.question]
+    expected = {row.input: row.steps}
+    argv = ["--task", plan.task, "--question", str(plan.question)]
+    terminal = Terminal()
+    try:
+        env = environment(home, plan.pace)
+        if server is None:
+            child: Child | ColdChild = ColdChild(argv, env, tty_fd=terminal.slave)
+        else:
+            child = server.spawn(argv, env, tty=terminal.name)
+        wait_painted(terminal, child)
+        terminal.send("r")
+        before, aim = kill_when(child, db, rng, len(row.steps), plan.early)
+        code = child.kill()
+    finally:
+        terminal.close()
+    if code != -9:
+        return None
+    after = snapshot(db)
+    where = f"{plan} killed {aim}: {len(after)} steps saved (seed {SEED})"
+    assert_no_error_on_screen(terminal, where)
+    assert integrity(db) == "ok", where
+    assert_kept(before, after)
+    [(session_id, source, index)] = query(db, "SELECT id, source, dataset_index FROM sessions")
+    assert (source, index) == ("app", plan.question), where
+    check_sessions(db, expected, complete=False)
+
+    # Resume in the app: open the session, run to the answer, quit.
+    terminal = Terminal()
+    try:
+        env = environment(home, 0)
+        again = server.spawn(["--session", str(session_id)], env, tty=terminal.name) if (
+            server is not None) else ColdChild(["--session", str(session_id)], env,
+                                               tty_fd=terminal.slave)
+        wait_painted(terminal, again)
+        start = terminal.mark()
+        terminal.send("r")
+        terminal.wait_for("Finished with an answer", since=start,
+                          alive=lambda: again.poll() is None)
+        terminal.send("q")
+        assert again.wait(30) == 0, terminal.text()[-2000:]
+        assert_no_error_on_screen(terminal, where)
+    finally:
+        terminal.close()
+    assert integrity(db) == "ok", where
+    final = snapshot(db)
+    assert_kept(after, final)
+    check_sessions(db, expected, complete=True)
+    assert len(final) == len(row.steps), where
+    assert query(db, "SELECT COUNT(*) FROM sessions") == [(1,)], where
+    return where
+
+
+def app_until_killed(server: ForkServer | None, root: Path, plan: AppPlan) -> str:
+    for attempt in range(4):
+        where = kill_and_resume_app(server, root, plan, attempt)
+        if where is not None:
+            return where
+    raise AssertionError(f"{plan}: the app finished before every kill (seed {SEED})")
+
+
+def test_app_killed_at_random_moments_resumes_exactly(server: ForkServer,
+                                                        tmp_path: Path) -> None:
+    rng = random.Random(SEED + 1)
+    # One of them early: "r" pressed, the first step streaming.
+    plans = [AppPlan.draw(rng, index, early=index == 3) for index in range(APP_KILLS)]
+    with ThreadPoolExecutor(2) as pool:
+        killed = list(pool.map(lambda plan: app_until_killed(server, tmp_path, plan), plans))
+    print("\n".join(killed))
+    assert len(killed) == APP_KILLS
+
+
+def test_cold_app_killed_mid_trace_resumes_exactly(tmp_path: Path) -> None:
+    """A fresh `python -m bbm_tui` under a terminal: `r` waits for litellm to load first."""
+    print(app_until_killed(None, tmp_path, AppPlan(100, "word_sorting", 7, 300)))
