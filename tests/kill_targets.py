@@ -346,6 +346,18 @@ def screen_text(output: bytes) -> str:
     return _CONTROL_SEQUENCE.sub(b"", output).decode("utf-8", errors="replace")
 
 
+# What the app shows when something went wrong (its notification titles, the store's and the
+# command line's messages).
+SCREEN_ERRORS = re.compile(
+    r"(Generating|Saving the label|Starting the session|Something|Thought \d+|Opening the "
+    r"session|Listing the sessions) failed|Cannot open|locked|Traceback|internal error"
+)
+
+
+def errors_on_screen(text: str) -> list[str]:
+    return SCREEN_ERRORS.findall(text)
+
+
 # ---------------------------------------------------------------------------- the store
 
 

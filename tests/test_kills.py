@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +38,7 @@ from tests.kill_targets import (
     Terminal,
     check_sessions,
     committed_steps,
+    errors_on_screen,
     integrity,
     query,
     screen_text,
@@ -265,15 +265,9 @@ def wait_painted(terminal: Terminal, child: Child | ColdChild, since: int = 0) -
         time.sleep(0.02)
 
 
-ERRORS_ON_SCREEN = re.compile(
-    r"(Generating|Saving the label|Starting the session|Something|Thought \d+) failed|locked"
-    r"|Traceback|internal error"
-)
-
-
 def assert_no_error_on_screen(terminal: Terminal, where: str) -> None:
-    found = ERRORS_ON_SCREEN.search(screen_text(terminal.output))
-    assert found is None, f"{found.group(0)!r} on the screen: {where}"
+    found = errors_on_screen(screen_text(terminal.output))
+    assert not found, f"{found} on the screen: {where}"
 
 
 def kill_and_resume_app(server: ForkServer | None, root: Path, plan: AppPlan, attempt: int
