@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -89,10 +90,31 @@ def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
                 "(it is 0-based)",
                 line,
             )
+    _expect_unicode(obj, path, line)
     extra = {key: value for key, value in obj.items() if key not in DATASET_KEYS}
     return TraceRow(
         obj["input"], steps, answer, obj["target"], mistake_index, extra, tuple(obj)
     )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _expect_unicode(obj: dict, path: Path | str, line: int) -> None:
+    """JSON can spell a lone UTF-16 surrogate ("\\ud800" with no partner); that is not text
+    any UTF-8 file, store or terminal can hold, so the row is refused where it is read."""
+    fields = [("input", obj["input"]), ("target", obj["target"]), ("answer", obj["answer"])]
+    fields += [(f"steps[{index}]", step) for index, step in enumerate(obj["steps"])]
+    for name, value in fields:
+        found = _SURROGATE.search(value) if isinstance(value, str) else None
+        if found:
+            raise DatasetError(
+                path,
+                f"{name!r} is not valid Unicode text: a lone surrogate "
+                f"\\u{ord(found.group(0)):04x} at character {found.start() + 1} "
+                "(a \\u escape of a surrogate must come in a pair)",
+                line,
+            )
 
 
 def _expect(obj: dict, key: str, kind: type, path: Path | str, line: int) -> None:
