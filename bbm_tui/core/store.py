@@ -356,6 +356,9 @@ class Store:
             _retry_locked(lambda: connection.execute("BEGIN IMMEDIATE"))
             try:
                 yield connection
+            except UnicodeEncodeError as error:
+                connection.execute("ROLLBACK")
+                raise self._not_unicode(error) from None
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
@@ -364,9 +367,21 @@ class Store:
 
     def _read(self, sql: str, parameters: tuple | dict = ()) -> list[sqlite3.Row]:
         with self._lock:
-            cursor = self._connection.execute(sql, parameters)
+            try:
+                cursor = self._connection.execute(sql, parameters)
+            except UnicodeEncodeError as error:
+                raise self._not_unicode(error) from None
             cursor.row_factory = sqlite3.Row
             return cursor.fetchall()
+
+    def _not_unicode(self, error: UnicodeEncodeError) -> StoreError:
+        """Text SQLite cannot hold (a lone surrogate, e.g. from a JSON "\\ud800"): refused,
+        nothing written, rather than stored changed."""
+        character = error.object[error.start] if error.start < len(error.object) else "?"
+        return StoreError(
+            f"{self.path}: text that is not valid Unicode (a lone surrogate "
+            f"\\u{ord(character):04x}) cannot go into the session store; nothing was saved"
+        )
 
     # -- sessions
 
