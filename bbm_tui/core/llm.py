@@ -814,6 +814,18 @@ def _thought_number(prompt: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unicode_text(text: str) -> str:
+    """Model text as valid Unicode: a lone UTF-16 surrogate (a JSON "\\ud800" with no
+    partner) becomes U+FFFD, as an invalid UTF-8 byte already does on its way in, so that the
+    step can be saved, shown and exported like any other."""
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
     """Take what a chunk carries into the state; return the text to keep (cut at the first
     newline after leading whitespace), or None when there is none."""
@@ -834,6 +846,7 @@ def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
         text = getattr(choice, "text", None)
     if not text:
         return None
+    text = unicode_text(text)
     state.chunks += 1
     if not state.started:
         stripped = text.lstrip()
@@ -990,6 +1003,7 @@ async def _complete_once(
         )
         choice = response.choices[0]
         text = choice.text or ""
+    text = unicode_text(text)
     latency = time.perf_counter() - started_at
     usage = getattr(response, "usage", None)
     prompt_tokens = getattr(usage, "prompt_tokens", None) if usage else None
