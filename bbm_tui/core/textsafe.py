@@ -11,8 +11,11 @@ from __future__ import annotations
 import re
 
 # C0 controls except tab and newline, DEL, C1 controls (ESC, CSI 0x9b, OSC 0x9d ... included),
-# bidi embeddings/overrides/isolates, and the line/paragraph separators.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+# bidi embeddings/overrides/isolates, the line/paragraph separators, and lone surrogates (a JSON
+# "\ud800" decodes to one; no terminal encoding can write it, so it would crash the writer).
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]"
+)
 
 
 def _placeholder(match: re.Match[str]) -> str:
