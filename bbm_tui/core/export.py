@@ -16,6 +16,7 @@ prm800k) — `ExportResult.skipped` counts them.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from bbm_tui.core.dataset import TraceRow, open_private
 from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import get_task, is_correct
+from bbm_tui.core.textsafe import one_line, printable
 
 FORMATS = ("jsonl", "processbench", "prm800k", "markdown")
 
@@ -161,7 +163,7 @@ def prm800k_row(trace: LabelledTrace) -> dict[str, Any]:
 
 
 def markdown(trace: LabelledTrace) -> str:
-    lines = [f"## {_md_text(trace.name)}", ""]
+    lines = [f"## {_md_line(one_line(trace.name))}", ""]
     lines.append(f"- task: {trace.task}")
     lines.append(f"- model: `{_md_code(trace.model)}`")
     if trace.target is not None:
@@ -178,24 +180,48 @@ def markdown(trace: LabelledTrace) -> str:
     lines += ["", "**Question**", "", *_quoted(trace.input), "", "**Thoughts**", ""]
     for index, step in enumerate(trace.steps):
         mark = " ✗ **first mistake**" if index == trace.mistake_index else ""
-        lines.append(f"{index + 1}. {_md_text(step)}{mark}")
+        marker = f"{index + 1}. "
+        lines.append(f"{marker}{_md_text(step, ' ' * len(marker))}{mark}")
     return "\n".join(lines) + "\n\n"
 
 
 def _quoted(text: str) -> list[str]:
-    return [f"> {_md_text(line)}" if line else ">" for line in text.split("\n")]
+    return [f"> {_md_line(line)}" for line in printable(text).split("\n")]
 
 
-_MD_SPECIAL = str.maketrans({c: f"\\{c}" for c in "\\`*_[]<>#|"})
+# What Markdown (CommonMark, GitHub's tables, strikethrough and math, inline HTML and entities)
+# could read as markup anywhere in a line; each gets a backslash.
+_MD_SPECIAL = str.maketrans({c: f"\\{c}" for c in "\\`*_[]<>#|&~$"})
+# What starts a block at the start of a line: a list item ("-", "+", "1." or "1)"), a setext
+# heading's underline ("=", "-"). ">", "#", "`" and "~" are escaped everywhere already.
+_MD_LINE_START = re.compile(r"([-+=])|(\d{1,9})([.)])")
 
 
-def _md_text(text: str) -> str:
-    """Literal text in Markdown: escape what Markdown would interpret (links, HTML, emphasis)."""
-    return text.translate(_MD_SPECIAL)
+def _md_line(line: str) -> str:
+    """One line of literal text in Markdown (it has no newline and went through `printable`):
+    every markup character escaped, and the start of the line defused (indentation would make
+    a code block: the spaces become no-break spaces)."""
+    body = line.lstrip(" ")
+    indent = "\u00a0" * (len(line) - len(body))
+    body = body.translate(_MD_SPECIAL)
+    start = _MD_LINE_START.match(body)
+    if start and start.group(1):  # "- x": "\- x"
+        body = "\\" + body
+    elif start:  # "1. x": "1\. x"
+        body = f"{start.group(2)}\\{body[start.end(2):]}"
+    return indent + body or "\u00a0"
+
+
+def _md_text(text: str, indent: str) -> str:
+    """Literal text as one list item: control characters and bidi overrides made visible (the
+    file is safe to `cat`), markup escaped, each line break a hard break (a backslash) with the
+    next line indented to stay inside the item."""
+    return f"\\\n{indent}".join(_md_line(line) for line in printable(text).split("\n"))
 
 
 def _md_code(text: str) -> str:
-    return text.replace("`", "'")
+    """Text in a code span: one line (a newline could start a block), no backquote."""
+    return one_line(text).replace("`", "'")
 
 
 # ---------------------------------------------------------------------------- import
