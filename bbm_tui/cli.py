@@ -151,9 +151,29 @@ def _open_app(args: argparse.Namespace) -> int:
             "`bbm-tui run`, `find`, `sessions`, `export` or `import`",
             EXIT_USAGE,
         )
+    _tolerate_bad_terminal_input()
     from bbm_tui.ui.app import run_app
 
     return run_app(config, task=args.task, question=args.question, session_id=args.session)
+
+
+def _tolerate_bad_terminal_input() -> None:
+    """Textual's input thread decodes what the terminal sends as strict UTF-8, so one byte
+    that is not UTF-8 (a Latin-1 terminal, an 8-bit Meta key, pasted binary) raised
+    UnicodeDecodeError, killed the input thread and ended the app with a traceback (Textual
+    issue #6456, open). Decode with replacement instead: such a byte arrives as U+FFFD."""
+    import codecs
+    from functools import partial
+
+    try:
+        from textual.drivers import linux_driver
+    except ImportError:  # Windows: its driver reads keys, not bytes
+        return
+
+    def lenient(encoding: str):
+        return partial(codecs.getincrementaldecoder(encoding), errors="replace")
+
+    linux_driver.getincrementaldecoder = lenient  # type: ignore[attr-defined]
 
 
 # ---------------------------------------------------------------------------- shared
