@@ -66,6 +66,9 @@ _WORKER_TITLES = {
     "_show_session": "Opening the session failed",
     "_show_question": "Opening the question failed",
     "_show_trace": "Opening the session failed",
+    "_find": "Mistake finding failed",
+    "_load_finder": "Reading the finder runs failed",
+    "_load_gold": "Reading the gold label failed",
 }
 
 
@@ -189,9 +192,12 @@ class BbmApp(App[int]):
             return
         error = event.worker.error
         if isinstance(error, llm.LLMError):
-            message = error.message
+            message = error.message  # redacted already
         else:
-            message = str(error) or type(error).__name__
+            # Any exception's text may carry what a provider or a library echoed back.
+            from bbm_tui.core.redact import redact
+
+            message = redact(str(error)) or type(error).__name__
         title = _WORKER_TITLES.get(event.worker.name, "Something failed")
         self.notify(one_line(message, 500), title=title, severity="error", markup=False,
                     timeout=10)
@@ -335,21 +341,21 @@ class BbmApp(App[int]):
         self.push_screen(HelpScreen(self.help_rows(), f"Keys on {name}"))
 
     def help_rows(self) -> list[KeyHelp]:
-        """The keys active on the current screen, one row per action, as the keymap has them.
-        Textual's own scrolling and focus keys are left out; quit and the palette stay."""
+        """The keys of the current screen, one row per action, as the keymap has them: those
+        greyed or hidden in the footer for now (esc while nothing runs) too. Textual's own
+        scrolling and focus keys are left out; quit and the palette stay."""
         from bbm_tui.ui.dialogs import KeyHelp
 
         keys: dict[str, list[str]] = {}
         names: dict[str, tuple[str, str, str]] = {}
-        for active in self.screen.active_bindings.values():
-            binding = active.binding
+        for binding in self._screen_bindings():
             if binding.id is None and binding.action != "quit":
                 continue
             display = self.get_key_display(binding)
             if display not in keys.setdefault(binding.action, []):
                 keys[binding.action].append(display)
             if binding.id is not None or binding.action not in names:
-                names[binding.action] = (binding.description, binding.tooltip or active.tooltip,
+                names[binding.action] = (binding.description, binding.tooltip,
                                          binding.id or "")
         rows = [
             KeyHelp(" / ".join(displays), *names[action]) for action, displays in keys.items()
@@ -358,6 +364,18 @@ class BbmApp(App[int]):
             rows.append(KeyHelp(self.get_key_display(Binding(self.COMMAND_PALETTE_BINDING, "")),
                                 "palette", "Every command by name"))
         return rows
+
+    def _screen_bindings(self) -> list[Binding]:
+        """Every binding of the current screen and the app, in the order Textual looks them
+        up; `active_bindings` leaves out those the screen hides for now."""
+        screen = self.screen
+        active = screen.active_bindings
+        found: dict[str, Binding] = {}
+        for _node, bindings in screen._modal_binding_chain:
+            for key, binding in bindings:
+                if key not in found:
+                    found[key] = active[key].binding if key in active else binding
+        return list(found.values())
 
     # -- the command palette (ctrl+p): the main actions by name
 
@@ -378,6 +396,13 @@ class BbmApp(App[int]):
             yield SystemCommand("No mistake", "Label the trace as correct throughout",
                                 screen.action_no_mistake)
             yield SystemCommand("Undo the label", "Withdraw the last label", screen.action_undo)
+            yield SystemCommand("Find the mistake", "Ask a model to find the first mistake",
+                                screen.action_find)
+            yield SystemCommand("Show the model's answer",
+                                "The finder's answer on the selected thought",
+                                screen.action_reasoning)
+            yield SystemCommand("Gold label", "Show or hide the dataset's gold label",
+                                screen.action_gold)
             yield SystemCommand("Copy the trace", "As 'Thought N: …' lines",
                                 screen.action_copy_trace)
 
@@ -392,5 +417,10 @@ def run_app(
     app = BbmApp(config, task=task, question=question, session_id=session_id)
     app.run()
     if app.store_error is not None:
+        # Said again once the app's screen is gone, so that the message stays in view.
+        from bbm_tui.core.redact import redact
+        from bbm_tui.core.textsafe import printable
+
+        print(f"bbm-tui: {printable(redact(app.store_error))}", file=sys.stderr)
         return EXIT_STORE_FAILED
     return app.return_code or EXIT_OK

@@ -1,4 +1,5 @@
-"""Modal screens: help, a yes/no confirmation, a one-line rename, and the store failure."""
+"""Modal screens: help, a yes/no confirmation, a one-line rename, the model of a new session,
+the mistake finder's settings, and the store failure."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Static
+from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
 
 from bbm_tui.core import llm
 from bbm_tui.core.tasks import Task
@@ -240,6 +241,143 @@ class ModelScreen(Dialog["llm.ModelSpec | None"]):
         api_base = self.query_one("#api-base", Input).value.strip() or None
         mode = "completion" if self.query_one("#completion", Checkbox).value else "chat"
         self.dismiss(llm.ModelSpec(model, api_base, mode))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True)
+class FindRequest:
+    """What the finder dialog asks for: a method (a name from `finding.METHODS`), the model to
+    ask, and whether a step-level method goes on past the first "No"."""
+
+    method: str
+    spec: llm.ModelSpec
+    judge_all: bool = False
+
+
+@dataclass(frozen=True)
+class MethodChoice:
+    name: str
+    title: str
+    step_level: bool
+
+
+# One line on what each method does (DESIGN §4).
+METHOD_HINTS = {
+    "direct-trace": "one call on the whole trace; answers No or a thought number",
+    "direct-step": "one call per thought, Yes or No; the first No is the mistake",
+    "cot-step": "per thought, reasons first, then Yes or No",
+    "cot-trace": "reasons over the whole trace, then No or a number",
+}
+
+
+class MethodSet(RadioSet, inherit_bindings=False):
+    """A RadioSet where the arrows choose (not just move a highlight) and enter is left to the
+    dialog, which runs: f, then ↓ ↓, then enter."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("down,right", "choose(1)", "next method", show=False),
+        Binding("up,left", "choose(-1)", "previous method", show=False),
+        Binding("space", "toggle_button", "choose", show=False),
+    ]
+
+    def on_mount(self) -> None:
+        # RadioSet highlights its first button; here the highlight is the chosen one.
+        if self.pressed_index >= 0:
+            self._selected = self.pressed_index
+
+    def action_choose(self, delta: int) -> None:
+        buttons = list(self.query(RadioButton))
+        if buttons:
+            buttons[(max(self.pressed_index, 0) + delta) % len(buttons)].value = True
+
+
+class FindScreen(Dialog[FindRequest | None]):
+    """Run a mistake finder on the trace: the method (those the paper has prompts for on the
+    task), the model to ask (the session's by default; any litellm model, or the offline
+    replay/bbm oracle and simulated/rm-X reward models), and, for step-level methods, whether
+    to judge every step or stop at the first "No"."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel", id="find_cancel"),
+        Binding("enter,ctrl+r", "run", "run", id="find_run"),
+    ]
+
+    def __init__(self, methods: list[MethodChoice], default: FindRequest) -> None:
+        super().__init__()
+        self._methods = methods
+        self._default = default
+
+    def compose(self) -> ComposeResult:
+        names = [method.name for method in self._methods]
+        chosen = self._default.method if self._default.method in names else names[0]
+        with Vertical(id="find-dialog", classes="dialog"):
+            yield Static(styled("Find the first mistake", "bold"), classes="dialog-title")
+            with MethodSet(id="find-method"):
+                for method in self._methods:
+                    label = Content.assemble((method.title, "bold"), (f"  {method.name}", MUTED))
+                    yield RadioButton(label, value=method.name == chosen,
+                                      id=f"method-{method.name}",
+                                      tooltip=METHOD_HINTS.get(method.name))
+            yield Static(id="find-method-hint")
+            with Horizontal(id="find-model-row"):
+                yield Input(value=self._default.spec.model, id="find-model",
+                            placeholder="e.g. replay/bbm, simulated/rm-0.65, openai/gpt-4o")
+                yield Input(value=self._default.spec.api_base or "", id="find-api-base",
+                            placeholder="the provider's default")
+            yield Checkbox("Judge every step (step-level: do not stop at the first No)",
+                           id="find-judge-all", value=self._default.judge_all)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button("Run (enter)", variant="primary", id="find-run")
+                yield Button("Cancel (esc)", id="find-cancel")
+            yield Static(styled("Offline: replay/bbm answers from the dataset's gold labels; "
+                                "simulated/rm-0.65 is right 65% of the time. Every answer is "
+                                "saved with the session.", MUTED), id="find-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#find-model").border_title = "Model"
+        self.query_one("#find-api-base").border_title = "API base"
+        self.query_one("#find-method", MethodSet).focus()
+        self._method_changed()
+
+    @property
+    def method(self) -> MethodChoice:
+        pressed = self.query_one("#find-method", MethodSet).pressed_button
+        name = pressed.id.removeprefix("method-") if pressed and pressed.id else None
+        return next((m for m in self._methods if m.name == name), self._methods[0])
+
+    def on_radio_set_changed(self, event: RadioSet.Changed) -> None:
+        self._method_changed()
+
+    def _method_changed(self) -> None:
+        method = self.method
+        self.query_one("#find-method-hint", Static).update(
+            styled(METHOD_HINTS.get(method.name, ""), MUTED))
+        # Judging every step means nothing to a trace-level method.
+        self.query_one("#find-judge-all", Checkbox).disabled = not method.step_level
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "find-run":
+            self.action_run()
+        else:
+            self.action_cancel()
+
+    def on_input_submitted(self) -> None:
+        self.action_run()
+
+    def action_run(self) -> None:
+        model = self.query_one("#find-model", Input).value.strip()
+        if not model:
+            self.notify("Give a model (e.g. replay/bbm, the offline oracle).",
+                        severity="warning", markup=False)
+            return
+        api_base = self.query_one("#find-api-base", Input).value.strip() or None
+        method = self.method
+        judge_all = method.step_level and self.query_one("#find-judge-all", Checkbox).value
+        self.dismiss(FindRequest(method.name, llm.ModelSpec(model, api_base,
+                                                            self._default.spec.mode),
+                                 judge_all))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

@@ -23,6 +23,7 @@ GLYPH_OK = "✓"
 GLYPH_MISTAKE = "✗"
 GLYPH_PLAIN = "·"
 GLYPH_STREAMING = "…"
+GLYPH_UNPARSED = "?"
 CURSOR = "▌"
 
 # Styles for our own text inside `Content`. Textual 8 resolves "$text-muted" and

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from textual import events, work
 from textual.app import ComposeResult
@@ -22,6 +23,14 @@ from textual.content import Content
 from textual.widgets import Static
 
 from bbm_tui.core import llm
+from bbm_tui.core.finding import (
+    METHODS,
+    FindFinished,
+    StepJudged,
+    TraceJudged,
+    methods_for,
+    record_find,
+)
 from bbm_tui.core.session import TraceSession
 from bbm_tui.core.stepper import (
     AnswerFound,
@@ -32,11 +41,29 @@ from bbm_tui.core.stepper import (
     StepStarted,
     TraceFinished,
 )
-from bbm_tui.core.store import Label, Totals, default_session_name
+from bbm_tui.core.store import FinderRun, Label, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
-from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, format_totals, safe, safe_line, styled
-from bbm_tui.ui.widgets import BbmScreen, KeysFooter, LeanStatic, Status, ThoughtView, TitleBar
+from bbm_tui.ui.dialogs import FindRequest, FindScreen, MethodChoice
+from bbm_tui.ui.text import (
+    GLYPH_MISTAKE,
+    GLYPH_OK,
+    GLYPH_UNPARSED,
+    MUTED,
+    format_totals,
+    safe,
+    safe_line,
+    styled,
+)
+from bbm_tui.ui.widgets import (
+    BbmScreen,
+    Judgement,
+    KeysFooter,
+    LeanStatic,
+    Status,
+    ThoughtView,
+    TitleBar,
+)
 
 _HERE = Path(__file__).parent
 
@@ -86,6 +113,198 @@ def describe_label(trace: TraceSession) -> Content:
     return Content.assemble(("Label: ", "bold"), ("not labelled yet", MUTED))
 
 
+# -- a mistake finder's run, as shown
+
+FinderState = Literal["running", "finished", "stopped", "failed"]
+
+
+@dataclass
+class FinderShown:
+    """A finder run as the screen shows it: read from the store on resume (or after a run is
+    stopped), built from the run's events as they arrive otherwise (each verdict is saved
+    before its event comes, so both ways show the same)."""
+
+    method: str
+    model: str
+    judge_all: bool = False
+    leaf_step_id: int | None = None
+    # Step-level: thought number -> (verdict "Yes"/"No" or None when unparseable, raw answer).
+    verdicts: dict[int, tuple[str | None, str]] = field(default_factory=dict)
+    # Trace-level: the one answer, verbatim.
+    trace_raw: str | None = None
+    state: FinderState = "running"
+    mistake_number: int | None = None
+    parsed: bool | None = None
+    error: str | None = None
+
+    @classmethod
+    def of_run(cls, run: FinderRun) -> FinderShown:
+        shown = cls(run.method, run.model, bool(run.params.get("judge_all")), run.leaf_step_id,
+                    state="finished" if run.finished else "stopped",
+                    mistake_number=run.mistake_number, parsed=run.parsed)
+        for verdict in run.verdicts:
+            if verdict.step_number is None:
+                shown.trace_raw = verdict.raw
+            else:
+                shown.verdicts[verdict.step_number] = (verdict.verdict, verdict.raw)
+        return shown
+
+    @property
+    def step_level(self) -> bool:
+        method = METHODS.get(self.method)
+        return method.step_level if method is not None else bool(self.verdicts)
+
+    @property
+    def cot(self) -> bool:
+        method = METHODS.get(self.method)
+        return method is not None and method.cot
+
+    @property
+    def has_result(self) -> bool:
+        return self.state == "finished" and self.parsed is not None
+
+    @property
+    def next_number(self) -> int:
+        """The thought a step-level run is judging now."""
+        return max(self.verdicts, default=0) + 1
+
+    def judgements(self, count: int) -> dict[int, tuple[Judgement, str | None]]:
+        """The mark (and raw answer) for each judged thought of a trace of `count` thoughts."""
+        marks: dict[int, tuple[Judgement, str | None]] = {}
+        if self.step_level:
+            for number, (verdict, raw) in self.verdicts.items():
+                judgement: Judgement = {"Yes": "yes", "No": "no"}.get(verdict or "", "unparsed")  # type: ignore[assignment]
+                marks[number] = (judgement, raw)
+            if self.state == "running" and self.next_number <= count:
+                marks[self.next_number] = ("pending", None)
+        elif self.has_result and self.parsed and self.mistake_number is not None:
+            marks[self.mistake_number] = ("first", None)
+        return {number: mark for number, mark in marks.items() if number <= count}
+
+    def verdict_text(self) -> str:
+        """The run's conclusion in a few words, as the model said it."""
+        if not self.has_result:
+            return "no result"
+        if not self.parsed:
+            return "unparseable"
+        if self.mistake_number is None:
+            return "no mistake"
+        return f"first mistake in Thought {self.mistake_number}"
+
+
+def finder_source(shown: FinderShown) -> str:
+    """`direct-step · replay/bbm`: which method and which model."""
+    return f"{shown.method} · {one_line(shown.model, 40)}"
+
+
+def describe_finder(shown: FinderShown, trace: TraceSession) -> Content:
+    """The finder's verdict for the question pane, with the method and model under it."""
+    line = Content.assemble(("Model: ", "bold"))
+    count = len(shown.verdicts)
+    answers = f"{count} answer{'s' if count != 1 else ''}"
+    if shown.state == "running":
+        doing = (f"judging Thought {shown.next_number}…" if shown.step_level
+                 else "reading the whole trace…")
+        line = line.append(styled(doing, "$accent"))
+    elif shown.state in ("stopped", "failed"):
+        what = "stopped" if shown.state == "stopped" else "failed"
+        after = f" after {answers}" if shown.step_level and count else ""
+        line = line.append(styled(f"{what}{after}: no result", "$text-warning"))
+    elif not shown.parsed:
+        line = line.append(styled(f"{GLYPH_UNPARSED} unparseable", "bold $text-warning"))
+        if shown.step_level:
+            unparsed = [n for n, (verdict, _) in sorted(shown.verdicts.items()) if verdict is None]
+            if unparsed:
+                line = line.append(styled(f" answer on Thought {unparsed[0]}", "$text-warning"))
+        elif shown.trace_raw is not None:
+            line = line.append(styled(": ", "$text-warning")).append(
+                safe_line(shown.trace_raw, 120))
+    elif shown.mistake_number is None:
+        line = line.append(styled(f"{GLYPH_OK} no mistake", "$text-success"))
+    else:
+        line = line.append(styled(f"{GLYPH_MISTAKE} first mistake in Thought "
+                                  f"{shown.mistake_number}", "$text-error"))
+    where = finder_source(shown)
+    if shown.step_level and shown.judge_all:
+        where += " · every step"
+    ids = {step.id: step.number for step in trace.steps}
+    if shown.leaf_step_id is not None and shown.leaf_step_id not in ids:
+        where += " · on another branch"
+    elif shown.leaf_step_id is not None and ids[shown.leaf_step_id] < len(trace.steps):
+        where += f" · on Thoughts 1–{ids[shown.leaf_step_id]}"
+    return line.append("\n").append(styled(f"({where})", MUTED))
+
+
+def describe_agreement(shown: FinderShown | None, trace: TraceSession) -> Content | None:
+    """The person's flag beside the model's, and whether they agree; None before a result."""
+    if shown is None or not shown.has_result:
+        return None
+    you_number = trace.mistake_number
+    if you_number is not None:
+        you = f"Thought {you_number}"
+    elif trace.no_mistake:
+        you = "no mistake"
+    else:
+        you = None
+    if not shown.parsed:
+        model = "unparseable"
+    elif shown.mistake_number is None:
+        model = "no mistake"
+    else:
+        model = f"Thought {shown.mistake_number}"
+    # Every run of one style ends with its space, none starts with one (librsvg drops the
+    # leading spaces of a run when it draws a screenshot).
+    line = Content.assemble(("You: ", "bold"))
+    line = line.append(styled("not labelled yet ", MUTED) if you is None else Content(f"{you} "))
+    line = line.append(styled("· ", MUTED)).append(styled("Model: ", "bold")).append(model)
+    if you is None or not shown.parsed:
+        return line
+    agree = shown.mistake_number == you_number
+    verdict = (styled(f"agree {GLYPH_OK}", "bold $text-success") if agree
+               else styled(f"disagree {GLYPH_MISTAKE}", "bold $text-error"))
+    return line.append(" ").append(styled("· ", MUTED)).append(verdict)
+
+
+def agreement_words(shown: FinderShown, trace: TraceSession) -> str:
+    """The agreement for the status line, as a sentence."""
+    if not shown.has_result:
+        return ""
+    if trace.mistake_number is None and not trace.no_mistake:
+        return "You have not labelled the trace yet (x flags the first mistake, c says none)."
+    if not shown.parsed:
+        return "Its answer could not be read, so it cannot agree with your label."
+    yours = (f"Thought {trace.mistake_number}" if trace.mistake_number is not None
+             else "no mistake")
+    agree = trace.mistake_number == shown.mistake_number
+    return f"You said {yours}: {'you agree' if agree else 'you disagree'}."
+
+
+def describe_gold(trace: TraceSession, recorded: list[str] | None) -> Content:
+    """The dataset's gold label, and whether it is about the trace on show: `recorded` is the
+    dataset's trace for this question (None when the question is not the dataset's)."""
+    session = trace.session
+    line = Content.assemble(("Gold: ", "bold"))
+    if session.dataset_index is None or recorded is None:
+        return line.append(styled("none (not a question of the dataset)", MUTED))
+    gold = session.gold_mistake_index
+    if gold is None:
+        line = line.append(styled(f"{GLYPH_OK} no mistake", "$text-success"))
+    else:
+        line = line.append(styled(f"{GLYPH_MISTAKE} first mistake in Thought {gold + 1}",
+                                  "$text-error"))
+    texts = trace.texts
+    if texts == recorded:
+        return line
+    if recorded[: len(texts)] == texts:
+        note = f"for the dataset's {len(recorded)} thoughts; {len(texts)} are written so far"
+    else:
+        differs = next((i for i, (a, b) in enumerate(zip(texts, recorded, strict=False), 1)
+                        if a != b), min(len(texts), len(recorded)) + 1)
+        note = (f"for the dataset's recorded trace; this one departs from it at Thought "
+                f"{differs}")
+    return line.append("\n").append(styled(f"({note})", MUTED))
+
+
 class Pane(VerticalScroll, can_focus=False):
     """A scrolling pane that never takes the focus, so that the screen's keys (j/k, arrows)
     always reach the screen; the mouse wheel still scrolls it."""
@@ -110,9 +329,19 @@ class TraceScreen(BbmScreen):
         Binding("c", "no_mistake", "no mistake", id="no_mistake",
                 tooltip="Label the trace as having no mistake"),
         Binding("u", "undo", "undo", id="undo_label", tooltip="Undo the last label"),
-        Binding("y", "copy", "thought", id="copy_thought", group=_COPY,
+        Binding("f", "find", "find", id="find_mistake",
+                tooltip="Ask a model to find the first mistake (pick the method and model)"),
+        Binding("e", "reasoning", "answer", id="show_answer",
+                tooltip="Show or hide the finder's answer (its reasoning, for CoT) under the "
+                        "selected thought"),
+        # In the help screen and the palette, not the footer: the gold label stays out of
+        # the way of annotators, and the footer has no room for copying.
+        Binding("g", "gold", "gold label", id="show_gold", show=False,
+                tooltip="Show or hide the dataset's gold label (hidden so that it does not "
+                        "bias you)"),
+        Binding("y", "copy", "thought", id="copy_thought", group=_COPY, show=False,
                 tooltip="Copy the selected thought"),
-        Binding("Y", "copy_trace", "trace", id="copy_trace", group=_COPY,
+        Binding("Y", "copy_trace", "trace", id="copy_trace", group=_COPY, show=False,
                 tooltip="Copy the whole trace as 'Thought N: …' lines"),
     ]
 
@@ -123,6 +352,12 @@ class TraceScreen(BbmScreen):
         # On resume, start at the flagged mistake: that is what a reviewer looks at first.
         self.selected = trace.mistake_number or (1 if trace.steps else 0)
         self.running = False
+        self.finding = False
+        # The latest finder run on show (None: none yet), its trace-level answer open or not,
+        # and whether the gold label is on show.
+        self.finder: FinderShown | None = None
+        self.finder_answer_open = False
+        self.gold_shown = False
         self._follow_pending = True
         self._label_lock = asyncio.Lock()
         # Thoughts being streamed, by number: a token goes straight to its view, no query.
@@ -143,6 +378,10 @@ class TraceScreen(BbmScreen):
                 yield Static(id="target", classes="fact")
                 yield LeanStatic(id="answer", classes="fact")
                 yield LeanStatic(id="label", classes="fact")
+                yield LeanStatic(id="finder", classes="fact")
+                yield LeanStatic(id="agreement", classes="fact")
+                yield Static(id="finder-answer", classes="fact")
+                yield LeanStatic(id="gold", classes="fact")
                 yield Static(
                     styled("Do not assume every step is correct because the answer is: a "
                            "trace can reach the right answer after a mistake.", MUTED),
@@ -158,9 +397,12 @@ class TraceScreen(BbmScreen):
         yield KeysFooter(show_command_palette=False)
 
     def on_mount(self) -> None:
+        for hidden in ("#finder", "#agreement", "#finder-answer", "#gold"):
+            self.query_one(hidden).display = False
         self._show_title()
         self._show_facts()
         self._apply_label()
+        self._load_finder()
         self._show_selection(scroll=True)
         if not self.trace.steps:
             self._status("n generates the next thought, r runs to the answer.")
@@ -186,14 +428,17 @@ class TraceScreen(BbmScreen):
     def _show_title(self) -> None:
         session = self.trace.session
         where = f"#{session.dataset_index}" if session.dataset_index is not None else "typed"
+        # "bbm-tui — word_sorting #3 — replay/bbm". Each run of one style ends with its space
+        # and none starts with one: librsvg drops a run's leading spaces in screenshots.
         left = Content.assemble(
-            ("bbm-tui", "bold"), (" ─ ", MUTED),
-            (session.task, "bold $accent"), " ", where, (" ─ ", MUTED),
+            ("bbm-tui ", "bold"), ("— ", MUTED),
+            (f"{session.task} ", "bold $accent"), f"{where} ", ("— ", MUTED),
             safe_line(session.model, 40),
         )
         if session.name != default_session_name(session.task, session.dataset_index,
                                                  session.input):
-            left = left.append(styled(" ─ ", MUTED)).append(safe_line(session.name, 40))
+            left = (left.append(" ").append(styled("— ", MUTED))
+                    .append(safe_line(session.name, 40)))
         title = self.query_one("#title-bar", TitleBar)
         title.set_left(left)
         title.set_right(Content(format_totals(self.totals)))
@@ -216,10 +461,14 @@ class TraceScreen(BbmScreen):
         else:
             line = line.append(safe_line(answer))
             correct = self.trace.correct
+            # The spaces go with the answer: a styled run that starts with spaces loses them
+            # when librsvg draws a screenshot ("(A)✗ not the target").
             if correct is True:
-                line = line.append(styled(f"  {GLYPH_OK} matches the target", "$text-success"))
+                line = line.append("  ").append(
+                    styled(f"{GLYPH_OK} matches the target", "$text-success"))
             elif correct is False:
-                line = line.append(styled(f"  {GLYPH_MISTAKE} not the target", "$text-error"))
+                line = line.append("  ").append(
+                    styled(f"{GLYPH_MISTAKE} not the target", "$text-error"))
         self.query_one("#answer", LeanStatic).show(line)
 
     def _apply_label(self) -> None:
@@ -228,6 +477,7 @@ class TraceScreen(BbmScreen):
         for view, status in zip(views, statuses(self.trace), strict=False):
             view.set_status(status)
         self.query_one("#label", LeanStatic).show(describe_label(self.trace))
+        self._show_agreement()
 
     def _status(self, message: str, *, error: bool = False) -> None:
         status = self.query_one("#run-status", LeanStatic)
@@ -276,10 +526,19 @@ class TraceScreen(BbmScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # None greys a key out in the Footer; the key then does nothing.
+        busy = self.running or self.finding
         if action in ("step", "run"):
-            return None if self.running else True
+            return None if busy else True
+        # The footer has room for either of these, not both: "esc stop" while busy,
+        # "f find" otherwise.
         if action == "stop":
-            return True if self.running else None
+            return busy
+        if action == "find":
+            return False if busy else (True if self.trace.steps else None)
+        if action == "reasoning":
+            # Only once there is an answer to show (hidden from the footer until then).
+            shown = self.finder
+            return shown is not None and (bool(shown.verdicts) or shown.trace_raw is not None)
         if action in ("flag", "copy", "no_mistake", "copy_trace"):
             return True if self.trace.steps else None
         return True
@@ -293,6 +552,8 @@ class TraceScreen(BbmScreen):
     def action_stop(self) -> None:
         if self.running:
             self.workers.cancel_group(self, "generate")
+        if self.finding:
+            self.workers.cancel_group(self, "find")
 
     def _set_running(self, running: bool) -> None:
         self.running = running
@@ -432,6 +693,9 @@ class TraceScreen(BbmScreen):
                 container.mount(ThoughtView.of_step(step, wall_clock=self.bbm_app.wall_clock))
         self._apply_label()
         self._show_answer()
+        self._show_finder()
+        if self.gold_shown:
+            self._load_gold()
 
     # -- labelling (store writes in a thread, one at a time and in the order pressed)
 
@@ -459,6 +723,229 @@ class TraceScreen(BbmScreen):
             message = ("Label undone: " + describe_label(self.trace).plain.removeprefix("Label: ")
                        if had_label else "There is no label to undo.")
         self.notify(message, markup=False, timeout=3)
+
+    # -- mistake finding (f): a model judges the trace; every answer is saved as it arrives
+
+    def action_find(self) -> None:
+        if not self.trace.steps or self.running or self.finding:
+            return
+        spec = self.trace.spec
+        last = self.finder
+        if last is not None and last.method in METHODS:
+            # Again as last time: the same method, model and judging.
+            default = FindRequest(last.method, llm.ModelSpec(last.model, spec.api_base,
+                                                             spec.mode), last.judge_all)
+        else:
+            default = FindRequest("direct-step", spec)
+        methods = [MethodChoice(name, METHODS[name].title, METHODS[name].step_level)
+                   for name in methods_for(self.trace.session.task)]
+
+        def chosen(request: FindRequest | None) -> None:
+            if request is not None:
+                self._find(request)
+
+        self.app.push_screen(FindScreen(methods, default), chosen)
+
+    def _set_finding(self, finding: bool) -> None:
+        self.finding = finding
+        self.set_class(finding, "-finding")
+        self.refresh_bindings()
+
+    @work(exclusive=True, group="find", exit_on_error=False)
+    async def _find(self, request: FindRequest) -> None:
+        steps = list(self.trace.steps)
+        if not steps or self.running:
+            return
+        session = self.trace.session
+        for view in self._views():
+            view.set_expanded(False)
+        self.finder_answer_open = False
+        shown = FinderShown(request.method, request.spec.model, request.judge_all, steps[-1].id)
+        self.finder = shown
+        self._set_finding(True)
+        self._show_finder()
+        stopped = False
+        try:
+            if not llm.is_loaded():
+                self._status("Loading the model library…")
+                await asyncio.to_thread(llm.warm_up)
+            self._finder_progress()
+            async for event in record_find(
+                self.trace.store, session.id, session.task, request.method, session.input,
+                [step.text for step in steps], request.spec, leaf_step_id=steps[-1].id,
+                judge_all=request.judge_all,
+            ):
+                self._on_find_event(shown, event)
+        except llm.LLMError as error:
+            self._find_failed(shown, error.message)
+        except asyncio.CancelledError:
+            stopped = True
+            shown.state = "stopped"
+            self._status("Stopped the mistake finder. Its answers so far are saved; the run "
+                         "has no result.")
+            raise
+        except Exception:
+            shown.state = "failed"
+            raise  # the app's handler says what it was
+        finally:
+            if self.is_attached:
+                self._set_finding(False)
+                self._show_finder()
+                if stopped:
+                    # An answer being saved as it was stopped is saved all the same: show
+                    # what the store has.
+                    self._load_finder()
+
+    def _on_find_event(self, shown: FinderShown, event: object) -> None:
+        if isinstance(event, StepJudged):
+            shown.verdicts[event.number] = (event.verdict, event.raw)
+            self._add_call(event.call)
+            self._finder_progress()
+        elif isinstance(event, TraceJudged):
+            shown.trace_raw = event.raw
+            self._add_call(event.call)
+        elif isinstance(event, FindFinished):
+            shown.state = "finished"
+            shown.mistake_number = event.result.mistake_number
+            shown.parsed = event.result.parsed
+            self._show_finder()
+            self._status(self._finder_summary(shown))
+            return
+        self._show_finder()
+
+    def _finder_progress(self) -> None:
+        shown = self.finder
+        if shown is None or shown.state != "running":
+            return
+        who = f"The model ({finder_source(shown)})"
+        if shown.step_level:
+            number = shown.next_number
+            if number > len(self.trace.steps):
+                return
+            self._status(f"{who} is judging Thought {number} of {len(self.trace.steps)}…  "
+                         "(esc stops)")
+        else:
+            self._status(f"{who} is reading the whole trace…  (esc stops)")
+
+    def _finder_summary(self, shown: FinderShown) -> str:
+        if shown.parsed is False and not shown.step_level and shown.trace_raw is not None:
+            said = f"unparseable: {one_line(shown.trace_raw, 120)}"
+        else:
+            said = shown.verdict_text()
+        parts = [f"Model says: {said}.", agreement_words(shown, self.trace)]
+        if shown.step_level and shown.cot:
+            parts.append("e on a thought shows the model's reasoning.")
+        elif shown.step_level:
+            parts.append("e on a thought shows the model's answer.")
+        else:
+            parts.append("e shows the model's answer.")
+        return " ".join(part for part in parts if part)
+
+    def _find_failed(self, shown: FinderShown, message: str) -> None:
+        shown.state = "failed"
+        shown.error = message
+        message = one_line(message, 400)
+        self.notify(message, title="Mistake finding failed", severity="error", markup=False,
+                    timeout=10)
+        saved = len(shown.verdicts)
+        kept = (f" The {saved} answer{'s' if saved != 1 else ''} before it "
+                f"{'are' if saved != 1 else 'is'} saved;" if saved else "")
+        self._status(f"Mistake finding failed: {message}.{kept} the run has no result.",
+                     error=True)
+
+    @work(exclusive=True, group="finder-load", exit_on_error=False)
+    async def _load_finder(self) -> None:
+        """The session's latest finder run, from the store (on resume, and after a stop)."""
+        runs = await asyncio.to_thread(self.trace.store.finder_runs, self.trace.id)
+        if self.finding or not self.is_attached:
+            return  # a new run is on show
+        self.finder = FinderShown.of_run(runs[-1]) if runs else None
+        self._show_finder()
+
+    def _show_finder(self) -> None:
+        """The finder's marks on the thoughts, its verdict and the agreement on the left."""
+        shown = self.finder
+        marks: dict[int, tuple[Judgement, str | None]] = {}
+        if shown is not None:
+            ids = {step.id for step in self.trace.steps}
+            if shown.leaf_step_id is None or shown.leaf_step_id in ids:
+                marks = shown.judgements(len(self.trace.steps))
+        for view in self._views():
+            judgement, raw = marks.get(view.number, (None, None))
+            view.set_judgement(judgement, raw)
+        finder = self.query_one("#finder", LeanStatic)
+        finder.display = shown is not None
+        if shown is not None:
+            finder.show(describe_finder(shown, self.trace))
+        answer = self.query_one("#finder-answer", Static)
+        open_answer = (shown is not None and not shown.step_level
+                       and shown.trace_raw is not None and self.finder_answer_open)
+        answer.display = open_answer
+        if open_answer and shown is not None and shown.trace_raw is not None:
+            raw = shown.trace_raw.strip()
+            answer.update(Content.assemble(("The model's answer: ", "bold"))
+                          .append(safe(raw).stylize(MUTED) if raw
+                                  else styled("(an empty answer)", f"italic {MUTED}")))
+        self._show_agreement()
+        self.refresh_bindings()
+
+    def _show_agreement(self) -> None:
+        agreement = describe_agreement(self.finder, self.trace)
+        widget = self.query_one("#agreement", LeanStatic)
+        widget.display = agreement is not None
+        if agreement is not None:
+            widget.show(agreement)
+
+    def action_reasoning(self) -> None:
+        """e: the finder's raw answer under the selected thought (step-level), or under its
+        verdict on the left (trace-level); again hides it."""
+        shown = self.finder
+        if shown is None:
+            return
+        if not shown.step_level:
+            self.finder_answer_open = not self.finder_answer_open
+            self._show_finder()
+            if self.finder_answer_open:
+                self.query_one("#question-pane", VerticalScroll).scroll_to_widget(
+                    self.query_one("#finder-answer"), animate=False)
+            return
+        view = self._view(self.selected)
+        if view is None or view.judge_raw is None:
+            self.notify(f"The model has not judged Thought {self.selected}.", markup=False,
+                        timeout=3)
+            return
+        view.set_expanded(not view.expanded)
+        if view.expanded:
+            self.call_after_refresh(
+                self.query_one("#thoughts", VerticalScroll).scroll_to_widget, view,
+                animate=False)
+
+    # -- the dataset's gold label (g), hidden by default so that it does not bias anyone
+
+    def action_gold(self) -> None:
+        self.gold_shown = not self.gold_shown
+        if self.gold_shown:
+            self._load_gold()
+        else:
+            self.query_one("#gold").display = False
+
+    @work(exclusive=True, group="gold", exit_on_error=False)
+    async def _load_gold(self) -> None:
+        session = self.trace.session
+        recorded = None
+        if session.dataset_index is not None:
+            from bbm_tui.core.dataset import bundled_rows
+
+            rows = await asyncio.to_thread(bundled_rows, session.task)
+            if 0 <= session.dataset_index < len(rows):
+                row = rows[session.dataset_index]
+                if row.input == session.input:
+                    recorded = list(row.steps)
+        if not self.gold_shown:
+            return
+        gold = self.query_one("#gold", LeanStatic)
+        gold.display = True
+        gold.show(describe_gold(self.trace, recorded))
 
     # -- copying
 

@@ -21,6 +21,7 @@ from bbm_tui.ui.text import (
     GLYPH_OK,
     GLYPH_PLAIN,
     GLYPH_STREAMING,
+    GLYPH_UNPARSED,
     MUTED,
     safe,
     step_meta,
@@ -31,12 +32,24 @@ if TYPE_CHECKING:
     from bbm_tui.core.store import Step
 
 Status = Literal["plain", "ok", "mistake", "after"]
+# A mistake finder's verdict on one thought: "yes" (correct), "no" (incorrect), "unparsed" (an
+# answer that says neither), "first" (a trace-level finder named it the first mistake),
+# "pending" (being judged now).
+Judgement = Literal["yes", "no", "unparsed", "first", "pending"]
 
 _GLYPHS: dict[Status, tuple[str, str]] = {
     "plain": (GLYPH_PLAIN, MUTED),
     "ok": (GLYPH_OK, "$text-success"),
     "mistake": (GLYPH_MISTAKE, "bold $text-error"),
     "after": (GLYPH_PLAIN, DISABLED),
+}
+
+_JUDGEMENTS: dict[Judgement, tuple[str, str]] = {
+    "yes": (f"model: {GLYPH_OK}", "$text-success"),
+    "no": (f"model: {GLYPH_MISTAKE}", "bold $text-error"),
+    "unparsed": (f"model: {GLYPH_UNPARSED}", "bold $text-warning"),
+    "first": (f"model: {GLYPH_MISTAKE} first mistake", "bold $text-error"),
+    "pending": (f"model: {GLYPH_STREAMING}", "$accent"),
 }
 
 
@@ -106,7 +119,8 @@ GUTTER = 6  # "nnn ✓ ": the number, right-aligned, and the status glyph
 
 class ThoughtView(Widget):
     """One numbered thought: a gutter (number and status glyph), the text wrapped beside it
-    with a hanging indent, and a dim line with latency and tokens.
+    with a hanging indent, and a dim line with latency and tokens, and a mistake finder's
+    verdict on it ("model: ✓") when there is one; its raw answer shows under it when expanded.
 
     One widget, drawing its own gutter, because a long trace has hundreds of these and a
     re-layout of the screen costs every widget on it. While the thought streams, a token
@@ -127,6 +141,9 @@ class ThoughtView(Widget):
         self.step: Step | None = None
         self._raw = ""
         self._note = ""
+        self.judgement: Judgement | None = None
+        self.judge_raw: str | None = None
+        self.expanded = False
         self._lines_cache: tuple[int, list[Content]] | None = None
         self.set_class(streaming, "-streaming")
 
@@ -149,7 +166,8 @@ class ThoughtView(Widget):
 
     @property
     def meta(self) -> str:
-        return self._meta_line()
+        """The dim line as drawn: latency and tokens (or origin), and the finder's mark."""
+        return self._meta().plain
 
     # -- what the stepper reports
 
@@ -180,6 +198,23 @@ class ThoughtView(Widget):
             self.set_class(name == status, f"-{name}")
         self._changed()
 
+    def set_judgement(self, judgement: Judgement | None, raw: str | None = None) -> None:
+        """A finder's verdict on this thought (None: none), and its raw answer."""
+        if (judgement, raw) == (self.judgement, self.judge_raw):
+            return
+        self.judgement = judgement
+        self.judge_raw = raw
+        if raw is None:
+            self.expanded = False
+        self._changed()
+
+    def set_expanded(self, expanded: bool) -> None:
+        """Show (or hide) the finder's raw answer under the thought."""
+        expanded = expanded and self.judge_raw is not None
+        if expanded != self.expanded:
+            self.expanded = expanded
+            self._changed()
+
     # -- drawing
 
     def _changed(self) -> None:
@@ -192,6 +227,16 @@ class ThoughtView(Widget):
     def _meta_line(self) -> str:
         return one_line(self._note or ("streaming…" if self.streaming else ""))
 
+    def _meta(self) -> Content:
+        dim = DISABLED if self.status == "after" else MUTED
+        meta = styled(self._meta_line(), f"italic {dim}")
+        if self.judgement is not None:
+            mark, style = _JUDGEMENTS[self.judgement]
+            if meta.plain:
+                meta = meta.append(styled(" · ", dim))
+            meta = meta.append(styled(mark, style))
+        return meta
+
     def _body(self) -> Content:
         if self.streaming:
             text = safe(self._raw).append(styled(CURSOR, "$accent"))
@@ -199,10 +244,14 @@ class ThoughtView(Widget):
             text = safe(self._raw)
         else:
             text = styled("(empty thought)", f"italic {MUTED}")
-        meta = self._meta_line()
-        if meta:
-            dim = DISABLED if self.status == "after" else MUTED
-            text = text.append("\n").append(styled(meta, f"italic {dim}"))
+        meta = self._meta()
+        if meta.plain:
+            text = text.append("\n").append(meta)
+        if self.expanded and self.judge_raw is not None:
+            answer = safe(self.judge_raw.strip()) if self.judge_raw.strip() else styled(
+                "(an empty answer)", "italic")
+            text = (text.append("\n").append(styled("The model's answer: ", f"bold {MUTED}"))
+                    .append(answer.stylize(MUTED)))
         return text
 
     def _gutter(self) -> Content:
