@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -381,10 +382,16 @@ def key_env_vars(spec: ModelSpec) -> list[str]:
 
 
 def _provider_of(spec: ModelSpec) -> str:
+    return _provider_of_model(spec.model, spec.api_base)
+
+
+@functools.lru_cache(maxsize=256)
+def _provider_of_model(model: str, api_base: str | None) -> str:
+    # Cached: litellm's lookup costs ~0.15 ms and every call asks it twice.
     try:
-        return litellm_module().get_llm_provider(spec.model, api_base=spec.api_base)[1]
+        return litellm_module().get_llm_provider(model, api_base=api_base)[1]
     except Exception:
-        return spec.model.split("/", 1)[0] if "/" in spec.model else "openai"
+        return model.split("/", 1)[0] if "/" in model else "openai"
 
 
 _KEY_VARS = {
@@ -944,7 +951,7 @@ def _cost(
 ) -> float | None:
     if is_offline(spec):
         return 0.0
-    if prompt_tokens is None or completion_tokens is None:
+    if prompt_tokens is None or completion_tokens is None or spec.model in _UNPRICED:
         return None
     try:
         prompt_cost, completion_cost = litellm_module().cost_per_token(
@@ -953,8 +960,13 @@ def _cost(
             completion_tokens=completion_tokens,
         )
     except Exception:
-        return None  # a model litellm has no price for
+        # A model litellm has no price for; asking again costs ~0.5 ms a call for nothing.
+        _UNPRICED.add(spec.model)
+        return None
     return float(prompt_cost) + float(completion_cost)
+
+
+_UNPRICED: set[str] = set()
 
 
 # --------------------------------------------------------------------------- whole answers
