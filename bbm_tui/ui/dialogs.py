@@ -69,10 +69,14 @@ class HelpScreen(Dialog[None]):
         # A Rich grid sizes the columns; every cell is our own text (a Text, never markup).
         colors = self.app.theme_variables
         table = Table.grid(padding=(0, 2))
-        table.add_column(justify="right", no_wrap=True)
-        table.add_column(no_wrap=True)
+        # The keys, names and ids keep their width; only the longer text gives way.
+        table.add_column(justify="right", no_wrap=True,
+                         min_width=max((len(row.keys) for row in self.rows), default=1))
+        table.add_column(no_wrap=True,
+                         min_width=max((len(row.description) for row in self.rows), default=1))
         table.add_column(no_wrap=True, overflow="ellipsis")
-        table.add_column(no_wrap=True)
+        table.add_column(no_wrap=True,
+                         min_width=max((len(row.binding_id) for row in self.rows), default=1))
         for row in self.rows:
             table.add_row(
                 Text(row.keys, style=f"bold {colors.get('accent', 'yellow')}"),
@@ -283,7 +287,11 @@ class MethodSet(RadioSet, inherit_bindings=False):
     ]
 
     def on_mount(self) -> None:
-        # RadioSet highlights its first button; here the highlight is the chosen one.
+        # RadioSet highlights its first button once mounted (its own handler runs after this
+        # one); here the highlight is on the chosen one.
+        self.call_after_refresh(self._highlight_pressed)
+
+    def _highlight_pressed(self) -> None:
         if self.pressed_index >= 0:
             self._selected = self.pressed_index
 

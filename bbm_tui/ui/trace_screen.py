@@ -330,15 +330,13 @@ class TraceScreen(BbmScreen):
                 tooltip="Label the trace as having no mistake"),
         Binding("u", "undo", "undo", id="undo_label", tooltip="Undo the last label"),
         Binding("f", "find", "find", id="find_mistake",
-                tooltip="Ask a model to find the first mistake (pick the method and model)"),
+                tooltip="Ask a model where the first mistake is (method, model)"),
         Binding("e", "reasoning", "answer", id="show_answer",
-                tooltip="Show or hide the finder's answer (its reasoning, for CoT) under the "
-                        "selected thought"),
+                tooltip="Show or hide the model's answer (CoT: its reasoning)"),
         # In the help screen and the palette, not the footer: the gold label stays out of
         # the way of annotators, and the footer has no room for copying.
         Binding("g", "gold", "gold label", id="show_gold", show=False,
-                tooltip="Show or hide the dataset's gold label (hidden so that it does not "
-                        "bias you)"),
+                tooltip="Show or hide the dataset's gold label (hidden at first)"),
         Binding("y", "copy", "thought", id="copy_thought", group=_COPY, show=False,
                 tooltip="Copy the selected thought"),
         Binding("Y", "copy_trace", "trace", id="copy_trace", group=_COPY, show=False,

@@ -115,6 +115,9 @@ class TitleBar(HorizontalGroup):
 
 
 GUTTER = 6  # "nnn ✓ ": the number, right-aligned, and the status glyph
+# Blank cells in a style of their own (one that changes nothing), so that they are not one run
+# with the text after them in an SVG screenshot (see `_gutter`).
+_SPACER = "not strike"
 
 
 class ThoughtView(Widget):
@@ -229,13 +232,12 @@ class ThoughtView(Widget):
 
     def _meta(self) -> Content:
         dim = DISABLED if self.status == "after" else MUTED
-        meta = styled(self._meta_line(), f"italic {dim}")
-        if self.judgement is not None:
-            mark, style = _JUDGEMENTS[self.judgement]
-            if meta.plain:
-                meta = meta.append(styled(" · ", dim))
-            meta = meta.append(styled(mark, style))
-        return meta
+        note = self._meta_line()
+        if self.judgement is None:
+            return styled(note, f"italic {dim}")
+        mark, style = _JUDGEMENTS[self.judgement]
+        # The separator in the note's run, so that no run starts with a space (see _gutter).
+        return styled(f"{note} · " if note else "", f"italic {dim}").append(styled(mark, style))
 
     def _body(self) -> Content:
         if self.streaming:
@@ -259,14 +261,18 @@ class ThoughtView(Widget):
             glyph, style = GLYPH_STREAMING, "$accent"
         else:
             glyph, style = _GLYPHS[self.status]
-        return Content.assemble((f"{self.number:>3} ", MUTED), (glyph, style), " ")
+        # Spaces end a run of one style and never start one: librsvg drops the leading
+        # spaces of a run when it draws an SVG screenshot (the text then slides left).
+        number = str(self.number)
+        return Content.assemble((" " * (3 - len(number)), _SPACER), (f"{number} ", MUTED),
+                                (f"{glyph} ", style))
 
     def _lines(self, width: int) -> list[Content]:
         """The thought drawn at `width`: gutter, then the body with a hanging indent."""
         if self._lines_cache is not None and self._lines_cache[0] == width:
             return self._lines_cache[1]
         body = self._body().wrap(max(width - GUTTER, 8))
-        indent = Content(" " * GUTTER)
+        indent = Content.styled(" " * GUTTER, _SPACER)
         lines = [(self._gutter() if i == 0 else indent).append(line)
                  for i, line in enumerate(body)]
         self._lines_cache = (width, lines)

@@ -38,7 +38,7 @@ def test_run_app_returns_zero_after_q(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_run_app_returns_one_when_the_store_cannot_be_opened(
-    monkeypatch: pytest.MonkeyPatch, isolated_home: Path
+    monkeypatch: pytest.MonkeyPatch, isolated_home: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     isolated_home.mkdir(parents=True, exist_ok=True)
     (isolated_home / "bbm-tui.sqlite3").write_text("not a database")
@@ -48,7 +48,12 @@ def test_run_app_returns_one_when_the_store_cannot_be_opened(
         await pilot.press("q")
 
     run_headless(monkeypatch, read_and_quit)
+    capfd.readouterr()
     assert app_module.run_app(Config()) == 1
+    # Said again on stderr once the app's screen is gone, so that it stays in view.
+    lines = capfd.readouterr().err.splitlines()
+    assert lines[-1].startswith("bbm-tui: ") and "not a SQLite file" in lines[-1]
+    assert str(isolated_home / "bbm-tui.sqlite3") in lines[-1]
 
 
 def test_the_first_frame_comes_before_litellm(tmp_path: Path) -> None:

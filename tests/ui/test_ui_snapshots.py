@@ -8,11 +8,11 @@ or dates on screen (wall_clock=False), no blinking cursors, no toasts.
 from __future__ import annotations
 
 from textual.pilot import Pilot
-from textual.widgets import DataTable, OptionList
+from textual.widgets import Checkbox, DataTable, OptionList
 from ui_helpers import make_app, recorded_session, still_cursors, wait_for
 
 from bbm_tui.core.store import Store
-from bbm_tui.ui.dialogs import HelpScreen
+from bbm_tui.ui.dialogs import FindScreen, HelpScreen
 from bbm_tui.ui.new_session import NewSessionScreen
 from bbm_tui.ui.sessions import SessionsScreen
 from bbm_tui.ui.trace_screen import TraceScreen
@@ -64,6 +64,48 @@ def test_main_screen_with_a_flagged_mistake(snap_compare) -> None:
         screen = app.screen
         await pilot.press("j", "j", "j", "x")
         await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await settle(pilot)
+
+    app = make_app(session_id=trace.id)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_main_screen_with_finder_verdicts_and_agreement(snap_compare) -> None:
+    """The person flagged Thought 4; CoT step-level on replay/bbm judged every thought; the
+    model's reasoning on Thought 4 is open (e)."""
+    with Store.open() as store:
+        trace = recorded_session(store, "tracking_shuffled_objects", 0)
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        await pilot.press("j", "j", "j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        await pilot.press("down")  # CoT, step-level
+        app.screen.query_one("#find-judge-all", Checkbox).value = True
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.finder is not None
+                       and screen.finder.state == "finished" and not screen.finding)
+        await pilot.press("e")
+        await settle(pilot)
+
+    app = make_app(session_id=trace.id)
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_find_dialog(snap_compare) -> None:
+    with Store.open() as store:
+        trace = recorded_session(store, "word_sorting", 3)
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        await pilot.press("down")
         await settle(pilot)
 
     app = make_app(session_id=trace.id)

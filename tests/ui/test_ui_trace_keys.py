@@ -178,10 +178,14 @@ async def test_help_lists_every_key_of_the_screen(store: Store) -> None:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         rows = {row.keys: row for row in app.screen.rows}
-        for key in ("n", "r", "esc", "j / ↓", "k / ↑", "x", "c", "u", "y", "Y", "s", "^n",
-                    "?", "^p"):
+        # Every key, also those the footer leaves out for now (esc while nothing runs, e
+        # before a finder has answered) or always (g, y, Y).
+        for key in ("n", "r", "esc", "j / ↓", "k / ↑", "x", "c", "u", "f", "e", "g", "y", "Y",
+                    "s", "^n", "?", "^p"):
             assert key in rows, key
         assert rows["x"].binding_id == "flag_mistake" and rows["x"].detail
+        assert rows["f"].binding_id == "find_mistake" and rows["f"].detail
+        assert rows["g"].binding_id == "show_gold" and rows["e"].binding_id == "show_answer"
         assert "q" in {key for row in rows for key in row.split(" / ")}
         await pilot.press("escape")
         assert isinstance(app.screen, TraceScreen)
@@ -342,8 +346,9 @@ async def test_the_command_palette_offers_the_main_actions(store: Store) -> None
         screen = await open_recorded(pilot)
         commands = {command.title: command for command in app.get_system_commands(screen)}
         for title in ("Step once", "Run to the answer", "Stop", "Flag the first mistake",
-                      "No mistake", "Undo the label", "Copy the trace", "New session",
-                      "Sessions", "Keys"):
+                      "No mistake", "Undo the label", "Copy the trace", "Find the mistake",
+                      "Show the model's answer", "Gold label", "New session", "Sessions",
+                      "Keys"):
             assert title in commands, title
         screen.selected = 2
         commands["Flag the first mistake"].callback()

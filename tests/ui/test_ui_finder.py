@@ -1,0 +1,508 @@
+"""The mistake finder on the main screen (f), through the real store and the offline models
+(replay/bbm answers from the gold label) or the local OpenAI-compatible server: each method's
+verdicts on screen and in the store with their raw answers, stopping at the first "No" or
+judging every step, the agreement with the person's flag, failures, Esc, resume, and the gold
+label (g)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from textual.widgets import Checkbox, Input
+from ui_helpers import SIZE, make_app, notifications, recorded_session, wait_for
+
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.finding import record_find
+from bbm_tui.core.llm import ModelSpec
+from bbm_tui.core.session import NewTrace, TraceSession
+from bbm_tui.core.store import Store
+from bbm_tui.ui.dialogs import FindScreen
+from bbm_tui.ui.trace_screen import TraceScreen
+from bbm_tui.ui.widgets import ThoughtView
+from tests.openai_server import FakeOpenAI, Reply
+
+TRACKING = "tracking_shuffled_objects"
+
+
+def text_of(screen: TraceScreen, selector: str) -> str:
+    return str(screen.query_one(selector).render())
+
+
+def marks(screen: TraceScreen) -> list[str | None]:
+    return [view.judgement for view in screen.query(ThoughtView) if not view.streaming]
+
+
+async def open_screen(pilot) -> TraceScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                   and pilot.app.screen.is_mounted)
+    await pilot.pause()
+    return pilot.app.screen
+
+
+async def run_finder(
+    pilot, method: str, *, model: str | None = None, api_base: str | None = None,
+    judge_all: bool = False, wait: bool = True,
+) -> None:
+    """Press f, pick the method with the arrow keys, set the model, and press enter."""
+    screen = pilot.app.screen
+    assert isinstance(screen, TraceScreen)
+    before = screen.finder
+    await pilot.press("f")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, FindScreen))
+    await pilot.pause()
+    dialog = pilot.app.screen
+    names = [choice.name for choice in dialog._methods]
+    moves = names.index(method) - names.index(dialog.method.name)
+    await pilot.press(*(["down"] * moves if moves > 0 else ["up"] * -moves))
+    assert dialog.method.name == method
+    if model is not None:
+        dialog.query_one("#find-model", Input).value = model
+    if api_base is not None:
+        dialog.query_one("#find-api-base", Input).value = api_base
+    if judge_all:
+        dialog.query_one("#find-judge-all", Checkbox).value = True
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: pilot.app.screen is screen)
+    await wait_for(pilot, lambda: screen.finder is not before)
+    if wait:
+        await wait_for(pilot, lambda: not screen.finding
+                       and screen.finder.state != "running", timeout=30)
+        await pilot.pause()
+
+
+# -- each method with the oracle: its verdicts are the gold label's
+
+@pytest.mark.parametrize(("task", "index", "method"), [
+    (TRACKING, 0, "direct-trace"),
+    (TRACKING, 0, "direct-step"),
+    (TRACKING, 0, "cot-step"),
+    (TRACKING, 1, "direct-step"),  # no mistake: every thought judged, all Yes
+    (TRACKING, 1, "direct-trace"),
+    ("word_sorting", 0, "cot-trace"),
+    ("word_sorting", 2, "cot-trace"),  # no mistake
+    ("word_sorting", 0, "cot-step"),
+])
+async def test_each_method_with_replay_finds_the_gold_label(
+    store: Store, task: str, index: int, method: str
+) -> None:
+    row = bundled_rows(task)[index]
+    gold = None if row.mistake_index is None else row.mistake_index + 1
+    trace = recorded_session(store, task, index)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        offered = [choice.name for choice in app.screen._methods]
+        assert offered == (["direct-trace", "direct-step", "cot-step", "cot-trace"]
+                           if task == "word_sorting"
+                           else ["direct-trace", "direct-step", "cot-step"])
+        # The session's model is the default.
+        assert app.screen.query_one("#find-model", Input).value == "replay/bbm"
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+
+        await run_finder(pilot, method)
+        [run] = store.finder_runs(trace.id)
+        assert (run.method, run.model, run.finished, run.parsed) == (method, "replay/bbm",
+                                                                    True, True)
+        assert run.mistake_number == gold
+        assert run.leaf_step_id == trace.steps[-1].id
+        assert all(verdict.raw and verdict.call is not None for verdict in run.verdicts)
+        said = f"first mistake in Thought {gold}" if gold else "no mistake"
+        assert said in text_of(screen, "#finder")
+        assert f"{method} · replay/bbm" in text_of(screen, "#finder")
+        assert text_of(screen, "#run-status").startswith(f"Model says: {said}.")
+        step_level = method.endswith("-step")
+        if step_level:
+            judged = gold or len(row.steps)  # stops at the first No
+            assert [v.step_number for v in run.verdicts] == list(range(1, judged + 1))
+            expected = ["Yes"] * (judged - 1) + ["No" if gold else "Yes"]
+            assert [v.verdict for v in run.verdicts] == expected
+            assert marks(screen) == ([{"Yes": "yes", "No": "no"}[v] for v in expected]
+                                     + [None] * (len(row.steps) - judged))
+            views = list(screen.query(ThoughtView))
+            assert [views[i].judge_raw for i in range(judged)] == [v.raw for v in run.verdicts]
+            assert "model: ✓" in views[0].meta
+            if gold:
+                assert "model: ✗" in views[gold - 1].meta
+        else:
+            [verdict] = run.verdicts
+            assert verdict.step_number is None and verdict.verdict == (str(gold) if gold
+                                                                       else "No")
+            assert screen.finder.trace_raw == verdict.raw
+            assert marks(screen) == [("first" if n == gold else None)
+                                     for n in range(1, len(row.steps) + 1)]
+        # Every call is counted in the title's totals.
+        assert f"{len(run.verdicts)} calls" in text_of(screen, "#title-bar .title-right")
+
+
+async def test_stop_at_the_first_no_or_judge_every_step(store: Store) -> None:
+    row = bundled_rows(TRACKING)[3]  # first mistake in Thought 5 of 7
+    assert (row.mistake_index, len(row.steps)) == (4, 7)
+    trace = recorded_session(store, TRACKING, 3)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await run_finder(pilot, "direct-step")
+        assert marks(screen) == ["yes"] * 4 + ["no", None, None]
+        first = store.finder_runs(trace.id)[-1]
+        assert [v.verdict for v in first.verdicts] == ["Yes"] * 4 + ["No"]
+        assert first.params["judge_all"] is False
+
+        await run_finder(pilot, "direct-step", judge_all=True)
+        assert marks(screen) == ["yes"] * 4 + ["no"] * 3
+        second = store.finder_runs(trace.id)[-1]
+        assert [v.verdict for v in second.verdicts] == ["Yes"] * 4 + ["No"] * 3
+        assert second.params["judge_all"] is True
+        # Still the first "No" is the mistake.
+        assert second.mistake_number == 5
+        assert "every step" in text_of(screen, "#finder")
+        # The dialog remembers the last run's choices.
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        assert app.screen.method.name == "direct-step"
+        assert app.screen.query_one("#find-judge-all", Checkbox).value is True
+        await pilot.press("up")  # a trace-level method cannot judge every step
+        assert app.screen.query_one("#find-judge-all", Checkbox).disabled
+        await pilot.press("escape")
+
+
+# -- the model's verdict beside the person's flag
+
+async def test_agreement_with_the_persons_label(store: Store) -> None:
+    trace = recorded_session(store, TRACKING, 0)  # gold: Thought 4
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        assert not screen.query_one("#agreement").display  # nothing to compare yet
+        await run_finder(pilot, "direct-trace")
+        assert text_of(screen, "#agreement") == "You: not labelled yet · Model: Thought 4"
+        assert "You have not labelled the trace yet" in text_of(screen, "#run-status")
+
+        await pilot.press("j", "j", "j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        assert text_of(screen, "#agreement") == "You: Thought 4 · Model: Thought 4 · agree ✓"
+        # The person's flag and the model's mark stand side by side on the thought.
+        view = screen.query_one("#thought-4", ThoughtView)
+        assert view.status == "mistake" and view.judgement == "first"
+
+        await pilot.press("k", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 3)
+        assert text_of(screen, "#agreement") == (
+            "You: Thought 3 · Model: Thought 4 · disagree ✗")
+
+        await pilot.press("c")
+        await wait_for(pilot, lambda: screen.trace.no_mistake)
+        assert text_of(screen, "#agreement") == (
+            "You: no mistake · Model: Thought 4 · disagree ✗")
+
+        await pilot.press("u", "u", "u")
+        await wait_for(pilot, lambda: screen.trace.label is None)
+        assert text_of(screen, "#agreement") == "You: not labelled yet · Model: Thought 4"
+
+        # A new run with the person's label in place says so in the status line.
+        await pilot.press("j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await run_finder(pilot, "direct-step")
+        assert "You said Thought 4: you agree." in text_of(screen, "#run-status")
+
+
+async def test_the_simulated_reward_model_runs_and_is_compared(store: Store) -> None:
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await pilot.press("j", "j", "j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await run_finder(pilot, "direct-trace", model="simulated/rm-0.0")
+        run = store.finder_runs(trace.id)[-1]
+        # Never right: some other location than the gold one.
+        assert run.model == "simulated/rm-0.0" and run.finished and run.mistake_number != 4
+        assert "simulated/rm-0.0" in text_of(screen, "#finder")
+        assert text_of(screen, "#agreement").endswith("disagree ✗")
+
+
+# -- failures, Esc, resume
+
+async def test_a_failing_finder_is_one_message_and_no_result(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    openai_server.enqueue(Reply("Yes"), Reply(status=401,
+                                              error_body={"error": {"message": "bad key"}}))
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await run_finder(pilot, "direct-step", model="openai/test",
+                         api_base=openai_server.base_url)
+        assert screen.finder.state == "failed"
+        [note] = notifications(app)
+        assert note.startswith("Mistake finding failed: ")
+        status = text_of(screen, "#run-status")
+        assert status.startswith("Mistake finding failed") and "no result" in status
+        assert screen.query_one("#run-status").has_class("-error")
+        assert "failed after 1 answer: no result" in text_of(screen, "#finder")
+        assert not screen.query_one("#agreement").display
+        assert marks(screen) == ["yes", None, None, None, None]  # no "judging…" left over
+        [run] = store.finder_runs(trace.id)
+        assert not run.finished and run.mistake_number is None and run.parsed is None
+        assert [v.raw for v in run.verdicts] == ["Yes"]
+        assert len(openai_server.requests) == 2  # a 401 is not retried
+
+        # The app is still usable: another run, then generating keys.
+        await run_finder(pilot, "direct-step", model="replay/bbm", api_base="")
+        assert screen.finder.state == "finished" and screen.finder.mistake_number == 4
+        assert len(notifications(app)) == 1
+        assert screen.check_action("step", ()) is True
+
+
+async def test_escape_stops_a_finder_and_the_run_has_no_result(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    openai_server.enqueue(Reply("Yes"), Reply("Yes", delay_s=30))
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await run_finder(pilot, "direct-step", model="openai/test",
+                         api_base=openai_server.base_url, wait=False)
+        await wait_for(pilot, lambda: screen.finding and len(screen.finder.verdicts) == 1
+                       and len(openai_server.requests) == 2, timeout=30)
+        assert marks(screen)[:2] == ["yes", "pending"]
+        assert "judging Thought 2 of 5" in text_of(screen, "#run-status")
+        # n and r wait while the finder runs; esc is the key that works.
+        assert screen.check_action("step", ()) is None
+        assert screen.check_action("stop", ()) is True
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not screen.finding)
+        await wait_for(pilot, lambda: screen.finder is not None
+                       and screen.finder.state == "stopped")
+        await pilot.pause(0.2)
+        assert "Stopped the mistake finder" in text_of(screen, "#run-status")
+        assert marks(screen) == ["yes", None, None, None, None]
+        assert "stopped after 1 answer: no result" in text_of(screen, "#finder")
+        [run] = store.finder_runs(trace.id)
+        assert not run.finished and [v.verdict for v in run.verdicts] == ["Yes"]
+        assert not notifications(app)
+        assert screen.check_action("find", ()) is True
+        assert screen.check_action("step", ()) is True
+
+
+async def test_resume_shows_the_latest_run_from_the_store(store: Store) -> None:
+    trace = recorded_session(store, TRACKING, 3)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await run_finder(pilot, "direct-trace")
+        await run_finder(pilot, "cot-step", judge_all=True)
+        await pilot.press("j", "j", "j", "j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 5)
+        before = ([(v.meta, v.judge_raw) for v in screen.query(ThoughtView)],
+                  text_of(screen, "#finder"), text_of(screen, "#agreement"))
+    again = make_app(session_id=trace.id)
+    async with again.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await wait_for(pilot, lambda: screen.finder is not None)
+        await pilot.pause()
+        after = ([(v.meta, v.judge_raw) for v in screen.query(ThoughtView)],
+                 text_of(screen, "#finder"), text_of(screen, "#agreement"))
+        assert after == before
+        assert "cot-step · replay/bbm · every step" in after[1]
+        assert after[2] == "You: Thought 5 · Model: Thought 5 · agree ✓"
+        # The reasoning is there to expand, collapsed at first.
+        assert screen.selected == 5
+        view = screen.query_one("#thought-5", ThoughtView)
+        assert not view.expanded and "The model's answer" not in view.shown
+        await pilot.press("e")
+        assert view.expanded and "Thought 5 is the first mistake" in view.shown
+        await pilot.press("e")
+        assert not view.expanded
+
+
+async def test_e_expands_the_answer_and_trace_level_answers_show_on_the_left(
+    store: Store,
+) -> None:
+    trace = recorded_session(store, "word_sorting", 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        # No run yet: e is not offered.
+        assert screen.check_action("reasoning", ()) is False
+        await run_finder(pilot, "cot-trace")
+        answer = screen.query_one("#finder-answer")
+        assert not answer.display
+        await pilot.press("e")
+        assert answer.display
+        assert "So the answer is 2" in str(answer.render())
+        await pilot.press("e")
+        assert not answer.display
+
+        await run_finder(pilot, "cot-step")
+        # Thought 1 was judged; Thought 3 was not (the run stopped at Thought 2).
+        await pilot.press("e")
+        first = screen.query_one("#thought-1", ThoughtView)
+        assert first.expanded and "The model's answer: Comment 1:" in first.shown
+        await pilot.press("j", "j", "e")
+        assert any("has not judged Thought 3" in note for note in notifications(app))
+
+
+async def test_a_trace_that_grew_after_the_run_says_what_was_judged(store: Store) -> None:
+    row = bundled_rows(TRACKING)[0]
+    trace = TraceSession.create(
+        store, NewTrace(TRACKING, row.input, row.target, 0, row.mistake_index), ModelSpec())
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        for count in (1, 2, 3):
+            await pilot.press("n")
+            await wait_for(pilot, lambda count=count: len(screen.trace.steps) == count
+                           and not screen.running)
+        await run_finder(pilot, "direct-step")
+        assert "no mistake" in text_of(screen, "#finder")  # nothing wrong in 1-3
+        await pilot.press("n")
+        await wait_for(pilot, lambda: len(screen.trace.steps) == 4 and not screen.running)
+        assert "on Thoughts 1–3" in text_of(screen, "#finder")
+        assert marks(screen) == ["yes", "yes", "yes", None]
+
+
+async def test_finder_runs_saved_outside_the_app_are_shown(store: Store) -> None:
+    """A run recorded by the core (as `bbm-tui find` could) on the session shows on open."""
+    trace = recorded_session(store, TRACKING, 0)
+    async for _ in record_find(store, trace.id, TRACKING, "direct-step", trace.session.input,
+                               trace.texts, ModelSpec("simulated/rm-1.0"),
+                               leaf_step_id=trace.steps[-1].id):
+        pass
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await wait_for(pilot, lambda: screen.finder is not None)
+        await pilot.pause()
+        assert marks(screen) == ["yes", "yes", "yes", "no", None]
+        assert "simulated/rm-1.0" in text_of(screen, "#finder")
+
+
+# -- untrusted answers stay text
+
+HOSTILE = "[bold]x[/ \x1b[31mred \x1b]52;c;SGVsbG8=\x07 \u202eevil [@click=app.quit]q[/]"
+
+
+async def test_hostile_finder_answers_render_literally(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    openai_server.enqueue(Reply(f"{HOSTILE}\nSo Thought 1 is correct. Yes"),
+                          Reply(f"{HOSTILE} and nothing else"))
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await run_finder(pilot, "cot-step", model="openai/test",
+                         api_base=openai_server.base_url)
+        assert marks(screen)[:2] == ["yes", "unparsed"]
+        assert "unparseable answer on Thought 2" in text_of(screen, "#finder")
+        await pilot.press("e")
+        shown = str(screen.query_one("#thought-1", ThoughtView).render())
+        for literal in ("[bold]x[/", "␛[31mred", "␛]52;c;SGVsbG8=␇", "<U+202E>evil",
+                        "[@click=app.quit]q[/]"):
+            assert literal in shown
+        assert not any(bad in shown for bad in ("\x1b", "\x07", "\u202e"))
+        # Stored verbatim.
+        assert store.finder_runs(trace.id)[-1].verdicts[0].raw.startswith(HOSTILE)
+        assert app.is_running
+
+        openai_server.enqueue(Reply(f"{HOSTILE}"))
+        await run_finder(pilot, "direct-trace", model="openai/test",
+                         api_base=openai_server.base_url)
+        finder = text_of(screen, "#finder")
+        assert "unparseable: [bold]x[/ ␛[31mred" in finder and "\x1b" not in finder
+        assert "Model says: unparseable: [bold]x[/" in text_of(screen, "#run-status")
+        assert app.is_running
+
+
+# -- the gold label, hidden until asked for
+
+async def test_g_shows_and_hides_the_gold_label(store: Store) -> None:
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        gold = screen.query_one("#gold")
+        assert not gold.display  # not shown unless asked: it would bias an annotator
+        await pilot.press("g")
+        await wait_for(pilot, lambda: gold.display)
+        assert text_of(screen, "#gold") == "Gold: ✗ first mistake in Thought 4"
+        await pilot.press("g")
+        assert not gold.display
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ("no mistake", r"^Gold: ✓ no mistake$"),
+    ("typed", r"^Gold: none \(not a question of the dataset\)$"),
+    ("prefix", r"^Gold: ✗ first mistake in Thought 4\n\(for the dataset's 5 thoughts; 2 are "
+               r"written so far\)$"),
+    ("different", r"^Gold: ✗ first mistake in Thought 4\n\(for the dataset's recorded trace; "
+                  r"this one departs from it at Thought 2\)$"),
+])
+async def test_the_gold_label_says_what_it_is_about(
+    store: Store, case: str, expected: str
+) -> None:
+    steps = bundled_rows(TRACKING)[0].steps
+    if case == "no mistake":
+        trace = recorded_session(store, TRACKING, 1)
+    elif case == "typed":
+        trace = TraceSession.create(store, NewTrace(TRACKING, "Q: a question of my own"),
+                                    ModelSpec())
+        trace.load_recorded(["Thought one."])
+    elif case == "prefix":
+        trace = recorded_session(store, TRACKING, 0, steps=steps[:2])
+    else:
+        trace = recorded_session(store, TRACKING, 0, steps=[steps[0], "Something else."])
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: screen.query_one("#gold").display)
+        assert re.match(expected, text_of(screen, "#gold")), text_of(screen, "#gold")
+
+
+# -- small fixes: the header, the answer line, redacted errors
+
+async def test_the_header_and_the_answer_read_cleanly(store: Store) -> None:
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        assert text_of(screen, "#title-bar .title-left") == (
+            "bbm-tui — tracking_shuffled_objects #0 — replay/bbm")
+        assert text_of(screen, "#answer") == "Answer: (A)  ✗ not the target"
+        # In an SVG screenshot no run of text there starts with a space: librsvg drops such
+        # spaces, which read "bbm-tui—  tracking_shuffled_objects#0" and "(A)✗ not the target".
+        svg = app.export_screenshot()
+        runs = [text.replace("&#160;", " ") for line, text in
+                re.findall(r'clip-path="url\(#terminal-\d+-line-(\d+)\)">([^<]*)<', svg)
+                if line == "0" or "target" in text or "Answer" in text]
+        assert any("tracking_shuffled_objects" in run for run in runs)
+        assert any("not the target" in run for run in runs)
+        assert not [run for run in runs if run.startswith(" ") and run.strip()], runs
+
+
+async def test_a_worker_error_is_redacted(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-live-0123456789abcdefSECRET"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    trace = recorded_session(store, TRACKING, 0)
+
+    def broken(self, number):
+        raise RuntimeError(f"proxy said: key {secret} refused \x1b[31m[bold]")
+
+    monkeypatch.setattr(TraceSession, "flag_mistake", broken)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_screen(pilot)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: bool(notifications(app)))
+        [note] = notifications(app)
+        assert secret not in note and "[redacted]" in note
+        assert "\x1b" not in note and "␛[31m[bold]" in note
