@@ -186,7 +186,8 @@ def markdown(trace: LabelledTrace) -> str:
 
 
 def _quoted(text: str) -> list[str]:
-    return [f"> {_md_line(line)}" for line in printable(text).split("\n")]
+    return [f"> {_md_line(line)}" if line.strip() else ">"
+            for line in printable(text).split("\n")]
 
 
 # What Markdown (CommonMark, GitHub's tables, strikethrough and math, inline HTML and entities)
@@ -215,13 +216,20 @@ def _md_line(line: str) -> str:
 def _md_text(text: str, indent: str) -> str:
     """Literal text as one list item: control characters and bidi overrides made visible (the
     file is safe to `cat`), markup escaped, each line break a hard break (a backslash) with the
-    next line indented to stay inside the item."""
-    return f"\\\n{indent}".join(_md_line(line) for line in printable(text).split("\n"))
+    next line indented to stay inside the item. Blank lines at the end show nothing (and would
+    leave the last break's backslash on show); a thought with no text says so."""
+    lines = printable(text).split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines:
+        return "(empty thought)"
+    return f"\\\n{indent}".join(_md_line(line) for line in lines)
 
 
 def _md_code(text: str) -> str:
-    """Text in a code span: one line (a newline could start a block), no backquote."""
-    return one_line(text).replace("`", "'")
+    """Text in a code span: one line (a newline could start a block), no backquote, never
+    empty ("``" would be two backquotes, not an empty span)."""
+    return one_line(text).replace("`", "'") or " "
 
 
 # ---------------------------------------------------------------------------- import
