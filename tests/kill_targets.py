@@ -161,6 +161,8 @@ class ForkServer:
 
     def spawn(self, argv: list[str], env: dict[str, str | None], *, tty: str | None = None,
               stdout: Path | None = None, stderr: Path | None = None) -> Child:
+        if tty:  # the terminal's own size, not one left in the environment
+            env = {"COLUMNS": None, "LINES": None, **env}
         reply = self._ask({"op": "spawn", "argv": argv, "env": env, "tty": tty,
                            "stdout": str(stdout) if stdout else None,
                            "stderr": str(stderr) if stderr else None})
@@ -223,6 +225,8 @@ class ColdChild:
     def __init__(self, argv: list[str], env: dict[str, str | None], *, tty_fd: int | None = None,
                  stderr: Path | None = None) -> None:
         environment = {**os.environ}
+        if tty_fd is not None:  # the terminal's own size, not one left in the environment
+            env = {"COLUMNS": None, "LINES": None, **env}
         for key, value in env.items():
             if value is None:
                 environment.pop(key, None)
