@@ -149,7 +149,7 @@ class NewSessionScreen(BbmScreen):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        yield TitleBar(styled("bbm-tui ─ new session", "bold"), id="title-bar")
+        yield TitleBar(styled("bbm-tui — new session", "bold"), id="title-bar")
         with Horizontal(id="new-body"):
             with Vertical(id="question-side", classes="panel"):
                 yield Input(

@@ -67,7 +67,7 @@ class SessionsScreen(BbmScreen):
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
-        yield TitleBar(styled("bbm-tui ─ sessions", "bold"),
+        yield TitleBar(styled("bbm-tui — sessions", "bold"),
                        styled("enter resume · r rename · d delete · esc back", MUTED),
                        id="title-bar")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)

@@ -259,10 +259,11 @@ def describe_agreement(shown: FinderShown | None, trace: TraceSession) -> Conten
     line = line.append(styled("· ", MUTED)).append(styled("Model: ", "bold")).append(model)
     if you is None or not shown.parsed:
         return line
+    # The verdict first: in a narrow pane the line wraps, and its glyph stays with its word.
     agree = shown.mistake_number == you_number
-    verdict = (styled(f"agree {GLYPH_OK}", "bold $text-success") if agree
-               else styled(f"disagree {GLYPH_MISTAKE}", "bold $text-error"))
-    return line.append(" ").append(styled("· ", MUTED)).append(verdict)
+    verdict = (styled(f"agree {GLYPH_OK} ", "bold $text-success") if agree
+               else styled(f"disagree {GLYPH_MISTAKE} ", "bold $text-error"))
+    return verdict.append(styled("· ", MUTED)).append(line)
 
 
 def agreement_words(shown: FinderShown, trace: TraceSession) -> str:
@@ -807,6 +808,10 @@ class TraceScreen(BbmScreen):
             shown.mistake_number = event.result.mistake_number
             shown.parsed = event.result.parsed
             self._show_finder()
+            if shown.mistake_number is not None:
+                # To the thought the model faults: x agrees with it, e shows why.
+                self.selected = shown.mistake_number
+                self._show_selection(scroll=True)
             self._status(self._finder_summary(shown))
             return
         self._show_finder()

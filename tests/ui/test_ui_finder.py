@@ -180,10 +180,11 @@ async def test_agreement_with_the_persons_label(store: Store) -> None:
         await run_finder(pilot, "direct-trace")
         assert text_of(screen, "#agreement") == "You: not labelled yet · Model: Thought 4"
         assert "You have not labelled the trace yet" in text_of(screen, "#run-status")
-
-        await pilot.press("j", "j", "j", "x")
+        # The cursor went to the thought the model faults: x agrees with the model.
+        assert screen.selected == 4
+        await pilot.press("x")
         await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
-        assert text_of(screen, "#agreement") == "You: Thought 4 · Model: Thought 4 · agree ✓"
+        assert text_of(screen, "#agreement") == "agree ✓ · You: Thought 4 · Model: Thought 4"
         # The person's flag and the model's mark stand side by side on the thought.
         view = screen.query_one("#thought-4", ThoughtView)
         assert view.status == "mistake" and view.judgement == "first"
@@ -191,18 +192,19 @@ async def test_agreement_with_the_persons_label(store: Store) -> None:
         await pilot.press("k", "x")
         await wait_for(pilot, lambda: screen.trace.mistake_number == 3)
         assert text_of(screen, "#agreement") == (
-            "You: Thought 3 · Model: Thought 4 · disagree ✗")
+            "disagree ✗ · You: Thought 3 · Model: Thought 4")
 
         await pilot.press("c")
         await wait_for(pilot, lambda: screen.trace.no_mistake)
         assert text_of(screen, "#agreement") == (
-            "You: no mistake · Model: Thought 4 · disagree ✗")
+            "disagree ✗ · You: no mistake · Model: Thought 4")
 
         await pilot.press("u", "u", "u")
         await wait_for(pilot, lambda: screen.trace.label is None)
         assert text_of(screen, "#agreement") == "You: not labelled yet · Model: Thought 4"
 
         # A new run with the person's label in place says so in the status line.
+        assert screen.selected == 3
         await pilot.press("j", "x")
         await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
         await run_finder(pilot, "direct-step")
@@ -221,7 +223,8 @@ async def test_the_simulated_reward_model_runs_and_is_compared(store: Store) -> 
         # Never right: some other location than the gold one.
         assert run.model == "simulated/rm-0.0" and run.finished and run.mistake_number != 4
         assert "simulated/rm-0.0" in text_of(screen, "#finder")
-        assert text_of(screen, "#agreement").endswith("disagree ✗")
+        assert text_of(screen, "#agreement").startswith(
+            "disagree ✗ · You: Thought 4 · Model: Thought ")
 
 
 # -- failures, Esc, resume
@@ -297,7 +300,8 @@ async def test_resume_shows_the_latest_run_from_the_store(store: Store) -> None:
         screen = await open_screen(pilot)
         await run_finder(pilot, "direct-trace")
         await run_finder(pilot, "cot-step", judge_all=True)
-        await pilot.press("j", "j", "j", "j", "x")
+        assert screen.selected == 5
+        await pilot.press("x")
         await wait_for(pilot, lambda: screen.trace.mistake_number == 5)
         before = ([(v.meta, v.judge_raw) for v in screen.query(ThoughtView)],
                   text_of(screen, "#finder"), text_of(screen, "#agreement"))
@@ -310,7 +314,7 @@ async def test_resume_shows_the_latest_run_from_the_store(store: Store) -> None:
                  text_of(screen, "#finder"), text_of(screen, "#agreement"))
         assert after == before
         assert "cot-step · replay/bbm · every step" in after[1]
-        assert after[2] == "You: Thought 5 · Model: Thought 5 · agree ✓"
+        assert after[2] == "agree ✓ · You: Thought 5 · Model: Thought 5"
         # The reasoning is there to expand, collapsed at first.
         assert screen.selected == 5
         view = screen.query_one("#thought-5", ThoughtView)
@@ -341,7 +345,8 @@ async def test_e_expands_the_answer_and_trace_level_answers_show_on_the_left(
 
         await run_finder(pilot, "cot-step")
         # Thought 1 was judged; Thought 3 was not (the run stopped at Thought 2).
-        await pilot.press("e")
+        assert screen.selected == 2
+        await pilot.press("k", "e")
         first = screen.query_one("#thought-1", ThoughtView)
         assert first.expanded and "The model's answer: Comment 1:" in first.shown
         await pilot.press("j", "j", "e")

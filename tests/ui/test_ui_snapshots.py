@@ -89,6 +89,7 @@ def test_main_screen_with_finder_verdicts_and_agreement(snap_compare) -> None:
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen.finder is not None
                        and screen.finder.state == "finished" and not screen.finding)
+        assert screen.selected == 4  # the thought the model faults
         await pilot.press("e")
         await settle(pilot)
 
