@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = (120, 36)
-SHOTS = ("new-session", "streaming", "flagged", "sessions")
+SHOTS = ("new-session", "streaming", "flagged", "finder", "sessions")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -101,6 +101,40 @@ async def flagged(out: Path) -> None:
         app.save_screenshot("flagged.svg", str(out))
 
 
+async def finder(out: Path) -> None:
+    """A generated word-sorting trace judged by CoT step-level on the offline oracle, every
+    step, beside the person's flag: the model's marks on the thoughts, its reasoning open on
+    the thought it faults, and the agreement on the left (with the gold label shown, g)."""
+    from textual.widgets import Checkbox
+
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.dialogs import FindScreen
+    from bbm_tui.ui.trace_screen import TraceScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "0"
+    app = BbmApp(task="word_sorting", question=7)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await pilot.press("j", "j", "j", "x")  # the person flags Thought 4
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        await pilot.press("down")  # CoT, step-level
+        app.screen.query_one("#find-judge-all", Checkbox).value = True
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.finder is not None
+                       and screen.finder.state == "finished" and not screen.finding)
+        await pilot.press("e", "g")
+        await wait_for(pilot, lambda: screen.query_one("#gold").display)
+        await pilot.pause(0.2)
+        still(pilot)
+        await pilot.pause()
+        app.save_screenshot("finder.svg", str(out))
+
+
 async def sessions(out: Path) -> None:
     from bbm_tui.core import llm
     from bbm_tui.core.dataset import bundled_rows
@@ -147,7 +181,7 @@ def preserve_spaces(svg: Path) -> None:
 
 async def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for shot in (new_session, streaming, flagged, sessions):
+    for shot in (new_session, streaming, flagged, finder, sessions):
         await shot(out)
         print(f"{shot.__name__}: done", file=sys.stderr)
     for name in SHOTS:
