@@ -357,3 +357,22 @@ async def test_the_command_palette_offers_the_main_actions(store: Store) -> None
         await pilot.press("ctrl+p")
         await pilot.pause()
         assert app.screen.__class__.__name__ == "CommandPalette"
+
+
+async def test_the_readme_key_table_lists_every_key_of_the_main_screen(store: Store) -> None:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Keys (main screen)", 1)[1].split("\n### ", 1)[0]
+    documented = set()
+    for row in section.splitlines():
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[2].startswith("`"):
+            documented.update(re.findall(r"`([a-z_]+)`", cells[2]))
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_recorded(pilot, store)
+        ids = {row.binding_id for row in app.help_rows() if row.binding_id}
+    assert documented == ids
