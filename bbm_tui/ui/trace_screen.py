@@ -851,10 +851,10 @@ class TraceScreen(BbmScreen):
         self.notify(message, title="Mistake finding failed", severity="error", markup=False,
                     timeout=10)
         saved = len(shown.verdicts)
-        kept = (f" The {saved} answer{'s' if saved != 1 else ''} before it "
-                f"{'are' if saved != 1 else 'is'} saved;" if saved else "")
-        self._status(f"Mistake finding failed: {message}.{kept} the run has no result.",
-                     error=True)
+        kept = (f"The {saved} answer{'s' if saved != 1 else ''} before it "
+                f"{'are' if saved != 1 else 'is'} saved; the run has no result." if saved
+                else "The run has no result.")
+        self._status(f"Mistake finding failed: {message.rstrip('.')}. {kept}", error=True)
 
     @work(exclusive=True, group="finder-load", exit_on_error=False)
     async def _load_finder(self) -> None:

@@ -261,6 +261,22 @@ async def test_a_failing_finder_is_one_message_and_no_result(
         assert screen.check_action("step", ()) is True
 
 
+async def test_the_oracle_on_a_trace_it_does_not_know_says_so(store: Store) -> None:
+    trace = TraceSession.create(store, NewTrace("word_sorting", "zebra apple"), ModelSpec())
+    trace.load_recorded(["z comes after a.", "So the answer is apple zebra"])
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await run_finder(pilot, "direct-step")
+        [note] = notifications(app)
+        assert "replay/bbm does not know this trace" in note
+        assert text_of(screen, "#run-status").endswith("choose another model. The run has "
+                                                       "no result.")
+        assert "failed: no result" in text_of(screen, "#finder")
+        [run] = store.finder_runs(trace.id)
+        assert not run.finished and not run.verdicts
+
+
 async def test_escape_stops_a_finder_and_the_run_has_no_result(
     store: Store, openai_server: FakeOpenAI
 ) -> None:
