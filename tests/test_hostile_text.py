@@ -236,6 +236,25 @@ async def test_a_typed_question_is_stored_exactly_and_shown_literally(
         assert summary.session.input == HOSTILE
 
 
+async def test_a_typed_lone_surrogate_is_refused_with_a_message(isolated_home: Path) -> None:
+    """Not something a terminal can send (its bytes are decoded with replacement), but a
+    widget could hold one: the store refuses it, the app says so and carries on."""
+    from bbm_tui.ui.app import BbmApp
+
+    app = BbmApp(Config(), warm_up=False, wall_clock=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await until(pilot, lambda: "Question" in rendered(app)[0], "the new-session screen")
+        await pilot.press("ctrl+t")
+        await until(pilot, lambda: bool(app.screen.query("#typed-input")), "the typed question")
+        app.screen.query_one("#typed-input").text = "pear \ud800 apple"
+        await pilot.press("ctrl+r")
+        await until(pilot, lambda: "not valid Unicode" in " ".join(
+            str(note.message) for note in app._notifications), "the message")
+        assert app.is_running
+    with Store.open() as store:
+        assert store.sessions() == []
+
+
 # ---------------------------------------------------------------------------- store path
 
 
