@@ -357,6 +357,8 @@ class TraceScreen(BbmScreen):
         self.finder: FinderShown | None = None
         self.finder_answer_open = False
         self.gold_shown = False
+        # Keep the thought being judged in view, until the reader moves the cursor.
+        self._find_follow = False
         self._follow_pending = True
         self._label_lock = asyncio.Lock()
         # Thoughts being streamed, by number: a token goes straight to its view, no query.
@@ -402,7 +404,9 @@ class TraceScreen(BbmScreen):
         self._show_facts()
         self._apply_label()
         self._load_finder()
-        self._show_selection(scroll=True)
+        self._show_selection()
+        # Scrolled to once laid out (before that, the thought has no place to scroll to).
+        self.call_after_refresh(self._show_selection, scroll=True)
         if not self.trace.steps:
             self._status("n generates the next thought, r runs to the answer.")
         elif self.trace.finished:
@@ -497,6 +501,7 @@ class TraceScreen(BbmScreen):
         count = len(self.trace.steps)
         if not count:
             return
+        self._find_follow = False  # the reader leads now, not the finder
         self.selected = min(max(self.selected + delta, 1), count)
         self._show_selection(scroll=True)
         if self.selected == count:
@@ -761,6 +766,7 @@ class TraceScreen(BbmScreen):
         self.finder_answer_open = False
         shown = FinderShown(request.method, request.spec.model, request.judge_all, steps[-1].id)
         self.finder = shown
+        self._find_follow = True
         self._set_finding(True)
         self._show_finder()
         stopped = False
@@ -808,8 +814,9 @@ class TraceScreen(BbmScreen):
             shown.mistake_number = event.result.mistake_number
             shown.parsed = event.result.parsed
             self._show_finder()
-            if shown.mistake_number is not None:
-                # To the thought the model faults: x agrees with it, e shows why.
+            if shown.mistake_number is not None and self._find_follow:
+                # To the thought the model faults (unless the reader moved meanwhile): x
+                # agrees with it, e shows why.
                 self.selected = shown.mistake_number
                 self._show_selection(scroll=True)
             self._status(self._finder_summary(shown))
@@ -827,6 +834,10 @@ class TraceScreen(BbmScreen):
                 return
             self._status(f"{who} is judging Thought {number} of {len(self.trace.steps)}…  "
                          "(esc stops)")
+            view = self._view(number)
+            if self._find_follow and view is not None:
+                self.query_one("#thoughts", VerticalScroll).scroll_to_widget(
+                    view, animate=False, immediate=True)
         else:
             self._status(f"{who} is reading the whole trace…  (esc stops)")
 

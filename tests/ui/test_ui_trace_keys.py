@@ -376,3 +376,17 @@ async def test_the_readme_key_table_lists_every_key_of_the_main_screen(store: St
         await open_recorded(pilot, store)
         ids = {row.binding_id for row in app.help_rows() if row.binding_id}
     assert documented == ids
+
+
+async def test_resume_scrolls_to_the_flagged_thought(store: Store) -> None:
+    trace = recorded_session(store, "word_sorting", 3)  # 17 long thoughts
+    trace.flag_mistake(12)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        await pilot.pause(0.1)
+        assert screen.selected == 12
+        view = screen.query_one("#thought-12", ThoughtView)
+        pane = screen.query_one("#thoughts")
+        assert pane.scroll_y > 0
+        assert pane.region.contains_region(view.region)
