@@ -818,7 +818,11 @@ class TraceScreen(BbmScreen):
                 # To the thought the model faults (unless the reader moved meanwhile): x
                 # agrees with it, e shows why.
                 self.selected = shown.mistake_number
-                self._show_selection(scroll=True)
+                self._show_selection()
+                view = self._view(shown.mistake_number)
+                if view is not None:  # in the middle: the verdicts before it in view too
+                    self.query_one("#thoughts", VerticalScroll).scroll_to_center(
+                        view, animate=False, immediate=True)
             self._status(self._finder_summary(shown))
             return
         self._show_finder()
