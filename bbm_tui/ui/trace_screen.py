@@ -359,6 +359,7 @@ class TraceScreen(BbmScreen):
         self.gold_shown = False
         # Keep the thought being judged in view, until the reader moves the cursor.
         self._find_follow = False
+        self._last_request: FindRequest | None = None
         self._follow_pending = True
         self._label_lock = asyncio.Lock()
         # Thoughts being streamed, by number: a token goes straight to its view, no query.
@@ -735,8 +736,10 @@ class TraceScreen(BbmScreen):
             return
         spec = self.trace.spec
         last = self.finder
-        if last is not None and last.method in METHODS:
-            # Again as last time: the same method, model and judging.
+        if self._last_request is not None:
+            default = self._last_request  # as asked last time here, api base included
+        elif last is not None and last.method in METHODS:
+            # Again as the saved run: the same method, model and judging.
             default = FindRequest(last.method, llm.ModelSpec(last.model, spec.api_base,
                                                              spec.mode), last.judge_all)
         else:
@@ -746,6 +749,7 @@ class TraceScreen(BbmScreen):
 
         def chosen(request: FindRequest | None) -> None:
             if request is not None:
+                self._last_request = request
                 self._find(request)
 
         self.app.push_screen(FindScreen(methods, default), chosen)

@@ -254,6 +254,13 @@ async def test_a_failing_finder_is_one_message_and_no_result(
         assert [v.raw for v in run.verdicts] == ["Yes"]
         assert len(openai_server.requests) == 2  # a 401 is not retried
 
+        # The dialog offers the same model and api base again.
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        assert app.screen.query_one("#find-model", Input).value == "openai/test"
+        assert app.screen.query_one("#find-api-base", Input).value == openai_server.base_url
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
         # The app is still usable: another run, then generating keys.
         await run_finder(pilot, "direct-step", model="replay/bbm", api_base="")
         assert screen.finder.state == "finished" and screen.finder.mistake_number == 4
