@@ -327,6 +327,7 @@ async def test_streaming_follows_the_bottom_unless_the_reader_moved_up(
             lambda: scroll.max_scroll_y > 0 and scroll.scroll_y >= scroll.max_scroll_y - 3,
             timeout=10,
         )
+        await pilot.pause(0.1)  # let the layout settle before the reader moves
         screen.action_move(-1)  # the reader goes back to Thought 1
         assert screen.selected == 1
         steps = len(screen.trace.steps)
