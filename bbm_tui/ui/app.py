@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, cast
 
+from rich.console import RenderableType
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
@@ -129,6 +130,12 @@ class BbmApp(App[int]):
         if self._start_session is None and self._start_question is None:
             return NewSessionScreen(self.config, task=self._start_task)
         return SplashScreen()
+
+    def panic(self, *renderables: RenderableType) -> None:
+        # Textual's panic (e.g. its input thread dying) prints the error but leaves the
+        # return code unset, so the command would exit 0 after a crash.
+        self._return_code = 1
+        super().panic(*renderables)
 
     def on_mount(self) -> None:
         if self.config.keymap:

@@ -158,3 +158,12 @@ async def test_a_store_that_cannot_be_opened_is_a_clear_message(
         await pilot.pause()
     assert app.return_code == 1
     assert path.read_bytes() == before  # left untouched
+
+
+async def test_a_panic_exits_non_zero() -> None:
+    """Textual's panic (its input thread dying, say) must not end the command with 0."""
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        app.panic("the input thread died")
+    assert app.return_code == 1
