@@ -114,6 +114,8 @@ class TitleBar(HorizontalGroup):
         self._right.show(content)
 
 
+# The longest thought in the dataset has 2,568 characters; past this, a thought is cut on screen.
+SHOWN_LIMIT = 20_000
 GUTTER = 6  # "nnn ✓ ": the number, right-aligned, and the status glyph
 # Blank cells in a style of their own (one that changes nothing), so that they are not one run
 # with the text after them in an SVG screenshot (see `_gutter`).
@@ -241,9 +243,9 @@ class ThoughtView(Widget):
 
     def _body(self) -> Content:
         if self.streaming:
-            text = safe(self._raw).append(styled(CURSOR, "$accent"))
+            text = self._shown_text().append(styled(CURSOR, "$accent"))
         elif self._raw:
-            text = safe(self._raw)
+            text = self._shown_text()
         else:
             text = styled("(empty thought)", f"italic {MUTED}")
         meta = self._meta()
@@ -255,6 +257,17 @@ class ThoughtView(Widget):
             text = (text.append("\n").append(styled("The model's answer: ", f"bold {MUTED}"))
                     .append(answer.stylize(MUTED)))
         return text
+
+    def _shown_text(self) -> Content:
+        """The thought's text, cut at SHOWN_LIMIT characters: wrapping a megabyte on every
+        repaint and keypress would freeze the screen (copying still takes all of it)."""
+        if len(self._raw) <= SHOWN_LIMIT:
+            return safe(self._raw)
+        hidden = len(self._raw) - SHOWN_LIMIT
+        return safe(self._raw[:SHOWN_LIMIT]).append(
+            styled(f" … {hidden:,} more characters (y copies the whole thought)",
+                   f"italic {MUTED}")
+        )
 
     def _gutter(self) -> Content:
         if self.streaming:

@@ -167,3 +167,23 @@ async def test_a_panic_exits_non_zero() -> None:
         await pilot.pause()
         app.panic("the input thread died")
     assert app.return_code == 1
+
+
+async def test_a_huge_thought_is_cut_on_screen_but_copied_whole(store: Store) -> None:
+    huge = "word " * 40_000  # 200,000 characters, no newline
+    trace = TraceSession.create(store, NewTrace("word_sorting", "b a", "a b"),
+                                llm.ModelSpec("replay/bbm"))
+    trace.load_recorded([huge.strip(), "So the answer is a b"])
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
+                       and len(app.screen.query(ThoughtView)) == 2)
+        view = app.screen.query_one("#thought-1", ThoughtView)
+        assert view.text == huge.strip()
+        assert "179,999 more characters (y copies the whole thought)" in view.shown
+        assert len(view.shown) < 21_000
+        copied: list[str] = []
+        app.copy_to_clipboard = copied.append  # type: ignore[method-assign]
+        await pilot.press("y")
+        await wait_for(pilot, lambda: bool(copied))
+        assert huge.strip() in copied[0]
