@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from bbm_tui import __version__
 
@@ -252,7 +253,7 @@ def run_command(args: argparse.Namespace) -> int:
     except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
     try:
-        with ProgressDisplay(not args.no_progress, "traces") as show:
+        with ProgressDisplay(not args.no_progress, _run_detail) as show:
             progress = asyncio.run(
                 run_batch(jobs, spec, store, args.out, concurrency=args.concurrency,
                           settings=settings, on_progress=show)
@@ -276,15 +277,16 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 class ProgressDisplay:
-    """A rich progress bar on stderr fed by RunProgress-like objects (done/total/skipped)."""
+    """A rich progress bar on stderr (a terminal only), fed by a batch's progress object:
+    `detail(progress)` says what the bar shows beside the count."""
 
-    def __init__(self, enabled: bool, noun: str) -> None:
+    def __init__(self, enabled: bool, detail: Callable[[Any], str]) -> None:
         self.enabled = enabled and sys.stderr.isatty()
-        self.noun = noun
-        self._progress = None
-        self._task = None
+        self.detail = detail
+        self._progress: Any = None
+        self._task: Any = None
 
-    def __enter__(self):
+    def __enter__(self) -> Callable[[Any], None]:
         if self.enabled:
             from rich.console import Console
             from rich.progress import (
@@ -297,18 +299,18 @@ class ProgressDisplay:
             )
 
             self._progress = Progress(
-                TextColumn(f"{self.noun}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("traces"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
-                TimeRemainingColumn(), console=Console(stderr=True), transient=False,
+                TimeRemainingColumn(), console=Console(stderr=True),
             )
             self._progress.__enter__()
-            self._task = self._progress.add_task(self.noun, total=None, detail="")
+            self._task = self._progress.add_task("traces", total=None, detail="")
         return self.update
 
-    def update(self, progress) -> None:
+    def update(self, progress: Any) -> None:
         if self._progress is None:
             return
-        detail = f"{progress.steps} steps · ${progress.cost:.4f}"
+        detail = self.detail(progress)
         if progress.failed:
             detail += f" · {progress.failed} failed"
         self._progress.update(
@@ -319,6 +321,16 @@ class ProgressDisplay:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.__exit__(*exc)
+
+
+def _run_detail(progress: Any) -> str:
+    return f"{progress.steps} steps · ${progress.cost:.4f}"
+
+
+def _find_detail(progress: Any) -> str:
+    # "+?": some calls had no known price, so the running cost is a lower bound.
+    cost = f"${progress.cost:.4f}" + ("+?" if progress.unpriced_calls else "")
+    return f"{progress.calls} calls · {cost}"
 
 
 # ---------------------------------------------------------------------------- stats
@@ -430,7 +442,7 @@ def find_command(args: argparse.Namespace) -> int:
     except (DatasetError, UnknownTaskError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
     try:
-        with FindProgressDisplay(not args.no_progress) as show:
+        with ProgressDisplay(not args.no_progress, _find_detail) as show:
             outcome = asyncio.run(find_batch(
                 jobs, args.method, spec, args.out, concurrency=args.concurrency, rpm=args.rpm,
                 judge_all=args.all_steps, on_progress=show,
@@ -466,50 +478,6 @@ def _find_usage_problem(args: argparse.Namespace) -> str | None:
     if args.rpm is not None and args.rpm <= 0:
         return "--rpm must be more than 0"
     return None
-
-
-class FindProgressDisplay:
-    """A rich progress bar on stderr: traces judged, calls made, running cost."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self._progress = None
-        self._task = None
-
-    def __enter__(self):
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("traces"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[detail]}"), TimeElapsedColumn(),
-                TimeRemainingColumn(), console=Console(stderr=True),
-            )
-            self._progress.__enter__()
-            self._task = self._progress.add_task("find", total=None, detail="")
-        return self.update
-
-    def update(self, progress) -> None:
-        if self._progress is None:
-            return
-        cost = f"${progress.cost:.4f}" + ("+?" if progress.unpriced_calls else "")
-        detail = f"{progress.calls} calls · {cost}"
-        if progress.failed:
-            detail += f" · {progress.failed} failed"
-        self._progress.update(self._task, total=progress.total, completed=progress.finished,
-                              detail=detail)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(*exc)
 
 
 _FIND_COLUMNS = (

@@ -723,18 +723,11 @@ async def stream_step(
                 await task
 
 
-async def _stream_step_once(
-    spec: ModelSpec,
-    prompt: str,
-    settings: CallSettings,
-    attempt: int,
-    queue: asyncio.Queue,
-) -> StepText:
-    litellm = litellm_module()
-    native_stop = accepts_native_stop(spec)
+def _call_kwargs(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
+    """What every call sends: our own retries only (litellm's off), the timeout, the key
+    placeholder for local servers, and the settings the model accepts."""
     kwargs: dict[str, Any] = {
         "model": spec.model,
-        "stream": True,
         "timeout": settings.timeout_s,
         "max_retries": 0,
         **_auth_kwargs(spec),
@@ -745,6 +738,20 @@ async def _stream_step_once(
         kwargs["api_base"] = spec.api_base
     if settings.max_tokens is not None:
         kwargs["max_tokens"] = settings.max_tokens
+    return kwargs
+
+
+async def _stream_step_once(
+    spec: ModelSpec,
+    prompt: str,
+    settings: CallSettings,
+    attempt: int,
+    queue: asyncio.Queue,
+) -> StepText:
+    litellm = litellm_module()
+    native_stop = accepts_native_stop(spec)
+    kwargs = _call_kwargs(spec, settings)
+    kwargs["stream"] = True
     if native_stop:
         kwargs["stop"] = ["\n"]
     if settings.logprobs:
@@ -989,18 +996,7 @@ async def _complete_once(
     spec: ModelSpec, messages: list[dict[str, str]], settings: CallSettings, attempt: int
 ) -> Completion:
     litellm = litellm_module()
-    kwargs: dict[str, Any] = {
-        "model": spec.model,
-        "timeout": settings.timeout_s,
-        "max_retries": 0,
-        **_auth_kwargs(spec),
-    }
-    if accepts_temperature(spec, settings.temperature):
-        kwargs["temperature"] = settings.temperature
-    if spec.api_base:
-        kwargs["api_base"] = spec.api_base
-    if settings.max_tokens is not None:
-        kwargs["max_tokens"] = settings.max_tokens
+    kwargs = _call_kwargs(spec, settings)
     started_at = time.perf_counter()
     if spec.mode == "chat":
         response = await asyncio.wait_for(
