@@ -16,7 +16,7 @@ with 16 calls in flight on this 2-CPU machine the client's CPU, not the latency,
 limit; `--model openai/test` measures that path.
 
     .venv/bin/python bench/find_concurrency.py            # all 2,186 traces (about 2.5 minutes)
-    .venv/bin/python bench/find_concurrency.py --quick    # the first 40 traces of each task (CI)
+    .venv/bin/python bench/find_concurrency.py --quick    # the first 100 traces of each task (CI)
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from _common import PYTHON, ROOT, header, parser, private_home
 
 TARGET = 10.0
 LATENCY_MS = 50.0
-QUICK_PER_TASK = 40
+QUICK_PER_TASK = 100
 
 
 def serve(latency_ms: float) -> None:
