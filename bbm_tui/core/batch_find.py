@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core import llm
-from bbm_tui.core.batch_run import _mend_incomplete_tail
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
     iter_jsonl,
+    mend_incomplete_tail,
     open_private,
     read_input_rows,
     resolve_task,
@@ -119,7 +119,7 @@ def read_preds(path: Path, method: str, model: str) -> dict[Key, Prediction]:
     holds one run."""
     if not path.exists():
         return {}
-    _mend_incomplete_tail(path)
+    mend_incomplete_tail(path)
     found: dict[Key, Prediction] = {}
     for number, value in iter_jsonl(path):
         row = row_from_json(value, path, number)

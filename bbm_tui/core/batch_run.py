@@ -8,14 +8,20 @@ appended to OUT, in one write, when the trace is over; rows already in OUT are s
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bbm_tui.core import llm
-from bbm_tui.core.dataset import DatasetError, TraceRow, iter_jsonl, open_private, row_from_json
+from bbm_tui.core.dataset import (
+    DatasetError,
+    TraceRow,
+    iter_jsonl,
+    mend_incomplete_tail,
+    open_private,
+    row_from_json,
+)
 from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import Store
@@ -50,30 +56,12 @@ def prepare_out(path: Path) -> set[str]:
     run may have left. Any other damage is an error naming the line; the file is untouched."""
     if not path.exists():
         return set()
-    _mend_incomplete_tail(path)
+    mend_incomplete_tail(path)
     done: set[str] = set()
     for number, value in iter_jsonl(path):
         row = row_from_json(value, path, number)
         done.add(row.input)
     return done
-
-
-def _mend_incomplete_tail(path: Path) -> None:
-    with path.open("rb") as handle:
-        data = handle.read()
-    if not data or data.endswith(b"\n"):
-        return
-    start = data.rfind(b"\n") + 1
-    tail = data[start:]
-    try:
-        json.loads(tail.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        # A line cut off mid-write: it never was a row; drop it so the trace is redone.
-        with path.open("r+b") as handle:
-            handle.truncate(start)
-        return
-    with path.open("ab") as handle:  # a whole last row that only lacks its newline
-        handle.write(b"\n")
 
 
 async def run_batch(

@@ -222,3 +222,23 @@ def bundled_path(task_name: str) -> Path:
 
 def all_bundled() -> Sequence[tuple[str, tuple[TraceRow, ...]]]:
     return [(name, bundled_rows(name)) for name in TASK_NAMES]
+
+
+def mend_incomplete_tail(path: Path) -> None:
+    """An output file that a killed run left with a cut-off last line (never a whole row):
+    drop that line, so the trace is redone; a whole last row missing only its newline gets
+    it. Nothing else in the file is touched."""
+    with path.open("rb") as handle:
+        data = handle.read()
+    if not data or data.endswith(b"\n"):
+        return
+    start = data.rfind(b"\n") + 1
+    tail = data[start:]
+    try:
+        json.loads(tail.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        with path.open("r+b") as handle:
+            handle.truncate(start)
+        return
+    with path.open("ab") as handle:  # a whole last row that only lacks its newline
+        handle.write(b"\n")
