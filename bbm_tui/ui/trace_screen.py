@@ -411,8 +411,7 @@ class TraceScreen(BbmScreen):
         if not self.trace.steps:
             self._status("n generates the next thought, r runs to the answer.")
         elif self.trace.finished:
-            self._status("The trace has its answer. Label it: x flags the first mistake, "
-                         "c says there is none.")
+            self._status(f"The trace has its answer. {self._label_hint()}")
         else:
             self._status(f"{len(self.trace.steps)} thoughts so far. n for the next one, "
                          "r to run to the answer.")
@@ -482,6 +481,13 @@ class TraceScreen(BbmScreen):
             view.set_status(status)
         self.query_one("#label", LeanStatic).show(describe_label(self.trace))
         self._show_agreement()
+
+    def _label_hint(self) -> str:
+        """What to do next about the label: give one, or (once given) how to take it back."""
+        if self.trace.label is None:
+            return "Label the trace: x flags the first mistake, c says there is none."
+        said = describe_label(self.trace).plain.removeprefix("Label: ")
+        return f"Labelled: {said}; u undoes it, f asks a model."
 
     def _status(self, message: str, *, error: bool = False) -> None:
         status = self.query_one("#run-status", LeanStatic)
@@ -662,8 +668,7 @@ class TraceScreen(BbmScreen):
         if event.reason == "answer":
             verdict = {True: f" {GLYPH_OK} matches the target",
                        False: f" {GLYPH_MISTAKE} not the target"}.get(self.trace.correct, "")
-            self._status(f"Finished with an answer{verdict}. Label the trace: x flags the "
-                         "first mistake, c says there is none.")
+            self._status(f"Finished with an answer{verdict}. {self._label_hint()}")
         elif event.reason == "paused":
             self._status(f"{len(self.trace.steps)} thoughts. n for the next one, r to run to "
                          "the answer.")
@@ -728,6 +733,8 @@ class TraceScreen(BbmScreen):
             message = ("Label undone: " + describe_label(self.trace).plain.removeprefix("Label: ")
                        if had_label else "There is no label to undo.")
         self.notify(message, markup=False, timeout=3)
+        if not self.running and not self.finding:
+            self._status(message)
 
     # -- mistake finding (f): a model judges the trace; every answer is saved as it arrives
 

@@ -124,6 +124,8 @@ async def test_moving_and_flagging_the_first_mistake(store: Store) -> None:
         assert [v.status for v in views] == ["ok", "ok", "mistake", "after", "after"]
         assert views[3].has_class("-after") and views[2].has_class("-mistake")
         assert "first mistake in Thought 3" in str(screen.query_one("#label").render())
+        await wait_for(pilot, lambda: "Thought 3 flagged as the first mistake." in
+                       str(screen.query_one("#run-status").render()))
         # Moving past either end stays on the ends.
         await pilot.press("j", "j", "j", "j", "j")
         assert screen.selected == 5
@@ -393,3 +395,17 @@ async def test_resume_scrolls_to_the_flagged_thought(store: Store) -> None:
         pane = screen.query_one("#thoughts")
         assert pane.scroll_y > 0
         assert pane.region.contains_region(view.region)
+
+
+async def test_a_labelled_finished_trace_says_so_on_resume(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0)
+    trace.flag_mistake(2)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        status = str(screen.query_one("#run-status").render())
+        assert status.startswith("The trace has its answer. Labelled: ✗ first mistake in "
+                                 "Thought 2; u undoes it")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: "Label undone" in
+                       str(screen.query_one("#run-status").render()))
