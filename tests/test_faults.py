@@ -531,6 +531,46 @@ async def test_find_batch_fault_on_one_trace(
     assert len(preds(out)) == len(lines) == 4
 
 
+TOO_LONG = Reply(status=400, error_body={"error": {
+    "message": "This model's maximum context length is 8192 tokens. However, your messages "
+               "resulted in 9001 tokens. Please reduce the length of the messages.",
+    "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+
+
+async def test_a_prompt_too_long_fails_one_trace_and_the_batches_go_on(
+    tmp_path: Path, store: Store, openai_server: FakeOpenAI
+) -> None:
+    """One long trace must not stop a batch over a dataset: the others are still worked on."""
+    jobs = find_jobs_from_files([bundled_path(TASK)], None, "direct-trace", limit=4)
+    victim = jobs[1].row.input
+
+    def judge(path: str, body: dict) -> Reply:
+        return TOO_LONG if victim in body["messages"][-1]["content"] else Reply("No")
+
+    openai_server.responder = judge
+    spec = llm.ModelSpec("openai/test", openai_server.base_url)
+    outcome = await find_batch(jobs, "direct-trace", spec, tmp_path / "preds.jsonl",
+                               concurrency=2, settings=FINDER)
+    assert (outcome.progress.done, outcome.progress.failed) == (3, 1)
+    [message] = outcome.progress.errors
+    assert message.startswith(f"{TASK}: the prompt is too long for openai/test")
+    assert len(openai_server.requests) == 4  # not retried
+
+    openai_server.requests.clear()
+    generation_victim = run_jobs()[1].row.input
+
+    def generate(path: str, body: dict) -> Reply:
+        if generation_victim in body["messages"][-1]["content"]:
+            return TOO_LONG
+        return dataset_responder(path, body)
+
+    openai_server.responder = generate
+    progress = await run_batch(run_jobs(), spec, store, tmp_path / "out.jsonl", concurrency=2,
+                               settings=STEPPER)
+    assert (progress.done, progress.failed) == (2, 1)
+    assert generation_victim not in {row.input for row in read_rows(tmp_path / "out.jsonl")}
+
+
 # ------------------------------------------------------------------------------- the commands
 
 
@@ -585,11 +625,8 @@ def test_commands_stop_at_a_401_with_one_line(
 
 def test_what_the_batches_stop_on_is_never_retried() -> None:
     """401 stops a batch (no other trace can do better); what is retried fails one trace."""
-    from bbm_tui.core import batch_find, batch_run
-
-    for kinds in (batch_run.FATAL_KINDS, batch_find.FATAL_KINDS):
-        assert "auth" in kinds
-        assert not kinds & llm.RETRYABLE
+    assert "auth" in llm.STOPS_A_BATCH
+    assert not llm.STOPS_A_BATCH & llm.RETRYABLE
 
 
 def test_find_command_where_every_trace_fails(

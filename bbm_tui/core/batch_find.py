@@ -34,8 +34,6 @@ from bbm_tui.core.metrics import Judged, Report, report
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.tasks import is_correct
 
-# Errors that no retry or other trace will cure: stop the whole run and say why.
-FATAL_KINDS = frozenset({"auth", "bad_request", "not_found", "replay", "context_window"})
 PRED_KEYS = ("method", "model", "predicted_mistake_index", "parsed", "raw")
 
 
@@ -242,7 +240,7 @@ async def _find_one(
         result = await run_method(job.task, method, job.row.input, job.row.steps, spec,
                                   settings=settings, judge_all=judge_all, pace=pace)
     except llm.LLMError as error:
-        if error.kind in FATAL_KINDS:
+        if error.kind in llm.STOPS_A_BATCH:
             raise FatalFindError(error.message) from None
         progress.failed += 1
         progress.errors.append(f"{job.task}: {error.message}")

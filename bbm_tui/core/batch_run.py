@@ -26,9 +26,6 @@ from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import Store
 
-# Errors that no retry or other trace will cure: stop the whole run and say why.
-FATAL_KINDS = frozenset({"auth", "bad_request", "not_found", "replay"})
-
 
 @dataclass(frozen=True)
 class RunJob:
@@ -126,7 +123,7 @@ async def _run_one(
     started = time.perf_counter()
     async for event in trace.generate(settings=settings):
         if isinstance(event, StepFailed):
-            if event.error.kind in FATAL_KINDS:
+            if event.error.kind in llm.STOPS_A_BATCH:
                 raise FatalRunError(event.error.message)
             progress.failed += 1
             progress.errors.append(f"{job.task}: {event.error.message}")

@@ -149,6 +149,9 @@ ErrorKind = Literal[
     "unknown",
 ]
 RETRYABLE: frozenset[str] = frozenset({"rate_limit", "connection", "timeout", "server", "stream"})
+# Errors that no retry or other trace will cure: a batch stops and says why. A prompt too long
+# for the model is not among them: it fails that one (long) trace, and the others go on.
+STOPS_A_BATCH: frozenset[str] = frozenset({"auth", "bad_request", "not_found", "replay"})
 
 
 class LLMError(Exception):
