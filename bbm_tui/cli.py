@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bbm-tui {__version__}")
     _add_model_options(parser)
+    _add_logprobs_option(parser)
     parser.add_argument("--task", help="start a new session on this task")
     parser.add_argument(
         "--question", type=int, metavar="N",
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Generate traces headless. Rows already in OUT are skipped (resume).",
     )
     _add_model_options(run)
+    _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", type=Path, nargs="+", metavar="FILE.jsonl",
@@ -92,6 +94,12 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                         help="chat (prompt as one user message) or text completion")
 
 
+def _add_logprobs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--logprobs", action="store_true", default=None,
+                        help="record each step's log-probabilities (chat mode; the config's "
+                        "`logprobs` otherwise)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -128,14 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _open_app(args: argparse.Namespace) -> int:
-    from bbm_tui.core.config import ConfigError, load_config
-
-    try:
-        config = load_config().with_overrides(
-            model=args.model, api_base=args.api_base, mode=args.mode
-        )
-    except ConfigError as error:
-        print(f"bbm-tui: {error}", file=sys.stderr)
+    config = _load_config_or_none(args)
+    if config is None:
         return EXIT_USAGE
     from bbm_tui.core.store import StoreError, preflight
 
@@ -199,7 +201,8 @@ def _load_config_or_none(args: argparse.Namespace):  # -> Config | None
 
     try:
         return load_config().with_overrides(
-            model=args.model, api_base=args.api_base, mode=args.mode
+            model=args.model, api_base=args.api_base, mode=args.mode,
+            logprobs=getattr(args, "logprobs", None),
         )
     except ConfigError as error:
         fail(str(error))
@@ -221,7 +224,6 @@ def run_command(args: argparse.Namespace) -> int:
     from bbm_tui.core import llm
     from bbm_tui.core.batch_run import FatalRunError, jobs_from_bundled, jobs_from_files, run_batch
     from bbm_tui.core.dataset import DatasetError
-    from bbm_tui.core.stepper import StepperSettings
     from bbm_tui.core.store import Store, StoreError
     from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError
 
@@ -232,6 +234,10 @@ def run_command(args: argparse.Namespace) -> int:
     config = _load_config_or_none(args)
     if config is None:
         return EXIT_USAGE
+    if config.logprobs and config.mode != "chat":
+        return fail("log-probabilities are recorded in chat mode only (litellm drops them "
+                    "from streamed text completions): use --mode chat, or leave out "
+                    "--logprobs (or the config's `logprobs`)", EXIT_USAGE)
     try:
         _check_task(args.task)
         if args.dataset:
@@ -245,10 +251,7 @@ def run_command(args: argparse.Namespace) -> int:
         else:
             jobs = jobs_from_files(args.input, args.task, args.limit)
         spec = llm.ModelSpec(config.model, config.api_base, config.mode)
-        settings = StepperSettings(
-            step_limit=args.step_limit or config.step_limit,
-            call=llm.CallSettings(max_tokens=config.max_tokens),
-        )
+        settings = config.stepper_settings(args.step_limit)
         store = Store.open()
     except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
@@ -434,6 +437,10 @@ def find_command(args: argparse.Namespace) -> int:
     config = _load_config_or_none(args)
     if config is None:
         return EXIT_USAGE
+    if config.logprobs and config.mode != "chat":
+        return fail("log-probabilities are recorded in chat mode only (litellm drops them "
+                    "from streamed text completions): use --mode chat, or leave out "
+                    "--logprobs (or the config's `logprobs`)", EXIT_USAGE)
     try:
         _check_task(args.task)
         paper = paper_figures(args.paper, args.method) if args.paper else None

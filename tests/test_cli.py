@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -179,6 +181,50 @@ def test_run_against_a_local_server(openai_server: FakeOpenAI, tmp_path: Path) -
     assert len(openai_server.requests) == steps
     assert all(r.body["temperature"] == 0 and r.body["stop"] == ["\n"]
                for r in openai_server.requests)
+
+
+def test_run_records_log_probabilities_when_asked(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """`--logprobs`: each step's token log-probabilities reach the store, and their sums the
+    row's "step_logprobs"; without it nothing is asked for."""
+    openai_server.responder = lambda path, body: dataclasses.replace(
+        dataset_responder(path, body), logprob_per_token=-0.25)
+    out = tmp_path / "out.jsonl"
+    args = ["run", "--model", "openai/test", "--api-base", openai_server.base_url,
+            "--task", "word_sorting", "--dataset", "--limit", "2"]
+    assert main([*args, "--logprobs", "--out", str(out)]) == 0
+    assert all(r.body["logprobs"] is True for r in openai_server.requests)
+    store = Store.open()
+    try:
+        for row in read_rows(out):
+            session = store.find_session(task="word_sorting", input=row.input,
+                                         model="openai/test", source="run")
+            steps = store.branch(session.id)
+            with sqlite3.connect(store.path) as connection:
+                calls = [json.loads(connection.execute(
+                    "SELECT logprobs FROM calls WHERE step_id = ?", (step.id,)).fetchone()[0])
+                    for step in steps]
+            # One log-probability per streamed piece of the step's line, -0.25 each.
+            assert all(len(logprobs) >= 1 and set(logprobs) == {-0.25} for logprobs in calls)
+            assert row.extra["step_logprobs"] == [sum(logprobs) for logprobs in calls]
+            assert row.extra["step_logprobs"] == [step.logprob for step in steps]
+    finally:
+        store.close()
+
+    openai_server.requests.clear()
+    assert main([*args, "--out", str(tmp_path / "plain.jsonl")]) == 0
+    assert not any("logprobs" in r.body for r in openai_server.requests)
+    assert all("step_logprobs" not in row.extra for row in read_rows(tmp_path / "plain.jsonl"))
+
+
+def test_run_refuses_log_probabilities_in_completion_mode(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out.jsonl"
+    code = main(["run", "--task", "word_sorting", "--dataset", "--limit", "1", "--logprobs",
+                 "--mode", "completion", "--out", str(out)])
+    assert code == 2
+    assert "log-probabilities are recorded in chat mode only" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_run_stops_on_a_missing_key(openai_server: FakeOpenAI, tmp_path: Path) -> None:

@@ -27,11 +27,15 @@ def test_env_points_at_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 def test_full_file_and_overrides(tmp_path: Path) -> None:
     path = write(tmp_path, 'model = "openai/gpt-4o-mini"\napi_base = "http://h/v1"\n'
-                 'mode = "completion"\nstep_limit = 40\nmax_tokens = 300\n'
+                 'mode = "completion"\nstep_limit = 40\nmax_tokens = 300\nlogprobs = true\n'
                  '[keymap]\nstep = "n,space"\n')
     config = load_config(path)
-    assert config == Config("openai/gpt-4o-mini", "http://h/v1", "completion", 40, 300,
+    assert config == Config("openai/gpt-4o-mini", "http://h/v1", "completion", 40, 300, True,
                             {"step": "n,space"}, path)
+    settings = config.stepper_settings()
+    assert (settings.step_limit, settings.call.max_tokens, settings.call.logprobs) == (40, 300,
+                                                                                      True)
+    assert config.stepper_settings(7).step_limit == 7
     overridden = config.with_overrides(model="replay/bbm", api_base="", mode=None)
     assert overridden.model == "replay/bbm" and overridden.api_base is None
     assert overridden.mode == "completion"
@@ -49,6 +53,7 @@ def test_full_file_and_overrides(tmp_path: Path) -> None:
         ('colour = "red"\n', "line 1: unknown setting 'colour'"),
         ('\napi_key = "sk-123"\n', "line 2: 'api_key': API keys do not belong in the config"),
         ("keymap = 3\n", "[keymap] must map binding ids"),
+        ('logprobs = "yes"\n', "line 1: 'logprobs' must be true or false"),
     ],
 )
 def test_broken_files_name_file_and_line(tmp_path: Path, text: str, message: str) -> None:

@@ -495,6 +495,18 @@ async def test_logprobs_recorded_when_asked(openai_server: FakeOpenAI) -> None:
     assert only_request(openai_server).body["logprobs"] is True
 
 
+async def test_logprobs_are_not_asked_of_text_completions(openai_server: FakeOpenAI) -> None:
+    """litellm drops them from streamed text completions, and that API wants a count, not
+    `true`: the step goes on without them rather than sending a wrong parameter."""
+    openai_server.enqueue(Reply(text="alpha beta gamma"))
+    events, error = await collect(completion(openai_server), settings(logprobs=True))
+    assert error is None
+    assert step_of(events).text == "alpha beta gamma"
+    assert step_of(events).call.logprobs is None
+    assert "logprobs" not in only_request(openai_server).body
+    assert "logprobs" not in step_of(events).call.params
+
+
 async def test_logprobs_not_asked_not_sent(openai_server: FakeOpenAI) -> None:
     openai_server.enqueue(Reply(text="alpha beta gamma"))
     events, _ = await collect(chat(openai_server))

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import (
@@ -143,7 +144,7 @@ async def _run_one(
         answer=trace.answer,
         target=job.row.target,
         mistake_index=None,
-        extra={"model": spec.model, "latency_s": round(latency, 4)},
+        extra=_row_extra(spec, trace, latency, settings),
         key_order=job.row.key_order,
     )
 
@@ -158,6 +159,16 @@ def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSessio
         spec,
         source="run",
     )
+
+
+def _row_extra(
+    spec: llm.ModelSpec, trace: TraceSession, latency: float, settings: StepperSettings | None
+) -> dict[str, Any]:
+    """What `run` writes beside the dataset's keys; each step's log-probability when asked."""
+    extra: dict[str, Any] = {"model": spec.model, "latency_s": round(latency, 4)}
+    if settings is not None and llm.asks_logprobs(spec, settings.call):
+        extra["step_logprobs"] = [step.logprob for step in trace.steps]
+    return extra
 
 
 def _total_latency(store: Store, trace: TraceSession, fallback: float) -> float:

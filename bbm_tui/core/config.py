@@ -5,6 +5,7 @@
     mode = "chat"                    # or "completion" (text completion, for base models)
     step_limit = 160
     max_tokens = 1024                # per step
+    logprobs = true                  # record each step's log-probabilities (chat mode)
 
     [keymap]                         # binding id = keys, as in Textual's App.set_keymap
     step = "n,space"
@@ -22,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.llm import DEFAULT_MODEL, DEFAULT_STEP_MAX_TOKENS, MODES
-from bbm_tui.core.stepper import DEFAULT_STEP_LIMIT
+from bbm_tui.core.llm import DEFAULT_MODEL, DEFAULT_STEP_MAX_TOKENS, MODES, CallSettings
+from bbm_tui.core.stepper import DEFAULT_STEP_LIMIT, StepperSettings
 
 CONFIG_ENV = "BBM_TUI_CONFIG"
 
@@ -39,6 +40,7 @@ class Config:
     mode: str = "chat"
     step_limit: int = DEFAULT_STEP_LIMIT
     max_tokens: int = DEFAULT_STEP_MAX_TOKENS
+    logprobs: bool = False
     keymap: dict[str, str] = field(default_factory=dict)
     path: Path | None = None
 
@@ -48,6 +50,11 @@ class Config:
         if given.get("api_base") == "":
             given["api_base"] = None
         return replace(self, **given)
+
+    def stepper_settings(self, step_limit: int | None = None) -> StepperSettings:
+        """How a trace is generated: the step limit, and each step's call."""
+        call = CallSettings(max_tokens=self.max_tokens, logprobs=self.logprobs)
+        return StepperSettings(step_limit=step_limit or self.step_limit, call=call)
 
 
 def config_path() -> Path:
@@ -111,7 +118,7 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
                 f"{key!r}: API keys do not belong in the config file; set them in the "
                 "environment (e.g. OPENAI_API_KEY)",
             )
-    known = {"model", "api_base", "mode", "step_limit", "max_tokens", "keymap"}
+    known = {"model", "api_base", "mode", "step_limit", "max_tokens", "logprobs", "keymap"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise fail(
@@ -135,6 +142,10 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise fail(key, f"{key!r} must be a whole number of at least 1")
             values[key] = value
+    if "logprobs" in data:
+        if not isinstance(data["logprobs"], bool):
+            raise fail("logprobs", "'logprobs' must be true or false")
+        values["logprobs"] = data["logprobs"]
     keymap = data.get("keymap", {})
     if not isinstance(keymap, dict) or not all(
         isinstance(keys, str) for keys in keymap.values()

@@ -367,11 +367,20 @@ def accepts_temperature(spec: ModelSpec, temperature: float) -> bool:
     return not _is_openai_reasoning(spec)
 
 
+def asks_logprobs(spec: ModelSpec, settings: CallSettings) -> bool:
+    """Log-probabilities are asked for in chat mode only: litellm 1.103.7 drops them from
+    streamed text completions (measured against the test server), so asking would be for
+    nothing, and the completions API wants a number there, not `true`."""
+    return settings.logprobs and spec.mode == "chat"
+
+
 def _sent_params(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
     """The parameters recorded beside a call: those that were sent."""
     params = settings.params() | {"mode": spec.mode}
     if not accepts_temperature(spec, settings.temperature):
         del params["temperature"]
+    if not asks_logprobs(spec, settings):
+        params.pop("logprobs", None)
     return params
 
 
@@ -757,7 +766,7 @@ async def _stream_step_once(
     kwargs["stream"] = True
     if native_stop:
         kwargs["stop"] = ["\n"]
-    if settings.logprobs:
+    if asks_logprobs(spec, settings):
         kwargs["logprobs"] = True
     started_at = time.perf_counter()
     if spec.mode == "chat":

@@ -180,6 +180,8 @@ class Step:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost: float | None = None
+    # The sum of the step's token log-probabilities, when they were asked for and sent.
+    logprob: float | None = None
 
 
 @dataclass(frozen=True)
@@ -709,7 +711,7 @@ class Store:
 # ---------------------------------------------------------------------------- helpers
 
 _STEP_SELECT = """
-    SELECT s.*, c.latency_s, c.prompt_tokens, c.completion_tokens, c.cost
+    SELECT s.*, c.latency_s, c.prompt_tokens, c.completion_tokens, c.cost, c.logprobs
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = (
         SELECT id FROM calls WHERE step_id = s.id AND purpose = 'step' ORDER BY id DESC LIMIT 1
@@ -732,6 +734,7 @@ def _step(row: sqlite3.Row) -> Step:
         prompt_tokens=row["prompt_tokens"],
         completion_tokens=row["completion_tokens"],
         cost=row["cost"],
+        logprob=sum(json.loads(row["logprobs"])) if row["logprobs"] else None,
     )
 
 

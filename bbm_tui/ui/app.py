@@ -27,7 +27,6 @@ from textual.worker import Worker, WorkerState
 
 from bbm_tui.core import llm
 from bbm_tui.core.config import Config
-from bbm_tui.core.stepper import StepperSettings
 from bbm_tui.core.tasks import TASKS
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.new_session import NewSessionScreen
@@ -110,10 +109,7 @@ class BbmApp(App[int]):
         super().__init__()
         self.config = config or Config()
         self.wall_clock = wall_clock
-        self.stepper_settings = StepperSettings(
-            step_limit=self.config.step_limit,
-            call=llm.CallSettings(max_tokens=self.config.max_tokens),
-        )
+        self.stepper_settings = self.config.stepper_settings()
         self.store: Store | None = None
         self.store_error: str | None = None
         self.deleted_sessions: set[int] = set()

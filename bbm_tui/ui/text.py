@@ -75,6 +75,8 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
         parts.append(f"{step.latency_s:.2f} s")
     if step.completion_tokens is not None:
         parts.append(format_tokens(step.completion_tokens))
+    if step.logprob is not None:
+        parts.append(f"log-prob {step.logprob:.2f}")
     if step.truncated:
         parts.append("cut at the token limit")
     return " · ".join(parts) if parts else "model"

@@ -56,6 +56,29 @@ async def test_n_generates_one_thought_and_commits_it(store: Store) -> None:
         assert "2 calls" in str(screen.query_one("#title-bar .title-right").render())
 
 
+async def test_each_thought_shows_its_log_probability_when_asked(
+    store: Store, openai_server
+) -> None:
+    """With `logprobs = true` (or --logprobs) a chat model's thought shows the sum of its
+    tokens' log-probabilities, sent by a real server through litellm."""
+    from dataclasses import replace
+
+    from tests.openai_server import dataset_responder
+
+    openai_server.responder = lambda path, body: replace(dataset_responder(path, body),
+                                                         logprob_per_token=-0.125)
+    config = Config(model="openai/test", api_base=openai_server.base_url, logprobs=True)
+    app = make_app(config, task=TASK, question=0)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) == 1)
+        [step] = store.branch(screen.trace.id)
+        assert step.logprob is not None and step.logprob < 0
+        assert f"log-prob {step.logprob:.2f}" in finished_views(app)[0].meta
+        assert openai_server.requests[-1].body["logprobs"] is True
+
+
 async def test_r_runs_to_the_answer_and_shows_whether_it_matches(store: Store) -> None:
     app = make_app(task=TASK, question=0)
     async with app.run_test(size=SIZE) as pilot:
