@@ -311,6 +311,8 @@ async def test_trace_level_finder_fault(
         [failed] = after.runs
         assert (failed.finished, failed.parsed, failed.mistake_number) == (False, None, None)
         assert failed.verdicts == () and after.find_calls == 0
+        # ...and says how it ended, in the words the person was shown.
+        assert (failed.ended, failed.error) == ("failed", error.message)
     else:
         events = await find()
         judged = events[0]
@@ -334,6 +336,7 @@ async def test_trace_level_finder_fault(
     again = saved(store.path, trace.id)
     assert [(r.finished, r.mistake_number) for r in again.runs] == [
         (after.runs[0].finished, None), (True, 4)]
+    assert (again.runs[1].ended, again.runs[1].error) == (None, None)
     assert again.runs[0].verdicts == after.runs[0].verdicts
     assert [v.verdict for v in again.runs[1].verdicts] == ["4"]
     assert again.integrity == "ok"
@@ -366,6 +369,7 @@ async def test_step_level_finder_fault_on_thought_2(
         # Thought 1's verdict was committed as it came; Thought 2's never came.
         assert [(v.step_number, v.verdict) for v in failed.verdicts] == [(1, "Yes")]
         assert not failed.finished and failed.parsed is None
+        assert (failed.ended, failed.error) == ("failed", caught.value.message)
         assert after.find_calls == 1
     else:
         events = await find()

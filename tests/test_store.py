@@ -157,6 +157,34 @@ def test_an_older_store_is_migrated_forward_keeping_its_data(db: Path) -> None:
     connection.close()
 
 
+def test_a_version_2_store_keeps_its_finder_runs(db: Path) -> None:
+    """Version 3 records how a run without a result ended; runs from before say nothing."""
+    db.parent.mkdir()
+    connection = raw(db)
+    connection.executescript(MIGRATIONS[0] + MIGRATIONS[1])
+    connection.execute("PRAGMA user_version = 2")
+    connection.execute(
+        "INSERT INTO sessions (name, task, input, model, mode, created_at, updated_at) "
+        "VALUES ('old', 'word_sorting', 'a b', 'replay/bbm', 'chat', 1, 1)"
+    )
+    connection.execute(
+        "INSERT INTO finder_runs (session_id, method, model, params, mistake_number, parsed, "
+        "finished_at, created_at) VALUES (1, 'direct-trace', 'replay/bbm', '{}', 2, 1, 5, 4)"
+    )
+    connection.commit()
+    connection.close()
+    with Store.open(db) as store:
+        [run] = store.finder_runs(1)
+        assert (run.finished, run.mistake_number, run.ended, run.error) == (True, 2, None, None)
+        failed = store.create_finder_run(1, method="direct-step", model="m", params={})
+        store.end_finder_run(failed, ended="failed", error="m refused the request")
+        assert (store.finder_run(failed).ended, store.finder_run(failed).error) == (
+            "failed", "m refused the request")
+        # A finished run is not turned into a failed one.
+        store.end_finder_run(run.id, ended="stopped")
+        assert store.finder_run(run.id).ended is None
+
+
 def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(db: Path) -> None:
     db.parent.mkdir()
     db.write_text("these are my notes, not a database\n" * 50)

@@ -489,16 +489,27 @@ async def record_find(
         params=settings.params() | {"mode": spec.mode, "judge_all": judge_all},
         leaf_step_id=leaf_step_id,
     )
-    async for event in find_mistake(task, method, input_text, steps, spec, settings=settings,
-                                    judge_all=judge_all):
-        if isinstance(event, StepJudged):
-            await asyncio.to_thread(store.add_finder_verdict, run_id, step_number=event.number,
-                                    raw=event.raw, verdict=event.verdict, call=event.call)
-        elif isinstance(event, TraceJudged):
-            await asyncio.to_thread(store.add_finder_verdict, run_id, step_number=None,
-                                    raw=event.raw, verdict=event.verdict, call=event.call)
-        else:
-            await asyncio.to_thread(store.finish_finder_run, run_id,
-                                    mistake_number=event.result.mistake_number,
-                                    parsed=event.result.parsed)
-        yield event
+    try:
+        async for event in find_mistake(task, method, input_text, steps, spec,
+                                        settings=settings, judge_all=judge_all):
+            if isinstance(event, StepJudged):
+                await asyncio.to_thread(store.add_finder_verdict, run_id,
+                                        step_number=event.number, raw=event.raw,
+                                        verdict=event.verdict, call=event.call)
+            elif isinstance(event, TraceJudged):
+                await asyncio.to_thread(store.add_finder_verdict, run_id, step_number=None,
+                                        raw=event.raw, verdict=event.verdict, call=event.call)
+            else:
+                await asyncio.to_thread(store.finish_finder_run, run_id,
+                                        mistake_number=event.result.mistake_number,
+                                        parsed=event.result.parsed)
+            yield event
+    except llm.LLMError as error:
+        await asyncio.to_thread(store.end_finder_run, run_id, ended="failed",
+                                error=error.message)
+        raise
+    except (asyncio.CancelledError, GeneratorExit):
+        # No awaiting here: the task is being cancelled (or the caller let go of this
+        # generator). One short write, in this thread, says the person stopped it.
+        store.end_finder_run(run_id, ended="stopped")
+        raise

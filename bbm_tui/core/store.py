@@ -141,6 +141,12 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX finder_verdicts_by_run ON finder_verdicts(run_id);
     """,
+    # 3: how a finder run without a result ended: 'failed' (with the error's message) or
+    # 'stopped' by the person. NULL with no result: the process died mid-run.
+    """
+    ALTER TABLE finder_runs ADD COLUMN ended TEXT;
+    ALTER TABLE finder_runs ADD COLUMN error TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -223,7 +229,8 @@ class FinderVerdict:
 @dataclass(frozen=True)
 class FinderRun:
     """A finder run on a session's trace. `mistake_number` (1-based; None = no mistake) and
-    `parsed` are set when it finished (`finished_at`); a run cut short has neither."""
+    `parsed` are set when it finished (`finished_at`); a run cut short has neither, and
+    `ended` says how: "failed" (`error` says why), "stopped", or None if its process died."""
 
     id: int
     session_id: int
@@ -236,6 +243,8 @@ class FinderRun:
     finished_at: float | None
     created_at: float
     verdicts: tuple[FinderVerdict, ...] = ()
+    ended: str | None = None
+    error: str | None = None
 
     @property
     def finished(self) -> bool:
@@ -656,6 +665,15 @@ class Store:
                 (mistake_number, int(parsed), time.time(), run_id),
             )
 
+    def end_finder_run(self, run_id: int, *, ended: str, error: str | None = None) -> None:
+        """A run that will have no result: `ended` is "failed" (`error` says why) or
+        "stopped". The answers it got are kept."""
+        with self._write() as connection:
+            connection.execute(
+                "UPDATE finder_runs SET ended = ?, error = ? WHERE id = ? AND finished_at IS NULL",
+                (ended, error, run_id),
+            )
+
     def finder_run(self, run_id: int) -> FinderRun:
         rows = self._read("SELECT * FROM finder_runs WHERE id = ?", (run_id,))
         if not rows:
@@ -689,6 +707,8 @@ class Store:
             finished_at=row["finished_at"],
             created_at=row["created_at"],
             verdicts=tuple(_finder_verdict(v) for v in verdicts),
+            ended=row["ended"],
+            error=row["error"],
         )
 
     # -- accounting

@@ -139,9 +139,13 @@ class FinderShown:
 
     @classmethod
     def of_run(cls, run: FinderRun) -> FinderShown:
+        # A run with no result and no record of how it ended was cut short by its process
+        # dying: as good as stopped.
+        state: FinderState = ("finished" if run.finished
+                              else "failed" if run.ended == "failed" else "stopped")
         shown = cls(run.method, run.model, bool(run.params.get("judge_all")), run.leaf_step_id,
-                    state="finished" if run.finished else "stopped",
-                    mistake_number=run.mistake_number, parsed=run.parsed)
+                    state=state, mistake_number=run.mistake_number, parsed=run.parsed,
+                    error=run.error)
         for verdict in run.verdicts:
             if verdict.step_number is None:
                 shown.trace_raw = verdict.raw
@@ -210,6 +214,9 @@ def describe_finder(shown: FinderShown, trace: TraceSession) -> Content:
         what = "stopped" if shown.state == "stopped" else "failed"
         after = f" after {answers}" if shown.step_level and count else ""
         line = line.append(styled(f"{what}{after}: no result", "$text-warning"))
+        if shown.error:
+            line = line.append(styled(" (", MUTED)).append(
+                safe_line(shown.error, 100).stylize(MUTED)).append(styled(")", MUTED))
     elif not shown.parsed:
         line = line.append(styled(f"{GLYPH_UNPARSED} unparseable", "bold $text-warning"))
         if shown.step_level:

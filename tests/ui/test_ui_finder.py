@@ -252,6 +252,7 @@ async def test_a_failing_finder_is_one_message_and_no_result(
         [run] = store.finder_runs(trace.id)
         assert not run.finished and run.mistake_number is None and run.parsed is None
         assert [v.raw for v in run.verdicts] == ["Yes"]
+        assert run.ended == "failed" and run.error in note
         assert len(openai_server.requests) == 2  # a 401 is not retried
 
         # The dialog offers the same model and api base again.
@@ -266,6 +267,33 @@ async def test_a_failing_finder_is_one_message_and_no_result(
         assert screen.finder.state == "finished" and screen.finder.mistake_number == 4
         assert len(notifications(app)) == 1
         assert screen.check_action("step", ()) is True
+
+
+async def test_resume_tells_a_failed_run_from_a_stopped_one(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """The store keeps how a run without a result ended, so a resumed session says "failed"
+    and why, not "stopped"."""
+    openai_server.enqueue(Reply("Yes"), Reply(status=401,
+                                              error_body={"error": {"message": "bad key"}}))
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await run_finder(pilot, "direct-step", model="openai/test",
+                         api_base=openai_server.base_url)
+        live = text_of(screen, "#finder")
+    again = make_app(session_id=trace.id)
+    async with again.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await wait_for(pilot, lambda: screen.finder is not None)
+        await pilot.pause()
+        assert screen.finder.state == "failed"
+        resumed = text_of(screen, "#finder")
+        assert resumed == live
+        assert "failed after 1 answer: no result (openai/test at " in resumed
+        assert "needs an API key: set OPENAI_API_KEY" in resumed
+        assert marks(screen) == ["yes", None, None, None, None]
 
 
 async def test_the_oracle_on_a_trace_it_does_not_know_says_so(store: Store) -> None:
@@ -311,6 +339,7 @@ async def test_escape_stops_a_finder_and_the_run_has_no_result(
         assert "stopped after 1 answer: no result" in text_of(screen, "#finder")
         [run] = store.finder_runs(trace.id)
         assert not run.finished and [v.verdict for v in run.verdicts] == ["Yes"]
+        assert (run.ended, run.error) == ("stopped", None)
         assert not notifications(app)
         assert screen.check_action("find", ()) is True
         assert screen.check_action("step", ()) is True
