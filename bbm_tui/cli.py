@@ -437,10 +437,6 @@ def find_command(args: argparse.Namespace) -> int:
     config = _load_config_or_none(args)
     if config is None:
         return EXIT_USAGE
-    if config.logprobs and config.mode != "chat":
-        return fail("log-probabilities are recorded in chat mode only (litellm drops them "
-                    "from streamed text completions): use --mode chat, or leave out "
-                    "--logprobs (or the config's `logprobs`)", EXIT_USAGE)
     try:
         _check_task(args.task)
         paper = paper_figures(args.paper, args.method) if args.paper else None
@@ -471,7 +467,14 @@ def find_command(args: argparse.Namespace) -> int:
     for message in progress.errors[:10]:
         fail(message)
     if args.json:
-        print(json.dumps(outcome.report.to_json(), indent=2))
+        scores = outcome.report.to_json()
+        if paper is not None:
+            # Beside ours, in the same shape: {task or "overall": {metric: percent}}; a task
+            # or metric the paper does not report is absent.
+            scores["paper"] = {"model": args.paper,
+                               "tasks": {k: v for k, v in paper.items() if k != "overall"},
+                               "overall": paper.get("overall", {})}
+        print(json.dumps(scores, indent=2))
     else:
         _print_find_table(outcome.report, args, paper)
     return EXIT_FAILURE if progress.failed else EXIT_OK

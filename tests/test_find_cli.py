@@ -167,6 +167,21 @@ def test_limit_zero_and_the_table(tmp_path: Path, capsys) -> None:
     assert "100.00" in out and "35.00" in out and "88.24" in out and "28.20" in out
 
 
+def test_paper_figures_in_the_json(tmp_path: Path, capsys) -> None:
+    """--paper with --json: the paper's figures ride along under "paper", ours unchanged."""
+    data = find_json(capsys, "--model", "replay/bbm", "--method", "direct-trace", "--input",
+                     ALL[0], "--limit", "30", "--out", str(tmp_path / "p.jsonl"),
+                     "--paper", "gpt-4")
+    assert data["tasks"]["word_sorting"]["accuracy"] == 100.0
+    paper = data["paper"]
+    assert paper["model"] == "gpt-4"
+    assert paper["tasks"]["word_sorting"]["accuracy"] == 35.00
+    assert paper["tasks"]["word_sorting"]["accuracy_with_mistake"] == 28.20
+    assert paper["tasks"]["word_sorting"]["accuracy_without_mistake"] == 88.24
+    assert set(paper["tasks"]) == set(TASK_NAMES)
+    assert "accuracy" in paper["overall"]
+
+
 def test_paper_without_figures_for_the_method(tmp_path: Path, capsys) -> None:
     code, out, _ = find(capsys, "--model", "replay/bbm", "--method", "cot-trace", "--input",
                         ALL[0], "--limit", "3", "--out", str(tmp_path / "p.jsonl"),
