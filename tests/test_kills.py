@@ -6,7 +6,10 @@ kill is still there, unchanged; every session's branch is a prefix of its questi
 trace, numbered 1..n, with no step stored twice and one call per step; one session per question;
 OUT holds only whole rows, each the dataset's row. Resuming (`run` again with the same
 arguments; the app with `--session ID` and `r`) keeps every step it found (same ids), adds the
-rest, and ends with exactly the dataset's trace, nothing twice.
+rest, and ends with exactly the dataset's trace, nothing twice. The app is also killed while a
+step-level mistake finder runs on its trace (answers from a local server): every answer
+committed before the kill is kept, the run has no result, and the resumed session shows it
+stopped and runs another to the end.
 
 The moments come from a seeded generator (BBM_TUI_KILL_SEED, printed); where the kill lands
 still depends on the machine's speed, which is the point. The processes are forked from a
@@ -44,6 +47,7 @@ from tests.kill_targets import (
     screen_text,
     snapshot,
 )
+from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 
 SEED = int(os.environ.get("BBM_TUI_KILL_SEED", "20250611"))
 RUN_KILLS = 12
@@ -354,3 +358,155 @@ def test_app_killed_at_random_moments_resumes_exactly(server: ForkServer,
 def test_cold_app_killed_mid_trace_resumes_exactly(tmp_path: Path) -> None:
     """A fresh `python -m bbm_tui` under a terminal: `r` waits for litellm to load first."""
     print(app_until_killed(None, tmp_path, AppPlan(100, "word_sorting", 7, 300)))
+
+
+# ---------------------------------------------------------------------------- a finder in the app
+
+FINDER_KILLS = 5
+FINDER_LATENCY_S = 0.06
+
+
+def finder_rows() -> list[tuple[str, int]]:
+    """Questions whose direct-step run takes 6 to 12 calls (the oracle says Yes up to the gold
+    mistake, then No; every thought when there is none) and whose trace states its answer."""
+    found = []
+    for task in APP_TASKS:
+        for index, row in enumerate(bundled_rows(task)[:60]):
+            calls = len(row.steps) if row.mistake_index is None else row.mistake_index + 1
+            if 6 <= calls <= 12 and extract_answer(row.steps[-1]) is not None:
+                found.append((task, index))
+    return found
+
+
+def oracle_verdicts(task: str, index: int) -> list[str]:
+    row = bundled_rows(task)[index]
+    if row.mistake_index is None:
+        return ["Yes"] * len(row.steps)
+    return ["Yes"] * row.mistake_index + ["No"]
+
+
+@pytest.fixture(scope="module")
+def finder_server() -> Iterator[FakeOpenAI]:
+    """Generation answered at once from the dataset; each finder answer from the gold label,
+    after FINDER_LATENCY_S, so that a run is long enough to be killed in the middle."""
+    from bbm_tui.core.replay import engine, parse_generation_prompt
+
+    def respond(path: str, body: dict) -> Reply:
+        if parse_generation_prompt(body["messages"][-1]["content"]) is not None:
+            return dataset_responder(path, body)
+        return Reply(text=engine().respond("replay/bbm", body["messages"], {}),
+                     delay_s=FINDER_LATENCY_S)
+
+    server = FakeOpenAI().start()
+    server.responder = respond
+    yield server
+    server.stop()
+
+
+def finder_verdicts(db: Path) -> list[tuple]:
+    return query(db, "SELECT id, run_id, step_number, raw, verdict FROM finder_verdicts "
+                     "ORDER BY id")
+
+
+def kill_finder_once(server: ForkServer, root: Path, base_url: str, task: str, index: int,
+                     rng: random.Random, attempt: int) -> str | None:
+    home = root / f"finder-{task}-{index}-{attempt}" / "home"
+    home.mkdir(parents=True)
+    db = home / DATABASE_NAME
+    env = environment(home, 0)
+    expected = oracle_verdicts(task, index)
+    argv = ["--task", task, "--question", str(index), "--model", "openai/test",
+            "--api-base", base_url]
+    terminal = Terminal()
+    try:
+        child = server.spawn(argv, env, tty=terminal.name)
+        wait_painted(terminal, child)
+        terminal.send("r")
+        terminal.wait_for("Finished with an answer", alive=lambda: child.poll() is None)
+        steps = snapshot(db)
+        start = terminal.mark()
+        terminal.send("f")
+        terminal.wait_for("Find the first mistake", since=start,
+                          alive=lambda: child.poll() is None)
+        terminal.send("\r")  # the default: direct step-level, the session's model
+        target = rng.randint(1, len(expected) - 1)
+        deadline = time.monotonic() + 60
+        while len(finder_verdicts(db)) < target:
+            assert child.poll() is None, terminal.text()[-2000:]
+            assert time.monotonic() < deadline, "the finder made no progress in a minute"
+            time.sleep(0.005)
+        before = finder_verdicts(db)
+        delay = rng.uniform(0.0, FINDER_LATENCY_S)
+        time.sleep(delay)
+        code = child.kill()
+    finally:
+        terminal.close()
+    where = (f"{task} #{index}: killed {delay * 1000:.0f} ms after answer {target} of "
+             f"{len(expected)} (seed {SEED})")
+    if code != -9:
+        return None
+    assert_no_error_on_screen(terminal, where)
+    assert integrity(db) == "ok", where
+    after = finder_verdicts(db)
+    assert after[: len(before)] == before, where  # every committed answer kept, unchanged
+    assert [row[4] for row in after] == expected[: len(after)], where
+    [(session_id, finished, ended)] = query(
+        db, "SELECT session_id, finished_at, ended FROM finder_runs")
+    if finished is not None:
+        return None  # the last answer landed first: no kill mid-run this time
+    assert ended is None, where  # it did not get to say how it ended: it was killed
+    assert snapshot(db) == steps, where  # the trace itself untouched
+
+    # Resume: the cut run shows as stopped with the answers it got; a new run finishes.
+    terminal = Terminal()
+    try:
+        again = server.spawn(["--session", str(session_id)], env, tty=terminal.name)
+        wait_painted(terminal, again)
+        count = len(after)
+        terminal.wait_for(f"stopped after {count} answer{'s' if count != 1 else ''}: no result",
+                          alive=lambda: again.poll() is None)
+        start = terminal.mark()
+        terminal.send("f")
+        terminal.wait_for("Find the first mistake", since=start,
+                          alive=lambda: again.poll() is None)
+        terminal.send("\r")
+        terminal.wait_for("Model says:", since=start, alive=lambda: again.poll() is None)
+        terminal.send("q")
+        assert again.wait(30) == 0, terminal.text()[-2000:]
+        assert_no_error_on_screen(terminal, where)
+    finally:
+        terminal.close()
+    assert integrity(db) == "ok", where
+    runs = query(db, "SELECT id, finished_at IS NOT NULL, mistake_number FROM finder_runs "
+                     "ORDER BY id")
+    gold = bundled_rows(task)[index].mistake_index
+    assert [(finished, number) for _, finished, number in runs] == [
+        (0, None), (1, None if gold is None else gold + 1)], where
+    final = finder_verdicts(db)
+    assert final[: len(after)] == after, where
+    assert [row[4] for row in final if row[1] == runs[1][0]] == expected, where
+    assert snapshot(db) == steps, where
+    return where
+
+
+def test_app_killed_while_a_finder_runs_keeps_every_answer(
+    server: ForkServer, finder_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """SIGKILL mid-run of a step-level finder: the answers committed are kept, the run has no
+    result, the trace is untouched, and the resumed session shows it stopped and can run
+    another."""
+    rng = random.Random(SEED + 2)
+    candidates = finder_rows()
+    assert len(candidates) >= FINDER_KILLS
+    killed = []
+    for task, index in rng.sample(candidates, FINDER_KILLS):
+        for attempt in range(4):
+            where = kill_finder_once(server, tmp_path, finder_server.base_url, task, index,
+                                     rng, attempt)
+            if where is not None:
+                killed.append(where)
+                break
+        else:
+            raise AssertionError(f"{task} #{index}: the finder finished before every kill")
+    print("\n".join(killed))
+    assert len(killed) == FINDER_KILLS
