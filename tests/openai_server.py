@@ -38,6 +38,8 @@ class Reply:
     honor_max_tokens: bool = True
     delay_s: float = 0.0  # before the response starts
     chunk_delay_s: float = 0.0  # between streamed chunks
+    # After the stream's headers, before its first chunk: a model thinking before it writes.
+    first_chunk_delay_s: float = 0.0
     # Close the socket abruptly after N chunks; a whole (non-streamed) answer is cut off
     # half-way through its body instead.
     drop_after_chunks: int | None = None
@@ -266,6 +268,8 @@ class FakeOpenAI:
         await response.prepare(request)
         pieces = _pieces(text, reply.chunk_chars)
         try:
+            if reply.first_chunk_delay_s:
+                await asyncio.sleep(reply.first_chunk_delay_s)
             for index, piece in enumerate(pieces):
                 if reply.drop_after_chunks is not None and index >= reply.drop_after_chunks:
                     request.transport.abort() if request.transport else None

@@ -431,12 +431,37 @@ async def test_malformed_chunk_then_a_good_answer(openai_server: FakeOpenAI) -> 
 async def test_a_stalled_stream_times_out(openai_server: FakeOpenAI) -> None:
     openai_server.enqueue(Reply(text="one two three four", chunk_delay_s=2.0))
     call = settings(idle_timeout_s=0.2, retry=llm.RetryPolicy(attempts=1))
+    llm.warm_up()  # the clock is for the stream, not litellm's import (the first test to run)
     started = time.monotonic()
     events, error = await collect(chat(openai_server), call)
     assert error is not None
     assert error.kind == "timeout"
     assert time.monotonic() - started < 1.5
     assert deltas(events) == ["one "]
+
+
+async def test_a_model_that_thinks_before_it_writes_is_waited_for(
+    openai_server: FakeOpenAI,
+) -> None:
+    """The idle timeout is for a stream gone silent mid-answer; before the first text the
+    call's own timeout applies (a reasoning model streams nothing while it thinks)."""
+    openai_server.enqueue(Reply(text="Thought out.", first_chunk_delay_s=0.6))
+    call = settings(idle_timeout_s=0.2, timeout_s=3.0, retry=llm.RetryPolicy(attempts=1))
+    events, error = await collect(chat(openai_server), call)
+    assert error is None
+    assert step_of(events).text == "Thought out."
+    assert len(openai_server.requests) == 1
+
+
+async def test_a_model_that_never_starts_writing_times_out(openai_server: FakeOpenAI) -> None:
+    openai_server.enqueue(Reply(text="Too late.", first_chunk_delay_s=5.0))
+    call = settings(idle_timeout_s=0.2, timeout_s=0.6, retry=llm.RetryPolicy(attempts=1))
+    llm.warm_up()
+    started = time.monotonic()
+    events, error = await collect(chat(openai_server), call)
+    assert error is not None and error.kind == "timeout"
+    assert 0.5 < time.monotonic() - started < 3.0
+    assert deltas(events) == []
 
 
 # ------------------------------------------------------------------------ limits

@@ -70,7 +70,8 @@ class CallSettings:
     max_tokens: int | None = DEFAULT_STEP_MAX_TOKENS
     logprobs: bool = False
     timeout_s: float = 60.0
-    # Longest silence between two chunks of a stream before it counts as a timeout.
+    # Longest silence between two chunks of a stream, once it has begun to write, before it
+    # counts as a timeout (before its first text, `timeout_s` applies).
     idle_timeout_s: float = 30.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
@@ -787,9 +788,12 @@ async def _stream_step_once(
         # chunk: that wraps each chunk in a task (two more turns of the event loop, each
         # polling the socket), which made a step ~10% slower than litellm alone
         # (bench/step_overhead.py). The only suspension point in this block is `__anext__`.
-        async with asyncio.timeout(settings.idle_timeout_s) as idle:
+        # Until the first text arrives the wait is the call's timeout, not the idle one: a
+        # model may think a long while before it writes (reasoning models send nothing then).
+        wait_s = max(settings.timeout_s, settings.idle_timeout_s)
+        async with asyncio.timeout(wait_s) as idle:
             while True:
-                idle.reschedule(loop.time() + settings.idle_timeout_s)
+                idle.reschedule(loop.time() + wait_s)
                 try:
                     chunk = await iterator.__anext__()
                 except StopAsyncIteration:
@@ -797,6 +801,7 @@ async def _stream_step_once(
                 text = _absorb_chunk(chunk, state, spec.mode)
                 if text is None:
                     continue
+                wait_s = settings.idle_timeout_s
                 if settings.max_tokens is not None and state.chars > char_cap:
                     # One huge chunk: keep no more than the cap, as many small ones would.
                     text = text[: max(0, len(text) - (state.chars - char_cap))]
