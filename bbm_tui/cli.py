@@ -448,7 +448,7 @@ def find_command(args: argparse.Namespace) -> int:
         with ProgressDisplay(not args.no_progress, _find_detail) as show:
             outcome = asyncio.run(find_batch(
                 jobs, args.method, spec, args.out, concurrency=args.concurrency, rpm=args.rpm,
-                judge_all=args.all_steps, on_progress=show,
+                settings=config.finder_settings(), judge_all=args.all_steps, on_progress=show,
             ))
     except FatalFindError as error:
         return fail(f"find stopped: {error}")

@@ -28,10 +28,13 @@ def test_env_points_at_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_full_file_and_overrides(tmp_path: Path) -> None:
     path = write(tmp_path, 'model = "openai/gpt-4o-mini"\napi_base = "http://h/v1"\n'
                  'mode = "completion"\nstep_limit = 40\nmax_tokens = 300\nlogprobs = true\n'
-                 '[keymap]\nstep = "n,space"\n')
+                 'timeout = 300\n[keymap]\nstep = "n,space"\n')
     config = load_config(path)
     assert config == Config("openai/gpt-4o-mini", "http://h/v1", "completion", 40, 300, True,
-                            {"step": "n,space"}, path)
+                            300.0, {"step": "n,space"}, path)
+    assert config.stepper_settings().call.timeout_s == 300.0
+    finder = config.finder_settings()
+    assert (finder.temperature, finder.timeout_s, finder.logprobs) == (0.0, 300.0, False)
     settings = config.stepper_settings()
     assert (settings.step_limit, settings.call.max_tokens, settings.call.logprobs) == (40, 300,
                                                                                       True)
@@ -54,6 +57,8 @@ def test_full_file_and_overrides(tmp_path: Path) -> None:
         ('\napi_key = "sk-123"\n', "line 2: 'api_key': API keys do not belong in the config"),
         ("keymap = 3\n", "[keymap] must map binding ids"),
         ('logprobs = "yes"\n', "line 1: 'logprobs' must be true or false"),
+        ("timeout = 0\n", "line 1: 'timeout' must be a number of seconds above 0"),
+        ('timeout = "60"\n', "'timeout' must be a number of seconds above 0"),
     ],
 )
 def test_broken_files_name_file_and_line(tmp_path: Path, text: str, message: str) -> None:

@@ -9,6 +9,7 @@ ok), one clear message, and the step (or the finder run) can be tried again afte
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import string
@@ -625,6 +626,28 @@ def test_commands_stop_at_a_401_with_one_line(
     assert captured.out == ""
     assert len(openai_server.requests) == 1
     assert out.read_bytes() == b""
+
+
+@pytest.mark.parametrize("command", ["run", "find"])
+def test_the_config_timeout_bounds_every_call(
+    command: str, tmp_path: Path, openai_server: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`timeout` in the config is what generation and mistake finding wait for an answer."""
+    Path(os.environ["BBM_TUI_CONFIG"]).write_text("timeout = 0.3\n")
+    openai_server.responder = lambda path, body: Reply("No", delay_s=5, first_chunk_delay_s=5)
+    out = tmp_path / "out.jsonl"
+    args = [command, "--model", "openai/test", "--api-base", openai_server.base_url,
+            "--input", str(bundled_path(TASK)), "--limit", "1", "--out", str(out),
+            "--no-progress"]
+    if command == "find":
+        args += ["--method", "direct-trace"]
+    llm.warm_up()
+    started = time.monotonic()
+    assert main(args) == 1
+    # 4 attempts of 0.3 s and at most 4.4 s of backoff between them; with the default
+    # timeout each attempt would wait out the server's 5 s.
+    assert time.monotonic() - started < 8
+    assert "did not answer in time" in capsys.readouterr().err
 
 
 def test_what_the_batches_stop_on_is_never_retried() -> None:

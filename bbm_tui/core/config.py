@@ -6,6 +6,8 @@
     step_limit = 160
     max_tokens = 1024                # per step
     logprobs = true                  # record each step's log-probabilities (chat mode)
+    timeout = 60                     # seconds a call may wait to connect, per read, and
+                                     # for a stream's first text (raise for reasoning models)
 
     [keymap]                         # binding id = keys, as in Textual's App.set_keymap
     step = "n,space"
@@ -23,7 +25,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.llm import DEFAULT_MODEL, DEFAULT_STEP_MAX_TOKENS, MODES, CallSettings
+from bbm_tui.core.llm import (
+    DEFAULT_MODEL,
+    DEFAULT_STEP_MAX_TOKENS,
+    DEFAULT_TIMEOUT_S,
+    MODES,
+    CallSettings,
+)
 from bbm_tui.core.stepper import DEFAULT_STEP_LIMIT, StepperSettings
 
 CONFIG_ENV = "BBM_TUI_CONFIG"
@@ -41,6 +49,7 @@ class Config:
     step_limit: int = DEFAULT_STEP_LIMIT
     max_tokens: int = DEFAULT_STEP_MAX_TOKENS
     logprobs: bool = False
+    timeout: float = DEFAULT_TIMEOUT_S
     keymap: dict[str, str] = field(default_factory=dict)
     path: Path | None = None
 
@@ -53,8 +62,15 @@ class Config:
 
     def stepper_settings(self, step_limit: int | None = None) -> StepperSettings:
         """How a trace is generated: the step limit, and each step's call."""
-        call = CallSettings(max_tokens=self.max_tokens, logprobs=self.logprobs)
+        call = CallSettings(max_tokens=self.max_tokens, logprobs=self.logprobs,
+                            timeout_s=self.timeout)
         return StepperSettings(step_limit=step_limit or self.step_limit, call=call)
+
+    def finder_settings(self) -> CallSettings:
+        """A mistake finder's calls: the paper's settings, with this config's timeout."""
+        from bbm_tui.core.finding import finder_settings
+
+        return replace(finder_settings(), timeout_s=self.timeout)
 
 
 def config_path() -> Path:
@@ -118,7 +134,8 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
                 f"{key!r}: API keys do not belong in the config file; set them in the "
                 "environment (e.g. OPENAI_API_KEY)",
             )
-    known = {"model", "api_base", "mode", "step_limit", "max_tokens", "logprobs", "keymap"}
+    known = {"model", "api_base", "mode", "step_limit", "max_tokens", "logprobs", "timeout",
+             "keymap"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise fail(
@@ -146,6 +163,11 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
         if not isinstance(data["logprobs"], bool):
             raise fail("logprobs", "'logprobs' must be true or false")
         values["logprobs"] = data["logprobs"]
+    if "timeout" in data:
+        value = data["timeout"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise fail("timeout", "'timeout' must be a number of seconds above 0")
+        values["timeout"] = float(value)
     keymap = data.get("keymap", {})
     if not isinstance(keymap, dict) or not all(
         isinstance(keys, str) for keys in keymap.values()

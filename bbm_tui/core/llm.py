@@ -31,6 +31,8 @@ MODES: tuple[Mode, ...] = ("chat", "completion")
 
 DEFAULT_MODEL = "replay/bbm"
 DEFAULT_STEP_MAX_TOKENS = 1024
+# Seconds a call may wait to connect, for each read, and for a stream's first text.
+DEFAULT_TIMEOUT_S = 60.0
 # Past this many characters without a newline, a step is cut even if the server ignores
 # max_tokens; a token is rarely more than a few characters.
 CHARS_PER_TOKEN_CAP = 8
@@ -69,7 +71,7 @@ class CallSettings:
     temperature: float = 0.0
     max_tokens: int | None = DEFAULT_STEP_MAX_TOKENS
     logprobs: bool = False
-    timeout_s: float = 60.0
+    timeout_s: float = DEFAULT_TIMEOUT_S
     # Longest silence between two chunks of a stream, once it has begun to write, before it
     # counts as a timeout (before its first text, `timeout_s` applies).
     idle_timeout_s: float = 30.0

@@ -796,7 +796,7 @@ class TraceScreen(BbmScreen):
             async for event in record_find(
                 self.trace.store, session.id, session.task, request.method, session.input,
                 [step.text for step in steps], request.spec, leaf_step_id=steps[-1].id,
-                judge_all=request.judge_all,
+                settings=self.bbm_app.config.finder_settings(), judge_all=request.judge_all,
             ):
                 self._on_find_event(shown, event)
         except llm.LLMError as error:
