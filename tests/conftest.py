@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.openai_server import FakeOpenAI
+from tests.reference import build_reference_tree, mismatches_in_shipped
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_BBM = ROOT.parent / "shared" / "bbm"
@@ -50,9 +51,26 @@ def openai_server(_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
     _server.reset()
 
 
+def shared_bbm_present() -> bool:
+    return SHARED_BBM.is_dir() and not os.environ.get("BBM_TUI_NO_SHARED")
+
+
+@pytest.fixture(scope="session")
+def reference_bbm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The paper's reference files: ../shared/bbm where it exists; in a user's clone, which has
+    none, the shipped copies, once their SHA-256 match the paper's (tests/reference.py). So
+    every fidelity test runs everywhere."""
+    if shared_bbm_present():
+        return SHARED_BBM
+    problems = mismatches_in_shipped()
+    if problems:
+        pytest.fail("shipped reference files differ from the paper's:\n" + "\n".join(problems))
+    return build_reference_tree(tmp_path_factory.mktemp("reference_bbm"))
+
+
 @pytest.fixture
 def shared_bbm() -> Path:
-    """../shared/bbm, the reference data; a user's clone has none, so tests skip there."""
-    if not SHARED_BBM.is_dir() or os.environ.get("BBM_TUI_NO_SHARED"):
+    """../shared/bbm itself, for the few tests that check the recorded checksums against it."""
+    if not shared_bbm_present():
         pytest.skip("../shared/bbm is not present (a user's clone has no reference data)")
     return SHARED_BBM

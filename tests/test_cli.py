@@ -49,8 +49,8 @@ def test_stats_json_reproduces_the_issue_figures(capsys: pytest.CaptureFixture) 
     assert result["overall"]["correct"] == sum(t["correct"] for t in result["tasks"].values())
 
 
-def test_stats_reproduces_paper_table_2(shared_bbm: Path, capsys: pytest.CaptureFixture) -> None:
-    table = json.loads((shared_bbm / "paper_tables.json").read_text())["table_2_dataset"]
+def test_stats_reproduces_paper_table_2(reference_bbm: Path, capsys: pytest.CaptureFixture) -> None:
+    table = json.loads((reference_bbm / "paper_tables.json").read_text())["table_2_dataset"]
     assert main(["stats", "--json", *DATASET_FILES]) == 0
     result = json.loads(capsys.readouterr().out)
     for task in TASK_NAMES:

@@ -41,17 +41,17 @@ def expected_messages(ref: dict, task: str, method: str, row, k: int | None) -> 
     return [*ref[task][messages_key], {"role": "user", "content": question}]
 
 
-def test_shipped_prompts_are_a_byte_copy(shared_bbm: Path) -> None:
+def test_shipped_prompts_are_a_byte_copy(reference_bbm: Path) -> None:
     shipped = (prompts_dir() / "mistake_finding_prompts.json").read_bytes()
-    assert shipped == (shared_bbm / "mistake_finding_prompts.json").read_bytes()
+    assert shipped == (reference_bbm / "mistake_finding_prompts.json").read_bytes()
     assert (prompts_dir() / "paper_tables.json").read_bytes() == (
-        shared_bbm / "paper_tables.json"
+        reference_bbm / "paper_tables.json"
     ).read_bytes()
 
 
 @pytest.mark.parametrize("task", TASK_NAMES)
-def test_every_row_every_method_every_step(shared_bbm: Path, task: str) -> None:
-    ref = reference(shared_bbm)
+def test_every_row_every_method_every_step(reference_bbm: Path, task: str) -> None:
+    ref = reference(reference_bbm)
     methods = [m for m in METHOD_NAMES if KEYS[m][0] in ref[task]]
     assert tuple(methods) == methods_for(task)
     checked = 0
