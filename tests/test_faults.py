@@ -15,7 +15,7 @@ import sqlite3
 import string
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -258,13 +258,16 @@ async def test_generation_fault_at_step_3(
 async def test_retry_after_is_waited_out_between_attempts(
     store: Store, openai_server: FakeOpenAI
 ) -> None:
-    """The backoff here is a few milliseconds: only Retry-After explains the wait."""
+    """The backoff here is a few milliseconds: only Retry-After explains the wait. The call
+    deadlines are generous (a busy machine must not turn a slow answer into a third retry)."""
+    patient = llm.CallSettings(timeout_s=30, idle_timeout_s=30, retry=FAST)
     openai_server.enqueue(Reply(status=429, headers={"Retry-After": "0.4"}),
                           Reply(status=429, headers={"Retry-After": "0.4"}))
     openai_server.responder = dataset_responder
     trace = new_trace(store, openai_server)
     started = time.monotonic()
-    events = [e async for e in trace.generate(max_new_steps=1, settings=STEPPER)]
+    events = [e async for e in trace.generate(max_new_steps=1,
+                                              settings=StepperSettings(call=patient))]
     elapsed = time.monotonic() - started
     assert [e.delay_s for e in events if isinstance(e, StepRestarted)] == [0.4, 0.4]
     assert elapsed >= 0.8
@@ -276,7 +279,8 @@ async def test_retry_after_is_waited_out_between_attempts(
     openai_server.enqueue(Reply(status=429, headers={"Retry-After": "0.4"}), Reply("4"))
     started = time.monotonic()
     events = [e async for e in record_find(store, trace.id, TASK, "direct-trace", ROW.input,
-                                           ROW.steps, trace.spec, settings=FINDER)]
+                                           ROW.steps, trace.spec,
+                                           settings=replace(FINDER, timeout_s=30))]
     assert time.monotonic() - started >= 0.4
     assert events[0].call.attempts == 2 and events[-1].result.mistake_number == 4
 

@@ -148,7 +148,9 @@ async def test_a_store_that_cannot_be_opened_is_a_clear_message(
     before = path.read_bytes()
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, StoreErrorScreen))
+        # The screen is pushed before it has composed: wait for its message, not just for it.
+        await wait_for(pilot, lambda: isinstance(app.screen, StoreErrorScreen)
+                       and bool(app.screen.query("#store-error-message")))
         message = shown(app.screen.query_one("#store-error-message"))
         assert expected in message and str(path) in message
         # Nothing else can be reached while the store is unusable.
