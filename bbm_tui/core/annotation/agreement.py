@@ -1,0 +1,163 @@
+"""Agreement between annotators on the first mistake of each trace (DESIGN §11).
+
+A label is the 0-based index of a trace's first mistaken step, or None for "no mistake"
+(a value like any other); a trace an annotator has not labelled is simply absent from that
+annotator's labels — never read as "no mistake".
+
+- Krippendorff's alpha, nominal, over every trace that at least two annotators labelled
+  (Krippendorff 2011, "Computing Krippendorff's Alpha-Reliability", the coincidence matrix);
+- Cohen's kappa for each pair of annotators, over the traces both labelled;
+- each annotator's agreement with the gold label, in percent;
+- a majority vote per trace, with ties left for adjudication.
+
+The paper reports alpha per task (prompts/paper_tables.json, `krippendorff_alpha_annotators`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from itertools import combinations
+from typing import TypeVar
+
+Location = int | None
+K = TypeVar("K", bound=Hashable)
+# annotator -> {trace key -> first-mistake location}
+Labels = Mapping[str, Mapping[K, Location]]
+
+
+def krippendorff_alpha(labels: Labels) -> float | None:
+    """Nominal alpha over the traces labelled by two annotators or more. None when it is
+    undefined: fewer than two such traces' worth of pairable values, or a single value in
+    use (everyone said the same thing every time, so chance agreement is total)."""
+    coincidences: Counter[tuple[Location, Location]] = Counter()
+    for values in _values_by_trace(labels).values():
+        if len(values) < 2:
+            continue
+        weight = 1.0 / (len(values) - 1)
+        counts = Counter(values)
+        for first, first_count in counts.items():
+            for second, second_count in counts.items():
+                pairs = first_count * (second_count - (first == second))
+                coincidences[(first, second)] += pairs * weight
+    totals: Counter[Location] = Counter()
+    for (first, _second), weight in coincidences.items():
+        totals[first] += weight
+    n = sum(totals.values())
+    if n <= 1 or len(totals) < 2:
+        return None
+    observed = sum(w for (first, second), w in coincidences.items() if first != second)
+    expected_pairs = sum(
+        totals[first] * totals[second] for first in totals for second in totals
+        if first != second
+    )
+    return 1.0 - (n - 1) * observed / expected_pairs
+
+
+def cohen_kappa(first: Mapping[K, Location], second: Mapping[K, Location]) -> float | None:
+    """Kappa over the traces both annotators labelled; None when undefined (no shared
+    traces, or both used one and the same value throughout)."""
+    shared = [key for key in first if key in second]
+    if not shared:
+        return None
+    n = len(shared)
+    observed = sum(first[key] == second[key] for key in shared) / n
+    first_counts = Counter(first[key] for key in shared)
+    second_counts = Counter(second[key] for key in shared)
+    expected = sum(first_counts[v] * second_counts[v] for v in first_counts) / (n * n)
+    if expected >= 1.0:
+        return None
+    return (observed - expected) / (1.0 - expected)
+
+
+def pairwise_kappa(labels: Labels) -> dict[str, float | None]:
+    """Cohen's kappa for every pair of annotators, keyed "A|B" (names in sorted order)."""
+    names = sorted(labels)
+    return {
+        f"{first}|{second}": cohen_kappa(labels[first], labels[second])
+        for first, second in combinations(names, 2)
+    }
+
+
+def gold_agreement(labels: Labels, gold: Mapping[K, Location]) -> dict[str, float | None]:
+    """Per annotator, the percentage of their labelled traces (that have a gold label) on
+    which they chose the gold location; None for an annotator with no such trace."""
+    result: dict[str, float | None] = {}
+    for name in sorted(labels):
+        shared = [key for key in labels[name] if key in gold]
+        if not shared:
+            result[name] = None
+            continue
+        agreed = sum(labels[name][key] == gold[key] for key in shared)
+        result[name] = 100.0 * agreed / len(shared)
+    return result
+
+
+@dataclass(frozen=True)
+class Vote:
+    """The majority's location for one trace; `tied` when two or more locations share the
+    top count (the trace then needs adjudication and `location` is None)."""
+
+    location: Location
+    votes: int
+    voters: int
+    tied: bool
+
+
+def majority(labels: Labels) -> dict[K, Vote]:
+    """The majority vote of every trace that at least one annotator labelled."""
+    votes: dict[K, Vote] = {}
+    for key, values in _values_by_trace(labels).items():
+        ranked = Counter(values).most_common()
+        top = ranked[0][1]
+        leaders = [value for value, count in ranked if count == top]
+        tied = len(leaders) > 1
+        votes[key] = Vote(None if tied else leaders[0], top, len(values), tied)
+    return votes
+
+
+def disagreements(labels: Labels) -> list[K]:
+    """Traces labelled by two or more annotators who did not all choose the same location,
+    in first-seen order."""
+    return [
+        key for key, values in _values_by_trace(labels).items()
+        if len(values) >= 2 and len(set(values)) > 1
+    ]
+
+
+@dataclass(frozen=True)
+class AgreementReport:
+    krippendorff_alpha: float | None
+    cohen_kappa: dict[str, float | None]
+    gold_agreement: dict[str, float | None]
+    # Traces labelled by at least two annotators (those alpha and kappa speak for).
+    n: int
+    annotators: tuple[str, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "krippendorff_alpha": self.krippendorff_alpha,
+            "cohen_kappa": dict(self.cohen_kappa),
+            "gold_agreement": dict(self.gold_agreement),
+            "n": self.n,
+        }
+
+
+def agreement_report(labels: Labels, gold: Mapping[K, Location] | None = None) -> AgreementReport:
+    shared = sum(len(values) >= 2 for values in _values_by_trace(labels).values())
+    return AgreementReport(
+        krippendorff_alpha=krippendorff_alpha(labels),
+        cohen_kappa=pairwise_kappa(labels),
+        gold_agreement=gold_agreement(labels, gold) if gold is not None else {},
+        n=shared,
+        annotators=tuple(sorted(labels)),
+    )
+
+
+def _values_by_trace(labels: Labels) -> dict[K, list[Location]]:
+    by_trace: dict[K, list[Location]] = {}
+    for name in sorted(labels):
+        for key, location in labels[name].items():
+            by_trace.setdefault(key, []).append(location)
+    return by_trace
