@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("jsonl", "processbench", "prm800k", "markdown"),
                         default="jsonl")
     export.add_argument("--out", type=Path, required=True, metavar="FILE")
+    export.add_argument("--force", action="store_true",
+                        help="replace FILE if it exists (never the session store)")
 
     importer = commands.add_parser(
         "import", help="make sessions of dataset-format rows, to label them in the app",
@@ -223,7 +225,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     from bbm_tui.core import llm
     from bbm_tui.core.batch_run import FatalRunError, jobs_from_bundled, jobs_from_files, run_batch
-    from bbm_tui.core.dataset import DatasetError
+    from bbm_tui.core.dataset import DatasetError, bundled_path
     from bbm_tui.core.store import Store, StoreError
     from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError
 
@@ -255,11 +257,12 @@ def run_command(args: argparse.Namespace) -> int:
         store = Store.open()
     except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
+    inputs = list(args.input or []) + ([bundled_path(args.task)] if args.dataset else [])
     try:
         with ProgressDisplay(not args.no_progress, _run_detail) as show:
             progress = asyncio.run(
                 run_batch(jobs, spec, store, args.out, concurrency=args.concurrency,
-                          settings=settings, on_progress=show)
+                          settings=settings, on_progress=show, inputs=inputs)
             )
     except FatalRunError as error:
         return fail(f"run stopped: {error}")
@@ -269,6 +272,7 @@ def run_command(args: argparse.Namespace) -> int:
         return fail(_os_problem(error, args.out), EXIT_USAGE)
     finally:
         store.close()
+    _print_batch_notes(args.out, progress)
     print(
         f"{progress.done} traces written to {args.out}, {progress.skipped} already there, "
         f"{progress.failed} failed; {progress.steps} steps, ${progress.cost:.4f}",
@@ -277,6 +281,15 @@ def run_command(args: argparse.Namespace) -> int:
     for message in progress.errors[:10]:
         fail(message)
     return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+def _print_batch_notes(out: Path, progress: Any) -> None:
+    """What a batch did besides its work: a repaired OUT, questions listed twice."""
+    if progress.mended:
+        print(f"bbm-tui: {out}: {progress.mended}", file=sys.stderr)
+    if progress.duplicates:
+        print(f"bbm-tui: {progress.duplicates} duplicate(s) in the input were done once",
+              file=sys.stderr)
 
 
 class ProgressDisplay:
@@ -429,6 +442,7 @@ def find_command(args: argparse.Namespace) -> int:
     from bbm_tui.core import llm
     from bbm_tui.core.batch_find import FatalFindError, find_batch, jobs_from_files, paper_figures
     from bbm_tui.core.dataset import DatasetError
+    from bbm_tui.core.store import default_path
     from bbm_tui.core.tasks import UnknownTaskError
 
     problem = _find_usage_problem(args)
@@ -449,6 +463,7 @@ def find_command(args: argparse.Namespace) -> int:
             outcome = asyncio.run(find_batch(
                 jobs, args.method, spec, args.out, concurrency=args.concurrency, rpm=args.rpm,
                 settings=config.finder_settings(), judge_all=args.all_steps, on_progress=show,
+                store_path=default_path(), inputs=args.input,
             ))
     except FatalFindError as error:
         return fail(f"find stopped: {error}")
@@ -457,6 +472,7 @@ def find_command(args: argparse.Namespace) -> int:
     except OSError as error:  # PREDS is a folder, or in one that does not exist, or not ours
         return fail(_os_problem(error, args.out), EXIT_USAGE)
     progress = outcome.progress
+    _print_batch_notes(args.out, progress)
     unpriced = f" (+ {progress.unpriced_calls} calls of unknown price)" * bool(
         progress.unpriced_calls)
     print(
@@ -587,9 +603,17 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
+    from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.export import export, load_traces
-    from bbm_tui.core.store import StoreError
+    from bbm_tui.core.outfile import check_not_replacing, check_output_path
+    from bbm_tui.core.store import StoreError, default_path
 
+    try:
+        check_output_path(args.out, store_path=default_path())
+        if not args.force:
+            check_not_replacing(args.out)
+    except DatasetError as error:
+        return fail(str(error), EXIT_USAGE)
     store = _open_store()
     if store is None:
         return EXIT_FAILURE

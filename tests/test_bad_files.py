@@ -20,48 +20,17 @@ import subprocess
 import sys
 import termios
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import DATABASE_NAME
+from tests.cli_helpers import Snapshot, assert_refused, run_all
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "multistep_arithmetic"
 TIMEOUT_S = 30
-
-
-@dataclass
-class Result:
-    args: tuple[str, ...]
-    code: int
-    out: str
-    err: str
-
-
-def launch(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "bbm_tui", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def run_all(commands: list[tuple[str, ...]], env: dict[str, str] | None = None) -> list[Result]:
-    """Run the commands at once (each a child process, stdin not a terminal)."""
-    processes = [(args, launch(*args, env=env)) for args in commands]
-    results = []
-    for args, process in processes:
-        try:
-            out, err = process.communicate(timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            raise AssertionError(f"bbm-tui {' '.join(args)} hung") from None
-        results.append(Result(args, process.returncode, out, err))
-    return results
 
 
 def run_in_pty(*args: str, env: dict[str, str] | None = None, answer: tuple[str, bytes] | None
@@ -103,27 +72,6 @@ def run_in_pty(*args: str, env: dict[str, str] | None = None, answer: tuple[str,
     finally:
         os.close(master)
     return process.wait(), output.decode(errors="replace")
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    data: bytes
-    mtime_ns: int
-
-    @classmethod
-    def of(cls, path: Path) -> Snapshot:
-        return cls(path.read_bytes(), path.stat().st_mtime_ns)
-
-
-def assert_refused(result: Result, *needles: str) -> None:
-    """One line on stderr that leads with the file, nothing on stdout, exit code non-zero."""
-    assert result.code in (1, 2), result
-    assert "Traceback" not in result.err + result.out, result
-    assert "internal error" not in result.err, result
-    assert result.out == "", result
-    assert result.err.startswith("bbm-tui: ") and result.err.count("\n") == 1, result
-    for needle in needles:
-        assert needle in result.err, (needle, result)
 
 
 def good_lines(n: int = 3) -> list[bytes]:

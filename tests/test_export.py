@@ -90,5 +90,5 @@ def test_export_and_import_commands(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out.jsonl"
     assert main(["export", "--out", str(out)]) == 0
     assert [row.steps for row in read_rows(out)] == [row.steps for row in read_rows(source)]
-    assert main(["export", "--session", "999", "--out", str(out)]) == 1
+    assert main(["export", "--session", "999", "--out", str(tmp_path / "none.jsonl")]) == 1
     assert "there is no session 999" in capsys.readouterr().err

@@ -301,7 +301,7 @@ def test_an_export_over_a_world_readable_file_is_private(tmp_path: Path, isolate
     source = tmp_path / f"{TASK}.jsonl"
     source.write_text(ROWS[0].to_line() + "\n")
     assert main(["import", str(source)]) == 0
-    assert main(["export", "--format", "markdown", "--out", str(out)]) == 0
+    assert main(["export", "--format", "markdown", "--out", str(out), "--force"]) == 0
     assert mode(out) == 0o600
     assert out.read_text().startswith("## ")
 

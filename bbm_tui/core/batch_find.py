@@ -22,15 +22,13 @@ from bbm_tui.core import llm
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
-    iter_jsonl,
-    mend_incomplete_tail,
-    open_private,
     read_input_rows,
     resolve_task,
     row_from_json,
 )
 from bbm_tui.core.finding import FindResult, check_method, run_method
 from bbm_tui.core.metrics import Judged, Report, report
+from bbm_tui.core.outfile import AppendedFile, open_appended
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.tasks import is_correct
 
@@ -66,6 +64,8 @@ class FindProgress:
     # Calls whose price litellm does not know: the running cost is then a lower bound.
     unpriced_calls: int = 0
     errors: list[str] = field(default_factory=list)
+    duplicates: int = 0  # traces the inputs listed more than once (judged once)
+    mended: str | None = None  # the repair made to PREDS, if any
 
     @property
     def finished(self) -> int:
@@ -111,15 +111,11 @@ def jobs_from_files(
 Prediction = tuple[int | None, bool]
 
 
-def read_preds(path: Path, method: str, model: str) -> dict[Key, Prediction]:
-    """The predictions PREDS already holds, by trace, after mending an incomplete last line a
-    killed run may have left. Lines of another method or model are an error: one PREDS file
-    holds one run."""
-    if not path.exists():
-        return {}
-    mend_incomplete_tail(path)
-    found: dict[Key, Prediction] = {}
-    for number, value in iter_jsonl(path):
+def pred_validator(method: str, model: str) -> Callable[[object, Path, int], TraceRow]:
+    """Checks one PREDS line: a dataset row plus the finder's keys, of this method and model
+    (one PREDS file holds one run)."""
+
+    def validate(value: object, path: Path, number: int) -> TraceRow:
         row = row_from_json(value, path, number)
         missing = [key for key in PRED_KEYS if key not in row.extra]
         if missing:
@@ -133,8 +129,37 @@ def read_preds(path: Path, method: str, model: str) -> dict[Key, Prediction]:
                 f"{method} by {model}: use another --out for this run",
                 number,
             )
-        found[trace_key(row)] = (row.extra["predicted_mistake_index"], bool(row.extra["parsed"]))
-    return found
+        return row
+
+    return validate
+
+
+def open_preds(
+    path: Path, method: str, model: str, *, store_path: Path | None = None,
+    inputs: Sequence[Path] = (),
+) -> AppendedFile[TraceRow]:
+    """PREDS, locked for the batch, after checking every line (see bbm_tui/core/outfile.py)."""
+    return open_appended(path, pred_validator(method, model),
+                         what=f"{method} predictions by {model}", store_path=store_path,
+                         inputs=inputs)
+
+
+def predictions(rows: Sequence[TraceRow]) -> dict[Key, Prediction]:
+    return {
+        trace_key(row): (row.extra["predicted_mistake_index"], bool(row.extra["parsed"]))
+        for row in rows
+    }
+
+
+def unique_jobs(jobs: Sequence[FindJob]) -> list[FindJob]:
+    """Each trace once (an input may list one several times), in first-seen order."""
+    seen: set[Key] = set()
+    unique = []
+    for job in jobs:
+        if job.key not in seen:
+            seen.add(job.key)
+            unique.append(job)
+    return unique
 
 
 def pred_line(job: FindJob, result: FindResult) -> str:
@@ -183,37 +208,38 @@ async def find_batch(
     judge_all: bool = False,
     settings: llm.CallSettings | None = None,
     on_progress: Callable[[FindProgress], None] | None = None,
+    store_path: Path | None = None,
+    inputs: Sequence[Path] = (),
 ) -> FindOutcome:
     """Run `method` on every job not already in PREDS, writing each line when it is done."""
-    done = read_preds(out_path, method, spec.model)
-    pending = [job for job in jobs if job.key not in done]
-    progress = FindProgress(total=len(jobs), skipped=len(jobs) - len(pending))
-    notify = on_progress or (lambda _progress: None)
-    notify(progress)
-    queue: asyncio.Queue[FindJob] = asyncio.Queue()
-    for job in pending:
-        queue.put_nowait(job)
-    pace = RateLimiter(rpm).wait if rpm else None
-    out = open_private(out_path, "a")
-
-    async def worker() -> None:
-        while not queue.empty():
-            job = queue.get_nowait()
-            result = await _find_one(job, method, spec, settings, judge_all, pace, progress)
-            if result is not None:
-                line = pred_line(job, result)
-                # One write per line, flushed: a kill leaves whole lines and at most one cut.
-                out.write(line + "\n")
-                out.flush()
-                done[job.key] = (result.mistake_index, result.parsed)
-                progress.done += 1
-            notify(progress)
-
+    out = open_preds(out_path, method, spec.model, store_path=store_path, inputs=inputs)
     try:
+        done = predictions(out.rows)
+        unique = unique_jobs(jobs)
+        pending = [job for job in unique if job.key not in done]
+        progress = FindProgress(total=len(unique), skipped=len(unique) - len(pending),
+                                duplicates=len(jobs) - len(unique), mended=out.mended)
+        notify = on_progress or (lambda _progress: None)
+        notify(progress)
+        queue: asyncio.Queue[FindJob] = asyncio.Queue()
+        for job in pending:
+            queue.put_nowait(job)
+        pace = RateLimiter(rpm).wait if rpm else None
+
+        async def worker() -> None:
+            while not queue.empty():
+                job = queue.get_nowait()
+                result = await _find_one(job, method, spec, settings, judge_all, pace, progress)
+                if result is not None:
+                    out.write_line(pred_line(job, result))
+                    done[job.key] = (result.mistake_index, result.parsed)
+                    progress.done += 1
+                notify(progress)
+
         await _run_workers(worker, concurrency)
     finally:
         out.close()
-    return FindOutcome(progress, score_jobs(jobs, done))
+    return FindOutcome(progress, score_jobs(unique, done))
 
 
 async def _run_workers(worker: Callable[[], Any], concurrency: int) -> None:

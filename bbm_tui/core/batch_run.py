@@ -15,14 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core import llm
-from bbm_tui.core.dataset import (
-    DatasetError,
-    TraceRow,
-    iter_jsonl,
-    mend_incomplete_tail,
-    open_private,
-    row_from_json,
-)
+from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
+from bbm_tui.core.outfile import AppendedFile, open_appended
 from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import Store
@@ -43,23 +37,43 @@ class RunProgress:
     steps: int = 0
     cost: float = 0.0
     errors: list[str] = field(default_factory=list)
+    duplicates: int = 0  # questions the inputs listed more than once (run once)
+    mended: str | None = None  # the repair made to OUT, if any
 
 
 class FatalRunError(Exception):
     """An error that stops the whole run (a missing key, a model that does not exist)."""
 
 
-def prepare_out(path: Path) -> set[str]:
-    """Inputs already in OUT (to skip), after mending an incomplete last line that a killed
-    run may have left. Any other damage is an error naming the line; the file is untouched."""
-    if not path.exists():
-        return set()
-    mend_incomplete_tail(path)
-    done: set[str] = set()
-    for number, value in iter_jsonl(path):
-        row = row_from_json(value, path, number)
-        done.add(row.input)
-    return done
+RUN_ROWS = "rows written by `bbm-tui run`"
+
+
+def run_row(value: object, path: Path, line: int) -> TraceRow:
+    """A line of OUT: a dataset row plus the `model` that `run` writes beside it."""
+    row = row_from_json(value, path, line)
+    if "model" not in row.extra:
+        raise DatasetError(path, "a dataset row without the `model` key run writes", line)
+    return row
+
+
+def open_out(
+    path: Path, *, store_path: Path | None, inputs: Sequence[Path] = ()
+) -> AppendedFile[TraceRow]:
+    """OUT, locked for the batch, after checking that every line is one of run's rows (and
+    mending a cut-off last line a killed run may have left). Raises DatasetError."""
+    return open_appended(path, run_row, what=RUN_ROWS, store_path=store_path, inputs=inputs)
+
+
+def unique_jobs(jobs: Sequence[RunJob]) -> list[RunJob]:
+    """Each question once (an input may list one several times), in first-seen order."""
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for job in jobs:
+        key = (job.task, job.row.input)
+        if key not in seen:
+            seen.add(key)
+            unique.append(job)
+    return unique
 
 
 async def run_batch(
@@ -71,16 +85,34 @@ async def run_batch(
     concurrency: int = 4,
     settings: StepperSettings | None = None,
     on_progress: Callable[[RunProgress], None] | None = None,
+    inputs: Sequence[Path] = (),
 ) -> RunProgress:
-    done_inputs = prepare_out(out_path)
-    pending = [job for job in jobs if job.row.input not in done_inputs]
-    progress = RunProgress(total=len(jobs), skipped=len(jobs) - len(pending))
+    out = open_out(out_path, store_path=store.path, inputs=inputs)
+    try:
+        return await _run_into(out, jobs, spec, store, concurrency, settings, on_progress)
+    finally:
+        out.close()
+
+
+async def _run_into(
+    out: AppendedFile[TraceRow],
+    jobs: Sequence[RunJob],
+    spec: llm.ModelSpec,
+    store: Store,
+    concurrency: int,
+    settings: StepperSettings | None,
+    on_progress: Callable[[RunProgress], None] | None,
+) -> RunProgress:
+    done_inputs = {row.input for row in out.rows}
+    unique = unique_jobs(jobs)
+    pending = [job for job in unique if job.row.input not in done_inputs]
+    progress = RunProgress(total=len(unique), skipped=len(unique) - len(pending),
+                           duplicates=len(jobs) - len(unique), mended=out.mended)
     notify = on_progress or (lambda _progress: None)
     notify(progress)
     queue: asyncio.Queue[RunJob] = asyncio.Queue()
     for job in pending:
         queue.put_nowait(job)
-    out = open_private(out_path, "a")
     write_lock = asyncio.Lock()
 
     async def worker() -> None:
@@ -92,23 +124,18 @@ async def run_batch(
             row = await _run_one(job, spec, store, settings, progress, notify)
             if row is not None:
                 async with write_lock:
-                    # One write per row: a kill leaves whole rows and at most one cut line.
-                    out.write(row.to_line() + "\n")
-                    out.flush()
+                    out.write_line(row.to_line())
                 progress.done += 1
                 notify(progress)
 
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, concurrency))]
     try:
-        workers = [asyncio.ensure_future(worker()) for _ in range(max(1, concurrency))]
-        try:
-            await asyncio.gather(*workers)
-        except BaseException:
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            raise
-    finally:
-        out.close()
+        await asyncio.gather(*workers)
+    except BaseException:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
     return progress
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -122,39 +123,88 @@ def _expect(obj: dict, key: str, kind: type, path: Path | str, line: int) -> Non
         raise DatasetError(path, f"{key!r} must be a {kind.__name__}", line)
 
 
-def iter_jsonl(path: Path | str) -> Iterator[tuple[int, object]]:
-    """(line number, decoded value) for every non-blank line, with errors naming the line."""
+# The longest line of the bundled dataset is about 15 KB; a "line" past this is not a row.
+MAX_LINE_BYTES = 16 * 2**20
+_READ_CHUNK = 1 << 20
+
+
+def check_regular_file(path: Path | str, *, missing_ok: bool = False) -> None:
+    """Refuse what is not a regular file before opening it: reading /dev/zero or a FIFO
+    never ends, and writing /dev/full fails only after the work is done."""
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        mode = path.stat().st_mode
     except FileNotFoundError:
+        if missing_ok:
+            return
         raise DatasetError(path, "no such file") from None
+    except OSError as error:
+        raise DatasetError(path, f"cannot use it: {error.strerror}") from None
+    if stat.S_ISDIR(mode):
+        raise DatasetError(path, "is a directory, not a JSONL file")
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else (
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file")
+        raise DatasetError(path, f"is {kind}, not a regular file")
+
+
+def iter_jsonl(path: Path | str) -> Iterator[tuple[int, object]]:
+    """(line number, decoded value) for every non-blank line, with errors naming the line.
+    Only regular files are read, a line at a time, none longer than MAX_LINE_BYTES."""
+    path = Path(path)
+    check_regular_file(path)
+    try:
+        handle = path.open("rb")
     except IsADirectoryError:
         raise DatasetError(path, "is a directory, not a JSONL file") from None
     except OSError as error:
         raise DatasetError(path, f"cannot read: {error.strerror}") from None
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+    with handle:
+        for number, line_bytes in _raw_lines(handle, path):
+            if not line_bytes.strip():
+                continue
+            try:
+                text = line_bytes.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DatasetError(
+                    path, f"not UTF-8 text (byte {error.start + 1} of the line)", number
+                ) from None
+            try:
+                yield number, json.loads(text)
+            except json.JSONDecodeError as error:
+                raise DatasetError(
+                    path, f"malformed JSON: {error.msg} (column {error.colno})", number
+                ) from None
+
+
+def _raw_lines(handle, path: Path) -> Iterator[tuple[int, bytes]]:
+    first = handle.read(_READ_CHUNK)
+    if first.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise DatasetError(
             path, "is UTF-16 text (it starts with a UTF-16 byte-order mark); JSONL files are "
             "UTF-8: save it as UTF-8", 1,
         )
-    if raw.startswith(b"\xef\xbb\xbf"):  # the UTF-8 byte-order mark some editors write
-        raw = raw[3:]
-    for number, line_bytes in enumerate(raw.split(b"\n"), start=1):
-        if not line_bytes.strip():
-            continue
-        try:
-            text = line_bytes.decode("utf-8")
-        except UnicodeDecodeError as error:
+    if first.startswith(b"\xef\xbb\xbf"):  # the UTF-8 byte-order mark some editors write
+        first = first[3:]
+    pending = first
+    number = 0
+    while True:
+        lines = pending.split(b"\n")
+        pending = lines.pop()
+        for line in lines:
+            number += 1
+            yield number, line
+        if len(pending) > MAX_LINE_BYTES:
             raise DatasetError(
-                path, f"not UTF-8 text (byte {error.start + 1} of the line)", number
-            ) from None
-        try:
-            yield number, json.loads(text)
-        except json.JSONDecodeError as error:
-            raise DatasetError(
-                path, f"malformed JSON: {error.msg} (column {error.colno})", number
-            ) from None
+                path, f"a line longer than {MAX_LINE_BYTES // 2**20} MiB (not a dataset row)",
+                number + 1,
+            )
+        chunk = handle.read(_READ_CHUNK)
+        if not chunk:
+            break
+        pending += chunk
+    if pending:
+        yield number + 1, pending
 
 
 def read_rows(path: Path | str) -> list[TraceRow]:
@@ -222,23 +272,3 @@ def bundled_path(task_name: str) -> Path:
 
 def all_bundled() -> Sequence[tuple[str, tuple[TraceRow, ...]]]:
     return [(name, bundled_rows(name)) for name in TASK_NAMES]
-
-
-def mend_incomplete_tail(path: Path) -> None:
-    """An output file that a killed run left with a cut-off last line (never a whole row):
-    drop that line, so the trace is redone; a whole last row missing only its newline gets
-    it. Nothing else in the file is touched."""
-    with path.open("rb") as handle:
-        data = handle.read()
-    if not data or data.endswith(b"\n"):
-        return
-    start = data.rfind(b"\n") + 1
-    tail = data[start:]
-    try:
-        json.loads(tail.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        with path.open("r+b") as handle:
-            handle.truncate(start)
-        return
-    with path.open("ab") as handle:  # a whole last row that only lacks its newline
-        handle.write(b"\n")
