@@ -19,7 +19,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,7 +50,21 @@ class Reply:
     stall_s: float = 0.0
     logprob_per_token: float | None = None
     usage: bool = True
-    finish_reason: str = "stop"
+    # None: the stream ends ([DONE]) with no finish reason, as an interrupted llama-cpp-python
+    # stream does.
+    finish_reason: str | None = "stop"
+    # Usage sent verbatim instead of counted (absurd values: 2**64, 1e23, -5, NaN, "lots").
+    usage_values: dict[str, Any] | None = None
+    # Hostile replies, all with status 200: `raw_body` is the whole body, sent as is (with
+    # `headers`, e.g. an HTML page); `raw_chunks` yields the body piece by piece (a gzip bomb
+    # too big to hold); `raw_events` are SSE payloads sent before the answer's own chunks
+    # (`[DONE]` first; an HTML page as an event stream).
+    raw_body: bytes | None = None
+    raw_chunks: Callable[[], Iterable[bytes]] | None = None
+    raw_events: list[bytes] | None = None
+    # Stream the text as raw bytes in pieces this long, splitting multi-byte characters and
+    # able to carry invalid UTF-8 (`raw_text`).
+    raw_text: bytes | None = None
 
 
 @dataclass
@@ -181,6 +195,8 @@ class FakeOpenAI:
                 "error": {"message": f"scripted status {reply.status}", "type": "test"}
             }
             return web.json_response(error, status=reply.status, headers=reply.headers)
+        if reply.raw_body is not None or reply.raw_chunks is not None:
+            return await self._raw(request, reply)
         text = self._apply_limits(reply, body)
         if body.get("stream"):
             return await self._stream(request, record, reply, text, chat, body)
@@ -189,6 +205,24 @@ class FakeOpenAI:
         ):
             return await self._faulty_whole(request, reply, self._whole(reply, text, chat, body))
         return web.json_response(self._whole(reply, text, chat, body), headers=reply.headers)
+
+    async def _raw(self, request: web.Request, reply: Reply) -> web.StreamResponse:
+        """A 200 whose body is not a model's answer, exactly as scripted."""
+        response = web.StreamResponse(status=200, headers=reply.headers)
+        await response.prepare(request)
+        try:
+            if reply.raw_body is not None:
+                await response.write(reply.raw_body)
+            else:
+                assert reply.raw_chunks is not None
+                for piece in reply.raw_chunks():
+                    if request.transport is None or request.transport.is_closing():
+                        return response
+                    await response.write(piece)
+            await response.write_eof()
+        except (ConnectionResetError, ConnectionError):
+            pass
+        return response
 
     async def _faulty_whole(
         self, request: web.Request, reply: Reply, payload: dict
@@ -227,11 +261,13 @@ class FakeOpenAI:
         return text
 
     def _whole(self, reply: Reply, text: str, chat: bool, body: dict[str, Any]) -> dict:
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": _count_prompt_tokens(body),
             "completion_tokens": len(_pieces(text, None)),
         }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        if reply.usage_values is not None:
+            usage = dict(reply.usage_values)
         if chat:
             choice = {
                 "index": 0,
@@ -268,6 +304,11 @@ class FakeOpenAI:
         await response.prepare(request)
         pieces = _pieces(text, reply.chunk_chars)
         try:
+            for event in reply.raw_events or []:
+                await response.write(b"data: " + event + b"\n\n")
+            if reply.raw_text is not None:
+                await self._raw_text(response, reply, body, chat)
+                return response
             if reply.first_chunk_delay_s:
                 await asyncio.sleep(reply.first_chunk_delay_s)
             for index, piece in enumerate(pieces):
@@ -289,25 +330,58 @@ class FakeOpenAI:
                     await asyncio.sleep(reply.stall_s)
                 if reply.chunk_delay_s:
                     await asyncio.sleep(reply.chunk_delay_s)
-            await response.write(_sse(_chunk(body, "", reply.finish_reason, chat, reply)))
-            options = body.get("stream_options") or {}
-            if reply.usage and options.get("include_usage"):
-                completion_tokens = len(pieces)
-                prompt_tokens = _count_prompt_tokens(body)
-                await response.write(_sse({
-                    "id": "test-1", "object": "chat.completion.chunk",
-                    "created": int(time.time()), "model": body.get("model", "test"),
-                    "choices": [],
-                    "usage": {"prompt_tokens": prompt_tokens,
-                              "completion_tokens": completion_tokens,
-                              "total_tokens": prompt_tokens + completion_tokens},
-                }))
-            await response.write(b"data: [DONE]\n\n")
-            await response.write_eof()
+            await self._stream_end(response, reply, body, chat, len(pieces))
         except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
             record.client_closed_early = True
             raise
         return response
+
+    async def _stream_end(self, response: web.StreamResponse, reply: Reply, body: dict,
+                          chat: bool, completion_tokens: int) -> None:
+        if reply.finish_reason is not None:
+            await response.write(_sse(_chunk(body, "", reply.finish_reason, chat, reply)))
+        options = body.get("stream_options") or {}
+        if reply.usage and options.get("include_usage"):
+            prompt_tokens = _count_prompt_tokens(body)
+            usage: dict[str, Any] = {"prompt_tokens": prompt_tokens,
+                                     "completion_tokens": completion_tokens,
+                                     "total_tokens": prompt_tokens + completion_tokens}
+            await response.write(_sse({
+                "id": "test-1", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": body.get("model", "test"),
+                "choices": [],
+                "usage": reply.usage_values if reply.usage_values is not None else usage,
+            }))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+
+    async def _raw_text(self, response: web.StreamResponse, reply: Reply, body: dict,
+                        chat: bool) -> None:
+        """Stream `raw_text` as bytes, cut anywhere (mid-character too): each piece is a JSON
+        string built from the raw bytes, so invalid UTF-8 reaches the client as sent."""
+        assert reply.raw_text is not None
+        size = reply.chunk_chars or 3
+        pieces = [reply.raw_text[i:i + size] for i in range(0, len(reply.raw_text), size)]
+        for piece in pieces:
+            payload = json.dumps(_chunk(body, "@@PIECE@@", None, chat, reply)).encode()
+            await response.write(
+                b"data: " + payload.replace(b"@@PIECE@@", _json_string_bytes(piece)) + b"\n\n"
+            )
+        await self._stream_end(response, reply, body, chat, len(pieces))
+
+
+def _json_string_bytes(raw: bytes) -> bytes:
+    """The inside of a JSON string holding `raw` byte for byte: quotes, backslashes and
+    control bytes escaped, everything else (invalid UTF-8 included) left as it is."""
+    out = bytearray()
+    for byte in raw:
+        if byte in (0x22, 0x5C):
+            out += b"\\" + bytes([byte])
+        elif byte < 0x20:
+            out += f"\\u{byte:04x}".encode()
+        else:
+            out.append(byte)
+    return bytes(out)
 
 
 def _count_prompt_tokens(body: dict[str, Any]) -> int:

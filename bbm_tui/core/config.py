@@ -8,6 +8,7 @@
     logprobs = true                  # record each step's log-probabilities (chat mode)
     timeout = 60                     # seconds a call may wait to connect, per read, and
                                      # for a stream's first text (raise for reasoning models)
+    step_timeout = 300               # seconds one step may take in all; then it is cut
 
     [keymap]                         # binding id = keys, as in Textual's App.set_keymap
     step = "n,space"
@@ -28,6 +29,7 @@ from typing import Any
 from bbm_tui.core.llm import (
     DEFAULT_MODEL,
     DEFAULT_STEP_MAX_TOKENS,
+    DEFAULT_STEP_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     MODES,
     CallSettings,
@@ -52,6 +54,7 @@ class Config:
     timeout: float = DEFAULT_TIMEOUT_S
     keymap: dict[str, str] = field(default_factory=dict)
     path: Path | None = None
+    step_timeout: float = DEFAULT_STEP_TIMEOUT_S
 
     def with_overrides(self, **overrides: Any) -> Config:
         """Command-line values win over the file's; None means "not given"."""
@@ -63,7 +66,7 @@ class Config:
     def stepper_settings(self, step_limit: int | None = None) -> StepperSettings:
         """How a trace is generated: the step limit, and each step's call."""
         call = CallSettings(max_tokens=self.max_tokens, logprobs=self.logprobs,
-                            timeout_s=self.timeout)
+                            timeout_s=self.timeout, step_timeout_s=self.step_timeout)
         return StepperSettings(step_limit=step_limit or self.step_limit, call=call)
 
     def finder_settings(self) -> CallSettings:
@@ -135,7 +138,7 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
                 "environment (e.g. OPENAI_API_KEY)",
             )
     known = {"model", "api_base", "mode", "step_limit", "max_tokens", "logprobs", "timeout",
-             "keymap"}
+             "step_timeout", "keymap"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise fail(
@@ -163,11 +166,14 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
         if not isinstance(data["logprobs"], bool):
             raise fail("logprobs", "'logprobs' must be true or false")
         values["logprobs"] = data["logprobs"]
-    if "timeout" in data:
-        value = data["timeout"]
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise fail("timeout", "'timeout' must be a number of seconds above 0")
-        values["timeout"] = float(value)
+    for key in ("timeout", "step_timeout"):
+        if key in data:
+            value = data[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                0 < value < float("inf")
+            ):
+                raise fail(key, f"{key!r} must be a number of seconds above 0")
+            values[key] = float(value)
     keymap = data.get("keymap", {})
     if not isinstance(keymap, dict) or not all(
         isinstance(keys, str) for keys in keymap.values()

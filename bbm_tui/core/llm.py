@@ -17,11 +17,13 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import random
 import re
 import threading
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -33,6 +35,11 @@ DEFAULT_MODEL = "replay/bbm"
 DEFAULT_STEP_MAX_TOKENS = 1024
 # Seconds a call may wait to connect, for each read, and for a stream's first text.
 DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_STEP_TIMEOUT_S = 300.0
+# What one call's usage may sanely say; anything else (2**64, 1e23, negative, NaN, a string)
+# is stored as unknown.
+MAX_CALL_TOKENS = 10**9
+MAX_CALL_COST = 1000.0  # dollars
 # Past this many characters without a newline, a step is cut even if the server ignores
 # max_tokens; a token is rarely more than a few characters.
 CHARS_PER_TOKEN_CAP = 8
@@ -75,6 +82,9 @@ class CallSettings:
     # Longest silence between two chunks of a stream, once it has begun to write, before it
     # counts as a timeout (before its first text, `timeout_s` applies).
     idle_timeout_s: float = 30.0
+    # Wall-clock limit of one generation step: a server dripping text with no newline is cut
+    # here, the text kept and marked truncated, like a token-limit cut.
+    step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
     retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def params(self) -> dict[str, Any]:
@@ -193,10 +203,15 @@ def litellm_module() -> Any:
             os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             import litellm
 
-            # Banners on stdout, or log lines on stderr, would wreck a full-screen app.
+            # Banners on stdout, or log lines on stderr, would wreck a full-screen app; so
+            # would pydantic's warnings about a provider's odd usage values.
+            warnings.filterwarnings("ignore", category=UserWarning, module="pydantic")
             litellm.suppress_debug_info = True
             litellm.set_verbose = False
             _quiet_loggers()
+            from bbm_tui.core import http_guard
+
+            http_guard.install(litellm)
             _register_offline_providers(litellm)
             _litellm = litellm
     return _litellm
@@ -481,8 +496,10 @@ _NOISE = re.compile(
 
 
 def _detail(error: BaseException) -> str:
-    """The provider's own words, without litellm's stacked class-name prefixes."""
+    """The provider's own words, without litellm's stacked class-name prefixes or a Python
+    traceback litellm pasted into them."""
     text = str(getattr(error, "message", None) or error)
+    text = text.split("Traceback (most recent call last)")[0]
     return _short(_NOISE.sub("", text.strip()))
 
 
@@ -527,6 +544,10 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
         return LLMError("not_found", f"{spec.model}{where} was not found: {detail}")
     exceptions = litellm.exceptions
     causes = _causes(error)
+    guard = _guard_error(causes)
+    if guard is not None:
+        return LLMError("stream", f"the reply from {spec.model}{where} was not a model's "
+                        f"answer: {guard}")
     if isinstance(error, exceptions.MidStreamFallbackError):
         if _timed_out(causes):  # the transport's read timeout, before our idle deadline
             return LLMError("timeout", f"{spec.model}{where} went silent mid-answer")
@@ -559,6 +580,16 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
             _retry_after_seconds(error),
         )
     return LLMError("unknown", f"{spec.model}{where} failed: {type(error).__name__}: {detail}")
+
+
+def _guard_error(causes: list[BaseException]) -> str | None:
+    """What the reply guard (http_guard) refused, if that is what failed."""
+    from bbm_tui.core import http_guard
+
+    for cause in causes:
+        if isinstance(cause, http_guard.ReplyTooLarge | http_guard.UnsupportedEncoding):
+            return str(cause)
+    return None
 
 
 def _replay_detail(detail: str) -> str:
@@ -697,6 +728,10 @@ class _StreamState:
     finish_reason: str | None = None
     usage: Any = None
     leading_newline: bool = False
+    usage_lost: bool = False  # the usage chunk after the answer could not be read
+    time_cut: bool = False  # cut at the step's wall-clock limit
+    # Text completion: litellm's chat stream wrapper under the text one (False: none found).
+    inner_stream: Any = None
 
 
 async def stream_step(
@@ -784,46 +819,15 @@ async def _stream_step_once(
     number = _thought_number(prompt)
     char_cap = (settings.max_tokens or DEFAULT_STEP_MAX_TOKENS) * CHARS_PER_TOKEN_CAP
     loop = asyncio.get_running_loop()
+    step_deadline = loop.time() + settings.step_timeout_s
     try:
-        iterator = stream.__aiter__()
-        # One idle deadline pushed on after every chunk, rather than `asyncio.wait_for` per
-        # chunk: that wraps each chunk in a task (two more turns of the event loop, each
-        # polling the socket), which made a step ~10% slower than litellm alone
-        # (bench/step_overhead.py). The only suspension point in this block is `__anext__`.
-        # Until the first text arrives the wait is the call's timeout, not the idle one: a
-        # model may think a long while before it writes (reasoning models send nothing then).
-        wait_s = max(settings.timeout_s, settings.idle_timeout_s)
-        async with asyncio.timeout(wait_s) as idle:
-            while True:
-                idle.reschedule(loop.time() + wait_s)
-                try:
-                    chunk = await iterator.__anext__()
-                except StopAsyncIteration:
-                    break
-                text = _absorb_chunk(chunk, state, spec.mode)
-                if text is None:
-                    continue
-                wait_s = settings.idle_timeout_s
-                if settings.max_tokens is not None and state.chars > char_cap:
-                    # One huge chunk: keep no more than the cap, as many small ones would.
-                    text = text[: max(0, len(text) - (state.chars - char_cap))]
-                    state.chars = char_cap
-                released = stripper.feed(text)
-                if state.leading_newline and stripper.label not in (None, number):
-                    # An empty line, then the next thought's label: this thought is empty (the
-                    # provider ignored or was not sent `stop`), and what follows is not ours.
-                    state.cut = True
-                    break
-                if released:
-                    state.pieces.append(released)
-                    await queue.put(TextDelta(released))
-                if state.cut:
-                    break
-                if settings.max_tokens is not None and (
-                    state.chunks >= settings.max_tokens or state.chars >= char_cap
-                ):
-                    state.truncated = True
-                    break
+        await _read_step(stream, state, stripper, number, char_cap, settings, spec.mode,
+                         queue, step_deadline)
+    except TimeoutError:
+        if not (state.pieces and loop.time() >= step_deadline - 0.01):
+            raise
+        # The step's wall-clock limit: keep what came, cut like a token-limit cut.
+        state.truncated = state.time_cut = True
     finally:
         await _close_stream(stream)
     tail = stripper.finish()
@@ -834,8 +838,107 @@ async def _stream_step_once(
     if state.finish_reason == "length" and not state.cut:
         state.truncated = True
     text = "".join(state.pieces).strip()
+    if not (state.cut or state.truncated):
+        _check_the_stream_ended_well(stream, state, text, spec)
     call = _call_record(spec, settings, prompt, state, latency, attempt, native_stop, text)
     return StepText(text=text, call=call, truncated=state.truncated)
+
+
+async def _read_step(
+    stream: Any,
+    state: _StreamState,
+    stripper: _EchoStripper,
+    number: int | None,
+    char_cap: int,
+    settings: CallSettings,
+    mode: Mode,
+    queue: asyncio.Queue,
+    step_deadline: float,
+) -> None:
+    """Read chunks until the step's first line break, its token limit, or the stream's end.
+    Raises TimeoutError for a silence (idle) or the step's wall-clock limit."""
+    loop = asyncio.get_running_loop()
+    iterator = stream.__aiter__()
+    # One idle deadline pushed on after every chunk, rather than `asyncio.wait_for` per
+    # chunk: that wraps each chunk in a task (two more turns of the event loop, each
+    # polling the socket), which made a step ~10% slower than litellm alone
+    # (bench/step_overhead.py). The only suspension point in this block is `__anext__`.
+    # Until the first text arrives the wait is the call's timeout, not the idle one: a
+    # model may think a long while before it writes (reasoning models send nothing then).
+    wait_s = max(settings.timeout_s, settings.idle_timeout_s)
+    async with asyncio.timeout(wait_s) as idle:
+        while True:
+            idle.reschedule(min(loop.time() + wait_s, step_deadline))
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            except Exception:
+                if state.finish_reason is None:
+                    raise
+                # The provider had finished the answer; what failed after it (a usage chunk
+                # litellm could not parse: 1e23 tokens, NaN, a string) costs the accounting
+                # only, not the step.
+                state.usage_lost = True
+                return
+            if mode == "completion" and state.inner_stream is None:
+                # The chat stream wrapper under a text-completion one is reachable only while
+                # the generators run; it knows whether the provider sent a finish reason.
+                state.inner_stream = next(
+                    (wrapper for wrapper in _text_completion_closables(stream)
+                     if hasattr(wrapper, "received_finish_reason")), False)
+            text = _absorb_chunk(chunk, state, mode)
+            if text is None:
+                continue
+            wait_s = settings.idle_timeout_s
+            if settings.max_tokens is not None and state.chars > char_cap:
+                # One huge chunk: keep no more than the cap, as many small ones would.
+                text = text[: max(0, len(text) - (state.chars - char_cap))]
+                state.chars = char_cap
+            released = stripper.feed(text)
+            if state.leading_newline and stripper.label not in (None, number):
+                # An empty line, then the next thought's label: this thought is empty (the
+                # provider ignored or was not sent `stop`), and what follows is not ours.
+                state.cut = True
+                return
+            if released:
+                state.pieces.append(released)
+                await queue.put(TextDelta(released))
+            if state.cut:
+                return
+            if settings.max_tokens is not None and (
+                state.chunks >= settings.max_tokens or state.chars >= char_cap
+            ):
+                state.truncated = True
+                return
+
+
+def _check_the_stream_ended_well(stream: Any, state: _StreamState, text: str,
+                                 spec: ModelSpec) -> None:
+    """A stream that ended with no line break must have been ended by the provider (its own
+    finish reason). Without one it is a provider fault, retried: no choice and no text at
+    all (an HTML page, an event stream that is not one, `[DONE]` first) is not a model's
+    answer; text with no end is a stream cut short (llama-cpp-python ends an interrupted
+    generation with `[DONE]` and no finish reason, and litellm then reports "stop")."""
+    if _provider_finish_reason(stream, state) is not None:
+        return
+    where = f" at {spec.api_base}" if spec.api_base else ""
+    if not text and not state.chunks:
+        raise LLMError("stream", f"the reply from {spec.model}{where} was not a model's answer "
+                       "(no choice, no text and no finish reason)")
+    raise LLMError("stream", f"the stream from {spec.model}{where} ended mid-step without a "
+                   "finish reason (interrupted)")
+
+
+def _provider_finish_reason(stream: Any, state: _StreamState) -> str | None:
+    """The finish reason the provider itself sent. litellm's stream wrapper makes up "stop"
+    for a stream that ended without one; it keeps what it received in
+    `received_finish_reason` (litellm 1.103.7; tests/test_hostile_server.py fails if that
+    changes). Text-completion streams wrap a chat stream wrapper (`state.inner_stream`)."""
+    for wrapper in (stream, state.inner_stream):
+        if wrapper and hasattr(wrapper, "received_finish_reason"):
+            return wrapper.received_finish_reason
+    return state.finish_reason
 
 
 _LAST_LABEL = re.compile(r"Thought (\d+):\s*$")
@@ -883,18 +986,24 @@ def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
     state.chunks += 1
     if not state.started:
         stripped = text.lstrip()
-        if "\n" in text[: len(text) - len(stripped)]:
+        if LINE_BREAK.search(text[: len(text) - len(stripped)]):
             state.leading_newline = True
         text = stripped
         if not text:
             return None
         state.started = True
-    newline = text.find("\n")
-    if newline >= 0:
-        text = text[:newline]
+    line_break = LINE_BREAK.search(text)
+    if line_break:
+        text = text[: line_break.start()]
         state.cut = True
     state.chars += len(text)
     return text
+
+
+# Every Unicode line break ends a step, not only "\n": a model (or a server) that writes
+# "\r", NEL, U+2028 or U+2029 between thoughts would otherwise merge them. These are what
+# str.splitlines() splits on.
+LINE_BREAK = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def _absorb_logprobs(logprobs: Any, state: _StreamState) -> None:
@@ -953,11 +1062,14 @@ def _call_record(
 ) -> CallRecord:
     prompt_tokens = completion_tokens = None
     if state.usage is not None:
-        prompt_tokens = getattr(state.usage, "prompt_tokens", None)
-        completion_tokens = getattr(state.usage, "completion_tokens", None)
-    if completion_tokens is None and state.chunks:
+        prompt_tokens = sane_tokens(getattr(state.usage, "prompt_tokens", None))
+        completion_tokens = sane_tokens(getattr(state.usage, "completion_tokens", None))
+    if completion_tokens is None and state.chunks and not state.usage_lost:
         # Streams closed early carry no usage: one chunk is one token on OpenAI-style servers.
         completion_tokens = state.chunks
+    finish_reason = state.finish_reason or ("newline" if state.cut else None)
+    if state.time_cut:
+        finish_reason = "time_limit"
     return CallRecord(
         model=spec.model,
         params=_sent_params(spec, settings),
@@ -966,10 +1078,27 @@ def _call_record(
         completion_tokens=completion_tokens,
         cost=_cost(spec, prompt_tokens, completion_tokens),
         logprobs=state.logprobs or None,
-        finish_reason=state.finish_reason or ("newline" if state.cut else None),
+        finish_reason=finish_reason,
         attempts=attempt,
         native_stop=native_stop,
     )
+
+
+def sane_tokens(value: Any) -> int | None:
+    """A token count as a provider should send it, else None (unknown): whole, 0 or more,
+    at most MAX_CALL_TOKENS. Never a bool, a float, a string, NaN or 2**64."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= MAX_CALL_TOKENS else None
+
+
+def sane_cost(value: Any) -> float | None:
+    """A call's cost in dollars, else None (unknown): finite, 0 or more, at most
+    MAX_CALL_COST."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    cost = float(value)
+    return cost if math.isfinite(cost) and 0.0 <= cost <= MAX_CALL_COST else None
 
 
 def _cost(
@@ -989,7 +1118,7 @@ def _cost(
         # A model litellm has no price for; asking again costs ~0.5 ms a call for nothing.
         _UNPRICED.add(spec.model)
         return None
-    return float(prompt_cost) + float(completion_cost)
+    return sane_cost(float(prompt_cost) + float(completion_cost))
 
 
 _UNPRICED: set[str] = set()
@@ -1033,8 +1162,8 @@ async def _complete_once(
     text = unicode_text(text)
     latency = time.perf_counter() - started_at
     usage = getattr(response, "usage", None)
-    prompt_tokens = getattr(usage, "prompt_tokens", None) if usage else None
-    completion_tokens = getattr(usage, "completion_tokens", None) if usage else None
+    prompt_tokens = sane_tokens(getattr(usage, "prompt_tokens", None)) if usage else None
+    completion_tokens = sane_tokens(getattr(usage, "completion_tokens", None)) if usage else None
     call = CallRecord(
         model=spec.model,
         params=_sent_params(spec, settings),

@@ -1,0 +1,142 @@
+"""A guard on every reply litellm reads (DESIGN §7: untrusted input is bounded).
+
+A provider's reply is untrusted bytes. Without this guard a 200 reply compressed as a gzip
+bomb was decompressed whole (4.4 GB before the process died), and one invalid UTF-8 byte in a
+stream made the OpenAI SDK's event decoder fail the whole step. The guard wraps the HTTP
+transport that litellm builds for its async clients (the aiohttp one by default, or httpx's),
+so that each reply body is
+
+- decompressed here, incrementally and never past `MAX_REPLY_BYTES` (gzip and deflate; any
+  other content encoding is refused), and handed on without its Content-Encoding header;
+- made valid UTF-8, invalid bytes becoming U+FFFD, across chunk boundaries;
+- cut off with `ReplyTooLarge` once it passes `MAX_REPLY_BYTES`.
+
+It is installed once, from `llm.litellm_module()`, by wrapping litellm's
+`AsyncHTTPHandler._create_async_transport` (both the OpenAI-SDK path and litellm's own HTTP
+handler build their transports there). tests/test_hostile_server.py fails if a litellm
+upgrade moves that: the gzip bomb and the invalid-UTF-8 stream go through litellm for real.
+"""
+
+from __future__ import annotations
+
+import codecs
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+
+# A step is at most max_tokens * 8 characters and a finder's answer a few thousand tokens;
+# 32 MiB of JSON is far beyond any answer, and small enough to hold.
+MAX_REPLY_BYTES = 32 * 2**20
+_PIECE_BYTES = 2**20
+
+
+class ReplyTooLarge(httpx.ReadError):
+    """The reply went past MAX_REPLY_BYTES once decompressed; the rest was not read."""
+
+
+class UnsupportedEncoding(httpx.DecodingError):
+    """A Content-Encoding the guard does not decode."""
+
+
+def install(litellm: Any) -> None:
+    """Wrap the transports litellm builds from now on (call once, right after the import)."""
+    from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+
+    original = AsyncHTTPHandler._create_async_transport
+    if getattr(original, "_bbm_tui_guarded", False):
+        return
+
+    def guarded(*args: Any, **kwargs: Any) -> GuardedTransport:
+        inner = original(*args, **kwargs)
+        return GuardedTransport(inner if inner is not None else httpx.AsyncHTTPTransport())
+
+    guarded._bbm_tui_guarded = True  # type: ignore[attr-defined]
+    AsyncHTTPHandler._create_async_transport = staticmethod(guarded)
+
+
+def is_installed() -> bool:
+    from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+
+    return getattr(AsyncHTTPHandler._create_async_transport, "_bbm_tui_guarded", False)
+
+
+class GuardedTransport(httpx.AsyncBaseTransport):
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        headers = [
+            (name, value) for name, value in response.headers.raw
+            if name.lower() not in (b"content-encoding", b"content-length")
+        ]
+        return httpx.Response(
+            status_code=response.status_code,
+            headers=headers,
+            stream=GuardedStream(response.stream, encoding),
+            extensions=response.extensions,
+            request=request,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class GuardedStream(httpx.AsyncByteStream):
+    def __init__(self, inner: Any, encoding: str) -> None:
+        if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
+            raise UnsupportedEncoding(
+                f"the reply is compressed as {encoding!r}, which is not read"
+            )
+        self.inner = inner
+        # 47: zlib or gzip, told apart by the header. A raw deflate stream (what some servers
+        # send as "deflate") is retried with -15 on the first error.
+        self.decompressor = None if encoding in ("", "identity") else zlib.decompressobj(47)
+        self.raw_deflate_tried = encoding != "deflate"
+        self.text = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.size = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for raw in self.inner:
+            for piece in self._decompressed(raw):
+                yield self._checked(piece)
+        tail = self.text.decode(b"", final=True)
+        if tail:
+            yield tail.encode("utf-8")
+
+    def _decompressed(self, raw: bytes) -> Iterator[bytes]:
+        """Pieces of at most 1 MiB, so that a bomb is stopped at the limit instead of
+        expanding in one call."""
+        if self.decompressor is None:
+            if raw:
+                yield raw
+            return
+        data = raw
+        while data:
+            try:
+                piece = self.decompressor.decompress(data, _PIECE_BYTES)
+            except zlib.error:
+                if self.raw_deflate_tried:
+                    raise httpx.DecodingError("the reply is not valid compressed data") from None
+                self.raw_deflate_tried = True
+                self.decompressor = zlib.decompressobj(-15)
+                continue
+            data = self.decompressor.unconsumed_tail
+            if piece:
+                yield piece
+
+    def _checked(self, piece: bytes) -> bytes:
+        self.size += len(piece)
+        if self.size > MAX_REPLY_BYTES:
+            raise ReplyTooLarge(
+                f"the reply passed {MAX_REPLY_BYTES // 2**20} MiB and was not read further"
+            )
+        return self.text.decode(piece).encode("utf-8")
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
