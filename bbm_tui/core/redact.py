@@ -4,7 +4,10 @@ anywhere).
 Keys live only in the environment, but a provider may echo one back in an error body, and an
 error message travels to the status line, a notification, stderr. `redact()` replaces, in any
 such text, the value of every key-like environment variable (as is, base64-encoded and
-URL-encoded) and anything shaped like a provider key (`sk-...`, `Bearer ...`).
+URL-encoded), anything shaped like a provider key (`sk-...`, `Bearer ...`), and the secret
+parts of a URL: its userinfo (`http://user:password@host`) and its query values
+(`?key=...`), wherever a URL appears — an api base is stored and printed through
+`redact_url()`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import base64
 import os
 import re
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
 # Names of environment variables that hold secrets: OPENAI_API_KEY, HF_TOKEN, AWS_SECRET_...
@@ -49,4 +52,34 @@ def redact(text: str) -> str:
     for value in secret_values():
         if value in text:
             text = text.replace(value, REDACTED)
+    text = _URL.sub(lambda match: redact_url(match.group(0)), text)
     return _KEY_SHAPED.sub(REDACTED, text)
+
+
+# A URL in running text: a scheme, then anything up to whitespace or a closing quote.
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
+_QUERY_VALUE = re.compile(r"(^|&)([^=&]*)=([^&]*)")
+
+
+def redact_url(url: str | None) -> str | None:
+    """An api base fit to store and show: userinfo (a user and password, or a token in the
+    user part) and every query value replaced. `http://u:p@h:8000/v1?key=k&x=1` becomes
+    `http://[redacted]@h:8000/v1?key=[redacted]&x=[redacted]`."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return REDACTED
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
+    query = _QUERY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}", parts.query)
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def has_secrets(url: str | None) -> bool:
+    """Whether storing `url` as it is would store a secret (so it is stored redacted)."""
+    return bool(url) and redact_url(url) != url
