@@ -7,6 +7,7 @@ first frame fast and `bbm-tui stats` never pays for litellm or Textual.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -127,6 +128,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except Exception as error:  # a bug: say so in one line unless asked for the traceback
+        from bbm_tui.core.store import StoreError
+
+        if isinstance(error, StoreError):  # the disk, the folder, the file: not a bug
+            return fail(str(error))
         if os.environ.get("BBM_TUI_DEBUG"):
             raise
         return fail(
@@ -258,29 +263,97 @@ def run_command(args: argparse.Namespace) -> int:
     except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
     inputs = list(args.input or []) + ([bundled_path(args.task)] if args.dataset else [])
+    latest = LatestProgress()
     try:
         with ProgressDisplay(not args.no_progress, _run_detail) as show:
-            progress = asyncio.run(
+            progress = asyncio.run(until_signalled(
                 run_batch(jobs, spec, store, args.out, concurrency=args.concurrency,
-                          settings=settings, on_progress=show, inputs=inputs)
-            )
+                          settings=settings, on_progress=latest.keep(show), inputs=inputs)
+            ))
     except FatalRunError as error:
         return fail(f"run stopped: {error}")
     except DatasetError as error:
         return fail(str(error), EXIT_USAGE)
     except OSError as error:  # OUT is a folder, or in one that does not exist, or not ours
         return fail(_os_problem(error, args.out), EXIT_USAGE)
+    except (Stopped, KeyboardInterrupt) as stop:
+        if latest.progress is not None:
+            _print_run_summary(args.out, latest.progress, stopped=True)
+        return _stop_code(stop)
     finally:
         store.close()
-    _print_batch_notes(args.out, progress)
+    _print_run_summary(args.out, progress)
+    return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
+    _print_batch_notes(out, progress)
+    how = "stopped: " if stopped else ""
     print(
-        f"{progress.done} traces written to {args.out}, {progress.skipped} already there, "
+        f"{how}{progress.done} traces written to {out}, {progress.skipped} already there, "
         f"{progress.failed} failed; {progress.steps} steps, ${progress.cost:.4f}",
         file=sys.stderr,
     )
     for message in progress.errors[:10]:
         fail(message)
-    return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGHUP while a batch ran: it stopped as on Ctrl+C (each trace finished so far
+    is written; the one in progress resumes next time)."""
+
+    def __init__(self, signal_number: int) -> None:
+        super().__init__(f"stopped by signal {signal_number}")
+        self.code = 128 + signal_number
+
+
+async def until_signalled(work: Any) -> Any:
+    """Await `work`, cancelling it on SIGTERM or SIGHUP and raising Stopped instead."""
+    import asyncio
+    import signal
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    received: list[int] = []
+
+    def stop(number: int) -> None:
+        received.append(number)
+        if task is not None:
+            task.cancel()
+
+    numbers = (signal.SIGTERM, signal.SIGHUP)
+    for number in numbers:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(number, stop, number)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if received:
+            raise Stopped(received[0]) from None
+        raise
+    finally:
+        for number in numbers:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(number)
+
+
+def _stop_code(stop: BaseException) -> int:
+    print("interrupted", file=sys.stderr)
+    return stop.code if isinstance(stop, Stopped) else EXIT_INTERRUPTED
+
+
+class LatestProgress:
+    """The last progress a batch reported, for its summary when it is stopped."""
+
+    def __init__(self) -> None:
+        self.progress: Any = None
+
+    def keep(self, show: Callable[[Any], None]) -> Callable[[Any], None]:
+        def both(progress: Any) -> None:
+            self.progress = progress
+            show(progress)
+
+        return both
 
 
 def _print_batch_notes(out: Path, progress: Any) -> None:
@@ -458,13 +531,18 @@ def find_command(args: argparse.Namespace) -> int:
         spec = llm.ModelSpec(config.model, config.api_base, config.mode)
     except (DatasetError, UnknownTaskError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
+    latest = LatestProgress()
     try:
         with ProgressDisplay(not args.no_progress, _find_detail) as show:
-            outcome = asyncio.run(find_batch(
+            outcome = asyncio.run(until_signalled(find_batch(
                 jobs, args.method, spec, args.out, concurrency=args.concurrency, rpm=args.rpm,
-                settings=config.finder_settings(), judge_all=args.all_steps, on_progress=show,
-                store_path=default_path(), inputs=args.input,
-            ))
+                settings=config.finder_settings(), judge_all=args.all_steps,
+                on_progress=latest.keep(show), store_path=default_path(), inputs=args.input,
+            )))
+    except (Stopped, KeyboardInterrupt) as stop:
+        if latest.progress is not None:
+            _print_find_summary(args.out, latest.progress, stopped=True)
+        return _stop_code(stop)
     except FatalFindError as error:
         return fail(f"find stopped: {error}")
     except DatasetError as error:
@@ -472,16 +550,7 @@ def find_command(args: argparse.Namespace) -> int:
     except OSError as error:  # PREDS is a folder, or in one that does not exist, or not ours
         return fail(_os_problem(error, args.out), EXIT_USAGE)
     progress = outcome.progress
-    _print_batch_notes(args.out, progress)
-    unpriced = f" (+ {progress.unpriced_calls} calls of unknown price)" * bool(
-        progress.unpriced_calls)
-    print(
-        f"{progress.done} traces judged into {args.out}, {progress.skipped} already there, "
-        f"{progress.failed} failed; {progress.calls} calls, ${progress.cost:.4f}{unpriced}",
-        file=sys.stderr,
-    )
-    for message in progress.errors[:10]:
-        fail(message)
+    _print_find_summary(args.out, progress)
     if args.json:
         scores = outcome.report.to_json()
         if paper is not None:
@@ -494,6 +563,20 @@ def find_command(args: argparse.Namespace) -> int:
     else:
         _print_find_table(outcome.report, args, paper)
     return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+def _print_find_summary(out: Path, progress: Any, stopped: bool = False) -> None:
+    _print_batch_notes(out, progress)
+    unpriced = f" (+ {progress.unpriced_calls} calls of unknown price)" * bool(
+        progress.unpriced_calls)
+    how = "stopped: " if stopped else ""
+    print(
+        f"{how}{progress.done} traces judged into {out}, {progress.skipped} already there, "
+        f"{progress.failed} failed; {progress.calls} calls, ${progress.cost:.4f}{unpriced}",
+        file=sys.stderr,
+    )
+    for message in progress.errors[:10]:
+        fail(message)
 
 
 def _find_usage_problem(args: argparse.Namespace) -> str | None:

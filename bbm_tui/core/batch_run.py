@@ -19,7 +19,7 @@ from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.outfile import AppendedFile, open_appended
 from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
-from bbm_tui.core.store import Store
+from bbm_tui.core.store import SessionDeleted, Store, StoreError
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,28 @@ async def _run_one(
     progress: RunProgress,
     notify: Callable[[RunProgress], None],
 ) -> TraceRow | None:
-    trace = await asyncio.to_thread(_open_session, store, job, spec)
+    try:
+        trace = await asyncio.to_thread(_open_session, store, job, spec)
+        return await _generate_row(job, trace, spec, store, settings, progress, notify)
+    except SessionDeleted as error:
+        # Another process deleted this trace's session: this trace fails, the batch goes on.
+        progress.failed += 1
+        progress.errors.append(f"{job.task}: {error}")
+        notify(progress)
+        return None
+    except StoreError as error:  # the disk is full, the store read-only: nothing will work
+        raise FatalRunError(str(error)) from None
+
+
+async def _generate_row(
+    job: RunJob,
+    trace: TraceSession,
+    spec: llm.ModelSpec,
+    store: Store,
+    settings: StepperSettings | None,
+    progress: RunProgress,
+    notify: Callable[[RunProgress], None],
+) -> TraceRow | None:
     started = time.perf_counter()
     async for event in trace.generate(settings=settings):
         if isinstance(event, StepFailed):
@@ -179,7 +200,9 @@ async def _run_one(
 def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSession:
     found = store.find_session(task=job.task, input=job.row.input, model=spec.model, source="run")
     if found is not None:
-        return TraceSession(store, found)
+        # The command line's settings win over the stored ones (a corrected --api-base or
+        # --mode), and the session records them.
+        return TraceSession(store, found, spec)
     return TraceSession.create(
         store,
         NewTrace(job.task, job.row.input, job.row.target),

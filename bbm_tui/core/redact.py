@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import os
 import re
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 REDACTED = "[redacted]"
 # Names of environment variables that hold secrets: OPENAI_API_KEY, HF_TOKEN, AWS_SECRET_...
@@ -56,28 +56,29 @@ def redact(text: str) -> str:
     return _KEY_SHAPED.sub(REDACTED, text)
 
 
-# A URL in running text: a scheme, then anything up to whitespace or a closing quote.
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
+# A URL in running text: a scheme, then anything up to whitespace or a quote, less the
+# punctuation that ends a sentence around it.
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]*[^\s'\"<>.,;:!?)]")
 _QUERY_VALUE = re.compile(r"(^|&)([^=&]*)=([^&]*)")
 
 
 def redact_url(url: str | None) -> str | None:
     """An api base fit to store and show: userinfo (a user and password, or a token in the
     user part) and every query value replaced. `http://u:p@h:8000/v1?key=k&x=1` becomes
-    `http://[redacted]@h:8000/v1?key=[redacted]&x=[redacted]`."""
+    `http://[redacted]@h:8000/v1?key=[redacted]&x=[redacted]`. Applying it twice changes
+    nothing more."""
     if not url:
         return url
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return REDACTED
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"
-    query = _QUERY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}", parts.query)
-    if (netloc, query) == (parts.netloc, parts.query):
-        return url
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    redacted = _USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", url, count=1)
+    head, question_mark, rest = redacted.partition("?")
+    if not question_mark:
+        return redacted
+    query, hash_mark, fragment = rest.partition("#")
+    query = _QUERY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}={REDACTED}", query)
+    return f"{head}?{query}{hash_mark}{fragment}"
+
+
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#]*)@")
 
 
 def has_secrets(url: str | None) -> bool:

@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from bbm_tui.core import llm
-from bbm_tui.core.stepper import StepEvent, StepFinished, StepperSettings, run_steps
+from bbm_tui.core.redact import REDACTED, redact_url
+from bbm_tui.core.stepper import StepEvent, StepFailed, StepFinished, StepperSettings, run_steps
 from bbm_tui.core.store import Label, Session, Step, Store, Totals
 from bbm_tui.core.tasks import extract_answer, is_correct
 
@@ -29,11 +30,16 @@ class NewTrace:
 
 
 class TraceSession:
-    def __init__(self, store: Store, session: Session) -> None:
+    """`spec` is the model the session generates with now. It lives in memory only: the store
+    keeps the api base redacted (a password or key in it is never written), so a session
+    opened from the store calls its stored model until `use_model()` says otherwise."""
+
+    def __init__(self, store: Store, session: Session, spec: llm.ModelSpec | None = None) -> None:
         self.store = store
         self.session = session
         self.steps: list[Step] = store.branch(session.id)
         self.label: Label | None = store.current_label(session.id)
+        self._spec = spec or _stored_spec(session)
 
     # -- opening
 
@@ -54,16 +60,29 @@ class TraceSession:
             dataset_index=trace.dataset_index,
             gold_mistake_index=trace.gold_mistake_index,
             model=spec.model,
-            api_base=spec.api_base,
+            api_base=redact_url(spec.api_base),
             mode=spec.mode,
             name=name,
             source=source,
         )
-        return cls(store, session)
+        return cls(store, session, spec)
 
     @classmethod
     def load(cls, store: Store, session_id: int) -> TraceSession:
         return cls(store, store.session(session_id))
+
+    def use_model(self, spec: llm.ModelSpec) -> None:
+        """Generate with `spec` from now on (a corrected api base or mode wins over the stored
+        one); the session records it when it next generates."""
+        self._spec = spec
+
+    def _record_model(self) -> None:
+        """The session row says what it is generated with (its api base redacted)."""
+        stored = (self.session.model, self.session.api_base, self.session.mode)
+        wanted = (self._spec.model, redact_url(self._spec.api_base), self._spec.mode)
+        if stored != wanted:
+            self.session = self.store.update_session_model(
+                self.session.id, model=wanted[0], api_base=wanted[1], mode=wanted[2])
 
     def reload(self) -> None:
         self.session = self.store.session(self.session.id)
@@ -78,7 +97,13 @@ class TraceSession:
 
     @property
     def spec(self) -> llm.ModelSpec:
-        return llm.ModelSpec(self.session.model, self.session.api_base, self.session.mode)  # type: ignore[arg-type]
+        return self._spec
+
+    @property
+    def needs_api_base(self) -> bool:
+        """The session's api base held a secret, which was not stored: it cannot be called
+        until the api base is given again (`use_model`)."""
+        return bool(self._spec.api_base) and REDACTED in (self._spec.api_base or "")
 
     @property
     def texts(self) -> list[str]:
@@ -124,10 +149,20 @@ class TraceSession:
         settings: StepperSettings | None = None,
         spec: llm.ModelSpec | None = None,
     ) -> AsyncIterator[StepEvent]:
+        if spec is not None:
+            self.use_model(spec)
+        if self.needs_api_base:
+            yield StepFailed(len(self.steps) + 1, llm.LLMError(
+                "bad_request",
+                f"session {self.id}'s api base held a password or key, which bbm-tui never "
+                f"saves ({self._spec.api_base}); open it again with --model "
+                f"{self._spec.model} --api-base URL"))
+            return
+        await asyncio.to_thread(self._record_model)
         async for event in run_steps(
             self.session.task,
             self.session.input,
-            spec or self.spec,
+            self._spec,
             self.texts,
             target=self.session.target,
             max_new_steps=max_new_steps,
@@ -199,3 +234,7 @@ class TraceSession:
     def rename(self, name: str) -> None:
         self.store.rename_session(self.session.id, name)
         self.session = self.store.session(self.session.id)
+
+
+def _stored_spec(session: Session) -> llm.ModelSpec:
+    return llm.ModelSpec(session.model, session.api_base, session.mode)  # type: ignore[arg-type]

@@ -12,8 +12,10 @@ API keys are never written here: nothing that reaches this module carries one.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -35,6 +37,42 @@ T = TypeVar("T")
 
 class StoreError(Exception):
     """The store cannot be used; the message names the file."""
+
+
+class SessionDeleted(StoreError):
+    """The session is not in the store (another process deleted it, or it never was)."""
+
+    def __init__(self, message: str, session_id: int) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+
+
+def system_error(path: Path, error: sqlite3.Error) -> StoreError:
+    """One message for what SQLite reports when the machine, not the store, is at fault, and
+    for a store whose schema was changed by hand; each says what to do."""
+    return _known_failure(path, error) or StoreError(
+        f"{path}: the session store failed: {error}")
+
+
+def _known_failure(path: Path, error: BaseException) -> StoreError | None:
+    text = str(error).lower()
+    if "disk is full" in text or ("i/o error" in text and _disk_is_full(path)):
+        return StoreError(f"{path}: the disk is full, so nothing of this change was saved (the "
+                          "store itself is fine); free some space and try again")
+    if "readonly" in text or "read-only" in text:
+        return StoreError(f"{path}: the store cannot be written (the file or its folder is "
+                          f"read-only); make it writable, or set {HOME_ENV} to a folder that is")
+    if "unable to open database file" in text:
+        return StoreError(f"{path}: cannot open the store (its folder is missing or cannot be "
+                          f"written); create the folder, or set {HOME_ENV} to one that works")
+    if "disk i/o error" in text:
+        return StoreError(f"{path}: the disk reported an I/O error; check the disk and try "
+                          "again (the store was left as it was)")
+    if "no such column" in text or "no such table" in text or "has no column" in text:
+        return StoreError(f"{path}: the store's tables are not what this bbm-tui wrote "
+                          f"({error}); it was left untouched: restore a backup, or set "
+                          f"{HOME_ENV} to a new folder")
+    return None
 
 
 def home_dir() -> Path:
@@ -149,6 +187,22 @@ MIGRATIONS: list[str] = [
     """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@functools.cache
+def expected_columns() -> dict[str, frozenset[str]]:
+    """Each table's columns at SCHEMA_VERSION, read off the migrations run in memory."""
+    connection = sqlite3.connect(":memory:")
+    try:
+        for script in MIGRATIONS:
+            for statement in _statements(script):
+                connection.execute(statement)
+        tables = [row[0] for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {table: frozenset(row[1] for row in connection.execute(
+            f"PRAGMA table_info({table})")) for table in tables}
+    finally:
+        connection.close()
 
 
 # ---------------------------------------------------------------------------- records
@@ -277,17 +331,15 @@ class Store:
         _check_is_sqlite(path)
         creating = not path.exists()
         if creating:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            # Created by us, readable by the owner only: sessions may hold private text.
-            with suppress(FileExistsError):  # another process created it just now
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            _create_store_file(path)
         try:
             connection = sqlite3.connect(
                 path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                 check_same_thread=False,
             )
         except sqlite3.Error as error:
-            raise StoreError(f"{path}: cannot open the session store: {error}") from None
+            raise _known_failure(path, error) or StoreError(
+                f"{path}: cannot open the session store: {error}") from None
         store = cls(path, connection)
         try:
             # Refuse a newer store or another program's database before the WAL switch,
@@ -295,9 +347,12 @@ class Store:
             store._check_compatible()
             store._configure()
             store._migrate()
+            store._check_schema()
         except sqlite3.DatabaseError as error:
             connection.close()
-            raise StoreError(f"{path}: not a usable bbm-tui session store: {error}") from None
+            # The disk being full or read-only is not the store's fault: say what it is.
+            raise _known_failure(path, error) or StoreError(
+                f"{path}: not a usable bbm-tui session store: {error}") from None
         except StoreError:
             connection.close()
             raise
@@ -347,6 +402,20 @@ class Store:
                 "the file was left untouched."
             )
 
+    def _check_schema(self) -> None:
+        """Every column this version reads is there (a store edited by hand, say a dropped
+        column, is refused here with one message rather than failing at some later read)."""
+        for table, columns in expected_columns().items():
+            found = {row[1] for row in self._connection.execute(
+                f"PRAGMA table_info({table})").fetchall()}
+            missing = sorted(columns - found)
+            if missing:
+                raise StoreError(
+                    f"{self.path}: the store's table {table!r} has no column "
+                    f"{', '.join(repr(c) for c in missing)} (was it edited by another "
+                    f"program?); it was left untouched: restore a backup, or set {HOME_ENV} "
+                    "to a new folder")
+
     def _migrate(self) -> None:
         version = self._connection.execute("PRAGMA user_version").fetchone()[0]
         for target in range(version + 1, SCHEMA_VERSION + 1):
@@ -370,20 +439,43 @@ class Store:
             except UnicodeEncodeError as error:
                 connection.execute("ROLLBACK")
                 raise self._not_unicode(error) from None
+            except sqlite3.OperationalError as error:
+                self._rollback()
+                raise system_error(self.path, error) from None
             except BaseException:
-                connection.execute("ROLLBACK")
+                self._rollback()
                 raise
             else:
-                _retry_locked(lambda: connection.execute("COMMIT"))
+                try:
+                    _retry_locked(lambda: connection.execute("COMMIT"))
+                except sqlite3.OperationalError as error:  # e.g. the disk filled at commit
+                    self._rollback()
+                    raise system_error(self.path, error) from None
+
+    def _rollback(self) -> None:
+        with suppress(sqlite3.Error):
+            if self._connection.in_transaction:
+                self._connection.execute("ROLLBACK")
+
+    def _require_session(self, connection: sqlite3.Connection, session_id: int) -> None:
+        """Inside a write: the session must still be there (another process may have deleted
+        it); its rows would otherwise fail on a foreign key, or be orphans."""
+        found = connection.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
+        if found.fetchone() is None:
+            raise SessionDeleted(
+                f"session {session_id} was deleted (by another bbm-tui process?); nothing more "
+                "is saved to it", session_id)
 
     def _read(self, sql: str, parameters: tuple | dict = ()) -> list[sqlite3.Row]:
         with self._lock:
             try:
                 cursor = self._connection.execute(sql, parameters)
+                cursor.row_factory = sqlite3.Row
+                return cursor.fetchall()
             except UnicodeEncodeError as error:
                 raise self._not_unicode(error) from None
-            cursor.row_factory = sqlite3.Row
-            return cursor.fetchall()
+            except sqlite3.OperationalError as error:
+                raise system_error(self.path, error) from None
 
     def _not_unicode(self, error: UnicodeEncodeError) -> StoreError:
         """Text SQLite cannot hold (a lone surrogate, e.g. from a JSON "\\ud800"): refused,
@@ -427,7 +519,7 @@ class Store:
     def session(self, session_id: int) -> Session:
         rows = self._read("SELECT * FROM sessions WHERE id = ?", (session_id,))
         if not rows:
-            raise StoreError(f"{self.path}: there is no session {session_id}")
+            raise SessionDeleted(f"{self.path}: there is no session {session_id}", session_id)
         return _session(rows[0])
 
     def sessions(self) -> list[SessionSummary]:
@@ -454,8 +546,23 @@ class Store:
         )
         return _session(rows[0]) if rows else None
 
+    def update_session_model(
+        self, session_id: int, *, model: str, api_base: str | None, mode: str
+    ) -> Session:
+        """Record the model settings a session is now generated with (the api base as given:
+        callers store it redacted, see TraceSession)."""
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            connection.execute(
+                "UPDATE sessions SET model = ?, api_base = ?, mode = ?, updated_at = ? "
+                "WHERE id = ?",
+                (model, api_base, mode, time.time(), session_id),
+            )
+        return self.session(session_id)
+
     def rename_session(self, session_id: int, name: str) -> None:
         with self._write() as connection:
+            self._require_session(connection, session_id)
             connection.execute(
                 "UPDATE sessions SET name = ?, updated_at = ? WHERE id = ?",
                 (name, time.time(), session_id),
@@ -487,6 +594,7 @@ class Store:
         """Append a finished step below `parent_id`, make it the head, and commit."""
         now = time.time()
         with self._write() as connection:
+            self._require_session(connection, session_id)
             cursor = connection.execute(
                 """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
                        truncated, created_at)
@@ -509,6 +617,7 @@ class Store:
         parent = head
         number = len(self.branch(session_id))
         with self._write() as connection:
+            self._require_session(connection, session_id)
             from bbm_tui.core.tasks import extract_answer
 
             for text in texts:
@@ -529,6 +638,7 @@ class Store:
         self, session_id: int, purpose: str, call: CallRecord, step_id: int | None = None
     ) -> None:
         with self._write() as connection:
+            self._require_session(connection, session_id)
             _insert_call(connection, session_id, step_id, purpose, call, time.time())
 
     def step(self, step_id: int) -> Step:
@@ -558,6 +668,7 @@ class Store:
 
     def set_head(self, session_id: int, step_id: int | None) -> None:
         with self._write() as connection:
+            self._require_session(connection, session_id)
             connection.execute(
                 "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
                 (step_id, time.time(), session_id),
@@ -571,6 +682,7 @@ class Store:
         """Record the person's verdict: first mistake at `mistake_step_id`, or no mistake."""
         now = time.time()
         with self._write() as connection:
+            self._require_session(connection, session_id)
             cursor = connection.execute(
                 """INSERT INTO labels (session_id, leaf_step_id, mistake_step_id, created_at)
                    VALUES (?, ?, ?, ?)""",
@@ -585,6 +697,7 @@ class Store:
     def undo_label(self, session_id: int) -> Label | None:
         """Withdraw the latest verdict; return the one now in force (or None)."""
         with self._write() as connection:
+            self._require_session(connection, session_id)
             row = connection.execute(
                 "SELECT id FROM labels WHERE session_id = ? AND undone = 0 "
                 "ORDER BY id DESC LIMIT 1",
@@ -621,6 +734,7 @@ class Store:
     ) -> int:
         """Start recording a finder run on the session's trace; returns the run's id."""
         with self._write() as connection:
+            self._require_session(connection, session_id)
             cursor = connection.execute(
                 """INSERT INTO finder_runs (session_id, leaf_step_id, method, model, params,
                        created_at) VALUES (?, ?, ?, ?, ?, ?)""",
@@ -641,9 +755,13 @@ class Store:
         """Commit one answer as it arrives, with its call (purpose 'find')."""
         now = time.time()
         with self._write() as connection:
-            session_id = connection.execute(
+            found = connection.execute(
                 "SELECT session_id FROM finder_runs WHERE id = ?", (run_id,)
-            ).fetchone()[0]
+            ).fetchone()
+            if found is None:  # the run went with its session
+                raise SessionDeleted(f"finder run {run_id} was deleted with its session (by "
+                                     "another bbm-tui process?)", -1)
+            session_id = found[0]
             call_id = None
             if call is not None:
                 call_id = _insert_call(connection, session_id, None, "find", call, now)
@@ -871,6 +989,29 @@ def preflight(path: Path | str | None = None) -> None:
     # lag behind the database, never run ahead of it.
     if len(header) == 100 and int.from_bytes(header[60:64], "big") > SCHEMA_VERSION:
         raise StoreError(_newer_message(path, int.from_bytes(header[60:64], "big")))
+
+
+def _disk_is_full(path: Path) -> bool:
+    """SQLite reports a disk that filled while it wrote the WAL as an I/O error."""
+    try:
+        return shutil.disk_usage(path.parent).free < 1 << 20
+    except OSError:
+        return False
+
+
+def _create_store_file(path: Path) -> None:
+    """The data folder (0700) and an empty store file only its owner can read: sessions may
+    hold private text. A folder that cannot be made gets one message saying what to do."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with suppress(FileExistsError):  # another process created it just now
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as error:
+        where = error.filename or path.parent
+        raise StoreError(
+            f"{path}: cannot create the session store ({where}: {error.strerror}); create the "
+            f"folder or make it writable, or set {HOME_ENV} to a folder that works"
+        ) from None
 
 
 def _chmod_owner_only(path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -134,6 +135,7 @@ class BbmApp(App[int]):
         super().panic(*renderables)
 
     def on_mount(self) -> None:
+        self._handle_termination()
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
         # The store opens in a thread, after the first frame: nothing on it needs the store,
@@ -145,6 +147,18 @@ class BbmApp(App[int]):
             self._show_question(self._start_task or "", self._start_question)
         if self._warm:
             self.call_after_refresh(self._warm_up)
+
+    def _handle_termination(self) -> None:
+        """SIGTERM (a `kill`, a logout) and SIGHUP (the terminal closed) end the app the way
+        `q` does, so that Textual restores the terminal (main screen, mouse off, cursor on)
+        instead of the process dying in the alternate screen. Exit codes 143 and 129."""
+        loop = asyncio.get_running_loop()
+        for signal_number in (signal.SIGTERM, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signal_number, self._terminate, signal_number)
+
+    def _terminate(self, signal_number: int) -> None:
+        self.exit(return_code=128 + signal_number)
 
     def on_unmount(self) -> None:
         if self.store is not None:
@@ -194,6 +208,11 @@ class BbmApp(App[int]):
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
+        from bbm_tui.core.store import SessionDeleted
+
+        if isinstance(error, SessionDeleted):
+            self.session_gone(str(error))
+            return
         if isinstance(error, llm.LLMError):
             message = error.message  # redacted already
         else:
@@ -272,7 +291,16 @@ class BbmApp(App[int]):
             if isinstance(self.screen, SplashScreen):
                 await self.push_screen(NewSessionScreen(self.config))
             return
+        configured = self.configured_spec
+        if trace.session.model == configured.model:
+            # The model the app was started with (or configured) continues it with today's
+            # api base and mode, as `run` does; another session's model keeps its own.
+            trace.use_model(configured)
         await self._present(trace, totals)
+
+    @property
+    def configured_spec(self) -> llm.ModelSpec:
+        return llm.ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
 
     @work(exclusive=True, group="open", exit_on_error=False)
     async def _show_question(self, task: str, number: int) -> None:
@@ -299,6 +327,22 @@ class BbmApp(App[int]):
         request = dataset_request(task, number, rows[number], spec, recorded=False)
         trace = await asyncio.to_thread(create_trace, store, request)
         await self._present(trace, None)
+
+    @work(exclusive=True, group="open", exit_on_error=False)
+    async def session_gone(self, message: str) -> None:
+        """The session on show was deleted by another process: say so, stop everything on
+        its screen (no more calls), and go to the sessions screen."""
+        from bbm_tui.ui.sessions import SessionsScreen
+
+        self.notify(one_line(message, 500), title="The session is gone", severity="error",
+                    markup=False, timeout=10)
+        for screen in self.screen_stack:
+            if _is_trace_screen(screen):
+                self.workers.cancel_node(screen)
+        await self._pop_to(1)
+        if isinstance(self.screen, SplashScreen):
+            await self.push_screen(NewSessionScreen(self.config))
+        await self.push_screen(SessionsScreen())
 
     def replace_deleted(self, screen: TraceScreen) -> None:
         """The session on show was deleted from the sessions screen: start afresh."""
