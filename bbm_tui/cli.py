@@ -229,7 +229,7 @@ def run_command(args: argparse.Namespace) -> int:
     import asyncio
 
     from bbm_tui.core import llm
-    from bbm_tui.core.batch_run import FatalRunError, jobs_from_bundled, jobs_from_files, run_batch
+    from bbm_tui.core.batch.run import FatalRunError, jobs_from_bundled, jobs_from_files, run_batch
     from bbm_tui.core.dataset import DatasetError, bundled_path
     from bbm_tui.core.store import Store, StoreError
     from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError
@@ -428,7 +428,7 @@ def stats_command(args: argparse.Namespace) -> int:
     import json
 
     from bbm_tui.core.dataset import DatasetError, read_input_rows, resolve_task
-    from bbm_tui.core.metrics import dataset_stats
+    from bbm_tui.core.judging.metrics import dataset_stats
     from bbm_tui.core.tasks import UnknownTaskError
 
     rows_by_task: dict = {}
@@ -513,7 +513,7 @@ def find_command(args: argparse.Namespace) -> int:
     import json
 
     from bbm_tui.core import llm
-    from bbm_tui.core.batch_find import FatalFindError, find_batch, jobs_from_files, paper_figures
+    from bbm_tui.core.batch.find import FatalFindError, find_batch, jobs_from_files, paper_figures
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import default_path
     from bbm_tui.core.tasks import UnknownTaskError
@@ -686,9 +686,9 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
+    from bbm_tui.core.annotation.export import export, load_traces
     from bbm_tui.core.dataset import DatasetError
-    from bbm_tui.core.export import export, load_traces
-    from bbm_tui.core.outfile import check_not_replacing, check_output_path
+    from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
     from bbm_tui.core.store import StoreError, default_path
 
     try:
@@ -715,8 +715,8 @@ def export_command(args: argparse.Namespace) -> int:
 
 
 def import_command(args: argparse.Namespace) -> int:
+    from bbm_tui.core.annotation.export import import_rows
     from bbm_tui.core.dataset import DatasetError, read_input_rows, resolve_task
-    from bbm_tui.core.export import import_rows
     from bbm_tui.core.tasks import UnknownTaskError
 
     try:

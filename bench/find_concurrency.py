@@ -39,7 +39,7 @@ QUICK_PER_TASK = 100
 
 def serve(latency_ms: float) -> None:
     """The server process: print the base URL, serve until stdin closes."""
-    from bbm_tui.core.replay import ReplayError, engine
+    from bbm_tui.core.llm.offline.replay import ReplayError, engine
     from tests.openai_server import FakeOpenAI, Reply
 
     def respond(path: str, body: dict) -> Reply:
@@ -62,7 +62,7 @@ class _Discard(list):
 
 
 def jobs(quick: bool) -> list:
-    from bbm_tui.core.batch_find import jobs_from_files
+    from bbm_tui.core.batch.find import jobs_from_files
     from bbm_tui.core.dataset import bundled_path
     from bbm_tui.core.tasks import TASK_NAMES
 
@@ -74,7 +74,7 @@ async def timed_run(
     batch: list, base_url: str, concurrency: int, folder: Path, model: str
 ) -> float:
     from bbm_tui.core import llm
-    from bbm_tui.core.batch_find import find_batch
+    from bbm_tui.core.batch.find import find_batch
 
     spec = llm.ModelSpec(model, api_base=base_url)
     out = folder / f"preds-{concurrency}-{len(batch)}.jsonl"

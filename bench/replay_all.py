@@ -110,9 +110,9 @@ async def _batch_with_thread_cpu(run, by_group: dict[str, float]):
 def child(out_dir: Path, limit: int | None, profile_sample: int) -> None:
     """Run every task's batch; print one JSON line of figures on stdout."""
     from bbm_tui.core import llm
-    from bbm_tui.core.batch_run import jobs_from_bundled, run_batch
+    from bbm_tui.core.batch.run import jobs_from_bundled, run_batch
     from bbm_tui.core.config import load_config
-    from bbm_tui.core.stepper import StepperSettings
+    from bbm_tui.core.generation.stepper import StepperSettings
     from bbm_tui.core.store import Store
     from bbm_tui.core.tasks import TASK_NAMES
 
@@ -160,7 +160,7 @@ def child(out_dir: Path, limit: int | None, profile_sample: int) -> None:
 def profile_run(sample: int, spec, settings) -> dict:
     """Main-thread self time by package over a sample of dyck traces (the longest), in a
     fresh store so nothing is resumed."""
-    from bbm_tui.core.batch_run import jobs_from_bundled, run_batch
+    from bbm_tui.core.batch.run import jobs_from_bundled, run_batch
     from bbm_tui.core.store import Store
 
     with tempfile.TemporaryDirectory(prefix="bbm-bench-profile-") as folder:

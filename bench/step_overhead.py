@@ -56,7 +56,7 @@ def pick_prompts(count: int) -> list[tuple[str, str, list[str], str]]:
 
 
 async def through_stepper(spec, settings, task: str, input_text: str, steps: list[str]) -> str:
-    from bbm_tui.core.stepper import StepFailed, StepFinished, run_steps
+    from bbm_tui.core.generation.stepper import StepFailed, StepFinished, run_steps
 
     text = None
     async for event in run_steps(task, input_text, spec, steps, max_new_steps=1,
@@ -92,8 +92,8 @@ async def bare(litellm, api_base: str, prompt: str, max_tokens: int) -> str:
 
 async def measure(api_base: str, rounds: int, warmup: int, profile: bool) -> int:
     from bbm_tui.core import llm
-    from bbm_tui.core.prompts import next_step_prompt
-    from bbm_tui.core.stepper import StepperSettings
+    from bbm_tui.core.generation.stepper import StepperSettings
+    from bbm_tui.core.prompts.generation import next_step_prompt
 
     started = time.perf_counter()
     litellm = llm.litellm_module()  # the stepper's own configuration, for both sides

@@ -138,8 +138,8 @@ async def finder(out: Path) -> None:
 async def sessions(out: Path) -> None:
     from bbm_tui.core import llm
     from bbm_tui.core.dataset import bundled_rows
-    from bbm_tui.core.session import NewTrace, TraceSession
     from bbm_tui.core.store import Store
+    from bbm_tui.core.trace.session import NewTrace, TraceSession
     from bbm_tui.ui.app import BbmApp
     from bbm_tui.ui.new_session import NewSessionScreen
     from bbm_tui.ui.sessions import SessionsScreen

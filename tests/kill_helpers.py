@@ -29,8 +29,8 @@ def wait_for(go: str) -> None:
 def generate(db: str, task: str, index: str) -> None:
     from bbm_tui.core import llm
     from bbm_tui.core.dataset import bundled_rows
-    from bbm_tui.core.session import NewTrace, TraceSession
     from bbm_tui.core.store import Store
+    from bbm_tui.core.trace.session import NewTrace, TraceSession
 
     row = bundled_rows(task)[int(index)]
     store = Store.open(db)

@@ -56,7 +56,8 @@ def _serve() -> None:
     sys.path.insert(0, str(ROOT))
 
     from bbm_tui import cli  # noqa: F401  (imported for the children)
-    from bbm_tui.core import llm, replay
+    from bbm_tui.core import llm
+    from bbm_tui.core.llm.offline import replay
     from bbm_tui.core.dataset import all_bundled
 
     llm.warm_up()

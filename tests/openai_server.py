@@ -424,7 +424,7 @@ def _sse(payload: dict) -> bytes:
 def dataset_responder(path: str, body: dict[str, Any]) -> Reply:
     """Answer generation prompts like a model that wrote the bundled dataset: the next
     recorded step, then the following thought, as a base model would run on."""
-    from bbm_tui.core.replay import ReplayError, engine, parse_generation_prompt
+    from bbm_tui.core.llm.offline.replay import ReplayError, engine, parse_generation_prompt
 
     prompt = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
     request = parse_generation_prompt(prompt)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bbm_tui.cli import main
+from bbm_tui.core.annotation.export import export, import_rows, load_traces, markdown
 from bbm_tui.core.dataset import bundled_path, bundled_rows, read_rows
-from bbm_tui.core.export import export, import_rows, load_traces, markdown
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import TASK_NAMES
 

@@ -23,27 +23,22 @@ import pytest
 
 from bbm_tui.cli import main
 from bbm_tui.core import llm
-from bbm_tui.core.batch_find import find_batch
-from bbm_tui.core.batch_find import jobs_from_files as find_jobs_from_files
-from bbm_tui.core.batch_run import FatalRunError, RunJob, run_batch
+from bbm_tui.core.batch.find import find_batch
+from bbm_tui.core.batch.find import jobs_from_files as find_jobs_from_files
+from bbm_tui.core.batch.run import FatalRunError, RunJob, run_batch
 from bbm_tui.core.dataset import bundled_path, bundled_rows, read_rows
-from bbm_tui.core.finding import (
-    FINDER_MAX_TOKENS,
-    FindFinished,
-    StepJudged,
-    TraceJudged,
-    record_find,
-)
-from bbm_tui.core.replay import parse_generation_prompt
-from bbm_tui.core.session import NewTrace, TraceSession
-from bbm_tui.core.stepper import (
+from bbm_tui.core.generation.stepper import (
     StepFailed,
     StepFinished,
     StepperSettings,
     StepRestarted,
     TraceFinished,
 )
+from bbm_tui.core.judging.finders import FINDER_MAX_TOKENS, FindFinished, StepJudged, TraceJudged
+from bbm_tui.core.llm.offline.replay import parse_generation_prompt
 from bbm_tui.core.store import Store, default_path
+from bbm_tui.core.trace.recording import record_find
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 
 TASK = "multistep_arithmetic"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bbm_tui.core.dataset import bundled_path, bundled_rows
-from bbm_tui.core.prompts import generation_prompt, next_step_prompt
+from bbm_tui.core.prompts.generation import generation_prompt, next_step_prompt
 from bbm_tui.core.resources import dataset_dir, prompts_dir
 from bbm_tui.core.tasks import TASK_NAMES, extract_answer, is_correct
 from tests.reference import REFERENCE_SHA256, mismatches_in_shipped, sha256, shipped_copies

@@ -21,7 +21,7 @@ import pytest
 
 from bbm_tui.cli import main
 from bbm_tui.core import llm
-from bbm_tui.core.batch_find import find_batch, jobs_from_files
+from bbm_tui.core.batch.find import find_batch, jobs_from_files
 from bbm_tui.core.dataset import all_bundled, bundled_path
 from bbm_tui.core.tasks import TASK_NAMES
 from tests.openai_server import FakeOpenAI, Reply

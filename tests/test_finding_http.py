@@ -8,13 +8,10 @@ import pytest
 
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.finding import (
-    FINDER_MAX_TOKENS,
-    build_messages,
-    record_find,
-    run_method,
-)
+from bbm_tui.core.judging.finders import FINDER_MAX_TOKENS, run_method
+from bbm_tui.core.prompts.finding import build_messages
 from bbm_tui.core.store import Store
+from bbm_tui.core.trace.recording import record_find
 from tests.openai_server import FakeOpenAI, Reply
 
 FAST_RETRY = llm.RetryPolicy(attempts=3, base_delay_s=0.01, max_delay_s=0.02)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from bbm_tui.core.finding import UNPARSEABLE, TraceAnswer, parse_step_answer, parse_trace_answer
+from bbm_tui.core.judging.parsing import (
+    UNPARSEABLE,
+    TraceAnswer,
+    parse_step_answer,
+    parse_trace_answer,
+)
 
 NO = TraceAnswer(None, True)
 
@@ -140,7 +145,7 @@ def test_verdict_is_the_papers_format() -> None:
 
 def test_every_few_shot_answer_parses_to_itself() -> None:
     """The paper's own example answers are the strict format: they must all parse."""
-    from bbm_tui.core.finding import finding_prompts
+    from bbm_tui.core.prompts.finding import finding_prompts
 
     for task, prompts in finding_prompts().items():
         for key in ("DIRECT_MESSAGES", "COT_MESSAGES"):

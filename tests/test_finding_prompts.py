@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.finding import (
+from bbm_tui.core.prompts.finding import (
     METHOD_NAMES,
     MethodError,
     build_messages,
     check_method,
-    format_steps,
     methods_for,
 )
+from bbm_tui.core.prompts.thoughts import format_steps
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.tasks import TASK_NAMES
 

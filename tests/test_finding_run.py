@@ -9,22 +9,19 @@ import pytest
 
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import all_bundled, bundled_rows
-from bbm_tui.core.finding import (
+from bbm_tui.core.judging.finders import (
     FindFinished,
-    MethodError,
     StepJudged,
     TraceJudged,
-    build_messages,
     find_mistake,
-    methods_for,
-    parse_step_answer,
-    parse_trace_answer,
-    record_find,
     run_method,
 )
-from bbm_tui.core.replay import ReplayError, engine, location_counts, simulated_location
+from bbm_tui.core.judging.parsing import parse_step_answer, parse_trace_answer
+from bbm_tui.core.llm.offline.replay import ReplayError, engine, location_counts, simulated_location
+from bbm_tui.core.prompts.finding import MethodError, build_messages, methods_for
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import TASK_NAMES
+from bbm_tui.core.trace.recording import record_find
 
 REPLAY = llm.ModelSpec("replay/bbm")
 

@@ -22,9 +22,9 @@ from bbm_tui.cli import main
 from bbm_tui.core import llm
 from bbm_tui.core.config import load_config
 from bbm_tui.core.dataset import bundled_rows, read_rows
-from bbm_tui.core.session import NewTrace, TraceSession
-from bbm_tui.core.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
+from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import Store
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 
 TASK = "multistep_arithmetic"

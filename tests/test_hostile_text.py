@@ -32,14 +32,14 @@ from rich.console import Console
 
 from bbm_tui.cli import main
 from bbm_tui.core import llm
+from bbm_tui.core.annotation.export import LabelledTrace, export, load_traces, markdown
 from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import DEFAULT_KEY_ORDER, TraceRow, bundled_rows, read_rows
-from bbm_tui.core.export import LabelledTrace, export, load_traces, markdown
-from bbm_tui.core.session import NewTrace, TraceSession
-from bbm_tui.core.stepper import StepFinished, TraceFinished
+from bbm_tui.core.generation.stepper import StepFinished, TraceFinished
 from bbm_tui.core.store import DATABASE_NAME, Store, StoreError
 from bbm_tui.core.tasks import extract_answer, get_task
 from bbm_tui.core.textsafe import one_line, printable
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 from tests.kill_targets import ForkServer, Terminal, errors_on_screen, query, screen_text
 from tests.openai_server import FakeOpenAI, Reply
 

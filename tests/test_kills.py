@@ -389,7 +389,7 @@ def oracle_verdicts(task: str, index: int) -> list[str]:
 def finder_server() -> Iterator[FakeOpenAI]:
     """Generation answered at once from the dataset; each finder answer from the gold label,
     after FINDER_LATENCY_S, so that a run is long enough to be killed in the middle."""
-    from bbm_tui.core.replay import engine, parse_generation_prompt
+    from bbm_tui.core.llm.offline.replay import engine, parse_generation_prompt
 
     def respond(path: str, body: dict) -> Reply:
         if parse_generation_prompt(body["messages"][-1]["content"]) is not None:

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from bbm_tui.core.dataset import TraceRow, all_bundled
-from bbm_tui.core.metrics import (
+from bbm_tui.core.judging.metrics import (
     Judged,
     dataset_stats,
     harmonic_mean,

@@ -17,7 +17,7 @@ import pytest
 
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.stepper import StepFailed, StepFinished, TraceFinished, run_steps
+from bbm_tui.core.generation.stepper import StepFailed, StepFinished, TraceFinished, run_steps
 from bbm_tui.core.tasks import TASK_NAMES
 
 Mismatch = tuple[str, int, str]

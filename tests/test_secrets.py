@@ -26,12 +26,18 @@ import pytest
 
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.finding import FINDER_MAX_TOKENS, record_find
+from bbm_tui.core.generation.stepper import (
+    StepFailed,
+    StepperSettings,
+    StepRestarted,
+    TraceFinished,
+)
+from bbm_tui.core.judging.finders import FINDER_MAX_TOKENS
+from bbm_tui.core.llm.offline.replay import parse_generation_prompt
 from bbm_tui.core.redact import REDACTED, redact
-from bbm_tui.core.replay import parse_generation_prompt
-from bbm_tui.core.session import NewTrace, TraceSession
-from bbm_tui.core.stepper import StepFailed, StepperSettings, StepRestarted, TraceFinished
 from bbm_tui.core.store import DATABASE_NAME, Store
+from bbm_tui.core.trace.recording import record_find
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 
 TASK = "multistep_arithmetic"

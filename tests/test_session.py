@@ -14,8 +14,7 @@ import pytest
 
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.session import NewTrace, TraceSession
-from bbm_tui.core.stepper import (
+from bbm_tui.core.generation.stepper import (
     AnswerFound,
     StepDelta,
     StepFailed,
@@ -24,6 +23,7 @@ from bbm_tui.core.stepper import (
     TraceFinished,
 )
 from bbm_tui.core.store import Store, StoreError
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 from tests.test_llm_http import eventually
 

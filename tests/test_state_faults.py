@@ -26,8 +26,8 @@ import pytest
 from bbm_tui.cli import main
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import bundled_rows, read_rows
-from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.store import DATABASE_NAME, Store
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 from tests.cli_helpers import ROOT, assert_refused, launch, run_all
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 

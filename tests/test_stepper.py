@@ -11,8 +11,7 @@ import pytest
 
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import TraceRow, bundled_rows
-from bbm_tui.core.prompts import next_step_prompt
-from bbm_tui.core.stepper import (
+from bbm_tui.core.generation.stepper import (
     AnswerFound,
     StepDelta,
     StepFailed,
@@ -23,6 +22,7 @@ from bbm_tui.core.stepper import (
     TraceFinished,
     run_steps,
 )
+from bbm_tui.core.prompts.generation import next_step_prompt
 from bbm_tui.core.tasks import TASK_NAMES, is_correct
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 from tests.test_llm_http import eventually

@@ -18,8 +18,7 @@ import pytest
 
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.session import TraceSession
-from bbm_tui.core.stepper import StepFinished, TraceFinished
+from bbm_tui.core.generation.stepper import StepFinished, TraceFinished
 from bbm_tui.core.store import (
     DATABASE_NAME,
     MIGRATIONS,
@@ -29,6 +28,7 @@ from bbm_tui.core.store import (
     default_path,
 )
 from bbm_tui.core.tasks import extract_answer
+from bbm_tui.core.trace.session import TraceSession
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -26,15 +26,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.llm import (
+from bbm_tui.core.types import (
+    DEFAULT_FINDER_MAX_TOKENS,
     DEFAULT_MODEL,
+    DEFAULT_STEP_LIMIT,
     DEFAULT_STEP_MAX_TOKENS,
     DEFAULT_STEP_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
     MODES,
     CallSettings,
+    StepperSettings,
 )
-from bbm_tui.core.stepper import DEFAULT_STEP_LIMIT, StepperSettings
 
 CONFIG_ENV = "BBM_TUI_CONFIG"
 
@@ -70,10 +72,10 @@ class Config:
         return StepperSettings(step_limit=step_limit or self.step_limit, call=call)
 
     def finder_settings(self) -> CallSettings:
-        """A mistake finder's calls: the paper's settings, with this config's timeout."""
-        from bbm_tui.core.finding import finder_settings
-
-        return replace(finder_settings(), timeout_s=self.timeout)
+        """A mistake finder's calls: the paper's (temperature 0, no stop, room for CoT
+        reasoning), with this config's timeout."""
+        return CallSettings(temperature=0.0, max_tokens=DEFAULT_FINDER_MAX_TOKENS,
+                            timeout_s=self.timeout)
 
 
 def config_path() -> Path:

@@ -34,8 +34,8 @@ from bbm_tui.ui.new_session import NewSessionScreen
 from bbm_tui.ui.text import MUTED, styled
 
 if TYPE_CHECKING:
-    from bbm_tui.core.session import TraceSession
     from bbm_tui.core.store import Store, Totals
+    from bbm_tui.core.trace.session import TraceSession
     from bbm_tui.ui.dialogs import KeyHelp
     from bbm_tui.ui.trace_screen import TraceScreen
 
@@ -275,8 +275,8 @@ class BbmApp(App[int]):
         store = await self.wait_for_store()
         if store is None:
             return
-        from bbm_tui.core.session import TraceSession
         from bbm_tui.core.store import StoreError
+        from bbm_tui.core.trace.session import TraceSession
 
         home = self.screen_stack[self._home_index()]
         if _is_trace_screen(home) and home.trace.id == session_id:  # type: ignore[attr-defined]

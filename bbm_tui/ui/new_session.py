@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     # At run time these are imported where used: this module is on the way to the first
     # frame, and they are not.
     from bbm_tui.core.dataset import TraceRow
-    from bbm_tui.core.session import NewTrace, TraceSession
     from bbm_tui.core.store import Store
+    from bbm_tui.core.trace.session import NewTrace, TraceSession
     from bbm_tui.ui.app import BbmApp
 
 _NUMBER = re.compile(r"^#?\s*(\d+)$")
@@ -53,7 +53,7 @@ class StartRequest:
 
 def create_trace(store: Store, request: StartRequest) -> TraceSession:
     """Blocking: create the session (and load the recorded trace); run it in a thread."""
-    from bbm_tui.core.session import TraceSession
+    from bbm_tui.core.trace.session import TraceSession
 
     trace = TraceSession.create(store, request.trace, request.spec)
     if request.recorded_steps:
@@ -64,7 +64,7 @@ def create_trace(store: Store, request: StartRequest) -> TraceSession:
 def dataset_request(
     task: str, index: int, row: TraceRow, spec: llm.ModelSpec, *, recorded: bool
 ) -> StartRequest:
-    from bbm_tui.core.session import NewTrace
+    from bbm_tui.core.trace.session import NewTrace
 
     trace = NewTrace(
         task=task,
@@ -185,7 +185,7 @@ class NewSessionScreen(BbmScreen):
         self.query_one("#search", Input).focus()
 
     def action_type_question(self) -> None:
-        from bbm_tui.core.session import NewTrace
+        from bbm_tui.core.trace.session import NewTrace
         from bbm_tui.ui.dialogs import TypedQuestionScreen
 
         def typed(result: tuple[str, str | None] | None) -> None:

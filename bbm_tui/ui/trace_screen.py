@@ -23,16 +23,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from bbm_tui.core import llm
-from bbm_tui.core.finding import (
-    METHODS,
-    FindFinished,
-    StepJudged,
-    TraceJudged,
-    methods_for,
-    record_find,
-)
-from bbm_tui.core.session import TraceSession
-from bbm_tui.core.stepper import (
+from bbm_tui.core.generation.stepper import (
     AnswerFound,
     StepDelta,
     StepFailed,
@@ -41,9 +32,13 @@ from bbm_tui.core.stepper import (
     StepStarted,
     TraceFinished,
 )
+from bbm_tui.core.judging.finders import FindFinished, StepJudged, TraceJudged
+from bbm_tui.core.prompts.finding import METHODS, methods_for
 from bbm_tui.core.store import FinderRun, Label, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.core.trace.recording import record_find
+from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.ui.dialogs import FindRequest, FindScreen, MethodChoice
 from bbm_tui.ui.text import (
     GLYPH_MISTAKE,

@@ -13,10 +13,10 @@ from textual.widgets import Checkbox, Input
 from ui_helpers import SIZE, make_app, notifications, recorded_session, wait_for
 
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.finding import record_find
 from bbm_tui.core.llm import ModelSpec
-from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.store import Store
+from bbm_tui.core.trace.recording import record_find
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.ui.dialogs import FindScreen
 from bbm_tui.ui.trace_screen import TraceScreen
 from bbm_tui.ui.widgets import ThoughtView

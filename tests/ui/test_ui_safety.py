@@ -7,8 +7,8 @@ from textual.widgets import DataTable, Static
 from ui_helpers import SIZE, make_app, notifications, wait_for
 
 from bbm_tui.core import llm
-from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.store import Store
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.ui.dialogs import StoreErrorScreen
 from bbm_tui.ui.new_session import NewSessionScreen
 from bbm_tui.ui.sessions import SessionsScreen

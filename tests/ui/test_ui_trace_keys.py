@@ -7,7 +7,13 @@ from ui_helpers import SIZE, make_app, notifications, recorded_session, wait_for
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.stepper import StepDelta, StepFinished, StepRestarted, StepStarted, TraceFinished
+from bbm_tui.core.generation.stepper import (
+    StepDelta,
+    StepFinished,
+    StepRestarted,
+    StepStarted,
+    TraceFinished,
+)
 from bbm_tui.core.store import Store
 from bbm_tui.ui.dialogs import HelpScreen
 from bbm_tui.ui.new_session import NewSessionScreen
@@ -316,7 +322,7 @@ async def test_a_failed_step_is_one_clear_message_and_no_half_thought(
     store: Store,
 ) -> None:
     from bbm_tui.core.llm import ModelSpec
-    from bbm_tui.core.session import NewTrace, TraceSession
+    from bbm_tui.core.trace.session import NewTrace, TraceSession
 
     # A question the replay model does not know: its first step fails.
     trace = TraceSession.create(store, NewTrace("word_sorting", "zebra apple"), ModelSpec())

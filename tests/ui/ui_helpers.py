@@ -19,8 +19,8 @@ from textual.widgets import Input, TextArea
 from bbm_tui.core import llm
 from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.store import Store
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.ui.app import BbmApp
 
 SIZE = (120, 40)

@@ -14,14 +14,15 @@ when the run ends (error, cancellation, the silent end) is to be discarded.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from bbm_tui.core import llm
-from bbm_tui.core.prompts import next_step_prompt
+from bbm_tui.core.prompts.generation import next_step_prompt
 from bbm_tui.core.tasks import extract_answer, is_correct
+from bbm_tui.core.types import DEFAULT_STEP_LIMIT, StepperSettings
 
-DEFAULT_STEP_LIMIT = 160
+__all__ = ["DEFAULT_STEP_LIMIT", "StepperSettings"]  # re-exported: the stepper's settings
 
 FinishReason = Literal["answer", "step_limit", "empty", "truncated", "paused"]
 
@@ -83,12 +84,6 @@ StepEvent = (
     | StepFailed
     | TraceFinished
 )
-
-
-@dataclass(frozen=True)
-class StepperSettings:
-    step_limit: int = DEFAULT_STEP_LIMIT
-    call: llm.CallSettings = field(default_factory=llm.CallSettings)
 
 
 async def run_steps(

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.dataset import TraceRow, open_private
-from bbm_tui.core.session import NewTrace, TraceSession
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import get_task, is_correct
 from bbm_tui.core.textsafe import one_line, printable
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 
 FORMATS = ("jsonl", "processbench", "prm800k", "markdown")
 

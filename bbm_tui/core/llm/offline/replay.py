@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from bbm_tui.core.dataset import TraceRow, bundled_rows
-from bbm_tui.core.prompts import generation_prompt
+from bbm_tui.core.prompts.generation import generation_prompt
 from bbm_tui.core.tasks import TASK_NAMES, get_task
 
 PROVIDERS = ("replay", "simulated")
@@ -184,7 +184,7 @@ class ReplayEngine:
     def _finder_row(
         self, task: str, input_text: str, steps_text: str, current_step: int | None
     ) -> TraceRow | None:
-        from bbm_tui.core.finding import format_steps
+        from bbm_tui.core.prompts.thoughts import format_steps
 
         rows = bundled_rows(task)
         for index in self._input_index().get((task, input_text), []):
@@ -276,7 +276,7 @@ class FinderRequest:
 def _finder_patterns() -> list[tuple[str, str, str, re.Pattern[str]]]:
     """Per (task, method) template: its closing literal and a regular expression with its
     fields turned into groups."""
-    from bbm_tui.core.finding import METHODS, finding_prompts
+    from bbm_tui.core.prompts.finding import METHODS, finding_prompts
 
     groups = {
         "input": r"(?P<input>.*?)",

@@ -26,9 +26,10 @@ from bbm_tui.core.dataset import (
     resolve_task,
     row_from_json,
 )
-from bbm_tui.core.finding import FindResult, check_method, run_method
-from bbm_tui.core.metrics import Judged, Report, report
-from bbm_tui.core.outfile import AppendedFile, open_appended
+from bbm_tui.core.dataset.outfile import AppendedFile, open_appended
+from bbm_tui.core.judging.finders import FindResult, run_method
+from bbm_tui.core.judging.metrics import Judged, Report, report
+from bbm_tui.core.prompts.finding import check_method
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.tasks import is_correct
 

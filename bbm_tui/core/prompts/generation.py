@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cache
 
+from bbm_tui.core.prompts.thoughts import format_thoughts, label
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.tasks import get_task
 
@@ -17,11 +18,6 @@ def generation_prompt(task_name: str) -> str:
     return path.read_bytes().decode("utf-8")
 
 
-def format_thoughts(steps: Sequence[str]) -> str:
-    """`Thought 1: s1\\n...Thought k: sk\\n` (empty for no steps)."""
-    return "".join(f"Thought {number}: {step}\n" for number, step in enumerate(steps, start=1))
-
-
 def next_step_prompt(task_name: str, input_text: str, steps: Sequence[str]) -> str:
     """The prompt text that asks for step k+1 after steps s1..sk."""
     question = get_task(task_name).question(input_text)
@@ -31,5 +27,5 @@ def next_step_prompt(task_name: str, input_text: str, steps: Sequence[str]) -> s
         + question
         + "\n"
         + format_thoughts(steps)
-        + f"Thought {len(steps) + 1}:"
+        + label(len(steps) + 1)
     )

@@ -19,7 +19,6 @@ import json
 import logging
 import math
 import os
-import random
 import re
 import threading
 import time
@@ -28,93 +27,31 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Mode = Literal["chat", "completion"]
-MODES: tuple[Mode, ...] = ("chat", "completion")
+from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number
+from bbm_tui.core.types import (
+    DEFAULT_MODEL,
+    DEFAULT_STEP_MAX_TOKENS,
+    DEFAULT_STEP_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    MAX_CALL_COST,
+    MAX_CALL_TOKENS,
+    MODES,
+    CallRecord,
+    CallSettings,
+    Mode,
+    ModelSpec,
+    RetryPolicy,
+)
 
-DEFAULT_MODEL = "replay/bbm"
-DEFAULT_STEP_MAX_TOKENS = 1024
-# Seconds a call may wait to connect, for each read, and for a stream's first text.
-DEFAULT_TIMEOUT_S = 60.0
-DEFAULT_STEP_TIMEOUT_S = 300.0
-# What one call's usage may sanely say; anything else (2**64, 1e23, negative, NaN, a string)
-# is stored as unknown.
-MAX_CALL_TOKENS = 10**9
-MAX_CALL_COST = 1000.0  # dollars
+__all__ = [
+    "DEFAULT_MODEL", "DEFAULT_STEP_MAX_TOKENS", "DEFAULT_STEP_TIMEOUT_S", "DEFAULT_TIMEOUT_S",
+    "MAX_CALL_COST", "MAX_CALL_TOKENS", "MODES", "CallRecord", "CallSettings", "Mode",
+    "ModelSpec", "RetryPolicy",
+]
+
 # Past this many characters without a newline, a step is cut even if the server ignores
 # max_tokens; a token is rarely more than a few characters.
 CHARS_PER_TOKEN_CAP = 8
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """Which model to call and how. API keys are never part of it: they stay in the environment."""
-
-    model: str = DEFAULT_MODEL
-    api_base: str | None = None
-    mode: Mode = "chat"
-
-    def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 4
-    base_delay_s: float = 0.5
-    max_delay_s: float = 20.0
-    max_retry_after_s: float = 60.0
-
-    def delay(self, attempt: int, retry_after_s: float | None) -> float:
-        """Seconds to wait before attempt `attempt + 1` (attempt counts from 1)."""
-        if retry_after_s is not None:
-            return min(max(retry_after_s, 0.0), self.max_retry_after_s)
-        backoff = self.base_delay_s * (2 ** (attempt - 1))
-        return min(backoff, self.max_delay_s) * (0.75 + random.random() / 2)
-
-
-@dataclass(frozen=True)
-class CallSettings:
-    temperature: float = 0.0
-    max_tokens: int | None = DEFAULT_STEP_MAX_TOKENS
-    logprobs: bool = False
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    # Longest silence between two chunks of a stream, once it has begun to write, before it
-    # counts as a timeout (before its first text, `timeout_s` applies).
-    idle_timeout_s: float = 30.0
-    # Wall-clock limit of one generation step: a server dripping text with no newline is cut
-    # here, the text kept and marked truncated, like a token-limit cut.
-    step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-
-    def params(self) -> dict[str, Any]:
-        """The parameters worth recording beside a call."""
-        params: dict[str, Any] = {"temperature": self.temperature}
-        if self.max_tokens is not None:
-            params["max_tokens"] = self.max_tokens
-        if self.logprobs:
-            params["logprobs"] = True
-        return params
-
-
-@dataclass
-class CallRecord:
-    """What one model call cost and returned, for the store and the status line."""
-
-    model: str
-    params: dict[str, Any]
-    latency_s: float
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost: float | None = None
-    logprobs: list[float] | None = None
-    finish_reason: str | None = None
-    attempts: int = 1
-    native_stop: bool = False
-
-    @property
-    def total_logprob(self) -> float | None:
-        return sum(self.logprobs) if self.logprobs else None
 
 
 @dataclass
@@ -209,7 +146,7 @@ def litellm_module() -> Any:
             litellm.suppress_debug_info = True
             litellm.set_verbose = False
             _quiet_loggers()
-            from bbm_tui.core import http_guard
+            from bbm_tui.core.llm import http_guard
 
             http_guard.install(litellm)
             _register_offline_providers(litellm)
@@ -237,7 +174,7 @@ def warm_up() -> None:
 
 
 def _register_offline_providers(litellm: Any) -> None:
-    from bbm_tui.core import replay
+    from bbm_tui.core.llm.offline import replay
 
     # One handler per provider: litellm hands a custom provider the model name without its
     # provider, and replay/ and simulated/ answer differently.
@@ -263,7 +200,7 @@ def _make_offline_handler(litellm: Any, engine: Any, provider: str = "replay") -
     from litellm import CustomLLM
     from litellm.types.utils import ModelResponse
 
-    from bbm_tui.core.replay import ReplayError, paced_pieces, tokens_of
+    from bbm_tui.core.llm.offline.replay import ReplayError, paced_pieces, tokens_of
 
     def respond(model: str, messages: list[dict], optional_params: dict) -> str:
         if "/" not in model:
@@ -346,7 +283,7 @@ def _make_offline_handler(litellm: Any, engine: Any, provider: str = "replay") -
 
 def is_offline(spec: ModelSpec) -> bool:
     """The bundled models that need no network and cost nothing."""
-    from bbm_tui.core.replay import PROVIDERS
+    from bbm_tui.core.llm.offline.replay import PROVIDERS
 
     return spec.model.split("/", 1)[0] in PROVIDERS
 
@@ -584,7 +521,7 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
 
 def _guard_error(causes: list[BaseException]) -> str | None:
     """What the reply guard (http_guard) refused, if that is what failed."""
-    from bbm_tui.core import http_guard
+    from bbm_tui.core.llm import http_guard
 
     for cause in causes:
         if isinstance(cause, http_guard.ReplyTooLarge | http_guard.UnsupportedEncoding):
@@ -671,50 +608,6 @@ async def _with_retries(
 
 
 # --------------------------------------------------------------------------- one step
-
-class _EchoStripper:
-    """Hold back the start of a step until it is clear whether the model echoed `Thought N:`,
-    so that the live view never shows a prefix the saved step will not have."""
-
-    _FULL = re.compile(r"\s*thought\s*(\d+)\s*:[ \t]*", re.IGNORECASE)
-    _PARTIAL = re.compile(
-        r"\s*(t(h(o(u(g(h(t(\s*(\d+(\s*(:[ \t]*)?)?)?)?)?)?)?)?)?)?)?", re.IGNORECASE
-    )
-
-    def __init__(self) -> None:
-        self.held = ""
-        self.deciding = True
-        self.label: int | None = None  # the number of the label it stripped
-
-    def feed(self, text: str) -> str:
-        if not self.deciding:
-            return text
-        self.held += text
-        full = self._FULL.match(self.held)
-        if full and full.end() < len(self.held):
-            self.label = int(full.group(1))
-            return self._release(self.held[full.end():])
-        if self._PARTIAL.fullmatch(self.held):
-            return ""
-        return self._release(self.held)
-
-    def finish(self) -> str:
-        if not self.deciding:
-            return ""
-        full = self._FULL.match(self.held)
-        return self._release(self.held[full.end():] if full else self.held)
-
-    def _release(self, text: str) -> str:
-        self.deciding = False
-        self.held = ""
-        return text
-
-
-def strip_echo(text: str) -> str:
-    """A step without a leading echoed `Thought N:`, stripped."""
-    stripper = _EchoStripper()
-    return (stripper.feed(text) + stripper.finish()).strip()
-
 
 @dataclass
 class _StreamState:
@@ -815,8 +708,8 @@ async def _stream_step_once(
         kwargs["prompt"] = prompt
         stream = await litellm.atext_completion(**kwargs)
     state = _StreamState()
-    stripper = _EchoStripper()
-    number = _thought_number(prompt)
+    stripper = EchoStripper()
+    number = asked_number(prompt)
     char_cap = (settings.max_tokens or DEFAULT_STEP_MAX_TOKENS) * CHARS_PER_TOKEN_CAP
     loop = asyncio.get_running_loop()
     step_deadline = loop.time() + settings.step_timeout_s
@@ -847,7 +740,7 @@ async def _stream_step_once(
 async def _read_step(
     stream: Any,
     state: _StreamState,
-    stripper: _EchoStripper,
+    stripper: EchoStripper,
     number: int | None,
     char_cap: int,
     settings: CallSettings,
@@ -941,15 +834,6 @@ def _provider_finish_reason(stream: Any, state: _StreamState) -> str | None:
     return state.finish_reason
 
 
-_LAST_LABEL = re.compile(r"Thought (\d+):\s*$")
-
-
-def _thought_number(prompt: str) -> int | None:
-    """The number of the thought a generation prompt asks for, if it ends with its label."""
-    match = _LAST_LABEL.search(prompt)
-    return int(match.group(1)) if match else None
-
-
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -998,12 +882,6 @@ def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
         state.cut = True
     state.chars += len(text)
     return text
-
-
-# Every Unicode line break ends a step, not only "\n": a model (or a server) that writes
-# "\r", NEL, U+2028 or U+2029 between thoughts would otherwise merge them. These are what
-# str.splitlines() splits on.
-LINE_BREAK = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def _absorb_logprobs(logprobs: Any, state: _StreamState) -> None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bbm_tui.core.llm import CallRecord
+from bbm_tui.core.types import CallRecord
 
 HOME_ENV = "BBM_TUI_HOME"
 DATABASE_NAME = "bbm-tui.sqlite3"
@@ -610,22 +610,23 @@ class Store:
             )
         return self.step(step_id)
 
-    def add_steps(self, session_id: int, texts: list[str], origin: str) -> list[Step]:
-        """Append several steps in one transaction (e.g. a recorded trace loaded to label)."""
+    def add_steps(
+        self, session_id: int, steps: list[tuple[str, str | None]], origin: str
+    ) -> list[Step]:
+        """Append several steps, each (text, the answer it states), in one transaction (e.g.
+        a recorded trace loaded to label)."""
         now = time.time()
         head = self.session(session_id).head_step_id
         parent = head
         number = len(self.branch(session_id))
         with self._write() as connection:
             self._require_session(connection, session_id)
-            from bbm_tui.core.tasks import extract_answer
-
-            for text in texts:
+            for text, answer in steps:
                 number += 1
                 cursor = connection.execute(
                     """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
                            truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
-                    (session_id, parent, number, text, origin, extract_answer(text), now),
+                    (session_id, parent, number, text, origin, answer, now),
                 )
                 parent = cursor.lastrowid
             connection.execute(

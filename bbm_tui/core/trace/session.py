@@ -12,10 +12,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from bbm_tui.core import llm
+from bbm_tui.core.generation.stepper import (
+    StepEvent,
+    StepFailed,
+    StepFinished,
+    StepperSettings,
+    run_steps,
+)
 from bbm_tui.core.redact import REDACTED, redact_url
-from bbm_tui.core.stepper import StepEvent, StepFailed, StepFinished, StepperSettings, run_steps
 from bbm_tui.core.store import Label, Session, Step, Store, Totals
 from bbm_tui.core.tasks import extract_answer, is_correct
+from bbm_tui.core.types import StepOrigin
 
 
 @dataclass(frozen=True)
@@ -187,7 +194,7 @@ class TraceSession:
             parent_id=parent,
             number=event.number,
             text=event.text,
-            origin="model",
+            origin=StepOrigin.MODEL,
             answer=event.answer,
             truncated=event.truncated,
             call=event.call,
@@ -197,7 +204,8 @@ class TraceSession:
 
     def load_recorded(self, steps: list[str]) -> None:
         """Put a recorded trace (e.g. the dataset's) on the branch, to label it."""
-        self.steps = self.store.add_steps(self.session.id, steps, origin="dataset")
+        answered = [(text, extract_answer(text)) for text in steps]
+        self.steps = self.store.add_steps(self.session.id, answered, origin=StepOrigin.DATASET)
 
     def append_typed(self, text: str) -> Step:
         """A step the person wrote."""
@@ -207,7 +215,7 @@ class TraceSession:
             parent_id=parent,
             number=len(self.steps) + 1,
             text=text,
-            origin="typed",
+            origin=StepOrigin.TYPED,
             answer=extract_answer(text),
         )
         self.steps.append(step)

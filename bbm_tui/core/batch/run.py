@@ -16,10 +16,10 @@ from typing import Any
 
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
-from bbm_tui.core.outfile import AppendedFile, open_appended
-from bbm_tui.core.session import NewTrace, TraceSession
-from bbm_tui.core.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
+from bbm_tui.core.dataset.outfile import AppendedFile, open_appended
+from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import SessionDeleted, Store, StoreError
+from bbm_tui.core.trace.session import NewTrace, TraceSession
 
 
 @dataclass(frozen=True)

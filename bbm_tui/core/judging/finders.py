@@ -1,0 +1,193 @@
+"""Mistake finding (DESIGN §4; paper section 3, appendix A.2): running one of the paper's
+methods on one trace. Its prompts are in prompts/finding.py, the reading of its answers in
+judging/parsing.py. Temperature 0, no stop.
+
+`find_mistake()` is an async generator of events, so the app can show each step's verdict as it
+arrives; `record_find()` wraps it and commits the run and every verdict to the store as they
+happen (as `session.TraceSession.generate` does for steps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from bbm_tui.core import llm
+from bbm_tui.core.judging.parsing import TraceAnswer, parse_step_answer, parse_trace_answer
+from bbm_tui.core.prompts.finding import (
+    Method,
+    build_messages,
+    check_method,
+)
+from bbm_tui.core.types import DEFAULT_FINDER_MAX_TOKENS
+
+FINDER_MAX_TOKENS = DEFAULT_FINDER_MAX_TOKENS
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class StepJudged:
+    """A step-level verdict on Thought `number`: `correct` is True for Yes, False for No, None
+    when the answer could not be parsed. `raw` is the model's answer verbatim (for CoT, its
+    reasoning too)."""
+
+    number: int
+    correct: bool | None
+    raw: str
+    call: llm.CallRecord
+
+    @property
+    def parsed(self) -> bool:
+        return self.correct is not None
+
+    @property
+    def verdict(self) -> str | None:
+        return None if self.correct is None else ("Yes" if self.correct else "No")
+
+
+@dataclass(frozen=True)
+class TraceJudged:
+    """A trace-level verdict: the first mistake's thought number (1-based), or None."""
+
+    answer: TraceAnswer
+    raw: str
+    call: llm.CallRecord
+
+    @property
+    def parsed(self) -> bool:
+        return self.answer.parsed
+
+    @property
+    def verdict(self) -> str | None:
+        return self.answer.verdict
+
+
+@dataclass
+class FindResult:
+    """What a method concluded about a trace. `mistake_index` is 0-based (the dataset's
+    convention), None for "no mistake" or when unparseable (`parsed` False). `raw` holds the
+    model's answers verbatim, in order: one for a trace-level method, one per judged thought
+    (Thought 1 first) for a step-level one."""
+
+    method: str
+    model: str
+    mistake_index: int | None
+    parsed: bool
+    raw: list[str] = field(default_factory=list)
+    calls: list[llm.CallRecord] = field(default_factory=list)
+
+    @property
+    def mistake_number(self) -> int | None:
+        return None if self.mistake_index is None else self.mistake_index + 1
+
+    @property
+    def cost(self) -> float | None:
+        costs = [call.cost for call in self.calls]
+        return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+
+
+@dataclass(frozen=True)
+class FindFinished:
+    result: FindResult
+
+
+FindEvent = StepJudged | TraceJudged | FindFinished
+# Awaited before every model call, e.g. a batch's rate limiter.
+Pace = Callable[[], Awaitable[None]]
+
+
+async def _ask(
+    spec: llm.ModelSpec, messages: list[dict[str, str]], settings: llm.CallSettings,
+    pace: Pace | None,
+) -> llm.Completion:
+    if pace is not None:
+        await pace()
+    return await llm.complete(spec, messages, settings)
+
+
+def finder_settings() -> llm.CallSettings:
+    """Temperature 0 and no stop, as in the paper; room for CoT reasoning."""
+    return llm.CallSettings(temperature=0.0, max_tokens=FINDER_MAX_TOKENS)
+
+
+async def find_mistake(
+    task: str,
+    method: str,
+    input_text: str,
+    steps: Sequence[str],
+    spec: llm.ModelSpec,
+    *,
+    settings: llm.CallSettings | None = None,
+    judge_all: bool = False,
+    pace: Pace | None = None,
+) -> AsyncIterator[FindEvent]:
+    """Run `method` on one trace. Yields a TraceJudged (trace-level) or one StepJudged per
+    thought as each answer arrives (step-level), then one FindFinished. Step-level methods stop
+    once the outcome is known (the first "No", or an unparseable answer before any "No")
+    unless `judge_all`. Raises MethodError before any call, LLMError from the model."""
+    found = check_method(task, method)
+    settings = settings or finder_settings()
+    if not steps:
+        raise ValueError("the trace has no thoughts to judge")
+    if found.step_level:
+        async for event in _find_by_step(task, found, input_text, steps, spec, settings,
+                                         judge_all, pace):
+            yield event
+        return
+    messages = build_messages(task, method, input_text, steps)
+    completion = await _ask(spec, messages, settings, pace)
+    answer = parse_trace_answer(completion.text, len(steps))
+    yield TraceJudged(answer, completion.text, completion.call)
+    index = answer.mistake_number - 1 if answer.mistake_number is not None else None
+    yield FindFinished(FindResult(method, spec.model, index, answer.parsed, [completion.text],
+                                  [completion.call]))
+
+
+async def _find_by_step(
+    task: str,
+    method: Method,
+    input_text: str,
+    steps: Sequence[str],
+    spec: llm.ModelSpec,
+    settings: llm.CallSettings,
+    judge_all: bool,
+    pace: Pace | None,
+) -> AsyncIterator[FindEvent]:
+    result = FindResult(method.name, spec.model, None, True)
+    decided = False
+    for number in range(1, len(steps) + 1):
+        messages = build_messages(task, method.name, input_text, steps, number)
+        completion = await _ask(spec, messages, settings, pace)
+        correct = parse_step_answer(completion.text, cot=method.cot)
+        result.raw.append(completion.text)
+        result.calls.append(completion.call)
+        yield StepJudged(number, correct, completion.text, completion.call)
+        if not decided and correct is not True:
+            # The first "No" is the mistake; an unparseable answer before it leaves the
+            # location unknown, which counts as wrong.
+            decided = True
+            result.parsed = correct is False
+            result.mistake_index = number - 1 if correct is False else None
+            if not judge_all:
+                break
+    yield FindFinished(result)
+
+
+async def run_method(
+    task: str,
+    method: str,
+    input_text: str,
+    steps: Sequence[str],
+    spec: llm.ModelSpec,
+    *,
+    settings: llm.CallSettings | None = None,
+    judge_all: bool = False,
+    pace: Pace | None = None,
+) -> FindResult:
+    """find_mistake() without the live events: just the result."""
+    async for event in find_mistake(task, method, input_text, steps, spec, settings=settings,
+                                    judge_all=judge_all, pace=pace):
+        if isinstance(event, FindFinished):
+            return event.result
+    raise AssertionError("find_mistake ended without a result")

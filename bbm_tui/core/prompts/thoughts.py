@@ -1,0 +1,87 @@
+"""The "Thought N:" protocol (DESIGN §3), built and parsed here and nowhere else.
+
+A thought is one line. Generation prompts list the thoughts so far as `Thought k: text\\n`
+and end with the label of the one asked for; the finders' templates list them joined by
+newlines. A model's step is its text up to the first line break (any Unicode one), with an
+echoed leading `Thought N:` removed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+
+def format_thoughts(steps: Sequence[str]) -> str:
+    """`Thought 1: s1\\n...Thought k: sk\\n` (empty for no steps): a generation prompt's."""
+    return "".join(f"Thought {number}: {step}\n" for number, step in enumerate(steps, start=1))
+
+
+def format_steps(steps: Sequence[str]) -> str:
+    """`Thought 1: s1\\nThought 2: s2...` (no trailing newline: the finders' templates add
+    their own)."""
+    return "\n".join(f"Thought {number}: {step}" for number, step in enumerate(steps, start=1))
+
+
+def label(number: int) -> str:
+    """The label a generation prompt ends with to ask for Thought `number`."""
+    return f"Thought {number}:"
+
+
+# Every Unicode line break ends a step, not only "\n": a model (or a server) that writes
+# "\r", NEL, U+2028 or U+2029 between thoughts would otherwise merge them. These are what
+# str.splitlines() splits on.
+LINE_BREAK = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+LAST_LABEL = re.compile(r"Thought (\d+):\s*$")
+
+
+def asked_number(prompt: str) -> int | None:
+    """The number of the thought a generation prompt asks for, if it ends with its label."""
+    match = LAST_LABEL.search(prompt)
+    return int(match.group(1)) if match else None
+
+
+class EchoStripper:
+    """Hold back the start of a step until it is clear whether the model echoed `Thought N:`,
+    so that the live view never shows a prefix the saved step will not have."""
+
+    _FULL = re.compile(r"\s*thought\s*(\d+)\s*:[ \t]*", re.IGNORECASE)
+    _PARTIAL = re.compile(
+        r"\s*(t(h(o(u(g(h(t(\s*(\d+(\s*(:[ \t]*)?)?)?)?)?)?)?)?)?)?)?", re.IGNORECASE
+    )
+
+    def __init__(self) -> None:
+        self.held = ""
+        self.deciding = True
+        self.label: int | None = None  # the number of the label it stripped
+
+    def feed(self, text: str) -> str:
+        if not self.deciding:
+            return text
+        self.held += text
+        full = self._FULL.match(self.held)
+        if full and full.end() < len(self.held):
+            self.label = int(full.group(1))
+            return self._release(self.held[full.end():])
+        if self._PARTIAL.fullmatch(self.held):
+            return ""
+        return self._release(self.held)
+
+    def finish(self) -> str:
+        if not self.deciding:
+            return ""
+        full = self._FULL.match(self.held)
+        return self._release(self.held[full.end():] if full else self.held)
+
+    def _release(self, text: str) -> str:
+        self.deciding = False
+        self.held = ""
+        return text
+
+
+def strip_echo(text: str) -> str:
+    """A step without a leading echoed `Thought N:`, stripped."""
+    stripper = EchoStripper()
+    return (stripper.feed(text) + stripper.finish()).strip()

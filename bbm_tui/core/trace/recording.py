@@ -1,0 +1,70 @@
+"""A finder run on a session's trace, committed to the store as it happens: the run first,
+then each verdict before its event is handed on, so whoever shows a verdict can rely on it
+being saved (as TraceSession.generate does for steps)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+
+from bbm_tui.core import llm
+from bbm_tui.core.judging.finders import (
+    FindEvent,
+    StepJudged,
+    TraceJudged,
+    find_mistake,
+    finder_settings,
+)
+from bbm_tui.core.prompts.finding import check_method
+from bbm_tui.core.store import Store
+from bbm_tui.core.types import FinderEnd
+
+
+async def record_find(
+    store: Store,
+    session_id: int,
+    task: str,
+    method: str,
+    input_text: str,
+    steps: Sequence[str],
+    spec: llm.ModelSpec,
+    *,
+    leaf_step_id: int | None = None,
+    settings: llm.CallSettings | None = None,
+    judge_all: bool = False,
+) -> AsyncIterator[FindEvent]:
+    """find_mistake(), committing the run to `store` first and each verdict
+    before its event is handed on, so whoever shows a verdict can rely on it being saved.
+    Store calls run in a thread, never on the event loop. A run that fails or is cancelled
+    keeps the verdicts it got and has no result."""
+    settings = settings or finder_settings()
+    check_method(task, method)
+    run_id = await asyncio.to_thread(
+        store.create_finder_run, session_id, method=method, model=spec.model,
+        params=settings.params() | {"mode": spec.mode, "judge_all": judge_all},
+        leaf_step_id=leaf_step_id,
+    )
+    try:
+        async for event in find_mistake(task, method, input_text, steps, spec,
+                                        settings=settings, judge_all=judge_all):
+            if isinstance(event, StepJudged):
+                await asyncio.to_thread(store.add_finder_verdict, run_id,
+                                        step_number=event.number, raw=event.raw,
+                                        verdict=event.verdict, call=event.call)
+            elif isinstance(event, TraceJudged):
+                await asyncio.to_thread(store.add_finder_verdict, run_id, step_number=None,
+                                        raw=event.raw, verdict=event.verdict, call=event.call)
+            else:
+                await asyncio.to_thread(store.finish_finder_run, run_id,
+                                        mistake_number=event.result.mistake_number,
+                                        parsed=event.result.parsed)
+            yield event
+    except llm.LLMError as error:
+        await asyncio.to_thread(store.end_finder_run, run_id, ended=FinderEnd.FAILED,
+                                error=error.message)
+        raise
+    except (asyncio.CancelledError, GeneratorExit):
+        # No awaiting here: the task is being cancelled (or the caller let go of this
+        # generator). One short write, in this thread, says the person stopped it.
+        store.end_finder_run(run_id, ended=FinderEnd.STOPPED)
+        raise

@@ -1,0 +1,172 @@
+"""The records and named values every layer shares (DESIGN §7). A leaf: it imports nothing of
+the project, so the store, the model-call boundary, the batch commands and the app can all
+speak of a model, a call, a step's origin or a verdict without importing each other.
+
+The named values are `StrEnum`s: each member *is* its string, which is what the store keeps
+and the JSONL files carry.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+Mode = Literal["chat", "completion"]
+MODES: tuple[Mode, ...] = ("chat", "completion")
+
+DEFAULT_MODEL = "replay/bbm"
+DEFAULT_STEP_MAX_TOKENS = 1024
+# Seconds a call may wait to connect, for each read, and for a stream's first text.
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_STEP_TIMEOUT_S = 300.0
+DEFAULT_STEP_LIMIT = 160
+# A finder's answer is short; CoT reasoning runs to a few hundred tokens.
+DEFAULT_FINDER_MAX_TOKENS = 2048
+# What one call's usage may sanely say; anything else (2**64, 1e23, negative, NaN, a string)
+# is stored as unknown.
+MAX_CALL_TOKENS = 10**9
+MAX_CALL_COST = 1000.0  # dollars
+
+
+class StepOrigin(StrEnum):
+    """Who wrote a step."""
+
+    MODEL = "model"  # generated, one call per step
+    TYPED = "typed"  # written by the person
+    DATASET = "dataset"  # loaded from a recorded trace (to label it)
+    EDIT = "edit"  # the person rewrote a model's step (a new branch)
+    BACKTRACK = "backtrack"  # a resampled step chosen by backtracking (a new branch)
+
+
+class SessionSource(StrEnum):
+    """What made a session."""
+
+    APP = "app"
+    RUN = "run"
+    IMPORT = "import"
+    ANNOTATE = "annotate"
+
+
+class CallPurpose(StrEnum):
+    """Why a model was called."""
+
+    STEP = "step"  # one generation step
+    FIND = "find"  # a mistake finder's answer
+    SAMPLE = "sample"  # candidates for a step (backtracking)
+
+
+class Verdict(StrEnum):
+    """A judge's word on one step, in the paper's terms (a step-level finder's "Yes"/"No")."""
+
+    CORRECT = "Yes"
+    MISTAKEN = "No"
+    CANNOT_JUDGE = "?"
+
+
+class TraceEnd(StrEnum):
+    """Why generating a trace stopped."""
+
+    ANSWER = "answer"  # a step stated the answer (the paper's regex)
+    STEP_LIMIT = "step_limit"
+    EMPTY = "empty"  # the model went silent (two empty steps)
+    TRUNCATED = "truncated"  # a step cut at its token or time limit
+    PAUSED = "paused"  # the number of steps asked for was reached
+
+
+class FinderEnd(StrEnum):
+    """How a finder run without a result ended."""
+
+    FAILED = "failed"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model to call and how. API keys are never part of it: they stay in the environment."""
+
+    model: str = DEFAULT_MODEL
+    api_base: str | None = None
+    mode: Mode = "chat"
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 20.0
+    max_retry_after_s: float = 60.0
+
+    def delay(self, attempt: int, retry_after_s: float | None) -> float:
+        """Seconds to wait before attempt `attempt + 1` (attempt counts from 1)."""
+        if retry_after_s is not None:
+            return min(max(retry_after_s, 0.0), self.max_retry_after_s)
+        backoff = self.base_delay_s * (2 ** (attempt - 1))
+        return min(backoff, self.max_delay_s) * (0.75 + random.random() / 2)
+
+
+@dataclass(frozen=True)
+class CallSettings:
+    temperature: float = 0.0
+    max_tokens: int | None = DEFAULT_STEP_MAX_TOKENS
+    logprobs: bool = False
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    # Longest silence between two chunks of a stream, once it has begun to write, before it
+    # counts as a timeout (before its first text, `timeout_s` applies).
+    idle_timeout_s: float = 30.0
+    # Wall-clock limit of one generation step: a server dripping text with no newline is cut
+    # here, the text kept and marked truncated, like a token-limit cut.
+    step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def params(self) -> dict[str, Any]:
+        """The parameters worth recording beside a call."""
+        params: dict[str, Any] = {"temperature": self.temperature}
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
+        if self.logprobs:
+            params["logprobs"] = True
+        return params
+
+
+@dataclass(frozen=True)
+class StepperSettings:
+    step_limit: int = DEFAULT_STEP_LIMIT
+    call: CallSettings = field(default_factory=CallSettings)
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One token of a step as the provider sent it, with its log-probability."""
+
+    token: str
+    logprob: float
+
+
+@dataclass
+class CallRecord:
+    """What one model call cost and returned, for the store and the status line. For a call
+    that returned several candidates, `choice` says which this record's text is."""
+
+    model: str
+    params: dict[str, Any]
+    latency_s: float
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    logprobs: list[float] | None = None
+    finish_reason: str | None = None
+    attempts: int = 1
+    native_stop: bool = False
+    # The tokens of exactly the stored text, where the provider sent log-probabilities.
+    tokens: list[TokenLogprob] | None = None
+    choice: int = 0
+
+    @property
+    def total_logprob(self) -> float | None:
+        return sum(self.logprobs) if self.logprobs else None
