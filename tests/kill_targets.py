@@ -57,8 +57,8 @@ def _serve() -> None:
 
     from bbm_tui import cli  # noqa: F401  (imported for the children)
     from bbm_tui.core import llm
-    from bbm_tui.core.llm.offline import replay
     from bbm_tui.core.dataset import all_bundled
+    from bbm_tui.core.llm.offline import replay
 
     llm.warm_up()
     all_bundled()

@@ -1,0 +1,267 @@
+"""The model-call boundary's failures: one `LLMError` per kind, with one clear message
+(redacted), and our own bounded retries with backoff that honour Retry-After (litellm's are
+off: `max_retries=0`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from bbm_tui.core.types import ModelSpec, RetryPolicy
+
+ErrorKind = Literal[
+    "auth",
+    "rate_limit",
+    "connection",
+    "timeout",
+    "bad_request",
+    "context_window",
+    "not_found",
+    "server",
+    "stream",
+    "replay",
+    "unknown",
+]
+
+
+RETRYABLE: frozenset[str] = frozenset({"rate_limit", "connection", "timeout", "server", "stream"})
+
+
+# Errors that no retry or other trace will cure: a batch stops and says why. A prompt too long
+# for the model is not among them: it fails that one (long) trace, and the others go on.
+STOPS_A_BATCH: frozenset[str] = frozenset({"auth", "bad_request", "not_found", "replay"})
+
+
+class LLMError(Exception):
+    """One failure kind, one clear message (safe to show: any key a provider echoed back in it
+    is redacted)."""
+
+    def __init__(self, kind: ErrorKind, message: str, retry_after_s: float | None = None) -> None:
+        from bbm_tui.core.redact import redact
+
+        message = redact(message)
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retry_after_s = retry_after_s
+        self.attempts = 1
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in RETRYABLE
+
+
+def _retry_after_seconds(error: BaseException) -> float | None:
+    """Retry-After from the provider's response, in seconds, if it sent one."""
+    response = getattr(error, "response", None)
+    for headers in (
+        getattr(error, "litellm_response_headers", None),
+        getattr(response, "headers", None) if response is not None else None,
+        getattr(error, "headers", None),
+    ):
+        if not headers:
+            continue
+        value = headers.get("retry-after") or headers.get("Retry-After")
+        if value is not None:
+            return _parse_retry_after(str(value))
+    return None
+
+
+def _parse_retry_after(value: str) -> float | None:
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+_NOISE = re.compile(
+    r"^(litellm\.\w+:\s*|\w*(Error|Exception)\s*[:-]\s*|OpenAIException\s*-\s*)+"
+)
+
+
+def _detail(error: BaseException) -> str:
+    """The provider's own words, without litellm's stacked class-name prefixes or a Python
+    traceback litellm pasted into them."""
+    text = str(getattr(error, "message", None) or error)
+    text = text.split("Traceback (most recent call last)")[0]
+    return _short(_NOISE.sub("", text.strip()))
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
+    """One clear message per failure kind; authentication names the key's variable."""
+    if isinstance(error, LLMError):
+        return error
+    where = f" at {spec.api_base}" if spec.api_base else ""
+    if isinstance(error, asyncio.TimeoutError | TimeoutError):
+        return LLMError("timeout", f"{spec.model}{where} did not answer in time")
+    from bbm_tui.core.llm.loader import litellm_module
+
+    litellm = litellm_module()
+    detail = _detail(error)
+    if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError):
+        from bbm_tui.core.llm.capabilities import key_env_var
+
+        variable = key_env_var(spec)
+        if variable and not os.environ.get(variable):
+            message = f"{spec.model}{where} needs an API key: set {variable}"
+        elif variable:
+            message = f"{spec.model}{where} rejected the API key in {variable}"
+        else:
+            message = f"{spec.model}{where} rejected the request's credentials"
+        return LLMError("auth", message)
+    if isinstance(error, litellm.RateLimitError):
+        return LLMError(
+            "rate_limit",
+            f"{spec.model}{where} is rate-limiting requests",
+            _retry_after_seconds(error),
+        )
+    if isinstance(error, litellm.ContextWindowExceededError):
+        return LLMError("context_window", f"the prompt is too long for {spec.model}: {detail}")
+    if isinstance(error, litellm.Timeout):
+        return LLMError("timeout", f"{spec.model}{where} did not answer in time")
+    if "replay/" in detail or "simulated/" in detail:
+        return LLMError("replay", _replay_detail(detail))
+    if isinstance(error, litellm.BadRequestError | litellm.UnsupportedParamsError):
+        return LLMError("bad_request", f"{spec.model}{where} refused the request: {detail}")
+    if isinstance(error, litellm.NotFoundError):
+        return LLMError("not_found", f"{spec.model}{where} was not found: {detail}")
+    exceptions = litellm.exceptions
+    causes = _causes(error)
+    guard = _guard_error(causes)
+    if guard is not None:
+        return LLMError("stream", f"the reply from {spec.model}{where} was not a model's "
+                        f"answer: {guard}")
+    if isinstance(error, exceptions.MidStreamFallbackError):
+        if _timed_out(causes):  # the transport's read timeout, before our idle deadline
+            return LLMError("timeout", f"{spec.model}{where} went silent mid-answer")
+        if "delimiter" in detail or "JSON" in detail or "Expecting" in detail:
+            return LLMError("stream", f"{spec.model}{where} sent a malformed stream chunk")
+        # The provider's words here are the HTTP library's (class names and all): leave them.
+        return LLMError("stream", f"the stream from {spec.model}{where} broke off mid-answer")
+    if any(isinstance(cause, json.JSONDecodeError) for cause in causes):
+        # litellm reports a 200 whose body is not JSON as a 500 it made up.
+        return LLMError("server", f"{spec.model}{where} sent a malformed response")
+    if _cut_off(causes):
+        return LLMError("connection", f"the connection to {spec.model}{where} broke off "
+                        "mid-answer")
+    if isinstance(error, litellm.APIConnectionError) and not _has_status(error):
+        return LLMError("connection", f"cannot reach {spec.model}{where}: {detail}")
+    if isinstance(
+        error,
+        litellm.InternalServerError
+        | litellm.ServiceUnavailableError
+        | litellm.BadGatewayError
+        | litellm.APIError
+        | litellm.APIConnectionError,
+    ):
+        status = getattr(error, "status_code", None)
+        if _looks_like_connection_failure(detail):
+            return LLMError("connection", f"cannot reach {spec.model}{where}: {detail}")
+        return LLMError(
+            "server",
+            f"{spec.model}{where} had a server error ({status or 'no status'}): {detail}",
+            _retry_after_seconds(error),
+        )
+    return LLMError("unknown", f"{spec.model}{where} failed: {type(error).__name__}: {detail}")
+
+
+def _guard_error(causes: list[BaseException]) -> str | None:
+    """What the reply guard (http_guard) refused, if that is what failed."""
+    from bbm_tui.core.llm import http_guard
+
+    for cause in causes:
+        if isinstance(cause, http_guard.ReplyTooLarge | http_guard.UnsupportedEncoding):
+            return str(cause)
+    return None
+
+
+def _replay_detail(detail: str) -> str:
+    for marker in ("replay/", "simulated/"):
+        start = detail.find(marker)
+        if start >= 0:
+            return detail[start:]
+    return detail
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and what it was raised from, outermost first."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and len(chain) < 12 and all(current is not c for c in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _type_names(causes: list[BaseException]) -> set[str]:
+    return {kind.__name__ for cause in causes for kind in type(cause).__mro__}
+
+
+def _timed_out(causes: list[BaseException]) -> bool:
+    names = _type_names(causes)
+    return "TimeoutError" in names or "TimeoutException" in names
+
+
+# A response that started and then stopped short (httpx and aiohttp names, not imported here).
+_CUT_OFF = frozenset({"ReadError", "RemoteProtocolError", "ClientPayloadError",
+                      "ContentLengthError", "TransferEncodingError"})
+
+
+def _cut_off(causes: list[BaseException]) -> bool:
+    return bool(_type_names(causes) & _CUT_OFF)
+
+
+def _has_status(error: BaseException) -> bool:
+    status = getattr(error, "status_code", None)
+    return isinstance(status, int) and status >= 400 and status != 500
+
+
+def _looks_like_connection_failure(detail: str) -> bool:
+    lowered = detail.lower()
+    return any(
+        marker in lowered
+        for marker in ("connection refused", "connect call failed", "connection error",
+                       "cannot connect", "name or service not known", "connecterror")
+    )
+
+
+async def with_retries(
+    spec: ModelSpec,
+    policy: RetryPolicy,
+    attempt_once: Callable[[int], Awaitable[Any]],
+    on_retry: Callable[[int, LLMError, float], Awaitable[None]] | None = None,
+) -> Any:
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return await attempt_once(attempt)
+        except asyncio.CancelledError:
+            raise
+        except Exception as raw:
+            error = classify_error(raw, spec)
+            error.attempts = attempt
+            if not error.retryable or attempt == policy.attempts:
+                if attempt > 1:
+                    error.message = f"{error.message} (after {attempt} attempts)"
+                    error.args = (error.message,)
+                raise error from None
+            delay = policy.delay(attempt, error.retry_after_s)
+            if on_retry is not None:
+                await on_retry(attempt + 1, error, delay)
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")

@@ -1,0 +1,84 @@
+"""litellm, imported once and lazily (DESIGN §7): it costs 3-5 s and ~175 MB, so never at
+module level, never on the way to the app's first frame; `warm_up()` imports it in a
+background thread after the first frame. At import the offline providers are registered and
+every reply is put behind the guard (http_guard.py)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import warnings
+from typing import Any
+
+_import_lock = threading.Lock()
+
+
+_litellm: Any = None
+
+
+def litellm_module() -> Any:
+    """Import and configure litellm once; safe to call from any thread."""
+    global _litellm
+    if _litellm is not None:
+        return _litellm
+    with _import_lock:
+        if _litellm is None:
+            # Without this, litellm fetches its price map from the internet at import time.
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm
+
+            # Banners on stdout, or log lines on stderr, would wreck a full-screen app; so
+            # would pydantic's warnings about a provider's odd usage values.
+            warnings.filterwarnings("ignore", category=UserWarning, module="pydantic")
+            litellm.suppress_debug_info = True
+            litellm.set_verbose = False
+            _quiet_loggers()
+            from bbm_tui.core.llm import http_guard
+
+            http_guard.install(litellm)
+            _register_offline_providers(litellm)
+            _litellm = litellm
+    return _litellm
+
+
+def _quiet_loggers() -> None:
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx", "openai"):
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+        logger.setLevel(logging.ERROR)
+
+
+def is_loaded() -> bool:
+    return _litellm is not None
+
+
+def warm_up() -> None:
+    """Import litellm now (call from a background thread after the first frame)."""
+    litellm_module()
+
+
+def _register_offline_providers(litellm: Any) -> None:
+    from bbm_tui.core.llm.offline import replay
+    from bbm_tui.core.llm.offline.handler import make_offline_handler
+
+    # One handler per provider: litellm hands a custom provider the model name without its
+    # provider, and replay/ and simulated/ answer differently.
+    providers = [
+        {"provider": provider,
+         "custom_handler": make_offline_handler(litellm, replay.engine(), provider)}
+        for provider in replay.PROVIDERS
+    ]
+    existing = [
+        entry
+        for entry in (litellm.custom_provider_map or [])
+        if entry.get("provider") not in replay.PROVIDERS
+    ]
+    litellm.custom_provider_map = existing + providers
+    # custom_provider_map is read when litellm sets up its provider list.
+    from litellm.utils import custom_llm_setup
+
+    custom_llm_setup()

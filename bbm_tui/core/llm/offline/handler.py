@@ -1,0 +1,92 @@
+"""The offline models as a litellm custom provider (DESIGN §6): `replay/bbm` and
+`simulated/rm-X`, served by the engine in replay.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+
+def make_offline_handler(litellm: Any, engine: Any, provider: str = "replay") -> Any:
+    """A litellm CustomLLM over the offline replay engine (DESIGN §6)."""
+    from litellm import CustomLLM
+    from litellm.types.utils import ModelResponse
+
+    from bbm_tui.core.llm.offline.replay import ReplayError, paced_pieces, tokens_of
+
+    def respond(model: str, messages: list[dict], optional_params: dict) -> str:
+        if "/" not in model:
+            model = f"{provider}/{model}"
+        try:
+            text = engine.respond(model, messages, optional_params)
+        except ReplayError as error:
+            raise litellm.BadRequestError(
+                message=str(error), model=model, llm_provider=model.split("/")[0]
+            ) from None
+        for stop in optional_params.get("stop") or []:
+            if stop and stop in text:
+                text = text[: text.index(stop)]
+        return text
+
+    def usage(messages: list[dict], text: str) -> dict[str, int]:
+        prompt_tokens = sum(len(tokens_of(str(m.get("content", "")))) for m in messages)
+        completion_tokens = len(tokens_of(text))
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        }
+
+    def full_response(model: str, messages: list[dict], optional_params: dict) -> Any:
+        text = respond(model, messages, optional_params)
+        return ModelResponse(
+            model=model,
+            choices=[
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
+            usage=usage(messages, text),
+        )
+
+    def chunk(text: str, finished: bool = False, usage_: dict | None = None) -> dict:
+        return {
+            "text": text,
+            "is_finished": finished,
+            "finish_reason": "stop" if finished else None,
+            "index": 0,
+            "usage": usage_,
+            "tool_use": None,
+        }
+
+    class OfflineLLM(CustomLLM):
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            return full_response(kwargs["model"], kwargs["messages"], kwargs["optional_params"])
+
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            return full_response(kwargs["model"], kwargs["messages"], kwargs["optional_params"])
+
+        def streaming(self, *args: Any, **kwargs: Any) -> Any:
+            model, messages = kwargs["model"], kwargs["messages"]
+            text = respond(model, messages, kwargs["optional_params"])
+            pace = engine.seconds_per_token()
+            for piece in paced_pieces(text, pace):
+                if pace:
+                    time.sleep(pace)
+                yield chunk(piece)
+            yield chunk("", True, usage(messages, text))
+
+        async def astreaming(self, *args: Any, **kwargs: Any) -> Any:
+            model, messages = kwargs["model"], kwargs["messages"]
+            text = respond(model, messages, kwargs["optional_params"])
+            pace = engine.seconds_per_token()
+            for piece in paced_pieces(text, pace):
+                if pace:
+                    await asyncio.sleep(pace)
+                yield chunk(piece)
+            yield chunk("", True, usage(messages, text))
+
+    return OfflineLLM()

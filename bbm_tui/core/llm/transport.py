@@ -1,0 +1,496 @@
+"""One step, streamed and cut on the client; one whole answer (DESIGN §3).
+
+A generation step is always streamed and cut at its first line break (after any leading
+whitespace), then the stream is closed so that the provider stops generating; native
+`stop=["\\n"]` is sent only where the provider accepts it. A stream that ends without the
+provider's own finish reason is a fault, not a step; a step also ends at its token and
+wall-clock limits, kept and marked truncated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bbm_tui.core.llm.capabilities import (
+    accepts_native_stop,
+    accepts_temperature,
+    asks_logprobs,
+    auth_kwargs,
+    is_offline,
+    sent_params,
+)
+from bbm_tui.core.llm.errors import LLMError, with_retries
+from bbm_tui.core.llm.loader import litellm_module
+from bbm_tui.core.llm.records import (
+    CHARS_PER_TOKEN_CAP,
+    Completion,
+    Restart,
+    StepText,
+    TextDelta,
+)
+from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number
+from bbm_tui.core.types import (
+    DEFAULT_STEP_MAX_TOKENS,
+    MAX_CALL_COST,
+    MAX_CALL_TOKENS,
+    CallRecord,
+    CallSettings,
+    Mode,
+    ModelSpec,
+)
+
+
+@dataclass
+class _StreamState:
+    pieces: list[str] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    chunks: int = 0
+    chars: int = 0
+    started: bool = False
+    cut: bool = False
+    truncated: bool = False
+    finish_reason: str | None = None
+    usage: Any = None
+    leading_newline: bool = False
+    usage_lost: bool = False  # the usage chunk after the answer could not be read
+    time_cut: bool = False  # cut at the step's wall-clock limit
+    # Text completion: litellm's chat stream wrapper under the text one (False: none found).
+    inner_stream: Any = None
+
+
+async def stream_step(
+    spec: ModelSpec, prompt: str, settings: CallSettings | None = None
+) -> AsyncIterator[TextDelta | Restart | StepText]:
+    """Stream one step: yields TextDelta as text arrives (after echo stripping), Restart when a
+    retry discards shown text, and finally one StepText. Raises LLMError."""
+    settings = settings or CallSettings()
+    queue: asyncio.Queue[TextDelta | Restart | StepText | BaseException] = asyncio.Queue()
+
+    async def on_retry(attempt: int, error: LLMError, delay: float) -> None:
+        await queue.put(Restart(attempt, error.message, delay))
+
+    async def run() -> None:
+        try:
+            result = await with_retries(
+                spec,
+                settings.retry,
+                lambda attempt: _stream_step_once(spec, prompt, settings, attempt, queue),
+                on_retry,
+            )
+            await queue.put(result)
+        except BaseException as error:  # handed to the consumer, cancellation included
+            await queue.put(error)
+
+    task = asyncio.ensure_future(run())
+    try:
+        while True:
+            item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            if isinstance(item, StepText):
+                return
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+
+
+def _call_kwargs(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
+    """What every call sends: our own retries only (litellm's off), the timeout, the key
+    placeholder for local servers, and the settings the model accepts."""
+    kwargs: dict[str, Any] = {
+        "model": spec.model,
+        "timeout": settings.timeout_s,
+        "max_retries": 0,
+        **auth_kwargs(spec),
+    }
+    if accepts_temperature(spec, settings.temperature):
+        kwargs["temperature"] = settings.temperature
+    if spec.api_base:
+        kwargs["api_base"] = spec.api_base
+    if settings.max_tokens is not None:
+        kwargs["max_tokens"] = settings.max_tokens
+    return kwargs
+
+
+async def _stream_step_once(
+    spec: ModelSpec,
+    prompt: str,
+    settings: CallSettings,
+    attempt: int,
+    queue: asyncio.Queue,
+) -> StepText:
+    litellm = litellm_module()
+    native_stop = accepts_native_stop(spec)
+    kwargs = _call_kwargs(spec, settings)
+    kwargs["stream"] = True
+    if native_stop:
+        kwargs["stop"] = ["\n"]
+    if asks_logprobs(spec, settings):
+        kwargs["logprobs"] = True
+    started_at = time.perf_counter()
+    if spec.mode == "chat":
+        kwargs["messages"] = [{"role": "user", "content": prompt}]
+        kwargs["stream_options"] = {"include_usage": True}
+        stream = await litellm.acompletion(**kwargs)
+    else:
+        kwargs["prompt"] = prompt
+        stream = await litellm.atext_completion(**kwargs)
+    state = _StreamState()
+    stripper = EchoStripper()
+    number = asked_number(prompt)
+    char_cap = (settings.max_tokens or DEFAULT_STEP_MAX_TOKENS) * CHARS_PER_TOKEN_CAP
+    loop = asyncio.get_running_loop()
+    step_deadline = loop.time() + settings.step_timeout_s
+    try:
+        await _read_step(stream, state, stripper, number, char_cap, settings, spec.mode,
+                         queue, step_deadline)
+    except TimeoutError:
+        if not (state.pieces and loop.time() >= step_deadline - 0.01):
+            raise
+        # The step's wall-clock limit: keep what came, cut like a token-limit cut.
+        state.truncated = state.time_cut = True
+    finally:
+        await _close_stream(stream)
+    tail = stripper.finish()
+    if tail:
+        state.pieces.append(tail)
+        await queue.put(TextDelta(tail))
+    latency = time.perf_counter() - started_at
+    if state.finish_reason == "length" and not state.cut:
+        state.truncated = True
+    text = "".join(state.pieces).strip()
+    if not (state.cut or state.truncated):
+        _check_the_stream_ended_well(stream, state, text, spec)
+    call = _call_record(spec, settings, prompt, state, latency, attempt, native_stop, text)
+    return StepText(text=text, call=call, truncated=state.truncated)
+
+
+async def _read_step(
+    stream: Any,
+    state: _StreamState,
+    stripper: EchoStripper,
+    number: int | None,
+    char_cap: int,
+    settings: CallSettings,
+    mode: Mode,
+    queue: asyncio.Queue,
+    step_deadline: float,
+) -> None:
+    """Read chunks until the step's first line break, its token limit, or the stream's end.
+    Raises TimeoutError for a silence (idle) or the step's wall-clock limit."""
+    loop = asyncio.get_running_loop()
+    iterator = stream.__aiter__()
+    # One idle deadline pushed on after every chunk, rather than `asyncio.wait_for` per
+    # chunk: that wraps each chunk in a task (two more turns of the event loop, each
+    # polling the socket), which made a step ~10% slower than litellm alone
+    # (bench/step_overhead.py). The only suspension point in this block is `__anext__`.
+    # Until the first text arrives the wait is the call's timeout, not the idle one: a
+    # model may think a long while before it writes (reasoning models send nothing then).
+    wait_s = max(settings.timeout_s, settings.idle_timeout_s)
+    async with asyncio.timeout(wait_s) as idle:
+        while True:
+            idle.reschedule(min(loop.time() + wait_s, step_deadline))
+            try:
+                chunk = await iterator.__anext__()
+            except StopAsyncIteration:
+                return
+            except Exception:
+                if state.finish_reason is None:
+                    raise
+                # The provider had finished the answer; what failed after it (a usage chunk
+                # litellm could not parse: 1e23 tokens, NaN, a string) costs the accounting
+                # only, not the step.
+                state.usage_lost = True
+                return
+            if mode == "completion" and state.inner_stream is None:
+                # The chat stream wrapper under a text-completion one is reachable only while
+                # the generators run; it knows whether the provider sent a finish reason.
+                state.inner_stream = next(
+                    (wrapper for wrapper in _text_completion_closables(stream)
+                     if hasattr(wrapper, "received_finish_reason")), False)
+            text = _absorb_chunk(chunk, state, mode)
+            if text is None:
+                continue
+            wait_s = settings.idle_timeout_s
+            if settings.max_tokens is not None and state.chars > char_cap:
+                # One huge chunk: keep no more than the cap, as many small ones would.
+                text = text[: max(0, len(text) - (state.chars - char_cap))]
+                state.chars = char_cap
+            released = stripper.feed(text)
+            if state.leading_newline and stripper.label not in (None, number):
+                # An empty line, then the next thought's label: this thought is empty (the
+                # provider ignored or was not sent `stop`), and what follows is not ours.
+                state.cut = True
+                return
+            if released:
+                state.pieces.append(released)
+                await queue.put(TextDelta(released))
+            if state.cut:
+                return
+            if settings.max_tokens is not None and (
+                state.chunks >= settings.max_tokens or state.chars >= char_cap
+            ):
+                state.truncated = True
+                return
+
+
+def _check_the_stream_ended_well(stream: Any, state: _StreamState, text: str,
+                                 spec: ModelSpec) -> None:
+    """A stream that ended with no line break must have been ended by the provider (its own
+    finish reason). Without one it is a provider fault, retried: no choice and no text at
+    all (an HTML page, an event stream that is not one, `[DONE]` first) is not a model's
+    answer; text with no end is a stream cut short (llama-cpp-python ends an interrupted
+    generation with `[DONE]` and no finish reason, and litellm then reports "stop")."""
+    if _provider_finish_reason(stream, state) is not None:
+        return
+    where = f" at {spec.api_base}" if spec.api_base else ""
+    if not text and not state.chunks:
+        raise LLMError("stream", f"the reply from {spec.model}{where} was not a model's answer "
+                       "(no choice, no text and no finish reason)")
+    raise LLMError("stream", f"the stream from {spec.model}{where} ended mid-step without a "
+                   "finish reason (interrupted)")
+
+
+def _provider_finish_reason(stream: Any, state: _StreamState) -> str | None:
+    """The finish reason the provider itself sent. litellm's stream wrapper makes up "stop"
+    for a stream that ended without one; it keeps what it received in
+    `received_finish_reason` (litellm 1.103.7; tests/test_hostile_server.py fails if that
+    changes). Text-completion streams wrap a chat stream wrapper (`state.inner_stream`)."""
+    for wrapper in (stream, state.inner_stream):
+        if wrapper and hasattr(wrapper, "received_finish_reason"):
+            return wrapper.received_finish_reason
+    return state.finish_reason
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unicode_text(text: str) -> str:
+    """Model text as valid Unicode: a lone UTF-16 surrogate (a JSON "\\ud800" with no
+    partner) becomes U+FFFD, as an invalid UTF-8 byte already does on its way in, so that the
+    step can be saved, shown and exported like any other."""
+    if _LONE_SURROGATE.search(text) is None:
+        return text
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
+    """Take what a chunk carries into the state; return the text to keep (cut at the first
+    newline after leading whitespace), or None when there is none."""
+    usage = getattr(chunk, "usage", None)
+    if usage is not None and getattr(usage, "total_tokens", None):
+        state.usage = usage
+    choices = getattr(chunk, "choices", None) or []
+    if not choices:
+        return None
+    choice = choices[0]
+    if getattr(choice, "finish_reason", None):
+        state.finish_reason = choice.finish_reason
+    if mode == "chat":
+        delta = getattr(choice, "delta", None)
+        text = getattr(delta, "content", None) if delta is not None else None
+        _absorb_logprobs(getattr(choice, "logprobs", None), state)
+    else:
+        text = getattr(choice, "text", None)
+    if not text:
+        return None
+    text = unicode_text(text)
+    state.chunks += 1
+    if not state.started:
+        stripped = text.lstrip()
+        if LINE_BREAK.search(text[: len(text) - len(stripped)]):
+            state.leading_newline = True
+        text = stripped
+        if not text:
+            return None
+        state.started = True
+    line_break = LINE_BREAK.search(text)
+    if line_break:
+        text = text[: line_break.start()]
+        state.cut = True
+    state.chars += len(text)
+    return text
+
+
+def _absorb_logprobs(logprobs: Any, state: _StreamState) -> None:
+    if logprobs is None or state.cut:
+        return
+    content = getattr(logprobs, "content", None)
+    if content is None and isinstance(logprobs, dict):
+        content = logprobs.get("content")
+    for token in content or []:
+        value = getattr(token, "logprob", None)
+        if value is None and isinstance(token, dict):
+            value = token.get("logprob")
+        if value is not None:
+            state.logprobs.append(float(value))
+
+
+async def _close_stream(stream: Any) -> None:
+    # The step is already decided; a failure to close the connection changes nothing.
+    close = getattr(stream, "aclose", None)
+    closables = [stream] if close is not None else _text_completion_closables(stream)
+    for closable in closables:
+        with contextlib.suppress(Exception):
+            await closable.aclose()
+
+
+def _text_completion_closables(stream: Any) -> list[Any]:
+    """litellm's TextCompletionStreamWrapper (1.103.7) has no aclose (NOTES): under it is a
+    chain of async generators that ends in the CustomStreamWrapper holding the HTTP response.
+    Walk the chain through the generators' frames; return what to close, innermost first.
+    On another litellm, where the chain differs, this finds less and closes what it found."""
+    found: list[Any] = []
+    current = getattr(stream, "completion_stream", None)
+    while current is not None and hasattr(current, "aclose") and len(found) < 8:
+        found.append(current)
+        frame = getattr(current, "ag_frame", None)
+        if frame is None:
+            break
+        names = frame.f_locals
+        current = next(
+            (names[name] for name in ("streamwrapper", "response")
+             if hasattr(names.get(name), "aclose")),
+            None,
+        )
+    return found[::-1]
+
+
+def _call_record(
+    spec: ModelSpec,
+    settings: CallSettings,
+    prompt: str,
+    state: _StreamState,
+    latency: float,
+    attempt: int,
+    native_stop: bool,
+    text: str,
+) -> CallRecord:
+    prompt_tokens = completion_tokens = None
+    if state.usage is not None:
+        prompt_tokens = sane_tokens(getattr(state.usage, "prompt_tokens", None))
+        completion_tokens = sane_tokens(getattr(state.usage, "completion_tokens", None))
+    if completion_tokens is None and state.chunks and not state.usage_lost:
+        # Streams closed early carry no usage: one chunk is one token on OpenAI-style servers.
+        completion_tokens = state.chunks
+    finish_reason = state.finish_reason or ("newline" if state.cut else None)
+    if state.time_cut:
+        finish_reason = "time_limit"
+    return CallRecord(
+        model=spec.model,
+        params=sent_params(spec, settings),
+        latency_s=latency,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=_cost(spec, prompt_tokens, completion_tokens),
+        logprobs=state.logprobs or None,
+        finish_reason=finish_reason,
+        attempts=attempt,
+        native_stop=native_stop,
+    )
+
+
+def sane_tokens(value: Any) -> int | None:
+    """A token count as a provider should send it, else None (unknown): whole, 0 or more,
+    at most MAX_CALL_TOKENS. Never a bool, a float, a string, NaN or 2**64."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= MAX_CALL_TOKENS else None
+
+
+def sane_cost(value: Any) -> float | None:
+    """A call's cost in dollars, else None (unknown): finite, 0 or more, at most
+    MAX_CALL_COST."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    cost = float(value)
+    return cost if math.isfinite(cost) and 0.0 <= cost <= MAX_CALL_COST else None
+
+
+def _cost(
+    spec: ModelSpec, prompt_tokens: int | None, completion_tokens: int | None
+) -> float | None:
+    if is_offline(spec):
+        return 0.0
+    if prompt_tokens is None or completion_tokens is None or spec.model in _UNPRICED:
+        return None
+    try:
+        prompt_cost, completion_cost = litellm_module().cost_per_token(
+            model=spec.model,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )
+    except Exception:
+        # A model litellm has no price for; asking again costs ~0.5 ms a call for nothing.
+        _UNPRICED.add(spec.model)
+        return None
+    return sane_cost(float(prompt_cost) + float(completion_cost))
+
+
+_UNPRICED: set[str] = set()
+
+
+async def complete(
+    spec: ModelSpec,
+    messages: Sequence[dict[str, str]],
+    settings: CallSettings | None = None,
+) -> Completion:
+    """One whole answer (no stop), e.g. for the mistake finders. Raises LLMError."""
+    settings = settings or CallSettings(max_tokens=None)
+
+    async def once(attempt: int) -> Completion:
+        return await _complete_once(spec, list(messages), settings, attempt)
+
+    return await with_retries(spec, settings.retry, once)
+
+
+async def _complete_once(
+    spec: ModelSpec, messages: list[dict[str, str]], settings: CallSettings, attempt: int
+) -> Completion:
+    litellm = litellm_module()
+    kwargs = _call_kwargs(spec, settings)
+    started_at = time.perf_counter()
+    if spec.mode == "chat":
+        response = await asyncio.wait_for(
+            litellm.acompletion(messages=messages, **kwargs), settings.timeout_s + 5
+        )
+        choice = response.choices[0]
+        text = choice.message.content or ""
+    else:
+        prompt = "\n\n".join(message["content"] for message in messages)
+        response = await asyncio.wait_for(
+            litellm.atext_completion(prompt=prompt, **kwargs), settings.timeout_s + 5
+        )
+        choice = response.choices[0]
+        text = choice.text or ""
+    text = unicode_text(text)
+    latency = time.perf_counter() - started_at
+    usage = getattr(response, "usage", None)
+    prompt_tokens = sane_tokens(getattr(usage, "prompt_tokens", None)) if usage else None
+    completion_tokens = sane_tokens(getattr(usage, "completion_tokens", None)) if usage else None
+    call = CallRecord(
+        model=spec.model,
+        params=sent_params(spec, settings),
+        latency_s=latency,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=_cost(spec, prompt_tokens, completion_tokens),
+        finish_reason=getattr(choice, "finish_reason", None),
+        attempts=attempt,
+    )
+    return Completion(text=text, call=call)
+
+
+def call_to_json(call: CallRecord) -> str:
+    return json.dumps(call.__dict__)

@@ -1,0 +1,121 @@
+"""The store's rows as frozen records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bbm_tui.core.types import CallRecord
+
+
+@dataclass(frozen=True)
+class Session:
+    id: int
+    name: str
+    task: str
+    input: str
+    target: str | None
+    dataset_index: int | None
+    gold_mistake_index: int | None
+    model: str
+    api_base: str | None
+    mode: str
+    source: str
+    head_step_id: int | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class Step:
+    id: int
+    session_id: int
+    parent_id: int | None
+    number: int
+    text: str
+    origin: str
+    answer: str | None
+    truncated: bool
+    created_at: float
+    latency_s: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    # The sum of the step's token log-probabilities, when they were asked for and sent.
+    logprob: float | None = None
+
+
+@dataclass(frozen=True)
+class Label:
+    """The person's verdict on a trace: the first mistaken step, or (None) no mistake."""
+
+    id: int
+    session_id: int
+    mistake_step_id: int | None
+    leaf_step_id: int | None
+    created_at: float
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    session: Session
+    steps: int
+    label: Label | None
+    mistake_number: int | None
+    answer: str | None
+
+
+@dataclass(frozen=True)
+class FinderVerdict:
+    """One answer of a finder: about Thought `step_number` (step-level) or the whole trace
+    (None). `verdict` is the parsed answer in the paper's format ("Yes"/"No" for a thought,
+    "No"/"N" for a trace), None when unparseable; `raw` is the answer verbatim."""
+
+    id: int
+    run_id: int
+    step_number: int | None
+    raw: str
+    verdict: str | None
+    parsed: bool
+    created_at: float
+    call: CallRecord | None = None
+
+
+@dataclass(frozen=True)
+class FinderRun:
+    """A finder run on a session's trace. `mistake_number` (1-based; None = no mistake) and
+    `parsed` are set when it finished (`finished_at`); a run cut short has neither, and
+    `ended` says how: "failed" (`error` says why), "stopped", or None if its process died."""
+
+    id: int
+    session_id: int
+    leaf_step_id: int | None
+    method: str
+    model: str
+    params: dict[str, Any]
+    mistake_number: int | None
+    parsed: bool | None
+    finished_at: float | None
+    created_at: float
+    verdicts: tuple[FinderVerdict, ...] = ()
+    ended: str | None = None
+    error: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+
+@dataclass(frozen=True)
+class Totals:
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+
+
+def default_session_name(task: str, dataset_index: int | None, input_text: str) -> str:
+    if dataset_index is not None:
+        return f"{task} #{dataset_index}"
+    first_line = " ".join(input_text.split())[:40]
+    return f"{task}: {first_line}"

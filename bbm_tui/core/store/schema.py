@@ -1,0 +1,125 @@
+"""The store's schema: forward migrations, one per version (`PRAGMA user_version`)."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+
+MIGRATIONS: list[str] = [
+    # 1: sessions, the step tree, model calls, the person's labels.
+    """
+    CREATE TABLE sessions (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        task TEXT NOT NULL,
+        input TEXT NOT NULL,
+        target TEXT,
+        dataset_index INTEGER,
+        gold_mistake_index INTEGER,
+        model TEXT NOT NULL,
+        api_base TEXT,
+        mode TEXT NOT NULL,
+        source TEXT NOT NULL DEFAULT 'app',
+        head_step_id INTEGER REFERENCES steps(id) ON DELETE SET NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX sessions_by_question ON sessions(task, input, model, source);
+    CREATE TABLE steps (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        parent_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        number INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        answer TEXT,
+        truncated INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX steps_by_session ON steps(session_id, parent_id);
+    CREATE TABLE calls (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        step_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        purpose TEXT NOT NULL,
+        model TEXT NOT NULL,
+        params TEXT NOT NULL,
+        latency_s REAL,
+        prompt_tokens INTEGER,
+        completion_tokens INTEGER,
+        cost REAL,
+        logprobs TEXT,
+        finish_reason TEXT,
+        attempts INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX calls_by_session ON calls(session_id);
+    CREATE INDEX calls_by_step ON calls(step_id);
+    CREATE TABLE labels (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        leaf_step_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        mistake_step_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        undone INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX labels_by_session ON labels(session_id);
+    """,
+    # 2: mistake-finder runs and their verdicts, each raw answer verbatim. A verdict's call
+    # stats live in `calls` (purpose 'find'), so the session's totals include them.
+    """
+    CREATE TABLE finder_runs (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        leaf_step_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        method TEXT NOT NULL,
+        model TEXT NOT NULL,
+        params TEXT NOT NULL,
+        mistake_number INTEGER,
+        parsed INTEGER,
+        finished_at REAL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX finder_runs_by_session ON finder_runs(session_id);
+    CREATE TABLE finder_verdicts (
+        id INTEGER PRIMARY KEY,
+        run_id INTEGER NOT NULL REFERENCES finder_runs(id) ON DELETE CASCADE,
+        step_number INTEGER,
+        raw TEXT NOT NULL,
+        verdict TEXT,
+        parsed INTEGER NOT NULL,
+        call_id INTEGER REFERENCES calls(id) ON DELETE SET NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX finder_verdicts_by_run ON finder_verdicts(run_id);
+    """,
+    # 3: how a finder run without a result ended: 'failed' (with the error's message) or
+    # 'stopped' by the person. NULL with no result: the process died mid-run.
+    """
+    ALTER TABLE finder_runs ADD COLUMN ended TEXT;
+    ALTER TABLE finder_runs ADD COLUMN error TEXT;
+    """,
+]
+
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@functools.cache
+def expected_columns() -> dict[str, frozenset[str]]:
+    """Each table's columns at SCHEMA_VERSION, read off the migrations run in memory."""
+    connection = sqlite3.connect(":memory:")
+    try:
+        for script in MIGRATIONS:
+            for statement in statements(script):
+                connection.execute(statement)
+        tables = [row[0] for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {table: frozenset(row[1] for row in connection.execute(
+            f"PRAGMA table_info({table})")) for table in tables}
+    finally:
+        connection.close()
+
+
+def statements(script: str) -> list[str]:
+    return [part.strip() for part in script.split(";") if part.strip()]

@@ -1,0 +1,692 @@
+"""The session store (DESIGN §8): one SQLite file, WAL mode, schema versioned by
+`PRAGMA user_version` with forward migrations (schema.py).
+
+A trace is a tree of steps (`parent_id`); the branch on show is the path from the root to the
+session's `head_step_id`. Every finished step, label and call is committed in its own
+transaction as it happens, so a crash loses at most the step being streamed. Writes take the
+lock up front (`BEGIN IMMEDIATE`) and wait for another process's writes instead of failing,
+so the app and a headless run can share one store.
+
+API keys are never written here: nothing that reaches this module carries one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bbm_tui.core.store.errors import SessionDeleted, StoreError
+from bbm_tui.core.store.files import (
+    HOME_ENV,
+    check_is_sqlite,
+    chmod_owner_only,
+    create_store_file,
+    default_path,
+    known_failure,
+    newer_message,
+    system_error,
+)
+from bbm_tui.core.store.records import (
+    FinderRun,
+    FinderVerdict,
+    Label,
+    Session,
+    SessionSummary,
+    Step,
+    Totals,
+    default_session_name,
+)
+from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns, statements
+from bbm_tui.core.types import CallRecord
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+T = TypeVar("T")
+
+
+class Store:
+    """One connection, shared by the threads of one process under a lock."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self._connection = connection
+        self._lock = threading.RLock()
+
+    # -- opening
+
+    @classmethod
+    def open(cls, path: Path | str | None = None) -> Store:
+        path = Path(path) if path is not None else default_path()
+        check_is_sqlite(path)
+        creating = not path.exists()
+        if creating:
+            create_store_file(path)
+        try:
+            connection = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as error:
+            raise known_failure(path, error) or StoreError(
+                f"{path}: cannot open the session store: {error}") from None
+        store = cls(path, connection)
+        try:
+            # Refuse a newer store or another program's database before the WAL switch,
+            # which would rewrite its header.
+            store._check_compatible()
+            store._configure()
+            store._migrate()
+            store._check_schema()
+        except sqlite3.DatabaseError as error:
+            connection.close()
+            # The disk being full or read-only is not the store's fault: say what it is.
+            raise known_failure(path, error) or StoreError(
+                f"{path}: not a usable bbm-tui session store: {error}") from None
+        except StoreError:
+            connection.close()
+            raise
+        for suffix in ("-wal", "-shm"):
+            sidecar = Path(f"{path}{suffix}")
+            if sidecar.exists():
+                chmod_owner_only(sidecar)
+        return store
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _configure(self) -> None:
+        connection = self._connection
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # The switch wants the file to itself and can report "locked" at once, without
+        # waiting out busy_timeout, while another process opens the new store too.
+        mode = _retry_locked(
+            lambda: connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        )
+        if str(mode).lower() != "wal":
+            raise StoreError(f"{self.path}: cannot switch the store to WAL mode")
+        # NORMAL in WAL mode: a power cut may lose the last commits, never corrupt the file;
+        # a killed process loses nothing that was committed.
+        connection.execute("PRAGMA synchronous = NORMAL")
+        connection.execute("PRAGMA foreign_keys = ON")
+
+    def _check_compatible(self) -> None:
+        # One statement, one snapshot: read apart, another process's first migration could
+        # commit in between (version 0, yet tables) and the store look like a foreign file.
+        version, tables = self._connection.execute(
+            "SELECT (SELECT user_version FROM pragma_user_version), "
+            "(SELECT COUNT(*) FROM sqlite_master WHERE type = 'table')"
+        ).fetchone()
+        if version > SCHEMA_VERSION:
+            raise StoreError(newer_message(self.path, version))
+        if version == 0 and tables:
+            raise StoreError(
+                f"{self.path}: this SQLite file is not a bbm-tui session store; "
+                "the file was left untouched."
+            )
+
+    def _check_schema(self) -> None:
+        """Every column this version reads is there (a store edited by hand, say a dropped
+        column, is refused here with one message rather than failing at some later read)."""
+        for table, columns in expected_columns().items():
+            found = {row[1] for row in self._connection.execute(
+                f"PRAGMA table_info({table})").fetchall()}
+            missing = sorted(columns - found)
+            if missing:
+                raise StoreError(
+                    f"{self.path}: the store's table {table!r} has no column "
+                    f"{', '.join(repr(c) for c in missing)} (was it edited by another "
+                    f"program?); it was left untouched: restore a backup, or set {HOME_ENV} "
+                    "to a new folder")
+
+    def _migrate(self) -> None:
+        version = self._connection.execute("PRAGMA user_version").fetchone()[0]
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            with self._write() as connection:
+                # Another process opening the store at the same time may have got here first.
+                if connection.execute("PRAGMA user_version").fetchone()[0] >= target:
+                    continue
+                for statement in statements(MIGRATIONS[target - 1]):
+                    connection.execute(statement)
+                connection.execute(f"PRAGMA user_version = {target}")
+
+    # -- transactions
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            connection = self._connection
+            _retry_locked(lambda: connection.execute("BEGIN IMMEDIATE"))
+            try:
+                yield connection
+            except UnicodeEncodeError as error:
+                connection.execute("ROLLBACK")
+                raise self._not_unicode(error) from None
+            except sqlite3.OperationalError as error:
+                self._rollback()
+                raise system_error(self.path, error) from None
+            except BaseException:
+                self._rollback()
+                raise
+            else:
+                try:
+                    _retry_locked(lambda: connection.execute("COMMIT"))
+                except sqlite3.OperationalError as error:  # e.g. the disk filled at commit
+                    self._rollback()
+                    raise system_error(self.path, error) from None
+
+    def _rollback(self) -> None:
+        with suppress(sqlite3.Error):
+            if self._connection.in_transaction:
+                self._connection.execute("ROLLBACK")
+
+    def _require_session(self, connection: sqlite3.Connection, session_id: int) -> None:
+        """Inside a write: the session must still be there (another process may have deleted
+        it); its rows would otherwise fail on a foreign key, or be orphans."""
+        found = connection.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
+        if found.fetchone() is None:
+            raise SessionDeleted(
+                f"session {session_id} was deleted (by another bbm-tui process?); nothing more "
+                "is saved to it", session_id)
+
+    def _read(self, sql: str, parameters: tuple | dict = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                cursor = self._connection.execute(sql, parameters)
+                cursor.row_factory = sqlite3.Row
+                return cursor.fetchall()
+            except UnicodeEncodeError as error:
+                raise self._not_unicode(error) from None
+            except sqlite3.OperationalError as error:
+                raise system_error(self.path, error) from None
+
+    def _not_unicode(self, error: UnicodeEncodeError) -> StoreError:
+        """Text SQLite cannot hold (a lone surrogate, e.g. from a JSON "\\ud800"): refused,
+        nothing written, rather than stored changed."""
+        character = error.object[error.start] if error.start < len(error.object) else "?"
+        return StoreError(
+            f"{self.path}: text that is not valid Unicode (a lone surrogate "
+            f"\\u{ord(character):04x}) cannot go into the session store; nothing was saved"
+        )
+
+    # -- sessions
+
+    def create_session(
+        self,
+        *,
+        task: str,
+        input: str,
+        model: str,
+        mode: str = "chat",
+        api_base: str | None = None,
+        target: str | None = None,
+        dataset_index: int | None = None,
+        gold_mistake_index: int | None = None,
+        name: str | None = None,
+        source: str = "app",
+    ) -> Session:
+        now = time.time()
+        if name is None:
+            name = default_session_name(task, dataset_index, input)
+        with self._write() as connection:
+            cursor = connection.execute(
+                """INSERT INTO sessions (name, task, input, target, dataset_index,
+                       gold_mistake_index, model, api_base, mode, source, created_at, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (name, task, input, target, dataset_index, gold_mistake_index, model, api_base,
+                 mode, source, now, now),
+            )
+            session_id = cursor.lastrowid
+        return self.session(session_id)
+
+    def session(self, session_id: int) -> Session:
+        rows = self._read("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        if not rows:
+            raise SessionDeleted(f"{self.path}: there is no session {session_id}", session_id)
+        return _session(rows[0])
+
+    def sessions(self) -> list[SessionSummary]:
+        """Every session, the most recently changed first."""
+        rows = self._read("SELECT * FROM sessions ORDER BY updated_at DESC, id DESC")
+        return [self._summary(_session(row)) for row in rows]
+
+    def _summary(self, session: Session) -> SessionSummary:
+        branch = self.branch(session.id)
+        label = self.current_label(session.id)
+        number = None
+        if label is not None and label.mistake_step_id is not None:
+            number = next(
+                (step.number for step in branch if step.id == label.mistake_step_id), None
+            )
+        answer = next((step.answer for step in reversed(branch) if step.answer), None)
+        return SessionSummary(session, len(branch), label, number, answer)
+
+    def find_session(self, *, task: str, input: str, model: str, source: str) -> Session | None:
+        rows = self._read(
+            """SELECT * FROM sessions WHERE task = ? AND input = ? AND model = ? AND source = ?
+               ORDER BY id LIMIT 1""",
+            (task, input, model, source),
+        )
+        return _session(rows[0]) if rows else None
+
+    def update_session_model(
+        self, session_id: int, *, model: str, api_base: str | None, mode: str
+    ) -> Session:
+        """Record the model settings a session is now generated with (the api base as given:
+        callers store it redacted, see TraceSession)."""
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            connection.execute(
+                "UPDATE sessions SET model = ?, api_base = ?, mode = ?, updated_at = ? "
+                "WHERE id = ?",
+                (model, api_base, mode, time.time(), session_id),
+            )
+        return self.session(session_id)
+
+    def rename_session(self, session_id: int, name: str) -> None:
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            connection.execute(
+                "UPDATE sessions SET name = ?, updated_at = ? WHERE id = ?",
+                (name, time.time(), session_id),
+            )
+
+    def delete_session(self, session_id: int) -> None:
+        with self._write() as connection:
+            connection.execute("UPDATE sessions SET head_step_id = NULL WHERE id = ?",
+                               (session_id,))
+            connection.execute("DELETE FROM labels WHERE session_id = ?", (session_id,))
+            connection.execute("DELETE FROM calls WHERE session_id = ?", (session_id,))
+            connection.execute("DELETE FROM steps WHERE session_id = ?", (session_id,))
+            connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+
+    # -- steps
+
+    def add_step(
+        self,
+        session_id: int,
+        *,
+        parent_id: int | None,
+        number: int,
+        text: str,
+        origin: str = "model",
+        answer: str | None = None,
+        truncated: bool = False,
+        call: CallRecord | None = None,
+    ) -> Step:
+        """Append a finished step below `parent_id`, make it the head, and commit."""
+        now = time.time()
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            cursor = connection.execute(
+                """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
+                       truncated, created_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                (session_id, parent_id, number, text, origin, answer, int(truncated), now),
+            )
+            step_id = cursor.lastrowid
+            if call is not None:
+                _insert_call(connection, session_id, step_id, "step", call, now)
+            connection.execute(
+                "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                (step_id, now, session_id),
+            )
+        return self.step(step_id)
+
+    def add_steps(
+        self, session_id: int, steps: list[tuple[str, str | None]], origin: str
+    ) -> list[Step]:
+        """Append several steps, each (text, the answer it states), in one transaction (e.g.
+        a recorded trace loaded to label)."""
+        now = time.time()
+        head = self.session(session_id).head_step_id
+        parent = head
+        number = len(self.branch(session_id))
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            for text, answer in steps:
+                number += 1
+                cursor = connection.execute(
+                    """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
+                           truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
+                    (session_id, parent, number, text, origin, answer, now),
+                )
+                parent = cursor.lastrowid
+            connection.execute(
+                "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                (parent, now, session_id),
+            )
+        return self.branch(session_id)
+
+    def record_call(
+        self, session_id: int, purpose: str, call: CallRecord, step_id: int | None = None
+    ) -> None:
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            _insert_call(connection, session_id, step_id, purpose, call, time.time())
+
+    def step(self, step_id: int) -> Step:
+        rows = self._read(_STEP_SELECT + " WHERE s.id = ?", (step_id,))
+        if not rows:
+            raise StoreError(f"{self.path}: there is no step {step_id}")
+        return _step(rows[0])
+
+    def branch(self, session_id: int, leaf_id: int | None = None) -> list[Step]:
+        """The steps from the root to `leaf_id` (default: the session's head), in order."""
+        if leaf_id is None:
+            leaf_id = self.session(session_id).head_step_id
+        if leaf_id is None:
+            return []
+        rows = self._read(
+            _STEP_SELECT + " WHERE s.session_id = ?", (session_id,)
+        )
+        by_id = {row["id"]: row for row in rows}
+        path: list[Step] = []
+        current: int | None = leaf_id
+        while current is not None and current in by_id:
+            row = by_id[current]
+            path.append(_step(row))
+            current = row["parent_id"]
+        path.reverse()
+        return path
+
+    def set_head(self, session_id: int, step_id: int | None) -> None:
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            connection.execute(
+                "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                (step_id, time.time(), session_id),
+            )
+
+    # -- labels
+
+    def set_label(
+        self, session_id: int, mistake_step_id: int | None, leaf_step_id: int | None
+    ) -> Label:
+        """Record the person's verdict: first mistake at `mistake_step_id`, or no mistake."""
+        now = time.time()
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            cursor = connection.execute(
+                """INSERT INTO labels (session_id, leaf_step_id, mistake_step_id, created_at)
+                   VALUES (?, ?, ?, ?)""",
+                (session_id, leaf_step_id, mistake_step_id, now),
+            )
+            connection.execute(
+                "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
+            )
+            label_id = cursor.lastrowid
+        return Label(label_id, session_id, mistake_step_id, leaf_step_id, now)
+
+    def undo_label(self, session_id: int) -> Label | None:
+        """Withdraw the latest verdict; return the one now in force (or None)."""
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            row = connection.execute(
+                "SELECT id FROM labels WHERE session_id = ? AND undone = 0 "
+                "ORDER BY id DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+            if row is not None:
+                connection.execute("UPDATE labels SET undone = 1 WHERE id = ?", (row[0],))
+                connection.execute(
+                    "UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id)
+                )
+        return self.current_label(session_id)
+
+    def current_label(self, session_id: int) -> Label | None:
+        rows = self._read(
+            "SELECT * FROM labels WHERE session_id = ? AND undone = 0 ORDER BY id DESC LIMIT 1",
+            (session_id,),
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        return Label(row["id"], row["session_id"], row["mistake_step_id"], row["leaf_step_id"],
+                     row["created_at"])
+
+    # -- mistake finders
+
+    def create_finder_run(
+        self,
+        session_id: int,
+        *,
+        method: str,
+        model: str,
+        params: dict[str, Any],
+        leaf_step_id: int | None = None,
+    ) -> int:
+        """Start recording a finder run on the session's trace; returns the run's id."""
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            cursor = connection.execute(
+                """INSERT INTO finder_runs (session_id, leaf_step_id, method, model, params,
+                       created_at) VALUES (?, ?, ?, ?, ?, ?)""",
+                (session_id, leaf_step_id, method, model, json.dumps(params, sort_keys=True),
+                 time.time()),
+            )
+            return cursor.lastrowid
+
+    def add_finder_verdict(
+        self,
+        run_id: int,
+        *,
+        step_number: int | None,
+        raw: str,
+        verdict: str | None,
+        call: CallRecord | None = None,
+    ) -> int:
+        """Commit one answer as it arrives, with its call (purpose 'find')."""
+        now = time.time()
+        with self._write() as connection:
+            found = connection.execute(
+                "SELECT session_id FROM finder_runs WHERE id = ?", (run_id,)
+            ).fetchone()
+            if found is None:  # the run went with its session
+                raise SessionDeleted(f"finder run {run_id} was deleted with its session (by "
+                                     "another bbm-tui process?)", -1)
+            session_id = found[0]
+            call_id = None
+            if call is not None:
+                call_id = _insert_call(connection, session_id, None, "find", call, now)
+            cursor = connection.execute(
+                """INSERT INTO finder_verdicts (run_id, step_number, raw, verdict, parsed,
+                       call_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                (run_id, step_number, raw, verdict, int(verdict is not None), call_id, now),
+            )
+            connection.execute(
+                "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
+            )
+            return cursor.lastrowid
+
+    def finish_finder_run(self, run_id: int, *, mistake_number: int | None, parsed: bool) -> None:
+        with self._write() as connection:
+            connection.execute(
+                """UPDATE finder_runs SET mistake_number = ?, parsed = ?, finished_at = ?
+                   WHERE id = ?""",
+                (mistake_number, int(parsed), time.time(), run_id),
+            )
+
+    def end_finder_run(self, run_id: int, *, ended: str, error: str | None = None) -> None:
+        """A run that will have no result: `ended` is "failed" (`error` says why) or
+        "stopped". The answers it got are kept."""
+        with self._write() as connection:
+            connection.execute(
+                "UPDATE finder_runs SET ended = ?, error = ? WHERE id = ? AND finished_at IS NULL",
+                (ended, error, run_id),
+            )
+
+    def finder_run(self, run_id: int) -> FinderRun:
+        rows = self._read("SELECT * FROM finder_runs WHERE id = ?", (run_id,))
+        if not rows:
+            raise StoreError(f"{self.path}: there is no finder run {run_id}")
+        return self._finder_run(rows[0])
+
+    def finder_runs(self, session_id: int) -> list[FinderRun]:
+        """The session's finder runs, oldest first, each with its verdicts."""
+        rows = self._read(
+            "SELECT * FROM finder_runs WHERE session_id = ? ORDER BY id", (session_id,)
+        )
+        return [self._finder_run(row) for row in rows]
+
+    def _finder_run(self, row: sqlite3.Row) -> FinderRun:
+        verdicts = self._read(
+            """SELECT v.*, c.model, c.params, c.latency_s, c.prompt_tokens,
+                      c.completion_tokens, c.cost, c.logprobs, c.finish_reason, c.attempts
+               FROM finder_verdicts AS v LEFT JOIN calls AS c ON c.id = v.call_id
+               WHERE v.run_id = ? ORDER BY v.id""",
+            (row["id"],),
+        )
+        return FinderRun(
+            id=row["id"],
+            session_id=row["session_id"],
+            leaf_step_id=row["leaf_step_id"],
+            method=row["method"],
+            model=row["model"],
+            params=json.loads(row["params"]),
+            mistake_number=row["mistake_number"],
+            parsed=None if row["parsed"] is None else bool(row["parsed"]),
+            finished_at=row["finished_at"],
+            created_at=row["created_at"],
+            verdicts=tuple(_finder_verdict(v) for v in verdicts),
+            ended=row["ended"],
+            error=row["error"],
+        )
+
+    # -- accounting
+
+    def totals(self, session_id: int) -> Totals:
+        rows = self._read(
+            """SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
+                      COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
+                      COALESCE(SUM(cost), 0) AS cost
+               FROM calls WHERE session_id = ?""",
+            (session_id,),
+        )
+        row = rows[0]
+        return Totals(row["calls"], row["prompt_tokens"], row["completion_tokens"], row["cost"])
+
+    def integrity_check(self) -> str:
+        return self._read("PRAGMA integrity_check")[0][0]
+
+
+_STEP_SELECT = """
+    SELECT s.*, c.latency_s, c.prompt_tokens, c.completion_tokens, c.cost, c.logprobs
+    FROM steps AS s
+    LEFT JOIN calls AS c ON c.id = (
+        SELECT id FROM calls WHERE step_id = s.id AND purpose = 'step' ORDER BY id DESC LIMIT 1
+    )
+"""
+
+
+def _step(row: sqlite3.Row) -> Step:
+    return Step(
+        id=row["id"],
+        session_id=row["session_id"],
+        parent_id=row["parent_id"],
+        number=row["number"],
+        text=row["text"],
+        origin=row["origin"],
+        answer=row["answer"],
+        truncated=bool(row["truncated"]),
+        created_at=row["created_at"],
+        latency_s=row["latency_s"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        cost=row["cost"],
+        logprob=sum(json.loads(row["logprobs"])) if row["logprobs"] else None,
+    )
+
+
+def _finder_verdict(row: sqlite3.Row) -> FinderVerdict:
+    return FinderVerdict(
+        id=row["id"],
+        run_id=row["run_id"],
+        step_number=row["step_number"],
+        raw=row["raw"],
+        verdict=row["verdict"],
+        parsed=bool(row["parsed"]),
+        created_at=row["created_at"],
+        call=call_from_row(dict(row)) if row["call_id"] is not None else None,
+    )
+
+
+def _session(row: sqlite3.Row) -> Session:
+    return Session(**dict(zip(row.keys(), tuple(row), strict=True)))
+
+
+def _insert_call(
+    connection: sqlite3.Connection,
+    session_id: int,
+    step_id: int | None,
+    purpose: str,
+    call: CallRecord,
+    now: float,
+) -> int:
+    cursor = connection.execute(
+        """INSERT INTO calls (session_id, step_id, purpose, model, params, latency_s,
+               prompt_tokens, completion_tokens, cost, logprobs, finish_reason, attempts,
+               created_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        (
+            session_id,
+            step_id,
+            purpose,
+            call.model,
+            json.dumps(call.params, sort_keys=True),
+            call.latency_s,
+            call.prompt_tokens,
+            call.completion_tokens,
+            call.cost,
+            json.dumps(call.logprobs) if call.logprobs is not None else None,
+            call.finish_reason,
+            call.attempts,
+            now,
+        ),
+    )
+    return cursor.lastrowid
+
+
+def _retry_locked(action: Callable[[], T]) -> T:
+    """busy_timeout covers most waits; this covers the rest ("database is locked" can still
+    surface, e.g. when a checkpoint holds the lock longer than the timeout)."""
+    delay = 0.05
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as error:
+            message = str(error).lower()
+            if "locked" not in message and "busy" not in message:
+                raise
+            if time.monotonic() > deadline:
+                raise StoreError(f"the session store stayed locked for a minute: {error}") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def call_from_row(row: dict[str, Any]) -> CallRecord:
+    return CallRecord(
+        model=row["model"],
+        params=json.loads(row["params"]),
+        latency_s=row["latency_s"],
+        prompt_tokens=row["prompt_tokens"],
+        completion_tokens=row["completion_tokens"],
+        cost=row["cost"],
+        logprobs=json.loads(row["logprobs"]) if row["logprobs"] else None,
+        finish_reason=row["finish_reason"],
+        attempts=row["attempts"],
+    )
