@@ -20,7 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
@@ -65,6 +65,17 @@ class Reply:
     # Stream the text as raw bytes in pieces this long, splitting multi-byte characters and
     # able to carry invalid UTF-8 (`raw_text`).
     raw_text: bytes | None = None
+    # `n` (whole answers): the choices' texts, and each choice's log-probability per token
+    # (None: `logprob_per_token` for all). Real servers differ: llama-cpp-python ignores `n`
+    # (`ignore_n`), llama-server caps it at its slot count (`max_n`) and counts usage for one
+    # choice only (`usage_one_choice`). `logprob_form` for text completions: "chat"
+    # (llama-server's `content`) or "legacy" (OpenAI's `tokens` + `token_logprobs`).
+    choices: list[str] | None = None
+    choice_logprobs: list[float] | None = None
+    ignore_n: bool = False
+    max_n: int | None = None
+    usage_one_choice: bool = False
+    logprob_form: str = "chat"
 
 
 @dataclass
@@ -261,32 +272,60 @@ class FakeOpenAI:
         return text
 
     def _whole(self, reply: Reply, text: str, chat: bool, body: dict[str, Any]) -> dict:
+        texts = self._choice_texts(reply, text, body)
+        counted = texts[:1] if reply.usage_one_choice else texts
         usage: dict[str, Any] = {
             "prompt_tokens": _count_prompt_tokens(body),
-            "completion_tokens": len(_pieces(text, None)),
+            "completion_tokens": sum(len(_pieces(t, None)) for t in counted),
         }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if reply.usage_values is not None:
             usage = dict(reply.usage_values)
-        if chat:
-            choice = {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": reply.finish_reason,
-            }
-            kind = "chat.completion"
-        else:
-            choice = {"index": 0, "text": text, "finish_reason": reply.finish_reason,
-                      "logprobs": None}
-            kind = "text_completion"
+        choices = []
+        for index, choice_text in enumerate(texts):
+            logprobs = self._whole_logprobs(reply, choice_text, index, chat, body)
+            if chat:
+                choice = {"index": index,
+                          "message": {"role": "assistant", "content": choice_text},
+                          "finish_reason": reply.finish_reason, "logprobs": logprobs}
+            else:
+                choice = {"index": index, "text": choice_text,
+                          "finish_reason": reply.finish_reason, "logprobs": logprobs}
+            choices.append(choice)
         return {
             "id": "test-1",
-            "object": kind,
+            "object": "chat.completion" if chat else "text_completion",
             "created": int(time.time()),
             "model": body.get("model", "test"),
-            "choices": [choice],
+            "choices": choices,
             "usage": usage if reply.usage else None,
         }
+
+    def _choice_texts(self, reply: Reply, text: str, body: dict[str, Any]) -> list[str]:
+        wanted = 1 if reply.ignore_n else int(body.get("n") or 1)
+        if reply.max_n is not None:
+            wanted = min(wanted, reply.max_n)
+        pool = [self._apply_limits(replace(reply, text=t), body) for t in reply.choices] if (
+            reply.choices) else [text]
+        return [pool[i % len(pool)] for i in range(wanted)]
+
+    def _whole_logprobs(self, reply: Reply, text: str, index: int, chat: bool,
+                        body: dict[str, Any]) -> dict | None:
+        if not body.get("logprobs"):
+            return None
+        if reply.choice_logprobs is not None:
+            value = reply.choice_logprobs[index % len(reply.choice_logprobs)]
+        elif reply.logprob_per_token is not None:
+            value = reply.logprob_per_token
+        else:
+            return None
+        pieces = _pieces(text, None)
+        if chat or reply.logprob_form == "chat":
+            return {"content": [{"token": piece, "logprob": value,
+                                 "bytes": list(piece.encode()), "top_logprobs": []}
+                                for piece in pieces]}
+        return {"tokens": pieces, "token_logprobs": [value] * len(pieces),
+                "top_logprobs": None, "text_offset": None}
 
     async def _stream(
         self,

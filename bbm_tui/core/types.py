@@ -144,7 +144,7 @@ class StepperSettings:
 class TokenLogprob:
     """One token of a step as the provider sent it, with its log-probability."""
 
-    token: str
+    text: str
     logprob: float
 
 

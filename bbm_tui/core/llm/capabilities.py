@@ -53,11 +53,11 @@ def accepts_temperature(spec: ModelSpec, temperature: float) -> bool:
     return not _is_openai_reasoning(spec)
 
 
-def asks_logprobs(spec: ModelSpec, settings: CallSettings) -> bool:
-    """Log-probabilities are asked for in chat mode only: litellm 1.103.7 drops them from
-    streamed text completions (measured against the test server), so asking would be for
-    nothing, and the completions API wants a number there, not `true`."""
-    return settings.logprobs and spec.mode == "chat"
+def asks_logprobs(spec: ModelSpec, settings: CallSettings, *, streamed: bool = True) -> bool:
+    """Log-probabilities of a streamed step are asked for in chat mode only: litellm 1.103.7
+    drops them from streamed text completions (measured against the test server), so asking
+    would be for nothing. A whole (non-streamed) text completion keeps them."""
+    return settings.logprobs and (spec.mode == "chat" or not streamed)
 
 
 def sent_params(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
@@ -125,3 +125,19 @@ def auth_kwargs(spec: ModelSpec) -> dict[str, Any]:
     if _provider_of(spec) in ("openai", "text-completion-openai", "hosted_vllm", "azure"):
         return {"api_key": "no-key-set"}
     return {}
+
+
+# Providers that return several choices for one request's `n` (../shared/NOTES.md): OpenAI,
+# Azure, Gemini, DeepSeek, Together, vLLM and any OpenAI-compatible server (a server that
+# ignores or caps `n` is made up for with parallel calls). Anthropic, Ollama, Mistral, Bedrock
+# and the rest get parallel calls.
+_TAKES_N = frozenset({"openai", "text-completion-openai", "azure", "azure_text", "gemini",
+                      "vertex_ai", "deepseek", "together_ai", "hosted_vllm", "vllm",
+                      "fireworks_ai", "openrouter"})
+
+
+def accepts_n(spec: ModelSpec) -> bool:
+    """Whether one call may ask this model for several candidates."""
+    if is_offline(spec):
+        return True  # the offline providers answer `n` themselves
+    return _provider_of(spec) in _TAKES_N

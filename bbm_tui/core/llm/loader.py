@@ -42,7 +42,17 @@ def litellm_module() -> Any:
     return _litellm
 
 
+class _UnclosedSessionFilter(logging.Filter):
+    """litellm's whole (non-streamed) text completions leave an aiohttp session to the garbage
+    collector, which then logs "Unclosed client session" on stderr (125 lines for 3 traces,
+    ../shared/NOTES.md): across a full-screen app. The sessions are litellm's to close."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(("Unclosed client session", "Unclosed connector"))
+
+
 def _quiet_loggers() -> None:
+    logging.getLogger("asyncio").addFilter(_UnclosedSessionFilter())
     for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx", "openai"):
         logger = logging.getLogger(name)
         for handler in list(logger.handlers):

@@ -36,7 +36,7 @@ from bbm_tui.core.llm.records import (
     StepText,
     TextDelta,
 )
-from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number
+from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number, step_span
 from bbm_tui.core.types import (
     DEFAULT_STEP_MAX_TOKENS,
     MAX_CALL_COST,
@@ -45,13 +45,17 @@ from bbm_tui.core.types import (
     CallSettings,
     Mode,
     ModelSpec,
+    TokenLogprob,
 )
 
 
 @dataclass
 class _StreamState:
     pieces: list[str] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
+    # Everything the stream sent, before any cut (to place the stored step in it), and the
+    # tokens it sent with their log-probabilities, where asked for.
+    raw: list[str] = field(default_factory=list)
+    tokens: list[tuple[str, float]] = field(default_factory=list)
     chunks: int = 0
     chars: int = 0
     started: bool = False
@@ -105,7 +109,12 @@ async def stream_step(
                 await task
 
 
-def _call_kwargs(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
+def native_stop_kwargs(spec: ModelSpec) -> dict[str, Any]:
+    """`stop=["\\n"]`, where the provider takes it (the cut on the client is what counts)."""
+    return {"stop": ["\n"]} if accepts_native_stop(spec) else {}
+
+
+def call_kwargs(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
     """What every call sends: our own retries only (litellm's off), the timeout, the key
     placeholder for local servers, and the settings the model accepts."""
     kwargs: dict[str, Any] = {
@@ -132,7 +141,7 @@ async def _stream_step_once(
 ) -> StepText:
     litellm = litellm_module()
     native_stop = accepts_native_stop(spec)
-    kwargs = _call_kwargs(spec, settings)
+    kwargs = call_kwargs(spec, settings)
     kwargs["stream"] = True
     if native_stop:
         kwargs["stop"] = ["\n"]
@@ -172,7 +181,8 @@ async def _stream_step_once(
     text = "".join(state.pieces).strip()
     if not (state.cut or state.truncated):
         _check_the_stream_ended_well(stream, state, text, spec)
-    call = _call_record(spec, settings, prompt, state, latency, attempt, native_stop, text)
+    call = _call_record(spec, settings, prompt, state, latency, attempt, native_stop, text,
+                        number)
     return StepText(text=text, call=call, truncated=state.truncated)
 
 
@@ -306,6 +316,7 @@ def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
     if not text:
         return None
     text = unicode_text(text)
+    state.raw.append(text)
     state.chunks += 1
     if not state.started:
         stripped = text.lstrip()
@@ -324,17 +335,57 @@ def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
 
 
 def _absorb_logprobs(logprobs: Any, state: _StreamState) -> None:
-    if logprobs is None or state.cut:
-        return
-    content = getattr(logprobs, "content", None)
-    if content is None and isinstance(logprobs, dict):
-        content = logprobs.get("content")
-    for token in content or []:
-        value = getattr(token, "logprob", None)
-        if value is None and isinstance(token, dict):
-            value = token.get("logprob")
-        if value is not None:
-            state.logprobs.append(float(value))
+    if logprobs is not None and not state.cut:
+        state.tokens.extend(token_logprobs(logprobs))
+
+
+def token_logprobs(logprobs: Any) -> list[tuple[str, float]]:
+    """(token text, log-probability) from a choice's `logprobs`, in either form providers
+    send: the chat form `content[i].token/logprob` (llama-server sends it on /v1/completions
+    too) or the legacy completion form `tokens` + `token_logprobs`."""
+    content = _field(logprobs, "content")
+    if content:
+        found = []
+        for token in content:
+            text, value = _field(token, "token"), _field(token, "logprob")
+            if isinstance(text, str) and isinstance(value, int | float):
+                found.append((unicode_text(text), float(value)))
+        return found
+    texts, values = _field(logprobs, "tokens"), _field(logprobs, "token_logprobs")
+    if isinstance(texts, list) and isinstance(values, list) and len(texts) == len(values):
+        return [(unicode_text(str(text)), float(value)) for text, value in zip(texts, values,
+                strict=True) if isinstance(value, int | float)]
+    return []
+
+
+def _field(thing: Any, name: str) -> Any:
+    value = getattr(thing, name, None)
+    if value is None and isinstance(thing, dict):
+        value = thing.get(name)
+    return value
+
+
+def aligned_tokens(raw: str, tokens: list[tuple[str, float]], start: int,
+                   end: int) -> list[TokenLogprob] | None:
+    """The tokens of exactly raw[start:end] (the stored step): those of an echoed label, of
+    leading whitespace and past the line break are left out, and a token that straddles an
+    edge keeps only its part inside, so the texts join to exactly the step and the sum of
+    their log-probabilities belongs to it. None when the tokens do not spell the raw text (a
+    provider's byte-level tokens, say) or do not reach the step's end."""
+    if not tokens or start >= end:
+        return None
+    joined = "".join(text for text, _ in tokens)
+    if len(joined) < end or joined[:len(raw)] != raw[:len(joined)]:
+        return None
+    kept: list[TokenLogprob] = []
+    offset = 0
+    for text, value in tokens:
+        token_start, offset = offset, offset + len(text)
+        if offset <= start or token_start >= end:
+            continue
+        piece = text[max(start, token_start) - token_start: min(end, offset) - token_start]
+        kept.append(TokenLogprob(piece, value))
+    return kept
 
 
 async def _close_stream(stream: Any) -> None:
@@ -376,7 +427,13 @@ def _call_record(
     attempt: int,
     native_stop: bool,
     text: str,
+    number: int | None,
 ) -> CallRecord:
+    raw = "".join(state.raw)
+    start, _ = step_span(raw, number)
+    tokens = None
+    if raw[start:start + len(text)] == text:  # else the step is not where the rules put it
+        tokens = aligned_tokens(raw, state.tokens, start, start + len(text))
     prompt_tokens = completion_tokens = None
     if state.usage is not None:
         prompt_tokens = sane_tokens(getattr(state.usage, "prompt_tokens", None))
@@ -393,11 +450,12 @@ def _call_record(
         latency_s=latency,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost=_cost(spec, prompt_tokens, completion_tokens),
-        logprobs=state.logprobs or None,
+        cost=cost_of(spec, prompt_tokens, completion_tokens),
+        logprobs=[token.logprob for token in tokens] if tokens else None,
         finish_reason=finish_reason,
         attempts=attempt,
         native_stop=native_stop,
+        tokens=tokens,
     )
 
 
@@ -418,7 +476,7 @@ def sane_cost(value: Any) -> float | None:
     return cost if math.isfinite(cost) and 0.0 <= cost <= MAX_CALL_COST else None
 
 
-def _cost(
+def cost_of(
     spec: ModelSpec, prompt_tokens: int | None, completion_tokens: int | None
 ) -> float | None:
     if is_offline(spec):
@@ -459,7 +517,7 @@ async def _complete_once(
     spec: ModelSpec, messages: list[dict[str, str]], settings: CallSettings, attempt: int
 ) -> Completion:
     litellm = litellm_module()
-    kwargs = _call_kwargs(spec, settings)
+    kwargs = call_kwargs(spec, settings)
     started_at = time.perf_counter()
     if spec.mode == "chat":
         response = await asyncio.wait_for(
@@ -485,7 +543,7 @@ async def _complete_once(
         latency_s=latency,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost=_cost(spec, prompt_tokens, completion_tokens),
+        cost=cost_of(spec, prompt_tokens, completion_tokens),
         finish_reason=getattr(choice, "finish_reason", None),
         attempts=attempt,
     )

@@ -85,3 +85,33 @@ def strip_echo(text: str) -> str:
     """A step without a leading echoed `Thought N:`, stripped."""
     stripper = EchoStripper()
     return (stripper.feed(text) + stripper.finish()).strip()
+
+
+# An echoed label at the very start of a step (after its leading whitespace).
+ECHO = re.compile(r"thought[ \t]*(\d+)[ \t]*:[ \t]*", re.IGNORECASE)
+
+
+def step_span(raw: str, number: int | None) -> tuple[int, int]:
+    """Where the step lies in a model's raw text for Thought `number`: `raw[start:end]` is the
+    text that is stored. Leading whitespace is skipped, then an echoed `Thought N:`; the step
+    ends at the first line break, and is stripped. An empty line followed by another thought's
+    label is an empty step (the model skipped this one). The same rules, applied as text
+    streams in, make the live step (EchoStripper and llm's cut)."""
+    start = len(raw) - len(raw.lstrip())
+    leading_break = LINE_BREAK.search(raw, 0, start) is not None
+    echo = ECHO.match(raw, start)
+    if echo:
+        if leading_break and int(echo.group(1)) != number:
+            return start, start
+        start = echo.end()
+    found = LINE_BREAK.search(raw, start)
+    end = found.start() if found else len(raw)
+    piece = raw[start:end]
+    start += len(piece) - len(piece.lstrip())
+    return start, start + len(piece.strip())
+
+
+def cut_step(raw: str, number: int | None) -> str:
+    """The step a model's raw text holds (see step_span)."""
+    start, end = step_span(raw, number)
+    return raw[start:end]

@@ -40,14 +40,17 @@ def make_offline_handler(litellm: Any, engine: Any, provider: str = "replay") ->
 
     def full_response(model: str, messages: list[dict], optional_params: dict) -> Any:
         text = respond(model, messages, optional_params)
+        # `n`: the replay is deterministic, so every choice is the recorded one.
+        count = max(1, int(optional_params.get("n") or 1))
         return ModelResponse(
             model=model,
             choices=[
                 {
-                    "index": 0,
+                    "index": index,
                     "finish_reason": "stop",
                     "message": {"role": "assistant", "content": text},
                 }
+                for index in range(count)
             ],
             usage=usage(messages, text),
         )

@@ -1,0 +1,172 @@
+"""Several candidates for one step (DESIGN §5): what backtracking resamples a mistaken
+thought with. One call with `n` where the provider takes `n`, else parallel calls; the same
+result either way. Each candidate is cut like a streamed step (prompts/thoughts.step_span)
+and keeps the tokens of exactly its text with their log-probabilities, where the provider
+sends them.
+
+Facts from real servers (../shared/NOTES.md): candidates are never streamed (litellm merges a
+streamed text completion's choices into one, with no log-probabilities); `top_logprobs=1` is
+the setting that yields log-probabilities from both llama.cpp servers; llama-cpp-python's
+server ignores `n` and llama-server caps it at its slot count, so fewer choices than asked are
+made up with parallel calls; llama-server counts usage for one choice only (recorded as sent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bbm_tui.core.llm.capabilities import accepts_n, asks_logprobs, sent_params
+from bbm_tui.core.llm.errors import with_retries
+from bbm_tui.core.llm.loader import litellm_module
+from bbm_tui.core.llm.transport import (
+    aligned_tokens,
+    call_kwargs,
+    cost_of,
+    native_stop_kwargs,
+    sane_tokens,
+    token_logprobs,
+    unicode_text,
+)
+from bbm_tui.core.prompts.thoughts import asked_number, step_span
+from bbm_tui.core.types import CallRecord, CallSettings, ModelSpec, TokenLogprob
+
+
+@dataclass
+class Candidate:
+    """One sampled step: `text` as it would be stored, `tokens` the tokens of exactly that
+    text (None where the provider sent no log-probabilities). `call` indexes Samples.calls;
+    `choice` is the choice's index within that call."""
+
+    text: str
+    tokens: list[TokenLogprob] | None
+    raw: str
+    finish_reason: str | None
+    truncated: bool
+    call: int
+    choice: int
+
+    @property
+    def logprob(self) -> float | None:
+        return sum(token.logprob for token in self.tokens) if self.tokens else None
+
+
+@dataclass
+class Samples:
+    candidates: list[Candidate] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    # How the candidates were asked for: "n" (one call), "parallel", or "n+parallel" (the
+    # provider returned fewer choices than asked).
+    how: str = ""
+
+
+async def sample_steps(
+    spec: ModelSpec, prompt: str, n: int, settings: CallSettings
+) -> Samples:
+    """`n` candidates for the step `prompt` asks for. Raises LLMError."""
+    samples = Samples()
+    if n <= 0:
+        return samples
+    if accepts_n(spec) and n > 1:
+        _add(samples, await _call(spec, prompt, n, settings))
+        samples.how = "n"
+        missing = n - len(samples.candidates)
+        if missing <= 0:
+            del samples.candidates[n:]
+            return samples
+        samples.how = "n+parallel"
+    else:
+        missing = n
+        samples.how = "parallel"
+    for result in await asyncio.gather(
+        *(_call(spec, prompt, 1, settings) for _ in range(missing))
+    ):
+        _add(samples, result)
+    return samples
+
+
+def _add(samples: Samples, result: tuple[CallRecord, list[Candidate]]) -> None:
+    call, candidates = result
+    index = len(samples.calls)
+    samples.calls.append(call)
+    for candidate in candidates:
+        candidate.call = index
+        samples.candidates.append(candidate)
+
+
+async def _call(
+    spec: ModelSpec, prompt: str, n: int, settings: CallSettings
+) -> tuple[CallRecord, list[Candidate]]:
+    async def once(attempt: int) -> tuple[CallRecord, list[Candidate]]:
+        return await _call_once(spec, prompt, n, settings, attempt)
+
+    return await with_retries(spec, settings.retry, once)
+
+
+async def _call_once(
+    spec: ModelSpec, prompt: str, n: int, settings: CallSettings, attempt: int
+) -> tuple[CallRecord, list[Candidate]]:
+    litellm = litellm_module()
+    kwargs = call_kwargs(spec, settings) | native_stop_kwargs(spec)
+    if n > 1:
+        kwargs["n"] = n
+    logprobs = asks_logprobs(spec, settings, streamed=False)
+    started = time.perf_counter()
+    if spec.mode == "chat":
+        if logprobs:
+            kwargs |= {"logprobs": True, "top_logprobs": 1}
+        response = await asyncio.wait_for(
+            litellm.acompletion(messages=[{"role": "user", "content": prompt}], **kwargs),
+            settings.timeout_s + 5,
+        )
+    else:
+        if logprobs:
+            kwargs["logprobs"] = 1
+        response = await asyncio.wait_for(
+            litellm.atext_completion(prompt=prompt, **kwargs), settings.timeout_s + 5
+        )
+    latency = time.perf_counter() - started
+    number = asked_number(prompt)
+    candidates = [
+        _candidate(choice, index, spec.mode, number)
+        for index, choice in enumerate(getattr(response, "choices", None) or [])
+    ]
+    usage = getattr(response, "usage", None)
+    prompt_tokens = sane_tokens(getattr(usage, "prompt_tokens", None)) if usage else None
+    completion_tokens = sane_tokens(getattr(usage, "completion_tokens", None)) if usage else None
+    call = CallRecord(
+        model=spec.model,
+        params=sent_params(spec, settings) | ({"n": n} if n > 1 else {})
+        | ({"logprobs": True} if logprobs else {}),
+        latency_s=latency,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=cost_of(spec, prompt_tokens, completion_tokens),
+        finish_reason=candidates[0].finish_reason if candidates else None,
+        attempts=attempt,
+        native_stop="stop" in kwargs,
+    )
+    return call, candidates
+
+
+def _candidate(choice: Any, index: int, mode: str, number: int | None) -> Candidate:
+    if mode == "chat":
+        message = getattr(choice, "message", None)
+        raw = getattr(message, "content", None) or ""
+    else:
+        raw = getattr(choice, "text", None) or ""
+    raw = unicode_text(raw)
+    start, end = step_span(raw, number)
+    finish_reason = getattr(choice, "finish_reason", None)
+    # Cut at its token limit without reaching a line break: kept, marked like a streamed cut.
+    truncated = finish_reason == "length" and end == len(raw.rstrip())
+    logprobs = getattr(choice, "logprobs", None)
+    tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end) if logprobs else None
+    choice_index = getattr(choice, "index", None)
+    return Candidate(
+        text=raw[start:end], tokens=tokens, raw=raw, finish_reason=finish_reason,
+        truncated=truncated, call=0,
+        choice=choice_index if isinstance(choice_index, int) else index,
+    )

@@ -1,0 +1,182 @@
+"""Candidates for one step (issue 9, item 3), through litellm against the local server: `n` in
+one call where the provider takes it, parallel calls where it does not, the same result
+shape; each candidate keeps the tokens of exactly its stored text, their log-probabilities
+summing to its figure; servers that ignore or cap `n` are made up for."""
+
+from __future__ import annotations
+
+import pytest
+
+from bbm_tui.core import llm
+from bbm_tui.core.llm.sampling import sample_steps
+from bbm_tui.core.llm.transport import aligned_tokens
+from bbm_tui.core.prompts.thoughts import cut_step
+from bbm_tui.core.types import TokenLogprob
+from tests.openai_server import FakeOpenAI, Reply
+
+PROMPT = "Q: 2 + 2 = ?\nThought 1: Let me add.\nThought 2: Now\nThought 3:"
+# What a model at temperature 1 might write for Thought 3: echoes, leading space, the next
+# thought after the newline, one the same as another.
+CHOICES = [
+    " 2 + 2 = 4\nThought 4: So the answer is 4",
+    "Thought 3: 2 + 2 = 5\nThought 4: more",
+    " 2 plus 2 is 4\n",
+    "  4 = 2 + 2\nThought 4: x",
+    " 2 + 2 = 4\nThought 4: So the answer is 4",
+    " thought 3:   two and two make four\n",
+    " 2 + 2 = 22\nThought 4: y",
+    " 4\n",
+]
+LOGPROBS = [-0.5, -1.5, -0.25, -2.0, -0.5, -0.125, -3.0, -1.0]
+SETTINGS = llm.CallSettings(temperature=1.0, max_tokens=64, logprobs=True,
+                            retry=llm.RetryPolicy(attempts=1))
+
+
+def reply(**extra) -> Reply:
+    return Reply(choices=CHOICES, choice_logprobs=LOGPROBS, honor_stop=False, **extra)
+
+
+def check(samples, n: int = 8) -> None:
+    assert len(samples.candidates) == n
+    for index, candidate in enumerate(samples.candidates):
+        raw = CHOICES[index % len(CHOICES)]
+        assert candidate.text == cut_step(raw, 3)
+        assert candidate.tokens is not None
+        assert "".join(token.text for token in candidate.tokens) == candidate.text
+        value = LOGPROBS[index % len(LOGPROBS)]
+        assert candidate.logprob == pytest.approx(value * len(candidate.tokens))
+    texts = [candidate.text for candidate in samples.candidates]
+    assert texts[:3] == ["2 + 2 = 4", "2 + 2 = 5", "2 plus 2 is 4"]
+    assert texts[5] == "two and two make four"
+
+
+async def test_n_in_one_call_with_aligned_log_probabilities(openai_server: FakeOpenAI) -> None:
+    openai_server.responder = lambda path, body: reply()
+    spec = llm.ModelSpec("openai/test-model", openai_server.base_url)
+    samples = await sample_steps(spec, PROMPT, 8, SETTINGS)
+    check(samples)
+    assert samples.how == "n" and len(openai_server.requests) == 1
+    body = openai_server.requests[0].body
+    assert (body["n"], body["temperature"], body["logprobs"], body["top_logprobs"]) == (
+        8, 1.0, True, 1)
+    assert "stream" not in body or not body["stream"]
+    assert [c.choice for c in samples.candidates] == list(range(8))
+
+
+async def test_the_parallel_path_gives_the_same_result(openai_server: FakeOpenAI) -> None:
+    """lm_studio/ is one litellm sends to an OpenAI-compatible server but that does not take
+    `n`: eight calls of one choice each."""
+    served: list[int] = []
+
+    def one_at_a_time(path: str, body: dict) -> Reply:
+        assert body.get("n", 1) == 1
+        served.append(1)
+        index = len(served) - 1
+        return Reply(text=CHOICES[index], logprob_per_token=LOGPROBS[index], honor_stop=False)
+
+    openai_server.responder = one_at_a_time
+    spec = llm.ModelSpec("lm_studio/test-model", openai_server.base_url)
+    samples = await sample_steps(spec, PROMPT, 8, SETTINGS)
+    assert samples.how == "parallel" and len(samples.calls) == 8
+    # Parallel calls finish in any order: compare as sets of (text, log-prob).
+    by_text = {(c.text, round(c.logprob, 6)) for c in samples.candidates}
+    expected = {(cut_step(raw, 3), round(value * len(aligned_len(raw)), 6))
+                for raw, value in zip(CHOICES, LOGPROBS, strict=True)}
+    assert by_text == expected
+
+
+def aligned_len(raw: str) -> list[TokenLogprob]:
+    from tests.openai_server import _pieces
+
+    pieces = _pieces(raw, None)
+    start = raw.index(cut_step(raw, 3))
+    tokens = aligned_tokens(raw, [(p, 0.0) for p in pieces], start,
+                            start + len(cut_step(raw, 3)))
+    assert tokens is not None
+    return tokens
+
+
+@pytest.mark.parametrize(("server", "how", "calls"), [
+    ({"ignore_n": True}, "n+parallel", 8),  # llama-cpp-python: one choice, whatever n says
+    ({"max_n": 4}, "n+parallel", 5),  # llama-server with 4 slots
+])
+async def test_a_server_that_ignores_or_caps_n_is_made_up_for(
+    openai_server: FakeOpenAI, server: dict, how: str, calls: int
+) -> None:
+    openai_server.responder = lambda path, body: reply(**server)
+    spec = llm.ModelSpec("openai/test-model", openai_server.base_url)
+    samples = await sample_steps(spec, PROMPT, 8, SETTINGS)
+    assert samples.how == how and len(samples.candidates) == 8
+    assert len(openai_server.requests) == calls
+    assert all(c.tokens and "".join(t.text for t in c.tokens) == c.text
+               for c in samples.candidates)
+
+
+@pytest.mark.parametrize("form", ["chat", "legacy"])
+async def test_text_completion_candidates_are_not_streamed(openai_server: FakeOpenAI,
+                                                           form: str) -> None:
+    """litellm merges a streamed text completion's choices into one: never stream them.
+    Both log-probability forms are read (llama-server's `content`, OpenAI's legacy one)."""
+    openai_server.responder = lambda path, body: reply(logprob_form=form)
+    spec = llm.ModelSpec("openai/test-model", openai_server.base_url, "completion")
+    samples = await sample_steps(spec, PROMPT, 8, SETTINGS)
+    check(samples)
+    request = openai_server.requests[0]
+    assert request.path.endswith("/completions") and "chat" not in request.path
+    assert not request.body.get("stream") and request.body["logprobs"] == 1
+
+
+async def test_usage_of_one_choice_is_recorded_as_sent(openai_server: FakeOpenAI) -> None:
+    openai_server.responder = lambda path, body: reply(usage_one_choice=True)
+    spec = llm.ModelSpec("openai/test-model", openai_server.base_url)
+    samples = await sample_steps(spec, PROMPT, 8, SETTINGS)
+    from tests.openai_server import _pieces
+
+    # llama-server counts the first choice only; so is it stored.
+    assert samples.calls[0].completion_tokens == len(_pieces(CHOICES[0], None))
+
+
+async def test_without_log_probabilities_tokens_are_unknown(openai_server: FakeOpenAI) -> None:
+    openai_server.responder = lambda path, body: Reply(choices=CHOICES, honor_stop=False)
+    spec = llm.ModelSpec("openai/test-model", openai_server.base_url)
+    settings = llm.CallSettings(temperature=1.0, max_tokens=64, retry=SETTINGS.retry)
+    samples = await sample_steps(spec, PROMPT, 8, settings)
+    assert [c.tokens for c in samples.candidates] == [None] * 8
+    assert "logprobs" not in openai_server.requests[0].body
+
+
+async def test_the_replay_model_answers_n_with_its_one_recorded_step() -> None:
+    from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.core.prompts.generation import next_step_prompt
+
+    row = bundled_rows("multistep_arithmetic")[0]
+    prompt = next_step_prompt("multistep_arithmetic", row.input, row.steps[:2])
+    samples = await sample_steps(llm.ModelSpec("replay/bbm"), prompt, 8, SETTINGS)
+    assert samples.how == "n" and [c.text for c in samples.candidates] == [row.steps[2]] * 8
+
+
+async def test_a_streamed_step_keeps_exactly_its_tokens(openai_server: FakeOpenAI) -> None:
+    """The streamed path aligns its tokens the same way: an echoed label and what follows the
+    newline are not counted (they were before: the sum covered them)."""
+    openai_server.enqueue(Reply("Thought 3: 2 + 2 = 4\nThought 4: more",
+                                logprob_per_token=-0.5, honor_stop=False))
+    spec = llm.ModelSpec("openai/test-model", openai_server.base_url)
+    items = [item async for item in llm.stream_step(spec, PROMPT, llm.CallSettings(
+        logprobs=True, retry=SETTINGS.retry))]
+    step = items[-1]
+    assert step.text == "2 + 2 = 4"
+    assert "".join(token.text for token in step.call.tokens) == "2 + 2 = 4"
+    assert step.call.total_logprob == pytest.approx(-0.5 * len(step.call.tokens))
+    assert len(step.call.tokens) == 5  # "2 ", "+ ", "2 ", "= ", "4" (the "4\n" token, cut)
+
+
+def test_alignment_edges() -> None:
+    raw = "Thought 3: ab cd\nef"
+    tokens = [("Thought", -1.0), (" 3", -1.0), (":", -1.0), (" ab", -0.5), (" c", -0.25),
+              ("d\ne", -0.75), ("f", -9.0)]
+    start = raw.index("ab")
+    kept = aligned_tokens(raw, tokens, start, start + len("ab cd"))
+    assert kept == [TokenLogprob("ab", -0.5), TokenLogprob(" c", -0.25),
+                    TokenLogprob("d", -0.75)]
+    assert aligned_tokens(raw, [("x", -1.0)], 0, 1) is None  # tokens that do not spell it
+    assert aligned_tokens(raw, tokens[:4], start, start + 5) is None  # too few to reach it
