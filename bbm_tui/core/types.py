@@ -22,6 +22,8 @@ DEFAULT_STEP_MAX_TOKENS = 1024
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_STEP_TIMEOUT_S = 300.0
 DEFAULT_STEP_LIMIT = 160
+# Who labels, when nobody said: the app's own user.
+DEFAULT_ANNOTATOR = "me"
 # A finder's answer is short; CoT reasoning runs to a few hundred tokens.
 DEFAULT_FINDER_MAX_TOKENS = 2048
 # What one call's usage may sanely say; anything else (2**64, 1e23, negative, NaN, a string)

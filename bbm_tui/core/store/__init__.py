@@ -19,6 +19,7 @@ from bbm_tui.core.store.records import (
     Session,
     SessionSummary,
     Step,
+    StoredCandidate,
     Totals,
     default_session_name,
 )
@@ -28,7 +29,7 @@ from bbm_tui.core.store.store import BUSY_TIMEOUT_MS, Store, call_from_row
 __all__ = [
     "BUSY_TIMEOUT_MS", "DATABASE_NAME", "HOME_ENV", "MIGRATIONS", "SCHEMA_VERSION",
     "SQLITE_HEADER", "FinderRun", "FinderVerdict", "Label", "Session", "SessionDeleted",
-    "SessionSummary", "Step", "Store", "StoreError", "Totals", "call_from_row",
+    "SessionSummary", "Step", "Store", "StoredCandidate", "StoreError", "Totals", "call_from_row",
     "default_path", "default_session_name", "expected_columns", "home_dir", "preflight",
     "system_error",
 ]

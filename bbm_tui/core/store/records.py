@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bbm_tui.core.types import CallRecord
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallRecord, TokenLogprob
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,11 @@ class Step:
     cost: float | None = None
     # The sum of the step's token log-probabilities, when they were asked for and sent.
     logprob: float | None = None
+    # The call that made it and its choice there (one call may return several candidates).
+    call_id: int | None = None
+    choice: int | None = None
+    # The tokens of exactly `text`, each with its log-probability (store v4 on).
+    tokens: tuple[TokenLogprob, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,9 @@ class Label:
     mistake_step_id: int | None
     leaf_step_id: int | None
     created_at: float
+    annotator: str = DEFAULT_ANNOTATOR
+    # Made after seeing a suggestion (a finder's or a verifier's verdict).
+    assisted: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,3 +127,23 @@ def default_session_name(task: str, dataset_index: int | None, input_text: str) 
         return f"{task} #{dataset_index}"
     first_line = " ".join(input_text.split())[:40]
     return f"{task}: {first_line}"
+
+
+@dataclass(frozen=True)
+class StoredCandidate:
+    """A candidate a call returned for Thought `number` after step `parent_id`: kept whether
+    chosen or not. `dropped`: identical to the step it was to replace. `step_id`: the step
+    made from it, when it was chosen."""
+
+    id: int
+    session_id: int
+    call_id: int | None
+    choice: int
+    parent_id: int | None
+    number: int
+    text: str
+    tokens: tuple[TokenLogprob, ...] | None
+    logprob: float | None
+    dropped: bool
+    step_id: int | None
+    created_at: float

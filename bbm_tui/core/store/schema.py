@@ -99,6 +99,39 @@ MIGRATIONS: list[str] = [
     ALTER TABLE finder_runs ADD COLUMN ended TEXT;
     ALTER TABLE finder_runs ADD COLUMN error TEXT;
     """,
+    # 4: a step points at the call that made it and its choice (one call may return several
+    # candidate steps) and keeps its tokens with their log-probabilities; the candidates a
+    # call returned are kept whether chosen or not (backtracking); a label says who made it
+    # and whether they had seen a suggestion first.
+    """
+    ALTER TABLE steps ADD COLUMN call_id INTEGER REFERENCES calls(id) ON DELETE SET NULL;
+    ALTER TABLE steps ADD COLUMN choice INTEGER;
+    ALTER TABLE steps ADD COLUMN tokens TEXT;
+    UPDATE steps SET
+        call_id = (SELECT id FROM calls WHERE calls.step_id = steps.id AND purpose = 'step'
+                   ORDER BY id DESC LIMIT 1),
+        choice = 0
+        WHERE EXISTS (SELECT 1 FROM calls WHERE calls.step_id = steps.id AND purpose = 'step');
+    CREATE INDEX steps_by_call ON steps(call_id);
+    CREATE TABLE candidates (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        call_id INTEGER REFERENCES calls(id) ON DELETE CASCADE,
+        choice INTEGER NOT NULL,
+        parent_id INTEGER REFERENCES steps(id) ON DELETE CASCADE,
+        number INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        tokens TEXT,
+        logprob REAL,
+        dropped INTEGER NOT NULL DEFAULT 0,
+        step_id INTEGER REFERENCES steps(id) ON DELETE SET NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX candidates_by_session ON candidates(session_id, parent_id);
+    ALTER TABLE labels ADD COLUMN annotator TEXT NOT NULL DEFAULT 'me';
+    ALTER TABLE labels ADD COLUMN assisted INTEGER NOT NULL DEFAULT 0;
+    CREATE INDEX labels_by_annotator ON labels(session_id, annotator);
+    """,
 ]
 
 

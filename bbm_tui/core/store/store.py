@@ -16,7 +16,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,11 +39,12 @@ from bbm_tui.core.store.records import (
     Session,
     SessionSummary,
     Step,
+    StoredCandidate,
     Totals,
     default_session_name,
 )
 from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns, statements
-from bbm_tui.core.types import CallRecord
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallPurpose, CallRecord, TokenLogprob
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -326,20 +327,31 @@ class Store:
         answer: str | None = None,
         truncated: bool = False,
         call: CallRecord | None = None,
+        call_id: int | None = None,
+        choice: int | None = None,
+        tokens: Sequence[TokenLogprob] | None = None,
     ) -> Step:
-        """Append a finished step below `parent_id`, make it the head, and commit."""
+        """Append a finished step below `parent_id`, make it the head, and commit. It was made
+        by `call` (recorded with it), or by the call `call_id` already recorded (a chosen
+        candidate), as its `choice`. Its tokens default to the call's."""
         now = time.time()
         with self._write() as connection:
             self._require_session(connection, session_id)
+            if call is not None:
+                call_id = _insert_call(connection, session_id, None, CallPurpose.STEP, call, now)
+                choice = call.choice if choice is None else choice
+                tokens = call.tokens if tokens is None else tokens
             cursor = connection.execute(
                 """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
-                       truncated, created_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-                (session_id, parent_id, number, text, origin, answer, int(truncated), now),
+                       truncated, created_at, call_id, choice, tokens)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (session_id, parent_id, number, text, origin, answer, int(truncated), now,
+                 call_id, choice, tokens_json(tokens)),
             )
             step_id = cursor.lastrowid
-            if call is not None:
-                _insert_call(connection, session_id, step_id, "step", call, now)
+            if call is not None:  # the call's own link to its step (a v3 reader follows it)
+                connection.execute("UPDATE calls SET step_id = ? WHERE id = ?",
+                                   (step_id, call_id))
             connection.execute(
                 "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
                 (step_id, now, session_id),
@@ -414,49 +426,127 @@ class Store:
     # -- labels
 
     def set_label(
-        self, session_id: int, mistake_step_id: int | None, leaf_step_id: int | None
+        self,
+        session_id: int,
+        mistake_step_id: int | None,
+        leaf_step_id: int | None,
+        *,
+        annotator: str = DEFAULT_ANNOTATOR,
+        assisted: bool = False,
     ) -> Label:
-        """Record the person's verdict: first mistake at `mistake_step_id`, or no mistake."""
+        """Record `annotator`'s verdict: first mistake at `mistake_step_id`, or no mistake."""
         now = time.time()
         with self._write() as connection:
             self._require_session(connection, session_id)
             cursor = connection.execute(
-                """INSERT INTO labels (session_id, leaf_step_id, mistake_step_id, created_at)
-                   VALUES (?, ?, ?, ?)""",
-                (session_id, leaf_step_id, mistake_step_id, now),
+                """INSERT INTO labels (session_id, leaf_step_id, mistake_step_id, created_at,
+                       annotator, assisted)
+                   VALUES (?, ?, ?, ?, ?, ?)""",
+                (session_id, leaf_step_id, mistake_step_id, now, annotator, int(assisted)),
             )
             connection.execute(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
             )
             label_id = cursor.lastrowid
-        return Label(label_id, session_id, mistake_step_id, leaf_step_id, now)
+        return Label(label_id, session_id, mistake_step_id, leaf_step_id, now, annotator,
+                     assisted)
 
-    def undo_label(self, session_id: int) -> Label | None:
-        """Withdraw the latest verdict; return the one now in force (or None)."""
+    def undo_label(self, session_id: int, annotator: str | None = None) -> Label | None:
+        """Withdraw the latest verdict (of `annotator`, or anyone's); return the one now in
+        force."""
+        where, parameters = _annotator_clause(session_id, annotator)
         with self._write() as connection:
             self._require_session(connection, session_id)
             row = connection.execute(
-                "SELECT id FROM labels WHERE session_id = ? AND undone = 0 "
-                "ORDER BY id DESC LIMIT 1",
-                (session_id,),
+                f"SELECT id FROM labels WHERE {where} ORDER BY id DESC LIMIT 1", parameters
             ).fetchone()
             if row is not None:
                 connection.execute("UPDATE labels SET undone = 1 WHERE id = ?", (row[0],))
                 connection.execute(
                     "UPDATE sessions SET updated_at = ? WHERE id = ?", (time.time(), session_id)
                 )
-        return self.current_label(session_id)
+        return self.current_label(session_id, annotator)
 
-    def current_label(self, session_id: int) -> Label | None:
+    def current_label(self, session_id: int, annotator: str | None = None) -> Label | None:
+        """The verdict in force: `annotator`'s latest, or (None) the latest of anyone's."""
+        where, parameters = _annotator_clause(session_id, annotator)
         rows = self._read(
-            "SELECT * FROM labels WHERE session_id = ? AND undone = 0 ORDER BY id DESC LIMIT 1",
+            f"SELECT * FROM labels WHERE {where} ORDER BY id DESC LIMIT 1", parameters
+        )
+        return _label(rows[0]) if rows else None
+
+    def labels(self, session_id: int) -> list[Label]:
+        """Every annotator's verdict in force on the session, one per annotator."""
+        rows = self._read(
+            """SELECT * FROM labels WHERE id IN (
+                   SELECT MAX(id) FROM labels WHERE session_id = ? AND undone = 0
+                   GROUP BY annotator)
+               ORDER BY annotator""",
             (session_id,),
         )
-        if not rows:
-            return None
-        row = rows[0]
-        return Label(row["id"], row["session_id"], row["mistake_step_id"], row["leaf_step_id"],
-                     row["created_at"])
+        return [_label(row) for row in rows]
+
+    # -- candidates (backtracking)
+
+    def add_candidates(
+        self,
+        session_id: int,
+        *,
+        parent_id: int | None,
+        number: int,
+        calls: Sequence[CallRecord],
+        candidates: Sequence[tuple[int, int, str, Sequence[TokenLogprob] | None, bool]],
+    ) -> list[StoredCandidate]:
+        """Commit the calls that sampled Thought `number` after `parent_id`, and each
+        candidate as (index of its call in `calls`, choice, text, tokens, dropped)."""
+        now = time.time()
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            call_ids = [_insert_call(connection, session_id, None, CallPurpose.SAMPLE, call,
+                                     now) for call in calls]
+            ids = []
+            for call_index, choice, text, tokens, dropped in candidates:
+                cursor = connection.execute(
+                    """INSERT INTO candidates (session_id, call_id, choice, parent_id, number,
+                           text, tokens, logprob, dropped, created_at)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    (session_id, call_ids[call_index], choice, parent_id, number, text,
+                     tokens_json(tokens), sum(t.logprob for t in tokens) if tokens else None,
+                     int(dropped), now),
+                )
+                ids.append(cursor.lastrowid)
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        return self._candidates(f"c.id IN ({marks})", tuple(ids))
+
+    def candidates(self, session_id: int, parent_id: int | None, number: int
+                   ) -> list[StoredCandidate]:
+        """The candidates sampled for Thought `number` after `parent_id`, oldest first."""
+        return self._candidates(
+            "c.session_id = ? AND c.parent_id IS ? AND c.number = ?",
+            (session_id, parent_id, number),
+        )
+
+    def choose_candidate(self, candidate_id: int, step_id: int) -> None:
+        """The candidate became step `step_id`."""
+        with self._write() as connection:
+            connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
+                               (step_id, candidate_id))
+
+    def _candidates(self, where: str, parameters: tuple) -> list[StoredCandidate]:
+        rows = self._read(f"SELECT * FROM candidates AS c WHERE {where} ORDER BY c.id",
+                          parameters)
+        return [
+            StoredCandidate(
+                id=row["id"], session_id=row["session_id"], call_id=row["call_id"],
+                choice=row["choice"], parent_id=row["parent_id"], number=row["number"],
+                text=row["text"], tokens=tokens_from_json(row["tokens"]),
+                logprob=row["logprob"], dropped=bool(row["dropped"]), step_id=row["step_id"],
+                created_at=row["created_at"],
+            )
+            for row in rows
+        ]
 
     # -- mistake finders
 
@@ -501,7 +591,7 @@ class Store:
             session_id = found[0]
             call_id = None
             if call is not None:
-                call_id = _insert_call(connection, session_id, None, "find", call, now)
+                call_id = _insert_call(connection, session_id, None, CallPurpose.FIND, call, now)
             cursor = connection.execute(
                 """INSERT INTO finder_verdicts (run_id, step_number, raw, verdict, parsed,
                        call_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)""",
@@ -586,13 +676,12 @@ class Store:
 _STEP_SELECT = """
     SELECT s.*, c.latency_s, c.prompt_tokens, c.completion_tokens, c.cost, c.logprobs
     FROM steps AS s
-    LEFT JOIN calls AS c ON c.id = (
-        SELECT id FROM calls WHERE step_id = s.id AND purpose = 'step' ORDER BY id DESC LIMIT 1
-    )
+    LEFT JOIN calls AS c ON c.id = s.call_id
 """
 
 
 def _step(row: sqlite3.Row) -> Step:
+    tokens = tokens_from_json(row["tokens"])
     return Step(
         id=row["id"],
         session_id=row["session_id"],
@@ -607,8 +696,42 @@ def _step(row: sqlite3.Row) -> Step:
         prompt_tokens=row["prompt_tokens"],
         completion_tokens=row["completion_tokens"],
         cost=row["cost"],
-        logprob=sum(json.loads(row["logprobs"])) if row["logprobs"] else None,
+        logprob=_step_logprob(row, tokens),
+        call_id=row["call_id"],
+        choice=row["choice"],
+        tokens=tokens,
     )
+
+
+def _step_logprob(row: sqlite3.Row, tokens: tuple[TokenLogprob, ...] | None) -> float | None:
+    if tokens:
+        return sum(token.logprob for token in tokens)
+    # Before v4 a call kept the log-probabilities of everything it streamed, not the tokens.
+    return sum(json.loads(row["logprobs"])) if row["logprobs"] else None
+
+
+def tokens_json(tokens: Sequence[TokenLogprob] | None) -> str | None:
+    """[[text, log-probability], ...], or None."""
+    if not tokens:
+        return None
+    return json.dumps([[token.text, token.logprob] for token in tokens])
+
+
+def tokens_from_json(text: str | None) -> tuple[TokenLogprob, ...] | None:
+    if not text:
+        return None
+    return tuple(TokenLogprob(token, float(value)) for token, value in json.loads(text))
+
+
+def _label(row: sqlite3.Row) -> Label:
+    return Label(row["id"], row["session_id"], row["mistake_step_id"], row["leaf_step_id"],
+                 row["created_at"], row["annotator"], bool(row["assisted"]))
+
+
+def _annotator_clause(session_id: int, annotator: str | None) -> tuple[str, tuple]:
+    if annotator is None:
+        return "session_id = ? AND undone = 0", (session_id,)
+    return "session_id = ? AND undone = 0 AND annotator = ?", (session_id, annotator)
 
 
 def _finder_verdict(row: sqlite3.Row) -> FinderVerdict:
