@@ -396,6 +396,11 @@ class Store:
             raise StoreError(f"{self.path}: there is no step {step_id}")
         return _step(rows[0])
 
+    def steps_of(self, session_id: int) -> list[Step]:
+        """Every step of the session, on every branch, oldest first."""
+        rows = self._read(_STEP_SELECT + " WHERE s.session_id = ? ORDER BY s.id", (session_id,))
+        return [_step(row) for row in rows]
+
     def branch(self, session_id: int, leaf_id: int | None = None) -> list[Step]:
         """The steps from the root to `leaf_id` (default: the session's head), in order."""
         if leaf_id is None:
@@ -474,6 +479,25 @@ class Store:
             f"SELECT * FROM labels WHERE {where} ORDER BY id DESC LIMIT 1", parameters
         )
         return _label(rows[0]) if rows else None
+
+    def label_history(self, session_id: int, annotator: str) -> list[Label]:
+        """`annotator`'s verdicts in force on the session (not withdrawn), newest first: one
+        per branch at most matters (trace/session.py picks the branch's)."""
+        rows = self._read(
+            "SELECT * FROM labels WHERE session_id = ? AND annotator = ? AND undone = 0 "
+            "ORDER BY id DESC",
+            (session_id, annotator),
+        )
+        return [_label(row) for row in rows]
+
+    def withdraw_label(self, session_id: int, label_id: int) -> None:
+        """Undo one verdict."""
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            connection.execute("UPDATE labels SET undone = 1 WHERE id = ? AND session_id = ?",
+                               (label_id, session_id))
+            connection.execute("UPDATE sessions SET updated_at = ? WHERE id = ?",
+                               (time.time(), session_id))
 
     def labels(self, session_id: int) -> list[Label]:
         """Every annotator's verdict in force on the session, one per annotator."""

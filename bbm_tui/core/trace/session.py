@@ -22,7 +22,8 @@ from bbm_tui.core.generation.stepper import (
 from bbm_tui.core.redact import REDACTED, redact_url
 from bbm_tui.core.store import Label, Session, Step, Store, Totals
 from bbm_tui.core.tasks import extract_answer, is_correct
-from bbm_tui.core.types import StepOrigin
+from bbm_tui.core.trace.tree import StepTree
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, StepOrigin
 
 
 @dataclass(frozen=True)
@@ -41,11 +42,21 @@ class TraceSession:
     keeps the api base redacted (a password or key in it is never written), so a session
     opened from the store calls its stored model until `use_model()` says otherwise."""
 
-    def __init__(self, store: Store, session: Session, spec: llm.ModelSpec | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        session: Session,
+        spec: llm.ModelSpec | None = None,
+        annotator: str = DEFAULT_ANNOTATOR,
+    ) -> None:
         self.store = store
         self.session = session
-        self.steps: list[Step] = store.branch(session.id)
-        self.label: Label | None = store.current_label(session.id)
+        self.annotator = annotator
+        # Every step on every branch; `steps` is the branch on show, from the root to the
+        # head, and new steps hang under the head.
+        self.tree = StepTree(store.steps_of(session.id))
+        self.steps: list[Step] = self.tree.path(session.head_step_id)
+        self.label: Label | None = self._branch_label()
         self._spec = spec or _stored_spec(session)
 
     # -- opening
@@ -93,8 +104,45 @@ class TraceSession:
 
     def reload(self) -> None:
         self.session = self.store.session(self.session.id)
-        self.steps = self.store.branch(self.session.id)
-        self.label = self.store.current_label(self.session.id)
+        self.tree = StepTree(self.store.steps_of(self.session.id))
+        self.steps = self.tree.path(self.session.head_step_id)
+        self.label = self._branch_label()
+
+    def _branch_label(self) -> Label | None:
+        """The annotator's verdict on the branch on show: labels stay with the branch they
+        were made on (the leaf they saw is on it)."""
+        on_branch = {step.id for step in self.steps}
+        for label in self.store.label_history(self.session.id, self.annotator):
+            if label.leaf_step_id in on_branch or (label.leaf_step_id is None
+                                                   and not self.steps):
+                return label
+        return None
+
+    # -- branches
+
+    @property
+    def head_id(self) -> int | None:
+        return self.steps[-1].id if self.steps else None
+
+    def alternatives(self, number: int) -> list[Step]:
+        """Thought `number` of the branch on show and its siblings: every version of it."""
+        return self.tree.siblings(self.steps[number - 1].id)
+
+    def switch_to(self, step_id: int) -> None:
+        """Show the newest branch through `step_id` (an alternative at some thought)."""
+        leaf = self.tree.newest_leaf_under(step_id)
+        self._set_head(leaf.id)
+
+    def fork_at(self, number: int) -> None:
+        """Make the next step a new version of Thought `number`: the head moves to the thought
+        before it; the old branch stays in the tree."""
+        self._set_head(self.steps[number - 2].id if number > 1 else None)
+
+    def _set_head(self, step_id: int | None) -> None:
+        self.store.set_head(self.session.id, step_id)
+        self.session = self.store.session(self.session.id)
+        self.steps = self.tree.path(step_id)
+        self.label = self._branch_label()
 
     # -- what it holds
 
@@ -188,7 +236,7 @@ class TraceSession:
             yield event
 
     def _commit(self, event: StepFinished) -> Step:
-        parent = self.steps[-1].id if self.steps else None
+        parent = self.head_id
         step = self.store.add_step(
             self.session.id,
             parent_id=parent,
@@ -199,45 +247,49 @@ class TraceSession:
             truncated=event.truncated,
             call=event.call,
         )
+        self.tree.add(step)
         self.steps.append(step)
         return step
 
     def load_recorded(self, steps: list[str]) -> None:
         """Put a recorded trace (e.g. the dataset's) on the branch, to label it."""
         answered = [(text, extract_answer(text)) for text in steps]
-        self.steps = self.store.add_steps(self.session.id, answered, origin=StepOrigin.DATASET)
+        self.store.add_steps(self.session.id, answered, origin=StepOrigin.DATASET)
+        self.reload()
 
-    def append_typed(self, text: str) -> Step:
-        """A step the person wrote."""
-        parent = self.steps[-1].id if self.steps else None
+    def append_typed(self, text: str, origin: StepOrigin = StepOrigin.TYPED) -> Step:
+        """A step the person wrote (or rewrote: `StepOrigin.EDIT`, after `fork_at`)."""
         step = self.store.add_step(
             self.session.id,
-            parent_id=parent,
+            parent_id=self.head_id,
             number=len(self.steps) + 1,
             text=text,
-            origin=StepOrigin.TYPED,
+            origin=origin,
             answer=extract_answer(text),
         )
+        self.tree.add(step)
         self.steps.append(step)
         return step
 
     # -- labelling (the paper's protocol: the first mistaken step, or none)
 
-    def flag_mistake(self, number: int) -> Label:
+    def flag_mistake(self, number: int, *, assisted: bool = False) -> Label:
         step = self.steps[number - 1]
-        self.label = self.store.set_label(self.session.id, step.id, self._leaf_id())
+        self.label = self.store.set_label(self.session.id, step.id, self.head_id,
+                                          annotator=self.annotator, assisted=assisted)
         return self.label
 
-    def mark_no_mistake(self) -> Label:
-        self.label = self.store.set_label(self.session.id, None, self._leaf_id())
+    def mark_no_mistake(self, *, assisted: bool = False) -> Label:
+        self.label = self.store.set_label(self.session.id, None, self.head_id,
+                                          annotator=self.annotator, assisted=assisted)
         return self.label
 
     def undo_label(self) -> Label | None:
-        self.label = self.store.undo_label(self.session.id)
+        """Withdraw the annotator's latest verdict on this branch."""
+        if self.label is not None:
+            self.store.withdraw_label(self.session.id, self.label.id)
+        self.label = self._branch_label()
         return self.label
-
-    def _leaf_id(self) -> int | None:
-        return self.steps[-1].id if self.steps else None
 
     def rename(self, name: str) -> None:
         self.store.rename_session(self.session.id, name)
