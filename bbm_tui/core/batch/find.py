@@ -13,12 +13,14 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from bbm_tui.core import llm
+from bbm_tui.core.batch import runner
+from bbm_tui.core.batch.runner import Batch, BatchStop, Progress
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
@@ -26,7 +28,6 @@ from bbm_tui.core.dataset import (
     resolve_task,
     row_from_json,
 )
-from bbm_tui.core.dataset.outfile import AppendedFile, open_appended
 from bbm_tui.core.judging.finders import FindResult, run_method
 from bbm_tui.core.judging.metrics import Judged, Report, report
 from bbm_tui.core.prompts.finding import check_method
@@ -54,23 +55,8 @@ def trace_key(row: TraceRow) -> Key:
     return row.input, tuple(row.steps)
 
 
-@dataclass
-class FindProgress:
-    total: int
-    skipped: int = 0
-    done: int = 0
-    failed: int = 0
-    calls: int = 0
-    cost: float = 0.0
-    # Calls whose price litellm does not know: the running cost is then a lower bound.
-    unpriced_calls: int = 0
-    errors: list[str] = field(default_factory=list)
-    duplicates: int = 0  # traces the inputs listed more than once (judged once)
-    mended: str | None = None  # the repair made to PREDS, if any
-
-    @property
-    def finished(self) -> int:
-        return self.skipped + self.done + self.failed
+class FindProgress(Progress):
+    """A find batch's progress: the shared counts (calls, cost) are all it needs."""
 
 
 @dataclass
@@ -79,7 +65,7 @@ class FindOutcome:
     report: Report
 
 
-class FatalFindError(Exception):
+class FatalFindError(BatchStop):
     """An error that stops the whole run (a missing key, a model that does not exist)."""
 
 
@@ -135,32 +121,11 @@ def pred_validator(method: str, model: str) -> Callable[[object, Path, int], Tra
     return validate
 
 
-def open_preds(
-    path: Path, method: str, model: str, *, store_path: Path | None = None,
-    inputs: Sequence[Path] = (),
-) -> AppendedFile[TraceRow]:
-    """PREDS, locked for the batch, after checking every line (see bbm_tui/core/outfile.py)."""
-    return open_appended(path, pred_validator(method, model),
-                         what=f"{method} predictions by {model}", store_path=store_path,
-                         inputs=inputs)
-
-
 def predictions(rows: Sequence[TraceRow]) -> dict[Key, Prediction]:
     return {
         trace_key(row): (row.extra["predicted_mistake_index"], bool(row.extra["parsed"]))
         for row in rows
     }
-
-
-def unique_jobs(jobs: Sequence[FindJob]) -> list[FindJob]:
-    """Each trace once (an input may list one several times), in first-seen order."""
-    seen: set[Key] = set()
-    unique = []
-    for job in jobs:
-        if job.key not in seen:
-            seen.add(job.key)
-            unique.append(job)
-    return unique
 
 
 def pred_line(job: FindJob, result: FindResult) -> str:
@@ -213,45 +178,30 @@ async def find_batch(
     inputs: Sequence[Path] = (),
 ) -> FindOutcome:
     """Run `method` on every job not already in PREDS, writing each line when it is done."""
-    out = open_preds(out_path, method, spec.model, store_path=store_path, inputs=inputs)
-    try:
-        done = predictions(out.rows)
-        unique = unique_jobs(jobs)
-        pending = [job for job in unique if job.key not in done]
-        progress = FindProgress(total=len(unique), skipped=len(unique) - len(pending),
-                                duplicates=len(jobs) - len(unique), mended=out.mended)
-        notify = on_progress or (lambda _progress: None)
-        notify(progress)
-        queue: asyncio.Queue[FindJob] = asyncio.Queue()
-        for job in pending:
-            queue.put_nowait(job)
-        pace = RateLimiter(rpm).wait if rpm else None
+    pace = RateLimiter(rpm).wait if rpm else None
+    judged: dict[Key, Prediction] = {}
 
-        async def worker() -> None:
-            while not queue.empty():
-                job = queue.get_nowait()
-                result = await _find_one(job, method, spec, settings, judge_all, pace, progress)
-                if result is not None:
-                    out.write_line(pred_line(job, result))
-                    done[job.key] = (result.mistake_index, result.parsed)
-                    progress.done += 1
-                notify(progress)
+    async def work(job: FindJob, progress: FindProgress,
+                   notify: Callable[[FindProgress], None]) -> str | None:
+        result = await _find_one(job, method, spec, settings, judge_all, pace, progress)
+        if result is None:
+            return None
+        judged[job.key] = (result.mistake_index, result.parsed)
+        return pred_line(job, result)
 
-        await _run_workers(worker, concurrency)
-    finally:
-        out.close()
-    return FindOutcome(progress, score_jobs(unique, done))
+    batch = Batch(jobs=jobs, key=_key, key_of_row=trace_key,
+                  validate=pred_validator(method, spec.model),
+                  what=f"{method} predictions by {spec.model}", work=work,
+                  progress=FindProgress())
+    progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
+                                            store_path=store_path, inputs=inputs,
+                                            on_progress=on_progress)
+    done = predictions(rows) | judged
+    return FindOutcome(progress, score_jobs(runner.unique(jobs, _key), done))
 
 
-async def _run_workers(worker: Callable[[], Any], concurrency: int) -> None:
-    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, concurrency))]
-    try:
-        await asyncio.gather(*workers)
-    except BaseException:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        raise
+def _key(job: FindJob) -> Key:
+    return job.key
 
 
 async def _find_one(
@@ -269,19 +219,14 @@ async def _find_one(
     except llm.LLMError as error:
         if error.kind in llm.STOPS_A_BATCH:
             raise FatalFindError(error.message) from None
-        progress.failed += 1
-        progress.errors.append(f"{job.task}: {error.message}")
+        progress.fail(job.task, error.message)
         return None
     except ValueError as error:  # a trace with no thoughts
-        progress.failed += 1
-        progress.errors.append(f"{job.task}: {error}")
+        progress.fail(job.task, str(error))
         return None
     progress.calls += len(result.calls)
     for call in result.calls:
-        if call.cost is None:
-            progress.unpriced_calls += 1
-        else:
-            progress.cost += call.cost
+        progress.add_cost(call.cost)
     return result
 
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bbm_tui.core import llm
+from bbm_tui.core.batch import runner
+from bbm_tui.core.batch.runner import Batch, BatchStop, Progress
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
-from bbm_tui.core.dataset.outfile import AppendedFile, open_appended
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import SessionDeleted, Store, StoreError
 from bbm_tui.core.trace.session import NewTrace, TraceSession
@@ -29,19 +30,11 @@ class RunJob:
 
 
 @dataclass
-class RunProgress:
-    total: int
-    skipped: int = 0
-    done: int = 0
-    failed: int = 0
+class RunProgress(Progress):
     steps: int = 0
-    cost: float = 0.0
-    errors: list[str] = field(default_factory=list)
-    duplicates: int = 0  # questions the inputs listed more than once (run once)
-    mended: str | None = None  # the repair made to OUT, if any
 
 
-class FatalRunError(Exception):
+class FatalRunError(BatchStop):
     """An error that stops the whole run (a missing key, a model that does not exist)."""
 
 
@@ -56,26 +49,6 @@ def run_row(value: object, path: Path, line: int) -> TraceRow:
     return row
 
 
-def open_out(
-    path: Path, *, store_path: Path | None, inputs: Sequence[Path] = ()
-) -> AppendedFile[TraceRow]:
-    """OUT, locked for the batch, after checking that every line is one of run's rows (and
-    mending a cut-off last line a killed run may have left). Raises DatasetError."""
-    return open_appended(path, run_row, what=RUN_ROWS, store_path=store_path, inputs=inputs)
-
-
-def unique_jobs(jobs: Sequence[RunJob]) -> list[RunJob]:
-    """Each question once (an input may list one several times), in first-seen order."""
-    seen: set[tuple[str, str]] = set()
-    unique = []
-    for job in jobs:
-        key = (job.task, job.row.input)
-        if key not in seen:
-            seen.add(key)
-            unique.append(job)
-    return unique
-
-
 async def run_batch(
     jobs: Sequence[RunJob],
     spec: llm.ModelSpec,
@@ -87,56 +60,23 @@ async def run_batch(
     on_progress: Callable[[RunProgress], None] | None = None,
     inputs: Sequence[Path] = (),
 ) -> RunProgress:
-    out = open_out(out_path, store_path=store.path, inputs=inputs)
-    try:
-        return await _run_into(out, jobs, spec, store, concurrency, settings, on_progress)
-    finally:
-        out.close()
+    """Generate every question OUT does not hold yet (one row per finished trace)."""
 
+    async def work(job: RunJob, progress: RunProgress,
+                   notify: Callable[[RunProgress], None]) -> str | None:
+        row = await _run_one(job, spec, store, settings, progress, notify)
+        return row.to_line() if row is not None else None
 
-async def _run_into(
-    out: AppendedFile[TraceRow],
-    jobs: Sequence[RunJob],
-    spec: llm.ModelSpec,
-    store: Store,
-    concurrency: int,
-    settings: StepperSettings | None,
-    on_progress: Callable[[RunProgress], None] | None,
-) -> RunProgress:
-    done_inputs = {row.input for row in out.rows}
-    unique = unique_jobs(jobs)
-    pending = [job for job in unique if job.row.input not in done_inputs]
-    progress = RunProgress(total=len(unique), skipped=len(unique) - len(pending),
-                           duplicates=len(jobs) - len(unique), mended=out.mended)
-    notify = on_progress or (lambda _progress: None)
-    notify(progress)
-    queue: asyncio.Queue[RunJob] = asyncio.Queue()
-    for job in pending:
-        queue.put_nowait(job)
-    write_lock = asyncio.Lock()
-
-    async def worker() -> None:
-        while True:
-            try:
-                job = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
-            row = await _run_one(job, spec, store, settings, progress, notify)
-            if row is not None:
-                async with write_lock:
-                    out.write_line(row.to_line())
-                progress.done += 1
-                notify(progress)
-
-    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, concurrency))]
-    try:
-        await asyncio.gather(*workers)
-    except BaseException:
-        for task in workers:
-            task.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-        raise
+    batch = Batch(jobs=jobs, key=_question, key_of_row=lambda row: row.input,
+                  validate=run_row, what=RUN_ROWS, work=work, progress=RunProgress())
+    progress, _ = await runner.run_batch(batch, out_path, concurrency=concurrency,
+                                         store_path=store.path, inputs=inputs,
+                                         on_progress=on_progress)
     return progress
+
+
+def _question(job: RunJob) -> str:
+    return job.row.input
 
 
 async def _run_one(
@@ -152,8 +92,7 @@ async def _run_one(
         return await _generate_row(job, trace, spec, store, settings, progress, notify)
     except SessionDeleted as error:
         # Another process deleted this trace's session: this trace fails, the batch goes on.
-        progress.failed += 1
-        progress.errors.append(f"{job.task}: {error}")
+        progress.fail(job.task, str(error))
         notify(progress)
         return None
     except StoreError as error:  # the disk is full, the store read-only: nothing will work
@@ -174,15 +113,15 @@ async def _generate_row(
         if isinstance(event, StepFailed):
             if event.error.kind in llm.STOPS_A_BATCH:
                 raise FatalRunError(event.error.message)
-            progress.failed += 1
-            progress.errors.append(f"{job.task}: {event.error.message}")
+            progress.fail(job.task, event.error.message)
             notify(progress)
             return None
         if isinstance(event, TraceFinished):
             break
         if isinstance(event, StepFinished):
             progress.steps += 1
-            progress.cost += event.call.cost or 0.0
+            progress.calls += 1
+            progress.add_cost(event.call.cost)
             notify(progress)
     elapsed = time.perf_counter() - started
     latency = await asyncio.to_thread(_total_latency, store, trace, elapsed)

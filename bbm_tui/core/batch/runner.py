@@ -1,0 +1,142 @@
+"""The one resumable JSONL worker pool every batch command runs on (`run`, `find`, and the
+commands that come after them): read what OUT already holds, skip it, work the rest at the
+given concurrency, write each finished trace's line at once, report progress, and stop the
+whole batch only on a fault no other trace would escape (a missing key, a model that does not
+exist, a full disk).
+
+A command supplies its jobs (each with a key that identifies it in OUT), how a line of OUT is
+checked, and the work of one job: that returns the line to write, or None when this trace
+failed (the work says why in the progress), or raises BatchStop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from bbm_tui.core.dataset import TraceRow
+from bbm_tui.core.dataset.outfile import open_appended
+
+J = TypeVar("J")
+K = TypeVar("K", bound=Hashable)
+
+
+class BatchStop(Exception):
+    """A fault that stops the whole batch; the message says why."""
+
+
+@dataclass
+class Progress:
+    """What every batch reports. Commands add their own counts in a subclass."""
+
+    total: int = 0
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    calls: int = 0
+    cost: float = 0.0
+    # Calls whose price litellm does not know: the running cost is then a lower bound.
+    unpriced_calls: int = 0
+    errors: list[str] = field(default_factory=list)
+    duplicates: int = 0  # jobs the inputs listed more than once (done once)
+    mended: str | None = None  # the repair made to OUT, if any
+
+    @property
+    def finished(self) -> int:
+        return self.skipped + self.done + self.failed
+
+    def fail(self, task: str, message: str) -> None:
+        self.failed += 1
+        self.errors.append(f"{task}: {message}")
+
+    def add_cost(self, cost: float | None) -> None:
+        if cost is None:
+            self.unpriced_calls += 1
+        else:
+            self.cost += cost
+
+
+P = TypeVar("P", bound=Progress)
+
+
+@dataclass
+class Batch(Generic[J, K, P]):
+    jobs: Sequence[J]
+    key: Callable[[J], K]
+    # The key of a line OUT already holds (checked by `validate` first).
+    key_of_row: Callable[[TraceRow], K]
+    validate: Callable[[object, Path, int], TraceRow]
+    # What OUT holds, for the one message that refuses a file of something else.
+    what: str
+    # The work of one job: the line to write, or None (this trace failed; it said why in the
+    # progress). It may report progress as it goes, through the callback it is given.
+    work: Callable[[J, P, Callable[[P], None]], Awaitable[str | None]]
+    progress: P
+
+
+def unique(jobs: Sequence[J], key: Callable[[J], K]) -> list[J]:
+    """Each job once (an input may list one several times), in first-seen order."""
+    seen: set[K] = set()
+    kept = []
+    for job in jobs:
+        if key(job) not in seen:
+            seen.add(key(job))
+            kept.append(job)
+    return kept
+
+
+async def run_batch(
+    batch: Batch[J, K, P],
+    out_path: Path,
+    *,
+    concurrency: int,
+    store_path: Path | None,
+    inputs: Sequence[Path] = (),
+    on_progress: Callable[[P], None] | None = None,
+) -> tuple[P, list[TraceRow]]:
+    """Work every job OUT does not hold yet; returns the progress and every row OUT holds at
+    the end (the old ones first)."""
+    out = open_appended(out_path, batch.validate, what=batch.what, store_path=store_path,
+                        inputs=inputs)
+    try:
+        rows = list(out.rows)
+        done = {batch.key_of_row(row) for row in rows}
+        jobs = unique(batch.jobs, batch.key)
+        pending = [job for job in jobs if batch.key(job) not in done]
+        progress = batch.progress
+        progress.total, progress.skipped = len(jobs), len(jobs) - len(pending)
+        progress.duplicates, progress.mended = len(batch.jobs) - len(jobs), out.mended
+        notify = on_progress or (lambda _progress: None)
+        notify(progress)
+        queue: asyncio.Queue[J] = asyncio.Queue()
+        for job in pending:
+            queue.put_nowait(job)
+
+        async def worker() -> None:
+            while not queue.empty():
+                job = queue.get_nowait()
+                line = await batch.work(job, progress, notify)
+                if line is not None:
+                    # One write per line: a kill leaves whole lines and at most one cut off.
+                    out.write_line(line)
+                    progress.done += 1
+                notify(progress)
+
+        await _all(worker, concurrency)
+        return progress, rows
+    finally:
+        out.close()
+
+
+async def _all(worker: Callable[[], Awaitable[None]], concurrency: int) -> None:
+    workers = [asyncio.ensure_future(worker()) for _ in range(max(1, concurrency))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for task in workers:
+            task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
