@@ -10,7 +10,7 @@ gold label (the replay oracle), after the latency. The client is the real batch 
 is imported and warmed before either timing starts.
 
 The model is `hosted_vllm/test` by default: a vLLM server behind `--api-base` is what a batch
-at scale points at (DESIGN §9), and litellm's path for it costs ~4 ms of client CPU per call
+at scale points at (docs/DESIGN.md §9), and litellm's path for it costs ~4 ms of client CPU per call
 here. Its `openai/` path costs ~10 ms, most of it in the OpenAI SDK's request transform, so
 with 16 calls in flight on this 2-CPU machine the client's CPU, not the latency, becomes the
 limit; `--model openai/test` measures that path.

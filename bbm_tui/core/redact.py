@@ -1,5 +1,5 @@
-"""Keep API keys out of text that is shown, printed or saved (DESIGN §8: keys are never written
-anywhere).
+"""Keep API keys out of text that is shown, printed or saved (docs/DESIGN.md §8: keys are never
+written anywhere).
 
 Keys live only in the environment, but a provider may echo one back in an error body, and an
 error message travels to the status line, a notification, stderr. `redact()` replaces, in any

@@ -1,5 +1,5 @@
-"""The records and named values every layer shares (DESIGN §7). A leaf: it imports nothing of
-the project, so the store, the model-call boundary, the batch commands and the app can all
+"""The records and named values every layer shares (docs/DESIGN.md §7). A leaf: it imports nothing
+of the project, so the store, the model-call boundary, the batch commands and the app can all
 speak of a model, a call, a step's origin or a verdict without importing each other.
 
 The named values are `StrEnum`s: each member *is* its string, which is what the store keeps

@@ -267,7 +267,7 @@ class MethodChoice:
     step_level: bool
 
 
-# One line on what each method does (DESIGN §4).
+# One line on what each method does (docs/DESIGN.md §4).
 METHOD_HINTS = {
     "direct-trace": "one call on the whole trace; answers No or a thought number",
     "direct-step": "one call per thought, Yes or No; the first No is the mistake",

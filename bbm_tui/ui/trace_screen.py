@@ -1,5 +1,5 @@
-"""The main screen (DESIGN §10): the question on the left, the numbered thoughts on the right,
-generated live one step at a time and labelled the way the paper's annotators did.
+"""The main screen (docs/DESIGN.md §10): the question on the left, the numbered thoughts on the
+right, generated live one step at a time and labelled the way the paper's annotators did.
 
 The store is the truth: a thought becomes a finished `ThoughtView` only once its step is
 committed (the session commits inside `generate` before passing `StepFinished` on), and a

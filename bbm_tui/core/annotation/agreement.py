@@ -1,4 +1,4 @@
-"""Agreement between annotators on the first mistake of each trace (DESIGN §11).
+"""Agreement between annotators on the first mistake of each trace (docs/DESIGN.md §11).
 
 A label is the 0-based index of a trace's first mistaken step, or None for "no mistake"
 (a value like any other); a trace an annotator has not labelled is simply absent from that

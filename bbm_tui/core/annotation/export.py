@@ -1,4 +1,4 @@
-"""Getting traces in and out of the store (DESIGN §8).
+"""Getting traces in and out of the store (docs/DESIGN.md §8).
 
 Formats, one trace (the branch on show) per session:
 - `jsonl`: the dataset's own rows (`input, steps, answer, target, mistake_index`), so a

@@ -1,4 +1,4 @@
-"""The dataset's JSONL format: `input, steps, answer, target, mistake_index` (DESIGN §2).
+"""The dataset's JSONL format: `input, steps, answer, target, mistake_index` (docs/DESIGN.md §2).
 
 Reading is strict and every problem names the file and the line, so a bad file gets a clear
 message instead of a traceback. Extra keys (the `model` and `latency_s` that `run` adds, or a

@@ -1,5 +1,5 @@
-"""The generation stepper (DESIGN §3): one model call per `Thought N`, as an async generator of
-events that the app, the batch runner and the tests all consume the same way.
+"""The generation stepper (docs/DESIGN.md §3): one model call per `Thought N`, as an async
+generator of events that the app, the batch runner and the tests all consume the same way.
 
 Stop rules: a step that states an answer (the paper's regex), the step limit, or the model
 going silent. A single empty step is held back and kept only if the model goes on after it

@@ -1,4 +1,4 @@
-"""Mistake finding (DESIGN §4; paper section 3, appendix A.2): running one of the paper's
+"""Mistake finding (docs/DESIGN.md §4; paper section 3, appendix A.2): running one of the paper's
 methods on one trace. Its prompts are in prompts/finding.py, the reading of its answers in
 judging/parsing.py. Temperature 0, no stop.
 

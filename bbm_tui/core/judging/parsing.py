@@ -1,8 +1,7 @@
-"""Reading a mistake finder's answer (DESIGN §4): strict on the paper's format, tolerant of the
-ways models dress it ("Thought 3", "So the answer is 4", bold or quoted, a CoT reasoning that
-ends with Yes or No). An answer that cannot be read is unparseable: kept verbatim by the
-caller, counted wrong, and reported on its own.
-"""
+"""Reading a mistake finder's answer (docs/DESIGN.md §4): strict on the paper's format, tolerant of
+the ways models dress it ("Thought 3", "So the answer is 4", bold or quoted, a CoT reasoning
+that ends with Yes or No). An answer that cannot be read is unparseable: kept verbatim by the
+caller, counted wrong, and reported on its own."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The model-call boundary (DESIGN §3, §7): the only package that imports litellm.
+"""The model-call boundary (docs/DESIGN.md §3, §7): the only package that imports litellm.
 
 Everything the rest of the code needs comes out of here as plain dataclasses and `LLMError`s:
 

@@ -1,5 +1,5 @@
-"""What each provider accepts (DESIGN §3): native `stop`, temperature, log-probabilities, the
-key's environment variable. Measured facts are in ../shared/NOTES.md."""
+"""What each provider accepts (docs/DESIGN.md §3): native `stop`, temperature, log-probabilities,
+the key's environment variable. Measured facts are in docs/NOTES.md."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def auth_kwargs(spec: ModelSpec) -> dict[str, Any]:
     return {}
 
 
-# Providers that return several choices for one request's `n` (../shared/NOTES.md): OpenAI,
+# Providers that return several choices for one request's `n` (docs/NOTES.md): OpenAI,
 # Azure, Gemini, DeepSeek, Together, vLLM and any OpenAI-compatible server (a server that
 # ignores or caps `n` is made up for with parallel calls). Anthropic, Ollama, Mistral, Bedrock
 # and the rest get parallel calls.

@@ -1,4 +1,4 @@
-"""A guard on every reply litellm reads (DESIGN §7: untrusted input is bounded).
+"""A guard on every reply litellm reads (docs/DESIGN.md §7: untrusted input is bounded).
 
 A provider's reply is untrusted bytes. Without this guard a 200 reply compressed as a gzip
 bomb was decompressed whole (4.4 GB before the process died), and one invalid UTF-8 byte in a

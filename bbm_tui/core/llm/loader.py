@@ -1,4 +1,4 @@
-"""litellm, imported once and lazily (DESIGN §7): it costs 3-5 s and ~175 MB, so never at
+"""litellm, imported once and lazily (docs/DESIGN.md §7): it costs 3-5 s and ~175 MB, so never at
 module level, never on the way to the app's first frame; `warm_up()` imports it in a
 background thread after the first frame. At import the offline providers are registered and
 every reply is put behind the guard (http_guard.py)."""
@@ -45,7 +45,7 @@ def litellm_module() -> Any:
 class _UnclosedSessionFilter(logging.Filter):
     """litellm's whole (non-streamed) text completions leave an aiohttp session to the garbage
     collector, which then logs "Unclosed client session" on stderr (125 lines for 3 traces,
-    ../shared/NOTES.md): across a full-screen app. The sessions are litellm's to close."""
+    docs/NOTES.md): across a full-screen app. The sessions are litellm's to close."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith(("Unclosed client session", "Unclosed connector"))

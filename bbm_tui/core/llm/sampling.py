@@ -1,10 +1,10 @@
-"""Several candidates for one step (DESIGN §5): what backtracking resamples a mistaken
+"""Several candidates for one step (docs/DESIGN.md §5): what backtracking resamples a mistaken
 thought with. One call with `n` where the provider takes `n`, else parallel calls; the same
 result either way. Each candidate is cut like a streamed step (prompts/thoughts.step_span)
 and keeps the tokens of exactly its text with their log-probabilities, where the provider
 sends them.
 
-Facts from real servers (../shared/NOTES.md): candidates are never streamed (litellm merges a
+Facts from real servers (docs/NOTES.md): candidates are never streamed (litellm merges a
 streamed text completion's choices into one, with no log-probabilities); `top_logprobs=1` is
 the setting that yields log-probabilities from both llama.cpp servers; llama-cpp-python's
 server ignores `n` and llama-server caps it at its slot count, so fewer choices than asked are

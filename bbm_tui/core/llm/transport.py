@@ -1,4 +1,4 @@
-"""One step, streamed and cut on the client; one whole answer (DESIGN §3).
+"""One step, streamed and cut on the client; one whole answer (docs/DESIGN.md §3).
 
 A generation step is always streamed and cut at its first line break (after any leading
 whitespace), then the stream is closed so that the provider stops generating; native

@@ -1,4 +1,4 @@
-"""The paper's mistake-finding prompts (DESIGN §4; paper section 3, appendix A.2), from
+"""The paper's mistake-finding prompts (docs/DESIGN.md §4; paper section 3, appendix A.2), from
 prompts/mistake_finding_prompts.json: the methods and the messages of one call.
 
 Messages are the method's few-shot messages verbatim, then one user message

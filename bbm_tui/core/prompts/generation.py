@@ -1,4 +1,4 @@
-"""Generation prompts (DESIGN §3): the paper's 3-shot prompts, byte for byte."""
+"""Generation prompts (docs/DESIGN.md §3): the paper's 3-shot prompts, byte for byte."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The "Thought N:" protocol (DESIGN §3), built and parsed here and nowhere else.
+"""The "Thought N:" protocol (docs/DESIGN.md §3), built and parsed here and nowhere else.
 
 A thought is one line. Generation prompts list the thoughts so far as `Thought k: text\\n`
 and end with the label of the one asked for; the finders' templates list them joined by

@@ -1,4 +1,4 @@
-"""The session store (DESIGN §8): SQLite, WAL, versioned schema; see store.py."""
+"""The session store (docs/DESIGN.md §8): SQLite, WAL, versioned schema; see store.py."""
 
 from __future__ import annotations
 

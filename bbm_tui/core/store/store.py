@@ -1,4 +1,4 @@
-"""The session store (DESIGN §8): one SQLite file, WAL mode, schema versioned by
+"""The session store (docs/DESIGN.md §8): one SQLite file, WAL mode, schema versioned by
 `PRAGMA user_version` with forward migrations (schema.py).
 
 A trace is a tree of steps (`parent_id`); the branch on show is the path from the root to the

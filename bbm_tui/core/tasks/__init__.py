@@ -1,4 +1,4 @@
-"""The five BIG-Bench Mistake tasks and how their questions are written (DESIGN §3)."""
+"""The five BIG-Bench Mistake tasks and how their questions are written (docs/DESIGN.md §3)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""A session's steps as a tree (DESIGN §5, §8): backtracking and hand edits fork a branch at a
-thought; nothing is ever overwritten. Pure: built from the store's step records, it knows
+"""A session's steps as a tree (docs/DESIGN.md §5, §8): backtracking and hand edits fork a branch
+at a thought; nothing is ever overwritten. Pure: built from the store's step records, it knows
 children, the path from the root to a leaf, siblings, forks and the difference between two
-branches, and nothing else.
-"""
+branches, and nothing else."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The offline models as a litellm custom provider (DESIGN §6): `replay/bbm` and
+"""The offline models as a litellm custom provider (docs/DESIGN.md §6): `replay/bbm` and
 `simulated/rm-X`, served by the engine in replay.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 
 def make_offline_handler(litellm: Any, engine: Any, provider: str = "replay") -> Any:
-    """A litellm CustomLLM over the offline replay engine (DESIGN §6)."""
+    """A litellm CustomLLM over the offline replay engine (docs/DESIGN.md §6)."""
     from litellm import CustomLLM
     from litellm.types.utils import ModelResponse
 

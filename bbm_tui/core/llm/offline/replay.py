@@ -1,4 +1,4 @@
-"""The offline model `replay/bbm` (DESIGN §6), without litellm.
+"""The offline model `replay/bbm` (docs/DESIGN.md §6), without litellm.
 
 It recognises the question in a generation prompt, counts the thoughts already written, and
 answers with the next recorded step of the bundled dataset. It is deterministic and cannot
@@ -59,7 +59,7 @@ class GenerationRequest:
 
 
 def parse_generation_prompt(prompt: str) -> GenerationRequest | None:
-    """Split a next-step prompt (DESIGN §3) back into task, question and steps so far."""
+    """Split a next-step prompt (docs/DESIGN.md §3) back into task, question and steps so far."""
     for task in TASK_NAMES:
         prefix = generation_prompt(task) + "\n\n"
         if not prompt.startswith(prefix):
