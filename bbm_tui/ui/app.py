@@ -30,6 +30,14 @@ from bbm_tui.core import llm
 from bbm_tui.core.config import Config
 from bbm_tui.core.tasks import TASKS
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.ui.messages import (
+    GoBack,
+    OpenSession,
+    OpenTrace,
+    SessionMissing,
+    SessionRemoved,
+    SessionRenamed,
+)
 from bbm_tui.ui.new_session import NewSessionScreen
 from bbm_tui.ui.text import MUTED, styled
 
@@ -248,6 +256,26 @@ class BbmApp(App[int]):
         stack = self.screen_stack
         return bool(stack) and stack[-1] is screen and len(stack) - 1 > self._home_index()
 
+    # -- what the screens ask for (ui/messages.py)
+
+    def on_open_trace(self, message: OpenTrace) -> None:
+        self.open_trace(message.trace, message.totals)
+
+    def on_open_session(self, message: OpenSession) -> None:
+        self.open_session(message.session_id)
+
+    def on_session_renamed(self, message: SessionRenamed) -> None:
+        self.session_renamed(message.session_id)
+
+    def on_session_removed(self, message: SessionRemoved) -> None:
+        self.deleted_sessions.add(message.session_id)
+
+    def on_go_back(self, message: GoBack) -> None:
+        self.leave_screen(message.screen)
+
+    def on_session_missing(self, message: SessionMissing) -> None:
+        self.replace_deleted(message.screen)
+
     def leave_screen(self, screen: Screen) -> None:
         """Esc: back to the screen below, unless this is the one the app stands on."""
         if self.can_leave(screen):
@@ -344,7 +372,7 @@ class BbmApp(App[int]):
             await self.push_screen(NewSessionScreen(self.config))
         await self.push_screen(SessionsScreen())
 
-    def replace_deleted(self, screen: TraceScreen) -> None:
+    def replace_deleted(self, screen: Screen) -> None:
         """The session on show was deleted from the sessions screen: start afresh."""
         below = self.screen_stack[-2] if len(self.screen_stack) > 1 else None
         if isinstance(below, NewSessionScreen):

@@ -21,6 +21,8 @@ from bbm_tui.core import llm
 from bbm_tui.core.config import Config
 from bbm_tui.core.tasks import TASKS, get_task
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.ui.context import AppContext, context
+from bbm_tui.ui.messages import GoBack, OpenTrace
 from bbm_tui.ui.text import MUTED, safe, safe_line, styled
 from bbm_tui.ui.widgets import BbmScreen, KeysFooter, TitleBar
 
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
     from bbm_tui.core.dataset import TraceRow
     from bbm_tui.core.store import Store
     from bbm_tui.core.trace.session import NewTrace, TraceSession
-    from bbm_tui.ui.app import BbmApp
 
 _NUMBER = re.compile(r"^#?\s*(\d+)$")
 
@@ -145,8 +146,8 @@ class NewSessionScreen(BbmScreen):
         self._shown: list[Entry] = []
 
     @property
-    def bbm_app(self) -> BbmApp:
-        return self.app  # type: ignore[return-value]
+    def bbm_app(self) -> AppContext:
+        return context(self)
 
     def compose(self) -> ComposeResult:
         yield TitleBar(styled("bbm-tui — new session", "bold"), id="title-bar")
@@ -340,7 +341,7 @@ class NewSessionScreen(BbmScreen):
             )
             return
         trace = await asyncio.to_thread(create_trace, store, request)
-        self.bbm_app.open_trace(trace)
+        self.post_message(OpenTrace(trace))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "back":  # greyed out where there is nothing to go back to
@@ -348,4 +349,4 @@ class NewSessionScreen(BbmScreen):
         return True
 
     def action_back(self) -> None:
-        self.bbm_app.leave_screen(self)
+        self.post_message(GoBack(self))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -15,14 +15,13 @@ from textual.content import Content
 from textual.widgets import DataTable, Static
 
 from bbm_tui.core.store import SessionSummary
+from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
+from bbm_tui.ui.messages import GoBack, OpenSession, SessionRemoved, SessionRenamed
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_cell, safe_line, styled
 from bbm_tui.ui.widgets import BbmScreen, KeysFooter, TitleBar
 
 _HERE = Path(__file__).parent
-
-if TYPE_CHECKING:
-    from bbm_tui.ui.app import BbmApp
 
 COLUMNS = ("Name", "Task", "Model", "Steps", "Label", "Answer", "Updated")
 
@@ -63,8 +62,8 @@ class SessionsScreen(BbmScreen):
         self._summaries: dict[int, SessionSummary] = {}
 
     @property
-    def bbm_app(self) -> BbmApp:
-        return self.app  # type: ignore[return-value]
+    def bbm_app(self) -> AppContext:
+        return context(self)
 
     def compose(self) -> ComposeResult:
         yield TitleBar(styled("bbm-tui — sessions", "bold"),
@@ -133,7 +132,7 @@ class SessionsScreen(BbmScreen):
     def action_resume(self) -> None:
         session_id = self.selected_id()
         if session_id is not None:
-            self.bbm_app.open_session(session_id)
+            self.post_message(OpenSession(session_id))
 
     def action_rename(self) -> None:
         session_id = self.selected_id()
@@ -153,7 +152,7 @@ class SessionsScreen(BbmScreen):
         if store is None:
             return
         await asyncio.to_thread(store.rename_session, session_id, name)
-        self.bbm_app.session_renamed(session_id)
+        self.post_message(SessionRenamed(session_id))
         self.notify("Renamed.", markup=False, timeout=3)
         self.reload(select=session_id)
 
@@ -179,9 +178,9 @@ class SessionsScreen(BbmScreen):
         if store is None:
             return
         await asyncio.to_thread(store.delete_session, session_id)
-        self.bbm_app.deleted_sessions.add(session_id)
+        self.post_message(SessionRemoved(session_id))
         self.notify("Deleted.", markup=False, timeout=3)
         self.reload()
 
     def action_back(self) -> None:
-        self.bbm_app.leave_screen(self)
+        self.post_message(GoBack(self))

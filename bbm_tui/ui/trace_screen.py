@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from textual import events, work
 from textual.app import ComposeResult
@@ -39,7 +39,9 @@ from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.recording import record_find
 from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import FindRequest, FindScreen, MethodChoice
+from bbm_tui.ui.messages import SessionMissing
 from bbm_tui.ui.text import (
     GLYPH_MISTAKE,
     GLYPH_OK,
@@ -61,9 +63,6 @@ from bbm_tui.ui.widgets import (
 )
 
 _HERE = Path(__file__).parent
-
-if TYPE_CHECKING:
-    from bbm_tui.ui.app import BbmApp
 
 _MOVE = Binding.Group("move", compact=True)
 _COPY = Binding.Group("copy", compact=True)
@@ -368,8 +367,8 @@ class TraceScreen(BbmScreen):
         self._streaming: dict[int, ThoughtView] = {}
 
     @property
-    def bbm_app(self) -> BbmApp:
-        return self.app  # type: ignore[return-value]
+    def bbm_app(self) -> AppContext:
+        return context(self)
 
     # -- layout
 
@@ -426,7 +425,7 @@ class TraceScreen(BbmScreen):
 
     def on_screen_resume(self) -> None:
         if self.trace.id in self.bbm_app.deleted_sessions:
-            self.bbm_app.replace_deleted(self)
+            self.post_message(SessionMissing(self))
 
     # -- what is on show
 

@@ -1,0 +1,34 @@
+"""What a screen may ask of the app it runs in, as a protocol: the screens depend on this, not
+on the app's class, so that app.py imports the screens and no screen imports app.py."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, cast
+
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
+    from textual.screen import Screen
+
+    from bbm_tui.core.config import Config
+    from bbm_tui.core.store import Store
+    from bbm_tui.core.types import StepperSettings
+
+
+class AppContext(Protocol):
+    config: Config
+    stepper_settings: StepperSettings
+    # False in screenshots and snapshot tests: no latencies or dates that change between runs.
+    wall_clock: bool
+    # Sessions deleted while the app ran (a screen still showing one starts afresh).
+    deleted_sessions: set[int]
+
+    async def wait_for_store(self) -> Store | None:
+        """The store once it is open, or None if it cannot be (the error is on show)."""
+
+    def can_leave(self, screen: Screen) -> bool:
+        """Whether Esc on `screen` has a screen to go back to."""
+
+
+def context(node: DOMNode) -> AppContext:
+    """The app `node` runs in, as a screen may use it."""
+    return cast("AppContext", node.app)

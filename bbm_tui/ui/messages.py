@@ -1,0 +1,62 @@
+"""What the screens tell the app (docs/DESIGN.md §7: screens talk through Textual messages). A
+screen posts one; the app, which owns navigation, decides what to show. Messages bubble from
+a screen to the app."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+
+    from bbm_tui.core.store import Totals
+    from bbm_tui.core.trace.session import TraceSession
+
+
+class OpenTrace(Message):
+    """Show this session on the main screen (it was just created, or chosen)."""
+
+    def __init__(self, trace: TraceSession, totals: Totals | None = None) -> None:
+        super().__init__()
+        self.trace = trace
+        self.totals = totals
+
+
+class OpenSession(Message):
+    """Show the session with this id (it has to be loaded from the store)."""
+
+    def __init__(self, session_id: int) -> None:
+        super().__init__()
+        self.session_id = session_id
+
+
+class SessionRenamed(Message):
+    def __init__(self, session_id: int) -> None:
+        super().__init__()
+        self.session_id = session_id
+
+
+class SessionRemoved(Message):
+    """The person deleted this session (from the sessions screen)."""
+
+    def __init__(self, session_id: int) -> None:
+        super().__init__()
+        self.session_id = session_id
+
+
+class GoBack(Message):
+    """Esc on a screen: back to the one below it, where there is one to go back to."""
+
+    def __init__(self, screen: Screen) -> None:
+        super().__init__()
+        self.screen = screen
+
+
+class SessionMissing(Message):
+    """The session on show was deleted meanwhile (another process): start afresh."""
+
+    def __init__(self, screen: Screen) -> None:
+        super().__init__()
+        self.screen = screen
