@@ -15,6 +15,7 @@ import contextlib
 import signal
 import sys
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -122,6 +123,7 @@ class BbmApp(App[int]):
         self.store: Store | None = None
         self.store_error: str | None = None
         self.deleted_sessions: set[int] = set()
+        self._panicked = False
         self._store_path = store_path
         self._store_ready = asyncio.Event()
         self._start_task = task
@@ -139,8 +141,12 @@ class BbmApp(App[int]):
     def panic(self, *renderables: RenderableType) -> None:
         # Textual's panic (e.g. its input thread dying) prints the error but leaves the
         # return code unset, so the command would exit 0 after a crash.
-        self._return_code = 1
+        self._panicked = True
         super().panic(*renderables)
+
+    @property
+    def return_code(self) -> int | None:
+        return 1 if self._panicked else super().return_code
 
     def on_mount(self) -> None:
         self._handle_termination()
@@ -441,15 +447,16 @@ class BbmApp(App[int]):
         return rows
 
     def _screen_bindings(self) -> list[Binding]:
-        """Every binding of the current screen and the app, in the order Textual looks them
-        up; `active_bindings` leaves out those the screen hides for now."""
-        screen = self.screen
-        active = screen.active_bindings
+        """Every binding of the current screen, then the app's, as the user's keymap has them
+        (the footer hides some for now, e.g. esc while nothing runs: help shows them all).
+        Built from the classes' BINDINGS, Textual's public declaration of them."""
+        keymap = {binding_id: keys.split(",") for binding_id, keys in self.config.keymap.items()}
         found: dict[str, Binding] = {}
-        for _node, bindings in screen._modal_binding_chain:
-            for key, binding in bindings:
-                if key not in found:
-                    found[key] = active[key].binding if key in active else binding
+        for owner in (self.screen, self):
+            for binding in _declared_bindings(type(owner)):
+                keys = keymap.get(binding.id or "", [binding.key])
+                for key in keys:
+                    found.setdefault(key.strip(), replace(binding, key=key.strip()))
         return list(found.values())
 
     # -- the command palette (ctrl+p): the main actions by name
@@ -499,3 +506,12 @@ def run_app(
         print(f"bbm-tui: {printable(redact(app.store_error))}", file=sys.stderr)
         return EXIT_STORE_FAILED
     return app.return_code or EXIT_OK
+
+
+def _declared_bindings(owner: type) -> list[Binding]:
+    """The bindings a class and its bases declare, the bases' first (the order Textual merges
+    them in), one Binding per key."""
+    declared: list[Binding] = []
+    for cls in reversed(owner.__mro__):
+        declared.extend(Binding.make_bindings(cls.__dict__.get("BINDINGS", [])))
+    return declared
