@@ -39,6 +39,7 @@ from bbm_tui.core.store import DATABASE_NAME, Store
 from bbm_tui.core.trace.recording import record_find
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
+from tests.ui.ui_helpers import wait_for
 
 TASK = "multistep_arithmetic"
 ROWS = bundled_rows(TASK)
@@ -342,8 +343,11 @@ async def test_a_screenshot_after_an_error_keeps_the_key_out(
                 await pilot.press("n")
                 pressed = True
             await pilot.pause(0.05)
-        await pilot.pause(0.2)
-        notes = [f"{n.title}: {n.message}" for n in app._notifications]
+        def shown_notes() -> list[str]:
+            return [f"{n.title}: {n.message}" for n in app._notifications]
+
+        await wait_for(pilot, lambda: any("Thought 3 failed" in n for n in shown_notes()))
+        notes = shown_notes()
         assert any("Thought 3 failed" in n and REDACTED in n for n in notes), notes
         svg = Path(app.save_screenshot("error.svg", str(tmp_path)))
     data = svg.read_bytes()

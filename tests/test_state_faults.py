@@ -138,7 +138,7 @@ async def test_the_app_leaves_a_session_deleted_by_another_process(
         calls = len(openai_server.requests)
         assert calls <= 1
         await pilot.press("n", "r")
-        await pilot.pause(0.3)
+        await app.workers.wait_for_complete()  # a generation would be a worker
         assert len(openai_server.requests) == calls
         assert any("deleted" in str(n.message) for n in app._notifications)
 

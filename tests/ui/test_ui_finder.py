@@ -333,8 +333,8 @@ async def test_escape_stops_a_finder_and_the_run_has_no_result(
         await wait_for(pilot, lambda: not screen.finding)
         await wait_for(pilot, lambda: screen.finder is not None
                        and screen.finder.state == "stopped")
-        await pilot.pause(0.2)
-        assert "Stopped the mistake finder" in text_of(screen, "#run-status")
+        await wait_for(pilot, lambda: "Stopped the mistake finder"
+                       in text_of(screen, "#run-status"))
         assert marks(screen) == ["yes", None, None, None, None]
         assert "stopped after 1 answer: no result" in text_of(screen, "#finder")
         [run] = store.finder_runs(trace.id)

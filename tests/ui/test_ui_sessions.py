@@ -76,7 +76,8 @@ async def test_r_renames_in_the_store(store: Store) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, RenameScreen))
         app.screen.query_one(Input).value = "never"
         await pilot.press("escape")
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: not isinstance(app.screen, RenameScreen))
+        await app.workers.wait_for_complete()  # a rename would be a worker
         assert store.session(trace.id).name == "first pass"
 
 
@@ -90,7 +91,8 @@ async def test_d_deletes_only_after_confirmation(store: Store) -> None:
         await pilot.press("d")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("n")
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmScreen))
+        await app.workers.wait_for_complete()  # a deletion would be a worker
         assert {s.session.id for s in store.sessions()} == {keep.id, doomed.id}
         await pilot.press("d")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))

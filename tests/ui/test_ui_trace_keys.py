@@ -119,7 +119,8 @@ async def test_escape_mid_stream_drops_the_half_thought(
         assert streaming.text and "▌" in streaming.shown
         await pilot.press("escape")
         await wait_for(pilot, lambda: not screen.running)
-        await pilot.pause(0.2)
+        await app.workers.wait_for_complete()
+        await pilot.pause()  # the worker's last messages reach the screen
         saved = store.branch(screen.trace.id)
         row = bundled_rows("word_sorting")[0]
         # Only finished thoughts are saved and on screen, and they are the recorded ones.
@@ -255,10 +256,13 @@ async def test_keymap_from_the_config_rebinds_keys(store: Store) -> None:
     app = make_app(config, session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot, store)
-        await pilot.press("j", "x")  # the old keys do nothing now
-        await pilot.pause(0.1)
-        assert screen.selected == 1 and screen.trace.label is None
-        await pilot.press("l", "l", "m")
+        # The old keys do nothing now: keys are handled in order, so once the new "l" has
+        # moved the selection, "j" and "x" before it have been handled (and did nothing).
+        await pilot.press("j", "x", "l")
+        await wait_for(pilot, lambda: screen.selected == 2)
+        await app.workers.wait_for_complete()
+        assert screen.selected == 2 and screen.trace.label is None
+        await pilot.press("l", "m")
         await wait_for(pilot, lambda: screen.trace.mistake_number == 3)
         # The footer and the help screen show the new keys.
         await pilot.press("question_mark")
@@ -418,8 +422,7 @@ async def test_resume_scrolls_to_the_flagged_thought(store: Store) -> None:
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot, store)
-        await pilot.pause(0.1)
-        assert screen.selected == 12
+        await wait_for(pilot, lambda: screen.selected == 12)
         view = screen.query_one("#thought-12", ThoughtView)
         pane = screen.query_one("#thoughts")
         assert pane.scroll_y > 0
