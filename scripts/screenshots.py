@@ -47,7 +47,7 @@ def still(pilot) -> None:
 
 async def new_session(out: Path) -> None:
     from bbm_tui.ui.app import BbmApp
-    from bbm_tui.ui.new_session import NewSessionScreen
+    from bbm_tui.ui.screens.new_session import NewSessionScreen
 
     app = BbmApp(warm_up=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -62,8 +62,8 @@ async def new_session(out: Path) -> None:
 async def streaming(out: Path) -> None:
     """A trace mid-stream: a few thoughts done, the current one growing behind its cursor."""
     from bbm_tui.ui.app import BbmApp
-    from bbm_tui.ui.trace_screen import TraceScreen
-    from bbm_tui.ui.widgets import ThoughtView
+    from bbm_tui.ui.screens.trace import TraceScreen
+    from bbm_tui.ui.widgets.thought import ThoughtView
 
     os.environ["BBM_TUI_REPLAY_TPS"] = "12"
     app = BbmApp(task="word_sorting", question=17)
@@ -85,7 +85,7 @@ async def streaming(out: Path) -> None:
 async def flagged(out: Path) -> None:
     """A whole generated trace with its first mistake flagged: later thoughts dimmed."""
     from bbm_tui.ui.app import BbmApp
-    from bbm_tui.ui.trace_screen import TraceScreen
+    from bbm_tui.ui.screens.trace import TraceScreen
 
     os.environ["BBM_TUI_REPLAY_TPS"] = "0"
     app = BbmApp(task="tracking_shuffled_objects", question=0)
@@ -109,7 +109,7 @@ async def finder(out: Path) -> None:
 
     from bbm_tui.ui.app import BbmApp
     from bbm_tui.ui.dialogs import FindScreen
-    from bbm_tui.ui.trace_screen import TraceScreen
+    from bbm_tui.ui.screens.trace import TraceScreen
 
     os.environ["BBM_TUI_REPLAY_TPS"] = "0"
     app = BbmApp(task="word_sorting", question=7)
@@ -141,8 +141,8 @@ async def sessions(out: Path) -> None:
     from bbm_tui.core.store import Store
     from bbm_tui.core.trace.session import NewTrace, TraceSession
     from bbm_tui.ui.app import BbmApp
-    from bbm_tui.ui.new_session import NewSessionScreen
-    from bbm_tui.ui.sessions import SessionsScreen
+    from bbm_tui.ui.screens.new_session import NewSessionScreen
+    from bbm_tui.ui.screens.sessions import SessionsScreen
 
     # Two labelled traces beside the ones the other shots made.
     with Store.open() as store:

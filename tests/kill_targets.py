@@ -64,7 +64,7 @@ def _serve() -> None:
     all_bundled()
     replay.engine()._question_index()
     import bbm_tui.ui.app
-    import bbm_tui.ui.trace_screen  # noqa: F401
+    import bbm_tui.ui.screens.trace  # noqa: F401
 
     replies.write(json.dumps({"ready": os.getpid()}) + "\n")
     replies.flush()

@@ -320,7 +320,7 @@ async def test_a_screenshot_after_an_error_keeps_the_key_out(
     key: str, openai_server: FakeOpenAI, tmp_path: Path
 ) -> None:
     from bbm_tui.ui.app import BbmApp
-    from bbm_tui.ui.trace_screen import TraceScreen
+    from bbm_tui.ui.screens.trace import TraceScreen
 
     row = ROWS[0]
     with Store.open() as store:

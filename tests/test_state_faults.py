@@ -120,7 +120,7 @@ async def test_the_app_leaves_a_session_deleted_by_another_process(
     says the session is gone and shows the sessions screen; no more calls are made."""
     from bbm_tui.core.config import Config
     from bbm_tui.ui.app import BbmApp
-    from bbm_tui.ui.sessions import SessionsScreen
+    from bbm_tui.ui.screens.sessions import SessionsScreen
     from tests.ui.ui_helpers import wait_for
 
     openai_server.responder = dataset_responder

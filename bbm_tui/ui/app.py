@@ -39,25 +39,26 @@ from bbm_tui.ui.messages import (
     SessionRemoved,
     SessionRenamed,
 )
-from bbm_tui.ui.new_session import NewSessionScreen
+from bbm_tui.ui.screens.new_session import NewSessionScreen
+from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, styled
 
 if TYPE_CHECKING:
     from bbm_tui.core.store import Store, Totals
     from bbm_tui.core.trace.session import TraceSession
     from bbm_tui.ui.dialogs import KeyHelp
-    from bbm_tui.ui.trace_screen import TraceScreen
+    from bbm_tui.ui.screens.trace import TraceScreen
 
 
 def _trace_screen_class() -> type[TraceScreen]:
-    from bbm_tui.ui.trace_screen import TraceScreen
+    from bbm_tui.ui.screens.trace import TraceScreen
 
     return TraceScreen
 
 
 def _is_trace_screen(screen: object) -> bool:
     # Without importing the module: nothing can be one before it was imported.
-    module = sys.modules.get("bbm_tui.ui.trace_screen")
+    module = sys.modules.get("bbm_tui.ui.screens.trace")
     return module is not None and isinstance(screen, module.TraceScreen)
 
 EXIT_OK = 0
@@ -94,7 +95,7 @@ class BbmApp(App[int]):
     tests that must not change between runs); `warm_up=False` skips importing litellm in the
     background (tests that never call a model)."""
 
-    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
+    CSS_PATH = stylesheet("app")
     TITLE = "bbm-tui"
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -340,7 +341,7 @@ class BbmApp(App[int]):
     async def _show_question(self, task: str, number: int) -> None:
         """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
         from bbm_tui.core.dataset import bundled_rows
-        from bbm_tui.ui.new_session import create_trace, dataset_request
+        from bbm_tui.ui.screens.new_session import create_trace, dataset_request
 
         store = await self.wait_for_store()
         if store is None:
@@ -366,7 +367,7 @@ class BbmApp(App[int]):
     async def session_gone(self, message: str) -> None:
         """The session on show was deleted by another process: say so, stop everything on
         its screen (no more calls), and go to the sessions screen."""
-        from bbm_tui.ui.sessions import SessionsScreen
+        from bbm_tui.ui.screens.sessions import SessionsScreen
 
         self.notify(one_line(message, 500), title="The session is gone", severity="error",
                     markup=False, timeout=10)
@@ -404,7 +405,7 @@ class BbmApp(App[int]):
         await self.push_screen(NewSessionScreen(self.config, task=task))
 
     async def action_sessions(self) -> None:
-        from bbm_tui.ui.sessions import SessionsScreen
+        from bbm_tui.ui.screens.sessions import SessionsScreen
 
         if self.store_error is not None or isinstance(self.screen, SessionsScreen):
             return

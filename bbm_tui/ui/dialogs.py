@@ -4,7 +4,6 @@ the mistake finder's settings, and the store failure."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from rich.table import Table
@@ -18,9 +17,8 @@ from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Stat
 
 from bbm_tui.core import llm
 from bbm_tui.core.tasks import Task
+from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, safe, safe_line, styled
-
-_HERE = Path(__file__).parent
 
 R = TypeVar("R")
 
@@ -28,7 +26,7 @@ R = TypeVar("R")
 class Dialog(ModalScreen[R]):
     """A modal box in the middle of the screen; its styles load with the first one shown."""
 
-    CSS_PATH = _HERE / "dialogs.tcss"
+    CSS_PATH = stylesheet("dialogs")
 
     def __init__(self) -> None:
         super().__init__(classes="dialog-screen")

@@ -8,7 +8,7 @@ import textual
 from textual.widgets import Footer, RadioButton, RadioSet
 from textual.widgets._footer import FooterKey
 
-from bbm_tui.ui.widgets import KeysFooter
+from bbm_tui.ui.widgets.chrome import KeysFooter
 from tests.ui.ui_helpers import make_app, wait_for
 
 

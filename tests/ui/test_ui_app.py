@@ -17,7 +17,7 @@ from ui_helpers import wait_for
 from bbm_tui.core.config import Config
 from bbm_tui.ui import app as app_module
 from bbm_tui.ui.dialogs import StoreErrorScreen
-from bbm_tui.ui.new_session import NewSessionScreen
+from bbm_tui.ui.screens.new_session import NewSessionScreen
 
 
 def run_headless(monkeypatch: pytest.MonkeyPatch, auto_pilot) -> None:

@@ -18,8 +18,8 @@ from bbm_tui.core.store import Store
 from bbm_tui.core.trace.recording import record_find
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.ui.dialogs import FindScreen
-from bbm_tui.ui.trace_screen import TraceScreen
-from bbm_tui.ui.widgets import ThoughtView
+from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.widgets.thought import ThoughtView
 from tests.openai_server import FakeOpenAI, Reply
 
 TRACKING = "tracking_shuffled_objects"

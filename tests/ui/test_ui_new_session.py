@@ -14,9 +14,9 @@ from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import Store
 from bbm_tui.ui.dialogs import ModelScreen, TypedQuestionScreen
-from bbm_tui.ui.new_session import Entry, NewSessionScreen, filter_entries
-from bbm_tui.ui.trace_screen import TraceScreen
-from bbm_tui.ui.widgets import ThoughtView
+from bbm_tui.ui.screens.new_session import Entry, NewSessionScreen, filter_entries
+from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.widgets.thought import ThoughtView
 
 
 async def new_session_screen(pilot) -> NewSessionScreen:

@@ -10,10 +10,10 @@ from bbm_tui.core import llm
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.ui.dialogs import StoreErrorScreen
-from bbm_tui.ui.new_session import NewSessionScreen
-from bbm_tui.ui.sessions import SessionsScreen
-from bbm_tui.ui.trace_screen import TraceScreen
-from bbm_tui.ui.widgets import ThoughtView
+from bbm_tui.ui.screens.new_session import NewSessionScreen
+from bbm_tui.ui.screens.sessions import SessionsScreen
+from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.widgets.thought import ThoughtView
 
 HOSTILE = [
     "[bold]x[/",

@@ -7,10 +7,10 @@ from ui_helpers import SIZE, make_app, recorded_session, wait_for
 
 from bbm_tui.core.store import Store
 from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
-from bbm_tui.ui.new_session import NewSessionScreen
-from bbm_tui.ui.sessions import SessionsScreen
-from bbm_tui.ui.trace_screen import TraceScreen
-from bbm_tui.ui.widgets import ThoughtView
+from bbm_tui.ui.screens.new_session import NewSessionScreen
+from bbm_tui.ui.screens.sessions import SessionsScreen
+from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.widgets.thought import ThoughtView
 
 
 async def sessions_screen(pilot, rows: int) -> SessionsScreen:

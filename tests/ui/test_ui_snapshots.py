@@ -13,9 +13,9 @@ from ui_helpers import make_app, recorded_session, still_cursors, wait_for
 
 from bbm_tui.core.store import Store
 from bbm_tui.ui.dialogs import FindScreen, HelpScreen
-from bbm_tui.ui.new_session import NewSessionScreen
-from bbm_tui.ui.sessions import SessionsScreen
-from bbm_tui.ui.trace_screen import TraceScreen
+from bbm_tui.ui.screens.new_session import NewSessionScreen
+from bbm_tui.ui.screens.sessions import SessionsScreen
+from bbm_tui.ui.screens.trace import TraceScreen
 
 SIZE = (120, 36)
 

@@ -16,10 +16,10 @@ from bbm_tui.core.generation.stepper import (
 )
 from bbm_tui.core.store import Store
 from bbm_tui.ui.dialogs import HelpScreen
-from bbm_tui.ui.new_session import NewSessionScreen
-from bbm_tui.ui.sessions import SessionsScreen
-from bbm_tui.ui.trace_screen import TraceScreen
-from bbm_tui.ui.widgets import ThoughtView
+from bbm_tui.ui.screens.new_session import NewSessionScreen
+from bbm_tui.ui.screens.sessions import SessionsScreen
+from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.widgets.thought import ThoughtView
 
 TASK = "tracking_shuffled_objects"
 

@@ -23,8 +23,9 @@ from bbm_tui.core.tasks import TASKS, get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.messages import GoBack, OpenTrace
+from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.text import MUTED, safe, safe_line, styled
-from bbm_tui.ui.widgets import BbmScreen, KeysFooter, TitleBar
+from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
 
 if TYPE_CHECKING:
     # At run time these are imported where used: this module is on the way to the first

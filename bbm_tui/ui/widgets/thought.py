@@ -1,17 +1,13 @@
-"""What the screens share: a base screen, the one-line title bar, and a numbered thought."""
+"""A numbered thought on the main screen: its status glyph, its text (growing as it streams),
+its figures, and a mistake finder's mark beside it."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from textual.app import ComposeResult
-from textual.containers import HorizontalGroup
 from textual.content import Content
 from textual.geometry import Size
-from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import Footer, Static
-from textual.worker import Worker
 
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.text import (
@@ -51,67 +47,6 @@ _JUDGEMENTS: dict[Judgement, tuple[str, str]] = {
     "first": (f"model: {GLYPH_MISTAKE} first mistake", "bold $text-error"),
     "pending": (f"model: {GLYPH_STREAMING}", "$accent"),
 }
-
-
-class LeanStatic(Static):
-    """A Static that asks for a re-layout of the screen only when its size changes.
-
-    A layout costs every widget on the screen (hundreds on a long trace), and most updates
-    while a thought streams keep the size: then repainting this one widget is enough.
-    """
-
-    def __init__(self, *args, auto_width: bool = False, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._auto_width = auto_width
-        self._shape: tuple[int, int] | None = None
-
-    def show(self, content: Content) -> None:
-        width = self.content_size.width
-        height = content.get_height(self.styles, width) if width > 0 else -1
-        shape = (height, content.cell_length if self._auto_width else 0)
-        self.update(content, layout=height < 0 or shape != self._shape)
-        self._shape = shape
-
-
-class KeysFooter(Footer):
-    """A Footer that shows the screen's keys in its first frame.
-
-    Textual's Footer draws nothing until the screen announces its bindings, and then
-    recomposes a frame later; on the app's first screen that put the keys a few hundred
-    milliseconds after everything else. The screen's and the app's bindings are known when
-    the Footer is composed, so it may as well draw them then (later changes still recompose).
-    """
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self._bindings_ready = True  # Textual's own flag (textual 8): "bindings are known"
-
-
-class BbmScreen(Screen[None]):
-    """A screen whose workers' failures go to the app's one handler (`Worker.StateChanged`
-    does not bubble, so each node that owns workers passes it on)."""
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        self.app.on_worker_state_changed(event)  # type: ignore[attr-defined]
-
-
-class TitleBar(HorizontalGroup):
-    """One line at the top of a screen: what is on show (left) and running figures (right)."""
-
-    def __init__(self, left: Content | str = "", right: Content | str = "", **kwargs) -> None:
-        super().__init__(**kwargs)
-        self._left = LeanStatic(left, classes="title-left", markup=False)
-        self._right = LeanStatic(right, classes="title-right", markup=False, auto_width=True)
-
-    def compose(self) -> ComposeResult:
-        yield self._left
-        yield self._right
-
-    def set_left(self, content: Content) -> None:
-        self._left.show(content)
-
-    def set_right(self, content: Content) -> None:
-        self._right.show(content)
 
 
 # The longest thought in the dataset has 2,568 characters; past this, a thought is cut on screen.

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from textual import events, work
 from textual.app import ComposeResult
@@ -34,7 +32,7 @@ from bbm_tui.core.generation.stepper import (
 )
 from bbm_tui.core.judging.finders import FindFinished, StepJudged, TraceJudged
 from bbm_tui.core.prompts.finding import METHODS, methods_for
-from bbm_tui.core.store import FinderRun, Label, Totals, default_session_name
+from bbm_tui.core.store import Label, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.recording import record_find
@@ -42,270 +40,34 @@ from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import FindRequest, FindScreen, MethodChoice
 from bbm_tui.ui.messages import SessionMissing
+from bbm_tui.ui.screens.base import BbmScreen
+from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import (
     GLYPH_MISTAKE,
     GLYPH_OK,
-    GLYPH_UNPARSED,
     MUTED,
     format_totals,
     safe,
     safe_line,
     styled,
 )
-from bbm_tui.ui.widgets import (
-    BbmScreen,
-    Judgement,
-    KeysFooter,
-    LeanStatic,
-    Status,
-    ThoughtView,
-    TitleBar,
+from bbm_tui.ui.viewmodels.trace import (
+    FINISH_MESSAGES,
+    FinderShown,
+    agreement_words,
+    describe_agreement,
+    describe_finder,
+    describe_gold,
+    describe_label,
+    finder_source,
+    question_text,
+    statuses,
 )
-
-_HERE = Path(__file__).parent
+from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
+from bbm_tui.ui.widgets.thought import Judgement, ThoughtView
 
 _MOVE = Binding.Group("move", compact=True)
 _COPY = Binding.Group("copy", compact=True)
-
-FINISH_MESSAGES = {
-    "step_limit": "Stopped at the step limit ({limit} thoughts) without an answer.",
-    "empty": "The model returned nothing more: the trace ends here, without an answer.",
-    "truncated": "Thought {number} was cut at the token limit; the run stopped so you can look.",
-}
-
-
-def question_text(task: str, input_text: str) -> str:
-    """The question as the model sees it, minus the "Q: " that only marks it in the prompt."""
-    text = get_task(task).question(input_text)
-    return text[3:] if text.startswith("Q: ") else text
-
-
-def statuses(trace: TraceSession) -> list[Status]:
-    """The glyph of each thought under the current label (the paper's protocol: steps before
-    the first mistake are correct, the rest are not judged)."""
-    count = len(trace.steps)
-    mistake = trace.mistake_number
-    if mistake is not None:
-        return ["ok" if n < mistake else "mistake" if n == mistake else "after"
-                for n in range(1, count + 1)]
-    if trace.no_mistake and trace.label is not None:
-        # A "no mistake" verdict covers the steps there were when it was given.
-        leaf = next((s.number for s in trace.steps if s.id == trace.label.leaf_step_id), count)
-        return ["ok" if n <= leaf else "plain" for n in range(1, count + 1)]
-    return ["plain"] * count
-
-
-def describe_label(trace: TraceSession) -> Content:
-    mistake = trace.mistake_number
-    if mistake is not None:
-        return Content.assemble(
-            ("Label: ", "bold"), (f"{GLYPH_MISTAKE} first mistake in Thought {mistake}",
-                                  "$text-error"),
-        )
-    if trace.no_mistake:
-        return Content.assemble(("Label: ", "bold"), (f"{GLYPH_OK} no mistake", "$text-success"))
-    return Content.assemble(("Label: ", "bold"), ("not labelled yet", MUTED))
-
-
-# -- a mistake finder's run, as shown
-
-FinderState = Literal["running", "finished", "stopped", "failed"]
-
-
-@dataclass
-class FinderShown:
-    """A finder run as the screen shows it: read from the store on resume (or after a run is
-    stopped), built from the run's events as they arrive otherwise (each verdict is saved
-    before its event comes, so both ways show the same)."""
-
-    method: str
-    model: str
-    judge_all: bool = False
-    leaf_step_id: int | None = None
-    # Step-level: thought number -> (verdict "Yes"/"No" or None when unparseable, raw answer).
-    verdicts: dict[int, tuple[str | None, str]] = field(default_factory=dict)
-    # Trace-level: the one answer, verbatim.
-    trace_raw: str | None = None
-    state: FinderState = "running"
-    mistake_number: int | None = None
-    parsed: bool | None = None
-    error: str | None = None
-
-    @classmethod
-    def of_run(cls, run: FinderRun) -> FinderShown:
-        # A run with no result and no record of how it ended was cut short by its process
-        # dying: as good as stopped.
-        state: FinderState = ("finished" if run.finished
-                              else "failed" if run.ended == "failed" else "stopped")
-        shown = cls(run.method, run.model, bool(run.params.get("judge_all")), run.leaf_step_id,
-                    state=state, mistake_number=run.mistake_number, parsed=run.parsed,
-                    error=run.error)
-        for verdict in run.verdicts:
-            if verdict.step_number is None:
-                shown.trace_raw = verdict.raw
-            else:
-                shown.verdicts[verdict.step_number] = (verdict.verdict, verdict.raw)
-        return shown
-
-    @property
-    def step_level(self) -> bool:
-        method = METHODS.get(self.method)
-        return method.step_level if method is not None else bool(self.verdicts)
-
-    @property
-    def cot(self) -> bool:
-        method = METHODS.get(self.method)
-        return method is not None and method.cot
-
-    @property
-    def has_result(self) -> bool:
-        return self.state == "finished" and self.parsed is not None
-
-    @property
-    def next_number(self) -> int:
-        """The thought a step-level run is judging now."""
-        return max(self.verdicts, default=0) + 1
-
-    def judgements(self, count: int) -> dict[int, tuple[Judgement, str | None]]:
-        """The mark (and raw answer) for each judged thought of a trace of `count` thoughts."""
-        marks: dict[int, tuple[Judgement, str | None]] = {}
-        if self.step_level:
-            for number, (verdict, raw) in self.verdicts.items():
-                judgement: Judgement = {"Yes": "yes", "No": "no"}.get(verdict or "", "unparsed")  # type: ignore[assignment]
-                marks[number] = (judgement, raw)
-            if self.state == "running" and self.next_number <= count:
-                marks[self.next_number] = ("pending", None)
-        elif self.has_result and self.parsed and self.mistake_number is not None:
-            marks[self.mistake_number] = ("first", None)
-        return {number: mark for number, mark in marks.items() if number <= count}
-
-    def verdict_text(self) -> str:
-        """The run's conclusion in a few words, as the model said it."""
-        if not self.has_result:
-            return "no result"
-        if not self.parsed:
-            return "unparseable"
-        if self.mistake_number is None:
-            return "no mistake"
-        return f"first mistake in Thought {self.mistake_number}"
-
-
-def finder_source(shown: FinderShown) -> str:
-    """`direct-step · replay/bbm`: which method and which model."""
-    return f"{shown.method} · {one_line(shown.model, 40)}"
-
-
-def describe_finder(shown: FinderShown, trace: TraceSession) -> Content:
-    """The finder's verdict for the question pane, with the method and model under it."""
-    line = Content.assemble(("Model: ", "bold"))
-    count = len(shown.verdicts)
-    answers = f"{count} answer{'s' if count != 1 else ''}"
-    if shown.state == "running":
-        doing = (f"judging Thought {shown.next_number}…" if shown.step_level
-                 else "reading the whole trace…")
-        line = line.append(styled(doing, "$accent"))
-    elif shown.state in ("stopped", "failed"):
-        what = "stopped" if shown.state == "stopped" else "failed"
-        after = f" after {answers}" if shown.step_level and count else ""
-        line = line.append(styled(f"{what}{after}: no result", "$text-warning"))
-        if shown.error:
-            line = line.append(styled(" (", MUTED)).append(
-                safe_line(shown.error, 100).stylize(MUTED)).append(styled(")", MUTED))
-    elif not shown.parsed:
-        line = line.append(styled(f"{GLYPH_UNPARSED} unparseable", "bold $text-warning"))
-        if shown.step_level:
-            unparsed = [n for n, (verdict, _) in sorted(shown.verdicts.items()) if verdict is None]
-            if unparsed:
-                line = line.append(styled(f" answer on Thought {unparsed[0]}", "$text-warning"))
-        elif shown.trace_raw is not None:
-            line = line.append(styled(": ", "$text-warning")).append(
-                safe_line(shown.trace_raw, 120))
-    elif shown.mistake_number is None:
-        line = line.append(styled(f"{GLYPH_OK} no mistake", "$text-success"))
-    else:
-        line = line.append(styled(f"{GLYPH_MISTAKE} first mistake in Thought "
-                                  f"{shown.mistake_number}", "$text-error"))
-    where = finder_source(shown)
-    if shown.step_level and shown.judge_all:
-        where += " · every step"
-    ids = {step.id: step.number for step in trace.steps}
-    if shown.leaf_step_id is not None and shown.leaf_step_id not in ids:
-        where += " · on another branch"
-    elif shown.leaf_step_id is not None and ids[shown.leaf_step_id] < len(trace.steps):
-        where += f" · on Thoughts 1–{ids[shown.leaf_step_id]}"
-    return line.append("\n").append(styled(f"({where})", MUTED))
-
-
-def describe_agreement(shown: FinderShown | None, trace: TraceSession) -> Content | None:
-    """The person's flag beside the model's, and whether they agree; None before a result."""
-    if shown is None or not shown.has_result:
-        return None
-    you_number = trace.mistake_number
-    if you_number is not None:
-        you = f"Thought {you_number}"
-    elif trace.no_mistake:
-        you = "no mistake"
-    else:
-        you = None
-    if not shown.parsed:
-        model = "unparseable"
-    elif shown.mistake_number is None:
-        model = "no mistake"
-    else:
-        model = f"Thought {shown.mistake_number}"
-    # Every run of one style ends with its space, none starts with one (librsvg drops the
-    # leading spaces of a run when it draws a screenshot).
-    line = Content.assemble(("You: ", "bold"))
-    line = line.append(styled("not labelled yet ", MUTED) if you is None else Content(f"{you} "))
-    line = line.append(styled("· ", MUTED)).append(styled("Model: ", "bold")).append(model)
-    if you is None or not shown.parsed:
-        return line
-    # The verdict first: in a narrow pane the line wraps, and its glyph stays with its word.
-    agree = shown.mistake_number == you_number
-    verdict = (styled(f"agree {GLYPH_OK} ", "bold $text-success") if agree
-               else styled(f"disagree {GLYPH_MISTAKE} ", "bold $text-error"))
-    return verdict.append(styled("· ", MUTED)).append(line)
-
-
-def agreement_words(shown: FinderShown, trace: TraceSession) -> str:
-    """The agreement for the status line, as a sentence."""
-    if not shown.has_result:
-        return ""
-    if trace.mistake_number is None and not trace.no_mistake:
-        return "You have not labelled the trace yet (x flags the first mistake, c says none)."
-    if not shown.parsed:
-        return "Its answer could not be read, so it cannot agree with your label."
-    yours = (f"Thought {trace.mistake_number}" if trace.mistake_number is not None
-             else "no mistake")
-    agree = trace.mistake_number == shown.mistake_number
-    return f"You said {yours}: {'you agree' if agree else 'you disagree'}."
-
-
-def describe_gold(trace: TraceSession, recorded: list[str] | None) -> Content:
-    """The dataset's gold label, and whether it is about the trace on show: `recorded` is the
-    dataset's trace for this question (None when the question is not the dataset's)."""
-    session = trace.session
-    line = Content.assemble(("Gold: ", "bold"))
-    if session.dataset_index is None or recorded is None:
-        return line.append(styled("none (not a question of the dataset)", MUTED))
-    gold = session.gold_mistake_index
-    if gold is None:
-        line = line.append(styled(f"{GLYPH_OK} no mistake", "$text-success"))
-    else:
-        line = line.append(styled(f"{GLYPH_MISTAKE} first mistake in Thought {gold + 1}",
-                                  "$text-error"))
-    texts = trace.texts
-    if texts == recorded:
-        return line
-    if recorded[: len(texts)] == texts:
-        note = f"for the dataset's {len(recorded)} thoughts; {len(texts)} are written so far"
-    else:
-        differs = next((i for i, (a, b) in enumerate(zip(texts, recorded, strict=False), 1)
-                        if a != b), min(len(texts), len(recorded)) + 1)
-        note = (f"for the dataset's recorded trace; this one departs from it at Thought "
-                f"{differs}")
-    return line.append("\n").append(styled(f"({note})", MUTED))
-
 
 class Pane(VerticalScroll, can_focus=False):
     """A scrolling pane that never takes the focus, so that the screen's keys (j/k, arrows)
@@ -313,7 +75,7 @@ class Pane(VerticalScroll, can_focus=False):
 
 
 class TraceScreen(BbmScreen):
-    CSS_PATH = _HERE / "trace.tcss"
+    CSS_PATH = stylesheet("trace")
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "step", "step", id="step",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -18,10 +17,10 @@ from bbm_tui.core.store import SessionSummary
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
 from bbm_tui.ui.messages import GoBack, OpenSession, SessionRemoved, SessionRenamed
+from bbm_tui.ui.screens.base import BbmScreen
+from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_cell, safe_line, styled
-from bbm_tui.ui.widgets import BbmScreen, KeysFooter, TitleBar
-
-_HERE = Path(__file__).parent
+from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
 
 COLUMNS = ("Name", "Task", "Model", "Steps", "Label", "Answer", "Updated")
 
@@ -45,7 +44,7 @@ def when_cell(timestamp: float, *, wall_clock: bool) -> Text:
 
 
 class SessionsScreen(BbmScreen):
-    CSS_PATH = _HERE / "sessions.tcss"
+    CSS_PATH = stylesheet("sessions")
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "resume", "resume", id="sessions_resume",
