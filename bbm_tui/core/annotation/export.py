@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.dataset import TraceRow, open_private
+from bbm_tui.core.dataset import TraceRow, replacing
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import get_task, is_correct
 from bbm_tui.core.textsafe import one_line, printable
@@ -92,10 +92,8 @@ def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportR
             continue
         pieces.append(piece)
         result.written += 1
-    temporary = out_path.with_name(f".{out_path.name}.tmp")
-    with open_private(temporary, "w") as out:
+    with replacing(out_path) as out:
         out.write("".join(pieces))
-    temporary.replace(out_path)
     return result
 
 
