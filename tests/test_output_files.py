@@ -85,6 +85,14 @@ def test_the_session_store_is_never_an_output(tmp_path: Path, isolated_home: Pat
         assert_refused(result, str(target), "session store", "never an output")
     reader.close()
     assert Snapshot.of(store_path).data == before.data
+    # A store that is not this one (another BBM_TUI_HOME's, a backup copy): still never
+    # replaced by an export, even when told to.
+    copy = tmp_path / "backup.sqlite3"
+    copy.write_bytes(before.data)
+    copied = Snapshot.of(copy)
+    (result,) = run_all([("export", "--out", str(copy), "--force")])
+    assert_refused(result, str(copy), "SQLite database", "even with --force")
+    assert Snapshot.of(copy) == copied
     with Store.open(store_path) as store:
         assert store.integrity_check() == "ok"
         assert len(store.sessions()) == 2

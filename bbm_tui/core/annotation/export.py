@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.dataset import TraceRow, replacing
-from bbm_tui.core.store import Store
+from bbm_tui.core.dataset.outfile import OutputFileError
+from bbm_tui.core.store import SQLITE_HEADER, Store
 from bbm_tui.core.tasks import get_task, is_correct
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import NewTrace, TraceSession
@@ -78,6 +79,22 @@ def load_traces(store: Store, session_ids: Sequence[int] | None) -> list[Labelle
     if session_ids is None:
         session_ids = sorted(summary.session.id for summary in store.sessions())
     return [LabelledTrace.of(TraceSession.load(store, session_id)) for session_id in session_ids]
+
+
+def check_not_a_database(path: Path) -> None:
+    """Even with --force an export never replaces an SQLite file: it may be a session store
+    of another BBM_TUI_HOME, or a copy kept as a backup. (Call after the path is known to
+    be a regular file or absent: reading a FIFO would wait.)"""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError:  # absent, or unreadable: the write itself will say what is wrong
+        return
+    if header == SQLITE_HEADER:
+        raise OutputFileError(
+            path, "is an SQLite database (a session store?); export never replaces one, even "
+            "with --force: choose another --out"
+        )
 
 
 def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportResult:
