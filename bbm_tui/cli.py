@@ -686,13 +686,14 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from bbm_tui.core.annotation.export import export, load_traces
+    from bbm_tui.core.annotation.export import check_not_a_database, export, load_traces
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
     from bbm_tui.core.store import StoreError, default_path
 
     try:
         check_output_path(args.out, store_path=default_path())
+        check_not_a_database(args.out)
         if not args.force:
             check_not_replacing(args.out)
     except DatasetError as error:

@@ -85,6 +85,14 @@ def test_the_session_store_is_never_an_output(tmp_path: Path, isolated_home: Pat
         assert_refused(result, str(target), "session store", "never an output")
     reader.close()
     assert Snapshot.of(store_path).data == before.data
+    # A store that is not this one (another BBM_TUI_HOME's, a backup copy): still never
+    # replaced by an export, even when told to.
+    copy = tmp_path / "backup.sqlite3"
+    copy.write_bytes(before.data)
+    copied = Snapshot.of(copy)
+    (result,) = run_all([("export", "--out", str(copy), "--force")])
+    assert_refused(result, str(copy), "SQLite database", "even with --force")
+    assert Snapshot.of(copy) == copied
     with Store.open(store_path) as store:
         assert store.integrity_check() == "ok"
         assert len(store.sessions()) == 2
@@ -110,6 +118,23 @@ def test_export_never_replaces_a_file_unless_told(tmp_path: Path) -> None:
     (forced,) = run_all([("export", "--format", "markdown", "--out", str(notes), "--force")])
     assert forced.code == 0, forced
     assert notes.read_text().startswith("## ")
+
+
+def test_export_never_writes_over_a_file_beside_its_out(tmp_path: Path) -> None:
+    """Export writes a temporary file then renames it: that file gets a fresh name, so a
+    `.notes.md.tmp` of the person's own is neither truncated nor renamed away."""
+    assert run_all([("import", str(source_file(tmp_path)))])[0].code == 0
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    mine = folder / ".notes.md.tmp"
+    mine.write_text("my own temporary notes\n")
+    before = Snapshot.of(mine)
+    (result,) = run_all([("export", "--format", "markdown", "--out", str(folder / "notes.md"))])
+    assert result.code == 0, result
+    assert Snapshot.of(mine) == before
+    assert (folder / "notes.md").read_text().startswith("## ")
+    assert (folder / "notes.md").stat().st_mode & 0o777 == 0o600
+    assert sorted(path.name for path in folder.iterdir()) == [".notes.md.tmp", "notes.md"]
 
 
 def test_only_a_cut_off_row_is_ever_mended(tmp_path: Path) -> None:
@@ -148,7 +173,8 @@ def test_two_runs_on_one_out(tmp_path: Path) -> None:
     try:
         wait_until(out.exists)
         (second,) = run_all([run_args(source, out)], env=slow)
-        assert_refused(second, str(out), "another bbm-tui command is writing this file")
+        assert_refused(second, str(out), "another bbm-tui command is writing this file",
+                       f"(pid {first.pid})")
         _, first_err = first.communicate(timeout=120)
     finally:
         if first.poll() is None:
@@ -173,7 +199,8 @@ def test_a_find_resuming_a_preds_being_written_is_refused(tmp_path: Path,
         wait_until(lambda: preds.exists() and preds.stat().st_size > 0)
         before = Snapshot.of(preds)
         (second,) = run_all([find_args(source, preds, *base)])
-        assert_refused(second, str(preds), "another bbm-tui command is writing this file")
+        assert_refused(second, str(preds), "another bbm-tui command is writing this file",
+                       f"(pid {first.pid})")
         assert preds.read_bytes().startswith(before.data)
         first.communicate(timeout=120)
     finally:

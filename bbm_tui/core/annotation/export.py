@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.dataset import TraceRow, open_private
-from bbm_tui.core.store import Store
+from bbm_tui.core.dataset import TraceRow, replacing
+from bbm_tui.core.dataset.outfile import OutputFileError
+from bbm_tui.core.store import SQLITE_HEADER, Store
 from bbm_tui.core.tasks import get_task, is_correct
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import NewTrace, TraceSession
@@ -80,6 +81,22 @@ def load_traces(store: Store, session_ids: Sequence[int] | None) -> list[Labelle
     return [LabelledTrace.of(TraceSession.load(store, session_id)) for session_id in session_ids]
 
 
+def check_not_a_database(path: Path) -> None:
+    """Even with --force an export never replaces an SQLite file: it may be a session store
+    of another BBM_TUI_HOME, or a copy kept as a backup. (Call after the path is known to
+    be a regular file or absent: reading a FIFO would wait.)"""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError:  # absent, or unreadable: the write itself will say what is wrong
+        return
+    if header == SQLITE_HEADER:
+        raise OutputFileError(
+            path, "is an SQLite database (a session store?); export never replaces one, even "
+            "with --force: choose another --out"
+        )
+
+
 def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportResult:
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
@@ -92,10 +109,8 @@ def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportR
             continue
         pieces.append(piece)
         result.written += 1
-    temporary = out_path.with_name(f".{out_path.name}.tmp")
-    with open_private(temporary, "w") as out:
+    with replacing(out_path) as out:
         out.write("".join(pieces))
-    temporary.replace(out_path)
     return result
 
 

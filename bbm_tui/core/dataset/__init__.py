@@ -11,11 +11,13 @@ import json
 import os
 import re
 import stat
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from bbm_tui.core.resources import dataset_dir
 from bbm_tui.core.tasks import TASK_NAMES, get_task
@@ -154,12 +156,17 @@ def iter_jsonl(path: Path | str) -> Iterator[tuple[int, object]]:
     path = Path(path)
     check_regular_file(path)
     try:
-        handle = path.open("rb")
+        # Non-blocking, so a FIFO swapped in since the check cannot hang the open; fstat
+        # then sees what was really opened.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except IsADirectoryError:
         raise DatasetError(path, "is a directory, not a JSONL file") from None
     except OSError as error:
         raise DatasetError(path, f"cannot read: {error.strerror}") from None
-    with handle:
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise DatasetError(path, "is not a regular file")
+    with os.fdopen(descriptor, "rb") as handle:
         for number, line_bytes in _raw_lines(handle, path):
             if not line_bytes.strip():
                 continue
@@ -241,21 +248,30 @@ def resolve_task(path: Path | str, task: str | None) -> str:
 
 def write_rows(path: Path | str, rows: Iterable[TraceRow]) -> None:
     """Write a whole JSONL file atomically (a temporary file renamed over the target)."""
-    path = Path(path)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open_private(temporary, "w") as out:
+    with replacing(Path(path)) as out:
         for row in rows:
             out.write(row.to_line() + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
 
 
-def open_private(path: Path, mode: str):
-    """Open a file for writing that only its owner can read (exports may hold private text)."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if "a" in mode else os.O_TRUNC)
-    descriptor = os.open(path, flags, 0o600)
-    return os.fdopen(descriptor, mode, encoding="utf-8")
+@contextmanager
+def replacing(path: Path) -> Iterator[TextIO]:
+    """A file written whole into a temporary file, then renamed over `path`: a reader never
+    sees half of it, and a failure leaves `path` as it was. The temporary file gets a fresh
+    name (never an existing file, such as someone's `.NAME.tmp`), only its owner can read it
+    (exports may hold private text), and it is removed if anything fails."""
+    descriptor, temporary = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
 
 
 @cache

@@ -148,10 +148,28 @@ def _lock(descriptor: int, path: Path) -> None:
     try:
         fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
+        holder = _lock_holder(descriptor)
         raise OutputFileError(
-            path, "another bbm-tui command is writing this file right now; wait for it to "
-            "finish, or choose another --out"
+            path, "another bbm-tui command is writing this file right now"
+            + (f" (pid {holder})" if holder else "")
+            + "; wait for it to finish, or choose another --out"
         ) from None
+
+
+def _lock_holder(descriptor: int) -> int | None:
+    """The pid holding the flock on this file, where Linux says (/proc/locks); else None."""
+    info = os.fstat(descriptor)
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as locks:
+            for line in locks:
+                # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2146447 0 EOF"; waiters have "->".
+                fields = line.split()
+                if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == where:
+                    return int(fields[4]) if fields[4].isdigit() else None
+    except OSError:  # not Linux, or /proc not mounted
+        pass
+    return None
 
 
 def _check_and_mend(
