@@ -4,7 +4,10 @@ It serves `/v1/chat/completions` and `/v1/completions`, streamed (SSE) or not, f
 of `Reply`s (first in, first out) and, when the script is empty, from a `responder` function.
 Faults are scripted too: HTTP errors with headers (429 + Retry-After), a connection dropped
 mid-stream, a malformed chunk, a stall, a server that ignores `stop` or `max_tokens`; whole
-(non-streamed) answers can be cut off, malformed or stalled half-way through their body. It
+(non-streamed) answers can be cut off, malformed or stalled half-way through their body.
+Hostile replies with status 200 too (see `Reply`): an HTML page, an event stream whose body is
+HTML, `[DONE]` first, a gzip bomb, invalid UTF-8, absurd usage, a stream ended with no finish
+reason, any line break, a slow drip (`chunk_chars=1, chunk_delay_s=N`). It
 records every request and whether the client hung up before the stream was over, so a test
 can check that a stream was closed early.
 

@@ -23,6 +23,7 @@ from bbm_tui.core import llm
 from bbm_tui.core.config import load_config
 from bbm_tui.core.dataset import bundled_rows, read_rows
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
+from bbm_tui.core.llm.sampling import sample_steps
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
@@ -89,15 +90,39 @@ async def test_a_legitimately_empty_step_is_still_a_step(openai_server: FakeOpen
     assert step.text == "" and step.call.finish_reason == "stop"
 
 
+@pytest.mark.parametrize("mode", ["chat", "completion"])
 async def test_a_stream_cut_short_without_a_finish_reason_is_a_fault(
-    openai_server: FakeOpenAI
+    openai_server: FakeOpenAI, mode: llm.Mode
 ) -> None:
     """llama-cpp-python ends an interrupted stream with [DONE] and no finish reason; litellm
     then reports "stop". Text with no line break and no finish reason is not a step."""
     openai_server.enqueue(Reply("Let me think about", finish_reason=None),
                           Reply("4 + 4 = 8\n"))
-    step = await one_step(openai_server)
+    step = await one_step(openai_server, mode=mode)
     assert (step.text, step.call.attempts) == ("4 + 4 = 8", 2)
+    openai_server.responder = lambda path, body: Reply("Let me think about",
+                                                       finish_reason=None)
+    with pytest.raises(llm.LLMError) as raised:
+        await one_step(openai_server, mode=mode)
+    assert raised.value.kind == "stream" and "ended mid-step without a finish reason" in (
+        raised.value.message)
+
+
+@pytest.mark.parametrize("server_finish", ["stop", None])
+async def test_litellm_makes_up_stop_and_keeps_what_the_provider_sent(
+    openai_server: FakeOpenAI, server_finish: str | None
+) -> None:
+    """The evidence the check above stands on (litellm 1.103.7): a stream that ends with
+    [DONE] and no finish reason still yields finish_reason "stop"; only the wrapper's
+    `received_finish_reason` tells the two apart. If litellm changes either, this fails."""
+    litellm = llm.litellm_module()
+    openai_server.enqueue(Reply("Let me think about", finish_reason=server_finish))
+    stream = await litellm.acompletion(
+        model="openai/test-model", api_base=openai_server.base_url, max_retries=0,
+        api_key="test", messages=[{"role": "user", "content": "Q"}], stream=True)
+    reasons = [chunk.choices[0].finish_reason async for chunk in stream if chunk.choices]
+    assert reasons[-1] == "stop"
+    assert stream.received_finish_reason == server_finish
 
 
 def test_run_never_writes_a_not_answer_as_a_trace(openai_server: FakeOpenAI,
@@ -132,6 +157,46 @@ def test_run_never_writes_a_not_answer_as_a_trace(openai_server: FakeOpenAI,
     openai_server.responder = dataset_responder
     assert main(args) == 0
     assert {row.input: row.steps for row in read_rows(out)} == {r.input: r.steps for r in rows}
+
+
+NOT_WHOLE_ANSWERS = {
+    "an HTML page": lambda: Reply(raw_body=HTML, headers={"Content-Type": "text/html"}),
+    "no choice": lambda: Reply(raw_body=json.dumps(
+        {"id": "1", "object": "chat.completion", "created": 1, "model": "m", "choices": [],
+         "usage": {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3}}).encode(),
+        headers={"Content-Type": "application/json"}),
+    "an empty object": lambda: Reply(raw_body=b"{}",
+                                     headers={"Content-Type": "application/json"}),
+}
+
+
+@pytest.mark.parametrize("name", NOT_WHOLE_ANSWERS)
+@pytest.mark.parametrize("mode", ["chat", "completion"])
+async def test_a_whole_answer_that_is_not_one_is_retried_then_fails(
+    openai_server: FakeOpenAI, name: str, mode: llm.Mode
+) -> None:
+    """Before: no choice failed once with "IndexError" (not retried), a text completion's
+    `{}` was an empty answer, and an HTML page one "'str' object has no attribute"."""
+    openai_server.responder = lambda path, body: NOT_WHOLE_ANSWERS[name]()
+    with pytest.raises(llm.LLMError) as raised:
+        await llm.complete(spec(openai_server, mode), [{"role": "user", "content": "Q"}],
+                           llm.CallSettings(max_tokens=None, timeout_s=10, retry=FAST))
+    error = raised.value
+    assert error.retryable and error.attempts == FAST.attempts
+    assert "was not a model's answer" in error.message
+    assert "openai/test-model" in error.message and openai_server.base_url in error.message
+    assert len(openai_server.requests) == FAST.attempts
+
+
+@pytest.mark.parametrize("mode", ["chat", "completion"])
+async def test_samples_with_no_choice_are_a_fault(openai_server: FakeOpenAI,
+                                                  mode: llm.Mode) -> None:
+    """Before: three calls that returned no choice made an empty set of candidates."""
+    openai_server.responder = lambda path, body: NOT_WHOLE_ANSWERS["no choice"]()
+    with pytest.raises(llm.LLMError) as raised:
+        await sample_steps(spec(openai_server, mode), "Q: 1\nThought 1:", 2, CALL)
+    assert "was not a model's answer" in raised.value.message
+    assert raised.value.attempts == FAST.attempts
 
 
 # ------------------------------------------------------------- 3. a gzip bomb
@@ -239,6 +304,58 @@ async def test_absurd_usage_is_unknown_and_the_step_is_kept(
     assert totals.prompt_tokens <= llm.MAX_CALL_TOKENS and totals.cost <= llm.MAX_CALL_COST
 
 
+@pytest.mark.parametrize("usage", ABSURD, ids=["2**64", "1e23", "negative", "NaN", "strings"])
+@pytest.mark.parametrize("mode", ["chat", "completion"])
+async def test_absurd_usage_in_a_whole_answer_keeps_the_answer(
+    openai_server: FakeOpenAI, usage: dict, mode: llm.Mode
+) -> None:
+    """Before: 1e23, NaN or strings made litellm fail the whole answer (a finder's verdict or
+    a backtracking sample lost, after every retry); 2**64 or -5 were half kept. Now the
+    answer is kept and its usage is unknown."""
+    openai_server.responder = lambda path, body: Reply("4 + 4 = 8", usage_values=usage)
+    answer = await llm.complete(spec(openai_server, mode), [{"role": "user", "content": "Q"}],
+                                llm.CallSettings(max_tokens=None, timeout_s=10, retry=FAST))
+    assert answer.text == "4 + 4 = 8" and answer.call.attempts == 1
+    assert (answer.call.prompt_tokens, answer.call.completion_tokens, answer.call.cost) == (
+        None, None, None)
+    samples = await sample_steps(spec(openai_server, mode), "Q: 1\nThought 1:", 2, CALL)
+    assert [candidate.text for candidate in samples.candidates] == ["4 + 4 = 8"] * 2
+    assert {(call.prompt_tokens, call.completion_tokens) for call in samples.calls} == {
+        (None, None)}
+
+
+async def test_a_whole_answer_without_usage_has_unknown_usage(
+    openai_server: FakeOpenAI
+) -> None:
+    """Before: litellm's zeros for a reply that sent no usage were stored as 0 tokens."""
+    openai_server.enqueue(Reply("4 + 4 = 8", usage=False),
+                          Reply("4 + 4 = 8", usage_values={"prompt_tokens": 7,
+                                                           "completion_tokens": 5,
+                                                           "total_tokens": 12}))
+    settings = llm.CallSettings(max_tokens=None, timeout_s=10, retry=FAST)
+    messages = [{"role": "user", "content": "Q"}]
+    unknown = await llm.complete(spec(openai_server), messages, settings)
+    assert (unknown.call.prompt_tokens, unknown.call.completion_tokens) == (None, None)
+    counted = await llm.complete(spec(openai_server), messages, settings)
+    assert (counted.call.prompt_tokens, counted.call.completion_tokens) == (7, 5)
+
+
+def test_the_store_keeps_absurd_usage_as_unknown(store: Store) -> None:
+    """The last line of defence: before, 2**64 stopped the insert with OverflowError and
+    7.5e16 dollars went into every total."""
+    session = store.create_session(task=TASK, input=ROW.input, model="openai/test-model").id
+    call = llm.CallRecord(model="openai/test-model", params={}, latency_s=0.1,
+                          prompt_tokens=2**64, completion_tokens=-3, cost=7.5e16)
+    step = store.add_step(session, parent_id=None, number=1, text="4 + 4 = 8", call=call)
+    assert (step.prompt_tokens, step.completion_tokens, step.cost) == (None, None, None)
+    store.record_call(session, "find", llm.CallRecord(
+        model="openai/test-model", params={}, latency_s=0.1, prompt_tokens=10,
+        completion_tokens=True, cost=float("nan")))
+    totals = store.totals(session)
+    assert (totals.calls, totals.prompt_tokens, totals.completion_tokens, totals.cost) == (
+        2, 10, 0, 0)
+
+
 def test_sane_bounds() -> None:
     assert [llm.sane_tokens(v) for v in (0, 12, 10**9, 10**9 + 1, -1, 2**64, 1.0, True, "3",
                                          None)] == [0, 12, 10**9] + [None] * 7
@@ -249,7 +366,8 @@ def test_sane_bounds() -> None:
 
 # ------------------------------------------------------------- 7. every line break
 
-@pytest.mark.parametrize("line_break", ["\r", "\r\n", "\u2028", "\u2029", "\x85", "\v", "\f"])
+@pytest.mark.parametrize("line_break", ["\r", "\r\n", "\u2028", "\u2029", "\x85", "\v", "\f",
+                                        "\x1c", "\x1d", "\x1e"])
 async def test_every_unicode_line_break_ends_a_step(openai_server: FakeOpenAI,
                                                     line_break: str) -> None:
     """Before: only "\\n" cut, so "4 + 4 = 8\\rSo the answer is 9" became one thought whose

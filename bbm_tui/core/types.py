@@ -8,6 +8,7 @@ and the JSONL files carry.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -30,6 +31,23 @@ DEFAULT_FINDER_MAX_TOKENS = 2048
 # is stored as unknown.
 MAX_CALL_TOKENS = 10**9
 MAX_CALL_COST = 1000.0  # dollars
+
+
+def sane_tokens(value: Any) -> int | None:
+    """A token count as a provider should send it, else None (unknown): whole, 0 or more,
+    at most MAX_CALL_TOKENS. Never a bool, a float, a string, NaN or 2**64."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= MAX_CALL_TOKENS else None
+
+
+def sane_cost(value: Any) -> float | None:
+    """A call's cost in dollars, else None (unknown): finite, 0 or more, at most
+    MAX_CALL_COST."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    cost = float(value)
+    return cost if math.isfinite(cost) and 0.0 <= cost <= MAX_CALL_COST else None
 
 
 class StepOrigin(StrEnum):

@@ -40,8 +40,6 @@ from bbm_tui.core.llm.records import (
 from bbm_tui.core.llm.transport import (
     call_to_json,
     complete,
-    sane_cost,
-    sane_tokens,
     stream_step,
     unicode_text,
 )
@@ -58,6 +56,8 @@ from bbm_tui.core.types import (
     Mode,
     ModelSpec,
     RetryPolicy,
+    sane_cost,
+    sane_tokens,
 )
 
 __all__ = [

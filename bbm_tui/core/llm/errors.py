@@ -154,6 +154,10 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
             return LLMError("stream", f"{spec.model}{where} sent a malformed stream chunk")
         # The provider's words here are the HTTP library's (class names and all): leave them.
         return LLMError("stream", f"the stream from {spec.model}{where} broke off mid-answer")
+    not_an_answer = _not_an_answer(causes, detail)
+    if not_an_answer is not None:
+        return LLMError("server", f"the reply from {spec.model}{where} was not a model's "
+                        f"answer ({not_an_answer})")
     if any(isinstance(cause, json.JSONDecodeError) for cause in causes):
         # litellm reports a 200 whose body is not JSON as a 500 it made up.
         return LLMError("server", f"{spec.model}{where} sent a malformed response")
@@ -188,6 +192,21 @@ def _guard_error(causes: list[BaseException]) -> str | None:
     for cause in causes:
         if isinstance(cause, http_guard.ReplyTooLarge | http_guard.UnsupportedEncoding):
             return str(cause)
+    return None
+
+
+def _not_an_answer(causes: list[BaseException], detail: str) -> str | None:
+    """Why a whole answer with status 200 was not one, in litellm 1.103.7's words: a body
+    that is not JSON (an HTML page) is handed to litellm as text, which it reports (chat) or
+    fails on (text completion); a JSON object with no `choices` list. The tests in
+    tests/test_hostile_server.py fail if litellm changes these."""
+    if "Empty or invalid response from LLM endpoint" in detail or any(
+        isinstance(cause, AttributeError) and str(cause).startswith("'str' object has no")
+        for cause in causes
+    ):
+        return "not JSON"
+    if "provider returned 'choices' that is not a list" in detail:
+        return "no choice"
     return None
 
 

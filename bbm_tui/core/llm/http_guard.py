@@ -9,7 +9,9 @@ so that each reply body is
 - decompressed here, incrementally and never past `MAX_REPLY_BYTES` (gzip and deflate; any
   other content encoding is refused), and handed on without its Content-Encoding header;
 - made valid UTF-8, invalid bytes becoming U+FFFD, across chunk boundaries;
-- cut off with `ReplyTooLarge` once it passes `MAX_REPLY_BYTES`.
+- cut off with `ReplyTooLarge` once it passes `MAX_REPLY_BYTES`;
+- when it is one JSON document (a whole answer), sent on with `"usage": null` where its usage
+  is absurd (1e23, NaN, a string: litellm's parser then failed the whole answer).
 
 It is installed once, from `llm.litellm_module()`, by wrapping litellm's
 `AsyncHTTPHandler._create_async_transport` (both the OpenAI-SDK path and litellm's own HTTP
@@ -20,11 +22,14 @@ upgrade moves that: the gzip bomb and the invalid-UTF-8 stream go through litell
 from __future__ import annotations
 
 import codecs
+import json
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
+
+from bbm_tui.core.types import sane_tokens
 
 # A step is at most max_tokens * 8 characters and a finder's answer a few thousand tokens;
 # 32 MiB of JSON is far beyond any answer, and small enough to hold.
@@ -73,10 +78,11 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             (name, value) for name, value in response.headers.raw
             if name.lower() not in (b"content-encoding", b"content-length")
         ]
+        whole_json = "json" in response.headers.get("content-type", "").lower()
         return httpx.Response(
             status_code=response.status_code,
             headers=headers,
-            stream=GuardedStream(response.stream, encoding),
+            stream=GuardedStream(response.stream, encoding, whole_json),
             extensions=response.extensions,
             request=request,
         )
@@ -86,7 +92,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
 
 class GuardedStream(httpx.AsyncByteStream):
-    def __init__(self, inner: Any, encoding: str) -> None:
+    def __init__(self, inner: Any, encoding: str, whole_json: bool = False) -> None:
         if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
             raise UnsupportedEncoding(
                 f"the reply is compressed as {encoding!r}, which is not read"
@@ -98,14 +104,23 @@ class GuardedStream(httpx.AsyncByteStream):
         self.raw_deflate_tried = encoding != "deflate"
         self.text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.size = 0
+        # A JSON document is held whole (at most MAX_REPLY_BYTES) to mend its usage.
+        self.whole_json = whole_json
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        held = bytearray()
         async for raw in self.inner:
             for piece in self._decompressed(raw):
-                yield self._checked(piece)
-        tail = self.text.decode(b"", final=True)
-        if tail:
-            yield tail.encode("utf-8")
+                checked = self._checked(piece)
+                if self.whole_json:
+                    held += checked
+                else:
+                    yield checked
+        tail = self.text.decode(b"", final=True).encode("utf-8")
+        if self.whole_json:
+            yield sane_usage_json(bytes(held + tail))
+        elif tail:
+            yield tail
 
     def _decompressed(self, raw: bytes) -> Iterator[bytes]:
         """Pieces of at most 1 MiB, so that a bomb is stopped at the limit instead of
@@ -140,3 +155,27 @@ class GuardedStream(httpx.AsyncByteStream):
         close = getattr(self.inner, "aclose", None)
         if close is not None:
             await close()
+
+
+def sane_usage_json(body: bytes) -> bytes:
+    """A whole answer's JSON, with `"usage": null` where any of its token counts is not a
+    sane whole number (the answer is kept, its usage unknown); else the body as it came."""
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return body  # not JSON: litellm says so
+    usage = document.get("usage") if isinstance(document, dict) else None
+    if not isinstance(usage, dict) or _sane_counts(usage):
+        return body
+    document["usage"] = None
+    return json.dumps(document).encode("utf-8")
+
+
+def _sane_counts(usage: dict[str, Any]) -> bool:
+    """Every `..._tokens` count in `usage` (its `..._details` too) absent or sane."""
+    for key, value in usage.items():
+        if isinstance(value, dict) and not _sane_counts(value):
+            return False
+        if key.endswith("_tokens") and value is not None and sane_tokens(value) is None:
+            return False
+    return True

@@ -26,9 +26,10 @@ from bbm_tui.core.llm.transport import (
     call_kwargs,
     cost_of,
     native_stop_kwargs,
-    sane_tokens,
+    not_an_answer,
     token_logprobs,
     unicode_text,
+    usage_counts,
 )
 from bbm_tui.core.prompts.thoughts import asked_number, step_span
 from bbm_tui.core.types import CallRecord, CallSettings, ModelSpec, TokenLogprob
@@ -133,9 +134,10 @@ async def _call_once(
         _candidate(choice, index, spec.mode, number)
         for index, choice in enumerate(getattr(response, "choices", None) or [])
     ]
-    usage = getattr(response, "usage", None)
-    prompt_tokens = sane_tokens(getattr(usage, "prompt_tokens", None)) if usage else None
-    completion_tokens = sane_tokens(getattr(usage, "completion_tokens", None)) if usage else None
+    if not any(candidate.raw or candidate.finish_reason for candidate in candidates):
+        # No choice at all, or only empty ones no provider finished: not an answer.
+        raise not_an_answer(spec, "no choice with text or a finish reason")
+    prompt_tokens, completion_tokens = usage_counts(getattr(response, "usage", None))
     call = CallRecord(
         model=spec.model,
         params=sent_params(spec, settings) | ({"n": n} if n > 1 else {})

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import re
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -27,7 +26,7 @@ from bbm_tui.core.llm.capabilities import (
     is_offline,
     sent_params,
 )
-from bbm_tui.core.llm.errors import LLMError, with_retries
+from bbm_tui.core.llm.errors import ErrorKind, LLMError, with_retries
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.records import (
     CHARS_PER_TOKEN_CAP,
@@ -39,13 +38,13 @@ from bbm_tui.core.llm.records import (
 from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number, step_span
 from bbm_tui.core.types import (
     DEFAULT_STEP_MAX_TOKENS,
-    MAX_CALL_COST,
-    MAX_CALL_TOKENS,
     CallRecord,
     CallSettings,
     Mode,
     ModelSpec,
     TokenLogprob,
+    sane_cost,
+    sane_tokens,
 )
 
 
@@ -264,12 +263,17 @@ def _check_the_stream_ended_well(stream: Any, state: _StreamState, text: str,
     generation with `[DONE]` and no finish reason, and litellm then reports "stop")."""
     if _provider_finish_reason(stream, state) is not None:
         return
-    where = f" at {spec.api_base}" if spec.api_base else ""
     if not text and not state.chunks:
-        raise LLMError("stream", f"the reply from {spec.model}{where} was not a model's answer "
-                       "(no choice, no text and no finish reason)")
+        raise not_an_answer(spec, "no choice, no text and no finish reason", "stream")
+    where = f" at {spec.api_base}" if spec.api_base else ""
     raise LLMError("stream", f"the stream from {spec.model}{where} ended mid-step without a "
                    "finish reason (interrupted)")
+
+
+def not_an_answer(spec: ModelSpec, what: str, kind: ErrorKind = "server") -> LLMError:
+    """A reply with status 200 that is not a model's answer: a provider fault, retried."""
+    where = f" at {spec.api_base}" if spec.api_base else ""
+    return LLMError(kind, f"the reply from {spec.model}{where} was not a model's answer ({what})")
 
 
 def _provider_finish_reason(stream: Any, state: _StreamState) -> str | None:
@@ -434,10 +438,7 @@ def _call_record(
     tokens = None
     if raw[start:start + len(text)] == text:  # else the step is not where the rules put it
         tokens = aligned_tokens(raw, state.tokens, start, start + len(text))
-    prompt_tokens = completion_tokens = None
-    if state.usage is not None:
-        prompt_tokens = sane_tokens(getattr(state.usage, "prompt_tokens", None))
-        completion_tokens = sane_tokens(getattr(state.usage, "completion_tokens", None))
+    prompt_tokens, completion_tokens = usage_counts(state.usage)
     if completion_tokens is None and state.chunks and not state.usage_lost:
         # Streams closed early carry no usage: one chunk is one token on OpenAI-style servers.
         completion_tokens = state.chunks
@@ -459,21 +460,17 @@ def _call_record(
     )
 
 
-def sane_tokens(value: Any) -> int | None:
-    """A token count as a provider should send it, else None (unknown): whole, 0 or more,
-    at most MAX_CALL_TOKENS. Never a bool, a float, a string, NaN or 2**64."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value if 0 <= value <= MAX_CALL_TOKENS else None
-
-
-def sane_cost(value: Any) -> float | None:
-    """A call's cost in dollars, else None (unknown): finite, 0 or more, at most
-    MAX_CALL_COST."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    cost = float(value)
-    return cost if math.isfinite(cost) and 0.0 <= cost <= MAX_CALL_COST else None
+def usage_counts(usage: Any) -> tuple[int | None, int | None]:
+    """(prompt, completion) tokens as the provider counted them, each None where unknown or
+    absurd. All zeros is what litellm makes of a whole answer that sent no usage (or whose
+    usage the reply guard set aside): unknown too, since a real call has a prompt."""
+    if usage is None:
+        return None, None
+    prompt = sane_tokens(getattr(usage, "prompt_tokens", None))
+    completion = sane_tokens(getattr(usage, "completion_tokens", None))
+    if not (prompt or completion):
+        return None, None
+    return prompt, completion
 
 
 def cost_of(
@@ -523,20 +520,25 @@ async def _complete_once(
         response = await asyncio.wait_for(
             litellm.acompletion(messages=messages, **kwargs), settings.timeout_s + 5
         )
-        choice = response.choices[0]
-        text = choice.message.content or ""
     else:
         prompt = "\n\n".join(message["content"] for message in messages)
         response = await asyncio.wait_for(
             litellm.atext_completion(prompt=prompt, **kwargs), settings.timeout_s + 5
         )
-        choice = response.choices[0]
-        text = choice.text or ""
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        raise not_an_answer(spec, "no choice")
+    choice = choices[0]
+    if spec.mode == "chat":
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) or ""
+    else:
+        text = getattr(choice, "text", None) or ""
+    if not text and getattr(choice, "finish_reason", None) is None:
+        raise not_an_answer(spec, "no text and no finish reason")
     text = unicode_text(text)
     latency = time.perf_counter() - started_at
-    usage = getattr(response, "usage", None)
-    prompt_tokens = sane_tokens(getattr(usage, "prompt_tokens", None)) if usage else None
-    completion_tokens = sane_tokens(getattr(usage, "completion_tokens", None)) if usage else None
+    prompt_tokens, completion_tokens = usage_counts(getattr(response, "usage", None))
     call = CallRecord(
         model=spec.model,
         params=sent_params(spec, settings),

@@ -44,7 +44,14 @@ from bbm_tui.core.store.records import (
     default_session_name,
 )
 from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns, statements
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallPurpose, CallRecord, TokenLogprob
+from bbm_tui.core.types import (
+    DEFAULT_ANNOTATOR,
+    CallPurpose,
+    CallRecord,
+    TokenLogprob,
+    sane_cost,
+    sane_tokens,
+)
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -795,9 +802,11 @@ def _insert_call(
             call.model,
             json.dumps(call.params, sort_keys=True),
             call.latency_s,
-            call.prompt_tokens,
-            call.completion_tokens,
-            call.cost,
+            # The last line of defence (the model-call boundary bounds them already): 2**64
+            # would stop the insert (OverflowError), 1e23 would poison every total.
+            sane_tokens(call.prompt_tokens),
+            sane_tokens(call.completion_tokens),
+            sane_cost(call.cost),
             json.dumps(call.logprobs) if call.logprobs is not None else None,
             call.finish_reason,
             call.attempts,
