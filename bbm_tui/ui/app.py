@@ -112,6 +112,7 @@ class BbmApp(App[int]):
         task: str | None = None,
         question: int | None = None,
         session_id: int | None = None,
+        model_given: frozenset[str] = frozenset(),
         store_path: Path | None = None,
         warm_up: bool = True,
         wall_clock: bool = True,
@@ -129,6 +130,9 @@ class BbmApp(App[int]):
         self._start_task = task
         self._start_question = question
         self._start_session = session_id
+        # The model settings typed on the command line ("model", "api_base", "mode"): they
+        # apply to the session named by --session, whatever its model (see resumed_spec).
+        self._model_given = model_given
         self._warm = warm_up
 
     def get_default_screen(self) -> Screen:
@@ -156,7 +160,7 @@ class BbmApp(App[int]):
         # and the thread would compete with it for the interpreter.
         self.call_after_refresh(self._open_store)
         if self._start_session is not None:
-            self.open_session(self._start_session)
+            self.open_session(self._start_session, given=self._model_given)
         elif self._start_question is not None:
             self._show_question(self._start_task or "", self._start_question)
         if self._warm:
@@ -301,16 +305,16 @@ class BbmApp(App[int]):
         await self._pop_to(1)
         await self.push_screen(_trace_screen_class()(trace, totals))
 
-    def open_session(self, session_id: int) -> None:
-        self._show_session(session_id)
+    def open_session(self, session_id: int, given: frozenset[str] = frozenset()) -> None:
+        self._show_session(session_id, given)
 
     @work(exclusive=True, group="open", exit_on_error=False)
-    async def _show_session(self, session_id: int) -> None:
+    async def _show_session(self, session_id: int, given: frozenset[str]) -> None:
         store = await self.wait_for_store()
         if store is None:
             return
         from bbm_tui.core.store import StoreError
-        from bbm_tui.core.trace.session import TraceSession
+        from bbm_tui.core.trace.session import TraceSession, resumed_spec
 
         home = self.screen_stack[self._home_index()]
         if _is_trace_screen(home) and home.trace.id == session_id:  # type: ignore[attr-defined]
@@ -325,11 +329,9 @@ class BbmApp(App[int]):
             if isinstance(self.screen, SplashScreen):
                 await self.push_screen(NewSessionScreen(self.config))
             return
-        configured = self.configured_spec
-        if trace.session.model == configured.model:
-            # The model the app was started with (or configured) continues it with today's
-            # api base and mode, as `run` does; another session's model keeps its own.
-            trace.use_model(configured)
+        # Today's settings for the session's model win over the stored ones, as in `run`
+        # (the stored api base may be redacted: such a session says it needs it again).
+        trace.use_model(resumed_spec(trace.session, self.configured_spec, given))
         await self._present(trace, totals)
 
     @property
@@ -494,9 +496,11 @@ def run_app(
     task: str | None = None,
     question: int | None = None,
     session_id: int | None = None,
+    model_given: frozenset[str] = frozenset(),
 ) -> int:
     """Run the app; the exit code is non-zero when the session store could not be opened."""
-    app = BbmApp(config, task=task, question=question, session_id=session_id)
+    app = BbmApp(config, task=task, question=question, session_id=session_id,
+                 model_given=model_given)
     app.run()
     if app.store_error is not None:
         # Said again once the app's screen is gone, so that the message stays in view.
