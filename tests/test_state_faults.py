@@ -353,12 +353,16 @@ def read_until(master: int, process: subprocess.Popen, needle: bytes | None,
     raise AssertionError(f"timed out; the app showed {output[-500:]!r}")
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_to_the_app_restores_the_terminal(signal_number: int) -> None:
+@pytest.mark.parametrize(("signal_number", "when"), [
+    (signal.SIGTERM, b"new session"),  # the app on show
+    (signal.SIGHUP, b"new session"),
+    (signal.SIGTERM, b"\x1b[?1049h"),  # the terminal just switched, the app still starting
+])
+def test_a_signal_to_the_app_restores_the_terminal(signal_number: int, when: bytes) -> None:
     """Before: SIGTERM left the terminal in the alternate screen, mouse on, cursor hidden."""
     process, master = run_app_in_pty({}, until=b"")
     try:
-        shown = read_until(master, process, b"new session")
+        shown = read_until(master, process, when)
         assert b"\x1b[?1049h" in shown  # the app is in the alternate screen
         os.kill(process.pid, signal_number)
         rest = read_until(master, process, None)

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, cast
@@ -134,6 +134,7 @@ class BbmApp(App[int]):
         # apply to the session named by --session, whatever its model (see resumed_spec).
         self._model_given = model_given
         self._warm = warm_up
+        self._early_signals: list[int] = []
 
     def get_default_screen(self) -> Screen:
         """The bottom screen: the new-session screen itself (no screen before it to pay
@@ -174,9 +175,29 @@ class BbmApp(App[int]):
         for signal_number in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(signal_number, self._terminate, signal_number)
+        if self._early_signals:  # one came while the app started: act on it now
+            self._terminate(self._early_signals[0])
+
+    @contextlib.contextmanager
+    def termination_signals_held(self) -> Iterator[None]:
+        """Around `run()`: note a SIGTERM or SIGHUP that comes before on_mount hands them to
+        the event loop. The driver puts the terminal in the alternate screen well before
+        then, and the default action (dying there) would leave it so."""
+        def note(signal_number: int, _frame: object) -> None:
+            self._early_signals.append(signal_number)
+
+        numbers = (signal.SIGTERM, signal.SIGHUP)
+        previous = {number: signal.signal(number, note) for number in numbers}
+        try:
+            yield
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
 
     def _terminate(self, signal_number: int) -> None:
-        self.exit(return_code=128 + signal_number)
+        # After the next refresh: a screen still mounting would fail if the app closed
+        # under it (the first screen's on_mount comes after the app's).
+        self.call_after_refresh(self.exit, return_code=128 + signal_number)
 
     def on_unmount(self) -> None:
         if self.store is not None:
@@ -501,7 +522,8 @@ def run_app(
     """Run the app; the exit code is non-zero when the session store could not be opened."""
     app = BbmApp(config, task=task, question=question, session_id=session_id,
                  model_given=model_given)
-    app.run()
+    with app.termination_signals_held():
+        app.run()
     if app.store_error is not None:
         # Said again once the app's screen is gone, so that the message stays in view.
         from bbm_tui.core.redact import redact
