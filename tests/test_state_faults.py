@@ -320,6 +320,20 @@ def test_a_store_with_a_dropped_column(tmp_path: Path, isolated_home: Path) -> N
     assert store_file.read_bytes() == before
 
 
+def test_a_store_with_a_dropped_table(tmp_path: Path, isolated_home: Path) -> None:
+    assert run_all([("import", str(source_file(tmp_path, 1)))])[0].code == 0
+    store_file = isolated_home / DATABASE_NAME
+    connection = sqlite3.connect(store_file)
+    connection.execute("DROP TABLE finder_verdicts")
+    connection.commit()
+    connection.close()
+    before = store_file.read_bytes()
+    result, = run_all([("import", str(source_file(tmp_path, 1)))])
+    assert_refused(result, str(store_file), "table 'finder_verdicts' is missing",
+                   "restore a backup")
+    assert store_file.read_bytes() == before
+
+
 # ------------------------------------------------------------ 11. SIGTERM and SIGHUP
 
 def run_app_in_pty(env: dict[str, str], until: bytes) -> tuple[subprocess.Popen, int]:
