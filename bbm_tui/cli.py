@@ -164,7 +164,11 @@ def _open_app(args: argparse.Namespace) -> int:
     _tolerate_bad_terminal_input()
     from bbm_tui.ui.app import run_app
 
-    return run_app(config, task=args.task, question=args.question, session_id=args.session)
+    # Typed next to --session, these win over that session's own settings (resumed_spec).
+    given = frozenset(name for name in ("model", "api_base", "mode")
+                      if getattr(args, name) is not None)
+    return run_app(config, task=args.task, question=args.question, session_id=args.session,
+                   model_given=given)
 
 
 def _tolerate_bad_terminal_input() -> None:

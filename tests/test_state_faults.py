@@ -78,6 +78,98 @@ async def test_the_session_records_the_mode_it_is_generated_with(
         assert "chat" not in openai_server.requests[-1].path
 
 
+async def generate_one_step_in_the_app(config, session_id: int,
+                                      given: frozenset[str] = frozenset()) -> list[str]:
+    """Open the session as `bbm-tui --session ID` would, press n, and wait for the step to
+    finish or fail; the app's notifications."""
+    from bbm_tui.ui.app import BbmApp
+    from tests.ui.ui_helpers import notifications, wait_for
+
+    extra = {"model_given": given} if given else {}
+    app = BbmApp(config, session_id=session_id, warm_up=False, wall_clock=False, **extra)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "TraceScreen")
+        screen = app.screen
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not screen.running and (  # type: ignore[attr-defined]
+            bool(screen.trace.steps) or bool(notifications(app))), timeout=30)  # type: ignore[attr-defined]
+        return notifications(app)
+
+
+def typo_session(model: str, api_base: str = "http://127.0.0.1:9/v1") -> int:
+    with Store.open() as store:
+        spec = llm.ModelSpec(model, api_base)
+        return TraceSession.create(store, NewTrace(TASK, ROWS[0].input, ROWS[0].target),
+                                   spec).id
+
+
+async def test_the_app_resumes_a_session_with_todays_api_base_for_its_model(
+    openai_server: FakeOpenAI
+) -> None:
+    """Before: the app called the api base stored with the session (a typo, for good)."""
+    from bbm_tui.core.config import Config
+
+    openai_server.responder = dataset_responder
+    session_id = typo_session("openai/test-model")
+    config = Config(model="openai/test-model", api_base=openai_server.base_url)
+    notes = await generate_one_step_in_the_app(config, session_id)
+    assert len(openai_server.requests) == 1, notes
+    with Store.open() as store:
+        assert len(store.branch(session_id)) == 1
+        assert store.session(session_id).api_base == openai_server.base_url
+
+
+async def test_an_api_base_typed_with_session_wins_for_a_session_of_another_model(
+    openai_server: FakeOpenAI
+) -> None:
+    """`bbm-tui --session ID --api-base URL`: the session (of a model other than the
+    configured one) keeps its model and takes the api base typed next to it."""
+    from bbm_tui.core.config import Config
+
+    openai_server.responder = dataset_responder
+    session_id = typo_session("openai/other-model")
+    config = Config(model="openai/test-model", api_base=openai_server.base_url)
+    notes = await generate_one_step_in_the_app(config, session_id, frozenset({"api_base"}))
+    assert [r.body["model"] for r in openai_server.requests] == ["other-model"], notes
+    with Store.open() as store:
+        session = store.session(session_id)
+        assert (session.model, session.api_base) == ("openai/other-model",
+                                                     openai_server.base_url)
+        assert len(store.branch(session_id)) == 1
+
+
+async def test_a_redacted_session_of_another_model_asks_for_its_api_base_in_the_app(
+    openai_server: FakeOpenAI
+) -> None:
+    """Its stored api base lost its password: the app says what to type, and calls nothing."""
+    from bbm_tui.core.config import Config
+
+    openai_server.responder = dataset_responder
+    secret = openai_server.base_url.replace("http://", "http://bob:pw-123456@")
+    session_id = typo_session("openai/other-model", secret)
+    config = Config(model="openai/test-model", api_base=openai_server.base_url)
+    notes = await generate_one_step_in_the_app(config, session_id)
+    assert openai_server.requests == []
+    assert any("--api-base" in note and "never saves" in note for note in notes), notes
+    assert not any("pw-123456" in note for note in notes)
+
+
+def test_which_model_settings_a_reopened_session_continues_with() -> None:
+    from bbm_tui.core.trace.session import resumed_spec
+
+    with Store.open() as store:
+        stored = store.create_session(task=TASK, input="1 + 1 =", model="m/a",
+                                      api_base="http://typo/v1", mode="completion")
+    configured = llm.ModelSpec("m/b", "http://good/v1", "chat")
+    assert resumed_spec(stored, configured) == llm.ModelSpec("m/a", "http://typo/v1",
+                                                             "completion")
+    assert resumed_spec(stored, llm.ModelSpec("m/a", "http://good/v1", "chat")) == (
+        llm.ModelSpec("m/a", "http://good/v1", "chat"))
+    assert resumed_spec(stored, configured, frozenset({"api_base"})) == llm.ModelSpec(
+        "m/a", "http://good/v1", "completion")
+    assert resumed_spec(stored, configured, frozenset({"model"})) == configured
+
+
 # ------------------------------------------------------------ 6. a session deleted meanwhile
 
 def test_a_session_deleted_mid_run_fails_only_its_trace(openai_server: FakeOpenAI,
@@ -228,6 +320,20 @@ def test_a_store_with_a_dropped_column(tmp_path: Path, isolated_home: Path) -> N
     assert store_file.read_bytes() == before
 
 
+def test_a_store_with_a_dropped_table(tmp_path: Path, isolated_home: Path) -> None:
+    assert run_all([("import", str(source_file(tmp_path, 1)))])[0].code == 0
+    store_file = isolated_home / DATABASE_NAME
+    connection = sqlite3.connect(store_file)
+    connection.execute("DROP TABLE finder_verdicts")
+    connection.commit()
+    connection.close()
+    before = store_file.read_bytes()
+    result, = run_all([("import", str(source_file(tmp_path, 1)))])
+    assert_refused(result, str(store_file), "table 'finder_verdicts' is missing",
+                   "restore a backup")
+    assert store_file.read_bytes() == before
+
+
 # ------------------------------------------------------------ 11. SIGTERM and SIGHUP
 
 def run_app_in_pty(env: dict[str, str], until: bytes) -> tuple[subprocess.Popen, int]:
@@ -261,12 +367,16 @@ def read_until(master: int, process: subprocess.Popen, needle: bytes | None,
     raise AssertionError(f"timed out; the app showed {output[-500:]!r}")
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_to_the_app_restores_the_terminal(signal_number: int) -> None:
+@pytest.mark.parametrize(("signal_number", "when"), [
+    (signal.SIGTERM, b"new session"),  # the app on show
+    (signal.SIGHUP, b"new session"),
+    (signal.SIGTERM, b"\x1b[?1049h"),  # the terminal just switched, the app still starting
+])
+def test_a_signal_to_the_app_restores_the_terminal(signal_number: int, when: bytes) -> None:
     """Before: SIGTERM left the terminal in the alternate screen, mouse on, cursor hidden."""
     process, master = run_app_in_pty({}, until=b"")
     try:
-        shown = read_until(master, process, b"new session")
+        shown = read_until(master, process, when)
         assert b"\x1b[?1049h" in shown  # the app is in the alternate screen
         os.kill(process.pid, signal_number)
         rest = read_until(master, process, None)
@@ -276,13 +386,21 @@ def test_a_signal_to_the_app_restores_the_terminal(signal_number: int) -> None:
             os.killpg(process.pid, signal.SIGKILL)
         os.close(master)
     assert process.returncode == 128 + signal_number
-    tail = rest[rest.rfind(b"\x1b[?1049l"):]
-    assert b"\x1b[?1049l" in rest, rest[-300:]  # back to the main screen
-    assert b"\x1b[?25h" in tail or b"\x1b[?25h" in rest  # the cursor shown again
-    assert b"\x1b[?1000l" in rest  # mouse reporting off
+    everything = shown + rest
+    # What the app wrote last leaves the terminal as it found it: each mode it turned on is
+    # turned off (or the cursor shown) after the last time it was turned on.
+    for on, off in [(b"\x1b[?1049h", b"\x1b[?1049l"),  # the alternate screen
+                    (b"\x1b[?25l", b"\x1b[?25h"),  # the cursor hidden
+                    (b"\x1b[?1000h", b"\x1b[?1000l"), (b"\x1b[?1003h", b"\x1b[?1003l"),
+                    (b"\x1b[?1006h", b"\x1b[?1006l")]:  # mouse reporting
+        assert on in everything, on
+        assert everything.rfind(off) > everything.rfind(on), (on, everything[-300:])
+    after = everything[everything.rfind(b"\x1b[?1049l"):]
+    assert b"\x1b[?1049h" not in after and b"\x1b[H" not in after  # nothing drawn after
 
 
-def test_sigterm_to_run_prints_its_summary(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_run_prints_its_summary(tmp_path: Path, signal_number: int) -> None:
     source = source_file(tmp_path, 3)
     out = tmp_path / "out.jsonl"
     process = launch("run", "--input", str(source), "--out", str(out), "--no-progress",
@@ -291,14 +409,33 @@ def test_sigterm_to_run_prints_its_summary(tmp_path: Path) -> None:
     while not (out.exists() and out.stat().st_size > 0):
         assert time.monotonic() < deadline and process.poll() is None
         time.sleep(0.05)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(signal_number)
     _, err = process.communicate(timeout=60)
-    assert process.returncode == 143, err
+    assert process.returncode == 128 + signal_number, err
     assert "stopped: 1 traces written to" in err or "stopped: 2 traces written to" in err, err
     assert "Traceback" not in err
     written = read_rows(out)
     assert written and all(row.steps == next(r.steps for r in ROWS if r.input == row.input)
                            for row in written)
+
+
+def test_sigterm_to_find_prints_its_summary(tmp_path: Path) -> None:
+    """Before: SIGTERM killed `find` on the spot, with no summary."""
+    preds = tmp_path / "preds.jsonl"
+    process = launch("find", "--model", "replay/bbm", "--method", "direct-trace", "--input",
+                     str(source_file(tmp_path, 20)), "--out", str(preds), "--rpm", "120",
+                     "--concurrency", "1", "--no-progress")
+    deadline = time.monotonic() + 60
+    while not (preds.exists() and preds.stat().st_size > 0):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143, err
+    assert "stopped: " in err and " traces judged into " in err, err
+    assert "Traceback" not in err
+    judged = preds.read_text().splitlines()
+    assert 1 <= len(judged) < 20
 
 
 # ------------------------------------------------------------ 12. secrets in an api base
@@ -364,3 +501,21 @@ async def test_a_session_whose_api_base_was_redacted_says_what_it_needs(
         events = [e async for e in reopened.generate(max_new_steps=1)]
         assert len(openai_server.requests) == 1 and "StepFinished" in repr(events)
         assert store.session(created.id).api_base == openai_server.base_url
+
+
+async def test_the_app_never_shows_a_password_or_key_in_the_api_base() -> None:
+    """Before: the new-session screen showed the configured api base as it was given."""
+    from bbm_tui.core.config import Config
+    from bbm_tui.ui.app import BbmApp
+    from tests.ui.ui_helpers import wait_for
+
+    base = "http://alice:hunter2-Pa55word@127.0.0.1:8000/v1?api-key=qs-Secret-0123"
+    app = BbmApp(Config(model="openai/test-model", api_base=base), warm_up=False,
+                 wall_clock=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_for(pilot, lambda: bool(app.screen.query("#model-line")))
+        await pilot.pause()
+        shown = app.export_screenshot()
+    for secret in ("alice", "hunter2-Pa55word", "qs-Secret-0123"):
+        assert secret not in shown
+    assert "[redacted]@127.0.0.1:8000" in shown  # the api base is on show, redacted

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, cast
@@ -113,6 +113,7 @@ class BbmApp(App[int]):
         task: str | None = None,
         question: int | None = None,
         session_id: int | None = None,
+        model_given: frozenset[str] = frozenset(),
         store_path: Path | None = None,
         warm_up: bool = True,
         wall_clock: bool = True,
@@ -130,7 +131,11 @@ class BbmApp(App[int]):
         self._start_task = task
         self._start_question = question
         self._start_session = session_id
+        # The model settings typed on the command line ("model", "api_base", "mode"): they
+        # apply to the session named by --session, whatever its model (see resumed_spec).
+        self._model_given = model_given
         self._warm = warm_up
+        self._early_signals: list[int] = []
 
     def get_default_screen(self) -> Screen:
         """The bottom screen: the new-session screen itself (no screen before it to pay
@@ -157,7 +162,7 @@ class BbmApp(App[int]):
         # and the thread would compete with it for the interpreter.
         self.call_after_refresh(self._open_store)
         if self._start_session is not None:
-            self.open_session(self._start_session)
+            self.open_session(self._start_session, given=self._model_given)
         elif self._start_question is not None:
             self._show_question(self._start_task or "", self._start_question)
         if self._warm:
@@ -171,9 +176,29 @@ class BbmApp(App[int]):
         for signal_number in (signal.SIGTERM, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(signal_number, self._terminate, signal_number)
+        if self._early_signals:  # one came while the app started: act on it now
+            self._terminate(self._early_signals[0])
+
+    @contextlib.contextmanager
+    def termination_signals_held(self) -> Iterator[None]:
+        """Around `run()`: note a SIGTERM or SIGHUP that comes before on_mount hands them to
+        the event loop. The driver puts the terminal in the alternate screen well before
+        then, and the default action (dying there) would leave it so."""
+        def note(signal_number: int, _frame: object) -> None:
+            self._early_signals.append(signal_number)
+
+        numbers = (signal.SIGTERM, signal.SIGHUP)
+        previous = {number: signal.signal(number, note) for number in numbers}
+        try:
+            yield
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
 
     def _terminate(self, signal_number: int) -> None:
-        self.exit(return_code=128 + signal_number)
+        # After the next refresh: a screen still mounting would fail if the app closed
+        # under it (the first screen's on_mount comes after the app's).
+        self.call_after_refresh(self.exit, return_code=128 + signal_number)
 
     def on_unmount(self) -> None:
         if self.store is not None:
@@ -302,16 +327,16 @@ class BbmApp(App[int]):
         await self._pop_to(1)
         await self.push_screen(_trace_screen_class()(trace, totals))
 
-    def open_session(self, session_id: int) -> None:
-        self._show_session(session_id)
+    def open_session(self, session_id: int, given: frozenset[str] = frozenset()) -> None:
+        self._show_session(session_id, given)
 
     @work(exclusive=True, group="open", exit_on_error=False)
-    async def _show_session(self, session_id: int) -> None:
+    async def _show_session(self, session_id: int, given: frozenset[str]) -> None:
         store = await self.wait_for_store()
         if store is None:
             return
         from bbm_tui.core.store import StoreError
-        from bbm_tui.core.trace.session import TraceSession
+        from bbm_tui.core.trace.session import TraceSession, resumed_spec
 
         home = self.screen_stack[self._home_index()]
         if _is_trace_screen(home) and home.trace.id == session_id:  # type: ignore[attr-defined]
@@ -326,11 +351,9 @@ class BbmApp(App[int]):
             if isinstance(self.screen, SplashScreen):
                 await self.push_screen(NewSessionScreen(self.config))
             return
-        configured = self.configured_spec
-        if trace.session.model == configured.model:
-            # The model the app was started with (or configured) continues it with today's
-            # api base and mode, as `run` does; another session's model keeps its own.
-            trace.use_model(configured)
+        # Today's settings for the session's model win over the stored ones, as in `run`
+        # (the stored api base may be redacted: such a session says it needs it again).
+        trace.use_model(resumed_spec(trace.session, self.configured_spec, given))
         await self._present(trace, totals)
 
     @property
@@ -495,10 +518,13 @@ def run_app(
     task: str | None = None,
     question: int | None = None,
     session_id: int | None = None,
+    model_given: frozenset[str] = frozenset(),
 ) -> int:
     """Run the app; the exit code is non-zero when the session store could not be opened."""
-    app = BbmApp(config, task=task, question=question, session_id=session_id)
-    app.run()
+    app = BbmApp(config, task=task, question=question, session_id=session_id,
+                 model_given=model_given)
+    with app.termination_signals_held():
+        app.run()
     if app.store_error is not None:
         # Said again once the app's screen is gone, so that the message stays in view.
         from bbm_tui.core.redact import redact

@@ -154,11 +154,11 @@ class Store:
                 f"PRAGMA table_info({table})").fetchall()}
             missing = sorted(columns - found)
             if missing:
+                what = (f"table {table!r} has no column {', '.join(repr(c) for c in missing)}"
+                        if found else f"table {table!r} is missing")
                 raise StoreError(
-                    f"{self.path}: the store's table {table!r} has no column "
-                    f"{', '.join(repr(c) for c in missing)} (was it edited by another "
-                    f"program?); it was left untouched: restore a backup, or set {HOME_ENV} "
-                    "to a new folder")
+                    f"{self.path}: the store's {what} (was it edited by another program?); it "
+                    f"was left untouched: restore a backup, or set {HOME_ENV} to a new folder")
 
     def _migrate(self) -> None:
         version = self._connection.execute("PRAGMA user_version").fetchone()[0]

@@ -296,5 +296,20 @@ class TraceSession:
         self.session = self.store.session(self.session.id)
 
 
+def resumed_spec(
+    session: Session, configured: llm.ModelSpec, given: frozenset[str] = frozenset()
+) -> llm.ModelSpec:
+    """The model settings a session reopened in the app continues with. The configured ones
+    (command line over config) when they are for the session's model, as in `run`, so a
+    corrected api base or mode wins; a session of another model keeps its own settings, less
+    those the command line gave explicitly (`given` holds "model", "api_base", "mode"): a
+    session named with --session continues with what was typed next to it."""
+    model = configured.model if "model" in given else session.model
+    ours = model == configured.model
+    api_base = configured.api_base if ours or "api_base" in given else session.api_base
+    mode = configured.mode if ours or "mode" in given else session.mode
+    return llm.ModelSpec(model, api_base, mode)  # type: ignore[arg-type]
+
+
 def _stored_spec(session: Session) -> llm.ModelSpec:
     return llm.ModelSpec(session.model, session.api_base, session.mode)  # type: ignore[arg-type]

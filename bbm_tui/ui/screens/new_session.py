@@ -19,6 +19,7 @@ from textual.worker import get_current_worker
 
 from bbm_tui.core import llm
 from bbm_tui.core.config import Config
+from bbm_tui.core.redact import redact_url
 from bbm_tui.core.tasks import TASKS, get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.context import AppContext, context
@@ -105,10 +106,12 @@ def entry_prompt(entry: Entry) -> Content:
 
 
 def spec_line(spec: llm.ModelSpec) -> Content:
-    """The model the session will ask: name, mode, and the api base when there is one."""
+    """The model the session will ask: name, mode, and the api base when there is one (a
+    password or key in it never shown)."""
     line = Content.assemble(safe_line(spec.model, 40).stylize("bold"), (f" · {spec.mode}", MUTED))
     if spec.api_base:
-        line = line.append(styled(" · ", MUTED)).append(safe_line(spec.api_base, 40))
+        shown = redact_url(spec.api_base) or ""
+        line = line.append(styled(" · ", MUTED)).append(safe_line(shown, 40))
     return line
 
 
