@@ -14,8 +14,9 @@ with the letters' values, and the answer must be the value the chain reached.
 
 from __future__ import annotations
 
+import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -433,3 +434,303 @@ def render(node: Node) -> str:
     if isinstance(node, Neg):
         return f"-{render(node.operand)}"
     return f"{render(node.left)} {node.op} {render(node.right)}"
+
+
+
+# -- writing steps (the solver) ---------------------------------------------------------------
+
+
+def _atomic(node: Node) -> bool:
+    return isinstance(node, Num) or (isinstance(node, Group) and isinstance(node.inner, Num))
+
+
+def _number(node: Node) -> Fraction:
+    if isinstance(node, Group):
+        return _number(node.inner)
+    assert isinstance(node, Num)
+    return node.value
+
+
+def _plain(operation: BinOp | Neg) -> BinOp | Neg:
+    """The operation with `(40)` operands read as `40`, as the prompt writes them."""
+    def unwrap(node: Node) -> Node:
+        return Num(_number(node)) if _atomic(node) else node
+    if isinstance(operation, Neg):
+        return Neg(unwrap(operation.operand))
+    return BinOp(operation.op, unwrap(operation.left), unwrap(operation.right))
+
+
+def _next_operation(node: Node) -> BinOp | Neg | None:
+    """The first operation, left to right, whose operands are plain numbers: working it out
+    never breaks the order of operations, which the parsed tree already holds."""
+    if isinstance(node, Group):
+        return _next_operation(node.inner)
+    if isinstance(node, Neg):
+        return node if _atomic(node.operand) else _next_operation(node.operand)
+    if isinstance(node, BinOp):
+        if _atomic(node.left) and _atomic(node.right):
+            return node
+        return _next_operation(node.left) or _next_operation(node.right)
+    return None
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, Group):
+        return [node.inner]
+    if isinstance(node, Neg):
+        return [node.operand]
+    if isinstance(node, BinOp):
+        return [node.left, node.right]
+    return []
+
+
+def _replace(node: Node, target: Node, new: Node) -> Node:
+    if node is target:
+        return new
+    if isinstance(node, Group):
+        return Group(_replace(node.inner, target, new))
+    if isinstance(node, Neg):
+        return Neg(_replace(node.operand, target, new))
+    if isinstance(node, BinOp):
+        return BinOp(node.op, _replace(node.left, target, new), _replace(node.right, target, new))
+    return node
+
+
+def _bracket_around(node: Node, target: Node) -> Group | None:
+    """The bracket written right around `target`, if there is one."""
+    if isinstance(node, Group) and node.inner is target:
+        return node
+    for child in _children(node):
+        found = _bracket_around(child, target)
+        if found is not None:
+            return found
+    return None
+
+
+def reduction(node: Node, slip: tuple[int, Fraction] | None = None) -> list[str]:
+    """What a careful chain writes after `node`, one operation per `=` in the prompt's style:
+    the operation about to be worked out in brackets, then its value in brackets, the last
+    value bare. `slip` = (which operation, how far off) makes that operation's value wrong,
+    and the chain goes on from it (an arithmetic slip)."""
+    parts: list[str] = []
+    done = 0
+    while (operation := _next_operation(node)) is not None:
+        plain = _plain(operation)
+        value = evaluate(plain)
+        if slip is not None and slip[0] == done:
+            value += slip[1]
+        done += 1
+        if node is operation or (isinstance(node, Group) and node.inner is operation):
+            parts.append(show(value))
+            break
+        target: Node | None = _bracket_around(node, operation)
+        if target is None:
+            target = Group(plain)
+            node = _replace(node, operation, target)
+            parts.append(render(node))
+        node = _replace(node, target, Group(Num(value)))
+        parts.append(render(node))
+    return parts
+
+
+def operations(node: Node) -> int:
+    return sum(1 for _ in _walk_operations(node))
+
+
+def _walk_operations(node: Node) -> Iterator[Node]:
+    for child in _children(node):
+        yield from _walk_operations(child)
+    if isinstance(node, BinOp | Neg):
+        yield node
+
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def split(question: Node) -> tuple[Node, dict[str, Node]]:
+    """The prompt's split: each innermost bracket of the question becomes a letter."""
+    root = question.inner if isinstance(question, Group) else question
+    definitions: dict[str, Node] = {}
+
+    def letter_for(node: Node) -> Node:
+        if isinstance(node, Group) and not any(isinstance(n, Group) for n in _descendants(node)):
+            if len(definitions) >= len(LETTERS):
+                raise QuestionError("too many brackets to name with letters")
+            name = LETTERS[len(definitions)]
+            definitions[name] = node
+            return Var(name)
+        if isinstance(node, Group):
+            return Group(letter_for(node.inner))
+        if isinstance(node, Neg):
+            return Neg(letter_for(node.operand))
+        if isinstance(node, BinOp):
+            return BinOp(node.op, letter_for(node.left), letter_for(node.right))
+        return node
+
+    form = letter_for(root)
+    if not definitions:
+        definitions["A"] = Group(root)
+        form = Var("A")
+    return form, definitions
+
+
+def _descendants(node: Node) -> list[Node]:
+    found: list[Node] = []
+    for child in _children(node):
+        found.append(child)
+        found.extend(_descendants(child))
+    return found
+
+
+def _split_step(form: Node, definitions: dict[str, Node]) -> str:
+    where = " and ".join(f"{name} = {render(node)}" for name, node in definitions.items())
+    return f'This equation can be written as "{render(form)}", where {where}.'
+
+
+def _calculation_step(name: str, definition: Node, slip: tuple[int, Fraction] | None = None
+                      ) -> str:
+    chain = [render(definition), *reduction(definition, slip)]
+    return f"Let's calculate {name} = {' = '.join(chain)}."
+
+
+def _substitute(node: Node, values: dict[str, Fraction]) -> Node:
+    if isinstance(node, Var):
+        return Num(values[node.name])
+    if isinstance(node, Group):
+        return Group(_substitute(node.inner, values))
+    if isinstance(node, Neg):
+        return Neg(_substitute(node.operand, values))
+    if isinstance(node, BinOp):
+        return BinOp(node.op, _substitute(node.left, values), _substitute(node.right, values))
+    return node
+
+
+def _final_step(form: Node, substituted: Node, slip: tuple[int, Fraction] | None = None) -> str:
+    chain = [render(form), render(substituted), *reduction(substituted, slip)]
+    if _atomic(substituted):
+        chain = [render(form), show(_number(substituted))]
+    value = chain[-1]
+    return f"Then, the final equation is {' = '.join(chain)}. So the answer is {value}"
+
+
+def _next_letter(state: State) -> str | None:
+    return next((name for name in state.definitions if name not in state.values), None)
+
+
+def _final_values(state: State) -> dict[str, Fraction]:
+    assert state.form is not None
+    missing = [name for name in variables(state.form) if name not in state.values]
+    if missing:
+        raise QuestionError(f"the split uses {', '.join(missing)}, which it never defines")
+    return state.values
+
+
+def write_step(state: State) -> str:
+    """The next step a careful trace writes from `state`, in the dataset's phrasing."""
+    if state.form is None:
+        return _split_step(*split(state.question))
+    name = _next_letter(state)
+    if name is not None:
+        return _calculation_step(name, state.definitions[name])
+    return _final_step(state.form, _substitute(state.form, _final_values(state)))
+
+
+def _slips(node: Node, rng: random.Random) -> tuple[int, Fraction] | None:
+    """A slip that changes the value the chain ends on (a slip times zero would not)."""
+    count = operations(node)
+    if count == 0:
+        return None
+    truth = evaluate(node)
+    for _ in range(8):
+        slip = (rng.randrange(count), Fraction(rng.choice((-10, -2, -1, 1, 2, 10))))
+        parts = reduction(node, slip)
+        if parts and evaluate(parse(parts[-1])) != truth:
+            return slip
+    return None
+
+
+def _copy_error(state: State, rng: random.Random) -> str | None:
+    """The split with one number of one letter's bracket miscopied."""
+    form, definitions = split(state.question)
+    truth = evaluate(state.question)
+    names = list(definitions)
+    for _ in range(8):
+        name = rng.choice(names)
+        tokens = tokenize(render(definitions[name]))
+        numbers = [i for i, token in enumerate(tokens) if token[0].isdigit()]
+        if not numbers:
+            continue
+        index = rng.choice(numbers)
+        tokens[index] = str(int(Fraction(tokens[index])) + rng.choice((1, 2, 3)))
+        changed = dict(definitions)
+        changed[name] = parse(" ".join(tokens))
+        values = {key: evaluate(node) for key, node in changed.items()}
+        if evaluate(form, values) != truth:
+            return _split_step(form, changed)
+    return None
+
+
+def _wrong_order(definition: Node, rng: random.Random) -> str | None:
+    """An addition or subtraction worked out before the multiplication that follows it."""
+    tokens = tokenize(render(definition))
+    spots = [i for i in range(1, len(tokens) - 3)
+             if tokens[i] in "+-" and tokens[i - 1] not in "(+-*/" and tokens[i + 2] in "*/"]
+    rng.shuffle(spots)
+    for spot in spots:
+        start = spot - 1
+        wrong_tokens = [*tokens[:start], "(", *tokens[start:spot + 2], ")", *tokens[spot + 2:]]
+        wrong_node = parse(" ".join(wrong_tokens))
+        if evaluate(wrong_node) != evaluate(definition):
+            return " = ".join([render(wrong_node), *reduction(wrong_node)])
+    return None
+
+
+def mistakes(state: State, rng: random.Random) -> list[tuple[str, str]]:
+    """Plausible wrong versions of the next step, each with the kind of mistake it makes."""
+    found: list[tuple[str, str]] = []
+    if state.form is None:
+        miscopied = _copy_error(state, rng)
+        return [("copy_error", miscopied)] if miscopied else []
+    name = _next_letter(state)
+    if name is not None:
+        definition = state.definitions[name]
+        slip = _slips(definition, rng)
+        if slip:
+            found.append(("arithmetic_slip", _calculation_step(name, definition, slip)))
+        wrong_order = _wrong_order(definition, rng)
+        if wrong_order:
+            found.append(("wrong_order",
+                          f"Let's calculate {name} = {render(definition)} = {wrong_order}."))
+        return found
+    values = _final_values(state)
+    substituted = _substitute(state.form, values)
+    slip = _slips(substituted, rng)
+    if slip:
+        found.append(("arithmetic_slip", _final_step(state.form, substituted, slip)))
+    names = variables(state.form)
+    if names:
+        wrong_values = dict(values)
+        wrong_name = rng.choice(names)
+        wrong_values[wrong_name] += rng.choice((-1, 1)) * (1 + rng.randrange(3))
+        if evaluate(state.form, wrong_values) != evaluate(state.form, values):
+            found.append(("wrong_value", _final_step(state.form,
+                                                     _substitute(state.form, wrong_values))))
+    return found
+
+
+def random_question(rng: random.Random) -> str:
+    """A question in BIG-bench's form: two or four brackets of four numbers from -9 to 9,
+    joined by + - *, in one more level of brackets."""
+    def leaf() -> str:
+        numbers = [str(rng.randint(-9, 9)) for _ in range(rng.choice((3, 4)))]
+        text = numbers[0]
+        for number in numbers[1:]:
+            text += f" {rng.choice('+-*')} {number}"
+        return f"({text})"
+
+    def pair(left: str, right: str) -> str:
+        return f"({left} {rng.choice('+-*')} {right})"
+
+    if rng.random() < 0.5:
+        return f"{pair(leaf(), leaf())} ="
+    return f"{pair(pair(leaf(), leaf()), pair(leaf(), leaf()))} ="

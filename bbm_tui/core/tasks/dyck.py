@@ -19,6 +19,7 @@ is one step that both pops and answers.
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ class State:
     symbols: list[str]
     position: int = 0  # symbols processed
     stack: list[str] = field(default_factory=list)
+    planned: bool = False  # the plan said
     started: bool = False  # "stack: empty" said
     ended: bool = False  # "we have reached the end"
     popped: bool = False
@@ -194,6 +196,7 @@ def check_step(state: State, step: str) -> None:
     elif body.rstrip(".").lower() == PLAN.rstrip(".").lower():
         if state.started or state.position:
             raise wrong("it starts over")
+        state.planned = True
     elif end:
         _check_end(state, end.group("stack"))
     elif pop:
@@ -211,3 +214,108 @@ def start(question_input: str) -> State:
     if not tokens or any(_SYMBOL.fullmatch(token) is None for token in tokens):
         raise QuestionError("the input must be brackets ( ) [ ] { } < > apart")
     return State(tokens)
+
+
+# -- writing steps (the solver) ---------------------------------------------------------------
+
+
+def _quoted(symbols: Sequence[str]) -> str:
+    return ", ".join(f'"{symbol}"' for symbol in symbols)
+
+
+def _symbol_step(symbol: str, stack: Sequence[str]) -> str:
+    return f"{symbol} ; stack: {show_stack(stack)}"
+
+
+def _end_step(stack: Sequence[str]) -> str:
+    shown = f'"{" ".join(stack)}"' if stack else "empty"
+    return f"Now, we have reached the end. The final stack is {shown}."
+
+
+def _pop_step(stack: Sequence[str]) -> str:
+    if not stack:
+        return "We will need to pop out nothing."
+    return f"We will need to pop out {_quoted(list(reversed(stack)))} one by one in that order."
+
+
+def _answer_step(closers: Sequence[str]) -> str:
+    if not closers:
+        return "So, we need nothing. So the answer is"
+    return f"So, we need {_quoted(closers)}. So the answer is {' '.join(closers)}"
+
+
+def write_step(state: State) -> str:
+    """The next step a careful trace writes from `state`, in the dataset's phrasing."""
+    if not state.planned and not state.started and state.position == 0:
+        return PLAN
+    if not state.started and state.position == 0:
+        return "stack: empty"
+    if state.remaining > 0:
+        symbol = state.symbols[state.position]
+        return _symbol_step(symbol, push(state.stack, symbol))
+    if not state.ended:
+        return _end_step(state.stack)
+    if not state.popped:
+        return _pop_step(state.stack)
+    return _answer_step(closing(state.stack))
+
+
+def _wrong_stacks(stack: Sequence[str], symbol: str) -> list[list[str]]:
+    """Stacks a slip leaves: the symbol not applied, the top dropped or doubled, a closer
+    pushed instead of popping its partner."""
+    right = push(stack, symbol)
+    candidates = [list(stack), [*stack, symbol]]
+    if right:
+        candidates += [list(right[:-1]), [*right, right[-1]]]
+    return [candidate for candidate in candidates if candidate != right]
+
+
+def mistakes(state: State, rng: random.Random) -> list[tuple[str, str]]:
+    """Plausible wrong versions of the next step, each with the kind of mistake it makes."""
+    if not state.started and state.position == 0:
+        return []  # the plan and "stack: empty" leave nothing to get wrong
+    found: list[tuple[str, str]] = []
+    if state.remaining > 0:
+        symbol = state.symbols[state.position]
+        wrong_stacks = _wrong_stacks(state.stack, symbol)
+        if wrong_stacks:
+            found.append(("wrong_stack", _symbol_step(symbol, rng.choice(wrong_stacks))))
+        if state.remaining > 1 and state.symbols[state.position + 1] != symbol:
+            skipped = state.symbols[state.position + 1]
+            found.append(("skipped_symbol", _symbol_step(skipped, push(state.stack, skipped))))
+        return found
+    if not state.ended:
+        if state.stack:
+            found.append(("wrong_stack", _end_step(state.stack[:-1])))
+        return found
+    if not state.popped:
+        if len(set(state.stack)) > 1 and list(reversed(state.stack)) != list(state.stack):
+            found.append(("wrong_order", "We will need to pop out "
+                          f"{_quoted(state.stack)} one by one in that order."))
+        return found
+    closers = closing(state.stack)
+    if len(closers) > 1:
+        found.append(("wrong_stack", _answer_step(closers[:-1])))
+    if len(set(closers)) > 1:
+        shuffled = list(closers)
+        while shuffled == closers:
+            rng.shuffle(shuffled)
+        found.append(("wrong_order", _answer_step(shuffled)))
+    return found
+
+
+def random_question(rng: random.Random) -> str:
+    """A prefix of a well-nested word, 3 to 60 symbols, that leaves brackets open."""
+    while True:
+        symbols: list[str] = []
+        stack: list[str] = []
+        length = rng.randint(3, 60)
+        while len(symbols) < length:
+            if stack and rng.random() < 0.45:
+                symbols.append(PAIRS[stack.pop()])
+            else:
+                opener = rng.choice("([{<")
+                stack.append(opener)
+                symbols.append(opener)
+        if stack:
+            return " ".join(symbols)

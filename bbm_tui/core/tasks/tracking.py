@@ -15,7 +15,9 @@ list only some people, or that name a swap and leave the holdings to the next st
 
 from __future__ import annotations
 
+import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bbm_tui.core.tasks import extract_answer
@@ -346,3 +348,103 @@ def check_step(state: State, step: str) -> None:
 
 def start(question_input: str) -> State:
     return start_state(parse_question(question_input))
+
+
+# -- writing steps (the solver) ---------------------------------------------------------------
+
+
+def _listing(question: Question, holdings: dict[str, str]) -> str:
+    return ", ".join(f"{person}: {short_item(holdings[person])}" for person in question.people)
+
+
+def _final(question: Question, item: str, letter: str) -> str:
+    return f"{question.ending} {item}. So the answer is {letter}"
+
+
+def write_step(state: State) -> str:
+    """The next step a careful trace writes from `state`, in the dataset's phrasing."""
+    question = state.question
+    if state.swaps_done == 0 and not state.listed:
+        return f"At the start: {_listing(question, state.holdings)}."
+    if not state.listed:
+        return f"{_listing(question, state.holdings)}."  # the swap the step before named
+    swap = state.next_swap()
+    if swap is not None:
+        after = _after(state.holdings, swap)
+        return f"{question.swap_phrases[state.swaps_done]}: {_listing(question, after)}."
+    item = state.holdings[question.asked]
+    letter = question.option_of(item)
+    if letter is None:
+        raise QuestionError(f"no option is {_item_name(item)}")
+    return _final(question, item, letter)
+
+
+def _exchange_two(question: Question, holdings: dict[str, str], rng: random.Random,
+                  among: Sequence[str] | None = None) -> dict[str, str]:
+    """The holdings with two people's objects exchanged (a swapped holder)."""
+    people = list(among or question.people)
+    first, second = rng.sample(people, 2)
+    wrong_holdings = dict(holdings)
+    wrong_holdings[first], wrong_holdings[second] = holdings[second], holdings[first]
+    return wrong_holdings
+
+
+def mistakes(state: State, rng: random.Random) -> list[tuple[str, str]]:
+    """Plausible wrong versions of the next step, each with the kind of mistake it makes."""
+    question = state.question
+    if state.swaps_done == 0 and not state.listed:
+        wrong_start = _exchange_two(question, state.holdings, rng)
+        return [("swapped_holder", f"At the start: {_listing(question, wrong_start)}.")]
+    if not state.listed:
+        return [("swapped_holder",
+                 f"{_listing(question, _exchange_two(question, state.holdings, rng))}.")]
+    swap = state.next_swap()
+    if swap is not None:
+        after = _after(state.holdings, swap)
+        # the swap's two people keep what they had, and one of them trades with a third
+        others = [p for p in question.people if p not in swap]
+        among = [rng.choice(swap), rng.choice(others)] if others else list(swap)
+        found = [("swapped_holder", f"{question.swap_phrases[state.swaps_done]}: "
+                  f"{_listing(question, _exchange_two(question, after, rng, among))}.")]
+        later = state.swaps_done + 1
+        if later < len(question.swaps) and not _same_pair(question.swaps[later], swap):
+            skipped = _after(state.holdings, question.swaps[later])
+            found.append(("skipped_swap", f"{question.swap_phrases[later]}: "
+                          f"{_listing(question, skipped)}."))
+        return found
+    held = state.holdings[question.asked]
+    others = [item for item in question.items if item != held and question.option_of(item)]
+    found = []
+    if others and question.option_of(held):
+        other = rng.choice(others)
+        found.append(("swapped_holder", _final(question, other, question.option_of(other) or "")))
+        letters = [letter for letter, _ in question.options.items()
+                   if letter != question.option_of(held)]
+        found.append(("wrong_option", _final(question, held, rng.choice(letters))))
+    return found
+
+
+PEOPLE = ("Alice", "Bob", "Claire", "Dave", "Eve", "Fred", "Gertrude")
+COLOURS = ("yellow", "blue", "pink", "white", "purple", "red", "green", "orange", "black",
+           "brown")
+
+
+def random_question(rng: random.Random) -> str:
+    """A question in BIG-bench's ball-game form: 3, 5 or 7 players and as many swaps."""
+    count = rng.choice((3, 5, 7))
+    people = list(PEOPLE[:count])
+    colours = rng.sample(COLOURS, count)
+    names = ", ".join(people[:-1]) + f", and {people[-1]}"
+    holdings = ", ".join(f"{p} has a {c} ball" for p, c in zip(people[:-1], colours,
+                                                                strict=False))
+    holdings += f", and {people[-1]} has a {colours[-1]} ball"
+    turns = []
+    for index in range(count):
+        first, second = rng.sample(people, 2)
+        turn = "First" if index == 0 else "Finally" if index == count - 1 else "Then"
+        turns.append(f"{turn}, {first} and {second} swap balls.")
+    asked = rng.choice(people)
+    options = "\n".join(f"({chr(65 + i)}) {c} ball." for i, c in enumerate(colours))
+    return (f"{names} are playing a game. At the start of the game, they are each holding a "
+            f"ball: {holdings}.\nAs the game progresses, pairs of players trade balls. "
+            f"{' '.join(turns)} At the end of the game, {asked} has the\nOptions:\n{options}")

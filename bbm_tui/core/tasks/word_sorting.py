@@ -27,6 +27,7 @@ counts "" (0): a prefix sorts first.
 from __future__ import annotations
 
 import difflib
+import random
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -509,3 +510,170 @@ def start(question_input: str) -> State:
     if not words:
         raise QuestionError("there are no words to sort")
     return State(words)
+
+
+# -- writing steps (the solver) ---------------------------------------------------------------
+
+
+def _entry(word: str, depth: int) -> str:
+    letter = letter_at(word, depth)
+    return f'"{word}": "{letter}" ({alphabet_position(letter)}).'
+
+
+def _numbers(words: Sequence[str], depth: int) -> dict[str, int]:
+    return {word: alphabet_position(letter_at(word, depth)) for word in words}
+
+
+def _first_step(state: State) -> str:
+    entries = " ".join(_entry(word, 1) for word in state.words)
+    return f"{FIRST_STEP_PREFIX}The first letter: {entries}"
+
+
+def _subpart_step(group: Group) -> str:
+    depth = group.depth + 1
+    entries = " ".join(_entry(word, depth) for word in group.words)
+    return (f"Now let's sort this subpart {format_group(group.words)} by looking at their "
+            f"{ordinal(depth)} letters. The {ordinal(depth)} letter: {entries}")
+
+
+def _ordered(pending: Pending) -> tuple[list[tuple[str, ...]], list[int]]:
+    groups = groups_by_number(pending.words, pending.numbers)
+    return groups, [pending.numbers[group[0]] for group in groups]
+
+
+def _whole_order(state: State, pending: Pending, groups: Sequence[tuple[str, ...]]
+                 ) -> list[tuple[str, ...]]:
+    order = [group.words for group in state.order or ()]
+    index = next((i for i, words in enumerate(order) if set(words) == set(pending.words)), None)
+    if index is None:
+        return list(groups)
+    return order[:index] + list(groups) + order[index + 1:]
+
+
+def _order_step(state: State, groups: Sequence[tuple[str, ...]], numbers: Sequence[int],
+                hence: Sequence[tuple[str, ...]] | None) -> str:
+    assert state.pending is not None
+    if state.pending.whole:
+        return f"We now have: {format_order(groups, numbers)}."
+    if hence is None:
+        hence = _whole_order(state, state.pending, groups)
+    return (f"We now have: {format_order(groups, numbers)} for the subpart. Hence, we have "
+            f"{format_order(hence)}.")
+
+
+def sorted_words(state: State) -> list[str]:
+    return [word for group in state.order or () for word in group.words]
+
+
+def write_step(state: State) -> str:
+    """The next step a careful trace writes from `state`, in the dataset's phrasing."""
+    if state.pending is not None:
+        groups, numbers = _ordered(state.pending)
+        return _order_step(state, groups, numbers, None)
+    if state.order is None:
+        return _first_step(state)
+    group = state.first_unsorted()
+    if group is not None:
+        return _subpart_step(group)
+    return ANSWER_PREFIX + " ".join(sorted_words(state))
+
+
+def _wrong_entries(word: str, depth: int, rng: random.Random) -> tuple[str, str] | None:
+    """A wrong position for the letter, or a wrong letter, for one word."""
+    letter = letter_at(word, depth)
+    if not letter.isalpha():
+        return None
+    position = alphabet_position(letter)
+    if rng.random() < 0.5:
+        wrong_position = position + rng.choice([-1, 1]) if 1 < position < 26 else (
+            2 if position == 1 else 25)
+        return "letter_position", f'"{word}": "{letter}" ({wrong_position}).'
+    readings = {letter_at(word, depth), letter_at("".join(c for c in word if c.isalpha()), depth)}
+    others = sorted({c for c in word if c.isalpha()} - readings)
+    if not others:
+        return None
+    other = rng.choice(others)
+    return "wrong_letter", f'"{word}": "{other}" ({alphabet_position(other)}).'
+
+
+def _letters_mistake(prefix: str, words: Sequence[str], depth: int,
+                     rng: random.Random) -> tuple[str, str] | None:
+    index = rng.randrange(len(words))
+    wrong_entry = _wrong_entries(words[index], depth, rng)
+    if wrong_entry is None:
+        return None
+    kind, text = wrong_entry
+    entries = [text if i == index else _entry(word, depth) for i, word in enumerate(words)]
+    return kind, prefix + " ".join(entries)
+
+
+def _swap_adjacent(groups: Sequence[tuple[str, ...]], rng: random.Random
+                   ) -> list[tuple[str, ...]] | None:
+    if len(groups) < 2:
+        return None
+    index = rng.randrange(len(groups) - 1)
+    swapped = list(groups)
+    swapped[index], swapped[index + 1] = swapped[index + 1], swapped[index]
+    return swapped
+
+
+def _drop_word(groups: Sequence[tuple[str, ...]], rng: random.Random) -> list[tuple[str, ...]]:
+    index = rng.randrange(len(groups))
+    group = list(groups[index])
+    group.pop(rng.randrange(len(group)))
+    result = list(groups)
+    if group:
+        result[index] = tuple(group)
+    else:
+        del result[index]
+    return result
+
+
+def mistakes(state: State, rng: random.Random) -> list[tuple[str, str]]:
+    """Plausible wrong versions of the next step, each with the kind of mistake it makes
+    (the kinds the dataset shows: a wrong letter or position, a dropped word, an order
+    swapped)."""
+    found: list[tuple[str, str]] = []
+    if state.pending is not None:
+        groups, numbers = _ordered(state.pending)
+        swapped = _swap_adjacent(list(zip(groups, numbers, strict=True)), rng)
+        if swapped:
+            found.append(("swapped_order", _order_step(
+                state, [g for g, _ in swapped], [n for _, n in swapped], None)))
+        whole = _whole_order(state, state.pending, groups)
+        if len(whole) > 1 or len(whole[0]) > 1:
+            if state.pending.whole:
+                dropped = _drop_word(groups, rng)
+                kept = {w for g in dropped for w in g}
+                found.append(("dropped_word", _order_step(
+                    state, dropped, [n for g, n in zip(groups, numbers, strict=True)
+                                     if set(g) & kept], None)))
+            else:
+                found.append(("dropped_word", _order_step(state, groups, numbers,
+                                                          _drop_word(whole, rng))))
+        return found
+    if state.order is None:
+        prefix = f"{FIRST_STEP_PREFIX}The first letter: "
+        mistake = _letters_mistake(prefix, state.words, 1, rng)
+        return [mistake] if mistake else []
+    group = state.first_unsorted()
+    if group is not None:
+        depth = group.depth + 1
+        prefix = _subpart_step(group)
+        prefix = prefix[: prefix.index(f"The {ordinal(depth)} letter:")] + \
+            f"The {ordinal(depth)} letter: "
+        mistake = _letters_mistake(prefix, group.words, depth, rng)
+        return [mistake] if mistake else []
+    words = sorted_words(state)
+    if len(words) > 1:
+        swapped_words = _swap_adjacent([(w,) for w in words], rng)
+        assert swapped_words is not None
+        found.append(("swapped_order", ANSWER_PREFIX + " ".join(w for (w,) in swapped_words)))
+        found.append(("dropped_word", ANSWER_PREFIX + " ".join(
+            w for (w,) in _drop_word([(w,) for w in words], rng))))
+    return found
+
+
+def random_question(rng: random.Random, vocabulary: Sequence[str]) -> str:
+    """A list of 3 to 20 different words drawn from `vocabulary`, as the dataset writes it."""
+    return " ".join(rng.sample(sorted(set(vocabulary)), rng.randint(3, 20)))
