@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Protocol
 
 from bbm_tui.core.tasks import (
     UnknownTaskError,
@@ -73,16 +74,20 @@ class Disagreement:
     reason: str
 
 
-@dataclass(frozen=True)
-class Row:
-    """What the report needs of a dataset row."""
+class Labelled(Protocol):
+    """What the report needs of a dataset row (the dataset's TraceRow is one)."""
 
-    input: str
-    steps: Sequence[str]
-    mistake_index: int | None
+    @property
+    def input(self) -> str: ...
+
+    @property
+    def steps(self) -> Sequence[str]: ...
+
+    @property
+    def mistake_index(self) -> int | None: ...
 
 
-def disagreements(task: str, rows: Iterable[Row]) -> list[Disagreement]:
+def disagreements(task: str, rows: Iterable[Labelled]) -> list[Disagreement]:
     """Every row where the verifier's first mistake is not the gold label's, in order."""
     found = []
     for number, row in enumerate(rows):
@@ -112,7 +117,7 @@ class Accuracy:
         return 100.0 * self.agree / self.traces if self.traces else 0.0
 
 
-def accuracy(task: str, rows: Sequence[Row]) -> Accuracy:
+def accuracy(task: str, rows: Sequence[Labelled]) -> Accuracy:
     """First-mistake location accuracy against the gold labels ("no mistake" included)."""
     missed = {d.row for d in disagreements(task, rows)}
     with_mistake = [i for i, row in enumerate(rows) if row.mistake_index is not None]
