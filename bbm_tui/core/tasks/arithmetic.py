@@ -6,7 +6,7 @@
     Then, the final equation is A - B = -163 - 56 = -219. So the answer is -219
 
 The checker judges every `=` by value (exact fractions): both sides of each must be equal, as
-the guidelines ask (guidelines/multistep_arithmetic; an order of operations broken changes the
+the guidelines ask (the paper's annotation guidelines; an order of operations broken changes the
 value and is caught). The split into letters must give back the question's value, a letter
 must be worked out from the expression it was given, the final equation must be the split's
 with the letters' values, and the answer must be the value the chain reached.

@@ -6,7 +6,7 @@
     At the end of the game, Bob has the yellow ball. So the answer is (A)
 
 The checker follows who holds what, as the steps claim it, and judges each step against the
-question and the steps before it (guidelines/tracking_shuffled_objects): the swap a step makes
+question and the steps before it (the paper's annotation guidelines): the swap a step makes
 must be the next one in the question, whoever it lists must hold what that swap leaves them,
 and the answer must name what the asked person holds and that object's option. Shorthand is
 fine ("A: yellow" for Alice's yellow ball, "Gatsby" for The Great Gatsby), as are steps that

@@ -12,11 +12,15 @@ The dataset's traces sort by buckets, one letter at a time:
     ...
     I have now sorted all the words. The answer is costume counterpart oven
 
-The checker keeps the order the trace has built (groups of words still tied, each with how many
-letters it has compared) and judges each step against the question and the steps before it, as
-the annotators did (guidelines/word_sorting): a letter or its alphabet position, a word dropped
-or repeated, an order that does not follow from the letters, a subpart sorted out of turn or by
-the wrong letter, an answer that is not the order reached.
+The checker keeps the order the trace has built (groups of words still tied, each with how
+many letters it has compared) and judges each step against the question and the steps before
+it, as the paper's annotation guidelines ask: a letter or its alphabet position, a word dropped
+or repeated, an order that does not follow from the letters, a subpart sorted out of turn (the
+first group still tied comes first) or by the wrong letter, an answer that is not the order
+reached. Where the gold labels show how the annotators read a case the guidelines leave open,
+the checker reads it their way: a word copied with a spelling slip ("improvise" for
+"improvisate") stands for the word meant; a wrong number before a group of a subpart's order
+passes when the order is right.
 
 Two readings are accepted for a character that is not a letter ("o's", "a&m"): the character
 itself, which counts (0), before "a" (Python's order, which the targets use), or the next letter
