@@ -144,6 +144,7 @@ def test_the_prompts_answers(task: str, question: str, answer: str) -> None:
 @pytest.mark.parametrize(("task", "question", "answer"), [
     ("word_sorting", "zebra apple mango apple-pie", "apple apple-pie mango zebra"),
     ("word_sorting", "as ass a", "a as ass"),
+    ("word_sorting", "pear apple pear", "apple pear pear"),
     ("multistep_arithmetic", "(1 + 2 * 3) =", "7"),
     ("multistep_arithmetic", "((8 / 4) - (1 - 3)) =", "4"),
     ("multistep_arithmetic", "(7 / 2) =", "7/2"),
@@ -272,6 +273,7 @@ def test_logical_deduction_is_refused_with_a_clear_message() -> None:
      "already states its answer"),
     ("dyck_languages", "( x )", [], "cannot read the question"),
     ("multistep_arithmetic", "(1 + ) =", [], "cannot read the question"),
+    ("multistep_arithmetic", "(" * 100 + "1" + ")" * 100 + " =", [], "nest deeper"),
     ("tracking_shuffled_objects", "Who has the ball?", [], "cannot read the question"),
     ("multistep_arithmetic", "((1 + 2) - (3 + 4)) =",
      ['This equation can be written as "A - B", where A = (1 + 2).',

@@ -381,3 +381,33 @@ def test_agreement_with_the_gold_labels_on_the_whole_dataset(task: str) -> None:
     assert (figures.agree, figures.traces) == GOLD_AGREEMENT[task]
     if task != "logical_deduction":
         assert figures.percent >= 91.0
+
+
+HOSTILE_STEPS = [
+    "Let's calculate A = " + "(1 + " * 3000 + "1" + ")" * 3000,  # deep brackets
+    "Let's calculate A = " + "1 - " * 40000 + "1",  # a long flat chain
+    "Then, the final equation is A = " + "(" * 5000,
+    "a: " * 30000,
+    '"w": "x" (1). ' * 20000,
+    "( " * 50000,
+    "So from left to right: " + "first is the white book, then " * 5000,
+    "We now have: " + '["a" ? ' * 5000,
+    "\x1b[31m So the answer is \x00",
+]
+
+
+@pytest.mark.parametrize("task", list(GOLD_AGREEMENT))
+def test_hostile_steps_get_a_verdict(task: str) -> None:
+    """Untrusted text gets a verdict, never an exception (a recursion, a runaway search)."""
+    question = bundled_rows(task)[0].input
+    verdicts = verify_trace(task, question, HOSTILE_STEPS)
+    assert len(verdicts) == len(HOSTILE_STEPS)
+
+
+def test_a_question_with_too_many_objects_is_not_searched() -> None:
+    names = ", ".join(f"a book {i}" for i in range(9))
+    question = (f"- On a shelf, there are nine books: {names}.\n- The book 1 is the leftmost.\n"
+                "Options:\n(A) The book 1 is the leftmost.")
+    verdicts = verify_trace("logical_deduction", question, ["So the answer is (A)"])
+    assert verdicts[0].kind is Verdict.CANNOT_JUDGE
+    assert "more than 7 objects" in verdicts[0].reason

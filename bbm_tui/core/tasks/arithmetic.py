@@ -133,13 +133,27 @@ class _Parser:
         raise ExpressionError(f"unexpected {token!r}")
 
 
+# Far past any question of the task; the parser and the evaluator recurse, and a hostile
+# step must get a verdict, not a RecursionError.
+MAX_TOKENS = 600
+MAX_NESTING = 40
+
+
 def parse(text: str) -> Node:
     """Parse an expression; brackets that do not pair up at either end are dropped, as a
     person reading `(-3 + (40 * -4)) - (9 - 8))` would."""
     tokens = tokenize(text)
+    if len(tokens) > MAX_TOKENS:
+        raise ExpressionError(f"the expression is longer than {MAX_TOKENS} symbols")
     tokens = _balance(tokens)
     if not tokens:
         raise ExpressionError("no expression")
+    depth = deepest = 0
+    for token in tokens:
+        depth += {"(": 1, ")": -1}.get(token, 0)
+        deepest = max(deepest, depth)
+    if deepest > MAX_NESTING:
+        raise ExpressionError(f"brackets nest deeper than {MAX_NESTING}")
     parser = _Parser(tokens)
     node = parser.expression()
     if parser.peek() is not None:

@@ -30,6 +30,9 @@ ORDINAL_WORDS = ("first", "second", "third", "fourth", "fifth", "sixth", "sevent
                  "eighth", "ninth", "tenth")
 
 
+MAX_OBJECTS = 7
+
+
 @dataclass(frozen=True)
 class Constraint:
     """pos(a) == position, or pos(a) < pos(b) (1 is the leftmost / first / newest / dearest)."""
@@ -153,6 +156,8 @@ def parse_question(question_input: str) -> Question:
                 options[option.group("letter")] = constraint
     if not objects or not statements:
         raise QuestionError("not a logical deduction question")
+    if len(objects) > MAX_OBJECTS:  # every order is tried: 7 objects make 5,040
+        raise QuestionError(f"more than {MAX_OBJECTS} objects")
     return Question(tuple(objects), noun, tuple(statements), tuple(options.items()))
 
 

@@ -125,7 +125,8 @@ class State:
         return [word] + [written for written, meant in self.aliases.items() if meant == word]
 
     def first_unsorted(self) -> Group | None:
-        return next((group for group in self.order or () if len(group.words) > 1), None)
+        # a group of one word repeated (a list may hold a word twice) is as sorted as it gets
+        return next((group for group in self.order or () if len(set(group.words)) > 1), None)
 
 
 # How close a misspelt copy must be to the word it stands for (difflib's ratio).
@@ -361,7 +362,7 @@ def _check_first(state: State, text: str) -> None:
     entries = _entries(state, text)
     if not entries:
         raise unknown("no letters found in this step")
-    ordered = tuple(dict.fromkeys(entry.word for entry in entries))
+    ordered = tuple(entry.word for entry in entries)
     state.pending = Pending(ordered, 1, _claimed_numbers(entries), whole=True)
     problem = _entries_problem(state, entries, state.words, 1, "the list")
     if problem:
@@ -386,7 +387,7 @@ def _check_subpart(state: State, match: re.Match[str]) -> None:
     order = state.order
     group = next((g for g in order or () if set(g.words) == set(words)), None)
     first = state.first_unsorted()
-    listed = tuple(dict.fromkeys(entry.word for entry in entries))
+    listed = tuple(entry.word for entry in entries)
     state.pending = Pending(listed, depth, _claimed_numbers(entries), whole=False)
     if had_pending:
         raise wrong("the letters listed in the step before were not used to order the words")
@@ -522,10 +523,6 @@ def start(question_input: str) -> State:
 def _entry(word: str, depth: int) -> str:
     letter = letter_at(word, depth)
     return f'"{word}": "{letter}" ({alphabet_position(letter)}).'
-
-
-def _numbers(words: Sequence[str], depth: int) -> dict[str, int]:
-    return {word: alphabet_position(letter_at(word, depth)) for word in words}
 
 
 def _first_step(state: State) -> str:
