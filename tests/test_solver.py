@@ -149,6 +149,11 @@ def test_the_prompts_answers(task: str, question: str, answer: str) -> None:
     ("multistep_arithmetic", "((8 / 4) - (1 - 3)) =", "4"),
     ("multistep_arithmetic", "(7 / 2) =", "7/2"),
     ("dyck_languages", "( [ ] {", "} )"),
+    ("tracking_shuffled_objects",
+     "Zoe, Yan, and Xia are friends. At the start, they each have a gift: Zoe has a red hat, "
+     "Yan has a blue scarf, and Xia has a green glove.\nAs time goes on, they trade gifts. "
+     "First, Zoe and Yan swap gifts. Finally, Xia and Zoe swap gifts. At the end of the day, "
+     "Zoe has the\nOptions:\n(A) red hat.\n(B) blue scarf.\n(C) green glove.", "(C)"),
 ])
 def test_typed_questions(task: str, question: str, answer: str) -> None:
     steps = solve(task, question)

@@ -15,6 +15,7 @@ list only some people, or that name a swap and leave the holdings to the next st
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Sequence
@@ -126,23 +127,38 @@ def short_item(item: str) -> str:
 
 # -- reading a step -------------------------------------------------------------------------
 
-_NAME = r"(?:Alice|Bob|Claire|Dave|Eve|Fred|Gertrude|[A-G])"
-_LISTED = re.compile(rf"\b(?P<name>{_NAME})\s*:\s*(?P<item>[^,:;]+?)\s*(?=,|;|\.\s|\.?$|\s+So\b)")
-_HAS = re.compile(
-    rf"\b(?P<name>{_NAME}) (?:now )?(?:has|holds|gets|is dancing with|is playing|is holding)"
-    r"(?: the| a| an)?\s+(?P<item>[^,.;]+?)\s*(?=,|;|\.|$|\s+So\b)"
-)
-_HEADER = re.compile(
-    rf"^\s*(?P<a>{_NAME}) and (?P<b>{_NAME}) (?:swap|switch|trade)\w*(?: [a-z]+)?(?: [a-z]+)?"
-    r"\s*(?:[:,.]|$)"
-)
+@dataclass(frozen=True)
+class Patterns:
+    """The step patterns for one question's people (a name, or its initial)."""
+
+    listed: re.Pattern[str]
+    has: re.Pattern[str]
+    header: re.Pattern[str]
+    end: re.Pattern[str]
+
+
+@functools.cache
+def patterns(people: tuple[str, ...]) -> Patterns:
+    names = sorted({*people, *(person[0] for person in people)}, key=len, reverse=True)
+    name = "(?:" + "|".join(re.escape(n) for n in names) + ")"
+    return Patterns(
+        listed=re.compile(rf"\b(?P<name>{name})\s*:\s*(?P<item>[^,:;]+?)\s*"
+                          r"(?=,|;|\.\s|\.?$|\s+So\b)"),
+        has=re.compile(rf"\b(?P<name>{name}) (?:now )?(?:has|holds|gets|is dancing with|"
+                       r"is playing|is holding)(?: the| a| an)?\s+(?P<item>[^,.;]+?)\s*"
+                       r"(?=,|;|\.|$|\s+So\b)"),
+        header=re.compile(rf"^\s*(?P<a>{name}) and (?P<b>{name}) (?:swap|switch|trade)\w*"
+                          r"(?: [a-z]+)?(?: [a-z]+)?\s*(?:[:,.]|$)"),
+        end=re.compile(rf"\bAt the end of [^,]*, (?P<name>{name}) ", re.IGNORECASE),
+    )
+
+
 # A terse form some traces use: "C D: C Black, D White" (Claire and Dave swap).
-_TERSE_HEADER = re.compile(r"^\s*(?P<a>[A-G]) (?P<b>[A-G])\s*:")
+_TERSE_HEADER = re.compile(r"^\s*(?P<a>[A-Z]) (?P<b>[A-Z])\s*:")
 _TERSE_HELD = re.compile(
-    r"\b(?P<name>[A-G]) (?P<item>[A-Za-z][\w-]*(?: [a-z][\w-]*)?)\s*(?=,|\.|$)"
+    r"\b(?P<name>[A-Z]) (?P<item>[A-Za-z][\w-]*(?: [a-z][\w-]*)?)\s*(?=,|\.|$)"
 )
 _START = re.compile(r"^\s*(?:at the start|initially|in the beginning)\b", re.IGNORECASE)
-_END = re.compile(rf"\bAt the end of [^,]*, (?P<name>{_NAME}) ", re.IGNORECASE)
 
 
 @dataclass
@@ -160,7 +176,8 @@ class Read:
 def read_step(question: Question, step: str) -> Read:
     read = Read(answer=extract_answer(step))
     body = step[: step.find("answer is")] if read.answer is not None else step
-    header = _HEADER.match(body) or _TERSE_HEADER.match(body)
+    found = patterns(question.people)
+    header = found.header.match(body) or _TERSE_HEADER.match(body)
     if header and header.re is _TERSE_HEADER:
         for match in _TERSE_HELD.finditer(body[header.end():]):
             person = resolve_person(question, match.group("name"))
@@ -176,7 +193,7 @@ def read_step(question: Question, step: str) -> Read:
         read.swap = (pair[0], pair[1])  # type: ignore[assignment]
         body = body[header.end():]
     read.start = bool(_START.match(body))
-    end = _END.search(body)
+    end = found.end.search(body)
     if end:
         read.end_person = resolve_person(question, end.group("name"))
         mention = body[end.end():]
@@ -186,7 +203,7 @@ def read_step(question: Question, step: str) -> Read:
         if read.end_item is None:
             raise unknown(f"cannot tell which object '{mention.strip()}' is")
         body = body[: end.start()]
-    for pattern in (_LISTED, _HAS):
+    for pattern in (found.listed, found.has):
         for match in pattern.finditer(body):
             person = resolve_person(question, match.group("name"))
             item = resolve_item(question, match.group("item"))
