@@ -54,6 +54,7 @@ from bbm_tui.ui.text import (
 from bbm_tui.ui.viewmodels.trace import (
     FINISH_MESSAGES,
     FinderShown,
+    Judgement,
     agreement_words,
     describe_agreement,
     describe_finder,
@@ -64,7 +65,7 @@ from bbm_tui.ui.viewmodels.trace import (
     statuses,
 )
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
-from bbm_tui.ui.widgets.thought import Judgement, ThoughtView
+from bbm_tui.ui.widgets.thought import ThoughtView
 
 _MOVE = Binding.Group("move", compact=True)
 _COPY = Binding.Group("copy", compact=True)

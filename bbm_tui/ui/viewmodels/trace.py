@@ -16,7 +16,13 @@ from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, GLYPH_UNPARSED, MUTED, safe_line, styled
-from bbm_tui.ui.widgets.thought import Judgement, Status
+
+# A thought's status under the person's label.
+Status = Literal["plain", "ok", "mistake", "after"]
+# A mistake finder's verdict on one thought: "yes" (correct), "no" (incorrect), "unparsed" (an
+# answer that says neither), "first" (a trace-level finder named it the first mistake),
+# "pending" (being judged now).
+Judgement = Literal["yes", "no", "unparsed", "first", "pending"]
 
 FINISH_MESSAGES = {
     "step_limit": "Stopped at the step limit ({limit} thoughts) without an answer.",

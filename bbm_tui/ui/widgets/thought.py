@@ -3,7 +3,7 @@ its figures, and a mistake finder's mark beside it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from textual.content import Content
 from textual.geometry import Size
@@ -23,15 +23,11 @@ from bbm_tui.ui.text import (
     step_meta,
     styled,
 )
+from bbm_tui.ui.viewmodels.trace import Judgement, Status
 
 if TYPE_CHECKING:
     from bbm_tui.core.store import Step
 
-Status = Literal["plain", "ok", "mistake", "after"]
-# A mistake finder's verdict on one thought: "yes" (correct), "no" (incorrect), "unparsed" (an
-# answer that says neither), "first" (a trace-level finder named it the first mistake),
-# "pending" (being judged now).
-Judgement = Literal["yes", "no", "unparsed", "first", "pending"]
 
 _GLYPHS: dict[Status, tuple[str, str]] = {
     "plain": (GLYPH_PLAIN, MUTED),
