@@ -79,8 +79,3 @@ def redact_url(url: str | None) -> str | None:
 
 
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/?#]*)@")
-
-
-def has_secrets(url: str | None) -> bool:
-    """Whether storing `url` as it is would store a secret (so it is stored redacted)."""
-    return bool(url) and redact_url(url) != url

@@ -61,12 +61,6 @@ def install(litellm: Any) -> None:
     AsyncHTTPHandler._create_async_transport = staticmethod(guarded)
 
 
-def is_installed() -> bool:
-    from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
-
-    return getattr(AsyncHTTPHandler._create_async_transport, "_bbm_tui_guarded", False)
-
-
 class GuardedTransport(httpx.AsyncBaseTransport):
     def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
         self.inner = inner

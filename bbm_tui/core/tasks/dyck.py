@@ -45,10 +45,6 @@ def symbols_of(text: str) -> list[str]:
     return _SYMBOL.findall(text)
 
 
-def input_symbols(question_input: str) -> list[str]:
-    return symbols_of(question_input)
-
-
 def push(stack: Sequence[str], symbol: str) -> list[str]:
     """The stack after `symbol`: a closing bracket pops its partner, anything else is pushed
     (a closer that does not match stays on the stack, as in the paper's labelling program)."""

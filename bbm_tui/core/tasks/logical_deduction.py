@@ -245,10 +245,6 @@ def _cited(question: Question, text: str) -> set[int]:
             if _norm(sentence) in said}
 
 
-def _place(question: Question, position: int) -> str:
-    return ORDINAL_WORDS[position - 1] if position <= len(ORDINAL_WORDS) else f"{position}th"
-
-
 @dataclass
 class State:
     question: Question

@@ -139,10 +139,6 @@ class ReplayEngine:
         rows = bundled_rows(task)
         return [rows[i] for i in index.get((task, question), [])]
 
-    def row_index(self, task: str, question: str) -> int | None:
-        found = self._question_index().get((task, question))
-        return found[0] if found else None
-
     def _question_index(self) -> dict[tuple[str, str], list[int]]:
         with self._lock:
             if self._questions is None:
