@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     importer.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     importer.add_argument("--task", help="the task of every file (else from each file's name)")
     importer.add_argument("--unlabelled", action="store_true",
-                          help="ignore mistake_index (e.g. fresh `run` output): import unlabelled")
+                          help="ignore every mistake_index: import every trace unlabelled "
+                          "(rows with no mistake_index key are unlabelled anyway)")
     return parser
 
 
@@ -258,9 +259,10 @@ def run_command(args: argparse.Namespace) -> int:
                     + ", ".join(TASK_NAMES),
                     EXIT_USAGE,
                 )
-            jobs = jobs_from_bundled(args.task, args.limit)
+            jobs, notes = jobs_from_bundled(args.task, args.limit), []
         else:
-            jobs = jobs_from_files(args.input, args.task, args.limit)
+            questions = jobs_from_files(args.input, args.task, args.limit)
+            jobs, notes = questions.jobs, questions.notes()
         spec = llm.ModelSpec(config.model, config.api_base, config.mode)
         settings = config.stepper_settings(args.step_limit)
         store = Store.open()
@@ -272,7 +274,8 @@ def run_command(args: argparse.Namespace) -> int:
         with ProgressDisplay(not args.no_progress, _run_detail) as show:
             progress = asyncio.run(until_signalled(
                 run_batch(jobs, spec, store, args.out, concurrency=args.concurrency,
-                          settings=settings, on_progress=latest.keep(show), inputs=inputs)
+                          settings=settings, on_progress=latest.keep(show), inputs=inputs,
+                          notes=notes)
             ))
     except FatalRunError as error:
         return fail(f"run stopped: {error}")
@@ -364,6 +367,8 @@ def _print_batch_notes(out: Path, progress: Any) -> None:
     """What a batch did besides its work: a repaired OUT, questions listed twice."""
     if progress.mended:
         print(f"bbm-tui: {out}: {progress.mended}", file=sys.stderr)
+    for note in progress.notes:
+        print(f"bbm-tui: {note}", file=sys.stderr)
     if progress.duplicates:
         print(f"bbm-tui: {progress.duplicates} duplicate(s) in the input were done once",
               file=sys.stderr)
@@ -431,7 +436,7 @@ def _find_detail(progress: Any) -> str:
 def stats_command(args: argparse.Namespace) -> int:
     import json
 
-    from bbm_tui.core.dataset import DatasetError, read_input_rows, resolve_task
+    from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
     from bbm_tui.core.judging.metrics import dataset_stats
     from bbm_tui.core.tasks import UnknownTaskError
 
@@ -439,8 +444,8 @@ def stats_command(args: argparse.Namespace) -> int:
     try:
         _check_task(args.task)
         for path in args.files:
-            task = resolve_task(path, args.task)
-            rows_by_task.setdefault(task, []).extend(read_input_rows(path))
+            for task, row in rows_with_tasks(path, args.task, read_input_rows(path)):
+                rows_by_task.setdefault(task, []).append(row)
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     result = dataset_stats(rows_by_task)
@@ -458,16 +463,21 @@ def _print_stats_table(result: dict) -> None:
 
     table = Table(title="Traces per task (the paper's Table 2)")
     table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
-    for column in ("traces", "correct", "with mistake", "without", "mean steps"):
+    columns = ["traces", "correct", "with mistake", "without", "mean steps"]
+    show_unlabelled = result["overall"]["unlabelled"] > 0
+    if show_unlabelled:
+        columns.insert(4, "unlabelled")
+    for column in columns:
         table.add_column(column, justify="right", no_wrap=True)
     in_paper_order = sorted(result["tasks"].items(), key=lambda item: TASK_NAMES.index(item[0]))
     rows = [*in_paper_order, ("overall", result["overall"])]
     for name, figures in rows:
-        table.add_row(
-            name, str(figures["traces"]), str(figures["correct"]),
-            str(figures["with_mistake"]), str(figures["without_mistake"]),
-            f"{figures['mean_steps']:.2f}", end_section=name == rows[-2][0],
-        )
+        cells = [name, str(figures["traces"]), str(figures["correct"]),
+                 str(figures["with_mistake"]), str(figures["without_mistake"])]
+        if show_unlabelled:
+            cells.append(str(figures["unlabelled"]))
+        cells.append(f"{figures['mean_steps']:.2f}")
+        table.add_row(*cells, end_section=name == rows[-2][0])
     _print_table(table)
 
 
@@ -555,8 +565,13 @@ def find_command(args: argparse.Namespace) -> int:
         return fail(_os_problem(error, args.out), EXIT_USAGE)
     progress = outcome.progress
     _print_find_summary(args.out, progress)
+    if outcome.unlabelled:
+        print(f"{_traces(outcome.unlabelled)} left out of the scores: unlabelled (no "
+              "mistake_index key), so there is nothing to score them against; their "
+              f"predictions are in {args.out}", file=sys.stderr)
     if args.json:
         scores = outcome.report.to_json()
+        scores["unlabelled_left_out"] = outcome.unlabelled
         if paper is not None:
             # Beside ours, in the same shape: {task or "overall": {metric: percent}}; a task
             # or metric the paper does not report is absent.
@@ -581,6 +596,10 @@ def _print_find_summary(out: Path, progress: Any, stopped: bool = False) -> None
     )
     for message in progress.errors[:10]:
         fail(message)
+
+
+def _traces(count: int) -> str:
+    return f"{count} trace" + ("" if count == 1 else "s")
 
 
 def _find_usage_problem(args: argparse.Namespace) -> str | None:
@@ -714,8 +733,15 @@ def export_command(args: argparse.Namespace) -> int:
         result = export(traces, args.out, args.format)
     except OSError as error:
         return fail(f"{args.out}: cannot write: {error.strerror}")
-    note = f" ({result.skipped} unlabelled left out)" if result.skipped else ""
-    print(f"{result.written} traces written to {args.out}{note}", file=sys.stderr)
+    notes = []
+    if result.unlabelled:
+        notes.append(f"{result.unlabelled} of them unlabelled (no mistake_index key)"
+                     if args.format == "jsonl" else f"{result.unlabelled} of them unlabelled")
+    if result.skipped:
+        notes.append(f"{_traces(result.skipped)} left out: unlabelled, and {args.format} "
+                     "needs a label")
+    note = f" ({'; '.join(notes)})" if notes else ""
+    print(f"{_traces(result.written)} written to {args.out}{note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -726,17 +752,29 @@ def import_command(args: argparse.Namespace) -> int:
 
     try:
         _check_task(args.task)
-        batches = [(resolve_task(path, args.task), read_input_rows(path))
-                   for path in args.files]
+        batches = []
+        for path in args.files:
+            rows = read_input_rows(path)
+            task = args.task if all(row.task for row in rows) else resolve_task(path, args.task)
+            batches.append((task or "", rows))
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     store = _open_store()
     if store is None:
         return EXIT_FAILURE
+    imported = already = unlabelled = 0
     with store:
-        count = sum(
-            len(import_rows(store, task, rows, labelled=not args.unlabelled))
-            for task, rows in batches
-        )
-    print(f"{count} sessions imported", file=sys.stderr)
+        for task, rows in batches:
+            result = import_rows(store, task, rows, labelled=not args.unlabelled)
+            imported += len(result.imported)
+            already += len(result.already)
+            unlabelled += result.unlabelled
+    notes = []
+    if unlabelled:
+        notes.append(f"{unlabelled} of them unlabelled")
+    if already:
+        notes.append(f"{_traces(already)} already saved (by `run` or an earlier import) "
+                     "left as they were")
+    note = f" ({'; '.join(notes)})" if notes else ""
+    print(f"{imported} session{'' if imported == 1 else 's'} imported{note}", file=sys.stderr)
     return EXIT_OK

@@ -52,7 +52,7 @@ def test_write_rows_then_read_rows_keeps_extra_keys(tmp_path: Path) -> None:
     [
         ('{"input": "x", "steps": [', "malformed JSON"),
         ("[1, 2]", "expected a JSON object, found list"),
-        ('{"input": "x"}', "missing key(s): steps, answer, target, mistake_index"),
+        ('{"input": "x"}', "missing key(s): steps, answer, target"),
         (json.dumps({**GOOD, "input": 3}), "'input' must be a str"),
         (json.dumps({**GOOD, "steps": "abc"}), "'steps' must be a list of strings"),
         (json.dumps({**GOOD, "steps": ["a", 2]}), "'steps' must be a list of strings"),

@@ -25,7 +25,7 @@ def meaning(row: dict) -> dict:
 def test_dataset_round_trips_through_store_and_export(tmp_path: Path, task: str) -> None:
     out = tmp_path / f"{task}.jsonl"
     with Store.open(tmp_path / "s.sqlite3") as store:
-        ids = import_rows(store, task, bundled_rows(task))
+        ids = import_rows(store, task, bundled_rows(task)).imported
         result = export(load_traces(store, ids), out, "jsonl")
     assert result.written == len(bundled_rows(task)) and result.skipped == 0
     original = [json.loads(line) for line in bundled_path(task).read_text().splitlines()]
@@ -37,7 +37,7 @@ def test_dataset_round_trips_through_store_and_export(tmp_path: Path, task: str)
 def test_processbench_and_prm800k_labels(tmp_path: Path) -> None:
     rows = bundled_rows("multistep_arithmetic")[:40]
     with Store.open(tmp_path / "s.sqlite3") as store:
-        traces = load_traces(store, import_rows(store, "multistep_arithmetic", rows))
+        traces = load_traces(store, import_rows(store, "multistep_arithmetic", rows).imported)
     export(traces, tmp_path / "pb.jsonl", "processbench")
     export(traces, tmp_path / "prm.jsonl", "prm800k")
     processbench = [json.loads(line) for line in (tmp_path / "pb.jsonl").read_text().splitlines()]
@@ -59,7 +59,8 @@ def test_processbench_and_prm800k_labels(tmp_path: Path) -> None:
 def test_unlabelled_traces_are_left_out_where_a_label_is_needed(tmp_path: Path) -> None:
     rows = bundled_rows("word_sorting")[:3]
     with Store.open(tmp_path / "s.sqlite3") as store:
-        traces = load_traces(store, import_rows(store, "word_sorting", rows, labelled=False))
+        imported = import_rows(store, "word_sorting", rows, labelled=False).imported
+        traces = load_traces(store, imported)
     assert export(traces, tmp_path / "pb.jsonl", "processbench").skipped == 3
     assert (tmp_path / "pb.jsonl").read_text() == ""
     export(traces, tmp_path / "d.jsonl", "jsonl")
@@ -72,7 +73,7 @@ def test_markdown_keeps_hostile_text_literal(tmp_path: Path) -> None:
 
         row = TraceRow("[link](http://x) <script>", ["**bold** `code` #h", "The answer is a"],
                        "a", "a", 0)
-        (trace,) = load_traces(store, import_rows(store, "word_sorting", [row]))
+        (trace,) = load_traces(store, import_rows(store, "word_sorting", [row]).imported)
     text = markdown(trace)
     assert "\\[link\\](http://x) \\<script\\>" in text
     assert "1. \\*\\*bold\\*\\* \\`code\\` \\#h ✗ **first mistake**" in text

@@ -142,10 +142,12 @@ def assert_dataset_row(line: bytes, by_input: dict, model: str = "replay/bbm") -
     assert value["steps"] == row.steps
     assert value["answer"] == extract_answer(row.steps[-1])
     assert value["target"] == row.target
-    assert value["mistake_index"] is None
+    assert "mistake_index" not in value  # unlabelled: nobody has looked at it yet
     assert value["model"] == model
-    assert set(value) == {"input", "steps", "answer", "target", "mistake_index", "model",
-                          "latency_s"}
+    where = {"dataset_index", "source_index"} & set(value)
+    assert len(where) == 1
+    assert set(value) == {"input", "steps", "answer", "target", "model", "latency_s", "task",
+                          *where}
     return value["input"]
 
 

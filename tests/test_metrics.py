@@ -17,6 +17,7 @@ from bbm_tui.core.judging.metrics import (
     mean_of_tasks,
     report,
     score,
+    task_stats,
     weighted_f1,
 )
 from bbm_tui.core.resources import prompts_dir
@@ -113,8 +114,18 @@ def test_judged_from_a_preds_row() -> None:
     assert judged == Judged(gold=None, predicted=1, parsed=True, answer_correct=True)
 
 
+def test_unlabelled_rows_are_neither_with_nor_without_a_mistake() -> None:
+    rows = [TraceRow("q1", ["a"], "x", "x", 0), TraceRow("q2", ["a"], "x", "x", None),
+            TraceRow("q3", ["a"], "x", "x", None, labelled=False)]
+    stats = task_stats(rows)
+    assert (stats.traces, stats.with_mistake, stats.without_mistake, stats.unlabelled) == (
+        3, 1, 1, 1)
+
+
 def test_dataset_stats_match_table_2() -> None:
     stats = dataset_stats(dict(all_bundled()))
+    # Every row of the paper's files is labelled; the paper's table has no such column.
+    assert all(figures.pop("unlabelled") == 0 for figures in stats["tasks"].values())
     assert stats["tasks"] == PAPER["table_2_dataset"]
     overall = stats["overall"]
     assert overall["traces"] == 2186
@@ -130,7 +141,7 @@ def test_dataset_stats_by_hand() -> None:
     ]
     stats = dataset_stats({"word_sorting": rows})["tasks"]["word_sorting"]
     assert stats == {"traces": 2, "correct": 1, "with_mistake": 1, "without_mistake": 1,
-                     "mean_steps": 2.5}
+                     "mean_steps": 2.5, "unlabelled": 0}
 
 
 # --------------------------------------------------------------------------- the paper's tables

@@ -28,6 +28,7 @@ from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import DATABASE_NAME
 from bbm_tui.core.tasks import extract_answer
+from bbm_tui.ui.dialogs import ConfirmScreen
 from tests.kill_targets import (
     ROOT,
     ForkServer,
@@ -159,7 +160,11 @@ def test_the_app_and_headless_runs_share_the_store(server: ForkServer, tmp_path:
         go.touch()
         terminal.send("k" * 40)
         for key, state in zip(LABEL_KEYS, label_model(LABEL_KEYS), strict=True):
+            before = terminal.mark()
             terminal.send(key)
+            if key == "c":  # the trace's answer is wrong: c asks first
+                terminal.wait_for("mistake anyway", since=before)
+                terminal.send("y")
             if key in "xcu":
                 wait_until(lambda state=state: labels_of(db, app_session) == state,
                            f"the label after {key!r}: {state}")
@@ -241,6 +246,9 @@ async def test_pilot_app_labels_and_generates_while_a_run_writes(
         await pilot.press(*["k"] * 20)
         for key, state in zip(LABEL_KEYS, label_model(LABEL_KEYS), strict=True):
             await pilot.press(key)
+            if key == "c":  # the trace's answer is wrong: c asks first
+                await until(lambda: isinstance(app.screen, ConfirmScreen), "the question")
+                await pilot.press("y")
             if key in "xcu":
                 await until(lambda state=state: labels_of(db, session) == state,
                             f"the label after {key!r}")

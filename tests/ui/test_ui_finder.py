@@ -17,7 +17,7 @@ from bbm_tui.core.llm import ModelSpec
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.recording import record_find
 from bbm_tui.core.trace.session import NewTrace, TraceSession
-from bbm_tui.ui.dialogs import FindScreen
+from bbm_tui.ui.dialogs import ConfirmScreen, FindScreen
 from bbm_tui.ui.screens.trace import TraceScreen
 from bbm_tui.ui.widgets.thought import ThoughtView
 from tests.openai_server import FakeOpenAI, Reply
@@ -194,7 +194,9 @@ async def test_agreement_with_the_persons_label(store: Store) -> None:
         assert text_of(screen, "#agreement") == (
             "disagree ✗ · You: Thought 3 · Model: Thought 4")
 
-        await pilot.press("c")
+        await pilot.press("c")  # the answer is wrong: c asks first (issue 10, item 5)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
         await wait_for(pilot, lambda: screen.trace.no_mistake)
         assert text_of(screen, "#agreement") == (
             "disagree ✗ · You: no mistake · Model: Thought 4")

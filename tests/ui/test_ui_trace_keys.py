@@ -15,7 +15,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
 )
 from bbm_tui.core.store import Store
-from bbm_tui.ui.dialogs import HelpScreen
+from bbm_tui.ui.dialogs import ConfirmScreen, HelpScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.screens.sessions import SessionsScreen
 from bbm_tui.ui.screens.trace import TraceScreen
@@ -168,7 +168,9 @@ async def test_no_mistake_then_undo_restores_the_previous_label(store: Store) ->
         screen = await open_recorded(pilot, store)
         await pilot.press("j", "x")
         await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
-        await pilot.press("c")
+        await pilot.press("c")  # the answer is wrong: c asks first (issue 10, item 5)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
         await wait_for(pilot, lambda: screen.trace.no_mistake)
         label = store.current_label(trace.id)
         assert label is not None and label.mistake_step_id is None

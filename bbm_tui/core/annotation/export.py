@@ -8,9 +8,10 @@ Formats, one trace (the branch on show) per session:
   stops there, as PRM800K's labellers did);
 - `markdown`: for reading and sharing.
 
-Only labelled traces have a first-mistake label; the others export with `mistake_index`
-null (jsonl, markdown) or are left out where the format needs a label (processbench,
-prm800k) — `ExportResult.skipped` counts them.
+Only labelled traces have a first-mistake label. An unlabelled one exports with no
+`mistake_index` key at all (jsonl: `null` would say "no mistake"), as "not labelled"
+(markdown), or is left out where the format needs a label (processbench, prm800k);
+`ExportResult` counts both. A jsonl export of more than one task writes each row's `task`.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ class LabelledTrace:
 @dataclass
 class ExportResult:
     written: int = 0
-    skipped: int = 0
+    skipped: int = 0  # left out: unlabelled, in a format that needs a label
+    unlabelled: int = 0  # written without a label (jsonl, markdown)
 
 
 def load_traces(store: Store, session_ids: Sequence[int] | None) -> list[LabelledTrace]:
@@ -102,21 +104,24 @@ def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportR
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     result = ExportResult()
     pieces: list[str] = []
+    traces = list(traces)
+    with_task = len({trace.task for trace in traces}) > 1
     for trace in traces:
-        piece = _render(trace, fmt)
+        piece = _render(trace, fmt, with_task)
         if piece is None:
             result.skipped += 1
             continue
         pieces.append(piece)
         result.written += 1
+        result.unlabelled += not trace.labelled
     with replacing(out_path) as out:
         out.write("".join(pieces))
     return result
 
 
-def _render(trace: LabelledTrace, fmt: str) -> str | None:
+def _render(trace: LabelledTrace, fmt: str, with_task: bool = False) -> str | None:
     if fmt == "jsonl":
-        return dataset_row(trace).to_line() + "\n"
+        return dataset_row(trace, with_task).to_line() + "\n"
     if fmt == "markdown":
         return markdown(trace)
     if not trace.labelled:
@@ -125,13 +130,15 @@ def _render(trace: LabelledTrace, fmt: str) -> str | None:
     return json.dumps(row) + "\n"
 
 
-def dataset_row(trace: LabelledTrace) -> TraceRow:
+def dataset_row(trace: LabelledTrace, with_task: bool = False) -> TraceRow:
     return TraceRow(
         input=trace.input,
         steps=list(trace.steps),
         answer=trace.answer,
         target=trace.target or "",
         mistake_index=trace.mistake_index,
+        extra={"task": trace.task} if with_task else {},
+        labelled=trace.labelled,
     )
 
 
@@ -249,30 +256,57 @@ def _md_code(text: str) -> str:
 
 # ---------------------------------------------------------------------------- import
 
+@dataclass
+class ImportResult:
+    imported: list[int]
+    # Rows whose trace the store already holds (e.g. `run` saved it): not made twice.
+    already: list[int]
+    unlabelled: int = 0
+
+
 def import_rows(
     store: Store, task: str, rows: Iterable[TraceRow], *, labelled: bool = True
-) -> list[int]:
+) -> ImportResult:
     """Sessions holding dataset rows as recorded traces, so they can be labelled (again) in
-    the app and exported. With `labelled`, a row's mistake_index is its label (null = no
-    mistake, as in the dataset); without, rows come in unlabelled (e.g. fresh `run` output,
-    whose null means "not labelled yet")."""
+    the app and exported. With `labelled`, a labelled row's mistake_index is its label (null
+    = no mistake, as in the dataset) and a row with no mistake_index key comes in unlabelled;
+    without, every row comes in unlabelled. A row's own `task` wins over `task`. A row whose
+    trace the store already holds (the same task, question, model and thoughts, saved by
+    `run` or an earlier import) is not made again."""
     from bbm_tui.core.llm import ModelSpec
 
-    session_ids: list[int] = []
+    result = ImportResult([], [])
     for row in rows:
+        row_task = row.task or task
         model = row.extra.get("model")
+        model = model if isinstance(model, str) and model else "dataset"
+        existing = _saved_trace(store, row_task, row, model)
+        if existing is not None:
+            result.already.append(existing)
+            continue
         trace = TraceSession.create(
             store,
-            NewTrace(task, row.input, row.target,
+            NewTrace(row_task, row.input, row.target,
                      gold_mistake_index=row.mistake_index if labelled else None),
-            ModelSpec(model if isinstance(model, str) and model else "dataset"),
+            ModelSpec(model),
             source="import",
         )
         if row.steps:
             trace.load_recorded(list(row.steps))
-        if labelled and row.mistake_index is not None:
+        if labelled and row.labelled and row.mistake_index is not None:
             trace.flag_mistake(row.mistake_index + 1)
-        elif labelled and row.steps:
+        elif labelled and row.labelled and row.steps:
             trace.mark_no_mistake()
-        session_ids.append(trace.id)
-    return session_ids
+        else:
+            result.unlabelled += 1
+        result.imported.append(trace.id)
+    return result
+
+
+def _saved_trace(store: Store, task: str, row: TraceRow, model: str) -> int | None:
+    for found in store.sessions_of_question(task=task, input=row.input, model=model):
+        if found.source in ("run", "import") and (
+            TraceSession.load(store, found.id).texts == list(row.steps)
+        ):
+            return found.id
+    return None

@@ -25,8 +25,8 @@ from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
     read_input_rows,
-    resolve_task,
     row_from_json,
+    rows_with_tasks,
 )
 from bbm_tui.core.judging.finders import FindResult, run_method
 from bbm_tui.core.judging.metrics import Judged, Report, report
@@ -63,6 +63,9 @@ class FindProgress(Progress):
 class FindOutcome:
     progress: FindProgress
     report: Report
+    # Traces judged but left out of the scores: nobody has labelled them, so there is no
+    # truth to score against (a row with no `mistake_index` key).
+    unlabelled: int = 0
 
 
 class FatalFindError(BatchStop):
@@ -80,16 +83,18 @@ def jobs_from_files(
     jobs: list[FindJob] = []
     per_task: dict[str, int] = {}
     for path in paths:
-        file_task = resolve_task(path, task)
-        try:
-            check_method(file_task, method)
-        except ValueError as error:
-            raise DatasetError(path, str(error)) from None
-        for row in read_input_rows(path):
-            if limit is not None and per_task.get(file_task, 0) >= limit:
-                break
-            per_task[file_task] = per_task.get(file_task, 0) + 1
-            jobs.append(FindJob(file_task, row))
+        checked: set[str] = set()
+        for row_task, row in rows_with_tasks(path, task, read_input_rows(path)):
+            if row_task not in checked:
+                try:
+                    check_method(row_task, method)
+                except ValueError as error:
+                    raise DatasetError(path, str(error)) from None
+                checked.add(row_task)
+            if limit is not None and per_task.get(row_task, 0) >= limit:
+                continue
+            per_task[row_task] = per_task.get(row_task, 0) + 1
+            jobs.append(FindJob(row_task, row))
     return jobs
 
 
@@ -197,7 +202,9 @@ async def find_batch(
                                             store_path=store_path, inputs=inputs,
                                             on_progress=on_progress)
     done = predictions(rows) | judged
-    return FindOutcome(progress, score_jobs(runner.unique(jobs, _key), done))
+    kept = runner.unique(jobs, _key)
+    unlabelled = sum(not job.row.labelled and job.key in done for job in kept)
+    return FindOutcome(progress, score_jobs(kept, done), unlabelled)
 
 
 def _key(job: FindJob) -> Key:
@@ -231,11 +238,12 @@ async def _find_one(
 
 
 def score_jobs(jobs: Sequence[FindJob], preds: dict[Key, Prediction]) -> Report:
-    """Scores per task (in the order the tasks came) over the jobs that have a prediction."""
+    """Scores per task (in the order the tasks came) over the labelled jobs that have a
+    prediction: an unlabelled trace has no truth to score against."""
     judged: dict[str, list[Judged]] = {}
     for job in jobs:
         judged.setdefault(job.task, [])
-        if job.key not in preds:
+        if job.key not in preds or not job.row.labelled:
             continue
         predicted, parsed = preds[job.key]
         judged[job.task].append(Judged(

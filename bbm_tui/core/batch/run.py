@@ -2,7 +2,14 @@
 
 Each trace is a session in the store (source "run"), so every finished step is committed as
 it happens: a killed run resumes mid-trace, with nothing generated twice. A trace's row is
-appended to OUT, in one write, when the trace is over; rows already in OUT are skipped.
+appended to OUT, in one write, when the trace and every one before it are over, so OUT keeps
+the inputs' order; rows already in OUT are skipped.
+
+An input row needs only `input` (and `target` if known). OUT rows are unlabelled (no
+`mistake_index` key: nobody has looked at them yet) and say where they came from:
+`dataset_index` when the question is one of the bundled dataset's (its session then shows the
+gold label), `source_index` (0-based row of its input file) otherwise, and their `task` (so
+OUT reads back whatever its name, and one run may hold several tasks).
 """
 
 from __future__ import annotations
@@ -10,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +34,8 @@ from bbm_tui.core.trace.session import NewTrace, TraceSession
 @dataclass(frozen=True)
 class RunJob:
     task: str
-    row: TraceRow
+    row: TraceRow  # the question: input, target ("" when unknown), where it came from
+    dataset_index: int | None = None  # the bundled dataset's row of this question
 
 
 @dataclass
@@ -49,6 +58,10 @@ def run_row(value: object, path: Path, line: int) -> TraceRow:
     return row
 
 
+def job_key(job: RunJob) -> tuple[str, str]:
+    return job.task, job.row.input
+
+
 async def run_batch(
     jobs: Sequence[RunJob],
     spec: llm.ModelSpec,
@@ -59,6 +72,7 @@ async def run_batch(
     settings: StepperSettings | None = None,
     on_progress: Callable[[RunProgress], None] | None = None,
     inputs: Sequence[Path] = (),
+    notes: Sequence[str] = (),
 ) -> RunProgress:
     """Generate every question OUT does not hold yet (one row per finished trace)."""
 
@@ -67,16 +81,19 @@ async def run_batch(
         row = await _run_one(job, spec, store, settings, progress, notify)
         return row.to_line() if row is not None else None
 
-    batch = Batch(jobs=jobs, key=_question, key_of_row=lambda row: row.input,
-                  validate=run_row, what=RUN_ROWS, work=work, progress=RunProgress())
+    tasks = {job.task for job in jobs}
+    only_task = next(iter(tasks)) if len(tasks) == 1 else ""
+
+    def key_of_row(row: TraceRow) -> tuple[str, str]:
+        return row.task or only_task, row.input
+
+    batch = Batch(jobs=jobs, key=job_key, key_of_row=key_of_row, validate=run_row,
+                  what=RUN_ROWS, work=work, progress=RunProgress(notes=list(notes)),
+                  ordered=True)
     progress, _ = await runner.run_batch(batch, out_path, concurrency=concurrency,
                                          store_path=store.path, inputs=inputs,
                                          on_progress=on_progress)
     return progress
-
-
-def _question(job: RunJob) -> str:
-    return job.row.input
 
 
 async def _run_one(
@@ -131,8 +148,9 @@ async def _generate_row(
         answer=trace.answer,
         target=job.row.target,
         mistake_index=None,
-        extra=_row_extra(spec, trace, latency, settings),
+        extra={**job.row.extra, **_row_extra(spec, trace, latency, settings)},
         key_order=job.row.key_order,
+        labelled=False,
     )
 
 
@@ -142,9 +160,15 @@ def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSessio
         # The command line's settings win over the stored ones (a corrected --api-base or
         # --mode), and the session records them.
         return TraceSession(store, found, spec)
+    gold = None
+    if job.dataset_index is not None:
+        from bbm_tui.core.dataset import bundled_rows
+
+        gold = bundled_rows(job.task)[job.dataset_index].mistake_index
     return TraceSession.create(
         store,
-        NewTrace(job.task, job.row.input, job.row.target),
+        NewTrace(job.task, job.row.input, job.row.target or None,
+                 dataset_index=job.dataset_index, gold_mistake_index=gold),
         spec,
         source="run",
     )
@@ -165,25 +189,41 @@ def _total_latency(store: Store, trace: TraceSession, fallback: float) -> float:
     return sum(latencies) if latencies else fallback
 
 
+@dataclass
+class RunInputs:
+    jobs: list[RunJob]
+    # Input files whose rows held steps, answer or mistake_index (run ignores them), with
+    # how many rows did.
+    ignored: dict[Path, int]
+
+    def notes(self) -> list[str]:
+        return [
+            f"{path}: {count} row{'' if count == 1 else 's'} hold steps, answer or "
+            "mistake_index; run uses only their input and target, and writes its own"
+            for path, count in self.ignored.items()
+        ]
+
+
 def jobs_from_files(
     paths: Sequence[Path], task: str | None, limit: int | None = None
-) -> list[RunJob]:
-    """The questions of dataset-format files; one task per run (OUT holds one task)."""
-    from bbm_tui.core.dataset import read_input_rows, resolve_task
+) -> RunInputs:
+    """The questions of JSONL files, in order: each row's own `task`, else --task, else the
+    file's name. A question of the bundled dataset is recognised by its text."""
+    from bbm_tui.core.dataset import read_questions, rows_with_tasks
 
     jobs: list[RunJob] = []
-    tasks: set[str] = set()
+    ignored: dict[Path, int] = {}
     for path in paths:
-        file_task = resolve_task(path, task)
-        tasks.add(file_task)
-        jobs.extend(RunJob(file_task, row) for row in read_input_rows(path))
-    if len(tasks) > 1:
-        raise DatasetError(
-            paths[0],
-            f"these files hold different tasks ({', '.join(sorted(tasks))}); a run writes one "
-            "task per OUT file, so run each task on its own",
-        )
-    return jobs[:limit]
+        questions = read_questions(path)
+        if questions.ignored:
+            ignored[path] = questions.ignored
+        for index, (row_task, row) in enumerate(rows_with_tasks(path, task, questions.rows)):
+            dataset_index = _dataset_index(row_task, row.input)
+            where = ({"dataset_index": dataset_index} if dataset_index is not None
+                     else {"source_index": index})
+            question = replace(row, extra={**row.extra, **where})
+            jobs.append(RunJob(row_task, question, dataset_index))
+    return RunInputs(_with_task_keys(jobs[:limit]), ignored)
 
 
 def jobs_from_bundled(task: str, limit: int | None) -> list[RunJob]:
@@ -192,5 +232,32 @@ def jobs_from_bundled(task: str, limit: int | None) -> list[RunJob]:
     rows = bundled_rows(task)
     if limit is not None:
         rows = rows[:limit]
-    return [RunJob(task, row) for row in rows]
+    order = tuple(key for key in rows[0].key_order if key != "mistake_index") if rows else ()
+    return _with_task_keys([
+        RunJob(task, TraceRow(row.input, [], None, row.target, None, {"dataset_index": index},
+                              order, labelled=False), index)
+        for index, row in enumerate(rows)
+    ])
 
+
+def _dataset_index(task: str, question: str) -> int | None:
+    from bbm_tui.core.dataset import bundled_rows
+
+    return _bundled_questions(task, len(bundled_rows(task))).get(question)
+
+
+@cache
+def _bundled_questions(task: str, _count: int) -> dict[str, int]:
+    from bbm_tui.core.dataset import bundled_rows
+
+    found: dict[str, int] = {}
+    for index, row in enumerate(bundled_rows(task)):
+        found.setdefault(row.input, index)
+    return found
+
+
+def _with_task_keys(jobs: list[RunJob]) -> list[RunJob]:
+    """Each OUT row says its task, so OUT reads back whatever its name (and one run may
+    hold several tasks)."""
+    return [replace(job, row=replace(job.row, extra={"task": job.task, **job.row.extra}))
+            for job in jobs]

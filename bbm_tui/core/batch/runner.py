@@ -43,6 +43,7 @@ class Progress:
     errors: list[str] = field(default_factory=list)
     duplicates: int = 0  # jobs the inputs listed more than once (done once)
     mended: str | None = None  # the repair made to OUT, if any
+    notes: list[str] = field(default_factory=list)  # what the command says about its inputs
 
     @property
     def finished(self) -> int:
@@ -75,6 +76,9 @@ class Batch(Generic[J, K, P]):
     # progress). It may report progress as it goes, through the callback it is given.
     work: Callable[[J, P, Callable[[P], None]], Awaitable[str | None]]
     progress: P
+    # Write the lines in the jobs' order (a finished line waits for the ones before it);
+    # a kill then loses only lines whose work is saved elsewhere (run's sessions).
+    ordered: bool = False
 
 
 def unique(jobs: Sequence[J], key: Callable[[J], K]) -> list[J]:
@@ -111,15 +115,18 @@ async def run_batch(
         progress.duplicates, progress.mended = len(batch.jobs) - len(jobs), out.mended
         notify = on_progress or (lambda _progress: None)
         notify(progress)
-        queue: asyncio.Queue[J] = asyncio.Queue()
-        for job in pending:
-            queue.put_nowait(job)
+        queue: asyncio.Queue[tuple[int, J]] = asyncio.Queue()
+        for position, job in enumerate(pending):
+            queue.put_nowait((position, job))
+        writer = _InOrder(out.write_line) if batch.ordered else None
 
         async def worker() -> None:
             while not queue.empty():
-                job = queue.get_nowait()
+                position, job = queue.get_nowait()
                 line = await batch.work(job, progress, notify)
-                if line is not None:
+                if writer is not None:
+                    progress.done += writer.finished(position, line)
+                elif line is not None:
                     # One write per line: a kill leaves whole lines and at most one cut off.
                     out.write_line(line)
                     progress.done += 1
@@ -129,6 +136,28 @@ async def run_batch(
         return progress, rows
     finally:
         out.close()
+
+
+class _InOrder:
+    """Writes lines in their jobs' order: each waits for every line before it (a failed job
+    leaves a gap that is passed over)."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self.write = write
+        self.next = 0
+        self.waiting: dict[int, str | None] = {}
+
+    def finished(self, position: int, line: str | None) -> int:
+        """Take a job's line (None: it failed); returns how many lines were written."""
+        self.waiting[position] = line
+        written = 0
+        while self.next in self.waiting:
+            ready = self.waiting.pop(self.next)
+            if ready is not None:
+                self.write(ready)
+                written += 1
+            self.next += 1
+        return written
 
 
 async def _all(worker: Callable[[], Awaitable[None]], concurrency: int) -> None:

@@ -3,6 +3,11 @@
 Reading is strict and every problem names the file and the line, so a bad file gets a clear
 message instead of a traceback. Extra keys (the `model` and `latency_s` that `run` adds, or a
 finder's predictions) are kept in order and written back.
+
+Labels: `"mistake_index": N` is the first mistake (0-based) and `"mistake_index": null` means
+"no mistake", as in the paper's files. A row with no `mistake_index` key is unlabelled: nobody
+has said yet (what `run` writes, and what `export` writes for a session nobody labelled).
+A row may carry its `task` (files that mix tasks); it wins over the file's.
 """
 
 from __future__ import annotations
@@ -23,6 +28,12 @@ from bbm_tui.core.resources import dataset_dir
 from bbm_tui.core.tasks import TASK_NAMES, get_task
 
 DATASET_KEYS = ("input", "steps", "answer", "target", "mistake_index")
+# Every row has these; `mistake_index` is there only when the row is labelled.
+REQUIRED_KEYS = ("input", "steps", "answer", "target")
+# The keys of a question for `run`: only `input` is needed.
+QUESTION_KEYS = ("input", "target")
+# Keys a `run` input may hold that `run` does not use (it writes its own).
+TRACE_ONLY_KEYS = ("steps", "answer", "mistake_index")
 # The order four of the five files write their keys in (dyck_languages puts steps after
 # answer); rows read from a file keep that file's order, so they write back byte for byte.
 DEFAULT_KEY_ORDER = ("input", "steps", "target", "answer", "mistake_index")
@@ -48,6 +59,15 @@ class TraceRow:
     mistake_index: int | None
     extra: dict[str, Any] = field(default_factory=dict)
     key_order: tuple[str, ...] = field(default=DEFAULT_KEY_ORDER, compare=False)
+    # False: nobody has labelled the trace; the row is written with no `mistake_index` key
+    # (`mistake_index` is then None and means nothing).
+    labelled: bool = True
+
+    @property
+    def task(self) -> str | None:
+        """The row's own task, in files that mix tasks (checked when the row was read)."""
+        task = self.extra.get("task")
+        return task if isinstance(task, str) else None
 
     def to_json(self) -> dict[str, Any]:
         values: dict[str, Any] = {
@@ -55,7 +75,7 @@ class TraceRow:
             "steps": list(self.steps),
             "answer": self.answer,
             "target": self.target,
-            "mistake_index": self.mistake_index,
+            **({"mistake_index": self.mistake_index} if self.labelled else {}),
             **self.extra,
         }
         row = {key: values.pop(key) for key in self.key_order if key in values}
@@ -71,9 +91,10 @@ def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
     """Validate one decoded JSON value as a dataset row."""
     if not isinstance(obj, dict):
         raise DatasetError(path, f"expected a JSON object, found {type(obj).__name__}", line)
-    missing = [key for key in DATASET_KEYS if key not in obj]
+    missing = [key for key in REQUIRED_KEYS if key not in obj]
     if missing:
         raise DatasetError(path, f"missing key(s): {', '.join(missing)}", line)
+    _check_row_task(obj, path, line)
     _expect(obj, "input", str, path, line)
     _expect(obj, "target", str, path, line)
     steps = obj["steps"]
@@ -82,7 +103,8 @@ def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
     answer = obj["answer"]
     if answer is not None and not isinstance(answer, str):
         raise DatasetError(path, "'answer' must be a string or null", line)
-    mistake_index = obj["mistake_index"]
+    labelled = "mistake_index" in obj
+    mistake_index = obj.get("mistake_index")
     if mistake_index is not None:
         if isinstance(mistake_index, bool) or not isinstance(mistake_index, int):
             raise DatasetError(path, "'mistake_index' must be an integer or null", line)
@@ -96,8 +118,48 @@ def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
     _expect_unicode(obj, path, line)
     extra = {key: value for key, value in obj.items() if key not in DATASET_KEYS}
     return TraceRow(
-        obj["input"], steps, answer, obj["target"], mistake_index, extra, tuple(obj)
+        obj["input"], steps, answer, obj["target"], mistake_index, extra, tuple(obj), labelled
     )
+
+
+def question_from_json(obj: object, path: Path | str, line: int) -> tuple[TraceRow, list[str]]:
+    """One question for `run`: `input`, and `target` if known ("" when not). A dataset row
+    is a question too; its `steps`, `answer` and `mistake_index` are not used, and are named
+    in the second value so the command can say so. Other keys are kept (a `dataset_index`, a
+    row's `task`)."""
+    if not isinstance(obj, dict):
+        raise DatasetError(path, f"expected a JSON object, found {type(obj).__name__}", line)
+    if "input" not in obj:
+        raise DatasetError(path, "missing key: input (the question)", line)
+    _expect(obj, "input", str, path, line)
+    target = obj.get("target", "")
+    if not isinstance(target, str):
+        raise DatasetError(path, "'target' must be a string", line)
+    _check_row_task(obj, path, line)
+    # Text that is not Unicode is refused even where run does not use it: the file is bad.
+    steps = obj.get("steps")
+    answer = obj.get("answer")
+    _expect_unicode({"input": obj["input"], "target": target,
+                     "answer": answer if isinstance(answer, str) else None,
+                     "steps": [step for step in steps if isinstance(step, str)]
+                     if isinstance(steps, list) else []}, path, line)
+    ignored = [key for key in TRACE_ONLY_KEYS if key in obj]
+    extra = {key: value for key, value in obj.items()
+             if key not in QUESTION_KEYS and key not in TRACE_ONLY_KEYS}
+    order = tuple(key for key in DEFAULT_KEY_ORDER if key != "mistake_index") + tuple(extra)
+    row = TraceRow(obj["input"], [], None, target, None, extra, order, labelled=False)
+    return row, ignored
+
+
+def _check_row_task(obj: dict, path: Path | str, line: int) -> None:
+    if "task" not in obj:
+        return
+    task = obj["task"]
+    if not isinstance(task, str) or task not in TASK_NAMES:
+        raise DatasetError(
+            path, f"unknown task {task!r} in the row's 'task'; known tasks: "
+            f"{', '.join(TASK_NAMES)}", line,
+        )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -218,6 +280,26 @@ def read_rows(path: Path | str) -> list[TraceRow]:
     return [row_from_json(obj, path, number) for number, obj in iter_jsonl(path)]
 
 
+@dataclass
+class Questions:
+    """The questions of one `run` input file; `ignored` counts the rows whose `steps`,
+    `answer` or `mistake_index` were set aside (a dataset file given as questions)."""
+
+    rows: list[TraceRow]
+    ignored: int = 0
+
+
+def read_questions(path: Path | str) -> Questions:
+    found = Questions([])
+    for number, obj in iter_jsonl(path):
+        row, ignored = question_from_json(obj, path, number)
+        found.rows.append(row)
+        found.ignored += bool(ignored)
+    if not found.rows:
+        raise DatasetError(path, "holds no traces (the file is empty)")
+    return found
+
+
 def read_input_rows(path: Path | str) -> list[TraceRow]:
     """read_rows() for a file given to a command to work on: one with no rows at all is an
     error (an empty input is far more often a mistake than a dataset)."""
@@ -244,6 +326,21 @@ def resolve_task(path: Path | str, task: str | None) -> str:
         get_task(task)
         return task
     return task_from_path(path)
+
+
+def rows_with_tasks(
+    path: Path | str, task: str | None, rows: Iterable[TraceRow]
+) -> Iterator[tuple[str, TraceRow]]:
+    """Each row with its task: the row's own `task`, else `task`, else the file's name (asked
+    only when a row has no task of its own)."""
+    file_task: str | None = None
+    for row in rows:
+        if row.task is not None:
+            yield row.task, row
+            continue
+        if file_task is None:
+            file_task = resolve_task(path, task)
+        yield file_task, row
 
 
 def write_rows(path: Path | str, rows: Iterable[TraceRow]) -> None:

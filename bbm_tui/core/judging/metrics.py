@@ -25,6 +25,8 @@ class TaskStats:
     with_mistake: int
     without_mistake: int
     mean_steps: float
+    # Rows nobody has labelled: neither "with" nor "without" a mistake.
+    unlabelled: int = 0
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -34,14 +36,16 @@ class TaskStats:
 
 def task_stats(rows: Sequence[TraceRow]) -> TaskStats:
     """Counts for one task's traces; "correct" is the paper's exact match (tasks.is_correct)."""
-    with_mistake = sum(row.mistake_index is not None for row in rows)
+    labelled = [row for row in rows if row.labelled]
+    with_mistake = sum(row.mistake_index is not None for row in labelled)
     steps = sum(len(row.steps) for row in rows)
     return TaskStats(
         traces=len(rows),
         correct=sum(is_correct(row.answer, row.target) for row in rows),
         with_mistake=with_mistake,
-        without_mistake=len(rows) - with_mistake,
+        without_mistake=len(labelled) - with_mistake,
         mean_steps=steps / len(rows) if rows else 0.0,
+        unlabelled=len(rows) - len(labelled),
     )
 
 

@@ -290,6 +290,14 @@ class Store:
         )
         return _session(rows[0]) if rows else None
 
+    def sessions_of_question(self, *, task: str, input: str, model: str) -> list[Session]:
+        """Every session of one question by one model, whatever made it, oldest first."""
+        rows = self._read(
+            "SELECT * FROM sessions WHERE task = ? AND input = ? AND model = ? ORDER BY id",
+            (task, input, model),
+        )
+        return [_session(row) for row in rows]
+
     def update_session_model(
         self, session_id: int, *, model: str, api_base: str | None, mode: str
     ) -> Session:

@@ -38,7 +38,7 @@ from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.recording import record_find
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.ui.context import AppContext, context
-from bbm_tui.ui.dialogs import FindRequest, FindScreen, MethodChoice
+from bbm_tui.ui.dialogs import ConfirmScreen, FindRequest, FindScreen, MethodChoice
 from bbm_tui.ui.messages import SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
@@ -314,7 +314,7 @@ class TraceScreen(BbmScreen):
             # Only once there is an answer to show (hidden from the footer until then).
             shown = self.finder
             return shown is not None and (bool(shown.verdicts) or shown.trace_raw is not None)
-        if action in ("flag", "copy", "no_mistake", "copy_trace"):
+        if action in ("copy", "copy_trace"):
             return True if self.trace.steps else None
         return True
 
@@ -475,14 +475,35 @@ class TraceScreen(BbmScreen):
 
     def action_flag(self) -> None:
         if not self.trace.steps:
+            self._status("Nothing to flag yet: the trace has no thoughts (n writes one).")
             return
         number = self.selected or 1
         self._label(lambda: self.trace.flag_mistake(number),
                     f"Thought {number} flagged as the first mistake.")
 
     def action_no_mistake(self) -> None:
-        if self.trace.steps:
-            self._label(self.trace.mark_no_mistake, "Labelled: no mistake in this trace.")
+        if not self.trace.steps:
+            self._status("Nothing to label yet: the trace has no thoughts (n writes one).")
+            return
+        if self.trace.correct is False:
+            # A wrong answer with no mistake in the steps is possible, but rare: ask.
+            question = Content.assemble(
+                "The answer ", ("is wrong", "bold"), " (",
+                safe_line(self.trace.answer or ""), " ≠ ",
+                safe_line(self.trace.session.target or ""),
+                "). Label the trace as having no mistake anyway?",
+            )
+
+            def answered(sure: bool | None) -> None:
+                if sure:
+                    self._mark_no_mistake()
+
+            self.app.push_screen(ConfirmScreen(question, "No mistake"), answered)
+            return
+        self._mark_no_mistake()
+
+    def _mark_no_mistake(self) -> None:
+        self._label(self.trace.mark_no_mistake, "Labelled: no mistake in this trace.")
 
     def action_undo(self) -> None:
         self._label(self.trace.undo_label, None)

@@ -37,6 +37,15 @@ def question_text(task: str, input_text: str) -> str:
     return text[3:] if text.startswith("Q: ") else text
 
 
+def no_mistake_covers(trace: TraceSession) -> int | None:
+    """How many thoughts a "no mistake" label was given on (None: no such label). A label is
+    for the steps it saw: fewer than the trace has now means the label is stale."""
+    if not trace.no_mistake or trace.label is None:
+        return None
+    return next((step.number for step in trace.steps if step.id == trace.label.leaf_step_id),
+                len(trace.steps))
+
+
 def statuses(trace: TraceSession) -> list[Status]:
     """The glyph of each thought under the current label (the paper's protocol: steps before
     the first mistake are correct, the rest are not judged)."""
@@ -45,10 +54,10 @@ def statuses(trace: TraceSession) -> list[Status]:
     if mistake is not None:
         return ["ok" if n < mistake else "mistake" if n == mistake else "after"
                 for n in range(1, count + 1)]
-    if trace.no_mistake and trace.label is not None:
+    covered = no_mistake_covers(trace)
+    if covered is not None:
         # A "no mistake" verdict covers the steps there were when it was given.
-        leaf = next((s.number for s in trace.steps if s.id == trace.label.leaf_step_id), count)
-        return ["ok" if n <= leaf else "plain" for n in range(1, count + 1)]
+        return ["ok" if n <= covered else "plain" for n in range(1, count + 1)]
     return ["plain"] * count
 
 
@@ -59,7 +68,15 @@ def describe_label(trace: TraceSession) -> Content:
             ("Label: ", "bold"), (f"{GLYPH_MISTAKE} first mistake in Thought {mistake}",
                                   "$text-error"),
         )
-    if trace.no_mistake:
+    covered = no_mistake_covers(trace)
+    if covered is not None and covered < len(trace.steps):
+        thoughts = "Thought 1" if covered == 1 else f"Thoughts 1-{covered}"
+        return Content.assemble(
+            ("Label: ", "bold"), (f"{GLYPH_OK} no mistake in {thoughts} only", "$text-warning"),
+            (f" (stale: given before {len(trace.steps) - covered} more were written; "
+             "label again)", MUTED),
+        )
+    if covered is not None:
         return Content.assemble(("Label: ", "bold"), (f"{GLYPH_OK} no mistake", "$text-success"))
     return Content.assemble(("Label: ", "bold"), ("not labelled yet", MUTED))
 
