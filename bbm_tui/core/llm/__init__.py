@@ -4,6 +4,7 @@ Everything the rest of the code needs comes out of here as plain dataclasses and
 
 - transport.py: one generation step, streamed and cut at its first line break; one whole
   answer (the finders');
+- sampling.py: n candidates for one step, with their token log-probabilities (backtracking);
 - errors.py: one failure kind per `LLMError`, and our own bounded retries;
 - capabilities.py: what each provider accepts (native stop, temperature, log-probabilities);
 - loader.py: litellm imported lazily, once, with the offline providers registered;
@@ -37,6 +38,7 @@ from bbm_tui.core.llm.records import (
     StepText,
     TextDelta,
 )
+from bbm_tui.core.llm.sampling import Candidate, Samples, sample_steps
 from bbm_tui.core.llm.transport import (
     call_to_json,
     complete,
@@ -63,10 +65,12 @@ from bbm_tui.core.types import (
 __all__ = [
     "CHARS_PER_TOKEN_CAP", "DEFAULT_MODEL", "DEFAULT_STEP_MAX_TOKENS", "DEFAULT_STEP_TIMEOUT_S",
     "DEFAULT_TIMEOUT_S", "MAX_CALL_COST", "MAX_CALL_TOKENS", "MODES", "RETRYABLE",
-    "STOPS_A_BATCH", "CallRecord", "CallSettings", "Completion", "ErrorKind", "LLMError",
-    "Mode", "ModelSpec", "Restart", "RetryPolicy", "StepText", "TextDelta",
+    "STOPS_A_BATCH", "CallRecord", "CallSettings", "Candidate", "Completion", "ErrorKind",
+    "LLMError",
+    "Mode", "ModelSpec", "Restart", "RetryPolicy", "Samples", "StepText", "TextDelta",
     "accepts_native_stop", "accepts_temperature", "asks_logprobs", "call_to_json",
     "classify_error", "complete", "is_loaded", "is_offline", "key_env_var", "key_env_vars",
-    "litellm_module", "model_basename", "sane_cost", "sane_tokens", "stream_step",
+    "litellm_module", "model_basename", "sample_steps", "sane_cost", "sane_tokens",
+    "stream_step",
     "unicode_text", "warm_up",
 ]

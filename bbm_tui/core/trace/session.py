@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bbm_tui.core import llm
+from bbm_tui.core.generation.backtrack import SAMPLES, Resample, resample_step
 from bbm_tui.core.generation.stepper import (
     StepEvent,
     StepFailed,
@@ -20,7 +21,7 @@ from bbm_tui.core.generation.stepper import (
     run_steps,
 )
 from bbm_tui.core.redact import REDACTED, redact_url
-from bbm_tui.core.store import Label, Session, Step, Store, Totals
+from bbm_tui.core.store import Label, Session, Step, Store, StoredCandidate, Totals
 from bbm_tui.core.tasks import extract_answer, is_correct
 from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, StepOrigin
@@ -35,6 +36,25 @@ class NewTrace:
     target: str | None = None
     dataset_index: int | None = None
     gold_mistake_index: int | None = None
+
+
+@dataclass(frozen=True)
+class SamplesReady:
+    """Backtracking sampled Thought `number` and stored every sample (`stored`, in the order
+    of `resample.samples.candidates`); `resample.chosen` is its choice, None: no sample
+    differs from the original, and the trace stays as it was."""
+
+    number: int
+    resample: Resample
+    stored: list[StoredCandidate]
+
+
+@dataclass(frozen=True)
+class BranchMade:
+    """A new version of Thought `step.number` is saved and shown: a new branch, the old one
+    kept in the tree. Generation at temperature 0 follows."""
+
+    step: Step
 
 
 class TraceSession:
@@ -271,6 +291,99 @@ class TraceSession:
         self.steps.append(step)
         return step
 
+    # -- new branches: backtracking, another candidate, a rewritten thought. Each adds a
+    #    version of Thought k beside the old one (the old branch stays in the tree, with its
+    #    labels and finder runs) and continues from it at temperature 0.
+
+    async def backtrack(
+        self, number: int, *, settings: StepperSettings | None = None, n: int = SAMPLES
+    ) -> AsyncIterator[SamplesReady | BranchMade | StepEvent]:
+        """The paper's backtracking from a mistake at Thought `number`. Raises LLMError when
+        the sampling call fails (nothing is stored then)."""
+        settings = settings or StepperSettings()
+        self._check_number(number)
+        parent = self.steps[number - 2].id if number > 1 else None
+        resample = await resample_step(
+            self.session.task, self.session.input, self.texts[: number - 1],
+            self.texts[number - 1], self._spec, settings.call, n=n,
+        )
+        stored = await asyncio.to_thread(self._store_samples, resample, parent)
+        yield SamplesReady(number, resample, stored)
+        if resample.chosen is None:
+            return
+        step = await asyncio.to_thread(self._take_candidate, stored[resample.chosen])
+        yield BranchMade(step)
+        async for event in self.generate(settings=greedy(settings)):
+            yield event
+
+    async def continue_with(
+        self, candidate: StoredCandidate, *, settings: StepperSettings | None = None
+    ) -> AsyncIterator[BranchMade | StepEvent]:
+        """Another sampled candidate instead (the person's pick): its own branch."""
+        step = await asyncio.to_thread(self._take_candidate, candidate)
+        yield BranchMade(step)
+        async for event in self.generate(settings=greedy(settings or StepperSettings())):
+            yield event
+
+    async def rewrite(
+        self, number: int, text: str, *, settings: StepperSettings | None = None,
+        generate: bool = True,
+    ) -> AsyncIterator[BranchMade | StepEvent]:
+        """The person's own version of Thought `number` (one line), then the model goes on
+        from it unless `generate` is False."""
+        self._check_number(number)
+        parent = self.steps[number - 2].id if number > 1 else None
+        step = await asyncio.to_thread(self._add_branch_step, parent, number, text)
+        yield BranchMade(step)
+        if generate:
+            async for event in self.generate(settings=greedy(settings or StepperSettings())):
+                yield event
+
+    def _check_number(self, number: int) -> None:
+        if not 1 <= number <= len(self.steps):
+            raise ValueError(f"there is no Thought {number} (the trace has {len(self.steps)})")
+
+    def _store_samples(self, resample: Resample, parent: int | None) -> list[StoredCandidate]:
+        candidates = resample.samples.candidates
+        return self.store.add_candidates(
+            self.session.id, parent_id=parent, number=resample.number,
+            calls=resample.samples.calls,
+            candidates=[(c.call, c.choice, c.text, c.tokens, resample.dropped[i])
+                        for i, c in enumerate(candidates)],
+        )
+
+    def _take_candidate(self, candidate: StoredCandidate) -> Step:
+        """One transaction makes the step and its head, so a kill leaves either the old
+        branch on show or the new one, never a trace cut short."""
+        step = self.store.add_step(
+            self.session.id, parent_id=candidate.parent_id, number=candidate.number,
+            text=candidate.text, origin=StepOrigin.BACKTRACK,
+            answer=extract_answer(candidate.text), call_id=candidate.call_id,
+            choice=candidate.choice, tokens=candidate.tokens,
+        )
+        self.store.choose_candidate(candidate.id, step.id)
+        self._show_new_step(step)
+        return step
+
+    def _add_branch_step(self, parent: int | None, number: int, text: str) -> Step:
+        step = self.store.add_step(
+            self.session.id, parent_id=parent, number=number, text=text,
+            origin=StepOrigin.EDIT, answer=extract_answer(text),
+        )
+        self._show_new_step(step)
+        return step
+
+    def _show_new_step(self, step: Step) -> None:
+        self.tree.add(step)
+        self.session = self.store.session(self.session.id)
+        self.steps = self.tree.path(step.id)
+        self.label = self._branch_label()
+
+    def candidates_for(self, number: int) -> list[StoredCandidate]:
+        """Every sample stored for Thought `number` after the thoughts now before it."""
+        parent = self.steps[number - 2].id if number > 1 else None
+        return self.store.candidates(self.session.id, parent, number)
+
     # -- labelling (the paper's protocol: the first mistaken step, or none)
 
     def flag_mistake(self, number: int, *, assisted: bool = False) -> Label:
@@ -294,6 +407,11 @@ class TraceSession:
     def rename(self, name: str) -> None:
         self.store.rename_session(self.session.id, name)
         self.session = self.store.session(self.session.id)
+
+
+def greedy(settings: StepperSettings) -> StepperSettings:
+    """The paper continues a backtracked trace at temperature 0."""
+    return replace(settings, call=replace(settings.call, temperature=0.0))
 
 
 def resumed_spec(

@@ -1,0 +1,81 @@
+"""Backtracking (docs/DESIGN.md §5; paper section 4): from a mistake at Thought k, resample
+Thought k at temperature 1 with the prompt of Thoughts 1..k-1, 8 samples; drop the samples
+identical to the original (both cut at the first line break and stripped of an echoed
+"Thought k:" the same way, llm.sampling does it); choose the highest total log-probability
+where the provider sends log-probabilities, else the first sample that differs. The caller
+then continues at temperature 0 to the answer (the stepper).
+
+Pure over the model call: what is stored, and the branch it makes, is trace/session.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from bbm_tui.core import llm
+from bbm_tui.core.prompts.generation import next_step_prompt
+
+SAMPLES = 8
+TEMPERATURE = 1.0
+
+ChosenBy = Literal["logprob", "first"]
+
+
+@dataclass
+class Resample:
+    """The samples for Thought `number` and the choice among them. `dropped[i]`: sample i is
+    the original step again. `chosen` indexes `samples.candidates` (None: no sample differs
+    from the original, so there is nothing to backtrack to)."""
+
+    number: int
+    original: str
+    samples: llm.Samples
+    dropped: list[bool]
+    chosen: int | None
+    chosen_by: ChosenBy | None
+
+    @property
+    def chosen_text(self) -> str | None:
+        return None if self.chosen is None else self.samples.candidates[self.chosen].text
+
+
+def sample_settings(settings: llm.CallSettings) -> llm.CallSettings:
+    """The step settings at the paper's sampling temperature."""
+    return replace(settings, temperature=TEMPERATURE)
+
+
+async def resample_step(
+    task: str,
+    input_text: str,
+    prior: Sequence[str],
+    original: str,
+    spec: llm.ModelSpec,
+    settings: llm.CallSettings,
+    *,
+    n: int = SAMPLES,
+) -> Resample:
+    """Sample Thought len(prior)+1 `n` times and choose its replacement. Raises LLMError."""
+    prompt = next_step_prompt(task, input_text, prior)
+    samples = await llm.sample_steps(spec, prompt, n, sample_settings(settings))
+    dropped = [candidate.text == original for candidate in samples.candidates]
+    chosen, chosen_by = choose(samples.candidates, dropped)
+    return Resample(len(prior) + 1, original, samples, dropped, chosen, chosen_by)
+
+
+def choose(
+    candidates: Sequence[llm.Candidate], dropped: Sequence[bool]
+) -> tuple[int | None, ChosenBy | None]:
+    """The paper's rule: among the samples that differ from the original (and say something:
+    an empty step corrects nothing), the highest total log-probability of the kept text where
+    there are log-probabilities (the first of equals), else the first."""
+    usable = [index for index, candidate in enumerate(candidates)
+              if not dropped[index] and candidate.text.strip()]
+    if not usable:
+        return None, None
+    scored = [index for index in usable if candidates[index].logprob is not None]
+    if scored:
+        best = max(scored, key=lambda index: (candidates[index].logprob, -index))
+        return best, "logprob"
+    return usable[0], "first"
