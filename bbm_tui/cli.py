@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--task", help="the task of every file (else from each file's name)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     _add_find_parser(commands)
+    _add_backtrack_parser(commands)
     sessions = commands.add_parser("sessions", help="list the saved sessions")
     sessions.add_argument("--json", action="store_true", help="one JSON object per line")
 
@@ -122,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return import_command(args)
         if args.command == "find":
             return find_command(args)
+        if args.command == "backtrack":
+            return backtrack_command(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -607,7 +610,7 @@ def _find_usage_problem(args: argparse.Namespace) -> str | None:
         return "--concurrency must be at least 1"
     if args.limit is not None and args.limit < 0:
         return "--limit must be 0 or more"
-    if args.rpm is not None and args.rpm <= 0:
+    if getattr(args, "rpm", None) is not None and args.rpm <= 0:
         return "--rpm must be more than 0"
     return None
 
@@ -652,6 +655,138 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
     if not console.is_terminal:  # a pipe or file: room for every column
         console = Console(width=max(console.width, 170 if paper is not None else 120))
     console.print(table)
+
+
+# ---------------------------------------------------------------------------- backtrack
+
+def _add_backtrack_parser(commands) -> None:
+    backtrack = commands.add_parser(
+        "backtrack", help="backtrack traces from a mistake location (the paper's Table 6)",
+        description="Resample each trace's Thought k at temperature 1 (8 samples), take the "
+        "best sample that differs from the original and continue at temperature 0 (paper "
+        "section 4). k is the gold label's, a seeded random step, a finder's prediction "
+        "(PREDS of `bbm-tui find`) or a simulated reward model's (rm:X, right with "
+        "probability X). Traces already in OUT are skipped (resume).",
+    )
+    _add_model_options(backtrack)
+    backtrack.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
+                           help="dataset-format files")
+    backtrack.add_argument("--task", help="the task of every file (else from each row or "
+                           "file name)")
+    backtrack.add_argument("--locations", required=True, metavar="WHERE",
+                           help="gold | random | finder:PREDS.jsonl | rm:X")
+    backtrack.add_argument("--seed", type=int, default=0, help="for random and rm:X")
+    backtrack.add_argument("--concurrency", type=int, default=4, metavar="K",
+                           help="traces backtracked at once (default 4)")
+    backtrack.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
+    backtrack.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
+    backtrack.add_argument("--json", action="store_true",
+                           help='print {"tasks": {TASK: {"n", "delta_accuracy_correct", '
+                           '"delta_accuracy_incorrect"}}} (percentage points)')
+    backtrack.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def backtrack_command(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+
+    from bbm_tui.core import llm
+    from bbm_tui.core.batch.backtrack import (
+        FatalBacktrackError,
+        backtrack_batch,
+        jobs_from_files,
+        parse_locations,
+        to_json,
+    )
+    from bbm_tui.core.dataset import DatasetError
+    from bbm_tui.core.store import Store, StoreError
+    from bbm_tui.core.tasks import UnknownTaskError
+
+    problem = _find_usage_problem(args)
+    if problem:
+        return fail(problem, EXIT_USAGE)
+    config = _load_config_or_none(args)
+    if config is None:
+        return EXIT_USAGE
+    try:
+        _check_task(args.task)
+        locations = parse_locations(args.locations, args.seed)
+        jobs = jobs_from_files(args.input, args.task, locations, args.limit)
+        spec = llm.ModelSpec(config.model, config.api_base, config.mode)
+        settings = config.stepper_settings(None)
+        store = Store.open()
+    except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
+        return fail(str(error), EXIT_USAGE)
+    latest = LatestProgress()
+    try:
+        with ProgressDisplay(not args.no_progress, _run_detail) as show:
+            result = asyncio.run(until_signalled(backtrack_batch(
+                jobs, spec, store, args.out, concurrency=args.concurrency, settings=settings,
+                on_progress=latest.keep(show), inputs=args.input,
+            )))
+    except (Stopped, KeyboardInterrupt) as stop:
+        if latest.progress is not None:
+            _print_backtrack_summary(args.out, latest.progress, stopped=True)
+        return _stop_code(stop)
+    except FatalBacktrackError as error:
+        return fail(f"backtrack stopped: {error}")
+    except DatasetError as error:
+        return fail(str(error), EXIT_USAGE)
+    except OSError as error:
+        return fail(_os_problem(error, args.out), EXIT_USAGE)
+    finally:
+        store.close()
+    _print_backtrack_summary(args.out, result.progress)
+    if args.json:
+        print(json.dumps(to_json(result, locations), indent=2))
+    else:
+        _print_backtrack_table(result, locations)
+    return EXIT_FAILURE if result.progress.failed else EXIT_OK
+
+
+def _print_backtrack_summary(out: Path, progress: Any, stopped: bool = False) -> None:
+    _print_batch_notes(out, progress)
+    if progress.unlabelled:
+        print(f"bbm-tui: {_traces(progress.unlabelled)} unlabelled: no gold location, kept as "
+              "they are", file=sys.stderr)
+    how = "stopped: " if stopped else ""
+    print(f"{how}{progress.done} traces written to {out}, {progress.skipped} already there, "
+          f"{progress.failed} failed; {progress.calls} calls, ${progress.cost:.4f}",
+          file=sys.stderr)
+    for message in progress.errors[:10]:
+        fail(message)
+
+
+def _print_backtrack_table(result: Any, locations: Any) -> None:
+    from rich.table import Table
+
+    from bbm_tui.core.batch.backtrack import paper_table_6
+    from bbm_tui.core.tasks import TASK_NAMES
+
+    paper = paper_table_6(locations.paper_key)
+    table = Table(title=f"Backtracking from {locations.kind} locations: change in accuracy "
+                  "(percentage points; the paper's Table 6)",
+                  caption="paper: PaLM 2 Unicorn" if paper else None)
+    for column in ("task", "n", "answer was right", "Δ accuracy", "answer was wrong",
+                   "Δ accuracy"):
+        table.add_column(column, justify="left" if column == "task" else "right",
+                         no_wrap=True)
+    if paper:
+        table.add_column("paper Δ✓", justify="right", style="dim")
+        table.add_column("paper Δ✗", justify="right", style="dim")
+    for task, deltas in sorted(result.tables.items(), key=lambda i: TASK_NAMES.index(i[0])):
+        cells = [task, str(deltas.n), str(deltas.n_correct),
+                 _signed(deltas.delta_accuracy_correct), str(deltas.n_incorrect),
+                 _signed(deltas.delta_accuracy_incorrect)]
+        if paper:
+            figures = paper.get(task, {})
+            cells += [_signed(figures.get("correct")), _signed(figures.get("incorrect"))]
+        table.add_row(*cells)
+    _print_table(table)
+
+
+def _signed(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.2f}"
 
 
 def _percent(value: float | None) -> str:

@@ -42,8 +42,9 @@ class Resample:
 
 
 def sample_settings(settings: llm.CallSettings) -> llm.CallSettings:
-    """The step settings at the paper's sampling temperature."""
-    return replace(settings, temperature=TEMPERATURE)
+    """The step settings at the paper's sampling temperature, asking for log-probabilities
+    (the choice needs them; a provider that sends none gets the first sample that differs)."""
+    return replace(settings, temperature=TEMPERATURE, logprobs=True)
 
 
 async def resample_step(

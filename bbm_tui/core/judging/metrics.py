@@ -201,3 +201,48 @@ def judged_from_row(row: TraceRow) -> Judged:
         parsed=bool(row.extra.get("parsed", False)),
         answer_correct=is_correct(row.answer, row.target),
     )
+
+
+# --------------------------------------------------------------------------- Table 6
+
+
+@dataclass(frozen=True)
+class BacktrackOutcome:
+    """One trace before and after backtracking (an unchanged trace counts too: the paper's
+    figures are over every trace of the subset)."""
+
+    was_correct: bool
+    now_correct: bool
+
+
+@dataclass(frozen=True)
+class BacktrackDeltas:
+    n: int
+    n_correct: int
+    n_incorrect: int
+    # Percentage points: accuracy after minus accuracy before, on the traces whose answer
+    # was correct (before: 100%) and on those whose answer was not (before: 0%).
+    delta_accuracy_correct: float | None
+    delta_accuracy_incorrect: float | None
+
+    def to_json(self, digits: int = 2) -> dict[str, Any]:
+        data = asdict(self)
+        for key, value in data.items():
+            if isinstance(value, float):
+                data[key] = round(value, digits)
+        return data
+
+
+def backtrack_deltas(outcomes: Sequence[BacktrackOutcome]) -> BacktrackDeltas:
+    """The paper's Table 6 for one task: Δaccuracy✓ and Δaccuracy✗."""
+    correct = [o for o in outcomes if o.was_correct]
+    incorrect = [o for o in outcomes if not o.was_correct]
+    still = percent(sum(o.now_correct for o in correct), len(correct))
+    fixed = percent(sum(o.now_correct for o in incorrect), len(incorrect))
+    return BacktrackDeltas(
+        n=len(outcomes),
+        n_correct=len(correct),
+        n_incorrect=len(incorrect),
+        delta_accuracy_correct=None if still is None else still - 100.0,
+        delta_accuracy_incorrect=fixed,
+    )

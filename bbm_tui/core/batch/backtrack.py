@@ -1,0 +1,338 @@
+"""`bbm-tui backtrack`: the paper's backtracking (section 4, Table 6) over dataset-format
+files, on the shared batch runner (resumable OUT, a worker pool, progress).
+
+Each trace is backtracked from one location: the gold label's (`gold`), a seeded random step
+(`random`), a finder's prediction from a PREDS file (`finder:PREDS.jsonl`), or a simulated
+reward model right with probability X (`rm:X`, as the paper's Figure 2). A trace with no
+location (no mistake, by the gold label or the finder) is kept as it is and still counts in
+Table 6, as in the paper. Each trace is a session in the store (source "backtrack") holding
+the original as one branch and the backtracked trace as another, so a killed batch resumes
+with nothing sampled twice.
+
+An OUT line is the input row plus `location` (0-based or null), `new_steps`, `new_answer`,
+`new_correct` and `samples` (each: `text`, `logprob` or null, `dropped`, `chosen`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bbm_tui.core import llm
+from bbm_tui.core.batch import runner
+from bbm_tui.core.batch.find import trace_key
+from bbm_tui.core.batch.runner import Batch, BatchStop, Progress
+from bbm_tui.core.dataset import (
+    DatasetError,
+    TraceRow,
+    read_input_rows,
+    read_rows,
+    row_from_json,
+    rows_with_tasks,
+)
+from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
+from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
+from bbm_tui.core.store import SessionDeleted, Step, Store, StoredCandidate, StoreError
+from bbm_tui.core.tasks import is_correct
+from bbm_tui.core.trace.session import NewTrace, SamplesReady, TraceSession, greedy
+from bbm_tui.core.types import StepOrigin
+
+OUT_KEYS = ("location", "new_steps", "new_answer", "new_correct", "samples")
+SOURCE = "backtrack"
+
+
+@dataclass(frozen=True)
+class Locations:
+    """Where each trace is backtracked from: `kind` is gold, random, finder or rm."""
+
+    kind: str
+    seed: int = 0
+    predictions: dict[tuple[str, tuple[str, ...]], int | None] | None = None
+    accuracy: float = 0.0
+
+    @property
+    def paper_key(self) -> str | None:
+        """The paper's Table 6 has figures for the gold and random locations."""
+        return {"gold": "mistake_location", "random": "random_location"}.get(self.kind)
+
+
+def parse_locations(text: str, seed: int = 0) -> Locations:
+    """gold | random | finder:PREDS.jsonl | rm:X (0 <= X <= 1). Raises ValueError or
+    DatasetError (a PREDS file that cannot be read)."""
+    if text in ("gold", "random"):
+        return Locations(text, seed)
+    kind, _, value = text.partition(":")
+    if kind == "finder" and value:
+        predictions = {}
+        for row in read_rows(Path(value)):
+            if "predicted_mistake_index" not in row.extra:
+                raise DatasetError(value, "not a PREDS file of `bbm-tui find` (no "
+                                   "predicted_mistake_index)")
+            parsed = bool(row.extra.get("parsed"))
+            predictions[trace_key(row)] = row.extra["predicted_mistake_index"] if parsed else None
+        return Locations("finder", seed, predictions)
+    if kind == "rm" and value:
+        try:
+            accuracy = float(value)
+        except ValueError:
+            accuracy = -1.0
+        if not 0.0 <= accuracy <= 1.0:
+            raise ValueError(f"--locations rm:X needs X from 0 to 1 (got {value!r})")
+        return Locations("rm", seed, accuracy=accuracy)
+    raise ValueError(f"--locations must be gold, random, finder:PREDS.jsonl or rm:X (got "
+                     f"{text!r})")
+
+
+def location_of(locations: Locations, task: str, row: TraceRow) -> int | None:
+    """The 0-based step to backtrack from, None: keep the trace as it is."""
+    if not row.steps:
+        return None
+    if locations.kind == "gold":
+        return row.mistake_index if row.labelled else None
+    if locations.kind == "random":
+        seed = "\x1f".join([str(locations.seed), task, row.input, *row.steps])
+        rng = random.Random(hashlib.sha256(seed.encode("utf-8")).digest())
+        return rng.randrange(len(row.steps))
+    if locations.kind == "finder":
+        assert locations.predictions is not None
+        found = locations.predictions.get(trace_key(row))
+        return found if isinstance(found, int) and 0 <= found < len(row.steps) else None
+    from bbm_tui.core.llm.offline.replay import simulated_location
+
+    return simulated_location(locations.accuracy, task, row)
+
+
+@dataclass(frozen=True)
+class BacktrackJob:
+    task: str
+    row: TraceRow
+    location: int | None
+
+    @property
+    def key(self) -> tuple[str, tuple[str, ...]]:
+        return trace_key(self.row)
+
+
+@dataclass
+class BacktrackProgress(Progress):
+    steps: int = 0
+    unlabelled: int = 0  # gold locations asked of rows nobody labelled: kept as they are
+
+
+class FatalBacktrackError(BatchStop):
+    """An error that stops the whole batch (a missing key, a model that does not exist)."""
+
+
+@dataclass
+class BacktrackResult:
+    progress: BacktrackProgress
+    # Table 6 per task, in the order the tasks came.
+    tables: dict[str, BacktrackDeltas]
+
+
+def jobs_from_files(paths: Sequence[Path], task: str | None, locations: Locations,
+                    limit: int | None = None) -> list[BacktrackJob]:
+    jobs: list[BacktrackJob] = []
+    per_task: dict[str, int] = {}
+    for path in paths:
+        for row_task, row in rows_with_tasks(path, task, read_input_rows(path)):
+            if limit is not None and per_task.get(row_task, 0) >= limit:
+                continue
+            per_task[row_task] = per_task.get(row_task, 0) + 1
+            jobs.append(BacktrackJob(row_task, row, location_of(locations, row_task, row)))
+    return jobs
+
+
+def out_validator(value: object, path: Path, line: int) -> TraceRow:
+    row = row_from_json(value, path, line)
+    missing = [key for key in OUT_KEYS if key not in row.extra]
+    if missing:
+        raise DatasetError(path, f"not a line of `bbm-tui backtrack` (no "
+                           f"{', '.join(missing)}); is --out right?", line)
+    return row
+
+
+async def backtrack_batch(
+    jobs: Sequence[BacktrackJob],
+    spec: llm.ModelSpec,
+    store: Store,
+    out_path: Path,
+    *,
+    concurrency: int = 4,
+    settings: StepperSettings | None = None,
+    on_progress: Callable[[BacktrackProgress], None] | None = None,
+    inputs: Sequence[Path] = (),
+) -> BacktrackResult:
+    settings = settings or StepperSettings()
+    written: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+
+    async def work(job: BacktrackJob, progress: BacktrackProgress,
+                   notify: Callable[[BacktrackProgress], None]) -> str | None:
+        extra = await _backtrack_one(job, spec, store, settings, progress, notify)
+        if extra is None:
+            return None
+        written[job.key] = extra
+        return TraceRow(job.row.input, job.row.steps, job.row.answer, job.row.target,
+                        job.row.mistake_index, {**job.row.extra, **extra},
+                        job.row.key_order, job.row.labelled).to_line()
+
+    progress = BacktrackProgress()
+    progress.unlabelled = sum(1 for job in runner.unique(jobs, _key)
+                              if not job.row.labelled and job.location is None)
+    batch = Batch(jobs=jobs, key=_key, key_of_row=trace_key, validate=out_validator,
+                  what="rows written by `bbm-tui backtrack`", work=work, progress=progress,
+                  ordered=True)
+    progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
+                                            store_path=store.path, inputs=inputs,
+                                            on_progress=on_progress)
+    done = {trace_key(row): row.extra for row in rows} | written
+    return BacktrackResult(progress, tables(runner.unique(jobs, _key), done))
+
+
+def _key(job: BacktrackJob) -> tuple[str, tuple[str, ...]]:
+    return job.key
+
+
+def tables(jobs: Sequence[BacktrackJob],
+           done: dict[tuple[str, tuple[str, ...]], dict[str, Any]]) -> dict[str, BacktrackDeltas]:
+    outcomes: dict[str, list[BacktrackOutcome]] = {}
+    for job in jobs:
+        extra = done.get(job.key)
+        if extra is None:
+            continue
+        outcomes.setdefault(job.task, []).append(BacktrackOutcome(
+            was_correct=is_correct(job.row.answer, job.row.target),
+            now_correct=bool(extra["new_correct"]),
+        ))
+    return {task: backtrack_deltas(items) for task, items in outcomes.items()}
+
+
+async def _backtrack_one(
+    job: BacktrackJob,
+    spec: llm.ModelSpec,
+    store: Store,
+    settings: StepperSettings,
+    progress: BacktrackProgress,
+    notify: Callable[[BacktrackProgress], None],
+) -> dict[str, Any] | None:
+    row = job.row
+    if job.location is None:
+        return _extra(None, row.steps, row.answer, row.target, [])
+    try:
+        trace = await asyncio.to_thread(_open_session, store, job, spec)
+        return await _continue(job, trace, settings, progress, notify)
+    except SessionDeleted as error:
+        progress.fail(job.task, str(error))
+        return None
+    except StoreError as error:
+        raise FatalBacktrackError(str(error)) from None
+    except llm.LLMError as error:
+        if error.kind in llm.STOPS_A_BATCH:
+            raise FatalBacktrackError(error.message) from None
+        progress.fail(job.task, error.message)
+        return None
+
+
+async def _continue(job: BacktrackJob, trace: TraceSession, settings: StepperSettings,
+                    progress: BacktrackProgress,
+                    notify: Callable[[BacktrackProgress], None]) -> dict[str, Any] | None:
+    """Backtrack the trace, or finish what a killed batch began (its samples are stored)."""
+    assert job.location is not None
+    number = job.location + 1
+    original = _original_path(trace)
+    stored = await asyncio.to_thread(_stored_samples, trace, number, original)
+    if stored:
+        chosen = next((c for c in stored if c.step_id is not None), None)
+        if chosen is None:  # no sample differed: the trace stays as it was
+            return _extra(job.location, job.row.steps, job.row.answer, job.row.target,
+                          _samples_json(stored))
+        await asyncio.to_thread(trace.switch_to, chosen.step_id)
+        events = trace.generate(settings=greedy(settings))
+    else:
+        await asyncio.to_thread(trace.switch_to, original[-1].id)
+        events = trace.backtrack(number, settings=settings)
+    async for event in events:
+        if isinstance(event, SamplesReady):
+            progress.calls += len(event.resample.samples.calls)
+            for call in event.resample.samples.calls:
+                progress.add_cost(call.cost)
+            notify(progress)
+        elif isinstance(event, StepFinished):
+            progress.steps += 1
+            progress.calls += 1
+            progress.add_cost(event.call.cost)
+            notify(progress)
+        elif isinstance(event, StepFailed):
+            raise event.error
+    stored = await asyncio.to_thread(_stored_samples, trace, number, original)
+    if not any(c.step_id is not None for c in stored):
+        return _extra(job.location, job.row.steps, job.row.answer, job.row.target,
+                      _samples_json(stored))
+    return _extra(job.location, trace.texts, trace.answer, job.row.target, _samples_json(stored))
+
+
+def _stored_samples(trace: TraceSession, number: int,
+                    original: list[Step]) -> list[StoredCandidate]:
+    parent = original[number - 2].id if number > 1 else None
+    return trace.store.candidates(trace.id, parent, number)
+
+
+def _open_session(store: Store, job: BacktrackJob, spec: llm.ModelSpec) -> TraceSession:
+    """The batch's session of this trace and model: the original as its first branch."""
+    for session in store.sessions_of_question(task=job.task, input=job.row.input,
+                                              model=spec.model):
+        if session.source == SOURCE:
+            trace = TraceSession(store, session, spec)
+            if [step.text for step in _original_path(trace)] == list(job.row.steps):
+                return trace
+    trace = TraceSession.create(store, NewTrace(job.task, job.row.input, job.row.target or None),
+                                spec, source=SOURCE)
+    trace.load_recorded(list(job.row.steps))
+    return trace
+
+
+def _original_path(trace: TraceSession) -> list[Step]:
+    """The recorded trace: the first branch, the steps loaded from the row."""
+    path: list[Step] = []
+    children = trace.tree.children(None)
+    while children and children[0].origin == StepOrigin.DATASET:
+        path.append(children[0])
+        children = trace.tree.children(children[0].id)
+    return path
+
+
+def _extra(location: int | None, steps: Sequence[str], answer: str | None, target: str,
+           samples: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "location": location,
+        "new_steps": list(steps),
+        "new_answer": answer,
+        "new_correct": is_correct(answer, target),
+        "samples": samples,
+    }
+
+
+def _samples_json(stored: list[StoredCandidate]) -> list[dict[str, Any]]:
+    return [{"text": c.text, "logprob": c.logprob, "dropped": c.dropped,
+             "chosen": c.step_id is not None} for c in stored]
+
+
+def paper_table_6(kind: str | None) -> dict[str, dict[str, float]]:
+    """The paper's Table 6 figures for a location kind ({} where it has none)."""
+    if kind is None:
+        return {}
+    from bbm_tui.core.batch.find import paper_tables
+
+    return paper_tables()["table_6_backtracking_delta_accuracy"].get(kind, {})
+
+
+def to_json(result: BacktrackResult, locations: Locations) -> dict[str, Any]:
+    return {"tasks": {task: deltas.to_json() for task, deltas in result.tables.items()},
+            "locations": locations.kind,
+            **({"paper": paper_table_6(locations.paper_key)} if locations.paper_key else {})}
+

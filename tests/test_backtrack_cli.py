@@ -1,0 +1,127 @@
+"""`bbm-tui backtrack` (issue 11, item 5): the paper's Table 6 over dataset-format files, on
+the shared batch runner, against the local server through litellm; the Table 6 arithmetic
+on hand-made outcomes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bbm_tui.cli import main
+from bbm_tui.core.batch.backtrack import location_of, parse_locations
+from bbm_tui.core.dataset import TraceRow, bundled_rows
+from bbm_tui.core.judging.metrics import BacktrackOutcome, backtrack_deltas
+from bbm_tui.core.store import Store
+from tests.openai_server import FakeOpenAI
+from tests.test_backtrack import ORIGINAL, QUESTION, TARGET, responder
+
+RIGHT = ["2 + 2 = 4", "4 * 1 = 4", "So the answer is 4"]
+
+
+def test_table_6_arithmetic_by_hand() -> None:
+    outcomes = ([BacktrackOutcome(True, True)] * 7 + [BacktrackOutcome(True, False)] * 2
+                + [BacktrackOutcome(False, True)] * 3 + [BacktrackOutcome(False, False)] * 9)
+    deltas = backtrack_deltas(outcomes)
+    assert (deltas.n, deltas.n_correct, deltas.n_incorrect) == (21, 9, 12)
+    # 7 of 9 right answers stay right: 77.78% - 100% = -22.22 points; 3 of 12 wrong ones
+    # are fixed: 0% -> 25%.
+    assert deltas.delta_accuracy_correct == pytest.approx(-22.2222, abs=1e-3)
+    assert deltas.delta_accuracy_incorrect == pytest.approx(25.0)
+    assert backtrack_deltas([BacktrackOutcome(False, False)]).delta_accuracy_correct is None
+
+
+def dataset_file(path: Path) -> Path:
+    rows = [
+        {"input": QUESTION, "steps": ORIGINAL, "answer": "5", "target": TARGET,
+         "mistake_index": 1},
+        {"input": "((2 + 2) * 1) = ?", "steps": RIGHT, "answer": "4", "target": TARGET,
+         "mistake_index": None},
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def run_backtrack(server: FakeOpenAI, source: Path, out: Path, capsys, *extra: str) -> dict:
+    code = main(["backtrack", "--model", "openai/test", "--api-base", server.base_url,
+                 "--input", str(source), "--out", str(out), "--no-progress", "--json",
+                 *extra])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+def test_gold_locations_fix_the_wrong_answer_and_resume(
+    openai_server: FakeOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    openai_server.responder = responder()
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    out = tmp_path / "out.jsonl"
+    result = run_backtrack(openai_server, source, out, capsys, "--locations", "gold")
+    assert result["tasks"]["multistep_arithmetic"] == {
+        "n": 2, "n_correct": 1, "n_incorrect": 1,
+        "delta_accuracy_correct": 0.0, "delta_accuracy_incorrect": 100.0,
+    }
+    assert result["paper"]["multistep_arithmetic"] == {"correct": -0.0, "incorrect": 18.04}
+    fixed, kept = (json.loads(line) for line in out.read_text().splitlines())
+    assert fixed["location"] == 1 and fixed["new_correct"] is True
+    assert fixed["new_steps"] == ["Let me work it out.", "2 + 2 = 4", "4 * 1 = 4",
+                                  "So the answer is 4"]
+    assert fixed["new_answer"] == "4" and fixed["steps"] == ORIGINAL  # the input row kept
+    assert len(fixed["samples"]) == 8
+    assert [s["chosen"] for s in fixed["samples"]].count(True) == 1
+    assert [s["dropped"] for s in fixed["samples"]][:2] == [True, False]
+    assert all(isinstance(s["logprob"], float) for s in fixed["samples"] if s["text"])
+    assert (kept["location"], kept["new_steps"], kept["samples"]) == (None, RIGHT, [])
+    # Each backtracked trace is a session holding both branches.
+    with Store.open() as store:
+        [summary] = store.sessions()
+        assert summary.session.source == "backtrack"
+    requests = len(openai_server.requests)
+    again = run_backtrack(openai_server, source, out, capsys, "--locations", "gold")
+    assert again == result and len(openai_server.requests) == requests
+
+
+def test_a_killed_batch_resumes_from_its_stored_samples(
+    openai_server: FakeOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """The samples and the chosen step are saved, OUT has no row yet (as after a kill before
+    the continuation finished): the next run samples nothing again and finishes the trace."""
+    openai_server.responder = responder()
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    out = tmp_path / "out.jsonl"
+    run_backtrack(openai_server, source, out, capsys, "--locations", "gold")
+    lines = out.read_text().splitlines()
+    out.write_text(lines[1] + "\n")  # the backtracked trace's row lost
+    requests = len(openai_server.requests)
+    result = run_backtrack(openai_server, source, out, capsys, "--locations", "gold")
+    assert result["tasks"]["multistep_arithmetic"]["delta_accuracy_incorrect"] == 100.0
+    asked = openai_server.requests[requests:]
+    assert not any(request.body.get("n") for request in asked)  # no sampling again
+
+
+def test_locations_random_finder_and_rm(tmp_path: Path) -> None:
+    row = bundled_rows("word_sorting")[3]
+    first = location_of(parse_locations("random", 7), "word_sorting", row)
+    assert first == location_of(parse_locations("random", 7), "word_sorting", row)
+    assert 0 <= first < len(row.steps)
+    assert location_of(parse_locations("rm:1.0"), "word_sorting", row) == row.mistake_index
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({**row.to_json(), "method": "direct-trace", "model": "m",
+                                 "predicted_mistake_index": 2, "parsed": True, "raw": []})
+                     + "\n")
+    assert location_of(parse_locations(f"finder:{preds}"), "word_sorting", row) == 2
+    unlabelled = TraceRow(row.input, row.steps, row.answer, row.target, None, labelled=False)
+    assert location_of(parse_locations("gold"), "word_sorting", unlabelled) is None
+    for bad in ("rm:2", "rm:x", "finder:", "best"):
+        with pytest.raises(ValueError):
+            parse_locations(bad)
+
+
+def test_bad_locations_are_one_clear_line(tmp_path: Path, capsys) -> None:
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    assert main(["backtrack", "--input", str(source), "--locations", "rm:7",
+                 "--out", str(tmp_path / "o.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bbm-tui: ") and "rm:X needs X from 0 to 1" in err
