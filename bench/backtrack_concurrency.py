@@ -1,0 +1,159 @@
+"""`backtrack` throughput: 300 traces backtracked from their gold mistake against the local
+OpenAI-compatible server with 50 ms of latency per call, at concurrency 16 and at 1, in one run.
+
+Issue 11's target: concurrency 16 at least 10x faster than concurrency 1.
+
+The server (tests/openai_server.py's FakeOpenAI) runs in its own process. It answers a
+sampling call (n=8, not streamed) with eight different steps with log-probabilities, and the
+temperature-0 continuation (streamed) with the answer, so each trace is two calls, as a
+backtrack whose chosen sample is one thought from the end. The client is the real batch code
+(`bbm_tui.core.batch.backtrack.backtrack_batch`) over HTTP with a real store, writing OUT to a
+temporary folder. litellm is imported and warmed before either timing starts.
+
+    .venv/bin/python bench/backtrack_concurrency.py            # 300 traces (about a minute)
+    .venv/bin/python bench/backtrack_concurrency.py --quick    # 64 traces (CI)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PYTHON, ROOT, header, parser, private_home
+
+TARGET = 10.0
+LATENCY_MS = 50.0
+TRACES, QUICK_TRACES = 300, 64
+
+
+def serve(latency_ms: float) -> None:
+    """The server process: print the base URL, serve until stdin closes."""
+    from tests.openai_server import FakeOpenAI, Reply
+
+    samples = [f"a different step, version {index}" for index in range(8)]
+
+    def respond(path: str, body: dict) -> Reply:
+        if body.get("stream"):
+            return Reply("So the answer is 42")
+        return Reply(choices=samples, honor_stop=False,
+                     choice_logprobs=[-0.1 * (index + 1) for index in range(8)])
+
+    server = FakeOpenAI(latency_s=latency_ms / 1000).start()
+    server.responder = respond
+    server.requests = _Discard()
+    print(server.base_url, flush=True)
+    sys.stdin.read()
+    server.stop()
+
+
+class _Discard(list):
+    def append(self, item: object) -> None:
+        return None
+
+
+def jobs(count: int) -> list:
+    """Traces with a gold mistake, taken from every task in turn."""
+    from bbm_tui.core.batch.backtrack import BacktrackJob
+    from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.core.tasks import TASK_NAMES
+
+    with_mistake = {task: [row for row in bundled_rows(task) if row.mistake_index is not None]
+                    for task in TASK_NAMES}
+    found = []
+    for index in range(count):
+        task = TASK_NAMES[index % len(TASK_NAMES)]
+        row = with_mistake[task][index // len(TASK_NAMES)]
+        found.append(BacktrackJob(task, row, row.mistake_index))
+    return found
+
+
+async def timed_run(batch: list, base_url: str, concurrency: int, folder: Path) -> float:
+    from bbm_tui.core import llm
+    from bbm_tui.core.batch.backtrack import backtrack_batch
+    from bbm_tui.core.store import Store
+
+    spec = llm.ModelSpec("hosted_vllm/test", api_base=base_url)
+    folder.mkdir()
+    with Store.open(folder / "store.sqlite3") as store:
+        started, cpu = time.perf_counter(), time.process_time()
+        result = await backtrack_batch(batch, spec, store, folder / "out.jsonl",
+                                       concurrency=concurrency)
+        elapsed = time.perf_counter() - started
+    if folder.name != "warm":
+        # The client's own CPU per trace (litellm's work on two calls, the store's four
+        # commits): with 16 in flight it, not the latency, is the floor.
+        cpu_ms = (time.process_time() - cpu) * 1000 / len(batch)
+        print(f"  concurrency {concurrency:2}: client CPU {cpu_ms:.2f} ms per trace")
+    progress = result.progress
+    if progress.failed or progress.done != len(batch):
+        raise SystemExit(f"concurrency {concurrency}: {progress.failed} failed, "
+                         f"{progress.done}/{len(batch)} done: {progress.errors[:3]}")
+    return elapsed
+
+
+async def measure(batch: list, base_url: str, folder: Path) -> tuple[float, float]:
+    await timed_run(batch[:16], base_url, 16, folder / "warm")
+    fast = await timed_run(batch, base_url, 16, folder / "fast")
+    slow = await timed_run(batch, base_url, 1, folder / "slow")
+    return fast, slow
+
+
+def main() -> int:
+    options = parser(__doc__.splitlines()[0])
+    options.add_argument("--serve", action="store_true", help=argparse_hidden())
+    options.add_argument("--latency-ms", type=float, default=LATENCY_MS)
+    args = options.parse_args()
+    if args.serve:
+        serve(args.latency_ms)
+        return 0
+    header(f"backtrack from gold locations, {args.latency_ms:.0f} ms per call: concurrency "
+           "16 vs 1", args.quick)
+    batch = jobs(QUICK_TRACES if args.quick else TRACES)
+    with private_home() as env, tempfile.TemporaryDirectory(prefix="bbm-backtrack-") as tmp:
+        os.environ.update(env)
+        server = subprocess.Popen(
+            [PYTHON, __file__, "--serve", "--latency-ms", str(args.latency_ms)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+        )
+        try:
+            base_url = server.stdout.readline().strip()
+            fast, slow = asyncio.run(measure(batch, base_url, Path(tmp)))
+        finally:
+            server.stdin.close()
+            server.wait(10)
+    report(len(batch), fast, slow)
+    return 0
+
+
+def report(traces: int, fast: float, slow: float) -> None:
+    ratio = slow / fast
+    print(f"traces:         {traces} (2 calls each: 8 samples in one call, the continuation)")
+    print(f"concurrency 16: {fast:8.2f} s  ({traces / fast:7.1f} traces/s)")
+    print(f"concurrency  1: {slow:8.2f} s  ({traces / slow:7.1f} traces/s)")
+    print(f"speed-up:       {ratio:8.2f}x")
+    print()
+    if ratio >= TARGET:
+        print(f"TARGET MET: concurrency 16 is {ratio:.2f}x faster than 1 (target >= {TARGET:.0f}x)")
+    else:
+        bar = "!" * 72
+        print(bar)
+        print(f"!!! TARGET MISSED: concurrency 16 is {ratio:.2f}x faster than 1 "
+              f"(target >= {TARGET:.0f}x)")
+        print(bar)
+
+
+def argparse_hidden() -> str:
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())
