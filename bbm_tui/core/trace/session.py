@@ -301,6 +301,22 @@ class TraceSession:
         """The paper's backtracking from a mistake at Thought `number`. Raises LLMError when
         the sampling call fails (nothing is stored then)."""
         settings = settings or StepperSettings()
+        ready = await self.resample(number, settings=settings, n=n)
+        yield ready
+        if ready.resample.chosen is None:
+            return
+        step = await asyncio.to_thread(self._take_candidate,
+                                       ready.stored[ready.resample.chosen])
+        yield BranchMade(step)
+        async for event in self.generate(settings=greedy(settings)):
+            yield event
+
+    async def resample(
+        self, number: int, *, settings: StepperSettings | None = None, n: int = SAMPLES
+    ) -> SamplesReady:
+        """Backtracking's first half: sample Thought `number` again and store every sample
+        and the paper's choice; the trace is unchanged (continue_with takes one)."""
+        settings = settings or StepperSettings()
         self._check_number(number)
         parent = self.steps[number - 2].id if number > 1 else None
         resample = await resample_step(
@@ -308,13 +324,7 @@ class TraceSession:
             self.texts[number - 1], self._spec, settings.call, n=n,
         )
         stored = await asyncio.to_thread(self._store_samples, resample, parent)
-        yield SamplesReady(number, resample, stored)
-        if resample.chosen is None:
-            return
-        step = await asyncio.to_thread(self._take_candidate, stored[resample.chosen])
-        yield BranchMade(step)
-        async for event in self.generate(settings=greedy(settings)):
-            yield event
+        return SamplesReady(number, resample, stored)
 
     async def continue_with(
         self, candidate: StoredCandidate, *, settings: StepperSettings | None = None
