@@ -224,6 +224,16 @@ class Store:
             except sqlite3.OperationalError as error:
                 raise system_error(self.path, error) from None
 
+    def _read_tuples(self, sql: str, parameters: tuple = ()) -> list[tuple]:
+        """As `_read`, as plain tuples (for many rows)."""
+        with self._lock:
+            try:
+                return self._connection.execute(sql, parameters).fetchall()
+            except UnicodeEncodeError as error:
+                raise self._not_unicode(error) from None
+            except sqlite3.OperationalError as error:
+                raise system_error(self.path, error) from None
+
     def _not_unicode(self, error: UnicodeEncodeError) -> StoreError:
         """Text SQLite cannot hold (a lone surrogate, e.g. from a JSON "\\ud800"): refused,
         nothing written, rather than stored changed."""
@@ -467,9 +477,9 @@ class Store:
     def steps_of(self, session_id: int) -> list[Step]:
         """Every step of the session, on every branch, oldest first. Without their tokens
         (`step()` has them): a trace of 10^5 steps would spend seconds and gigabytes on them."""
-        rows = self._read(_STEPS_SELECT + " WHERE s.session_id = ? ORDER BY s.id",
-                          (session_id,))
-        return [_step(row, with_tokens=False) for row in rows]
+        rows = self._read_tuples(_STEPS_SELECT + " WHERE s.session_id = ? ORDER BY s.id",
+                                 (session_id,))
+        return [_bulk_step(row) for row in rows]
 
     def branch(self, session_id: int, leaf_id: int | None = None) -> list[Step]:
         """The steps from the root to `leaf_id` (default: the session's head), in order."""
@@ -477,16 +487,14 @@ class Store:
             leaf_id = self.session(session_id).head_step_id
         if leaf_id is None:
             return []
-        rows = self._read(
-            _STEPS_SELECT + " WHERE s.session_id = ?", (session_id,)
-        )
-        by_id = {row["id"]: row for row in rows}
+        rows = self._read_tuples(_STEPS_SELECT + " WHERE s.session_id = ?", (session_id,))
+        by_id = {row[0]: row for row in rows}
         path: list[Step] = []
         current: int | None = leaf_id
         while current is not None and current in by_id:
             row = by_id[current]
-            path.append(_step(row, with_tokens=False))
-            current = row["parent_id"]
+            path.append(_bulk_step(row))
+            current = row[2]  # its parent
         path.reverse()
         return path
 
@@ -772,14 +780,20 @@ _STEP_SELECT = """
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
-# Steps in bulk: the same, less each step's tokens.
+# Steps in bulk: the same, less each step's tokens, in the order of Step's fields (read as
+# plain tuples: 10^5 steps load in about half the time sqlite3.Row takes).
 _STEPS_SELECT = """
     SELECT s.id, s.session_id, s.parent_id, s.number, s.text, s.origin, s.answer, s.truncated,
-           s.created_at, s.call_id, s.choice, s.logprob, NULL AS tokens,
-           c.latency_s, c.prompt_tokens, c.completion_tokens, c.cost
+           s.created_at, c.latency_s, c.prompt_tokens, c.completion_tokens, c.cost, s.logprob,
+           s.call_id, s.choice
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
+
+
+def _bulk_step(row: tuple) -> Step:
+    return Step(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
+                row[9], row[10], row[11], row[12], row[13], row[14], row[15])
 _CALL_LOGPROB_UPDATE = """
     UPDATE steps SET logprob = (SELECT SUM(l.value) FROM calls AS c, json_each(c.logprobs) AS l
                                 WHERE c.id = steps.call_id)
@@ -787,8 +801,8 @@ _CALL_LOGPROB_UPDATE = """
 """
 
 
-def _step(row: sqlite3.Row, *, with_tokens: bool = True) -> Step:
-    tokens = tokens_from_json(row["tokens"]) if with_tokens else None
+def _step(row: sqlite3.Row) -> Step:
+    tokens = tokens_from_json(row["tokens"])
     return Step(
         id=row["id"],
         session_id=row["session_id"],

@@ -381,7 +381,7 @@ class TraceScreen(BbmScreen):
         for shown in self._views():
             shown.set_class(shown.number == self.selected, "-selected")
         if scroll and view is not None:
-            self._thoughts.scroll_to_widget(view, animate=False, immediate=True)
+            self._thoughts.scroll_to_thought(view)
 
     def on_click(self, event: events.Click) -> None:
         # Clicking a thought selects it, as in the paper's UI.
@@ -714,8 +714,7 @@ class TraceScreen(BbmScreen):
                 self._show_selection()
                 view = self._view(shown.mistake_number)
                 if view is not None:  # in the middle: the verdicts before it in view too
-                    self.query_one("#thoughts", VerticalScroll).scroll_to_center(
-                        view, animate=False, immediate=True)
+                    self._thoughts.scroll_to_thought(view, center=True)
             self._status(self._finder_summary(shown))
             return
         self._show_finder()
@@ -731,10 +730,9 @@ class TraceScreen(BbmScreen):
                 return
             self._status(f"{who} is judging Thought {number} of {len(self.trace.steps)}…  "
                          "(esc stops)")
-            view = self._view(number)
-            if self._find_follow and view is not None:
-                self.query_one("#thoughts", VerticalScroll).scroll_to_widget(
-                    view, animate=False, immediate=True)
+            view = self._view(number) if self._find_follow else None
+            if view is not None:
+                self._thoughts.scroll_to_thought(view)
         else:
             self._status(f"{who} is reading the whole trace…  (esc stops)")
 

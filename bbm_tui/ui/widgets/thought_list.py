@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 # Finished thoughts mounted at most; a move that comes within MARGIN of an edge of the window
 # (short of the trace's ends) centres the window again. A trace of up to WINDOW thoughts is
 # mounted whole, as before.
-WINDOW = 120
-MARGIN = 15
+WINDOW = 40
+MARGIN = 8
 
 
 class OutOfWindow(Static):
@@ -90,6 +90,8 @@ class ThoughtList(VerticalScroll, can_focus=False):
         # then takes in the steps added since.
         self._count = count
         self._lo, self._hi = self._window_around(around, count)
+        # The window changed since the last layout: places read now are stale.
+        self._reflowing = False
         self._before = OutOfWindow("before")
         self._after = OutOfWindow("after")
 
@@ -141,6 +143,25 @@ class ThoughtList(VerticalScroll, can_focus=False):
             self._move_to(*self._window_around(number, count))
         return self._views.get(number)
 
+    def scroll_to_thought(self, view: ThoughtView, *, center: bool = False) -> None:
+        """Scroll `view` into sight: now if it is laid out and in place, else once it is (a
+        view that just entered the window has no place yet, and views that entered or left
+        above it move it)."""
+        def scroll() -> None:
+            if center:
+                self.scroll_to_center(view, animate=False, immediate=True)
+            else:
+                self.scroll_to_widget(view, animate=False, immediate=True)
+
+        if view.virtual_region.height and not self._reflowing:
+            scroll()
+        else:
+            def settled() -> None:
+                self._reflowing = False
+                scroll()
+
+            self.call_after_refresh(settled)
+
     def page(self, direction: int) -> None:
         """Bring in the thoughts beyond one edge (a click on "↑ N earlier thoughts")."""
         count = len(self._steps())
@@ -153,7 +174,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
         else:
             return
         if view is not None:
-            self.call_after_refresh(self.scroll_to_widget, view, animate=False)
+            self.scroll_to_thought(view)
 
     def sync(self) -> None:
         """Mount the committed steps the window should show and has no view for (new steps
@@ -196,6 +217,8 @@ class ThoughtList(VerticalScroll, can_focus=False):
             self.mount_all(entering_after, before=anchor)
         if entering_before or entering_after:
             self._decorate([*entering_before, *entering_after])
+        if leaving or entering_before or entering_after:
+            self._reflowing = True
         streaming = self._streaming
         if streaming is not None and streaming.parent is None and self.at_end:
             self.mount(streaming, before=self._after)  # the reader is back at the end
