@@ -12,6 +12,7 @@ API keys are never written here: nothing that reaches this module carries one.
 
 from __future__ import annotations
 
+import gc
 import json
 import sqlite3
 import threading
@@ -477,9 +478,10 @@ class Store:
     def steps_of(self, session_id: int) -> list[Step]:
         """Every step of the session, on every branch, oldest first. Without their tokens
         (`step()` has them): a trace of 10^5 steps would spend seconds and gigabytes on them."""
-        rows = self._read_tuples(_STEPS_SELECT + " WHERE s.session_id = ? ORDER BY s.id",
-                                 (session_id,))
-        return [_bulk_step(row) for row in rows]
+        with _collector_paused():
+            rows = self._read_tuples(_STEPS_SELECT + " WHERE s.session_id = ?", (session_id,))
+            rows.sort()  # by id: cheaper here than SQLite's sort of the join (a third of it)
+            return [_bulk_step(row) for row in rows]
 
     def branch(self, session_id: int, leaf_id: int | None = None) -> list[Step]:
         """The steps from the root to `leaf_id` (default: the session's head), in order."""
@@ -789,6 +791,20 @@ _STEPS_SELECT = """
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while many records are built: none of them holds
+    a cycle, yet the collector would walk them all again and again (10^5 steps load in about
+    half the time without it)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _bulk_step(row: tuple) -> Step:

@@ -14,12 +14,14 @@ The screen talks to it through `reveal`, `view`, `views`, `sync`, `add_streaming
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from textual import events
 from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.content import Content
+from textual.widget import Widget
 
 from bbm_tui.ui.text import MUTED, styled
 from bbm_tui.ui.widgets.thought import ThoughtView
@@ -32,25 +34,45 @@ if TYPE_CHECKING:
 # mounted whole, as before.
 WINDOW = 40
 MARGIN = 8
+# From this many steps, the objects alive once the trace is on screen (its steps above all)
+# are set aside from the cyclic garbage collector while the pane is up: a full collection
+# walks every one of them (60 ms at 10^5 steps, a pause in the middle of a key).
+FREEZE_FROM = 10_000
 
 
-class OutOfWindow(Static):
+class OutOfWindow(Widget):
     """"↑ 9,880 earlier thoughts": what the window leaves out on one side. A click brings
-    them in."""
+    them in. One line, redrawn without a new layout when only its count changes."""
+
+    DEFAULT_CSS = """
+    OutOfWindow {
+        height: 1;
+        padding: 0 1;
+    }
+    """
 
     def __init__(self, side: str) -> None:
         super().__init__(id=f"thoughts-{side}", classes="out-of-window")
         self.side = side
+        self.count = 0
         self.display = False
 
     def set_count(self, count: int) -> None:
-        self.display = count > 0
-        if count:
-            word = "earlier" if self.side == "before" else "later"
-            keys = "k, pgup or home" if self.side == "before" else "j, pgdn or G"
-            arrow = "↑" if self.side == "before" else "↓"
-            noun = "thought" if count == 1 else "thoughts"
-            self.update(styled(f"{arrow} {count:,} {word} {noun} ({keys})", f"italic {MUTED}"))
+        if count == self.count:
+            return
+        self.count = count
+        if self.display != (count > 0):
+            self.display = count > 0
+        self.refresh()
+
+    def render(self) -> Content:
+        if not self.count:
+            return Content("")
+        word = "earlier" if self.side == "before" else "later"
+        keys = "k, pgup or home" if self.side == "before" else "j, pgdn or G"
+        arrow = "↑" if self.side == "before" else "↓"
+        noun = "thought" if self.count == 1 else "thoughts"
+        return styled(f"{arrow} {self.count:,} {word} {noun} ({keys})", f"italic {MUTED}")
 
     def on_click(self, event: events.Click) -> None:
         event.stop()
@@ -62,13 +84,6 @@ class OutOfWindow(Static):
 class ThoughtList(VerticalScroll, can_focus=False):
     """A scrolling pane of thoughts that never takes the focus (the screen's keys always reach
     the screen; the mouse wheel still scrolls it), mounting only a window of them."""
-
-    DEFAULT_CSS = """
-    ThoughtList > .out-of-window {
-        height: 1;
-        padding: 0 1;
-    }
-    """
 
     def __init__(
         self,
@@ -92,6 +107,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._lo, self._hi = self._window_around(around, count)
         # The window changed since the last layout: places read now are stale.
         self._reflowing = False
+        self._frozen = False
         self._before = OutOfWindow("before")
         self._after = OutOfWindow("after")
 
@@ -128,6 +144,13 @@ class ThoughtList(VerticalScroll, can_focus=False):
 
     def on_mount(self) -> None:
         self._show_counts()
+        self._frozen = len(self._steps()) >= FREEZE_FROM
+        if self._frozen:
+            gc.freeze()
+
+    def on_unmount(self) -> None:
+        if self._frozen:
+            gc.unfreeze()  # collectable again once the screen is gone
 
     # -- moving the window
 
