@@ -18,6 +18,9 @@ real app runs headless (Textual's `run_test`, 120x40) and the clock measures:
 A key's time runs from sending it to the app until the last frame it caused (the compositor's
 update, caught at `App._display`), so Pilot's own waiting is not counted.
 
+Each figure is printed beside the same one on a small store (100 steps, 1,000 sessions) run
+in the same process: the part of a key's time that is Textual's own, whatever the size.
+
 Targets: under 1 s to open, under 50 ms a key, under 300 MB.
 
     .venv/bin/python bench/big_store.py            # N = 100,000
@@ -43,6 +46,9 @@ OPEN_TARGET_S = 1.0
 KEY_TARGET_S = 0.050
 RSS_TARGET_MB = 300
 SIZE = (120, 40)
+# The same keys on a small store, for comparison: what a key costs whatever the store's size.
+SMALL_STEPS = 100
+SMALL_SESSIONS = 1_000
 
 
 def build(kind: str, path: str, count: int) -> None:
@@ -240,18 +246,24 @@ async def many(home: Path, count: int) -> dict[str, object]:
     return figures
 
 
-def report_keys(keys: dict[str, list[tuple[float, float]]]) -> tuple[float, float]:
-    """Each key's median and worst, to its first frame and to its last; returns the worst
-    of the medians to the first frame and the worst of all to the last."""
+def report_keys(keys: dict[str, list[tuple[float, float]]],
+                small: dict[str, list[tuple[float, float]]]) -> tuple[float, float]:
+    """Each key's median (and worst) to its first frame and until settled, beside the same
+    key on the small store; returns the worst of the medians to the first frame and the
+    worst of all until settled, on the big store."""
     worst_median = worst_last = 0.0
+    print(f"  {'key':13} {'first frame, median (max)':>27} {'settled, median (max)':>24}"
+          f"   small store: first frame, settled (medians)")
     for name, times in keys.items():
         first = [pair[0] for pair in times]
         last = [pair[1] for pair in times]
         worst_median = max(worst_median, median(first))
         worst_last = max(worst_last, max(last))
-        print(f"  key {name:13} first frame: median {median(first) * 1000:6.1f} ms, max "
-              f"{max(first) * 1000:6.1f} ms;  settled: median {median(last) * 1000:6.1f} ms, "
-              f"max {max(last) * 1000:6.1f} ms  (n={len(times)})")
+        baseline = small.get(name, [(float("nan"), float("nan"))])
+        print(f"  {name:13} {median(first) * 1000:15.1f} ms ({max(first) * 1000:5.1f})"
+              f" {median(last) * 1000:13.1f} ms ({max(last) * 1000:5.1f})"
+              f"   {median([p[0] for p in baseline]) * 1000:8.1f} ms, "
+              f"{median([p[1] for p in baseline]) * 1000:5.1f} ms   (n={len(times)})")
     return worst_median, worst_last
 
 
@@ -274,23 +286,33 @@ def main() -> int:
         os.environ["BBM_TUI_CONFIG"] = env["BBM_TUI_CONFIG"]
         os.environ["BBM_TUI_REPLAY_TPS"] = "0"
         steps_home, sessions_home = home / "steps", home / "sessions"
+        small_steps, small_sessions = home / "small-steps", home / "small-sessions"
         print(f"writing the stores: {write_store('steps', steps_home, count):.1f} s and "
               f"{write_store('sessions', sessions_home, count):.1f} s "
               f"({(steps_home / 'bbm-tui.sqlite3').stat().st_size / 2**20:.0f} MB and "
-              f"{(sessions_home / 'bbm-tui.sqlite3').stat().st_size / 2**20:.0f} MB)")
+              f"{(sessions_home / 'bbm-tui.sqlite3').stat().st_size / 2**20:.0f} MB); "
+              f"the small ones for comparison: {SMALL_STEPS} steps, {SMALL_SESSIONS:,} sessions")
+        write_store("steps", small_steps, SMALL_STEPS)
+        write_store("sessions", small_sessions, SMALL_SESSIONS)
         before = rss_mb()
+        # The small store first, then the big one, each in a fresh app.
+        small_trace = asyncio.run(big_trace(small_steps, SMALL_STEPS))
         trace = asyncio.run(big_trace(steps_home, count))
         after_trace = rss_mb()
         print(f"\nThe app on one session of {count:,} steps:")
-        print(f"  open (first frame with thoughts) {trace['open']:.3f} s; thought views "
-              f"mounted {trace['mounted']} (after the keys: {trace['mounted_after']})")
-        worst_trace = report_keys(trace["keys"])  # type: ignore[arg-type]
+        print(f"  open (first frame with thoughts) {trace['open']:.3f} s (small store: "
+              f"{small_trace['open']:.3f} s); thought views mounted {trace['mounted']} (after "
+              f"the keys: {trace['mounted_after']})")
+        worst_trace = report_keys(trace["keys"], small_trace["keys"])  # type: ignore[arg-type]
+        small_many = asyncio.run(many(small_sessions, SMALL_SESSIONS))
         sessions = asyncio.run(many(sessions_home, count))
         print(f"\nThe sessions screen on {count:,} sessions:")
-        print(f"  open (s until the first page) {sessions['open']:.3f} s; rows loaded after "
-              f"the keys {sessions['rows_loaded']:,} (cursor on row {sessions['cursor']:,})")
-        worst_sessions = report_keys(sessions["keys"])  # type: ignore[arg-type]
-        print(f"  a search (text in {count:,} questions) {sessions['search'] * 1000:.0f} ms")
+        print(f"  open (s until the first page) {sessions['open']:.3f} s (small store: "
+              f"{small_many['open']:.3f} s); rows loaded after the keys "
+              f"{sessions['rows_loaded']:,} (cursor on row {sessions['cursor']:,})")
+        worst_sessions = report_keys(sessions["keys"], small_many["keys"])  # type: ignore[arg-type]
+        print(f"  a search (text in {count:,} questions) {sessions['search'] * 1000:.0f} ms "
+              f"(small store: {small_many['search'] * 1000:.0f} ms)")
         peak = rss_mb()
         print(f"\npeak RSS of this process {peak:.0f} MB (before opening the app: "
               f"{before:.0f} MB; after the big session: {after_trace:.0f} MB)")

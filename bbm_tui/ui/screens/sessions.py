@@ -154,14 +154,12 @@ class SessionsScreen(BbmScreen):
 
     @work(exclusive=True, group="sessions", exit_on_error=False)
     async def reload(self, select: int | None = None, row: int | None = None) -> None:
-        """The list again from the top, with the session `select` (or the row `row`) under
-        the cursor, or else the one that was."""
+        """The list again from the top (a new search or order), with the session `select` (or
+        the row `row`) under the cursor, or else the first."""
         store = await self.bbm_app.wait_for_store()
         if store is None:
             return
         query = self._query
-        if select is None and row is None:
-            select = self.selected_id()
         filtered = is_filtered(query)
 
         def read() -> tuple[int, int | None, list[SessionSummary], int | None]:
