@@ -176,7 +176,11 @@ class ThoughtList(VerticalScroll, can_focus=False):
             else:
                 self.scroll_to_widget(view, animate=False, immediate=True)
 
-        if view.virtual_region.height and not self._reflowing:
+        if view.number == 1 and self._lo == 1:
+            self.scroll_home(animate=False, immediate=True)  # no place needed for the top
+        elif view.number == len(self._steps()) and self.max_scroll_y > 0:
+            self.anchor()  # the bottom, once laid out (and it follows new thoughts)
+        elif view.virtual_region.height and not self._reflowing:
             scroll()
         else:
             def settled() -> None:
