@@ -119,3 +119,23 @@ async def test_after_a_delete_the_cursor_stays_on_the_neighbouring_row(store: St
         await pilot.press("y")
         await wait_for(pilot, lambda: names(screen) == ["s3", "s1"])
         assert screen.selected_id() == traces[1].id  # the last row: the one before it
+
+
+async def test_the_columns_fit_without_a_horizontal_scrollbar(store: Store) -> None:
+    for index in range(3):
+        trace = recorded_session(store, "tracking_shuffled_objects", index,
+                                 name="a very long name for a session " * 3)
+        trace.flag_mistake(len(trace.steps))
+    for size in ((120, 40), (80, 24)):
+        app = make_app()
+        async with app.run_test(size=size) as pilot:
+            screen = await open_sessions(pilot)
+            await pilot.pause()
+            grid = table(screen)
+            assert grid.max_scroll_x == 0, size
+            assert not grid.show_horizontal_scrollbar, size
+            # At 80 columns the answer and the date are left out; the label stays whole.
+            keys = [str(key.value) for key in grid.columns]
+            wide = size[0] >= 118
+            assert ("answer" in keys, "updated" in keys) == (wide, wide)
+            assert grid.get_row_at(0)[keys.index("label")].plain.startswith("✗ mistake at ")
