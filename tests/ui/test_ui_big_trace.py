@@ -168,3 +168,22 @@ async def test_a_long_thought_and_the_question_scroll_by_keyboard(
         assert question.scroll_y == min(3, question.max_scroll_y)
         await pilot.press("[")
         assert question.scroll_y == 0
+
+
+async def test_a_branch_switch_shows_the_new_branchs_thoughts(store: Store) -> None:
+    session_id = big_session(default_path(), 300)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("end")
+        # A new version of Thought 3 (what backtracking and hand edits do): the branch on
+        # show is now three thoughts long, and the pane shows them, not the old ones.
+        screen.trace.fork_at(3)
+        screen.trace.append_typed("a new third thought")
+        screen._sync_views()
+        await pilot.pause()
+        numbers = [view.number for view in mounted(screen)]
+        assert numbers == [1, 2, 3]
+        assert screen.query_one("#thought-3", ThoughtView).text == "a new third thought"
+        assert not screen.query_one("#thoughts-before").display
+        assert not screen.query_one("#thoughts-after").display

@@ -208,7 +208,10 @@ class ThoughtList(VerticalScroll, can_focus=False):
         at the end while the window reaches it, a commit that finished as a run stopped)."""
         count = len(self._steps())
         hi = count if self._hi >= self._count else min(self._hi, count)
-        self._move_to(max(self._lo, hi - WINDOW + 1), hi)
+        lo = max(self._lo, hi - WINDOW + 1)
+        if lo > hi:  # the branch on show got shorter than where the window was
+            lo, hi = self._window_around(hi, count)
+        self._move_to(lo, hi)
 
     def _window_around(self, number: int, count: int) -> tuple[int, int]:
         if count <= WINDOW:
@@ -218,13 +221,16 @@ class ThoughtList(VerticalScroll, can_focus=False):
 
     def _move_to(self, lo: int, hi: int) -> None:
         self._lo, self._hi = lo, hi
-        self._count = len(self._steps())
-        leaving = [view for number, view in self._views.items() if not lo <= number <= hi]
+        steps = self._steps()
+        self._count = len(steps)
+        # Out of the window, or showing a step the trace no longer has at its number (the
+        # branch on show changed): removed, and mounted again if in the window.
+        leaving = [view for number, view in self._views.items()
+                   if not lo <= number <= hi or not _shows(view, steps)]
         for view in leaving:
             del self._views[view.number]
         if leaving:
             self.remove_children(leaving)
-        steps = self._steps()
         entering_before: list[ThoughtView] = []
         entering_after: list[ThoughtView] = []
         first = min(self._views, default=None)
@@ -283,3 +289,9 @@ class ThoughtList(VerticalScroll, can_focus=False):
             self._streaming = None
         if view.parent is not None:
             view.remove()
+
+
+def _shows(view: ThoughtView, steps: Sequence[Step]) -> bool:
+    """The view shows the step the trace has at its number."""
+    return (view.number <= len(steps) and view.step is not None
+            and view.step.id == steps[view.number - 1].id)
