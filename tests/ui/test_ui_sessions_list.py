@@ -10,7 +10,7 @@ from bbm_tui.core.store import Store, default_path
 from bbm_tui.core.types import LabelFilter, SessionQuery
 from bbm_tui.ui.dialogs import ConfirmScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
-from bbm_tui.ui.screens.sessions import PAGE, SessionsScreen
+from bbm_tui.ui.screens.sessions import KEPT, PAGE, SessionsScreen
 from tests.big_stores import many_sessions
 
 
@@ -36,21 +36,56 @@ def status(screen: SessionsScreen) -> str:
     return str(screen.query_one("#sessions-status").render())
 
 
-async def test_a_thousand_sessions_load_a_page_at_a_time(store: Store) -> None:
+TASKS = ["word_sorting", "tracking_shuffled_objects", "logical_deduction",
+         "multistep_arithmetic", "dyck_languages"]
+
+
+def name_at(position: int, count: int = 1_000) -> str:
+    """The name of the session at `position` of the list, newest first (tests/big_stores.py)."""
+    index = count - 1 - position
+    return f"{TASKS[index % 5]} #{index}"
+
+
+async def test_a_thousand_sessions_are_held_a_window_of_pages_at_a_time(store: Store) -> None:
     many_sessions(default_path(), 1_000)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_sessions(pilot)
-        assert table(screen).row_count == PAGE
+        grid = table(screen)
+        assert grid.row_count == PAGE
         assert "1,000 sessions · newest first" in status(screen)
-        assert names(screen)[0] == "dyck_languages #999"
-        # Moving down to near the end of what is loaded brings the next page.
+        assert names(screen)[0] == name_at(0)
+        # Moving down to near the end of what is held brings the next page...
         await pilot.press("ctrl+end")
-        await wait_for(pilot, lambda: table(screen).row_count == 2 * PAGE)
+        await wait_for(pilot, lambda: grid.row_count == 2 * PAGE)
         await pilot.press("ctrl+end")
-        await wait_for(pilot, lambda: table(screen).row_count == 3 * PAGE)
-        assert len(set(names(screen))) == 3 * PAGE  # no row twice
-        assert names(screen)[2 * PAGE] == f"{['word_sorting', 'tracking_shuffled_objects', 'logical_deduction', 'multistep_arithmetic', 'dyck_languages'][(999 - 2 * PAGE) % 5]} #{999 - 2 * PAGE}"  # noqa: E501
+        await wait_for(pilot, lambda: grid.row_count == KEPT)
+        assert names(screen)[2 * PAGE] == name_at(2 * PAGE)
+        # ... and past KEPT rows the first page goes: the table holds a window of the list.
+        await pilot.press("ctrl+end")
+        await wait_for(pilot, lambda: screen._offset == PAGE)
+        assert grid.row_count == KEPT and names(screen)[0] == name_at(PAGE)
+        assert names(screen)[-1] == name_at(PAGE + KEPT - 1)
+        assert len(set(names(screen))) == KEPT  # no row twice
+        assert screen.selected_id() is not None
+        selected = screen._summaries[screen.selected_id()].session.name
+        assert selected == name_at(PAGE + grid.cursor_row)
+        # A delete this far down keeps the cursor on the row that followed.
+        position = PAGE + grid.cursor_row - 5
+        grid.move_cursor(row=grid.cursor_row - 5)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        following = name_at(position + 1)
+        await wait_for(pilot, lambda: screen.selected_id() is not None and screen._summaries[
+            screen.selected_id()].session.name == following)
+        assert screen._total == 999 and screen._offset + grid.cursor_row == position
+        # Back up to the top: the pages before come back (the table was rebuilt by the
+        # delete, around the cursor).
+        await pilot.press("ctrl+home")
+        await wait_for(pilot, lambda: screen._offset == 0)
+        assert names(screen)[0] == name_at(0) and grid.row_count <= KEPT
+        assert screen._summaries[screen.selected_id()].session.name == name_at(grid.cursor_row)
 
 
 async def test_search_and_filters_narrow_the_list(store: Store) -> None:

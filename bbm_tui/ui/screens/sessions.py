@@ -2,9 +2,10 @@
 delete one.
 
 The list is paged (issue 8, item 13): the store answers one SQL query for a page of rows
-(filters, search and order included) and the table holds the pages the cursor has reached,
-PAGE rows at a time, loading the next as the cursor comes within MARGIN rows of the end. A
-store of 100,000 sessions opens as fast as one of ten.
+(filters, search and order included) and the table holds a window of at most KEPT rows of the
+list, from `_offset` on. As the cursor comes within MARGIN rows of the window's end the next
+page is read and appended (and the first page let go); near its start, the page before is read
+and the window built again around it. A store of 100,000 sessions opens as fast as one of ten.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ COLUMNS: tuple[tuple[str, str, int, int, SessionSort | None], ...] = (
 )
 WIDE = 118
 PAGE = 100  # rows a query brings
-MARGIN = 20  # the next page is asked for this many rows before the end
+MARGIN = 20  # the next page is asked for this many rows before an edge
+KEPT = 3 * PAGE  # rows the table holds at most: past it, the far side's page is let go
 
 
 def label_cell(summary: SessionSummary, colors: dict[str, str]) -> Text:
@@ -98,6 +100,7 @@ class SessionsScreen(BbmScreen):
         super().__init__(classes="sessions")
         self._summaries: dict[int, SessionSummary] = {}
         self._rows: list[int] = []  # the ids in the table, in order
+        self._offset = 0  # the list position of the table's first row
         self._query = SessionQuery()
         self._total = 0
         self._everything: int | None = None  # all sessions, when a filter is on
@@ -162,35 +165,38 @@ class SessionsScreen(BbmScreen):
         query = self._query
         filtered = is_filtered(query)
 
-        def read() -> tuple[int, int | None, list[SessionSummary], int | None]:
+        def read() -> tuple[int, int | None, int, list[SessionSummary], int | None]:
             total = store.count_sessions(query)
             everything = store.count_sessions(SessionQuery()) if filtered else None
             position = store.session_position(query, select) if select is not None else None
             wanted = row if position is None else position
-            target = None if wanted is None else min(wanted, total - 1)
-            size = max(PAGE, (target or 0) + MARGIN)
-            return total, everything, store.session_page(query, 0, size), target
+            target = None if wanted is None else max(min(wanted, total - 1), 0)
+            # A window with the target in it, a page of the list either side at most.
+            offset = max(0, (target or 0) - PAGE)
+            size = PAGE + (target or 0) - offset  # the target, and a page after it
+            return (total, everything, offset, store.session_page(query, offset, size), target)
 
-        total, everything, summaries, target = await asyncio.to_thread(read)
+        total, everything, offset, summaries, target = await asyncio.to_thread(read)
         if query != self._query:
             return  # the search changed meanwhile: its own reload follows
         self._total, self._everything = total, everything
-        self._fill(summaries, target)
+        self._fill(summaries, offset, target)
 
-    def _fill(self, summaries: list[SessionSummary], target: int | None) -> None:
+    def _fill(self, summaries: list[SessionSummary], offset: int, target: int | None) -> None:
         table = self.query_one(DataTable)
         table.loading = False
         table.clear()
         self._summaries = {}
         self._rows = []
+        self._offset = offset
         self._add_rows(summaries)
         empty = self.query_one("#sessions-empty", Static)
         empty.display = not summaries
         empty.update(styled("No session matches the search: esc in the search line clears it."
                             if is_filtered(self._query) else
                             "No sessions yet: ctrl+n starts one.", MUTED))
-        if target is not None and 0 <= target < table.row_count:
-            table.move_cursor(row=target, animate=False)
+        if target is not None and 0 <= target - offset < table.row_count:
+            table.move_cursor(row=target - offset, animate=False)
         self._show_status()
 
     def _add_rows(self, summaries: list[SessionSummary]) -> None:
@@ -216,31 +222,70 @@ class SessionsScreen(BbmScreen):
                           key=str(session.id))
 
     @on(DataTable.RowHighlighted)
-    def _near_the_end(self, event: DataTable.RowHighlighted) -> None:
+    def _near_an_edge(self, event: DataTable.RowHighlighted) -> None:
         table = self.query_one(DataTable)
-        if (event.cursor_row >= table.row_count - MARGIN and table.row_count < self._total
-                and not self._loading_more):
+        if self._loading_more:
+            return
+        if (event.cursor_row >= table.row_count - MARGIN
+                and self._offset + table.row_count < self._total):
             self._loading_more = True
-            self._more(self._query, table.row_count)
+            self._more(self._query, self._offset + table.row_count)
+        elif event.cursor_row < MARGIN and self._offset > 0:
+            self._loading_more = True
+            self._earlier(self._query, self._offset)
 
     @work(group="sessions-more", exit_on_error=False)
-    async def _more(self, query: SessionQuery, offset: int) -> None:
+    async def _more(self, query: SessionQuery, position: int) -> None:
+        """The page at list position `position`, after the window's last row."""
         try:
             store = await self.bbm_app.wait_for_store()
             if store is None:
                 return
-            page = await asyncio.to_thread(store.session_page, query, offset, PAGE)
-            if query == self._query and offset == self.query_one(DataTable).row_count:
+            page = await asyncio.to_thread(store.session_page, query, position, PAGE)
+            table = self.query_one(DataTable)
+            if query == self._query and position == self._offset + table.row_count:
                 self._add_rows(page)
+                self._let_go_of_the_first_page()
                 self._show_status()
+        finally:
+            self._loading_more = False
+
+    def _let_go_of_the_first_page(self) -> None:
+        table = self.query_one(DataTable)
+        extra = table.row_count - KEPT
+        if extra <= 0:
+            return
+        cursor = table.cursor_row
+        for session_id in self._rows[:extra]:
+            table.remove_row(str(session_id))
+            del self._summaries[session_id]
+        self._rows = self._rows[extra:]
+        self._offset += extra
+        table.move_cursor(row=max(cursor - extra, 0), animate=False)
+
+    @work(group="sessions-more", exit_on_error=False)
+    async def _earlier(self, query: SessionQuery, offset: int) -> None:
+        """The page before the window (whose first row is at list position `offset`): the
+        table is built again from it (a DataTable cannot insert rows at the top)."""
+        try:
+            store = await self.bbm_app.wait_for_store()
+            if store is None:
+                return
+            start = max(0, offset - PAGE)
+            page = await asyncio.to_thread(store.session_page, query, start, offset - start)
+            if query != self._query or offset != self._offset:
+                return
+            table = self.query_one(DataTable)
+            cursor = table.cursor_row
+            kept = [self._summaries[session_id] for session_id in self._rows]
+            kept = kept[:max(KEPT - len(page), 0)]
+            self._fill([*page, *kept], start, None)
+            table.move_cursor(row=cursor + (offset - start), animate=False)
         finally:
             self._loading_more = False
 
     def _show_status(self) -> None:
         line = describe(self._query, self._total, self._everything)
-        loaded = self.query_one(DataTable).row_count
-        if loaded < self._total:
-            line += f" · {loaded:,} loaded, more as you go down"
         status = Content(line).stylize(MUTED)
         if self._problems:
             status = status.append(styled(" · not understood: " + "; ".join(self._problems),
@@ -344,7 +389,8 @@ class SessionsScreen(BbmScreen):
         store = await self.bbm_app.wait_for_store()
         if store is None:
             return
-        row = self._rows.index(session_id) if session_id in self._rows else None
+        row = (self._offset + self._rows.index(session_id) if session_id in self._rows
+               else None)
         await asyncio.to_thread(store.delete_session, session_id)
         self.post_message(SessionRemoved(session_id))
         self.notify("Deleted.", markup=False, timeout=3)
