@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1, 2 and 3 open as version 4 with nothing lost (issue 9,
+"""Stores written by schema versions 1 to 4 open as the current version with nothing lost (issue 9,
 item 4). The old stores are frozen as SQL in tests/fixtures/, written by the code of their
 day, never built from today's."""
 
@@ -35,7 +35,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -117,3 +117,30 @@ def test_version_4_keeps_tokens_candidates_and_annotators(tmp_path: Path) -> Non
         assert store.current_label(1, "me").mistake_step_id == 3
         store.undo_label(1, "ana")
         assert store.current_label(1, "ana") is None and store.current_label(1).annotator == "me"
+
+
+def test_version_5_keeps_each_steps_logprob_and_lists_sessions_in_one_query(
+    tmp_path: Path,
+) -> None:
+    """v4 -> v5: each step's log-probability sum is moved into the step (from its tokens, or
+    before v4 from its call's list), so steps load in bulk without their tokens."""
+    path = old_store(tmp_path, 4)
+    with Store.open(path) as store:
+        assert [step.number for step in store.branch(1)] == [1, 2, 3, 4]
+        sums = {step.id: step.logprob for step in store.steps_of(1)}
+        assert sums[1] == pytest.approx(-0.75)  # a v1-v3 step: its call's list
+        assert sums[6] == pytest.approx(-0.75) and sums[7] == pytest.approx(-0.75)
+        assert sums[2] is None and sums[4] is None
+        # Bulk loads leave the tokens out; one step has them.
+        assert all(step.tokens is None for step in store.steps_of(1))
+        assert store.step(6).tokens == (TokenLogprob("4 ", -0.25), TokenLogprob("+ 4", -0.5))
+        # ana's verdict (on the backtracked branch, not the one on show) is the latest.
+        summary = {s.session.id: s for s in store.sessions()}
+        assert summary[1].steps == 4 and summary[1].label.annotator == "ana"
+        assert summary[1].mistake_number is None  # step 7 is on another branch
+        store.set_head(1, 7)
+        assert store.sessions()[0].mistake_number == 2
+    connection = sqlite3.connect(path)
+    indexes = {row[0] for row in connection.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"sessions_by_updated", "labels_in_force"} <= indexes

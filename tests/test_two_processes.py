@@ -158,7 +158,7 @@ def test_the_app_and_headless_runs_share_the_store(server: ForkServer, tmp_path:
                             {**env, "BBM_TUI_REPLAY_TPS": "0"},
                             stderr=tmp_path / "tracking_shuffled_objects.err")
         go.touch()
-        terminal.send("k" * 40)
+        terminal.send("k" * 60)  # to Thought 1: the selection followed the run to the last
         for key, state in zip(LABEL_KEYS, label_model(LABEL_KEYS), strict=True):
             before = terminal.mark()
             terminal.send(key)

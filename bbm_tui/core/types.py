@@ -102,6 +102,41 @@ class FinderEnd(StrEnum):
     STOPPED = "stopped"
 
 
+class SessionSort(StrEnum):
+    """What the sessions list is ordered by."""
+
+    UPDATED = "updated"  # the last change (the default, newest first)
+    NAME = "name"
+    TASK = "task"
+    MODEL = "model"
+    STEPS = "steps"
+    LABEL = "label"
+
+
+class LabelFilter(StrEnum):
+    """Which sessions to list by the label in force."""
+
+    UNLABELLED = "unlabelled"
+    MISTAKE = "mistake"  # a first mistake flagged (on any branch)
+    NO_MISTAKE = "none"  # labelled "no mistake"
+
+
+@dataclass(frozen=True)
+class SessionQuery:
+    """Which sessions to list and in what order: every filter is optional; `text` is looked
+    for (case-insensitively) in the names and the questions; `task` and `model` match a part of
+    the session's; `since`/`before` bound the last change (Unix seconds)."""
+
+    text: str = ""
+    task: str | None = None
+    model: str | None = None
+    label: LabelFilter | None = None
+    since: float | None = None
+    before: float | None = None
+    sort: SessionSort = SessionSort.UPDATED
+    descending: bool = True
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Which model to call and how. API keys are never part of it: they stay in the environment."""

@@ -145,3 +145,37 @@ def test_help_screen(snap_compare) -> None:
 
     app = make_app(session_id=trace.id)
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def _sessions_with_filters(snap_compare, size: tuple[int, int]) -> bool:
+    """The sessions screen searched (`task:word`), then sorted by name (issue 10, item 10)."""
+    with Store.open() as store:
+        for index in (2, 5, 9):
+            recorded_session(store, "word_sorting", index)
+        flagged = recorded_session(store, "word_sorting", 7, name="sorting, checked")
+        flagged.flag_mistake(3)
+        recorded_session(store, "dyck_languages", 7, name="dyck, not listed")
+        fine = recorded_session(store, "multistep_arithmetic", 11)
+        fine.mark_no_mistake()
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen)
+                       and app.screen.query_one(DataTable).row_count == 6)
+        await pilot.press("slash", *"task:word", "enter", "o")
+        await wait_for(pilot, lambda: app.screen.query_one(DataTable).row_count == 4
+                       and app.screen.query_one(DataTable).get_row_at(0)[0].plain
+                       == "sorting, checked")
+        await settle(pilot)
+
+    return snap_compare(make_app(), terminal_size=size, run_before=run_before)
+
+
+def test_sessions_screen_filtered_at_80x24(snap_compare) -> None:
+    assert _sessions_with_filters(snap_compare, (80, 24))
+
+
+def test_sessions_screen_filtered_at_120x40(snap_compare) -> None:
+    assert _sessions_with_filters(snap_compare, (120, 40))

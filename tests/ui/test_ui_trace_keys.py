@@ -282,7 +282,8 @@ async def test_resume_shows_the_saved_steps_latencies_and_label(store: Store) ->
         await wait_for(pilot, lambda: len(screen.trace.steps) == 2 and not screen.running)
         await pilot.press("n")
         await wait_for(pilot, lambda: len(screen.trace.steps) == 3 and not screen.running)
-        await pilot.press("j", "x")
+        assert screen.selected == 3  # the selection followed the new thoughts
+        await pilot.press("k", "x")
         await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
         session_id = screen.trace.id
         before = [(v.text, v.meta, v.status)
@@ -365,7 +366,7 @@ async def test_streaming_follows_the_bottom_unless_the_reader_moved_up(
             timeout=10,
         )
         await pilot.pause(0.1)  # let the layout settle before the reader moves
-        screen.action_move(-1)  # the reader goes back to Thought 1
+        screen.action_first()  # the reader goes back to Thought 1
         assert screen.selected == 1
         steps = len(screen.trace.steps)
         await wait_for(pilot, lambda: len(screen.trace.steps) >= steps + 2, timeout=30)

@@ -26,7 +26,7 @@ class Session:
     updated_at: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a trace may hold 10^5 of them
 class Step:
     id: int
     session_id: int

@@ -132,6 +132,20 @@ MIGRATIONS: list[str] = [
     ALTER TABLE labels ADD COLUMN assisted INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX labels_by_annotator ON labels(session_id, annotator);
     """,
+    # 5: big stores (issue 8, item 13). A step keeps the sum of its log-probabilities, so a
+    # trace of 10^5 steps loads without parsing each step's tokens (before v4 the sum came
+    # from its call's list); the sessions list is one paged query ordered by the last change.
+    """
+    ALTER TABLE steps ADD COLUMN logprob REAL;
+    UPDATE steps SET logprob = (SELECT SUM(json_extract(t.value, '$[1]'))
+                                FROM json_each(steps.tokens) AS t)
+        WHERE tokens IS NOT NULL;
+    UPDATE steps SET logprob = (SELECT SUM(l.value) FROM calls AS c, json_each(c.logprobs) AS l
+                                WHERE c.id = steps.call_id)
+        WHERE logprob IS NULL AND call_id IS NOT NULL;
+    CREATE INDEX sessions_by_updated ON sessions(updated_at, id);
+    CREATE INDEX labels_in_force ON labels(session_id, undone, id);
+    """,
 ]
 
 

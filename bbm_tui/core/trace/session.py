@@ -8,7 +8,9 @@ that may wait on the disk run in a thread, never on the event loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import gc
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from bbm_tui.core import llm
@@ -74,8 +76,9 @@ class TraceSession:
         self.annotator = annotator
         # Every step on every branch; `steps` is the branch on show, from the root to the
         # head, and new steps hang under the head.
-        self.tree = StepTree(store.steps_of(session.id))
-        self.steps: list[Step] = self.tree.path(session.head_step_id)
+        with _collector_paused():
+            self.tree = StepTree(store.steps_of(session.id))
+            self.steps: list[Step] = self.tree.path(session.head_step_id)
         self.label: Label | None = self._branch_label()
         self._spec = spec or _stored_spec(session)
 
@@ -437,6 +440,19 @@ def resumed_spec(
     api_base = configured.api_base if ours or "api_base" in given else session.api_base
     mode = configured.mode if ours or "mode" in given else session.mode
     return llm.ModelSpec(model, api_base, mode)  # type: ignore[arg-type]
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a trace's tree is built: 10^5 steps and their
+    dicts hold no cycle, yet the collector would walk them over and over."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _stored_spec(session: Session) -> llm.ModelSpec:

@@ -1,4 +1,12 @@
-"""The sessions screen: every saved session; resume, rename or delete one."""
+"""The sessions screen: the saved sessions, filtered, searched and sorted; resume, rename or
+delete one.
+
+The list is paged (issue 8, item 13): the store answers one SQL query for a page of rows
+(filters, search and order included) and the table holds a window of at most KEPT rows of the
+list, from `_offset` on. As the cursor comes within MARGIN rows of the window's end the next
+page is read and appended (and the first page let go); near its start, the page before is read
+and the window built again around it. A store of 100,000 sessions opens as fast as one of ten.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +19,42 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.content import Content
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Input, Static
 
 from bbm_tui.core.store import SessionSummary
+from bbm_tui.core.types import SessionQuery, SessionSort
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
 from bbm_tui.ui.messages import GoBack, OpenSession, SessionRemoved, SessionRenamed
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_cell, safe_line, styled
-from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
+from bbm_tui.ui.viewmodels.sessions import (
+    SEARCH_HELP,
+    describe,
+    is_filtered,
+    next_sort,
+    parse_search,
+    sorted_by,
+)
+from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 
-COLUMNS = ("Name", "Task", "Model", "Steps", "Label", "Answer", "Updated")
+# (title, key, width from WIDE columns on, width below (0: left out), the order a click on
+# its header asks for). The widths fit 120 columns, and 80, with the cells' padding and the
+# scrollbar, so that there is no horizontal scrollbar.
+COLUMNS: tuple[tuple[str, str, int, int, SessionSort | None], ...] = (
+    ("Name", "name", 24, 20, SessionSort.NAME),
+    ("Task", "task", 14, 12, SessionSort.TASK),
+    ("Model", "model", 16, 12, SessionSort.MODEL),
+    ("Steps", "steps", 6, 5, SessionSort.STEPS),
+    ("Label", "label", 15, 15, SessionSort.LABEL),
+    ("Answer", "answer", 10, 0, None),
+    ("Updated", "updated", 16, 0, SessionSort.UPDATED),
+)
+WIDE = 118
+PAGE = 100  # rows a query brings
+MARGIN = 20  # the next page is asked for this many rows before an edge
+KEPT = 3 * PAGE  # rows the table holds at most: past it, the far side's page is let go
 
 
 def label_cell(summary: SessionSummary, colors: dict[str, str]) -> Text:
@@ -34,7 +66,7 @@ def label_cell(summary: SessionSummary, colors: dict[str, str]) -> Text:
                     style=colors.get("text-error", "red"))
     if summary.label.mistake_step_id is None:
         return Text(f"{GLYPH_OK} no mistake", style=colors.get("text-success", "green"))
-    return Text("mistake on another branch", style="dim")
+    return Text("other branch", style="dim")
 
 
 def when_cell(timestamp: float, *, wall_clock: bool) -> Text:
@@ -45,6 +77,7 @@ def when_cell(timestamp: float, *, wall_clock: bool) -> Text:
 
 class SessionsScreen(BbmScreen):
     CSS_PATH = stylesheet("sessions")
+    AUTO_FOCUS = "#sessions-table"  # the keys act on the list; / goes to the search line
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "resume", "resume", id="sessions_resume",
@@ -53,12 +86,27 @@ class SessionsScreen(BbmScreen):
                 tooltip="Rename the selected session"),
         Binding("d", "delete", "delete", id="sessions_delete",
                 tooltip="Delete the selected session (asks first)"),
-        Binding("escape", "back", "back", id="sessions_back", tooltip="Back"),
+        Binding("slash", "search", "search", id="sessions_search",
+                tooltip="Search and filter: words, task:… model:… label:… since:… before:…"),
+        Binding("o", "sort", "sort", id="sessions_sort",
+                tooltip="Sort by the next column (updated, name, task, model, steps, label)"),
+        Binding("O", "reverse", "reverse", id="sessions_reverse", show=False,
+                tooltip="Reverse the order"),
+        Binding("escape", "back", "back", id="sessions_back",
+                tooltip="Back (from the search line: to the list)"),
     ]
 
     def __init__(self) -> None:
         super().__init__(classes="sessions")
         self._summaries: dict[int, SessionSummary] = {}
+        self._rows: list[int] = []  # the ids in the table, in order
+        self._offset = 0  # the list position of the table's first row
+        self._query = SessionQuery()
+        self._total = 0
+        self._everything: int | None = None  # all sessions, when a filter is on
+        self._problems: tuple[str, ...] = ()
+        self._loading_more = False
+        self._wide = True
 
     @property
     def bbm_app(self) -> AppContext:
@@ -66,54 +114,183 @@ class SessionsScreen(BbmScreen):
 
     def compose(self) -> ComposeResult:
         yield TitleBar(styled("bbm-tui — sessions", "bold"),
-                       styled("enter resume · r rename · d delete · esc back", MUTED),
+                       styled("enter resume · / search · o sort · d delete · esc back", MUTED),
                        id="title-bar")
+        yield Input(placeholder=f"/ search: {SEARCH_HELP}", id="sessions-search")
+        yield LeanStatic(id="sessions-status")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="sessions-empty", classes="hint")
         yield KeysFooter()
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for column in COLUMNS:
-            table.add_column(column, key=column.lower())
+        self._wide = self.app.size.width >= WIDE
+        self._add_columns()
         table.loading = True
+        table.focus()
         self.reload()
 
+    def _add_columns(self) -> None:
+        table = self.query_one(DataTable)
+        for title, key, wide, narrow, _sort in COLUMNS:
+            width = wide if self._wide else narrow
+            if width:
+                table.add_column(title, key=key, width=width)
+
+    def on_resize(self) -> None:
+        wide = self.app.size.width >= WIDE
+        if wide == self._wide:
+            return
+        # The columns that fit: rebuilt with the rows already read (no query).
+        self._wide = wide
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        table.clear(columns=True)
+        self._add_columns()
+        summaries = [self._summaries[session_id] for session_id in self._rows]
+        self._summaries, self._rows = {}, []
+        self._add_rows(summaries)
+        if table.row_count:
+            table.move_cursor(row=min(row, table.row_count - 1), animate=False)
+
+    # -- loading (one query a page, in a thread)
+
     @work(exclusive=True, group="sessions", exit_on_error=False)
-    async def reload(self, select: int | None = None) -> None:
+    async def reload(self, select: int | None = None, row: int | None = None) -> None:
+        """The list again from the top (a new search or order), with the session `select` (or
+        the row `row`) under the cursor, or else the first."""
         store = await self.bbm_app.wait_for_store()
         if store is None:
             return
-        summaries = await asyncio.to_thread(store.sessions)
-        self._fill(summaries, select)
+        query = self._query
+        filtered = is_filtered(query)
 
-    def _fill(self, summaries: list[SessionSummary], select: int | None) -> None:
+        def read() -> tuple[int, int | None, int, list[SessionSummary], int | None]:
+            total = store.count_sessions(query)
+            everything = store.count_sessions(SessionQuery()) if filtered else None
+            position = store.session_position(query, select) if select is not None else None
+            wanted = row if position is None else position
+            target = None if wanted is None else max(min(wanted, total - 1), 0)
+            # A window with the target in it, a page of the list either side at most.
+            offset = max(0, (target or 0) - PAGE)
+            size = PAGE + (target or 0) - offset  # the target, and a page after it
+            return (total, everything, offset, store.session_page(query, offset, size), target)
+
+        total, everything, offset, summaries, target = await asyncio.to_thread(read)
+        if query != self._query:
+            return  # the search changed meanwhile: its own reload follows
+        self._total, self._everything = total, everything
+        self._fill(summaries, offset, target)
+
+    def _fill(self, summaries: list[SessionSummary], offset: int, target: int | None) -> None:
         table = self.query_one(DataTable)
         table.loading = False
-        previous = self.selected_id()
         table.clear()
-        self._summaries = {summary.session.id: summary for summary in summaries}
+        self._summaries = {}
+        self._rows = []
+        self._offset = offset
+        self._add_rows(summaries)
+        empty = self.query_one("#sessions-empty", Static)
+        empty.display = not summaries
+        empty.update(styled("No session matches the search: esc in the search line clears it."
+                            if is_filtered(self._query) else
+                            "No sessions yet: ctrl+n starts one.", MUTED))
+        if target is not None and 0 <= target - offset < table.row_count:
+            table.move_cursor(row=target - offset, animate=False)
+        self._show_status()
+
+    def _add_rows(self, summaries: list[SessionSummary]) -> None:
+        table = self.query_one(DataTable)
         wall_clock = self.bbm_app.wall_clock
         colors = self.app.theme_variables
         for summary in summaries:
             session = summary.session
-            table.add_row(
-                safe_cell(session.name, 40),
-                safe_cell(session.task),
-                safe_cell(session.model, 28),
-                Text(str(summary.steps), justify="right"),
-                label_cell(summary, colors),
-                safe_cell(summary.answer or "—", 24),
-                when_cell(session.updated_at, wall_clock=wall_clock),
-                key=str(session.id),
-            )
-        empty = self.query_one("#sessions-empty", Static)
-        empty.display = not summaries
-        empty.update(styled("No sessions yet: ctrl+n starts one.", MUTED))
-        target = select if select is not None else previous
-        if target is not None and target in self._summaries:
-            table.move_cursor(row=table.get_row_index(str(target)))
-        table.focus()
+            if session.id in self._summaries:
+                continue  # a page moved under a change made meanwhile
+            self._summaries[session.id] = summary
+            self._rows.append(session.id)
+            cells = {
+                "name": safe_cell(session.name, 60),
+                "task": safe_cell(session.task),
+                "model": safe_cell(session.model, 60),
+                "steps": Text(str(summary.steps), justify="right"),
+                "label": label_cell(summary, colors),
+                "answer": safe_cell(summary.answer or "—", 40),
+                "updated": when_cell(session.updated_at, wall_clock=wall_clock),
+            }
+            table.add_row(*(cells[str(key.value)] for key in table.columns),
+                          key=str(session.id))
+
+    @on(DataTable.RowHighlighted)
+    def _near_an_edge(self, event: DataTable.RowHighlighted) -> None:
+        table = self.query_one(DataTable)
+        if self._loading_more:
+            return
+        if (event.cursor_row >= table.row_count - MARGIN
+                and self._offset + table.row_count < self._total):
+            self._loading_more = True
+            self._more(self._query, self._offset + table.row_count)
+        elif event.cursor_row < MARGIN and self._offset > 0:
+            self._loading_more = True
+            self._earlier(self._query, self._offset)
+
+    @work(group="sessions-more", exit_on_error=False)
+    async def _more(self, query: SessionQuery, position: int) -> None:
+        """The page at list position `position`, after the window's last row."""
+        try:
+            store = await self.bbm_app.wait_for_store()
+            if store is None:
+                return
+            page = await asyncio.to_thread(store.session_page, query, position, PAGE)
+            table = self.query_one(DataTable)
+            if query == self._query and position == self._offset + table.row_count:
+                self._add_rows(page)
+                self._let_go_of_the_first_page()
+                self._show_status()
+        finally:
+            self._loading_more = False
+
+    def _let_go_of_the_first_page(self) -> None:
+        table = self.query_one(DataTable)
+        extra = table.row_count - KEPT
+        if extra <= 0:
+            return
+        cursor = table.cursor_row
+        for session_id in self._rows[:extra]:
+            table.remove_row(str(session_id))
+            del self._summaries[session_id]
+        self._rows = self._rows[extra:]
+        self._offset += extra
+        table.move_cursor(row=max(cursor - extra, 0), animate=False)
+
+    @work(group="sessions-more", exit_on_error=False)
+    async def _earlier(self, query: SessionQuery, offset: int) -> None:
+        """The page before the window (whose first row is at list position `offset`): the
+        table is built again from it (a DataTable cannot insert rows at the top)."""
+        try:
+            store = await self.bbm_app.wait_for_store()
+            if store is None:
+                return
+            start = max(0, offset - PAGE)
+            page = await asyncio.to_thread(store.session_page, query, start, offset - start)
+            if query != self._query or offset != self._offset:
+                return
+            table = self.query_one(DataTable)
+            cursor = table.cursor_row
+            kept = [self._summaries[session_id] for session_id in self._rows]
+            kept = kept[:max(KEPT - len(page), 0)]
+            self._fill([*page, *kept], start, None)
+            table.move_cursor(row=cursor + (offset - start), animate=False)
+        finally:
+            self._loading_more = False
+
+    def _show_status(self) -> None:
+        line = describe(self._query, self._total, self._everything)
+        status = Content(line).stylize(MUTED)
+        if self._problems:
+            status = status.append(styled(" · not understood: " + "; ".join(self._problems),
+                                          "$text-warning"))
+        self.query_one("#sessions-status", LeanStatic).show(status)
 
     def selected_id(self) -> int | None:
         table = self.query_one(DataTable)
@@ -121,6 +298,42 @@ class SessionsScreen(BbmScreen):
             return None
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
         return int(key.value) if key.value is not None else None
+
+    # -- search, filters and order
+
+    def action_search(self) -> None:
+        self.query_one("#sessions-search", Input).focus()
+
+    @on(Input.Changed, "#sessions-search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        parsed = parse_search(event.value, self._query.sort, self._query.descending)
+        self._problems = parsed.problems
+        if parsed.query != self._query:
+            self._query = parsed.query
+            self.reload()
+        else:
+            self._show_status()
+
+    @on(Input.Submitted, "#sessions-search")
+    def _search_done(self) -> None:
+        self.query_one(DataTable).focus()
+
+    def action_sort(self) -> None:
+        self._set_order(next_sort(self._query))
+
+    def action_reverse(self) -> None:
+        self._set_order(sorted_by(self._query, self._query.sort))
+
+    @on(DataTable.HeaderSelected)
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        sort = next((sort for _t, key, _w, _n, sort in COLUMNS
+                     if key == event.column_key.value), None)
+        if sort is not None:
+            self._set_order(sorted_by(self._query, sort))
+
+    def _set_order(self, query: SessionQuery) -> None:
+        self._query = query
+        self.reload()
 
     # -- actions
 
@@ -176,10 +389,21 @@ class SessionsScreen(BbmScreen):
         store = await self.bbm_app.wait_for_store()
         if store is None:
             return
+        row = (self._offset + self._rows.index(session_id) if session_id in self._rows
+               else None)
         await asyncio.to_thread(store.delete_session, session_id)
         self.post_message(SessionRemoved(session_id))
         self.notify("Deleted.", markup=False, timeout=3)
-        self.reload()
+        # The cursor stays where it was: on the row after the deleted one (the one before,
+        # if it was the last).
+        self.reload(row=row)
 
     def action_back(self) -> None:
+        search = self.query_one("#sessions-search", Input)
+        if search.has_focus:
+            if search.value:
+                search.value = ""  # esc clears the search first, then leaves it
+            else:
+                self.query_one(DataTable).focus()
+            return
         self.post_message(GoBack(self))

@@ -66,6 +66,7 @@ from bbm_tui.ui.viewmodels.trace import (
 )
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 from bbm_tui.ui.widgets.thought import ThoughtView
+from bbm_tui.ui.widgets.thought_list import ThoughtList
 
 _MOVE = Binding.Group("move", compact=True)
 _COPY = Binding.Group("copy", compact=True)
@@ -89,6 +90,24 @@ class TraceScreen(BbmScreen):
                 tooltip="Select the next thought"),
         Binding("k,up", "move(-1)", "previous", id="select_previous", group=_MOVE,
                 tooltip="Select the previous thought"),
+        Binding("G,end", "last", "last", id="select_last", show=False,
+                tooltip="Select the last thought (and follow new ones again)"),
+        Binding("home", "first", "first", id="select_first", show=False,
+                tooltip="Select the first thought"),
+        Binding("pagedown", "page(1)", "page down", id="page_down", show=False,
+                tooltip="Move the selection down by a screenful of thoughts"),
+        Binding("pageup", "page(-1)", "page up", id="page_up", show=False,
+                tooltip="Move the selection up by a screenful of thoughts"),
+        Binding("enter", "jump", "go to", id="jump_to_thought", show=False,
+                tooltip="Type a thought's number, then enter, to select it"),
+        Binding("J,shift+down", "scroll_thoughts(3)", "scroll down", id="scroll_down",
+                show=False, tooltip="Scroll the thoughts down a few lines (a long thought)"),
+        Binding("K,shift+up", "scroll_thoughts(-3)", "scroll up", id="scroll_up",
+                show=False, tooltip="Scroll the thoughts up a few lines (a long thought)"),
+        Binding("]", "scroll_question(3)", "question ↓", id="question_down", show=False,
+                tooltip="Scroll the question pane down"),
+        Binding("[", "scroll_question(-3)", "question ↑", id="question_up", show=False,
+                tooltip="Scroll the question pane up"),
         Binding("x", "flag", "first mistake", id="flag_mistake",
                 tooltip="Flag the selected thought as the first mistake"),
         Binding("c", "no_mistake", "no mistake", id="no_mistake",
@@ -128,6 +147,11 @@ class TraceScreen(BbmScreen):
         self._label_lock = asyncio.Lock()
         # Thoughts being streamed, by number: a token goes straight to its view, no query.
         self._streaming: dict[int, ThoughtView] = {}
+        # The selection follows new thoughts until the reader moves it (and again once they
+        # go back to the last thought).
+        self._moved = False
+        # Digits typed before enter: the number of the thought to go to.
+        self._typed_number = ""
 
     @property
     def bbm_app(self) -> AppContext:
@@ -154,10 +178,10 @@ class TraceScreen(BbmScreen):
                     id="note",
                 )
             with Vertical(id="thoughts-pane", classes="panel"):
-                with Pane(id="thoughts"):
-                    wall_clock = self.bbm_app.wall_clock
-                    for step in self.trace.steps:
-                        yield ThoughtView.of_step(step, wall_clock=wall_clock)
+                # Only a window of the thoughts is mounted: a trace may have 10^5 of them.
+                yield ThoughtList(lambda: self.trace.steps, around=self.selected,
+                                  wall_clock=self.bbm_app.wall_clock,
+                                  decorate=self._decorate, id="thoughts")
                 yield LeanStatic(id="run-status")
         # The palette (ctrl+p) is listed in the help screen; the footer needs the room.
         yield KeysFooter(show_command_palette=False)
@@ -240,11 +264,26 @@ class TraceScreen(BbmScreen):
 
     def _apply_label(self) -> None:
         """Glyphs and dimming for the label in force."""
-        views = self._views()
-        for view, status in zip(views, statuses(self.trace), strict=False):
-            view.set_status(status)
+        self._set_statuses(self._views())
         self.query_one("#label", LeanStatic).show(describe_label(self.trace))
         self._show_agreement()
+
+    def _set_statuses(self, views: list[ThoughtView]) -> None:
+        shown = statuses(self.trace)
+        for view in views:
+            if view.number <= len(shown):
+                view.set_status(shown[view.number - 1])
+
+    def _decorate(self, views: list[ThoughtView]) -> None:
+        """Thoughts entering the window: their status, the finder's mark and the selection,
+        as the ones already on show have them."""
+        self._set_statuses(views)
+        shown = self.finder
+        marks = self._finder_marks(shown)
+        for view in views:
+            judgement, raw = marks.get(view.number, (None, None))
+            view.set_judgement(judgement, raw)
+            view.set_class(view.number == self.selected and not view.streaming, "-selected")
 
     def _label_hint(self) -> str:
         """What to do next about the label: give one, or (once given) how to take it back."""
@@ -258,35 +297,91 @@ class TraceScreen(BbmScreen):
         status.show(safe(message))
         status.set_class(error, "-error")
 
+    @property
+    def _thoughts(self) -> ThoughtList:
+        return self.query_one("#thoughts", ThoughtList)
+
     def _views(self) -> list[ThoughtView]:
-        """The finished thoughts, in order (a thought still streaming is not one of them)."""
-        return [view for view in self.query(ThoughtView) if not view.streaming]
+        """The finished thoughts on show, in order (a window of the trace; a thought still
+        streaming is not one of them)."""
+        return self._thoughts.views()
 
     def _view(self, number: int) -> ThoughtView | None:
-        found = self.query(f"#thought-{number}")
-        return found.first(ThoughtView) if found else None
+        """Thought `number`'s view, bringing it into the window."""
+        return self._thoughts.reveal(number)
 
     # -- selection
 
     def action_move(self, delta: int) -> None:
+        self._select(self.selected + delta)
+
+    def action_first(self) -> None:
+        self._select(1)
+
+    def action_last(self) -> None:
+        self._select(len(self.trace.steps))
+
+    def action_page(self, direction: int) -> None:
+        """A screenful of thoughts up or down: as many as are in view now."""
+        self._select(self.selected + direction * max(1, self._thoughts_in_view() - 1))
+
+    def _thoughts_in_view(self) -> int:
+        pane = self._thoughts
+        top, bottom = pane.scroll_y, pane.scroll_y + pane.scrollable_content_region.height
+        return sum(1 for view in self._views()
+                   if view.virtual_region.y < bottom
+                   and view.virtual_region.bottom > top)
+
+    def action_jump(self) -> None:
+        """enter after digits: to that thought."""
+        typed, self._typed_number = self._typed_number, ""
+        if not typed:
+            return
+        number = int(typed)
+        count = len(self.trace.steps)
+        if 1 <= number <= count:
+            self._select(number)
+            self._status(f"Thought {number} of {count}.")
+        else:
+            self._status(f"There is no Thought {number}: the trace has {count}.", error=True)
+
+    def on_key(self, event: events.Key) -> None:
+        # Digits build the number enter jumps to; escape forgets it.
+        if event.character is not None and event.character.isdigit() and \
+                len(self._typed_number) < 7:
+            self._typed_number += event.character
+            self._status(f"Go to Thought {self._typed_number}…  (enter goes, esc forgets)")
+            event.stop()
+        elif event.key == "escape" and self._typed_number:
+            self._typed_number = ""
+            self._status("")
+            event.stop()
+            event.prevent_default()
+
+    def action_scroll_thoughts(self, lines: int) -> None:
+        self._thoughts.scroll_relative(y=lines, animate=False)
+
+    def action_scroll_question(self, lines: int) -> None:
+        self.query_one("#question-pane", VerticalScroll).scroll_relative(y=lines, animate=False)
+
+    def _select(self, number: int) -> None:
         count = len(self.trace.steps)
         if not count:
             return
         self._find_follow = False  # the reader leads now, not the finder
-        self.selected = min(max(self.selected + delta, 1), count)
+        self.selected = min(max(number, 1), count)
+        self._moved = self.selected != count
         self._show_selection(scroll=True)
         if self.selected == count:
             # At the last thought the reader is back at the end: follow new text again.
             self._follow(at_end=True)
 
     def _show_selection(self, *, scroll: bool = False) -> None:
-        for view in self.query(ThoughtView):
-            view.set_class(view.number == self.selected and not view.streaming, "-selected")
-        view = self._view(self.selected)
+        view = self._view(self.selected)  # into the window first
+        for shown in self._views():
+            shown.set_class(shown.number == self.selected, "-selected")
         if scroll and view is not None:
-            self.query_one("#thoughts", VerticalScroll).scroll_to_widget(
-                view, animate=False, immediate=True
-            )
+            self._thoughts.scroll_to_thought(view)
 
     def on_click(self, event: events.Click) -> None:
         # Clicking a thought selects it, as in the paper's UI.
@@ -295,6 +390,7 @@ class TraceScreen(BbmScreen):
             widget = widget.parent
         if isinstance(widget, ThoughtView) and not widget.streaming:
             self.selected = widget.number
+            self._moved = self.selected != len(self.trace.steps)
             self._show_selection()
 
     # -- generating
@@ -374,7 +470,7 @@ class TraceScreen(BbmScreen):
         view = ThoughtView(event.number, streaming=True)
         self._streaming[event.number] = view
         self._follow()
-        self.query_one("#thoughts").mount(view)
+        self._thoughts.add_streaming(view)
         self._status(f"Generating Thought {event.number}…  (esc stops)")
 
     def _step_delta(self, event: StepDelta) -> None:
@@ -395,10 +491,13 @@ class TraceScreen(BbmScreen):
         if step is None or view is None:
             return
         view.finish(step, wall_clock=self.bbm_app.wall_clock)
+        self._thoughts.streaming_finished(view)
         self._add_call(event.call)
         self._apply_label()
-        if self.selected == 0:
-            self.selected = 1
+        if self.selected == 0 or not self._moved:
+            # The selection follows generation until the reader moves it: x right after r
+            # flags the newest thought.
+            self.selected = event.number
         self._show_selection()
 
     def _follow(self, *, at_end: bool = False) -> None:
@@ -408,7 +507,9 @@ class TraceScreen(BbmScreen):
         takes hold again back at the bottom); it also pins short content to the bottom, so
         it is only set once the thoughts overflow the pane.
         """
-        scroll = self.query_one("#thoughts", VerticalScroll)
+        scroll = self._thoughts
+        if not scroll.at_end:
+            return  # the window is elsewhere in a long trace: nothing to follow there
         if scroll.is_anchored and not at_end:
             return
         if scroll.max_scroll_y == 0:
@@ -454,17 +555,13 @@ class TraceScreen(BbmScreen):
 
     def _drop_unfinished(self) -> None:
         for view in self._streaming.values():
-            view.remove()
+            self._thoughts.drop(view)
         self._streaming.clear()
 
     def _sync_views(self) -> None:
         """Show any committed step that has no view (a commit that finished just as a run was
         stopped), so the screen matches the store."""
-        shown = {view.number for view in self.query(ThoughtView) if not view.streaming}
-        container = self.query_one("#thoughts")
-        for step in self.trace.steps:
-            if step.number not in shown:
-                container.mount(ThoughtView.of_step(step, wall_clock=self.bbm_app.wall_clock))
+        self._thoughts.sync()
         self._apply_label()
         self._show_answer()
         self._show_finder()
@@ -617,8 +714,7 @@ class TraceScreen(BbmScreen):
                 self._show_selection()
                 view = self._view(shown.mistake_number)
                 if view is not None:  # in the middle: the verdicts before it in view too
-                    self.query_one("#thoughts", VerticalScroll).scroll_to_center(
-                        view, animate=False, immediate=True)
+                    self._thoughts.scroll_to_thought(view, center=True)
             self._status(self._finder_summary(shown))
             return
         self._show_finder()
@@ -634,10 +730,9 @@ class TraceScreen(BbmScreen):
                 return
             self._status(f"{who} is judging Thought {number} of {len(self.trace.steps)}…  "
                          "(esc stops)")
-            view = self._view(number)
-            if self._find_follow and view is not None:
-                self.query_one("#thoughts", VerticalScroll).scroll_to_widget(
-                    view, animate=False, immediate=True)
+            view = self._view(number) if self._find_follow else None
+            if view is not None:
+                self._thoughts.scroll_to_thought(view)
         else:
             self._status(f"{who} is reading the whole trace…  (esc stops)")
 
@@ -676,14 +771,19 @@ class TraceScreen(BbmScreen):
         self.finder = FinderShown.of_run(runs[-1]) if runs else None
         self._show_finder()
 
+    def _finder_marks(self, shown: FinderShown | None
+                      ) -> dict[int, tuple[Judgement, str | None]]:
+        """The finder's mark on each thought it judged, if its run was on this branch."""
+        if shown is None:
+            return {}
+        on_branch = shown.leaf_step_id is None or any(
+            step.id == shown.leaf_step_id for step in reversed(self.trace.steps))
+        return shown.judgements(len(self.trace.steps)) if on_branch else {}
+
     def _show_finder(self) -> None:
         """The finder's marks on the thoughts, its verdict and the agreement on the left."""
         shown = self.finder
-        marks: dict[int, tuple[Judgement, str | None]] = {}
-        if shown is not None:
-            ids = {step.id for step in self.trace.steps}
-            if shown.leaf_step_id is None or shown.leaf_step_id in ids:
-                marks = shown.judgements(len(self.trace.steps))
+        marks = self._finder_marks(shown)
         for view in self._views():
             judgement, raw = marks.get(view.number, (None, None))
             view.set_judgement(judgement, raw)

@@ -1,0 +1,297 @@
+"""The thoughts pane: a window of a trace's thoughts, never all of them (issue 8, item 13).
+
+A trace of 10^5 steps mounted as 10^5 `ThoughtView`s took 22 s a key and 2.6 GB. This pane
+mounts at most `WINDOW` finished thoughts (plus the one streaming), around the thought the
+screen asks to show; a line above and below says how many thoughts are out of the window. When
+the screen asks for a thought outside it, or near its edge, the window moves there: the views
+that leave are removed and the ones that enter are mounted (and dressed by the screen through
+`decorate`: status, finder mark, selection). At the end of the trace the window follows the
+new thoughts as they come, so streaming and following work as before.
+
+The screen talks to it through `reveal`, `view`, `views`, `sync`, `add_streaming`,
+`streaming_finished` and `drop`; it never mounts or queries thoughts itself.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from textual import events
+from textual.containers import VerticalScroll
+from textual.content import Content
+from textual.widget import Widget
+
+from bbm_tui.ui.text import MUTED, styled
+from bbm_tui.ui.widgets.thought import ThoughtView
+
+if TYPE_CHECKING:
+    from bbm_tui.core.store import Step
+
+# Finished thoughts mounted at most; a move that comes within MARGIN of an edge of the window
+# (short of the trace's ends) centres the window again. A trace of up to WINDOW thoughts is
+# mounted whole, as before.
+WINDOW = 40
+MARGIN = 8
+# From this many steps, the objects alive once the trace is on screen (its steps above all)
+# are set aside from the cyclic garbage collector while the pane is up: a full collection
+# walks every one of them (60 ms at 10^5 steps, a pause in the middle of a key).
+FREEZE_FROM = 10_000
+
+
+class OutOfWindow(Widget):
+    """"↑ 9,880 earlier thoughts": what the window leaves out on one side. A click brings
+    them in. One line, redrawn without a new layout when only its count changes."""
+
+    DEFAULT_CSS = """
+    OutOfWindow {
+        height: 1;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, side: str) -> None:
+        super().__init__(id=f"thoughts-{side}", classes="out-of-window")
+        self.side = side
+        self.count = 0
+        self.display = False
+
+    def set_count(self, count: int) -> None:
+        if count == self.count:
+            return
+        self.count = count
+        if self.display != (count > 0):
+            self.display = count > 0
+        self.refresh()
+
+    def render(self) -> Content:
+        if not self.count:
+            return Content("")
+        word = "earlier" if self.side == "before" else "later"
+        keys = "k, pgup or home" if self.side == "before" else "j, pgdn or G"
+        arrow = "↑" if self.side == "before" else "↓"
+        noun = "thought" if self.count == 1 else "thoughts"
+        return styled(f"{arrow} {self.count:,} {word} {noun} ({keys})", f"italic {MUTED}")
+
+    def on_click(self, event: events.Click) -> None:
+        event.stop()
+        parent = self.parent
+        if isinstance(parent, ThoughtList):
+            parent.page(-1 if self.side == "before" else 1)
+
+
+class ThoughtList(VerticalScroll, can_focus=False):
+    """A scrolling pane of thoughts that never takes the focus (the screen's keys always reach
+    the screen; the mouse wheel still scrolls it), mounting only a window of them."""
+
+    def __init__(
+        self,
+        steps: Callable[[], Sequence[Step]],
+        *,
+        around: int,
+        wall_clock: bool,
+        decorate: Callable[[list[ThoughtView]], None],
+        id: str | None = None,
+    ) -> None:
+        super().__init__(id=id)
+        self._steps = steps
+        self._wall_clock = wall_clock
+        self._decorate = decorate
+        self._views: dict[int, ThoughtView] = {}
+        self._streaming: ThoughtView | None = None
+        count = len(steps())
+        # The number of steps the window was last fitted to: a window that reached the end
+        # then takes in the steps added since.
+        self._count = count
+        self._lo, self._hi = self._window_around(around, count)
+        # The window changed since the last layout: places read now are stale.
+        self._reflowing = False
+        self._frozen = False
+        self._before = OutOfWindow("before")
+        self._after = OutOfWindow("after")
+
+    # -- what the screen reads
+
+    @property
+    def window(self) -> tuple[int, int]:
+        """The first and last thought mounted (1-based; (1, 0) for none)."""
+        return self._lo, self._hi
+
+    @property
+    def at_end(self) -> bool:
+        """The window reaches the last thought (new thoughts will be shown as they come)."""
+        return self._hi >= len(self._steps())
+
+    def view(self, number: int) -> ThoughtView | None:
+        """Thought `number`'s finished view, if it is in the window."""
+        return self._views.get(number)
+
+    def views(self) -> list[ThoughtView]:
+        """The finished thoughts mounted, in order."""
+        return [self._views[number] for number in sorted(self._views)]
+
+    # -- building
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield self._before
+        steps = self._steps()
+        for number in range(self._lo, self._hi + 1):
+            view = ThoughtView.of_step(steps[number - 1], wall_clock=self._wall_clock)
+            self._views[number] = view
+            yield view
+        yield self._after
+
+    def on_mount(self) -> None:
+        self._show_counts()
+        self._frozen = len(self._steps()) >= FREEZE_FROM
+        if self._frozen:
+            gc.freeze()
+
+    def on_unmount(self) -> None:
+        if self._frozen:
+            gc.unfreeze()  # collectable again once the screen is gone
+
+    # -- moving the window
+
+    def reveal(self, number: int) -> ThoughtView | None:
+        """Make thought `number` part of the window (moving the window if it is outside or
+        near an edge) and return its view."""
+        count = len(self._steps())
+        if not 1 <= number <= count:
+            return None
+        near_top = number - self._lo < MARGIN and self._lo > 1
+        near_bottom = self._hi - number < MARGIN and self._hi < count
+        if number < self._lo or number > self._hi or near_top or near_bottom:
+            self._move_to(*self._window_around(number, count))
+        return self._views.get(number)
+
+    def scroll_to_thought(self, view: ThoughtView, *, center: bool = False) -> None:
+        """Scroll `view` into sight: now if it is laid out and in place, else once it is (a
+        view that just entered the window has no place yet, and views that entered or left
+        above it move it)."""
+        def scroll() -> None:
+            if center:
+                self.scroll_to_center(view, animate=False, immediate=True)
+            else:
+                self.scroll_to_widget(view, animate=False, immediate=True)
+
+        if view.number == 1 and self._lo == 1:
+            self.scroll_home(animate=False, immediate=True)  # no place needed for the top
+        elif view.number == len(self._steps()) and self.max_scroll_y > 0:
+            self.anchor()  # the bottom, once laid out (and it follows new thoughts)
+        elif view.virtual_region.height and not self._reflowing:
+            scroll()
+        else:
+            def settled() -> None:
+                self._reflowing = False
+                scroll()
+
+            self.call_after_refresh(settled)
+
+    def page(self, direction: int) -> None:
+        """Bring in the thoughts beyond one edge (a click on "↑ N earlier thoughts")."""
+        count = len(self._steps())
+        if direction < 0 and self._lo > 1:
+            self._move_to(*self._window_around(self._lo - WINDOW // 2 + MARGIN, count))
+            view = self._views.get(self._lo + WINDOW // 2 - MARGIN)
+        elif direction > 0 and self._hi < count:
+            self._move_to(*self._window_around(self._hi + WINDOW // 2 - MARGIN, count))
+            view = self._views.get(self._hi - WINDOW // 2 + MARGIN)
+        else:
+            return
+        if view is not None:
+            self.scroll_to_thought(view)
+
+    def sync(self) -> None:
+        """Mount the committed steps the window should show and has no view for (new steps
+        at the end while the window reaches it, a commit that finished as a run stopped)."""
+        count = len(self._steps())
+        hi = count if self._hi >= self._count else min(self._hi, count)
+        lo = max(self._lo, hi - WINDOW + 1)
+        if lo > hi:  # the branch on show got shorter than where the window was
+            lo, hi = self._window_around(hi, count)
+        self._move_to(lo, hi)
+
+    def _window_around(self, number: int, count: int) -> tuple[int, int]:
+        if count <= WINDOW:
+            return (1, count)
+        lo = min(max(number - WINDOW // 2, 1), count - WINDOW + 1)
+        return lo, lo + WINDOW - 1
+
+    def _move_to(self, lo: int, hi: int) -> None:
+        self._lo, self._hi = lo, hi
+        steps = self._steps()
+        self._count = len(steps)
+        # Out of the window, or showing a step the trace no longer has at its number (the
+        # branch on show changed): removed, and mounted again if in the window.
+        leaving = [view for number, view in self._views.items()
+                   if not lo <= number <= hi or not _shows(view, steps)]
+        for view in leaving:
+            del self._views[view.number]
+        if leaving:
+            self.remove_children(leaving)
+        entering_before: list[ThoughtView] = []
+        entering_after: list[ThoughtView] = []
+        first = min(self._views, default=None)
+        for number in range(lo, hi + 1):
+            if number in self._views:
+                continue
+            view = ThoughtView.of_step(steps[number - 1], wall_clock=self._wall_clock)
+            self._views[number] = view
+            (entering_before if first is not None and number < first
+             else entering_after).append(view)
+        if entering_before:
+            self.mount_all(entering_before, after=self._before)
+        if entering_after:
+            # New thoughts go after the finished ones and before a thought still streaming.
+            anchor = self._streaming if self._streaming is not None and \
+                self._streaming.parent is self else self._after
+            self.mount_all(entering_after, before=anchor)
+        if entering_before or entering_after:
+            self._decorate([*entering_before, *entering_after])
+        if leaving or entering_before or entering_after:
+            self._reflowing = True
+        streaming = self._streaming
+        if streaming is not None and streaming.parent is None and self.at_end:
+            self.mount(streaming, before=self._after)  # the reader is back at the end
+        self._show_counts()
+
+    def _show_counts(self) -> None:
+        count = len(self._steps())
+        self._before.set_count(self._lo - 1 if self._hi else 0)
+        self._after.set_count(count - self._hi)
+
+    # -- streaming
+
+    def add_streaming(self, view: ThoughtView) -> None:
+        """A thought starting to stream: on show if the window reaches the end; otherwise it
+        streams unseen until the reader comes back to the end."""
+        self._streaming = view
+        if self.at_end:
+            self.mount(view, before=self._after)
+
+    def streaming_finished(self, view: ThoughtView) -> None:
+        """Its step is committed (and in the steps): it is one of the window's thoughts now."""
+        if self._streaming is view:
+            self._streaming = None
+        if view.parent is self and self._hi >= view.number - 1:
+            self._views[view.number] = view
+            self._decorate([view])
+            self._move_to(max(self._lo, view.number - WINDOW + 1), view.number)
+        else:
+            self.drop(view)
+            self.sync()
+
+    def drop(self, view: ThoughtView) -> None:
+        """A thought that stopped streaming without being committed."""
+        if self._streaming is view:
+            self._streaming = None
+        if view.parent is not None:
+            view.remove()
+
+
+def _shows(view: ThoughtView, steps: Sequence[Step]) -> bool:
+    """The view shows the step the trace has at its number."""
+    return (view.number <= len(steps) and view.step is not None
+            and view.step.id == steps[view.number - 1].id)

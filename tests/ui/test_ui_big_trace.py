@@ -1,0 +1,189 @@
+"""A trace of 10^4 thoughts mounts a bounded window of them and every key still works at the
+far end (issue 8 item 13); the keyboard flow of issue 10 item 6."""
+
+from __future__ import annotations
+
+import pytest
+from ui_helpers import SIZE, make_app, recorded_session, wait_for
+
+from bbm_tui.core.store import Store, default_path
+from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.viewmodels.trace import FinderShown
+from bbm_tui.ui.widgets.thought import ThoughtView
+from bbm_tui.ui.widgets.thought_list import WINDOW
+from tests.big_stores import big_session
+
+STEPS = 10_000
+
+
+async def open_trace(pilot) -> TraceScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                   and pilot.app.screen.is_mounted, timeout=30)
+    await pilot.pause()
+    return pilot.app.screen
+
+
+def mounted(screen: TraceScreen) -> list[ThoughtView]:
+    return list(screen.query(ThoughtView))
+
+
+def status_text(screen: TraceScreen) -> str:
+    return str(screen.query_one("#run-status").render())
+
+
+async def test_ten_thousand_thoughts_mount_a_window_and_keys_work_at_the_end(
+    store: Store,
+) -> None:
+    session_id = big_session(default_path(), STEPS)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        assert len(screen.trace.steps) == STEPS
+        assert len(mounted(screen)) <= WINDOW
+        assert screen.selected == 1
+        assert f"{STEPS - WINDOW:,} later thoughts" in str(
+            screen.query_one("#thoughts-after").render())
+        await pilot.press("end")
+        assert screen.selected == STEPS
+        last = screen.query_one(f"#thought-{STEPS}", ThoughtView)
+        await wait_for(pilot, lambda: screen.query_one("#thoughts").region
+                       .contains_region(last.region))
+        await pilot.press("k")
+        assert screen.selected == STEPS - 1
+        assert len(mounted(screen)) <= WINDOW
+        assert [v.number for v in screen.query(".-selected")] == [STEPS - 1]
+        await pilot.press("x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == STEPS - 1)
+        label = store.current_label(session_id)
+        assert label is not None and label.mistake_step_id == screen.trace.steps[-2].id
+        await wait_for(pilot, lambda: screen.query_one(f"#thought-{STEPS}",
+                                                       ThoughtView).status == "after")
+        assert screen.query_one(f"#thought-{STEPS - 1}", ThoughtView).status == "mistake"
+        # Back at the start: the window moved, the thoughts there are dressed as "ok".
+        await pilot.press("home")
+        assert screen.selected == 1
+        first = screen.query_one("#thought-1", ThoughtView)
+        assert first.status == "ok" and first.has_class("-selected")
+        assert len(mounted(screen)) <= WINDOW
+        assert not screen.query(f"#thought-{STEPS}")
+        # Typing a number, then enter, goes there.
+        await pilot.press("5", "0", "0", "0")
+        assert "Go to Thought 5000" in status_text(screen)
+        await pilot.press("enter")
+        assert screen.selected == 5000
+        view = screen.query_one("#thought-5000", ThoughtView)
+        assert view.has_class("-selected")
+        await pilot.pause()
+        pane = screen.query_one("#thoughts")
+        await wait_for(pilot, lambda: pane.region.contains_region(view.region))
+        await pilot.press("9", "9", "9", "9", "9", "enter")
+        assert screen.selected == 5000 and "There is no Thought 99999" in status_text(screen)
+        # y copies the thought selected, even far from where the window began.
+        await pilot.press("G", "y")
+        assert app.clipboard == screen.trace.steps[-1].text
+        assert len(mounted(screen)) <= WINDOW
+
+
+async def test_finder_marks_show_on_thoughts_that_enter_the_window(store: Store) -> None:
+    session_id = big_session(default_path(), 2_000)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        shown = FinderShown("direct-step", "replay/bbm", state="finished")
+        shown.verdicts = {1: ("Yes", "Yes"), 1_999: ("No", "No, it is wrong.")}
+        screen.finder = shown
+        screen._show_finder()
+        assert "model: ✓" in screen.query_one("#thought-1", ThoughtView).meta
+        await pilot.press("end", "k")
+        view = screen.query_one("#thought-1999", ThoughtView)
+        assert "model: ✗" in view.meta
+        await pilot.press("e")
+        assert view.expanded and "No, it is wrong." in view.shown
+
+
+async def test_page_keys_move_by_a_screenful(store: Store) -> None:
+    session_id = big_session(default_path(), 500)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.pause()
+        in_view = screen._thoughts_in_view()
+        assert 3 <= in_view < 40
+        await pilot.press("pagedown")
+        assert screen.selected == 1 + max(1, in_view - 1)
+        await pilot.press("pagedown", "pageup")
+        assert screen.selected == 1 + max(1, in_view - 1)
+        await pilot.press("pageup", "pageup")
+        assert screen.selected == 1
+
+
+async def test_the_selection_follows_generation_so_x_after_r_flags_the_last(
+    store: Store,
+) -> None:
+    app = make_app(task="word_sorting", question=2)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running, timeout=30)
+        last = len(screen.trace.steps)
+        assert last > 2 and screen.selected == last
+        await pilot.press("x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == last)
+
+
+async def test_a_moved_selection_stays_while_thoughts_come(store: Store) -> None:
+    app = make_app(task="word_sorting", question=2)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("n", "n")
+        await wait_for(pilot, lambda: len(screen.trace.steps) == 2 and not screen.running)
+        await pilot.press("k")  # the reader moves: Thought 1
+        await pilot.press("n")
+        await wait_for(pilot, lambda: len(screen.trace.steps) == 3 and not screen.running)
+        assert screen.selected == 1
+        await pilot.press("G", "n")  # back at the end: following again
+        await wait_for(pilot, lambda: len(screen.trace.steps) == 4 and not screen.running)
+        assert screen.selected == 4
+
+
+@pytest.mark.parametrize("size", [(80, 24), SIZE])
+async def test_a_long_thought_and_the_question_scroll_by_keyboard(
+    store: Store, size: tuple[int, int]
+) -> None:
+    trace = recorded_session(store, "logical_deduction", 0,
+                             steps=["word " * 600, "A short one."])
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_trace(pilot)
+        thoughts = screen.query_one("#thoughts")
+        assert screen.selected == 1 and thoughts.max_scroll_y > 3
+        await pilot.press("J", "J")
+        assert thoughts.scroll_y == 6
+        await pilot.press("K")
+        assert thoughts.scroll_y == 3
+        question = screen.query_one("#question-pane")
+        if size == (80, 24):
+            assert question.max_scroll_y > 0
+        await pilot.press("]")
+        assert question.scroll_y == min(3, question.max_scroll_y)
+        await pilot.press("[")
+        assert question.scroll_y == 0
+
+
+async def test_a_branch_switch_shows_the_new_branchs_thoughts(store: Store) -> None:
+    session_id = big_session(default_path(), 300)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("end")
+        # A new version of Thought 3 (what backtracking and hand edits do): the branch on
+        # show is now three thoughts long, and the pane shows them, not the old ones.
+        screen.trace.fork_at(3)
+        screen.trace.append_typed("a new third thought")
+        screen._sync_views()
+        await pilot.pause()
+        numbers = [view.number for view in mounted(screen)]
+        assert numbers == [1, 2, 3]
+        assert screen.query_one("#thought-3", ThoughtView).text == "a new third thought"
+        assert not screen.query_one("#thoughts-before").display
+        assert not screen.query_one("#thoughts-after").display

@@ -1,0 +1,176 @@
+"""The sessions screen on many sessions: paging, search, filters, order, and where the cursor
+goes after a delete (issue 8 item 13, issue 10 item 10)."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable, Input
+from ui_helpers import SIZE, make_app, recorded_session, wait_for
+
+from bbm_tui.core.store import Store, default_path
+from bbm_tui.core.types import LabelFilter, SessionQuery
+from bbm_tui.ui.dialogs import ConfirmScreen
+from bbm_tui.ui.screens.new_session import NewSessionScreen
+from bbm_tui.ui.screens.sessions import KEPT, PAGE, SessionsScreen
+from tests.big_stores import many_sessions
+
+
+async def open_sessions(pilot) -> SessionsScreen:
+    app = pilot.app
+    await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+    await pilot.press("s")
+    await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen)
+                   and app.screen.query_one(DataTable).row_count > 0)
+    return app.screen
+
+
+def table(screen: SessionsScreen) -> DataTable:
+    return screen.query_one(DataTable)
+
+
+def names(screen: SessionsScreen) -> list[str]:
+    grid = table(screen)
+    return [grid.get_row_at(row)[0].plain for row in range(grid.row_count)]
+
+
+def status(screen: SessionsScreen) -> str:
+    return str(screen.query_one("#sessions-status").render())
+
+
+TASKS = ["word_sorting", "tracking_shuffled_objects", "logical_deduction",
+         "multistep_arithmetic", "dyck_languages"]
+
+
+def name_at(position: int, count: int = 1_000) -> str:
+    """The name of the session at `position` of the list, newest first (tests/big_stores.py)."""
+    index = count - 1 - position
+    return f"{TASKS[index % 5]} #{index}"
+
+
+async def test_a_thousand_sessions_are_held_a_window_of_pages_at_a_time(store: Store) -> None:
+    many_sessions(default_path(), 1_000)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sessions(pilot)
+        grid = table(screen)
+        assert grid.row_count == PAGE
+        assert "1,000 sessions · newest first" in status(screen)
+        assert names(screen)[0] == name_at(0)
+        # Moving down to near the end of what is held brings the next page...
+        await pilot.press("ctrl+end")
+        await wait_for(pilot, lambda: grid.row_count == 2 * PAGE)
+        await pilot.press("ctrl+end")
+        await wait_for(pilot, lambda: grid.row_count == KEPT)
+        assert names(screen)[2 * PAGE] == name_at(2 * PAGE)
+        # ... and past KEPT rows the first page goes: the table holds a window of the list.
+        await pilot.press("ctrl+end")
+        await wait_for(pilot, lambda: screen._offset == PAGE)
+        assert grid.row_count == KEPT and names(screen)[0] == name_at(PAGE)
+        assert names(screen)[-1] == name_at(PAGE + KEPT - 1)
+        assert len(set(names(screen))) == KEPT  # no row twice
+        assert screen.selected_id() is not None
+        selected = screen._summaries[screen.selected_id()].session.name
+        assert selected == name_at(PAGE + grid.cursor_row)
+        # A delete this far down keeps the cursor on the row that followed.
+        position = PAGE + grid.cursor_row - 5
+        grid.move_cursor(row=grid.cursor_row - 5)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        following = name_at(position + 1)
+        await wait_for(pilot, lambda: screen.selected_id() is not None and screen._summaries[
+            screen.selected_id()].session.name == following)
+        assert screen._total == 999 and screen._offset + grid.cursor_row == position
+        # Back up to the top: the pages before come back (the table was rebuilt by the
+        # delete, around the cursor).
+        await pilot.press("ctrl+home")
+        await wait_for(pilot, lambda: screen._offset == 0)
+        assert names(screen)[0] == name_at(0) and grid.row_count <= KEPT
+        assert screen._summaries[screen.selected_id()].session.name == name_at(grid.cursor_row)
+
+
+async def test_search_and_filters_narrow_the_list(store: Store) -> None:
+    many_sessions(default_path(), 300)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sessions(pilot)
+        await pilot.press("slash")
+        assert screen.query_one(Input).has_focus
+        await pilot.press(*"question 123")
+        await wait_for(pilot, lambda: names(screen) == ["multistep_arithmetic #123"])
+        assert "1 of 300 sessions" in status(screen)
+        # Filters: a task, a label, a model, together.
+        screen.query_one(Input).value = "task:dyck label:mistake model:replay"
+        expected = store.count_sessions(SessionQuery(task="dyck", label=LabelFilter.MISTAKE,
+                                                     model="replay"))
+        assert expected > 0
+        await wait_for(pilot, lambda: table(screen).row_count == expected
+                       and all(name.startswith("dyck_languages") for name in names(screen)))
+        screen.query_one(Input).value = "label:whatever date:yesterday"
+        await wait_for(pilot, lambda: "not understood" in status(screen))
+        assert "label:whatever" in status(screen) and "date:yesterday" in status(screen)
+        # esc clears the search, then goes back to the list.
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: table(screen).row_count == PAGE
+                       and "300 sessions" in status(screen))
+        await pilot.press("escape")
+        assert table(screen).has_focus
+        screen.query_one(Input).value = "nothing matches this"
+        await wait_for(pilot, lambda: table(screen).row_count == 0)
+        assert "No session matches" in str(screen.query_one("#sessions-empty").render())
+
+
+async def test_o_sorts_and_capital_o_reverses(store: Store) -> None:
+    for index, name in ((0, "bravo"), (1, "alpha"), (2, "charlie")):
+        recorded_session(store, "word_sorting", index, name=name)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sessions(pilot)
+        assert names(screen) == ["charlie", "alpha", "bravo"]
+        await pilot.press("o")
+        await wait_for(pilot, lambda: names(screen) == ["alpha", "bravo", "charlie"])
+        assert "by name, A-Z" in status(screen)
+        await pilot.press("O")
+        await wait_for(pilot, lambda: names(screen) == ["charlie", "bravo", "alpha"])
+        await pilot.press("o", "o", "o")  # task, model, steps: 17, 15, 13 thoughts
+        await wait_for(pilot, lambda: "most thoughts first" in status(screen))
+        assert [table(screen).get_row_at(r)[3].plain for r in range(3)] == ["15", "13", "7"]
+
+
+async def test_after_a_delete_the_cursor_stays_on_the_neighbouring_row(store: Store) -> None:
+    traces = [recorded_session(store, "word_sorting", index, name=f"s{index}")
+              for index in range(4)]
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sessions(pilot)
+        assert names(screen) == ["s3", "s2", "s1", "s0"]
+        await pilot.press("down")  # s2
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: names(screen) == ["s3", "s1", "s0"])
+        assert screen.selected_id() == traces[1].id  # the row that followed it
+        await pilot.press("ctrl+end", "d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: names(screen) == ["s3", "s1"])
+        assert screen.selected_id() == traces[1].id  # the last row: the one before it
+
+
+async def test_the_columns_fit_without_a_horizontal_scrollbar(store: Store) -> None:
+    for index in range(3):
+        trace = recorded_session(store, "tracking_shuffled_objects", index,
+                                 name="a very long name for a session " * 3)
+        trace.flag_mistake(len(trace.steps))
+    for size in ((120, 40), (80, 24)):
+        app = make_app()
+        async with app.run_test(size=size) as pilot:
+            screen = await open_sessions(pilot)
+            await pilot.pause()
+            grid = table(screen)
+            assert grid.max_scroll_x == 0, size
+            assert not grid.show_horizontal_scrollbar, size
+            # At 80 columns the answer and the date are left out; the label stays whole.
+            keys = [str(key.value) for key in grid.columns]
+            wide = size[0] >= 118
+            assert ("answer" in keys, "updated" in keys) == (wide, wide)
+            assert grid.get_row_at(0)[keys.index("label")].plain.startswith("✗ mistake at ")
