@@ -24,13 +24,13 @@ GLYPH_CHOSEN = "★"
 
 def describe_sample(index: int, candidate: StoredCandidate, chosen: bool) -> Content:
     """One sample as a row: its number, log-probability, text and what became of it."""
-    score = "  n/a " if candidate.logprob is None else f"{candidate.logprob:6.2f}"
+    score = f"{'n/a':>8}" if candidate.logprob is None else f"{candidate.logprob:8.2f}"
     mark = (styled(f"{GLYPH_CHOSEN} chosen", "bold $text-success") if chosen
             else styled("= the original (dropped)", MUTED) if candidate.dropped
             else styled("(says nothing)", MUTED) if not candidate.text.strip()
             else Content(""))
     text = safe_line(candidate.text, 200) if candidate.text.strip() else styled("(empty)", MUTED)
-    return Content.assemble(f"{index + 1}. ", styled(score, "bold"), "  ", text, "  ", mark)
+    return Content.assemble(f"{index + 1}.", styled(score, "bold"), "  ", text, "  ", mark)
 
 
 class CandidatesScreen(Dialog[StoredCandidate | None]):

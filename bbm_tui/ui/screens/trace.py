@@ -10,7 +10,7 @@ a run is what a resume would show.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import ClassVar
 
 from textual import events, work
@@ -21,6 +21,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from bbm_tui.core import llm
+from bbm_tui.core.generation.backtrack import SAMPLES
 from bbm_tui.core.generation.stepper import (
     AnswerFound,
     StepDelta,
@@ -36,10 +37,11 @@ from bbm_tui.core.store import Label, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.recording import record_find
-from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.core.trace.session import BranchMade, TraceSession
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, FindRequest, FindScreen, MethodChoice
 from bbm_tui.ui.messages import SessionMissing
+from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import (
@@ -125,6 +127,19 @@ class TraceScreen(BbmScreen):
                 tooltip="Copy the selected thought"),
         Binding("Y", "copy_trace", "trace", id="copy_trace", group=_COPY, show=False,
                 tooltip="Copy the whole trace as 'Thought N: …' lines"),
+        Binding("b", "backtrack", "backtrack", id="backtrack",
+                tooltip="Backtrack from the flagged (else the selected) thought: sample it "
+                "8 times at temperature 1, continue from the best that differs (a new "
+                "branch; paper §4)"),
+        Binding("w", "rewrite", "rewrite", id="edit_thought", show=False,
+                tooltip="Rewrite the selected thought yourself and let the model go on from "
+                "it (a new branch)"),
+        Binding("less_than_sign", "version(-1)", "older version", id="previous_version",
+                show=False, tooltip="Show the previous version of the selected thought "
+                "(another branch)"),
+        Binding("greater_than_sign", "version(1)", "newer version", id="next_version",
+                show=False, tooltip="Show the next version of the selected thought "
+                "(another branch)"),
     ]
 
     def __init__(self, trace: TraceSession, totals: Totals) -> None:
@@ -412,6 +427,8 @@ class TraceScreen(BbmScreen):
             return shown is not None and (bool(shown.verdicts) or shown.trace_raw is not None)
         if action in ("copy", "copy_trace"):
             return True if self.trace.steps else None
+        if action in ("backtrack", "rewrite", "version"):
+            return None if busy or not self.trace.steps else True
         return True
 
     def action_step(self) -> None:
@@ -567,6 +584,109 @@ class TraceScreen(BbmScreen):
         self._show_finder()
         if self.gold_shown:
             self._load_gold()
+
+    # -- branches: backtracking (b), a thought rewritten (w), versions of a thought (< >)
+
+    def action_backtrack(self) -> None:
+        if self.trace.steps and not (self.running or self.finding):
+            self._backtrack(self.trace.mistake_number or self.selected or 1)
+
+    @work(exclusive=True, group="generate", exit_on_error=False)
+    async def _backtrack(self, number: int) -> None:
+        self._set_running(True)
+        try:
+            if not llm.is_loaded():
+                self._status("Loading the model library…")
+                await asyncio.to_thread(llm.warm_up)
+            self._status(f"Sampling Thought {number} {SAMPLES} times at temperature 1…")
+            try:
+                ready = await self.trace.resample(number, settings=self.bbm_app.stepper_settings)
+            except llm.LLMError as error:
+                self._status(f"Backtracking failed: {error.message}", error=True)
+                return
+            candidate = await self.app.push_screen_wait(CandidatesScreen(ready))
+            if ready.resample.chosen is None:
+                self._status(f"No sample differs from Thought {number}: the trace is as it "
+                             "was (the samples are saved).")
+                return
+            if candidate is None:
+                self._status(f"Kept the trace as it was; the {len(ready.stored)} samples of "
+                             f"Thought {number} are saved.")
+                return
+            await self._continue_branch(self.trace.continue_with(
+                candidate, settings=self.bbm_app.stepper_settings))
+        except asyncio.CancelledError:
+            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
+            raise
+        finally:
+            if self.is_attached:
+                self._drop_unfinished()
+                self._set_running(False)
+                self._sync_views()
+
+    def action_rewrite(self) -> None:
+        if self.trace.steps and not (self.running or self.finding):
+            self._rewrite(self.selected or 1)
+
+    @work(exclusive=True, group="generate", exit_on_error=False)
+    async def _rewrite(self, number: int) -> None:
+        text = await self.app.push_screen_wait(
+            EditThoughtScreen(number, self.trace.steps[number - 1].text))
+        if text is None:
+            return
+        self._set_running(True)
+        try:
+            if not llm.is_loaded():
+                self._status("Loading the model library…")
+                await asyncio.to_thread(llm.warm_up)
+            await self._continue_branch(self.trace.rewrite(
+                number, text, settings=self.bbm_app.stepper_settings))
+        except asyncio.CancelledError:
+            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
+            raise
+        finally:
+            if self.is_attached:
+                self._drop_unfinished()
+                self._set_running(False)
+                self._sync_views()
+
+    async def _continue_branch(self, events: AsyncIterator[object]) -> None:
+        """A new branch from Thought k: show it, then stream the rest as `r` does."""
+        async for event in events:
+            if isinstance(event, BranchMade):
+                self.selected = event.step.number
+                self._moved = False
+                await self._thoughts.replace_stale()
+                self._sync_views()
+                self._show_selection(scroll=True)
+                self._status(f"Thought {event.step.number}: a new version (a new branch; "
+                             "< and > show the others). Generating…")
+            else:
+                self._on_event(event)
+
+    def action_version(self, delta: int) -> None:
+        if not self.trace.steps or self.running or self.finding:
+            return
+        number = self.selected or 1
+        versions = self.trace.alternatives(number)
+        current = next(i for i, step in enumerate(versions)
+                       if step.id == self.trace.steps[number - 1].id)
+        if len(versions) == 1:
+            self._status(f"Thought {number} has one version only.")
+            return
+        self._switch_version(number, versions[(current + delta) % len(versions)].id,
+                             (current + delta) % len(versions) + 1, len(versions))
+
+    @work(exclusive=True, group="label", exit_on_error=False)
+    async def _switch_version(self, number: int, step_id: int, index: int, count: int) -> None:
+        async with self._label_lock:
+            await asyncio.to_thread(self.trace.switch_to, step_id)
+        self.selected = min(number, len(self.trace.steps))
+        await self._thoughts.replace_stale()
+        self._sync_views()
+        self._show_selection(scroll=True)
+        self._status(f"Thought {number}: version {index} of {count} "
+                     f"({len(self.trace.steps)} thoughts on this branch).")
 
     # -- labelling (store writes in a thread, one at a time and in the order pressed)
 

@@ -213,6 +213,17 @@ class ThoughtList(VerticalScroll, can_focus=False):
             lo, hi = self._window_around(hi, count)
         self._move_to(lo, hi)
 
+    async def replace_stale(self) -> None:
+        """After the branch on show changed: remove the views of steps it no longer has, and
+        wait until they are gone (a new view takes the same `thought-N` id), then sync."""
+        steps = self._steps()
+        stale = [view for view in self._views.values() if not _shows(view, steps)]
+        for view in stale:
+            del self._views[view.number]
+        if stale:
+            await self.remove_children(stale)
+        self.sync()
+
     def _window_around(self, number: int, count: int) -> tuple[int, int]:
         if count <= WINDOW:
             return (1, count)

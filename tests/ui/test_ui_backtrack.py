@@ -1,0 +1,159 @@
+"""Backtracking in the app (issue 11, item 3): `b` samples the flagged thought 8 times at
+temperature 1 against the local server, the samples appear with their log-probabilities, the
+dropped ones and the paper's choice; Enter continues on a new branch; another sample may be
+picked; `w` rewrites a thought; `<` and `>` move between the versions, each branch with its
+own label. Snapshots of the samples dialog at 80x24 and 120x40."""
+
+from __future__ import annotations
+
+from textual.pilot import Pilot
+from textual.widgets import OptionList
+from ui_helpers import SIZE, make_app, still_cursors, wait_for
+
+from bbm_tui.core import llm
+from bbm_tui.core.generation.backtrack import Resample
+from bbm_tui.core.store import Store, StoredCandidate
+from bbm_tui.core.trace.session import NewTrace, SamplesReady, TraceSession
+from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
+from bbm_tui.ui.screens.trace import TraceScreen
+from tests.openai_server import FakeOpenAI
+from tests.test_backtrack import ORIGINAL, QUESTION, TARGET, responder
+
+
+def served_trace(store: Store, server: FakeOpenAI) -> TraceSession:
+    trace = TraceSession.create(store, NewTrace("multistep_arithmetic", QUESTION, TARGET),
+                                llm.ModelSpec("openai/test", server.base_url))
+    trace.load_recorded(ORIGINAL)
+    trace.flag_mistake(2)
+    return trace
+
+
+async def open_trace(pilot: Pilot) -> TraceScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                   and pilot.app.screen.is_mounted)
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, TraceScreen)
+    return screen
+
+
+def option_texts(app) -> list[str]:
+    options = app.screen.query_one(OptionList)
+    return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+
+
+async def test_b_backtracks_from_the_flag_and_keeps_both_branches(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    openai_server.responder = responder()
+    trace = served_trace(store, openai_server)
+    original = [step.id for step in trace.steps]
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen), timeout=30)
+        texts = option_texts(app)
+        assert len(texts) == 8
+        assert "= the original (dropped)" in texts[0] and "★ chosen" in texts[1]
+        assert "2 + 2 = 4" in texts[1] and "-2.50" in texts[1]
+        assert app.screen.query_one(OptionList).highlighted == 1
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running,
+                       timeout=30)
+        assert screen.trace.texts[1] == "2 + 2 = 4" and screen.trace.correct
+        assert screen.trace.label is None  # the flag stays on the original branch
+        # < shows the original again, with its flag.
+        screen.selected = 2
+        await pilot.press("less_than_sign")
+        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
+        assert screen.trace.mistake_number == 2
+        assert "version 1 of 2" in str(screen.query_one("#run-status").render())
+        await pilot.press("greater_than_sign")
+        await wait_for(pilot, lambda: screen.trace.answer == "4")
+
+
+async def test_another_sample_can_be_picked_and_escape_keeps_the_trace(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    openai_server.responder = responder()
+    trace = served_trace(store, openai_server)
+    before = [step.id for step in trace.steps]
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen), timeout=30)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen and not screen.running)
+        assert [s.id for s in screen.trace.steps] == before
+        assert "samples of Thought 2 are saved" in str(screen.query_one("#run-status").render())
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen), timeout=30)
+        await pilot.press("down", "down")  # to "two plus two is four"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) > 1
+                       and screen.trace.texts[1] == "two plus two is four", timeout=30)
+        assert len(screen.trace.alternatives(2)) == 2
+
+
+async def test_w_rewrites_a_thought_and_the_model_goes_on(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    openai_server.responder = responder()
+    trace = served_trace(store, openai_server)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        screen.selected = 2
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, EditThoughtScreen))
+        field = app.screen.query_one("#edit-input")
+        field.value = "2 + 2 = 4"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running,
+                       timeout=30)
+        assert screen.trace.steps[1].origin == "edit"
+        assert len(screen.trace.alternatives(2)) == 2
+
+
+def sample_dialog(store: Store) -> tuple[int, SamplesReady]:
+    """A trace and its samples as backtracking stores them (no model call)."""
+    trace = TraceSession.create(store, NewTrace("multistep_arithmetic", QUESTION, TARGET),
+                                llm.ModelSpec("openai/test", "http://127.0.0.1:9"))
+    trace.load_recorded(ORIGINAL)
+    trace.flag_mistake(2)
+    texts = ["2 + 2 = 5", "2 + 2 = 4", "2 + 2 = 22", "two plus two is four", "2 + 2 = 5",
+             "2 + 2 = 3", "2+2=4", ""]
+    scores = [-0.5, -2.5, -15.0, -3.0, -0.5, -10.0, -3.0, None]
+    stored = [StoredCandidate(i, trace.id, None, i, trace.steps[0].id, 2, text, None, score,
+                              text == "2 + 2 = 5", None, 0.0)
+              for i, (text, score) in enumerate(zip(texts, scores, strict=True))]
+    resample = Resample(2, "2 + 2 = 5", llm.Samples(), [c.dropped for c in stored], 1,
+                        "logprob")
+    return trace.id, SamplesReady(2, resample, stored)
+
+
+def _samples_snapshot(snap_compare, size: tuple[int, int]) -> bool:
+    with Store.open() as store:
+        session_id, ready = sample_dialog(store)
+
+    async def run_before(pilot: Pilot) -> None:
+        await open_trace(pilot)
+        pilot.app.push_screen(CandidatesScreen(ready))
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, CandidatesScreen))
+        await pilot.pause()
+        pilot.app.clear_notifications()
+        still_cursors(pilot)
+        await pilot.pause()
+
+    return snap_compare(make_app(session_id=session_id), terminal_size=size,
+                        run_before=run_before)
+
+
+def test_samples_dialog_at_80x24(snap_compare) -> None:
+    assert _samples_snapshot(snap_compare, (80, 24))
+
+
+def test_samples_dialog_at_120x40(snap_compare) -> None:
+    assert _samples_snapshot(snap_compare, (120, 40))
