@@ -24,13 +24,13 @@ GLYPH_CHOSEN = "★"
 
 def describe_sample(index: int, candidate: StoredCandidate, chosen: bool) -> Content:
     """One sample as a row: its number, log-probability, text and what became of it."""
-    score = f"{'n/a':>8}" if candidate.logprob is None else f"{candidate.logprob:8.2f}"
+    score = "n/a" if candidate.logprob is None else f"{candidate.logprob:.2f}"
     mark = (styled(f"{GLYPH_CHOSEN} chosen", "bold $text-success") if chosen
             else styled("= the original (dropped)", MUTED) if candidate.dropped
             else styled("(says nothing)", MUTED) if not candidate.text.strip()
             else Content(""))
     text = safe_line(candidate.text, 200) if candidate.text.strip() else styled("(empty)", MUTED)
-    return Content.assemble(f"{index + 1}.", styled(score, "bold"), "  ", text, "  ", mark)
+    return Content.assemble(f"{index + 1}. ", styled(f"{score:<8}", "bold"), text, "  ", mark)
 
 
 class CandidatesScreen(Dialog[StoredCandidate | None]):
@@ -65,12 +65,11 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
             yield OptionList(*options, id="candidates-list")
             if resample.chosen is None:
                 hint = (f"No sample differs from Thought {self.ready.number}: the trace stays "
-                        "as it was. esc to close")
+                        "as it was. esc closes")
             else:
                 rule = how[resample.chosen_by or "first"]
-                hint = (f"{GLYPH_CHOSEN} is the paper's choice: {rule}."
-                        " enter continues from the highlighted sample (a new branch; the "
-                        "original stays) · esc keeps the trace as it is")
+                hint = (f"{GLYPH_CHOSEN} the paper's choice: {rule}. enter continues from the "
+                        "highlighted one (a new branch) · esc keeps the trace")
             yield Static(styled(hint, MUTED), classes="dialog-hint")
 
     def on_mount(self) -> None:
