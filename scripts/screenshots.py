@@ -18,8 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the backtracking shot drives the tests' local model server
 SIZE = (120, 36)
-SHOTS = ("new-session", "streaming", "flagged", "finder", "sessions")
+SHOTS = ("new-session", "streaming", "flagged", "flagged-80x24", "finder", "sessions",
+         "backtrack", "backtracked")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -94,11 +96,70 @@ async def flagged(out: Path) -> None:
         screen = app.screen
         await pilot.press("r")
         await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
-        await pilot.press("j", "j", "j", "x")
+        await pilot.press("home", "j", "j", "j", "x")
         await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
         await pilot.pause(0.2)
         still(pilot)
         app.save_screenshot("flagged.svg", str(out))
+
+
+async def flagged_small(out: Path) -> None:
+    """The same at 80x24, the smallest terminal the app is made for."""
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.screens.trace import TraceScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "0"
+    app = BbmApp(task="tracking_shuffled_objects", question=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await pilot.press("home", "j", "j", "j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await pilot.pause(0.2)
+        still(pilot)
+        app.save_screenshot("flagged-80x24.svg", str(out))
+
+
+async def backtrack(out: Path) -> None:
+    """The paper's second half: from the flagged mistake, 8 samples at temperature 1 (a model
+    scripted on the local test server, so the shot needs no key), then the new branch."""
+    from bbm_tui.core import llm
+    from bbm_tui.core.store import Store
+    from bbm_tui.core.trace.session import NewTrace, TraceSession
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.screens.backtrack import CandidatesScreen
+    from bbm_tui.ui.screens.trace import TraceScreen
+    from tests.openai_server import FakeOpenAI
+    from tests.test_backtrack import ORIGINAL, QUESTION, TARGET, responder
+
+    server = FakeOpenAI().start()
+    server.responder = responder()
+    try:
+        with Store.open() as store:
+            trace = TraceSession.create(
+                store, NewTrace("multistep_arithmetic", QUESTION, TARGET),
+                llm.ModelSpec("openai/local-model", server.base_url))
+            trace.load_recorded(ORIGINAL)
+            trace.flag_mistake(2)
+        app = BbmApp(session_id=trace.id)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+            screen = app.screen
+            await pilot.press("b")
+            await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen))
+            await pilot.pause(0.2)
+            still(pilot)
+            app.save_screenshot("backtrack.svg", str(out))
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running)
+            await pilot.press("home", "j")
+            await pilot.pause(0.2)
+            still(pilot)
+            app.save_screenshot("backtracked.svg", str(out))
+    finally:
+        server.stop()
 
 
 async def finder(out: Path) -> None:
@@ -118,7 +179,7 @@ async def finder(out: Path) -> None:
         screen = app.screen
         await pilot.press("r")
         await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
-        await pilot.press("j", "j", "j", "x")  # the person flags Thought 4
+        await pilot.press("home", "j", "j", "j", "x")  # the person flags Thought 4
         await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
@@ -181,7 +242,7 @@ def preserve_spaces(svg: Path) -> None:
 
 async def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for shot in (new_session, streaming, flagged, finder, sessions):
+    for shot in (new_session, streaming, flagged, flagged_small, finder, sessions, backtrack):
         await shot(out)
         print(f"{shot.__name__}: done", file=sys.stderr)
     for name in SHOTS:
