@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     _add_find_parser(commands)
     _add_backtrack_parser(commands)
+    _add_verify_parser(commands)
     sessions = commands.add_parser("sessions", help="list the saved sessions")
     sessions.add_argument("--json", action="store_true", help="one JSON object per line")
 
@@ -125,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return find_command(args)
         if args.command == "backtrack":
             return backtrack_command(args)
+        if args.command == "verify":
+            return verify_command(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -495,7 +498,7 @@ def _print_table(table) -> None:
 
 # ---------------------------------------------------------------------------- find
 
-FIND_METHODS = ("direct-trace", "direct-step", "cot-step", "cot-trace")
+FIND_METHODS = ("direct-trace", "direct-step", "cot-step", "cot-trace", "verify")
 
 
 def _add_find_parser(commands) -> None:
@@ -508,7 +511,8 @@ def _add_find_parser(commands) -> None:
     )
     _add_model_options(find)
     find.add_argument("--method", required=True, choices=FIND_METHODS,
-                      help="direct-trace, direct-step, cot-step, or cot-trace (word sorting only)")
+                      help="direct-trace, direct-step, cot-step, cot-trace (word sorting "
+                      "only), or verify (the task verifiers: no model, no key)")
     find.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
                       help="dataset-format files (their gold mistake_index is the truth)")
     find.add_argument("--task", help="the task of every file (else from each file's name)")
@@ -532,6 +536,7 @@ def find_command(args: argparse.Namespace) -> int:
     from bbm_tui.core import llm
     from bbm_tui.core.batch.find import FatalFindError, find_batch, jobs_from_files, paper_figures
     from bbm_tui.core.dataset import DatasetError
+    from bbm_tui.core.judging.verifier import VERIFIER_MODEL, VERIFY
     from bbm_tui.core.store import default_path
     from bbm_tui.core.tasks import UnknownTaskError
 
@@ -545,7 +550,8 @@ def find_command(args: argparse.Namespace) -> int:
         _check_task(args.task)
         paper = paper_figures(args.paper, args.method) if args.paper else None
         jobs = jobs_from_files(args.input, args.task, args.method, args.limit)
-        spec = llm.ModelSpec(config.model, config.api_base, config.mode)
+        spec = (llm.ModelSpec(VERIFIER_MODEL) if args.method == VERIFY
+                else llm.ModelSpec(config.model, config.api_base, config.mode))
     except (DatasetError, UnknownTaskError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
     latest = LatestProgress()
@@ -629,7 +635,9 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
 
     from bbm_tui.core.tasks import TASK_NAMES
 
-    title = f"{args.method} by {args.model or 'the configured model'}: first-mistake location"
+    who = ("the task verifiers" if args.method == "verify"
+           else args.model or "the configured model")
+    title = f"{args.method} by {who}: first-mistake location"
     table = Table(title=title, caption=_paper_caption(args, paper))
     table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
     table.add_column("n", justify="right")
@@ -655,6 +663,92 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
     if not console.is_terminal:  # a pipe or file: room for every column
         console = Console(width=max(console.width, 170 if paper is not None else 120))
     console.print(table)
+
+
+# ---------------------------------------------------------------------------- verify
+
+def _add_verify_parser(commands) -> None:
+    verify = commands.add_parser(
+        "verify", help="check labelled traces with the task verifiers: where they and the "
+        "gold label disagree",
+        description="Run the task verifiers (no model) over dataset-format files and list "
+        "every trace where the verifier's first mistake and the label's differ, by task, "
+        "with the row (0-based), the step and the verifier's reason, so a person can see "
+        "whether the label or the checker is wrong. Unlabelled rows are left out.",
+    )
+    verify.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
+    verify.add_argument("--report", action="store_true",
+                        help="list the disagreements (the default and only report)")
+    verify.add_argument("--task", help="the task of every file (else from each row or name)")
+    verify.add_argument("--json", action="store_true",
+                        help='one JSON object: {"tasks": {TASK: {"traces", "agree", '
+                        '"disagreements": [{"file", "row", "gold", "verifier", "step", '
+                        '"reason"}]}}}')
+
+
+def verify_command(args: argparse.Namespace) -> int:
+    import json
+
+    from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
+    from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError
+    from bbm_tui.core.tasks.verify import disagreements
+
+    found: dict[str, dict] = {}
+    try:
+        _check_task(args.task)
+        for path in args.files:
+            by_task: dict[str, list] = {}
+            for task, row in rows_with_tasks(path, args.task, read_input_rows(path)):
+                by_task.setdefault(task, []).append(row)
+            for task, rows in by_task.items():
+                labelled = [row for row in rows if row.labelled]
+                numbers = [index for index, row in enumerate(rows) if row.labelled]
+                entry = found.setdefault(task, {"traces": 0, "agree": 0, "disagreements": []})
+                missed = disagreements(task, labelled)
+                entry["traces"] += len(labelled)
+                entry["agree"] += len(labelled) - len(missed)
+                entry["disagreements"] += [
+                    {"file": str(path), "row": numbers[d.row], "gold": d.gold,
+                     "verifier": d.verifier, "step": d.step, "reason": d.reason}
+                    for d in missed
+                ]
+    except (DatasetError, UnknownTaskError) as error:
+        return fail(str(error), EXIT_USAGE)
+    ordered = {task: found[task] for task in TASK_NAMES if task in found}
+    if args.json:
+        print(json.dumps({"tasks": ordered}, indent=2))
+        return EXIT_OK
+    _print_verify_report(ordered)
+    return EXIT_OK
+
+
+def _print_verify_report(found: dict[str, dict]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from bbm_tui.core.textsafe import one_line
+
+    def cell(text: str, limit: int | None = None) -> Text:  # literal, never markup
+        return Text(one_line(text, limit), no_wrap=True, overflow="ellipsis")
+
+    for task, entry in found.items():
+        share = 100.0 * entry["agree"] / entry["traces"] if entry["traces"] else 0.0
+        table = Table(title=f"{task}: the verifier agrees with the label on {entry['agree']} "
+                      f"of {entry['traces']} traces ({share:.1f}%)")
+        for column in ("file", "row", "label", "verifier", "step", "reason"):
+            table.add_column(column, no_wrap=column in ("row", "label", "verifier"),
+                             justify="right" if column == "row" else "left")
+        for item in entry["disagreements"]:
+            table.add_row(
+                cell(Path(item["file"]).name), str(item["row"]),
+                _thought_or_none(item["gold"]), _thought_or_none(item["verifier"]),
+                cell(item["step"], 80), cell(item["reason"], 120),
+            )
+        _print_table(table)
+
+
+def _thought_or_none(index: int | None) -> str:
+    return "no mistake" if index is None else f"Thought {index + 1}"
 
 
 # ---------------------------------------------------------------------------- backtrack

@@ -30,6 +30,7 @@ from bbm_tui.core.dataset import (
 )
 from bbm_tui.core.judging.finders import FindResult, run_method
 from bbm_tui.core.judging.metrics import Judged, Report, report
+from bbm_tui.core.judging.verifier import VERIFY, verify
 from bbm_tui.core.prompts.finding import check_method
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.tasks import is_correct
@@ -85,7 +86,7 @@ def jobs_from_files(
     for path in paths:
         checked: set[str] = set()
         for row_task, row in rows_with_tasks(path, task, read_input_rows(path)):
-            if row_task not in checked:
+            if row_task not in checked and method != VERIFY:
                 try:
                     check_method(row_task, method)
                 except ValueError as error:
@@ -220,6 +221,11 @@ async def _find_one(
     pace: Callable[[], Any] | None,
     progress: FindProgress,
 ) -> FindResult | None:
+    if method == VERIFY:  # no model: the task's verifier checks each step
+        if not job.row.steps:
+            progress.fail(job.task, "the trace has no thoughts to judge")
+            return None
+        return verify(job.task, job.row.input, job.row.steps)[0]
     try:
         result = await run_method(job.task, method, job.row.input, job.row.steps, spec,
                                   settings=settings, judge_all=judge_all, pace=pace)

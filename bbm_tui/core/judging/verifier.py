@@ -1,0 +1,40 @@
+"""The task verifiers as a judge (issue 13; docs/DESIGN.md §12): the same result as the
+paper's methods (`finders.FindResult`), with no model and no call, so `find`, the app and
+the store take `verify` as they take the paper's methods. The verifiers themselves (one per
+task, in the dataset's phrasing) are in core/tasks/.
+
+A step the verifier cannot read is "cannot judge", never a mistake; the first mistaken step
+is the trace's answer, None when it finds none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bbm_tui.core.judging.finders import FindResult
+from bbm_tui.core.tasks.verdicts import StepVerdict
+from bbm_tui.core.tasks.verify import verify_trace
+from bbm_tui.core.types import Verdict
+
+VERIFY = "verify"
+VERIFIER_MODEL = "verifier"
+TITLE = "Task verifier (no model: checks each step against the question)"
+
+_WORDS = {Verdict.CORRECT: "correct", Verdict.MISTAKEN: "mistaken",
+          Verdict.CANNOT_JUDGE: "cannot judge"}
+
+
+def verdict_line(verdict: StepVerdict) -> str:
+    """One step's verdict as `raw` keeps it: 'Thought 3: mistaken: 'chill' starts with c'."""
+    line = f"Thought {verdict.index + 1}: {_WORDS[verdict.kind]}"
+    return f"{line}: {verdict.reason}" if verdict.reason else line
+
+
+def verify(task: str, input_text: str, steps: Sequence[str]) -> tuple[FindResult,
+                                                                       list[StepVerdict]]:
+    """The verifier's answer for a trace and its verdict on every step."""
+    verdicts = verify_trace(task, input_text, steps)
+    first = next((v.index for v in verdicts if v.kind is Verdict.MISTAKEN), None)
+    result = FindResult(VERIFY, VERIFIER_MODEL, first, True,
+                        [verdict_line(v) for v in verdicts])
+    return result, verdicts
