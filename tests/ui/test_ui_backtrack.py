@@ -157,3 +157,29 @@ def test_samples_dialog_at_80x24(snap_compare) -> None:
 
 def test_samples_dialog_at_120x40(snap_compare) -> None:
     assert _samples_snapshot(snap_compare, (120, 40))
+
+
+async def test_the_papers_demo_runs_offline(store: Store) -> None:
+    """A recorded trace (replay/bbm) with a mistake and a wrong answer: flag it, b, Enter:
+    solver/bbm samples and continues, and the new branch reaches the right answer."""
+    from ui_helpers import recorded_session
+
+    from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.core.tasks import is_correct
+
+    task = "multistep_arithmetic"
+    index, row = next((i, r) for i, r in enumerate(bundled_rows(task))
+                      if r.mistake_index is not None and not is_correct(r.answer, r.target))
+    trace = recorded_session(store, task, index)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        screen.selected = row.mistake_index + 1
+        await pilot.press("x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == row.mistake_index + 1)
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen), timeout=30)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.trace.correct and not screen.running, timeout=30)
+        assert screen.trace.spec.model == "solver/bbm"
+        assert len(screen.trace.alternatives(row.mistake_index + 1)) == 2

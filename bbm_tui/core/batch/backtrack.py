@@ -35,6 +35,7 @@ from bbm_tui.core.dataset import (
     row_from_json,
     rows_with_tasks,
 )
+from bbm_tui.core.generation.backtrack import backtracking_model
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
 from bbm_tui.core.store import SessionDeleted, Step, Store, StoredCandidate, StoreError
@@ -223,6 +224,7 @@ async def _backtrack_one(
     row = job.row
     if job.location is None:
         return _extra(None, row.steps, row.answer, row.target, [])
+    spec = backtracking_model(spec, job.task)  # replay/bbm cannot write a new step
     try:
         trace = await asyncio.to_thread(_open_session, store, job, spec)
         return await _continue(job, trace, settings, progress, notify)

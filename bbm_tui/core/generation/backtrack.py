@@ -19,6 +19,11 @@ from bbm_tui.core.prompts.generation import next_step_prompt
 
 SAMPLES = 8
 TEMPERATURE = 1.0
+REPLAY_MODEL = "replay/bbm"
+SOLVER_MODEL = "solver/bbm"
+# The tasks solver/bbm writes steps for (core/tasks/solver.py).
+SOLVER_TASKS = ("word_sorting", "tracking_shuffled_objects", "multistep_arithmetic",
+                "dyck_languages")
 
 ChosenBy = Literal["logprob", "first"]
 
@@ -39,6 +44,14 @@ class Resample:
     @property
     def chosen_text(self) -> str | None:
         return None if self.chosen is None else self.samples.candidates[self.chosen].text
+
+
+def backtracking_model(spec: llm.ModelSpec, task: str) -> llm.ModelSpec:
+    """The model that samples and continues: `replay/bbm` can only repeat the recorded trace,
+    so a backtrack from it goes on with `solver/bbm` where the solver writes the task."""
+    if spec.model == REPLAY_MODEL and task in SOLVER_TASKS:
+        return llm.ModelSpec(SOLVER_MODEL)
+    return spec
 
 
 def sample_settings(settings: llm.CallSettings) -> llm.CallSettings:

@@ -15,8 +15,9 @@ from bbm_tui.core.types import CallSettings, ModelSpec
 def is_offline(spec: ModelSpec) -> bool:
     """The bundled models that need no network and cost nothing."""
     from bbm_tui.core.llm.offline.replay import PROVIDERS
+    from bbm_tui.core.llm.offline.solver import PROVIDER as SOLVER
 
-    return spec.model.split("/", 1)[0] in PROVIDERS
+    return spec.model.split("/", 1)[0] in (*PROVIDERS, SOLVER)
 
 
 _REASONING_MODEL = re.compile(r"^(o1|o3|o4|gpt-5)([-.:]|$)")

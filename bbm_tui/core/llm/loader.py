@@ -72,8 +72,8 @@ def warm_up() -> None:
 
 
 def _register_offline_providers(litellm: Any) -> None:
-    from bbm_tui.core.llm.offline import replay
-    from bbm_tui.core.llm.offline.handler import make_offline_handler
+    from bbm_tui.core.llm.offline import replay, solver
+    from bbm_tui.core.llm.offline.handler import make_offline_handler, make_solver_handler
 
     # One handler per provider: litellm hands a custom provider the model name without its
     # provider, and replay/ and simulated/ answer differently.
@@ -82,10 +82,13 @@ def _register_offline_providers(litellm: Any) -> None:
          "custom_handler": make_offline_handler(litellm, replay.engine(), provider)}
         for provider in replay.PROVIDERS
     ]
+    providers.append({"provider": solver.PROVIDER,
+                      "custom_handler": make_solver_handler(litellm)})
+    ours = {entry["provider"] for entry in providers}
     existing = [
         entry
         for entry in (litellm.custom_provider_map or [])
-        if entry.get("provider") not in replay.PROVIDERS
+        if entry.get("provider") not in ours
     ]
     litellm.custom_provider_map = existing + providers
     # custom_provider_map is read when litellm sets up its provider list.

@@ -14,7 +14,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from bbm_tui.core import llm
-from bbm_tui.core.generation.backtrack import SAMPLES, Resample, resample_step
+from bbm_tui.core.generation.backtrack import (
+    SAMPLES,
+    Resample,
+    backtracking_model,
+    resample_step,
+)
 from bbm_tui.core.generation.stepper import (
     StepEvent,
     StepFailed,
@@ -321,6 +326,8 @@ class TraceSession:
         and the paper's choice; the trace is unchanged (continue_with takes one)."""
         settings = settings or StepperSettings()
         self._check_number(number)
+        # From replay/bbm (which can only repeat the recorded trace) on with solver/bbm.
+        self.use_model(backtracking_model(self._spec, self.session.task))
         parent = self.steps[number - 2].id if number > 1 else None
         resample = await resample_step(
             self.session.task, self.session.input, self.texts[: number - 1],

@@ -598,9 +598,14 @@ class TraceScreen(BbmScreen):
             if not llm.is_loaded():
                 self._status("Loading the model library…")
                 await asyncio.to_thread(llm.warm_up)
+            model = self.trace.spec.model
             self._status(f"Sampling Thought {number} {SAMPLES} times at temperature 1…")
             try:
                 ready = await self.trace.resample(number, settings=self.bbm_app.stepper_settings)
+                if self.trace.spec.model != model:
+                    self.notify(f"{model} can only repeat its recorded trace: backtracking "
+                                f"goes on with {self.trace.spec.model}.", markup=False)
+                    self._show_title()
             except llm.LLMError as error:
                 self._status(f"Backtracking failed: {error.message}", error=True)
                 return

@@ -93,3 +93,82 @@ def make_offline_handler(litellm: Any, engine: Any, provider: str = "replay") ->
             yield chunk("", True, usage(messages, text))
 
     return OfflineLLM()
+
+
+def make_solver_handler(litellm: Any) -> Any:
+    """`solver/bbm` as a litellm CustomLLM: whole answers with `n` choices and token
+    log-probabilities (asked for or not: they cost nothing here), streamed steps at the
+    replay's pace."""
+    from litellm import CustomLLM
+    from litellm.types.utils import ModelResponse
+
+    from bbm_tui.core.llm.offline import solver
+    from bbm_tui.core.llm.offline.replay import engine, paced_pieces, tokens_of
+
+    def choices(model: str, messages: list[dict], optional_params: dict) -> list:
+        if "/" not in model:
+            model = f"{solver.PROVIDER}/{model}"
+        try:
+            return solver.respond(model, messages, optional_params)
+        except solver.SolverModelError as error:
+            raise litellm.BadRequestError(message=str(error), model=model,
+                                          llm_provider=solver.PROVIDER) from None
+
+    def usage(messages: list[dict], texts: list[str]) -> dict[str, int]:
+        prompt_tokens = sum(len(tokens_of(str(m.get("content", "")))) for m in messages)
+        completion_tokens = sum(len(tokens_of(text)) for text in texts)
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens}
+
+    def full_response(model: str, messages: list[dict], optional_params: dict) -> Any:
+        found = choices(model, messages, optional_params)
+        return ModelResponse(
+            model=model,
+            choices=[
+                {
+                    "index": index,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": choice.text},
+                    "logprobs": {"content": [
+                        {"token": token.text, "logprob": token.logprob, "top_logprobs": []}
+                        for token in choice.tokens
+                    ]},
+                }
+                for index, choice in enumerate(found)
+            ],
+            usage=usage(messages, [choice.text for choice in found]),
+        )
+
+    def chunk(text: str, finished: bool = False, usage_: dict | None = None) -> dict:
+        return {"text": text, "is_finished": finished,
+                "finish_reason": "stop" if finished else None, "index": 0, "usage": usage_,
+                "tool_use": None}
+
+    class SolverLLM(CustomLLM):
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            return full_response(kwargs["model"], kwargs["messages"], kwargs["optional_params"])
+
+        async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            return full_response(kwargs["model"], kwargs["messages"], kwargs["optional_params"])
+
+        def streaming(self, *args: Any, **kwargs: Any) -> Any:
+            messages = kwargs["messages"]
+            text = choices(kwargs["model"], messages, kwargs["optional_params"])[0].text
+            pace = engine().seconds_per_token()
+            for piece in paced_pieces(text, pace):
+                if pace:
+                    time.sleep(pace)
+                yield chunk(piece)
+            yield chunk("", True, usage(messages, [text]))
+
+        async def astreaming(self, *args: Any, **kwargs: Any) -> Any:
+            messages = kwargs["messages"]
+            text = choices(kwargs["model"], messages, kwargs["optional_params"])[0].text
+            pace = engine().seconds_per_token()
+            for piece in paced_pieces(text, pace):
+                if pace:
+                    await asyncio.sleep(pace)
+                yield chunk(piece)
+            yield chunk("", True, usage(messages, [text]))
+
+    return SolverLLM()
