@@ -271,6 +271,8 @@ METHOD_HINTS = {
     "direct-step": "one call per thought, Yes or No; the first No is the mistake",
     "cot-step": "per thought, reasons first, then Yes or No",
     "cot-trace": "reasons over the whole trace, then No or a number",
+    "verify": "no model: a program checks each step against the question and the steps "
+              "before it; ✓ correct, ✗ mistaken (e shows why), ? cannot judge",
 }
 
 
@@ -360,8 +362,12 @@ class FindScreen(Dialog[FindRequest | None]):
         method = self.method
         self.query_one("#find-method-hint", Static).update(
             styled(METHOD_HINTS.get(method.name, ""), MUTED))
-        # Judging every step means nothing to a trace-level method.
-        self.query_one("#find-judge-all", Checkbox).disabled = not method.step_level
+        # Judging every step means nothing to a trace-level method; the verifier judges
+        # every step anyway, and asks no model.
+        verifier = method.name == "verify"
+        self.query_one("#find-judge-all", Checkbox).disabled = not method.step_level or verifier
+        self.query_one("#find-model", Input).disabled = verifier
+        self.query_one("#find-api-base", Input).disabled = verifier
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "find-run":
@@ -373,6 +379,9 @@ class FindScreen(Dialog[FindRequest | None]):
         self.action_run()
 
     def action_run(self) -> None:
+        if self.method.name == "verify":
+            self.dismiss(FindRequest("verify", llm.ModelSpec("verifier")))
+            return
         model = self.query_one("#find-model", Input).value.strip()
         if not model:
             self.notify("Give a model (e.g. replay/bbm, the offline oracle).",

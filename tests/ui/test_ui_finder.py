@@ -565,3 +565,37 @@ async def test_a_worker_error_is_redacted(
         [note] = notifications(app)
         assert secret not in note and "[redacted]" in note
         assert "\x1b" not in note and "␛[31m[bold]" in note
+
+
+# -- the task verifier as a method (issue 13, item 2)
+
+async def test_the_verifier_is_a_method_with_no_model(store: Store) -> None:
+    row = bundled_rows("word_sorting")[66]  # 'scorch' given the wrong letter number
+    trace = recorded_session(store, "word_sorting", 66)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        dialog = app.screen
+        names = [choice.name for choice in dialog._methods]
+        assert names[-1] == "verify"
+        await pilot.pause()
+        await pilot.press(*["down"] * (len(names) - 1 - names.index(dialog.method.name)))
+        assert dialog.method.name == "verify"
+        assert dialog.query_one("#find-model", Input).disabled
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await run_finder(pilot, "verify")
+        shown = screen.finder
+        assert (shown.method, shown.model, shown.state) == ("verify", "verifier", "finished")
+        assert shown.mistake_number == 1
+        # Every step judged, each with its reason; no model call counted.
+        assert len(shown.verdicts) == len(row.steps)
+        assert "'scorch' starts with s (19)" in shown.verdicts[1][1]
+        assert screen.totals.calls == 0
+        view = screen.query_one("#thought-1", ThoughtView)
+        assert view.judgement == "no"
+        runs = store.finder_runs(trace.id)
+        assert (runs[-1].method, runs[-1].model, runs[-1].mistake_number) == (
+            "verify", "verifier", 1)

@@ -35,7 +35,7 @@ class StepJudged:
     number: int
     correct: bool | None
     raw: str
-    call: llm.CallRecord
+    call: llm.CallRecord | None  # None: no model was called (the task verifiers)
 
     @property
     def parsed(self) -> bool:

@@ -9,9 +9,10 @@ is the trace's answer, None when it finds none.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import AsyncIterator, Sequence
 
-from bbm_tui.core.judging.finders import FindResult
+from bbm_tui.core.judging.finders import FindEvent, FindFinished, FindResult, StepJudged
 from bbm_tui.core.tasks.verdicts import StepVerdict
 from bbm_tui.core.tasks.verify import verify_trace
 from bbm_tui.core.types import Verdict
@@ -38,3 +39,15 @@ def verify(task: str, input_text: str, steps: Sequence[str]) -> tuple[FindResult
     result = FindResult(VERIFY, VERIFIER_MODEL, first, True,
                         [verdict_line(v) for v in verdicts])
     return result, verdicts
+
+
+async def verify_events(task: str, input_text: str,
+                        steps: Sequence[str]) -> AsyncIterator[FindEvent]:
+    """verify() as a finder's events: one StepJudged per step (True correct, False mistaken,
+    None cannot judge; no call), then FindFinished. Run in a thread: a long trace takes a
+    few milliseconds."""
+    result, verdicts = await asyncio.to_thread(verify, task, input_text, steps)
+    for verdict in verdicts:
+        correct = {Verdict.CORRECT: True, Verdict.MISTAKEN: False}.get(verdict.kind)
+        yield StepJudged(verdict.index + 1, correct, verdict_line(verdict), None)
+    yield FindFinished(result)

@@ -38,15 +38,24 @@ async def record_find(
     Store calls run in a thread, never on the event loop. A run that fails or is cancelled
     keeps the verdicts it got and has no result."""
     settings = settings or finder_settings()
-    check_method(task, method)
+    # Imported here: the verifiers load every task's checker, which the first frame need not.
+    from bbm_tui.core.judging.verifier import VERIFIER_MODEL, VERIFY, verify_events
+
+    verifying = method == VERIFY
+    if verifying:
+        spec = llm.ModelSpec(VERIFIER_MODEL)
+    else:
+        check_method(task, method)
     run_id = await asyncio.to_thread(
         store.create_finder_run, session_id, method=method, model=spec.model,
         params=settings.params() | {"mode": spec.mode, "judge_all": judge_all},
         leaf_step_id=leaf_step_id,
     )
     try:
-        async for event in find_mistake(task, method, input_text, steps, spec,
-                                        settings=settings, judge_all=judge_all):
+        events = (verify_events(task, input_text, steps) if verifying else
+                  find_mistake(task, method, input_text, steps, spec, settings=settings,
+                               judge_all=judge_all))
+        async for event in events:
             if isinstance(event, StepJudged):
                 await asyncio.to_thread(store.add_finder_verdict, run_id,
                                         step_number=event.number, raw=event.raw,

@@ -559,7 +559,9 @@ class TraceScreen(BbmScreen):
             self._status(template.format(limit=self.bbm_app.config.step_limit,
                                          number=len(self.trace.steps)), error=True)
 
-    def _add_call(self, call: llm.CallRecord) -> None:
+    def _add_call(self, call: llm.CallRecord | None) -> None:
+        if call is None:  # a verdict no model gave (the task verifiers)
+            return
         # Kept in step with the store's totals without a read per step: the call just
         # committed is exactly the one that adds to them.
         self.totals = Totals(
@@ -760,6 +762,8 @@ class TraceScreen(BbmScreen):
             default = FindRequest("direct-step", spec)
         methods = [MethodChoice(name, METHODS[name].title, METHODS[name].step_level)
                    for name in methods_for(self.trace.session.task)]
+        # The task's verifier: a method with no model (core/judging/verifier.py).
+        methods.append(MethodChoice("verify", "Task verifier (no model)", True))
 
         def chosen(request: FindRequest | None) -> None:
             if request is not None:
@@ -789,7 +793,7 @@ class TraceScreen(BbmScreen):
         self._show_finder()
         stopped = False
         try:
-            if not llm.is_loaded():
+            if not llm.is_loaded() and request.method != "verify":
                 self._status("Loading the model library…")
                 await asyncio.to_thread(llm.warm_up)
             self._finder_progress()
