@@ -36,6 +36,7 @@ from bbm_tui.core.prompts.finding import METHODS, methods_for
 from bbm_tui.core.store import Label, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.core.trace.branches import other_branch, segments
 from bbm_tui.core.trace.recording import record_find
 from bbm_tui.core.trace.session import BranchMade, TraceSession
 from bbm_tui.ui.context import AppContext, context
@@ -43,6 +44,7 @@ from bbm_tui.ui.dialogs import ConfirmScreen, FindRequest, FindScreen, MethodCho
 from bbm_tui.ui.messages import SessionMissing
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.base import BbmScreen
+from bbm_tui.ui.screens.branches import BranchTreeScreen, CompareScreen, TokenScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import (
     GLYPH_MISTAKE,
@@ -134,6 +136,14 @@ class TraceScreen(BbmScreen):
         Binding("w", "rewrite", "rewrite", id="edit_thought", show=False,
                 tooltip="Rewrite the selected thought yourself and let the model go on from "
                 "it (a new branch)"),
+        Binding("t", "branch_tree", "branches", id="branch_tree", show=False,
+                tooltip="The tree of the session's branches: where they part, each one's "
+                "answer and whether it is right; enter shows one"),
+        Binding("v", "compare", "compare", id="compare_branches", show=False,
+                tooltip="The branch on show beside another (the other version of the "
+                "selected thought, else the newest other branch)"),
+        Binding("l", "tokens", "tokens", id="token_view", show=False,
+                tooltip="The selected thought's tokens shaded by probability"),
         Binding("less_than_sign", "version(-1)", "older version", id="previous_version",
                 show=False, tooltip="Show the previous version of the selected thought "
                 "(another branch)"),
@@ -694,6 +704,49 @@ class TraceScreen(BbmScreen):
         self._show_selection(scroll=True)
         self._status(f"Thought {number}: version {index} of {count} "
                      f"({len(self.trace.steps)} thoughts on this branch).")
+
+    def action_branch_tree(self) -> None:
+        if not self.trace.steps:
+            return
+
+        def chosen(step_id: int | None) -> None:
+            if step_id is not None:
+                self._show_branch(step_id)
+
+        shown = {step.id for step in self.trace.steps}
+        self.app.push_screen(BranchTreeScreen(segments(self.trace.tree), shown,
+                                              self.trace.session.target), chosen)
+
+    @work(exclusive=True, group="label", exit_on_error=False)
+    async def _show_branch(self, step_id: int) -> None:
+        if self.running or self.finding:
+            return
+        async with self._label_lock:
+            await asyncio.to_thread(self.trace.switch_to, step_id)
+        self.selected = min(self.selected or 1, len(self.trace.steps))
+        await self._thoughts.replace_stale()
+        self._sync_views()
+        self._show_selection(scroll=True)
+        self._status(f"A branch of {len(self.trace.steps)} thoughts on show.")
+
+    def action_compare(self) -> None:
+        steps = self.trace.steps
+        other = other_branch(self.trace.tree, steps, self.selected)
+        if other is None:
+            self._status("The session has one branch only: b backtracks, w rewrites a thought.")
+            return
+        diff = self.trace.tree.diff(steps[-1].id, other)
+        self.app.push_screen(CompareScreen(diff, self.trace.session.target))
+
+    def action_tokens(self) -> None:
+        if self.trace.steps:
+            self._open_tokens(self.trace.steps[(self.selected or 1) - 1].id)
+
+    @work(exclusive=True, group="tokens", exit_on_error=False)
+    async def _open_tokens(self, step_id: int) -> None:
+        # The list holds steps without their tokens (big traces): read this one's.
+        step = await asyncio.to_thread(self.trace.store.step, step_id)
+        await self.app.push_screen(TokenScreen(step))
 
     # -- labelling (store writes in a thread, one at a time and in the order pressed)
 

@@ -1,0 +1,187 @@
+"""The branch views (issue 11, items 3-4): the tree of a session's branches, two branches side
+by side, a thought's tokens by probability; the pure functions under them; snapshots at
+80x24 and 120x40. Branches are made with the session's own calls (rewrite, as the person
+would with w), no model needed."""
+
+from __future__ import annotations
+
+import math
+
+from textual.pilot import Pilot
+from textual.widgets import Tree
+from ui_helpers import SIZE, make_app, still_cursors, wait_for
+
+from bbm_tui.core import llm
+from bbm_tui.core.store import Store
+from bbm_tui.core.trace.branches import band, confidence, leaves, other_branch, segments
+from bbm_tui.core.trace.session import NewTrace, TraceSession
+from bbm_tui.core.types import TokenLogprob
+from bbm_tui.ui.screens.branches import BranchTreeScreen, CompareScreen, TokenScreen
+from bbm_tui.ui.screens.trace import TraceScreen
+
+QUESTION, TARGET = "((2 + 2) * 1) =", "4"
+ORIGINAL = ["Let me work it out.", "2 + 2 = 5", "5 * 1 = 5", "So the answer is 5"]
+
+
+async def branched(store: Store) -> tuple[TraceSession, list[int]]:
+    """The original (wrong) and two rewrites from Thought 2: one right, one unfinished."""
+    trace = TraceSession.create(store, NewTrace("multistep_arithmetic", QUESTION, TARGET),
+                                llm.ModelSpec("openai/test", "http://127.0.0.1:9"))
+    trace.load_recorded(ORIGINAL)
+    original = [step.id for step in trace.steps]
+    async for _ in trace.rewrite(2, "2 + 2 = 22", generate=False):
+        pass
+    async for _ in trace.rewrite(2, "2 + 2 = 4", generate=False):
+        pass
+    for text in ("4 * 1 = 4", "So the answer is 4"):
+        trace.append_typed(text)
+    return trace, original
+
+
+async def test_segments_leaves_and_the_other_branch(store: Store) -> None:
+    trace, original = await branched(store)
+    [root] = segments(trace.tree)
+    assert (root.first, root.last, len(root.children)) == (1, 1, 3)
+    ends = leaves(trace.tree, trace.head_id, TARGET)
+    assert [(leaf.answer, leaf.correct, leaf.on_show) for leaf in ends] == [
+        ("5", False, False), (None, None, False), ("4", True, True)]
+    # The other version of Thought 2, newest first; at Thought 1 (one version) the newest
+    # other branch.
+    other = other_branch(trace.tree, trace.steps, 2)
+    assert trace.tree.path(other)[1].text == "2 + 2 = 22"
+    assert other_branch(trace.tree, trace.steps, 1) == max(
+        leaf.step.id for leaf in ends if not leaf.on_show)
+    diff = trace.tree.diff(trace.steps[-1].id, original[-1])
+    assert [s.text for s in diff.shared] == ["Let me work it out."]
+
+
+def test_token_bands_and_confidence() -> None:
+    assert [band(math.log(p)) for p in (0.95, 0.8, 0.5, 0.2, 0.01)] == [0, 1, 2, 3, 4]
+    tokens = [TokenLogprob("a", math.log(0.5)), TokenLogprob("b", math.log(0.125))]
+    assert confidence(tokens) == 0.25
+    assert confidence(None) is None and confidence([]) is None
+
+
+async def open_trace(pilot: Pilot) -> TraceScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                   and pilot.app.screen.is_mounted)
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, TraceScreen)
+    return screen
+
+
+async def test_the_tree_shows_every_branch_and_enter_shows_one(store: Store) -> None:
+    trace, original = await branched(store)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, BranchTreeScreen))
+        tree = app.screen.query_one(Tree)
+        labels = [str(node.label) for node in tree.root.children[0].children]
+        assert len(labels) == 3
+        assert "answer 5 ✗ wrong" in labels[0] and "no answer yet" in labels[1]
+        assert labels[2].startswith("● ") and "answer 4 ✓ right" in labels[2]
+        tree.move_cursor(tree.root.children[0].children[0])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
+        assert screen.trace.answer == "5"
+
+
+async def test_compare_folds_the_shared_thoughts(store: Store) -> None:
+    trace, _ = await branched(store)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        screen.selected = 2
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        dialog = app.screen
+        assert [s.text for s in dialog.diff.left] == ["2 + 2 = 4", "4 * 1 = 4",
+                                                      "So the answer is 4"]
+        assert [s.text for s in dialog.diff.right] == ["2 + 2 = 22"]
+        text = " ".join(str(w.render()) for w in dialog.query(".compare-end"))
+        assert "answer 4 ✓ right" in text and "no answer yet" in text
+        assert "they part at Thought 2" in str(dialog.query_one(".dialog-text").render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+
+
+async def test_the_token_view_shades_and_picks_tokens(store: Store) -> None:
+    trace = TraceSession.create(store, NewTrace("multistep_arithmetic", QUESTION, TARGET),
+                                llm.ModelSpec("openai/test", "http://127.0.0.1:9"))
+    tokens = [TokenLogprob("2", -0.01), TokenLogprob(" +", -0.5), TokenLogprob(" 2", -3.0)]
+    store.add_step(trace.id, parent_id=None, number=1, text="2 + 2", tokens=tokens)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_trace(pilot)
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, TokenScreen))
+        dialog = app.screen
+        assert [t.text for t in dialog.tokens] == ["2", " +", " 2"]
+        detail = lambda: str(dialog.query_one("#token-detail").render())  # noqa: E731
+        assert "token 1 of 3" in detail() and "probability 99.0%" in detail()
+        await pilot.press("right", "right")
+        assert "token 3 of 3" in detail() and "probability 5.0%" in detail()
+        assert "none recorded" in detail()
+
+
+async def with_tokens(store: Store) -> tuple[TraceSession, list[int]]:
+    trace = TraceSession.create(store, NewTrace("multistep_arithmetic", QUESTION, TARGET),
+                                llm.ModelSpec("openai/test", "http://127.0.0.1:9"))
+    store.add_step(trace.id, parent_id=None, number=1, text="Let me work it out.")
+    parent = store.steps_of(trace.id)[0].id
+    pieces = [("2", -0.01), (" +", -0.2), (" 2", -0.05), (" =", -0.6), (" 5", -2.9)]
+    store.add_step(trace.id, parent_id=parent, number=2, text="2 + 2 = 5",
+                   tokens=[TokenLogprob(text, value) for text, value in pieces])
+    return TraceSession.load(store, trace.id), []
+
+
+def _snapshot(snap_compare, size: tuple[int, int], key: str, dialog: type,
+              setup=branched) -> bool:
+    import asyncio
+
+    async def make() -> int:
+        with Store.open() as store:
+            trace, _ = await setup(store)
+            return trace.id
+
+    session_id = asyncio.run(make())
+
+    async def run_before(pilot: Pilot) -> None:
+        screen = await open_trace(pilot)
+        screen.selected = 2
+        await pilot.press(key)
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, dialog))
+        await pilot.pause()
+        pilot.app.clear_notifications()
+        still_cursors(pilot)
+        await pilot.pause()
+
+    return snap_compare(make_app(session_id=session_id), terminal_size=size,
+                        run_before=run_before)
+
+
+def test_tree_view_at_80x24(snap_compare) -> None:
+    assert _snapshot(snap_compare, (80, 24), "t", BranchTreeScreen)
+
+
+def test_tree_view_at_120x40(snap_compare) -> None:
+    assert _snapshot(snap_compare, (120, 40), "t", BranchTreeScreen)
+
+
+def test_compare_view_at_80x24(snap_compare) -> None:
+    assert _snapshot(snap_compare, (80, 24), "v", CompareScreen)
+
+
+def test_compare_view_at_120x40(snap_compare) -> None:
+    assert _snapshot(snap_compare, (120, 40), "v", CompareScreen)
+
+
+def test_token_view_at_80x24(snap_compare) -> None:
+    assert _snapshot(snap_compare, (80, 24), "l", TokenScreen, with_tokens)
+
+
+def test_token_view_at_120x40(snap_compare) -> None:
+    assert _snapshot(snap_compare, (120, 40), "l", TokenScreen, with_tokens)
