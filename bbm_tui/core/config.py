@@ -9,6 +9,7 @@
     timeout = 60                     # seconds a call may wait to connect, per read, and
                                      # for a stream's first text (raise for reasoning models)
     step_timeout = 300               # seconds one step may take in all; then it is cut
+    verify_live = true               # the task verifier marks each thought as it finishes
 
     [keymap]                         # binding id = keys, as in Textual's App.set_keymap
     step = "n,space"
@@ -57,6 +58,7 @@ class Config:
     keymap: dict[str, str] = field(default_factory=dict)
     path: Path | None = None
     step_timeout: float = DEFAULT_STEP_TIMEOUT_S
+    verify_live: bool = False
 
     def with_overrides(self, **overrides: Any) -> Config:
         """Command-line values win over the file's; None means "not given"."""
@@ -140,7 +142,7 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
                 "environment (e.g. OPENAI_API_KEY)",
             )
     known = {"model", "api_base", "mode", "step_limit", "max_tokens", "logprobs", "timeout",
-             "step_timeout", "keymap"}
+             "step_timeout", "verify_live", "keymap"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise fail(
@@ -164,10 +166,11 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise fail(key, f"{key!r} must be a whole number of at least 1")
             values[key] = value
-    if "logprobs" in data:
-        if not isinstance(data["logprobs"], bool):
-            raise fail("logprobs", "'logprobs' must be true or false")
-        values["logprobs"] = data["logprobs"]
+    for key in ("logprobs", "verify_live"):
+        if key in data:
+            if not isinstance(data[key], bool):
+                raise fail(key, f"{key!r} must be true or false")
+            values[key] = data[key]
     for key in ("timeout", "step_timeout"):
         if key in data:
             value = data[key]

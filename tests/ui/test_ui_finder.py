@@ -599,3 +599,24 @@ async def test_the_verifier_is_a_method_with_no_model(store: Store) -> None:
         runs = store.finder_runs(trace.id)
         assert (runs[-1].method, runs[-1].model, runs[-1].mistake_number) == (
             "verify", "verifier", 1)
+
+
+async def test_live_verifier_marks_each_thought_as_it_finishes(store: Store) -> None:
+    from bbm_tui.core.config import Config
+
+    app = make_app(Config(verify_live=True), task="word_sorting", question=66)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: len(screen.trace.steps) == 1 and not screen.running
+                       and screen.finder is not None and len(screen.finder.verdicts) == 1)
+        # Thought 1 gives 'scorch' the wrong letter number: marked at once, with the reason.
+        assert screen.finder.method == "verify" and screen.finder.verdicts[1][0] == "No"
+        assert "'scorch' starts with s" in screen.finder.verdicts[1][1]
+        assert screen.query_one("#thought-1", ThoughtView).judgement == "no"
+        await pilot.press("n")
+        await wait_for(pilot, lambda: len(screen.finder.verdicts) == 2 and not screen.running)
+        assert store.finder_runs(screen.trace.id) == []  # live marks are not saved runs
+        await pilot.press("V")
+        await wait_for(pilot, lambda: screen.finder is None)
+        assert "Live verifier off" in text_of(screen, "#run-status")

@@ -136,6 +136,9 @@ class TraceScreen(BbmScreen):
         Binding("w", "rewrite", "rewrite", id="edit_thought", show=False,
                 tooltip="Rewrite the selected thought yourself and let the model go on from "
                 "it (a new branch)"),
+        Binding("V", "verify_live", "live verifier", id="verify_live", show=False,
+                tooltip="Turn the task verifier's live marks on or off: each thought is "
+                "checked the moment it finishes (e shows why); the config's verify_live"),
         Binding("t", "branch_tree", "branches", id="branch_tree", show=False,
                 tooltip="The tree of the session's branches: where they part, each one's "
                 "answer and whether it is right; enter shows one"),
@@ -177,6 +180,8 @@ class TraceScreen(BbmScreen):
         self._moved = False
         # Digits typed before enter: the number of the thought to go to.
         self._typed_number = ""
+        # The task verifier marks each thought as it finishes (config: verify_live; V).
+        self.verify_live = False
 
     @property
     def bbm_app(self) -> AppContext:
@@ -217,7 +222,11 @@ class TraceScreen(BbmScreen):
         self._show_title()
         self._show_facts()
         self._apply_label()
-        self._load_finder()
+        self.verify_live = self.bbm_app.config.verify_live
+        if self.verify_live:
+            self._verify_now()
+        else:
+            self._load_finder()
         self._show_selection()
         # Scrolled to once laid out (before that, the thought has no place to scroll to).
         self.call_after_refresh(self._show_selection, scroll=True)
@@ -526,6 +535,8 @@ class TraceScreen(BbmScreen):
             # flags the newest thought.
             self.selected = event.number
         self._show_selection()
+        if self.verify_live:
+            self._verify_now()
 
     def _follow(self, *, at_end: bool = False) -> None:
         """Keep new text in view while the reader is at the end of the trace, and only then.
@@ -704,6 +715,40 @@ class TraceScreen(BbmScreen):
         self._show_selection(scroll=True)
         self._status(f"Thought {number}: version {index} of {count} "
                      f"({len(self.trace.steps)} thoughts on this branch).")
+
+    def action_verify_live(self) -> None:
+        self.verify_live = not self.verify_live
+        if self.verify_live:
+            self._status("Live verifier on: the task verifier marks each thought as it "
+                         "finishes (✓ ✗ ?; e shows why). V turns it off.")
+            self._verify_now()
+        else:
+            self._status("Live verifier off.")
+            self._load_finder()  # back to the saved finder run, if any
+
+    @work(exclusive=True, group="verify_live", exit_on_error=False)
+    async def _verify_now(self) -> None:
+        """The verifier's verdict on every thought so far, shown as a finder's (not saved:
+        f with 'Task verifier' saves a run)."""
+        if not self.trace.steps or self.finding:
+            return
+        from bbm_tui.core.judging.verifier import VERIFIER_MODEL, VERIFY, verify
+
+        steps = list(self.trace.steps)
+        session = self.trace.session
+        result, verdicts = await asyncio.to_thread(
+            verify, session.task, session.input, [step.text for step in steps])
+        if not self.verify_live or self.finding:
+            return
+        shown = FinderShown(VERIFY, VERIFIER_MODEL, True, steps[-1].id)
+        for verdict, raw in zip(verdicts, result.raw, strict=True):
+            value = verdict.kind.value  # "Yes", "No", or "?" (cannot judge: shown as ?)
+            shown.verdicts[verdict.index + 1] = (value if value in ("Yes", "No") else None,
+                                                 raw)
+        shown.state, shown.parsed = "finished", True
+        shown.mistake_number = result.mistake_number
+        self.finder = shown
+        self._show_finder()
 
     def action_branch_tree(self) -> None:
         if not self.trace.steps:
@@ -948,8 +993,8 @@ class TraceScreen(BbmScreen):
     async def _load_finder(self) -> None:
         """The session's latest finder run, from the store (on resume, and after a stop)."""
         runs = await asyncio.to_thread(self.trace.store.finder_runs, self.trace.id)
-        if self.finding or not self.is_attached:
-            return  # a new run is on show
+        if self.finding or self.verify_live or not self.is_attached:
+            return  # a new run, or the live verifier, is on show
         self.finder = FinderShown.of_run(runs[-1]) if runs else None
         self._show_finder()
 
