@@ -22,11 +22,44 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+class _MainParser(argparse.ArgumentParser):
+    """The epilog (tasks, where the files are) is built only when help is asked for: it
+    imports the store and config modules, which opening the app need not wait for here."""
+
+    def format_help(self) -> str:
+        self.epilog = _epilog()
+        return super().format_help()
+
+
+def _epilog() -> str:
+    from bbm_tui.core.config import config_path
+    from bbm_tui.core.store import default_path
+    from bbm_tui.core.tasks import TASK_NAMES
+
+    return f"""tasks: {", ".join(TASK_NAMES)}
+
+files:
+  sessions   {default_path()}
+             every session, step, label and finder run (SQLite; BBM_TUI_HOME moves it)
+  config     {config_path()}
+             model, api_base, mode, step_limit, max_tokens, logprobs, timeout,
+             step_timeout, verify_live and a [keymap]; never API keys (BBM_TUI_CONFIG moves it)
+  JSONL      the dataset's rows: input, steps, answer, target, mistake_index (0-based; null
+             = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
+             stats, import and export read and write
+
+offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
+tasks), simulated/rm-X (a reward model right with probability X)
+
+`bbm-tui COMMAND --help` for each command."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _MainParser(
         prog="bbm-tui",
         description="Step through chain-of-thought traces the way BIG-Bench Mistake made them. "
         "With no command, opens the app.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"bbm-tui {__version__}")
     _add_model_options(parser)

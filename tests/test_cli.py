@@ -245,3 +245,12 @@ def test_broken_config_is_named_with_its_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith(f"bbm-tui: {config}: line 2, column 8: invalid TOML")
     assert config.read_text() == 'model = "replay/bbm"\nmode = chat\n'
+
+
+def test_help_lists_the_tasks_and_explains_the_files(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "tasks: " + ", ".join(TASK_NAMES) in out
+    for words in ("sessions", "config", "JSONL", "no key = unlabelled", "solver/bbm"):
+        assert words in out

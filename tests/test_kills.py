@@ -260,7 +260,7 @@ class AppPlan:
         return cls(index, task, rng.randrange(40), rng.choice((150, 300, 600)), early)
 
 
-PAINTED = ("n generates the next thought", "thoughts so far", "The trace has its answer")
+PAINTED = ("n generates the next thought", "so far. n for", "The trace has its answer")
 
 
 def wait_painted(terminal: Terminal, child: Child | ColdChild, since: int = 0) -> None:

@@ -276,6 +276,14 @@ METHOD_HINTS = {
 }
 
 
+class SpaceCheckbox(Checkbox, inherit_bindings=False):
+    """A checkbox that space toggles and enter leaves to the dialog (which runs)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("space", "toggle_button", "toggle", show=False),
+    ]
+
+
 class MethodSet(RadioSet, inherit_bindings=False):
     """A RadioSet where the arrows choose (not just move a highlight) and enter is left to the
     dialog, which runs: f, then ↓ ↓, then enter."""
@@ -334,8 +342,9 @@ class FindScreen(Dialog[FindRequest | None]):
                             placeholder="e.g. replay/bbm, simulated/rm-0.65, openai/gpt-4o")
                 yield Input(value=self._default.spec.api_base or "", id="find-api-base",
                             placeholder="the provider's default")
-            yield Checkbox("Judge every step (step-level: do not stop at the first No)",
-                           id="find-judge-all", value=self._default.judge_all)
+            yield SpaceCheckbox("Judge every step (step-level: do not stop at the first No; "
+                                "space toggles)", id="find-judge-all",
+                                value=self._default.judge_all)
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Run (enter)", variant="primary", id="find-run")
                 yield Button("Cancel (esc)", id="find-cancel")

@@ -52,6 +52,11 @@ def styled(text: str, style: str) -> Content:
     return Content.styled(text, style)
 
 
+def thoughts(count: int) -> str:
+    """'1 thought', '2 thoughts' (and '10,000 thoughts')."""
+    return f"{count:,} thought" + ("" if count == 1 else "s")
+
+
 def format_tokens(count: int) -> str:
     return f"{count:,} tok"
 

@@ -620,3 +620,26 @@ async def test_live_verifier_marks_each_thought_as_it_finishes(store: Store) -> 
         await pilot.press("V")
         await wait_for(pilot, lambda: screen.finder is None)
         assert "Live verifier off" in text_of(screen, "#run-status")
+
+
+async def test_enter_runs_the_finder_from_the_checkbox_and_space_toggles_it(
+    store: Store,
+) -> None:
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        dialog = app.screen
+        await pilot.press("down")  # a step-level method: the checkbox counts
+        box = dialog.query_one("#find-judge-all", Checkbox)
+        box.focus()
+        before = box.value
+        await pilot.press("space")
+        assert box.value is not before
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await wait_for(pilot, lambda: screen.finder is not None and not screen.finding,
+                       timeout=30)
+        assert screen.finder.judge_all is box.value

@@ -282,8 +282,18 @@ class NewSessionScreen(BbmScreen):
 
     @on(Input.Submitted, "#search")
     def _search_submitted(self) -> None:
+        query = self.query_one("#search", Input).value.strip().lstrip("#")
+        questions = self.query_one("#questions", OptionList)
+        if query.isdigit():
+            # /17 enter: question 17 itself, at once.
+            found = next((i for i, entry in enumerate(self._shown)
+                          if entry.index == int(query)), None)
+            if found is not None:
+                questions.highlighted = found
+                self.action_start()
+                return
         if self._shown:
-            self.query_one("#questions", OptionList).focus()
+            questions.focus()
 
     @on(OptionList.OptionSelected, "#questions")
     def _question_selected(self) -> None:

@@ -28,7 +28,7 @@ from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
 from bbm_tui.ui.messages import GoBack, OpenSession, SessionRemoved, SessionRenamed
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_cell, safe_line, styled
+from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_cell, safe_line, styled, thoughts
 from bbm_tui.ui.viewmodels.sessions import (
     SEARCH_HELP,
     describe,
@@ -375,7 +375,7 @@ class SessionsScreen(BbmScreen):
         summary = self._summaries[session_id]
         question = Content.assemble(
             "Delete the session ", safe_line(summary.session.name, 60).stylize("bold"),
-            f" ({summary.steps} thoughts)? This cannot be undone.",
+            f" ({thoughts(summary.steps)})? This cannot be undone.",
         )
 
         def confirmed(yes: bool | None) -> None:

@@ -54,6 +54,7 @@ from bbm_tui.ui.text import (
     safe,
     safe_line,
     styled,
+    thoughts,
 )
 from bbm_tui.ui.viewmodels.trace import (
     FINISH_MESSAGES,
@@ -235,7 +236,7 @@ class TraceScreen(BbmScreen):
         elif self.trace.finished:
             self._status(f"The trace has its answer. {self._label_hint()}")
         else:
-            self._status(f"{len(self.trace.steps)} thoughts so far. n for the next one, "
+            self._status(f"{thoughts(len(self.trace.steps))} so far. n for the next one, "
                          "r to run to the answer.")
 
     @work(group="reload", exit_on_error=False)
@@ -573,7 +574,7 @@ class TraceScreen(BbmScreen):
                        False: f" {GLYPH_MISTAKE} not the target"}.get(self.trace.correct, "")
             self._status(f"Finished with an answer{verdict}. {self._label_hint()}")
         elif event.reason == "paused":
-            self._status(f"{len(self.trace.steps)} thoughts. n for the next one, r to run to "
+            self._status(f"{thoughts(len(self.trace.steps))}. n for the next one, r to run to "
                          "the answer.")
         else:
             template = FINISH_MESSAGES[event.reason]
@@ -714,7 +715,7 @@ class TraceScreen(BbmScreen):
         self._sync_views()
         self._show_selection(scroll=True)
         self._status(f"Thought {number}: version {index} of {count} "
-                     f"({len(self.trace.steps)} thoughts on this branch).")
+                     f"({thoughts(len(self.trace.steps))} on this branch).")
 
     def action_verify_live(self) -> None:
         self.verify_live = not self.verify_live
@@ -772,7 +773,7 @@ class TraceScreen(BbmScreen):
         await self._thoughts.replace_stale()
         self._sync_views()
         self._show_selection(scroll=True)
-        self._status(f"A branch of {len(self.trace.steps)} thoughts on show.")
+        self._status(f"A branch of {thoughts(len(self.trace.steps))} on show.")
 
     def action_compare(self) -> None:
         steps = self.trace.steps
@@ -1102,5 +1103,5 @@ class TraceScreen(BbmScreen):
             return
         text = "\n".join(f"Thought {step.number}: {step.text}" for step in self.trace.steps)
         self.app.copy_to_clipboard(text)
-        self.notify(f"Copied the trace ({len(self.trace.steps)} thoughts).", markup=False,
+        self.notify(f"Copied the trace ({thoughts(len(self.trace.steps))}).", markup=False,
                     timeout=3)
