@@ -485,8 +485,25 @@ class BbmApp(App[int]):
 
     # -- the command palette (ctrl+p): the main actions by name
 
+    def action_save_svg(self) -> None:
+        folder = screenshot_folder()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = self.save_screenshot(path=str(folder))
+        except OSError as error:
+            self.notify(f"The screenshot could not be saved in {folder}: {error.strerror}",
+                        severity="error", markup=False)
+            return
+        self.notify(f"Screenshot saved: {path}", markup=False, timeout=6)
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own "Keys" and "Screenshot" are replaced by ours: one "Keys" entry (the
+        # keys as bound, keymap applied) and a screenshot saved where the user's data lives.
+        for command in super().get_system_commands(screen):
+            if command.title not in ("Keys", "Screenshot"):
+                yield command
+        yield SystemCommand("Screenshot", "Save an SVG of the screen in the data folder",
+                            self.action_save_svg)
         yield SystemCommand("New session", "Pick a task and a question", self.action_new_session)
         yield SystemCommand("Sessions", "Resume, rename or delete a saved session",
                             self.action_sessions)
@@ -511,6 +528,26 @@ class BbmApp(App[int]):
                                 screen.action_gold)
             yield SystemCommand("Copy the trace", "As 'Thought N: …' lines",
                                 screen.action_copy_trace)
+            yield SystemCommand("Backtrack", "Resample the flagged thought and continue from "
+                                "the best sample that differs (a new branch)",
+                                screen.action_backtrack)
+            yield SystemCommand("Rewrite the thought", "Your own version of the selected "
+                                "thought; the model goes on from it", screen.action_rewrite)
+            yield SystemCommand("Branches", "The tree of the session's branches",
+                                screen.action_branch_tree)
+            yield SystemCommand("Compare branches", "The branch on show beside another",
+                                screen.action_compare)
+            yield SystemCommand("Tokens", "The selected thought's tokens by probability",
+                                screen.action_tokens)
+            yield SystemCommand("Live verifier", "The task verifier marks each new thought",
+                                screen.action_verify_live)
+
+
+def screenshot_folder() -> Path:
+    """Screenshots go beside the session store, in the platform's data folder."""
+    from bbm_tui.core.store import default_path
+
+    return default_path().parent / "screenshots"
 
 
 def run_app(

@@ -444,3 +444,20 @@ async def test_a_labelled_finished_trace_says_so_on_resume(store: Store) -> None
         await pilot.press("u")
         await wait_for(pilot, lambda: "Label undone" in
                        str(screen.query_one("#run-status").render()))
+
+
+async def test_one_keys_entry_and_screenshots_in_the_data_folder(store: Store) -> None:
+    from bbm_tui.ui.app import screenshot_folder
+
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        titles = [command.title for command in app.get_system_commands(screen)]
+        assert titles.count("Keys") == 1 and titles.count("Screenshot") == 1
+        assert {"Backtrack", "Branches", "Compare branches", "Tokens"} <= set(titles)
+        app.action_save_svg()
+        saved = list(screenshot_folder().glob("*.svg"))
+        assert len(saved) == 1 and saved[0].parent == store.path.parent / "screenshots"
+        await pilot.pause()
+        assert any(str(saved[0]) in note for note in notifications(app)), notifications(app)
