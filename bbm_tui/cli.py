@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--json", action="store_true", help="one JSON object per line")
 
     export = commands.add_parser(
-        "export", help="export sessions: dataset JSONL, ProcessBench, PRM800K or Markdown",
+        "export", help="export sessions: dataset JSONL, ProcessBench, PRM800K, Markdown, or a CSV "
+        "of every annotator's labels",
     )
     export.add_argument("--session", type=int, nargs="+", metavar="ID",
                         help="the sessions to export (default: all)")
@@ -999,7 +1000,12 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from bbm_tui.core.annotation.export import check_not_a_database, export, load_traces
+    from bbm_tui.core.annotation.export import (
+        check_not_a_database,
+        export,
+        export_csv,
+        load_traces,
+    )
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
     from bbm_tui.core.store import StoreError, default_path
@@ -1016,11 +1022,17 @@ def export_command(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     try:
         with store:
-            traces = load_traces(store, args.session)
+            if args.format == "csv":
+                result = export_csv(store, args.session, args.out)
+            else:
+                traces = load_traces(store, args.session)
     except StoreError as error:
         return fail(str(error))
+    except OSError as error:
+        return fail(f"{args.out}: cannot write: {error.strerror}")
     try:
-        result = export(traces, args.out, args.format)
+        if args.format != "csv":
+            result = export(traces, args.out, args.format)
     except OSError as error:
         return fail(f"{args.out}: cannot write: {error.strerror}")
     notes = []
