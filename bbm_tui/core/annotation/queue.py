@@ -15,7 +15,6 @@ A row without a `mistake_index` key is unlabelled: it has no gold label. A row w
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -38,9 +37,14 @@ _RECENT = 50
 
 
 def trace_key(input: str, steps: Sequence[str]) -> str:
-    """A trace's identity across files, annotators and runs: its question and its steps."""
-    encoded = json.dumps([input, list(steps)], ensure_ascii=False).encode("utf-8", "replace")
-    return hashlib.sha256(encoded).hexdigest()[:32]
+    """A trace's identity across files, annotators and runs: its question and its steps (each
+    text with its length first, so that no two splits of the same characters collide)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for text in (input, *steps):
+        encoded = text.encode("utf-8", "surrogatepass")
+        digest.update(b"%d:" % len(encoded))
+        digest.update(encoded)
+    return digest.hexdigest()
 
 
 @dataclass
@@ -155,6 +159,8 @@ class AnnotationQueue:
         self._step_ids: dict[int, list[int]] = {}
         # Traces submitted in this sitting, latest last, so that undo can reopen them.
         self._history: list[int] = []
+        # Counted once, then again only when a trace's status changes (not on every key).
+        self._progress: Progress | None = None
         self.position = self.first_unfinished() or 0
         self._opened_at = self._clock()
 
@@ -216,6 +222,11 @@ class AnnotationQueue:
         return None
 
     def progress(self) -> Progress:
+        if self._progress is None:
+            self._progress = self._count_progress()
+        return self._progress
+
+    def _count_progress(self) -> Progress:
         done = flagged = skipped = 0
         times: list[tuple[float, float]] = []
         for trace in self.traces:
@@ -382,6 +393,9 @@ class AnnotationQueue:
         work = replace(work, session_id=session_id, annotator=self.annotator,
                        updated_at=time.time())
         self.store.save_work(work)
+        before = self._work.get(self.traces[index].key)
+        if before is None or before.status != work.status:
+            self._progress = None
         self._work[self.traces[index].key] = work
 
 

@@ -86,6 +86,12 @@ class AnnotateScreen(BbmScreen):
         self.suggestions: list[Suggestion] | None = None
         self._lock = asyncio.Lock()
         self._shown_key = ""
+        # What each thought widget shows now (state, highlighted word): a key repaints only
+        # the thoughts whose state changed, not the whole trace.
+        self._painted: list[tuple[str, str] | None] = []
+        self._question_word: str | None = None
+        self._painted_question = False
+        self._thought_widgets: list[Static] = []
 
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title-bar")
@@ -113,7 +119,8 @@ class AnnotateScreen(BbmScreen):
             self._shown_key = trace.key
             self.suggestions = None
             await self._rebuild_thoughts()
-        self._show_question()
+        if self._question_word != self.word or not self._painted_question:
+            self._show_question()
         self._update_thoughts()
         self._show_facts()
 
@@ -121,26 +128,30 @@ class AnnotateScreen(BbmScreen):
         pane = self.query_one("#a-thoughts", ThoughtsPane)
         await pane.remove_children()
         steps = self.queue.current.row.steps
-        await pane.mount_all(Static(classes="a-thought") for _ in steps)
+        self._thought_widgets = [Static(classes="a-thought") for _ in steps]
+        await pane.mount_all(self._thought_widgets)
+        self._painted = [None] * len(steps)
+        self._painted_question = False
         pane.scroll_home(animate=False)
 
     def _update_thoughts(self) -> None:
         queue = self.queue
         steps = queue.current.row.steps
         judged = queue.judged
-        current = None
-        for index, (widget, text) in enumerate(zip(
-                self.query("#a-thoughts .a-thought").results(Static), steps, strict=False)):
+        for index, (widget, text) in enumerate(zip(self._thought_widgets, steps, strict=False)):
             state = thought_state(judged, index, len(steps))
+            if self._painted[index] == (state, self.word):
+                continue
+            self._painted[index] = (state, self.word)
             widget.update(thought_content(index + 1, text, state, self.word))
             widget.set_class(state == "current", "-current")
             widget.set_class(state == "mistake", "-mistake")
             if state == "current":
-                current = widget
-        if current is not None:
-            current.scroll_visible(animate=False)
+                widget.scroll_visible(animate=False)
 
     def _show_question(self) -> None:
+        self._question_word = self.word
+        self._painted_question = True
         trace = self.queue.current
         self.query_one("#a-question", Static).update(
             highlighted(question_text(trace), self.word))
