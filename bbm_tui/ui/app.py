@@ -87,6 +87,10 @@ _WORKER_TITLES = {
     "_find": "Mistake finding failed",
     "_load_finder": "Reading the finder runs failed",
     "_load_gold": "Reading the gold label failed",
+    "_export": "Exporting failed",
+    "_show_queue": "Opening the queue failed",
+    "_read_queue": "Reading the files failed",
+    "_run_action": "Saving the annotation failed",
 }
 
 
@@ -495,6 +499,42 @@ class BbmApp(App[int]):
             return
         self.open_queue(AnnotateRequest(request.annotator, traces))
 
+    async def action_export(self) -> None:
+        """From the palette: every session's labels to a file, as `bbm-tui export` writes it."""
+        from bbm_tui.core.annotation.export import FORMATS
+        from bbm_tui.ui.screens.annotate_dialogs import ExportDialog, ExportRequest
+
+        if self.store_error is not None:
+            return
+
+        def chosen(request: ExportRequest | None) -> None:
+            if request is not None:
+                self._export(request.fmt, Path(request.path).expanduser())
+
+        await self.push_screen(ExportDialog(FORMATS), chosen)
+
+    @work(thread=True, group="export", exit_on_error=False)
+    def _export(self, fmt: str, path: Path) -> None:
+        from bbm_tui.core.annotation.export import export_file
+        from bbm_tui.core.dataset import DatasetError
+
+        store = self.store
+        if store is None:
+            return
+        try:
+            result = export_file(store, fmt, path)
+        except DatasetError as error:  # refused: the message names the file and why
+            self.call_from_thread(self.notify, str(error), title="Not exported",
+                                  severity="error", markup=False, timeout=10)
+            return
+        except OSError as error:
+            self.call_from_thread(self.notify, f"{path}: cannot write: {error.strerror}",
+                                  title="Not exported", severity="error", markup=False)
+            return
+        note = f" ({result.skipped} unlabelled left out)" if result.skipped else ""
+        self.call_from_thread(self.notify, f"{result.written} written to {path}{note}",
+                              title="Exported", markup=False)
+
     def action_adjudicate(self) -> None:
         if self.store_error is None:
             self.open_queue(AnnotateRequest("", adjudicate=True))
@@ -584,6 +624,8 @@ class BbmApp(App[int]):
                             "protocol, as one annotator", self.action_annotate)
         yield SystemCommand("Adjudicate", "Settle the traces the annotators disagree on",
                             self.action_adjudicate)
+        yield SystemCommand("Export labels", "Every session's labels to a file (JSONL, "
+                            "ProcessBench, PRM800K, Markdown, CSV)", self.action_export)
         if _is_trace_screen(screen):
             screen = cast("TraceScreen", screen)
             yield SystemCommand("Step once", "Generate the next thought", screen.action_step)

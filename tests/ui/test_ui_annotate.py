@@ -178,3 +178,26 @@ async def test_open_a_queue_from_the_palette(tmp_path: Path) -> None:
         assert app.screen.queue.annotator == "carol" and len(app.screen.queue.traces) == 2
         assert json.loads(path.read_text().splitlines()[0])["input"] == \
             app.screen.queue.current.row.input
+
+
+async def test_export_from_the_palette(tmp_path: Path, store: Store) -> None:
+    path = queue_file(tmp_path, 1)
+    out = tmp_path / "labels.csv"
+    app = annotate_app(path, "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        await keys(pilot, "x", "enter")
+        for attempt in range(2):  # the second time, the file exists: refused, left as it was
+            await app.action_export()
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "ExportDialog")
+            app.screen.query_one("#export-format").value = "csv"
+            app.screen.query_one("#export-path").value = str(out)
+            app.screen.query_one("#export-path").focus()
+            await pilot.press("enter")
+            await settle(pilot)
+            if attempt == 0:
+                first = out.read_bytes()
+    lines = first.decode().splitlines()
+    assert lines[0].startswith("session_id,name,task,annotator")
+    assert ",alice,labelled,0," in lines[1]
+    assert out.read_bytes() == first

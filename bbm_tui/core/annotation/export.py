@@ -307,6 +307,22 @@ def _md_code(text: str) -> str:
     return one_line(text).replace("`", "'") or " "
 
 
+def export_file(store: Store, fmt: str, out_path: Path, *,
+                session_ids: Sequence[int] | None = None, force: bool = False) -> ExportResult:
+    """What `bbm-tui export` does, for the app: the same refusals (the store, a database, a
+    special file, an existing file unless `force`: OutputFileError), then the file written
+    whole."""
+    from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
+
+    check_output_path(out_path, store_path=store.path)
+    check_not_a_database(out_path)
+    if not force:
+        check_not_replacing(out_path)
+    if fmt == "csv":
+        return export_csv(store, session_ids, out_path)
+    return export(load_traces(store, session_ids), out_path, fmt)
+
+
 # ---------------------------------------------------------------------------- csv
 
 CSV_COLUMNS = ("session_id", "name", "task", "annotator", "status", "mistake_index",

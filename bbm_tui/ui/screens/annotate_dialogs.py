@@ -1,5 +1,5 @@
 """The annotation screens' dialogs: a flag's reason and note, a word to highlight, the task's
-guidelines, and opening a queue from the palette."""
+guidelines, and, from the palette, opening a queue and exporting the labels."""
 
 from __future__ import annotations
 
@@ -144,3 +144,43 @@ def guidelines_text(task: str) -> str | None:
         return path.read_text(encoding="utf-8")
     except OSError:
         return None
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    fmt: str
+    path: str
+
+
+class ExportDialog(Dialog[ExportRequest | None]):
+    """From the palette: every session's labels to a file, in a format `bbm-tui export` knows."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel", id="export_cancel"),
+    ]
+
+    def __init__(self, formats: tuple[str, ...]) -> None:
+        super().__init__()
+        self._formats = formats
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="export-dialog", classes="dialog"):
+            yield Static(styled("Export every session's labels", "bold"),
+                         classes="dialog-title")
+            yield Input(value="jsonl", placeholder=" | ".join(self._formats), id="export-format")
+            yield Input(placeholder="OUT file (an existing one is never replaced here)",
+                        id="export-path")
+            yield Static(styled(f"formats: {', '.join(self._formats)} · enter to export · "
+                                "esc to cancel", MUTED), classes="dialog-hint")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        fmt = self.query_one("#export-format", Input).value.strip()
+        path = self.query_one("#export-path", Input).value.strip()
+        if fmt not in self._formats or not path:
+            self.notify(f"Choose a format ({', '.join(self._formats)}) and a file.",
+                        severity="warning", markup=False)
+            return
+        self.dismiss(ExportRequest(fmt, path))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
