@@ -245,3 +245,31 @@ def _gold_round_trip(tmp_path: Path, per_task: int | None) -> None:
 def test_gold_labels_round_trip_all_2186_traces(tmp_path: Path) -> None:
     # About 3 s here (33,303 judgements, each committed): not marked slow.
     _gold_round_trip(tmp_path, None)
+
+
+def test_annotate_command_refuses_bad_input_before_the_app(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "word_sorting.jsonl"
+    bad.write_text(bundled_path("word_sorting").read_text().splitlines()[0] + "\n[1, 2]\n")
+    assert main(["annotate", str(bad), "--annotator", "alice"]) == 2
+    assert f"{bad}:2: expected a JSON object" in capsys.readouterr().err
+    (tmp_path / "good").mkdir()
+    good = small_file(tmp_path / "good")
+    assert main(["annotate", str(good), "--annotator", ADJUDICATOR]) == 2
+    assert "not a name an annotator can have" in capsys.readouterr().err
+    missing = tmp_path / "alice.jsonl"
+    assert main(["annotate", str(missing), "--task", "word_sorting", "--annotator", "bob"]) == 2
+    assert f"{missing}: no such file" in capsys.readouterr().err
+
+
+def test_agreement_text_report_over_the_store(tmp_path: Path, capsys) -> None:
+    path = small_file(tmp_path, 2)
+    with Store.open() as store:
+        for name, labels in (("alice", [1, None]), ("bob", [1, 2])):
+            queue = AnnotationQueue(store, name, read_queue_file(path))
+            for label in labels:
+                label_as(queue, label)
+    assert main(["agreement"]) == 0
+    out = capsys.readouterr().out
+    assert "traces labelled by two or more: 2" in out
+    assert "Cohen's kappa alice / bob" in out
+    assert "alpha, word_sorting:" in out and "(paper: 0.979)" in out

@@ -570,7 +570,9 @@ class BbmApp(App[int]):
         if isinstance(self.screen, HelpScreen):
             return
         name = {"TraceScreen": "the main screen", "NewSessionScreen": "the new-session screen",
-                "SessionsScreen": "the sessions screen"}.get(type(self.screen).__name__,
+                "SessionsScreen": "the sessions screen",
+                "AnnotateScreen": "the annotation queue",
+                "AdjudicateScreen": "the adjudication screen"}.get(type(self.screen).__name__,
                                                              "this screen")
         self.push_screen(HelpScreen(self.help_rows(), f"Keys on {name}"))
 
