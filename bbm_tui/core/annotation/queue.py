@@ -4,7 +4,7 @@ dataset-format files with the paper's protocol (protocol.py).
 A queued trace becomes a session (source "annotate") the first time anyone works on it, found
 again by its content (`trace_key`: the question and the steps), so two annotators of one file
 label the same sessions, and quitting and reopening the file resumes where each left off. Each
-annotator's judgements, status, time and flags are committed on every action (store v5,
+annotator's judgements, status, time and flags are committed on every action (store v6,
 `annotation_work`); a submitted trace's label goes to `labels` with the annotator and whether
 a suggestion was seen first.
 

@@ -151,7 +151,7 @@ class StoredCandidate:
 
 @dataclass(frozen=True)
 class QueueWork:
-    """One annotator's work on one queued trace (store v5, `annotation_work`): the thoughts
+    """One annotator's work on one queued trace (store v6, `annotation_work`): the thoughts
     judged in order ('+' correct, '-' incorrect), where it stands (a WorkStatus), the flag's
     reason and note, the seconds spent on it and whether a suggestion was seen."""
 

@@ -592,7 +592,7 @@ class Store:
         )
         return [_label(row) for row in rows]
 
-    # -- annotation queues (v5)
+    # -- annotation queues (v6)
 
     def queue_links(self) -> dict[str, int]:
         """Every queued trace's key and its session (one query: a queue over 10^4 traces
