@@ -237,8 +237,11 @@ def _gold_round_trip(tmp_path: Path, per_task: int | None) -> None:
         out = tmp_path / "out.jsonl"
         result = export(load_traces(store, None), out, "jsonl")
     original = [json.loads(line) for path in files for line in path.read_text().splitlines()]
+    tasks = [path.stem for path in files for _ in path.read_text().splitlines()]
     exported = [json.loads(line) for line in out.read_text().splitlines()]
     assert result.written == len(original)
+    # The export names each row's task (a key the dataset's files do not carry).
+    assert [row.pop("task", task) for row, task in zip(exported, tasks, strict=True)] == tasks
     assert [meaning(row) for row in exported] == [meaning(row) for row in original]
 
 
