@@ -103,6 +103,12 @@ class AnnotateRequest:
     traces: list[QueuedTrace] = field(default_factory=list)
     adjudicate: bool = False
 
+    def __repr__(self) -> str:
+        # Short: a worker's description is built from its arguments' reprs, and the default
+        # one of 10^4 traces took over a second (bench/annotate_queue.py).
+        what = "adjudicate" if self.adjudicate else f"{len(self.traces)} traces"
+        return f"AnnotateRequest({self.annotator!r}, {what})"
+
 
 class SplashScreen(Screen[None]):
     """The bottom screen while a session given on the command line opens."""
