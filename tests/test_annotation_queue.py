@@ -276,3 +276,19 @@ def test_agreement_text_report_over_the_store(tmp_path: Path, capsys) -> None:
     assert "traces labelled by two or more: 2" in out
     assert "Cohen's kappa alice / bob" in out
     assert "alpha, word_sorting:" in out and "(paper: 0.979)" in out
+
+
+def test_undo_unflags_and_a_flag_note_is_kept_as_text_in_the_csv(tmp_path: Path) -> None:
+    path = small_file(tmp_path, 2)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path))
+        queue.flag(FlagReason.UNSURE, "=HYPERLINK(\"x\")")
+        queue.go_to(0)
+        assert queue.status == WorkStatus.FLAGGED and queue.unlocked is None
+        export_csv(store, None, tmp_path / "flags.csv")
+        rows = list(csv.DictReader((tmp_path / "flags.csv").open()))
+        assert [(row["status"], row["flag_reason"], row["note"]) for row in rows] == [
+            ("flagged", "unsure", "'=HYPERLINK(\"x\")")]
+        assert queue.undo()
+        assert queue.status == WorkStatus.OPEN and queue.unlocked == 0
+        assert store.queue_work("alice")[queue.session_id(0)].flag_reason is None
