@@ -104,15 +104,42 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.add_argument("--json", action="store_true", help="one JSON object per line")
 
     export = commands.add_parser(
-        "export", help="export sessions: dataset JSONL, ProcessBench, PRM800K or Markdown",
+        "export", help="export sessions: dataset JSONL, ProcessBench, PRM800K, Markdown, or a CSV "
+        "of every annotator's labels",
     )
     export.add_argument("--session", type=int, nargs="+", metavar="ID",
                         help="the sessions to export (default: all)")
-    export.add_argument("--format", choices=("jsonl", "processbench", "prm800k", "markdown"),
+    export.add_argument("--format",
+                        choices=("jsonl", "processbench", "prm800k", "markdown", "csv"),
                         default="jsonl")
     export.add_argument("--out", type=Path, required=True, metavar="FILE")
     export.add_argument("--force", action="store_true",
                         help="replace FILE if it exists (never the session store)")
+
+    annotate = commands.add_parser(
+        "annotate", help="label dataset-format files with the paper's protocol, as one "
+        "annotator (resumes where they left off)",
+    )
+    annotate.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
+    annotate.add_argument("--annotator", required=True, metavar="NAME",
+                          help="who is labelling (labels are kept per annotator)")
+    annotate.add_argument("--task", help="the task of every file (else from each file's name)")
+    commands.add_parser(
+        "adjudicate", help="settle the traces the annotators disagree on (in the app)")
+    agreement = commands.add_parser(
+        "agreement", help="agreement between annotators: Krippendorff's alpha, Cohen's kappa, "
+        "agreement with gold; --consensus writes the majority's labels",
+        description="Over the store's labels, or over FILES (dataset format, one per "
+        "annotator, each annotator named by the file's name).",
+    )
+    agreement.add_argument("files", type=Path, nargs="*", metavar="FILE.jsonl")
+    agreement.add_argument("--gold", type=Path, metavar="FILE.jsonl",
+                           help="gold labels (default: the bundled dataset's, for its traces)")
+    agreement.add_argument("--json", action="store_true", help="print one JSON object")
+    agreement.add_argument("--consensus", type=Path, metavar="OUT.jsonl",
+                           help="write every trace with the majority's label (adjudicated "
+                           "first, over the store); a tie is left unlabelled")
+    agreement.add_argument("--force", action="store_true", help="replace OUT if it exists")
 
     importer = commands.add_parser(
         "import", help="make sessions of dataset-format rows, to label them in the app",
@@ -161,6 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return backtrack_command(args)
         if args.command == "verify":
             return verify_command(args)
+        if args.command == "annotate":
+            return annotate_command(args)
+        if args.command == "adjudicate":
+            return adjudicate_command(args)
+        if args.command == "agreement":
+            return agreement_command(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -182,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return EXIT_USAGE
 
 
-def _open_app(args: argparse.Namespace) -> int:
+def _open_app(args: argparse.Namespace, annotate: Any = None) -> int:
     config = _load_config_or_none(args)
     if config is None:
         return EXIT_USAGE
@@ -207,8 +240,37 @@ def _open_app(args: argparse.Namespace) -> int:
     # Typed next to --session, these win over that session's own settings (resumed_spec).
     given = frozenset(name for name in ("model", "api_base", "mode")
                       if getattr(args, name) is not None)
+    if annotate is not None:
+        return run_app(config, annotate=annotate)
     return run_app(config, task=args.task, question=args.question, session_id=args.session,
                    model_given=given)
+
+
+def annotate_command(args: argparse.Namespace) -> int:
+    """Read the files first (a bad line is named here, on stderr), then open the queue."""
+    from bbm_tui.core.annotation.queue import read_queue_file
+    from bbm_tui.core.dataset import DatasetError
+    from bbm_tui.core.tasks import UnknownTaskError
+    from bbm_tui.core.types import ADJUDICATOR
+
+    annotator = " ".join(args.annotator.split())
+    if not annotator or annotator == ADJUDICATOR:
+        return fail(f"--annotator: {args.annotator!r} is not a name an annotator can have",
+                    EXIT_USAGE)
+    try:
+        _check_task(args.task)
+        traces = [trace for path in args.files for trace in read_queue_file(path, args.task)]
+    except (DatasetError, UnknownTaskError) as error:
+        return fail(str(error), EXIT_USAGE)
+    from bbm_tui.ui.app import AnnotateRequest
+
+    return _open_app(args, AnnotateRequest(annotator, traces))
+
+
+def adjudicate_command(args: argparse.Namespace) -> int:
+    from bbm_tui.ui.app import AnnotateRequest
+
+    return _open_app(args, AnnotateRequest("", adjudicate=True))
 
 
 def _tolerate_bad_terminal_input() -> None:
@@ -971,7 +1033,12 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from bbm_tui.core.annotation.export import check_not_a_database, export, load_traces
+    from bbm_tui.core.annotation.export import (
+        check_not_a_database,
+        export,
+        export_csv,
+        load_traces,
+    )
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
     from bbm_tui.core.store import StoreError, default_path
@@ -988,11 +1055,17 @@ def export_command(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     try:
         with store:
-            traces = load_traces(store, args.session)
+            if args.format == "csv":
+                result = export_csv(store, args.session, args.out)
+            else:
+                traces = load_traces(store, args.session)
     except StoreError as error:
         return fail(str(error))
+    except OSError as error:
+        return fail(f"{args.out}: cannot write: {error.strerror}")
     try:
-        result = export(traces, args.out, args.format)
+        if args.format != "csv":
+            result = export(traces, args.out, args.format)
     except OSError as error:
         return fail(f"{args.out}: cannot write: {error.strerror}")
     notes = []
@@ -1005,6 +1078,73 @@ def export_command(args: argparse.Namespace) -> int:
     note = f" ({'; '.join(notes)})" if notes else ""
     print(f"{_traces(result.written)} written to {args.out}{note}", file=sys.stderr)
     return EXIT_OK
+
+
+def agreement_command(args: argparse.Namespace) -> int:
+    import json
+
+    from bbm_tui.core.annotation import report
+    from bbm_tui.core.dataset import DatasetError
+    from bbm_tui.core.store import StoreError
+
+    try:
+        if args.consensus is not None:
+            _check_replaced_output(args.consensus, args.force, inputs=args.files)
+        if args.files:
+            data = report.from_files(args.files, args.gold)
+        else:
+            store = _open_store()
+            if store is None:
+                return EXIT_FAILURE
+            with store:
+                data = report.from_store(store)
+    except DatasetError as error:
+        return fail(str(error), EXIT_USAGE)
+    except StoreError as error:
+        return fail(str(error))
+    result = report.report_json(data)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_agreement(result, len(data.labels))
+    if args.consensus is not None:
+        try:
+            labelled, unlabelled = report.write_consensus(data, args.consensus)
+        except OSError as error:
+            return fail(f"{args.consensus}: cannot write: {error.strerror}")
+        note = f", {unlabelled} without a majority (unlabelled)" if unlabelled else ""
+        print(f"{labelled} traces with the consensus label written to {args.consensus}{note}",
+              file=sys.stderr)
+    return EXIT_OK
+
+
+def _check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
+    """What every file written whole is checked for: not the store, an input, a database, a
+    special file; not an existing file unless --force."""
+    from bbm_tui.core.annotation.export import check_not_a_database
+    from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
+    from bbm_tui.core.store import default_path
+
+    check_output_path(path, store_path=default_path(), inputs=inputs)
+    check_not_a_database(path)
+    if not force:
+        check_not_replacing(path)
+
+
+def _print_agreement(result: dict, annotators: int) -> None:
+    def figure(value: float | None, digits: int = 3) -> str:
+        return "—" if value is None else f"{value:.{digits}f}"
+
+    print(f"annotators: {annotators}; traces labelled by two or more: {result['n']}")
+    print(f"Krippendorff's alpha (nominal): {figure(result['krippendorff_alpha'])}")
+    for pair, kappa in result["cohen_kappa"].items():
+        print(f"Cohen's kappa {pair.replace('|', ' / ')}: {figure(kappa)}")
+    for name, percent in result["gold_agreement"].items():
+        print(f"agreement with gold, {name}: "
+              + ("—" if percent is None else f"{percent:.1f}%"))
+    for task, figures in result.get("per_task", {}).items():
+        print(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
+              f"(paper: {figure(figures['paper_krippendorff_alpha'])})")
 
 
 def import_command(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the backtracking shot drives the tests' local model server
 SIZE = (120, 36)
 SHOTS = ("new-session", "streaming", "flagged", "flagged-80x24", "finder", "sessions",
-         "backtrack", "backtracked")
+         "backtrack", "backtracked", "annotate", "adjudicate")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -230,6 +230,64 @@ async def sessions(out: Path) -> None:
         app.save_screenshot("sessions.svg", str(out))
 
 
+def _queue_file(folder: Path, task: str, count: int) -> Path:
+    from bbm_tui.core.dataset import bundled_rows
+
+    path = folder / f"{task}.jsonl"
+    path.write_text("".join(row.to_line() + "\n" for row in bundled_rows(task)[:count]))
+    return path
+
+
+async def annotate(out: Path) -> None:
+    """The queue: one trace submitted (its gold on the left), the next half judged, a word
+    highlighted."""
+    from bbm_tui.core.annotation.queue import read_queue_file
+    from bbm_tui.ui.app import AnnotateRequest, BbmApp
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = _queue_file(Path(folder), "word_sorting", 20)
+        app = BbmApp(warm_up=False, wall_clock=False,
+                     annotate=AnnotateRequest("alice", read_queue_file(path)))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "AnnotateScreen")
+            for key in ("c", "x", "enter", "c", "c"):
+                await pilot.press(key)
+                await app.workers.wait_for_complete()
+            await pilot.press("slash")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "HighlightDialog")
+            await pilot.press(*"holden", "enter")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "AnnotateScreen")
+            await app.workers.wait_for_complete()
+            still(pilot)
+            await pilot.pause()
+            app.save_screenshot("annotate.svg", str(out))
+
+
+async def adjudicate(out: Path) -> None:
+    """Two annotators apart on a trace: their first mistakes side by side."""
+    from bbm_tui.core.annotation import protocol
+    from bbm_tui.core.annotation.queue import AnnotationQueue, read_queue_file
+    from bbm_tui.core.store import Store
+    from bbm_tui.ui.app import AnnotateRequest, BbmApp
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = _queue_file(Path(folder), "multistep_arithmetic", 1)
+        with Store.open() as store:
+            for name, label in (("alice", 1), ("bob", 2), ("carol", None)):
+                queue = AnnotationQueue(store, name, read_queue_file(path))
+                for mark in protocol.judged_for(label, len(queue.current.row.steps)):
+                    queue.judge(mark == protocol.CORRECT)
+                queue.submit()
+    app = BbmApp(warm_up=False, wall_clock=False, annotate=AnnotateRequest("", adjudicate=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "AdjudicateScreen"
+                       and bool(app.screen.query(".a-thought")))
+        await app.workers.wait_for_complete()
+        still(pilot)
+        await pilot.pause()
+        app.save_screenshot("adjudicate.svg", str(out))
+
+
 def preserve_spaces(svg: Path) -> None:
     """Keep the indents when the SVG is drawn by librsvg (rsvg-convert), which otherwise drops
     the leading no-break spaces of each text run; browsers draw it the same either way."""
@@ -242,7 +300,8 @@ def preserve_spaces(svg: Path) -> None:
 
 async def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for shot in (new_session, streaming, flagged, flagged_small, finder, sessions, backtrack):
+    for shot in (new_session, streaming, flagged, flagged_small, finder, sessions, backtrack,
+                 annotate, adjudicate):
         await shot(out)
         print(f"{shot.__name__}: done", file=sys.stderr)
     for name in SHOTS:

@@ -50,7 +50,10 @@ def test_processbench_and_prm800k_labels(tmp_path: Path) -> None:
         ratings = [step["completions"][0]["rating"] for step in rated["label"]["steps"]]
         if row.mistake_index is None:
             assert ratings == [1] * len(row.steps)
-            assert rated["label"]["finish_reason"] == "solution"
+            # PRM800K's "solution" means the answer is right; no wrong step and a wrong
+            # answer (19 arithmetic labels) is "give_up".
+            expected = "solution" if row.answer.strip() == row.target else "give_up"
+            assert rated["label"]["finish_reason"] == expected
         else:
             assert ratings == [1] * row.mistake_index + [-1]
             assert rated["label"]["finish_reason"] == "found_error"

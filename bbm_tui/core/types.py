@@ -25,6 +25,9 @@ DEFAULT_STEP_TIMEOUT_S = 300.0
 DEFAULT_STEP_LIMIT = 160
 # Who labels, when nobody said: the app's own user.
 DEFAULT_ANNOTATOR = "me"
+# Whose label settles a trace the annotators disagree on (docs/DESIGN.md §11); the parentheses
+# keep it apart from any annotator's name (`--annotator` refuses them).
+ADJUDICATOR = "(adjudicated)"
 # A finder's answer is short; CoT reasoning runs to a few hundred tokens.
 DEFAULT_FINDER_MAX_TOKENS = 2048
 # What one call's usage may sanely say; anything else (2**64, 1e23, negative, NaN, a string)
@@ -67,6 +70,22 @@ class SessionSource(StrEnum):
     RUN = "run"
     IMPORT = "import"
     ANNOTATE = "annotate"
+
+
+class WorkStatus(StrEnum):
+    """Where one annotator stands on one trace of a queue."""
+
+    OPEN = "open"  # not submitted yet (thoughts may be judged already)
+    DONE = "done"  # submitted: the label is in the store
+    SKIPPED = "skipped"  # put off: the queue comes back to it when nothing else is left
+    FLAGGED = "flagged"  # set aside with a reason and a note, not labelled
+
+
+class FlagReason(StrEnum):
+    """Why an annotator set a trace aside."""
+
+    BAD_PROBLEM = "bad problem"  # the question or target is wrong or unreadable
+    UNSURE = "unsure"  # the annotator cannot decide
 
 
 class CallPurpose(StrEnum):

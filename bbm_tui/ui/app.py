@@ -15,7 +15,7 @@ import contextlib
 import signal
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -44,6 +44,7 @@ from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, styled
 
 if TYPE_CHECKING:
+    from bbm_tui.core.annotation.queue import QueuedTrace
     from bbm_tui.core.store import Store, Totals
     from bbm_tui.core.trace.session import TraceSession
     from bbm_tui.ui.dialogs import KeyHelp
@@ -60,6 +61,12 @@ def _is_trace_screen(screen: object) -> bool:
     # Without importing the module: nothing can be one before it was imported.
     module = sys.modules.get("bbm_tui.ui.screens.trace")
     return module is not None and isinstance(screen, module.TraceScreen)
+
+
+def _is_home_screen(screen: object) -> bool:
+    """A screen the app stands on (Esc does not leave it): a trace, or a queue (annotation,
+    adjudication: their screens say so with `is_home`)."""
+    return _is_trace_screen(screen) or bool(getattr(screen, "is_home", False))
 
 EXIT_OK = 0
 EXIT_STORE_FAILED = 1
@@ -80,7 +87,27 @@ _WORKER_TITLES = {
     "_find": "Mistake finding failed",
     "_load_finder": "Reading the finder runs failed",
     "_load_gold": "Reading the gold label failed",
+    "_export": "Exporting failed",
+    "_show_queue": "Opening the queue failed",
+    "_read_queue": "Reading the files failed",
+    "_run_action": "Saving the annotation failed",
 }
+
+
+@dataclass(frozen=True)
+class AnnotateRequest:
+    """A queue to open at start: an annotator over traces read already (`bbm-tui annotate`),
+    or, with `adjudicate`, the traces the annotators disagree on."""
+
+    annotator: str
+    traces: list[QueuedTrace] = field(default_factory=list)
+    adjudicate: bool = False
+
+    def __repr__(self) -> str:
+        # Short: a worker's description is built from its arguments' reprs, and the default
+        # one of 10^4 traces took over a second (bench/annotate_queue.py).
+        what = "adjudicate" if self.adjudicate else f"{len(self.traces)} traces"
+        return f"AnnotateRequest({self.annotator!r}, {what})"
 
 
 class SplashScreen(Screen[None]):
@@ -117,6 +144,7 @@ class BbmApp(App[int]):
         store_path: Path | None = None,
         warm_up: bool = True,
         wall_clock: bool = True,
+        annotate: AnnotateRequest | None = None,
     ) -> None:
         super().__init__()
         self.config = config or Config()
@@ -136,11 +164,14 @@ class BbmApp(App[int]):
         self._model_given = model_given
         self._warm = warm_up
         self._early_signals: list[int] = []
+        # `bbm-tui annotate` (its files read already) or `bbm-tui adjudicate`.
+        self._start_annotate = annotate
 
     def get_default_screen(self) -> Screen:
         """The bottom screen: the new-session screen itself (no screen before it to pay
         for), or a line of text while a session given on the command line opens."""
-        if self._start_session is None and self._start_question is None:
+        if (self._start_session is None and self._start_question is None
+                and self._start_annotate is None):
             return NewSessionScreen(self.config, task=self._start_task)
         return SplashScreen()
 
@@ -161,7 +192,9 @@ class BbmApp(App[int]):
         # The store opens in a thread, after the first frame: nothing on it needs the store,
         # and the thread would compete with it for the interpreter.
         self.call_after_refresh(self._open_store)
-        if self._start_session is not None:
+        if self._start_annotate is not None:
+            self.open_queue(self._start_annotate)
+        elif self._start_session is not None:
             self.open_session(self._start_session, given=self._model_given)
         elif self._start_question is not None:
             self._show_question(self._start_task or "", self._start_question)
@@ -271,7 +304,7 @@ class BbmApp(App[int]):
         above it (sessions, a new session over a trace, dialogs) are ones Esc leaves."""
         stack = self.screen_stack
         for index in range(len(stack) - 1, -1, -1):
-            if _is_trace_screen(stack[index]):
+            if _is_home_screen(stack[index]):
                 return index
         return next((index for index, screen in enumerate(stack)
                      if isinstance(screen, NewSessionScreen)), 0)
@@ -410,6 +443,108 @@ class BbmApp(App[int]):
         else:
             self.switch_screen(NewSessionScreen(self.config, task=screen.trace.session.task))
 
+    # -- annotation queues (issue 12)
+
+    def open_queue(self, request: AnnotateRequest) -> None:
+        self._show_queue(request)
+
+    @work(exclusive=True, group="open", exit_on_error=False)
+    async def _show_queue(self, request: AnnotateRequest) -> None:
+        store = await self.wait_for_store()
+        if store is None:
+            return
+        if request.adjudicate:
+            from bbm_tui.core.annotation.adjudication import AdjudicationQueue
+            from bbm_tui.ui.screens.adjudicate import AdjudicateScreen
+
+            adjudication = await asyncio.to_thread(AdjudicationQueue.open, store)
+            if not adjudication.items:
+                self.notify("No trace to adjudicate: the annotators agree everywhere (or "
+                            "fewer than two labelled any trace).", markup=False, timeout=8)
+                if isinstance(self.screen, SplashScreen):
+                    await self.push_screen(NewSessionScreen(self.config))
+                return
+            await self._pop_to(1)
+            await self.push_screen(AdjudicateScreen(adjudication))
+            return
+        from bbm_tui.core.annotation.queue import AnnotationQueue
+        from bbm_tui.ui.screens.annotate import AnnotateScreen
+
+        queue = await asyncio.to_thread(AnnotationQueue, store, request.annotator,
+                                        request.traces)
+        await self._pop_to(1)
+        await self.push_screen(AnnotateScreen(queue))
+
+    async def action_annotate(self) -> None:
+        """From the palette: ask for the files and the annotator, read them, open the queue."""
+        from bbm_tui.ui.screens.annotate_dialogs import OpenQueueDialog, QueueRequest
+
+        if self.store_error is not None:
+            return
+
+        async def chosen(request: QueueRequest | None) -> None:
+            if request is not None:
+                self._read_queue(request)
+
+        from bbm_tui.core.types import DEFAULT_ANNOTATOR
+
+        await self.push_screen(OpenQueueDialog(DEFAULT_ANNOTATOR), chosen)
+
+    @work(exclusive=True, group="open", exit_on_error=False)
+    async def _read_queue(self, request) -> None:  # QueueRequest
+        from bbm_tui.core.annotation.queue import read_queue_file
+        from bbm_tui.core.dataset import DatasetError
+        from bbm_tui.core.tasks import UnknownTaskError
+
+        try:
+            traces = [trace for path in request.paths
+                      for trace in await asyncio.to_thread(read_queue_file, Path(path))]
+        except (DatasetError, UnknownTaskError) as error:
+            self.notify(str(error), title="Cannot annotate", severity="error", markup=False,
+                        timeout=10)
+            return
+        self.open_queue(AnnotateRequest(request.annotator, traces))
+
+    async def action_export(self) -> None:
+        """From the palette: every session's labels to a file, as `bbm-tui export` writes it."""
+        from bbm_tui.core.annotation.export import FORMATS
+        from bbm_tui.ui.screens.annotate_dialogs import ExportDialog, ExportRequest
+
+        if self.store_error is not None:
+            return
+
+        def chosen(request: ExportRequest | None) -> None:
+            if request is not None:
+                self._export(request.fmt, Path(request.path).expanduser())
+
+        await self.push_screen(ExportDialog(FORMATS), chosen)
+
+    @work(thread=True, group="export", exit_on_error=False)
+    def _export(self, fmt: str, path: Path) -> None:
+        from bbm_tui.core.annotation.export import export_file
+        from bbm_tui.core.dataset import DatasetError
+
+        store = self.store
+        if store is None:
+            return
+        try:
+            result = export_file(store, fmt, path)
+        except DatasetError as error:  # refused: the message names the file and why
+            self.call_from_thread(self.notify, str(error), title="Not exported",
+                                  severity="error", markup=False, timeout=10)
+            return
+        except OSError as error:
+            self.call_from_thread(self.notify, f"{path}: cannot write: {error.strerror}",
+                                  title="Not exported", severity="error", markup=False)
+            return
+        note = f" ({result.skipped} unlabelled left out)" if result.skipped else ""
+        self.call_from_thread(self.notify, f"{result.written} written to {path}{note}",
+                              title="Exported", markup=False)
+
+    def action_adjudicate(self) -> None:
+        if self.store_error is None:
+            self.open_queue(AnnotateRequest("", adjudicate=True))
+
     def session_renamed(self, session_id: int) -> None:
         for screen in self.screen_stack:
             if _is_trace_screen(screen) and screen.trace.id == session_id:  # type: ignore[attr-defined]
@@ -441,7 +576,9 @@ class BbmApp(App[int]):
         if isinstance(self.screen, HelpScreen):
             return
         name = {"TraceScreen": "the main screen", "NewSessionScreen": "the new-session screen",
-                "SessionsScreen": "the sessions screen"}.get(type(self.screen).__name__,
+                "SessionsScreen": "the sessions screen",
+                "AnnotateScreen": "the annotation queue",
+                "AdjudicateScreen": "the adjudication screen"}.get(type(self.screen).__name__,
                                                              "this screen")
         self.push_screen(HelpScreen(self.help_rows(), f"Keys on {name}"))
 
@@ -508,6 +645,12 @@ class BbmApp(App[int]):
         yield SystemCommand("Sessions", "Resume, rename or delete a saved session",
                             self.action_sessions)
         yield SystemCommand("Keys", "Every key on this screen", self.action_help)
+        yield SystemCommand("Annotate files", "Label dataset-format files with the paper's "
+                            "protocol, as one annotator", self.action_annotate)
+        yield SystemCommand("Adjudicate", "Settle the traces the annotators disagree on",
+                            self.action_adjudicate)
+        yield SystemCommand("Export labels", "Every session's labels to a file (JSONL, "
+                            "ProcessBench, PRM800K, Markdown, CSV)", self.action_export)
         if _is_trace_screen(screen):
             screen = cast("TraceScreen", screen)
             yield SystemCommand("Step once", "Generate the next thought", screen.action_step)
@@ -556,10 +699,11 @@ def run_app(
     question: int | None = None,
     session_id: int | None = None,
     model_given: frozenset[str] = frozenset(),
+    annotate: AnnotateRequest | None = None,
 ) -> int:
     """Run the app; the exit code is non-zero when the session store could not be opened."""
     app = BbmApp(config, task=task, question=question, session_id=session_id,
-                 model_given=model_given)
+                 model_given=model_given, annotate=annotate)
     with app.termination_signals_held():
         app.run()
     if app.store_error is not None:

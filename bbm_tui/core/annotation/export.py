@@ -6,7 +6,12 @@ Formats, one trace (the branch on show) per session:
 - `processbench`: ProcessBench rows, `label` = index of the first wrong step, -1 = none;
 - `prm800k`: PRM800K-style per-step ratings (1 before the first mistake, -1 at it, rating
   stops there, as PRM800K's labellers did);
-- `markdown`: for reading and sharing.
+- `markdown`: for reading and sharing;
+- `csv`: every annotator's label in force (and every flagged trace), with the time spent and
+  whether a suggestion was seen (`export_csv`).
+
+A session labelled through annotation queues (issue 12) exports the adjudicated label, else
+the majority's of its annotators (a tie: unlabelled, it waits for adjudication).
 
 Only labelled traces have a first-mistake label. An unlabelled one exports with no
 `mistake_index` key at all (jsonl: `null` would say "no mistake"), as "not labelled"
@@ -19,7 +24,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +35,9 @@ from bbm_tui.core.store import SQLITE_HEADER, Store
 from bbm_tui.core.tasks import get_task, is_correct
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import NewTrace, TraceSession
+from bbm_tui.core.types import DEFAULT_ANNOTATOR
 
-FORMATS = ("jsonl", "processbench", "prm800k", "markdown")
+FORMATS = ("jsonl", "processbench", "prm800k", "markdown", "csv")
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,10 @@ class LabelledTrace:
     target: str | None
     labelled: bool
     mistake_index: int | None  # 0-based; None with labelled=True means "no mistake"
+    created_at: float | None = None
+    # Seconds the annotators spent on it in queues (None: not labelled in a queue).
+    time_spent_s: float | None = None
+    labeler: str = "bbm-tui"
 
     @classmethod
     def of(cls, trace: TraceSession) -> LabelledTrace:
@@ -62,6 +73,7 @@ class LabelledTrace:
             target=trace.session.target,
             labelled=number is not None or trace.no_mistake,
             mistake_index=None if number is None else number - 1,
+            created_at=trace.session.created_at,
         )
 
     @property
@@ -77,10 +89,31 @@ class ExportResult:
 
 
 def load_traces(store: Store, session_ids: Sequence[int] | None) -> list[LabelledTrace]:
-    """The given sessions (all of them when None), oldest first."""
+    """The given sessions (all of them when None), oldest first. A session labelled by an
+    annotator other than the app's own user, or adjudicated, takes the consensus label."""
+    from bbm_tui.core.annotation.adjudication import consensus, store_labels
+
     if session_ids is None:
         session_ids = sorted(summary.session.id for summary in store.sessions())
-    return [LabelledTrace.of(TraceSession.load(store, session_id)) for session_id in session_ids]
+    labels = store_labels(store)
+    agreed = consensus(labels)
+    queued = {label.session_id for label in labels.labels
+              if label.annotator != DEFAULT_ANNOTATOR}
+    spent: dict[int, float] = {}
+    for work in store.all_queue_work():
+        spent[work.session_id] = spent.get(work.session_id, 0.0) + work.time_spent_s
+    traces = []
+    for session_id in session_ids:
+        trace = LabelledTrace.of(TraceSession.load(store, session_id))
+        if session_id in queued:
+            labeler = ", ".join(sorted({label.annotator for label in labels.labels
+                                        if label.session_id == session_id}))
+            trace = replace(trace, labelled=session_id in agreed,
+                            mistake_index=agreed.get(session_id), labeler=labeler)
+        if session_id in spent:
+            trace = replace(trace, time_spent_s=spent[session_id])
+        traces.append(trace)
+    return traces
 
 
 def check_not_a_database(path: Path) -> None:
@@ -100,7 +133,7 @@ def check_not_a_database(path: Path) -> None:
 
 
 def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportResult:
-    if fmt not in FORMATS:
+    if fmt not in FORMATS or fmt == "csv":
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     result = ExportResult()
     pieces: list[str] = []
@@ -153,6 +186,23 @@ def processbench_row(trace: LabelledTrace) -> dict[str, Any]:
     }
 
 
+def prm800k_finish_reason(trace: LabelledTrace) -> str:
+    """What PRM800K means by it: `found_error` at a step rated -1; `solution` only when every
+    step is right and the answer is correct; a trace with no wrong step that does not reach the
+    target (no answer, or a wrong one) is `give_up`, the labeller's way out in PRM800K."""
+    if trace.mistake_index is not None:
+        return "found_error"
+    return "solution" if trace.correct else "give_up"
+
+
+def _timestamp(seconds: float | None) -> str | None:
+    """PRM800K's timestamp form (ISO 8601, microseconds), in UTC."""
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None).isoformat(
+        timespec="microseconds")
+
+
 def prm800k_row(trace: LabelledTrace) -> dict[str, Any]:
     rated = trace.steps if trace.mistake_index is None else trace.steps[: trace.mistake_index + 1]
     steps = [
@@ -167,7 +217,8 @@ def prm800k_row(trace: LabelledTrace) -> dict[str, Any]:
         for index, text in enumerate(rated)
     ]
     return {
-        "labeler": "bbm-tui",
+        "labeler": trace.labeler,
+        "timestamp": _timestamp(trace.created_at),
         "is_quality_control_question": False,
         "is_initial_screening_question": False,
         "question": {
@@ -176,8 +227,10 @@ def prm800k_row(trace: LabelledTrace) -> dict[str, Any]:
         },
         "label": {
             "steps": steps,
-            "total_time": None,
-            "finish_reason": "solution" if trace.mistake_index is None else "found_error",
+            # PRM800K counts milliseconds.
+            "total_time": (None if trace.time_spent_s is None
+                           else round(trace.time_spent_s * 1000)),
+            "finish_reason": prm800k_finish_reason(trace),
         },
         "generation": None,
         "bbm_tui": {"task": trace.task, "model": trace.model, "session_id": trace.session_id},
@@ -252,6 +305,71 @@ def _md_code(text: str) -> str:
     """Text in a code span: one line (a newline could start a block), no backquote, never
     empty ("``" would be two backquotes, not an empty span)."""
     return one_line(text).replace("`", "'") or " "
+
+
+def export_file(store: Store, fmt: str, out_path: Path, *,
+                session_ids: Sequence[int] | None = None, force: bool = False) -> ExportResult:
+    """What `bbm-tui export` does, for the app: the same refusals (the store, a database, a
+    special file, an existing file unless `force`: OutputFileError), then the file written
+    whole."""
+    from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
+
+    check_output_path(out_path, store_path=store.path)
+    check_not_a_database(out_path)
+    if not force:
+        check_not_replacing(out_path)
+    if fmt == "csv":
+        return export_csv(store, session_ids, out_path)
+    return export(load_traces(store, session_ids), out_path, fmt)
+
+
+# ---------------------------------------------------------------------------- csv
+
+CSV_COLUMNS = ("session_id", "name", "task", "annotator", "status", "mistake_index",
+               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note")
+
+
+def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) -> ExportResult:
+    """One row per annotator's label in force (the adjudicated ones under "(adjudicated)"),
+    and one per flagged trace: `mistake_index` empty means "no mistake" on a labelled row."""
+    import csv
+
+    wanted = None if session_ids is None else set(session_ids)
+    work = {(item.session_id, item.annotator): item for item in store.all_queue_work()}
+    sessions = {summary.session.id: summary.session for summary in store.sessions()}
+    rows: list[list[object]] = []
+    for label in store.annotator_labels():
+        if wanted is not None and label.session_id not in wanted:
+            continue
+        session = sessions[label.session_id]
+        done = work.get((label.session_id, label.annotator))
+        rows.append([
+            label.session_id, session.name, session.task, label.annotator, "labelled",
+            "" if label.mistake_index is None else label.mistake_index,
+            "" if done is None else f"{done.time_spent_s:.1f}", int(label.assisted),
+            _timestamp(label.created_at), "", "",
+        ])
+    for (session_id, annotator), item in sorted(work.items()):
+        if item.status != "flagged" or (wanted is not None and session_id not in wanted):
+            continue
+        session = sessions[session_id]
+        rows.append([session_id, session.name, session.task, annotator, "flagged", "",
+                     f"{item.time_spent_s:.1f}", int(item.assisted),
+                     _timestamp(item.updated_at), item.flag_reason or "", item.note or ""])
+    with replacing(out_path) as out:
+        writer = csv.writer(out)
+        writer.writerow(CSV_COLUMNS)
+        writer.writerows([[_csv_cell(value) for value in row] for row in rows])
+    return ExportResult(written=len(rows))
+
+
+def _csv_cell(value: object) -> object:
+    """Text a spreadsheet would run as a formula (=, +, -, @ first) is kept as text."""
+    if isinstance(value, str):
+        value = one_line(value) if value else value
+        if value[:1] in ("=", "+", "-", "@"):
+            return "'" + value
+    return value
 
 
 # ---------------------------------------------------------------------------- import

@@ -13,9 +13,11 @@ from bbm_tui.core.store.files import (
     system_error,
 )
 from bbm_tui.core.store.records import (
+    AnnotatorLabel,
     FinderRun,
     FinderVerdict,
     Label,
+    QueueWork,
     Session,
     SessionSummary,
     Step,
@@ -33,9 +35,11 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "SQLITE_HEADER",
+    "AnnotatorLabel",
     "FinderRun",
     "FinderVerdict",
     "Label",
+    "QueueWork",
     "Session",
     "SessionDeleted",
     "SessionSummary",

@@ -147,3 +147,32 @@ class StoredCandidate:
     dropped: bool
     step_id: int | None
     created_at: float
+
+
+@dataclass(frozen=True)
+class QueueWork:
+    """One annotator's work on one queued trace (store v6, `annotation_work`): the thoughts
+    judged in order ('+' correct, '-' incorrect), where it stands (a WorkStatus), the flag's
+    reason and note, the seconds spent on it and whether a suggestion was seen."""
+
+    session_id: int
+    annotator: str
+    judged: str = ""
+    status: str = "open"
+    flag_reason: str | None = None
+    note: str | None = None
+    time_spent_s: float = 0.0
+    assisted: bool = False
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class AnnotatorLabel:
+    """An annotator's label in force on a session, as agreement reads it: the 0-based index
+    of the first mistake, or None for "no mistake"."""
+
+    session_id: int
+    annotator: str
+    mistake_index: int | None
+    assisted: bool
+    created_at: float

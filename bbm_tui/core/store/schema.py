@@ -146,6 +146,35 @@ MIGRATIONS: list[str] = [
     CREATE INDEX sessions_by_updated ON sessions(updated_at, id);
     CREATE INDEX labels_in_force ON labels(session_id, undone, id);
     """,
+    # 6: annotation queues (docs/DESIGN.md §11). A trace of a queued file is a session made
+    # the first time someone works on it, found again by the trace's content (`trace_key`), so
+    # every annotator of a file, and a file renamed or reordered, reach the same session; whether
+    # the file carried a gold label (a row without `mistake_index` has none). Each annotator's
+    # work on it: the thoughts judged so far in order ('+' correct, '-' incorrect), whether it
+    # was submitted, skipped or flagged (with a reason and a note), the seconds spent, and
+    # whether a suggestion was seen.
+    """
+    CREATE TABLE queue_items (
+        id INTEGER PRIMARY KEY,
+        trace_key TEXT NOT NULL UNIQUE,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        has_gold INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX queue_items_by_session ON queue_items(session_id);
+    CREATE TABLE annotation_work (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        annotator TEXT NOT NULL,
+        judged TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL DEFAULT 'open',
+        flag_reason TEXT,
+        note TEXT,
+        time_spent_s REAL NOT NULL DEFAULT 0,
+        assisted INTEGER NOT NULL DEFAULT 0,
+        updated_at REAL NOT NULL,
+        UNIQUE (session_id, annotator)
+    );
+    """,
 ]
 
 

@@ -34,9 +34,11 @@ from bbm_tui.core.store.files import (
     system_error,
 )
 from bbm_tui.core.store.records import (
+    AnnotatorLabel,
     FinderRun,
     FinderVerdict,
     Label,
+    QueueWork,
     Session,
     SessionSummary,
     Step,
@@ -590,6 +592,101 @@ class Store:
         )
         return [_label(row) for row in rows]
 
+    # -- annotation queues (v6)
+
+    def queue_links(self) -> dict[str, int]:
+        """Every queued trace's key and its session (one query: a queue over 10^4 traces
+        opens without a read per trace)."""
+        rows = self._read("SELECT trace_key, session_id FROM queue_items")
+        return {row["trace_key"]: row["session_id"] for row in rows}
+
+    def queue_gold(self) -> dict[int, int | None]:
+        """The gold label of every queued session whose file carried one."""
+        rows = self._read(
+            """SELECT q.session_id, s.gold_mistake_index FROM queue_items AS q
+               JOIN sessions AS s ON s.id = q.session_id WHERE q.has_gold = 1""")
+        return {row["session_id"]: row["gold_mistake_index"] for row in rows}
+
+    def create_queued_session(
+        self, trace_key: str, *, has_gold: bool, task: str, input: str, target: str | None,
+        model: str, name: str, gold_mistake_index: int | None,
+        steps: Sequence[tuple[str, str | None]],
+    ) -> int:
+        """The session of a queued trace, with its recorded steps, made once: a second caller
+        (another annotator's process) gets the one already there. All in one transaction."""
+        now = time.time()
+        with self._write() as connection:
+            found = connection.execute(
+                "SELECT session_id FROM queue_items WHERE trace_key = ?", (trace_key,)
+            ).fetchone()
+            if found is not None:
+                return found[0]
+            session_id = connection.execute(
+                """INSERT INTO sessions (name, task, input, target, gold_mistake_index, model,
+                       mode, source, created_at, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, 'chat', 'annotate', ?, ?)""",
+                (name, task, input, target, gold_mistake_index, model, now, now),
+            ).lastrowid
+            parent = None
+            for number, (text, answer) in enumerate(steps, start=1):
+                parent = connection.execute(
+                    """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
+                           truncated, created_at) VALUES (?, ?, ?, ?, 'dataset', ?, 0, ?)""",
+                    (session_id, parent, number, text, answer, now),
+                ).lastrowid
+            connection.execute("UPDATE sessions SET head_step_id = ? WHERE id = ?",
+                               (parent, session_id))
+            connection.execute(
+                "INSERT INTO queue_items (trace_key, session_id, has_gold) VALUES (?, ?, ?)",
+                (trace_key, session_id, int(has_gold)),
+            )
+            return session_id
+
+    def step_ids(self, session_id: int) -> list[int]:
+        """The ids of the branch on show, Thought 1 first (a queued trace has one branch)."""
+        return [step.id for step in self.branch(session_id)]
+
+    def queue_work(self, annotator: str) -> dict[int, QueueWork]:
+        """`annotator`'s work on every queued trace they touched, by session."""
+        rows = self._read("SELECT * FROM annotation_work WHERE annotator = ?", (annotator,))
+        return {row["session_id"]: _work(row) for row in rows}
+
+    def all_queue_work(self) -> list[QueueWork]:
+        return [_work(row) for row in self._read(
+            "SELECT * FROM annotation_work ORDER BY session_id, annotator")]
+
+    def save_work(self, work: QueueWork) -> None:
+        with self._write() as connection:
+            self._require_session(connection, work.session_id)
+            connection.execute(
+                """INSERT INTO annotation_work (session_id, annotator, judged, status,
+                       flag_reason, note, time_spent_s, assisted, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (session_id, annotator) DO UPDATE SET judged = excluded.judged,
+                       status = excluded.status, flag_reason = excluded.flag_reason,
+                       note = excluded.note, time_spent_s = excluded.time_spent_s,
+                       assisted = excluded.assisted, updated_at = excluded.updated_at""",
+                (work.session_id, work.annotator, work.judged, work.status, work.flag_reason,
+                 work.note, work.time_spent_s, int(work.assisted), time.time()),
+            )
+
+    def annotator_labels(self) -> list[AnnotatorLabel]:
+        """Every annotator's label in force on every session (the latest not withdrawn), with
+        the mistake as a 0-based index: what agreement, adjudication and the CSV export read."""
+        rows = self._read(
+            """SELECT l.session_id, l.annotator, l.assisted, l.created_at,
+                      l.mistake_step_id, s.number
+               FROM labels AS l LEFT JOIN steps AS s ON s.id = l.mistake_step_id
+               WHERE l.id IN (SELECT MAX(id) FROM labels WHERE undone = 0
+                              GROUP BY session_id, annotator)
+               ORDER BY l.session_id, l.annotator""")
+        return [
+            AnnotatorLabel(row["session_id"], row["annotator"],
+                           None if row["mistake_step_id"] is None else row["number"] - 1,
+                           bool(row["assisted"]), row["created_at"])
+            for row in rows
+        ]
+
     # -- candidates (backtracking)
 
     def add_candidates(
@@ -939,6 +1036,12 @@ def tokens_from_json(text: str | None) -> tuple[TokenLogprob, ...] | None:
 def _label(row: sqlite3.Row) -> Label:
     return Label(row["id"], row["session_id"], row["mistake_step_id"], row["leaf_step_id"],
                  row["created_at"], row["annotator"], bool(row["assisted"]))
+
+
+def _work(row: sqlite3.Row) -> QueueWork:
+    return QueueWork(row["session_id"], row["annotator"], row["judged"], row["status"],
+                     row["flag_reason"], row["note"], row["time_spent_s"],
+                     bool(row["assisted"]), row["updated_at"])
 
 
 def _annotator_clause(session_id: int, annotator: str | None) -> tuple[str, tuple]:

@@ -1,0 +1,404 @@
+"""An annotation queue (docs/DESIGN.md §11): one annotator working through the traces of
+dataset-format files with the paper's protocol (protocol.py).
+
+A queued trace becomes a session (source "annotate") the first time anyone works on it, found
+again by its content (`trace_key`: the question and the steps), so two annotators of one file
+label the same sessions, and quitting and reopening the file resumes where each left off. Each
+annotator's judgements, status, time and flags are committed on every action (store v6,
+`annotation_work`); a submitted trace's label goes to `labels` with the annotator and whether
+a suggestion was seen first.
+
+A row without a `mistake_index` key is unlabelled: it has no gold label. A row whose
+`mistake_index` is null says "no mistake".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bbm_tui.core.annotation import protocol
+from bbm_tui.core.dataset import (
+    DatasetError,
+    TraceRow,
+    iter_jsonl,
+    resolve_task,
+    row_from_json,
+)
+from bbm_tui.core.store import QueueWork, Store
+from bbm_tui.core.tasks import extract_answer, get_task
+from bbm_tui.core.types import ADJUDICATOR, FlagReason, WorkStatus
+
+# How far back the estimate to finish looks: the mean of the latest submitted traces.
+_RECENT = 50
+
+
+def trace_key(input: str, steps: Sequence[str]) -> str:
+    """A trace's identity across files, annotators and runs: its question and its steps (each
+    text with its length first, so that no two splits of the same characters collide)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for text in (input, *steps):
+        encoded = text.encode("utf-8", "surrogatepass")
+        digest.update(b"%d:" % len(encoded))
+        digest.update(encoded)
+    return digest.hexdigest()
+
+
+@dataclass
+class QueuedTrace:
+    """One row of a queued file."""
+
+    path: Path
+    line: int
+    task: str
+    row: TraceRow
+    has_gold: bool
+    key: str
+
+    @property
+    def gold(self) -> int | None:
+        """The file's label (only meaningful when `has_gold`)."""
+        return self.row.mistake_index
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.name}:{self.line}"
+
+    @property
+    def model_prediction(self) -> int | str | None:
+        """A finder's prediction carried by the row (a `find` output), or "" when none."""
+        if "predicted_mistake_index" not in self.row.extra:
+            return ""
+        value = self.row.extra["predicted_mistake_index"]
+        return value if value is None or isinstance(value, int) else ""
+
+
+def read_labelled_rows(path: Path) -> list[tuple[int, TraceRow, bool]]:
+    """(line, row, whether the row carries a label) for every row of a dataset-format file; a
+    row without `mistake_index` is read as unlabelled (its `mistake_index` None, and written
+    back without the key). Bad input names the file and line (DatasetError)."""
+    found = []
+    for number, obj in iter_jsonl(path):
+        has_gold = isinstance(obj, dict) and "mistake_index" in obj
+        if isinstance(obj, dict) and not has_gold:
+            obj = {**obj, "mistake_index": None}
+        row = row_from_json(obj, path, number)
+        if not has_gold:
+            row.key_order = tuple(key for key in row.key_order if key != "mistake_index")
+        found.append((number, row, has_gold))
+    if not found:
+        raise DatasetError(path, "holds no traces (the file is empty)")
+    return found
+
+
+def read_queue_file(path: Path, task: str | None = None) -> list[QueuedTrace]:
+    """Every row of a dataset-format file as a queued trace."""
+    task_name = resolve_task(path, task)
+    return [QueuedTrace(path, number, task_name, row, has_gold, trace_key(row.input, row.steps))
+            for number, row, has_gold in read_labelled_rows(path)]
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    flagged: int
+    skipped: int
+    total: int
+    mean_s: float | None  # seconds per submitted trace, over the latest ones
+    remaining_s: float | None  # the estimate to finish the open traces
+
+    @property
+    def finished(self) -> int:
+        return self.done + self.flagged
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What submitting a trace gave: the label, and the file's gold label when it has one."""
+
+    trace: QueuedTrace
+    mistake_index: int | None
+    has_gold: bool
+    gold: int | None
+
+    @property
+    def agrees(self) -> bool | None:
+        return self.gold == self.mistake_index if self.has_gold else None
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """What a judge says of the trace, shown only when asked for."""
+
+    source: str  # "verifier" or the model's name
+    mistake_index: int | None
+    reason: str = ""
+
+
+class AnnotationQueue:
+    """One annotator's queue over some files' traces, in file order."""
+
+    def __init__(self, store: Store, annotator: str, traces: list[QueuedTrace],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not annotator or annotator == ADJUDICATOR:
+            raise ValueError(f"not an annotator's name: {annotator!r}")
+        self.store = store
+        self.annotator = annotator
+        self.traces = traces
+        self._clock = clock
+        self._sessions: dict[str, int] = store.queue_links()
+        by_session = store.queue_work(annotator)
+        self._work: dict[str, QueueWork] = {
+            trace.key: by_session[self._sessions[trace.key]]
+            for trace in traces
+            if trace.key in self._sessions and self._sessions[trace.key] in by_session
+        }
+        self._step_ids: dict[int, list[int]] = {}
+        # Traces submitted in this sitting, latest last, so that undo can reopen them.
+        self._history: list[int] = []
+        # Counted once, then again only when a trace's status changes (not on every key).
+        self._progress: Progress | None = None
+        self.position = self.first_unfinished() or 0
+        self._opened_at = self._clock()
+
+    @classmethod
+    def open(cls, store: Store, paths: Sequence[Path], annotator: str,
+             task: str | None = None) -> AnnotationQueue:
+        traces: list[QueuedTrace] = []
+        for path in paths:
+            traces.extend(read_queue_file(Path(path), task))
+        return cls(store, annotator, traces)
+
+    # -- reading
+
+    @property
+    def current(self) -> QueuedTrace:
+        return self.traces[self.position]
+
+    def work(self, index: int | None = None) -> QueueWork:
+        trace = self.traces[self.position if index is None else index]
+        found = self._work.get(trace.key)
+        if found is not None:
+            return found
+        return QueueWork(self._sessions.get(trace.key, 0), self.annotator)
+
+    @property
+    def judged(self) -> str:
+        return self.work().judged
+
+    @property
+    def status(self) -> WorkStatus:
+        return WorkStatus(self.work().status)
+
+    @property
+    def complete(self) -> bool:
+        return protocol.complete(self.judged, len(self.current.row.steps))
+
+    @property
+    def unlocked(self) -> int | None:
+        if self.status is not WorkStatus.OPEN and self.status is not WorkStatus.SKIPPED:
+            return None
+        return protocol.unlocked(self.judged, len(self.current.row.steps))
+
+    def session_id(self, index: int | None = None) -> int | None:
+        trace = self.traces[self.position if index is None else index]
+        return self._sessions.get(trace.key)
+
+    def _unfinished(self, index: int) -> bool:
+        return self.work(index).status in (WorkStatus.OPEN, WorkStatus.SKIPPED)
+
+    def first_unfinished(self, after: int = -1) -> int | None:
+        """The next trace to work on after `after` (wrapping round): an open one first, then
+        the skipped ones; None when every trace is submitted or flagged."""
+        count = len(self.traces)
+        order = [(after + 1 + offset) % count for offset in range(count)]
+        for wanted in (WorkStatus.OPEN, WorkStatus.SKIPPED):
+            for index in order:
+                if self.work(index).status == wanted:
+                    return index
+        return None
+
+    def progress(self) -> Progress:
+        if self._progress is None:
+            self._progress = self._count_progress()
+        return self._progress
+
+    def _count_progress(self) -> Progress:
+        done = flagged = skipped = 0
+        times: list[tuple[float, float]] = []
+        for trace in self.traces:
+            work = self._work.get(trace.key)
+            if work is None:
+                continue
+            if work.status == WorkStatus.DONE:
+                done += 1
+                times.append((work.updated_at, work.time_spent_s))
+            elif work.status == WorkStatus.FLAGGED:
+                flagged += 1
+            elif work.status == WorkStatus.SKIPPED:
+                skipped += 1
+        recent = [spent for _at, spent in sorted(times)[-_RECENT:]]
+        mean = sum(recent) / len(recent) if recent else None
+        left = len(self.traces) - done - flagged
+        return Progress(done, flagged, skipped, len(self.traces), mean,
+                        None if mean is None else mean * left)
+
+    # -- acting (each commits at once)
+
+    def go_to(self, index: int) -> None:
+        self._bank_time()
+        self.position = index % len(self.traces)
+
+    def judge(self, correct: bool) -> None:
+        """Judge the unlocked thought; the next one unlocks."""
+        if self.unlocked is None:
+            raise protocol.ProtocolError("nothing to judge here: the trace is complete, "
+                                         "submitted or flagged")
+        work = self.work()
+        self._save(replace(work, judged=protocol.judge(work.judged, len(self.current.row.steps),
+                                                       correct)))
+
+    def undo(self) -> bool:
+        """Withdraw the latest judgement of the trace on show; on a trace with none, reopen the
+        trace submitted last in this sitting (its label withdrawn) with its last judgement
+        undone. False when there is nothing to undo."""
+        work = self.work()
+        if work.status == WorkStatus.DONE:
+            self._withdraw(self.position)
+            work = self.work()
+        if work.status == WorkStatus.FLAGGED:
+            self._save(replace(work, status=WorkStatus.OPEN, flag_reason=None, note=None))
+            return True
+        if work.judged:
+            self._save(replace(work, judged=protocol.undo(work.judged)))
+            return True
+        while self._history:
+            index = self._history.pop()
+            if self.work(index).status != WorkStatus.DONE:
+                continue
+            self.go_to(index)
+            self._withdraw(index)
+            work = self.work()
+            self._save(replace(work, judged=protocol.undo(work.judged)))
+            return True
+        return False
+
+    def _withdraw(self, index: int) -> None:
+        session_id = self.session_id(index)
+        if session_id is not None:
+            self.store.undo_label(session_id, self.annotator)
+        self._save(replace(self.work(index), status=WorkStatus.OPEN), index)
+
+    def submit(self) -> Submitted:
+        """Record the label of the complete trace on show and move to the next unfinished
+        one (the position stays when none is left)."""
+        if not self.complete or self.status in (WorkStatus.DONE, WorkStatus.FLAGGED):
+            raise protocol.ProtocolError("the trace is not complete: judge every thought up "
+                                         "to the first incorrect one")
+        trace = self.current
+        work = self._bank_time()
+        session_id = self._ensure_session(self.position)
+        mistake = protocol.location(work.judged)
+        step_ids = self._steps_of(session_id)
+        self.store.set_label(
+            session_id, None if mistake is None else step_ids[mistake],
+            step_ids[-1] if step_ids else None, annotator=self.annotator,
+            assisted=work.assisted,
+        )
+        self._save(replace(work, status=WorkStatus.DONE))
+        self._history.append(self.position)
+        self._advance()
+        return Submitted(trace, mistake, trace.has_gold, trace.gold if trace.has_gold else None)
+
+    def skip(self) -> None:
+        """Put the trace off: the queue comes back to it when nothing else is left."""
+        work = self._bank_time()
+        if work.status == WorkStatus.OPEN:
+            self._save(replace(work, status=WorkStatus.SKIPPED))
+        self._advance()
+
+    def flag(self, reason: FlagReason, note: str = "") -> None:
+        """Set the trace aside, unlabelled, with why."""
+        work = self._bank_time()
+        if work.status == WorkStatus.DONE:
+            self._withdraw(self.position)
+            work = self.work()
+        self._save(replace(work, status=WorkStatus.FLAGGED, flag_reason=str(reason),
+                           note=note or None))
+        self._advance()
+
+    def suggestions(self) -> list[Suggestion]:
+        """The verifier's first mistake (and a finder's, when the row carries one). Asking
+        marks the trace's label as assisted."""
+        from bbm_tui.core.tasks.verify import LOGIC, first_mistake
+
+        trace = self.current
+        found: list[Suggestion] = []
+        if trace.task in LOGIC:
+            verdict = first_mistake(trace.task, trace.row.input, trace.row.steps)
+            found.append(Suggestion("verifier", verdict.index if verdict else None,
+                                    verdict.reason if verdict else "no mistake found"))
+        predicted = trace.model_prediction
+        if predicted != "":
+            model = trace.row.extra.get("model")
+            found.append(Suggestion(model if isinstance(model, str) and model else "model",
+                                    predicted))  # type: ignore[arg-type]
+        self._save(replace(self.work(), assisted=True))
+        return found
+
+    # -- the rest
+
+    def _advance(self) -> None:
+        following = self.first_unfinished(self.position)
+        if following is not None:
+            self.go_to(following)
+
+    def _bank_time(self) -> QueueWork:
+        """Add the seconds since the trace came on screen (or the last banking) to its work,
+        saved once the trace has a session."""
+        now = self._clock()
+        spent, self._opened_at = now - self._opened_at, now
+        work = self.work()
+        work = replace(work, time_spent_s=work.time_spent_s + spent)
+        self._work[self.current.key] = work
+        return work
+
+    def _ensure_session(self, index: int) -> int:
+        trace = self.traces[index]
+        session_id = self._sessions.get(trace.key)
+        if session_id is None:
+            model = trace.row.extra.get("model")
+            session_id = self.store.create_queued_session(
+                trace.key, has_gold=trace.has_gold, task=trace.task, input=trace.row.input,
+                target=trace.row.target,
+                model=model if isinstance(model, str) and model else "dataset",
+                name=trace.name,
+                gold_mistake_index=trace.gold if trace.has_gold else None,
+                steps=[(text, extract_answer(text)) for text in trace.row.steps],
+            )
+            self._sessions[trace.key] = session_id
+        return session_id
+
+    def _steps_of(self, session_id: int) -> list[int]:
+        if session_id not in self._step_ids:
+            self._step_ids[session_id] = self.store.step_ids(session_id)
+        return self._step_ids[session_id]
+
+    def _save(self, work: QueueWork, index: int | None = None) -> None:
+        index = self.position if index is None else index
+        session_id = self._ensure_session(index)
+        work = replace(work, session_id=session_id, annotator=self.annotator,
+                       updated_at=time.time())
+        self.store.save_work(work)
+        before = self._work.get(self.traces[index].key)
+        if before is None or before.status != work.status:
+            self._progress = None
+        self._work[self.traces[index].key] = work
+
+
+def question_text(trace: QueuedTrace) -> str:
+    """The question as the paper formats it for the task."""
+    return get_task(trace.task).question(trace.row.input)

@@ -1,0 +1,165 @@
+"""`bbm-tui agreement`: the labels of several annotators, from the store or from files (one per
+annotator, named by the file), turned into the agreement report and the consensus file.
+
+Traces are matched across files by their content (`trace_key`: question and steps). Gold
+labels come from `--gold`, else from the bundled dataset for the traces that are its own; when
+every trace is the dataset's, the paper's per-task alpha stands beside ours.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from bbm_tui.core.annotation.adjudication import consensus, store_labels
+from bbm_tui.core.annotation.agreement import (
+    AgreementReport,
+    Location,
+    agreement_report,
+    krippendorff_alpha,
+    majority,
+)
+from bbm_tui.core.annotation.queue import read_labelled_rows, trace_key
+from bbm_tui.core.dataset import TraceRow, all_bundled, replacing
+from bbm_tui.core.resources import prompts_dir
+from bbm_tui.core.store import Store
+
+
+@dataclass
+class AgreementData:
+    """annotator -> {trace -> location}; each trace's row and task (None: not the dataset's);
+    gold labels; and, for a store, the adjudicated labels."""
+
+    labels: dict[str, dict[str, Location]]
+    rows: dict[str, TraceRow] = field(default_factory=dict)
+    tasks: dict[str, str | None] = field(default_factory=dict)
+    gold: dict[str, Location] = field(default_factory=dict)
+    adjudicated: dict[str, Location] = field(default_factory=dict)
+
+    def report(self) -> AgreementReport:
+        return agreement_report(self.labels, self.gold)
+
+    def per_task_alpha(self) -> dict[str, float | None]:
+        tasks = sorted({task for task in self.tasks.values() if task})
+        return {
+            task: krippendorff_alpha({
+                name: {key: value for key, value in found.items() if self.tasks.get(key) == task}
+                for name, found in self.labels.items()})
+            for task in tasks
+        }
+
+    def is_papers(self) -> bool:
+        """Every labelled trace is one of the bundled dataset's."""
+        keys = {key for found in self.labels.values() for key in found}
+        return bool(keys) and all(self.tasks.get(key) for key in keys)
+
+    def consensus(self) -> dict[str, Location]:
+        agreed = {key: vote.location for key, vote in majority(self.labels).items()
+                  if not vote.tied}
+        agreed.update(self.adjudicated)
+        return agreed
+
+
+@cache
+def bundled_index() -> dict[str, tuple[str, TraceRow]]:
+    """Every bundled trace by its key, with its task."""
+    return {trace_key(row.input, row.steps): (task, row)
+            for task, rows in all_bundled() for row in rows}
+
+
+def from_files(paths: Sequence[Path], gold_path: Path | None = None) -> AgreementData:
+    """One annotator per file, named by the file's name without its extension."""
+    data = AgreementData(labels={})
+    for path in paths:
+        name = Path(path).name.split(".")[0] or str(path)
+        if name in data.labels:  # two files of one name: keep both apart
+            name = str(path)
+        found = data.labels.setdefault(name, {})
+        for _line, row, labelled in read_labelled_rows(Path(path)):
+            key = trace_key(row.input, row.steps)
+            data.rows.setdefault(key, row)
+            if labelled:
+                found[key] = row.mistake_index
+    _known_to_the_dataset(data, use_gold=gold_path is None)
+    if gold_path is not None:
+        data.gold = {trace_key(row.input, row.steps): row.mistake_index
+                     for _line, row, labelled in read_labelled_rows(gold_path) if labelled}
+    return data
+
+
+def from_store(store: Store) -> AgreementData:
+    """The store's labels (the adjudicator's apart), by session; gold from the queued files."""
+    labels = store_labels(store)
+    data = AgreementData(
+        labels={name: {str(key): value for key, value in found.items()}
+                for name, found in labels.by_annotator.items()},
+        gold={str(key): value for key, value in labels.gold.items()},
+        adjudicated={str(key): value for key, value in labels.adjudicated.items()},
+    )
+    for session_id in sorted({label.session_id for label in labels.labels}):
+        session = store.session(session_id)
+        steps = store.branch(session_id)
+        answer = next((step.answer for step in reversed(steps) if step.answer), None)
+        data.rows[str(session_id)] = TraceRow(session.input, [step.text for step in steps],
+                                              answer, session.target or "", None)
+    index = bundled_index()
+    for key, row in data.rows.items():
+        known = index.get(trace_key(row.input, row.steps))
+        data.tasks[key] = known[0] if known else None
+    return data
+
+
+def _known_to_the_dataset(data: AgreementData, *, use_gold: bool) -> None:
+    index = bundled_index()
+    for key in data.rows:
+        known = index.get(key)
+        data.tasks[key] = known[0] if known else None
+        if known and use_gold:
+            data.gold[key] = known[1].mistake_index
+
+
+def paper_alpha() -> dict[str, float]:
+    """The paper's Krippendorff's alpha per task (prompts/paper_tables.json)."""
+    tables = json.loads((prompts_dir() / "paper_tables.json").read_text(encoding="utf-8"))
+    return dict(tables["krippendorff_alpha_annotators"])
+
+
+def report_json(data: AgreementData) -> dict[str, Any]:
+    """The report as `--json` prints it; with the paper's per-task alpha beside ours when the
+    traces are the dataset's."""
+    result = data.report().to_json()
+    if data.is_papers():
+        ours = data.per_task_alpha()
+        papers = paper_alpha()
+        result["per_task"] = {
+            task: {"krippendorff_alpha": alpha, "paper_krippendorff_alpha": papers.get(task)}
+            for task, alpha in ours.items()
+        }
+    return result
+
+
+def write_consensus(data: AgreementData, out: Path) -> tuple[int, int]:
+    """Every trace with the consensus label; a trace without one (a tie, or nobody labelled
+    it) is written unlabelled, with no `mistake_index` key. Returns (labelled, unlabelled)."""
+    agreed = data.consensus()
+    labelled = unlabelled = 0
+    with replacing(out) as handle:
+        for key, row in data.rows.items():
+            fields = row.to_json()
+            if key in agreed:
+                fields["mistake_index"] = agreed[key]
+                labelled += 1
+            else:
+                fields.pop("mistake_index", None)
+                unlabelled += 1
+            handle.write(json.dumps(fields) + "\n")
+    return labelled, unlabelled
+
+
+def store_consensus(store: Store) -> dict[int, Location]:
+    """Each labelled session's label for exports: adjudicated, else the majority's."""
+    return consensus(store_labels(store))

@@ -1,0 +1,269 @@
+"""The annotation queue (docs/DESIGN.md §11, issue 12): one trace at a time, labelled with the
+paper's protocol. `c` judges the unlocked thought correct and unlocks the next, `x` judges it
+incorrect (the trace is then complete, the rest greyed), `enter` submits the complete trace and
+opens the next unfinished one.
+
+Every action commits through the core's queue (core/annotation/queue.py) in a thread, one at a
+time and in the order pressed, so the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import ClassVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from bbm_tui.core.annotation.protocol import ProtocolError
+from bbm_tui.core.annotation.queue import AnnotationQueue, Suggestion, question_text
+from bbm_tui.core.textsafe import one_line
+from bbm_tui.core.types import WorkStatus
+from bbm_tui.ui.context import context
+from bbm_tui.ui.messages import GoBack
+from bbm_tui.ui.screens.annotate_dialogs import (
+    Flag,
+    FlagDialog,
+    GuidelinesDialog,
+    HighlightDialog,
+    guidelines_text,
+)
+from bbm_tui.ui.screens.base import BbmScreen
+from bbm_tui.ui.styles import stylesheet
+from bbm_tui.ui.text import MUTED, styled
+from bbm_tui.ui.viewmodels.annotate import (
+    highlighted,
+    location_text,
+    progress_line,
+    submitted_line,
+    suggestion_lines,
+    thought_content,
+    thought_state,
+)
+from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
+
+
+class ThoughtsPane(VerticalScroll, can_focus=False):
+    """Scrolls with the wheel; never takes the keys from the screen."""
+
+
+class AnnotateScreen(BbmScreen):
+    CSS_PATH = stylesheet("annotate")
+    is_home = True
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("c", "judge(True)", "correct", id="annotate_correct",
+                tooltip="The unlocked thought is correct: the next one unlocks"),
+        Binding("x", "judge(False)", "incorrect", id="annotate_incorrect",
+                tooltip="The unlocked thought is the first mistake: the trace is complete"),
+        Binding("enter", "submit", "submit", id="annotate_submit",
+                tooltip="Save the complete trace's label and open the next unfinished trace"),
+        Binding("u", "undo", "undo", id="annotate_undo",
+                tooltip="Undo the last judgement (on a fresh trace: reopen the last submitted)"),
+        Binding("s", "skip", "skip", id="annotate_skip",
+                tooltip="Put this trace off; the queue comes back to it at the end"),
+        Binding("f", "flag", "flag", id="annotate_flag",
+                tooltip="Set this trace aside: bad problem or unsure, with a note"),
+        Binding("i", "guidelines", "guidelines", id="annotate_guidelines",
+                tooltip="The paper's annotation guidelines for this task"),
+        Binding("slash", "highlight", "highlight", id="annotate_highlight",
+                tooltip="Highlight a word in the question and every thought"),
+        Binding("h", "suggest", "suggest", id="annotate_suggest",
+                tooltip="Show the verifier's (or a model's) verdict; the label becomes assisted"),
+        Binding("escape", "back", "back", id="annotate_back", tooltip="Leave the queue"),
+    ]
+
+    def __init__(self, queue: AnnotationQueue) -> None:
+        super().__init__(classes="annotate-screen")
+        self.queue = queue
+        self.word = ""
+        self.last_submitted = ""
+        self.suggestions: list[Suggestion] | None = None
+        self._lock = asyncio.Lock()
+        self._shown_key = ""
+        # What each thought widget shows now (state, highlighted word): a key repaints only
+        # the thoughts whose state changed, not the whole trace.
+        self._painted: list[tuple[str, str] | None] = []
+        self._question_word: str | None = None
+        self._painted_question = False
+        self._thought_widgets: list[Static] = []
+
+    def compose(self) -> ComposeResult:
+        yield TitleBar(id="title-bar")
+        with Horizontal(id="annotate-body"):
+            with VerticalScroll(id="annotate-left", classes="panel", can_focus=False):
+                yield Static(id="a-question")
+                yield Static(id="a-target", classes="fact")
+                yield Static(id="a-state", classes="fact")
+                yield Static(id="a-suggestion", classes="fact")
+                yield Static(id="a-last", classes="fact")
+                yield Static(id="a-progress", classes="fact")
+            yield ThoughtsPane(id="a-thoughts", classes="panel")
+        yield KeysFooter(show_command_palette=False)
+
+    async def on_mount(self) -> None:
+        await self.refresh_trace()
+
+    # -- what is on show
+
+    async def refresh_trace(self) -> None:
+        """Show the queue's current trace (rebuilding the thoughts only when it changed)."""
+        queue = self.queue
+        trace = queue.current
+        if trace.key != self._shown_key:
+            self._shown_key = trace.key
+            self.suggestions = None
+            await self._rebuild_thoughts()
+        if self._question_word != self.word or not self._painted_question:
+            self._show_question()
+        self._update_thoughts()
+        self._show_facts()
+
+    async def _rebuild_thoughts(self) -> None:
+        pane = self.query_one("#a-thoughts", ThoughtsPane)
+        await pane.remove_children()
+        steps = self.queue.current.row.steps
+        self._thought_widgets = [Static(classes="a-thought") for _ in steps]
+        await pane.mount_all(self._thought_widgets)
+        self._painted = [None] * len(steps)
+        self._painted_question = False
+        pane.scroll_home(animate=False)
+
+    def _update_thoughts(self) -> None:
+        queue = self.queue
+        steps = queue.current.row.steps
+        judged = queue.judged
+        for index, (widget, text) in enumerate(zip(self._thought_widgets, steps, strict=False)):
+            state = thought_state(judged, index, len(steps))
+            if self._painted[index] == (state, self.word):
+                continue
+            self._painted[index] = (state, self.word)
+            widget.update(thought_content(index + 1, text, state, self.word))
+            widget.set_class(state == "current", "-current")
+            widget.set_class(state == "mistake", "-mistake")
+            if state == "current":
+                widget.scroll_visible(animate=False)
+
+    def _show_question(self) -> None:
+        self._question_word = self.word
+        self._painted_question = True
+        trace = self.queue.current
+        self.query_one("#a-question", Static).update(
+            highlighted(question_text(trace), self.word))
+        title = (f"annotate · {trace.task} · {one_line(trace.name, 60)} · "
+                 f"{one_line(self.queue.annotator, 30)}")
+        self.query_one(TitleBar).set_left(Content(title))
+
+    def _show_facts(self) -> None:
+        queue = self.queue
+        trace = queue.current
+        self.query_one("#a-target", Static).update(Content.assemble(
+            styled("Target: ", "bold"), highlighted(trace.row.target, self.word)))
+        self.query_one("#a-state", Static).update(self._state_text())
+        suggestion = self.query_one("#a-suggestion", Static)
+        suggestion.display = self.suggestions is not None
+        if self.suggestions is not None:
+            lines = "\n".join(suggestion_lines(self.suggestions))
+            suggestion.update(Content.assemble(styled("Suggestion (assisted): ", "bold"),
+                                               Content(one_line(lines, 400))))
+        last = self.query_one("#a-last", Static)
+        last.display = bool(self.last_submitted)
+        last.update(styled(f"Last: {one_line(self.last_submitted, 300)}", MUTED))
+        self.query_one("#a-progress", Static).update(styled(
+            progress_line(queue.progress(), wall_clock=context(self).wall_clock), MUTED))
+
+    def _state_text(self) -> Content:
+        queue = self.queue
+        work_ = queue.work()
+        status = WorkStatus(work_.status)
+        if status is WorkStatus.FLAGGED:
+            note = f": {work_.note}" if work_.note else ""
+            return styled(one_line(f"Flagged ({work_.flag_reason}){note} · u to reopen", 300),
+                          "$text-warning")
+        if status is WorkStatus.DONE:
+            from bbm_tui.core.annotation.protocol import location
+
+            text = f"Submitted: {location_text(location(work_.judged))} · u to reopen"
+            if queue.current.has_gold:
+                text += f" · gold: {location_text(queue.current.gold)}"
+            return styled(text, "$text-success")
+        if queue.complete:
+            from bbm_tui.core.annotation.protocol import location
+
+            return styled(f"Complete: {location_text(location(work_.judged))} · enter to "
+                          "submit", "bold $accent")
+        unlocked = queue.unlocked
+        return styled(f"Judge Thought {(unlocked or 0) + 1}: c correct · x incorrect", MUTED)
+
+    # -- actions, each committed in order in a thread
+
+    def _act(self, action: Callable[[], str | None]) -> None:
+        self._run_action(action)
+
+    @work(group="annotate", exit_on_error=False)
+    async def _run_action(self, action: Callable[[], str | None]) -> None:
+        async with self._lock:
+            try:
+                message = await asyncio.to_thread(action)
+            except ProtocolError as error:
+                message = str(error)
+            if message:
+                self.notify(message, severity="warning", markup=False, timeout=4)
+            await self.refresh_trace()
+
+    def action_judge(self, correct: bool) -> None:
+        self._act(lambda: self.queue.judge(correct))
+
+    def action_submit(self) -> None:
+        def submit() -> str | None:
+            submitted = self.queue.submit()
+            self.last_submitted = submitted_line(submitted)
+            if self.queue.first_unfinished() is None:
+                return "Every trace of the queue is done."
+            return None
+
+        self._act(submit)
+
+    def action_undo(self) -> None:
+        self._act(lambda: None if self.queue.undo() else "Nothing to undo.")
+
+    def action_skip(self) -> None:
+        self._act(self.queue.skip)
+
+    def action_flag(self) -> None:
+        def flagged(flag: Flag | None) -> None:
+            if flag is not None:
+                self._act(lambda: self.queue.flag(flag.reason, flag.note))
+
+        self.app.push_screen(FlagDialog(), flagged)
+
+    def action_suggest(self) -> None:
+        def suggest() -> None:
+            self.suggestions = self.queue.suggestions()
+
+        self._act(suggest)
+
+    def action_guidelines(self) -> None:
+        task = self.queue.current.task
+        text = guidelines_text(task)
+        if text is None:
+            self.notify(f"The paper has no annotation guidelines for {task} (its labels "
+                        "came from a program).", markup=False)
+            return
+        self.app.push_screen(GuidelinesDialog(f"Guidelines · {task}", text))
+
+    def action_highlight(self) -> None:
+        def chosen(word: str | None) -> None:
+            if word is not None:
+                self.word = word
+                self._act(lambda: None)
+
+        self.app.push_screen(HighlightDialog(self.word), chosen)
+
+    def action_back(self) -> None:
+        self.post_message(GoBack(self))

@@ -1,0 +1,186 @@
+"""The annotation screens' dialogs: a flag's reason and note, a word to highlight, the task's
+guidelines, and, from the palette, opening a queue and exporting the labels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Input, Static
+
+from bbm_tui.core.types import FlagReason
+from bbm_tui.ui.dialogs import Dialog
+from bbm_tui.ui.text import MUTED, safe, styled
+
+
+@dataclass(frozen=True)
+class Flag:
+    reason: FlagReason
+    note: str
+
+
+class FlagDialog(Dialog[Flag | None]):
+    """Why the trace is set aside: b (bad problem) or u (unsure), with an optional note typed
+    first; Esc drops it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel", id="flag_cancel"),
+        Binding("ctrl+b", "flag('bad problem')", "bad problem", id="flag_bad_problem"),
+        Binding("ctrl+u", "flag('unsure')", "unsure", id="flag_unsure"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="flag-dialog", classes="dialog"):
+            yield Static(styled("Flag this trace", "bold"), classes="dialog-title")
+            yield Input(placeholder="a note (optional)", id="flag-note")
+            yield Static(styled("enter or ctrl+u: unsure · ctrl+b: bad problem · esc: cancel",
+                                MUTED), classes="dialog-hint")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(Flag(FlagReason.UNSURE, event.value.strip()))
+
+    def action_flag(self, reason: str) -> None:
+        self.dismiss(Flag(FlagReason(reason), self.query_one(Input).value.strip()))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class HighlightDialog(Dialog[str | None]):
+    """A word to highlight in the question and every thought (empty: none)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel", id="highlight_cancel"),
+    ]
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self._current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="highlight-dialog", classes="dialog"):
+            yield Static(styled("Highlight a word", "bold"), classes="dialog-title")
+            yield Input(value=self._current, id="highlight-input", select_on_focus=True)
+            yield Static(styled("enter to highlight (empty: none) · esc to cancel", MUTED),
+                         classes="dialog-hint")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class GuidelinesDialog(Dialog[None]):
+    """The paper's annotation guidelines for the task."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,i,q", "close", "close", id="guidelines_close"),
+    ]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self._title = title
+        self._text = text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="guidelines-dialog", classes="dialog"):
+            yield Static(styled(self._title, "bold"), classes="dialog-title")
+            with VerticalScroll(id="guidelines-text"):
+                yield Static(safe(self._text))
+            yield Static(styled("esc to close", MUTED), classes="dialog-hint")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True)
+class QueueRequest:
+    paths: list[str]
+    annotator: str
+
+
+class OpenQueueDialog(Dialog[QueueRequest | None]):
+    """From the palette: the files to annotate (space-separated) and who annotates."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel", id="queue_cancel"),
+    ]
+
+    def __init__(self, annotator: str) -> None:
+        super().__init__()
+        self._annotator = annotator
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="queue-dialog", classes="dialog"):
+            yield Static(styled("Annotate files", "bold"), classes="dialog-title")
+            yield Input(placeholder="FILE.jsonl ... (named after their task)", id="queue-files")
+            yield Input(value=self._annotator, placeholder="annotator", id="queue-annotator")
+            yield Static(styled("enter to open · esc to cancel", MUTED), classes="dialog-hint")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        paths = self.query_one("#queue-files", Input).value.split()
+        annotator = self.query_one("#queue-annotator", Input).value.strip()
+        if not paths or not annotator:
+            self.notify("Name at least one file and the annotator.", severity="warning",
+                        markup=False)
+            return
+        self.dismiss(QueueRequest(paths, annotator))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def guidelines_text(task: str) -> str | None:
+    """The paper's guidelines for `task` as shipped (Dyck languages has none: its labels came
+    from a program)."""
+    from bbm_tui.core.resources import prompts_dir
+
+    path = prompts_dir() / "annotation_guidelines" / f"{task}.txt"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    fmt: str
+    path: str
+
+
+class ExportDialog(Dialog[ExportRequest | None]):
+    """From the palette: every session's labels to a file, in a format `bbm-tui export` knows."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel", id="export_cancel"),
+    ]
+
+    def __init__(self, formats: tuple[str, ...]) -> None:
+        super().__init__()
+        self._formats = formats
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="export-dialog", classes="dialog"):
+            yield Static(styled("Export every session's labels", "bold"),
+                         classes="dialog-title")
+            yield Input(value="jsonl", placeholder=" | ".join(self._formats), id="export-format")
+            yield Input(placeholder="OUT file (an existing one is never replaced here)",
+                        id="export-path")
+            yield Static(styled(f"formats: {', '.join(self._formats)} · enter to export · "
+                                "esc to cancel", MUTED), classes="dialog-hint")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        fmt = self.query_one("#export-format", Input).value.strip()
+        path = self.query_one("#export-path", Input).value.strip()
+        if fmt not in self._formats or not path:
+            self.notify(f"Choose a format ({', '.join(self._formats)}) and a file.",
+                        severity="warning", markup=False)
+            return
+        self.dismiss(ExportRequest(fmt, path))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

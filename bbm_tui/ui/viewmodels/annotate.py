@@ -1,0 +1,102 @@
+"""What the annotation and adjudication screens show, as pure functions of the core's state
+(no widgets): each thought's state under the paper's protocol, the progress line, the lines
+after a submit, the highlighted words."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from textual.content import Content
+
+from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.queue import Progress, Submitted, Suggestion
+from bbm_tui.core.textsafe import printable
+
+# judged correct, the first mistake, the one to judge now, not unlocked yet, after a mistake
+ThoughtState = Literal["ok", "mistake", "current", "locked", "after"]
+
+GLYPHS: dict[ThoughtState, tuple[str, str]] = {
+    "ok": ("✓", "$text-success"),
+    "mistake": ("✗", "bold $text-error"),
+    "current": ("▸", "bold $accent"),
+    "locked": ("·", "$foreground 38%"),
+    "after": ("·", "$foreground 38%"),
+}
+HIGHLIGHT = "bold reverse $warning"
+
+
+def thought_state(judged: str, index: int, steps: int) -> ThoughtState:
+    if index < len(judged):
+        return "ok" if judged[index] == protocol.CORRECT else "mistake"
+    if protocol.INCORRECT in judged:
+        return "after"
+    return "current" if index == len(judged) else "locked"
+
+
+def location_text(location: int | None) -> str:
+    return "no mistake" if location is None else f"Thought {location + 1}"
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def progress_line(progress: Progress, *, wall_clock: bool = True) -> str:
+    parts = [f"{progress.finished} / {progress.total} done"]
+    if progress.flagged:
+        parts.append(f"{progress.flagged} flagged")
+    if progress.skipped:
+        parts.append(f"{progress.skipped} skipped")
+    if wall_clock:
+        parts.append(f"{duration(progress.mean_s)} a trace")
+        parts.append(f"about {duration(progress.remaining_s)} to go")
+    return " · ".join(parts)
+
+
+def submitted_line(submitted: Submitted) -> str:
+    """After a submit: the label given and, where the file has one, the gold label."""
+    line = f"{submitted.trace.name}: you said {location_text(submitted.mistake_index)}"
+    if submitted.has_gold:
+        verdict = "agree" if submitted.agrees else "differ"
+        line += f"; gold: {location_text(submitted.gold)} ({verdict})"
+    return line
+
+
+def suggestion_lines(suggestions: list[Suggestion]) -> list[str]:
+    if not suggestions:
+        return ["no judge can read this task"]
+    lines = []
+    for suggestion in suggestions:
+        line = f"{suggestion.source}: {location_text(suggestion.mistake_index)}"
+        if suggestion.reason:
+            line += f" ({suggestion.reason})"
+        lines.append(line)
+    return lines
+
+
+def highlighted(text: str, word: str, base: Content | None = None) -> Content:
+    """Untrusted text, literal, with every occurrence of `word` (any case) highlighted."""
+    content = base if base is not None else Content(printable(text))
+    if not word:
+        return content
+    return content.highlight_regex(re.compile(re.escape(word), re.IGNORECASE),
+                                   style=HIGHLIGHT)
+
+
+def thought_content(number: int, text: str, state: ThoughtState, word: str) -> Content:
+    glyph, style = GLYPHS[state]
+    gutter = Content.styled(f"{number:>3} {glyph} ", style)
+    body = highlighted(text, word)
+    if state in ("locked", "after"):
+        body = body.stylize("$foreground 38%")
+    return Content.assemble(gutter, body)

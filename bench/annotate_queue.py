@@ -1,0 +1,175 @@
+"""The annotation queue on a big file (issue 12): open a 10,000-trace file and show the first
+trace (time and peak memory above the app's idle footprint), and the time from a label key to
+the next thought being ready.
+
+Each measure runs in a fresh child process (temporary BBM_TUI_HOME and BBM_TUI_CONFIG) with the
+real app headless (Textual's `run_test`, 120x40):
+
+- idle: the app on its new-session screen, after its first frame; its RSS is the idle footprint;
+- open: from reading the file (what `bbm-tui annotate FILE` does before the app starts) until
+  the annotation screen shows the first trace with its thoughts; the time and the peak RSS
+  (VmHWM) above the idle footprint;
+- keys: `c` sent N times as the terminal would (`App.simulate_key`, the Key event a real key
+  makes); each judges a thought correct, commits to the store in a thread and unlocks the next;
+  timed from the key until the next thought's widget is updated and marked current (the
+  screen repaints it at its next refresh). Not through Pilot's `press`, whose own waits take
+  about 55 ms a key here even for a key bound to nothing. `x` + `enter` submit a trace when
+  its thoughts run out, and the next trace opens (timed apart).
+
+The file: the 2,186 bundled traces repeated, each copy's question given a suffix so that every
+row is its own trace (10,000 rows; --quick: the same file, fewer keys).
+
+    .venv/bin/python bench/annotate_queue.py            # 400 keys
+    .venv/bin/python bench/annotate_queue.py --quick    # 60 keys (CI)
+
+Targets: open under 1 s and under 200 MB above idle; a label key under 50 ms.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PYTHON, ROOT, header, parser, private_home
+
+TRACES = 10_000
+TASK = "word_sorting"
+
+CHILD = r"""
+import asyncio, json, sys, time
+from pathlib import Path
+
+def rss_kb(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+mode, path, keys = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+from tests.ui.ui_helpers import make_app, wait_for
+
+async def idle():
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.store is not None)
+        await pilot.pause()
+        print(json.dumps({"rss_kb": rss_kb("VmRSS"), "hwm_kb": rss_kb("VmHWM")}))
+
+async def until(condition, timeout=30.0):
+    # Polled every millisecond (Pilot's wait_for polls every 20 ms: too coarse to time a key).
+    deadline = time.perf_counter() + timeout
+    while not condition():
+        if time.perf_counter() > deadline:
+            raise AssertionError("timed out")
+        await asyncio.sleep(0.001)
+
+async def opened():
+    from bbm_tui.core.annotation.queue import read_queue_file
+    from bbm_tui.ui.app import AnnotateRequest
+    start = time.perf_counter()
+    traces = read_queue_file(path, "word_sorting")
+    read_s = time.perf_counter() - start
+    app = make_app(annotate=AnnotateRequest("bench", traces))
+    async with app.run_test(size=(120, 40)) as pilot:
+        def shown():
+            screen = app.screen
+            return (type(screen).__name__ == "AnnotateScreen"
+                    and bool(screen.query(".a-thought.-current")))
+        await wait_for(pilot, shown, timeout=60)
+        await pilot.pause()
+        open_s = time.perf_counter() - start
+        hwm = rss_kb("VmHWM")
+        screen = app.screen
+        key_s, submit_s = [], []
+        while len(key_s) < keys:
+            queue = screen.queue
+            steps = len(queue.current.row.steps)
+            if queue.unlocked is None or queue.unlocked >= steps - 1:
+                begin = time.perf_counter()
+                before = queue.current.key
+                app.simulate_key("x")
+                app.simulate_key("enter")
+                await until(lambda: queue.current.key != before and
+                            screen._shown_key == queue.current.key and
+                            bool(screen.query(".a-thought.-current")))
+                submit_s.append(time.perf_counter() - begin)
+                continue
+            wanted = len(queue.judged) + 1
+            begin = time.perf_counter()
+            app.simulate_key("c")
+            await until(lambda: len(queue.judged) == wanted and
+                        screen.query(".a-thought")[wanted].has_class("-current"))
+            key_s.append(time.perf_counter() - begin)
+        print(json.dumps({"open_s": open_s, "read_s": read_s, "hwm_kb": hwm, "key_s": key_s,
+                          "submit_s": submit_s}))
+
+asyncio.run(idle() if mode == "idle" else opened())
+"""
+
+
+def make_file(folder: Path) -> Path:
+    from bbm_tui.core.dataset import all_bundled
+
+    rows = [row for _task, task_rows in all_bundled() for row in task_rows
+            if _task == TASK]
+    path = folder / f"{TASK}.jsonl"
+    with path.open("w") as out:
+        for index in range(TRACES):
+            row = rows[index % len(rows)].to_json()
+            row["input"] = f"{row['input']} copy{index}"
+            out.write(json.dumps(row) + "\n")
+    return path
+
+
+def child(mode: str, path: Path, keys: int, env: dict[str, str]) -> dict:
+    done = subprocess.run([PYTHON, "-c", CHILD, mode, str(path), str(keys)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"the {mode} child failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def target(name: str, value: float, limit: float, unit: str) -> None:
+    mark = "TARGET MET" if value <= limit else "!!! TARGET MISSED"
+    print(f"{mark}: {name} = {value:.1f} {unit} (target < {limit:g} {unit})")
+
+
+def main() -> int:
+    args = parser(__doc__.splitlines()[0]).parse_args()
+    header("annotation queue, 10,000 traces", args.quick)
+    keys = 60 if args.quick else 400
+    with tempfile.TemporaryDirectory(prefix="bbm-annotate-") as folder:
+        sys.path.insert(0, str(ROOT))
+        path = make_file(Path(folder))
+        print(f"file: {TRACES:,} traces of {TASK} ({path.stat().st_size / 2**20:.1f} MiB)")
+        with private_home() as env:
+            idle = child("idle", path, 0, env)
+        with private_home() as env:
+            opened = child("open", path, keys, env)
+    above_mb = (opened["hwm_kb"] - idle["rss_kb"]) / 1024
+    key_ms = [value * 1000 for value in opened["key_s"]]
+    submit_ms = [value * 1000 for value in opened["submit_s"]]
+    print(f"idle app: RSS {idle['rss_kb'] / 1024:.0f} MiB")
+    print(f"open the file and show the first trace: {opened['open_s']:.2f} s, peak RSS "
+          f"{opened['hwm_kb'] / 1024:.0f} MiB ({above_mb:.0f} MiB above idle); reading and "
+          f"checking the file took {opened['read_s']:.2f} s of it")
+    p95 = sorted(key_ms)[int(0.95 * (len(key_ms) - 1))]
+    print(f"label key to the next thought ready: median {statistics.median(key_ms):.1f} ms, "
+          f"p95 {p95:.1f} ms, max {max(key_ms):.1f} ms (n={len(key_ms)})")
+    if submit_ms:
+        print(f"x + enter to the next trace on screen: median "
+              f"{statistics.median(submit_ms):.1f} ms (n={len(submit_ms)})")
+    print()
+    target("open", opened["open_s"] * 1000, 1000, "ms")
+    target("memory above idle", above_mb, 200, "MB")
+    target("label key (median)", statistics.median(key_ms), 50, "ms")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

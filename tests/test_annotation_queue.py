@@ -1,0 +1,294 @@
+"""Annotation queues through the core (issue 12): the paper's protocol, undo, skip, flag,
+resuming in a new process's queue, two annotators on one file, adjudication, agreement over
+the store and over files, the consensus file, the exports, and the shipped dataset labelled
+with its own gold labels exporting back to itself."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from bbm_tui.cli import main
+from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.adjudication import AdjudicationQueue, store_labels
+from bbm_tui.core.annotation.export import export, export_csv, load_traces
+from bbm_tui.core.annotation.queue import AnnotationQueue, read_queue_file
+from bbm_tui.core.annotation.report import from_files, from_store, report_json
+from bbm_tui.core.dataset import DatasetError, bundled_path, bundled_rows
+from bbm_tui.core.store import Store
+from bbm_tui.core.tasks import TASK_NAMES
+from bbm_tui.core.types import ADJUDICATOR, FlagReason, WorkStatus
+from tests.test_export import meaning
+
+
+class Clock:
+    """A clock the test moves: time spent is exact."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def small_file(tmp_path: Path, count: int = 4, task: str = "word_sorting",
+               labelled: bool = True) -> Path:
+    path = tmp_path / f"{task}.jsonl"
+    lines = []
+    for row in bundled_rows(task)[:count]:
+        fields = row.to_json()
+        if not labelled:
+            fields.pop("mistake_index")
+        lines.append(json.dumps(fields))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def label_as(queue: AnnotationQueue, mistake_index: int | None) -> None:
+    """Judge the trace on show thought by thought until its label is `mistake_index`, and
+    submit it."""
+    for mark in protocol.judged_for(mistake_index, len(queue.current.row.steps)):
+        queue.judge(mark == protocol.CORRECT)
+    queue.submit()
+
+
+def test_protocol_rules() -> None:
+    assert protocol.unlocked("", 3) == 0
+    assert protocol.judge("+", 3, False) == "+-"
+    assert protocol.complete("+-", 3) and protocol.location("+-") == 1
+    assert protocol.complete("+++", 3) and protocol.location("+++") is None
+    assert not protocol.complete("++", 3) and protocol.unlocked("++", 3) == 2
+    with pytest.raises(protocol.ProtocolError):
+        protocol.judge("+-", 3, True)
+    assert protocol.judged_for(2, 5) == "++-" and protocol.judged_for(None, 2) == "++"
+
+
+def test_one_annotator_labels_undoes_skips_flags_and_resumes(tmp_path: Path) -> None:
+    path = small_file(tmp_path)
+    clock = Clock()
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path), clock=clock)
+        assert queue.position == 0 and queue.unlocked == 0
+        queue.judge(True)
+        assert queue.unlocked == 1  # the next thought unlocks after a label
+        with pytest.raises(protocol.ProtocolError):
+            queue.submit()  # not complete
+        queue.judge(False)
+        assert queue.complete and queue.unlocked is None
+        with pytest.raises(protocol.ProtocolError):
+            queue.judge(True)  # the rest stay greyed
+        queue.undo()
+        assert queue.judged == "+" and not queue.complete
+        queue.judge(False)
+        clock.now = 12.0
+        submitted = queue.submit()
+        assert submitted.mistake_index == 1 and submitted.has_gold
+        assert submitted.gold == bundled_rows("word_sorting")[0].mistake_index
+        assert queue.position == 1
+        queue.skip()
+        assert queue.position == 2 and queue.work(1).status == WorkStatus.SKIPPED
+        queue.flag(FlagReason.BAD_PROBLEM, "the target is misspelt")
+        assert queue.position == 3
+        # Undo on a fresh trace reopens the last submitted one, its label withdrawn.
+        queue.undo()
+        assert queue.position == 0 and queue.judged == "+" and queue.status == WorkStatus.OPEN
+        assert store.current_label(queue.session_id(0), "alice") is None
+        queue.judge(False)
+        queue.submit()
+        progress = queue.progress()
+        assert (progress.done, progress.flagged, progress.skipped, progress.total) == (1, 1, 1, 4)
+        assert progress.mean_s == pytest.approx(12.0)
+        position = queue.position
+
+    # Quitting and opening again: the same place, the same work.
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        again = AnnotationQueue(store, "alice", read_queue_file(path))
+        assert again.position == position == 3  # the first open one (skipped ones come last)
+        assert again.work(0).status == WorkStatus.DONE and again.work(0).judged == "+-"
+        flagged = again.work(2)
+        assert (flagged.status, flagged.flag_reason, flagged.note) == (
+            "flagged", "bad problem", "the target is misspelt")
+        label_as(again, None)
+        assert again.position == 1  # then the skipped one
+        label_as(again, 0)
+        assert again.first_unfinished() is None
+
+
+def test_a_suggestion_makes_the_label_assisted(tmp_path: Path) -> None:
+    path = small_file(tmp_path, 2)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path))
+        suggestions = queue.suggestions()
+        assert suggestions[0].source == "verifier"
+        label_as(queue, suggestions[0].mistake_index)
+        label_as(queue, None)
+        labels = {label.session_id: label.assisted for label in store.annotator_labels()}
+        assert list(labels.values()) == [True, False]
+
+
+def test_a_file_without_labels_has_no_gold(tmp_path: Path) -> None:
+    path = small_file(tmp_path, 2, labelled=False)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path))
+        assert not queue.current.has_gold
+        for mark in protocol.judged_for(0, len(queue.current.row.steps)):
+            queue.judge(mark == protocol.CORRECT)
+        submitted = queue.submit()
+        assert submitted.gold is None and submitted.agrees is None
+        assert store.queue_gold() == {}  # null would have said "no mistake"
+
+
+def test_two_annotators_agreement_adjudication_and_exports(tmp_path: Path) -> None:
+    path = small_file(tmp_path, 3)
+    store_path = tmp_path / "s.sqlite3"
+    with Store.open(store_path) as store:
+        alice = AnnotationQueue(store, "alice", read_queue_file(path))
+        bob = AnnotationQueue(store, "bob", read_queue_file(path))
+        for queue, labels in ((alice, [1, None, 0]), (bob, [1, 2, 0])):
+            for label in labels:
+                label_as(queue, label)
+        # One session per trace, shared by both.
+        assert len(store.sessions()) == 3
+        data = from_store(store)
+        assert set(data.labels) == {"alice", "bob"}
+        result = report_json(data)
+        assert result["n"] == 3
+        assert result["cohen_kappa"]["alice|bob"] is not None
+        gold = [row.mistake_index for row in bundled_rows("word_sorting")[:3]]
+        expected_alice = 100 * sum(a == g for a, g in zip([1, None, 0], gold, strict=True)) / 3
+        assert result["gold_agreement"]["alice"] == pytest.approx(expected_alice)
+
+        adjudication = AdjudicationQueue.open(store)
+        assert [item.session_id for item in adjudication.items] == [alice.session_id(1)]
+        assert adjudication.current.choices == [None, 2]
+        adjudication.settle(adjudication.current.choices[1])
+        assert store_labels(store).adjudicated == {alice.session_id(1): 2}
+        assert AdjudicationQueue.open(store).current.adjudicated == 2
+
+        traces = load_traces(store, None)
+        assert [trace.mistake_index for trace in traces] == [1, 2, 0]
+        export(traces, tmp_path / "prm.jsonl", "prm800k")
+        prm = [json.loads(line) for line in (tmp_path / "prm.jsonl").read_text().splitlines()]
+        assert prm[0]["label"]["finish_reason"] == "found_error"
+        assert prm[0]["labeler"] == "alice, bob"
+        assert isinstance(prm[0]["label"]["total_time"], int)
+        assert prm[0]["timestamp"].count("T") == 1
+        export_csv(store, None, tmp_path / "labels.csv")
+        rows = list(csv.DictReader((tmp_path / "labels.csv").open()))
+        assert {(row["annotator"], row["mistake_index"]) for row in rows} >= {
+            ("alice", ""), ("bob", "2"), (ADJUDICATOR, "2")}
+        assert {row["assisted"] for row in rows} == {"0"}
+
+
+def test_agreement_over_files_and_the_consensus_file(tmp_path: Path, capsys) -> None:
+    rows = bundled_rows("word_sorting")[:4]
+    files = []
+    for name, labels in (("alice", [1, None, 0, 3]), ("bob", [1, 2, 0, None]),
+                         ("carol", [1, 2, 0, 4])):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(
+            json.dumps({**row.to_json(), "mistake_index": label}) + "\n"
+            for row, label in zip(rows, labels, strict=True)))
+        files.append(str(path))
+    out = tmp_path / "consensus.jsonl"
+    assert main(["agreement", *files, "--json", "--consensus", str(out)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result) >= {"krippendorff_alpha", "cohen_kappa", "gold_agreement", "n"}
+    assert set(result["cohen_kappa"]) == {"alice|bob", "alice|carol", "bob|carol"}
+    assert result["n"] == 4
+    gold = [row.mistake_index for row in rows]
+    assert result["gold_agreement"]["bob"] == pytest.approx(
+        100 * sum(a == g for a, g in zip([1, 2, 0, None], gold, strict=True)) / 4)
+    # The dataset's own traces: the paper's alpha beside ours.
+    assert result["per_task"]["word_sorting"]["paper_krippendorff_alpha"] == 0.979
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row.get("mistake_index", "none") for row in written] == [1, 2, 0, "none"]
+    assert "mistake_index" not in written[3]  # a three-way tie stays unlabelled
+    data = from_files([Path(f) for f in files])
+    assert data.is_papers()
+    # A second run refuses to replace the consensus file without --force.
+    assert main(["agreement", *files, "--consensus", str(out)]) == 2
+
+
+def test_a_bad_line_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "word_sorting.jsonl"
+    path.write_text(bundled_path("word_sorting").read_text().splitlines()[0] + "\n{oops\n")
+    with pytest.raises(DatasetError, match=r"word_sorting.jsonl:2"):
+        read_queue_file(path)
+
+
+def _gold_round_trip(tmp_path: Path, per_task: int | None) -> None:
+    """Each task's bundled traces labelled with their gold labels through the queue, thought
+    by thought, then exported as the dataset's JSONL: the same rows in meaning."""
+    files = []
+    for task in TASK_NAMES:
+        rows = bundled_path(task).read_text().splitlines()
+        path = tmp_path / f"{task}.jsonl"
+        path.write_text("\n".join(rows[:per_task]) + "\n")
+        files.append(path)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue.open(store, files, "gold")
+        for _ in range(len(queue.traces)):
+            label_as(queue, queue.current.gold)
+        assert queue.progress().done == len(queue.traces)
+        out = tmp_path / "out.jsonl"
+        result = export(load_traces(store, None), out, "jsonl")
+    original = [json.loads(line) for path in files for line in path.read_text().splitlines()]
+    tasks = [path.stem for path in files for _ in path.read_text().splitlines()]
+    exported = [json.loads(line) for line in out.read_text().splitlines()]
+    assert result.written == len(original)
+    # The export names each row's task (a key the dataset's files do not carry).
+    assert [row.pop("task", task) for row, task in zip(exported, tasks, strict=True)] == tasks
+    assert [meaning(row) for row in exported] == [meaning(row) for row in original]
+
+
+def test_gold_labels_round_trip_all_2186_traces(tmp_path: Path) -> None:
+    # About 3 s here (33,303 judgements, each committed): not marked slow.
+    _gold_round_trip(tmp_path, None)
+
+
+def test_annotate_command_refuses_bad_input_before_the_app(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "word_sorting.jsonl"
+    bad.write_text(bundled_path("word_sorting").read_text().splitlines()[0] + "\n[1, 2]\n")
+    assert main(["annotate", str(bad), "--annotator", "alice"]) == 2
+    assert f"{bad}:2: expected a JSON object" in capsys.readouterr().err
+    (tmp_path / "good").mkdir()
+    good = small_file(tmp_path / "good")
+    assert main(["annotate", str(good), "--annotator", ADJUDICATOR]) == 2
+    assert "not a name an annotator can have" in capsys.readouterr().err
+    missing = tmp_path / "alice.jsonl"
+    assert main(["annotate", str(missing), "--task", "word_sorting", "--annotator", "bob"]) == 2
+    assert f"{missing}: no such file" in capsys.readouterr().err
+
+
+def test_agreement_text_report_over_the_store(tmp_path: Path, capsys) -> None:
+    path = small_file(tmp_path, 2)
+    with Store.open() as store:
+        for name, labels in (("alice", [1, None]), ("bob", [1, 2])):
+            queue = AnnotationQueue(store, name, read_queue_file(path))
+            for label in labels:
+                label_as(queue, label)
+    assert main(["agreement"]) == 0
+    out = capsys.readouterr().out
+    assert "traces labelled by two or more: 2" in out
+    assert "Cohen's kappa alice / bob" in out
+    assert "alpha, word_sorting:" in out and "(paper: 0.979)" in out
+
+
+def test_undo_unflags_and_a_flag_note_is_kept_as_text_in_the_csv(tmp_path: Path) -> None:
+    path = small_file(tmp_path, 2)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path))
+        queue.flag(FlagReason.UNSURE, "=HYPERLINK(\"x\")")
+        queue.go_to(0)
+        assert queue.status == WorkStatus.FLAGGED and queue.unlocked is None
+        export_csv(store, None, tmp_path / "flags.csv")
+        rows = list(csv.DictReader((tmp_path / "flags.csv").open()))
+        assert [(row["status"], row["flag_reason"], row["note"]) for row in rows] == [
+            ("flagged", "unsure", "'=HYPERLINK(\"x\")")]
+        assert queue.undo()
+        assert queue.status == WorkStatus.OPEN and queue.unlocked == 0
+        assert store.queue_work("alice")[queue.session_id(0)].flag_reason is None

@@ -1,0 +1,203 @@
+"""The annotation queue and adjudication screens through Pilot (issue 12): the paper's
+protocol key by key, undo, skip, flag, the gold label after submitting, a suggestion making
+the label assisted, highlight and guidelines, resuming after quitting, two annotators and
+adjudication."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from bbm_tui.core.annotation.queue import read_queue_file
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.store import Store
+from bbm_tui.core.types import ADJUDICATOR
+from bbm_tui.ui.app import AnnotateRequest
+from tests.ui.ui_helpers import SIZE, make_app, wait_for
+
+TASK = "word_sorting"
+
+
+def queue_file(tmp_path: Path, count: int = 4) -> Path:
+    path = tmp_path / f"{TASK}.jsonl"
+    path.write_text("".join(row.to_line() + "\n" for row in bundled_rows(TASK)[:count]))
+    return path
+
+
+def annotate_app(path: Path, annotator: str):
+    return make_app(annotate=AnnotateRequest(annotator, read_queue_file(path)))
+
+
+async def opened(pilot: Pilot, name: str) -> None:
+    await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == name)
+    await settle(pilot)
+
+
+async def settle(pilot: Pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def keys(pilot: Pilot, *pressed: str) -> None:
+    for key in pressed:
+        await pilot.press(key)
+        await settle(pilot)
+
+
+def text(pilot: Pilot, selector: str) -> str:
+    widget = pilot.app.screen.query_one(selector, Static)
+    return str(widget.render())
+
+
+def label_keys(mistake_index: int | None, steps: int) -> list[str]:
+    if mistake_index is None:
+        return ["c"] * steps + ["enter"]
+    return ["c"] * mistake_index + ["x", "enter"]
+
+
+async def test_the_protocol_key_by_key(tmp_path: Path, store: Store) -> None:
+    path = queue_file(tmp_path)
+    gold = bundled_rows(TASK)[0].mistake_index
+    app = annotate_app(path, "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        screen = app.screen
+        assert "Judge Thought 1" in text(pilot, "#a-state")
+        await keys(pilot, "enter")  # not complete: refused, nothing saved
+        assert screen.queue.position == 0 and store.annotator_labels() == []
+        await keys(pilot, "c")
+        assert screen.queue.judged == "+" and "Judge Thought 2" in text(pilot, "#a-state")
+        await keys(pilot, "x")
+        assert "Complete: Thought 2" in text(pilot, "#a-state")
+        await keys(pilot, "u")  # undo the last judgement
+        assert screen.queue.judged == "+"
+        await keys(pilot, "x", "enter")  # submit: the next trace opens
+        assert screen.queue.position == 1
+        last = text(pilot, "#a-last")
+        assert "you said Thought 2" in last and f"gold: Thought {gold + 1}" in last
+        assert [(label.annotator, label.mistake_index) for label in store.annotator_labels()] \
+            == [("alice", 1)]
+        await keys(pilot, "s")  # skip
+        assert screen.queue.position == 2
+        await pilot.press("f")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "FlagDialog")
+        await pilot.press(*"typo", "ctrl+b")
+        await settle(pilot)
+        assert screen.queue.position == 3
+        flagged = store.queue_work("alice")[screen.queue.session_id(2)]
+        assert (flagged.status, flagged.flag_reason, flagged.note) == (
+            "flagged", "bad problem", "typo")
+        # A suggestion, asked for, is shown and makes the label assisted.
+        await keys(pilot, "h")
+        assert "verifier:" in text(pilot, "#a-suggestion")
+        steps = len(screen.queue.current.row.steps)
+        await keys(pilot, *label_keys(None, steps))
+        assisted = {label.session_id: label.assisted for label in store.annotator_labels()}
+        assert assisted[screen.queue.session_id(3)] is True
+        # Then the skipped trace comes back.
+        assert screen.queue.position == 1
+
+
+async def test_highlight_and_guidelines(tmp_path: Path) -> None:
+    app = annotate_app(queue_file(tmp_path, 1), "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        await pilot.press("slash")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "HighlightDialog")
+        word = bundled_rows(TASK)[0].input.split()[0]
+        await pilot.press(*word, "enter")
+        await settle(pilot)
+        question = app.screen.query_one("#a-question", Static).render()
+        first = app.screen.query(".a-thought").first(Static).render()
+        for content in (question, first):
+            spans = [span for span in content.spans if "reverse" in str(span.style)]
+            assert spans and all(content.plain[s.start:s.end].lower() == word for s in spans)
+        await pilot.press("i")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "GuidelinesDialog")
+        guidelines = str(app.screen.query("#guidelines-text Static").first(Static).render())
+        assert "Step-by-Step Verification Guidelines" in guidelines and "Word sorting" in guidelines
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "AnnotateScreen")
+
+
+async def test_resume_after_quitting(tmp_path: Path) -> None:
+    path = queue_file(tmp_path)
+    app = annotate_app(path, "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        await keys(pilot, "c", "c")  # half way through the first trace
+        await pilot.press("q")
+    again = annotate_app(path, "alice")
+    async with again.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        assert again.screen.queue.position == 0 and again.screen.queue.judged == "++"
+        assert "Judge Thought 3" in text(pilot, "#a-state")
+
+
+async def test_two_annotators_then_adjudication(tmp_path: Path, store: Store) -> None:
+    path = queue_file(tmp_path, 2)
+    rows = bundled_rows(TASK)[:2]
+    for name, labels in (("alice", [0, None]), ("bob", [0, 1])):
+        app = annotate_app(path, name)
+        async with app.run_test(size=SIZE) as pilot:
+            await opened(pilot, "AnnotateScreen")
+            for row, label in zip(rows, labels, strict=True):
+                await keys(pilot, *label_keys(label, len(row.steps)))
+    labels = {(label.annotator, label.mistake_index) for label in store.annotator_labels()}
+    assert labels == {("alice", 0), ("alice", None), ("bob", 0), ("bob", 1)}
+    app = make_app(annotate=AnnotateRequest("", adjudicate=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AdjudicateScreen")
+        candidates = text(pilot, "#j-candidates")
+        assert "1  no mistake" in candidates and "2  Thought 2" in candidates
+        await keys(pilot, "2")
+        assert "Adjudicated: Thought 2" in text(pilot, "#j-state")
+        await keys(pilot, "u")
+        assert "Not adjudicated" in text(pilot, "#j-state")
+        await keys(pilot, "k", "k", "j", "x")  # set another: Thought 2 selected, then set
+        await keys(pilot, "c")  # then "no mistake" instead
+    adjudicated = [label for label in store.annotator_labels() if label.annotator == ADJUDICATOR]
+    assert [label.mistake_index for label in adjudicated] == [None]
+
+
+async def test_open_a_queue_from_the_palette(tmp_path: Path) -> None:
+    path = queue_file(tmp_path, 2)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.store is not None)
+        await app.action_annotate()
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "OpenQueueDialog")
+        app.screen.query_one("#queue-files").value = str(path)
+        app.screen.query_one("#queue-annotator").value = "carol"
+        app.screen.query_one("#queue-annotator").focus()
+        await pilot.press("enter")
+        await opened(pilot, "AnnotateScreen")
+        assert app.screen.queue.annotator == "carol" and len(app.screen.queue.traces) == 2
+        assert json.loads(path.read_text().splitlines()[0])["input"] == \
+            app.screen.queue.current.row.input
+
+
+async def test_export_from_the_palette(tmp_path: Path, store: Store) -> None:
+    path = queue_file(tmp_path, 1)
+    out = tmp_path / "labels.csv"
+    app = annotate_app(path, "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        await keys(pilot, "x", "enter")
+        for attempt in range(2):  # the second time, the file exists: refused, left as it was
+            await app.action_export()
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "ExportDialog")
+            app.screen.query_one("#export-format").value = "csv"
+            app.screen.query_one("#export-path").value = str(out)
+            app.screen.query_one("#export-path").focus()
+            await pilot.press("enter")
+            await settle(pilot)
+            if attempt == 0:
+                first = out.read_bytes()
+    lines = first.decode().splitlines()
+    assert lines[0].startswith("session_id,name,task,annotator")
+    assert ",alice,labelled,0," in lines[1]
+    assert out.read_bytes() == first

@@ -1,0 +1,73 @@
+"""SVG snapshots of the annotation queue and the adjudication screen at 80x24 and 120x40
+(issue 12). Deterministic: a fresh store per test, no times on screen (wall_clock=False)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from ui_helpers import make_app, still_cursors, wait_for
+
+from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.queue import AnnotationQueue, read_queue_file
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.store import Store
+from bbm_tui.ui.app import AnnotateRequest
+
+SIZES = [(80, 24), (120, 40)]
+TASK = "tracking_shuffled_objects"
+
+
+def queue_file(tmp_path: Path) -> Path:
+    path = tmp_path / f"{TASK}.jsonl"
+    path.write_text("".join(row.to_line() + "\n" for row in bundled_rows(TASK)[:3]))
+    return path
+
+
+async def settle(pilot: Pilot) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    pilot.app.clear_notifications()
+    still_cursors(pilot)
+    await pilot.pause()
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_annotation_queue_mid_trace(snap_compare, tmp_path: Path, size) -> None:
+    """The second trace, two thoughts judged correct, the third unlocked; the first trace's
+    label and gold on the left."""
+    path = queue_file(tmp_path)
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "AnnotateScreen")
+        await settle(pilot)
+        steps = len(app.screen.queue.current.row.steps)
+        for key in [*("c" * (steps - 1)), "x", "enter", "c", "c"]:
+            await pilot.press(key)
+            await app.workers.wait_for_complete()
+        await settle(pilot)
+
+    app = make_app(annotate=AnnotateRequest("alice", read_queue_file(path)))
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_adjudication_screen(snap_compare, tmp_path: Path, size) -> None:
+    """Two annotators apart on the first trace: their candidates side by side."""
+    path = queue_file(tmp_path)
+    with Store.open() as store:
+        for name, label in (("alice", 3), ("bob", None)):
+            queue = AnnotationQueue(store, name, read_queue_file(path)[:1])
+            for mark in protocol.judged_for(label, len(queue.current.row.steps)):
+                queue.judge(mark == protocol.CORRECT)
+            queue.submit()
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "AdjudicateScreen")
+        await settle(pilot)
+
+    app = make_app(annotate=AnnotateRequest("", adjudicate=True))
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
