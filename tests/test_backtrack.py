@@ -249,3 +249,28 @@ def test_choose_follows_the_paper() -> None:
     without = [candidate("a", None), candidate("b", None)]
     assert choose(without, [True, False]) == (1, "first")
     assert choose(without, [True, True]) == (None, None)
+
+
+async def test_prm800k_export_carries_each_thoughts_other_versions(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 11, item 6: the samples in PRM800K's shape, rated where a label covers them."""
+    from bbm_tui.core.annotation.export import LabelledTrace, prm800k_row
+
+    openai_server.responder = responder()
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        trace = make_trace(store, openai_server)  # the original flagged at Thought 2
+        await backtrack(trace)
+        trace.mark_no_mistake()  # the new branch is right throughout
+        row = prm800k_row(LabelledTrace.of(TraceSession.load(store, trace.id)))
+    first, second = row["label"]["steps"][:2]
+    assert [c["text"] for c in first["completions"]] == ["Let me work it out."]
+    completions = second["completions"]
+    assert completions[0] == {"text": "2 + 2 = 4", "rating": 1, "flagged": None}
+    others = {c["text"]: (c["rating"], c["source"]) for c in completions[1:]}
+    # The original Thought 2 is on the branch flagged there; the samples no branch took are
+    # unrated.
+    assert others.pop("2 + 2 = 5") == (-1, "branch")
+    assert others == {text: (None, "sample") for text in
+                      ("2 + 2 = 22", "two plus two is four", "2 + 2 = 3", "2+2=4")}
+    assert second["chosen_completion"] == 0

@@ -31,7 +31,7 @@ from typing import Any
 
 from bbm_tui.core.dataset import TraceRow, replacing
 from bbm_tui.core.dataset.outfile import OutputFileError
-from bbm_tui.core.store import SQLITE_HEADER, Store
+from bbm_tui.core.store import SQLITE_HEADER, Label, Step, Store
 from bbm_tui.core.tasks import get_task, is_correct
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import NewTrace, TraceSession
@@ -58,6 +58,8 @@ class LabelledTrace:
     # Seconds the annotators spent on it in queues (None: not labelled in a queue).
     time_spent_s: float | None = None
     labeler: str = "bbm-tui"
+    # Per thought of `steps`: its other versions (backtracking's samples, other branches).
+    alternatives: tuple[tuple[Alternative, ...], ...] = ()
 
     @classmethod
     def of(cls, trace: TraceSession) -> LabelledTrace:
@@ -74,11 +76,62 @@ class LabelledTrace:
             labelled=number is not None or trace.no_mistake,
             mistake_index=None if number is None else number - 1,
             created_at=trace.session.created_at,
+            alternatives=alternatives_of(trace),
         )
 
     @property
     def correct(self) -> bool | None:
         return None if self.target is None else is_correct(self.answer, self.target)
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another version of a thought: a step on another branch, or a sample backtracking
+    drew and no branch took. `rating` as PRM800K rates (1 right, -1 the first mistake) from
+    the label of a branch it is on, None where no label covers it."""
+
+    text: str
+    rating: int | None
+    source: str  # "branch" or "sample"
+
+
+def alternatives_of(trace: TraceSession) -> tuple[tuple[Alternative, ...], ...]:
+    """For each thought on show, its other versions with their ratings where a branch
+    through them is labelled (the session's own annotator's labels)."""
+    if len(trace.tree) == len(trace.steps):
+        return ()  # one branch and nothing sampled beyond it: the common case, no reads
+    labels = trace.store.label_history(trace.id, trace.annotator)
+    found = []
+    for step in trace.steps:
+        seen = {step.text}
+        versions = []
+        for sibling in trace.tree.siblings(step.id):
+            if sibling.id != step.id and sibling.text not in seen:
+                seen.add(sibling.text)
+                versions.append(Alternative(sibling.text, _rating(trace, labels, sibling),
+                                            "branch"))
+        for sample in trace.store.candidates(trace.id, step.parent_id, step.number):
+            if sample.step_id is None and sample.text.strip() and sample.text not in seen:
+                seen.add(sample.text)
+                versions.append(Alternative(sample.text, None, "sample"))
+        found.append(tuple(versions))
+    return tuple(found)
+
+
+def _rating(trace: TraceSession, labels: Sequence[Label], step: Step) -> int | None:
+    for label in labels:  # newest first: the label in force on a branch through `step`
+        if label.leaf_step_id is None:
+            continue
+        path = trace.tree.path(label.leaf_step_id)
+        if step.id not in {s.id for s in path}:
+            continue
+        if label.mistake_step_id is None:
+            return 1
+        mistake = trace.tree.step(label.mistake_step_id)
+        if step.id == mistake.id:
+            return -1
+        return 1 if step.number < mistake.number else None
+    return None
 
 
 @dataclass
@@ -207,9 +260,15 @@ def prm800k_row(trace: LabelledTrace) -> dict[str, Any]:
     rated = trace.steps if trace.mistake_index is None else trace.steps[: trace.mistake_index + 1]
     steps = [
         {
+            # The thought on show first (chosen unless it is the mistake), then its other
+            # versions: samples and other branches, rated where a label covers them.
             "completions": [
                 {"text": text, "rating": -1 if index == trace.mistake_index else 1,
-                 "flagged": None}
+                 "flagged": None},
+                *({"text": alt.text, "rating": alt.rating, "flagged": None,
+                   "source": alt.source}
+                  for alt in (trace.alternatives[index]
+                              if index < len(trace.alternatives) else ())),
             ],
             "human_completion": None,
             "chosen_completion": None if index == trace.mistake_index else 0,
