@@ -461,3 +461,29 @@ async def test_one_keys_entry_and_screenshots_in_the_data_folder(store: Store) -
         assert len(saved) == 1 and saved[0].parent == store.path.parent / "screenshots"
         await pilot.pause()
         assert any(str(saved[0]) in note for note in notifications(app)), notifications(app)
+
+
+async def test_presenter_mode_and_the_replay_pace(store: Store) -> None:
+    from bbm_tui.core import llm
+
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        view = finished_views(app)[0]
+        assert "recorded in the dataset" in view.meta
+        await pilot.press("P")
+        try:
+            assert screen.has_class("-presenter") and view.meta == ""
+            assert view.styles.margin.bottom == 1
+        finally:
+            await pilot.press("P")
+        assert "recorded in the dataset" in view.meta
+        before = llm.replay_pace()
+        try:
+            await pilot.press("p")
+            assert llm.replay_pace() != before
+            assert "The offline models now stream" in str(
+                screen.query_one("#run-status").render())
+        finally:
+            llm.set_replay_pace(None)

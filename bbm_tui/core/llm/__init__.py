@@ -62,15 +62,65 @@ from bbm_tui.core.types import (
     sane_tokens,
 )
 
+
+def replay_pace() -> float:
+    """Tokens a second replay/bbm (and solver/bbm) stream at now; 0 is instant."""
+    from bbm_tui.core.llm.offline.replay import pace
+
+    return pace()
+
+
+def set_replay_pace(tokens_per_second: float | None) -> None:
+    """Set the offline models' streaming pace (None: BBM_TUI_REPLAY_TPS or the default).
+    Imported when called: the replay module reads the dataset module, which the first
+    frame need not wait for."""
+    from bbm_tui.core.llm.offline.replay import set_pace
+
+    set_pace(tokens_per_second)
+
+
 __all__ = [
-    "CHARS_PER_TOKEN_CAP", "DEFAULT_MODEL", "DEFAULT_STEP_MAX_TOKENS", "DEFAULT_STEP_TIMEOUT_S",
-    "DEFAULT_TIMEOUT_S", "MAX_CALL_COST", "MAX_CALL_TOKENS", "MODES", "RETRYABLE",
-    "STOPS_A_BATCH", "CallRecord", "CallSettings", "Candidate", "Completion", "ErrorKind",
+    "CHARS_PER_TOKEN_CAP",
+    "DEFAULT_MODEL",
+    "DEFAULT_STEP_MAX_TOKENS",
+    "DEFAULT_STEP_TIMEOUT_S",
+    "DEFAULT_TIMEOUT_S",
+    "MAX_CALL_COST",
+    "MAX_CALL_TOKENS",
+    "MODES",
+    "RETRYABLE",
+    "STOPS_A_BATCH",
+    "CallRecord",
+    "CallSettings",
+    "Candidate",
+    "Completion",
+    "ErrorKind",
     "LLMError",
-    "Mode", "ModelSpec", "Restart", "RetryPolicy", "Samples", "StepText", "TextDelta",
-    "accepts_native_stop", "accepts_temperature", "asks_logprobs", "call_to_json",
-    "classify_error", "complete", "is_loaded", "is_offline", "key_env_var", "key_env_vars",
-    "litellm_module", "model_basename", "sample_steps", "sane_cost", "sane_tokens",
+    "Mode",
+    "ModelSpec",
+    "Restart",
+    "RetryPolicy",
+    "Samples",
+    "StepText",
+    "TextDelta",
+    "accepts_native_stop",
+    "accepts_temperature",
+    "asks_logprobs",
+    "call_to_json",
+    "classify_error",
+    "complete",
+    "is_loaded",
+    "is_offline",
+    "key_env_var",
+    "key_env_vars",
+    "litellm_module",
+    "model_basename",
+    "replay_pace",
+    "sample_steps",
+    "sane_cost",
+    "sane_tokens",
+    "set_replay_pace",
     "stream_step",
-    "unicode_text", "warm_up",
+    "unicode_text",
+    "warm_up",
 ]

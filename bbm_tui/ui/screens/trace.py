@@ -137,6 +137,12 @@ class TraceScreen(BbmScreen):
         Binding("w", "rewrite", "rewrite", id="edit_thought", show=False,
                 tooltip="Rewrite the selected thought yourself and let the model go on from "
                 "it (a new branch)"),
+        Binding("P", "presenter", "presenter mode", id="presenter_mode", show=False,
+                tooltip="Presenter mode on or off: no latency or token lines under the "
+                "thoughts, more space between them, for a clean screen in a demo"),
+        Binding("p", "pace", "replay pace", id="replay_pace", show=False,
+                tooltip="The offline models' streaming pace: 10, 30, 60 tokens a second, or "
+                "instant (BBM_TUI_REPLAY_TPS sets it at start)"),
         Binding("V", "verify_live", "live verifier", id="verify_live", show=False,
                 tooltip="Turn the task verifier's live marks on or off: each thought is "
                 "checked the moment it finishes (e shows why); the config's verify_live"),
@@ -218,6 +224,7 @@ class TraceScreen(BbmScreen):
         yield KeysFooter(show_command_palette=False)
 
     def on_mount(self) -> None:
+        self.set_class(ThoughtView.presenter, "-presenter")
         for hidden in ("#finder", "#agreement", "#finder-answer", "#gold"):
             self.query_one(hidden).display = False
         self._show_title()
@@ -716,6 +723,24 @@ class TraceScreen(BbmScreen):
         self._show_selection(scroll=True)
         self._status(f"Thought {number}: version {index} of {count} "
                      f"({thoughts(len(self.trace.steps))} on this branch).")
+
+    def action_presenter(self) -> None:
+        ThoughtView.presenter = not ThoughtView.presenter
+        self.set_class(ThoughtView.presenter, "-presenter")
+        for view in self._views():
+            view._changed()  # the meta line comes or goes: a new height
+        self._status("Presenter mode: on. P turns it off." if ThoughtView.presenter
+                     else "Presenter mode: off.")
+
+    PACES: ClassVar[tuple[float, ...]] = (10.0, 30.0, 60.0, 0.0)
+
+    def action_pace(self) -> None:
+        now = llm.replay_pace()
+        later = [pace for pace in self.PACES if pace and pace > now]
+        chosen = later[0] if now and later else (0.0 if now else self.PACES[0])
+        llm.set_replay_pace(chosen)
+        self._status("The offline models now stream " + (
+            "at once." if chosen == 0 else f"{chosen:.0f} tokens a second.") + " p changes it.")
 
     def action_verify_live(self) -> None:
         self.verify_live = not self.verify_live

@@ -3,7 +3,7 @@ its figures, and a mistake finder's mark beside it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.content import Content
 from textual.geometry import Size
@@ -160,7 +160,12 @@ class ThoughtView(Widget):
         after = len(self._lines(width)) if width > 0 else -2
         self.refresh(layout=before != after)
 
+    # Presenter mode (the trace screen's P): no latency or token lines, for a clean demo.
+    presenter: ClassVar[bool] = False
+
     def _meta_line(self) -> str:
+        if ThoughtView.presenter:
+            return ""
         return one_line(self._note or ("streaming…" if self.streaming else ""))
 
     def _meta(self) -> Content:

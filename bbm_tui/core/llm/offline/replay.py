@@ -213,7 +213,27 @@ class ReplayEngine:
         return finder_answer(request, simulated_location(accuracy, request.task, request.row))
 
 
+# Set from the app (tokens per second; 0 = instant); None: the environment's, else the default.
+_pace_override: float | None = None
+
+
+def set_pace(tokens_per_second: float | None) -> None:
+    """The replay's pace from now on (None: back to BBM_TUI_REPLAY_TPS or the default)."""
+    global _pace_override
+    if tokens_per_second is not None and tokens_per_second < 0:
+        raise ValueError("the replay pace must be 0 (instant) or more tokens a second")
+    _pace_override = tokens_per_second
+
+
+def pace() -> float:
+    """Tokens a second the replay streams at now (0: instant)."""
+    seconds = seconds_per_token()
+    return 0.0 if seconds == 0 else 1.0 / seconds
+
+
 def seconds_per_token() -> float:
+    if _pace_override is not None:
+        return 0.0 if _pace_override == 0 else 1.0 / _pace_override
     raw = os.environ.get(PACE_ENV, "").strip()
     if not raw:
         return 1.0 / DEFAULT_TOKENS_PER_SECOND
