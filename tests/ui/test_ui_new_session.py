@@ -206,3 +206,17 @@ def test_the_app_module_does_not_import_litellm() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == "False"
+
+
+async def test_a_typed_question_with_replay_is_refused_at_once(store: Store) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await new_session_screen(pilot)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: isinstance(app.screen, TypedQuestionScreen))
+        app.screen.query_one("#typed-input", TextArea).text = "pear apple fig"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await wait_for(pilot, lambda: any("replays only the bundled questions" in note
+                                          for note in notifications(app)))
+        assert store.sessions() == []  # no session was made

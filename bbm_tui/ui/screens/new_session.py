@@ -194,9 +194,18 @@ class NewSessionScreen(BbmScreen):
         from bbm_tui.ui.dialogs import TypedQuestionScreen
 
         def typed(result: tuple[str, str | None] | None) -> None:
-            if result is not None:
-                text, target = result
-                self._begin(StartRequest(NewTrace(self.task_name, text, target), self.spec))
+            if result is None:
+                return
+            text, target = result
+            if self.spec.model == "replay/bbm" and not any(
+                entry.row.input == text for entry in self._entries
+            ):
+                # Refused now, not after n: the replay knows only the bundled questions.
+                self._refuse("replay/bbm replays only the bundled questions. For your own, "
+                             "pick another model (ctrl+e): solver/bbm writes word sorting, "
+                             "tracking, arithmetic and Dyck steps offline.")
+                return
+            self._begin(StartRequest(NewTrace(self.task_name, text, target), self.spec))
 
         self.app.push_screen(TypedQuestionScreen(get_task(self.task_name)), typed)
 
