@@ -189,6 +189,7 @@ class BbmApp(App[int]):
         self._handle_termination()
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
+            self.call_after_refresh(self._check_keymap)
         # The store opens in a thread, after the first frame: nothing on it needs the store,
         # and the thread would compete with it for the interpreter.
         self.call_after_refresh(self._open_store)
@@ -621,6 +622,16 @@ class BbmApp(App[int]):
         return list(found.values())
 
     # -- the command palette (ctrl+p): the main actions by name
+
+    @work(thread=True, exit_on_error=False)
+    def _check_keymap(self) -> None:
+        from bbm_tui.ui.keymap import keymap_problems, screen_bindings
+
+        problems = keymap_problems(self.config.keymap, screen_bindings(), self.BINDINGS,
+                                   self.config.path)
+        if problems:
+            self.call_from_thread(self.notify, "\n".join(problems[:5]), title="Keymap",
+                                  severity="error", timeout=20, markup=False)
 
     def action_save_svg(self) -> None:
         folder = screenshot_folder()

@@ -487,3 +487,37 @@ async def test_presenter_mode_and_the_replay_pace(store: Store) -> None:
                 screen.query_one("#run-status").render())
         finally:
             llm.set_replay_pace(None)
+
+
+async def test_a_bad_keymap_gets_one_message_naming_the_file_and_line(
+    store: Store, tmp_path
+) -> None:
+    from bbm_tui.core.config import load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text('model = "replay/bbm"\n\n[keymap]\nstep = "m"\nno_such_action = "z"\n'
+                    'flag_mistake = "n"\n')
+    config = load_config(path)
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(config, session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_recorded(pilot, store)
+        await wait_for(pilot, lambda: any("Keymap" in note for note in notifications(app)))
+        [note] = [note for note in notifications(app) if note.startswith("Keymap")]
+        assert f"{path}:5: [keymap] has no binding 'no_such_action'" in note
+        # n was step's; step moved to m, so flag_mistake may have n: no conflict reported.
+        assert "gives 'n'" not in note
+
+
+async def test_a_key_given_to_two_actions_is_reported(store: Store, tmp_path) -> None:
+    from bbm_tui.core.config import load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text('[keymap]\nflag_mistake = "r"\n')
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(load_config(path), session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_recorded(pilot, store)
+        await wait_for(pilot, lambda: any("Keymap" in note for note in notifications(app)))
+        note = next(note for note in notifications(app) if note.startswith("Keymap"))
+        assert f"{path}:2: [keymap] gives 'r' to both 'run' and 'flag_mistake'" in note

@@ -1,0 +1,87 @@
+"""The user's [keymap] checked against the app's bindings (issue 10, item 7): an id no screen
+has, or a key given to two actions of one screen, gets one message naming the config file and
+the line, instead of being ignored (Textual's set_keymap skips unknown ids silently)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual.binding import Binding
+
+
+def screen_bindings() -> dict[str, list[Binding]]:
+    """Every screen's and dialog's bindings with an id, by the screen's name. Imported here,
+    not at module level: the check runs after the first frame."""
+    from bbm_tui.ui import dialogs
+    from bbm_tui.ui.screens import (
+        adjudicate,
+        annotate,
+        backtrack,
+        branches,
+        new_session,
+        sessions,
+        trace,
+    )
+
+    found: dict[str, list[Binding]] = {}
+    for module in (dialogs, adjudicate, annotate, backtrack, branches, new_session, sessions,
+                   trace):
+        for name in dir(module):
+            thing = getattr(module, name)
+            bindings = getattr(thing, "BINDINGS", None)
+            if isinstance(thing, type) and bindings and thing.__module__ == module.__name__:
+                found[name] = [b for b in bindings if isinstance(b, Binding) and b.id]
+    return found
+
+
+def keymap_problems(keymap: dict[str, str], screens: dict[str, list[Binding]],
+                    app_bindings: Iterable[Binding], path: Path | None) -> list[str]:
+    lines = _lines_of(path)
+    where = str(path) if path else "the config"
+    app = [b for b in app_bindings if isinstance(b, Binding) and b.id]
+    known = {b.id for bindings in screens.values() for b in bindings} | {b.id for b in app}
+    problems = []
+    for binding_id in keymap:
+        if binding_id not in known:
+            line = lines.get(binding_id)
+            at = f"{where}:{line}" if line else where
+            problems.append(f"{at}: [keymap] has no binding {binding_id!r}: it is ignored "
+                            "(the help screen, ?, lists every binding id)")
+    for screen, bindings in screens.items():
+        taken: dict[str, str] = {}
+        for binding in [*bindings, *app]:
+            keys = keymap.get(binding.id or "", binding.key)
+            for key in (k.strip() for k in keys.split(",")):
+                other = taken.get(key)
+                if other is not None and other != binding.id and (
+                    binding.id in keymap or other in keymap
+                ):
+                    remapped = binding.id if binding.id in keymap else other
+                    line = lines.get(remapped)
+                    at = f"{where}:{line}" if line else where
+                    problems.append(f"{at}: [keymap] gives {key!r} to both {other!r} and "
+                                    f"{binding.id!r} ({screen}): only one of them can have it")
+                taken.setdefault(key, binding.id or "")
+    return problems
+
+
+def _lines_of(path: Path | None) -> dict[str, int]:
+    """The line of each binding id in the config's [keymap] table."""
+    if path is None:
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    found: dict[str, int] = {}
+    in_keymap = False
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if line.startswith("["):
+            in_keymap = line.split("#")[0].strip() == "[keymap]"
+            continue
+        if in_keymap and "=" in line:
+            key = line.split("=", 1)[0].strip().strip('"').strip("'")
+            found.setdefault(key, number)
+    return found
