@@ -7,6 +7,7 @@ or dates on screen (wall_clock=False), no blinking cursors, no toasts.
 
 from __future__ import annotations
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, DataTable, OptionList
 from ui_helpers import make_app, recorded_session, still_cursors, wait_for
@@ -18,6 +19,9 @@ from bbm_tui.ui.screens.sessions import SessionsScreen
 from bbm_tui.ui.screens.trace import TraceScreen
 
 SIZE = (120, 36)
+# Every screen and dialog at the smallest size it is made for and at a roomy one (issue 10,
+# item 14).
+SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
 
 
 async def settle(pilot: Pilot) -> None:
@@ -27,7 +31,8 @@ async def settle(pilot: Pilot) -> None:
     await pilot.pause()
 
 
-def test_new_session_screen(snap_compare) -> None:
+@SIZES
+def test_new_session_screen(snap_compare, size: tuple[int, int]) -> None:
     async def run_before(pilot: Pilot) -> None:
         app = pilot.app
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
@@ -36,10 +41,11 @@ def test_new_session_screen(snap_compare) -> None:
         await pilot.press("down", "down")
         await settle(pilot)
 
-    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(make_app(), terminal_size=size, run_before=run_before)
 
 
-def test_main_screen_after_a_few_steps(snap_compare) -> None:
+@SIZES
+def test_main_screen_after_a_few_steps(snap_compare, size: tuple[int, int]) -> None:
     async def run_before(pilot: Pilot) -> None:
         app = pilot.app
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
@@ -51,10 +57,11 @@ def test_main_screen_after_a_few_steps(snap_compare) -> None:
         await settle(pilot)
 
     app = make_app(task="word_sorting", question=0)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_main_screen_with_a_flagged_mistake(snap_compare) -> None:
+@SIZES
+def test_main_screen_with_a_flagged_mistake(snap_compare, size: tuple[int, int]) -> None:
     with Store.open() as store:
         trace = recorded_session(store, "tracking_shuffled_objects", 0)
 
@@ -67,10 +74,13 @@ def test_main_screen_with_a_flagged_mistake(snap_compare) -> None:
         await settle(pilot)
 
     app = make_app(session_id=trace.id)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_main_screen_with_finder_verdicts_and_agreement(snap_compare) -> None:
+@SIZES
+def test_main_screen_with_finder_verdicts_and_agreement(
+    snap_compare, size: tuple[int, int]
+) -> None:
     """The person flagged Thought 4; CoT step-level on replay/bbm judged every thought; the
     model's reasoning on Thought 4 is open (e)."""
     with Store.open() as store:
@@ -94,10 +104,11 @@ def test_main_screen_with_finder_verdicts_and_agreement(snap_compare) -> None:
         await settle(pilot)
 
     app = make_app(session_id=trace.id)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_find_dialog(snap_compare) -> None:
+@SIZES
+def test_find_dialog(snap_compare, size: tuple[int, int]) -> None:
     with Store.open() as store:
         trace = recorded_session(store, "word_sorting", 3)
 
@@ -110,10 +121,11 @@ def test_find_dialog(snap_compare) -> None:
         await settle(pilot)
 
     app = make_app(session_id=trace.id)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-def test_sessions_screen(snap_compare) -> None:
+@SIZES
+def test_sessions_screen(snap_compare, size: tuple[int, int]) -> None:
     with Store.open() as store:
         recorded_session(store, "word_sorting", 2)
         flagged = recorded_session(store, "dyck_languages", 7, name="dyck, checked")
@@ -129,10 +141,11 @@ def test_sessions_screen(snap_compare) -> None:
                        and app.screen.query_one(DataTable).row_count == 3)
         await settle(pilot)
 
-    assert snap_compare(make_app(), terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(make_app(), terminal_size=size, run_before=run_before)
 
 
-def test_help_screen(snap_compare) -> None:
+@SIZES
+def test_help_screen(snap_compare, size: tuple[int, int]) -> None:
     with Store.open() as store:
         trace = recorded_session(store, "logical_deduction", 1)
 
@@ -144,7 +157,7 @@ def test_help_screen(snap_compare) -> None:
         await settle(pilot)
 
     app = make_app(session_id=trace.id)
-    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
 def _sessions_with_filters(snap_compare, size: tuple[int, int]) -> bool:
