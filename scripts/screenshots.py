@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the backtracking shot drives the tests' local model server
 SIZE = (120, 36)
 SHOTS = ("new-session", "streaming", "flagged", "flagged-80x24", "finder", "sessions",
-         "backtrack", "backtracked", "annotate", "adjudicate")
+         "backtrack", "backtracked", "branch-tree", "compare", "tokens", "annotate",
+         "adjudicate")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -158,6 +159,33 @@ async def backtrack(out: Path) -> None:
             await pilot.pause(0.2)
             still(pilot)
             app.save_screenshot("backtracked.svg", str(out))
+            # A second branch by hand (w), then the views of branches and tokens.
+            await pilot.press("w")
+            await wait_for(pilot, lambda: app.screen.query("#edit-input"))
+            app.screen.query_one("#edit-input").value = "2 + 2 = 22"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) >= 2
+                           and screen.trace.texts[1] == "2 + 2 = 22")
+            await pilot.press("t")
+            await wait_for(pilot, lambda: app.screen.query("#branch-tree-view"))
+            await pilot.pause(0.2)
+            still(pilot)
+            app.save_screenshot("branch-tree.svg", str(out))
+            await pilot.press("escape")
+            await pilot.press("home", "j", "less_than_sign")  # back to the backtracked branch
+            await wait_for(pilot, lambda: screen.trace.texts[1] == "2 + 2 = 4")
+            await pilot.press("v")
+            await wait_for(pilot, lambda: app.screen.query("#compare"))
+            await pilot.pause(0.2)
+            still(pilot)
+            app.save_screenshot("compare.svg", str(out))
+            await pilot.press("escape")
+            await pilot.press("l")
+            await wait_for(pilot, lambda: app.screen.query("#tokens"))
+            await pilot.press("right", "right", "right")
+            await pilot.pause(0.2)
+            still(pilot)
+            app.save_screenshot("tokens.svg", str(out))
     finally:
         server.stop()
 

@@ -75,7 +75,9 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
         return "recorded in the dataset"
     if step.origin == "typed":
         return "typed"
-    parts: list[str] = []
+    if step.origin == "edit":
+        return "rewritten by you (a new branch)"
+    parts: list[str] = ["backtracked"] if step.origin == "backtrack" else []
     if wall_clock and step.latency_s is not None:
         parts.append(f"{step.latency_s:.2f} s")
     if step.completion_tokens is not None:
