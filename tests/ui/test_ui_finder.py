@@ -95,9 +95,10 @@ async def test_each_method_with_replay_finds_the_gold_label(
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
         offered = [choice.name for choice in app.screen._methods]
-        assert offered == (["direct-trace", "direct-step", "cot-step", "cot-trace"]
+        # The paper's methods for the task, then the task verifier (issue 13).
+        assert offered == (["direct-trace", "direct-step", "cot-step", "cot-trace", "verify"]
                            if task == "word_sorting"
-                           else ["direct-trace", "direct-step", "cot-step"])
+                           else ["direct-trace", "direct-step", "cot-step", "verify"])
         # The session's model is the default.
         assert app.screen.query_one("#find-model", Input).value == "replay/bbm"
         await pilot.press("escape")
