@@ -213,13 +213,17 @@ async def until(pilot, condition, what: str, timeout: float = 30) -> None:
         await pilot.pause(0.02)
 
 
+TYPED_MODEL = Config(model="openai/test-model", api_base="http://127.0.0.1:9/v1")
+
+
 async def test_a_typed_question_is_stored_exactly_and_shown_literally(
     isolated_home: Path,
 ) -> None:
     """The new-session screen's typed question (ctrl+t), holding every payload."""
     from bbm_tui.ui.app import BbmApp
 
-    app = BbmApp(Config(), warm_up=False, wall_clock=False)
+    # A model other than replay/bbm, which refuses a question of one's own at once.
+    app = BbmApp(TYPED_MODEL, warm_up=False, wall_clock=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await until(pilot, lambda: "Question" in rendered(app)[0], "the new-session screen")
         await pilot.press("ctrl+t")
@@ -241,7 +245,8 @@ async def test_a_typed_lone_surrogate_is_refused_with_a_message(isolated_home: P
     widget could hold one: the store refuses it, the app says so and carries on."""
     from bbm_tui.ui.app import BbmApp
 
-    app = BbmApp(Config(), warm_up=False, wall_clock=False)
+    # A model other than replay/bbm, which refuses a question of one's own at once.
+    app = BbmApp(TYPED_MODEL, warm_up=False, wall_clock=False)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await until(pilot, lambda: "Question" in rendered(app)[0], "the new-session screen")
         await pilot.press("ctrl+t")
@@ -618,7 +623,9 @@ def test_typed_and_pasted_input_never_reaches_the_terminal(server: ForkServer,
     """A bracketed paste of every payload into the typed question (Textual turns a pasted
     escape sequence into '^[' text), and bytes that are not UTF-8 typed into it."""
     paste = b"\x1b[200~" + f"pear {HOSTILE}".encode() + b"\x1b[201~"
-    output = run_app(server, isolated_home, [], [
+    # A model other than replay/bbm, which refuses a question of one's own at once.
+    model = ["--model", "openai/test-model", "--api-base", "http://127.0.0.1:9/v1"]
+    output = run_app(server, isolated_home, model, [
         ("Question", b"\x14"),  # ctrl+t: a question of one's own
         ("Sort the following words", paste + b" \xff\xfe\xc3 apple"),
         ("apple", b"\x12"),  # ctrl+r: start

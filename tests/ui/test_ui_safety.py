@@ -7,6 +7,7 @@ from textual.widgets import DataTable, Static
 from ui_helpers import SIZE, make_app, notifications, wait_for
 
 from bbm_tui.core import llm
+from bbm_tui.core.config import Config
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.ui.dialogs import StoreErrorScreen
@@ -82,7 +83,8 @@ async def test_hostile_text_renders_literally_everywhere(store: Store) -> None:
 async def test_hostile_typed_question_and_error_message(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app = make_app()
+    # A model other than replay/bbm, which refuses a question of one's own at once.
+    app = make_app(Config(model="openai/test-model", api_base="http://127.0.0.1:9/v1"))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
         await pilot.press("ctrl+t")
