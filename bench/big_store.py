@@ -122,6 +122,7 @@ async def big_trace(home: Path, steps: int) -> dict[str, object]:
     from bbm_tui.ui.app import BbmApp
     from bbm_tui.ui.screens.trace import TraceScreen
     from bbm_tui.ui.widgets.thought import ThoughtView
+    from bbm_tui.ui.widgets.thought_list import ThoughtList
 
     os.environ["BBM_TUI_HOME"] = str(home)
     app = BbmApp(Config(), session_id=1, warm_up=False, wall_clock=False)
@@ -132,8 +133,8 @@ async def big_trace(home: Path, steps: int) -> dict[str, object]:
         def opened() -> bool:
             screen = app.screen
             return (isinstance(screen, TraceScreen) and screen.is_mounted
-                    and bool(screen.query("#thought-1"))
-                    and screen.query_one("#thought-1", ThoughtView).region.height > 0
+                    and (first := screen.query_one(ThoughtList).view(1)) is not None
+                    and first.region.height > 0
                     and bool(clock.frames) and clock.frames[-1] > started)
 
         await until(pilot, opened)
@@ -148,7 +149,8 @@ async def big_trace(home: Path, steps: int) -> dict[str, object]:
             target = wanted()
             keys.setdefault(name, []).append(
                 await clock.key(pilot, key, lambda: screen.selected == target))
-            view = screen.query_one(f"#thought-{target}", ThoughtView)
+            view = screen.query_one(ThoughtList).view(target)
+            assert view is not None, f"{name}: Thought {target} not mounted"
             pane = screen.query_one("#thoughts")
             assert pane.region.overlaps(view.region), f"{name}: Thought {target} not in sight"
 

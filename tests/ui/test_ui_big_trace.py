@@ -4,13 +4,13 @@ far end (issue 8 item 13); the keyboard flow of issue 10 item 6."""
 from __future__ import annotations
 
 import pytest
-from ui_helpers import SIZE, make_app, recorded_session, wait_for
+from ui_helpers import SIZE, make_app, recorded_session, thought, wait_for
 
 from bbm_tui.core.store import Store, default_path
 from bbm_tui.ui.screens.trace import TraceScreen
 from bbm_tui.ui.viewmodels.trace import FinderShown
 from bbm_tui.ui.widgets.thought import ThoughtView
-from bbm_tui.ui.widgets.thought_list import WINDOW
+from bbm_tui.ui.widgets.thought_list import WINDOW, ThoughtList
 from tests.big_stores import big_session
 
 STEPS = 10_000
@@ -45,7 +45,7 @@ async def test_ten_thousand_thoughts_mount_a_window_and_keys_work_at_the_end(
             screen.query_one("#thoughts-after").render())
         await pilot.press("end")
         assert screen.selected == STEPS
-        last = screen.query_one(f"#thought-{STEPS}", ThoughtView)
+        last = thought(screen, STEPS)
         await wait_for(pilot, lambda: screen.query_one("#thoughts").region
                        .contains_region(last.region))
         await pilot.press("k")
@@ -56,22 +56,21 @@ async def test_ten_thousand_thoughts_mount_a_window_and_keys_work_at_the_end(
         await wait_for(pilot, lambda: screen.trace.mistake_number == STEPS - 1)
         label = store.current_label(session_id)
         assert label is not None and label.mistake_step_id == screen.trace.steps[-2].id
-        await wait_for(pilot, lambda: screen.query_one(f"#thought-{STEPS}",
-                                                       ThoughtView).status == "after")
-        assert screen.query_one(f"#thought-{STEPS - 1}", ThoughtView).status == "mistake"
+        await wait_for(pilot, lambda: thought(screen, STEPS).status == "after")
+        assert thought(screen, STEPS - 1).status == "mistake"
         # Back at the start: the window moved, the thoughts there are dressed as "ok".
         await pilot.press("home")
         assert screen.selected == 1
-        first = screen.query_one("#thought-1", ThoughtView)
+        first = thought(screen, 1)
         assert first.status == "ok" and first.has_class("-selected")
         assert len(mounted(screen)) <= WINDOW
-        assert not screen.query(f"#thought-{STEPS}")
+        assert screen.query_one(ThoughtList).view(STEPS) is None
         # Typing a number, then enter, goes there.
         await pilot.press("5", "0", "0", "0")
         assert "Go to Thought 5000" in status_text(screen)
         await pilot.press("enter")
         assert screen.selected == 5000
-        view = screen.query_one("#thought-5000", ThoughtView)
+        view = thought(screen, 5000)
         assert view.has_class("-selected")
         await pilot.pause()
         pane = screen.query_one("#thoughts")
@@ -93,9 +92,9 @@ async def test_finder_marks_show_on_thoughts_that_enter_the_window(store: Store)
         shown.verdicts = {1: ("Yes", "Yes"), 1_999: ("No", "No, it is wrong.")}
         screen.finder = shown
         screen._show_finder()
-        assert "model: ✓" in screen.query_one("#thought-1", ThoughtView).meta
+        assert "model: ✓" in thought(screen, 1).meta
         await pilot.press("end", "k")
-        view = screen.query_one("#thought-1999", ThoughtView)
+        view = thought(screen, 1999)
         assert "model: ✗" in view.meta
         await pilot.press("e")
         assert view.expanded and "No, it is wrong." in view.shown
@@ -178,12 +177,17 @@ async def test_a_branch_switch_shows_the_new_branchs_thoughts(store: Store) -> N
         await pilot.press("end")
         # A new version of Thought 3 (what backtracking and hand edits do): the branch on
         # show is now three thoughts long, and the pane shows them, not the old ones.
+        old_third = screen.trace.steps[2]
         screen.trace.fork_at(3)
         screen.trace.append_typed("a new third thought")
         screen._sync_views()
         await pilot.pause()
         numbers = [view.number for view in mounted(screen)]
         assert numbers == [1, 2, 3]
-        assert screen.query_one("#thought-3", ThoughtView).text == "a new third thought"
+        assert thought(screen, 3).text == "a new third thought"
+        # Both branches have a Thought 3; the views are keyed by step, so they never collide.
+        assert thought(screen, 3).id == f"step-{screen.trace.steps[2].id}"
+        assert thought(screen, 3).id != f"step-{old_third.id}"
+        assert not screen.query(f"#step-{old_third.id}")
         assert not screen.query_one("#thoughts-before").display
         assert not screen.query_one("#thoughts-after").display

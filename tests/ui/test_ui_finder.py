@@ -10,7 +10,7 @@ import re
 
 import pytest
 from textual.widgets import Checkbox, Input
-from ui_helpers import SIZE, make_app, notifications, recorded_session, wait_for
+from ui_helpers import SIZE, make_app, notifications, recorded_session, thought, wait_for
 
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.llm import ModelSpec
@@ -187,7 +187,7 @@ async def test_agreement_with_the_persons_label(store: Store) -> None:
         await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
         assert text_of(screen, "#agreement") == "agree ✓ · You: Thought 4 · Model: Thought 4"
         # The person's flag and the model's mark stand side by side on the thought.
-        view = screen.query_one("#thought-4", ThoughtView)
+        view = thought(screen, 4)
         assert view.status == "mistake" and view.judgement == "first"
 
         await pilot.press("k", "x")
@@ -372,7 +372,7 @@ async def test_resume_shows_the_latest_run_from_the_store(store: Store) -> None:
         assert after[2] == "agree ✓ · You: Thought 5 · Model: Thought 5"
         # The reasoning is there to expand, collapsed at first.
         assert screen.selected == 5
-        view = screen.query_one("#thought-5", ThoughtView)
+        view = thought(screen, 5)
         assert not view.expanded and "The model's answer" not in view.shown
         await pilot.press("e")
         assert view.expanded and "Thought 5 is the first mistake" in view.shown
@@ -402,7 +402,7 @@ async def test_e_expands_the_answer_and_trace_level_answers_show_on_the_left(
         # Thought 1 was judged; Thought 3 was not (the run stopped at Thought 2).
         assert screen.selected == 2
         await pilot.press("k", "e")
-        first = screen.query_one("#thought-1", ThoughtView)
+        first = thought(screen, 1)
         assert first.expanded and "The model's answer: Comment 1:" in first.shown
         await pilot.press("j", "j", "e")
         assert any("has not judged Thought 3" in note for note in notifications(app))
@@ -462,7 +462,7 @@ async def test_hostile_finder_answers_render_literally(
         assert marks(screen)[:2] == ["yes", "unparsed"]
         assert "unparseable answer on Thought 2" in text_of(screen, "#finder")
         await pilot.press("e")
-        shown = str(screen.query_one("#thought-1", ThoughtView).render())
+        shown = str(thought(screen, 1).render())
         for literal in ("[bold]x[/", "␛[31mred", "␛]52;c;SGVsbG8=␇", "<U+202E>evil",
                         "[@click=app.quit]q[/]"):
             assert literal in shown
@@ -595,7 +595,7 @@ async def test_the_verifier_is_a_method_with_no_model(store: Store) -> None:
         assert len(shown.verdicts) == len(row.steps)
         assert "'scorch' starts with s (19)" in shown.verdicts[1][1]
         assert screen.totals.calls == 0
-        view = screen.query_one("#thought-1", ThoughtView)
+        view = thought(screen, 1)
         assert view.judgement == "no"
         runs = store.finder_runs(trace.id)
         assert (runs[-1].method, runs[-1].model, runs[-1].mistake_number) == (
@@ -614,7 +614,7 @@ async def test_live_verifier_marks_each_thought_as_it_finishes(store: Store) -> 
         # Thought 1 gives 'scorch' the wrong letter number: marked at once, with the reason.
         assert screen.finder.method == "verify" and screen.finder.verdicts[1][0] == "No"
         assert "'scorch' starts with s" in screen.finder.verdicts[1][1]
-        assert screen.query_one("#thought-1", ThoughtView).judgement == "no"
+        assert thought(screen, 1).judgement == "no"
         await pilot.press("n")
         await wait_for(pilot, lambda: len(screen.finder.verdicts) == 2 and not screen.running)
         assert store.finder_runs(screen.trace.id) == []  # live marks are not saved runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import DataTable, Static
-from ui_helpers import SIZE, make_app, notifications, wait_for
+from ui_helpers import SIZE, make_app, notifications, thought, wait_for
 
 from bbm_tui.core import llm
 from bbm_tui.core.config import Config
@@ -182,7 +182,7 @@ async def test_a_huge_thought_is_cut_on_screen_but_copied_whole(store: Store) ->
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
                        and len(app.screen.query(ThoughtView)) == 2)
-        view = app.screen.query_one("#thought-1", ThoughtView)
+        view = thought(app.screen, 1)
         assert view.text == huge.strip()
         assert "179,999 more characters (y copies the whole thought)" in view.shown
         assert len(view.shown) < 21_000

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ui_helpers import SIZE, make_app, notifications, recorded_session, wait_for
+from ui_helpers import SIZE, make_app, notifications, recorded_session, thought, wait_for
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
@@ -310,7 +310,7 @@ async def test_restart_failure_and_finish_reasons_are_shown(store: Store) -> Non
         screen._on_event(StepStarted(3))
         await pilot.pause()
         screen._on_event(StepDelta(3, "half a tho"))
-        view = screen.query_one("#thought-3", ThoughtView)
+        view = thought(screen, 3)
         assert view.text == "half a tho"
         screen._on_event(StepRestarted(3, "rate limited [bold]", 1.0))
         await pilot.pause()
@@ -426,7 +426,7 @@ async def test_resume_scrolls_to_the_flagged_thought(store: Store) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot, store)
         await wait_for(pilot, lambda: screen.selected == 12)
-        view = screen.query_one("#thought-12", ThoughtView)
+        view = thought(screen, 12)
         pane = screen.query_one("#thoughts")
         assert pane.scroll_y > 0
         assert pane.region.contains_region(view.region)

@@ -22,6 +22,8 @@ from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.ui.app import BbmApp
+from bbm_tui.ui.widgets.thought import ThoughtView
+from bbm_tui.ui.widgets.thought_list import ThoughtList
 
 SIZE = (120, 40)
 
@@ -75,3 +77,16 @@ def recorded_session(
 
 def notifications(app: BbmApp) -> list[str]:
     return [f"{note.title}: {note.message}" for note in app._notifications]
+
+
+def thought(screen: Any, number: int) -> ThoughtView:
+    """The mounted view of Thought `number` on the branch on show, or of the thought streaming
+    (views are keyed by the step they show, so a number is asked of the thoughts pane, not of
+    the DOM)."""
+    thoughts = screen.query_one(ThoughtList)
+    view = thoughts.view(number)
+    if view is None and thoughts.streaming is not None and thoughts.streaming.number == number:
+        view = thoughts.streaming
+    if view is None or not view.is_attached:
+        raise NoMatches(f"Thought {number} is not in the window")
+    return view

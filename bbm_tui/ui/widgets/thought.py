@@ -53,6 +53,11 @@ GUTTER = 6  # "nnn ✓ ": the number, right-aligned, and the status glyph
 _SPACER = "not strike"
 
 
+def view_id(step_id: int) -> str:
+    """The DOM id of the view that shows step `step_id`."""
+    return f"step-{step_id}"
+
+
 class ThoughtView(Widget):
     """One numbered thought: a gutter (number and status glyph), the text wrapped beside it
     with a hanging indent, and a dim line with latency and tokens, and a mistake finder's
@@ -70,7 +75,9 @@ class ThoughtView(Widget):
     """
 
     def __init__(self, number: int, *, streaming: bool = False) -> None:
-        super().__init__(id=f"thought-{number}", classes="thought")
+        # No id until it shows a committed step: then `step-<id>` (`view_id`), so that two
+        # branches' "Thought 4" are never one id (a number is a place on a path, not a step).
+        super().__init__(classes="thought")
         self.number = number
         self.streaming = streaming
         self.status: Status = "plain"
@@ -119,6 +126,8 @@ class ThoughtView(Widget):
         self._changed()
 
     def finish(self, step: Step, *, wall_clock: bool = True) -> None:
+        if self.id is None:
+            self.id = view_id(step.id)
         self.step = step
         self.streaming = False
         self.remove_class("-streaming")

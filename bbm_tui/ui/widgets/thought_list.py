@@ -10,6 +10,10 @@ new thoughts as they come, so streaming and following work as before.
 
 The screen talks to it through `reveal`, `view`, `views`, `sync`, `add_streaming`,
 `streaming_finished` and `drop`; it never mounts or queries thoughts itself.
+
+Views are keyed by the step they show, not by their number (issue 9, item 5): a number is a
+place on the path from the root to the head, and two branches each have a "Thought 4". The
+window itself is a range of places on the path on show.
 """
 
 from __future__ import annotations
@@ -98,7 +102,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._steps = steps
         self._wall_clock = wall_clock
         self._decorate = decorate
-        self._views: dict[int, ThoughtView] = {}
+        self._views: dict[int, ThoughtView] = {}  # by step id
         self._streaming: ThoughtView | None = None
         count = len(steps())
         # The number of steps the window was last fitted to: a window that reached the end
@@ -124,12 +128,20 @@ class ThoughtList(VerticalScroll, can_focus=False):
         return self._hi >= len(self._steps())
 
     def view(self, number: int) -> ThoughtView | None:
-        """Thought `number`'s finished view, if it is in the window."""
-        return self._views.get(number)
+        """The finished view of the path's thought `number`, if it is in the window."""
+        steps = self._steps()
+        if not 1 <= number <= len(steps):
+            return None
+        return self._views.get(steps[number - 1].id)
+
+    @property
+    def streaming(self) -> ThoughtView | None:
+        """The thought streaming now, if any (on show or not)."""
+        return self._streaming
 
     def views(self) -> list[ThoughtView]:
         """The finished thoughts mounted, in order."""
-        return [self._views[number] for number in sorted(self._views)]
+        return sorted(self._views.values(), key=lambda view: view.number)
 
     # -- building
 
@@ -138,7 +150,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
         steps = self._steps()
         for number in range(self._lo, self._hi + 1):
             view = ThoughtView.of_step(steps[number - 1], wall_clock=self._wall_clock)
-            self._views[number] = view
+            self._views[steps[number - 1].id] = view
             yield view
         yield self._after
 
@@ -164,7 +176,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
         near_bottom = self._hi - number < MARGIN and self._hi < count
         if number < self._lo or number > self._hi or near_top or near_bottom:
             self._move_to(*self._window_around(number, count))
-        return self._views.get(number)
+        return self.view(number)
 
     def scroll_to_thought(self, view: ThoughtView, *, center: bool = False) -> None:
         """Scroll `view` into sight: now if it is laid out and in place, else once it is (a
@@ -194,10 +206,10 @@ class ThoughtList(VerticalScroll, can_focus=False):
         count = len(self._steps())
         if direction < 0 and self._lo > 1:
             self._move_to(*self._window_around(self._lo - WINDOW // 2 + MARGIN, count))
-            view = self._views.get(self._lo + WINDOW // 2 - MARGIN)
+            view = self.view(self._lo + WINDOW // 2 - MARGIN)
         elif direction > 0 and self._hi < count:
             self._move_to(*self._window_around(self._hi + WINDOW // 2 - MARGIN, count))
-            view = self._views.get(self._hi - WINDOW // 2 + MARGIN)
+            view = self.view(self._hi - WINDOW // 2 + MARGIN)
         else:
             return
         if view is not None:
@@ -214,12 +226,13 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._move_to(lo, hi)
 
     async def replace_stale(self) -> None:
-        """After the branch on show changed: remove the views of steps it no longer has, and
-        wait until they are gone (a new view takes the same `thought-N` id), then sync."""
+        """After the branch on show changed: remove the views of steps it no longer has,
+        wait until they are gone (so that a query never finds both branches' thoughts),
+        then sync."""
         steps = self._steps()
         stale = [view for view in self._views.values() if not _shows(view, steps)]
         for view in stale:
-            del self._views[view.number]
+            self._forget(view)
         if stale:
             await self.remove_children(stale)
         self.sync()
@@ -236,20 +249,21 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._count = len(steps)
         # Out of the window, or showing a step the trace no longer has at its number (the
         # branch on show changed): removed, and mounted again if in the window.
-        leaving = [view for number, view in self._views.items()
-                   if not lo <= number <= hi or not _shows(view, steps)]
+        leaving = [view for view in self._views.values()
+                   if not lo <= view.number <= hi or not _shows(view, steps)]
         for view in leaving:
-            del self._views[view.number]
+            self._forget(view)
         if leaving:
             self.remove_children(leaving)
         entering_before: list[ThoughtView] = []
         entering_after: list[ThoughtView] = []
-        first = min(self._views, default=None)
+        first = min((view.number for view in self._views.values()), default=None)
         for number in range(lo, hi + 1):
-            if number in self._views:
+            step = steps[number - 1]
+            if step.id in self._views:
                 continue
-            view = ThoughtView.of_step(steps[number - 1], wall_clock=self._wall_clock)
-            self._views[number] = view
+            view = ThoughtView.of_step(step, wall_clock=self._wall_clock)
+            self._views[step.id] = view
             (entering_before if first is not None and number < first
              else entering_after).append(view)
         if entering_before:
@@ -267,6 +281,10 @@ class ThoughtList(VerticalScroll, can_focus=False):
         if streaming is not None and streaming.parent is None and self.at_end:
             self.mount(streaming, before=self._after)  # the reader is back at the end
         self._show_counts()
+
+    def _forget(self, view: ThoughtView) -> None:
+        if view.step is not None:
+            self._views.pop(view.step.id, None)
 
     def _show_counts(self) -> None:
         count = len(self._steps())
@@ -286,8 +304,8 @@ class ThoughtList(VerticalScroll, can_focus=False):
         """Its step is committed (and in the steps): it is one of the window's thoughts now."""
         if self._streaming is view:
             self._streaming = None
-        if view.parent is self and self._hi >= view.number - 1:
-            self._views[view.number] = view
+        if view.parent is self and self._hi >= view.number - 1 and view.step is not None:
+            self._views[view.step.id] = view
             self._decorate([view])
             self._move_to(max(self._lo, view.number - WINDOW + 1), view.number)
         else:
