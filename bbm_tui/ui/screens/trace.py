@@ -570,8 +570,7 @@ class TraceScreen(BbmScreen):
     def _step_failed(self, event: StepFailed) -> None:
         message = one_line(event.error.message, 400)
         self._drop_unfinished()
-        self.notify(message, title=f"Thought {event.number} failed", severity="error",
-                    markup=False, timeout=10)
+        # One place for it (issue 10, item 12): the status line, in red, until the next action.
         self._status(f"Thought {event.number} failed: {message} — press n to try it again.",
                      error=True)
 
@@ -865,8 +864,10 @@ class TraceScreen(BbmScreen):
         if message is None:
             message = ("Label undone: " + describe_label(self.trace).plain.removeprefix("Label: ")
                        if had_label else "There is no label to undo.")
-        self.notify(message, markup=False, timeout=3)
-        if not self.running and not self.finding:
+        # The status line says it; a toast only while that line reports a run in progress.
+        if self.running or self.finding:
+            self.notify(message, markup=False, timeout=3)
+        else:
             self._status(message)
 
     # -- mistake finding (f): a model judges the trace; every answer is saved as it arrives
@@ -1007,8 +1008,6 @@ class TraceScreen(BbmScreen):
         shown.state = "failed"
         shown.error = message
         message = one_line(message, 400)
-        self.notify(message, title="Mistake finding failed", severity="error", markup=False,
-                    timeout=10)
         saved = len(shown.verdicts)
         kept = (f"The {saved} answer{'s' if saved != 1 else ''} before it "
                 f"{'are' if saved != 1 else 'is'} saved; the run has no result." if saved
