@@ -39,6 +39,9 @@ def test_full_file_and_overrides(tmp_path: Path) -> None:
     assert (settings.step_limit, settings.call.max_tokens, settings.call.logprobs) == (40, 300,
                                                                                       True)
     assert config.stepper_settings(7).step_limit == 7
+    assert settings.call.temperature == 0.0  # the paper's, unless the file says otherwise
+    warm = load_config(write(tmp_path, "temperature = 0.7\n"))
+    assert warm.temperature == 0.7 and warm.stepper_settings().call.temperature == 0.7
     overridden = config.with_overrides(model="replay/bbm", api_base="", mode=None)
     assert overridden.model == "replay/bbm" and overridden.api_base is None
     assert overridden.mode == "completion"
@@ -59,6 +62,9 @@ def test_full_file_and_overrides(tmp_path: Path) -> None:
         ('logprobs = "yes"\n', "line 1: 'logprobs' must be true or false"),
         ("timeout = 0\n", "line 1: 'timeout' must be a number of seconds above 0"),
         ('timeout = "60"\n', "'timeout' must be a number of seconds above 0"),
+        ("temperature = 2.5\n", "line 1: 'temperature' must be a number from 0 to 2"),
+        ("temperature = -1\n", "line 1: 'temperature' must be a number from 0 to 2"),
+        ('temperature = "hot"\n', "'temperature' must be a number from 0 to 2"),
     ],
 )
 def test_broken_files_name_file_and_line(tmp_path: Path, text: str, message: str) -> None:

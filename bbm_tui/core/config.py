@@ -3,6 +3,7 @@
     model = "openai/gpt-4o-mini"     # any litellm model string; default replay/bbm
     api_base = "http://localhost:8000/v1"
     mode = "chat"                    # or "completion" (text completion, for base models)
+    temperature = 0                  # generation's (the paper's: 0; 0 to 2)
     step_limit = 160
     max_tokens = 1024                # per step
     logprobs = true                  # record each step's log-probabilities (chat mode)
@@ -34,6 +35,8 @@ from bbm_tui.core.types import (
     DEFAULT_STEP_MAX_TOKENS,
     DEFAULT_STEP_TIMEOUT_S,
     DEFAULT_TIMEOUT_S,
+    MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
     MODES,
     CallSettings,
     StepperSettings,
@@ -59,6 +62,7 @@ class Config:
     path: Path | None = None
     step_timeout: float = DEFAULT_STEP_TIMEOUT_S
     verify_live: bool = False
+    temperature: float = 0.0  # generation's; the paper's is 0
 
     def with_overrides(self, **overrides: Any) -> Config:
         """Command-line values win over the file's; None means "not given"."""
@@ -69,7 +73,8 @@ class Config:
 
     def stepper_settings(self, step_limit: int | None = None) -> StepperSettings:
         """How a trace is generated: the step limit, and each step's call."""
-        call = CallSettings(max_tokens=self.max_tokens, logprobs=self.logprobs,
+        call = CallSettings(temperature=self.temperature, max_tokens=self.max_tokens,
+                            logprobs=self.logprobs,
                             timeout_s=self.timeout, step_timeout_s=self.step_timeout)
         return StepperSettings(step_limit=step_limit or self.step_limit, call=call)
 
@@ -141,8 +146,8 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
                 f"{key!r}: API keys do not belong in the config file; set them in the "
                 "environment (e.g. OPENAI_API_KEY)",
             )
-    known = {"model", "api_base", "mode", "step_limit", "max_tokens", "logprobs", "timeout",
-             "step_timeout", "verify_live", "keymap"}
+    known = {"model", "api_base", "mode", "step_limit", "max_tokens", "temperature",
+             "logprobs", "timeout", "step_timeout", "verify_live", "keymap"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise fail(
@@ -166,6 +171,14 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise fail(key, f"{key!r} must be a whole number of at least 1")
             values[key] = value
+    if "temperature" in data:
+        value = data["temperature"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            MIN_TEMPERATURE <= value <= MAX_TEMPERATURE
+        ):
+            raise fail("temperature", f"'temperature' must be a number from {MIN_TEMPERATURE:g} "
+                       f"to {MAX_TEMPERATURE:g}")
+        values["temperature"] = float(value)
     for key in ("logprobs", "verify_live"):
         if key in data:
             if not isinstance(data[key], bool):

@@ -23,6 +23,9 @@ DEFAULT_STEP_MAX_TOKENS = 1024
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_STEP_TIMEOUT_S = 300.0
 DEFAULT_STEP_LIMIT = 160
+# The temperatures a person may set for generation (OpenAI's range; most providers share it).
+MIN_TEMPERATURE = 0.0
+MAX_TEMPERATURE = 2.0
 # Who labels, when nobody said: the app's own user.
 DEFAULT_ANNOTATOR = "me"
 # Whose label settles a trace the annotators disagree on (docs/DESIGN.md §11); the parentheses

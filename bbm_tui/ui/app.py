@@ -33,6 +33,7 @@ from bbm_tui.core.tasks import TASKS
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.messages import (
     GoBack,
+    ModelChosen,
     OpenSession,
     OpenTrace,
     SessionMissing,
@@ -150,9 +151,16 @@ class BbmApp(App[int]):
         self.config = config or Config()
         self.wall_clock = wall_clock
         self.stepper_settings = self.config.stepper_settings()
+        # What the new-session screen was last left with, for the next one this run: the
+        # model chosen there (None: the config's) and the recorded-trace choice.
+        self.chosen_spec: llm.ModelSpec | None = None
+        self.recorded_trace = False
         self.store: Store | None = None
         self.store_error: str | None = None
         self.deleted_sessions: set[int] = set()
+        # Sessions made in this run: one left with nothing done in it is deleted (on leaving
+        # its screen, and at exit), not left behind in the sessions list.
+        self._fresh_sessions: set[int] = set()
         self._panicked = False
         self._store_path = store_path
         self._store_ready = asyncio.Event()
@@ -236,6 +244,9 @@ class BbmApp(App[int]):
 
     def on_unmount(self) -> None:
         if self.store is not None:
+            with contextlib.suppress(Exception):
+                for session_id in self._fresh_sessions:
+                    self.store.delete_session_if_empty(session_id)
             with contextlib.suppress(Exception):
                 self.store.close()
 
@@ -333,6 +344,10 @@ class BbmApp(App[int]):
     def on_session_renamed(self, message: SessionRenamed) -> None:
         self.session_renamed(message.session_id)
 
+    def on_model_chosen(self, message: ModelChosen) -> None:
+        self.chosen_spec = message.spec
+        self.stepper_settings = message.settings
+
     def on_session_removed(self, message: SessionRemoved) -> None:
         self.deleted_sessions.add(message.session_id)
 
@@ -358,8 +373,19 @@ class BbmApp(App[int]):
     async def _present(self, trace: TraceSession, totals: Totals | None) -> None:
         if totals is None:
             totals = await asyncio.to_thread(trace.totals)
+        if trace.created_now:
+            self._fresh_sessions.add(trace.id)
         await self._pop_to(1)
         await self.push_screen(_trace_screen_class()(trace, totals))
+
+    def session_left(self, session_id: int) -> None:
+        if session_id in self._fresh_sessions:
+            self._drop_if_empty(session_id)
+
+    @work(thread=True, group="store-write", exit_on_error=False)
+    def _drop_if_empty(self, session_id: int) -> None:
+        if self.store is not None and self.store.delete_session_if_empty(session_id):
+            self._fresh_sessions.discard(session_id)
 
     def open_session(self, session_id: int, given: frozenset[str] = frozenset()) -> None:
         self._show_session(session_id, given)

@@ -11,12 +11,15 @@ if TYPE_CHECKING:
 
     from bbm_tui.core.config import Config
     from bbm_tui.core.store import Store
-    from bbm_tui.core.types import StepperSettings
+    from bbm_tui.core.types import ModelSpec, StepperSettings
 
 
 class AppContext(Protocol):
     config: Config
     stepper_settings: StepperSettings
+    # The new-session screen's last choices this run (ui/screens/new_session.py).
+    chosen_spec: ModelSpec | None
+    recorded_trace: bool
     # False in screenshots and snapshot tests: no latencies or dates that change between runs.
     wall_clock: bool
     # Sessions deleted while the app ran (a screen still showing one starts afresh).
@@ -27,6 +30,10 @@ class AppContext(Protocol):
 
     def can_leave(self, screen: Screen) -> bool:
         """Whether Esc on `screen` has a screen to go back to."""
+
+    def session_left(self, session_id: int) -> None:
+        """A trace screen went away: a session made in this run with nothing done in it is
+        deleted (in a thread)."""
 
 
 def context(node: DOMNode) -> AppContext:

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from bbm_tui.core.store import Totals
     from bbm_tui.core.trace.session import TraceSession
+    from bbm_tui.core.types import ModelSpec, StepperSettings
 
 
 class OpenTrace(Message):
@@ -60,3 +61,14 @@ class SessionMissing(Message):
     def __init__(self, screen: Screen) -> None:
         super().__init__()
         self.screen = screen
+
+
+class ModelChosen(Message):
+    """The person chose a model and how to generate (the model dialog): new sessions ask it,
+    and the app generates with these settings from now on, until it is closed (config.toml
+    keeps the defaults)."""
+
+    def __init__(self, spec: ModelSpec, settings: StepperSettings) -> None:
+        super().__init__()
+        self.spec = spec
+        self.settings = settings

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from textual.widgets import Checkbox, Input, OptionList, TextArea
 from ui_helpers import SIZE, make_app, notifications, wait_for
 
@@ -17,6 +18,7 @@ from bbm_tui.ui.dialogs import ModelScreen, TypedQuestionScreen
 from bbm_tui.ui.screens.new_session import Entry, NewSessionScreen, filter_entries
 from bbm_tui.ui.screens.trace import TraceScreen
 from bbm_tui.ui.widgets.thought import ThoughtView
+from tests.openai_server import FakeOpenAI, Reply
 
 
 async def new_session_screen(pilot) -> NewSessionScreen:
@@ -220,3 +222,182 @@ async def test_a_typed_question_with_replay_is_refused_at_once(store: Store) -> 
         await wait_for(pilot, lambda: any("replays only the bundled questions" in note
                                           for note in notifications(app)))
         assert store.sessions() == []  # no session was made
+
+
+# -- the model dialog: generation settings and a test of the connection (issue 10, item 13)
+
+async def open_model_dialog(pilot) -> ModelScreen:
+    await new_session_screen(pilot)
+    await pilot.press("ctrl+e")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ModelScreen))
+    return pilot.app.screen
+
+
+def probe_result(dialog: ModelScreen) -> str:
+    return str(dialog.query_one("#model-test-result").render())
+
+
+async def test_the_model_dialog_sets_temperature_tokens_and_step_limit(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    openai_server.enqueue(Reply("So the answer is fig pear"))
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        dialog = await open_model_dialog(pilot)
+        # The app's settings as they are: the paper's temperature, the config's limits.
+        assert dialog.query_one("#temperature", Input).value == "0"
+        assert dialog.query_one("#max-tokens", Input).value == "1024"
+        assert dialog.query_one("#step-limit", Input).value == "160"
+        dialog.query_one("#model", Input).value = "openai/test"
+        dialog.query_one("#api-base", Input).value = openai_server.base_url
+        # A temperature out of range is refused, naming the field; the dialog stays.
+        dialog.query_one("#temperature", Input).value = "3"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is dialog and dialog.query_one("#temperature").has_focus
+        assert any("temperature is a number from 0 to 2" in n for n in notifications(app))
+        dialog.query_one("#temperature", Input).value = "0.7"
+        dialog.query_one("#max-tokens", Input).value = "256"
+        dialog.query_one("#step-limit", Input).value = "0"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is dialog and dialog.query_one("#step-limit").has_focus
+        dialog.query_one("#step-limit", Input).value = "12"
+        await pilot.press("enter")
+        app.clear_notifications()
+        screen = await new_session_screen(pilot)
+        line = str(screen.query_one("#model-line").render())
+        assert "openai/test" in line
+        assert "temperature 0.7 · 256 tokens/step · 12 steps max" in line
+        settings = app.stepper_settings
+        assert (settings.call.temperature, settings.call.max_tokens, settings.step_limit) == (
+            0.7, 256, 12)
+        # The next step is asked with them.
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: isinstance(app.screen, TypedQuestionScreen))
+        app.screen.query_one("#typed-input", TextArea).text = "pear fig"
+        await pilot.press("ctrl+r")
+        trace_screen = await opened_trace(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: len(trace_screen.trace.steps) == 1)
+        body = openai_server.requests[-1].body
+        assert (body["temperature"], body["max_tokens"]) == (0.7, 256)
+
+
+async def test_test_connection_reports_latency_or_the_error(openai_server: FakeOpenAI) -> None:
+    openai_server.enqueue(Reply("OK", delay_s=0.2),
+                          Reply(status=401, error_body={"error": {"message": "bad [b]key"}}))
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        dialog = await open_model_dialog(pilot)
+        # An offline model needs no network: it says so without a call.
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: "offline" in probe_result(dialog))
+        assert "replay/bbm is offline" in probe_result(dialog)
+        assert openai_server.requests == []
+        dialog.query_one("#model", Input).value = "openai/test"
+        dialog.query_one("#api-base", Input).value = openai_server.base_url
+        await pilot.click("#model-test")
+        await wait_for(pilot, lambda: "Answered in" in probe_result(dialog), timeout=30)
+        shown = probe_result(dialog)
+        assert "OK" in shown and " s: " in shown
+        seconds = float(shown.split("Answered in ")[1].split(" s")[0])
+        assert seconds >= 0.2  # the server's delay, measured
+        [request] = openai_server.requests
+        assert request.body["max_tokens"] == 5 and not request.body.get("stream")
+        # An error: said in the dialog, as text, once (no retry hides it).
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: "✗" in probe_result(dialog), timeout=30)
+        assert "needs an API key" in probe_result(dialog)
+        assert dialog.query_one("#model-test-result").has_class("-error")
+        assert len(openai_server.requests) == 2
+        # Nothing was kept: escape leaves the session's model as it was.
+        await pilot.press("escape")
+        screen = await new_session_screen(pilot)
+        assert screen.spec.model == "replay/bbm"
+
+
+# -- issue 10, item 11: the recorded-trace choice, the task list, empty sessions
+
+async def test_the_recorded_trace_choice_says_on_or_off_and_is_remembered(store: Store) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await new_session_screen(pilot)
+        recorded = screen.query_one("#recorded", Checkbox)
+        assert str(recorded.label) == "Recorded trace: off" and recorded.value is False
+        recorded.focus()
+        await pilot.press("space")
+        assert str(recorded.label) == "Recorded trace: on" and recorded.value is True
+        await pilot.press("slash", "5", "enter")
+        trace_screen = await opened_trace(pilot)
+        assert len(trace_screen.trace.steps) == len(bundled_rows("word_sorting")[5].steps)
+        # The next new session starts with the choice as it was left.
+        await pilot.press("ctrl+n")
+        again = await new_session_screen(pilot)
+        assert again is not screen
+        recorded = again.query_one("#recorded", Checkbox)
+        assert recorded.value is True and str(recorded.label) == "Recorded trace: on"
+
+
+async def test_arrowing_through_the_tasks_loads_only_where_it_rests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bbm_tui.core import dataset
+
+    loaded: list[str] = []
+    real = dataset.bundled_rows
+
+    def counting(task: str):
+        loaded.append(task)
+        return real(task)
+
+    monkeypatch.setattr(dataset, "bundled_rows", counting)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await new_session_screen(pilot)
+        loaded.clear()
+        screen.query_one("#tasks", OptionList).focus()
+        await pilot.press("down", "down", "down")
+        await wait_for(pilot, lambda: screen._entries and
+                       screen._entries[0].row == real("multistep_arithmetic")[0])
+        await pilot.pause(0.3)
+        assert loaded == ["multistep_arithmetic"]
+        assert screen.task_name == "multistep_arithmetic"
+
+
+async def test_a_session_left_without_generating_is_not_left_behind(store: Store) -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await new_session_screen(pilot)
+        await pilot.press("slash", "3", "enter")
+        first = (await opened_trace(pilot)).trace.id
+        # Another session instead: the first, with nothing done in it, goes.
+        await pilot.press("ctrl+n")
+        await new_session_screen(pilot)
+        await pilot.press("slash", "4", "enter")
+        second_screen = await opened_trace(pilot)
+        second = second_screen.trace.id
+        await wait_for(pilot, lambda: first not in {s.session.id for s in store.sessions()})
+        # One with a step stays, after leaving and after quitting.
+        await pilot.press("n")
+        await wait_for(pilot, lambda: len(second_screen.trace.steps) == 1)
+        await pilot.press("ctrl+n")
+        await new_session_screen(pilot)
+        await pilot.press("slash", "6", "enter")
+        third = (await opened_trace(pilot)).trace.id
+    # Quitting with an empty session open deletes it too.
+    kept = {s.session.id for s in store.sessions()}
+    assert second in kept and third not in kept and first not in kept
+
+
+async def test_an_empty_session_opened_from_the_list_is_kept(store: Store) -> None:
+    from bbm_tui.core.trace.session import NewTrace, TraceSession
+
+    older = TraceSession.create(store, NewTrace("word_sorting", "b a"), llm.ModelSpec())
+    app = make_app(session_id=older.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await opened_trace(pilot)
+        await pilot.press("ctrl+n")
+        await new_session_screen(pilot)
+    # Made before this run: not this run's to delete.
+    assert older.id in {s.session.id for s in store.sessions()}

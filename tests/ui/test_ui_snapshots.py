@@ -12,8 +12,16 @@ from textual.pilot import Pilot
 from textual.widgets import Checkbox, DataTable, OptionList
 from ui_helpers import make_app, recorded_session, still_cursors, wait_for
 
+from bbm_tui.core.config import Config
 from bbm_tui.core.store import Store
-from bbm_tui.ui.dialogs import FindScreen, HelpScreen
+from bbm_tui.ui.dialogs import (
+    ConfirmScreen,
+    FindScreen,
+    HelpScreen,
+    ModelScreen,
+    RenameScreen,
+    TypedQuestionScreen,
+)
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.screens.sessions import SessionsScreen
 from bbm_tui.ui.screens.trace import TraceScreen
@@ -192,3 +200,53 @@ def test_sessions_screen_filtered_at_80x24(snap_compare) -> None:
 
 def test_sessions_screen_filtered_at_120x40(snap_compare) -> None:
     assert _sessions_with_filters(snap_compare, (120, 40))
+
+
+# -- the dialogs a person meets on the way (issue 10, item 14): at 80x24 nothing needed is
+# cut off, and at 120x40 they look right.
+
+def _on_new_session(key: str, dialog: type):
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen)
+                       and app.screen.query_one("#questions", OptionList).option_count > 0)
+        await pilot.press(key)
+        await wait_for(pilot, lambda: isinstance(app.screen, dialog))
+        await settle(pilot)
+
+    return run_before
+
+
+@SIZES
+def test_model_dialog(snap_compare, size: tuple[int, int]) -> None:
+    assert snap_compare(make_app(), terminal_size=size,
+                        run_before=_on_new_session("ctrl+e", ModelScreen))
+
+
+@SIZES
+def test_typed_question_dialog(snap_compare, size: tuple[int, int]) -> None:
+    assert snap_compare(make_app(Config(model="solver/bbm")), terminal_size=size,
+                        run_before=_on_new_session("ctrl+t", TypedQuestionScreen))
+
+
+def _on_sessions(key: str, dialog: type):
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen)
+                       and app.screen.query_one(DataTable).row_count == 1)
+        await pilot.press(key)
+        await wait_for(pilot, lambda: isinstance(app.screen, dialog))
+        await settle(pilot)
+
+    return run_before
+
+
+@SIZES
+@pytest.mark.parametrize(("key", "dialog"), [("r", RenameScreen), ("d", ConfirmScreen)],
+                         ids=["rename", "delete"])
+def test_sessions_dialogs(snap_compare, size: tuple[int, int], key: str, dialog: type) -> None:
+    with Store.open() as store:
+        recorded_session(store, "dyck_languages", 7, name="dyck, checked")
+    assert snap_compare(make_app(), terminal_size=size, run_before=_on_sessions(key, dialog))

@@ -7,6 +7,7 @@ Everything the rest of the code needs comes out of here as plain dataclasses and
 - sampling.py: n candidates for one step, with their token log-probabilities (backtracking);
 - errors.py: one failure kind per `LLMError`, and our own bounded retries;
 - capabilities.py: what each provider accepts (native stop, temperature, log-probabilities);
+- probe.py: "test connection", one tiny call;
 - loader.py: litellm imported lazily, once, with the offline providers registered;
 - http_guard.py: every reply body bounded and made valid UTF-8;
 - offline/: `replay/bbm` and `simulated/rm-X`, served as a litellm custom provider.
@@ -31,6 +32,7 @@ from bbm_tui.core.llm.errors import (
     classify_error,
 )
 from bbm_tui.core.llm.loader import is_loaded, litellm_module, warm_up
+from bbm_tui.core.llm.probe import ConnectionCheck, check_connection
 from bbm_tui.core.llm.records import (
     CHARS_PER_TOKEN_CAP,
     Completion,
@@ -94,6 +96,7 @@ __all__ = [
     "CallSettings",
     "Candidate",
     "Completion",
+    "ConnectionCheck",
     "ErrorKind",
     "LLMError",
     "Mode",
@@ -107,6 +110,7 @@ __all__ = [
     "accepts_temperature",
     "asks_logprobs",
     "call_to_json",
+    "check_connection",
     "classify_error",
     "complete",
     "is_loaded",

@@ -65,6 +65,10 @@ BUSY_TIMEOUT_MS = 10_000
 T = TypeVar("T")
 
 
+# The tables whose rows make a session worth keeping (see delete_session_if_empty).
+_SESSION_HISTORY = ("steps", "calls", "labels", "finder_runs", "candidates", "queue_items",
+                    "annotation_work")
+
 class Store:
     """One connection, shared by the threads of one process under a lock."""
 
@@ -382,6 +386,17 @@ class Store:
                 "UPDATE sessions SET name = ?, updated_at = ? WHERE id = ?",
                 (name, time.time(), session_id),
             )
+
+    def delete_session_if_empty(self, session_id: int) -> bool:
+        """Delete a session nothing was ever done in (no step, call, label, finder run or
+        annotation): one a person opened and left without generating. True if deleted."""
+        with self._write() as connection:
+            for table in _SESSION_HISTORY:
+                if connection.execute(f"SELECT 1 FROM {table} WHERE session_id = ? LIMIT 1",
+                                      (session_id,)).fetchone():
+                    return False
+            deleted = connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            return deleted.rowcount > 0
 
     def delete_session(self, session_id: int) -> None:
         with self._write() as connection:

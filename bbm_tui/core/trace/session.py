@@ -79,6 +79,9 @@ class TraceSession:
         self.store = store
         self.session = session
         self.annotator = annotator
+        # Made by `create` in this process (not loaded): left with nothing done in it, it is
+        # deleted rather than left behind in the sessions list.
+        self.created_now = False
         # Every step on every branch; `steps` is the branch on show, from the root to the
         # head, and new steps hang under the head.
         with _collector_paused():
@@ -111,7 +114,9 @@ class TraceSession:
             name=name,
             source=source,
         )
-        return cls(store, session, spec)
+        trace = cls(store, session, spec)
+        trace.created_now = True
+        return trace
 
     @classmethod
     def load(cls, store: Store, session_id: int) -> TraceSession:

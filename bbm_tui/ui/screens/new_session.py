@@ -23,7 +23,7 @@ from bbm_tui.core.redact import redact_url
 from bbm_tui.core.tasks import TASKS, get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.context import AppContext, context
-from bbm_tui.ui.messages import GoBack, OpenTrace
+from bbm_tui.ui.messages import GoBack, ModelChosen, OpenTrace
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.text import MUTED, safe, safe_line, styled
 from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
@@ -31,11 +31,16 @@ from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
 if TYPE_CHECKING:
     # At run time these are imported where used: this module is on the way to the first
     # frame, and they are not.
+    from textual.timer import Timer
+
     from bbm_tui.core.dataset import TraceRow
     from bbm_tui.core.store import Store
     from bbm_tui.core.trace.session import NewTrace, TraceSession
+    from bbm_tui.core.types import StepperSettings
 
 _NUMBER = re.compile(r"^#?\s*(\d+)$")
+# Seconds the highlight must rest on a task before its questions load.
+TASK_SETTLE_S = 0.15
 
 
 @dataclass(frozen=True)
@@ -105,14 +110,27 @@ def entry_prompt(entry: Entry) -> Content:
     )
 
 
-def spec_line(spec: llm.ModelSpec) -> Content:
+def spec_line(spec: llm.ModelSpec, settings: StepperSettings | None = None) -> Content:
     """The model the session will ask: name, mode, and the api base when there is one (a
-    password or key in it never shown)."""
+    password or key in it never shown); under it, how it generates."""
     line = Content.assemble(safe_line(spec.model, 40).stylize("bold"), (f" · {spec.mode}", MUTED))
     if spec.api_base:
         shown = redact_url(spec.api_base) or ""
         line = line.append(styled(" · ", MUTED)).append(safe_line(shown, 40))
+    if settings is not None:
+        line = line.append("\n").append(styled(settings_line(settings), MUTED))
     return line
+
+
+def recorded_label(on: bool) -> str:
+    return "Recorded trace: on" if on else "Recorded trace: off"
+
+
+def settings_line(settings: StepperSettings) -> str:
+    """"temperature 0 · 1,024 tokens/step · 160 steps max"."""
+    call = settings.call
+    tokens = f"{call.max_tokens:,} tokens/step" if call.max_tokens else "no token limit"
+    return f"temperature {call.temperature:g} · {tokens} · {settings.step_limit:,} steps max"
 
 
 class NewSessionScreen(BbmScreen):
@@ -148,12 +166,15 @@ class NewSessionScreen(BbmScreen):
         self.task_name = task if task in TASKS else next(iter(TASKS))
         self._entries: list[Entry] = []
         self._shown: list[Entry] = []
+        self._task_timer: Timer | None = None
 
     @property
     def bbm_app(self) -> AppContext:
         return context(self)
 
     def compose(self) -> ComposeResult:
+        if self.bbm_app.chosen_spec is not None:  # chosen on an earlier new-session screen
+            self.spec = self.bbm_app.chosen_spec
         yield TitleBar(styled("bbm-tui — new session", "bold"), id="title-bar")
         with Horizontal(id="new-body"):
             with Vertical(id="question-side", classes="panel"):
@@ -169,10 +190,14 @@ class NewSessionScreen(BbmScreen):
                     *[Option(task.title, id=task.name) for task in TASKS.values()],
                     id="tasks",
                 )
-                yield Static(spec_line(self.spec), id="model-line")
-                yield Static(styled("ctrl+e to change it", MUTED), classes="hint")
-                yield Checkbox("Load the recorded trace", id="recorded",
-                               tooltip="The dataset's own steps, to label without generating")
+                yield Static(spec_line(self.spec, self.bbm_app.stepper_settings),
+                             id="model-line")
+                yield Static(styled("ctrl+e changes or tests it", MUTED), classes="hint")
+                recorded = self.bbm_app.recorded_trace
+                yield Checkbox(recorded_label(recorded), recorded, id="recorded",
+                               tooltip="On: the session starts with the dataset's own steps, "
+                               "to label without generating. Off: the model writes the "
+                               "steps (n, r).")
                 yield Button("Start", variant="primary", id="start",
                              tooltip="Create the session and open it (ctrl+r)")
                 yield Static(id="new-status", classes="hint")
@@ -210,30 +235,37 @@ class NewSessionScreen(BbmScreen):
         self.app.push_screen(TypedQuestionScreen(get_task(self.task_name)), typed)
 
     def action_edit_model(self) -> None:
-        from bbm_tui.ui.dialogs import ModelScreen
+        from bbm_tui.ui.dialogs import ModelChoice, ModelScreen
 
-        def edited(spec: llm.ModelSpec | None) -> None:
-            if spec is not None:
-                self.spec = spec
-                self.query_one("#model-line", Static).update(spec_line(spec))
+        def edited(choice: ModelChoice | None) -> None:
+            if choice is not None:
+                self.spec = choice.spec
+                self.post_message(ModelChosen(choice.spec, choice.settings))
+                self.query_one("#model-line", Static).update(
+                    spec_line(choice.spec, choice.settings))
 
-        self.app.push_screen(ModelScreen(self.spec), edited)
+        self.app.push_screen(ModelScreen(self.spec, self.bbm_app.stepper_settings), edited)
 
     # -- the task, and the dataset's questions (read in a thread: the first read parses a
     # JSONL file)
 
+    @on(Checkbox.Changed, "#recorded")
+    def _recorded_changed(self, event: Checkbox.Changed) -> None:
+        event.checkbox.label = recorded_label(event.value)
+        self.bbm_app.recorded_trace = event.value  # the next new session starts the same
+
     @on(OptionList.OptionHighlighted, "#tasks")
     def _task_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        self.select_task(event.option.id or self.task_name)
-
-    def select_task(self, name: str) -> None:
+        name = event.option.id or self.task_name
         if name == self.task_name or name not in TASKS:
             return
+        # Arrowing through the tasks loads the one the highlight rests on, not each one it
+        # passes (a list of hundreds of questions is rebuilt per load).
         self.task_name = name
-        tasks = self.query_one("#tasks", OptionList)
-        tasks.highlighted = list(TASKS).index(name)
         self._show_loading()
-        self._load_rows(name)
+        if self._task_timer is not None:
+            self._task_timer.stop()
+        self._task_timer = self.set_timer(TASK_SETTLE_S, lambda: self._load_rows(name))
 
     @on(OptionList.OptionSelected, "#tasks")
     def _task_chosen(self) -> None:

@@ -246,6 +246,9 @@ class TraceScreen(BbmScreen):
             self._status(f"{thoughts(len(self.trace.steps))} so far. n for the next one, "
                          "r to run to the answer.")
 
+    def on_unmount(self) -> None:
+        self.bbm_app.session_left(self.trace.id)
+
     @work(group="reload", exit_on_error=False)
     async def reload_session(self) -> None:
         """The session was renamed elsewhere: show its new name."""
