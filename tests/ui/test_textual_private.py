@@ -1,9 +1,10 @@
-"""The two private details of Textual the app still uses, where Textual 8.2.8 has no public
+"""The private details of Textual the app still uses, where Textual 8.2.8 has no public
 way (issue 9, item 8). Each is used in one place; these tests fail on a Textual upgrade that
 renames or drops them, so that whoever upgrades looks again."""
 
 from __future__ import annotations
 
+import pytest
 import textual
 from textual.widgets import Footer, RadioButton, RadioSet
 from textual.widgets._footer import FooterKey
@@ -28,6 +29,45 @@ async def test_the_keys_are_in_the_first_frame() -> None:
         footer = app.screen.query_one(KeysFooter)
         await pilot.pause()
         assert footer.query(FooterKey), "the footer drew no keys in its first frame"
+
+
+def test_footer_keys_still_say_their_action_key_and_description() -> None:
+    """bbm_tui/ui/widgets/chrome.py KeysFooter leaves out the keys that do not fit, keeping
+    help: it reads FooterKey (textual.widgets._footer, not exported) for its action and its
+    width."""
+    key = FooterKey("question_mark", "?", "help", "app.help")
+    assert (key.action, key.key_display, key.description) == ("app.help", "?", "help")
+
+
+@pytest.mark.parametrize("width", [60, 80, 120, 250])
+async def test_the_footer_leaves_out_whole_keys_never_help(width: int) -> None:
+    from bbm_tui.core.store import Store
+    from bbm_tui.ui.screens.trace import TraceScreen
+    from tests.ui.ui_helpers import recorded_session
+
+    with Store.open() as store:
+        trace = recorded_session(store, "word_sorting", 3)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await pilot.pause()
+        footer = app.screen.query_one(KeysFooter)
+        await pilot.pause()
+        shown = [key for key in footer.query(FooterKey) if key.display and key.parent.display]
+        assert any(key.action in ("help", "app.help") for key in shown)
+        # Whatever is shown is whole: the last key ends inside the footer.
+        assert max(key.region.right for key in shown) <= footer.region.right
+        actions = [key.action for key in footer.query(FooterKey)]
+        hidden = [key.action for key in footer.query(FooterKey) if not key.display]
+        if width >= 250:
+            assert not hidden
+        else:
+            # Left out from the end, in order (help excepted).
+            assert hidden or width >= 120
+            if hidden:
+                first_hidden = actions.index(hidden[0])
+                assert all(a in hidden or a in ("help", "app.help")
+                           for a in actions[first_hidden:])
 
 
 def test_radio_set_selected_still_exists() -> None:

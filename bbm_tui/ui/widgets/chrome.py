@@ -6,7 +6,10 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
 from textual.content import Content
+from textual.geometry import Size
+from textual.widget import Widget
 from textual.widgets import Footer, Static
+from textual.widgets._footer import FooterKey, FooterLabel
 
 
 class LeanStatic(Static):
@@ -30,17 +33,68 @@ class LeanStatic(Static):
 
 
 class KeysFooter(Footer):
-    """A Footer that shows the screen's keys in its first frame.
+    """A Footer that shows the screen's keys in its first frame, and only keys that fit.
 
     Textual's Footer draws nothing until the screen announces its bindings, and then
     recomposes a frame later; on the app's first screen that put the keys a few hundred
     milliseconds after everything else. The screen's and the app's bindings are known when
     the Footer is composed, so it may as well draw them then (later changes still recompose).
+
+    Textual's Footer cuts off what does not fit (at 80 columns, the trace screen lost "? help",
+    the key that lists all the others). This one leaves out whole keys from the end instead,
+    always keeping help.
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._bindings_ready = True  # Textual's own flag (textual 8): "bindings are known"
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.call_after_refresh(self._fit)
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        self._fit()
+
+    def _fit(self) -> None:
+        """Show the keys, in their order, that fit beside help and the palette key."""
+        width = self.size.width
+        if not width:
+            return
+        items = [child for child in self.children if not child.has_class("-command-palette")]
+        pinned = {id(child) for child in items if _is_help(child)}
+        room = width - sum(_cells(child) for child in self.children
+                           if child.has_class("-command-palette") or id(child) in pinned)
+        for child in items:
+            if id(child) in pinned:
+                continue
+            cells = _cells(child)
+            fits = cells <= room
+            if fits:
+                room -= cells
+            else:
+                room = -1  # keep the order: nothing after a key left out
+            if child.display != fits:
+                child.display = fits
+
+
+def _is_help(widget: Widget) -> bool:
+    return isinstance(widget, FooterKey) and widget.action in ("help", "app.help")
+
+
+def _cells(widget: Widget) -> int:
+    """Columns `widget` takes in the footer's row, worked out whether shown or not."""
+    styles = widget.styles
+    outside = styles.margin.width + (
+        styles.border.spacing.width if styles.border else 0)
+    if isinstance(widget, FooterKey | FooterLabel):
+        return outside + styles.padding.width + widget.get_content_width(Size(0, 0),
+                                                                         Size(0, 0))
+    return outside + styles.padding.width + sum(_cells(child) for child in widget.children)
 
 
 class TitleBar(HorizontalGroup):
