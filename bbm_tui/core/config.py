@@ -3,7 +3,7 @@
     model = "openai/gpt-4o-mini"     # any litellm model string; default replay/bbm
     api_base = "http://localhost:8000/v1"
     mode = "chat"                    # or "completion" (text completion, for base models)
-    temperature = 0                  # generation's (the paper's: 0; 0 to 2)
+    temperature = 0                  # generation's, 0 to 2 (the paper's: 0)
     step_limit = 160
     max_tokens = 1024                # per step
     logprobs = true                  # record each step's log-probabilities (chat mode)
