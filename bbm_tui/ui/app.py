@@ -329,6 +329,14 @@ class BbmApp(App[int]):
     async def _pop_to_home(self) -> None:
         await self._pop_to(self._home_index() + 1)
 
+    async def _show_instead(self, screen: Screen, depth: int) -> None:
+        """Leave `depth` screens on the stack and push `screen` over them, in one frame: the
+        screens between are never drawn (a session left behind, the bottom screen flashed
+        for a frame on their way out; issue 10, item 9)."""
+        with self.batch_update():
+            await self._pop_to(depth)
+            await self.push_screen(screen)
+
     def can_leave(self, screen: Screen) -> bool:
         stack = self.screen_stack
         return bool(stack) and stack[-1] is screen and len(stack) - 1 > self._home_index()
@@ -375,8 +383,7 @@ class BbmApp(App[int]):
             totals = await asyncio.to_thread(trace.totals)
         if trace.created_now:
             self._fresh_sessions.add(trace.id)
-        await self._pop_to(1)
-        await self.push_screen(_trace_screen_class()(trace, totals))
+        await self._show_instead(_trace_screen_class()(trace, totals), 1)
 
     def session_left(self, session_id: int) -> None:
         if session_id in self._fresh_sessions:
@@ -457,10 +464,11 @@ class BbmApp(App[int]):
         for screen in self.screen_stack:
             if _is_trace_screen(screen):
                 self.workers.cancel_node(screen)
-        await self._pop_to(1)
-        if isinstance(self.screen, SplashScreen):
-            await self.push_screen(NewSessionScreen(self.config))
-        await self.push_screen(SessionsScreen())
+        with self.batch_update():  # one frame: no flash of the screens on their way out
+            await self._pop_to(1)
+            if isinstance(self.screen, SplashScreen):
+                await self.push_screen(NewSessionScreen(self.config))
+            await self.push_screen(SessionsScreen())
 
     def replace_deleted(self, screen: Screen) -> None:
         """The session on show was deleted from the sessions screen: start afresh."""
@@ -582,20 +590,20 @@ class BbmApp(App[int]):
     async def action_new_session(self) -> None:
         if self.store_error is not None or isinstance(self.screen, NewSessionScreen):
             return
-        await self._pop_to_home()
-        base = self.screen
+        home = self._home_index()
+        base = self.screen_stack[home]
         if isinstance(base, NewSessionScreen):
+            await self._pop_to(home + 1)
             return
         task = base.trace.session.task if _is_trace_screen(base) else None  # type: ignore[attr-defined]
-        await self.push_screen(NewSessionScreen(self.config, task=task))
+        await self._show_instead(NewSessionScreen(self.config, task=task), home + 1)
 
     async def action_sessions(self) -> None:
         from bbm_tui.ui.screens.sessions import SessionsScreen
 
         if self.store_error is not None or isinstance(self.screen, SessionsScreen):
             return
-        await self._pop_to_home()
-        await self.push_screen(SessionsScreen())
+        await self._show_instead(SessionsScreen(), self._home_index() + 1)
 
     def action_help(self) -> None:
         from bbm_tui.ui.dialogs import HelpScreen

@@ -90,3 +90,28 @@ def thought(screen: Any, number: int) -> ThoughtView:
     if view is None or not view.is_attached:
         raise NoMatches(f"Thought {number} is not in the window")
     return view
+
+
+class ScreensShown:
+    """The screen each frame shows, in order: wraps the app's `_display`, which Textual's
+    compositor calls with each update it renders (a private hook, for tests only: a frame is
+    what a person sees, and no public API says which screen it was of)."""
+
+    def __init__(self, app: BbmApp) -> None:
+        self.frames: list[Any] = []
+        original = app._display
+
+        def display(screen: Any, renderable: Any) -> None:
+            if renderable is not None:
+                self.frames.append(screen)
+            original(screen, renderable)
+
+        app._display = display  # type: ignore[method-assign]
+
+    def since(self, mark: int) -> list[Any]:
+        """The screens of the frames after `mark` (a length of `frames`), repeats folded."""
+        shown: list[Any] = []
+        for screen in self.frames[mark:]:
+            if not shown or shown[-1] is not screen:
+                shown.append(screen)
+        return shown
