@@ -27,10 +27,10 @@ from textual.screen import Screen
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
-from bbm_tui.core import llm
 from bbm_tui.core.config import Config
 from bbm_tui.core.tasks import TASKS
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.core.types import ModelSpec
 from bbm_tui.ui.messages import (
     GoBack,
     ModelChosen,
@@ -153,7 +153,7 @@ class BbmApp(App[int]):
         self.stepper_settings = self.config.stepper_settings()
         # What the new-session screen was last left with, for the next one this run: the
         # model chosen there (None: the config's) and the recorded-trace choice.
-        self.chosen_spec: llm.ModelSpec | None = None
+        self.chosen_spec: ModelSpec | None = None
         self.recorded_trace = False
         self.store: Store | None = None
         self.store_error: str | None = None
@@ -285,6 +285,8 @@ class BbmApp(App[int]):
 
     @work(thread=True, group="warm-up", exit_on_error=False)
     def _warm_up(self) -> None:
+        from bbm_tui.core import llm
+
         llm.warm_up()
 
     # -- worker failures, all in one place
@@ -293,12 +295,13 @@ class BbmApp(App[int]):
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
+        from bbm_tui.core.llm import LLMError
         from bbm_tui.core.store import SessionDeleted
 
         if isinstance(error, SessionDeleted):
             self.session_gone(str(error))
             return
-        if isinstance(error, llm.LLMError):
+        if isinstance(error, LLMError):
             message = error.message  # redacted already
         else:
             # Any exception's text may carry what a provider or a library echoed back.
@@ -424,8 +427,8 @@ class BbmApp(App[int]):
         await self._present(trace, totals)
 
     @property
-    def configured_spec(self) -> llm.ModelSpec:
-        return llm.ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
+    def configured_spec(self) -> ModelSpec:
+        return ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
 
     @work(exclusive=True, group="open", exit_on_error=False)
     async def _show_question(self, task: str, number: int) -> None:
@@ -448,7 +451,7 @@ class BbmApp(App[int]):
                         severity="error", markup=False)
             await self.push_screen(NewSessionScreen(self.config, task=task))
             return
-        spec = llm.ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
+        spec = ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
         request = dataset_request(task, number, rows[number], spec, recorded=False)
         trace = await asyncio.to_thread(create_trace, store, request)
         await self._present(trace, None)

@@ -14,6 +14,7 @@ from textual.app import App
 from textual.pilot import Pilot
 from ui_helpers import wait_for
 
+from bbm_tui.core import llm
 from bbm_tui.core.config import Config
 from bbm_tui.ui import app as app_module
 from bbm_tui.ui.dialogs import StoreErrorScreen
@@ -25,7 +26,7 @@ def run_headless(monkeypatch: pytest.MonkeyPatch, auto_pilot) -> None:
     background import of litellm is skipped (these tests call no model)."""
     run = functools.partialmethod(App.run, headless=True, size=(120, 40), auto_pilot=auto_pilot)
     monkeypatch.setattr(app_module.BbmApp, "run", run)
-    monkeypatch.setattr(app_module.llm, "warm_up", lambda: None)
+    monkeypatch.setattr(llm, "warm_up", lambda: None)
 
 
 def test_run_app_returns_zero_after_q(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,11 +17,11 @@ from textual.widgets import Button, Checkbox, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
-from bbm_tui.core import llm
 from bbm_tui.core.config import Config
 from bbm_tui.core.redact import redact_url
 from bbm_tui.core.tasks import TASKS, get_task
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.core.types import MODES, ModelSpec
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.messages import GoBack, ModelChosen, OpenTrace
 from bbm_tui.ui.screens.base import BbmScreen
@@ -55,7 +55,7 @@ class Entry:
 @dataclass(frozen=True)
 class StartRequest:
     trace: NewTrace
-    spec: llm.ModelSpec
+    spec: ModelSpec
     recorded_steps: list[str] | None = None
 
 
@@ -70,7 +70,7 @@ def create_trace(store: Store, request: StartRequest) -> TraceSession:
 
 
 def dataset_request(
-    task: str, index: int, row: TraceRow, spec: llm.ModelSpec, *, recorded: bool
+    task: str, index: int, row: TraceRow, spec: ModelSpec, *, recorded: bool
 ) -> StartRequest:
     from bbm_tui.core.trace.session import NewTrace
 
@@ -110,7 +110,7 @@ def entry_prompt(entry: Entry) -> Content:
     )
 
 
-def spec_line(spec: llm.ModelSpec, settings: StepperSettings | None = None) -> Content:
+def spec_line(spec: ModelSpec, settings: StepperSettings | None = None) -> Content:
     """The model the session will ask: name, mode, and the api base when there is one (a
     password or key in it never shown); under it, how it generates."""
     line = Content.assemble(safe_line(spec.model, 40).stylize("bold"), (f" · {spec.mode}", MUTED))
@@ -161,8 +161,8 @@ class NewSessionScreen(BbmScreen):
 
     def __init__(self, config: Config, *, task: str | None = None) -> None:
         super().__init__(classes="new-session")  # no id: two may be stacked for a moment
-        mode = config.mode if config.mode in llm.MODES else "chat"
-        self.spec = llm.ModelSpec(config.model, config.api_base, mode)  # type: ignore[arg-type]
+        mode = config.mode if config.mode in MODES else "chat"
+        self.spec = ModelSpec(config.model, config.api_base, mode)  # type: ignore[arg-type]
         self.task_name = task if task in TASKS else next(iter(TASKS))
         self._entries: list[Entry] = []
         self._shown: list[Entry] = []
