@@ -112,6 +112,9 @@ asyncio.run(idle() if mode == "idle" else opened())
 """
 
 
+OPEN_RUNS, OPEN_RUNS_QUICK = 5, 3
+
+
 def make_file(folder: Path) -> Path:
     from bbm_tui.core.dataset import all_bundled
 
@@ -149,15 +152,23 @@ def main() -> int:
         print(f"file: {TRACES:,} traces of {TASK} ({path.stat().st_size / 2**20:.1f} MiB)")
         with private_home() as env:
             idle = child("idle", path, 0, env)
-        with private_home() as env:
-            opened = child("open", path, keys, env)
+        # The open is timed in several fresh processes and the median taken: one run on
+        # this shared two-core machine swings by half a second with the load.
+        runs = []
+        for number in range(OPEN_RUNS_QUICK if args.quick else OPEN_RUNS):
+            with private_home() as env:
+                runs.append(child("open", path, keys if number == 0 else 0, env))
+    opened = runs[0]
+    open_s = statistics.median(run["open_s"] for run in runs)
     above_mb = (opened["hwm_kb"] - idle["rss_kb"]) / 1024
     key_ms = [value * 1000 for value in opened["key_s"]]
     submit_ms = [value * 1000 for value in opened["submit_s"]]
     print(f"idle app: RSS {idle['rss_kb'] / 1024:.0f} MiB")
-    print(f"open the file and show the first trace: {opened['open_s']:.2f} s, peak RSS "
-          f"{opened['hwm_kb'] / 1024:.0f} MiB ({above_mb:.0f} MiB above idle); reading and "
-          f"checking the file took {opened['read_s']:.2f} s of it")
+    each = ", ".join(f"{run['open_s']:.2f}" for run in runs)
+    print(f"open the file and show the first trace: median {open_s:.2f} s of {len(runs)} "
+          f"runs ({each}); peak RSS {opened['hwm_kb'] / 1024:.0f} MiB ({above_mb:.0f} MiB "
+          f"above idle); reading and checking the file took "
+          f"{statistics.median(run['read_s'] for run in runs):.2f} s of it (median)")
     p95 = sorted(key_ms)[int(0.95 * (len(key_ms) - 1))]
     print(f"label key to the next thought ready: median {statistics.median(key_ms):.1f} ms, "
           f"p95 {p95:.1f} ms, max {max(key_ms):.1f} ms (n={len(key_ms)})")
@@ -165,7 +176,7 @@ def main() -> int:
         print(f"x + enter to the next trace on screen: median "
               f"{statistics.median(submit_ms):.1f} ms (n={len(submit_ms)})")
     print()
-    target("open", opened["open_s"] * 1000, 1000, "ms")
+    target("open (median)", open_s * 1000, 1000, "ms")
     target("memory above idle", above_mb, 200, "MB")
     target("label key (median)", statistics.median(key_ms), 50, "ms")
     return 0
