@@ -27,6 +27,7 @@ from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, safe, styled
 from bbm_tui.ui.viewmodels.annotate import location_text
 from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
+from bbm_tui.ui.widgets.hanging import HangingStatic
 
 
 def _accept(digit: int, show: bool) -> Binding:
@@ -122,7 +123,8 @@ class AdjudicateScreen(BbmScreen):
         if rebuild:
             pane = self.query_one("#j-thoughts", ThoughtsPane)
             await pane.remove_children()
-            await pane.mount_all(Static(classes="a-thought") for _ in self._steps)
+            await pane.mount_all(HangingStatic(gutter_width=4, classes="a-thought")
+                                 for _ in self._steps)
         self._show_thoughts()
 
     def _show_thoughts(self) -> None:
@@ -132,17 +134,16 @@ class AdjudicateScreen(BbmScreen):
         for name, found in sorted(item.candidates.items()):
             if found is not None:
                 marks.setdefault(found, []).append(name)
-        for index, (widget, step) in enumerate(zip(pane.query(".a-thought").results(Static),
-                                                   self._steps, strict=False)):
+        for index, (widget, step) in enumerate(zip(
+                pane.query(".a-thought").results(HangingStatic), self._steps, strict=False)):
             gutter = styled(f"{index + 1:>3} ", MUTED)
-            body = safe(step.text)
-            parts = [gutter, body]
+            parts = [safe(step.text)]
             if index in marks:
                 parts.append(styled(f"  ✗ {one_line(', '.join(marks[index]), 60)}",
                                     "bold $text-error"))
             if item.settled and item.adjudicated == index:
                 parts.append(styled("  ⚑ adjudicated", "bold $text-success"))
-            widget.update(Content.assemble(*parts))
+            widget.show(gutter, Content.assemble(*parts))
             widget.set_class(index == self.selected, "-current")
             widget.set_class(index in marks, "-mistake")
             if index == self.selected:

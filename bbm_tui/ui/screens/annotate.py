@@ -46,6 +46,7 @@ from bbm_tui.ui.viewmodels.annotate import (
     thought_state,
 )
 from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
+from bbm_tui.ui.widgets.hanging import HangingStatic
 
 
 class ThoughtsPane(VerticalScroll, can_focus=False):
@@ -91,7 +92,7 @@ class AnnotateScreen(BbmScreen):
         self._painted: list[tuple[str, str] | None] = []
         self._question_word: str | None = None
         self._painted_question = False
-        self._thought_widgets: list[Static] = []
+        self._thought_widgets: list[HangingStatic] = []
 
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title-bar")
@@ -128,7 +129,7 @@ class AnnotateScreen(BbmScreen):
         pane = self.query_one("#a-thoughts", ThoughtsPane)
         await pane.remove_children()
         steps = self.queue.current.row.steps
-        self._thought_widgets = [Static(classes="a-thought") for _ in steps]
+        self._thought_widgets = [HangingStatic(classes="a-thought") for _ in steps]
         await pane.mount_all(self._thought_widgets)
         self._painted = [None] * len(steps)
         self._painted_question = False
@@ -143,7 +144,7 @@ class AnnotateScreen(BbmScreen):
             if self._painted[index] == (state, self.word):
                 continue
             self._painted[index] = (state, self.word)
-            widget.update(thought_content(index + 1, text, state, self.word))
+            widget.show(*thought_content(index + 1, text, state, self.word))
             widget.set_class(state == "current", "-current")
             widget.set_class(state == "mistake", "-mistake")
             if state == "current":

@@ -93,10 +93,13 @@ def highlighted(text: str, word: str, base: Content | None = None) -> Content:
                                    style=HIGHLIGHT)
 
 
-def thought_content(number: int, text: str, state: ThoughtState, word: str) -> Content:
+def thought_content(number: int, text: str, state: ThoughtState,
+                    word: str) -> tuple[Content, Content]:
+    """A thought as the queue shows it: its gutter ("  3 ✓ ") and its text, the word
+    highlighted, dimmed while locked or after the mistake."""
     glyph, style = GLYPHS[state]
     gutter = Content.styled(f"{number:>3} {glyph} ", style)
     body = highlighted(text, word)
     if state in ("locked", "after"):
         body = body.stylize("$foreground 38%")
-    return Content.assemble(gutter, body)
+    return gutter, body

@@ -1,0 +1,42 @@
+"""Text beside a gutter, wrapped with a hanging indent: "  3 ✓ " and then lines that all start
+under the text, not under the number (the annotation queue's thoughts)."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.geometry import Size
+from textual.widgets import Static
+
+
+class HangingStatic(Static):
+    """A Static whose text wraps beside a fixed-width gutter. `show(gutter, body)` replaces
+    both; the gutter is drawn on the first line only, blank cells under it after."""
+
+    def __init__(self, *, gutter_width: int = 6, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._gutter_width = gutter_width
+        self._gutter = Content("")
+        self._body = Content("")
+        self._cache: tuple[int, Content] | None = None
+
+    def show(self, gutter: Content, body: Content) -> None:
+        self._gutter, self._body = gutter, body
+        self._cache = None
+        self.refresh(layout=True)
+
+    def _drawn(self, width: int) -> Content:
+        if self._cache is not None and self._cache[0] == width:
+            return self._cache[1]
+        lines = self._body.wrap(max(width - self._gutter_width, 8)) or [Content("")]
+        gutter = self._gutter.pad_right(self._gutter_width - self._gutter.cell_length)
+        indent = Content(" " * self._gutter_width)
+        drawn = Content("\n").join((gutter if index == 0 else indent).append(line)
+                                   for index, line in enumerate(lines))
+        self._cache = (width, drawn)
+        return drawn
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._drawn(width).split("\n"))
+
+    def render(self) -> Content:
+        return self._drawn(self.content_size.width)
