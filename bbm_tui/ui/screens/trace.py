@@ -5,12 +5,16 @@ The store is the truth: a thought becomes a finished `ThoughtView` only once its
 committed (the session commits inside `generate` before passing `StepFinished` on), and a
 thought still streaming when a run ends (stop, error) is removed, so what is on screen after
 a run is what a resume would show.
+
+One concern a file: generating, selecting, labelling and copying are here; the branch keys
+(b, w, < >, t, v, l) are in trace_branching.py and mistake finding (f, e) in
+trace_finding.py, mixed into the screen.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual import events, work
@@ -21,7 +25,6 @@ from textual.content import Content
 from textual.widgets import Static
 
 from bbm_tui.core import llm
-from bbm_tui.core.generation.backtrack import SAMPLES
 from bbm_tui.core.generation.stepper import (
     AnswerFound,
     StepDelta,
@@ -31,20 +34,16 @@ from bbm_tui.core.generation.stepper import (
     StepStarted,
     TraceFinished,
 )
-from bbm_tui.core.judging.finders import FindFinished, StepJudged, TraceJudged
-from bbm_tui.core.prompts.finding import METHODS, methods_for
 from bbm_tui.core.store import Label, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
-from bbm_tui.core.trace.branches import other_branch, segments
-from bbm_tui.core.trace.recording import record_find
-from bbm_tui.core.trace.session import BranchMade, TraceSession
+from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.ui.context import AppContext, context
-from bbm_tui.ui.dialogs import ConfirmScreen, FindRequest, FindScreen, MethodChoice
+from bbm_tui.ui.dialogs import ConfirmScreen, FindRequest
 from bbm_tui.ui.messages import SessionMissing
-from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.base import BbmScreen
-from bbm_tui.ui.screens.branches import BranchTreeScreen, CompareScreen, TokenScreen
+from bbm_tui.ui.screens.trace_branching import BranchActions
+from bbm_tui.ui.screens.trace_finding import FindingActions
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import (
     GLYPH_MISTAKE,
@@ -59,13 +58,8 @@ from bbm_tui.ui.text import (
 from bbm_tui.ui.viewmodels.trace import (
     FINISH_MESSAGES,
     FinderShown,
-    Judgement,
-    agreement_words,
-    describe_agreement,
-    describe_finder,
     describe_gold,
     describe_label,
-    finder_source,
     question_text,
     statuses,
 )
@@ -81,7 +75,7 @@ class Pane(VerticalScroll, can_focus=False):
     always reach the screen; the mouse wheel still scrolls it."""
 
 
-class TraceScreen(BbmScreen):
+class TraceScreen(BranchActions, FindingActions, BbmScreen):
     CSS_PATH = stylesheet("trace")
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -618,209 +612,6 @@ class TraceScreen(BbmScreen):
         if self.gold_shown:
             self._load_gold()
 
-    # -- branches: backtracking (b), a thought rewritten (w), versions of a thought (< >)
-
-    def action_backtrack(self) -> None:
-        if self.trace.steps and not (self.running or self.finding):
-            self._backtrack(self.trace.mistake_number or self.selected or 1)
-
-    @work(exclusive=True, group="generate", exit_on_error=False)
-    async def _backtrack(self, number: int) -> None:
-        self._set_running(True)
-        try:
-            if not llm.is_loaded():
-                self._status("Loading the model library…")
-                await asyncio.to_thread(llm.warm_up)
-            model = self.trace.spec.model
-            self._status(f"Sampling Thought {number} {SAMPLES} times at temperature 1…")
-            try:
-                ready = await self.trace.resample(number, settings=self.bbm_app.stepper_settings)
-                if self.trace.spec.model != model:
-                    self.notify(f"{model} can only repeat its recorded trace: backtracking "
-                                f"goes on with {self.trace.spec.model}.", markup=False)
-                    self._show_title()
-            except llm.LLMError as error:
-                self._status(f"Backtracking failed: {error.message}", error=True)
-                return
-            candidate = await self.app.push_screen_wait(CandidatesScreen(ready))
-            if ready.resample.chosen is None:
-                self._status(f"No sample differs from Thought {number}: the trace is as it "
-                             "was (the samples are saved).")
-                return
-            if candidate is None:
-                self._status(f"Kept the trace as it was; the {len(ready.stored)} samples of "
-                             f"Thought {number} are saved.")
-                return
-            await self._continue_branch(self.trace.continue_with(
-                candidate, settings=self.bbm_app.stepper_settings))
-        except asyncio.CancelledError:
-            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
-            raise
-        finally:
-            if self.is_attached:
-                self._drop_unfinished()
-                self._set_running(False)
-                self._sync_views()
-
-    def action_rewrite(self) -> None:
-        if self.trace.steps and not (self.running or self.finding):
-            self._rewrite(self.selected or 1)
-
-    @work(exclusive=True, group="generate", exit_on_error=False)
-    async def _rewrite(self, number: int) -> None:
-        text = await self.app.push_screen_wait(
-            EditThoughtScreen(number, self.trace.steps[number - 1].text))
-        if text is None:
-            return
-        self._set_running(True)
-        try:
-            if not llm.is_loaded():
-                self._status("Loading the model library…")
-                await asyncio.to_thread(llm.warm_up)
-            await self._continue_branch(self.trace.rewrite(
-                number, text, settings=self.bbm_app.stepper_settings))
-        except asyncio.CancelledError:
-            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
-            raise
-        finally:
-            if self.is_attached:
-                self._drop_unfinished()
-                self._set_running(False)
-                self._sync_views()
-
-    async def _continue_branch(self, events: AsyncIterator[object]) -> None:
-        """A new branch from Thought k: show it, then stream the rest as `r` does."""
-        async for event in events:
-            if isinstance(event, BranchMade):
-                self.selected = event.step.number
-                self._moved = False
-                await self._thoughts.replace_stale()
-                self._sync_views()
-                self._show_selection(scroll=True)
-                self._status(f"Thought {event.step.number}: a new version (a new branch; "
-                             "< and > show the others). Generating…")
-            else:
-                self._on_event(event)
-
-    def action_version(self, delta: int) -> None:
-        if not self.trace.steps or self.running or self.finding:
-            return
-        number = self.selected or 1
-        versions = self.trace.alternatives(number)
-        current = next(i for i, step in enumerate(versions)
-                       if step.id == self.trace.steps[number - 1].id)
-        if len(versions) == 1:
-            self._status(f"Thought {number} has one version only.")
-            return
-        self._switch_version(number, versions[(current + delta) % len(versions)].id,
-                             (current + delta) % len(versions) + 1, len(versions))
-
-    @work(exclusive=True, group="label", exit_on_error=False)
-    async def _switch_version(self, number: int, step_id: int, index: int, count: int) -> None:
-        async with self._label_lock:
-            await asyncio.to_thread(self.trace.switch_to, step_id)
-        self.selected = min(number, len(self.trace.steps))
-        await self._thoughts.replace_stale()
-        self._sync_views()
-        self._show_selection(scroll=True)
-        self._status(f"Thought {number}: version {index} of {count} "
-                     f"({thoughts(len(self.trace.steps))} on this branch).")
-
-    def action_presenter(self) -> None:
-        ThoughtView.presenter = not ThoughtView.presenter
-        self.set_class(ThoughtView.presenter, "-presenter")
-        for view in self._views():
-            view._changed()  # the meta line comes or goes: a new height
-        self._status("Presenter mode: on. P turns it off." if ThoughtView.presenter
-                     else "Presenter mode: off.")
-
-    PACES: ClassVar[tuple[float, ...]] = (10.0, 30.0, 60.0, 0.0)
-
-    def action_pace(self) -> None:
-        now = llm.replay_pace()
-        later = [pace for pace in self.PACES if pace and pace > now]
-        chosen = later[0] if now and later else (0.0 if now else self.PACES[0])
-        llm.set_replay_pace(chosen)
-        self._status("The offline models now stream " + (
-            "at once." if chosen == 0 else f"{chosen:.0f} tokens a second.") + " p changes it.")
-
-    def action_verify_live(self) -> None:
-        self.verify_live = not self.verify_live
-        if self.verify_live:
-            self._status("Live verifier on: the task verifier marks each thought as it "
-                         "finishes (✓ ✗ ?; e shows why). V turns it off.")
-            self._verify_now()
-        else:
-            self._status("Live verifier off.")
-            self._load_finder()  # back to the saved finder run, if any
-
-    @work(exclusive=True, group="verify_live", exit_on_error=False)
-    async def _verify_now(self) -> None:
-        """The verifier's verdict on every thought so far, shown as a finder's (not saved:
-        f with 'Task verifier' saves a run)."""
-        if not self.trace.steps or self.finding:
-            return
-        from bbm_tui.core.judging.verifier import VERIFIER_MODEL, VERIFY, verify
-
-        steps = list(self.trace.steps)
-        session = self.trace.session
-        result, verdicts = await asyncio.to_thread(
-            verify, session.task, session.input, [step.text for step in steps])
-        if not self.verify_live or self.finding:
-            return
-        shown = FinderShown(VERIFY, VERIFIER_MODEL, True, steps[-1].id)
-        for verdict, raw in zip(verdicts, result.raw, strict=True):
-            value = verdict.kind.value  # "Yes", "No", or "?" (cannot judge: shown as ?)
-            shown.verdicts[verdict.index + 1] = (value if value in ("Yes", "No") else None,
-                                                 raw)
-        shown.state, shown.parsed = "finished", True
-        shown.mistake_number = result.mistake_number
-        self.finder = shown
-        self._show_finder()
-
-    def action_branch_tree(self) -> None:
-        if not self.trace.steps:
-            return
-
-        def chosen(step_id: int | None) -> None:
-            if step_id is not None:
-                self._show_branch(step_id)
-
-        shown = {step.id for step in self.trace.steps}
-        self.app.push_screen(BranchTreeScreen(segments(self.trace.tree), shown,
-                                              self.trace.session.target), chosen)
-
-    @work(exclusive=True, group="label", exit_on_error=False)
-    async def _show_branch(self, step_id: int) -> None:
-        if self.running or self.finding:
-            return
-        async with self._label_lock:
-            await asyncio.to_thread(self.trace.switch_to, step_id)
-        self.selected = min(self.selected or 1, len(self.trace.steps))
-        await self._thoughts.replace_stale()
-        self._sync_views()
-        self._show_selection(scroll=True)
-        self._status(f"A branch of {thoughts(len(self.trace.steps))} on show.")
-
-    def action_compare(self) -> None:
-        steps = self.trace.steps
-        other = other_branch(self.trace.tree, steps, self.selected)
-        if other is None:
-            self._status("The session has one branch only: b backtracks, w rewrites a thought.")
-            return
-        diff = self.trace.tree.diff(steps[-1].id, other)
-        self.app.push_screen(CompareScreen(diff, self.trace.session.target))
-
-    def action_tokens(self) -> None:
-        if self.trace.steps:
-            self._open_tokens(self.trace.steps[(self.selected or 1) - 1].id)
-
-    @work(exclusive=True, group="tokens", exit_on_error=False)
-    async def _open_tokens(self, step_id: int) -> None:
-        # The list holds steps without their tokens (big traces): read this one's.
-        step = await asyncio.to_thread(self.trace.store.step, step_id)
-        await self.app.push_screen(TokenScreen(step))
-
     # -- labelling (store writes in a thread, one at a time and in the order pressed)
 
     def action_flag(self) -> None:
@@ -872,222 +663,6 @@ class TraceScreen(BbmScreen):
             self.notify(message, markup=False, timeout=3)
         else:
             self._status(message)
-
-    # -- mistake finding (f): a model judges the trace; every answer is saved as it arrives
-
-    def action_find(self) -> None:
-        if not self.trace.steps or self.running or self.finding:
-            return
-        spec = self.trace.spec
-        last = self.finder
-        if self._last_request is not None:
-            default = self._last_request  # as asked last time here, api base included
-        elif last is not None and last.method in METHODS:
-            # Again as the saved run: the same method, model and judging.
-            default = FindRequest(last.method, llm.ModelSpec(last.model, spec.api_base,
-                                                             spec.mode), last.judge_all)
-        else:
-            default = FindRequest("direct-step", spec)
-        methods = [MethodChoice(name, METHODS[name].title, METHODS[name].step_level)
-                   for name in methods_for(self.trace.session.task)]
-        # The task's verifier: a method with no model (core/judging/verifier.py).
-        methods.append(MethodChoice("verify", "Task verifier (no model)", True))
-
-        def chosen(request: FindRequest | None) -> None:
-            if request is not None:
-                self._last_request = request
-                self._find(request)
-
-        self.app.push_screen(FindScreen(methods, default), chosen)
-
-    def _set_finding(self, finding: bool) -> None:
-        self.finding = finding
-        self.set_class(finding, "-finding")
-        self.refresh_bindings()
-
-    @work(exclusive=True, group="find", exit_on_error=False)
-    async def _find(self, request: FindRequest) -> None:
-        steps = list(self.trace.steps)
-        if not steps or self.running:
-            return
-        session = self.trace.session
-        for view in self._views():
-            view.set_expanded(False)
-        self.finder_answer_open = False
-        shown = FinderShown(request.method, request.spec.model, request.judge_all, steps[-1].id)
-        self.finder = shown
-        self._find_follow = True
-        self._set_finding(True)
-        self._show_finder()
-        stopped = False
-        try:
-            if not llm.is_loaded() and request.method != "verify":
-                self._status("Loading the model library…")
-                await asyncio.to_thread(llm.warm_up)
-            self._finder_progress()
-            async for event in record_find(
-                self.trace.store, session.id, session.task, request.method, session.input,
-                [step.text for step in steps], request.spec, leaf_step_id=steps[-1].id,
-                settings=self.bbm_app.config.finder_settings(), judge_all=request.judge_all,
-            ):
-                self._on_find_event(shown, event)
-        except llm.LLMError as error:
-            self._find_failed(shown, error.message)
-        except asyncio.CancelledError:
-            stopped = True
-            shown.state = "stopped"
-            self._status("Stopped the mistake finder. Its answers so far are saved; the run "
-                         "has no result.")
-            raise
-        except Exception:
-            shown.state = "failed"
-            raise  # the app's handler says what it was
-        finally:
-            if self.is_attached:
-                self._set_finding(False)
-                self._show_finder()
-                if stopped:
-                    # An answer being saved as it was stopped is saved all the same: show
-                    # what the store has.
-                    self._load_finder()
-
-    def _on_find_event(self, shown: FinderShown, event: object) -> None:
-        if isinstance(event, StepJudged):
-            shown.verdicts[event.number] = (event.verdict, event.raw)
-            self._add_call(event.call)
-            self._finder_progress()
-        elif isinstance(event, TraceJudged):
-            shown.trace_raw = event.raw
-            self._add_call(event.call)
-        elif isinstance(event, FindFinished):
-            shown.state = "finished"
-            shown.mistake_number = event.result.mistake_number
-            shown.parsed = event.result.parsed
-            self._show_finder()
-            if shown.mistake_number is not None and self._find_follow:
-                # To the thought the model faults (unless the reader moved meanwhile): x
-                # agrees with it, e shows why.
-                self.selected = shown.mistake_number
-                self._show_selection()
-                view = self._view(shown.mistake_number)
-                if view is not None:  # in the middle: the verdicts before it in view too
-                    self._thoughts.scroll_to_thought(view, center=True)
-            self._status(self._finder_summary(shown))
-            return
-        self._show_finder()
-
-    def _finder_progress(self) -> None:
-        shown = self.finder
-        if shown is None or shown.state != "running":
-            return
-        who = f"The model ({finder_source(shown)})"
-        if shown.step_level:
-            number = shown.next_number
-            if number > len(self.trace.steps):
-                return
-            self._status(f"{who} is judging Thought {number} of {len(self.trace.steps)}…  "
-                         "(esc stops)")
-            view = self._view(number) if self._find_follow else None
-            if view is not None:
-                self._thoughts.scroll_to_thought(view)
-        else:
-            self._status(f"{who} is reading the whole trace…  (esc stops)")
-
-    def _finder_summary(self, shown: FinderShown) -> str:
-        if shown.parsed is False and not shown.step_level and shown.trace_raw is not None:
-            said = f"unparseable: {one_line(shown.trace_raw, 120)}"
-        else:
-            said = shown.verdict_text()
-        parts = [f"Model says: {said}.", agreement_words(shown, self.trace)]
-        if shown.step_level and shown.cot:
-            parts.append("e on a thought shows the model's reasoning.")
-        elif shown.step_level:
-            parts.append("e on a thought shows the model's answer.")
-        else:
-            parts.append("e shows the model's answer.")
-        return " ".join(part for part in parts if part)
-
-    def _find_failed(self, shown: FinderShown, message: str) -> None:
-        shown.state = "failed"
-        shown.error = message
-        message = one_line(message, 400)
-        saved = len(shown.verdicts)
-        kept = (f"The {saved} answer{'s' if saved != 1 else ''} before it "
-                f"{'are' if saved != 1 else 'is'} saved; the run has no result." if saved
-                else "The run has no result.")
-        self._status(f"Mistake finding failed: {message.rstrip('.')}. {kept}", error=True)
-
-    @work(exclusive=True, group="finder-load", exit_on_error=False)
-    async def _load_finder(self) -> None:
-        """The session's latest finder run, from the store (on resume, and after a stop)."""
-        runs = await asyncio.to_thread(self.trace.store.finder_runs, self.trace.id)
-        if self.finding or self.verify_live or not self.is_attached:
-            return  # a new run, or the live verifier, is on show
-        self.finder = FinderShown.of_run(runs[-1]) if runs else None
-        self._show_finder()
-
-    def _finder_marks(self, shown: FinderShown | None
-                      ) -> dict[int, tuple[Judgement, str | None]]:
-        """The finder's mark on each thought it judged, if its run was on this branch."""
-        if shown is None:
-            return {}
-        on_branch = shown.leaf_step_id is None or any(
-            step.id == shown.leaf_step_id for step in reversed(self.trace.steps))
-        return shown.judgements(len(self.trace.steps)) if on_branch else {}
-
-    def _show_finder(self) -> None:
-        """The finder's marks on the thoughts, its verdict and the agreement on the left."""
-        shown = self.finder
-        marks = self._finder_marks(shown)
-        for view in self._views():
-            judgement, raw = marks.get(view.number, (None, None))
-            view.set_judgement(judgement, raw)
-        finder = self.query_one("#finder", LeanStatic)
-        finder.display = shown is not None
-        if shown is not None:
-            finder.show(describe_finder(shown, self.trace))
-        answer = self.query_one("#finder-answer", Static)
-        open_answer = (shown is not None and not shown.step_level
-                       and shown.trace_raw is not None and self.finder_answer_open)
-        answer.display = open_answer
-        if open_answer and shown is not None and shown.trace_raw is not None:
-            raw = shown.trace_raw.strip()
-            answer.update(Content.assemble(("The model's answer: ", "bold"))
-                          .append(safe(raw).stylize(MUTED) if raw
-                                  else styled("(an empty answer)", f"italic {MUTED}")))
-        self._show_agreement()
-        self.refresh_bindings()
-
-    def _show_agreement(self) -> None:
-        agreement = describe_agreement(self.finder, self.trace)
-        widget = self.query_one("#agreement", LeanStatic)
-        widget.display = agreement is not None
-        if agreement is not None:
-            widget.show(agreement)
-
-    def action_reasoning(self) -> None:
-        """e: the finder's raw answer under the selected thought (step-level), or under its
-        verdict on the left (trace-level); again hides it."""
-        shown = self.finder
-        if shown is None:
-            return
-        if not shown.step_level:
-            self.finder_answer_open = not self.finder_answer_open
-            self._show_finder()
-            if self.finder_answer_open:
-                self.query_one("#question-pane", VerticalScroll).scroll_to_widget(
-                    self.query_one("#finder-answer"), animate=False)
-            return
-        view = self._view(self.selected)
-        if view is None or view.judge_raw is None:
-            self.notify(f"The model has not judged Thought {self.selected}.", markup=False,
-                        timeout=3)
-            return
-        view.set_expanded(not view.expanded)
-        if view.expanded:
-            self.call_after_refresh(
-                self.query_one("#thoughts", VerticalScroll).scroll_to_widget, view,
-                animate=False)
 
     # -- the dataset's gold label (g), hidden by default so that it does not bias anyone
 

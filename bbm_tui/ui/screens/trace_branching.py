@@ -1,0 +1,230 @@
+"""The trace screen's branch keys (issue 11): backtracking from a thought (b), a thought
+rewritten by hand (w), the versions of a thought (< >), the branch tree (t), two branches side
+by side (v) and a thought's tokens (l). Each makes or shows a branch; nothing is overwritten."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import ClassVar
+
+from textual import work
+
+from bbm_tui.core import llm
+from bbm_tui.core.generation.backtrack import SAMPLES
+from bbm_tui.core.trace.branches import other_branch, segments
+from bbm_tui.core.trace.session import BranchMade
+from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
+from bbm_tui.ui.screens.branches import BranchTreeScreen, CompareScreen, TokenScreen
+from bbm_tui.ui.text import thoughts
+from bbm_tui.ui.viewmodels.trace import FinderShown
+from bbm_tui.ui.widgets.thought import ThoughtView
+
+
+class BranchActions:
+    """Mixed into `TraceScreen` (ui/screens/trace.py), whose state these use: the session
+    (`trace`), the selection, whether a run or a finder is going, the status line and the
+    thoughts pane."""
+
+    # -- branches: backtracking (b), a thought rewritten (w), versions of a thought (< >)
+
+    def action_backtrack(self) -> None:
+        if self.trace.steps and not (self.running or self.finding):
+            self._backtrack(self.trace.mistake_number or self.selected or 1)
+
+    @work(exclusive=True, group="generate", exit_on_error=False)
+    async def _backtrack(self, number: int) -> None:
+        self._set_running(True)
+        try:
+            if not llm.is_loaded():
+                self._status("Loading the model library…")
+                await asyncio.to_thread(llm.warm_up)
+            model = self.trace.spec.model
+            self._status(f"Sampling Thought {number} {SAMPLES} times at temperature 1…")
+            try:
+                ready = await self.trace.resample(number, settings=self.bbm_app.stepper_settings)
+                if self.trace.spec.model != model:
+                    self.notify(f"{model} can only repeat its recorded trace: backtracking "
+                                f"goes on with {self.trace.spec.model}.", markup=False)
+                    self._show_title()
+            except llm.LLMError as error:
+                self._status(f"Backtracking failed: {error.message}", error=True)
+                return
+            candidate = await self.app.push_screen_wait(CandidatesScreen(ready))
+            if ready.resample.chosen is None:
+                self._status(f"No sample differs from Thought {number}: the trace is as it "
+                             "was (the samples are saved).")
+                return
+            if candidate is None:
+                self._status(f"Kept the trace as it was; the {len(ready.stored)} samples of "
+                             f"Thought {number} are saved.")
+                return
+            await self._continue_branch(self.trace.continue_with(
+                candidate, settings=self.bbm_app.stepper_settings))
+        except asyncio.CancelledError:
+            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
+            raise
+        finally:
+            if self.is_attached:
+                self._drop_unfinished()
+                self._set_running(False)
+                self._sync_views()
+
+    def action_rewrite(self) -> None:
+        if self.trace.steps and not (self.running or self.finding):
+            self._rewrite(self.selected or 1)
+
+    @work(exclusive=True, group="generate", exit_on_error=False)
+    async def _rewrite(self, number: int) -> None:
+        text = await self.app.push_screen_wait(
+            EditThoughtScreen(number, self.trace.steps[number - 1].text))
+        if text is None:
+            return
+        self._set_running(True)
+        try:
+            if not llm.is_loaded():
+                self._status("Loading the model library…")
+                await asyncio.to_thread(llm.warm_up)
+            await self._continue_branch(self.trace.rewrite(
+                number, text, settings=self.bbm_app.stepper_settings))
+        except asyncio.CancelledError:
+            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
+            raise
+        finally:
+            if self.is_attached:
+                self._drop_unfinished()
+                self._set_running(False)
+                self._sync_views()
+
+    async def _continue_branch(self, events: AsyncIterator[object]) -> None:
+        """A new branch from Thought k: show it, then stream the rest as `r` does."""
+        async for event in events:
+            if isinstance(event, BranchMade):
+                self.selected = event.step.number
+                self._moved = False
+                await self._thoughts.replace_stale()
+                self._sync_views()
+                self._show_selection(scroll=True)
+                self._status(f"Thought {event.step.number}: a new version (a new branch; "
+                             "< and > show the others). Generating…")
+            else:
+                self._on_event(event)
+
+    def action_version(self, delta: int) -> None:
+        if not self.trace.steps or self.running or self.finding:
+            return
+        number = self.selected or 1
+        versions = self.trace.alternatives(number)
+        current = next(i for i, step in enumerate(versions)
+                       if step.id == self.trace.steps[number - 1].id)
+        if len(versions) == 1:
+            self._status(f"Thought {number} has one version only.")
+            return
+        self._switch_version(number, versions[(current + delta) % len(versions)].id,
+                             (current + delta) % len(versions) + 1, len(versions))
+
+    @work(exclusive=True, group="label", exit_on_error=False)
+    async def _switch_version(self, number: int, step_id: int, index: int, count: int) -> None:
+        async with self._label_lock:
+            await asyncio.to_thread(self.trace.switch_to, step_id)
+        self.selected = min(number, len(self.trace.steps))
+        await self._thoughts.replace_stale()
+        self._sync_views()
+        self._show_selection(scroll=True)
+        self._status(f"Thought {number}: version {index} of {count} "
+                     f"({thoughts(len(self.trace.steps))} on this branch).")
+
+    def action_presenter(self) -> None:
+        ThoughtView.presenter = not ThoughtView.presenter
+        self.set_class(ThoughtView.presenter, "-presenter")
+        for view in self._views():
+            view._changed()  # the meta line comes or goes: a new height
+        self._status("Presenter mode: on. P turns it off." if ThoughtView.presenter
+                     else "Presenter mode: off.")
+
+    PACES: ClassVar[tuple[float, ...]] = (10.0, 30.0, 60.0, 0.0)
+
+    def action_pace(self) -> None:
+        now = llm.replay_pace()
+        later = [pace for pace in self.PACES if pace and pace > now]
+        chosen = later[0] if now and later else (0.0 if now else self.PACES[0])
+        llm.set_replay_pace(chosen)
+        self._status("The offline models now stream " + (
+            "at once." if chosen == 0 else f"{chosen:.0f} tokens a second.") + " p changes it.")
+
+    def action_verify_live(self) -> None:
+        self.verify_live = not self.verify_live
+        if self.verify_live:
+            self._status("Live verifier on: the task verifier marks each thought as it "
+                         "finishes (✓ ✗ ?; e shows why). V turns it off.")
+            self._verify_now()
+        else:
+            self._status("Live verifier off.")
+            self._load_finder()  # back to the saved finder run, if any
+
+    @work(exclusive=True, group="verify_live", exit_on_error=False)
+    async def _verify_now(self) -> None:
+        """The verifier's verdict on every thought so far, shown as a finder's (not saved:
+        f with 'Task verifier' saves a run)."""
+        if not self.trace.steps or self.finding:
+            return
+        from bbm_tui.core.judging.verifier import VERIFIER_MODEL, VERIFY, verify
+
+        steps = list(self.trace.steps)
+        session = self.trace.session
+        result, verdicts = await asyncio.to_thread(
+            verify, session.task, session.input, [step.text for step in steps])
+        if not self.verify_live or self.finding:
+            return
+        shown = FinderShown(VERIFY, VERIFIER_MODEL, True, steps[-1].id)
+        for verdict, raw in zip(verdicts, result.raw, strict=True):
+            value = verdict.kind.value  # "Yes", "No", or "?" (cannot judge: shown as ?)
+            shown.verdicts[verdict.index + 1] = (value if value in ("Yes", "No") else None,
+                                                 raw)
+        shown.state, shown.parsed = "finished", True
+        shown.mistake_number = result.mistake_number
+        self.finder = shown
+        self._show_finder()
+
+    def action_branch_tree(self) -> None:
+        if not self.trace.steps:
+            return
+
+        def chosen(step_id: int | None) -> None:
+            if step_id is not None:
+                self._show_branch(step_id)
+
+        shown = {step.id for step in self.trace.steps}
+        self.app.push_screen(BranchTreeScreen(segments(self.trace.tree), shown,
+                                              self.trace.session.target), chosen)
+
+    @work(exclusive=True, group="label", exit_on_error=False)
+    async def _show_branch(self, step_id: int) -> None:
+        if self.running or self.finding:
+            return
+        async with self._label_lock:
+            await asyncio.to_thread(self.trace.switch_to, step_id)
+        self.selected = min(self.selected or 1, len(self.trace.steps))
+        await self._thoughts.replace_stale()
+        self._sync_views()
+        self._show_selection(scroll=True)
+        self._status(f"A branch of {thoughts(len(self.trace.steps))} on show.")
+
+    def action_compare(self) -> None:
+        steps = self.trace.steps
+        other = other_branch(self.trace.tree, steps, self.selected)
+        if other is None:
+            self._status("The session has one branch only: b backtracks, w rewrites a thought.")
+            return
+        diff = self.trace.tree.diff(steps[-1].id, other)
+        self.app.push_screen(CompareScreen(diff, self.trace.session.target))
+
+    def action_tokens(self) -> None:
+        if self.trace.steps:
+            self._open_tokens(self.trace.steps[(self.selected or 1) - 1].id)
+
+    @work(exclusive=True, group="tokens", exit_on_error=False)
+    async def _open_tokens(self, step_id: int) -> None:
+        # The list holds steps without their tokens (big traces): read this one's.
+        step = await asyncio.to_thread(self.trace.store.step, step_id)
+        await self.app.push_screen(TokenScreen(step))
