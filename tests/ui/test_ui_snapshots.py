@@ -68,6 +68,22 @@ def test_main_screen_after_a_few_steps(snap_compare, size: tuple[int, int]) -> N
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
+def test_main_screen_at_250_columns(snap_compare) -> None:
+    """Wide: the lines stop at a readable length and the panes sit together in the middle."""
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        for count in (1, 2):
+            await pilot.press("n")
+            await wait_for(pilot, lambda count=count: len(screen.trace.steps) == count
+                           and not screen.running, timeout=30)
+        await settle(pilot)
+
+    app = make_app(task="word_sorting", question=0)
+    assert snap_compare(app, terminal_size=(250, 50), run_before=run_before)
+
+
 @SIZES
 def test_main_screen_with_a_flagged_mistake(snap_compare, size: tuple[int, int]) -> None:
     with Store.open() as store:
