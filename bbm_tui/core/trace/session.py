@@ -373,15 +373,15 @@ class TraceSession:
         )
 
     def _take_candidate(self, candidate: StoredCandidate) -> Step:
-        """One transaction makes the step and its head, so a kill leaves either the old
-        branch on show or the new one, never a trace cut short."""
+        """One transaction makes the step, its head and the candidate's mark as chosen, so a
+        kill leaves either the old branch on show or the new one, never a trace cut short nor
+        a step its candidate does not point at (a resumed batch looks for that mark)."""
         step = self.store.add_step(
             self.session.id, parent_id=candidate.parent_id, number=candidate.number,
             text=candidate.text, origin=StepOrigin.BACKTRACK,
             answer=extract_answer(candidate.text), call_id=candidate.call_id,
-            choice=candidate.choice, tokens=candidate.tokens,
+            choice=candidate.choice, tokens=candidate.tokens, candidate_id=candidate.id,
         )
-        self.store.choose_candidate(candidate.id, step.id)
         self._show_new_step(step)
         return step
 
