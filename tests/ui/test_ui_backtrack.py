@@ -100,6 +100,9 @@ async def test_a_backtracked_thought_shows_its_own_tokens_and_its_confidence(
         assert meta == (f"backtracked · 1 of 8 samples · {own} tok · log-prob "
                         f"{step.logprob:.2f} · confidence {confidence:.0%}")
         assert "296 tok" not in meta and sample_call.body["n"] == 8
+        # The title's totals count the sampling call once, as the store does.
+        assert screen.totals == store.totals(trace.id)
+        assert screen.totals.calls == 1 + len(screen.trace.steps) - 2
         await pilot.press("P")
         await pilot.pause()
         assert thought(screen, 2).meta == ""
