@@ -63,7 +63,8 @@ def format_tokens(count: int) -> str:
 
 def format_totals(totals: Totals) -> str:
     tokens = totals.prompt_tokens + totals.completion_tokens
-    return f"{totals.calls} calls · {format_tokens(tokens)} · ${totals.cost:.3f}"
+    calls = f"{totals.calls:,} call" + ("" if totals.calls == 1 else "s")
+    return f"{calls} · {format_tokens(tokens)} · ${totals.cost:.3f}"
 
 
 def step_meta(step: Step, *, wall_clock: bool = True) -> str:

@@ -14,10 +14,11 @@ from ui_helpers import SIZE, make_app, still_cursors, thought, wait_for
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import Resample
-from bbm_tui.core.store import Store, StoredCandidate
+from bbm_tui.core.store import Store, StoredCandidate, Totals
 from bbm_tui.core.trace.session import NewTrace, SamplesReady, TraceSession
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.text import format_totals
 from tests.openai_server import FakeOpenAI
 from tests.test_backtrack import ORIGINAL, QUESTION, TARGET, responder
 
@@ -103,6 +104,8 @@ async def test_a_backtracked_thought_shows_its_own_tokens_and_its_confidence(
         # The title's totals count the sampling call once, as the store does.
         assert screen.totals == store.totals(trace.id)
         assert screen.totals.calls == 1 + len(screen.trace.steps) - 2
+        assert format_totals(screen.totals).startswith("3 calls · ")
+        assert format_totals(Totals(1, 10, 5, 0.0)) == "1 call · 15 tok · $0.000"
         await pilot.press("P")
         await pilot.pause()
         assert thought(screen, 2).meta == ""
