@@ -12,6 +12,13 @@ temporary folder. litellm is imported and warmed before either timing starts.
 
     .venv/bin/python bench/backtrack_concurrency.py            # 300 traces (about a minute)
     .venv/bin/python bench/backtrack_concurrency.py --quick    # 64 traces (CI)
+    .venv/bin/python bench/backtrack_concurrency.py --profile  # where a trace's CPU goes
+
+`--profile` runs the traces at concurrency 1 only, where the parts of a trace run one after
+another, and splits the client's CPU (all its threads) by what was running: the sampling call,
+the continuation's streamed calls (both through litellm), the store's methods, and the rest (the
+batch and session code, the event loop, the collector). Approximate: litellm finishes a call's
+logging in a task of its own, which may run during the next part.
 """
 
 from __future__ import annotations
@@ -21,8 +28,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PYTHON, ROOT, header, parser, private_home
@@ -104,10 +115,81 @@ async def measure(batch: list, base_url: str, folder: Path) -> tuple[float, floa
     return fast, slow
 
 
+class CpuParts:
+    """Process CPU time spent while each part runs (one part at a time: concurrency 1)."""
+
+    def __init__(self) -> None:
+        self.spent: Counter[str] = Counter()
+        self._inside = threading.local()
+
+    def coroutine(self, function: Callable[..., Any], part: str) -> Callable[..., Any]:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.process_time()
+            try:
+                return await function(*args, **kwargs)
+            finally:
+                self.spent[part] += time.process_time() - started
+        return timed
+
+    def generator(self, function: Callable[..., Any], part: str) -> Callable[..., Any]:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.process_time()
+            try:
+                async for item in function(*args, **kwargs):
+                    yield item
+            finally:
+                self.spent[part] += time.process_time() - started
+        return timed
+
+    def method(self, function: Callable[..., Any], part: str) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if getattr(self._inside, "depth", 0):  # a store method calling another
+                return function(*args, **kwargs)
+            self._inside.depth = 1
+            started = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self._inside.depth = 0
+                self.spent[part] += time.process_time() - started
+        return timed
+
+
+def profile(batch: list, base_url: str, folder: Path) -> None:
+    """Where a trace's client CPU goes (see the module's docstring)."""
+    from bbm_tui.core import llm
+    from bbm_tui.core.store import Store
+
+    parts = CpuParts()
+    llm.sample_steps = parts.coroutine(llm.sample_steps, "the sampling call (n=8)")
+    llm.stream_step = parts.generator(llm.stream_step, "the continuation's streamed calls")
+    for name in dir(Store):
+        if not name.startswith("_") and callable(getattr(Store, name)) and name != "open":
+            setattr(Store, name, parts.method(getattr(Store, name), "the store"))
+
+    async def run() -> float:
+        await timed_run(batch[:16], base_url, 16, folder / "warm")
+        parts.spent.clear()  # the warm-up's parts overlapped
+        started = time.process_time()
+        await timed_run(batch, base_url, 1, folder / "profiled")
+        return time.process_time() - started
+
+    total = asyncio.run(run())
+    per_trace = 1000 / len(batch)
+    print(f"client CPU per trace at concurrency 1: {total * per_trace:6.2f} ms")
+    for part, seconds in parts.spent.most_common():
+        print(f"  {part:36} {seconds * per_trace:6.2f} ms  ({seconds / total:4.0%})")
+    rest = total - sum(parts.spent.values())
+    print(f"  {'the rest (ours, the loop, the GC)':36} {rest * per_trace:6.2f} ms  "
+          f"({rest / total:4.0%})")
+
+
 def main() -> int:
     options = parser(__doc__.splitlines()[0])
     options.add_argument("--serve", action="store_true", help=argparse_hidden())
     options.add_argument("--latency-ms", type=float, default=LATENCY_MS)
+    options.add_argument("--profile", action="store_true",
+                         help="split a trace's client CPU into its parts, at concurrency 1")
     args = options.parse_args()
     if args.serve:
         serve(args.latency_ms)
@@ -123,6 +205,9 @@ def main() -> int:
         )
         try:
             base_url = server.stdout.readline().strip()
+            if args.profile:
+                profile(batch, base_url, Path(tmp))
+                return 0
             fast, slow = asyncio.run(measure(batch, base_url, Path(tmp)))
         finally:
             server.stdin.close()

@@ -7,6 +7,7 @@ branch and its label survive, in the store and after reopening."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -236,6 +237,50 @@ async def test_a_rewritten_thought_is_a_new_branch(
         assert trace.answer == "4"
         trace.switch_to(original[1])
         assert [s.id for s in trace.steps] == original and trace.mistake_number == 2
+
+
+@pytest.mark.parametrize(("server", "model"), [
+    ({}, "openai/test"),  # one call with n=8, log-probabilities
+    ({"logprobs": False}, "openai/test"),  # n=8, none
+    ({"one_choice": True}, "lm_studio/test"),  # eight calls of one choice each
+])
+async def test_a_backtracked_step_counts_its_own_tokens_not_its_calls_eight(
+    openai_server: FakeOpenAI, tmp_path: Path, server: dict, model: str
+) -> None:
+    """A step chosen among the eight choices of one call is one of eight samples: its
+    completion tokens are its own (where log-probabilities give its tokens; else none is
+    claimed), never the call's count for all eight, and it has no cost of its own (the
+    session's totals hold the call's). A sample that had its call is that call's."""
+    openai_server.responder = responder(**server)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        trace = make_trace(store, openai_server, model)
+        events = await backtrack(trace)
+        samples = ready(events).resample.samples
+        [branch] = [event for event in events if isinstance(event, BranchMade)]
+        chosen = samples.candidates[ready(events).resample.chosen]
+        call = samples.calls[chosen.call]
+        step = branch.step
+        if server.get("one_choice"):
+            assert step.call_choices == 1
+            assert (step.completion_tokens, step.cost) == (call.completion_tokens, call.cost)
+        else:
+            assert step.call_choices == 8 and step.cost is None
+            assert call.completion_tokens > 8  # the server counted all eight choices
+            own = len(chosen.tokens) if chosen.tokens else None
+            assert step.completion_tokens == own == step.ntokens
+            assert (own is None) == (server.get("logprobs") is False)
+        assert step.prompt_tokens == call.prompt_tokens
+        # The same figures after reopening, from the bulk load; the totals count each call.
+        again = TraceSession.load(store, trace.id)
+        loaded = again.steps[1]
+        assert (loaded.completion_tokens, loaded.cost, loaded.call_choices, loaded.ntokens) == (
+            step.completion_tokens, step.cost, step.call_choices, step.ntokens)
+        assert store.totals(trace.id).completion_tokens == sum(
+            c.completion_tokens for c in samples.calls) + sum(
+            e.call.completion_tokens for e in events if isinstance(e, StepFinished))
+        if chosen.tokens:
+            assert loaded.confidence == pytest.approx(
+                math.exp(sum(t.logprob for t in chosen.tokens) / len(chosen.tokens)))
 
 
 def test_choose_follows_the_paper() -> None:

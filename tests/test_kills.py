@@ -9,7 +9,10 @@ arguments; the app with `--session ID` and `r`) keeps every step it found (same 
 rest, and ends with exactly the dataset's trace, nothing twice. The app is also killed while a
 step-level mistake finder runs on its trace (answers from a local server): every answer
 committed before the kill is kept, the run has no result, and the resumed session shows it
-stopped and runs another to the end.
+stopped and runs another to the end. `bbm-tui backtrack` is killed while its continuation
+streams (the original branch whole, every committed step of the new one there, in one chain,
+nothing half-written) and while its sampling call waits (the original untouched, nothing of a
+new branch saved); run again, it finishes the branch without sampling twice.
 
 The moments come from a seeded generator (BBM_TUI_KILL_SEED, printed); where the kill lands
 still depends on the machine's speed, which is the point. The processes are forked from a
@@ -22,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.store import DATABASE_NAME
+from bbm_tui.core.store import DATABASE_NAME, Store
 from bbm_tui.core.tasks import extract_answer
 from tests.kill_targets import (
     Child,
@@ -512,3 +516,248 @@ def test_app_killed_while_a_finder_runs_keeps_every_answer(
             raise AssertionError(f"{task} #{index}: the finder finished before every kill")
     print("\n".join(killed))
     assert len(killed) == FINDER_KILLS
+
+
+# ---------------------------------------------------------------------------- a backtrack
+
+BACKTRACK_KILLS = 4
+# The trace backtracked: Thought 2 is its mistake (gold). The samples of Thought 2 all differ
+# from it; the highest log-probability ("2 + 2 = 4") is chosen, then the continuation writes
+# Thoughts 3..CONTINUED+2 and the answer, one streamed call each, word by word.
+BT_QUESTION, BT_TARGET = "((2 + 2) * 1) =", "4"
+BT_ORIGINAL = ["Let me work it out.", "2 + 2 = 5", "5 * 1 = 5", "So the answer is 5"]
+BT_SAMPLES = ["2 + 2 = 4", "2 + 2 = 22", "two plus two is four", "2 + 2 = 3", "2+2=4",
+              "2 + 2 is 4", "4 = 2 + 2", "2 and 2 make 4"]
+BT_LOGPROBS = [-0.2, -3.0, -0.6, -2.0, -1.0, -0.5, -0.9, -0.7]
+CONTINUED = 8
+WORD_DELAY_S = 0.015
+SAMPLE_DELAY_S = 1.5  # the sampling call, when a test kills the process during it
+# Set while a test wants the sampling call held that long.
+SLOW_SAMPLING = threading.Event()
+
+
+def continuation_text(number: int) -> str:
+    if number == CONTINUED + 3:
+        return "So the answer is 4"
+    return f"Thought {number} of the new branch carries on the sum"
+
+
+def expected_new_branch() -> list[str]:
+    return [BT_SAMPLES[0], *(continuation_text(n) for n in range(3, CONTINUED + 4))]
+
+
+@pytest.fixture(scope="module")
+def backtrack_server() -> Iterator[FakeOpenAI]:
+    """The samples of Thought 2 (one call, n=8, not streamed) and a slow continuation: every
+    thought streamed word by word, so that a kill lands mid-stream."""
+    from bbm_tui.core.prompts.thoughts import asked_number
+
+    server = FakeOpenAI().start()
+
+    def respond(path: str, body: dict) -> Reply:
+        if not body.get("stream"):
+            return Reply(choices=[f" {text}\nThought 3:" for text in BT_SAMPLES],
+                         choice_logprobs=BT_LOGPROBS, honor_stop=False,
+                         delay_s=SAMPLE_DELAY_S if SLOW_SAMPLING.is_set() else 0.0)
+        number = asked_number(body["messages"][-1]["content"])
+        assert number is not None and 3 <= number <= CONTINUED + 3, number
+        return Reply(f" {continuation_text(number)}\nThought {number + 1}: more",
+                     chunk_delay_s=WORD_DELAY_S)
+
+    server.responder = respond
+    yield server
+    server.stop()
+
+
+def backtrack_argv(base_url: str, source: Path, out: Path) -> list[str]:
+    return ["backtrack", "--model", "openai/test", "--api-base", base_url, "--input",
+            str(source), "--locations", "gold", "--out", str(out), "--no-progress"]
+
+
+def write_backtrack_input(folder: Path) -> Path:
+    source = folder / "multistep_arithmetic.jsonl"
+    source.write_text(json.dumps({"input": BT_QUESTION, "steps": BT_ORIGINAL, "answer": "5",
+                                  "target": BT_TARGET, "mistake_index": 1}) + "\n")
+    return source
+
+
+def sample_requests(server: FakeOpenAI) -> int:
+    return sum(1 for request in server.requests if request.body.get("n") == 8)
+
+
+@dataclass(frozen=True)
+class SavedBranches:
+    """One backtracked session as plain SQL reads it: the original (the dataset's steps, in
+    order) and the new branch (the chosen sample, then the continuation)."""
+
+    original: list[SavedStep]
+    new: list[SavedStep]
+    head: int | None
+
+
+def saved_branches(db: Path) -> SavedBranches:
+    [(session_id, head)] = query(db, "SELECT id, head_step_id FROM sessions")
+    steps = {step.id: step for step in snapshot(db).values()}
+    origins = dict(query(db, "SELECT id, origin FROM steps"))
+    original = [steps[i] for i in sorted(steps) if origins[i] == "dataset"]
+    new = [steps[i] for i in sorted(steps) if origins[i] != "dataset"]
+    assert all(step.session_id == session_id for step in steps.values())
+    return SavedBranches(original, new, head)
+
+
+def assert_backtrack_consistent(db: Path, where: str) -> SavedBranches:
+    """The original branch whole; every committed step of the new branch whole and in one
+    chain from the original's Thought 1 (the chosen sample, then one model step a call, each
+    with its call); the samples all or none; the head on the newest branch's last step."""
+    saved = saved_branches(db)
+    assert [s.text for s in saved.original] == BT_ORIGINAL, where
+    assert [s.number for s in saved.original] == [1, 2, 3, 4], where
+    assert [s.parent_id for s in saved.original] == [None] + [s.id for s in saved.original[:-1]]
+    candidates = query(db, "SELECT text, step_id, call_id, parent_id, number FROM candidates "
+                           "ORDER BY id")
+    sample_calls = query(db, "SELECT id FROM calls WHERE purpose = 'sample'")
+    assert len(candidates) in (0, 8) and len(sample_calls) == (1 if candidates else 0), where
+    if not candidates:  # killed before the samples were saved: nothing else either
+        assert saved.new == [] and saved.head == saved.original[-1].id, where
+        assert query(db, "SELECT COUNT(*) FROM calls")[0][0] == 0, where
+        return saved
+    assert [c[0] for c in candidates] == BT_SAMPLES, where
+    assert {(c[2], c[3], c[4]) for c in candidates} == {
+        (sample_calls[0][0], saved.original[0].id, 2)}, where
+    chosen = [c[1] for c in candidates if c[1] is not None]
+    texts = [step.text for step in saved.new]
+    assert texts == expected_new_branch()[: len(texts)], where  # no step cut or changed
+    assert [s.number for s in saved.new] == list(range(2, len(saved.new) + 2)), where
+    if not saved.new:  # the samples saved, the chosen step not yet
+        assert chosen == [] and saved.head == saved.original[-1].id, where
+        return saved
+    assert chosen == [saved.new[0].id], where  # the step and its mark: one transaction
+    assert [s.parent_id for s in saved.new] == [saved.original[0].id] + [
+        s.id for s in saved.new[:-1]], where
+    assert saved.head == saved.new[-1].id, where
+    steps_with_calls = query(db, "SELECT c.step_id, s.call_id FROM calls AS c JOIN steps AS s "
+                                 "ON s.id = c.step_id WHERE c.purpose = 'step' ORDER BY c.id")
+    assert [row[0] for row in steps_with_calls] == [s.id for s in saved.new[1:]], where
+    assert query(db, "SELECT COUNT(*) FROM calls WHERE purpose = 'step' AND step_id IS NULL"
+                 )[0][0] == 0, where
+    return saved
+
+
+def resume_backtrack(forks: ForkServer, server: FakeOpenAI, argv: list[str], home: Path,
+                     before: dict[int, SavedStep], where: str) -> None:
+    """The same command again: it samples nothing more (the samples are saved) unless none
+    were, keeps every step it finds (same ids), finishes the new branch and writes its row."""
+    had_samples = query(home / DATABASE_NAME, "SELECT COUNT(*) FROM candidates")[0][0] > 0
+    asked = sample_requests(server)
+    again = forks.spawn(argv, environment(home, 0), stderr=home.parent / "stderr-resume")
+    assert again.wait(120) == 0, again.stderr
+    assert "1 traces written" in again.stderr and "0 failed" in again.stderr, again.stderr
+    db = home / DATABASE_NAME
+    assert integrity(db) == "ok", where
+    assert sample_requests(server) == asked + (0 if had_samples else 1), where
+    assert_kept(before, snapshot(db))
+    saved = assert_backtrack_consistent(db, where)
+    assert [s.text for s in saved.new] == expected_new_branch(), where
+    lines, tail = out_rows(home.parent / "out.jsonl")
+    [row] = [json.loads(line) for line in lines]
+    assert tail == b"" and row["new_steps"] == [BT_ORIGINAL[0], *expected_new_branch()], where
+    assert row["new_answer"] == "4" and row["new_correct"] is True, where
+
+
+def kill_backtrack_once(forks: ForkServer, server: FakeOpenAI, root: Path, attempt: int,
+                        rng: random.Random) -> str | None:
+    """Kill `bbm-tui backtrack` once its continuation has committed a random number of
+    thoughts, a random moment into the next one's stream; None if it finished first."""
+    home = root / f"backtrack-{attempt}" / "home"
+    home.mkdir(parents=True)
+    db, out = home / DATABASE_NAME, home.parent / "out.jsonl"
+    argv = backtrack_argv(server.base_url, write_backtrack_input(home.parent), out)
+    child = forks.spawn(argv, environment(home, 0), stderr=home.parent / "stderr")
+    # The original's 4 steps, the chosen sample, then `done` continued thoughts.
+    done = rng.randint(0, CONTINUED - 1)
+    deadline = time.monotonic() + 60
+    while committed_steps(db) < 5 + done:
+        assert child.poll() is None, f"it ended ({child.poll()}) first: {child.stderr}"
+        assert time.monotonic() < deadline, "no progress in a minute"
+        time.sleep(0.002)
+    before = snapshot(db)
+    delay = rng.uniform(0.0, WORD_DELAY_S * 10)  # within the next thought's stream
+    time.sleep(delay)
+    code = child.kill()
+    if code != -9:
+        assert code == 0, child.stderr
+        return None
+    where = (f"backtrack killed {delay * 1000:.0f} ms after continued thought {done} "
+             f"(seed {SEED})")
+    assert integrity(db) == "ok", where
+    assert_kept(before, snapshot(db))
+    saved = assert_backtrack_consistent(db, where)
+    assert len(saved.new) >= 1 + done, where
+    lines, tail = out_rows(out)
+    assert lines == [] and tail == b"", where  # the row comes once the trace is finished
+    with Store.open(db) as store:  # opens cleanly, and reads the same branch
+        assert store.integrity_check() == "ok"
+        assert [s.id for s in store.branch(store.sessions()[0].session.id)] == [
+            saved.original[0].id, *(s.id for s in saved.new)], where
+    resume_backtrack(forks, server, argv, home, snapshot(db), where)
+    return f"{where}: {len(saved.new) - 1} of {CONTINUED + 1} continued thoughts saved"
+
+
+def test_a_kill_during_a_backtrack_loses_at_most_the_step_being_streamed(
+    server: ForkServer, backtrack_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """SIGKILL `bbm-tui backtrack` while its continuation streams: the original branch is
+    whole, every committed step of the new branch is there, in one chain with its call,
+    nothing half-written; the store opens cleanly; the same command again finishes the branch
+    without sampling again."""
+    rng = random.Random(SEED + 3)
+    killed = []
+    for index in range(BACKTRACK_KILLS):
+        for attempt in range(4):
+            where = kill_backtrack_once(server, backtrack_server, tmp_path / str(index),
+                                        attempt, rng)
+            if where is not None:
+                killed.append(where)
+                break
+        else:
+            raise AssertionError(f"the backtrack finished before every kill (seed {SEED})")
+    print("\n".join(killed))
+
+
+def test_a_kill_during_the_sampling_call_leaves_the_original_untouched(
+    server: ForkServer, backtrack_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """SIGKILL while the 8 samples are being asked for (the server holds its answer): the
+    original branch is exactly as it was, no sample, call or step of a new branch is saved,
+    the head is the original's; the same command again samples and finishes."""
+    rng = random.Random(SEED + 4)
+    home = tmp_path / "sampling" / "home"
+    home.mkdir(parents=True)
+    db = home / DATABASE_NAME
+    argv = backtrack_argv(backtrack_server.base_url, write_backtrack_input(home.parent),
+                          home.parent / "out.jsonl")
+    asked = sample_requests(backtrack_server)
+    SLOW_SAMPLING.set()
+    try:
+        child = server.spawn(argv, environment(home, 0), stderr=home.parent / "stderr")
+        deadline = time.monotonic() + 60
+        while sample_requests(backtrack_server) == asked:
+            assert child.poll() is None, f"it ended ({child.poll()}) first: {child.stderr}"
+            assert time.monotonic() < deadline, "no sampling call in a minute"
+            time.sleep(0.002)
+        before = snapshot(db)
+        delay = rng.uniform(0.0, SAMPLE_DELAY_S / 2)
+        time.sleep(delay)
+        assert child.kill() == -9, child.stderr
+    finally:
+        SLOW_SAMPLING.clear()
+    where = f"backtrack killed {delay * 1000:.0f} ms into its sampling call (seed {SEED})"
+    assert integrity(db) == "ok", where
+    assert snapshot(db) == before, where
+    saved = assert_backtrack_consistent(db, where)
+    assert saved.new == [] and saved.head == saved.original[-1].id, where
+    assert query(db, "SELECT COUNT(*) FROM candidates")[0][0] == 0, where
+    with Store.open(db) as store:
+        assert store.integrity_check() == "ok"
+    resume_backtrack(server, backtrack_server, argv, home, before, where)
+    print(where)

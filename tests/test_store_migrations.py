@@ -1,9 +1,10 @@
-"""Stores written by schema versions 1 to 4 open as the current version with nothing lost (issue 9,
-item 4). The old stores are frozen as SQL in tests/fixtures/, written by the code of their
-day, never built from today's."""
+"""Stores written by schema versions 1 to 4 and 6 open as the current version with nothing lost
+(issue 9, item 4; issue 11). The old stores are frozen as SQL in tests/fixtures/, written by
+the code of their day, never built from today's."""
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 
@@ -35,7 +36,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -144,3 +145,38 @@ def test_version_5_keeps_each_steps_logprob_and_lists_sessions_in_one_query(
     indexes = {row[0] for row in connection.execute(
         "SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"sessions_by_updated", "labels_in_force"} <= indexes
+
+
+def test_version_7_counts_each_steps_tokens_and_a_samples_own(tmp_path: Path) -> None:
+    """v6 -> v7: each step knows how many tokens its log-probability sum covers (from its
+    tokens, or before v4 from its call's list), for its confidence; a step chosen among a
+    call's samples counts its own tokens, not the call's for all of them, and no cost."""
+    path = old_store(tmp_path, 6)
+    with Store.open(path) as store:
+        bulk = {step.id: step for step in store.steps_of(1)}
+        for step_id, step in bulk.items():  # bulk and one by one agree, tokens aside
+            one = store.step(step_id)
+            assert (one.ntokens, one.call_choices, one.completion_tokens, one.cost) == (
+                step.ntokens, step.call_choices, step.completion_tokens, step.cost)
+        # Thought 1 streamed with 4 tokens; Thought 2's call sent a list of 3 (as before v4).
+        assert (bulk[1].ntokens, bulk[1].completion_tokens, bulk[1].call_choices) == (4, 9, None)
+        assert bulk[1].confidence == pytest.approx(math.exp(-0.75 / 4))
+        assert (bulk[2].ntokens, bulk[2].confidence) == (3, pytest.approx(math.exp(-1.75 / 3)))
+        assert (bulk[3].ntokens, bulk[3].confidence) == (None, None)  # typed
+        # Chosen among the eight samples of one call (296 completion tokens for the eight):
+        # its own 2 tokens, no cost of its own; the call's prompt and latency are its.
+        sample = bulk[4]
+        assert (sample.call_choices, sample.ntokens, sample.completion_tokens) == (8, 2, 2)
+        assert (sample.cost, sample.prompt_tokens, sample.latency_s) == (None, 131, 0.9)
+        assert bulk[5].completion_tokens == 6 and bulk[5].cost == pytest.approx(0.0001)
+        # One of three samples from a provider without log-probabilities: no token count.
+        assert (bulk[6].call_choices, bulk[6].completion_tokens, bulk[6].cost) == (3, None, None)
+        # A provider without n: each sample had its call, whose figures are the sample's own.
+        assert (bulk[7].call_choices, bulk[7].completion_tokens) == (1, 9)
+        # The session's totals still count every call once.
+        totals = store.totals(1)
+        assert (totals.calls, totals.completion_tokens) == (7, 9 + 11 + 296 + 6 + 30 + 7 + 9)
+    connection = sqlite3.connect(path)
+    indexes = {row[0] for row in connection.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "candidates_by_call" in indexes

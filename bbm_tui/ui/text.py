@@ -63,7 +63,8 @@ def format_tokens(count: int) -> str:
 
 def format_totals(totals: Totals) -> str:
     tokens = totals.prompt_tokens + totals.completion_tokens
-    return f"{totals.calls} calls · {format_tokens(tokens)} · ${totals.cost:.3f}"
+    calls = f"{totals.calls:,} call" + ("" if totals.calls == 1 else "s")
+    return f"{calls} · {format_tokens(tokens)} · ${totals.cost:.3f}"
 
 
 def step_meta(step: Step, *, wall_clock: bool = True) -> str:
@@ -80,10 +81,17 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
     parts: list[str] = ["backtracked"] if step.origin == "backtrack" else []
     if wall_clock and step.latency_s is not None:
         parts.append(f"{step.latency_s:.2f} s")
+    if step.call_choices is not None and step.call_choices > 1:
+        # Its call's latency is the samples' wait; its tokens (if shown) are its own.
+        parts.append(f"1 of {step.call_choices} samples")
     if step.completion_tokens is not None:
         parts.append(format_tokens(step.completion_tokens))
     if step.logprob is not None:
         parts.append(f"log-prob {step.logprob:.2f}")
+    if step.confidence is not None:
+        # The token view's figure (l), named as there: "p̄" with a combining macron is drawn
+        # as "p¯" by some terminals and by the SVG screenshots.
+        parts.append(f"confidence {step.confidence:.0%}")
     if step.truncated:
         parts.append("cut at the token limit")
     return " · ".join(parts) if parts else "model"

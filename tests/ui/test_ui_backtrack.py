@@ -6,16 +6,19 @@ own label. Snapshots of the samples dialog at 80x24 and 120x40."""
 
 from __future__ import annotations
 
+import math
+
 from textual.pilot import Pilot
 from textual.widgets import OptionList
-from ui_helpers import SIZE, make_app, still_cursors, wait_for
+from ui_helpers import SIZE, make_app, still_cursors, thought, wait_for
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import Resample
-from bbm_tui.core.store import Store, StoredCandidate
+from bbm_tui.core.store import Store, StoredCandidate, Totals
 from bbm_tui.core.trace.session import NewTrace, SamplesReady, TraceSession
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.text import format_totals
 from tests.openai_server import FakeOpenAI
 from tests.test_backtrack import ORIGINAL, QUESTION, TARGET, responder
 
@@ -71,6 +74,42 @@ async def test_b_backtracks_from_the_flag_and_keeps_both_branches(
         assert "version 1 of 2" in str(screen.query_one("#run-status").render())
         await pilot.press("greater_than_sign")
         await wait_for(pilot, lambda: screen.trace.answer == "4")
+
+
+async def test_a_backtracked_thought_shows_its_own_tokens_and_its_confidence(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """Issue 11: the thought chosen from one call's eight samples says it is one of eight and
+    counts its own tokens, not the call's for all eight; where it has log-probabilities its
+    confidence shows beside them ("confidence 87%"); presenter mode hides every figure."""
+    openai_server.responder = responder()
+    trace = served_trace(store, openai_server)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen), timeout=30)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running,
+                       timeout=30)
+        step = screen.trace.steps[1]
+        [sample_call] = [r for r in openai_server.requests if r.body.get("n") == 8]
+        own = step.ntokens
+        assert step.call_choices == 8 and own == len(step.tokens) == step.completion_tokens
+        confidence = math.exp(step.logprob / own)
+        meta = thought(screen, 2).meta
+        assert meta == (f"backtracked · 1 of 8 samples · {own} tok · log-prob "
+                        f"{step.logprob:.2f} · confidence {confidence:.0%}")
+        assert "296 tok" not in meta and sample_call.body["n"] == 8
+        # The title's totals count the sampling call once, as the store does.
+        assert screen.totals == store.totals(trace.id)
+        assert screen.totals.calls == 1 + len(screen.trace.steps) - 2
+        assert format_totals(screen.totals).startswith("3 calls · ")
+        assert format_totals(Totals(1, 10, 5, 0.0)) == "1 call · 15 tok · $0.000"
+        await pilot.press("P")
+        await pilot.pause()
+        assert thought(screen, 2).meta == ""
+        await pilot.press("P")
 
 
 async def test_another_sample_can_be_picked_and_escape_keeps_the_trace(

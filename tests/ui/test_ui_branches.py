@@ -9,7 +9,7 @@ import math
 
 from textual.pilot import Pilot
 from textual.widgets import Tree
-from ui_helpers import SIZE, make_app, still_cursors, wait_for
+from ui_helpers import SIZE, make_app, still_cursors, thought, wait_for
 
 from bbm_tui.core import llm
 from bbm_tui.core.store import Store
@@ -136,6 +136,25 @@ async def with_tokens(store: Store) -> tuple[TraceSession, list[int]]:
     store.add_step(trace.id, parent_id=parent, number=2, text="2 + 2 = 5",
                    tokens=[TokenLogprob(text, value) for text, value in pieces])
     return TraceSession.load(store, trace.id), []
+
+
+async def test_the_thought_list_shows_each_thoughts_confidence(store: Store) -> None:
+    """Issue 11, item 4: a thought with log-probabilities shows its confidence in its dim
+    line, the same figure the token view gives, from the bulk load (no tokens read); one
+    without shows none; presenter mode hides it with the other figures."""
+    trace, _ = await with_tokens(store)
+    assert all(step.tokens is None for step in trace.steps)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        sure = confidence(store.step(trace.steps[1].id).tokens)
+        assert f"{sure:.0%}" == "47%"
+        assert thought(screen, 2).meta == "log-prob -3.76 · confidence 47%"
+        assert "confidence" not in thought(screen, 1).meta
+        await pilot.press("P")
+        await pilot.pause()
+        assert thought(screen, 2).meta == ""
+        await pilot.press("P")
 
 
 def _snapshot(snap_compare, size: tuple[int, int], key: str, dialog: type,

@@ -136,7 +136,9 @@ async def test_each_method_with_replay_finds_the_gold_label(
             assert marks(screen) == [("first" if n == gold else None)
                                      for n in range(1, len(row.steps) + 1)]
         # Every call is counted in the title's totals.
-        assert f"{len(run.verdicts)} calls" in text_of(screen, "#title-bar .title-right")
+        calls = len(run.verdicts)
+        assert f"{calls} call{'' if calls == 1 else 's'} · " in text_of(
+            screen, "#title-bar .title-right")
 
 
 async def test_stop_at_the_first_no_or_judge_every_step(store: Store) -> None:

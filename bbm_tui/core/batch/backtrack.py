@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,13 @@ from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSet
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
 from bbm_tui.core.store import SessionDeleted, Step, Store, StoredCandidate, StoreError
 from bbm_tui.core.tasks import is_correct
-from bbm_tui.core.trace.session import NewTrace, SamplesReady, TraceSession, greedy
+from bbm_tui.core.trace.session import (
+    BranchMade,
+    NewTrace,
+    SamplesReady,
+    TraceSession,
+    greedy,
+)
 from bbm_tui.core.types import StepOrigin
 
 OUT_KEYS = ("location", "new_steps", "new_answer", "new_correct", "samples")
@@ -226,8 +232,8 @@ async def _backtrack_one(
         return _extra(None, row.steps, row.answer, row.target, [])
     spec = backtracking_model(spec, job.task)  # replay/bbm cannot write a new step
     try:
-        trace = await asyncio.to_thread(_open_session, store, job, spec)
-        return await _continue(job, trace, settings, progress, notify)
+        trace, made = await asyncio.to_thread(_open_session, store, job, spec)
+        return await _continue(job, trace, made, settings, progress, notify)
     except SessionDeleted as error:
         progress.fail(job.task, str(error))
         return None
@@ -240,14 +246,16 @@ async def _backtrack_one(
         return None
 
 
-async def _continue(job: BacktrackJob, trace: TraceSession, settings: StepperSettings,
-                    progress: BacktrackProgress,
+async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
+                    settings: StepperSettings, progress: BacktrackProgress,
                     notify: Callable[[BacktrackProgress], None]) -> dict[str, Any] | None:
-    """Backtrack the trace, or finish what a killed batch began (its samples are stored)."""
+    """Backtrack the trace, or finish what a killed batch began (its samples are stored).
+    A session `made` just now holds no samples and shows the original: nothing to look up
+    (each trip to the store's thread costs the batch's one busy core, bench/README.md)."""
     assert job.location is not None
     number = job.location + 1
     original = _original_path(trace)
-    stored = await asyncio.to_thread(_stored_samples, trace, number, original)
+    stored = [] if made else await asyncio.to_thread(_stored_samples, trace, number, original)
     if stored:
         chosen = next((c for c in stored if c.step_id is not None), None)
         if chosen is None:  # no sample differed: the trace stays as it was
@@ -256,14 +264,20 @@ async def _continue(job: BacktrackJob, trace: TraceSession, settings: StepperSet
         await asyncio.to_thread(trace.switch_to, chosen.step_id)
         events = trace.generate(settings=greedy(settings))
     else:
-        await asyncio.to_thread(trace.switch_to, original[-1].id)
+        if trace.head_id != original[-1].id:
+            await asyncio.to_thread(trace.switch_to, original[-1].id)
         events = trace.backtrack(number, settings=settings)
+    chosen_index: int | None = None
     async for event in events:
         if isinstance(event, SamplesReady):
+            # What the store now holds; the chosen one gets its step below.
+            stored, chosen_index = list(event.stored), event.resample.chosen
             progress.calls += len(event.resample.samples.calls)
             for call in event.resample.samples.calls:
                 progress.add_cost(call.cost)
             notify(progress)
+        elif isinstance(event, BranchMade) and chosen_index is not None:
+            stored[chosen_index] = replace(stored[chosen_index], step_id=event.step.id)
         elif isinstance(event, StepFinished):
             progress.steps += 1
             progress.calls += 1
@@ -271,7 +285,6 @@ async def _continue(job: BacktrackJob, trace: TraceSession, settings: StepperSet
             notify(progress)
         elif isinstance(event, StepFailed):
             raise event.error
-    stored = await asyncio.to_thread(_stored_samples, trace, number, original)
     if not any(c.step_id is not None for c in stored):
         return _extra(job.location, job.row.steps, job.row.answer, job.row.target,
                       _samples_json(stored))
@@ -284,18 +297,20 @@ def _stored_samples(trace: TraceSession, number: int,
     return trace.store.candidates(trace.id, parent, number)
 
 
-def _open_session(store: Store, job: BacktrackJob, spec: llm.ModelSpec) -> TraceSession:
-    """The batch's session of this trace and model: the original as its first branch."""
+def _open_session(store: Store, job: BacktrackJob,
+                  spec: llm.ModelSpec) -> tuple[TraceSession, bool]:
+    """The batch's session of this trace and model, the original as its first branch, and
+    whether it was made just now (not found from an earlier run)."""
     for session in store.sessions_of_question(task=job.task, input=job.row.input,
                                               model=spec.model):
         if session.source == SOURCE:
             trace = TraceSession(store, session, spec)
             if [step.text for step in _original_path(trace)] == list(job.row.steps):
-                return trace
+                return trace, False
     trace = TraceSession.create(store, NewTrace(job.task, job.row.input, job.row.target or None),
                                 spec, source=SOURCE)
     trace.load_recorded(list(job.row.steps))
-    return trace
+    return trace, True
 
 
 def _original_path(trace: TraceSession) -> list[Step]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,21 @@ class Step:
     choice: int | None = None
     # The tokens of exactly `text`, each with its log-probability (store v4 on).
     tokens: tuple[TokenLogprob, ...] | None = None
+    # How many tokens `logprob` sums over (store v7 on): with it, the thought's confidence
+    # without loading its tokens.
+    ntokens: int | None = None
+    # How many choices its call returned, where it was chosen among several samples
+    # (backtracking); then `completion_tokens` are its own (None where the provider sent no
+    # tokens) and `cost` is None: the call's figures are for all of them.
+    call_choices: int | None = None
+
+    @property
+    def confidence(self) -> float | None:
+        """The geometric mean of its tokens' probabilities, exp(mean log-probability), in
+        0..1 (None without log-probabilities): independent of the thought's length."""
+        if self.logprob is None or not self.ntokens:
+            return None
+        return math.exp(self.logprob / self.ntokens)
 
 
 @dataclass(frozen=True)

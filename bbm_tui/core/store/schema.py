@@ -175,6 +175,25 @@ MIGRATIONS: list[str] = [
         UNIQUE (session_id, annotator)
     );
     """,
+    # 7: what a step's figures are (issue 11). `ntokens`: how many tokens its log-probability
+    # sum covers, so that a trace loads its per-thought confidence, exp(logprob / ntokens),
+    # without its tokens (from its tokens, or before v4 from its call's list). `call_choices`:
+    # how many choices the call that made it returned (NULL: a call of its own). A step
+    # chosen among a call's eight samples is one of them: it counts its own tokens, not the
+    # call's completion tokens for all eight (which llama-server counts for one choice only).
+    # Candidates by call: that count, and deleting a session's calls, without a scan.
+    """
+    CREATE INDEX candidates_by_call ON candidates(call_id);
+    ALTER TABLE steps ADD COLUMN ntokens INTEGER;
+    ALTER TABLE steps ADD COLUMN call_choices INTEGER;
+    UPDATE steps SET ntokens = json_array_length(tokens) WHERE tokens IS NOT NULL;
+    UPDATE steps SET ntokens = (SELECT json_array_length(c.logprobs) FROM calls AS c
+                                WHERE c.id = steps.call_id)
+        WHERE ntokens IS NULL AND logprob IS NOT NULL AND call_id IS NOT NULL;
+    UPDATE steps SET call_choices = (SELECT NULLIF(COUNT(*), 0) FROM candidates AS k
+                                     WHERE k.call_id = steps.call_id)
+        WHERE call_id IS NOT NULL;
+    """,
 ]
 
 

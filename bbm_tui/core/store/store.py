@@ -423,10 +423,13 @@ class Store:
         call_id: int | None = None,
         choice: int | None = None,
         tokens: Sequence[TokenLogprob] | None = None,
+        candidate_id: int | None = None,
     ) -> Step:
         """Append a finished step below `parent_id`, make it the head, and commit. It was made
         by `call` (recorded with it), or by the call `call_id` already recorded (a chosen
-        candidate), as its `choice`. Its tokens default to the call's."""
+        candidate, `candidate_id`, marked chosen in the same transaction, so that a kill
+        leaves no step its candidate does not point at), as its `choice`. Its tokens default
+        to the call's."""
         now = time.time()
         with self._write() as connection:
             self._require_session(connection, session_id)
@@ -436,11 +439,16 @@ class Store:
                 tokens = call.tokens if tokens is None else tokens
             cursor = connection.execute(
                 """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
-                       truncated, created_at, call_id, choice, tokens, logprob)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       truncated, created_at, call_id, choice, tokens, logprob, ntokens,
+                       call_choices)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                           (SELECT NULLIF(COUNT(*), 0) FROM candidates WHERE call_id = ?))""",
                 (session_id, parent_id, number, text, origin, answer, int(truncated), now,
                  call_id, choice, tokens_json(tokens),
-                 sum(token.logprob for token in tokens) if tokens else None),
+                 sum(token.logprob for token in tokens) if tokens else None,
+                 len(tokens) if tokens else None,
+                 # A call of the step's own made no candidates.
+                 None if call is not None else call_id),
             )
             step_id = cursor.lastrowid
             if not tokens and call_id is not None:  # the call's own list, as before v4
@@ -448,6 +456,9 @@ class Store:
             if call is not None:  # the call's own link to its step (a v3 reader follows it)
                 connection.execute("UPDATE calls SET step_id = ? WHERE id = ?",
                                    (step_id, call_id))
+            if candidate_id is not None:
+                connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
+                                   (step_id, candidate_id))
             connection.execute(
                 "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
                 (step_id, now, session_id),
@@ -889,17 +900,23 @@ class Store:
         return self._read("PRAGMA integrity_check")[0][0]
 
 
-_STEP_SELECT = """
-    SELECT s.*, c.latency_s, c.prompt_tokens, c.completion_tokens, c.cost
+# A step's completion tokens and cost are its call's, except for a step chosen among a call's
+# several samples (`call_choices` > 1): the call's figures are for all of them, so it counts
+# its own tokens (None without log-probabilities) and no cost of its own (schema.py, v7).
+_COMPLETION_TOKENS = "CASE WHEN s.call_choices > 1 THEN s.ntokens ELSE c.completion_tokens END"
+_COST = "CASE WHEN s.call_choices > 1 THEN NULL ELSE c.cost END"
+_STEP_SELECT = f"""
+    SELECT s.*, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS} AS completion_tokens,
+           {_COST} AS cost
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
 # Steps in bulk: the same, less each step's tokens, in the order of Step's fields (read as
 # plain tuples: 10^5 steps load in about half the time sqlite3.Row takes).
-_STEPS_SELECT = """
+_STEPS_SELECT = f"""
     SELECT s.id, s.session_id, s.parent_id, s.number, s.text, s.origin, s.answer, s.truncated,
-           s.created_at, c.latency_s, c.prompt_tokens, c.completion_tokens, c.cost, s.logprob,
-           s.call_id, s.choice
+           s.created_at, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS}, {_COST}, s.logprob,
+           s.call_id, s.choice, s.ntokens, s.call_choices
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -921,10 +938,16 @@ def _collector_paused() -> Iterator[None]:
 
 def _bulk_step(row: tuple) -> Step:
     return Step(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
-                row[9], row[10], row[11], row[12], row[13], row[14], row[15])
+                row[9], row[10], row[11], row[12], row[13], row[14], row[15], None, row[16],
+                row[17])
+
+
 _CALL_LOGPROB_UPDATE = """
-    UPDATE steps SET logprob = (SELECT SUM(l.value) FROM calls AS c, json_each(c.logprobs) AS l
-                                WHERE c.id = steps.call_id)
+    UPDATE steps SET
+        logprob = (SELECT SUM(l.value) FROM calls AS c, json_each(c.logprobs) AS l
+                   WHERE c.id = steps.call_id),
+        ntokens = (SELECT json_array_length(c.logprobs) FROM calls AS c
+                   WHERE c.id = steps.call_id AND c.logprobs IS NOT NULL)
     WHERE id = ?
 """
 
@@ -949,6 +972,8 @@ def _step(row: sqlite3.Row) -> Step:
         call_id=row["call_id"],
         choice=row["choice"],
         tokens=tokens,
+        ntokens=row["ntokens"],
+        call_choices=row["call_choices"],
     )
 
 

@@ -127,13 +127,20 @@ class TraceSession:
         one); the session records it when it next generates."""
         self._spec = spec
 
+    def _model_unrecorded(self) -> bool:
+        """The session row does not say yet what it is generated with."""
+        stored = (self.session.model, self.session.api_base, self.session.mode)
+        return stored != self._wanted_model()
+
+    def _wanted_model(self) -> tuple[str, str | None, str]:
+        return (self._spec.model, redact_url(self._spec.api_base), self._spec.mode)
+
     def _record_model(self) -> None:
         """The session row says what it is generated with (its api base redacted)."""
-        stored = (self.session.model, self.session.api_base, self.session.mode)
-        wanted = (self._spec.model, redact_url(self._spec.api_base), self._spec.mode)
-        if stored != wanted:
+        if self._model_unrecorded():
+            model, api_base, mode = self._wanted_model()
             self.session = self.store.update_session_model(
-                self.session.id, model=wanted[0], api_base=wanted[1], mode=wanted[2])
+                self.session.id, model=model, api_base=api_base, mode=mode)
 
     def reload(self) -> None:
         self.session = self.store.session(self.session.id)
@@ -246,7 +253,8 @@ class TraceSession:
                 f"saves ({self._spec.api_base}); open it again with --model "
                 f"{self._spec.model} --api-base URL"))
             return
-        await asyncio.to_thread(self._record_model)
+        if self._model_unrecorded():  # usually not: no trip to a thread for nothing
+            await asyncio.to_thread(self._record_model)
         async for event in run_steps(
             self.session.task,
             self.session.input,
@@ -378,15 +386,15 @@ class TraceSession:
         )
 
     def _take_candidate(self, candidate: StoredCandidate) -> Step:
-        """One transaction makes the step and its head, so a kill leaves either the old
-        branch on show or the new one, never a trace cut short."""
+        """One transaction makes the step, its head and the candidate's mark as chosen, so a
+        kill leaves either the old branch on show or the new one, never a trace cut short nor
+        a step its candidate does not point at (a resumed batch looks for that mark)."""
         step = self.store.add_step(
             self.session.id, parent_id=candidate.parent_id, number=candidate.number,
             text=candidate.text, origin=StepOrigin.BACKTRACK,
             answer=extract_answer(candidate.text), call_id=candidate.call_id,
-            choice=candidate.choice, tokens=candidate.tokens,
+            choice=candidate.choice, tokens=candidate.tokens, candidate_id=candidate.id,
         )
-        self.store.choose_candidate(candidate.id, step.id)
         self._show_new_step(step)
         return step
 

@@ -43,6 +43,8 @@ class BranchActions:
             self._status(f"Sampling Thought {number} {SAMPLES} times at temperature 1…")
             try:
                 ready = await self.trace.resample(number, settings=self.bbm_app.stepper_settings)
+                for call in ready.resample.samples.calls:  # saved with the samples
+                    self._add_call(call)
                 if self.trace.spec.model != model:
                     self.notify(f"{model} can only repeat its recorded trace: backtracking "
                                 f"goes on with {self.trace.spec.model}.", markup=False)
