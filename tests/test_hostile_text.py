@@ -21,7 +21,7 @@ import asyncio
 import io
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -235,9 +235,10 @@ async def test_a_typed_question_is_stored_exactly_and_shown_literally(
         assert_drawn_safely(raw)
         assert_words_shown(HOSTILE, screen, "the question")
         assert app.is_running
+        assert app.store.session(app.screen.trace.id).input == HOSTILE
     with Store.open() as store:
-        [summary] = store.sessions()
-        assert summary.session.input == HOSTILE
+        # Left with no step, the session was not kept (issue 10, item 11).
+        assert store.sessions() == []
 
 
 async def test_a_typed_lone_surrogate_is_refused_with_a_message(isolated_home: Path) -> None:
@@ -571,14 +572,17 @@ def app_env(home: Path) -> dict[str, str | None]:
 
 
 def run_app(server: ForkServer, home: Path, argv: list[str], keys: list[tuple[str, bytes]],
-            ) -> bytes:
+            before_last_key: Callable[[], None] | None = None) -> bytes:
     """The app in a pseudo-terminal: for each (text, key), wait for the text, then type the
-    key; then quit. Returns everything the terminal received."""
+    key (`before_last_key` runs just before the last one, e.g. to read the store while the
+    app is still up). Returns everything the terminal received."""
     terminal = Terminal()
     try:
         app = server.spawn(argv, app_env(home), tty=terminal.name)
-        for wanted, key in keys:
+        for index, (wanted, key) in enumerate(keys):
             terminal.wait_for(wanted, alive=lambda: app.poll() is None)
+            if before_last_key is not None and index == len(keys) - 1:
+                before_last_key()
             terminal.send(key)
         assert app.wait(60) == 0, terminal.text()[-3000:]
         return terminal.output
@@ -625,16 +629,22 @@ def test_typed_and_pasted_input_never_reaches_the_terminal(server: ForkServer,
     paste = b"\x1b[200~" + f"pear {HOSTILE}".encode() + b"\x1b[201~"
     # A model other than replay/bbm, which refuses a question of one's own at once.
     model = ["--model", "openai/test-model", "--api-base", "http://127.0.0.1:9/v1"]
+    stored: list[str] = []
+
+    def read_the_question() -> None:  # before q: a session left with no step is not kept
+        stored.extend(row[0] for row in query(isolated_home / DATABASE_NAME,
+                                              "SELECT input FROM sessions"))
+
     output = run_app(server, isolated_home, model, [
         ("Question", b"\x14"),  # ctrl+t: a question of one's own
         ("Sort the following words", paste + b" \xff\xfe\xc3 apple"),
         ("apple", b"\x12"),  # ctrl+r: start
         ("n generates the next thought", b"q"),
-    ])
+    ], before_last_key=read_the_question)
     assert_clean_terminal(output)
     shown = screen_text(output)
     assert not errors_on_screen(shown)
-    [(question,)] = query(isolated_home / DATABASE_NAME, "SELECT input FROM sessions")
+    [question] = stored
     assert "[link=https://x]y[/link]" in question and "\ufffd" in question
     assert question.endswith(" apple")
 
