@@ -81,7 +81,7 @@ async def test_the_session_records_the_mode_it_is_generated_with(
 async def generate_one_step_in_the_app(config, session_id: int,
                                       given: frozenset[str] = frozenset()) -> list[str]:
     """Open the session as `bbm-tui --session ID` would, press n, and wait for the step to
-    finish or fail; the app's notifications."""
+    finish or fail; the app's notifications, and the status line if it reports a failure."""
     from bbm_tui.ui.app import BbmApp
     from tests.ui.ui_helpers import notifications, wait_for
 
@@ -91,9 +91,14 @@ async def generate_one_step_in_the_app(config, session_id: int,
         await wait_for(pilot, lambda: type(app.screen).__name__ == "TraceScreen")
         screen = app.screen
         await pilot.press("n")
+        status = screen.query_one("#run-status")
+        # A failed step is said in the status line (issue 10, item 12), other trouble in a
+        # notification.
         await wait_for(pilot, lambda: not screen.running and (  # type: ignore[attr-defined]
-            bool(screen.trace.steps) or bool(notifications(app))), timeout=30)  # type: ignore[attr-defined]
-        return notifications(app)
+            bool(screen.trace.steps) or status.has_class("-error")  # type: ignore[attr-defined]
+            or bool(notifications(app))), timeout=30)
+        said = [str(status.render())] if status.has_class("-error") else []
+        return notifications(app) + said
 
 
 def typo_session(model: str, api_base: str = "http://127.0.0.1:9/v1") -> int:
