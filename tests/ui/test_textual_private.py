@@ -24,11 +24,21 @@ def test_footer_bindings_ready_still_exists() -> None:
 
 
 async def test_the_keys_are_in_the_first_frame() -> None:
+    # Counted when the first frame is drawn (the app's `_display`), not after a pause: a
+    # recompose later on (the screen announcing its bindings) may be half done by then.
     app = make_app()
+    keys_at_first_frame: list[int] = []
+    original = app._display
+
+    def display(screen, renderable) -> None:  # type: ignore[no-untyped-def]
+        if renderable is not None and not keys_at_first_frame:
+            keys_at_first_frame.append(len(screen.query(KeysFooter).first().query(FooterKey)))
+        original(screen, renderable)
+
+    app._display = display  # type: ignore[method-assign]
     async with app.run_test(size=(100, 30)) as pilot:
-        footer = app.screen.query_one(KeysFooter)
-        await pilot.pause()
-        assert footer.query(FooterKey), "the footer drew no keys in its first frame"
+        await wait_for(pilot, lambda: bool(keys_at_first_frame))
+    assert keys_at_first_frame[0] > 0, "the footer drew no keys in its first frame"
 
 
 def test_footer_keys_still_say_their_action_key_and_description() -> None:
