@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from ui_helpers import make_app, still_cursors, wait_for
+from ui_helpers import make_app, steady_frame, wait_for
 
 from bbm_tui.core.annotation import protocol
 from bbm_tui.core.annotation.queue import AnnotationQueue, read_queue_file
@@ -26,11 +26,7 @@ def queue_file(tmp_path: Path) -> Path:
 
 
 async def settle(pilot: Pilot) -> None:
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    pilot.app.clear_notifications()
-    still_cursors(pilot)
-    await pilot.pause()
+    await steady_frame(pilot)
 
 
 @pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])

@@ -10,7 +10,7 @@ import math
 
 from textual.pilot import Pilot
 from textual.widgets import OptionList
-from ui_helpers import SIZE, make_app, still_cursors, thought, wait_for
+from ui_helpers import SIZE, make_app, steady_frame, thought, wait_for
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import Resample
@@ -181,10 +181,7 @@ def _samples_snapshot(snap_compare, size: tuple[int, int]) -> bool:
         await open_trace(pilot)
         pilot.app.push_screen(CandidatesScreen(ready))
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, CandidatesScreen))
-        await pilot.pause()
-        pilot.app.clear_notifications()
-        still_cursors(pilot)
-        await pilot.pause()
+        await steady_frame(pilot)
 
     return snap_compare(make_app(session_id=session_id), terminal_size=size,
                         run_before=run_before)

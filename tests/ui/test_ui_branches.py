@@ -9,7 +9,7 @@ import math
 
 from textual.pilot import Pilot
 from textual.widgets import Tree
-from ui_helpers import SIZE, make_app, still_cursors, thought, wait_for
+from ui_helpers import SIZE, make_app, steady_frame, thought, wait_for
 
 from bbm_tui.core import llm
 from bbm_tui.core.store import Store
@@ -173,10 +173,7 @@ def _snapshot(snap_compare, size: tuple[int, int], key: str, dialog: type,
         screen.selected = 2
         await pilot.press(key)
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, dialog))
-        await pilot.pause()
-        pilot.app.clear_notifications()
-        still_cursors(pilot)
-        await pilot.pause()
+        await steady_frame(pilot)
 
     return snap_compare(make_app(session_id=session_id), terminal_size=size,
                         run_before=run_before)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, DataTable, OptionList
-from ui_helpers import make_app, recorded_session, still_cursors, wait_for
+from ui_helpers import make_app, recorded_session, steady_frame, wait_for
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.store import Store
@@ -33,10 +33,7 @@ SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "12
 
 
 async def settle(pilot: Pilot) -> None:
-    await pilot.pause()
-    pilot.app.clear_notifications()
-    still_cursors(pilot)
-    await pilot.pause()
+    await steady_frame(pilot)
 
 
 @SIZES

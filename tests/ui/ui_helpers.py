@@ -59,6 +59,29 @@ def still_cursors(pilot: Pilot) -> None:
         widget.cursor_blink = False
 
 
+async def steady_frame(pilot: Pilot, timeout: float = 10.0) -> None:
+    """Before a snapshot: no toasts, no blinking cursors, no worker running, and the screen
+    drawn the same twice in a row 50 ms apart. A fixed pause is not enough under load: a
+    Footer recomposing after a focus change, or a page of rows arriving, can land between the
+    pause and the screenshot (a CI run caught the sessions screen that way)."""
+    app = pilot.app
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    previous = None
+    while True:
+        app.clear_notifications()
+        still_cursors(pilot)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        frame = app.export_screenshot()
+        if frame == previous:
+            return
+        if loop.time() > deadline:
+            raise AssertionError("the screen never settled (it kept changing)")
+        previous = frame
+        await pilot.pause(0.05)
+
+
 def recorded_session(
     store: Store, task: str = "tracking_shuffled_objects", index: int = 0, *,
     steps: list[str] | None = None, name: str | None = None,
