@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -235,6 +236,10 @@ def _open_app(args: argparse.Namespace, annotate: Any = None) -> int:
             EXIT_USAGE,
         )
     _tolerate_bad_terminal_input()
+    # The collector stays off until the first frame is on screen (run_app turns it back on):
+    # importing Textual and building the first screen make objects that live as long as the
+    # app, and walking them over and over cost a tenth of a second of the start here.
+    gc.disable()
     from bbm_tui.ui.app import run_app
 
     # Typed next to --session, these win over that session's own settings (resumed_spec).

@@ -1,6 +1,7 @@
 """Time to first frame: the real `bbm-tui` command against a bare Textual app (Header + Footer).
 
-Issue 2's target: bbm-tui's first frame at most 1.5x the bare app's, measured in one run.
+The target: bbm-tui's first frame at most 1.2x the bare app's, measured in one run (it was 1.5x
+until the UX pass asked for 1.2x).
 
 Each app is spawned as a fresh process on a real pseudo-terminal (TERM=xterm-256color, a fixed
 size), the two alternating, and the clock runs from just before the spawn until the first
@@ -38,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PYTHON, ROOT, VENV_BIN, header, median, parser, private_home, spread, verdict
 
-TARGET = 1.5
+TARGET = 1.2
 ROWS, COLS = 40, 120
 TIMEOUT_S = 30.0
 

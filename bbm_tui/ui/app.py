@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, cast
@@ -174,6 +175,7 @@ class BbmApp(App[int]):
         self._early_signals: list[int] = []
         # `bbm-tui annotate` (its files read already) or `bbm-tui adjudicate`.
         self._start_annotate = annotate
+        self._after_first_frame: list[Callable[[], None]] = []
 
     def get_default_screen(self) -> Screen:
         """The bottom screen: the new-session screen itself (no screen before it to pay
@@ -193,8 +195,14 @@ class BbmApp(App[int]):
     def return_code(self) -> int | None:
         return 1 if self._panicked else super().return_code
 
+    def call_after_first_frame(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the first frame is on screen (call before `run`)."""
+        self._after_first_frame.append(callback)
+
     def on_mount(self) -> None:
         self._handle_termination()
+        for callback in self._after_first_frame:
+            self.call_after_refresh(callback)
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
             self.call_after_refresh(self._check_keymap)
@@ -752,6 +760,7 @@ def run_app(
     """Run the app; the exit code is non-zero when the session store could not be opened."""
     app = BbmApp(config, task=task, question=question, session_id=session_id,
                  model_given=model_given, annotate=annotate)
+    app.call_after_first_frame(_collect_from_now_on)
     with app.termination_signals_held():
         app.run()
     if app.store_error is not None:
@@ -762,6 +771,14 @@ def run_app(
         print(f"bbm-tui: {printable(redact(app.store_error))}", file=sys.stderr)
         return EXIT_STORE_FAILED
     return app.return_code or EXIT_OK
+
+
+def _collect_from_now_on() -> None:
+    """After the first frame: what the start made (modules, classes, the first screen) is
+    moved out of the collector's sight for good (`gc.freeze`), and the collector, paused by
+    the command line while the app started, runs again on what is made from now on."""
+    gc.freeze()
+    gc.enable()
 
 
 def _declared_bindings(owner: type) -> list[Binding]:
