@@ -243,6 +243,9 @@ class CallRecord:
     # The tokens of exactly the stored text, where the provider sent log-probabilities.
     tokens: list[TokenLogprob] | None = None
     choice: int = 0
+    # The token counts are an estimate (litellm's count, or one token a chunk), not the
+    # provider's own.
+    usage_estimated: bool = False
 
     @property
     def total_logprob(self) -> float | None:

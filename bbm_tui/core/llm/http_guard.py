@@ -11,7 +11,10 @@ so that each reply body is
 - made valid UTF-8, invalid bytes becoming U+FFFD, across chunk boundaries;
 - cut off with `ReplyTooLarge` once it passes `MAX_REPLY_BYTES`;
 - when it is one JSON document (a whole answer), sent on with `"usage": null` where its usage
-  is absurd (1e23, NaN, a string: litellm's parser then failed the whole answer).
+  is absurd (1e23, NaN, a string: litellm's parser then failed the whole answer);
+- when it is an event stream, watched for the provider's own usage object: a server that
+  sends none (llama.cpp's, some proxies) gets litellm's own tiktoken count in its place, which
+  the caller records as an estimate (`UsageWatch`, set by the caller around its call).
 
 It is installed once, from `llm.litellm_module()`, by wrapping litellm's
 `AsyncHTTPHandler._create_async_transport` (both the OpenAI-SDK path and litellm's own HTTP
@@ -23,18 +26,26 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
 
+from bbm_tui.core.llm.records import UsageWatch, usage_watch
 from bbm_tui.core.types import sane_tokens
 
 # A step is at most max_tokens * 8 characters and a finder's answer a few thousand tokens;
 # 32 MiB of JSON is far beyond any answer, and small enough to hold.
 MAX_REPLY_BYTES = 32 * 2**20
 _PIECE_BYTES = 2**20
+
+
+# `"usage": {` in an event's JSON: the provider counted the tokens itself ("usage": null, or
+# no key at all, is a provider that did not).
+_USAGE_OBJECT = re.compile(r'"usage"\s*:\s*\{')
+_USAGE_TAIL_CHARS = 32  # kept from one piece to the next, so a split key is still seen
 
 
 class ReplyTooLarge(httpx.ReadError):
@@ -73,10 +84,13 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             if name.lower() not in (b"content-encoding", b"content-length")
         ]
         whole_json = "json" in response.headers.get("content-type", "").lower()
+        watch = usage_watch.get()
+        if watch is not None:
+            watch.replies += 1
         return httpx.Response(
             status_code=response.status_code,
             headers=headers,
-            stream=GuardedStream(response.stream, encoding, whole_json),
+            stream=GuardedStream(response.stream, encoding, whole_json, watch),
             extensions=response.extensions,
             request=request,
         )
@@ -86,7 +100,8 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
 
 class GuardedStream(httpx.AsyncByteStream):
-    def __init__(self, inner: Any, encoding: str, whole_json: bool = False) -> None:
+    def __init__(self, inner: Any, encoding: str, whole_json: bool = False,
+                 watch: UsageWatch | None = None) -> None:
         if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
             raise UnsupportedEncoding(
                 f"the reply is compressed as {encoding!r}, which is not read"
@@ -100,6 +115,8 @@ class GuardedStream(httpx.AsyncByteStream):
         self.size = 0
         # A JSON document is held whole (at most MAX_REPLY_BYTES) to mend its usage.
         self.whole_json = whole_json
+        self.watch = watch
+        self._usage_tail = ""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         held = bytearray()
@@ -109,12 +126,21 @@ class GuardedStream(httpx.AsyncByteStream):
                 if self.whole_json:
                     held += checked
                 else:
+                    self._look_for_usage(checked)
                     yield checked
         tail = self.text.decode(b"", final=True).encode("utf-8")
         if self.whole_json:
             yield sane_usage_json(bytes(held + tail))
         elif tail:
             yield tail
+
+    def _look_for_usage(self, piece: bytes) -> None:
+        if self.watch is None or self.watch.provider_usage:
+            return
+        text = self._usage_tail + piece.decode("utf-8", "replace")
+        if _USAGE_OBJECT.search(text):
+            self.watch.provider_usage = True
+        self._usage_tail = text[-_USAGE_TAIL_CHARS:]
 
     def _decompressed(self, raw: bytes) -> Iterator[bytes]:
         """Pieces of at most 1 MiB, so that a bomb is stopped at the limit instead of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from bbm_tui.core.types import CallRecord
@@ -40,3 +41,18 @@ class Restart:
     attempt: int
     reason: str
     delay_s: float
+
+
+@dataclass
+class UsageWatch:
+    """What the replies of one model call said about usage: how many HTTP replies there were
+    (none: an in-process provider, whose counts are its own) and whether any event stream
+    carried the provider's own usage object."""
+
+    replies: int = 0
+    provider_usage: bool = False
+
+
+# Set by the caller around one model call; the guard reports into it. A context variable,
+# because litellm makes the request inside the caller's task, several calls at once.
+usage_watch: ContextVar[UsageWatch | None] = ContextVar("usage_watch", default=None)

@@ -34,6 +34,8 @@ from bbm_tui.core.llm.records import (
     Restart,
     StepText,
     TextDelta,
+    UsageWatch,
+    usage_watch,
 )
 from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number, step_span
 from bbm_tui.core.types import (
@@ -138,6 +140,22 @@ async def _stream_step_once(
     attempt: int,
     queue: asyncio.Queue,
 ) -> StepText:
+    watch = UsageWatch()
+    token = usage_watch.set(watch)
+    try:
+        return await _stream_step_watched(spec, prompt, settings, attempt, queue, watch)
+    finally:
+        usage_watch.reset(token)
+
+
+async def _stream_step_watched(
+    spec: ModelSpec,
+    prompt: str,
+    settings: CallSettings,
+    attempt: int,
+    queue: asyncio.Queue,
+    watch: UsageWatch,
+) -> StepText:
     litellm = litellm_module()
     native_stop = accepts_native_stop(spec)
     kwargs = call_kwargs(spec, settings)
@@ -181,7 +199,7 @@ async def _stream_step_once(
     if not (state.cut or state.truncated):
         _check_the_stream_ended_well(stream, state, text, spec)
     call = _call_record(spec, settings, prompt, state, latency, attempt, native_stop, text,
-                        number)
+                        number, watch)
     return StepText(text=text, call=call, truncated=state.truncated)
 
 
@@ -432,6 +450,7 @@ def _call_record(
     native_stop: bool,
     text: str,
     number: int | None,
+    watch: UsageWatch,
 ) -> CallRecord:
     raw = "".join(state.raw)
     start, _ = step_span(raw, number)
@@ -439,9 +458,13 @@ def _call_record(
     if raw[start:start + len(text)] == text:  # else the step is not where the rules put it
         tokens = aligned_tokens(raw, state.tokens, start, start + len(text))
     prompt_tokens, completion_tokens = usage_counts(state.usage)
+    # A server that sent no usage over HTTP (llama.cpp's, some proxies) gets litellm's own
+    # tiktoken count in its place (970 where llama-server counted 1090): an estimate.
+    estimated = watch.replies > 0 and not watch.provider_usage
     if completion_tokens is None and state.chunks and not state.usage_lost:
         # Streams closed early carry no usage: one chunk is one token on OpenAI-style servers.
         completion_tokens = state.chunks
+        estimated = True
     finish_reason = state.finish_reason or ("newline" if state.cut else None)
     if state.time_cut:
         finish_reason = "time_limit"
@@ -457,6 +480,7 @@ def _call_record(
         attempts=attempt,
         native_stop=native_stop,
         tokens=tokens,
+        usage_estimated=estimated and (prompt_tokens, completion_tokens) != (None, None),
     )
 
 
