@@ -7,7 +7,9 @@ mid-stream, a malformed chunk, a stall, a server that ignores `stop` or `max_tok
 (non-streamed) answers can be cut off, malformed or stalled half-way through their body.
 Hostile replies with status 200 too (see `Reply`): an HTML page, an event stream whose body is
 HTML, `[DONE]` first, a gzip bomb, invalid UTF-8, absurd usage, a stream ended with no finish
-reason, any line break, a slow drip (`chunk_chars=1, chunk_delay_s=N`). It
+reason, any line break, a slow drip (`chunk_chars=1, chunk_delay_s=N`); and a server that
+serves one request at a time by cutting the running stream short (`one_request_at_a_time`,
+as llama-cpp-python's does). It
 records every request and whether the client hung up before the stream was over, so a test
 can check that a stream was closed early.
 
@@ -88,6 +90,8 @@ class RecordedRequest:
     headers: dict[str, str]
     client_closed_early: bool = False
     chunks_sent: int = 0
+    # Cut short by a later request (`FakeOpenAI.one_request_at_a_time`).
+    interrupted: bool = False
 
 
 Responder = Callable[[str, dict[str, Any]], Reply]
@@ -120,6 +124,12 @@ class FakeOpenAI:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.port = 0
+        # llama-cpp-python's server: any request that arrives (GET /v1/models too) stops the
+        # generation running, whose stream then ends with [DONE] and no finish reason.
+        self.one_request_at_a_time = False
+        self._arrivals = 0
+        self.streaming_now = 0
+        self.most_streaming_at_once = 0
 
     # -- lifecycle
 
@@ -152,6 +162,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/completions", self._text)
         app.router.add_post("/chat/completions", self._chat)
         app.router.add_post("/completions", self._text)
+        app.router.add_get("/v1/models", self._models)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=256)
@@ -170,6 +181,8 @@ class FakeOpenAI:
             self.requests.clear()
             self.responder = None
             self.latency_s = 0.0
+            self.one_request_at_a_time = False
+            self.most_streaming_at_once = 0
 
     # -- scripting
 
@@ -194,7 +207,13 @@ class FakeOpenAI:
     async def _text(self, request: web.Request) -> web.StreamResponse:
         return await self._handle(request, chat=False)
 
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        self._arrivals += 1
+        return web.json_response({"object": "list", "data": [
+            {"id": "test-model", "object": "model", "owned_by": "test"}]})
+
     async def _handle(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        self._arrivals += 1
         body = await request.json()
         record = RecordedRequest(request.path, body, dict(request.headers))
         with self._lock:
@@ -345,6 +364,9 @@ class FakeOpenAI:
         )
         await response.prepare(request)
         pieces = _pieces(text, reply.chunk_chars)
+        arrived_as = self._arrivals
+        self.streaming_now += 1
+        self.most_streaming_at_once = max(self.most_streaming_at_once, self.streaming_now)
         try:
             for event in reply.raw_events or []:
                 await response.write(b"data: " + event + b"\n\n")
@@ -366,6 +388,11 @@ class FakeOpenAI:
                 if request.transport is None or request.transport.is_closing():
                     record.client_closed_early = True
                     return response
+                if self.one_request_at_a_time and self._arrivals != arrived_as:
+                    record.interrupted = True
+                    await response.write(b"data: [DONE]\n\n")
+                    await response.write_eof()
+                    return response
                 await response.write(_sse(_chunk(body, piece, None, chat, reply)))
                 record.chunks_sent += 1
                 if reply.stall_s and index == 0:
@@ -376,6 +403,8 @@ class FakeOpenAI:
         except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
             record.client_closed_early = True
             raise
+        finally:
+            self.streaming_now -= 1
         return response
 
     async def _stream_end(self, response: web.StreamResponse, reply: Reply, body: dict,

@@ -21,6 +21,7 @@ from typing import Generic, TypeVar
 
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.dataset.outfile import open_appended
+from bbm_tui.core.llm import one_at_a_time_endpoints
 
 J = TypeVar("J")
 K = TypeVar("K", bound=Hashable)
@@ -136,6 +137,11 @@ async def run_batch(
 
         with _young_objects_collected_less_often():
             await _all(worker, concurrency)
+        for endpoint in one_at_a_time_endpoints():
+            progress.notes.append(
+                f"{endpoint} cut a running answer short when another request arrived (as "
+                "llama-cpp-python's server does): its calls went one at a time from then on; "
+                "--concurrency 1 avoids the retries")
         return progress, rows
     finally:
         out.close()

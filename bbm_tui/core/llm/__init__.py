@@ -10,6 +10,7 @@ Everything the rest of the code needs comes out of here as plain dataclasses and
 - probe.py: "test connection", one tiny call;
 - loader.py: litellm imported lazily, once, with the offline providers registered;
 - http_guard.py: every reply body bounded and made valid UTF-8;
+- turns.py: calls to a server that serves one request at a time take turns;
 - offline/: `replay/bbm` and `simulated/rm-X`, served as a litellm custom provider.
 """
 
@@ -47,6 +48,7 @@ from bbm_tui.core.llm.transport import (
     stream_step,
     unicode_text,
 )
+from bbm_tui.core.llm.turns import one_at_a_time_endpoints
 from bbm_tui.core.types import (
     DEFAULT_MODEL,
     DEFAULT_STEP_MAX_TOKENS,
@@ -119,6 +121,7 @@ __all__ = [
     "key_env_vars",
     "litellm_module",
     "model_basename",
+    "one_at_a_time_endpoints",
     "replay_pace",
     "sample_steps",
     "sane_cost",

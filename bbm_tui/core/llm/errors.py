@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from bbm_tui.core.llm.turns import call_turn
 from bbm_tui.core.types import ModelSpec, RetryPolicy
 
 ErrorKind = Literal[
@@ -54,6 +55,14 @@ class LLMError(Exception):
     @property
     def retryable(self) -> bool:
         return self.kind in RETRYABLE
+
+
+class StreamInterrupted(LLMError):
+    """A stream that ended without the provider's finish reason: cut short (by the server, or
+    by a proxy or the network on the way)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("stream", message)
 
 
 def _retry_after_seconds(error: BaseException) -> float | None:
@@ -268,7 +277,15 @@ async def with_retries(
 ) -> Any:
     for attempt in range(1, policy.attempts + 1):
         try:
-            return await attempt_once(attempt)
+            async with call_turn(spec) as call:
+                try:
+                    return await attempt_once(attempt)
+                except StreamInterrupted:
+                    if call.overlapped():
+                        # Cut short by our own other call, most likely (turns.py): not a
+                        # failure of the server's; from now on the calls take turns.
+                        call.take_turns_from_now_on()
+                    raise
         except asyncio.CancelledError:
             raise
         except Exception as raw:

@@ -26,7 +26,7 @@ from bbm_tui.core.llm.capabilities import (
     is_offline,
     sent_params,
 )
-from bbm_tui.core.llm.errors import ErrorKind, LLMError, with_retries
+from bbm_tui.core.llm.errors import ErrorKind, LLMError, StreamInterrupted, with_retries
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.records import (
     CHARS_PER_TOKEN_CAP,
@@ -281,11 +281,12 @@ def _check_the_stream_ended_well(stream: Any, state: _StreamState, text: str,
     generation with `[DONE]` and no finish reason, and litellm then reports "stop")."""
     if _provider_finish_reason(stream, state) is not None:
         return
-    if not text and not state.chunks:
-        raise not_an_answer(spec, "no choice, no text and no finish reason", "stream")
     where = f" at {spec.api_base}" if spec.api_base else ""
-    raise LLMError("stream", f"the stream from {spec.model}{where} ended mid-step without a "
-                   "finish reason (interrupted)")
+    if not text and not state.chunks:
+        raise StreamInterrupted(f"the reply from {spec.model}{where} was not a model's answer "
+                                "(no choice, no text and no finish reason)")
+    raise StreamInterrupted(f"the stream from {spec.model}{where} ended mid-step without a "
+                            "finish reason (interrupted)")
 
 
 def not_an_answer(spec: ModelSpec, what: str, kind: ErrorKind = "server") -> LLMError:
