@@ -51,6 +51,8 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class Config:
+    """The user's config file, read (defaults where it says nothing)."""
+
     model: str = DEFAULT_MODEL
     api_base: str | None = None
     mode: str = "chat"

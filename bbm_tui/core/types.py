@@ -174,6 +174,8 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class RetryPolicy:
+    """Our own retries of a failed call: how many attempts, and the backoff between them."""
+
     attempts: int = 4
     base_delay_s: float = 0.5
     max_delay_s: float = 20.0
@@ -189,6 +191,8 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class CallSettings:
+    """What one model call is made with: sampling, limits and timeouts, retries."""
+
     temperature: float = 0.0
     max_tokens: int | None = DEFAULT_STEP_MAX_TOKENS
     logprobs: bool = False
@@ -213,6 +217,8 @@ class CallSettings:
 
 @dataclass(frozen=True)
 class StepperSettings:
+    """How a trace is generated: the step limit and the settings of each step's call."""
+
     step_limit: int = DEFAULT_STEP_LIMIT
     call: CallSettings = field(default_factory=CallSettings)
 

@@ -11,6 +11,8 @@ from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallRecord, TokenLogprob
 
 @dataclass(frozen=True)
 class Session:
+    """A saved session: one question of one task, its model and where its branch ends."""
+
     id: int
     name: str
     task: str
@@ -29,6 +31,8 @@ class Session:
 
 @dataclass(frozen=True, slots=True)  # slots: a trace may hold 10^5 of them
 class Step:
+    """One stored thought: its place in the tree, its text and what its call cost."""
+
     id: int
     session_id: int
     parent_id: int | None
@@ -82,6 +86,8 @@ class Label:
 
 @dataclass(frozen=True)
 class SessionSummary:
+    """A session as the sessions list shows it: its steps, label and answer."""
+
     session: Session
     steps: int
     label: Label | None
@@ -132,6 +138,8 @@ class FinderRun:
 
 @dataclass(frozen=True)
 class Totals:
+    """A session's calls, tokens and cost, summed."""
+
     calls: int
     prompt_tokens: int
     completion_tokens: int

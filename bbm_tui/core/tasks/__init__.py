@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Task:
+    """One of the five tasks: its name, how its question is written, how it is scored."""
+
     name: str
     title: str
     multiple_choice: bool

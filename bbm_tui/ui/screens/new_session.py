@@ -54,6 +54,8 @@ class Entry:
 
 @dataclass(frozen=True)
 class StartRequest:
+    """What the Start button asks for: the trace, its model and any recorded steps."""
+
     trace: NewTrace
     spec: ModelSpec
     recorded_steps: list[str] | None = None
