@@ -73,6 +73,7 @@ class SessionSource(StrEnum):
     RUN = "run"
     IMPORT = "import"
     ANNOTATE = "annotate"
+    BACKTRACK = "backtrack"
 
 
 class WorkStatus(StrEnum):

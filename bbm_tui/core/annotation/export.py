@@ -35,7 +35,7 @@ from bbm_tui.core.store import SQLITE_HEADER, Label, Step, Store
 from bbm_tui.core.tasks import get_task, is_correct
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import NewTrace, TraceSession
-from bbm_tui.core.types import DEFAULT_ANNOTATOR
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource
 
 FORMATS = ("jsonl", "processbench", "prm800k", "markdown", "csv")
 
@@ -466,7 +466,7 @@ def import_rows(
             NewTrace(row_task, row.input, row.target,
                      gold_mistake_index=row.mistake_index if labelled else None),
             ModelSpec(model),
-            source="import",
+            source=SessionSource.IMPORT,
         )
         if row.steps:
             trace.load_recorded(list(row.steps))
@@ -482,7 +482,7 @@ def import_rows(
 
 def _saved_trace(store: Store, task: str, row: TraceRow, model: str) -> int | None:
     for found in store.sessions_of_question(task=task, input=row.input, model=model):
-        if found.source in ("run", "import") and (
+        if found.source in (SessionSource.RUN, SessionSource.IMPORT) and (
             TraceSession.load(store, found.id).texts == list(row.steps)
         ):
             return found.id

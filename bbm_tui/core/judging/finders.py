@@ -19,7 +19,7 @@ from bbm_tui.core.prompts.finding import (
     build_messages,
     check_method,
 )
-from bbm_tui.core.types import DEFAULT_FINDER_MAX_TOKENS
+from bbm_tui.core.types import DEFAULT_FINDER_MAX_TOKENS, Verdict
 
 FINDER_MAX_TOKENS = DEFAULT_FINDER_MAX_TOKENS
 
@@ -43,7 +43,9 @@ class StepJudged:
 
     @property
     def verdict(self) -> str | None:
-        return None if self.correct is None else ("Yes" if self.correct else "No")
+        if self.correct is None:
+            return None
+        return Verdict.CORRECT if self.correct else Verdict.MISTAKEN
 
 
 @dataclass(frozen=True)

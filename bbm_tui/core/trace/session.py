@@ -31,7 +31,7 @@ from bbm_tui.core.redact import REDACTED, redact_url
 from bbm_tui.core.store import Label, Session, Step, Store, StoredCandidate, Totals
 from bbm_tui.core.tasks import extract_answer, is_correct
 from bbm_tui.core.trace.tree import StepTree
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, StepOrigin
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class TraceSession:
         spec: llm.ModelSpec,
         *,
         name: str | None = None,
-        source: str = "app",
+        source: SessionSource = SessionSource.APP,
     ) -> TraceSession:
         session = store.create_session(
             task=trace.task,

@@ -14,6 +14,7 @@ from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import SAMPLES
 from bbm_tui.core.trace.branches import other_branch, segments
 from bbm_tui.core.trace.session import BranchMade
+from bbm_tui.core.types import Verdict
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.branches import BranchTreeScreen, CompareScreen, TokenScreen
 from bbm_tui.ui.text import thoughts
@@ -180,9 +181,9 @@ class BranchActions:
             return
         shown = FinderShown(VERIFY, VERIFIER_MODEL, True, steps[-1].id)
         for verdict, raw in zip(verdicts, result.raw, strict=True):
-            value = verdict.kind.value  # "Yes", "No", or "?" (cannot judge: shown as ?)
-            shown.verdicts[verdict.index + 1] = (value if value in ("Yes", "No") else None,
-                                                 raw)
+            # "Cannot judge" is shown as an unparsed answer is: ?
+            judged = None if verdict.kind is Verdict.CANNOT_JUDGE else verdict.kind
+            shown.verdicts[verdict.index + 1] = (judged, raw)
         shown.state, shown.parsed = "finished", True
         shown.mistake_number = result.mistake_number
         self.finder = shown
