@@ -12,9 +12,10 @@ from textual import work
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import SAMPLES
+from bbm_tui.core.judging.finders import FindFinished, StepJudged
+from bbm_tui.core.judging.judges import VERIFIER
 from bbm_tui.core.trace.branches import other_branch, segments
 from bbm_tui.core.trace.session import BranchMade
-from bbm_tui.core.types import Verdict
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.branches import BranchTreeScreen, CompareScreen, TokenScreen
 from bbm_tui.ui.text import thoughts
@@ -171,21 +172,20 @@ class BranchActions:
         f with 'Task verifier' saves a run)."""
         if not self.trace.steps or self.finding:
             return
-        from bbm_tui.core.judging.verifier import VERIFIER_MODEL, VERIFY, verify
-
         steps = list(self.trace.steps)
         session = self.trace.session
-        result, verdicts = await asyncio.to_thread(
-            verify, session.task, session.input, [step.text for step in steps])
+        shown = FinderShown(VERIFIER.name, VERIFIER.spec(self.trace.spec).model, True,
+                            steps[-1].id)
+        async for event in VERIFIER.events(session.task, session.input,
+                                           [step.text for step in steps], self.trace.spec):
+            if isinstance(event, StepJudged):
+                # "Cannot judge" has no verdict: shown as an unparsed answer is, ?
+                shown.verdicts[event.number] = (event.verdict, event.raw)
+            elif isinstance(event, FindFinished):
+                shown.mistake_number = event.result.mistake_number
         if not self.verify_live or self.finding:
             return
-        shown = FinderShown(VERIFY, VERIFIER_MODEL, True, steps[-1].id)
-        for verdict, raw in zip(verdicts, result.raw, strict=True):
-            # "Cannot judge" is shown as an unparsed answer is: ?
-            judged = None if verdict.kind is Verdict.CANNOT_JUDGE else verdict.kind
-            shown.verdicts[verdict.index + 1] = (judged, raw)
         shown.state, shown.parsed = "finished", True
-        shown.mistake_number = result.mistake_number
         self.finder = shown
         self._show_finder()
 

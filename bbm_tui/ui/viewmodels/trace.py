@@ -10,7 +10,7 @@ from typing import Literal
 
 from textual.content import Content
 
-from bbm_tui.core.prompts.finding import METHODS
+from bbm_tui.core.judging.judges import JUDGES
 from bbm_tui.core.store import FinderRun
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
@@ -127,13 +127,13 @@ class FinderShown:
 
     @property
     def step_level(self) -> bool:
-        method = METHODS.get(self.method)
-        return method.step_level if method is not None else bool(self.verdicts)
+        judge = JUDGES.get(self.method)  # None: a run by a judge this version does not have
+        return judge.step_level if judge is not None else bool(self.verdicts)
 
     @property
     def cot(self) -> bool:
-        method = METHODS.get(self.method)
-        return method is not None and method.cot
+        judge = JUDGES.get(self.method)
+        return judge is not None and judge.cot
 
     @property
     def has_result(self) -> bool:
