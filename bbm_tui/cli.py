@@ -1015,10 +1015,12 @@ def sessions_command(args: argparse.Namespace) -> int:
         session = summary.session
         if summary.label is None:
             label = "unlabelled"
-        elif summary.mistake_number is None:
+        elif summary.mistake_number is not None:
+            label = f"mistake at {summary.mistake_number}"
+        elif summary.label.no_mistake:
             label = "no mistake"
         else:
-            label = f"mistake at {summary.mistake_number}"
+            label = "other branch"  # the flagged mistake is on a branch not on show
         if args.json:
             print(json.dumps({
                 "id": session.id, "name": session.name, "task": session.task,

@@ -122,15 +122,16 @@ def _rating(trace: TraceSession, labels: Sequence[Label], step: Step) -> int | N
     for label in labels:  # newest first: the label in force on a branch through `step`
         if label.leaf_step_id is None:
             continue
-        path = trace.tree.path(label.leaf_step_id)
-        if step.id not in {s.id for s in path}:
+        path = [s.id for s in trace.tree.path(label.leaf_step_id)]
+        if step.id not in path:
             continue
-        if label.mistake_step_id is None:
+        if label.no_mistake:
             return 1
-        mistake = trace.tree.step(label.mistake_step_id)
-        if step.id == mistake.id:
-            return -1
-        return 1 if step.number < mistake.number else None
+        mistake = label.mistake_index(path)
+        if mistake is None:  # a flag off its own branch: it rates nothing
+            return None
+        place = path.index(step.id)
+        return -1 if place == mistake else 1 if place < mistake else None
     return None
 
 

@@ -221,16 +221,14 @@ class TraceSession:
     @property
     def mistake_number(self) -> int | None:
         """1-based number of the flagged first mistake on the branch on show, if any."""
-        if self.label is None or self.label.mistake_step_id is None:
+        if self.label is None:
             return None
-        for step in self.steps:
-            if step.id == self.label.mistake_step_id:
-                return step.number
-        return None
+        index = self.label.mistake_index([step.id for step in self.steps])
+        return None if index is None else self.steps[index].number
 
     @property
     def no_mistake(self) -> bool:
-        return self.label is not None and self.label.mistake_step_id is None
+        return self.label is not None and self.label.no_mistake
 
     def totals(self) -> Totals:
         return self.store.totals(self.session.id)
