@@ -598,10 +598,9 @@ def _print_table(table) -> None:
 
 # ---------------------------------------------------------------------------- find
 
-FIND_METHODS = ("direct-trace", "direct-step", "cot-step", "cot-trace", "verify")
-
-
 def _add_find_parser(commands) -> None:
+    from bbm_tui.core.judging.judges import JUDGE_NAMES
+
     find = commands.add_parser(
         "find", help="run a mistake-finding method over dataset-format files, with the "
         "paper's metrics",
@@ -610,7 +609,7 @@ def _add_find_parser(commands) -> None:
         "skipped (resume).",
     )
     _add_model_options(find)
-    find.add_argument("--method", required=True, choices=FIND_METHODS,
+    find.add_argument("--method", required=True, choices=JUDGE_NAMES,
                       help="direct-trace, direct-step, cot-step, cot-trace (word sorting "
                       "only), or verify (the task verifiers: no model, no key)")
     find.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
@@ -636,7 +635,7 @@ def find_command(args: argparse.Namespace) -> int:
     from bbm_tui.core import llm
     from bbm_tui.core.batch.find import FatalFindError, find_batch, jobs_from_files, paper_figures
     from bbm_tui.core.dataset import DatasetError
-    from bbm_tui.core.judging.verifier import VERIFIER_MODEL, VERIFY
+    from bbm_tui.core.judging.judges import get_judge
     from bbm_tui.core.store import default_path
     from bbm_tui.core.tasks import UnknownTaskError
 
@@ -650,8 +649,8 @@ def find_command(args: argparse.Namespace) -> int:
         _check_task(args.task)
         paper = paper_figures(args.paper, args.method) if args.paper else None
         jobs = jobs_from_files(args.input, args.task, args.method, args.limit)
-        spec = (llm.ModelSpec(VERIFIER_MODEL) if args.method == VERIFY
-                else llm.ModelSpec(config.model, config.api_base, config.mode))
+        spec = get_judge(args.method).spec(llm.ModelSpec(config.model, config.api_base,
+                                                         config.mode))
     except (DatasetError, UnknownTaskError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
     latest = LatestProgress()
@@ -733,10 +732,10 @@ _FIND_COLUMNS = (
 def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> None:
     from rich.table import Table
 
+    from bbm_tui.core.judging.judges import get_judge
     from bbm_tui.core.tasks import TASK_NAMES
 
-    who = ("the task verifiers" if args.method == "verify"
-           else args.model or "the configured model")
+    who = get_judge(args.method).who or args.model or "the configured model"
     title = f"{args.method} by {who}: first-mistake location"
     table = Table(title=title, caption=_paper_caption(args, paper))
     table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
@@ -1021,10 +1020,12 @@ def sessions_command(args: argparse.Namespace) -> int:
         session = summary.session
         if summary.label is None:
             label = "unlabelled"
-        elif summary.mistake_number is None:
+        elif summary.mistake_number is not None:
+            label = f"mistake at {summary.mistake_number}"
+        elif summary.label.no_mistake:
             label = "no mistake"
         else:
-            label = f"mistake at {summary.mistake_number}"
+            label = "other branch"  # the flagged mistake is on a branch not on show
         if args.json:
             print(json.dumps({
                 "id": session.id, "name": session.name, "task": session.task,

@@ -39,9 +39,8 @@ CONCURRENCY = 8
 MODEL = "replay/bbm"
 GROUPS = (
     ("waiting (event loop idle: epoll)", ("select.epoll", "selectors.py")),
-    ("bbm_tui replay engine", ("bbm_tui/core/replay.py",)),
-    ("bbm_tui store/session", ("bbm_tui/core/store.py", "bbm_tui/core/session.py",
-                               "sqlite3")),
+    ("bbm_tui replay engine", ("bbm_tui/core/llm/offline/",)),
+    ("bbm_tui store/session", ("bbm_tui/core/store/", "bbm_tui/core/trace/", "sqlite3")),
     ("bbm_tui llm/stepper/batch", ("bbm_tui/",)),
     ("litellm", ("litellm/",)),
     ("openai SDK / httpx", ("openai/", "httpx/", "httpcore/")),

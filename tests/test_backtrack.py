@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -140,9 +141,33 @@ async def test_the_n_path_and_the_parallel_path_choose_the_same(
     model = "lm_studio/test" if server else "openai/test"
     with Store.open(tmp_path / "s.sqlite3") as store:
         trace = make_trace(store, openai_server, model)
-        samples = ready(await backtrack(trace))
+        events = await backtrack(trace)
+        samples = ready(events)
         assert samples.resample.samples.how == ("parallel" if server else "n")
         assert samples.resample.chosen_text == "2 + 2 = 4"
+        # Read back from the store, on either path: each candidate's tokens spell exactly
+        # its text and sum to its figure, the figures the call gave; the chosen one's is
+        # its step's.
+        stored = store.candidates(trace.id, trace.steps[0].id, 2)
+        assert len(stored) == 8
+        for candidate in stored:
+            if candidate.text:  # " \n" is an empty step: nothing to spell
+                assert candidate.tokens is not None
+                assert "".join(t.text for t in candidate.tokens) == candidate.text
+                assert candidate.logprob == pytest.approx(
+                    sum(t.logprob for t in candidate.tokens))
+
+        def figures(candidates) -> Counter:
+            return Counter((c.text, None if c.logprob is None else round(c.logprob, 6))
+                           for c in candidates)
+
+        assert figures(stored) == figures(samples.resample.samples.candidates)
+        assert len(figures(stored)) == 7  # "2 + 2 = 5" twice
+        [branch] = [event for event in events if isinstance(event, BranchMade)]
+        [chosen] = [c for c in stored if c.step_id is not None]
+        assert chosen.step_id == branch.step.id and chosen.text == "2 + 2 = 4"
+        assert TraceSession.load(store, trace.id).steps[1].logprob == pytest.approx(
+            chosen.logprob)
 
 
 async def test_a_server_that_ignores_n_gives_the_same_choice(

@@ -96,3 +96,21 @@ def test_export_and_import_commands(tmp_path: Path, capsys) -> None:
     assert [row.steps for row in read_rows(out)] == [row.steps for row in read_rows(source)]
     assert main(["export", "--session", "999", "--out", str(tmp_path / "none.jsonl")]) == 1
     assert "there is no session 999" in capsys.readouterr().err
+
+
+def test_the_sessions_command_tells_a_label_on_another_branch(capsys) -> None:
+    """`sessions` reads a label as the sessions screen does (store/records.py's Label): a
+    flag on a branch not on show is not "no mistake"."""
+    from bbm_tui.core.store import default_path
+    from bbm_tui.core.trace.session import TraceSession
+
+    rows = [row for row in bundled_rows("word_sorting") if row.mistake_index == 1][:2]
+    with Store.open(default_path()) as store:
+        flagged, moved = import_rows(store, "word_sorting", rows).imported
+        trace = TraceSession.load(store, moved)
+        trace.fork_at(1)
+        trace.append_typed("Another first thought.")
+    assert main(["sessions", "--json"]) == 0
+    labels = {item["id"]: item["label"] for item in map(json.loads,
+                                                          capsys.readouterr().out.splitlines())}
+    assert labels == {flagged: "mistake at 2", moved: "other branch"}

@@ -36,13 +36,21 @@ def reply(**extra) -> Reply:
     return Reply(choices=CHOICES, choice_logprobs=LOGPROBS, honor_stop=False, **extra)
 
 
+def check_own_tokens(candidates) -> None:
+    """Each candidate's tokens spell exactly its stored text, and their log-probabilities
+    sum to its figure."""
+    for candidate in candidates:
+        assert candidate.tokens is not None
+        assert "".join(token.text for token in candidate.tokens) == candidate.text
+        assert candidate.logprob == pytest.approx(sum(t.logprob for t in candidate.tokens))
+
+
 def check(samples, n: int = 8) -> None:
     assert len(samples.candidates) == n
+    check_own_tokens(samples.candidates)
     for index, candidate in enumerate(samples.candidates):
         raw = CHOICES[index % len(CHOICES)]
         assert candidate.text == cut_step(raw, 3)
-        assert candidate.tokens is not None
-        assert "".join(token.text for token in candidate.tokens) == candidate.text
         value = LOGPROBS[index % len(LOGPROBS)]
         assert candidate.logprob == pytest.approx(value * len(candidate.tokens))
     texts = [candidate.text for candidate in samples.candidates]
@@ -78,6 +86,8 @@ async def test_the_parallel_path_gives_the_same_result(openai_server: FakeOpenAI
     spec = llm.ModelSpec("lm_studio/test-model", openai_server.base_url)
     samples = await sample_steps(spec, PROMPT, 8, SETTINGS)
     assert samples.how == "parallel" and len(samples.calls) == 8
+    assert len(samples.candidates) == 8
+    check_own_tokens(samples.candidates)
     # Parallel calls finish in any order: compare as sets of (text, log-prob).
     by_text = {(c.text, round(c.logprob, 6)) for c in samples.candidates}
     expected = {(cut_step(raw, 3), round(value * len(aligned_len(raw)), 6))

@@ -31,6 +31,10 @@ DEFAULT_ANNOTATOR = "me"
 # Whose label settles a trace the annotators disagree on (docs/DESIGN.md §11); the parentheses
 # keep it apart from any annotator's name (`--annotator` refuses them).
 ADJUDICATOR = "(adjudicated)"
+# The task verifier as a judge (core/judging/judges.py): its name, and the model its runs are
+# recorded under (it asks none).
+VERIFY = "verify"
+VERIFIER_MODEL = "verifier"
 # A finder's answer is short; CoT reasoning runs to a few hundred tokens.
 DEFAULT_FINDER_MAX_TOKENS = 2048
 # What one call's usage may sanely say; anything else (2**64, 1e23, negative, NaN, a string)
@@ -73,6 +77,7 @@ class SessionSource(StrEnum):
     RUN = "run"
     IMPORT = "import"
     ANNOTATE = "annotate"
+    BACKTRACK = "backtrack"
 
 
 class WorkStatus(StrEnum):

@@ -40,6 +40,7 @@ from bbm_tui.ui.messages import (
     SessionMissing,
     SessionRemoved,
     SessionRenamed,
+    WorkerFailed,
 )
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.styles import stylesheet
@@ -300,9 +301,15 @@ class BbmApp(App[int]):
     # -- worker failures, all in one place
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state != WorkerState.ERROR:
-            return
-        error = event.worker.error
+        if event.state == WorkerState.ERROR:
+            self._worker_failed(event.worker)
+
+    def on_worker_failed(self, message: WorkerFailed) -> None:
+        self._worker_failed(message.worker)
+
+    def _worker_failed(self, worker: Worker) -> None:
+        """Say what a worker's error was (the app's own workers' and the screens')."""
+        error = worker.error
         from bbm_tui.core.llm import LLMError
         from bbm_tui.core.store import SessionDeleted
 
@@ -316,7 +323,7 @@ class BbmApp(App[int]):
             from bbm_tui.core.redact import redact
 
             message = redact(str(error)) or type(error).__name__
-        title = _WORKER_TITLES.get(event.worker.name, "Something failed")
+        title = _WORKER_TITLES.get(worker.name, "Something failed")
         self.notify(one_line(message, 500), title=title, severity="error", markup=False,
                     timeout=10)
 

@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
 
 from bbm_tui.core import llm
+from bbm_tui.core.judging.judges import Judge
 from bbm_tui.core.tasks import Task
 from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, StepperSettings
 from bbm_tui.ui.styles import stylesheet
@@ -350,30 +351,12 @@ def _whole(text: str) -> int | None:
 
 @dataclass(frozen=True)
 class FindRequest:
-    """What the finder dialog asks for: a method (a name from `finding.METHODS`), the model to
-    ask, and whether a step-level method goes on past the first "No"."""
+    """What the finder dialog asks for: a judge (a name from core/judging/judges.py), the
+    model to ask, and whether a step-level method goes on past the first "No"."""
 
     method: str
     spec: llm.ModelSpec
     judge_all: bool = False
-
-
-@dataclass(frozen=True)
-class MethodChoice:
-    name: str
-    title: str
-    step_level: bool
-
-
-# One line on what each method does (docs/DESIGN.md §4).
-METHOD_HINTS = {
-    "direct-trace": "one call on the whole trace; answers No or a thought number",
-    "direct-step": "one call per thought, Yes or No; the first No is the mistake",
-    "cot-step": "per thought, reasons first, then Yes or No",
-    "cot-trace": "reasons over the whole trace, then No or a number",
-    "verify": "no model: a program checks each step against the question and the steps "
-              "before it; ✓ correct, ✗ mistaken (e shows why), ? cannot judge",
-}
 
 
 class SpaceCheckbox(Checkbox, inherit_bindings=False):
@@ -420,7 +403,7 @@ class FindScreen(Dialog[FindRequest | None]):
         Binding("enter,ctrl+r", "run", "run", id="find_run"),
     ]
 
-    def __init__(self, methods: list[MethodChoice], default: FindRequest) -> None:
+    def __init__(self, methods: list[Judge], default: FindRequest) -> None:
         super().__init__()
         self._methods = methods
         self._default = default
@@ -435,7 +418,7 @@ class FindScreen(Dialog[FindRequest | None]):
                     label = Content.assemble((method.title, "bold"), (f"  {method.name}", MUTED))
                     yield RadioButton(label, value=method.name == chosen,
                                       id=f"method-{method.name}",
-                                      tooltip=METHOD_HINTS.get(method.name))
+                                      tooltip=method.hint)
             yield Static(id="find-method-hint")
             with Horizontal(id="find-model-row"):
                 yield Input(value=self._default.spec.model, id="find-model",
@@ -459,7 +442,7 @@ class FindScreen(Dialog[FindRequest | None]):
         self._method_changed()
 
     @property
-    def method(self) -> MethodChoice:
+    def method(self) -> Judge:
         pressed = self.query_one("#find-method", MethodSet).pressed_button
         name = pressed.id.removeprefix("method-") if pressed and pressed.id else None
         return next((m for m in self._methods if m.name == name), self._methods[0])
@@ -469,14 +452,12 @@ class FindScreen(Dialog[FindRequest | None]):
 
     def _method_changed(self) -> None:
         method = self.method
-        self.query_one("#find-method-hint", Static).update(
-            styled(METHOD_HINTS.get(method.name, ""), MUTED))
-        # Judging every step means nothing to a trace-level method; the verifier judges
-        # every step anyway, and asks no model.
-        verifier = method.name == "verify"
-        self.query_one("#find-judge-all", Checkbox).disabled = not method.step_level or verifier
-        self.query_one("#find-model", Input).disabled = verifier
-        self.query_one("#find-api-base", Input).disabled = verifier
+        self.query_one("#find-method-hint", Static).update(styled(method.hint, MUTED))
+        # Judging every step means something only to a judge that stops at the first
+        # mistake; a judge with no model (the task verifier) takes none.
+        self.query_one("#find-judge-all", Checkbox).disabled = not method.stops_early
+        self.query_one("#find-model", Input).disabled = not method.needs_model
+        self.query_one("#find-api-base", Input).disabled = not method.needs_model
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "find-run":
@@ -488,8 +469,9 @@ class FindScreen(Dialog[FindRequest | None]):
         self.action_run()
 
     def action_run(self) -> None:
-        if self.method.name == "verify":
-            self.dismiss(FindRequest("verify", llm.ModelSpec("verifier")))
+        method = self.method
+        if not method.needs_model:
+            self.dismiss(FindRequest(method.name, method.spec(self._default.spec)))
             return
         model = self.query_one("#find-model", Input).value.strip()
         if not model:
@@ -497,8 +479,7 @@ class FindScreen(Dialog[FindRequest | None]):
                         severity="warning", markup=False)
             return
         api_base = self.query_one("#find-api-base", Input).value.strip() or None
-        method = self.method
-        judge_all = method.step_level and self.query_one("#find-judge-all", Checkbox).value
+        judge_all = method.stops_early and self.query_one("#find-judge-all", Checkbox).value
         self.dismiss(FindRequest(method.name, llm.ModelSpec(model, api_base,
                                                             self._default.spec.mode),
                                  judge_all))

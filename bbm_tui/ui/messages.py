@@ -10,6 +10,7 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from textual.screen import Screen
+    from textual.worker import Worker
 
     from bbm_tui.core.store import Totals
     from bbm_tui.core.trace.session import TraceSession
@@ -72,3 +73,12 @@ class ModelChosen(Message):
         super().__init__()
         self.spec = spec
         self.settings = settings
+
+
+class WorkerFailed(Message):
+    """A screen's worker raised: the app says what failed, in one place for every screen
+    (`Worker.StateChanged` does not bubble)."""
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__()
+        self.worker = worker

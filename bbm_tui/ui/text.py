@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.content import Content
 
 from bbm_tui.core.textsafe import one_line, printable
+from bbm_tui.core.types import StepOrigin
 
 if TYPE_CHECKING:
     from bbm_tui.core.store import Step, Totals
@@ -72,13 +73,13 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
 
     `wall_clock=False` leaves latencies out, for screenshots that must not change between runs.
     """
-    if step.origin == "dataset":
+    if step.origin == StepOrigin.DATASET:
         return "recorded in the dataset"
-    if step.origin == "typed":
+    if step.origin == StepOrigin.TYPED:
         return "typed"
-    if step.origin == "edit":
+    if step.origin == StepOrigin.EDIT:
         return "rewritten by you (a new branch)"
-    parts: list[str] = ["backtracked"] if step.origin == "backtrack" else []
+    parts: list[str] = ["backtracked"] if step.origin == StepOrigin.BACKTRACK else []
     if wall_clock and step.latency_s is not None:
         parts.append(f"{step.latency_s:.2f} s")
     if step.call_choices is not None and step.call_choices > 1:

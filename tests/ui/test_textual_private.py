@@ -18,7 +18,7 @@ def test_the_pinned_textual() -> None:
 
 
 def test_footer_bindings_ready_still_exists() -> None:
-    """bbm_tui/ui/widgets.py KeysFooter sets Footer._bindings_ready so that the keys are in
+    """bbm_tui/ui/widgets/chrome.py KeysFooter sets Footer._bindings_ready so that the keys are in
     the first frame (Textual's Footer waits a frame for the screen to announce them)."""
     assert "_bindings_ready" in Footer._reactives  # type: ignore[attr-defined]
 

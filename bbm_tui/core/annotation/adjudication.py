@@ -137,9 +137,7 @@ class AdjudicationQueue:
         if current is None:
             item.adjudicated = UNSET
         else:
-            number = next((index for index, step_id in enumerate(self.steps())
-                           if step_id == current.mistake_step_id), None)
-            item.adjudicated = number
+            item.adjudicated = current.mistake_index(self.steps())
 
     def move(self, delta: int) -> None:
         self.position = (self.position + delta) % len(self.items)

@@ -35,7 +35,7 @@ from bbm_tui.core.store import SQLITE_HEADER, Label, Step, Store
 from bbm_tui.core.tasks import get_task, is_correct
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import NewTrace, TraceSession
-from bbm_tui.core.types import DEFAULT_ANNOTATOR
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource
 
 FORMATS = ("jsonl", "processbench", "prm800k", "markdown", "csv")
 
@@ -122,15 +122,16 @@ def _rating(trace: TraceSession, labels: Sequence[Label], step: Step) -> int | N
     for label in labels:  # newest first: the label in force on a branch through `step`
         if label.leaf_step_id is None:
             continue
-        path = trace.tree.path(label.leaf_step_id)
-        if step.id not in {s.id for s in path}:
+        path = [s.id for s in trace.tree.path(label.leaf_step_id)]
+        if step.id not in path:
             continue
-        if label.mistake_step_id is None:
+        if label.no_mistake:
             return 1
-        mistake = trace.tree.step(label.mistake_step_id)
-        if step.id == mistake.id:
-            return -1
-        return 1 if step.number < mistake.number else None
+        mistake = label.mistake_index(path)
+        if mistake is None:  # a flag off its own branch: it rates nothing
+            return None
+        place = path.index(step.id)
+        return -1 if place == mistake else 1 if place < mistake else None
     return None
 
 
@@ -466,7 +467,7 @@ def import_rows(
             NewTrace(row_task, row.input, row.target,
                      gold_mistake_index=row.mistake_index if labelled else None),
             ModelSpec(model),
-            source="import",
+            source=SessionSource.IMPORT,
         )
         if row.steps:
             trace.load_recorded(list(row.steps))
@@ -482,7 +483,7 @@ def import_rows(
 
 def _saved_trace(store: Store, task: str, row: TraceRow, model: str) -> int | None:
     for found in store.sessions_of_question(task=task, input=row.input, model=model):
-        if found.source in ("run", "import") and (
+        if found.source in (SessionSource.RUN, SessionSource.IMPORT) and (
             TraceSession.load(store, found.id).texts == list(row.steps)
         ):
             return found.id

@@ -30,7 +30,7 @@ from bbm_tui.core.dataset import (
 )
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import extract_answer, get_task
-from bbm_tui.core.types import ADJUDICATOR, FlagReason, WorkStatus
+from bbm_tui.core.types import ADJUDICATOR, VERIFIER_MODEL, FlagReason, WorkStatus
 
 # How far back the estimate to finish looks: the mean of the latest submitted traces.
 _RECENT = 50
@@ -207,9 +207,6 @@ class AnnotationQueue:
         trace = self.traces[self.position if index is None else index]
         return self._sessions.get(trace.key)
 
-    def _unfinished(self, index: int) -> bool:
-        return self.work(index).status in (WorkStatus.OPEN, WorkStatus.SKIPPED)
-
     def first_unfinished(self, after: int = -1) -> int | None:
         """The next trace to work on after `after` (wrapping round): an open one first, then
         the skipped ones; None when every trace is submitted or flagged."""
@@ -339,7 +336,7 @@ class AnnotationQueue:
         found: list[Suggestion] = []
         if trace.task in LOGIC:
             verdict = first_mistake(trace.task, trace.row.input, trace.row.steps)
-            found.append(Suggestion("verifier", verdict.index if verdict else None,
+            found.append(Suggestion(VERIFIER_MODEL, verdict.index if verdict else None,
                                     verdict.reason if verdict else "no mistake found"))
         predicted = trace.model_prediction
         if predicted != "":

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.annotation.adjudication import consensus, store_labels
+from bbm_tui.core.annotation.adjudication import store_labels
 from bbm_tui.core.annotation.agreement import (
     AgreementReport,
     Location,
@@ -158,8 +158,3 @@ def write_consensus(data: AgreementData, out: Path) -> tuple[int, int]:
                 unlabelled += 1
             handle.write(json.dumps(fields) + "\n")
     return labelled, unlabelled
-
-
-def store_consensus(store: Store) -> dict[int, Location]:
-    """Each labelled session's label for exports: adjudicated, else the majority's."""
-    return consensus(store_labels(store))

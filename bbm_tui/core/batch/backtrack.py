@@ -47,10 +47,9 @@ from bbm_tui.core.trace.session import (
     TraceSession,
     greedy,
 )
-from bbm_tui.core.types import StepOrigin
+from bbm_tui.core.types import SessionSource, StepOrigin
 
 OUT_KEYS = ("location", "new_steps", "new_answer", "new_correct", "samples")
-SOURCE = "backtrack"
 
 
 @dataclass(frozen=True)
@@ -303,12 +302,12 @@ def _open_session(store: Store, job: BacktrackJob,
     whether it was made just now (not found from an earlier run)."""
     for session in store.sessions_of_question(task=job.task, input=job.row.input,
                                               model=spec.model):
-        if session.source == SOURCE:
+        if session.source == SessionSource.BACKTRACK:
             trace = TraceSession(store, session, spec)
             if [step.text for step in _original_path(trace)] == list(job.row.steps):
                 return trace, False
     trace = TraceSession.create(store, NewTrace(job.task, job.row.input, job.row.target or None),
-                                spec, source=SOURCE)
+                                spec, source=SessionSource.BACKTRACK)
     trace.load_recorded(list(job.row.steps))
     return trace, True
 

@@ -28,10 +28,9 @@ from bbm_tui.core.dataset import (
     row_from_json,
     rows_with_tasks,
 )
-from bbm_tui.core.judging.finders import FindResult, run_method
+from bbm_tui.core.judging.finders import FindResult, Pace, final_result
+from bbm_tui.core.judging.judges import Judge, check_judge, get_judge
 from bbm_tui.core.judging.metrics import Judged, Report, report
-from bbm_tui.core.judging.verifier import VERIFY, verify
-from bbm_tui.core.prompts.finding import check_method
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.tasks import is_correct
 
@@ -79,16 +78,17 @@ class FatalFindError(BatchStop):
 def jobs_from_files(
     paths: Sequence[Path], task: str | None, method: str, limit: int | None = None
 ) -> list[FindJob]:
-    """The traces of dataset-format files, at most `limit` per task. Every task must have
-    the method's prompts (CoT trace-level is word sorting only): checked before any call."""
+    """The traces of dataset-format files, at most `limit` per task. The method must judge
+    every task (the paper's CoT trace-level prompts are word sorting's only): checked before
+    any call."""
     jobs: list[FindJob] = []
     per_task: dict[str, int] = {}
     for path in paths:
         checked: set[str] = set()
         for row_task, row in rows_with_tasks(path, task, read_input_rows(path)):
-            if row_task not in checked and method != VERIFY:
+            if row_task not in checked:
                 try:
-                    check_method(row_task, method)
+                    check_judge(row_task, method)
                 except ValueError as error:
                     raise DatasetError(path, str(error)) from None
                 checked.add(row_task)
@@ -186,10 +186,11 @@ async def find_batch(
     """Run `method` on every job not already in PREDS, writing each line when it is done."""
     pace = RateLimiter(rpm).wait if rpm else None
     judged: dict[Key, Prediction] = {}
+    judge = get_judge(method)
 
     async def work(job: FindJob, progress: FindProgress,
                    notify: Callable[[FindProgress], None]) -> str | None:
-        result = await _find_one(job, method, spec, settings, judge_all, pace, progress)
+        result = await _find_one(job, judge, spec, settings, judge_all, pace, progress)
         if result is None:
             return None
         judged[job.key] = (result.mistake_index, result.parsed)
@@ -214,21 +215,17 @@ def _key(job: FindJob) -> Key:
 
 async def _find_one(
     job: FindJob,
-    method: str,
+    judge: Judge,
     spec: llm.ModelSpec,
     settings: llm.CallSettings | None,
     judge_all: bool,
-    pace: Callable[[], Any] | None,
+    pace: Pace | None,
     progress: FindProgress,
 ) -> FindResult | None:
-    if method == VERIFY:  # no model: the task's verifier checks each step
-        if not job.row.steps:
-            progress.fail(job.task, "the trace has no thoughts to judge")
-            return None
-        return verify(job.task, job.row.input, job.row.steps)[0]
     try:
-        result = await run_method(job.task, method, job.row.input, job.row.steps, spec,
-                                  settings=settings, judge_all=judge_all, pace=pace)
+        result = await final_result(judge.events(job.task, job.row.input, job.row.steps, spec,
+                                                 settings=settings, judge_all=judge_all,
+                                                 pace=pace))
     except llm.LLMError as error:
         if error.kind in llm.STOPS_A_BATCH:
             raise FatalFindError(error.message) from None

@@ -29,6 +29,7 @@ from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import SessionDeleted, Store, StoreError
 from bbm_tui.core.trace.session import NewTrace, TraceSession
+from bbm_tui.core.types import SessionSource
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,8 @@ async def _generate_row(
 
 
 def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSession:
-    found = store.find_session(task=job.task, input=job.row.input, model=spec.model, source="run")
+    found = store.find_session(task=job.task, input=job.row.input, model=spec.model,
+                              source=SessionSource.RUN)
     if found is not None:
         # The command line's settings win over the stored ones (a corrected --api-base or
         # --mode), and the session records them.
@@ -170,7 +172,7 @@ def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSessio
         NewTrace(job.task, job.row.input, job.row.target or None,
                  dataset_index=job.dataset_index, gold_mistake_index=gold),
         spec,
-        source="run",
+        source=SessionSource.RUN,
     )
 
 

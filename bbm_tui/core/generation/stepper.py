@@ -15,17 +15,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from bbm_tui.core import llm
 from bbm_tui.core.prompts.generation import next_step_prompt
 from bbm_tui.core.tasks import extract_answer, is_correct
-from bbm_tui.core.types import DEFAULT_STEP_LIMIT, StepperSettings
+from bbm_tui.core.types import DEFAULT_STEP_LIMIT, StepperSettings, TraceEnd
 
 __all__ = ["DEFAULT_STEP_LIMIT", "StepperSettings"]  # re-exported: the stepper's settings
-
-FinishReason = Literal["answer", "step_limit", "empty", "truncated", "paused"]
-
 
 @dataclass
 class StepStarted:
@@ -70,7 +66,7 @@ class StepFailed:
 
 @dataclass
 class TraceFinished:
-    reason: FinishReason
+    reason: TraceEnd
     steps: list[str]
     answer: str | None
 
@@ -97,20 +93,20 @@ async def run_steps(
     settings: StepperSettings | None = None,
 ) -> AsyncIterator[StepEvent]:
     """Generate steps after `steps` until a stop rule fires, `max_new_steps` have been added
-    (reason "paused"), or an error (StepFailed, then the generator ends)."""
+    (TraceEnd.PAUSED), or an error (StepFailed, then the generator ends)."""
     settings = settings or StepperSettings()
     written = list(steps)
     if written and extract_answer(written[-1]) is not None:
-        yield TraceFinished("answer", written, extract_answer(written[-1]))
+        yield TraceFinished(TraceEnd.ANSWER, written, extract_answer(written[-1]))
         return
     held_empty: StepFinished | None = None
     added = 0
     while True:
         if len(written) + (held_empty is not None) >= settings.step_limit:
-            yield TraceFinished("step_limit", written, None)
+            yield TraceFinished(TraceEnd.STEP_LIMIT, written, None)
             return
         if max_new_steps is not None and added >= max_new_steps and held_empty is None:
-            yield TraceFinished("paused", written, None)
+            yield TraceFinished(TraceEnd.PAUSED, written, None)
             return
         number = len(written) + 1 + (held_empty is not None)
         context = written + ([""] if held_empty is not None else [])
@@ -133,7 +129,7 @@ async def run_steps(
         finished = StepFinished(number, result.text, result.call, answer, result.truncated)
         if result.text == "":
             if held_empty is not None:
-                yield TraceFinished("empty", written, None)
+                yield TraceFinished(TraceEnd.EMPTY, written, None)
                 return
             held_empty = finished
             continue
@@ -147,8 +143,8 @@ async def run_steps(
         added += 1
         if answer is not None:
             yield AnswerFound(answer, None if target is None else is_correct(answer, target))
-            yield TraceFinished("answer", written, answer)
+            yield TraceFinished(TraceEnd.ANSWER, written, answer)
             return
         if result.truncated:
-            yield TraceFinished("truncated", written, None)
+            yield TraceFinished(TraceEnd.TRUNCATED, written, None)
             return

@@ -19,9 +19,10 @@ from bbm_tui.core.prompts.finding import (
     build_messages,
     check_method,
 )
-from bbm_tui.core.types import DEFAULT_FINDER_MAX_TOKENS
+from bbm_tui.core.types import DEFAULT_FINDER_MAX_TOKENS, Verdict
 
 FINDER_MAX_TOKENS = DEFAULT_FINDER_MAX_TOKENS
+NO_THOUGHTS = "the trace has no thoughts to judge"
 
 # --------------------------------------------------------------------------- running
 
@@ -43,7 +44,9 @@ class StepJudged:
 
     @property
     def verdict(self) -> str | None:
-        return None if self.correct is None else ("Yes" if self.correct else "No")
+        if self.correct is None:
+            return None
+        return Verdict.CORRECT if self.correct else Verdict.MISTAKEN
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ async def find_mistake(
     found = check_method(task, method)
     settings = settings or finder_settings()
     if not steps:
-        raise ValueError("the trace has no thoughts to judge")
+        raise ValueError(NO_THOUGHTS)
     if found.step_level:
         async for event in _find_by_step(task, found, input_text, steps, spec, settings,
                                          judge_all, pace):
@@ -186,8 +189,13 @@ async def run_method(
     pace: Pace | None = None,
 ) -> FindResult:
     """find_mistake() without the live events: just the result."""
-    async for event in find_mistake(task, method, input_text, steps, spec, settings=settings,
-                                    judge_all=judge_all, pace=pace):
+    return await final_result(find_mistake(task, method, input_text, steps, spec,
+                                           settings=settings, judge_all=judge_all, pace=pace))
+
+
+async def final_result(events: AsyncIterator[FindEvent]) -> FindResult:
+    """A judge's run without the live events: the result it ends with."""
+    async for event in events:
         if isinstance(event, FindFinished):
             return event.result
-    raise AssertionError("find_mistake ended without a result")
+    raise AssertionError("a judge's run ended without a result")

@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 
-from bbm_tui.core.judging.finders import FindEvent, FindFinished, FindResult, StepJudged
+from bbm_tui.core.judging.finders import (
+    NO_THOUGHTS,
+    FindEvent,
+    FindFinished,
+    FindResult,
+    StepJudged,
+)
 from bbm_tui.core.tasks.verdicts import StepVerdict
 from bbm_tui.core.tasks.verify import verify_trace
-from bbm_tui.core.types import Verdict
-
-VERIFY = "verify"
-VERIFIER_MODEL = "verifier"
-TITLE = "Task verifier (no model: checks each step against the question)"
+from bbm_tui.core.types import VERIFIER_MODEL, VERIFY, Verdict
 
 _WORDS = {Verdict.CORRECT: "correct", Verdict.MISTAKEN: "mistaken",
           Verdict.CANNOT_JUDGE: "cannot judge"}
@@ -45,7 +47,9 @@ async def verify_events(task: str, input_text: str,
                         steps: Sequence[str]) -> AsyncIterator[FindEvent]:
     """verify() as a finder's events: one StepJudged per step (True correct, False mistaken,
     None cannot judge; no call), then FindFinished. Run in a thread: a long trace takes a
-    few milliseconds."""
+    few milliseconds. Raises ValueError for a trace with no thoughts, as the finders do."""
+    if not steps:
+        raise ValueError(NO_THOUGHTS)
     result, verdicts = await asyncio.to_thread(verify, task, input_text, steps)
     for verdict in verdicts:
         correct = {Verdict.CORRECT: True, Verdict.MISTAKEN: False}.get(verdict.kind)

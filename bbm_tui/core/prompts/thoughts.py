@@ -12,20 +12,41 @@ import re
 from collections.abc import Sequence
 
 
+def label(number: int) -> str:
+    """The label a generation prompt ends with to ask for Thought `number`."""
+    return f"Thought {number}:"
+
+
+def thought_line(number: int, step: str) -> str:
+    """`Thought 3: text`: one thought as the prompts list it."""
+    return f"{label(number)} {step}"
+
+
 def format_thoughts(steps: Sequence[str]) -> str:
     """`Thought 1: s1\\n...Thought k: sk\\n` (empty for no steps): a generation prompt's."""
-    return "".join(f"Thought {number}: {step}\n" for number, step in enumerate(steps, start=1))
+    return "".join(thought_line(number, step) + "\n"
+                   for number, step in enumerate(steps, start=1))
 
 
 def format_steps(steps: Sequence[str]) -> str:
     """`Thought 1: s1\\nThought 2: s2...` (no trailing newline: the finders' templates add
     their own)."""
-    return "\n".join(f"Thought {number}: {step}" for number, step in enumerate(steps, start=1))
+    return "\n".join(thought_line(number, step) for number, step in enumerate(steps, start=1))
 
 
-def label(number: int) -> str:
-    """The label a generation prompt ends with to ask for Thought `number`."""
-    return f"Thought {number}:"
+def split_thoughts(text: str) -> tuple[str, ...] | None:
+    """A generation prompt's tail read back: the steps `text` lists if it is exactly
+    `format_thoughts(steps) + label(len(steps) + 1)`, else None."""
+    lines = text.split("\n")
+    if lines[-1] != label(len(lines)):
+        return None
+    steps = []
+    for number, line in enumerate(lines[:-1], start=1):
+        prefix = thought_line(number, "")
+        if not line.startswith(prefix):
+            return None
+        steps.append(line[len(prefix):])
+    return tuple(steps)
 
 
 # Every Unicode line break ends a step, not only "\n": a model (or a server) that writes
@@ -79,12 +100,6 @@ class EchoStripper:
         self.deciding = False
         self.held = ""
         return text
-
-
-def strip_echo(text: str) -> str:
-    """A step without a leading echoed `Thought N:`, stripped."""
-    stripper = EchoStripper()
-    return (stripper.feed(text) + stripper.finish()).strip()
 
 
 # An echoed label at the very start of a step (after its leading whitespace).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,6 +83,20 @@ class Label:
     annotator: str = DEFAULT_ANNOTATOR
     # Made after seeing a suggestion (a finder's or a verifier's verdict).
     assisted: bool = False
+
+    @property
+    def no_mistake(self) -> bool:
+        return self.mistake_step_id is None
+
+    def mistake_index(self, step_ids: Sequence[int]) -> int | None:
+        """Where the flagged first mistake is on a branch (its step ids, root first), 0-based:
+        None when the label says there is no mistake, or flags a step on another branch."""
+        if self.mistake_step_id is None:
+            return None
+        for index, step_id in enumerate(step_ids):
+            if step_id == self.mistake_step_id:
+                return index
+        return None
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ from bbm_tui.core.types import (
     LabelFilter,
     SessionQuery,
     SessionSort,
+    SessionSource,
+    StepOrigin,
     TokenLogprob,
     sane_cost,
     sane_tokens,
@@ -264,7 +266,7 @@ class Store:
         dataset_index: int | None = None,
         gold_mistake_index: int | None = None,
         name: str | None = None,
-        source: str = "app",
+        source: SessionSource = SessionSource.APP,
     ) -> Session:
         now = time.time()
         if name is None:
@@ -349,7 +351,8 @@ class Store:
         )
         return {row[0] for row in rows}
 
-    def find_session(self, *, task: str, input: str, model: str, source: str) -> Session | None:
+    def find_session(self, *, task: str, input: str, model: str,
+                     source: SessionSource) -> Session | None:
         rows = self._read(
             """SELECT * FROM sessions WHERE task = ? AND input = ? AND model = ? AND source = ?
                ORDER BY id LIMIT 1""",
@@ -491,7 +494,8 @@ class Store:
         return self.branch(session_id)
 
     def record_call(
-        self, session_id: int, purpose: str, call: CallRecord, step_id: int | None = None
+        self, session_id: int, purpose: CallPurpose, call: CallRecord,
+        step_id: int | None = None
     ) -> None:
         with self._write() as connection:
             self._require_session(connection, session_id)
@@ -650,15 +654,16 @@ class Store:
             session_id = connection.execute(
                 """INSERT INTO sessions (name, task, input, target, gold_mistake_index, model,
                        mode, source, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, 'chat', 'annotate', ?, ?)""",
-                (name, task, input, target, gold_mistake_index, model, now, now),
+                   VALUES (?, ?, ?, ?, ?, ?, 'chat', ?, ?, ?)""",
+                (name, task, input, target, gold_mistake_index, model, SessionSource.ANNOTATE,
+                 now, now),
             ).lastrowid
             parent = None
             for number, (text, answer) in enumerate(steps, start=1):
                 parent = connection.execute(
                     """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
-                           truncated, created_at) VALUES (?, ?, ?, ?, 'dataset', ?, 0, ?)""",
-                    (session_id, parent, number, text, answer, now),
+                           truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
+                    (session_id, parent, number, text, StepOrigin.DATASET, answer, now),
                 ).lastrowid
             connection.execute("UPDATE sessions SET head_step_id = ? WHERE id = ?",
                                (parent, session_id))
@@ -1111,7 +1116,7 @@ def _insert_call(
     connection: sqlite3.Connection,
     session_id: int,
     step_id: int | None,
-    purpose: str,
+    purpose: CallPurpose,
     call: CallRecord,
     now: float,
 ) -> int:

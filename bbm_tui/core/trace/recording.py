@@ -1,4 +1,4 @@
-"""A finder run on a session's trace, committed to the store as it happens: the run first,
+"""A judge's run on a session's trace, committed to the store as it happens: the run first,
 then each verdict before its event is handed on, so whoever shows a verdict can rely on it
 being saved (as TraceSession.generate does for steps)."""
 
@@ -8,14 +8,8 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 from bbm_tui.core import llm
-from bbm_tui.core.judging.finders import (
-    FindEvent,
-    StepJudged,
-    TraceJudged,
-    find_mistake,
-    finder_settings,
-)
-from bbm_tui.core.prompts.finding import check_method
+from bbm_tui.core.judging.finders import FindEvent, StepJudged, TraceJudged, finder_settings
+from bbm_tui.core.judging.judges import check_judge
 from bbm_tui.core.store import Store
 from bbm_tui.core.types import FinderEnd
 
@@ -33,29 +27,21 @@ async def record_find(
     settings: llm.CallSettings | None = None,
     judge_all: bool = False,
 ) -> AsyncIterator[FindEvent]:
-    """find_mistake(), committing the run to `store` first and each verdict
-    before its event is handed on, so whoever shows a verdict can rely on it being saved.
-    Store calls run in a thread, never on the event loop. A run that fails or is cancelled
-    keeps the verdicts it got and has no result."""
+    """The judge `method`'s run (core/judging/judges.py), committing the run to `store`
+    first and each verdict before its event is handed on, so whoever shows a verdict can rely
+    on it being saved. Store calls run in a thread, never on the event loop. A run that fails
+    or is cancelled keeps the verdicts it got and has no result."""
     settings = settings or finder_settings()
-    # Imported here: the verifiers load every task's checker, which the first frame need not.
-    from bbm_tui.core.judging.verifier import VERIFIER_MODEL, VERIFY, verify_events
-
-    verifying = method == VERIFY
-    if verifying:
-        spec = llm.ModelSpec(VERIFIER_MODEL)
-    else:
-        check_method(task, method)
+    judge = check_judge(task, method)
+    spec = judge.spec(spec)
     run_id = await asyncio.to_thread(
         store.create_finder_run, session_id, method=method, model=spec.model,
         params=settings.params() | {"mode": spec.mode, "judge_all": judge_all},
         leaf_step_id=leaf_step_id,
     )
     try:
-        events = (verify_events(task, input_text, steps) if verifying else
-                  find_mistake(task, method, input_text, steps, spec, settings=settings,
-                               judge_all=judge_all))
-        async for event in events:
+        async for event in judge.events(task, input_text, steps, spec, settings=settings,
+                                        judge_all=judge_all):
             if isinstance(event, StepJudged):
                 await asyncio.to_thread(store.add_finder_verdict, run_id,
                                         step_number=event.number, raw=event.raw,

@@ -31,7 +31,7 @@ from bbm_tui.core.redact import REDACTED, redact_url
 from bbm_tui.core.store import Label, Session, Step, Store, StoredCandidate, Totals
 from bbm_tui.core.tasks import extract_answer, is_correct
 from bbm_tui.core.trace.tree import StepTree
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, StepOrigin
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class TraceSession:
         spec: llm.ModelSpec,
         *,
         name: str | None = None,
-        source: str = "app",
+        source: SessionSource = SessionSource.APP,
     ) -> TraceSession:
         session = store.create_session(
             task=trace.task,
@@ -221,16 +221,14 @@ class TraceSession:
     @property
     def mistake_number(self) -> int | None:
         """1-based number of the flagged first mistake on the branch on show, if any."""
-        if self.label is None or self.label.mistake_step_id is None:
+        if self.label is None:
             return None
-        for step in self.steps:
-            if step.id == self.label.mistake_step_id:
-                return step.number
-        return None
+        index = self.label.mistake_index([step.id for step in self.steps])
+        return None if index is None else self.steps[index].number
 
     @property
     def no_mistake(self) -> bool:
-        return self.label is not None and self.label.mistake_step_id is None
+        return self.label is not None and self.label.no_mistake
 
     def totals(self) -> Totals:
         return self.store.totals(self.session.id)

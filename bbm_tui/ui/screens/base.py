@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from textual.screen import Screen
-from textual.worker import Worker
+from textual.worker import Worker, WorkerState
+
+from bbm_tui.ui.messages import WorkerFailed
 
 
 class BbmScreen(Screen[None]):
-    """A screen whose workers' failures go to the app's one handler (`Worker.StateChanged`
-    does not bubble, so each node that owns workers passes it on)."""
+    """A screen whose workers' failures go to the app's one handler: `Worker.StateChanged`
+    does not bubble, so the screen passes a failure on as a message (ui/messages.py)."""
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        self.app.on_worker_state_changed(event)  # type: ignore[attr-defined]
-
-
+        if event.state == WorkerState.ERROR:
+            self.post_message(WorkerFailed(event.worker))

@@ -64,7 +64,7 @@ def label_cell(summary: SessionSummary, colors: dict[str, str]) -> Text:
     if summary.mistake_number is not None:
         return Text(f"{GLYPH_MISTAKE} mistake at {summary.mistake_number}",
                     style=colors.get("text-error", "red"))
-    if summary.label.mistake_step_id is None:
+    if summary.label.no_mistake:
         return Text(f"{GLYPH_OK} no mistake", style=colors.get("text-success", "green"))
     return Text("other branch", style="dim")
 

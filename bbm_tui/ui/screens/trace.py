@@ -34,10 +34,12 @@ from bbm_tui.core.generation.stepper import (
     StepStarted,
     TraceFinished,
 )
+from bbm_tui.core.prompts.thoughts import format_steps
 from bbm_tui.core.store import Label, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.core.types import TraceEnd
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, FindRequest
 from bbm_tui.ui.messages import SessionMissing
@@ -572,11 +574,11 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
                      error=True)
 
     def _trace_finished(self, event: TraceFinished) -> None:
-        if event.reason == "answer":
+        if event.reason == TraceEnd.ANSWER:
             verdict = {True: f" {GLYPH_OK} matches the target",
                        False: f" {GLYPH_MISTAKE} not the target"}.get(self.trace.correct, "")
             self._status(f"Finished with an answer{verdict}. {self._label_hint()}")
-        elif event.reason == "paused":
+        elif event.reason == TraceEnd.PAUSED:
             self._status(f"{thoughts(len(self.trace.steps))}. n for the next one, r to run to "
                          "the answer.")
         else:
@@ -703,7 +705,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
     def action_copy_trace(self) -> None:
         if not self.trace.steps:
             return
-        text = "\n".join(f"Thought {step.number}: {step.text}" for step in self.trace.steps)
+        text = format_steps(self.trace.texts)
         self.app.copy_to_clipboard(text)
         self.notify(f"Copied the trace ({thoughts(len(self.trace.steps))}).", markup=False,
                     timeout=3)

@@ -12,6 +12,8 @@ from textual import work
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import SAMPLES
+from bbm_tui.core.judging.finders import FindFinished, StepJudged
+from bbm_tui.core.judging.judges import VERIFIER
 from bbm_tui.core.trace.branches import other_branch, segments
 from bbm_tui.core.trace.session import BranchMade
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
@@ -170,21 +172,20 @@ class BranchActions:
         f with 'Task verifier' saves a run)."""
         if not self.trace.steps or self.finding:
             return
-        from bbm_tui.core.judging.verifier import VERIFIER_MODEL, VERIFY, verify
-
         steps = list(self.trace.steps)
         session = self.trace.session
-        result, verdicts = await asyncio.to_thread(
-            verify, session.task, session.input, [step.text for step in steps])
+        shown = FinderShown(VERIFIER.name, VERIFIER.spec(self.trace.spec).model, True,
+                            steps[-1].id)
+        async for event in VERIFIER.events(session.task, session.input,
+                                           [step.text for step in steps], self.trace.spec):
+            if isinstance(event, StepJudged):
+                # "Cannot judge" has no verdict: shown as an unparsed answer is, ?
+                shown.verdicts[event.number] = (event.verdict, event.raw)
+            elif isinstance(event, FindFinished):
+                shown.mistake_number = event.result.mistake_number
         if not self.verify_live or self.finding:
             return
-        shown = FinderShown(VERIFY, VERIFIER_MODEL, True, steps[-1].id)
-        for verdict, raw in zip(verdicts, result.raw, strict=True):
-            value = verdict.kind.value  # "Yes", "No", or "?" (cannot judge: shown as ?)
-            shown.verdicts[verdict.index + 1] = (value if value in ("Yes", "No") else None,
-                                                 raw)
         shown.state, shown.parsed = "finished", True
-        shown.mistake_number = result.mistake_number
         self.finder = shown
         self._show_finder()
 

@@ -13,10 +13,10 @@ from textual.widgets import Static
 
 from bbm_tui.core import llm
 from bbm_tui.core.judging.finders import FindFinished, StepJudged, TraceJudged
-from bbm_tui.core.prompts.finding import METHODS, methods_for
+from bbm_tui.core.judging.judges import DEFAULT_JUDGE, JUDGES, judges_for
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.recording import record_find
-from bbm_tui.ui.dialogs import FindRequest, FindScreen, MethodChoice
+from bbm_tui.ui.dialogs import FindRequest, FindScreen
 from bbm_tui.ui.text import MUTED, safe, styled
 from bbm_tui.ui.viewmodels.trace import (
     FinderShown,
@@ -41,18 +41,16 @@ class FindingActions:
             return
         spec = self.trace.spec
         last = self.finder
+        last_judge = JUDGES.get(last.method) if last is not None else None
         if self._last_request is not None:
             default = self._last_request  # as asked last time here, api base included
-        elif last is not None and last.method in METHODS:
+        elif last is not None and last_judge is not None and last_judge.needs_model:
             # Again as the saved run: the same method, model and judging.
             default = FindRequest(last.method, llm.ModelSpec(last.model, spec.api_base,
                                                              spec.mode), last.judge_all)
         else:
-            default = FindRequest("direct-step", spec)
-        methods = [MethodChoice(name, METHODS[name].title, METHODS[name].step_level)
-                   for name in methods_for(self.trace.session.task)]
-        # The task's verifier: a method with no model (core/judging/verifier.py).
-        methods.append(MethodChoice("verify", "Task verifier (no model)", True))
+            default = FindRequest(DEFAULT_JUDGE, spec)
+        methods = judges_for(self.trace.session.task)
 
         def chosen(request: FindRequest | None) -> None:
             if request is not None:
@@ -82,7 +80,7 @@ class FindingActions:
         self._show_finder()
         stopped = False
         try:
-            if not llm.is_loaded() and request.method != "verify":
+            if not llm.is_loaded() and JUDGES[request.method].needs_model:
                 self._status("Loading the model library…")
                 await asyncio.to_thread(llm.warm_up)
             self._finder_progress()

@@ -10,11 +10,12 @@ from typing import Literal
 
 from textual.content import Content
 
-from bbm_tui.core.prompts.finding import METHODS
+from bbm_tui.core.judging.judges import JUDGES
 from bbm_tui.core.store import FinderRun
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.core.types import FinderEnd, TraceEnd, Verdict
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, GLYPH_UNPARSED, MUTED, safe_line, styled
 
 # A thought's status under the person's label.
@@ -25,9 +26,10 @@ Status = Literal["plain", "ok", "mistake", "after"]
 Judgement = Literal["yes", "no", "unparsed", "first", "pending"]
 
 FINISH_MESSAGES = {
-    "step_limit": "Stopped at the step limit ({limit} thoughts) without an answer.",
-    "empty": "The model returned nothing more: the trace ends here, without an answer.",
-    "truncated": "Thought {number} was cut at the token limit; the run stopped so you can look.",
+    TraceEnd.STEP_LIMIT: "Stopped at the step limit ({limit} thoughts) without an answer.",
+    TraceEnd.EMPTY: "The model returned nothing more: the trace ends here, without an answer.",
+    TraceEnd.TRUNCATED: "Thought {number} was cut at the token limit; the run stopped so you "
+                        "can look.",
 }
 
 
@@ -83,6 +85,8 @@ def describe_label(trace: TraceSession) -> Content:
 
 # -- a mistake finder's run, as shown
 
+_JUDGEMENTS: dict[str, Judgement] = {Verdict.CORRECT: "yes", Verdict.MISTAKEN: "no"}
+
 FinderState = Literal["running", "finished", "stopped", "failed"]
 
 
@@ -110,7 +114,7 @@ class FinderShown:
         # A run with no result and no record of how it ended was cut short by its process
         # dying: as good as stopped.
         state: FinderState = ("finished" if run.finished
-                              else "failed" if run.ended == "failed" else "stopped")
+                              else "failed" if run.ended == FinderEnd.FAILED else "stopped")
         shown = cls(run.method, run.model, bool(run.params.get("judge_all")), run.leaf_step_id,
                     state=state, mistake_number=run.mistake_number, parsed=run.parsed,
                     error=run.error)
@@ -123,13 +127,13 @@ class FinderShown:
 
     @property
     def step_level(self) -> bool:
-        method = METHODS.get(self.method)
-        return method.step_level if method is not None else bool(self.verdicts)
+        judge = JUDGES.get(self.method)  # None: a run by a judge this version does not have
+        return judge.step_level if judge is not None else bool(self.verdicts)
 
     @property
     def cot(self) -> bool:
-        method = METHODS.get(self.method)
-        return method is not None and method.cot
+        judge = JUDGES.get(self.method)
+        return judge is not None and judge.cot
 
     @property
     def has_result(self) -> bool:
@@ -145,7 +149,7 @@ class FinderShown:
         marks: dict[int, tuple[Judgement, str | None]] = {}
         if self.step_level:
             for number, (verdict, raw) in self.verdicts.items():
-                judgement: Judgement = {"Yes": "yes", "No": "no"}.get(verdict or "", "unparsed")  # type: ignore[assignment]
+                judgement = _JUDGEMENTS.get(verdict or "", "unparsed")
                 marks[number] = (judgement, raw)
             if self.state == "running" and self.next_number <= count:
                 marks[self.next_number] = ("pending", None)

@@ -22,6 +22,7 @@ from functools import cache
 
 from bbm_tui.core.dataset import TraceRow, bundled_rows
 from bbm_tui.core.prompts.generation import generation_prompt
+from bbm_tui.core.prompts.thoughts import label, split_thoughts, thought_line
 from bbm_tui.core.tasks import TASK_NAMES, get_task
 
 PROVIDERS = ("replay", "simulated")
@@ -65,20 +66,13 @@ def parse_generation_prompt(prompt: str) -> GenerationRequest | None:
         if not prompt.startswith(prefix):
             continue
         rest = prompt[len(prefix):]
-        split = rest.find("\nThought 1:")
+        split = rest.find("\n" + label(1))
         if split < 0:
             return None
-        question, thoughts = rest[:split], rest[split + 1:]
-        lines = thoughts.split("\n")
-        if lines[-1] != f"Thought {len(lines)}:":
+        steps = split_thoughts(rest[split + 1:])
+        if steps is None:
             return None
-        steps = []
-        for number, line in enumerate(lines[:-1], start=1):
-            label = f"Thought {number}: "
-            if not line.startswith(label):
-                return None
-            steps.append(line[len(label):])
-        return GenerationRequest(task, question, tuple(steps))
+        return GenerationRequest(task, rest[:split], steps)
     return None
 
 
@@ -264,7 +258,7 @@ def _continuation(row: TraceRow, done: int) -> str:
         return ""
     text = row.steps[done]
     if done + 1 < len(row.steps):
-        text += f"\nThought {done + 2}: {row.steps[done + 1]}"
+        text += "\n" + thought_line(done + 2, row.steps[done + 1])
     return text
 
 
@@ -296,7 +290,7 @@ def _finder_patterns() -> list[tuple[str, str, str, re.Pattern[str]]]:
 
     groups = {
         "input": r"(?P<input>.*?)",
-        "steps": r"(?P<steps>Thought 1: .*?)",
+        "steps": f"(?P<steps>{re.escape(label(1))} .*?)",
         "current_step": r"(?P<current_step>\d+)",
     }
     patterns = []

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
 
 from bbm_tui.core.llm.offline.replay import last_user_text, parse_generation_prompt
 from bbm_tui.core.tasks import get_task
@@ -64,8 +63,3 @@ def _choice(text: str, tokens: Sequence[TokenLogprob]) -> SolverChoice:
     if shifted:
         shifted[0] = TokenLogprob(" " + shifted[0].text, shifted[0].logprob)
     return SolverChoice(" " + text, tuple(shifted))
-
-
-@cache
-def is_solver(model: str) -> bool:
-    return model.split("/", 1)[0] == PROVIDER

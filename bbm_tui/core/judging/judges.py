@@ -1,0 +1,159 @@
+"""Every judge (anything that says which step of a trace is wrong) described once: the paper's
+finders (judging/finders.py) and the task verifier (judging/verifier.py). The batch `find`
+(core/batch/find.py), a session's recorded run (core/trace/recording.py), the trace screen's
+finder and its dialog (ui/screens/trace_finding.py, ui/dialogs.py) read them from here, so a
+new judge is its module and one entry in JUDGES.
+
+A judge's run yields the finders' events: one StepJudged per thought it judges (or one
+TraceJudged for the whole trace), then FindFinished. The runs are imported only when a judge
+runs: the command line builds `find --method` from this module before it knows the command,
+and the verifiers load every task's checker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from bbm_tui.core.prompts.finding import METHODS, MethodError, check_method
+from bbm_tui.core.types import VERIFIER_MODEL, VERIFY, CallSettings, ModelSpec
+
+if TYPE_CHECKING:
+    from bbm_tui.core.judging.finders import FindEvent, Pace
+
+
+class JudgeRun(Protocol):
+    """How a judge runs on one trace (the signature of finders.find_mistake)."""
+
+    def __call__(
+        self, task: str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec,
+        *, settings: CallSettings | None, judge_all: bool, pace: Pace | None,
+    ) -> AsyncIterator[FindEvent]: ...
+
+
+@dataclass(frozen=True)
+class Judge:
+    """One judge: `name` is what `find --method` takes and what the store and PREDS record;
+    `title` and `hint` are how the finder dialog shows it. `step_level`: a verdict per
+    thought (else one on the whole trace); `cot`: its answers reason before they conclude;
+    `stops_early`: it stops at the first mistake unless asked to judge every thought.
+    `own_model` is set for a judge that asks no model: the name its runs are recorded under
+    (and `who` says who judges, in words); the others ask the model they are given."""
+
+    name: str
+    title: str
+    hint: str
+    step_level: bool
+    run: JudgeRun
+    # Raises MethodError, saying why, where it cannot judge a task's traces.
+    check: Callable[[str], object]
+    cot: bool = False
+    stops_early: bool = False
+    own_model: str | None = None
+    who: str = ""
+
+    def can_judge(self, task: str) -> bool:
+        try:
+            self.check(task)
+        except MethodError:
+            return False
+        return True
+
+    @property
+    def needs_model(self) -> bool:
+        return self.own_model is None
+
+    def spec(self, asked: ModelSpec) -> ModelSpec:
+        """The model its run is made and recorded with: the one asked for, or its own."""
+        return asked if self.own_model is None else ModelSpec(self.own_model)
+
+    async def events(
+        self, task: str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
+        settings: CallSettings | None = None, judge_all: bool = False, pace: Pace | None = None,
+    ) -> AsyncIterator[FindEvent]:
+        """Its run on one trace. Raises ValueError (a trace with no thoughts) before any work,
+        LLMError from a model."""
+        async for event in self.run(task, self.name, input_text, steps, self.spec(spec),
+                                    settings=settings, judge_all=judge_all, pace=pace):
+            yield event
+
+
+def _paper_method(
+    task: str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
+    settings: CallSettings | None, judge_all: bool, pace: Pace | None,
+) -> AsyncIterator[FindEvent]:
+    from bbm_tui.core.judging.finders import find_mistake
+
+    return find_mistake(task, method, input_text, steps, spec, settings=settings,
+                        judge_all=judge_all, pace=pace)
+
+
+def _task_verifier(
+    task: str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
+    settings: CallSettings | None, judge_all: bool, pace: Pace | None,
+) -> AsyncIterator[FindEvent]:
+    from bbm_tui.core.judging.verifier import verify_events
+
+    return verify_events(task, input_text, steps)
+
+
+def _has_prompts(method: str) -> Callable[[str], object]:
+    """A check that the paper wrote this method's prompts for a task (CoT trace-level: word
+    sorting only)."""
+    return lambda task: check_method(task, method)
+
+
+def _every_task(task: str) -> None:
+    """The verifiers cover every task (core/tasks/verify.py)."""
+
+
+# One line on what each judge does (docs/DESIGN.md §4, §12).
+_PAPER_HINTS = {
+    "direct-trace": "one call on the whole trace; answers No or a thought number",
+    "direct-step": "one call per thought, Yes or No; the first No is the mistake",
+    "cot-step": "per thought, reasons first, then Yes or No",
+    "cot-trace": "reasons over the whole trace, then No or a number",
+}
+
+VERIFIER = Judge(
+    VERIFY, "Task verifier (no model)",
+    "no model: a program checks each step against the question and the steps before it; "
+    "✓ correct, ✗ mistaken (e shows why), ? cannot judge",
+    step_level=True, run=_task_verifier, check=_every_task,
+    own_model=VERIFIER_MODEL, who="the task verifiers",
+)
+
+JUDGES: dict[str, Judge] = {
+    judge.name: judge
+    for judge in (
+        *(Judge(method.name, method.title, _PAPER_HINTS[method.name], method.step_level,
+                _paper_method, _has_prompts(method.name), cot=method.cot,
+                stops_early=method.step_level)
+          for method in METHODS.values()),
+        VERIFIER,
+    )
+}
+JUDGE_NAMES: tuple[str, ...] = tuple(JUDGES)
+DEFAULT_JUDGE = "direct-step"
+
+
+def get_judge(name: str) -> Judge:
+    try:
+        return JUDGES[name]
+    except KeyError:
+        raise MethodError(
+            f"unknown method {name!r}; known methods: {', '.join(JUDGE_NAMES)}"
+        ) from None
+
+
+def judges_for(task: str) -> list[Judge]:
+    """The judges that can judge this task's traces, in the order the dialog lists them."""
+    return [judge for judge in JUDGES.values() if judge.can_judge(task)]
+
+
+def check_judge(task: str, name: str) -> Judge:
+    """The judge called `name`, if it can judge this task's traces; else MethodError."""
+    judge = get_judge(name)
+    judge.check(task)
+    return judge
