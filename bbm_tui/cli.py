@@ -55,7 +55,10 @@ tasks), simulated/rm-X (a reward model right with probability X)
 `bbm-tui COMMAND --help` for each command."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The whole command line. `argv` only says which command's heavier parts to build: the
+    methods `find` takes are read from the judges, whose import the app's first frame need
+    not wait for when `find` is not the command."""
     parser = _MainParser(
         prog="bbm-tui",
         description="Step through chain-of-thought traces the way BIG-Bench Mistake made them. "
@@ -98,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     stats.add_argument("--task", help="the task of every file (else from each file's name)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_find_parser(commands)
+    _add_find_parser(commands, with_methods="find" in argv)
     _add_backtrack_parser(commands)
     _add_verify_parser(commands)
     sessions = commands.add_parser("sessions", help="list the saved sessions")
@@ -168,7 +171,8 @@ def _add_logprobs_option(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         if args.command is None:
@@ -598,9 +602,12 @@ def _print_table(table) -> None:
 
 # ---------------------------------------------------------------------------- find
 
-def _add_find_parser(commands) -> None:
-    from bbm_tui.core.judging.judges import JUDGE_NAMES
+def _add_find_parser(commands, *, with_methods: bool = True) -> None:
+    methods: tuple[str, ...] | None = None
+    if with_methods:
+        from bbm_tui.core.judging.judges import JUDGE_NAMES
 
+        methods = JUDGE_NAMES
     find = commands.add_parser(
         "find", help="run a mistake-finding method over dataset-format files, with the "
         "paper's metrics",
@@ -609,7 +616,7 @@ def _add_find_parser(commands) -> None:
         "skipped (resume).",
     )
     _add_model_options(find)
-    find.add_argument("--method", required=True, choices=JUDGE_NAMES,
+    find.add_argument("--method", required=True, choices=methods,
                       help="direct-trace, direct-step, cot-step, cot-trace (word sorting "
                       "only), or verify (the task verifiers: no model, no key)")
     find.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
