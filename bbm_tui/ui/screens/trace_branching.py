@@ -15,7 +15,9 @@ from bbm_tui.core.generation.backtrack import SAMPLES
 from bbm_tui.core.trace.branches import other_branch, segments
 from bbm_tui.core.trace.session import BranchMade
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
-from bbm_tui.ui.screens.branches import BranchTreeScreen, CompareScreen, TokenScreen
+from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+from bbm_tui.ui.screens.compare import CompareScreen
+from bbm_tui.ui.screens.tokens import TokenScreen
 from bbm_tui.ui.text import thoughts
 from bbm_tui.ui.viewmodels.trace import FinderShown
 from bbm_tui.ui.widgets.thought import ThoughtView
