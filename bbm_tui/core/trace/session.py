@@ -350,7 +350,14 @@ class TraceSession:
             self.session.task, self.session.input, self.texts[: number - 1],
             self.texts[number - 1], self._spec, settings.call, n=n, on_sample=on_sample,
         )
-        stored = await asyncio.to_thread(self._store_samples, resample, parent)
+        # Cancelled while saving, the samples are saved all the same (the store and the
+        # screen then agree that they are), then the cancellation goes on.
+        store = asyncio.ensure_future(asyncio.to_thread(self._store_samples, resample, parent))
+        try:
+            stored = await asyncio.shield(store)
+        except asyncio.CancelledError:
+            await store
+            raise
         return SamplesReady(number, resample, stored)
 
     async def continue_with(
