@@ -319,27 +319,50 @@ def test_samples_arriving_at_120x40(snap_compare) -> None:
     assert _arriving_snapshot(snap_compare, (120, 40))
 
 
-async def test_the_papers_demo_runs_offline(store: Store) -> None:
-    """A recorded trace (replay/bbm) with a mistake and a wrong answer: flag it, b, Enter:
-    solver/bbm samples and continues, and the new branch reaches the right answer."""
-    from ui_helpers import recorded_session
-
+async def test_the_papers_story_in_a_minute_offline() -> None:
+    """The paper's demo, whole, offline, with the keys README's "The paper's story in a
+    minute" gives: replay/bbm writes the recorded trace, which goes wrong at Thought 2
+    (A = 10, not 3) and answers 0, not -7; the simulated reward model at the paper's 65%
+    finds no mistake; the person flags Thought 2; backtracking (solver/bbm samples and goes
+    on) reaches -7. The original branch keeps its flag and the finder's run; the new one has
+    neither."""
     from bbm_tui.core.dataset import bundled_rows
-    from bbm_tui.core.tasks import is_correct
+    from bbm_tui.ui.dialogs import FindScreen
 
-    task = "multistep_arithmetic"
-    index, row = next((i, r) for i, r in enumerate(bundled_rows(task))
-                      if r.mistake_index is not None and not is_correct(r.answer, r.target))
-    trace = recorded_session(store, task, index)
-    app = make_app(session_id=trace.id)
+    row = bundled_rows("multistep_arithmetic")[7]
+    assert (row.mistake_index, row.answer, row.target) == (1, "0", "-7")
+    app = make_app(task="multistep_arithmetic", question=7)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
-        screen.selected = row.mistake_index + 1
-        await pilot.press("x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == row.mistake_index + 1)
-        await pilot.press("b")
-        await samples_in(pilot)
+        await pilot.press("r")  # the model makes a mistake
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running,
+                       timeout=30)
+        assert screen.trace.texts == list(row.steps) and screen.trace.correct is False
+        await pilot.press("f")  # a finder misses it
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        await pilot.press("up", "tab", *"simulated/rm-0.65", "enter")
+        await wait_for(pilot, lambda: app.screen is screen and screen.finder is not None
+                       and screen.finder.state == "finished", timeout=30)
+        assert (screen.finder.method, screen.finder.model) == ("direct-trace",
+                                                               "simulated/rm-0.65")
+        assert screen.finder.has_result and screen.finder.mistake_number is None
+        assert "no mistake" in str(screen.query_one("#finder").render())
+        await pilot.press("2", "enter", "x")  # a person flags it
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        assert "disagree" in str(screen.query_one("#agreement").render())
+        original = [step.id for step in screen.trace.steps]
+        await pilot.press("b")  # backtracking fixes the answer
+        dialog = await samples_in(pilot)
+        chosen = dialog.ready.resample.chosen
+        assert chosen is not None and not dialog.ready.stored[chosen].dropped
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen.trace.correct and not screen.running, timeout=30)
-        assert screen.trace.spec.model == "solver/bbm"
-        assert len(screen.trace.alternatives(row.mistake_index + 1)) == 2
+        assert screen.trace.answer == "-7" and screen.trace.spec.model == "solver/bbm"
+        assert screen.trace.steps[1].origin == "backtrack" and screen.trace.label is None
+        await wait_for(pilot, lambda: screen.finder is None)
+        # < on Thought 2: the original branch, its flag and the finder's miss, as they were.
+        await pilot.press("2", "enter", "less_than_sign")
+        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
+        assert screen.trace.answer == "0" and screen.trace.mistake_number == 2
+        await wait_for(pilot, lambda: screen.finder is not None
+                       and screen.finder.model == "simulated/rm-0.65")

@@ -135,6 +135,7 @@ class BranchActions:
             if isinstance(event, BranchMade):
                 self.selected = event.step.number
                 self._moved = False
+                self._load_finder()  # the old branch's run stays with it
                 await self._thoughts.replace_stale()
                 self._sync_views()
                 self._show_selection(scroll=True)
@@ -161,6 +162,7 @@ class BranchActions:
         async with self._label_lock:
             await asyncio.to_thread(self.trace.switch_to, step_id)
         self.selected = min(number, len(self.trace.steps))
+        self._load_finder()  # this branch's own run, if any
         await self._thoughts.replace_stale()
         self._sync_views()
         self._show_selection(scroll=True)
@@ -238,6 +240,7 @@ class BranchActions:
         async with self._label_lock:
             await asyncio.to_thread(self.trace.switch_to, step_id)
         self.selected = min(self.selected or 1, len(self.trace.steps))
+        self._load_finder()  # this branch's own run, if any
         await self._thoughts.replace_stale()
         self._sync_views()
         self._show_selection(scroll=True)
