@@ -23,6 +23,7 @@ from bbm_tui.ui.screens.tokens import (
     BAND_WORDS,
     PICKED_MARKS,
     TokenScreen,
+    percent,
     quoted,
     token_row,
     token_text,
@@ -170,6 +171,8 @@ def test_a_token_is_shown_as_written_and_safely() -> None:
     picked = [span for span in row.spans if "on $accent" in str(span.style)]
     assert len(picked) == 1 and row.plain[picked[0].start:picked[0].end] == "␛[31m[bold]"
     assert str(quoted("a\tb\n")) == "'a\\tb\\n'"
+    assert [percent(v) for v in (-0.2, -3.0, -8.0, -float("inf"))] == [
+        "81.9%", "5.0%", "<0.1%", "0.0%"]
 
 
 def test_the_shading_bands_read_without_colour() -> None:

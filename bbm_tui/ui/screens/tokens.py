@@ -60,6 +60,12 @@ def token_row(tokens: list[TokenLogprob], picked: int) -> Content:
     return Content.assemble(*parts)
 
 
+def percent(logprob: float) -> str:
+    """A probability as a percentage; one too small to show in tenths says so ("<0.1%")."""
+    probability = exp(logprob)
+    return "<0.1%" if 0 < probability < 0.0005 else f"{probability:.1%}"
+
+
 def describe_alternatives(token: TokenLogprob) -> Content:
     """The most likely tokens at the picked token's place, as the provider ranked them."""
     if not token.alternatives:
@@ -69,7 +75,7 @@ def describe_alternatives(token: TokenLogprob) -> Content:
                    "ranked them:", "bold")]
     for rank, (text, logprob) in enumerate(token.alternatives, start=1):
         written = styled("  ← the one written", "bold") if text == token.text else Content("")
-        rows.append(Content.assemble(f"\n {rank}. ", styled(f"{exp(logprob):>6.1%}", "bold"),
+        rows.append(Content.assemble(f"\n {rank}. ", styled(f"{percent(logprob):>6}", "bold"),
                                      f"  log-prob {logprob:>7.3f}  ", quoted(text), written))
     return Content.assemble(*rows)
 
@@ -127,7 +133,7 @@ class TokenScreen(Dialog[None]):
             self.query_one("#token-detail", Static).update(Content.assemble(
                 styled(f"token {self.picked + 1} of {len(self.tokens)}: ", "bold"),
                 quoted(token.text),
-                f"  log-probability {token.logprob:.3f}, probability {exp(token.logprob):.1%}",
+                f"  log-probability {token.logprob:.3f}, probability {percent(token.logprob)}",
             ))
             alternatives = self.query_one("#token-alternatives", Static)
             alternatives.display = self.alternatives_open
