@@ -62,10 +62,11 @@ def asks_logprobs(spec: ModelSpec, settings: CallSettings, *, streamed: bool = T
 
 
 # How many of the most likely tokens to ask for at each place, with log-probabilities (the
-# token view shows them). Any `top_logprobs` from 1 up yields log-probabilities from both
+# token view shows them). `top_logprobs=1` was measured to yield log-probabilities from both
 # llama.cpp servers, where 0 makes llama-server send none and leaving it out makes
-# llama-cpp-python's chat endpoint send none (docs/NOTES.md, "Real servers"); OpenAI takes up
-# to 20 in chat and 5 on /v1/completions.
+# llama-cpp-python's chat endpoint send none (docs/NOTES.md, "Real servers"); a larger value
+# asks for more entries of the same list (not measured on those servers). OpenAI takes up to
+# 20 in chat and 5 on /v1/completions.
 TOP_ALTERNATIVES = 5
 
 

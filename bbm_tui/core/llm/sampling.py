@@ -8,8 +8,9 @@ Each call's candidates are handed on as the call returns (`on_arrival`), so a vi
 them as they come.
 
 Facts from real servers (docs/NOTES.md): candidates are never streamed (litellm merges a
-streamed text completion's choices into one, with no log-probabilities); `top_logprobs` of 1
-or more yields log-probabilities from both llama.cpp servers (capabilities.TOP_ALTERNATIVES);
+streamed text completion's choices into one, with no log-probabilities); `top_logprobs` is
+always sent with log-probabilities (capabilities.TOP_ALTERNATIVES: without it, or at 0, one
+of the llama.cpp servers sends none);
 llama-cpp-python's server ignores `n` and llama-server caps it at its slot count, so fewer
 choices than asked are made up with parallel calls; llama-server counts usage for one choice
 only (recorded as sent).
