@@ -216,7 +216,8 @@ async def test_escape_while_sampling_stops_it_and_saves_nothing(
         screen = await open_trace(pilot)
         await pilot.press("b")
         await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
-                       and app.screen.arrived_count == 7, timeout=30)
+                       and app.screen.arrived_count == 7
+                       and len(openai_server.requests) == 8, timeout=30)  # the eighth held
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is screen and not screen.running)
         assert "Stopped sampling Thought 2" in str(screen.query_one("#run-status").render())

@@ -92,12 +92,17 @@ async def resample_step(
     def arrived(arrival: llm.Arrived) -> None:
         if on_sample is not None:
             for candidate, position in zip(arrival.candidates, arrival.positions, strict=True):
-                on_sample(SampleArrived(position, candidate, candidate.text == original))
+                on_sample(SampleArrived(position, candidate, repeats(candidate, original)))
 
     samples = await llm.sample_steps(spec, prompt, n, sample_settings(settings), arrived)
-    dropped = [candidate.text == original for candidate in samples.candidates]
+    dropped = [repeats(candidate, original) for candidate in samples.candidates]
     chosen, chosen_by = choose(samples.candidates, dropped)
     return Resample(len(prior) + 1, original, samples, dropped, chosen, chosen_by)
+
+
+def repeats(candidate: llm.Candidate, original: str) -> bool:
+    """The sample is the original step again (both cut and stripped the same way): dropped."""
+    return candidate.text == original
 
 
 def choose(

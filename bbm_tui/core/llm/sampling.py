@@ -10,10 +10,9 @@ them as they come.
 Facts from real servers (docs/NOTES.md): candidates are never streamed (litellm merges a
 streamed text completion's choices into one, with no log-probabilities); `top_logprobs` is
 always sent with log-probabilities (capabilities.TOP_ALTERNATIVES: without it, or at 0, one
-of the llama.cpp servers sends none);
-llama-cpp-python's server ignores `n` and llama-server caps it at its slot count, so fewer
-choices than asked are made up with parallel calls; llama-server counts usage for one choice
-only (recorded as sent).
+of the llama.cpp servers sends none); llama-cpp-python's server ignores `n` and llama-server
+caps it at its slot count, so fewer choices than asked are made up with parallel calls;
+llama-server counts usage for one choice only (recorded as sent).
 """
 
 from __future__ import annotations
@@ -71,10 +70,11 @@ class Samples:
 
 @dataclass(frozen=True)
 class Arrived:
-    """One call's candidates, as soon as it returned: `calls` and `candidates` as they will
-    stand in Samples (`call` indexes Samples.calls; `positions[i]` is where candidates[i]
-    stands in Samples.candidates). The candidates' places do not depend on which call comes
-    back first, so a view can show each in its row and the result is the same every time."""
+    """One call's candidates, as soon as it returned, as they will stand in Samples:
+    `call_index` is the call's place in Samples.calls (and each candidate's `call`),
+    `positions[i]` is where candidates[i] stands in Samples.candidates. The places do not
+    depend on which call comes back first, so a view can show each in its row and the result
+    is the same every time."""
 
     call: CallRecord
     call_index: int

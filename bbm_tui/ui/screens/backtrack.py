@@ -60,20 +60,24 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         self.number = number
         self.original = original
         self.count = count
-        self.arrived_count = 0
+        # The samples in so far, by position: kept from before the dialog is mounted too.
+        self.samples: dict[int, SampleArrived] = {}
         self.ready: SamplesReady | None = None
 
     @classmethod
     def showing(cls, ready: SamplesReady) -> CandidatesScreen:
         """The dialog with every sample in and saved (as after `all_in`)."""
         screen = cls(ready.number, ready.resample.original, len(ready.stored))
-        screen.arrived_count = len(ready.stored)
         screen.ready = ready
         return screen
 
     @property
     def all_arrived(self) -> bool:
         return self.ready is not None
+
+    @property
+    def arrived_count(self) -> int:
+        return len(self.ready.stored) if self.ready is not None else len(self.samples)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="candidates", classes="dialog"):
@@ -89,6 +93,9 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         self.query_one(OptionList).focus()
         if self.ready is not None:
             self._show_all(self.ready)
+        else:
+            for sample in self.samples.values():
+                self._show_sample(sample)
 
     def _title(self) -> Content:
         if self.ready is not None:
@@ -113,21 +120,24 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
 
     def arrived(self, sample: SampleArrived) -> None:
         """One sample is in: its row shows it (dropped or not); the choice waits for all."""
-        if self.ready is not None or not self.is_attached:
+        if self.ready is not None:
             return
+        self.samples[sample.position] = sample
+        if self.is_mounted:
+            self._show_sample(sample)
+
+    def _show_sample(self, sample: SampleArrived) -> None:
         candidate = sample.candidate
         self.query_one(OptionList).replace_option_prompt_at_index(
             sample.position, describe_sample(sample.position, candidate.text,
                                              candidate.logprob, sample.dropped, False))
-        self.arrived_count += 1
         self.query_one("#candidates-title", Static).update(self._title())
 
     def all_in(self, ready: SamplesReady) -> None:
         """Every sample is in and saved: the paper's choice starred and highlighted, the
         samples that can be continued from selectable."""
         self.ready = ready
-        self.arrived_count = len(ready.stored)
-        if self.is_attached:
+        if self.is_mounted:
             self._show_all(ready)
 
     def _show_all(self, ready: SamplesReady) -> None:
