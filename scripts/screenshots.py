@@ -136,7 +136,7 @@ async def backtrack(out: Path) -> None:
     from tests.test_backtrack import ORIGINAL, QUESTION, TARGET, responder
 
     server = FakeOpenAI().start()
-    server.responder = responder()
+    server.responder = with_alternatives(responder())
     try:
         with Store.open() as store:
             trace = TraceSession.create(
@@ -149,7 +149,8 @@ async def backtrack(out: Path) -> None:
             await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
             screen = app.screen
             await pilot.press("b")
-            await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen))
+            await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
+                           and app.screen.all_arrived)
             await pilot.pause(0.2)
             still(pilot)
             app.save_screenshot("backtrack.svg", str(out))
@@ -182,7 +183,7 @@ async def backtrack(out: Path) -> None:
             await pilot.press("escape")
             await pilot.press("l")
             await wait_for(pilot, lambda: app.screen.query("#tokens"))
-            await pilot.press("right", "right", "right")
+            await pilot.press("right", "right", "a")  # the second "2", and its rivals
             await pilot.pause(0.2)
             still(pilot)
             app.save_screenshot("tokens.svg", str(out))
@@ -314,6 +315,24 @@ async def adjudicate(out: Path) -> None:
         still(pilot)
         await pilot.pause()
         app.save_screenshot("adjudicate.svg", str(out))
+
+
+def with_alternatives(respond: Callable) -> Callable:
+    """The scripted model also ranks the tokens it weighed at each place (top_logprobs), as
+    real servers do when asked, for the token view's alternatives (a)."""
+    rivals = ["4", "5", "22", "four", " =", "\n"]
+
+    def weighed(piece: str, logprob: float) -> list[tuple[str, float]]:
+        others = [rival for rival in rivals if rival != piece.strip()]
+        return [(piece, logprob), *((rival, logprob - 1.2 * (rank + 1) - 0.3 * rank * rank)
+                                    for rank, rival in enumerate(others))]
+
+    def respond_with_alternatives(path: str, body: dict):
+        reply = respond(path, body)
+        reply.alternatives = weighed
+        return reply
+
+    return respond_with_alternatives
 
 
 def preserve_spaces(svg: Path) -> None:

@@ -42,6 +42,10 @@ class Reply:
     honor_stop: bool = True
     honor_max_tokens: bool = True
     delay_s: float = 0.0  # before the response starts
+    # Hold the response until a test sets this (or `hold_s` passes): a call that is still out
+    # when the test says so, whatever the machine's speed.
+    hold: threading.Event | None = None
+    hold_s: float = 10.0
     chunk_delay_s: float = 0.0  # between streamed chunks
     # After the stream's headers, before its first chunk: a model thinking before it writes.
     first_chunk_delay_s: float = 0.0
@@ -81,6 +85,11 @@ class Reply:
     max_n: int | None = None
     usage_one_choice: bool = False
     logprob_form: str = "chat"
+    # Each token's top alternatives (`top_logprobs`), as real servers send them: the most
+    # likely first, as many as the request asked for (`top_logprobs` in chat, the number
+    # `logprobs` on /v1/completions) and no more. Given a token's text and log-probability,
+    # the list to cut from (usually the token itself among them). None: `top_logprobs: []`.
+    alternatives: Callable[[str, float], list[tuple[str, float]]] | None = None
 
 
 @dataclass
@@ -92,6 +101,8 @@ class RecordedRequest:
     chunks_sent: int = 0
     # Cut short by a later request (`FakeOpenAI.one_request_at_a_time`).
     interrupted: bool = False
+    # A held reply (`Reply.hold`): let go by the test's event (not by the time limit).
+    released: bool = False
 
 
 Responder = Callable[[str, dict[str, Any]], Reply]
@@ -223,6 +234,8 @@ class FakeOpenAI:
             await asyncio.sleep(self.latency_s)
         if reply.delay_s:
             await asyncio.sleep(reply.delay_s)
+        if reply.hold is not None:
+            await self._hold(record, reply.hold, reply.hold_s)
         if reply.status != 200:
             error = reply.error_body or {
                 "error": {"message": f"scripted status {reply.status}", "type": "test"}
@@ -238,6 +251,17 @@ class FakeOpenAI:
         ):
             return await self._faulty_whole(request, reply, self._whole(reply, text, chat, body))
         return web.json_response(self._whole(reply, text, chat, body), headers=reply.headers)
+
+    async def _hold(self, record: RecordedRequest, event: threading.Event, limit_s: float
+                    ) -> None:
+        deadline = time.monotonic() + limit_s
+        try:
+            while not event.is_set() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+        except asyncio.CancelledError:  # the client hung up while it was held
+            record.client_closed_early = True
+            raise
+        record.released = event.is_set()
 
     async def _raw(self, request: web.Request, reply: Reply) -> web.StreamResponse:
         """A 200 whose body is not a model's answer, exactly as scripted."""
@@ -343,11 +367,10 @@ class FakeOpenAI:
             return None
         pieces = _pieces(text, None)
         if chat or reply.logprob_form == "chat":
-            return {"content": [{"token": piece, "logprob": value,
-                                 "bytes": list(piece.encode()), "top_logprobs": []}
-                                for piece in pieces]}
+            return {"content": [_chat_logprob(piece, value, reply, body) for piece in pieces]}
+        top = [dict(_alternatives(piece, value, reply, body)) for piece in pieces]
         return {"tokens": pieces, "token_logprobs": [value] * len(pieces),
-                "top_logprobs": None, "text_offset": None}
+                "top_logprobs": top if reply.alternatives else None, "text_offset": None}
 
     async def _stream(
         self,
@@ -472,8 +495,7 @@ def _chunk(body: dict, piece: str, finish: str | None, chat: bool, reply: Reply)
         }
         if reply.logprob_per_token is not None and piece:
             choice["logprobs"] = {
-                "content": [{"token": piece, "logprob": reply.logprob_per_token,
-                             "bytes": list(piece.encode()), "top_logprobs": []}]
+                "content": [_chat_logprob(piece, reply.logprob_per_token, reply, body)]
             }
         kind = "chat.completion.chunk"
     else:
@@ -486,6 +508,29 @@ def _chunk(body: dict, piece: str, finish: str | None, chat: bool, reply: Reply)
         "model": body.get("model", "test"),
         "choices": [choice],
     }
+
+
+def _asked_alternatives(body: dict[str, Any]) -> int:
+    """How many alternatives the request asked for: chat's `top_logprobs`, or the number
+    `logprobs` of a text completion (`true` there, as chat sends it, asks for none)."""
+    asked = body.get("top_logprobs")
+    if asked is None and not isinstance(body.get("logprobs"), bool):
+        asked = body.get("logprobs")
+    return int(asked or 0)
+
+
+def _alternatives(piece: str, value: float, reply: Reply,
+                  body: dict[str, Any]) -> list[tuple[str, float]]:
+    if reply.alternatives is None:
+        return []
+    return reply.alternatives(piece, value)[:_asked_alternatives(body)]
+
+
+def _chat_logprob(piece: str, value: float, reply: Reply, body: dict[str, Any]) -> dict:
+    """One token in the chat form (llama-server sends it on /v1/completions too)."""
+    return {"token": piece, "logprob": value, "bytes": list(piece.encode()),
+            "top_logprobs": [{"token": text, "logprob": logprob, "bytes": list(text.encode())}
+                             for text, logprob in _alternatives(piece, value, reply, body)]}
 
 
 def _sse(payload: dict) -> bytes:

@@ -5,9 +5,14 @@ summing to its figure; servers that ignore or cap `n` are made up for."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Callable
+
 import pytest
 
 from bbm_tui.core import llm
+from bbm_tui.core.llm.capabilities import TOP_ALTERNATIVES
 from bbm_tui.core.llm.sampling import sample_steps
 from bbm_tui.core.llm.transport import aligned_tokens
 from bbm_tui.core.prompts.thoughts import cut_step
@@ -66,7 +71,7 @@ async def test_n_in_one_call_with_aligned_log_probabilities(openai_server: FakeO
     assert samples.how == "n" and len(openai_server.requests) == 1
     body = openai_server.requests[0].body
     assert (body["n"], body["temperature"], body["logprobs"], body["top_logprobs"]) == (
-        8, 1.0, True, 1)
+        8, 1.0, True, TOP_ALTERNATIVES)
     assert "stream" not in body or not body["stream"]
     assert [c.choice for c in samples.candidates] == list(range(8))
 
@@ -100,7 +105,7 @@ def aligned_len(raw: str) -> list[TokenLogprob]:
 
     pieces = _pieces(raw, None)
     start = raw.index(cut_step(raw, 3))
-    tokens = aligned_tokens(raw, [(p, 0.0) for p in pieces], start,
+    tokens = aligned_tokens(raw, [TokenLogprob(p, 0.0) for p in pieces], start,
                             start + len(cut_step(raw, 3)))
     assert tokens is not None
     return tokens
@@ -133,7 +138,7 @@ async def test_text_completion_candidates_are_not_streamed(openai_server: FakeOp
     check(samples)
     request = openai_server.requests[0]
     assert request.path.endswith("/completions") and "chat" not in request.path
-    assert not request.body.get("stream") and request.body["logprobs"] == 1
+    assert not request.body.get("stream") and request.body["logprobs"] == TOP_ALTERNATIVES
 
 
 async def test_usage_of_one_choice_is_recorded_as_sent(openai_server: FakeOpenAI) -> None:
@@ -182,11 +187,151 @@ async def test_a_streamed_step_keeps_exactly_its_tokens(openai_server: FakeOpenA
 
 def test_alignment_edges() -> None:
     raw = "Thought 3: ab cd\nef"
-    tokens = [("Thought", -1.0), (" 3", -1.0), (":", -1.0), (" ab", -0.5), (" c", -0.25),
-              ("d\ne", -0.75), ("f", -9.0)]
+    tokens = [TokenLogprob(text, value) for text, value in [
+        ("Thought", -1.0), (" 3", -1.0), (":", -1.0), (" ab", -0.5), (" c", -0.25),
+        ("d\ne", -0.75), ("f", -9.0)]]
     start = raw.index("ab")
     kept = aligned_tokens(raw, tokens, start, start + len("ab cd"))
     assert kept == [TokenLogprob("ab", -0.5), TokenLogprob(" c", -0.25),
                     TokenLogprob("d", -0.75)]
-    assert aligned_tokens(raw, [("x", -1.0)], 0, 1) is None  # tokens that do not spell it
+    # Tokens that do not spell it:
+    assert aligned_tokens(raw, [TokenLogprob("x", -1.0)], 0, 1) is None
     assert aligned_tokens(raw, tokens[:4], start, start + 5) is None  # too few to reach it
+
+
+def ranked(piece: str, value: float) -> list[tuple[str, float]]:
+    """What a server ranks at a token's place: the token itself, then seven others less
+    likely (more than any request asks for: the server cuts the list to the number asked)."""
+    return [(piece, value), *((f"{piece.strip() or '_'}~{k}", value - k) for k in range(1, 8))]
+
+
+def check_alternatives(tokens: list[TokenLogprob] | None) -> None:
+    assert tokens
+    for token in tokens:
+        assert len(token.alternatives) == TOP_ALTERNATIVES
+        assert [value for _, value in token.alternatives] == sorted(
+            (value for _, value in token.alternatives), reverse=True)
+        assert token.alternatives[1][0].endswith("~1")
+
+
+async def test_each_candidates_tokens_keep_their_top_alternatives(
+    openai_server: FakeOpenAI,
+) -> None:
+    """n=8 in one chat call: each kept token carries the top alternatives the server sent
+    for its place (as many as asked), the most likely first; tokens past the cut are not
+    kept, so neither are their alternatives."""
+    openai_server.responder = lambda path, body: reply(alternatives=ranked)
+    spec = llm.ModelSpec("openai/test-model", openai_server.base_url)
+    samples = await sample_steps(spec, PROMPT, 8, SETTINGS)
+    check(samples)
+    for candidate in samples.candidates:
+        check_alternatives(candidate.tokens)
+    first = samples.candidates[0].tokens
+    assert [t.text for t in first] == ["2 ", "+ ", "2 ", "= ", "4"]
+    # " 2 + 2 = 4\n..." comes as " ", "2 ", ...: the leading " " token is not the step's.
+    assert first[0].alternatives[0] == ("2 ", LOGPROBS[0])
+    assert first[-1].alternatives[0] == ("4\n", LOGPROBS[0])  # cut at the newline, as sent
+
+
+@pytest.mark.parametrize("form", ["chat", "legacy"])
+async def test_text_completion_alternatives_in_both_forms(openai_server: FakeOpenAI,
+                                                          form: str) -> None:
+    """llama-server sends the chat form on /v1/completions; OpenAI the legacy one (a
+    {token: log-probability} per place): both give each token its alternatives."""
+    openai_server.responder = lambda path, body: reply(logprob_form=form, alternatives=ranked)
+    spec = llm.ModelSpec("openai/test-model", openai_server.base_url, "completion")
+    samples = await sample_steps(spec, PROMPT, 8, SETTINGS)
+    check(samples)
+    for candidate in samples.candidates:
+        check_alternatives(candidate.tokens)
+
+
+async def test_a_streamed_step_keeps_each_tokens_alternatives(openai_server: FakeOpenAI) -> None:
+    openai_server.enqueue(Reply("Thought 3: 2 + 2 = 4\nThought 4: more", logprob_per_token=-0.5,
+                                honor_stop=False, alternatives=ranked))
+    spec = llm.ModelSpec("openai/test-model", openai_server.base_url)
+    items = [item async for item in llm.stream_step(spec, PROMPT, llm.CallSettings(
+        logprobs=True, retry=SETTINGS.retry))]
+    tokens = items[-1].call.tokens
+    assert [t.text for t in tokens] == ["2 ", "+ ", "2 ", "= ", "4"]
+    check_alternatives(tokens)
+    assert tokens[1].alternatives[:2] == (("+ ", -0.5), ("+~1", -1.5))
+    body = openai_server.requests[0].body
+    assert (body["logprobs"], body["top_logprobs"]) == (True, TOP_ALTERNATIVES)
+
+
+def held_last(hold: threading.Event) -> Callable[[str, dict], Reply]:
+    """One candidate a call, in order; the eighth call is held until the test lets it go."""
+    served: list[int] = []
+
+    def respond(path: str, body: dict) -> Reply:
+        served.append(1)
+        index = len(served) - 1
+        return Reply(text=CHOICES[index], logprob_per_token=LOGPROBS[index], honor_stop=False,
+                     hold=hold if index == 7 else None)
+
+    return respond
+
+
+async def test_candidates_are_handed_on_as_each_call_returns(openai_server: FakeOpenAI) -> None:
+    """The parallel path: the first candidates are delivered while the last call is still out
+    (it is held until then), each at its own place; the result is the same as collected."""
+    hold = threading.Event()
+    openai_server.responder = held_last(hold)
+    arrivals: list[llm.Arrived] = []
+
+    def arrived(arrival: llm.Arrived) -> None:
+        arrivals.append(arrival)
+        hold.set()  # the eighth call may now return
+
+    spec = llm.ModelSpec("lm_studio/test-model", openai_server.base_url)
+    samples = await sample_steps(spec, PROMPT, 8, SETTINGS, arrived)
+    held = [r for r in openai_server.requests if r.released]
+    assert len(held) == 1, "the eighth call was let go by the first arrival, not by the clock"
+    assert len(arrivals) == 8 and len(openai_server.requests) == 8
+    assert sorted(p for a in arrivals for p in a.positions) == list(range(8))
+    # Each candidate at the place its call was asked in, whatever order they came back in.
+    for arrival in arrivals:
+        [position] = arrival.positions
+        assert samples.candidates[position] is arrival.candidates[0]
+        assert samples.calls[arrival.call_index] is arrival.call
+        assert arrival.candidates[0].call == arrival.call_index
+    assert samples.how == "parallel"
+
+
+async def test_the_n_call_then_the_calls_that_make_up_for_it(openai_server: FakeOpenAI) -> None:
+    """A server capped at 4: its four choices come at once (places 0-3), then each of the four
+    calls that make up for the rest."""
+    openai_server.responder = lambda path, body: reply(max_n=4)
+    arrivals: list[llm.Arrived] = []
+    spec = llm.ModelSpec("openai/test-model", openai_server.base_url)
+    samples = await sample_steps(spec, PROMPT, 8, SETTINGS, arrivals.append)
+    assert arrivals[0].positions == [0, 1, 2, 3] and arrivals[0].call_index == 0
+    assert sorted(a.positions[0] for a in arrivals[1:]) == [4, 5, 6, 7]
+    assert [c.text for c in samples.candidates] == [
+        c.text for a in sorted(arrivals, key=lambda a: a.call_index) for c in a.candidates]
+
+
+async def test_cancelled_sampling_hangs_up_on_the_calls_still_out(
+    openai_server: FakeOpenAI,
+) -> None:
+    hold = threading.Event()
+    openai_server.responder = held_last(hold)
+    first = asyncio.Event()
+    spec = llm.ModelSpec("lm_studio/test-model", openai_server.base_url)
+    task = asyncio.ensure_future(sample_steps(spec, PROMPT, 8, SETTINGS,
+                                              lambda arrival: first.set()))
+    await asyncio.wait_for(first.wait(), 10)
+    await wait_until(lambda: len(openai_server.requests) == 8)  # the eighth is held
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await wait_until(lambda: any(r.client_closed_early for r in openai_server.requests))
+    assert not any(r.released for r in openai_server.requests)
+
+
+async def wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)

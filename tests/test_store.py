@@ -139,6 +139,36 @@ def test_calls_are_recorded_in_full(db: Path) -> None:
     assert row["finish_reason"] == "newline"
 
 
+def test_each_tokens_alternatives_survive_a_reopen(db: Path) -> None:
+    """A step's and a sample's tokens keep their top alternatives, in the provider's order,
+    aligned to the tokens, after the store is closed and opened again; tokens without any
+    store none (NULL), as a store before v8 has."""
+    from bbm_tui.core.types import TokenLogprob
+
+    tokens = [TokenLogprob(" 2", -0.01, ((" 2", -0.01), (" two", -4.5), (" 3", -6.0))),
+              TokenLogprob(" +\n", -0.5, ()),  # a token the provider sent none for
+              TokenLogprob(" 5", -2.9, ((" 4", -0.1), (" 5", -2.9)))]
+    plain = [TokenLogprob("So", -0.2), TokenLogprob(" 4", -0.3)]
+    with Store.open(db) as store:
+        session = new_session(store)
+        step = store.add_step(session, parent_id=None, number=1, text=" 2 +\n 5",
+                              call=call(tokens=tokens, logprobs=[t.logprob for t in tokens]))
+        other = store.add_step(session, parent_id=step.id, number=2, text="So 4", tokens=plain)
+        [sample] = store.add_candidates(session, parent_id=None, number=1,
+                                        calls=[call(params={"n": 1})],
+                                        candidates=[(0, 0, " 2 +\n 5", tokens, False)])
+    with Store.open(db) as store:
+        assert store.step(step.id).tokens == tuple(tokens)
+        assert store.step(step.id).tokens[2].alternatives == ((" 4", -0.1), (" 5", -2.9))
+        assert store.candidates(session, None, 1)[0].tokens == tuple(tokens)
+        assert store.step(other.id).tokens == tuple(plain)
+        assert sample.tokens == tuple(tokens)
+    connection = raw(db)
+    stored = dict(connection.execute("SELECT id, alternatives FROM steps").fetchall())
+    connection.close()
+    assert stored[other.id] is None and stored[step.id].startswith('[[[" 2", -0.01]')
+
+
 def test_an_older_store_is_migrated_forward_keeping_its_data(db: Path) -> None:
     db.parent.mkdir()
     connection = raw(db)

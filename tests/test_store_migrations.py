@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 4 and 6 open as the current version with nothing lost
+"""Stores written by schema versions 1 to 4, 6 and 7 open as the current version with nothing lost
 (issue 9, item 4; issue 11). The old stores are frozen as SQL in tests/fixtures/, written by
 the code of their day, never built from today's."""
 
@@ -36,7 +36,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -180,3 +180,32 @@ def test_version_7_counts_each_steps_tokens_and_a_samples_own(tmp_path: Path) ->
     indexes = {row[0] for row in connection.execute(
         "SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert "candidates_by_call" in indexes
+
+
+def test_version_8_keeps_a_v7_store_and_adds_each_tokens_alternatives(tmp_path: Path) -> None:
+    """v7 -> v8: every step, sample, label, finder run and queued trace as it was; the tokens
+    stored before v8 have no alternatives (the top 1 only was asked for); new ones keep them."""
+    path = old_store(tmp_path, 7)
+    with Store.open(path) as store:
+        branch = store.branch(1)
+        assert [step.text for step in branch] == [
+            "This equation is A - B.", "A = (-9 + 5) = -4.", "So the answer is -10."]
+        assert branch[1].origin == "backtrack" and branch[2].answer == "-10"
+        first = store.step(1)
+        assert [t.text for t in first.tokens] == ["This", " equation", " is", " A - B."]
+        assert all(token.alternatives == () for token in first.tokens)
+        assert first.confidence == pytest.approx(math.exp(-0.75 / 4))
+        samples = store.candidates(1, 1, 2)
+        assert [(c.text, c.dropped, c.step_id) for c in samples] == [
+            ("A = (-9 + 5) = -4.", False, 4), ("A = (-9 + 5) = -3.", True, None),
+            ("A = (-9 + 5) = 4.", False, None)]
+        assert samples[2].logprob == pytest.approx(-2.2)
+        assert store.current_label(1).mistake_step_id == 2
+        [run] = store.finder_runs(1)
+        assert (run.method, run.mistake_number, len(run.verdicts)) == ("direct-step", None, 3)
+        assert run.verdicts[1].raw == "Yes, it is right."
+        assert store.queue_work("ana")[2].judged == "+-"
+        assert store.totals(1).calls == 7
+        tokens = [TokenLogprob("-4", -0.1, (("-4", -0.1), ("-3", -2.5)))]
+        step = store.add_step(1, parent_id=4, number=3, text="-4", tokens=tokens)
+        assert store.step(step.id).tokens == tuple(tokens)

@@ -228,12 +228,20 @@ class StepperSettings:
     call: CallSettings = field(default_factory=CallSettings)
 
 
+# One of the tokens a model weighed at a place in its text: (token text, log-probability).
+Alternative = tuple[str, float]
+
+
 @dataclass(frozen=True)
 class TokenLogprob:
-    """One token of a step as the provider sent it, with its log-probability."""
+    """One token of a step as the provider sent it, with its log-probability, and the most
+    likely tokens at its place as the provider ranked them (`top_logprobs`, the most likely
+    first; usually the token itself among them), where they were sent. A token cut at the
+    step's edge keeps the alternatives of the whole token it was part of."""
 
     text: str
     logprob: float
+    alternatives: tuple[Alternative, ...] = ()
 
 
 @dataclass

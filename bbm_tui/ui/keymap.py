@@ -18,15 +18,17 @@ def screen_bindings() -> dict[str, list[Binding]]:
         adjudicate,
         annotate,
         backtrack,
-        branches,
+        branch_tree,
+        compare,
         new_session,
         sessions,
+        tokens,
         trace,
     )
 
     found: dict[str, list[Binding]] = {}
-    for module in (dialogs, adjudicate, annotate, backtrack, branches, new_session, sessions,
-                   trace):
+    for module in (dialogs, adjudicate, annotate, backtrack, branch_tree, compare, new_session,
+                   sessions, tokens, trace):
         for name in dir(module):
             thing = getattr(module, name)
             bindings = getattr(thing, "BINDINGS", None)

@@ -7,25 +7,26 @@ own label. Snapshots of the samples dialog at 80x24 and 120x40."""
 from __future__ import annotations
 
 import math
+import threading
 
 from textual.pilot import Pilot
 from textual.widgets import OptionList
 from ui_helpers import SIZE, make_app, steady_frame, thought, wait_for
 
 from bbm_tui.core import llm
-from bbm_tui.core.generation.backtrack import Resample
+from bbm_tui.core.generation.backtrack import Resample, SampleArrived
 from bbm_tui.core.store import Store, StoredCandidate, Totals
 from bbm_tui.core.trace.session import NewTrace, SamplesReady, TraceSession
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.trace import TraceScreen
 from bbm_tui.ui.text import format_totals
-from tests.openai_server import FakeOpenAI
+from tests.openai_server import FakeOpenAI, Reply
 from tests.test_backtrack import ORIGINAL, QUESTION, TARGET, responder
 
 
-def served_trace(store: Store, server: FakeOpenAI) -> TraceSession:
+def served_trace(store: Store, server: FakeOpenAI, model: str = "openai/test") -> TraceSession:
     trace = TraceSession.create(store, NewTrace("multistep_arithmetic", QUESTION, TARGET),
-                                llm.ModelSpec("openai/test", server.base_url))
+                                llm.ModelSpec(model, server.base_url))
     trace.load_recorded(ORIGINAL)
     trace.flag_mistake(2)
     return trace
@@ -38,6 +39,13 @@ async def open_trace(pilot: Pilot) -> TraceScreen:
     screen = pilot.app.screen
     assert isinstance(screen, TraceScreen)
     return screen
+
+
+async def samples_in(pilot: Pilot) -> CandidatesScreen:
+    """The samples dialog with every sample in (it opens at once, and fills in)."""
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, CandidatesScreen)
+                   and pilot.app.screen.all_arrived, timeout=30)
+    return pilot.app.screen
 
 
 def option_texts(app) -> list[str]:
@@ -55,7 +63,7 @@ async def test_b_backtracks_from_the_flag_and_keeps_both_branches(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("b")
-        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen), timeout=30)
+        await samples_in(pilot)
         texts = option_texts(app)
         assert len(texts) == 8
         assert "= the original (dropped)" in texts[0] and "★ chosen" in texts[1]
@@ -88,7 +96,7 @@ async def test_a_backtracked_thought_shows_its_own_tokens_and_its_confidence(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("b")
-        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen), timeout=30)
+        await samples_in(pilot)
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running,
                        timeout=30)
@@ -122,18 +130,106 @@ async def test_another_sample_can_be_picked_and_escape_keeps_the_trace(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("b")
-        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen), timeout=30)
+        await samples_in(pilot)
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is screen and not screen.running)
         assert [s.id for s in screen.trace.steps] == before
         assert "samples of Thought 2 are saved" in str(screen.query_one("#run-status").render())
         await pilot.press("b")
-        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen), timeout=30)
+        await samples_in(pilot)
         await pilot.press("down", "down")  # to "two plus two is four"
         await pilot.press("enter")
         await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) > 1
                        and screen.trace.texts[1] == "two plus two is four", timeout=30)
         assert len(screen.trace.alternatives(2)) == 2
+
+
+def held_eighth(hold: threading.Event):
+    """A provider without `n` (one call a sample): the eighth sampling call is held until the
+    test lets it go; the continuation is served as usual."""
+    served = responder(one_choice=True)
+    samples: list[int] = []
+
+    def respond(path: str, body: dict) -> Reply:
+        reply = served(path, body)
+        if not body.get("stream"):
+            samples.append(1)
+            if len(samples) == 8:
+                reply.hold = hold
+        return reply
+
+    return respond
+
+
+def parallel_trace(store: Store, server: FakeOpenAI) -> TraceSession:
+    """lm_studio/ goes to the test server but takes no `n`: one call a sample."""
+    return served_trace(store, server, "lm_studio/test")
+
+
+async def test_the_samples_appear_as_their_calls_return(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """b opens the samples dialog at once; each sample fills its row as its call returns
+    (the original again marked dropped at once) while the last call is still out; the
+    paper's choice is starred only when all are in; Enter does nothing before."""
+    hold = threading.Event()
+    openai_server.responder = held_eighth(hold)
+    trace = parallel_trace(store, openai_server)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
+                       and app.screen.arrived_count == 7, timeout=30)
+        dialog = app.screen
+        texts = option_texts(app)
+        assert sum("waiting for its call" in text for text in texts) == 1
+        assert sum("= the original (dropped)" in text for text in texts) == 2
+        assert not any("★" in text for text in texts) and not dialog.all_arrived
+        assert "7 of 8 in" in str(dialog.query_one("#candidates-title").render())
+        assert not any(r.released for r in openai_server.requests)  # the eighth is out
+        await pilot.press("enter")
+        assert app.screen is dialog and dialog.ready is None
+        hold.set()
+        await samples_in(pilot)
+        texts = option_texts(app)
+        [starred] = [text for text in texts if "★ chosen" in text]
+        assert "2 + 2 = 4" in starred
+        assert [r.released for r in openai_server.requests].count(True) == 1
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running,
+                       timeout=30)
+        assert screen.trace.texts[1] == "2 + 2 = 4"
+
+
+async def test_escape_while_sampling_stops_it_and_saves_nothing(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """Esc with a call still out: the dialog goes, the call is hung up on, no sample (nor
+    its call) is stored, the trace is as it was; b works again after."""
+    hold = threading.Event()
+    openai_server.responder = held_eighth(hold)
+    trace = parallel_trace(store, openai_server)
+    before = [step.id for step in trace.steps]
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
+                       and app.screen.arrived_count == 7
+                       and len(openai_server.requests) == 8, timeout=30)  # the eighth held
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen and not screen.running)
+        assert "Stopped sampling Thought 2" in str(screen.query_one("#run-status").render())
+        await wait_for(pilot, lambda: any(r.client_closed_early for r in openai_server.requests))
+        assert store.candidates(trace.id, before[0], 2) == []
+        assert store.totals(trace.id).calls == 0
+        assert [s.id for s in screen.trace.steps] == before
+        assert screen.trace.mistake_number == 2
+        hold.set()
+        await pilot.press("b")
+        await samples_in(pilot)
+        assert len(store.candidates(trace.id, before[0], 2)) == 8
 
 
 async def test_w_rewrites_a_thought_and_the_model_goes_on(
@@ -179,7 +275,7 @@ def _samples_snapshot(snap_compare, size: tuple[int, int]) -> bool:
 
     async def run_before(pilot: Pilot) -> None:
         await open_trace(pilot)
-        pilot.app.push_screen(CandidatesScreen(ready))
+        pilot.app.push_screen(CandidatesScreen.showing(ready))
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, CandidatesScreen))
         await steady_frame(pilot)
 
@@ -195,27 +291,79 @@ def test_samples_dialog_at_120x40(snap_compare) -> None:
     assert _samples_snapshot(snap_compare, (120, 40))
 
 
-async def test_the_papers_demo_runs_offline(store: Store) -> None:
-    """A recorded trace (replay/bbm) with a mistake and a wrong answer: flag it, b, Enter:
-    solver/bbm samples and continues, and the new branch reaches the right answer."""
-    from ui_helpers import recorded_session
+def _arriving_snapshot(snap_compare, size: tuple[int, int]) -> bool:
+    """The dialog with five of eight samples in (two of them the original again)."""
+    with Store.open() as store:
+        session_id, ready = sample_dialog(store)
 
+    async def run_before(pilot: Pilot) -> None:
+        await open_trace(pilot)
+        dialog = CandidatesScreen(2, "2 + 2 = 5", 8)
+        pilot.app.push_screen(dialog)
+        await wait_for(pilot, lambda: pilot.app.screen is dialog and dialog.is_mounted)
+        for position in (1, 0, 4, 3, 6):
+            stored = ready.stored[position]
+            candidate = llm.Candidate(stored.text, None, stored.text, "stop", False, 0,
+                                      position)
+            dialog.arrived(SampleArrived(position, candidate, stored.dropped))
+        await steady_frame(pilot)
+
+    return snap_compare(make_app(session_id=session_id), terminal_size=size,
+                        run_before=run_before)
+
+
+def test_samples_arriving_at_80x24(snap_compare) -> None:
+    assert _arriving_snapshot(snap_compare, (80, 24))
+
+
+def test_samples_arriving_at_120x40(snap_compare) -> None:
+    assert _arriving_snapshot(snap_compare, (120, 40))
+
+
+async def test_the_papers_story_in_a_minute_offline() -> None:
+    """The paper's demo, whole, offline, with the keys README's "The paper's story in a
+    minute" gives: replay/bbm writes the recorded trace, which goes wrong at Thought 2
+    (A = 10, not 3) and answers 0, not -7; the simulated reward model at the paper's 65%
+    finds no mistake; the person flags Thought 2; backtracking (solver/bbm samples and goes
+    on) reaches -7. The original branch keeps its flag and the finder's run; the new one has
+    neither."""
     from bbm_tui.core.dataset import bundled_rows
-    from bbm_tui.core.tasks import is_correct
+    from bbm_tui.ui.dialogs import FindScreen
 
-    task = "multistep_arithmetic"
-    index, row = next((i, r) for i, r in enumerate(bundled_rows(task))
-                      if r.mistake_index is not None and not is_correct(r.answer, r.target))
-    trace = recorded_session(store, task, index)
-    app = make_app(session_id=trace.id)
+    row = bundled_rows("multistep_arithmetic")[7]
+    assert (row.mistake_index, row.answer, row.target) == (1, "0", "-7")
+    app = make_app(task="multistep_arithmetic", question=7)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
-        screen.selected = row.mistake_index + 1
-        await pilot.press("x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == row.mistake_index + 1)
-        await pilot.press("b")
-        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen), timeout=30)
+        await pilot.press("r")  # the model makes a mistake
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running,
+                       timeout=30)
+        assert screen.trace.texts == list(row.steps) and screen.trace.correct is False
+        await pilot.press("f")  # a finder misses it
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        await pilot.press("up", "tab", *"simulated/rm-0.65", "enter")
+        await wait_for(pilot, lambda: app.screen is screen and screen.finder is not None
+                       and screen.finder.state == "finished", timeout=30)
+        assert (screen.finder.method, screen.finder.model) == ("direct-trace",
+                                                               "simulated/rm-0.65")
+        assert screen.finder.has_result and screen.finder.mistake_number is None
+        assert "no mistake" in str(screen.query_one("#finder").render())
+        await pilot.press("2", "enter", "x")  # a person flags it
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        assert "disagree" in str(screen.query_one("#agreement").render())
+        original = [step.id for step in screen.trace.steps]
+        await pilot.press("b")  # backtracking fixes the answer
+        dialog = await samples_in(pilot)
+        chosen = dialog.ready.resample.chosen
+        assert chosen is not None and not dialog.ready.stored[chosen].dropped
         await pilot.press("enter")
         await wait_for(pilot, lambda: screen.trace.correct and not screen.running, timeout=30)
-        assert screen.trace.spec.model == "solver/bbm"
-        assert len(screen.trace.alternatives(row.mistake_index + 1)) == 2
+        assert screen.trace.answer == "-7" and screen.trace.spec.model == "solver/bbm"
+        assert screen.trace.steps[1].origin == "backtrack" and screen.trace.label is None
+        await wait_for(pilot, lambda: screen.finder is None)
+        # < on Thought 2: the original branch, its flag and the finder's miss, as they were.
+        await pilot.press("2", "enter", "less_than_sign")
+        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
+        assert screen.trace.answer == "0" and screen.trace.mistake_number == 2
+        await wait_for(pilot, lambda: screen.finder is not None
+                       and screen.finder.model == "simulated/rm-0.65")

@@ -16,7 +16,18 @@ from bbm_tui.core.store import Store
 from bbm_tui.core.trace.branches import band, confidence, leaves, other_branch, segments
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.core.types import TokenLogprob
-from bbm_tui.ui.screens.branches import BranchTreeScreen, CompareScreen, TokenScreen
+from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+from bbm_tui.ui.screens.compare import CompareScreen
+from bbm_tui.ui.screens.tokens import (
+    BAND_STYLES,
+    BAND_WORDS,
+    PICKED_MARKS,
+    TokenScreen,
+    percent,
+    quoted,
+    token_row,
+    token_text,
+)
 from bbm_tui.ui.screens.trace import TraceScreen
 
 QUESTION, TARGET = "((2 + 2) * 1) =", "4"
@@ -109,9 +120,13 @@ async def test_compare_folds_the_shared_thoughts(store: Store) -> None:
 
 
 async def test_the_token_view_shades_and_picks_tokens(store: Store) -> None:
+    """Each token as written: " +" keeps its space (the view once showed "2+2"); the picked
+    token is marked; a shows the most likely tokens at its place, as recorded, or says that
+    none were."""
     trace = TraceSession.create(store, NewTrace("multistep_arithmetic", QUESTION, TARGET),
                                 llm.ModelSpec("openai/test", "http://127.0.0.1:9"))
-    tokens = [TokenLogprob("2", -0.01), TokenLogprob(" +", -0.5), TokenLogprob(" 2", -3.0)]
+    tokens = [TokenLogprob("2", -0.01), TokenLogprob(" +", -0.5),
+              TokenLogprob(" 2", -3.0, ((" 3", -0.2), (" 2", -3.0), (" two", -4.0)))]
     store.add_step(trace.id, parent_id=None, number=1, text="2 + 2", tokens=tokens)
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
@@ -120,11 +135,61 @@ async def test_the_token_view_shades_and_picks_tokens(store: Store) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, TokenScreen))
         dialog = app.screen
         assert [t.text for t in dialog.tokens] == ["2", " +", " 2"]
-        detail = lambda: str(dialog.query_one("#token-detail").render())  # noqa: E731
-        assert "token 1 of 3" in detail() and "probability 99.0%" in detail()
-        await pilot.press("right", "right")
-        assert "token 3 of 3" in detail() and "probability 5.0%" in detail()
-        assert "none recorded" in detail()
+        shown = lambda name: str(dialog.query_one(name).render())  # noqa: E731
+        assert shown("#token-text") == "‹2› + 2"
+        assert "token 1 of 3: '2'" in shown("#token-detail")
+        assert "probability 99.0%" in shown("#token-detail")
+        assert not dialog.query_one("#token-alternatives").display
+        assert "a shows the most likely tokens here" in shown("#token-hint")
+        await pilot.press("right")
+        assert shown("#token-text") == "2‹ +› 2"
+        assert "token 2 of 3: ' +'" in shown("#token-detail")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: dialog.query_one("#token-alternatives").display)
+        assert "No alternatives were recorded" in shown("#token-alternatives")
+        await pilot.press("right")
+        assert "token 3 of 3" in shown("#token-detail")
+        assert "probability 5.0%" in shown("#token-detail")
+        rows = shown("#token-alternatives").splitlines()
+        assert rows[0] == "The 3 most likely tokens here, as the provider ranked them:"
+        assert rows[1].split() == ["1.", "81.9%", "log-prob", "-0.200", "'", "3'"]
+        assert rows[2].endswith("' 2'  ← the one written") and "5.0%" in rows[2]
+        assert "a hides the alternatives" in shown("#token-hint")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: not dialog.query_one("#token-alternatives").display)
+
+
+def test_a_token_is_shown_as_written_and_safely() -> None:
+    """Spaces kept, a line break and control characters as visible stand-ins, markup as
+    text; the picked token marked by more than a background colour."""
+    tokens = [TokenLogprob(" leading", -0.01), TokenLogprob("  two\n", -0.01),
+              TokenLogprob("\x1b[31m[bold]", -0.01)]
+    assert token_text("  two\n") == "  two␤"
+    row = token_row(tokens, picked=2)
+    assert row.plain == " leading  two␤‹␛[31m[bold]›"
+    assert "\x1b" not in row.plain and "\n" not in row.plain
+    picked = [span for span in row.spans if "on $accent" in str(span.style)]
+    assert len(picked) == 1 and row.plain[picked[0].start:picked[0].end] == "␛[31m[bold]"
+    assert str(quoted("a\tb\n")) == "'a\\tb\\n'"
+    assert [percent(v) for v in (-0.2, -3.0, -8.0, -float("inf"))] == [
+        "81.9%", "5.0%", "<0.1%", "0.0%"]
+
+
+def test_the_shading_bands_read_without_colour() -> None:
+    """Each band of the token scale differs from every other in its attributes, not only its
+    colour (16 colours, or none: NO_COLOR); the picked token's marks are characters."""
+    from textual.style import Style
+
+    def attributes(style: str) -> tuple[bool, ...]:
+        # The theme's colours ($warning) resolve in a running app only; they are not what
+        # is asked about here.
+        parsed = Style.parse(" ".join(w for w in style.split() if not w.startswith("$")))
+        return (bool(parsed.bold), bool(parsed.italic), bool(parsed.underline),
+                bool(parsed.reverse))
+
+    seen = [attributes(style) for style in BAND_STYLES]
+    assert len(set(seen)) == len(BAND_STYLES) == len(BAND_WORDS)
+    assert all(mark.strip() for mark in PICKED_MARKS)
 
 
 async def with_tokens(store: Store) -> tuple[TraceSession, list[int]]:
@@ -133,8 +198,11 @@ async def with_tokens(store: Store) -> tuple[TraceSession, list[int]]:
     store.add_step(trace.id, parent_id=None, number=1, text="Let me work it out.")
     parent = store.steps_of(trace.id)[0].id
     pieces = [("2", -0.01), (" +", -0.2), (" 2", -0.05), (" =", -0.6), (" 5", -2.9)]
+    # What the model weighed in place of " 5": " 4" far more likely.
+    weighed = ((" 4", -0.07), (" 5", -2.9), (" 3", -4.1), (" four", -5.2), ("\n", -6.0))
     store.add_step(trace.id, parent_id=parent, number=2, text="2 + 2 = 5",
-                   tokens=[TokenLogprob(text, value) for text, value in pieces])
+                   tokens=[TokenLogprob(text, value, weighed if text == " 5" else ())
+                           for text, value in pieces])
     return TraceSession.load(store, trace.id), []
 
 
@@ -158,7 +226,7 @@ async def test_the_thought_list_shows_each_thoughts_confidence(store: Store) -> 
 
 
 def _snapshot(snap_compare, size: tuple[int, int], key: str, dialog: type,
-              setup=branched) -> bool:
+              setup=branched, then: tuple[str, ...] = ()) -> bool:
     import asyncio
 
     async def make() -> int:
@@ -173,6 +241,7 @@ def _snapshot(snap_compare, size: tuple[int, int], key: str, dialog: type,
         screen.selected = 2
         await pilot.press(key)
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, dialog))
+        await pilot.press(*then)
         await steady_frame(pilot)
 
     return snap_compare(make_app(session_id=session_id), terminal_size=size,
@@ -195,9 +264,13 @@ def test_compare_view_at_120x40(snap_compare) -> None:
     assert _snapshot(snap_compare, (120, 40), "v", CompareScreen)
 
 
+# The token view on its least likely token (" 5"), its alternatives shown (a).
+ON_THE_FIVE = ("left", "a")
+
+
 def test_token_view_at_80x24(snap_compare) -> None:
-    assert _snapshot(snap_compare, (80, 24), "l", TokenScreen, with_tokens)
+    assert _snapshot(snap_compare, (80, 24), "l", TokenScreen, with_tokens, ON_THE_FIVE)
 
 
 def test_token_view_at_120x40(snap_compare) -> None:
-    assert _snapshot(snap_compare, (120, 40), "l", TokenScreen, with_tokens)
+    assert _snapshot(snap_compare, (120, 40), "l", TokenScreen, with_tokens, ON_THE_FIVE)

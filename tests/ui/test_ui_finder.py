@@ -10,7 +10,15 @@ import re
 
 import pytest
 from textual.widgets import Checkbox, Input
-from ui_helpers import SIZE, make_app, notifications, recorded_session, thought, wait_for
+from ui_helpers import (
+    SIZE,
+    make_app,
+    notifications,
+    recorded_session,
+    run_finder,
+    thought,
+    wait_for,
+)
 
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.llm import ModelSpec
@@ -38,37 +46,6 @@ async def open_screen(pilot) -> TraceScreen:
                    and pilot.app.screen.is_mounted)
     await pilot.pause()
     return pilot.app.screen
-
-
-async def run_finder(
-    pilot, method: str, *, model: str | None = None, api_base: str | None = None,
-    judge_all: bool = False, wait: bool = True,
-) -> None:
-    """Press f, pick the method with the arrow keys, set the model, and press enter."""
-    screen = pilot.app.screen
-    assert isinstance(screen, TraceScreen)
-    before = screen.finder
-    await pilot.press("f")
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, FindScreen))
-    await pilot.pause()
-    dialog = pilot.app.screen
-    names = [choice.name for choice in dialog._methods]
-    moves = names.index(method) - names.index(dialog.method.name)
-    await pilot.press(*(["down"] * moves if moves > 0 else ["up"] * -moves))
-    assert dialog.method.name == method
-    if model is not None:
-        dialog.query_one("#find-model", Input).value = model
-    if api_base is not None:
-        dialog.query_one("#find-api-base", Input).value = api_base
-    if judge_all:
-        dialog.query_one("#find-judge-all", Checkbox).value = True
-    await pilot.press("enter")
-    await wait_for(pilot, lambda: pilot.app.screen is screen)
-    await wait_for(pilot, lambda: screen.finder is not before)
-    if wait:
-        await wait_for(pilot, lambda: not screen.finding
-                       and screen.finder.state != "running", timeout=30)
-        await pilot.pause()
 
 
 # -- each method with the oracle: its verdicts are the gold label's
@@ -646,3 +623,48 @@ async def test_enter_runs_the_finder_from_the_checkbox_and_space_toggles_it(
         await wait_for(pilot, lambda: screen.finder is not None and not screen.finding,
                        timeout=30)
         assert screen.finder.judge_all is box.value
+
+
+async def test_finder_runs_stay_with_their_branch(store: Store) -> None:
+    """A finder run belongs to the branch it judged, as a label does: on a new branch
+    (backtracking from the flag) its marks and its verdict are not shown as the new branch's;
+    the new branch's own run shows there; < and > bring each branch's run back with it."""
+    from bbm_tui.ui.screens.backtrack import CandidatesScreen
+
+    task, index = "multistep_arithmetic", 7  # first mistake in Thought 2; answer 0, not -7
+    trace = recorded_session(store, task, index)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await run_finder(pilot, "direct-step", model="replay/bbm")
+        assert marks(screen) == ["yes", "no", None, None]
+        original = [step.id for step in screen.trace.steps]
+        screen.selected = 2
+        await pilot.press("x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        await pilot.press("b")
+        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
+                       and app.screen.all_arrived, timeout=30)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.trace.correct and not screen.running, timeout=30)
+        # The new branch: no finder has judged it.
+        await wait_for(pilot, lambda: screen.finder is None)
+        assert marks(screen) == [None] * len(screen.trace.steps)
+        assert not screen.query_one("#finder").display
+        assert not screen.query_one("#agreement").display
+        # Its own run (the task's verifier: every thought right now).
+        await run_finder(pilot, "verify")
+        assert marks(screen) == ["yes"] * len(screen.trace.steps)
+        backtracked = [step.id for step in screen.trace.steps]
+        # < on Thought 2: the original branch, with its own run's marks and verdict again.
+        screen.selected = 2
+        await pilot.press("less_than_sign")
+        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
+        await wait_for(pilot, lambda: marks(screen) == ["yes", "no", None, None])
+        assert screen.finder.method == "direct-step" and screen.finder.mistake_number == 2
+        assert "agree" in text_of(screen, "#agreement")
+        await pilot.press("greater_than_sign")
+        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == backtracked)
+        await wait_for(pilot, lambda: screen.finder is not None
+                       and screen.finder.method == "verify")
+        assert marks(screen) == ["yes"] * len(screen.trace.steps)

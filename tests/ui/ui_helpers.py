@@ -14,7 +14,7 @@ from typing import Any
 
 from textual.css.query import NoMatches
 from textual.pilot import Pilot
-from textual.widgets import Input, TextArea
+from textual.widgets import Checkbox, Input, TextArea
 
 from bbm_tui.core import llm
 from bbm_tui.core.config import Config
@@ -138,3 +138,37 @@ class ScreensShown:
             if not shown or shown[-1] is not screen:
                 shown.append(screen)
         return shown
+
+
+async def run_finder(
+    pilot: Pilot, method: str, *, model: str | None = None, api_base: str | None = None,
+    judge_all: bool = False, wait: bool = True,
+) -> None:
+    """Press f, pick the method with the arrow keys, set the model, and press enter."""
+    from bbm_tui.ui.dialogs import FindScreen
+    from bbm_tui.ui.screens.trace import TraceScreen
+
+    screen = pilot.app.screen
+    assert isinstance(screen, TraceScreen)
+    before = screen.finder
+    await pilot.press("f")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, FindScreen))
+    await pilot.pause()
+    dialog = pilot.app.screen
+    names = [choice.name for choice in dialog._methods]
+    moves = names.index(method) - names.index(dialog.method.name)
+    await pilot.press(*(["down"] * moves if moves > 0 else ["up"] * -moves))
+    assert dialog.method.name == method
+    if model is not None:
+        dialog.query_one("#find-model", Input).value = model
+    if api_base is not None:
+        dialog.query_one("#find-api-base", Input).value = api_base
+    if judge_all:
+        dialog.query_one("#find-judge-all", Checkbox).value = True
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: pilot.app.screen is screen)
+    await wait_for(pilot, lambda: screen.finder is not before)
+    if wait:
+        await wait_for(pilot, lambda: not screen.finding
+                       and screen.finder.state != "running", timeout=30)
+        await pilot.pause()

@@ -10,7 +10,7 @@ Pure over the model call: what is stored, and the branch it makes, is trace/sess
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -46,6 +46,20 @@ class Resample:
         return None if self.chosen is None else self.samples.candidates[self.chosen].text
 
 
+@dataclass(frozen=True)
+class SampleArrived:
+    """One sample as soon as its call returned, before the others: where it stands among the
+    `n` (`position`), and whether it is the original again (`dropped`). The choice waits for
+    them all."""
+
+    position: int
+    candidate: llm.Candidate
+    dropped: bool
+
+
+OnSample = Callable[[SampleArrived], None]
+
+
 def backtracking_model(spec: llm.ModelSpec, task: str) -> llm.ModelSpec:
     """The model that samples and continues: `replay/bbm` can only repeat the recorded trace,
     so a backtrack from it goes on with `solver/bbm` where the solver writes the task."""
@@ -69,13 +83,26 @@ async def resample_step(
     settings: llm.CallSettings,
     *,
     n: int = SAMPLES,
+    on_sample: OnSample | None = None,
 ) -> Resample:
-    """Sample Thought len(prior)+1 `n` times and choose its replacement. Raises LLMError."""
+    """Sample Thought len(prior)+1 `n` times and choose its replacement; `on_sample` hears of
+    each sample as it arrives. Raises LLMError."""
     prompt = next_step_prompt(task, input_text, prior)
-    samples = await llm.sample_steps(spec, prompt, n, sample_settings(settings))
-    dropped = [candidate.text == original for candidate in samples.candidates]
+
+    def arrived(arrival: llm.Arrived) -> None:
+        if on_sample is not None:
+            for candidate, position in zip(arrival.candidates, arrival.positions, strict=True):
+                on_sample(SampleArrived(position, candidate, repeats(candidate, original)))
+
+    samples = await llm.sample_steps(spec, prompt, n, sample_settings(settings), arrived)
+    dropped = [repeats(candidate, original) for candidate in samples.candidates]
     chosen, chosen_by = choose(samples.candidates, dropped)
     return Resample(len(prior) + 1, original, samples, dropped, chosen, chosen_by)
+
+
+def repeats(candidate: llm.Candidate, original: str) -> bool:
+    """The sample is the original step again (both cut and stripped the same way): dropped."""
+    return candidate.text == original
 
 
 def choose(

@@ -41,7 +41,7 @@ from bbm_tui.core.llm.records import (
     StepText,
     TextDelta,
 )
-from bbm_tui.core.llm.sampling import Candidate, Samples, sample_steps
+from bbm_tui.core.llm.sampling import Arrived, Candidate, Samples, sample_steps
 from bbm_tui.core.llm.transport import (
     call_to_json,
     complete,
@@ -94,6 +94,7 @@ __all__ = [
     "MODES",
     "RETRYABLE",
     "STOPS_A_BATCH",
+    "Arrived",
     "CallRecord",
     "CallSettings",
     "Candidate",

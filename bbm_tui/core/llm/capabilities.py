@@ -61,6 +61,23 @@ def asks_logprobs(spec: ModelSpec, settings: CallSettings, *, streamed: bool = T
     return settings.logprobs and (spec.mode == "chat" or not streamed)
 
 
+# How many of the most likely tokens to ask for at each place, with log-probabilities (the
+# token view shows them). `top_logprobs=1` was measured to yield log-probabilities from both
+# llama.cpp servers, where 0 makes llama-server send none and leaving it out makes
+# llama-cpp-python's chat endpoint send none (docs/NOTES.md, "Real servers"); a larger value
+# asks for more entries of the same list (not measured on those servers). OpenAI takes up to
+# 20 in chat and 5 on /v1/completions.
+TOP_ALTERNATIVES = 5
+
+
+def logprob_kwargs(spec: ModelSpec) -> dict[str, Any]:
+    """What asks for log-probabilities and each token's top alternatives: chat's
+    `logprobs` + `top_logprobs`, a text completion's number `logprobs`."""
+    if spec.mode == "chat":
+        return {"logprobs": True, "top_logprobs": TOP_ALTERNATIVES}
+    return {"logprobs": TOP_ALTERNATIVES}
+
+
 def sent_params(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
     """The parameters recorded beside a call: those that were sent."""
     params = settings.params() | {"mode": spec.mode}

@@ -4,21 +4,26 @@ result either way. Each candidate is cut like a streamed step (prompts/thoughts.
 and keeps the tokens of exactly its text with their log-probabilities, where the provider
 sends them.
 
+Each call's candidates are handed on as the call returns (`on_arrival`), so a view can show
+them as they come.
+
 Facts from real servers (docs/NOTES.md): candidates are never streamed (litellm merges a
-streamed text completion's choices into one, with no log-probabilities); `top_logprobs=1` is
-the setting that yields log-probabilities from both llama.cpp servers; llama-cpp-python's
-server ignores `n` and llama-server caps it at its slot count, so fewer choices than asked are
-made up with parallel calls; llama-server counts usage for one choice only (recorded as sent).
+streamed text completion's choices into one, with no log-probabilities); `top_logprobs` is
+always sent with log-probabilities (capabilities.TOP_ALTERNATIVES: without it, or at 0, one
+of the llama.cpp servers sends none); llama-cpp-python's server ignores `n` and llama-server
+caps it at its slot count, so fewer choices than asked are made up with parallel calls;
+llama-server counts usage for one choice only (recorded as sent).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bbm_tui.core.llm.capabilities import accepts_n, asks_logprobs, sent_params
+from bbm_tui.core.llm.capabilities import accepts_n, asks_logprobs, logprob_kwargs, sent_params
 from bbm_tui.core.llm.errors import with_retries
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.transport import (
@@ -63,38 +68,87 @@ class Samples:
     how: str = ""
 
 
+@dataclass(frozen=True)
+class Arrived:
+    """One call's candidates, as soon as it returned, as they will stand in Samples:
+    `call_index` is the call's place in Samples.calls (and each candidate's `call`),
+    `positions[i]` is where candidates[i] stands in Samples.candidates. The places do not
+    depend on which call comes back first, so a view can show each in its row and the result
+    is the same every time."""
+
+    call: CallRecord
+    call_index: int
+    candidates: list[Candidate]
+    positions: list[int]
+
+
+OnArrival = Callable[[Arrived], None]
+
+
 async def sample_steps(
-    spec: ModelSpec, prompt: str, n: int, settings: CallSettings
+    spec: ModelSpec, prompt: str, n: int, settings: CallSettings,
+    on_arrival: OnArrival | None = None,
 ) -> Samples:
-    """`n` candidates for the step `prompt` asks for. Raises LLMError."""
+    """`n` candidates for the step `prompt` asks for; `on_arrival` hears of each call's
+    candidates as the call returns (parallel calls in any order). Cancelled, it cancels
+    the calls still out. Raises LLMError (the first call that failed; the others are
+    cancelled)."""
     samples = Samples()
+    arrivals: list[Arrived] = []
+
+    def arrived(arrival: Arrived) -> None:
+        arrivals.append(arrival)
+        if on_arrival is not None:
+            on_arrival(arrival)
+
     if n <= 0:
         return samples
+    first = 0
     if accepts_n(spec) and n > 1:
-        _add(samples, await _call(spec, prompt, n, settings))
-        samples.how = "n"
-        missing = n - len(samples.candidates)
-        if missing <= 0:
-            del samples.candidates[n:]
-            return samples
-        samples.how = "n+parallel"
+        call, candidates = await _call(spec, prompt, n, settings)
+        candidates = candidates[:n]
+        arrived(_arrival(call, 0, candidates, 0))
+        first = len(candidates)
+        samples.how = "n" if first >= n else "n+parallel"
     else:
-        missing = n
         samples.how = "parallel"
-    for result in await asyncio.gather(
-        *(_call(spec, prompt, 1, settings) for _ in range(missing))
-    ):
-        _add(samples, result)
+    await _parallel(spec, prompt, settings, n - first, len(arrivals), first, arrived)
+    for arrival in sorted(arrivals, key=lambda arrival: arrival.call_index):
+        samples.calls.append(arrival.call)
+        samples.candidates.extend(arrival.candidates)
     return samples
 
 
-def _add(samples: Samples, result: tuple[CallRecord, list[Candidate]]) -> None:
-    call, candidates = result
-    index = len(samples.calls)
-    samples.calls.append(call)
+async def _parallel(spec: ModelSpec, prompt: str, settings: CallSettings, count: int,
+                    first_call: int, first_position: int, arrived: OnArrival) -> None:
+    """`count` calls of one candidate each, all at once; call k's candidate stands at
+    `first_position + k` whatever the order they return in."""
+    if count <= 0:
+        return
+    pending = {asyncio.ensure_future(_call(spec, prompt, 1, settings)): index
+               for index in range(count)}
+    try:
+        while pending:
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=pending.__getitem__):
+                index = pending.pop(task)
+                call, candidates = task.result()  # a failed call raises here
+                # One asked for: a server that sends more gets its first counted.
+                arrived(_arrival(call, first_call + index, candidates[:1],
+                                 first_position + index))
+    finally:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _arrival(call: CallRecord, call_index: int, candidates: list[Candidate],
+             first_position: int) -> Arrived:
     for candidate in candidates:
-        candidate.call = index
-        samples.candidates.append(candidate)
+        candidate.call = call_index
+    return Arrived(call, call_index, candidates,
+                   list(range(first_position, first_position + len(candidates))))
 
 
 async def _call(
@@ -115,16 +169,14 @@ async def _call_once(
         kwargs["n"] = n
     logprobs = asks_logprobs(spec, settings, streamed=False)
     started = time.perf_counter()
+    if logprobs:
+        kwargs |= logprob_kwargs(spec)
     if spec.mode == "chat":
-        if logprobs:
-            kwargs |= {"logprobs": True, "top_logprobs": 1}
         response = await asyncio.wait_for(
             litellm.acompletion(messages=[{"role": "user", "content": prompt}], **kwargs),
             settings.timeout_s + 5,
         )
     else:
-        if logprobs:
-            kwargs["logprobs"] = 1
         response = await asyncio.wait_for(
             litellm.atext_completion(prompt=prompt, **kwargs), settings.timeout_s + 5
         )

@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bbm_tui.core.llm.capabilities import (
+    TOP_ALTERNATIVES,
     accepts_native_stop,
     accepts_temperature,
     asks_logprobs,
     auth_kwargs,
     is_offline,
+    logprob_kwargs,
     sent_params,
 )
 from bbm_tui.core.llm.errors import ErrorKind, LLMError, StreamInterrupted, with_retries
@@ -40,6 +42,7 @@ from bbm_tui.core.llm.records import (
 from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number, step_span
 from bbm_tui.core.types import (
     DEFAULT_STEP_MAX_TOKENS,
+    Alternative,
     CallRecord,
     CallSettings,
     Mode,
@@ -56,7 +59,7 @@ class _StreamState:
     # Everything the stream sent, before any cut (to place the stored step in it), and the
     # tokens it sent with their log-probabilities, where asked for.
     raw: list[str] = field(default_factory=list)
-    tokens: list[tuple[str, float]] = field(default_factory=list)
+    tokens: list[TokenLogprob] = field(default_factory=list)
     chunks: int = 0
     chars: int = 0
     started: bool = False
@@ -163,7 +166,7 @@ async def _stream_step_watched(
     if native_stop:
         kwargs["stop"] = ["\n"]
     if asks_logprobs(spec, settings):
-        kwargs["logprobs"] = True
+        kwargs |= logprob_kwargs(spec)
     started_at = time.perf_counter()
     if spec.mode == "chat":
         kwargs["messages"] = [{"role": "user", "content": prompt}]
@@ -362,23 +365,57 @@ def _absorb_logprobs(logprobs: Any, state: _StreamState) -> None:
         state.tokens.extend(token_logprobs(logprobs))
 
 
-def token_logprobs(logprobs: Any) -> list[tuple[str, float]]:
-    """(token text, log-probability) from a choice's `logprobs`, in either form providers
-    send: the chat form `content[i].token/logprob` (llama-server sends it on /v1/completions
-    too) or the legacy completion form `tokens` + `token_logprobs`."""
+def token_logprobs(logprobs: Any) -> list[TokenLogprob]:
+    """The tokens of a choice's `logprobs` with their log-probabilities and top alternatives,
+    in either form providers send: the chat form `content[i].token/logprob/top_logprobs`
+    (llama-server sends it on /v1/completions too) or the legacy completion form `tokens` +
+    `token_logprobs` + `top_logprobs` (one {token: log-probability} per place)."""
     content = _field(logprobs, "content")
     if content:
         found = []
         for token in content:
             text, value = _field(token, "token"), _field(token, "logprob")
-            if isinstance(text, str) and isinstance(value, int | float):
-                found.append((unicode_text(text), float(value)))
+            if isinstance(text, str) and _is_number(value):
+                found.append(TokenLogprob(unicode_text(text), float(value),
+                                          _chat_alternatives(_field(token, "top_logprobs"))))
         return found
     texts, values = _field(logprobs, "tokens"), _field(logprobs, "token_logprobs")
     if isinstance(texts, list) and isinstance(values, list) and len(texts) == len(values):
-        return [(unicode_text(str(text)), float(value)) for text, value in zip(texts, values,
-                strict=True) if isinstance(value, int | float)]
+        tops = _field(logprobs, "top_logprobs")
+        tops = tops if isinstance(tops, list) and len(tops) == len(texts) else [None] * len(texts)
+        return [TokenLogprob(unicode_text(str(text)), float(value), _legacy_alternatives(top))
+                for text, value, top in zip(texts, values, tops, strict=True)
+                if _is_number(value)]
     return []
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _chat_alternatives(entries: Any) -> tuple[Alternative, ...]:
+    """`top_logprobs` of the chat form: [{token, logprob, bytes}, ...], the most likely first."""
+    if not isinstance(entries, list):
+        return ()
+    found = []
+    for entry in entries:
+        text, value = _field(entry, "token"), _field(entry, "logprob")
+        if isinstance(text, str) and _is_number(value):
+            found.append((unicode_text(text), float(value)))
+    return _ranked(found)
+
+
+def _legacy_alternatives(entry: Any) -> tuple[Alternative, ...]:
+    """One place of the legacy `top_logprobs`: {token: log-probability}."""
+    if not isinstance(entry, dict):
+        return ()
+    return _ranked([(unicode_text(str(text)), float(value)) for text, value in entry.items()
+                    if _is_number(value)])
+
+
+def _ranked(alternatives: list[Alternative]) -> tuple[Alternative, ...]:
+    # Servers send them most likely first; a legacy dict carries no order to trust.
+    return tuple(sorted(alternatives, key=lambda pair: -pair[1])[:TOP_ALTERNATIVES])
 
 
 def _field(thing: Any, name: str) -> Any:
@@ -388,7 +425,7 @@ def _field(thing: Any, name: str) -> Any:
     return value
 
 
-def aligned_tokens(raw: str, tokens: list[tuple[str, float]], start: int,
+def aligned_tokens(raw: str, tokens: Sequence[TokenLogprob], start: int,
                    end: int) -> list[TokenLogprob] | None:
     """The tokens of exactly raw[start:end] (the stored step): those of an echoed label, of
     leading whitespace and past the line break are left out, and a token that straddles an
@@ -397,17 +434,17 @@ def aligned_tokens(raw: str, tokens: list[tuple[str, float]], start: int,
     provider's byte-level tokens, say) or do not reach the step's end."""
     if not tokens or start >= end:
         return None
-    joined = "".join(text for text, _ in tokens)
+    joined = "".join(token.text for token in tokens)
     if len(joined) < end or joined[:len(raw)] != raw[:len(joined)]:
         return None
     kept: list[TokenLogprob] = []
     offset = 0
-    for text, value in tokens:
-        token_start, offset = offset, offset + len(text)
+    for token in tokens:
+        token_start, offset = offset, offset + len(token.text)
         if offset <= start or token_start >= end:
             continue
-        piece = text[max(start, token_start) - token_start: min(end, offset) - token_start]
-        kept.append(TokenLogprob(piece, value))
+        piece = token.text[max(start, token_start) - token_start: min(end, offset) - token_start]
+        kept.append(TokenLogprob(piece, token.logprob, token.alternatives))
     return kept
 
 

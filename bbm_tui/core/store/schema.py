@@ -194,6 +194,13 @@ MIGRATIONS: list[str] = [
                                      WHERE k.call_id = steps.call_id)
         WHERE call_id IS NOT NULL;
     """,
+    # 8: each token's top alternatives as the provider ranked them (`top_logprobs`), for the
+    # token view: [[[text, log-probability], ...], ...], one list per token of `tokens`, in
+    # its order. NULL: none were sent or asked for (before v8, the top 1 only was asked).
+    """
+    ALTER TABLE steps ADD COLUMN alternatives TEXT;
+    ALTER TABLE candidates ADD COLUMN alternatives TEXT;
+    """,
 ]
 
 

@@ -442,12 +442,12 @@ class Store:
                 tokens = call.tokens if tokens is None else tokens
             cursor = connection.execute(
                 """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
-                       truncated, created_at, call_id, choice, tokens, logprob, ntokens,
-                       call_choices)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                       truncated, created_at, call_id, choice, tokens, alternatives, logprob,
+                       ntokens, call_choices)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
                            (SELECT NULLIF(COUNT(*), 0) FROM candidates WHERE call_id = ?))""",
                 (session_id, parent_id, number, text, origin, answer, int(truncated), now,
-                 call_id, choice, tokens_json(tokens),
+                 call_id, choice, tokens_json(tokens), alternatives_json(tokens),
                  sum(token.logprob for token in tokens) if tokens else None,
                  len(tokens) if tokens else None,
                  # A call of the step's own made no candidates.
@@ -740,10 +740,11 @@ class Store:
             for call_index, choice, text, tokens, dropped in candidates:
                 cursor = connection.execute(
                     """INSERT INTO candidates (session_id, call_id, choice, parent_id, number,
-                           text, tokens, logprob, dropped, created_at)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                           text, tokens, alternatives, logprob, dropped, created_at)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                     (session_id, call_ids[call_index], choice, parent_id, number, text,
-                     tokens_json(tokens), sum(t.logprob for t in tokens) if tokens else None,
+                     tokens_json(tokens), alternatives_json(tokens),
+                     sum(t.logprob for t in tokens) if tokens else None,
                      int(dropped), now),
                 )
                 ids.append(cursor.lastrowid)
@@ -773,7 +774,7 @@ class Store:
             StoredCandidate(
                 id=row["id"], session_id=row["session_id"], call_id=row["call_id"],
                 choice=row["choice"], parent_id=row["parent_id"], number=row["number"],
-                text=row["text"], tokens=tokens_from_json(row["tokens"]),
+                text=row["text"], tokens=tokens_from_json(row["tokens"], row["alternatives"]),
                 logprob=row["logprob"], dropped=bool(row["dropped"]), step_id=row["step_id"],
                 created_at=row["created_at"],
             )
@@ -958,7 +959,7 @@ _CALL_LOGPROB_UPDATE = """
 
 
 def _step(row: sqlite3.Row) -> Step:
-    tokens = tokens_from_json(row["tokens"])
+    tokens = tokens_from_json(row["tokens"], row["alternatives"])
     return Step(
         id=row["id"],
         session_id=row["session_id"],
@@ -1072,10 +1073,25 @@ def tokens_json(tokens: Sequence[TokenLogprob] | None) -> str | None:
     return json.dumps([[token.text, token.logprob] for token in tokens])
 
 
-def tokens_from_json(text: str | None) -> tuple[TokenLogprob, ...] | None:
+def alternatives_json(tokens: Sequence[TokenLogprob] | None) -> str | None:
+    """[[[text, log-probability], ...] for each token], or None when no token has any."""
+    if not tokens or not any(token.alternatives for token in tokens):
+        return None
+    return json.dumps([[list(pair) for pair in token.alternatives] for token in tokens])
+
+
+def tokens_from_json(text: str | None, alternatives: str | None = None
+                     ) -> tuple[TokenLogprob, ...] | None:
     if not text:
         return None
-    return tuple(TokenLogprob(token, float(value)) for token, value in json.loads(text))
+    pairs = json.loads(text)
+    tops = json.loads(alternatives) if alternatives else None
+    if not isinstance(tops, list) or len(tops) != len(pairs):
+        tops = [[]] * len(pairs)
+    return tuple(
+        TokenLogprob(token, float(value), tuple((str(alt), float(lp)) for alt, lp in top))
+        for (token, value), top in zip(pairs, tops, strict=True)
+    )
 
 
 def _label(row: sqlite3.Row) -> Label:

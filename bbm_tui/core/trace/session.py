@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import (
     SAMPLES,
+    OnSample,
     Resample,
     backtracking_model,
     resample_step,
@@ -331,10 +332,13 @@ class TraceSession:
             yield event
 
     async def resample(
-        self, number: int, *, settings: StepperSettings | None = None, n: int = SAMPLES
+        self, number: int, *, settings: StepperSettings | None = None, n: int = SAMPLES,
+        on_sample: OnSample | None = None,
     ) -> SamplesReady:
         """Backtracking's first half: sample Thought `number` again and store every sample
-        and the paper's choice; the trace is unchanged (continue_with takes one)."""
+        and the paper's choice; the trace is unchanged (continue_with takes one).
+        `on_sample` hears of each sample as it arrives. The samples are stored together once
+        all are in: cancelled before, the session stores none of them (nor their calls)."""
         settings = settings or StepperSettings()
         self._check_number(number)
         # From replay/bbm (which can only repeat the recorded trace) on with solver/bbm.
@@ -342,9 +346,16 @@ class TraceSession:
         parent = self.steps[number - 2].id if number > 1 else None
         resample = await resample_step(
             self.session.task, self.session.input, self.texts[: number - 1],
-            self.texts[number - 1], self._spec, settings.call, n=n,
+            self.texts[number - 1], self._spec, settings.call, n=n, on_sample=on_sample,
         )
-        stored = await asyncio.to_thread(self._store_samples, resample, parent)
+        # Cancelled while saving, the samples are saved all the same (the store and the
+        # screen then agree that they are), then the cancellation goes on.
+        store = asyncio.ensure_future(asyncio.to_thread(self._store_samples, resample, parent))
+        try:
+            stored = await asyncio.shield(store)
+        except asyncio.CancelledError:
+            await store
+            raise
         return SamplesReady(number, resample, stored)
 
     async def continue_with(

@@ -5,6 +5,7 @@ by side (v) and a thought's tokens (l). Each makes or shows a branch; nothing is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import ClassVar
 
@@ -14,10 +15,13 @@ from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import SAMPLES
 from bbm_tui.core.judging.finders import FindFinished, StepJudged
 from bbm_tui.core.judging.judges import VERIFIER
+from bbm_tui.core.store import StoredCandidate
 from bbm_tui.core.trace.branches import other_branch, segments
-from bbm_tui.core.trace.session import BranchMade
+from bbm_tui.core.trace.session import BranchMade, SamplesReady
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
-from bbm_tui.ui.screens.branches import BranchTreeScreen, CompareScreen, TokenScreen
+from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+from bbm_tui.ui.screens.compare import CompareScreen
+from bbm_tui.ui.screens.tokens import TokenScreen
 from bbm_tui.ui.text import thoughts
 from bbm_tui.ui.viewmodels.trace import FinderShown
 from bbm_tui.ui.widgets.thought import ThoughtView
@@ -37,24 +41,28 @@ class BranchActions:
     @work(exclusive=True, group="generate", exit_on_error=False)
     async def _backtrack(self, number: int) -> None:
         self._set_running(True)
+        # The samples dialog opens at once, its rows filled in as the calls return.
+        dialog = CandidatesScreen(number, self.trace.steps[number - 1].text, SAMPLES)
+        answer: asyncio.Future[StoredCandidate | None] = (
+            asyncio.get_running_loop().create_future())
+        self.app.push_screen(dialog, lambda picked: answer.done() or answer.set_result(picked))
+        sampling = asyncio.ensure_future(self._sample(number, dialog))
         try:
-            if not llm.is_loaded():
-                self._status("Loading the model library…")
-                await asyncio.to_thread(llm.warm_up)
-            model = self.trace.spec.model
-            self._status(f"Sampling Thought {number} {SAMPLES} times at temperature 1…")
+            await asyncio.wait({sampling, answer}, return_when=asyncio.FIRST_COMPLETED)
+            if not sampling.done():  # esc before every sample was in
+                await _cancelled(sampling)
+                self._status(f"Stopped sampling Thought {number}: the trace is as it was, "
+                             "and no sample was saved.")
+                return
             try:
-                ready = await self.trace.resample(number, settings=self.bbm_app.stepper_settings)
-                for call in ready.resample.samples.calls:  # saved with the samples
-                    self._add_call(call)
-                if self.trace.spec.model != model:
-                    self.notify(f"{model} can only repeat its recorded trace: backtracking "
-                                f"goes on with {self.trace.spec.model}.", markup=False)
-                    self._show_title()
+                ready = sampling.result()
             except llm.LLMError as error:
+                if not answer.done():
+                    dialog.dismiss(None)
                 self._status(f"Backtracking failed: {error.message}", error=True)
                 return
-            candidate = await self.app.push_screen_wait(CandidatesScreen(ready))
+            dialog.all_in(ready)
+            candidate = await answer
             if ready.resample.chosen is None:
                 self._status(f"No sample differs from Thought {number}: the trace is as it "
                              "was (the samples are saved).")
@@ -69,10 +77,33 @@ class BranchActions:
             self._status("Stopped. The thought being generated was dropped; n or r goes on.")
             raise
         finally:
+            await _cancelled(sampling)
+            if not answer.done() and dialog.is_current:  # the worker itself was stopped
+                dialog.dismiss(None)
             if self.is_attached:
                 self._drop_unfinished()
                 self._set_running(False)
                 self._sync_views()
+
+    async def _sample(self, number: int, dialog: CandidatesScreen) -> SamplesReady:
+        """Backtracking's samples, each shown in the dialog as it arrives, all saved once in.
+        Raises LLMError."""
+        if not llm.is_loaded():
+            self._status("Loading the model library…")
+            await asyncio.to_thread(llm.warm_up)
+        model = self.trace.spec.model
+        self._status(f"Sampling Thought {number} {SAMPLES} times at temperature 1…  "
+                     "(esc stops)")
+        ready = await self.trace.resample(number, settings=self.bbm_app.stepper_settings,
+                                          on_sample=dialog.arrived)
+        for call in ready.resample.samples.calls:  # saved with the samples
+            self._add_call(call)
+        if self.trace.spec.model != model:
+            self.notify(f"{model} can only repeat its recorded trace: backtracking goes on "
+                        f"with {self.trace.spec.model}.", markup=False)
+            self._show_title()
+        self._status(f"Thought {number}: {len(ready.stored)} samples in and saved.")
+        return ready
 
     def action_rewrite(self) -> None:
         if self.trace.steps and not (self.running or self.finding):
@@ -106,6 +137,7 @@ class BranchActions:
             if isinstance(event, BranchMade):
                 self.selected = event.step.number
                 self._moved = False
+                self._load_finder()  # the old branch's run stays with it
                 await self._thoughts.replace_stale()
                 self._sync_views()
                 self._show_selection(scroll=True)
@@ -132,6 +164,7 @@ class BranchActions:
         async with self._label_lock:
             await asyncio.to_thread(self.trace.switch_to, step_id)
         self.selected = min(number, len(self.trace.steps))
+        self._load_finder()  # this branch's own run, if any
         await self._thoughts.replace_stale()
         self._sync_views()
         self._show_selection(scroll=True)
@@ -208,6 +241,7 @@ class BranchActions:
         async with self._label_lock:
             await asyncio.to_thread(self.trace.switch_to, step_id)
         self.selected = min(self.selected or 1, len(self.trace.steps))
+        self._load_finder()  # this branch's own run, if any
         await self._thoughts.replace_stale()
         self._sync_views()
         self._show_selection(scroll=True)
@@ -231,3 +265,11 @@ class BranchActions:
         # The list holds steps without their tokens (big traces): read this one's.
         step = await asyncio.to_thread(self.trace.store.step, step_id)
         await self.app.push_screen(TokenScreen(step))
+
+
+async def _cancelled(task: asyncio.Future) -> None:
+    """Cancel `task` if it is still running and wait until it has stopped."""
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task

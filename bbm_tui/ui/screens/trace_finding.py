@@ -178,11 +178,16 @@ class FindingActions:
 
     @work(exclusive=True, group="finder-load", exit_on_error=False)
     async def _load_finder(self) -> None:
-        """The session's latest finder run, from the store (on resume, and after a stop)."""
+        """The latest finder run on the branch on show, from the store (on resume, after a
+        stop, and whenever another branch is shown): a run stays with the branch it judged,
+        as a label does, so another branch shows its own run or none."""
         runs = await asyncio.to_thread(self.trace.store.finder_runs, self.trace.id)
         if self.finding or self.verify_live or not self.is_attached:
             return  # a new run, or the live verifier, is on show
-        self.finder = FinderShown.of_run(runs[-1]) if runs else None
+        on_branch = {step.id for step in self.trace.steps}
+        mine = [run for run in runs
+                if run.leaf_step_id is None or run.leaf_step_id in on_branch]
+        self.finder = FinderShown.of_run(mine[-1]) if mine else None
         self._show_finder()
 
     def _finder_marks(self, shown: FinderShown | None
