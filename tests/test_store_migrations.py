@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 4, 6 and 7 open as the current version with nothing lost
+"""Stores written by schema versions 1 to 4 and 6 to 8 open as the current version with nothing lost
 (issue 9, item 4; issue 11). The old stores are frozen as SQL in tests/fixtures/, written by
 the code of their day, never built from today's."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bbm_tui.core.store import SCHEMA_VERSION, Store
-from bbm_tui.core.types import TokenLogprob
+from bbm_tui.core.types import CallRecord, TokenLogprob
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -36,7 +36,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -209,3 +209,23 @@ def test_version_8_keeps_a_v7_store_and_adds_each_tokens_alternatives(tmp_path: 
         tokens = [TokenLogprob("-4", -0.1, (("-4", -0.1), ("-3", -2.5)))]
         step = store.add_step(1, parent_id=4, number=3, text="-4", tokens=tokens)
         assert store.step(step.id).tokens == tuple(tokens)
+
+
+def test_version_9_keeps_a_v8_store_and_says_which_counts_are_estimates(tmp_path: Path) -> None:
+    """v8 -> v9: the calls stored before say nothing of estimates (read as the provider's
+    counts, as they were shown); a call stored from now on keeps what it is."""
+    path = old_store(tmp_path, 8)
+    with Store.open(path) as store:
+        latest = store.branch(1)[-1]
+        assert (latest.text, latest.completion_tokens) == ("-4", 3)
+        assert latest.usage_estimated is False
+        assert store.step(latest.id).tokens[0].alternatives == (("-4", -0.1), ("-3", -2.5))
+        before = store.totals(1)
+        assert before.estimated_calls == 0
+        call = CallRecord(model="openai/test", params={}, latency_s=0.1, prompt_tokens=970,
+                          completion_tokens=5, usage_estimated=True)
+        step = store.add_step(1, parent_id=latest.id, number=4, text="So the answer is -4.",
+                              call=call)
+        assert store.step(step.id).usage_estimated is True
+        assert store.branch(1)[-1].usage_estimated is True
+        assert store.totals(1).estimated_calls == 1

@@ -78,3 +78,20 @@ async def test_an_offline_models_counts_are_its_own() -> None:
     step = items[-1]
     assert step.text == row.steps[0]
     assert step.call.usage_estimated is False
+
+
+def test_an_estimate_is_shown_as_one() -> None:
+    """Under a thought and in the title's totals, "~" marks counts that are estimates."""
+    from bbm_tui.core.store import Step, Totals
+    from bbm_tui.ui.text import format_totals, step_meta
+
+    def step(estimated: bool) -> Step:
+        return Step(1, 1, None, 1, "4 + 4 = 8", "model", None, False, 0.0, latency_s=0.4,
+                    completion_tokens=7, usage_estimated=estimated)
+
+    assert "~7 tok" in step_meta(step(True), wall_clock=False)
+    assert "7 tok" in step_meta(step(False), wall_clock=False)
+    assert "~" not in step_meta(step(False), wall_clock=False)
+    assert format_totals(Totals(2, 970, 12, 0.0, estimated_calls=1)) == (
+        "2 calls · ~982 tok · $0.000")
+    assert format_totals(Totals(2, 970, 12, 0.0)) == "2 calls · 982 tok · $0.000"

@@ -58,14 +58,16 @@ def thoughts(count: int) -> str:
     return f"{count:,} thought" + ("" if count == 1 else "s")
 
 
-def format_tokens(count: int) -> str:
-    return f"{count:,} tok"
+def format_tokens(count: int, *, estimated: bool = False) -> str:
+    """A token count; "~" before one that is an estimate, not the provider's own count."""
+    return f"{'~' if estimated else ''}{count:,} tok"
 
 
 def format_totals(totals: Totals) -> str:
     tokens = totals.prompt_tokens + totals.completion_tokens
     calls = f"{totals.calls:,} call" + ("" if totals.calls == 1 else "s")
-    return f"{calls} · {format_tokens(tokens)} · ${totals.cost:.3f}"
+    tokens_shown = format_tokens(tokens, estimated=totals.estimated_calls > 0)
+    return f"{calls} · {tokens_shown} · ${totals.cost:.3f}"
 
 
 def step_meta(step: Step, *, wall_clock: bool = True) -> str:
@@ -86,7 +88,7 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
         # Its call's latency is the samples' wait; its tokens (if shown) are its own.
         parts.append(f"1 of {step.call_choices} samples")
     if step.completion_tokens is not None:
-        parts.append(format_tokens(step.completion_tokens))
+        parts.append(format_tokens(step.completion_tokens, estimated=step.usage_estimated))
     if step.logprob is not None:
         parts.append(f"log-prob {step.logprob:.2f}")
     if step.confidence is not None:

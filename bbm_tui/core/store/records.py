@@ -61,6 +61,8 @@ class Step:
     # (backtracking); then `completion_tokens` are its own (None where the provider sent no
     # tokens) and `cost` is None: the call's figures are for all of them.
     call_choices: int | None = None
+    # Its call's token counts are an estimate, not the provider's own (store v9 on).
+    usage_estimated: bool = False
 
     @property
     def confidence(self) -> float | None:
@@ -159,6 +161,8 @@ class Totals:
     prompt_tokens: int
     completion_tokens: int
     cost: float
+    # Calls whose token counts are estimates (then so are the sums).
+    estimated_calls: int = 0
 
 
 def default_session_name(task: str, dataset_index: int | None, input_text: str) -> str:

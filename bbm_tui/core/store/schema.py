@@ -201,6 +201,13 @@ MIGRATIONS: list[str] = [
     ALTER TABLE steps ADD COLUMN alternatives TEXT;
     ALTER TABLE candidates ADD COLUMN alternatives TEXT;
     """,
+    # 9: whether a call's token counts are an estimate rather than the provider's own:
+    # litellm's tiktoken count standing in for a server that sent none, or one token a chunk
+    # for a stream closed at its newline (core/llm/transport.py). Calls before v9: unknown,
+    # stored as not estimated, as they were shown.
+    """
+    ALTER TABLE calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 

@@ -895,12 +895,14 @@ class Store:
         rows = self._read(
             """SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
                       COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
-                      COALESCE(SUM(cost), 0) AS cost
+                      COALESCE(SUM(cost), 0) AS cost,
+                      COALESCE(SUM(usage_estimated), 0) AS estimated_calls
                FROM calls WHERE session_id = ?""",
             (session_id,),
         )
         row = rows[0]
-        return Totals(row["calls"], row["prompt_tokens"], row["completion_tokens"], row["cost"])
+        return Totals(row["calls"], row["prompt_tokens"], row["completion_tokens"], row["cost"],
+                      row["estimated_calls"])
 
     def integrity_check(self) -> str:
         return self._read("PRAGMA integrity_check")[0][0]
@@ -913,7 +915,7 @@ _COMPLETION_TOKENS = "CASE WHEN s.call_choices > 1 THEN s.ntokens ELSE c.complet
 _COST = "CASE WHEN s.call_choices > 1 THEN NULL ELSE c.cost END"
 _STEP_SELECT = f"""
     SELECT s.*, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS} AS completion_tokens,
-           {_COST} AS cost
+           {_COST} AS cost, COALESCE(c.usage_estimated, 0) AS usage_estimated
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -922,7 +924,7 @@ _STEP_SELECT = f"""
 _STEPS_SELECT = f"""
     SELECT s.id, s.session_id, s.parent_id, s.number, s.text, s.origin, s.answer, s.truncated,
            s.created_at, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS}, {_COST}, s.logprob,
-           s.call_id, s.choice, s.ntokens, s.call_choices
+           s.call_id, s.choice, s.ntokens, s.call_choices, COALESCE(c.usage_estimated, 0)
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -945,7 +947,7 @@ def _collector_paused() -> Iterator[None]:
 def _bulk_step(row: tuple) -> Step:
     return Step(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
                 row[9], row[10], row[11], row[12], row[13], row[14], row[15], None, row[16],
-                row[17])
+                row[17], bool(row[18]))
 
 
 _CALL_LOGPROB_UPDATE = """
@@ -980,6 +982,7 @@ def _step(row: sqlite3.Row) -> Step:
         tokens=tokens,
         ntokens=row["ntokens"],
         call_choices=row["call_choices"],
+        usage_estimated=bool(row["usage_estimated"]),
     )
 
 
@@ -1139,8 +1142,8 @@ def _insert_call(
     cursor = connection.execute(
         """INSERT INTO calls (session_id, step_id, purpose, model, params, latency_s,
                prompt_tokens, completion_tokens, cost, logprobs, finish_reason, attempts,
-               created_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               created_at, usage_estimated)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             session_id,
             step_id,
@@ -1157,6 +1160,7 @@ def _insert_call(
             call.finish_reason,
             call.attempts,
             now,
+            int(call.usage_estimated),
         ),
     )
     return cursor.lastrowid
@@ -1191,4 +1195,5 @@ def call_from_row(row: dict[str, Any]) -> CallRecord:
         logprobs=json.loads(row["logprobs"]) if row["logprobs"] else None,
         finish_reason=row["finish_reason"],
         attempts=row["attempts"],
+        usage_estimated=bool(row.get("usage_estimated") or 0),
     )

@@ -596,6 +596,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
             self.totals.prompt_tokens + (call.prompt_tokens or 0),
             self.totals.completion_tokens + (call.completion_tokens or 0),
             self.totals.cost + (call.cost or 0.0),
+            self.totals.estimated_calls + call.usage_estimated,
         )
         self._show_title()
 
