@@ -1,7 +1,7 @@
 """`backtrack` throughput: 300 traces backtracked from their gold mistake against the local
 OpenAI-compatible server with 50 ms of latency per call, at concurrency 16 and at 1, in one run.
 
-Issue 11's target: concurrency 16 at least 10x faster than concurrency 1.
+The target: concurrency 16 at least 10x faster than concurrency 1.
 
 The server (tests/openai_server.py's FakeOpenAI) runs in its own process. It answers a
 sampling call (n=8, not streamed) with eight different steps with log-probabilities, and the

@@ -1,4 +1,4 @@
-"""Big stores (issue 8, item 13): the app on a session of 10^5 steps and on a store of 10^5
+"""Big stores: the app on a session of 10^5 steps and on a store of 10^5
 sessions.
 
 Two stores are written first, each in a child process straight through SQLite

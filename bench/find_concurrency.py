@@ -1,7 +1,7 @@
 """`find` throughput: direct trace-level over all 2,186 traces against the local OpenAI-compatible
 server with 50 ms of latency per call, at concurrency 16 and at concurrency 1, in one run.
 
-Issue 3's target: concurrency 16 at least 10x faster than concurrency 1.
+The target: concurrency 16 at least 10x faster than concurrency 1.
 
 The server (tests/openai_server.py's FakeOpenAI) runs in its own process, as a real server
 would, so its CPU is not on the measured client's GIL; it answers every finder prompt from the

@@ -1,13 +1,13 @@
 """Replay the bundled traces headless, at zero pace, with concurrency 8, through `bbm-tui run`'s
 machinery; report traces and steps per second and the peak memory, and check every row.
 
-Issue 2: "all 2,186 traces replayed headless at zero pace with concurrency 8 — report traces per
-second and peak memory". A child process (fresh interpreter, temporary BBM_TUI_HOME and
-BBM_TUI_CONFIG, BBM_TUI_REPLAY_TPS=0) does what `bbm-tui run --model replay/bbm --dataset
---task T --concurrency 8 --out OUT` does for each task in turn: `batch_run.run_batch` with the
-config's step settings, every step through the stepper, litellm (the replay provider) and the
-session store, one row per trace appended to OUT. The parent then compares every row of every
-OUT with the dataset: steps and answer must be the recorded ones.
+What it is for: "all 2,186 traces replayed headless at zero pace with concurrency 8 — report traces
+per second and peak memory". A child process (fresh interpreter, temporary BBM_TUI_HOME and
+BBM_TUI_CONFIG, BBM_TUI_REPLAY_TPS=0) does what `bbm-tui run --model replay/bbm --dataset --task T
+--concurrency 8 --out OUT` does for each task in turn: `batch_run.run_batch` with the config's step
+settings, every step through the stepper, litellm (the replay provider) and the session store, one
+row per trace appended to OUT. The parent then compares every row of every OUT with the dataset:
+steps and answer must be the recorded ones.
 
 Peak memory is the child's RSS high-water mark (VmHWM). Where the time goes: the child's
 main-thread CPU against its other threads (the store's commits run in threads), and a cProfile

@@ -1,6 +1,6 @@
 """Per-step wall time through the stepper against a bare streamed `litellm.acompletion`.
 
-Issue 2's target: one step through `bbm_tui.core.stepper.run_steps` (max_new_steps=1: the
+The target: one step through `bbm_tui.core.stepper.run_steps` (max_new_steps=1: the
 prompt built, streamed through `llm.stream_step`, cut, recorded) at most 1.10x the wall time of
 a bare `litellm.acompletion` of the same prompt with the same parameters (stream=True,
 stream_options include_usage, stop ["\\n"], max_tokens, temperature 0, timeout, max_retries 0),

@@ -1,8 +1,8 @@
 """`find --method verify` throughput: the task verifiers over all 2,186 bundled traces (no
 model, no network), through the real batch code writing PREDS, and the verifiers alone.
 
-Issue 13 asks for thousands of traces a second from the verifiers; the batch around them
-(one JSONL line written per trace, the runner's bookkeeping) is reported beside it.
+The verifiers are meant to judge thousands of traces a second; the batch around
+them (one JSONL line written per trace, the runner's bookkeeping) is reported beside it.
 
     .venv/bin/python bench/verify_speed.py            # all 2,186 traces, 3 rounds
     .venv/bin/python bench/verify_speed.py --quick    # 1 round

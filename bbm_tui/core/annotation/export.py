@@ -10,8 +10,8 @@ Formats, one trace (the branch on show) per session:
 - `csv`: every annotator's label in force (and every flagged trace), with the time spent and
   whether a suggestion was seen (`export_csv`).
 
-A session labelled through annotation queues (issue 12) exports the adjudicated label, else
-the majority's of its annotators (a tie: unlabelled, it waits for adjudication).
+A session labelled through annotation queues (core/annotation/queue.py) exports the adjudicated
+label, else the majority's of its annotators (a tie: unlabelled, it waits for adjudication).
 
 Only labelled traces have a first-mistake label. An unlabelled one exports with no
 `mistake_index` key at all (jsonl: `null` would say "no mistake"), as "not labelled"

@@ -1,4 +1,4 @@
-"""The task verifiers as a judge (issue 13; docs/DESIGN.md §12): the same result as the
+"""The task verifiers as a judge (docs/DESIGN.md §12): the same result as the
 paper's methods (`finders.FindResult`), with no model and no call, so `find`, the app and
 the store take `verify` as they take the paper's methods. The verifiers themselves (one per
 task, in the dataset's phrasing) are in core/tasks/.

@@ -132,7 +132,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE labels ADD COLUMN assisted INTEGER NOT NULL DEFAULT 0;
     CREATE INDEX labels_by_annotator ON labels(session_id, annotator);
     """,
-    # 5: big stores (issue 8, item 13). A step keeps the sum of its log-probabilities, so a
+    # 5: big stores (bench/big_store.py). A step keeps the sum of its log-probabilities, so a
     # trace of 10^5 steps loads without parsing each step's tokens (before v4 the sum came
     # from its call's list); the sessions list is one paged query ordered by the last change.
     """
@@ -175,11 +175,11 @@ MIGRATIONS: list[str] = [
         UNIQUE (session_id, annotator)
     );
     """,
-    # 7: what a step's figures are (issue 11). `ntokens`: how many tokens its log-probability
-    # sum covers, so that a trace loads its per-thought confidence, exp(logprob / ntokens),
-    # without its tokens (from its tokens, or before v4 from its call's list). `call_choices`:
-    # how many choices the call that made it returned (NULL: a call of its own). A step
-    # chosen among a call's eight samples is one of them: it counts its own tokens, not the
+    # 7: what a step's figures are (backtracking's samples). `ntokens`: how many tokens its
+    # log-probability sum covers, so that a trace loads its per-thought confidence, exp(logprob /
+    # ntokens), without its tokens (from its tokens, or before v4 from its call's list).
+    # `call_choices`: how many choices the call that made it returned (NULL: a call of its own). A
+    # step chosen among a call's eight samples is one of them: it counts its own tokens, not the
     # call's completion tokens for all eight (which llama-server counts for one choice only).
     # Candidates by call: that count, and deleting a session's calls, without a scan.
     """

@@ -1,4 +1,4 @@
-"""Multistep arithmetic: read, check and write steps in the dataset's phrasing (issue 13).
+"""Multistep arithmetic: read, check and write steps in the dataset's phrasing (docs/DESIGN.md §12).
 
     This equation can be written as "A - B", where A = (-3 + 5 * 8 * -4) and B = (9 - 8 * -7 + -9).
     Let's calculate A = (-3 + 5 * 8 * -4) = (-3 + (5 * 8) * -4) = (-3 + (40) * -4) = ... = -163.

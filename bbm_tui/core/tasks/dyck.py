@@ -1,4 +1,4 @@
-"""Dyck languages: read, check and write steps in the dataset's phrasing (issue 13).
+"""Dyck languages: read, check and write steps in the dataset's phrasing (docs/DESIGN.md §12).
 
     We should process each input one by one and keep track of the stack configuration.
     stack: empty

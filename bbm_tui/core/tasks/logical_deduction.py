@@ -1,5 +1,5 @@
 """Logical deduction: check what a program can check, say "cannot judge" for the rest
-(issue 13). The solver does not write this task.
+(docs/DESIGN.md §12). The solver does not write this task.
 
 The question's statements are read into constraints on positions (1 is the leftmost, the
 first to finish, the newest, the most expensive), and every order that meets them is found.

@@ -1,5 +1,5 @@
-"""The task logic run forwards (issue 13): `solver/bbm`, an offline model that writes the next
-step of a trace for any question of word sorting, tracking, arithmetic or Dyck languages, in
+"""The task logic run forwards (docs/DESIGN.md §12): `solver/bbm`, an offline model that writes the
+next step of a trace for any question of word sorting, tracking, arithmetic or Dyck languages, in
 the dataset's phrasing. Pure: no model calls; the provider that serves it comes later.
 
 At temperature 0 every candidate is the step a careful trace writes next. Above 0 each

@@ -1,4 +1,5 @@
-"""Tracking shuffled objects: read, check and write steps in the dataset's phrasing (issue 13).
+"""Tracking shuffled objects: read, check and write steps in the dataset's phrasing (docs/DESIGN.md
+§12).
 
     At the start: Alice: yellow, Bob: blue, Claire: pink.
     Claire and Alice swap balls: Alice: pink, Bob: blue, Claire: yellow.

@@ -1,4 +1,5 @@
-"""A verifier's word on one step (issue 13): correct, mistaken with a reason, or cannot judge.
+"""A verifier's word on one step (docs/DESIGN.md §12): correct, mistaken with a reason, or cannot
+judge.
 
 The kind is the project's shared `Verdict` (types.py), so a verifier speaks the same language as
 the paper's finders: CORRECT ("Yes"), MISTAKEN ("No"), CANNOT_JUDGE ("?"). Reasons are shown to

@@ -1,5 +1,5 @@
-"""Verifiers for the tasks whose steps a program can check (issue 13): one entry point over
-the task modules, the first mistake, and the report of traces where a verifier and the gold
+"""Verifiers for the tasks whose steps a program can check (docs/DESIGN.md §12): one entry point
+over the task modules, the first mistake, and the report of traces where a verifier and the gold
 label disagree.
 """
 

@@ -1,4 +1,4 @@
-"""Word sorting: read, check and write steps in the dataset's phrasing (issue 13).
+"""Word sorting: read, check and write steps in the dataset's phrasing (docs/DESIGN.md §12).
 
 The dataset's traces sort by buckets, one letter at a time:
 

@@ -1,5 +1,5 @@
-"""What the branch views show, from the step tree alone (issue 11): the session as segments of
-thoughts between branch points, each branch's end with its answer and whether it is right, two
+"""What the branch views show, from the step tree alone (docs/DESIGN.md §5): the session as segments
+of thoughts between branch points, each branch's end with its answer and whether it is right, two
 branches side by side, and how sure the model was of each token. Pure functions."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The thoughts pane: a window of a trace's thoughts, never all of them (issue 8, item 13).
+"""The thoughts pane: a window of a trace's thoughts, never all of them (bench/big_store.py).
 
 A trace of 10^5 steps mounted as 10^5 `ThoughtView`s took 22 s a key and 2.6 GB. This pane
 mounts at most `WINDOW` finished thoughts (plus the one streaming), around the thought the
@@ -11,7 +11,7 @@ new thoughts as they come, so streaming and following work as before.
 The screen talks to it through `reveal`, `view`, `views`, `sync`, `add_streaming`,
 `streaming_finished` and `drop`; it never mounts or queries thoughts itself.
 
-Views are keyed by the step they show, not by their number (issue 9, item 5): a number is a
+Views are keyed by the step they show, not by their number: a number is a
 place on the path from the root to the head, and two branches each have a "Thought 4". The
 window itself is a range of places on the path on show.
 """

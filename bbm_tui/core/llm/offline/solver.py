@@ -1,4 +1,4 @@
-"""`solver/bbm` (issue 13, item 4; docs/DESIGN.md §12), without litellm: an offline model that
+"""`solver/bbm` (docs/DESIGN.md §12), without litellm: an offline model that
 writes the next step of any trace for any question of word sorting, tracking shuffled
 objects, multistep arithmetic and Dyck languages (typed questions too), in the dataset's
 phrasing, from the task logic run forwards (core/tasks/solver.py). At temperature 0 its
