@@ -292,3 +292,89 @@ def test_undo_unflags_and_a_flag_note_is_kept_as_text_in_the_csv(tmp_path: Path)
         assert queue.undo()
         assert queue.status == WorkStatus.OPEN and queue.unlocked == 0
         assert store.queue_work("alice")[queue.session_id(0)].flag_reason is None
+
+
+def test_progress_counts_time_per_trace_and_the_estimate_to_finish(tmp_path: Path) -> None:
+    """Time per trace is the mean over the latest submitted traces (flagged ones not counted);
+    the estimate is that mean times the traces still open or skipped."""
+    from bbm_tui.ui.viewmodels.annotate import progress_line
+
+    path = small_file(tmp_path, 6)
+    clock = Clock()
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path), clock=clock)
+        first = queue.progress()
+        assert (first.finished, first.total, first.mean_s, first.remaining_s) == (0, 6, None, None)
+        assert progress_line(first) == "0 / 6 done · — a trace · about — to go"
+        clock.now = 20.0
+        label_as(queue, 0)  # 20 s on the first trace
+        clock.now = 60.0
+        label_as(queue, None)  # 40 s on the second
+        clock.now = 1060.0
+        queue.flag(FlagReason.UNSURE)  # a flagged trace is finished, but not a time per trace
+        clock.now = 1070.0
+        queue.skip()
+        progress = queue.progress()
+        assert (progress.done, progress.flagged, progress.skipped, progress.total) == (2, 1, 1, 6)
+        assert progress.mean_s == pytest.approx(30.0)
+        assert progress.remaining_s == pytest.approx(30.0 * 3)  # 3 left: two open, one skipped
+        assert progress_line(progress) == (
+            "3 / 6 done · 1 flagged · 1 skipped · 30 s a trace · about 1 min 30 s to go")
+        assert progress_line(progress, wall_clock=False) == "3 / 6 done · 1 flagged · 1 skipped"
+
+
+def test_the_estimate_follows_the_latest_fifty_traces(tmp_path: Path) -> None:
+    path = small_file(tmp_path, 60)
+    clock = Clock()
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path), clock=clock)
+        for number in range(55):
+            clock.now += 1000.0 if number < 5 else 10.0  # slow at first, then quicker
+            label_as(queue, 0)
+        progress = queue.progress()
+        assert progress.mean_s == pytest.approx(10.0)
+        assert progress.remaining_s == pytest.approx(50.0)
+
+
+def test_time_on_a_trace_left_mid_way_is_kept_across_sittings(tmp_path: Path) -> None:
+    """Quit after judging part of a trace, open the file again, finish: the time recorded (and
+    PRM800K's total_time, in ms) covers both sittings."""
+    path = small_file(tmp_path, 2)
+    store_path = tmp_path / "s.sqlite3"
+    clock = Clock()
+    with Store.open(store_path) as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path), clock=clock)
+        clock.now = 10.0
+        queue.judge(True)
+        clock.now = 12.5
+        queue.judge(True)  # then the app is quit; nothing else is saved
+    clock.now = 500.0  # time away from the queue does not count
+    with Store.open(store_path) as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path), clock=clock)
+        assert queue.position == 0 and queue.judged == "++"
+        clock.now = 504.0
+        queue.judge(False)
+        clock.now = 505.0
+        queue.submit()
+        work = store.queue_work("alice")[queue.session_id(0)]
+        assert work.status == WorkStatus.DONE
+        assert work.time_spent_s == pytest.approx(12.5 + 5.0)
+        export(load_traces(store, [queue.session_id(0)]), tmp_path / "prm.jsonl", "prm800k")
+    [row] = [json.loads(line) for line in (tmp_path / "prm.jsonl").read_text().splitlines()]
+    assert row["label"]["total_time"] == 17500
+    assert row["labeler"] == "alice"
+
+
+def test_prm800k_total_time_adds_up_every_annotators_time(tmp_path: Path) -> None:
+    path = small_file(tmp_path, 1)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        for name, seconds in (("alice", 12.25), ("bob", 3.5)):
+            clock = Clock()
+            queue = AnnotationQueue(store, name, read_queue_file(path), clock=clock)
+            clock.now = seconds
+            label_as(queue, 1)
+        export(load_traces(store, None), tmp_path / "prm.jsonl", "prm800k")
+    [row] = [json.loads(line) for line in (tmp_path / "prm.jsonl").read_text().splitlines()]
+    assert row["labeler"] == "alice, bob"
+    assert row["label"]["total_time"] == 15750
+    assert row["label"]["finish_reason"] == "found_error"

@@ -257,7 +257,8 @@ class AnnotationQueue:
         if self.unlocked is None:
             raise protocol.ProtocolError("nothing to judge here: the trace is complete, "
                                          "submitted or flagged")
-        work = self.work()
+        # Banked with the judgement, so that quitting mid-trace keeps the time spent on it.
+        work = self._bank_time()
         self._save(replace(work, judged=protocol.judge(work.judged, len(self.current.row.steps),
                                                        correct)))
 
@@ -265,7 +266,7 @@ class AnnotationQueue:
         """Withdraw the latest judgement of the trace on show; on a trace with none, reopen the
         trace submitted last in this sitting (its label withdrawn) with its last judgement
         undone. False when there is nothing to undo."""
-        work = self.work()
+        work = self._bank_time()
         if work.status == WorkStatus.DONE:
             self._withdraw(self.position)
             work = self.work()
