@@ -201,3 +201,75 @@ async def test_export_from_the_palette(tmp_path: Path, store: Store) -> None:
     assert lines[0].startswith("session_id,name,task,annotator")
     assert ",alice,labelled,0," in lines[1]
     assert out.read_bytes() == first
+
+
+def shown_text(app) -> str:
+    """The text of every Static on the screen (the title bar, the panes, the footer)."""
+    return "\n".join(str(widget.render()) for widget in app.screen.query(Static))
+
+
+async def test_the_gold_label_is_hidden_until_the_trace_is_submitted(tmp_path: Path) -> None:
+    path = queue_file(tmp_path, 2)
+    gold = [row.mistake_index for row in bundled_rows(TASK)[:2]]
+    assert gold[0] is not None and gold[0] > 0  # Thought 1 is then not the gold label
+    app = annotate_app(path, "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        screen = app.screen
+        for pressed in ("", "c", "u", "x"):  # while labelling, judged or not, complete
+            if pressed:
+                await keys(pilot, pressed)
+            assert "gold" not in shown_text(app).lower()
+            marked = [index for index, widget in enumerate(screen.query(".a-thought"))
+                      if widget.has_class("-mistake")]
+            assert marked == ([0] if pressed == "x" else [])  # only the annotator's own mark
+        await keys(pilot, "enter")
+        assert screen.queue.position == 1
+        last = text(pilot, "#a-last")
+        assert f"you said Thought 1; gold: Thought {gold[0] + 1} (differ)" in last
+        # The next trace's gold stays hidden: the only gold on screen is the submitted one's.
+        assert shown_text(app).lower().count("gold") == 1
+        await keys(pilot, "u")  # reopened: its label withdrawn, its gold hidden again
+        assert screen.queue.position == 0 and screen.queue.judged == ""
+        await keys(pilot, "x", "enter", "u", "u")
+        assert "gold" not in text(pilot, "#a-state").lower()
+
+
+async def test_a_file_written_by_run_is_annotated_and_exported_back(tmp_path: Path,
+                                                                     store: Store) -> None:
+    """`bbm-tui run` (the real command, replay/bbm, two questions) writes unlabelled rows;
+    `bbm-tui annotate` reads them (without a terminal it stops only at the terminal check);
+    the queue labels them in the app; `bbm-tui export` writes them back, labelled."""
+    from tests.cli_helpers import run_all
+
+    written = tmp_path / f"{TASK}.jsonl"
+    exported = tmp_path / "exported.jsonl"
+    [ran] = run_all([("run", "--model", "replay/bbm", "--task", TASK, "--dataset", "--limit",
+                      "2", "--out", str(written), "--no-progress")])
+    assert ran.code == 0, ran
+    rows = [json.loads(line) for line in written.read_text().splitlines()]
+    assert len(rows) == 2 and all("mistake_index" not in row for row in rows)
+    [annotate] = run_all([("annotate", str(written), "--annotator", "alice")])
+    assert annotate.code == 2 and "the app needs a terminal" in annotate.err, annotate
+
+    labels = [1, None]
+    app = annotate_app(written, "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        queue = app.screen.queue
+        assert not any(trace.has_gold for trace in queue.traces)
+        for row, label in zip(rows, labels, strict=True):
+            assert queue.current.row.input == row["input"]
+            await keys(pilot, *label_keys(label, len(row["steps"])))
+        assert queue.first_unfinished() is None
+        sessions = [str(queue.session_id(index)) for index in range(2)]
+        await pilot.press("q")
+    [export] = run_all([("export", "--format", "jsonl", "--session", *sessions,
+                         "--out", str(exported))])
+    assert export.code == 0, export
+    back = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert [row["input"] for row in back] == [row["input"] for row in rows]
+    for row, again, label in zip(rows, back, labels, strict=True):
+        assert again["mistake_index"] == label
+        for field in ("steps", "answer", "target"):
+            assert again[field] == row[field], field
