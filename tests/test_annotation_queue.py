@@ -378,3 +378,38 @@ def test_prm800k_total_time_adds_up_every_annotators_time(tmp_path: Path) -> Non
     assert row["labeler"] == "alice, bob"
     assert row["label"]["total_time"] == 15750
     assert row["label"]["finish_reason"] == "found_error"
+
+
+def test_trace_keys_keep_their_values() -> None:
+    """Stores key queued traces by `trace_key` (queue_items.trace_key): these digests were
+    computed by the first version of it and must never change."""
+    from bbm_tui.core.annotation.queue import trace_key
+
+    row = bundled_rows("word_sorting")[0]
+    assert trace_key(row.input, row.steps) == "06147640b066d01da0c94521fa2503ef"
+    assert trace_key("Q: ünïcode — 漢字", ["a", "", 'b\n"c"', "\ud800 lone"]) == \
+        "4450959f55347a5615781d3d9e6a0b28"
+    assert trace_key("", []) == "fcdf3ecfe876539956eb77f17f503ac1"
+    # The same characters split differently are different traces.
+    assert trace_key("ab", ["c"]) == "709cf327ef95531b685902e50b513a88"
+    assert trace_key("a", ["bc"]) == "a4d2502de3aca3ac159bba2d99ea81a8"
+
+
+def test_reading_a_queue_file_leaves_the_collector_as_it_was(tmp_path: Path) -> None:
+    import gc
+
+    path = small_file(tmp_path, 2)
+    assert gc.isenabled()
+    read_queue_file(path)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        read_queue_file(path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    bad = tmp_path / "word_sorting_bad.jsonl"
+    bad.write_text('{"input": "q"}\n')
+    with pytest.raises(DatasetError):
+        read_queue_file(bad, "word_sorting")
+    assert gc.isenabled()
