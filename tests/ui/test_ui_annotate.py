@@ -11,12 +11,13 @@ from pathlib import Path
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from bbm_tui.core.annotation.queue import read_queue_file
+from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.queue import AnnotationQueue, read_queue_file
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import Store
 from bbm_tui.core.types import ADJUDICATOR
 from bbm_tui.ui.app import AnnotateRequest
-from tests.ui.ui_helpers import SIZE, make_app, wait_for
+from tests.ui.ui_helpers import SIZE, make_app, steady_frame, wait_for
 
 TASK = "word_sorting"
 
@@ -273,3 +274,79 @@ async def test_a_file_written_by_run_is_annotated_and_exported_back(tmp_path: Pa
         assert again["mistake_index"] == label
         for field in ("steps", "answer", "target"):
             assert again[field] == row[field], field
+
+
+async def test_at_80x24_the_footer_has_the_essentials_and_help_has_every_key(
+    tmp_path: Path,
+) -> None:
+    from textual.widgets._footer import FooterKey
+
+    from bbm_tui.ui.dialogs import HelpScreen
+    from bbm_tui.ui.screens.annotate import AnnotateScreen
+
+    app = annotate_app(queue_file(tmp_path, 1), "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        await steady_frame(pilot)  # the footer has left out what does not fit
+        shown = {key.action for key in app.screen.query(FooterKey) if key.display}
+        assert "back" not in shown  # 80 columns: not every key fits
+        essentials = {"judge(True)", "judge(False)", "submit", "undo", "help"}
+        assert essentials <= shown, shown
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        listed = {row.binding_id for row in app.screen.rows}
+        ids = {binding.id for binding in AnnotateScreen.BINDINGS}  # type: ignore[union-attr]
+        assert ids <= listed, ids - listed
+
+
+def fully_in_view(app, selector: str) -> bool:
+    """The widget is drawn on screen whole (none of it scrolled or cut off)."""
+    widget = app.screen.query_one(selector)
+    try:
+        shown = app.screen.find_widget(widget).visible_region
+    except Exception:  # NoWidget: not on screen at all
+        return False
+    return shown.height == widget.outer_size.height and shown.height > 0
+
+
+async def test_at_80x24_what_an_annotator_needs_is_in_view(tmp_path: Path) -> None:
+    """The question's start, the target, the thought to judge, the state and the progress,
+    without scrolling; the same for the adjudication screen's candidates."""
+    path = tmp_path / "tracking_shuffled_objects.jsonl"  # long questions
+    path.write_text("".join(row.to_line() + "\n"
+                            for row in bundled_rows("tracking_shuffled_objects")[:2]))
+    app = annotate_app(path, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        await keys(pilot, *label_keys(3, len(app.screen.queue.current.row.steps)), "c", "c")
+        await steady_frame(pilot)
+        question = app.screen.query_one("#a-question", Static)
+        assert app.screen.find_widget(question).visible_region.height >= 8
+        for selector in ("#a-target", "#a-last", "#a-state", "#a-progress",
+                         ".a-thought.-current"):
+            assert fully_in_view(app, selector), selector
+    for name, label in (("carol", 1), ("bob", None)):  # with alice's: three candidates
+        queue = AnnotationQueue(Store.open(), name, read_queue_file(path)[:1])
+        for mark in protocol.judged_for(label, len(queue.current.row.steps)):
+            queue.judge(mark == protocol.CORRECT)
+        queue.submit()
+        queue.store.close()
+    app = make_app(annotate=AnnotateRequest("", adjudicate=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, "AdjudicateScreen")
+        await steady_frame(pilot)
+        for selector in ("#j-candidates", "#j-target", "#j-state", ".a-thought.-current"):
+            assert fully_in_view(app, selector), selector
+
+
+async def test_the_state_line_names_the_keys_as_bound(tmp_path: Path) -> None:
+    from bbm_tui.core.config import Config
+
+    config = Config(keymap={"annotate_correct": "v", "annotate_submit": "space"})
+    app = make_app(config, annotate=AnnotateRequest("alice", read_queue_file(
+        queue_file(tmp_path, 1))))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        assert "Judge Thought 1: v correct · x incorrect" in text(pilot, "#a-state")
+        await keys(pilot, "x")
+        assert "space to submit" in text(pilot, "#a-state")

@@ -63,9 +63,12 @@ def progress_line(progress: Progress, *, wall_clock: bool = True) -> str:
     return " · ".join(parts)
 
 
-def submitted_line(submitted: Submitted) -> str:
-    """After a submit: the label given and, where the file has one, the gold label."""
-    line = f"{submitted.trace.name}: you said {location_text(submitted.mistake_index)}"
+def submitted_line(submitted: Submitted, *, with_file: bool = True) -> str:
+    """After a submit: which trace, the label given and, where the file has one, the gold
+    label. Without `with_file` (a queue over one file) the trace is named by its line."""
+    trace = submitted.trace
+    where = trace.name if with_file else f"line {trace.line}"
+    line = f"{where}: you said {location_text(submitted.mistake_index)}"
     if submitted.has_gold:
         verdict = "agree" if submitted.agrees else "differ"
         line += f"; gold: {location_text(submitted.gold)} ({verdict})"
