@@ -350,3 +350,23 @@ async def test_the_state_line_names_the_keys_as_bound(tmp_path: Path) -> None:
         assert "Judge Thought 1: v correct · x incorrect" in text(pilot, "#a-state")
         await keys(pilot, "x")
         assert "space to submit" in text(pilot, "#a-state")
+
+
+async def test_flag_keys_work_while_the_note_is_typed(tmp_path: Path, store: Store) -> None:
+    """ctrl+u is also the note Input's own key (delete to the start): the flag wins."""
+    app = annotate_app(queue_file(tmp_path, 2), "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        for reason, key in (("unsure", "ctrl+u"), ("bad problem", "ctrl+b")):
+            index = app.screen.queue.position
+            await pilot.press("f")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "FlagDialog")
+            hint = str(app.screen.query_one("#flag-hint", Static).render())
+            assert hint == "enter or ^u: unsure · ^b: bad problem · esc: cancel"
+            await pilot.press(*"odd target", key)
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "AnnotateScreen")
+            await settle(pilot)
+            session = app.screen.queue.session_id(index)
+            work = store.queue_work("alice")[session]
+            assert (work.status, work.flag_reason, work.note) == ("flagged", reason,
+                                                                  "odd target")
