@@ -205,8 +205,11 @@ async def test_export_from_the_palette(tmp_path: Path, store: Store) -> None:
 
 
 def shown_text(app) -> str:
-    """The text of every Static on the screen (the title bar, the panes, the footer)."""
-    return "\n".join(str(widget.render()) for widget in app.screen.query(Static))
+    """The text of every Static on the screen that is displayed (the title bar, the panes,
+    the footer), scrolled into view or not."""
+    return "\n".join(str(widget.render()) for widget in app.screen.query(Static)
+                     if all(node.display for node in widget.ancestors_with_self
+                            if node is not app.screen and node is not app))
 
 
 async def test_the_gold_label_is_hidden_until_the_trace_is_submitted(tmp_path: Path) -> None:
@@ -232,6 +235,8 @@ async def test_the_gold_label_is_hidden_until_the_trace_is_submitted(tmp_path: P
         assert shown_text(app).lower().count("gold") == 1
         await keys(pilot, "u")  # reopened: its label withdrawn, its gold hidden again
         assert screen.queue.position == 0 and screen.queue.judged == ""
+        assert "gold" not in shown_text(app).lower()
+        assert not screen.query_one("#a-last").display
         await keys(pilot, "x", "enter", "u", "u")
         assert "gold" not in text(pilot, "#a-state").lower()
 

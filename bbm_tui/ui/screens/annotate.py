@@ -97,6 +97,7 @@ class AnnotateScreen(BbmScreen):
         self.queue = queue
         self.word = ""
         self.last_submitted = ""
+        self._last_index: int | None = None
         self._one_file = len({trace.path for trace in queue.traces}) == 1
         self.suggestions: list[Suggestion] | None = None
         self._lock = asyncio.Lock()
@@ -196,7 +197,10 @@ class AnnotateScreen(BbmScreen):
             suggestion.show(Content.assemble(styled("Suggestion (assisted): ", "bold"),
                                              Content(one_line(lines, 400))))
         last = self.query_one("#a-last", LeanStatic)
-        last.display = bool(self.last_submitted)
+        # Only while that trace stays submitted: reopened (undo), it is being labelled again
+        # and its gold label must not be on screen.
+        last.display = bool(self.last_submitted) and self._last_index is not None and \
+            queue.work(self._last_index).status == WorkStatus.DONE
         last.show(styled(f"Last: {one_line(self.last_submitted, 300)}", MUTED))
         self.query_one("#a-progress", LeanStatic).show(styled(
             progress_line(queue.progress(), wall_clock=context(self).wall_clock), MUTED))
@@ -256,7 +260,9 @@ class AnnotateScreen(BbmScreen):
 
     def action_submit(self) -> None:
         def submit() -> str | None:
+            index = self.queue.position
             submitted = self.queue.submit()
+            self._last_index = index
             self.last_submitted = submitted_line(submitted, with_file=not self._one_file)
             if self.queue.first_unfinished() is None:
                 return "Every trace of the queue is done."
