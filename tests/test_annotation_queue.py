@@ -305,7 +305,7 @@ def test_progress_counts_time_per_trace_and_the_estimate_to_finish(tmp_path: Pat
         queue = AnnotationQueue(store, "alice", read_queue_file(path), clock=clock)
         first = queue.progress()
         assert (first.finished, first.total, first.mean_s, first.remaining_s) == (0, 6, None, None)
-        assert progress_line(first) == "0 / 6 done · — a trace · about — to go"
+        assert progress_line(first) == "0 / 6 done"  # no time per trace before a submit
         clock.now = 20.0
         label_as(queue, 0)  # 20 s on the first trace
         clock.now = 60.0

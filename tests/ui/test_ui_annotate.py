@@ -375,3 +375,26 @@ async def test_flag_keys_work_while_the_note_is_typed(tmp_path: Path, store: Sto
             work = store.queue_work("alice")[session]
             assert (work.status, work.flag_reason, work.note) == ("flagged", reason,
                                                                   "odd target")
+
+
+async def test_the_thought_to_judge_is_scrolled_into_view(tmp_path: Path) -> None:
+    """At 80x24, a long trace reopened by undo (and one resumed) shows its unlocked thought
+    (it was left below the fold: the thoughts were mounted anew and not laid out yet)."""
+    path = tmp_path / f"{TASK}.jsonl"
+    path.write_text(bundled_rows(TASK)[1].to_line() + "\n" + bundled_rows(TASK)[2].to_line()
+                    + "\n")
+    app = annotate_app(path, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        await keys(pilot, *"cccccc", "x", "enter")
+        await keys(pilot, "u")  # trace 1 again, Thought 7 unlocked
+        assert app.screen.queue.position == 0 and app.screen.queue.judged == "++++++"
+        await steady_frame(pilot)
+        assert fully_in_view(app, ".a-thought.-current")
+        await pilot.press("q")
+    again = annotate_app(path, "alice")
+    async with again.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        assert again.screen.queue.judged == "++++++"
+        await steady_frame(pilot)
+        assert fully_in_view(again, ".a-thought.-current")

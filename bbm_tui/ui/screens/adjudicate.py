@@ -21,7 +21,7 @@ from bbm_tui.core.store import Session, Step
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.messages import GoBack
-from bbm_tui.ui.screens.annotate import ThoughtsPane, WheelScroll
+from bbm_tui.ui.screens.annotate import ThoughtsPane, WheelScroll, reveal
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, key_shown, safe, styled
@@ -178,7 +178,7 @@ class AdjudicateScreen(BbmScreen):
             widget.set_class(index == self.selected, "-current")
             widget.set_class(index in marks, "-mistake")
             if index == self.selected:
-                widget.scroll_visible(animate=False)
+                reveal(widget)
 
     # -- actions
 

@@ -18,6 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
+from textual.widget import Widget
 from textual.widgets import Static
 
 from bbm_tui.core.annotation.protocol import ProtocolError
@@ -55,6 +56,18 @@ class WheelScroll(VerticalScroll, can_focus=False):
 
 class ThoughtsPane(WheelScroll):
     """The thoughts of the trace on show."""
+
+
+def reveal(widget: Widget) -> None:
+    """Scroll `widget` into view once it is laid out: a thought mounted with a new trace
+    (opened, resumed, reopened by undo) has no place yet, so scrolling at once did nothing
+    and the thought to judge could be below the fold."""
+
+    def scroll() -> None:
+        if widget.is_attached:
+            widget.scroll_visible(animate=False)
+
+    widget.call_after_refresh(scroll)
 
 
 class AnnotateScreen(BbmScreen):
@@ -170,7 +183,7 @@ class AnnotateScreen(BbmScreen):
             widget.set_class(state == "current", "-current")
             widget.set_class(state == "mistake", "-mistake")
             if state == "current":
-                widget.scroll_visible(animate=False)
+                reveal(widget)
 
     def _show_question(self) -> None:
         self._question_word = self.word

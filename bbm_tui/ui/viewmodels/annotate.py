@@ -57,7 +57,7 @@ def progress_line(progress: Progress, *, wall_clock: bool = True) -> str:
         parts.append(f"{progress.flagged} flagged")
     if progress.skipped:
         parts.append(f"{progress.skipped} skipped")
-    if wall_clock:
+    if wall_clock and progress.mean_s is not None:  # none until a trace is submitted
         parts.append(f"{duration(progress.mean_s)} a trace")
         parts.append(f"about {duration(progress.remaining_s)} to go")
     return " · ".join(parts)
