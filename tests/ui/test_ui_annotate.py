@@ -6,6 +6,7 @@ adjudication."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from textual.pilot import Pilot
@@ -398,3 +399,23 @@ async def test_the_thought_to_judge_is_scrolled_into_view(tmp_path: Path) -> Non
         assert again.screen.queue.judged == "++++++"
         await steady_frame(pilot)
         assert fully_in_view(again, ".a-thought.-current")
+
+
+def test_the_guidelines_running_text_is_joined_and_their_tables_kept() -> None:
+    from bbm_tui.ui.screens.annotate_dialogs import guidelines_text
+    from bbm_tui.ui.viewmodels.annotate import reflowed
+
+    for task in ("word_sorting", "tracking_shuffled_objects", "logical_deduction",
+                 "multistep_arithmetic"):
+        text = guidelines_text(task)
+        assert text is not None
+        shown = reflowed(text)
+        assert shown.split() == text.split()  # not a word lost, added or moved
+        # Lines in columns (a run of spaces inside, after any bullet) are the tables: kept.
+        table = [line for line in text.split("\n")
+                 if re.search(r"\S {3,}\S", re.sub(r"^[●•]\s+", "", line.strip()))]
+        assert len(table) > 5 and set(table) <= set(shown.split("\n"))
+    text = guidelines_text("word_sorting") or ""
+    assert ("We’ve used an AI model to generate a sequence of steps to complete a word sorting "
+            "task, but some of these steps might be wrong.") in reflowed(text)
+    assert "Overview\nWe’ve used" in reflowed(text)  # a heading stays on its line

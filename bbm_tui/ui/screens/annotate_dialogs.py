@@ -14,6 +14,7 @@ from textual.widgets import Input, Static
 from bbm_tui.core.types import FlagReason
 from bbm_tui.ui.dialogs import Dialog
 from bbm_tui.ui.text import MUTED, key_shown, safe, styled
+from bbm_tui.ui.viewmodels.annotate import reflowed
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class GuidelinesDialog(Dialog[None]):
         with Vertical(id="guidelines-dialog", classes="dialog"):
             yield Static(styled(self._title, "bold"), classes="dialog-title")
             with VerticalScroll(id="guidelines-text"):
-                yield Static(safe(self._text))
+                yield Static(safe(reflowed(self._text)))
             yield Static(id="guidelines-hint", classes="dialog-hint")
 
     def on_mount(self) -> None:
