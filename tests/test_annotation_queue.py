@@ -92,12 +92,18 @@ def test_one_annotator_labels_undoes_skips_flags_and_resumes(tmp_path: Path) -> 
         assert queue.position == 2 and queue.work(1).status == WorkStatus.SKIPPED
         queue.flag(FlagReason.BAD_PROBLEM, "the target is misspelt")
         assert queue.position == 3
-        # Undo on a fresh trace reopens the last submitted one, its label withdrawn.
+        # Undo on a fresh trace reopens the trace flagged or submitted last: the flag...
+        queue.undo()
+        assert queue.position == 2 and queue.status == WorkStatus.OPEN
+        assert queue.work(2).flag_reason is None and queue.work(2).note is None
+        # ...then, nothing judged there, the submitted one, its label withdrawn.
         queue.undo()
         assert queue.position == 0 and queue.judged == "+" and queue.status == WorkStatus.OPEN
         assert store.current_label(queue.session_id(0), "alice") is None
         queue.judge(False)
         queue.submit()
+        assert queue.position == 2
+        queue.flag(FlagReason.BAD_PROBLEM, "the target is misspelt")
         progress = queue.progress()
         assert (progress.done, progress.flagged, progress.skipped, progress.total) == (1, 1, 1, 4)
         assert progress.mean_s == pytest.approx(12.0)

@@ -176,7 +176,8 @@ class AnnotationQueue:
             if trace.key in self._sessions and self._sessions[trace.key] in by_session
         }
         self._step_ids: dict[int, list[int]] = {}
-        # Traces submitted in this sitting, latest last, so that undo can reopen them.
+        # Traces submitted or flagged in this sitting, latest last, so that undo can reopen
+        # them (a flag moves on to the next trace, and the queue has no key to go back).
         self._history: list[int] = []
         # Counted once, then again only when a trace's status changes (not on every key).
         self._progress: Progress | None = None
@@ -283,8 +284,9 @@ class AnnotationQueue:
 
     def undo(self) -> bool:
         """Withdraw the latest judgement of the trace on show; on a trace with none, reopen the
-        trace submitted last in this sitting (its label withdrawn) with its last judgement
-        undone. False when there is nothing to undo."""
+        trace submitted or flagged last in this sitting: a submitted one with its label
+        withdrawn and its last judgement undone, a flagged one unflagged. False when there is
+        nothing to undo."""
         work = self._bank_time()
         if work.status == WorkStatus.DONE:
             self._withdraw(self.position)
@@ -297,9 +299,14 @@ class AnnotationQueue:
             return True
         while self._history:
             index = self._history.pop()
-            if self.work(index).status != WorkStatus.DONE:
-                continue
+            status = self.work(index).status
+            if status not in (WorkStatus.DONE, WorkStatus.FLAGGED):
+                continue  # reopened since (by undo on the trace itself)
             self.go_to(index)
+            work = self.work()
+            if status == WorkStatus.FLAGGED:
+                self._save(replace(work, status=WorkStatus.OPEN, flag_reason=None, note=None))
+                return True
             self._withdraw(index)
             work = self.work()
             self._save(replace(work, judged=protocol.undo(work.judged)))
@@ -348,6 +355,7 @@ class AnnotationQueue:
             work = self.work()
         self._save(replace(work, status=WorkStatus.FLAGGED, flag_reason=str(reason),
                            note=note or None))
+        self._history.append(self.position)
         self._advance()
 
     def suggestions(self) -> list[Suggestion]:
