@@ -35,7 +35,10 @@ class HangingStatic(Static):
             return self._cache[1], self._cache[2]
         lines = self._body.wrap(max(width - self._gutter_width, 8)) or [Content("")]
         gutter = self._gutter.pad_right(self._gutter_width - self._gutter.cell_length)
-        indent = Content(" " * self._gutter_width)
+        # A style of its own (one that changes nothing): an SVG screenshot then draws the
+        # indent as its own run and the text at its column, instead of one run that starts
+        # with spaces, which renderers that collapse leading whitespace shifted left.
+        indent = Content.styled(" " * self._gutter_width, "not dim")
         drawn = Content("\n").join((gutter if index == 0 else indent).append(line)
                                    for index, line in enumerate(lines))
         self._cache = (width, drawn, len(lines))
