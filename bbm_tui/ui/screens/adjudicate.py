@@ -114,10 +114,12 @@ class AdjudicateScreen(BbmScreen):
         settled = sum(entry.settled for entry in self.queue.items)
         self.query_one(TitleBar).set_left(Content(
             f"adjudicate · {one_line(session.name, 50)} · {session.task}"))
-        self.query_one("#adjudicate-left").border_title = "Question"
-        self.query_one("#adjudicate-right").border_title = f"Thoughts · {len(self._steps)}"
-        self.query_one("#j-question", Static).update(
-            safe(get_task(session.task).question(session.input)))
+        if rebuild:  # a new title repaints the whole pane
+            self.query_one("#adjudicate-left").border_title = "Question"
+            self.query_one("#adjudicate-right").border_title = (
+                f"Thoughts · {len(self._steps)}")
+            self.query_one("#j-question", Static).update(
+                safe(get_task(session.task).question(session.input)))
         self.query_one("#j-target", LeanStatic).show(Content.assemble(
             styled("Target: ", "bold"), safe(session.target or "—")))
         self.query_one("#j-candidates", LeanStatic).show(self._candidates_text())

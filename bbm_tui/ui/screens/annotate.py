@@ -143,6 +143,7 @@ class AnnotateScreen(BbmScreen):
         yield KeysFooter(show_command_palette=False)
 
     async def on_mount(self) -> None:
+        self.query_one("#annotate-left").border_title = "Question"
         await self.refresh_trace()
 
     # -- what is on show
@@ -167,6 +168,8 @@ class AnnotateScreen(BbmScreen):
         self._thought_widgets = [HangingStatic(classes="a-thought") for _ in steps]
         await pane.mount_all(self._thought_widgets)
         self._painted = [None] * len(steps)
+        # Set with the trace only: a new title repaints the whole pane, every thought in it.
+        self.query_one("#annotate-right").border_title = f"Thoughts · {len(steps)}"
         self._painted_question = False
         pane.scroll_home(animate=False)
 
@@ -195,7 +198,6 @@ class AnnotateScreen(BbmScreen):
         title = (f"annotate · {one_line(self.queue.annotator, 30)} · "
                  f"{one_line(trace.name, 60)} · {trace.task}")
         self.query_one(TitleBar).set_left(Content(title))
-        self.query_one("#annotate-left").border_title = "Question"
 
     def _show_facts(self) -> None:
         queue = self.queue
@@ -217,8 +219,6 @@ class AnnotateScreen(BbmScreen):
         last.show(styled(f"Last: {one_line(self.last_submitted, 300)}", MUTED))
         self.query_one("#a-progress", LeanStatic).show(styled(
             progress_line(queue.progress(), wall_clock=context(self).wall_clock), MUTED))
-        self.query_one("#annotate-right").border_title = (
-            f"Thoughts · {len(trace.row.steps)}")
 
     def _key(self, binding_id: str, fallback: str) -> str:
         return key_shown(self, binding_id, fallback)
