@@ -419,3 +419,23 @@ def test_reading_a_queue_file_leaves_the_collector_as_it_was(tmp_path: Path) -> 
     with pytest.raises(DatasetError):
         read_queue_file(bad, "word_sorting")
     assert gc.isenabled()
+
+
+def test_a_new_annotators_queue_opens_without_every_traces_key(tmp_path: Path) -> None:
+    """Opening a file no one has worked on digests only the trace on show (the rest are
+    worked out by index(), which the screen runs in a thread after the first frame); a queue
+    with work in the store matches every trace to it."""
+    from bbm_tui.core.annotation.queue import trace_key
+
+    path = small_file(tmp_path, 5)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        traces = read_queue_file(path)
+        queue = AnnotationQueue(store, "alice", traces)
+        assert [trace._key is not None for trace in traces] == [True] + [False] * 4
+        assert queue.progress().total == 5
+        queue.index()
+        assert [trace.key for trace in traces] == [
+            trace_key(trace.row.input, trace.row.steps) for trace in traces]
+        label_as(queue, 1)
+        again = AnnotationQueue(store, "alice", read_queue_file(path))
+        assert again.position == 1 and again.progress().done == 1

@@ -19,7 +19,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bbm_tui.core.annotation import protocol
@@ -58,7 +58,16 @@ class QueuedTrace:
     task: str
     row: TraceRow
     has_gold: bool
-    key: str
+    _key: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        """`trace_key` of the row, worked out when first asked for: opening a file that no
+        one has worked on needs none but the first trace's (AnnotationQueue.index does the
+        rest after the first screen)."""
+        if self._key is None:
+            self._key = trace_key(self.row.input, self.row.steps)
+        return self._key
 
     @property
     def gold(self) -> int | None:
@@ -100,8 +109,7 @@ def read_queue_file(path: Path, task: str | None = None) -> list[QueuedTrace]:
     """Every row of a dataset-format file as a queued trace."""
     task_name = resolve_task(path, task)
     with collector_paused():
-        return [QueuedTrace(path, number, task_name, row, has_gold,
-                            trace_key(row.input, row.steps))
+        return [QueuedTrace(path, number, task_name, row, has_gold)
                 for number, row, has_gold in read_labelled_rows(path)]
 
 
@@ -170,11 +178,12 @@ class AnnotationQueue:
         self._clock = clock
         self._sessions: dict[str, int] = store.queue_links()
         by_session = store.queue_work(annotator)
+        # An annotator who has worked on nothing needs no trace's key to start.
         self._work: dict[str, QueueWork] = {
             trace.key: by_session[self._sessions[trace.key]]
             for trace in traces
             if trace.key in self._sessions and self._sessions[trace.key] in by_session
-        }
+        } if by_session else {}
         self._step_ids: dict[int, list[int]] = {}
         # Traces submitted or flagged in this sitting, latest last, so that undo can reopen
         # them (a flag moves on to the next trace, and the queue has no key to go back).
@@ -246,9 +255,17 @@ class AnnotationQueue:
             self._progress = self._count_progress()
         return self._progress
 
+    def index(self) -> None:
+        """Work out every trace's key ahead of need (in a thread, while the first trace is
+        read), so that counting the progress after the first judgement is quick."""
+        for trace in self.traces:
+            _ = trace.key
+
     def _count_progress(self) -> Progress:
         done = flagged = skipped = 0
         times: list[tuple[float, float]] = []
+        if not self._work:  # nothing done yet: no trace's key needed
+            return Progress(0, 0, 0, len(self.traces), None, None)
         for trace in self.traces:
             work = self._work.get(trace.key)
             if work is None:

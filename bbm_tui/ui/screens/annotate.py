@@ -145,6 +145,11 @@ class AnnotateScreen(BbmScreen):
     async def on_mount(self) -> None:
         self.query_one("#annotate-left").border_title = "Question"
         await self.refresh_trace()
+        self.call_after_refresh(self._index)
+
+    @work(thread=True, group="annotate-index", exit_on_error=False)
+    def _index(self) -> None:
+        self.queue.index()
 
     # -- what is on show
 
