@@ -92,12 +92,18 @@ def test_one_annotator_labels_undoes_skips_flags_and_resumes(tmp_path: Path) -> 
         assert queue.position == 2 and queue.work(1).status == WorkStatus.SKIPPED
         queue.flag(FlagReason.BAD_PROBLEM, "the target is misspelt")
         assert queue.position == 3
-        # Undo on a fresh trace reopens the last submitted one, its label withdrawn.
+        # Undo on a fresh trace reopens the trace flagged or submitted last: the flag...
+        queue.undo()
+        assert queue.position == 2 and queue.status == WorkStatus.OPEN
+        assert queue.work(2).flag_reason is None and queue.work(2).note is None
+        # ...then, nothing judged there, the submitted one, its label withdrawn.
         queue.undo()
         assert queue.position == 0 and queue.judged == "+" and queue.status == WorkStatus.OPEN
         assert store.current_label(queue.session_id(0), "alice") is None
         queue.judge(False)
         queue.submit()
+        assert queue.position == 2
+        queue.flag(FlagReason.BAD_PROBLEM, "the target is misspelt")
         progress = queue.progress()
         assert (progress.done, progress.flagged, progress.skipped, progress.total) == (1, 1, 1, 4)
         assert progress.mean_s == pytest.approx(12.0)
@@ -292,3 +298,144 @@ def test_undo_unflags_and_a_flag_note_is_kept_as_text_in_the_csv(tmp_path: Path)
         assert queue.undo()
         assert queue.status == WorkStatus.OPEN and queue.unlocked == 0
         assert store.queue_work("alice")[queue.session_id(0)].flag_reason is None
+
+
+def test_progress_counts_time_per_trace_and_the_estimate_to_finish(tmp_path: Path) -> None:
+    """Time per trace is the mean over the latest submitted traces (flagged ones not counted);
+    the estimate is that mean times the traces still open or skipped."""
+    from bbm_tui.ui.viewmodels.annotate import progress_line
+
+    path = small_file(tmp_path, 6)
+    clock = Clock()
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path), clock=clock)
+        first = queue.progress()
+        assert (first.finished, first.total, first.mean_s, first.remaining_s) == (0, 6, None, None)
+        assert progress_line(first) == "0 / 6 done"  # no time per trace before a submit
+        clock.now = 20.0
+        label_as(queue, 0)  # 20 s on the first trace
+        clock.now = 60.0
+        label_as(queue, None)  # 40 s on the second
+        clock.now = 1060.0
+        queue.flag(FlagReason.UNSURE)  # a flagged trace is finished, but not a time per trace
+        clock.now = 1070.0
+        queue.skip()
+        progress = queue.progress()
+        assert (progress.done, progress.flagged, progress.skipped, progress.total) == (2, 1, 1, 6)
+        assert progress.mean_s == pytest.approx(30.0)
+        assert progress.remaining_s == pytest.approx(30.0 * 3)  # 3 left: two open, one skipped
+        assert progress_line(progress) == (
+            "3 / 6 done · 1 flagged · 1 skipped · 30 s a trace · about 1 min 30 s to go")
+        assert progress_line(progress, wall_clock=False) == "3 / 6 done · 1 flagged · 1 skipped"
+
+
+def test_the_estimate_follows_the_latest_fifty_traces(tmp_path: Path) -> None:
+    path = small_file(tmp_path, 60)
+    clock = Clock()
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path), clock=clock)
+        for number in range(55):
+            clock.now += 1000.0 if number < 5 else 10.0  # slow at first, then quicker
+            label_as(queue, 0)
+        progress = queue.progress()
+        assert progress.mean_s == pytest.approx(10.0)
+        assert progress.remaining_s == pytest.approx(50.0)
+
+
+def test_time_on_a_trace_left_mid_way_is_kept_across_sittings(tmp_path: Path) -> None:
+    """Quit after judging part of a trace, open the file again, finish: the time recorded (and
+    PRM800K's total_time, in ms) covers both sittings."""
+    path = small_file(tmp_path, 2)
+    store_path = tmp_path / "s.sqlite3"
+    clock = Clock()
+    with Store.open(store_path) as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path), clock=clock)
+        clock.now = 10.0
+        queue.judge(True)
+        clock.now = 12.5
+        queue.judge(True)  # then the app is quit; nothing else is saved
+    clock.now = 500.0  # time away from the queue does not count
+    with Store.open(store_path) as store:
+        queue = AnnotationQueue(store, "alice", read_queue_file(path), clock=clock)
+        assert queue.position == 0 and queue.judged == "++"
+        clock.now = 504.0
+        queue.judge(False)
+        clock.now = 505.0
+        queue.submit()
+        work = store.queue_work("alice")[queue.session_id(0)]
+        assert work.status == WorkStatus.DONE
+        assert work.time_spent_s == pytest.approx(12.5 + 5.0)
+        export(load_traces(store, [queue.session_id(0)]), tmp_path / "prm.jsonl", "prm800k")
+    [row] = [json.loads(line) for line in (tmp_path / "prm.jsonl").read_text().splitlines()]
+    assert row["label"]["total_time"] == 17500
+    assert row["labeler"] == "alice"
+
+
+def test_prm800k_total_time_adds_up_every_annotators_time(tmp_path: Path) -> None:
+    path = small_file(tmp_path, 1)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        for name, seconds in (("alice", 12.25), ("bob", 3.5)):
+            clock = Clock()
+            queue = AnnotationQueue(store, name, read_queue_file(path), clock=clock)
+            clock.now = seconds
+            label_as(queue, 1)
+        export(load_traces(store, None), tmp_path / "prm.jsonl", "prm800k")
+    [row] = [json.loads(line) for line in (tmp_path / "prm.jsonl").read_text().splitlines()]
+    assert row["labeler"] == "alice, bob"
+    assert row["label"]["total_time"] == 15750
+    assert row["label"]["finish_reason"] == "found_error"
+
+
+def test_trace_keys_keep_their_values() -> None:
+    """Stores key queued traces by `trace_key` (queue_items.trace_key): these digests were
+    computed by the first version of it and must never change."""
+    from bbm_tui.core.annotation.queue import trace_key
+
+    row = bundled_rows("word_sorting")[0]
+    assert trace_key(row.input, row.steps) == "06147640b066d01da0c94521fa2503ef"
+    assert trace_key("Q: ünïcode — 漢字", ["a", "", 'b\n"c"', "\ud800 lone"]) == \
+        "4450959f55347a5615781d3d9e6a0b28"
+    assert trace_key("", []) == "fcdf3ecfe876539956eb77f17f503ac1"
+    # The same characters split differently are different traces.
+    assert trace_key("ab", ["c"]) == "709cf327ef95531b685902e50b513a88"
+    assert trace_key("a", ["bc"]) == "a4d2502de3aca3ac159bba2d99ea81a8"
+
+
+def test_reading_a_queue_file_leaves_the_collector_as_it_was(tmp_path: Path) -> None:
+    import gc
+
+    path = small_file(tmp_path, 2)
+    assert gc.isenabled()
+    read_queue_file(path)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        read_queue_file(path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    bad = tmp_path / "word_sorting_bad.jsonl"
+    bad.write_text('{"input": "q"}\n')
+    with pytest.raises(DatasetError):
+        read_queue_file(bad, "word_sorting")
+    assert gc.isenabled()
+
+
+def test_a_new_annotators_queue_opens_without_every_traces_key(tmp_path: Path) -> None:
+    """Opening a file no one has worked on digests only the trace on show (the rest are
+    worked out by index(), which the screen runs in a thread after the first frame); a queue
+    with work in the store matches every trace to it."""
+    from bbm_tui.core.annotation.queue import trace_key
+
+    path = small_file(tmp_path, 5)
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        traces = read_queue_file(path)
+        queue = AnnotationQueue(store, "alice", traces)
+        assert [trace._key is not None for trace in traces] == [True] + [False] * 4
+        assert queue.progress().total == 5
+        queue.index()
+        assert [trace.key for trace in traces] == [
+            trace_key(trace.row.input, trace.row.steps) for trace in traces]
+        label_as(queue, 1)
+        again = AnnotationQueue(store, "alice", read_queue_file(path))
+        assert again.position == 1 and again.progress().done == 1

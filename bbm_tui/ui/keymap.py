@@ -1,39 +1,40 @@
-"""The user's [keymap] checked against the app's bindings (issue 10, item 7): an id no screen
+"""The user's [keymap] checked against the app's bindings (README, Config): an id no screen
 has, or a key given to two actions of one screen, gets one message naming the config file and
 the line, instead of being ignored (Textual's set_keymap skips unknown ids silently)."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 from textual.binding import Binding
 
 
 def screen_bindings() -> dict[str, list[Binding]]:
-    """Every screen's and dialog's bindings with an id, by the screen's name. Imported here,
-    not at module level: the check runs after the first frame."""
-    from bbm_tui.ui import dialogs
-    from bbm_tui.ui.screens import (
-        adjudicate,
-        annotate,
-        backtrack,
-        branch_tree,
-        compare,
-        new_session,
-        sessions,
-        tokens,
-        trace,
-    )
-
+    """Every screen's and dialog's bindings with an id, by the screen's name: the classes of
+    every module of bbm_tui/ui/screens/ (found on disk, so a new screen file is checked with no
+    edit here) and of bbm_tui/ui/dialogs.py. Imported here, not at module level: the check
+    runs after the first frame."""
     found: dict[str, list[Binding]] = {}
-    for module in (dialogs, adjudicate, annotate, backtrack, branch_tree, compare, new_session,
-                   sessions, tokens, trace):
+    for module in ui_screen_modules():
         for name in dir(module):
             thing = getattr(module, name)
             bindings = getattr(thing, "BINDINGS", None)
             if isinstance(thing, type) and bindings and thing.__module__ == module.__name__:
                 found[name] = [b for b in bindings if isinstance(b, Binding) and b.id]
+    return found
+
+
+def ui_screen_modules() -> list[ModuleType]:
+    """bbm_tui.ui.dialogs and every module of the bbm_tui.ui.screens package."""
+    from bbm_tui.ui import dialogs, screens
+
+    found = [dialogs]
+    for info in pkgutil.iter_modules(screens.__path__, prefix=f"{screens.__name__}."):
+        found.append(importlib.import_module(info.name))
     return found
 
 

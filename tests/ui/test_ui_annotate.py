@@ -6,17 +6,19 @@ adjudication."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from bbm_tui.core.annotation.queue import read_queue_file
+from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.queue import AnnotationQueue, read_queue_file
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import Store
 from bbm_tui.core.types import ADJUDICATOR
 from bbm_tui.ui.app import AnnotateRequest
-from tests.ui.ui_helpers import SIZE, make_app, wait_for
+from tests.ui.ui_helpers import SIZE, make_app, steady_frame, wait_for
 
 TASK = "word_sorting"
 
@@ -201,3 +203,219 @@ async def test_export_from_the_palette(tmp_path: Path, store: Store) -> None:
     assert lines[0].startswith("session_id,name,task,annotator")
     assert ",alice,labelled,0," in lines[1]
     assert out.read_bytes() == first
+
+
+def shown_text(app) -> str:
+    """The text of every Static on the screen that is displayed (the title bar, the panes,
+    the footer), scrolled into view or not."""
+    return "\n".join(str(widget.render()) for widget in app.screen.query(Static)
+                     if all(node.display for node in widget.ancestors_with_self
+                            if node is not app.screen and node is not app))
+
+
+async def test_the_gold_label_is_hidden_until_the_trace_is_submitted(tmp_path: Path) -> None:
+    path = queue_file(tmp_path, 2)
+    gold = [row.mistake_index for row in bundled_rows(TASK)[:2]]
+    assert gold[0] is not None and gold[0] > 0  # Thought 1 is then not the gold label
+    app = annotate_app(path, "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        screen = app.screen
+        for pressed in ("", "c", "u", "x"):  # while labelling, judged or not, complete
+            if pressed:
+                await keys(pilot, pressed)
+            assert "gold" not in shown_text(app).lower()
+            marked = [index for index, widget in enumerate(screen.query(".a-thought"))
+                      if widget.has_class("-mistake")]
+            assert marked == ([0] if pressed == "x" else [])  # only the annotator's own mark
+        await keys(pilot, "enter")
+        assert screen.queue.position == 1
+        last = text(pilot, "#a-last")
+        assert f"you said Thought 1; gold: Thought {gold[0] + 1} (differ)" in last
+        # The next trace's gold stays hidden: the only gold on screen is the submitted one's.
+        assert shown_text(app).lower().count("gold") == 1
+        await keys(pilot, "u")  # reopened: its label withdrawn, its gold hidden again
+        assert screen.queue.position == 0 and screen.queue.judged == ""
+        assert "gold" not in shown_text(app).lower()
+        assert not screen.query_one("#a-last").display
+        await keys(pilot, "x", "enter", "u", "u")
+        assert "gold" not in text(pilot, "#a-state").lower()
+
+
+async def test_a_file_written_by_run_is_annotated_and_exported_back(tmp_path: Path,
+                                                                     store: Store) -> None:
+    """`bbm-tui run` (the real command, replay/bbm, two questions) writes unlabelled rows;
+    `bbm-tui annotate` reads them (without a terminal it stops only at the terminal check);
+    the queue labels them in the app; `bbm-tui export` writes them back, labelled."""
+    from tests.cli_helpers import run_all
+
+    written = tmp_path / f"{TASK}.jsonl"
+    exported = tmp_path / "exported.jsonl"
+    [ran] = run_all([("run", "--model", "replay/bbm", "--task", TASK, "--dataset", "--limit",
+                      "2", "--out", str(written), "--no-progress")])
+    assert ran.code == 0, ran
+    rows = [json.loads(line) for line in written.read_text().splitlines()]
+    assert len(rows) == 2 and all("mistake_index" not in row for row in rows)
+    [annotate] = run_all([("annotate", str(written), "--annotator", "alice")])
+    assert annotate.code == 2 and "the app needs a terminal" in annotate.err, annotate
+
+    labels = [1, None]
+    app = annotate_app(written, "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        queue = app.screen.queue
+        assert not any(trace.has_gold for trace in queue.traces)
+        for row, label in zip(rows, labels, strict=True):
+            assert queue.current.row.input == row["input"]
+            await keys(pilot, *label_keys(label, len(row["steps"])))
+        assert queue.first_unfinished() is None
+        sessions = [str(queue.session_id(index)) for index in range(2)]
+        await pilot.press("q")
+    [export] = run_all([("export", "--format", "jsonl", "--session", *sessions,
+                         "--out", str(exported))])
+    assert export.code == 0, export
+    back = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert [row["input"] for row in back] == [row["input"] for row in rows]
+    for row, again, label in zip(rows, back, labels, strict=True):
+        assert again["mistake_index"] == label
+        for field in ("steps", "answer", "target"):
+            assert again[field] == row[field], field
+
+
+async def test_at_80x24_the_footer_has_the_essentials_and_help_has_every_key(
+    tmp_path: Path,
+) -> None:
+    from textual.widgets._footer import FooterKey
+
+    from bbm_tui.ui.dialogs import HelpScreen
+    from bbm_tui.ui.screens.annotate import AnnotateScreen
+
+    app = annotate_app(queue_file(tmp_path, 1), "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        await steady_frame(pilot)  # the footer has left out what does not fit
+        shown = {key.action for key in app.screen.query(FooterKey) if key.display}
+        assert "back" not in shown  # 80 columns: not every key fits
+        essentials = {"judge(True)", "judge(False)", "submit", "undo", "help"}
+        assert essentials <= shown, shown
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        listed = {row.binding_id for row in app.screen.rows}
+        ids = {binding.id for binding in AnnotateScreen.BINDINGS}  # type: ignore[union-attr]
+        assert ids <= listed, ids - listed
+
+
+def fully_in_view(app, selector: str) -> bool:
+    """The widget is drawn on screen whole (none of it scrolled or cut off)."""
+    widget = app.screen.query_one(selector)
+    try:
+        shown = app.screen.find_widget(widget).visible_region
+    except Exception:  # NoWidget: not on screen at all
+        return False
+    return shown.height == widget.outer_size.height and shown.height > 0
+
+
+async def test_at_80x24_what_an_annotator_needs_is_in_view(tmp_path: Path) -> None:
+    """The question's start, the target, the thought to judge, the state and the progress,
+    without scrolling; the same for the adjudication screen's candidates."""
+    path = tmp_path / "tracking_shuffled_objects.jsonl"  # long questions
+    path.write_text("".join(row.to_line() + "\n"
+                            for row in bundled_rows("tracking_shuffled_objects")[:2]))
+    app = annotate_app(path, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        await keys(pilot, *label_keys(3, len(app.screen.queue.current.row.steps)), "c", "c")
+        await steady_frame(pilot)
+        question = app.screen.query_one("#a-question", Static)
+        assert app.screen.find_widget(question).visible_region.height >= 8
+        for selector in ("#a-target", "#a-last", "#a-state", "#a-progress",
+                         ".a-thought.-current"):
+            assert fully_in_view(app, selector), selector
+    for name, label in (("carol", 1), ("bob", None)):  # with alice's: three candidates
+        queue = AnnotationQueue(Store.open(), name, read_queue_file(path)[:1])
+        for mark in protocol.judged_for(label, len(queue.current.row.steps)):
+            queue.judge(mark == protocol.CORRECT)
+        queue.submit()
+        queue.store.close()
+    app = make_app(annotate=AnnotateRequest("", adjudicate=True))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, "AdjudicateScreen")
+        await steady_frame(pilot)
+        for selector in ("#j-candidates", "#j-target", "#j-state", ".a-thought.-current"):
+            assert fully_in_view(app, selector), selector
+
+
+async def test_the_state_line_names_the_keys_as_bound(tmp_path: Path) -> None:
+    from bbm_tui.core.config import Config
+
+    config = Config(keymap={"annotate_correct": "v", "annotate_submit": "space"})
+    app = make_app(config, annotate=AnnotateRequest("alice", read_queue_file(
+        queue_file(tmp_path, 1))))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        assert "Judge Thought 1: v correct · x incorrect" in text(pilot, "#a-state")
+        await keys(pilot, "x")
+        assert "space to submit" in text(pilot, "#a-state")
+
+
+async def test_flag_keys_work_while_the_note_is_typed(tmp_path: Path, store: Store) -> None:
+    """ctrl+u is also the note Input's own key (delete to the start): the flag wins."""
+    app = annotate_app(queue_file(tmp_path, 2), "alice")
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        for reason, key in (("unsure", "ctrl+u"), ("bad problem", "ctrl+b")):
+            index = app.screen.queue.position
+            await pilot.press("f")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "FlagDialog")
+            hint = str(app.screen.query_one("#flag-hint", Static).render())
+            assert hint == "enter or ^u: unsure · ^b: bad problem · esc: cancel"
+            await pilot.press(*"odd target", key)
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "AnnotateScreen")
+            await settle(pilot)
+            session = app.screen.queue.session_id(index)
+            work = store.queue_work("alice")[session]
+            assert (work.status, work.flag_reason, work.note) == ("flagged", reason,
+                                                                  "odd target")
+
+
+async def test_the_thought_to_judge_is_scrolled_into_view(tmp_path: Path) -> None:
+    """At 80x24, a long trace reopened by undo (and one resumed) shows its unlocked thought
+    (it was left below the fold: the thoughts were mounted anew and not laid out yet)."""
+    path = tmp_path / f"{TASK}.jsonl"
+    path.write_text(bundled_rows(TASK)[1].to_line() + "\n" + bundled_rows(TASK)[2].to_line()
+                    + "\n")
+    app = annotate_app(path, "alice")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        await keys(pilot, *"cccccc", "x", "enter")
+        await keys(pilot, "u")  # trace 1 again, Thought 7 unlocked
+        assert app.screen.queue.position == 0 and app.screen.queue.judged == "++++++"
+        await steady_frame(pilot)
+        assert fully_in_view(app, ".a-thought.-current")
+        await pilot.press("q")
+    again = annotate_app(path, "alice")
+    async with again.run_test(size=(80, 24)) as pilot:
+        await opened(pilot, "AnnotateScreen")
+        assert again.screen.queue.judged == "++++++"
+        await steady_frame(pilot)
+        assert fully_in_view(again, ".a-thought.-current")
+
+
+def test_the_guidelines_running_text_is_joined_and_their_tables_kept() -> None:
+    from bbm_tui.ui.screens.annotate_dialogs import guidelines_text
+    from bbm_tui.ui.viewmodels.annotate import reflowed
+
+    for task in ("word_sorting", "tracking_shuffled_objects", "logical_deduction",
+                 "multistep_arithmetic"):
+        text = guidelines_text(task)
+        assert text is not None
+        shown = reflowed(text)
+        assert shown.split() == text.split()  # not a word lost, added or moved
+        # Lines in columns (a run of spaces inside, after any bullet) are the tables: kept.
+        table = [line for line in text.split("\n")
+                 if re.search(r"\S {3,}\S", re.sub(r"^[●•]\s+", "", line.strip()))]
+        assert len(table) > 5 and set(table) <= set(shown.split("\n"))
+    text = guidelines_text("word_sorting") or ""
+    assert ("We’ve used an AI model to generate a sequence of steps to complete a word sorting "
+            "task, but some of these steps might be wrong.") in reflowed(text)
+    assert "Overview\nWe’ve used" in reflowed(text)  # a heading stays on its line

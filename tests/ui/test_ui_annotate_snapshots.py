@@ -67,3 +67,50 @@ def test_adjudication_screen(snap_compare, tmp_path: Path, size) -> None:
 
     app = make_app(annotate=AnnotateRequest("", adjudicate=True))
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+async def _on_queue(pilot: Pilot, key: str, typed: str, dialog: str) -> None:
+    """On the annotation queue's first trace, `key` opens `dialog`; `typed` goes into it."""
+    app = pilot.app
+    await wait_for(pilot, lambda: type(app.screen).__name__ == "AnnotateScreen")
+    await settle(pilot)
+    await pilot.press(key)
+    await wait_for(pilot, lambda: type(app.screen).__name__ == dialog)
+    if typed:
+        await pilot.press(*typed)
+
+
+async def _from_palette(pilot: Pilot, action: str, dialog: str) -> None:
+    app = pilot.app
+    await wait_for(pilot, lambda: app.store is not None
+                   and type(app.screen).__name__ == "NewSessionScreen")
+    await settle(pilot)
+    await getattr(app, action)()
+    await wait_for(pilot, lambda: type(app.screen).__name__ == dialog)
+
+
+DIALOGS = {
+    "flag": lambda pilot: _on_queue(pilot, "f", "the target looks wrong", "FlagDialog"),
+    "highlight": lambda pilot: _on_queue(pilot, "slash", "ball", "HighlightDialog"),
+    "guidelines": lambda pilot: _on_queue(pilot, "i", "", "GuidelinesDialog"),
+    "open_queue": lambda pilot: _from_palette(pilot, "action_annotate", "OpenQueueDialog"),
+    "export": lambda pilot: _from_palette(pilot, "action_export", "ExportDialog"),
+}
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+@pytest.mark.parametrize("dialog", list(DIALOGS))
+def test_annotation_dialogs(snap_compare, tmp_path: Path, dialog: str, size) -> None:
+    """Each dialog of bbm_tui/ui/screens/annotate_dialogs.py over the screen it opens from:
+    the flag's note, the word to highlight and the guidelines over the queue; opening a queue
+    and exporting from the palette."""
+    path = queue_file(tmp_path)
+
+    async def run_before(pilot: Pilot) -> None:
+        await DIALOGS[dialog](pilot)
+        await settle(pilot)
+
+    on_queue = dialog in ("flag", "highlight", "guidelines")
+    app = make_app(annotate=AnnotateRequest("alice", read_queue_file(path))) if on_queue \
+        else make_app()
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

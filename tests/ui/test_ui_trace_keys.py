@@ -523,3 +523,54 @@ async def test_a_key_given_to_two_actions_is_reported(store: Store, tmp_path) ->
         await wait_for(pilot, lambda: any("Keymap" in note for note in notifications(app)))
         note = next(note for note in notifications(app) if note.startswith("Keymap"))
         assert f"{path}:2: [keymap] gives 'r' to both 'run' and 'flag_mistake'" in note
+
+
+async def test_a_remapped_annotation_dialog_key_is_not_reported(store: Store, tmp_path) -> None:
+    """Ids of the annotation dialogs (bbm_tui/ui/screens/annotate_dialogs.py) are known to the
+    check; the unknown id beside them shows the check ran."""
+    from bbm_tui.core.config import load_config
+
+    path = tmp_path / "config.toml"
+    path.write_text('[keymap]\nflag_unsure = "ctrl+y"\nguidelines_close = "escape,g"\n'
+                    'annotate_highlight = "w"\nno_such_action = "z"\n')
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(load_config(path), session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_recorded(pilot, store)
+        await wait_for(pilot, lambda: any("Keymap" in note for note in notifications(app)))
+        note = next(note for note in notifications(app) if note.startswith("Keymap"))
+        assert f"{path}:5: [keymap] has no binding 'no_such_action'" in note
+        for known in ("flag_unsure", "guidelines_close", "annotate_highlight"):
+            assert known not in note
+
+
+def test_every_screen_with_binding_ids_is_checked() -> None:
+    """Every Screen of the UI (found by walking bbm_tui.ui, not by the list the check keeps)
+    that declares bindings with an id is in the keymap check, with those ids."""
+    import importlib
+    import pkgutil
+
+    from textual.binding import Binding
+    from textual.screen import Screen
+
+    import bbm_tui.ui
+    from bbm_tui.ui.keymap import screen_bindings
+
+    for info in pkgutil.walk_packages(bbm_tui.ui.__path__, prefix="bbm_tui.ui."):
+        importlib.import_module(info.name)
+    screens: dict[str, set[str]] = {}
+    pending: list[type] = [Screen]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if not cls.__module__.startswith("bbm_tui.ui."):
+            continue
+        ids = {binding.id for binding in Binding.make_bindings(cls.__dict__.get("BINDINGS", []))
+               if binding.id}
+        if ids:
+            screens[cls.__name__] = ids
+    checked = screen_bindings()
+    assert {"AnnotateScreen", "FlagDialog", "GuidelinesDialog", "TraceScreen"} <= set(screens)
+    for name, ids in screens.items():
+        assert name in checked, f"{name} is not in the keymap check"
+        assert {binding.id for binding in checked[name]} == ids

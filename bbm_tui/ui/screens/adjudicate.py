@@ -12,7 +12,7 @@ from typing import ClassVar
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widgets import Static
 
@@ -21,12 +21,12 @@ from bbm_tui.core.store import Session, Step
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.messages import GoBack
-from bbm_tui.ui.screens.annotate import ThoughtsPane
+from bbm_tui.ui.screens.annotate import ThoughtsPane, WheelScroll, reveal
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import MUTED, safe, styled
+from bbm_tui.ui.text import MUTED, key_shown, safe, styled
 from bbm_tui.ui.viewmodels.annotate import location_text
-from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
+from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 from bbm_tui.ui.widgets.hanging import HangingStatic
 
 
@@ -57,6 +57,10 @@ class AdjudicateScreen(BbmScreen):
         Binding("p", "move(-1)", "prev trace", id="adjudicate_previous_trace",
                 tooltip="The previous trace in the queue"),
         Binding("escape", "back", "back", id="adjudicate_back", tooltip="Leave"),
+        Binding("]", "scroll_question(3)", "question ↓", id="question_down", show=False,
+                tooltip="Scroll the question down (a long one is cut on a small terminal)"),
+        Binding("[", "scroll_question(-3)", "question ↑", id="question_up", show=False,
+                tooltip="Scroll the question up"),
     ]
 
     def __init__(self, queue: AdjudicationQueue) -> None:
@@ -69,14 +73,21 @@ class AdjudicateScreen(BbmScreen):
         self._shown: int | None = None
 
     def compose(self) -> ComposeResult:
+        # As on the annotation screen: at 80x24 the question's start, the target and the
+        # candidates on the left, the thoughts and the state on the right, all in view.
         yield TitleBar(id="title-bar")
         with Horizontal(id="adjudicate-body"):
-            with VerticalScroll(id="adjudicate-left", classes="panel", can_focus=False):
-                yield Static(id="j-question")
-                yield Static(id="j-target", classes="fact")
-                yield Static(id="j-candidates", classes="fact")
-                yield Static(id="j-state", classes="fact")
-            yield ThoughtsPane(id="j-thoughts", classes="panel")
+            with Vertical(id="adjudicate-left", classes="panel"):
+                with WheelScroll(id="j-question-scroll", classes="question-scroll"):
+                    yield Static(id="j-question")
+                with WheelScroll(id="j-facts", classes="facts"):
+                    yield LeanStatic(id="j-candidates", classes="fact")
+                    yield LeanStatic(id="j-target", classes="fact")
+            with Vertical(id="adjudicate-right", classes="panel"):
+                yield ThoughtsPane(id="j-thoughts")
+                with Vertical(id="j-status", classes="status"):
+                    yield LeanStatic(id="j-state")
+                    yield LeanStatic(id="j-position")
         yield KeysFooter(show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -102,12 +113,29 @@ class AdjudicateScreen(BbmScreen):
         self._shown = item.session_id
         settled = sum(entry.settled for entry in self.queue.items)
         self.query_one(TitleBar).set_left(Content(
-            f"adjudicate · {session.task} · {one_line(session.name, 50)} · "
-            f"{self.queue.position + 1} of {len(self.queue.items)} · {settled} settled"))
-        self.query_one("#j-question", Static).update(
-            safe(get_task(session.task).question(session.input)))
-        self.query_one("#j-target", Static).update(Content.assemble(
+            f"adjudicate · {one_line(session.name, 50)} · {session.task}"))
+        if rebuild:  # a new title repaints the whole pane
+            self.query_one("#adjudicate-left").border_title = "Question"
+            self.query_one("#adjudicate-right").border_title = (
+                f"Thoughts · {len(self._steps)}")
+            self.query_one("#j-question", Static).update(
+                safe(get_task(session.task).question(session.input)))
+        self.query_one("#j-target", LeanStatic).show(Content.assemble(
             styled("Target: ", "bold"), safe(session.target or "—")))
+        self.query_one("#j-candidates", LeanStatic).show(self._candidates_text())
+        self.query_one("#j-state", LeanStatic).show(self._state_text())
+        self.query_one("#j-position", LeanStatic).show(styled(
+            f"Trace {self.queue.position + 1} of {len(self.queue.items)} · {settled} settled",
+            MUTED))
+        if rebuild:
+            pane = self.query_one("#j-thoughts", ThoughtsPane)
+            await pane.remove_children()
+            await pane.mount_all(HangingStatic(gutter_width=4, classes="a-thought")
+                                 for _ in self._steps)
+        self._show_thoughts()
+
+    def _candidates_text(self) -> Content:
+        item = self.queue.current
         lines = [Content.styled("Candidates", "bold")]
         for number, choice in enumerate(item.choices, start=1):
             names = ", ".join(name for name, found in sorted(item.candidates.items())
@@ -115,17 +143,22 @@ class AdjudicateScreen(BbmScreen):
             lines.append(Content.assemble(styled(f"{number}  ", "bold $accent"),
                                           Content(f"{location_text(choice)}  "),
                                           styled(one_line(names, 80), MUTED)))
-        self.query_one("#j-candidates", Static).update(Content("\n").join(lines))
-        state = ("Adjudicated: " + location_text(item.adjudicated)  # type: ignore[arg-type]
-                 if item.settled else "Not adjudicated yet")
-        self.query_one("#j-state", Static).update(
-            styled(state, "$text-success" if item.settled else MUTED))
-        if rebuild:
-            pane = self.query_one("#j-thoughts", ThoughtsPane)
-            await pane.remove_children()
-            await pane.mount_all(HangingStatic(gutter_width=4, classes="a-thought")
-                                 for _ in self._steps)
-        self._show_thoughts()
+        return Content("\n").join(lines)
+
+    def _state_text(self) -> Content:
+        """The adjudicated label, or how to give one (the keys as bound)."""
+        item = self.queue.current
+        if item.settled:
+            undo = key_shown(self, "adjudicate_undo", "u")
+            chosen = location_text(item.adjudicated)  # type: ignore[arg-type]
+            return styled(f"Adjudicated: {chosen} · {undo} to withdraw", "$text-success")
+        first = key_shown(self, "adjudicate_accept_1", "1")
+        last = key_shown(self, f"adjudicate_accept_{min(len(item.choices), 9)}", "")
+        accept = first if last in ("", first) else f"{first}-{last}"
+        mistake = key_shown(self, "adjudicate_set_mistake", "x")
+        none = key_shown(self, "adjudicate_no_mistake", "c")
+        return styled(f"Not adjudicated yet: {accept} accepts a candidate · {mistake} the "
+                      f"selected thought · {none} no mistake", MUTED)
 
     def _show_thoughts(self) -> None:
         pane = self.query_one("#j-thoughts", ThoughtsPane)
@@ -147,7 +180,7 @@ class AdjudicateScreen(BbmScreen):
             widget.set_class(index == self.selected, "-current")
             widget.set_class(index in marks, "-mistake")
             if index == self.selected:
-                widget.scroll_visible(animate=False)
+                reveal(widget)
 
     # -- actions
 
@@ -188,6 +221,10 @@ class AdjudicateScreen(BbmScreen):
         if self._steps:
             self.selected = max(0, min(len(self._steps) - 1, self.selected + delta))
             self._show_thoughts()
+
+    def action_scroll_question(self, lines: int) -> None:
+        self.query_one("#j-question-scroll", WheelScroll).scroll_relative(
+            y=lines, animate=False)
 
     def action_back(self) -> None:
         self.post_message(GoBack(self))

@@ -16,8 +16,9 @@ from typing import ClassVar
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
+from textual.widget import Widget
 from textual.widgets import Static
 
 from bbm_tui.core.annotation.protocol import ProtocolError
@@ -35,7 +36,7 @@ from bbm_tui.ui.screens.annotate_dialogs import (
 )
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import MUTED, styled
+from bbm_tui.ui.text import MUTED, key_shown, styled
 from bbm_tui.ui.viewmodels.annotate import (
     highlighted,
     location_text,
@@ -45,12 +46,28 @@ from bbm_tui.ui.viewmodels.annotate import (
     thought_content,
     thought_state,
 )
-from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
+from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 from bbm_tui.ui.widgets.hanging import HangingStatic
 
 
-class ThoughtsPane(VerticalScroll, can_focus=False):
-    """Scrolls with the wheel; never takes the keys from the screen."""
+class WheelScroll(VerticalScroll, can_focus=False):
+    """Scrolls with the wheel (and the screen's keys); never takes the keys from the screen."""
+
+
+class ThoughtsPane(WheelScroll):
+    """The thoughts of the trace on show."""
+
+
+def reveal(widget: Widget) -> None:
+    """Scroll `widget` into view once it is laid out: a thought mounted with a new trace
+    (opened, resumed, reopened by undo) has no place yet, so scrolling at once did nothing
+    and the thought to judge could be below the fold."""
+
+    def scroll() -> None:
+        if widget.is_attached:
+            widget.scroll_visible(animate=False)
+
+    widget.call_after_refresh(scroll)
 
 
 class AnnotateScreen(BbmScreen):
@@ -77,6 +94,15 @@ class AnnotateScreen(BbmScreen):
         Binding("h", "suggest", "suggest", id="annotate_suggest",
                 tooltip="Show the verifier's (or a model's) verdict; the label becomes assisted"),
         Binding("escape", "back", "back", id="annotate_back", tooltip="Leave the queue"),
+        # The ids of the main screen's keys that do the same (one [keymap] line for both).
+        Binding("]", "scroll_question(3)", "question ↓", id="question_down", show=False,
+                tooltip="Scroll the question down (a long one is cut on a small terminal)"),
+        Binding("[", "scroll_question(-3)", "question ↑", id="question_up", show=False,
+                tooltip="Scroll the question up"),
+        Binding("J,shift+down", "scroll_thoughts(3)", "scroll down", id="scroll_down",
+                show=False, tooltip="Scroll the thoughts down a few lines"),
+        Binding("K,shift+up", "scroll_thoughts(-3)", "scroll up", id="scroll_up",
+                show=False, tooltip="Scroll the thoughts up a few lines"),
     ]
 
     def __init__(self, queue: AnnotationQueue) -> None:
@@ -84,6 +110,8 @@ class AnnotateScreen(BbmScreen):
         self.queue = queue
         self.word = ""
         self.last_submitted = ""
+        self._last_index: int | None = None
+        self._one_file = len({trace.path for trace in queue.traces}) == 1
         self.suggestions: list[Suggestion] | None = None
         self._lock = asyncio.Lock()
         self._shown_key = ""
@@ -95,20 +123,33 @@ class AnnotateScreen(BbmScreen):
         self._thought_widgets: list[HangingStatic] = []
 
     def compose(self) -> ComposeResult:
+        # What an annotator needs stays in view at 80x24: the question's start (it scrolls
+        # when long) with the target under it, and beside them the thoughts with what to do
+        # now and the progress pinned under them.
         yield TitleBar(id="title-bar")
         with Horizontal(id="annotate-body"):
-            with VerticalScroll(id="annotate-left", classes="panel", can_focus=False):
-                yield Static(id="a-question")
-                yield Static(id="a-target", classes="fact")
-                yield Static(id="a-state", classes="fact")
-                yield Static(id="a-suggestion", classes="fact")
-                yield Static(id="a-last", classes="fact")
-                yield Static(id="a-progress", classes="fact")
-            yield ThoughtsPane(id="a-thoughts", classes="panel")
+            with Vertical(id="annotate-left", classes="panel"):
+                with WheelScroll(id="a-question-scroll", classes="question-scroll"):
+                    yield Static(id="a-question")
+                with WheelScroll(id="a-facts", classes="facts"):
+                    yield LeanStatic(id="a-target", classes="fact")
+                    yield LeanStatic(id="a-suggestion", classes="fact")
+                    yield LeanStatic(id="a-last", classes="fact")
+            with Vertical(id="annotate-right", classes="panel"):
+                yield ThoughtsPane(id="a-thoughts")
+                with Vertical(id="a-status", classes="status"):
+                    yield LeanStatic(id="a-state")
+                    yield LeanStatic(id="a-progress")
         yield KeysFooter(show_command_palette=False)
 
     async def on_mount(self) -> None:
+        self.query_one("#annotate-left").border_title = "Question"
         await self.refresh_trace()
+        self.call_after_refresh(self._index)
+
+    @work(thread=True, group="annotate-index", exit_on_error=False)
+    def _index(self) -> None:
+        self.queue.index()
 
     # -- what is on show
 
@@ -132,6 +173,8 @@ class AnnotateScreen(BbmScreen):
         self._thought_widgets = [HangingStatic(classes="a-thought") for _ in steps]
         await pane.mount_all(self._thought_widgets)
         self._painted = [None] * len(steps)
+        # Set with the trace only: a new title repaints the whole pane, every thought in it.
+        self.query_one("#annotate-right").border_title = f"Thoughts · {len(steps)}"
         self._painted_question = False
         pane.scroll_home(animate=False)
 
@@ -148,7 +191,7 @@ class AnnotateScreen(BbmScreen):
             widget.set_class(state == "current", "-current")
             widget.set_class(state == "mistake", "-mistake")
             if state == "current":
-                widget.scroll_visible(animate=False)
+                reveal(widget)
 
     def _show_question(self) -> None:
         self._question_word = self.word
@@ -156,50 +199,63 @@ class AnnotateScreen(BbmScreen):
         trace = self.queue.current
         self.query_one("#a-question", Static).update(
             highlighted(question_text(trace), self.word))
-        title = (f"annotate · {trace.task} · {one_line(trace.name, 60)} · "
-                 f"{one_line(self.queue.annotator, 30)}")
+        # The annotator and the file first: at 80 columns the end is cut.
+        title = (f"annotate · {one_line(self.queue.annotator, 30)} · "
+                 f"{one_line(trace.name, 60)} · {trace.task}")
         self.query_one(TitleBar).set_left(Content(title))
 
     def _show_facts(self) -> None:
         queue = self.queue
         trace = queue.current
-        self.query_one("#a-target", Static).update(Content.assemble(
+        self.query_one("#a-target", LeanStatic).show(Content.assemble(
             styled("Target: ", "bold"), highlighted(trace.row.target, self.word)))
-        self.query_one("#a-state", Static).update(self._state_text())
-        suggestion = self.query_one("#a-suggestion", Static)
+        self.query_one("#a-state", LeanStatic).show(self._state_text())
+        suggestion = self.query_one("#a-suggestion", LeanStatic)
         suggestion.display = self.suggestions is not None
         if self.suggestions is not None:
             lines = "\n".join(suggestion_lines(self.suggestions))
-            suggestion.update(Content.assemble(styled("Suggestion (assisted): ", "bold"),
-                                               Content(one_line(lines, 400))))
-        last = self.query_one("#a-last", Static)
-        last.display = bool(self.last_submitted)
-        last.update(styled(f"Last: {one_line(self.last_submitted, 300)}", MUTED))
-        self.query_one("#a-progress", Static).update(styled(
+            suggestion.show(Content.assemble(styled("Suggestion (assisted): ", "bold"),
+                                             Content(one_line(lines, 400))))
+        last = self.query_one("#a-last", LeanStatic)
+        # Only while that trace stays submitted: reopened (undo), it is being labelled again
+        # and its gold label must not be on screen.
+        last.display = bool(self.last_submitted) and self._last_index is not None and \
+            queue.work(self._last_index).status == WorkStatus.DONE
+        last.show(styled(f"Last: {one_line(self.last_submitted, 300)}", MUTED))
+        self.query_one("#a-progress", LeanStatic).show(styled(
             progress_line(queue.progress(), wall_clock=context(self).wall_clock), MUTED))
 
+    def _key(self, binding_id: str, fallback: str) -> str:
+        return key_shown(self, binding_id, fallback)
+
     def _state_text(self) -> Content:
+        """What to do now, with the keys as bound (the user's keymap applied)."""
         queue = self.queue
         work_ = queue.work()
         status = WorkStatus(work_.status)
+        undo = self._key("annotate_undo", "u")
         if status is WorkStatus.FLAGGED:
             note = f": {work_.note}" if work_.note else ""
-            return styled(one_line(f"Flagged ({work_.flag_reason}){note} · u to reopen", 300),
-                          "$text-warning")
+            return styled(one_line(f"Flagged ({work_.flag_reason}){note} · {undo} to reopen",
+                                   300), "$text-warning")
         if status is WorkStatus.DONE:
             from bbm_tui.core.annotation.protocol import location
 
-            text = f"Submitted: {location_text(location(work_.judged))} · u to reopen"
+            text = f"Submitted: {location_text(location(work_.judged))} · {undo} to reopen"
             if queue.current.has_gold:
                 text += f" · gold: {location_text(queue.current.gold)}"
             return styled(text, "$text-success")
         if queue.complete:
             from bbm_tui.core.annotation.protocol import location
 
-            return styled(f"Complete: {location_text(location(work_.judged))} · enter to "
+            submit = self._key("annotate_submit", "enter")
+            return styled(f"Complete: {location_text(location(work_.judged))} · {submit} to "
                           "submit", "bold $accent")
         unlocked = queue.unlocked
-        return styled(f"Judge Thought {(unlocked or 0) + 1}: c correct · x incorrect", MUTED)
+        correct = self._key("annotate_correct", "c")
+        incorrect = self._key("annotate_incorrect", "x")
+        return styled(f"Judge Thought {(unlocked or 0) + 1}: {correct} correct · {incorrect} "
+                      "incorrect", MUTED)
 
     # -- actions, each committed in order in a thread
 
@@ -222,8 +278,10 @@ class AnnotateScreen(BbmScreen):
 
     def action_submit(self) -> None:
         def submit() -> str | None:
+            index = self.queue.position
             submitted = self.queue.submit()
-            self.last_submitted = submitted_line(submitted)
+            self._last_index = index
+            self.last_submitted = submitted_line(submitted, with_file=not self._one_file)
             if self.queue.first_unfinished() is None:
                 return "Every trace of the queue is done."
             return None
@@ -265,6 +323,13 @@ class AnnotateScreen(BbmScreen):
                 self._act(lambda: None)
 
         self.app.push_screen(HighlightDialog(self.word), chosen)
+
+    def action_scroll_question(self, lines: int) -> None:
+        self.query_one("#a-question-scroll", WheelScroll).scroll_relative(
+            y=lines, animate=False)
+
+    def action_scroll_thoughts(self, lines: int) -> None:
+        self.query_one("#a-thoughts", ThoughtsPane).scroll_relative(y=lines, animate=False)
 
     def action_back(self) -> None:
         self.post_message(GoBack(self))

@@ -13,7 +13,8 @@ from textual.widgets import Input, Static
 
 from bbm_tui.core.types import FlagReason
 from bbm_tui.ui.dialogs import Dialog
-from bbm_tui.ui.text import MUTED, safe, styled
+from bbm_tui.ui.text import MUTED, key_shown, safe, styled
+from bbm_tui.ui.viewmodels.annotate import reflowed
 
 
 @dataclass(frozen=True)
@@ -26,18 +27,27 @@ class FlagDialog(Dialog[Flag | None]):
     """Why the trace is set aside: b (bad problem) or u (unsure), with an optional note typed
     first; Esc drops it."""
 
+    # Priority: the note's Input has ctrl+u itself (delete to the start), which took the key.
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "cancel", id="flag_cancel"),
-        Binding("ctrl+b", "flag('bad problem')", "bad problem", id="flag_bad_problem"),
-        Binding("ctrl+u", "flag('unsure')", "unsure", id="flag_unsure"),
+        Binding("ctrl+b", "flag('bad problem')", "bad problem", id="flag_bad_problem",
+                priority=True),
+        Binding("ctrl+u", "flag('unsure')", "unsure", id="flag_unsure", priority=True),
     ]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="flag-dialog", classes="dialog"):
             yield Static(styled("Flag this trace", "bold"), classes="dialog-title")
             yield Input(placeholder="a note (optional)", id="flag-note")
-            yield Static(styled("enter or ctrl+u: unsure · ctrl+b: bad problem · esc: cancel",
-                                MUTED), classes="dialog-hint")
+            yield Static(id="flag-hint", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        # The keys as bound (the user's keymap applied).
+        unsure = key_shown(self, "flag_unsure", "ctrl+u")
+        bad = key_shown(self, "flag_bad_problem", "ctrl+b")
+        cancel = key_shown(self, "flag_cancel", "esc")
+        self.query_one("#flag-hint", Static).update(styled(
+            f"enter or {unsure}: unsure · {bad}: bad problem · {cancel}: cancel", MUTED))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(Flag(FlagReason.UNSURE, event.value.strip()))
@@ -64,8 +74,12 @@ class HighlightDialog(Dialog[str | None]):
         with Vertical(id="highlight-dialog", classes="dialog"):
             yield Static(styled("Highlight a word", "bold"), classes="dialog-title")
             yield Input(value=self._current, id="highlight-input", select_on_focus=True)
-            yield Static(styled("enter to highlight (empty: none) · esc to cancel", MUTED),
-                         classes="dialog-hint")
+            yield Static(id="highlight-hint", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        cancel = key_shown(self, "highlight_cancel", "esc")
+        self.query_one("#highlight-hint", Static).update(styled(
+            f"enter to highlight (empty: none) · {cancel} to cancel", MUTED))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip())
@@ -90,8 +104,13 @@ class GuidelinesDialog(Dialog[None]):
         with Vertical(id="guidelines-dialog", classes="dialog"):
             yield Static(styled(self._title, "bold"), classes="dialog-title")
             with VerticalScroll(id="guidelines-text"):
-                yield Static(safe(self._text))
-            yield Static(styled("esc to close", MUTED), classes="dialog-hint")
+                yield Static(safe(reflowed(self._text)))
+            yield Static(id="guidelines-hint", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        close = key_shown(self, "guidelines_close", "esc")
+        self.query_one("#guidelines-hint", Static).update(styled(
+            f"{close} to close · ↑ ↓ pgup pgdn to scroll", MUTED))
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -119,7 +138,12 @@ class OpenQueueDialog(Dialog[QueueRequest | None]):
             yield Static(styled("Annotate files", "bold"), classes="dialog-title")
             yield Input(placeholder="FILE.jsonl ... (named after their task)", id="queue-files")
             yield Input(value=self._annotator, placeholder="annotator", id="queue-annotator")
-            yield Static(styled("enter to open · esc to cancel", MUTED), classes="dialog-hint")
+            yield Static(id="queue-hint", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        cancel = key_shown(self, "queue_cancel", "esc")
+        self.query_one("#queue-hint", Static).update(styled(
+            f"tab to the annotator · enter to open · {cancel} to cancel", MUTED))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         paths = self.query_one("#queue-files", Input).value.split()
@@ -170,8 +194,13 @@ class ExportDialog(Dialog[ExportRequest | None]):
             yield Input(value="jsonl", placeholder=" | ".join(self._formats), id="export-format")
             yield Input(placeholder="OUT file (an existing one is never replaced here)",
                         id="export-path")
-            yield Static(styled(f"formats: {', '.join(self._formats)} · enter to export · "
-                                "esc to cancel", MUTED), classes="dialog-hint")
+            yield Static(id="export-hint", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        cancel = key_shown(self, "export_cancel", "esc")
+        self.query_one("#export-hint", Static).update(styled(
+            f"formats: {', '.join(self._formats)} · enter to export · {cancel} to cancel",
+            MUTED))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         fmt = self.query_one("#export-format", Input).value.strip()

@@ -57,15 +57,18 @@ def progress_line(progress: Progress, *, wall_clock: bool = True) -> str:
         parts.append(f"{progress.flagged} flagged")
     if progress.skipped:
         parts.append(f"{progress.skipped} skipped")
-    if wall_clock:
+    if wall_clock and progress.mean_s is not None:  # none until a trace is submitted
         parts.append(f"{duration(progress.mean_s)} a trace")
         parts.append(f"about {duration(progress.remaining_s)} to go")
     return " · ".join(parts)
 
 
-def submitted_line(submitted: Submitted) -> str:
-    """After a submit: the label given and, where the file has one, the gold label."""
-    line = f"{submitted.trace.name}: you said {location_text(submitted.mistake_index)}"
+def submitted_line(submitted: Submitted, *, with_file: bool = True) -> str:
+    """After a submit: which trace, the label given and, where the file has one, the gold
+    label. Without `with_file` (a queue over one file) the trace is named by its line."""
+    trace = submitted.trace
+    where = trace.name if with_file else f"line {trace.line}"
+    line = f"{where}: you said {location_text(submitted.mistake_index)}"
     if submitted.has_gold:
         verdict = "agree" if submitted.agrees else "differ"
         line += f"; gold: {location_text(submitted.gold)} ({verdict})"
@@ -103,3 +106,38 @@ def thought_content(number: int, text: str, state: ThoughtState,
     if state in ("locked", "after"):
         body = body.stylize("$foreground 38%")
     return gutter, body
+
+
+# A line of the guidelines' running text as the PDF they came from cut it: long, and with no
+# run of spaces inside (a run means columns: a table, kept as it is).
+_COLUMNS = re.compile(r"\S {3,}\S")
+_BULLET = re.compile(r"^[●•]\s+")
+_CUT_AT = 60
+
+
+def reflowed(text: str) -> str:
+    """The paper's guidelines with their running text joined again: the text came out of a
+    PDF with a line break every ~100 characters, which a narrower dialog wrapped a second
+    time (a long line, then a stub). Lines in columns, short lines and the lines that start
+    an item ("(1)", "●") are kept where they are."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        if out and _runs_on(out[-1], line):
+            out[-1] = f"{out[-1].rstrip()} {line.strip()}"
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _runs_on(previous: str, line: str) -> bool:
+    """Whether `line` continues `previous` (cut by the PDF, not by the author)."""
+    body, following = previous.strip(), line.strip()
+    if len(previous.rstrip()) < _CUT_AT or not following:
+        return False
+    if _COLUMNS.search(_BULLET.sub("", body)) or _COLUMNS.search(following):
+        return False
+    if following.startswith(("(", "●", "•")):
+        return False
+    indent = len(previous) - len(previous.lstrip())
+    indent_next = len(line) - len(line.lstrip())
+    return indent_next >= indent if indent else indent_next == 0

@@ -23,8 +23,13 @@ class LeanStatic(Static):
         super().__init__(*args, **kwargs)
         self._auto_width = auto_width
         self._shape: tuple[int, int] | None = None
+        self._shown: Content | None = None
 
     def show(self, content: Content) -> None:
+        shown = self._shown
+        if shown is not None and shown.plain == content.plain and shown.spans == content.spans:
+            return  # the same text and styles: nothing to repaint
+        self._shown = content
         width = self.content_size.width
         height = content.get_height(self.styles, width) if width > 0 else -1
         shape = (height, content.cell_length if self._auto_width else 0)
