@@ -19,6 +19,7 @@ from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Stat
 from bbm_tui.core import llm
 from bbm_tui.core.tasks import Task
 from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, StepperSettings
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe, safe_line, styled
 
@@ -90,6 +91,12 @@ class HelpScreen(Dialog[None]):
         self.dismiss(None)
 
 
+def _with_key(label: str, key: str) -> Content:
+    """A button's label and its key: "Start (^r)". Content, not a string: a string label is
+    read as markup, and a key from the user's keymap may be "[" ."""
+    return Content(f"{label} ({key})")
+
+
 class ConfirmScreen(Dialog[bool]):
     """Ask before doing something that cannot be undone."""
 
@@ -107,8 +114,9 @@ class ConfirmScreen(Dialog[bool]):
         with Vertical(id="confirm", classes="dialog"):
             yield Static(self._question, classes="dialog-text")
             with Horizontal(classes="dialog-buttons"):
-                yield Button(f"{self._confirm_label} (y)", variant="error", id="yes")
-                yield Button("Cancel (n)", id="no")
+                yield Button(_with_key(self._confirm_label, key_for(self, "confirm_yes")),
+                             variant="error", id="yes")
+                yield Button(_with_key("Cancel", key_for(self, "confirm_no")), id="no")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
@@ -135,8 +143,9 @@ class RenameScreen(Dialog[str | None]):
         with Vertical(id="rename", classes="dialog"):
             yield Static(styled("Rename the session", "bold"), classes="dialog-title")
             yield Input(value=self._current, id="rename-input", select_on_focus=True)
-            yield Static(styled("enter to save · esc to cancel", MUTED),
-                         classes="dialog-hint")
+            # enter is the input's own key, not a binding: no keymap moves it.
+            yield Static(styled(f"enter to save · {key_for(self, 'rename_cancel')} to cancel",
+                                MUTED), classes="dialog-hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         name = " ".join(event.value.split())
@@ -175,8 +184,10 @@ class TypedQuestionScreen(Dialog[tuple[str, str | None] | None]):
             yield TextArea(id="typed-input", soft_wrap=True, show_line_numbers=False)
             yield Input(placeholder="Target answer (optional)", id="typed-target")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Start (ctrl+r)", variant="primary", id="typed-start")
-                yield Button("Cancel (esc)", id="typed-cancel")
+                yield Button(_with_key("Start", key_for(self, "typed_start")),
+                             variant="primary", id="typed-start")
+                yield Button(_with_key("Cancel", key_for(self, "typed_cancel")),
+                             id="typed-cancel")
 
     def on_mount(self) -> None:
         self.query_one("#typed-input").focus()
@@ -240,10 +251,12 @@ class ModelScreen(Dialog["ModelChoice | None"]):
                            value=self._spec.mode == "completion")
             yield Static(id="model-test-result")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Test (ctrl+t)", id="model-test",
+                yield Button(_with_key("Test", key_for(self, "model_test")), id="model-test",
                              tooltip="One tiny call: does the model answer, and how fast")
+                # enter submits a field (the inputs' own key, not a binding).
                 yield Button("Keep (enter)", variant="primary", id="model-keep")
-                yield Button("Cancel (esc)", id="model-cancel")
+                yield Button(_with_key("Cancel", key_for(self, "model_cancel")),
+                             id="model-cancel")
             yield Static(styled("API keys stay in the environment (e.g. OPENAI_API_KEY).",
                                 MUTED), classes="dialog-hint")
 
@@ -446,8 +459,10 @@ class FindScreen(Dialog[FindRequest | None]):
                                 "space toggles)", id="find-judge-all",
                                 value=self._default.judge_all)
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Run (enter)", variant="primary", id="find-run")
-                yield Button("Cancel (esc)", id="find-cancel")
+                yield Button(_with_key("Run", key_for(self, "find_run")), variant="primary",
+                             id="find-run")
+                yield Button(_with_key("Cancel", key_for(self, "find_cancel")),
+                             id="find-cancel")
             yield Static(styled("Offline: replay/bbm answers from the dataset's gold labels; "
                                 "simulated/rm-0.65 is right 65% of the time. Every answer is "
                                 "saved with the session.", MUTED), id="find-hint")
@@ -526,7 +541,8 @@ class StoreErrorScreen(Dialog[None]):
             yield Static(
                 safe_line(
                     "Nothing was changed. Fix or move the file, or set BBM_TUI_HOME to another "
-                    "folder, then start bbm-tui again. Press q to quit."
+                    f"folder, then start bbm-tui again. Press {key_for(self, 'store_error_quit')}"
+                    " to quit."
                 ),
                 classes="dialog-hint",
             )

@@ -25,6 +25,7 @@ from bbm_tui.core.annotation.queue import AnnotationQueue, Suggestion, question_
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import WorkStatus
 from bbm_tui.ui.context import context
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack
 from bbm_tui.ui.screens.annotate_dialogs import (
     Flag,
@@ -184,22 +185,26 @@ class AnnotateScreen(BbmScreen):
         status = WorkStatus(work_.status)
         if status is WorkStatus.FLAGGED:
             note = f": {work_.note}" if work_.note else ""
-            return styled(one_line(f"Flagged ({work_.flag_reason}){note} · u to reopen", 300),
+            return styled(one_line(f"Flagged ({work_.flag_reason}){note} · "
+                                   f"{key_for(self, 'annotate_undo')} to reopen", 300),
                           "$text-warning")
         if status is WorkStatus.DONE:
             from bbm_tui.core.annotation.protocol import location
 
-            text = f"Submitted: {location_text(location(work_.judged))} · u to reopen"
+            text = (f"Submitted: {location_text(location(work_.judged))} · "
+                    f"{key_for(self, 'annotate_undo')} to reopen")
             if queue.current.has_gold:
                 text += f" · gold: {location_text(queue.current.gold)}"
             return styled(text, "$text-success")
         if queue.complete:
             from bbm_tui.core.annotation.protocol import location
 
-            return styled(f"Complete: {location_text(location(work_.judged))} · enter to "
-                          "submit", "bold $accent")
+            return styled(f"Complete: {location_text(location(work_.judged))} · "
+                          f"{key_for(self, 'annotate_submit')} to submit", "bold $accent")
         unlocked = queue.unlocked
-        return styled(f"Judge Thought {(unlocked or 0) + 1}: c correct · x incorrect", MUTED)
+        return styled(f"Judge Thought {(unlocked or 0) + 1}: "
+                      f"{key_for(self, 'annotate_correct')} correct · "
+                      f"{key_for(self, 'annotate_incorrect')} incorrect", MUTED)
 
     # -- actions, each committed in order in a thread
 

@@ -13,6 +13,7 @@ from textual.widgets import Input, Static
 
 from bbm_tui.core.types import FlagReason
 from bbm_tui.ui.dialogs import Dialog
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import MUTED, safe, styled
 
 
@@ -36,8 +37,11 @@ class FlagDialog(Dialog[Flag | None]):
         with Vertical(id="flag-dialog", classes="dialog"):
             yield Static(styled("Flag this trace", "bold"), classes="dialog-title")
             yield Input(placeholder="a note (optional)", id="flag-note")
-            yield Static(styled("enter or ctrl+u: unsure · ctrl+b: bad problem · esc: cancel",
-                                MUTED), classes="dialog-hint")
+            # enter is the note's own key (it submits), not a binding.
+            yield Static(styled(f"enter or {key_for(self, 'flag_unsure')}: unsure · "
+                                f"{key_for(self, 'flag_bad_problem')}: bad problem · "
+                                f"{key_for(self, 'flag_cancel')}: cancel", MUTED),
+                         classes="dialog-hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(Flag(FlagReason.UNSURE, event.value.strip()))
@@ -64,7 +68,8 @@ class HighlightDialog(Dialog[str | None]):
         with Vertical(id="highlight-dialog", classes="dialog"):
             yield Static(styled("Highlight a word", "bold"), classes="dialog-title")
             yield Input(value=self._current, id="highlight-input", select_on_focus=True)
-            yield Static(styled("enter to highlight (empty: none) · esc to cancel", MUTED),
+            yield Static(styled("enter to highlight (empty: none) · "
+                                f"{key_for(self, 'highlight_cancel')} to cancel", MUTED),
                          classes="dialog-hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -91,7 +96,8 @@ class GuidelinesDialog(Dialog[None]):
             yield Static(styled(self._title, "bold"), classes="dialog-title")
             with VerticalScroll(id="guidelines-text"):
                 yield Static(safe(self._text))
-            yield Static(styled("esc to close", MUTED), classes="dialog-hint")
+            yield Static(styled(f"{key_for(self, 'guidelines_close')} to close", MUTED),
+                         classes="dialog-hint")
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -119,7 +125,8 @@ class OpenQueueDialog(Dialog[QueueRequest | None]):
             yield Static(styled("Annotate files", "bold"), classes="dialog-title")
             yield Input(placeholder="FILE.jsonl ... (named after their task)", id="queue-files")
             yield Input(value=self._annotator, placeholder="annotator", id="queue-annotator")
-            yield Static(styled("enter to open · esc to cancel", MUTED), classes="dialog-hint")
+            yield Static(styled(f"enter to open · {key_for(self, 'queue_cancel')} to cancel",
+                                MUTED), classes="dialog-hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         paths = self.query_one("#queue-files", Input).value.split()
@@ -171,7 +178,8 @@ class ExportDialog(Dialog[ExportRequest | None]):
             yield Input(placeholder="OUT file (an existing one is never replaced here)",
                         id="export-path")
             yield Static(styled(f"formats: {', '.join(self._formats)} · enter to export · "
-                                "esc to cancel", MUTED), classes="dialog-hint")
+                                f"{key_for(self, 'export_cancel')} to cancel", MUTED),
+                         classes="dialog-hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         fmt = self.query_one("#export-format", Input).value.strip()

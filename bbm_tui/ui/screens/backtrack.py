@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 from bbm_tui.core.store import StoredCandidate
 from bbm_tui.core.trace.session import SamplesReady
 from bbm_tui.ui.dialogs import Dialog
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import MUTED, safe_line, styled
 
 GLYPH_CHOSEN = "★"
@@ -63,13 +64,15 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
                 for index, candidate in enumerate(self.ready.stored)
             ]
             yield OptionList(*options, id="candidates-list")
+            cancel = key_for(self, "candidates_cancel")
             if resample.chosen is None:
                 hint = (f"No sample differs from Thought {self.ready.number}: the trace stays "
-                        "as it was. esc closes")
+                        f"as it was. {cancel} closes")
             else:
                 rule = how[resample.chosen_by or "first"]
+                # enter is the list's own key (it selects), not a binding.
                 hint = (f"{GLYPH_CHOSEN} the paper's choice: {rule}. enter continues from the "
-                        "highlighted one (a new branch) · esc keeps the trace")
+                        f"highlighted one (a new branch) · {cancel} keeps the trace")
             yield Static(styled(hint, MUTED), classes="dialog-hint")
 
     def on_mount(self) -> None:
@@ -104,7 +107,7 @@ class EditThoughtScreen(Dialog[str | None]):
             yield Input(value=self.text, id="edit-input")
             yield Static(styled(f"enter keeps it as a new version of Thought {self.number} "
                                 "(the original stays on its branch) and the model goes on "
-                                "from it · esc to cancel", MUTED),
+                                f"from it · {key_for(self, 'edit_cancel')} to cancel", MUTED),
                          classes="dialog-hint")
 
     def on_mount(self) -> None:

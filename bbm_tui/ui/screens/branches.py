@@ -19,6 +19,7 @@ from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.branches import Segment, band, confidence, outcome
 from bbm_tui.core.trace.tree import BranchDiff
 from bbm_tui.ui.dialogs import Dialog
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_line, styled
 
 
@@ -56,7 +57,8 @@ class BranchTreeScreen(Dialog[int | None]):
             tree.root.expand_all()
             yield tree
             yield Static(styled("● the branch on show · enter shows the branch through the "
-                                "highlighted part · esc closes", MUTED), classes="dialog-hint")
+                                f"highlighted part · {key_for(self, 'tree_close')} closes",
+                                MUTED), classes="dialog-hint")
 
     def _add(self, parent, segment: Segment) -> None:
         node = parent.add(self._label(segment), data=segment.end.id, expand=True)
@@ -124,7 +126,8 @@ class CompareScreen(Dialog[None]):
                             colour = {"green": "$text-success", "red": "$text-error"}.get(
                                 style, MUTED)
                             yield Static(styled(words, f"bold {colour}"), classes="compare-end")
-            yield Static(styled("esc closes", MUTED), classes="dialog-hint")
+            yield Static(styled(f"{key_for(self, 'compare_close')} closes", MUTED),
+                         classes="dialog-hint")
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -174,7 +177,10 @@ class TokenScreen(Dialog[None]):
                 yield Static(styled(f"confidence {sure:.0%} (the geometric mean of the token "
                                     "probabilities) · sum of log-probabilities "
                                     f"{sum(t.logprob for t in self.tokens):.2f}", MUTED))
-            yield Static(styled("← → pick a token · esc closes", MUTED), classes="dialog-hint")
+            yield Static(styled(f"{key_for(self, 'token_previous')} "
+                                f"{key_for(self, 'token_next')} pick a token · "
+                                f"{key_for(self, 'tokens_close')} closes", MUTED),
+                         classes="dialog-hint")
 
     def on_mount(self) -> None:
         self._show()

@@ -25,6 +25,7 @@ from bbm_tui.core.store import SessionSummary
 from bbm_tui.core.types import SessionQuery, SessionSort
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack, OpenSession, SessionRemoved, SessionRenamed
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
@@ -113,14 +114,20 @@ class SessionsScreen(BbmScreen):
         return context(self)
 
     def compose(self) -> ComposeResult:
-        yield TitleBar(styled("bbm-tui — sessions", "bold"),
-                       styled("enter resume · / search · o sort · d delete · esc back", MUTED),
+        yield TitleBar(styled("bbm-tui — sessions", "bold"), styled(self._keys_line(), MUTED),
                        id="title-bar")
-        yield Input(placeholder=f"/ search: {SEARCH_HELP}", id="sessions-search")
+        yield Input(placeholder=f"{key_for(self, 'sessions_search')} search: {SEARCH_HELP}",
+                    id="sessions-search")
         yield LeanStatic(id="sessions-status")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="sessions-empty", classes="hint")
         yield KeysFooter()
+
+    def _keys_line(self) -> str:
+        """"⏎ resume · / search · o sort · d delete · esc back", as the keys are bound."""
+        return " · ".join(f"{key_for(self, binding_id)} {what}" for binding_id, what in (
+            ("sessions_resume", "resume"), ("sessions_search", "search"),
+            ("sessions_sort", "sort"), ("sessions_delete", "delete"), ("sessions_back", "back")))
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
@@ -192,9 +199,10 @@ class SessionsScreen(BbmScreen):
         self._add_rows(summaries)
         empty = self.query_one("#sessions-empty", Static)
         empty.display = not summaries
-        empty.update(styled("No session matches the search: esc in the search line clears it."
-                            if is_filtered(self._query) else
-                            "No sessions yet: ctrl+n starts one.", MUTED))
+        empty.update(styled(
+            f"No session matches the search: {key_for(self, 'sessions_back')} in the search "
+            "line clears it." if is_filtered(self._query) else
+            f"No sessions yet: {key_for(self, 'new_session')} starts one.", MUTED))
         if target is not None and 0 <= target - offset < table.row_count:
             table.move_cursor(row=target - offset, animate=False)
         self._show_status()

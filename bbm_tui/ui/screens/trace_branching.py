@@ -64,7 +64,7 @@ class BranchActions:
             await self._continue_branch(self.trace.continue_with(
                 candidate, settings=self.bbm_app.stepper_settings))
         except asyncio.CancelledError:
-            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
+            self._say_stopped()
             raise
         finally:
             if self.is_attached:
@@ -90,7 +90,7 @@ class BranchActions:
             await self._continue_branch(self.trace.rewrite(
                 number, text, settings=self.bbm_app.stepper_settings))
         except asyncio.CancelledError:
-            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
+            self._say_stopped()
             raise
         finally:
             if self.is_attached:

@@ -5,6 +5,7 @@ they are tested without an app."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -241,12 +242,15 @@ def describe_agreement(shown: FinderShown | None, trace: TraceSession) -> Conten
     return verdict.append(styled("· ", MUTED)).append(line)
 
 
-def agreement_words(shown: FinderShown, trace: TraceSession) -> str:
-    """The agreement for the status line, as a sentence."""
+def agreement_words(shown: FinderShown, trace: TraceSession,
+                    key_for: Callable[[str], str]) -> str:
+    """The agreement for the status line, as a sentence; `key_for` names the key bound to a
+    binding id (ui/keys.py), for the hint."""
     if not shown.has_result:
         return ""
     if trace.mistake_number is None and not trace.no_mistake:
-        return "You have not labelled the trace yet (x flags the first mistake, c says none)."
+        return (f"You have not labelled the trace yet ({key_for('flag_mistake')} flags the "
+                f"first mistake, {key_for('no_mistake')} says none).")
     if not shown.parsed:
         return "Its answer could not be read, so it cannot agree with your label."
     yours = (f"Thought {trace.mistake_number}" if trace.mistake_number is not None
