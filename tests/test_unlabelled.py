@@ -123,7 +123,7 @@ def test_run_takes_questions_with_just_an_input(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out.jsonl"
     assert main(["run", "--input", str(source), "--out", str(out), "--no-progress"]) == 0
     err = capsys.readouterr().err
-    assert f"{source}: 1 row hold steps, answer or mistake_index; run uses only" in err
+    assert f"{source}: 1 row holds steps, answer or mistake_index; run uses only" in err
     written = [json.loads(line) for line in out.read_text().splitlines()]
     # The inputs' order, each row's place in the dataset, no label.
     assert [row["dataset_index"] for row in written] == [3, 1, 2]

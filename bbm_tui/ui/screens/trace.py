@@ -597,7 +597,9 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
             self._status(f"{thoughts(len(self.trace.steps))}. {self._next_hint()}")
         else:
             template = FINISH_MESSAGES[event.reason]
-            self._status(template.format(limit=self.bbm_app.config.step_limit,
+            # The limit in force: the model dialog may have changed the config's.
+            limit = self.bbm_app.stepper_settings.step_limit
+            self._status(template.format(limit=thoughts(limit),
                                          number=len(self.trace.steps)), error=True)
 
     def _add_call(self, call: llm.CallRecord | None) -> None:
