@@ -206,7 +206,7 @@ async def test_the_columns_fit_without_a_horizontal_scrollbar(store: Store) -> N
         trace = recorded_session(store, "tracking_shuffled_objects", index,
                                  name="a very long name for a session " * 3)
         trace.flag_mistake(len(trace.steps))
-    for size in ((120, 40), (80, 24)):
+    for size in ((250, 50), (120, 40), (80, 24)):
         app = make_app()
         async with app.run_test(size=size) as pilot:
             screen = await open_sessions(pilot)
@@ -219,3 +219,7 @@ async def test_the_columns_fit_without_a_horizontal_scrollbar(store: Store) -> N
             wide = size[0] >= 118
             assert ("answer" in keys, "updated" in keys) == (wide, wide)
             assert grid.get_row_at(0)[keys.index("label")].plain.startswith("✗ mistake at ")
+            # Wide, the room goes to the names: the task's is whole.
+            task_width = next(column.width for column in grid.columns.values()
+                              if column.key.value == "task")
+            assert (task_width >= len("tracking_shuffled_objects")) == (size[0] == 250), size

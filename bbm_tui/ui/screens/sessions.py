@@ -53,6 +53,9 @@ COLUMNS: tuple[tuple[str, str, int, int, SessionSort | None], ...] = (
     ("Updated", "updated", 16, 0, SessionSort.UPDATED),
 )
 WIDE = 118
+# Where the room past WIDE columns goes, each column up to the most it can use (the longest
+# task name is 25 characters), so that a wide terminal shows whole names, not ellipses.
+GROWS = {"name": 60, "task": 26, "model": 40, "answer": 40}
 PAGE = 100  # rows a query brings
 MARGIN = 20  # the next page is asked for this many rows before an edge
 KEPT = 3 * PAGE  # rows the table holds at most: past it, the far side's page is let go
@@ -74,6 +77,20 @@ def when_cell(timestamp: float, *, wall_clock: bool) -> Text:
     if not wall_clock:
         return Text("—", style="dim")
     return Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp)))
+
+
+def column_widths(width: int) -> dict[str, int]:
+    """Each shown column's width in a terminal `width` columns wide: COLUMNS' widths, and past
+    WIDE the room left shared out in proportion to what each GROWS column can still use."""
+    wide = width >= WIDE
+    widths = {key: wide_width if wide else narrow
+              for _title, key, wide_width, narrow, _sort in COLUMNS}
+    room = max(width - WIDE, 0) if wide else 0
+    wants = {key: most - widths[key] for key, most in GROWS.items()}
+    total = sum(wants.values())
+    for key, want in wants.items():
+        widths[key] += min(want, room * want // total)
+    return {key: value for key, value in widths.items() if value}
 
 
 class SessionsScreen(BbmScreen):
@@ -107,7 +124,7 @@ class SessionsScreen(BbmScreen):
         self._everything: int | None = None  # all sessions, when a filter is on
         self._problems: tuple[str, ...] = ()
         self._loading_more = False
-        self._wide = True
+        self._widths: dict[str, int] = {}
 
     @property
     def bbm_app(self) -> AppContext:
@@ -131,7 +148,7 @@ class SessionsScreen(BbmScreen):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        self._wide = self.app.size.width >= WIDE
+        self._widths = column_widths(self.app.size.width)
         self._add_columns()
         table.loading = True
         table.focus()
@@ -139,17 +156,16 @@ class SessionsScreen(BbmScreen):
 
     def _add_columns(self) -> None:
         table = self.query_one(DataTable)
-        for title, key, wide, narrow, _sort in COLUMNS:
-            width = wide if self._wide else narrow
-            if width:
-                table.add_column(title, key=key, width=width)
+        for title, key, *_ in COLUMNS:
+            if key in self._widths:
+                table.add_column(title, key=key, width=self._widths[key])
 
     def on_resize(self) -> None:
-        wide = self.app.size.width >= WIDE
-        if wide == self._wide:
+        widths = column_widths(self.app.size.width)
+        if widths == self._widths:
             return
         # The columns that fit: rebuilt with the rows already read (no query).
-        self._wide = wide
+        self._widths = widths
         table = self.query_one(DataTable)
         row = table.cursor_row
         table.clear(columns=True)
