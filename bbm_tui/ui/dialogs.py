@@ -43,6 +43,10 @@ class KeyHelp:
     binding_id: str = ""
 
 
+# The most rows of keys the help shows at once (the rest scroll).
+HELP_ROWS = 28
+
+
 class HelpScreen(Dialog[None]):
     """Every key that works on the screen below, with its current binding (keymap applied)."""
 
@@ -66,16 +70,37 @@ class HelpScreen(Dialog[None]):
                 classes="dialog-hint",
             )
 
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._fit_keys)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit_keys)
+
+    def _fit_keys(self) -> None:
+        """The key list gets what the title and the hint leave of the dialog's 90% of the
+        screen, and scrolls in it. Left to the dialog's own scrolling, a short terminal (80x24)
+        scrolled the title and the hint away and clipped the list's last rows, which its own
+        scrollbar could then not reach."""
+        dialog = self.query_one("#help", Vertical)
+        keys = self.query_one("#help-keys", VerticalScroll)
+        others = dialog.styles.gutter.height + sum(
+            child.outer_size.height + child.styles.margin.height
+            for child in dialog.children if child is not keys)
+        room = int(self.size.height * 0.9) - others
+        keys.styles.max_height = max(3, min(HELP_ROWS, room))
+
     def _table(self) -> Table:
         # A Rich grid sizes the columns; every cell is our own text (a Text, never markup).
         colors = self.app.theme_variables
-        table = Table.grid(padding=(0, 2))
+        # Expanded, with the description the one column that gives way (ratio 1): Rich
+        # otherwise dropped the last column, the binding ids, that [keymap] needs.
+        table = Table.grid(padding=(0, 2), expand=True)
         # The keys, names and ids keep their width; only the longer text gives way.
         table.add_column(justify="right", no_wrap=True,
                          min_width=max((len(row.keys) for row in self.rows), default=1))
         table.add_column(no_wrap=True,
                          min_width=max((len(row.description) for row in self.rows), default=1))
-        table.add_column(no_wrap=True, overflow="ellipsis")
+        table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
         table.add_column(no_wrap=True,
                          min_width=max((len(row.binding_id) for row in self.rows), default=1))
         for row in self.rows:

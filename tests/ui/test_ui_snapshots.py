@@ -296,6 +296,8 @@ def test_edit_thought_dialog(snap_compare, size: tuple[int, int]) -> None:
     async def run_before(pilot: Pilot) -> None:
         app = pilot.app
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await pilot.press("j")  # Thought 2, the one rewritten
+        await wait_for(pilot, lambda: app.screen.selected == 2)
         # Pushed as `w` pushes it, but not from w's worker: that worker waits for the
         # dialog's answer, and a steady frame is one with no worker running.
         await app.push_screen(EditThoughtScreen(2, app.screen.trace.steps[1].text))
