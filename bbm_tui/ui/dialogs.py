@@ -266,7 +266,7 @@ class ModelScreen(Dialog["ModelChoice | None"]):
                 yield Input(value=self._spec.model, id="model",
                             placeholder="e.g. openai/gpt-4o-mini, or replay/bbm (offline)")
                 yield Input(value=self._spec.api_base or "", id="api-base",
-                            placeholder="the provider's default")
+                            placeholder="provider's default")
             with Horizontal(classes="model-row"):
                 yield Input(value=f"{call.temperature:g}", id="temperature", type="number")
                 yield Input(value=str(call.max_tokens or ""), id="max-tokens", type="integer")
@@ -457,6 +457,10 @@ class FindScreen(Dialog[FindRequest | None]):
         Binding("escape", "cancel", "cancel", id="find_cancel"),
         Binding("enter,ctrl+r", "run", "run", id="find_run"),
     ]
+    # Under 32 rows the dialog drops its borders and the offline note (dialogs.tcss): at
+    # 80x24 it scrolled, with its title out of view.
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
+                                                                    (32, "-tall")]
 
     def __init__(self, methods: list[MethodChoice], default: FindRequest) -> None:
         super().__init__()
@@ -480,8 +484,8 @@ class FindScreen(Dialog[FindRequest | None]):
                             placeholder="e.g. replay/bbm, simulated/rm-0.65, openai/gpt-4o")
                 yield Input(value=self._default.spec.api_base or "", id="find-api-base",
                             placeholder="the provider's default")
-            yield SpaceCheckbox("Judge every step (step-level: do not stop at the first No; "
-                                "space toggles)", id="find-judge-all",
+            yield SpaceCheckbox("Judge every step, not only up to the first No (space "
+                                "toggles)", id="find-judge-all",
                                 value=self._default.judge_all)
             with Horizontal(classes="dialog-buttons"):
                 yield Button(_with_key("Run", key_for(self, "find_run")), variant="primary",

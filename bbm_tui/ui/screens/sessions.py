@@ -31,6 +31,7 @@ from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_cell, safe_line, styled, thoughts
 from bbm_tui.ui.viewmodels.sessions import (
+    LABEL_HELP,
     SEARCH_HELP,
     describe,
     is_filtered,
@@ -134,7 +135,7 @@ class SessionsScreen(BbmScreen):
         yield TitleBar(styled("bbm-tui — sessions", "bold"), styled(self._keys_line(), MUTED),
                        id="title-bar")
         yield Input(placeholder=f"{key_for(self, 'sessions_search')} search: {SEARCH_HELP}",
-                    id="sessions-search")
+                    id="sessions-search", tooltip=f"{SEARCH_HELP}; {LABEL_HELP}")
         yield LeanStatic(id="sessions-status")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="sessions-empty", classes="hint")
