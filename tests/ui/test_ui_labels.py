@@ -93,7 +93,7 @@ async def test_c_on_an_empty_trace_says_why_nothing_happened(store: Store) -> No
         assert screen.trace.label is None
 
 
-# -- messages (issue 10, item 12): undo says what the label is now; "1 thought"
+# -- messages: undo says what the label is now; "1 thought"
 
 async def test_undo_says_what_the_label_is_now(store: Store) -> None:
     trace = recorded_session(store, TASK, 0)

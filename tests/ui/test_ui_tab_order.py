@@ -1,4 +1,4 @@
-"""Tab at 80x24 (issue 10, item 14): on every screen and dialog with focusable widgets, a full
+"""Tab at 80x24: on every screen and dialog with focusable widgets, a full
 cycle of Tab never lands on a widget the person cannot see. Each widget Tab focuses must be
 shown and, once Textual has scrolled it into view, wholly inside the screen and its
 containers; the cycle must come back to where it started."""
