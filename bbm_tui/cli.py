@@ -422,8 +422,8 @@ def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_batch_notes(out, progress)
     how = "stopped: " if stopped else ""
     print(
-        f"{how}{progress.done} traces written to {out}, {progress.skipped} already there, "
-        f"{progress.failed} failed; {progress.steps} steps, ${progress.cost:.4f}",
+        f"{how}{_traces(progress.done)} written to {out}, {progress.skipped} already there, "
+        f"{progress.failed} failed; {_count(progress.steps, 'step')}, ${progress.cost:.4f}",
         file=sys.stderr,
     )
     for message in progress.errors[:10]:
@@ -547,13 +547,13 @@ class ProgressDisplay:
 
 
 def _run_detail(progress: Any) -> str:
-    return f"{progress.steps} steps · ${progress.cost:.4f}"
+    return f"{_count(progress.steps, 'step')} · ${progress.cost:.4f}"
 
 
 def _find_detail(progress: Any) -> str:
     # "+?": some calls had no known price, so the running cost is a lower bound.
     cost = f"${progress.cost:.4f}" + ("+?" if progress.unpriced_calls else "")
-    return f"{progress.calls} calls · {cost}"
+    return f"{_count(progress.calls, 'call')} · {cost}"
 
 
 # ---------------------------------------------------------------------------- stats
@@ -716,20 +716,26 @@ def find_command(args: argparse.Namespace) -> int:
 
 def _print_find_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_batch_notes(out, progress)
-    unpriced = f" (+ {progress.unpriced_calls} calls of unknown price)" * bool(
+    unpriced = f" (+ {_count(progress.unpriced_calls, 'call')} of unknown price)" * bool(
         progress.unpriced_calls)
     how = "stopped: " if stopped else ""
     print(
-        f"{how}{progress.done} traces judged into {out}, {progress.skipped} already there, "
-        f"{progress.failed} failed; {progress.calls} calls, ${progress.cost:.4f}{unpriced}",
+        f"{how}{_traces(progress.done)} judged into {out}, {progress.skipped} already there, "
+        f"{progress.failed} failed; {_count(progress.calls, 'call')}, "
+        f"${progress.cost:.4f}{unpriced}",
         file=sys.stderr,
     )
     for message in progress.errors[:10]:
         fail(message)
 
 
+def _count(count: int, noun: str) -> str:
+    """"1 trace", "2 traces": a count that reads right for one and for many."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
 def _traces(count: int) -> str:
-    return f"{count} trace" + ("" if count == 1 else "s")
+    return _count(count, "trace")
 
 
 def _find_usage_problem(args: argparse.Namespace) -> str | None:
@@ -855,7 +861,7 @@ def _print_verify_report(found: dict[str, dict]) -> None:
     for task, entry in found.items():
         share = 100.0 * entry["agree"] / entry["traces"] if entry["traces"] else 0.0
         table = Table(title=f"{task}: the verifier agrees with the label on {entry['agree']} "
-                      f"of {entry['traces']} traces ({share:.1f}%)")
+                      f"of {_traces(entry['traces'])} ({share:.1f}%)")
         for column in ("file", "row", "label", "verifier", "step", "reason"):
             table.add_column(column, no_wrap=column in ("row", "label", "verifier"),
                              justify="right" if column == "row" else "left")
@@ -965,8 +971,8 @@ def _print_backtrack_summary(out: Path, progress: Any, stopped: bool = False) ->
         print(f"bbm-tui: {_traces(progress.unlabelled)} unlabelled: no gold location, kept as "
               "they are", file=sys.stderr)
     how = "stopped: " if stopped else ""
-    print(f"{how}{progress.done} traces written to {out}, {progress.skipped} already there, "
-          f"{progress.failed} failed; {progress.calls} calls, ${progress.cost:.4f}",
+    print(f"{how}{_traces(progress.done)} written to {out}, {progress.skipped} already there, "
+          f"{progress.failed} failed; {_count(progress.calls, 'call')}, ${progress.cost:.4f}",
           file=sys.stderr)
     for message in progress.errors[:10]:
         fail(message)
@@ -1056,7 +1062,8 @@ def sessions_command(args: argparse.Namespace) -> int:
             }))
         else:
             print(f"{session.id:>5}  {one_line(session.name, 40):<40}  {session.task:<26}"
-                  f"{summary.steps:>4} steps  {label:<16} {one_line(session.model, 30)}")
+                  f"{summary.steps:>4} {'step ' if summary.steps == 1 else 'steps'}  "
+                  f"{label:<16} {one_line(session.model, 30)}")
     return EXIT_OK
 
 
@@ -1141,7 +1148,7 @@ def agreement_command(args: argparse.Namespace) -> int:
         except OSError as error:
             return fail(f"{args.consensus}: cannot write: {error.strerror}")
         note = f", {unlabelled} without a majority (unlabelled)" if unlabelled else ""
-        print(f"{labelled} traces with the consensus label written to {args.consensus}{note}",
+        print(f"{_traces(labelled)} with the consensus label written to {args.consensus}{note}",
               file=sys.stderr)
     return EXIT_OK
 

@@ -124,6 +124,24 @@ def test_run_replays_dataset_questions_and_resumes(tmp_path: Path, capsys) -> No
         assert len([s for s in store.sessions() if s.session.source == "run"]) == 5
 
 
+def test_counts_read_right_for_one_and_for_many(tmp_path: Path, capsys) -> None:
+    """"1 trace written", "2 traces written"; "1 row holds", "2 rows hold"."""
+    rows = bundled_rows("word_sorting")
+    source = tmp_path / "word_sorting.jsonl"
+    source.write_text(json.dumps(rows[0].to_json()) + "\n")
+    out = tmp_path / "one.jsonl"
+    assert main(["run", "--input", str(source), "--out", str(out), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert f"{source}: 1 row holds steps, answer or mistake_index" in err
+    assert f"1 trace written to {out}, 0 already there, 0 failed;" in err
+
+    source.write_text("".join(json.dumps(row.to_json()) + "\n" for row in rows[:3]))
+    assert main(["run", "--input", str(source), "--out", str(out), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert f"{source}: 3 rows hold steps, answer or mistake_index" in err
+    assert f"2 traces written to {out}, 1 already there, 0 failed;" in err
+
+
 def test_run_mends_a_line_cut_off_by_a_kill(tmp_path: Path) -> None:
     out = tmp_path / "ws.jsonl"
     args = ["run", "--task", "word_sorting", "--dataset", "--out", str(out)]

@@ -594,7 +594,7 @@ def test_run_command_server_errors_then_resume(
             "--input", str(source), "--out", str(out), "--no-progress"]
     assert main(args) == 1
     err = capsys.readouterr().err
-    assert "1 traces written" in err and "1 failed" in err
+    assert "1 trace written" in err and "1 failed" in err
     failures = [line for line in err.splitlines() if "server error (503)" in line]
     assert failures == [f"bbm-tui: {TASK}: openai/test at {openai_server.base_url} had a "
                         "server error (503): scripted status 503 (after 4 attempts)"]

@@ -204,7 +204,8 @@ def kill_and_resume_run(server: ForkServer, root: Path, plan: RunPlan, attempt: 
         again = server.spawn(argv, environment(home, 0), stderr=resume_err)
     assert again.wait(120) == 0, again.stderr
     summary = again.stderr
-    assert f"{plan.limit - len(written)} traces written" in summary, summary
+    resumed = plan.limit - len(written)
+    assert f"{resumed} trace{'' if resumed == 1 else 's'} written" in summary, summary
     assert f"{len(written)} already there, 0 failed" in summary, summary
     assert "locked" not in summary and "internal error" not in summary
     assert integrity(db) == "ok", where
@@ -651,7 +652,7 @@ def resume_backtrack(forks: ForkServer, server: FakeOpenAI, argv: list[str], hom
     asked = sample_requests(server)
     again = forks.spawn(argv, environment(home, 0), stderr=home.parent / "stderr-resume")
     assert again.wait(120) == 0, again.stderr
-    assert "1 traces written" in again.stderr and "0 failed" in again.stderr, again.stderr
+    assert "1 trace written" in again.stderr and "0 failed" in again.stderr, again.stderr
     db = home / DATABASE_NAME
     assert integrity(db) == "ok", where
     assert sample_requests(server) == asked + (0 if had_samples else 1), where

@@ -78,6 +78,78 @@ def test_round_trip_never_counts_an_unlabelled_trace_as_no_mistake(
     assert pb.read_text() == ""
 
 
+def labelled_counts(stats: dict) -> tuple[int, int, int, int]:
+    return (stats["traces"], stats["unlabelled"], stats["with_mistake"],
+            stats["without_mistake"])
+
+
+def test_round_trip_with_labelled_rows_among_unlabelled_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`run`'s unlabelled traces and labelled dataset rows in one file, through stats, find,
+    import and export, and the exported file through stats and find again: the labelled rows
+    keep their labels, and no unlabelled trace is ever counted or scored as "no mistake"."""
+    rows = bundled_rows("word_sorting")
+    with_mistake = [i for i, row in enumerate(rows) if row.mistake_index is not None][:2]
+    without = [i for i, row in enumerate(rows) if row.mistake_index is None][:2]
+    labelled = [rows[i] for i in [*with_mistake, *without]]
+    unlabelled_questions = [i for i in range(len(rows)) if i not in with_mistake + without][:3]
+
+    source = write_jsonl(tmp_path / "word_sorting.jsonl",
+                         questions("word_sorting", unlabelled_questions))
+    out = tmp_path / "run.jsonl"
+    assert main(["run", "--input", str(source), "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    (tmp_path / "mixed").mkdir()
+    mixed = tmp_path / "mixed" / "word_sorting.jsonl"  # named after its task, for import
+    ran = out.read_text().splitlines()
+    # Interleaved: a labelled row, an unlabelled one, and so on.
+    given = [json.dumps(row.to_json()) for row in labelled]
+    lines = [line for pair in zip(given, [*ran, ""], strict=True) for line in pair if line]
+    mixed.write_text("\n".join(lines) + "\n")
+    expected = (7, 3, 2, 2)  # traces, unlabelled, with a mistake, without
+
+    def stats_of(path: Path) -> tuple[int, int, int, int]:
+        report = json_out(capsys, ["stats", "--json", "--task", "word_sorting", str(path)])
+        return labelled_counts(report["tasks"]["word_sorting"])
+
+    def scores_of(path: Path, preds: Path) -> dict:
+        return json_out(capsys, ["find", "--method", "direct-trace", "--task", "word_sorting",
+                                 "--input", str(path), "--out", str(preds), "--no-progress",
+                                 "--json"])
+
+    assert stats_of(mixed) == expected
+    scores = scores_of(mixed, tmp_path / "preds-mixed.jsonl")
+    # replay/bbm answers from the gold label: every labelled row scored, and right.
+    assert scores["unlabelled_left_out"] == 3
+    assert scores["tasks"]["word_sorting"]["n"] == 4
+    assert scores["tasks"]["word_sorting"]["accuracy"] == pytest.approx(100.0)  # per cent
+
+    assert main(["import", str(mixed)]) == 0
+    assert "4 sessions imported (3 traces already saved" in capsys.readouterr().err
+    exported = tmp_path / "export.jsonl"
+    assert main(["export", "--out", str(exported)]) == 0
+    assert "7 traces written" in capsys.readouterr().err
+    back = read_rows(exported)
+    by_input = {row.input: row for row in back}
+    assert len(back) == 7
+    for row in labelled:
+        assert by_input[row.input].labelled
+        assert by_input[row.input].mistake_index == row.mistake_index
+    unlabelled_inputs = {rows[i].input for i in unlabelled_questions}
+    assert {row.input for row in back if not row.labelled} == unlabelled_inputs
+    assert all("mistake_index" not in json.loads(line)
+               for line in exported.read_text().splitlines()
+               if json.loads(line)["input"] in unlabelled_inputs)
+
+    # Round again: the exported file reads the same.
+    assert stats_of(exported) == expected
+    again = scores_of(exported, tmp_path / "preds-again.jsonl")
+    assert again["unlabelled_left_out"] == 3
+    assert again["tasks"]["word_sorting"]["n"] == 4
+    assert again["tasks"]["word_sorting"] == scores["tasks"]["word_sorting"]
+
+
 def test_find_scores_only_the_labelled_rows(tmp_path: Path, capsys) -> None:
     rows = bundled_rows("word_sorting")[:4]
     mixed = [rows[0].to_json(), rows[1].to_json()]
@@ -123,7 +195,7 @@ def test_run_takes_questions_with_just_an_input(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out.jsonl"
     assert main(["run", "--input", str(source), "--out", str(out), "--no-progress"]) == 0
     err = capsys.readouterr().err
-    assert f"{source}: 1 row hold steps, answer or mistake_index; run uses only" in err
+    assert f"{source}: 1 row holds steps, answer or mistake_index; run uses only" in err
     written = [json.loads(line) for line in out.read_text().splitlines()]
     # The inputs' order, each row's place in the dataset, no label.
     assert [row["dataset_index"] for row in written] == [3, 1, 2]

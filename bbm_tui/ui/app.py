@@ -16,7 +16,7 @@ import gc
 import signal
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, cast
 
@@ -32,6 +32,7 @@ from bbm_tui.core.config import Config
 from bbm_tui.core.tasks import TASKS
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import ModelSpec
+from bbm_tui.ui.keys import bindings_as_bound
 from bbm_tui.ui.messages import (
     GoBack,
     ModelChosen,
@@ -664,14 +665,7 @@ class BbmApp(App[int]):
         """Every binding of the current screen, then the app's, as the user's keymap has them
         (the footer hides some for now, e.g. esc while nothing runs: help shows them all).
         Built from the classes' BINDINGS, Textual's public declaration of them."""
-        keymap = {binding_id: keys.split(",") for binding_id, keys in self.config.keymap.items()}
-        found: dict[str, Binding] = {}
-        for owner in (self.screen, self):
-            for binding in _declared_bindings(type(owner)):
-                keys = keymap.get(binding.id or "", [binding.key])
-                for key in keys:
-                    found.setdefault(key.strip(), replace(binding, key=key.strip()))
-        return list(found.values())
+        return bindings_as_bound((type(self.screen), type(self)), self.config.keymap)
 
     # -- the command palette (ctrl+p): the main actions by name
 
@@ -786,12 +780,3 @@ def _collect_from_now_on() -> None:
     the command line while the app started, runs again on what is made from now on."""
     gc.freeze()
     gc.enable()
-
-
-def _declared_bindings(owner: type) -> list[Binding]:
-    """The bindings a class and its bases declare, the bases' first (the order Textual merges
-    them in), one Binding per key."""
-    declared: list[Binding] = []
-    for cls in reversed(owner.__mro__):
-        declared.extend(Binding.make_bindings(cls.__dict__.get("BINDINGS", [])))
-    return declared

@@ -20,6 +20,7 @@ from bbm_tui.core import llm
 from bbm_tui.core.judging.judges import Judge
 from bbm_tui.core.tasks import Task
 from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, StepperSettings
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe, safe_line, styled
 
@@ -41,6 +42,10 @@ class KeyHelp:
     description: str
     detail: str
     binding_id: str = ""
+
+
+# The most rows of keys the help shows at once (the rest scroll).
+HELP_ROWS = 28
 
 
 class HelpScreen(Dialog[None]):
@@ -66,16 +71,37 @@ class HelpScreen(Dialog[None]):
                 classes="dialog-hint",
             )
 
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._fit_keys)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit_keys)
+
+    def _fit_keys(self) -> None:
+        """The key list gets what the title and the hint leave of the dialog's 90% of the
+        screen, and scrolls in it. Left to the dialog's own scrolling, a short terminal (80x24)
+        scrolled the title and the hint away and clipped the list's last rows, which its own
+        scrollbar could then not reach."""
+        dialog = self.query_one("#help", Vertical)
+        keys = self.query_one("#help-keys", VerticalScroll)
+        others = dialog.styles.gutter.height + sum(
+            child.outer_size.height + child.styles.margin.height
+            for child in dialog.children if child is not keys)
+        room = int(self.size.height * 0.9) - others
+        keys.styles.max_height = max(3, min(HELP_ROWS, room))
+
     def _table(self) -> Table:
         # A Rich grid sizes the columns; every cell is our own text (a Text, never markup).
         colors = self.app.theme_variables
-        table = Table.grid(padding=(0, 2))
+        # Expanded, with the description the one column that gives way (ratio 1): Rich
+        # otherwise dropped the last column, the binding ids, that [keymap] needs.
+        table = Table.grid(padding=(0, 2), expand=True)
         # The keys, names and ids keep their width; only the longer text gives way.
         table.add_column(justify="right", no_wrap=True,
                          min_width=max((len(row.keys) for row in self.rows), default=1))
         table.add_column(no_wrap=True,
                          min_width=max((len(row.description) for row in self.rows), default=1))
-        table.add_column(no_wrap=True, overflow="ellipsis")
+        table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
         table.add_column(no_wrap=True,
                          min_width=max((len(row.binding_id) for row in self.rows), default=1))
         for row in self.rows:
@@ -89,6 +115,12 @@ class HelpScreen(Dialog[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+def _with_key(label: str, key: str) -> Content:
+    """A button's label and its key: "Start (^r)". Content, not a string: a string label is
+    read as markup, and a key from the user's keymap may be "[" ."""
+    return Content(f"{label} ({key})")
 
 
 class ConfirmScreen(Dialog[bool]):
@@ -108,8 +140,9 @@ class ConfirmScreen(Dialog[bool]):
         with Vertical(id="confirm", classes="dialog"):
             yield Static(self._question, classes="dialog-text")
             with Horizontal(classes="dialog-buttons"):
-                yield Button(f"{self._confirm_label} (y)", variant="error", id="yes")
-                yield Button("Cancel (n)", id="no")
+                yield Button(_with_key(self._confirm_label, key_for(self, "confirm_yes")),
+                             variant="error", id="yes")
+                yield Button(_with_key("Cancel", key_for(self, "confirm_no")), id="no")
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
@@ -136,8 +169,9 @@ class RenameScreen(Dialog[str | None]):
         with Vertical(id="rename", classes="dialog"):
             yield Static(styled("Rename the session", "bold"), classes="dialog-title")
             yield Input(value=self._current, id="rename-input", select_on_focus=True)
-            yield Static(styled("enter to save · esc to cancel", MUTED),
-                         classes="dialog-hint")
+            # enter is the input's own key, not a binding: no keymap moves it.
+            yield Static(styled(f"enter to save · {key_for(self, 'rename_cancel')} to cancel",
+                                MUTED), classes="dialog-hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         name = " ".join(event.value.split())
@@ -176,8 +210,10 @@ class TypedQuestionScreen(Dialog[tuple[str, str | None] | None]):
             yield TextArea(id="typed-input", soft_wrap=True, show_line_numbers=False)
             yield Input(placeholder="Target answer (optional)", id="typed-target")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Start (ctrl+r)", variant="primary", id="typed-start")
-                yield Button("Cancel (esc)", id="typed-cancel")
+                yield Button(_with_key("Start", key_for(self, "typed_start")),
+                             variant="primary", id="typed-start")
+                yield Button(_with_key("Cancel", key_for(self, "typed_cancel")),
+                             id="typed-cancel")
 
     def on_mount(self) -> None:
         self.query_one("#typed-input").focus()
@@ -231,7 +267,7 @@ class ModelScreen(Dialog["ModelChoice | None"]):
                 yield Input(value=self._spec.model, id="model",
                             placeholder="e.g. openai/gpt-4o-mini, or replay/bbm (offline)")
                 yield Input(value=self._spec.api_base or "", id="api-base",
-                            placeholder="the provider's default")
+                            placeholder="provider's default")
             with Horizontal(classes="model-row"):
                 yield Input(value=f"{call.temperature:g}", id="temperature", type="number")
                 yield Input(value=str(call.max_tokens or ""), id="max-tokens", type="integer")
@@ -241,10 +277,12 @@ class ModelScreen(Dialog["ModelChoice | None"]):
                            value=self._spec.mode == "completion")
             yield Static(id="model-test-result")
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Test (ctrl+t)", id="model-test",
+                yield Button(_with_key("Test", key_for(self, "model_test")), id="model-test",
                              tooltip="One tiny call: does the model answer, and how fast")
+                # enter submits a field (the inputs' own key, not a binding).
                 yield Button("Keep (enter)", variant="primary", id="model-keep")
-                yield Button("Cancel (esc)", id="model-cancel")
+                yield Button(_with_key("Cancel", key_for(self, "model_cancel")),
+                             id="model-cancel")
             yield Static(styled("API keys stay in the environment (e.g. OPENAI_API_KEY).",
                                 MUTED), classes="dialog-hint")
 
@@ -402,6 +440,10 @@ class FindScreen(Dialog[FindRequest | None]):
         Binding("escape", "cancel", "cancel", id="find_cancel"),
         Binding("enter,ctrl+r", "run", "run", id="find_run"),
     ]
+    # Under 32 rows the dialog drops its borders and the offline note (dialogs.tcss): at
+    # 80x24 it scrolled, with its title out of view.
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
+                                                                    (32, "-tall")]
 
     def __init__(self, methods: list[Judge], default: FindRequest) -> None:
         super().__init__()
@@ -425,12 +467,14 @@ class FindScreen(Dialog[FindRequest | None]):
                             placeholder="e.g. replay/bbm, simulated/rm-0.65, openai/gpt-4o")
                 yield Input(value=self._default.spec.api_base or "", id="find-api-base",
                             placeholder="the provider's default")
-            yield SpaceCheckbox("Judge every step (step-level: do not stop at the first No; "
-                                "space toggles)", id="find-judge-all",
+            yield SpaceCheckbox("Judge every step, not only up to the first No (space "
+                                "toggles)", id="find-judge-all",
                                 value=self._default.judge_all)
             with Horizontal(classes="dialog-buttons"):
-                yield Button("Run (enter)", variant="primary", id="find-run")
-                yield Button("Cancel (esc)", id="find-cancel")
+                yield Button(_with_key("Run", key_for(self, "find_run")), variant="primary",
+                             id="find-run")
+                yield Button(_with_key("Cancel", key_for(self, "find_cancel")),
+                             id="find-cancel")
             yield Static(styled("Offline: replay/bbm answers from the dataset's gold labels; "
                                 "simulated/rm-0.65 is right 65% of the time. Every answer is "
                                 "saved with the session.", MUTED), id="find-hint")
@@ -507,7 +551,8 @@ class StoreErrorScreen(Dialog[None]):
             yield Static(
                 safe_line(
                     "Nothing was changed. Fix or move the file, or set BBM_TUI_HOME to another "
-                    "folder, then start bbm-tui again. Press q to quit."
+                    f"folder, then start bbm-tui again. Press {key_for(self, 'store_error_quit')}"
+                    " to quit."
                 ),
                 classes="dialog-hint",
             )

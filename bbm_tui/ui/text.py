@@ -16,7 +16,6 @@ from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.types import StepOrigin
 
 if TYPE_CHECKING:
-    from textual.screen import Screen
 
     from bbm_tui.core.store import Step, Totals
 
@@ -100,12 +99,3 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
     if step.truncated:
         parts.append("cut at the token limit")
     return " · ".join(parts) if parts else "model"
-
-
-def key_shown(screen: Screen, binding_id: str, fallback: str) -> str:
-    """How the key bound to `binding_id` is shown on `screen` (the current one), the user's
-    [keymap] applied: hints in status lines and dialogs name the keys actually bound."""
-    for active in screen.active_bindings.values():
-        if active.binding.id == binding_id:
-            return screen.app.get_key_display(active.binding)
-    return fallback

@@ -668,3 +668,73 @@ async def test_finder_runs_stay_with_their_branch(store: Store) -> None:
         await wait_for(pilot, lambda: screen.finder is not None
                        and screen.finder.method == "verify")
         assert marks(screen) == ["yes"] * len(screen.trace.steps)
+
+
+async def tab_to(pilot, widget_id: str) -> None:
+    """Tab (as a person would) until the widget `widget_id` has the focus."""
+    for _ in range(10):
+        focused = pilot.app.focused
+        if focused is not None and focused.id == widget_id:
+            return
+        await pilot.press("tab")
+    raise AssertionError(f"tab never reached #{widget_id}")
+
+
+async def test_enter_runs_the_finder_from_the_model_field(store: Store) -> None:
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        await tab_to(pilot, "find-model")
+        await pilot.press(*"simulated/rm-1", "enter")  # typed over the selected model
+        await wait_for(pilot, lambda: app.screen is screen)
+        await wait_for(pilot, lambda: screen.finder is not None and not screen.finding,
+                       timeout=30)
+        assert screen.finder.model == "simulated/rm-1"
+        assert screen.finder.method == "direct-step"  # the dialog's first choice here
+
+
+async def test_enter_runs_the_finder_from_the_api_base_field(store: Store) -> None:
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        await pilot.press("up")  # direct, trace-level
+        await tab_to(pilot, "find-api-base")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await wait_for(pilot, lambda: screen.finder is not None and not screen.finding,
+                       timeout=30)
+        assert (screen.finder.method, screen.finder.model) == ("direct-trace", "replay/bbm")
+        assert store.finder_runs(screen.trace.id)
+
+
+async def test_the_description_follows_the_highlighted_method(store: Store) -> None:
+    from bbm_tui.ui.dialogs import METHOD_HINTS
+
+    trace = recorded_session(store, "word_sorting", 0)  # every method, CoT trace-level too
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_screen(pilot)
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        dialog = app.screen
+        names = [choice.name for choice in dialog._methods]
+        assert set(names) == set(METHOD_HINTS)
+
+        def described() -> str:
+            return str(dialog.query_one("#find-method-hint").render()).strip()
+
+        seen = []
+        for _ in names:  # down through every method, round to the first again
+            await pilot.press("down")
+            await wait_for(pilot, lambda: described() == METHOD_HINTS[dialog.method.name])
+            seen.append(dialog.method.name)
+        assert sorted(seen) == sorted(names)
+        await pilot.press("up")
+        await wait_for(pilot, lambda: described() == METHOD_HINTS[dialog.method.name])
+        assert dialog.method.name == seen[-2]

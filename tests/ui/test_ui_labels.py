@@ -4,12 +4,15 @@ says why nothing happened."""
 
 from __future__ import annotations
 
+from textual.widgets import DataTable
+
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import is_correct
 from bbm_tui.ui.dialogs import ConfirmScreen
+from bbm_tui.ui.screens.sessions import SessionsScreen
 from bbm_tui.ui.screens.trace import TraceScreen
-from tests.ui.ui_helpers import SIZE, make_app, recorded_session, wait_for
+from tests.ui.ui_helpers import SIZE, make_app, notifications, recorded_session, wait_for
 
 TASK = "tracking_shuffled_objects"
 
@@ -88,3 +91,57 @@ async def test_c_on_an_empty_trace_says_why_nothing_happened(store: Store) -> No
         await pilot.press("c")
         await wait_for(pilot, lambda: "Nothing to label yet" in text_of(screen, "#run-status"))
         assert screen.trace.label is None
+
+
+# -- messages: undo says what the label is now; "1 thought"
+
+async def test_undo_says_what_the_label_is_now(store: Store) -> None:
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("j", "x")
+        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        await pilot.press("c")  # the answer is wrong: c asks first
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: screen.trace.no_mistake)
+        await pilot.press("u")
+        await wait_for(pilot, lambda: text_of(screen, "#run-status")
+                       == "Label undone: ✗ first mistake in Thought 2")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: text_of(screen, "#run-status")
+                       == "Label undone: not labelled yet")
+        assert text_of(screen, "#label") == "Label: not labelled yet"
+
+
+async def test_one_thought_is_one_thought_everywhere_it_is_counted(store: Store) -> None:
+    steps = list(bundled_rows(TASK)[0].steps)
+    trace = recorded_session(store, TASK, 0, steps=steps[:1])
+    trace.mark_no_mistake()
+    trace.load_recorded(steps[1:2])  # one more thought after the label
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        assert "(stale: given before 1 more was written; label again)" in \
+            text_of(screen, "#label")
+        assert "no mistake in Thought 1 only" in text_of(screen, "#label")
+        await pilot.press("Y")
+        await wait_for(pilot, lambda: any("Copied the trace (2 thoughts)." in note
+                                          for note in notifications(app)))
+
+    one = recorded_session(store, TASK, 1, steps=steps[:1])
+    app = make_app(session_id=one.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        assert text_of(screen, "#run-status").startswith("1 thought so far. n for the next")
+        await pilot.press("Y")
+        await wait_for(pilot, lambda: any("Copied the trace (1 thought)." in note
+                                          for note in notifications(app)))
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen)
+                       and app.screen.query_one(DataTable).row_count == 2)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert "(1 thought)? This cannot be undone." in \
+            str(app.screen.query_one(".dialog-text").render())

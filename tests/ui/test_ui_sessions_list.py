@@ -3,6 +3,9 @@ goes after a delete (issue 8 item 13, issue 10 item 10)."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
+
 from textual.widgets import DataTable, Input
 from ui_helpers import SIZE, make_app, recorded_session, wait_for
 
@@ -119,6 +122,48 @@ async def test_search_and_filters_narrow_the_list(store: Store) -> None:
         assert "No session matches" in str(screen.query_one("#sessions-empty").render())
 
 
+def last_changed_on(store: Store, session_id: int, day: str) -> None:
+    """Set when the session was last changed: noon, local time, on `day` (YYYY-MM-DD)."""
+    noon = time.mktime(time.strptime(f"{day} 12:00", "%Y-%m-%d %H:%M"))
+    with sqlite3.connect(store.path) as connection:
+        connection.execute("UPDATE sessions SET updated_at = ? WHERE id = ?",
+                           (noon, session_id))
+    connection.close()
+
+
+async def test_the_date_filters_through_the_search_line(store: Store) -> None:
+    """since:, before: and date: (the search help's date filters), typed as a person types
+    them, alone, together and with a word; a date it cannot read is named, not applied."""
+    days = {"word_sorting": "2026-11-01", "dyck_languages": "2026-11-24",
+            "multistep_arithmetic": "2026-12-03"}
+    for index, (task, day) in enumerate(days.items()):
+        trace = recorded_session(store, task, index, name=f"{task} on {day}")
+        last_changed_on(store, trace.id, day)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sessions(pilot)
+        await wait_for(pilot, lambda: table(screen).row_count == 3)
+        assert "since:YYYY-MM-DD before:… date:…" in screen.query_one(Input).placeholder
+
+        async def search(line: str, expected: list[str]) -> None:
+            await pilot.press("slash")
+            if screen.query_one(Input).value:
+                await pilot.press("escape")  # clears the line, the focus stays there
+            await pilot.press(*line)
+            await wait_for(pilot, lambda: sorted(names(screen)) == sorted(
+                f"{task} on {days[task]}" for task in expected))
+
+        await search("since:2026-11-20", ["dyck_languages", "multistep_arithmetic"])
+        assert "2 of 3 sessions" in status(screen)
+        await search("before:2026-11-24", ["word_sorting"])
+        await search("date:2026-11-24", ["dyck_languages"])
+        await search("since:2026-11-01 before:2026-12-01", ["word_sorting", "dyck_languages"])
+        await search("since:2026-11-20 arithmetic", ["multistep_arithmetic"])
+        await search("since:2026-13-45", ["word_sorting", "dyck_languages",
+                                          "multistep_arithmetic"])
+        assert "since:2026-13-45 (a date is YYYY-MM-DD)" in status(screen)
+
+
 async def test_o_sorts_and_capital_o_reverses(store: Store) -> None:
     for index, name in ((0, "bravo"), (1, "alpha"), (2, "charlie")):
         recorded_session(store, "word_sorting", index, name=name)
@@ -161,7 +206,7 @@ async def test_the_columns_fit_without_a_horizontal_scrollbar(store: Store) -> N
         trace = recorded_session(store, "tracking_shuffled_objects", index,
                                  name="a very long name for a session " * 3)
         trace.flag_mistake(len(trace.steps))
-    for size in ((120, 40), (80, 24)):
+    for size in ((250, 50), (120, 40), (80, 24)):
         app = make_app()
         async with app.run_test(size=size) as pilot:
             screen = await open_sessions(pilot)
@@ -174,3 +219,7 @@ async def test_the_columns_fit_without_a_horizontal_scrollbar(store: Store) -> N
             wide = size[0] >= 118
             assert ("answer" in keys, "updated" in keys) == (wide, wide)
             assert grid.get_row_at(0)[keys.index("label")].plain.startswith("✗ mistake at ")
+            # Wide, the room goes to the names: the task's is whole.
+            task_width = next(column.width for column in grid.columns.values()
+                              if column.key.value == "task")
+            assert (task_width >= len("tracking_shuffled_objects")) == (size[0] == 250), size

@@ -7,6 +7,8 @@ or dates on screen (wall_clock=False), no blinking cursors, no toasts.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, DataTable, OptionList
@@ -20,8 +22,10 @@ from bbm_tui.ui.dialogs import (
     HelpScreen,
     ModelScreen,
     RenameScreen,
+    StoreErrorScreen,
     TypedQuestionScreen,
 )
+from bbm_tui.ui.screens.backtrack import EditThoughtScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.screens.sessions import SessionsScreen
 from bbm_tui.ui.screens.trace import TraceScreen
@@ -263,3 +267,70 @@ def test_sessions_dialogs(snap_compare, size: tuple[int, int], key: str, dialog:
     with Store.open() as store:
         recorded_session(store, "dyck_languages", 7, name="dyck, checked")
     assert snap_compare(make_app(), terminal_size=size, run_before=_on_sessions(key, dialog))
+
+
+# -- the store error and the rewrite dialog; the new-session and sessions screens at 250
+# columns (the main screen's is above)
+
+@SIZES
+def test_store_error_dialog(snap_compare, size: tuple[int, int], tmp_path,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that is not a store: the dialog names it (a relative path, so that the snapshot
+    does not hold the test's temporary folder)."""
+    monkeypatch.chdir(tmp_path)
+    Path("bbm-tui.sqlite3").write_text("not a database")
+
+    async def run_before(pilot: Pilot) -> None:
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, StoreErrorScreen))
+        await settle(pilot)
+
+    app = make_app(store_path=Path("bbm-tui.sqlite3"))
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@SIZES
+def test_edit_thought_dialog(snap_compare, size: tuple[int, int]) -> None:
+    with Store.open() as store:
+        trace = recorded_session(store, "multistep_arithmetic", 11)
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await pilot.press("j")  # Thought 2, the one rewritten
+        await wait_for(pilot, lambda: app.screen.selected == 2)
+        # Pushed as `w` pushes it, but not from w's worker: that worker waits for the
+        # dialog's answer, and a steady frame is one with no worker running.
+        await app.push_screen(EditThoughtScreen(2, app.screen.trace.steps[1].text))
+        await settle(pilot)
+
+    app = make_app(session_id=trace.id)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_new_session_screen_at_250_columns(snap_compare) -> None:
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen)
+                       and app.screen.query_one("#questions", OptionList).option_count > 0)
+        await settle(pilot)
+
+    assert snap_compare(make_app(), terminal_size=(250, 50), run_before=run_before)
+
+
+def test_sessions_screen_at_250_columns(snap_compare) -> None:
+    with Store.open() as store:
+        recorded_session(store, "word_sorting", 2)
+        flagged = recorded_session(store, "dyck_languages", 7, name="dyck, checked")
+        flagged.flag_mistake(3)
+        fine = recorded_session(store, "multistep_arithmetic", 11)
+        fine.mark_no_mistake()
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen)
+                       and app.screen.query_one(DataTable).row_count == 3)
+        await settle(pilot)
+
+    assert snap_compare(make_app(), terminal_size=(250, 50), run_before=run_before)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from textual.widgets._footer import FooterKey
 from ui_helpers import SIZE, make_app, notifications, recorded_session, thought, wait_for
 
 from bbm_tui.core.config import Config
@@ -19,6 +20,7 @@ from bbm_tui.ui.dialogs import ConfirmScreen, HelpScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.screens.sessions import SessionsScreen
 from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.widgets.chrome import KeysFooter
 from bbm_tui.ui.widgets.thought import ThoughtView
 
 TASK = "tracking_shuffled_objects"
@@ -272,6 +274,61 @@ async def test_keymap_from_the_config_rebinds_keys(store: Store) -> None:
         await pilot.press("question_mark")
         keys = {row.keys: row.binding_id for row in app.screen.rows}
         assert keys["m"] == "flag_mistake" and keys["l"] == "select_next"
+
+
+async def footer_keys(pilot) -> list[tuple[str, str, bool]]:
+    """The Footer's keys in order: (action, key as shown, shown or left out for room)."""
+    footer = pilot.app.screen.query_one(KeysFooter)
+    await wait_for(pilot, lambda: len(footer.query(FooterKey)) > 0)
+    await pilot.pause()
+    return [(key.action, key.key_display, bool(key.display))
+            for key in footer.query(FooterKey)]
+
+
+def status_line(screen: TraceScreen) -> str:
+    return str(screen.query_one("#run-status").render())
+
+
+async def test_hints_footer_and_help_name_the_remapped_keys(store: Store) -> None:
+    """After `[keymap]` flag_mistake = "m", backtrack = "z", undo_label = "ctrl+z": the
+    status line's hints name the new keys, the Footer shows them where x and b were, and the
+    help screen lists them."""
+    unlabelled = recorded_session(store, TASK, 0)
+    labelled = recorded_session(store, TASK, 1)
+    labelled.flag_mistake(2)
+    keymap = {"flag_mistake": "m", "backtrack": "z", "undo_label": "ctrl+z"}
+
+    async with make_app(session_id=unlabelled.id).run_test(size=SIZE) as pilot:
+        await open_recorded(pilot, store)
+        before = await footer_keys(pilot)
+
+    app = make_app(Config(keymap=keymap), session_id=unlabelled.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        assert "Label the trace: m flags the first mistake, c says there is none." in \
+            status_line(screen)
+        after = await footer_keys(pilot)
+        renamed = {"x": "m", "b": "z", "u": "^z"}
+        # The same keys in the same order, the remapped ones shown (a wider "^z" may leave
+        # a key at the end out for room).
+        assert [(action, key) for action, key, _ in after] == \
+            [(action, renamed.get(key, key)) for action, key, _ in before]
+        assert {("flag", "m", True), ("backtrack", "z", True), ("undo", "^z", True)} <= \
+            set(after)
+        await pilot.press("question_mark")
+        rows = {row.binding_id: row.keys for row in app.screen.rows}
+        assert (rows["flag_mistake"], rows["backtrack"], rows["undo_label"]) == \
+            ("m", "z", "^z")
+        order = [row.binding_id for row in app.screen.rows]
+        assert order.index("flag_mistake") < order.index("no_mistake") < \
+            order.index("undo_label")  # each in its place, as declared
+
+    app = make_app(Config(keymap=keymap), session_id=labelled.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot, store)
+        assert "; ^z undoes it, f asks a model." in status_line(screen)
+        await pilot.press("ctrl+z")
+        await wait_for(pilot, lambda: status_line(screen).startswith("Label undone"))
 
 
 # -- resume shows exactly what was saved

@@ -200,7 +200,7 @@ class RunInputs:
 
     def notes(self) -> list[str]:
         return [
-            f"{path}: {count} row{'' if count == 1 else 's'} hold steps, answer or "
+            f"{path}: {count} {'row holds' if count == 1 else 'rows hold'} steps, answer or "
             "mistake_index; run uses only their input and target, and writes its own"
             for path, count in self.ignored.items()
         ]

@@ -20,11 +20,12 @@ from bbm_tui.core.annotation.adjudication import AdjudicationQueue
 from bbm_tui.core.store import Session, Step
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack
 from bbm_tui.ui.screens.annotate import ThoughtsPane, WheelScroll, reveal
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import MUTED, key_shown, safe, styled
+from bbm_tui.ui.text import MUTED, safe, styled
 from bbm_tui.ui.viewmodels.annotate import location_text
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 from bbm_tui.ui.widgets.hanging import HangingStatic
@@ -149,14 +150,14 @@ class AdjudicateScreen(BbmScreen):
         """The adjudicated label, or how to give one (the keys as bound)."""
         item = self.queue.current
         if item.settled:
-            undo = key_shown(self, "adjudicate_undo", "u")
+            undo = key_for(self, "adjudicate_undo")
             chosen = location_text(item.adjudicated)  # type: ignore[arg-type]
             return styled(f"Adjudicated: {chosen} · {undo} to withdraw", "$text-success")
-        first = key_shown(self, "adjudicate_accept_1", "1")
-        last = key_shown(self, f"adjudicate_accept_{min(len(item.choices), 9)}", "")
+        first = key_for(self, "adjudicate_accept_1")
+        last = key_for(self, f"adjudicate_accept_{max(1, min(len(item.choices), 9))}")
         accept = first if last in ("", first) else f"{first}-{last}"
-        mistake = key_shown(self, "adjudicate_set_mistake", "x")
-        none = key_shown(self, "adjudicate_no_mistake", "c")
+        mistake = key_for(self, "adjudicate_set_mistake")
+        none = key_for(self, "adjudicate_no_mistake")
         return styled(f"Not adjudicated yet: {accept} accepts a candidate · {mistake} the "
                       f"selected thought · {none} no mistake", MUTED)
 

@@ -26,6 +26,7 @@ from bbm_tui.core.annotation.queue import AnnotationQueue, Suggestion, question_
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import WorkStatus
 from bbm_tui.ui.context import context
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack
 from bbm_tui.ui.screens.annotate_dialogs import (
     Flag,
@@ -36,7 +37,7 @@ from bbm_tui.ui.screens.annotate_dialogs import (
 )
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import MUTED, key_shown, styled
+from bbm_tui.ui.text import MUTED, styled
 from bbm_tui.ui.viewmodels.annotate import (
     highlighted,
     location_text,
@@ -225,37 +226,33 @@ class AnnotateScreen(BbmScreen):
         self.query_one("#a-progress", LeanStatic).show(styled(
             progress_line(queue.progress(), wall_clock=context(self).wall_clock), MUTED))
 
-    def _key(self, binding_id: str, fallback: str) -> str:
-        return key_shown(self, binding_id, fallback)
-
     def _state_text(self) -> Content:
         """What to do now, with the keys as bound (the user's keymap applied)."""
         queue = self.queue
         work_ = queue.work()
         status = WorkStatus(work_.status)
-        undo = self._key("annotate_undo", "u")
         if status is WorkStatus.FLAGGED:
             note = f": {work_.note}" if work_.note else ""
-            return styled(one_line(f"Flagged ({work_.flag_reason}){note} · {undo} to reopen",
-                                   300), "$text-warning")
+            return styled(one_line(f"Flagged ({work_.flag_reason}){note} · "
+                                   f"{key_for(self, 'annotate_undo')} to reopen", 300),
+                          "$text-warning")
         if status is WorkStatus.DONE:
             from bbm_tui.core.annotation.protocol import location
 
-            text = f"Submitted: {location_text(location(work_.judged))} · {undo} to reopen"
+            text = (f"Submitted: {location_text(location(work_.judged))} · "
+                    f"{key_for(self, 'annotate_undo')} to reopen")
             if queue.current.has_gold:
                 text += f" · gold: {location_text(queue.current.gold)}"
             return styled(text, "$text-success")
         if queue.complete:
             from bbm_tui.core.annotation.protocol import location
 
-            submit = self._key("annotate_submit", "enter")
-            return styled(f"Complete: {location_text(location(work_.judged))} · {submit} to "
-                          "submit", "bold $accent")
+            return styled(f"Complete: {location_text(location(work_.judged))} · "
+                          f"{key_for(self, 'annotate_submit')} to submit", "bold $accent")
         unlocked = queue.unlocked
-        correct = self._key("annotate_correct", "c")
-        incorrect = self._key("annotate_incorrect", "x")
-        return styled(f"Judge Thought {(unlocked or 0) + 1}: {correct} correct · {incorrect} "
-                      "incorrect", MUTED)
+        return styled(f"Judge Thought {(unlocked or 0) + 1}: "
+                      f"{key_for(self, 'annotate_correct')} correct · "
+                      f"{key_for(self, 'annotate_incorrect')} incorrect", MUTED)
 
     # -- actions, each committed in order in a thread
 

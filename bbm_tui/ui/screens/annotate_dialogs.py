@@ -13,7 +13,8 @@ from textual.widgets import Input, Static
 
 from bbm_tui.core.types import FlagReason
 from bbm_tui.ui.dialogs import Dialog
-from bbm_tui.ui.text import MUTED, key_shown, safe, styled
+from bbm_tui.ui.keys import key_for
+from bbm_tui.ui.text import MUTED, safe, styled
 from bbm_tui.ui.viewmodels.annotate import reflowed
 
 
@@ -43,9 +44,9 @@ class FlagDialog(Dialog[Flag | None]):
 
     def on_mount(self) -> None:
         # The keys as bound (the user's keymap applied).
-        unsure = key_shown(self, "flag_unsure", "ctrl+u")
-        bad = key_shown(self, "flag_bad_problem", "ctrl+b")
-        cancel = key_shown(self, "flag_cancel", "esc")
+        unsure = key_for(self, "flag_unsure")
+        bad = key_for(self, "flag_bad_problem")
+        cancel = key_for(self, "flag_cancel")
         self.query_one("#flag-hint", Static).update(styled(
             f"enter or {unsure}: unsure · {bad}: bad problem · {cancel}: cancel", MUTED))
 
@@ -77,7 +78,7 @@ class HighlightDialog(Dialog[str | None]):
             yield Static(id="highlight-hint", classes="dialog-hint")
 
     def on_mount(self) -> None:
-        cancel = key_shown(self, "highlight_cancel", "esc")
+        cancel = key_for(self, "highlight_cancel")
         self.query_one("#highlight-hint", Static).update(styled(
             f"enter to highlight (empty: none) · {cancel} to cancel", MUTED))
 
@@ -108,7 +109,7 @@ class GuidelinesDialog(Dialog[None]):
             yield Static(id="guidelines-hint", classes="dialog-hint")
 
     def on_mount(self) -> None:
-        close = key_shown(self, "guidelines_close", "esc")
+        close = key_for(self, "guidelines_close")
         self.query_one("#guidelines-hint", Static).update(styled(
             f"{close} to close · ↑ ↓ pgup pgdn to scroll", MUTED))
 
@@ -141,7 +142,7 @@ class OpenQueueDialog(Dialog[QueueRequest | None]):
             yield Static(id="queue-hint", classes="dialog-hint")
 
     def on_mount(self) -> None:
-        cancel = key_shown(self, "queue_cancel", "esc")
+        cancel = key_for(self, "queue_cancel")
         self.query_one("#queue-hint", Static).update(styled(
             f"tab to the annotator · enter to open · {cancel} to cancel", MUTED))
 
@@ -197,7 +198,7 @@ class ExportDialog(Dialog[ExportRequest | None]):
             yield Static(id="export-hint", classes="dialog-hint")
 
     def on_mount(self) -> None:
-        cancel = key_shown(self, "export_cancel", "esc")
+        cancel = key_for(self, "export_cancel")
         self.query_one("#export-hint", Static).update(styled(
             f"formats: {', '.join(self._formats)} · enter to export · {cancel} to cancel",
             MUTED))

@@ -19,6 +19,7 @@ from bbm_tui.core.generation.backtrack import SampleArrived
 from bbm_tui.core.store import StoredCandidate
 from bbm_tui.core.trace.session import SamplesReady
 from bbm_tui.ui.dialogs import Dialog
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import MUTED, safe_line, styled
 
 GLYPH_CHOSEN = "★"
@@ -108,15 +109,17 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
 
     def _hint(self) -> Content:
         ready = self.ready
+        cancel = key_for(self, "candidates_cancel")
         if ready is None:
             return styled("Each sample shows as its call returns; the paper's choice once all "
-                          "are in. esc stops the sampling (nothing is saved)", MUTED)
+                          f"are in. {cancel} stops the sampling (nothing is saved)", MUTED)
         if ready.resample.chosen is None:
             return styled(f"No sample differs from Thought {self.number}: the trace stays as "
-                          "it was. esc closes", MUTED)
+                          f"it was. {cancel} closes", MUTED)
         rule = HOW_CHOSEN[ready.resample.chosen_by or "first"]
+        # enter is the list's own key (it selects), not a binding.
         return styled(f"{GLYPH_CHOSEN} the paper's choice: {rule}. enter continues from the "
-                      "highlighted one (a new branch) · esc keeps the trace", MUTED)
+                      f"highlighted one (a new branch) · {cancel} keeps the trace", MUTED)
 
     def arrived(self, sample: SampleArrived) -> None:
         """One sample is in: its row shows it (dropped or not); the choice waits for all."""
@@ -180,7 +183,7 @@ class EditThoughtScreen(Dialog[str | None]):
             yield Input(value=self.text, id="edit-input")
             yield Static(styled(f"enter keeps it as a new version of Thought {self.number} "
                                 "(the original stays on its branch) and the model goes on "
-                                "from it · esc to cancel", MUTED),
+                                f"from it · {key_for(self, 'edit_cancel')} to cancel", MUTED),
                          classes="dialog-hint")
 
     def on_mount(self) -> None:

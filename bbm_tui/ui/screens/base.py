@@ -2,16 +2,60 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from textual.binding import ActiveBinding, Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from bbm_tui.ui.context import context
+from bbm_tui.ui.keys import declared_bindings
 from bbm_tui.ui.messages import WorkerFailed
 
 
 class BbmScreen(Screen[None]):
-    """A screen whose workers' failures go to the app's one handler: `Worker.StateChanged`
-    does not bubble, so the screen passes a failure on as a message (ui/messages.py)."""
+    """A screen whose workers' failures go to the app's one handler (`Worker.StateChanged`
+    does not bubble, so the screen passes a failure on as a message, ui/messages.py), and
+    whose Footer keeps the keys in the order the screen declares them, remapped or not."""
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             self.post_message(WorkerFailed(event.worker))
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        """Textual's, each binding in the place its class declares it. Textual puts a key the
+        user's [keymap] remapped after every other key of its node
+        (`BindingsMap.apply_keymap`), which moved "m first mistake" to the end of the Footer
+        (or out of it, where the Footer has no room)."""
+        active = super().active_bindings
+        if not context(self).config.keymap:
+            return active
+        nodes: dict[int, int] = {}
+        for item in active.values():
+            nodes.setdefault(id(item.node), len(nodes))
+
+        def place(entry: tuple[str, ActiveBinding]) -> tuple[int, int]:
+            item = entry[1]
+            return nodes[id(item.node)], _declared_place(type(item.node), item.binding)
+
+        return dict(sorted(active.items(), key=place))
+
+
+def _declared_place(owner: type, binding: Binding) -> int:
+    """Where `owner`'s class declares `binding`: by its id (its key may be remapped), else by
+    its action and key; after the rest when not declared there."""
+    places = _places(owner)
+    if binding.id is not None and binding.id in places:
+        return places[binding.id]
+    return places.get(f"{binding.action} {binding.key}", len(places))
+
+
+@lru_cache(maxsize=64)
+def _places(owner: type) -> dict[str, int]:
+    places: dict[str, int] = {}
+    for place, binding in enumerate(declared_bindings(owner)):
+        if binding.id is not None:
+            places.setdefault(binding.id, place)
+        places.setdefault(f"{binding.action} {binding.key}", place)
+    return places

@@ -15,6 +15,7 @@ from textual.widgets import Static, Tree
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.branches import Segment
 from bbm_tui.ui.dialogs import Dialog
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import MUTED, styled
 from bbm_tui.ui.viewmodels.branches import answer_words
 
@@ -43,7 +44,8 @@ class BranchTreeScreen(Dialog[int | None]):
             tree.root.expand_all()
             yield tree
             yield Static(styled("● the branch on show · enter shows the branch through the "
-                                "highlighted part · esc closes", MUTED), classes="dialog-hint")
+                                f"highlighted part · {key_for(self, 'tree_close')} closes",
+                                MUTED), classes="dialog-hint")
 
     def _add(self, parent, segment: Segment) -> None:
         node = parent.add(self._label(segment), data=segment.end.id, expand=True)

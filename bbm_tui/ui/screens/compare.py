@@ -13,6 +13,7 @@ from textual.widgets import Static
 
 from bbm_tui.core.trace.tree import BranchDiff
 from bbm_tui.ui.dialogs import Dialog
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import MUTED, safe_line, styled
 from bbm_tui.ui.viewmodels.branches import answer_words
 
@@ -52,7 +53,8 @@ class CompareScreen(Dialog[None]):
                             colour = {"green": "$text-success", "red": "$text-error"}.get(
                                 style, MUTED)
                             yield Static(styled(words, f"bold {colour}"), classes="compare-end")
-            yield Static(styled("esc closes", MUTED), classes="dialog-hint")
+            yield Static(styled(f"{key_for(self, 'compare_close')} closes", MUTED),
+                         classes="dialog-hint")
 
     def action_close(self) -> None:
         self.dismiss(None)

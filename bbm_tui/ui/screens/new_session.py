@@ -23,6 +23,7 @@ from bbm_tui.core.tasks import TASKS, get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import MODES, ModelSpec
 from bbm_tui.ui.context import AppContext, context
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack, ModelChosen, OpenTrace
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.text import MUTED, safe, safe_line, styled
@@ -194,14 +195,16 @@ class NewSessionScreen(BbmScreen):
                 )
                 yield Static(spec_line(self.spec, self.bbm_app.stepper_settings),
                              id="model-line")
-                yield Static(styled("ctrl+e changes or tests it", MUTED), classes="hint")
+                yield Static(styled(f"{key_for(self, 'new_edit_model')} changes or tests it",
+                                    MUTED), classes="hint")
                 recorded = self.bbm_app.recorded_trace
                 yield Checkbox(recorded_label(recorded), recorded, id="recorded",
                                tooltip="On: the session starts with the dataset's own steps, "
                                "to label without generating. Off: the model writes the "
                                "steps (n, r).")
                 yield Button("Start", variant="primary", id="start",
-                             tooltip="Create the session and open it (ctrl+r)")
+                             tooltip="Create the session and open it "
+                             f"({key_for(self, 'new_start')})")
                 yield Static(id="new-status", classes="hint")
         yield KeysFooter()
 
@@ -229,8 +232,9 @@ class NewSessionScreen(BbmScreen):
             ):
                 # Refused now, not after n: the replay knows only the bundled questions.
                 self._refuse("replay/bbm replays only the bundled questions. For your own, "
-                             "pick another model (ctrl+e): solver/bbm writes word sorting, "
-                             "tracking, arithmetic and Dyck steps offline.")
+                             f"pick another model ({key_for(self, 'new_edit_model')}): "
+                             "solver/bbm writes word sorting, tracking, arithmetic and Dyck "
+                             "steps offline.")
                 return
             self._begin(StartRequest(NewTrace(self.task_name, text, target), self.spec))
 

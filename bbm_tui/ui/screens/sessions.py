@@ -25,11 +25,13 @@ from bbm_tui.core.store import SessionSummary
 from bbm_tui.core.types import SessionQuery, SessionSort
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack, OpenSession, SessionRemoved, SessionRenamed
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_cell, safe_line, styled, thoughts
 from bbm_tui.ui.viewmodels.sessions import (
+    LABEL_HELP,
     SEARCH_HELP,
     describe,
     is_filtered,
@@ -52,6 +54,9 @@ COLUMNS: tuple[tuple[str, str, int, int, SessionSort | None], ...] = (
     ("Updated", "updated", 16, 0, SessionSort.UPDATED),
 )
 WIDE = 118
+# Where the room past WIDE columns goes, each column up to the most it can use (the longest
+# task name is 25 characters), so that a wide terminal shows whole names, not ellipses.
+GROWS = {"name": 60, "task": 26, "model": 40, "answer": 40}
 PAGE = 100  # rows a query brings
 MARGIN = 20  # the next page is asked for this many rows before an edge
 KEPT = 3 * PAGE  # rows the table holds at most: past it, the far side's page is let go
@@ -73,6 +78,20 @@ def when_cell(timestamp: float, *, wall_clock: bool) -> Text:
     if not wall_clock:
         return Text("—", style="dim")
     return Text(time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp)))
+
+
+def column_widths(width: int) -> dict[str, int]:
+    """Each shown column's width in a terminal `width` columns wide: COLUMNS' widths, and past
+    WIDE the room left shared out in proportion to what each GROWS column can still use."""
+    wide = width >= WIDE
+    widths = {key: wide_width if wide else narrow
+              for _title, key, wide_width, narrow, _sort in COLUMNS}
+    room = max(width - WIDE, 0) if wide else 0
+    wants = {key: most - widths[key] for key, most in GROWS.items()}
+    total = sum(wants.values())
+    for key, want in wants.items():
+        widths[key] += min(want, room * want // total)
+    return {key: value for key, value in widths.items() if value}
 
 
 class SessionsScreen(BbmScreen):
@@ -106,25 +125,31 @@ class SessionsScreen(BbmScreen):
         self._everything: int | None = None  # all sessions, when a filter is on
         self._problems: tuple[str, ...] = ()
         self._loading_more = False
-        self._wide = True
+        self._widths: dict[str, int] = {}
 
     @property
     def bbm_app(self) -> AppContext:
         return context(self)
 
     def compose(self) -> ComposeResult:
-        yield TitleBar(styled("bbm-tui — sessions", "bold"),
-                       styled("enter resume · / search · o sort · d delete · esc back", MUTED),
+        yield TitleBar(styled("bbm-tui — sessions", "bold"), styled(self._keys_line(), MUTED),
                        id="title-bar")
-        yield Input(placeholder=f"/ search: {SEARCH_HELP}", id="sessions-search")
+        yield Input(placeholder=f"{key_for(self, 'sessions_search')} search: {SEARCH_HELP}",
+                    id="sessions-search", tooltip=f"{SEARCH_HELP}; {LABEL_HELP}")
         yield LeanStatic(id="sessions-status")
         yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="sessions-empty", classes="hint")
         yield KeysFooter()
 
+    def _keys_line(self) -> str:
+        """"⏎ resume · / search · o sort · d delete · esc back", as the keys are bound."""
+        return " · ".join(f"{key_for(self, binding_id)} {what}" for binding_id, what in (
+            ("sessions_resume", "resume"), ("sessions_search", "search"),
+            ("sessions_sort", "sort"), ("sessions_delete", "delete"), ("sessions_back", "back")))
+
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        self._wide = self.app.size.width >= WIDE
+        self._widths = column_widths(self.app.size.width)
         self._add_columns()
         table.loading = True
         table.focus()
@@ -132,17 +157,16 @@ class SessionsScreen(BbmScreen):
 
     def _add_columns(self) -> None:
         table = self.query_one(DataTable)
-        for title, key, wide, narrow, _sort in COLUMNS:
-            width = wide if self._wide else narrow
-            if width:
-                table.add_column(title, key=key, width=width)
+        for title, key, *_ in COLUMNS:
+            if key in self._widths:
+                table.add_column(title, key=key, width=self._widths[key])
 
     def on_resize(self) -> None:
-        wide = self.app.size.width >= WIDE
-        if wide == self._wide:
+        widths = column_widths(self.app.size.width)
+        if widths == self._widths:
             return
         # The columns that fit: rebuilt with the rows already read (no query).
-        self._wide = wide
+        self._widths = widths
         table = self.query_one(DataTable)
         row = table.cursor_row
         table.clear(columns=True)
@@ -192,9 +216,10 @@ class SessionsScreen(BbmScreen):
         self._add_rows(summaries)
         empty = self.query_one("#sessions-empty", Static)
         empty.display = not summaries
-        empty.update(styled("No session matches the search: esc in the search line clears it."
-                            if is_filtered(self._query) else
-                            "No sessions yet: ctrl+n starts one.", MUTED))
+        empty.update(styled(
+            f"No session matches the search: {key_for(self, 'sessions_back')} in the search "
+            "line clears it." if is_filtered(self._query) else
+            f"No sessions yet: {key_for(self, 'new_session')} starts one.", MUTED))
         if target is not None and 0 <= target - offset < table.row_count:
             table.move_cursor(row=target - offset, animate=False)
         self._show_status()

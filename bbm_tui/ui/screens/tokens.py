@@ -19,6 +19,7 @@ from bbm_tui.core.textsafe import printable
 from bbm_tui.core.trace.branches import band, confidence
 from bbm_tui.core.types import TokenLogprob
 from bbm_tui.ui.dialogs import Dialog
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import MUTED, styled
 
 # The scale, most sure first. Each band differs from the others in its attributes, not only
@@ -126,7 +127,8 @@ class TokenScreen(Dialog[None]):
         self._show()
 
     def _show(self) -> None:
-        hint = "esc closes"
+        close = f"{key_for(self, 'tokens_close')} closes"
+        hint = close
         if self.tokens:
             self.query_one("#token-text", Static).update(token_row(self.tokens, self.picked))
             token = self.tokens[self.picked]
@@ -141,7 +143,8 @@ class TokenScreen(Dialog[None]):
                 alternatives.update(describe_alternatives(token))
             more = "hides the alternatives" if self.alternatives_open else (
                 "shows the most likely tokens here")
-            hint = f"← → pick a token · a {more} · esc closes"
+            hint = (f"{key_for(self, 'token_previous')} {key_for(self, 'token_next')} pick a "
+                    f"token · {key_for(self, 'token_alternatives')} {more} · {close}")
         self.query_one("#token-hint", Static).update(styled(hint, MUTED))
 
     def action_pick(self, delta: int) -> None:

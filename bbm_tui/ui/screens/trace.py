@@ -42,6 +42,7 @@ from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.types import TraceEnd
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, FindRequest
+from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.screens.trace_branching import BranchActions
@@ -235,12 +236,12 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         # Scrolled to once laid out (before that, the thought has no place to scroll to).
         self.call_after_refresh(self._show_selection, scroll=True)
         if not self.trace.steps:
-            self._status("n generates the next thought, r runs to the answer.")
+            self._status(f"{self._key('step')} generates the next thought, "
+                         f"{self._key('run')} runs to the answer.")
         elif self.trace.finished:
             self._status(f"The trace has its answer. {self._label_hint()}")
         else:
-            self._status(f"{thoughts(len(self.trace.steps))} so far. n for the next one, "
-                         "r to run to the answer.")
+            self._status(f"{thoughts(len(self.trace.steps))} so far. {self._next_hint()}")
 
     def on_unmount(self) -> None:
         self.bbm_app.session_left(self.trace.id)
@@ -326,12 +327,26 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
             view.set_judgement(judgement, raw)
             view.set_class(view.number == self.selected and not view.streaming, "-selected")
 
+    def _key(self, binding_id: str) -> str:
+        """The key bound to `binding_id` now (the user's keymap applied), for a hint."""
+        return key_for(self, binding_id)
+
+    def _say_stopped(self) -> None:
+        self._status("Stopped. The thought being generated was dropped; "
+                     f"{self._key('step')} or {self._key('run')} goes on.")
+
+    def _next_hint(self) -> str:
+        return (f"{self._key('step')} for the next one, {self._key('run')} to run to the "
+                "answer.")
+
     def _label_hint(self) -> str:
         """What to do next about the label: give one, or (once given) how to take it back."""
         if self.trace.label is None:
-            return "Label the trace: x flags the first mistake, c says there is none."
+            return (f"Label the trace: {self._key('flag_mistake')} flags the first mistake, "
+                    f"{self._key('no_mistake')} says there is none.")
         said = describe_label(self.trace).plain.removeprefix("Label: ")
-        return f"Labelled: {said}; u undoes it, f asks a model."
+        return (f"Labelled: {said}; {self._key('undo_label')} undoes it, "
+                f"{self._key('find_mistake')} asks a model.")
 
     def _status(self, message: str, *, error: bool = False) -> None:
         status = self.query_one("#run-status", LeanStatic)
@@ -391,7 +406,9 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         if event.character is not None and event.character.isdigit() and \
                 len(self._typed_number) < 7:
             self._typed_number += event.character
-            self._status(f"Go to Thought {self._typed_number}…  (enter goes, esc forgets)")
+            # esc here is the key itself, not a binding: it is handled just below.
+            self._status(f"Go to Thought {self._typed_number}…  "
+                         f"({self._key('jump_to_thought')} goes, esc forgets)")
             event.stop()
         elif event.key == "escape" and self._typed_number:
             self._typed_number = ""
@@ -489,7 +506,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
             ):
                 self._on_event(event)
         except asyncio.CancelledError:
-            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
+            self._say_stopped()
             raise
         finally:
             if self.is_attached:  # not when the screen itself is going away
@@ -514,7 +531,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self._streaming[event.number] = view
         self._follow()
         self._thoughts.add_streaming(view)
-        self._status(f"Generating Thought {event.number}…  (esc stops)")
+        self._status(f"Generating Thought {event.number}…  ({self._key('stop')} stops)")
 
     def _step_delta(self, event: StepDelta) -> None:
         view = self._streaming.get(event.number)
@@ -570,8 +587,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         message = one_line(event.error.message, 400)
         self._drop_unfinished()
         # One place for it (issue 10, item 12): the status line, in red, until the next action.
-        self._status(f"Thought {event.number} failed: {message} — press n to try it again.",
-                     error=True)
+        self._status(f"Thought {event.number} failed: {message} — press {self._key('step')} "
+                     "to try it again.", error=True)
 
     def _trace_finished(self, event: TraceFinished) -> None:
         if event.reason == TraceEnd.ANSWER:
@@ -579,11 +596,12 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
                        False: f" {GLYPH_MISTAKE} not the target"}.get(self.trace.correct, "")
             self._status(f"Finished with an answer{verdict}. {self._label_hint()}")
         elif event.reason == TraceEnd.PAUSED:
-            self._status(f"{thoughts(len(self.trace.steps))}. n for the next one, r to run to "
-                         "the answer.")
+            self._status(f"{thoughts(len(self.trace.steps))}. {self._next_hint()}")
         else:
             template = FINISH_MESSAGES[event.reason]
-            self._status(template.format(limit=self.bbm_app.config.step_limit,
+            # The limit in force: the model dialog may have changed the config's.
+            limit = self.bbm_app.stepper_settings.step_limit
+            self._status(template.format(limit=thoughts(limit),
                                          number=len(self.trace.steps)), error=True)
 
     def _add_call(self, call: llm.CallRecord | None) -> None:
@@ -619,7 +637,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
 
     def action_flag(self) -> None:
         if not self.trace.steps:
-            self._status("Nothing to flag yet: the trace has no thoughts (n writes one).")
+            self._status("Nothing to flag yet: the trace has no thoughts "
+                         f"({self._key('step')} writes one).")
             return
         number = self.selected or 1
         self._label(lambda: self.trace.flag_mistake(number),
@@ -627,7 +646,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
 
     def action_no_mistake(self) -> None:
         if not self.trace.steps:
-            self._status("Nothing to label yet: the trace has no thoughts (n writes one).")
+            self._status("Nothing to label yet: the trace has no thoughts "
+                         f"({self._key('step')} writes one).")
             return
         if self.trace.correct is False:
             # A wrong answer with no mistake in the steps is possible, but rare: ask.

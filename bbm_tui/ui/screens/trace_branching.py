@@ -74,7 +74,7 @@ class BranchActions:
             await self._continue_branch(self.trace.continue_with(
                 candidate, settings=self.bbm_app.stepper_settings))
         except asyncio.CancelledError:
-            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
+            self._say_stopped()
             raise
         finally:
             await _cancelled(sampling)
@@ -123,7 +123,7 @@ class BranchActions:
             await self._continue_branch(self.trace.rewrite(
                 number, text, settings=self.bbm_app.stepper_settings))
         except asyncio.CancelledError:
-            self._status("Stopped. The thought being generated was dropped; n or r goes on.")
+            self._say_stopped()
             raise
         finally:
             if self.is_attached:

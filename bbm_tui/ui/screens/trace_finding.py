@@ -145,25 +145,26 @@ class FindingActions:
             if number > len(self.trace.steps):
                 return
             self._status(f"{who} is judging Thought {number} of {len(self.trace.steps)}…  "
-                         "(esc stops)")
+                         f"({self._key('stop')} stops)")
             view = self._view(number) if self._find_follow else None
             if view is not None:
                 self._thoughts.scroll_to_thought(view)
         else:
-            self._status(f"{who} is reading the whole trace…  (esc stops)")
+            self._status(f"{who} is reading the whole trace…  ({self._key('stop')} stops)")
 
     def _finder_summary(self, shown: FinderShown) -> str:
         if shown.parsed is False and not shown.step_level and shown.trace_raw is not None:
             said = f"unparseable: {one_line(shown.trace_raw, 120)}"
         else:
             said = shown.verdict_text()
-        parts = [f"Model says: {said}.", agreement_words(shown, self.trace)]
+        parts = [f"Model says: {said}.", agreement_words(shown, self.trace, self._key)]
+        show = self._key("show_answer")
         if shown.step_level and shown.cot:
-            parts.append("e on a thought shows the model's reasoning.")
+            parts.append(f"{show} on a thought shows the model's reasoning.")
         elif shown.step_level:
-            parts.append("e on a thought shows the model's answer.")
+            parts.append(f"{show} on a thought shows the model's answer.")
         else:
-            parts.append("e shows the model's answer.")
+            parts.append(f"{show} shows the model's answer.")
         return " ".join(part for part in parts if part)
 
     def _find_failed(self, shown: FinderShown, message: str) -> None:

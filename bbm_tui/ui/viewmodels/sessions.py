@@ -12,8 +12,9 @@ from dataclasses import dataclass, replace
 
 from bbm_tui.core.types import LabelFilter, SessionQuery, SessionSort
 
-SEARCH_HELP = ("words · task:… model:… label:mistake|none|unlabelled · "
-               "since:YYYY-MM-DD before:… date:…")
+# Short enough for the search line at 80 columns; LABEL_HELP goes in its tooltip.
+SEARCH_HELP = "words · task:… model:… label:… since:YYYY-MM-DD before:… date:…"
+LABEL_HELP = "label:mistake, label:none (no mistake) or label:unlabelled"
 
 _LABELS = {
     "mistake": LabelFilter.MISTAKE, "mistakes": LabelFilter.MISTAKE,

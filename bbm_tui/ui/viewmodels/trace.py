@@ -5,6 +5,7 @@ they are tested without an app."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -16,7 +17,15 @@ from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.types import FinderEnd, TraceEnd, Verdict
-from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, GLYPH_UNPARSED, MUTED, safe_line, styled
+from bbm_tui.ui.text import (
+    GLYPH_MISTAKE,
+    GLYPH_OK,
+    GLYPH_UNPARSED,
+    MUTED,
+    safe_line,
+    styled,
+    thoughts,
+)
 
 # A thought's status under the person's label.
 Status = Literal["plain", "ok", "mistake", "after"]
@@ -26,7 +35,7 @@ Status = Literal["plain", "ok", "mistake", "after"]
 Judgement = Literal["yes", "no", "unparsed", "first", "pending"]
 
 FINISH_MESSAGES = {
-    TraceEnd.STEP_LIMIT: "Stopped at the step limit ({limit} thoughts) without an answer.",
+    TraceEnd.STEP_LIMIT: "Stopped at the step limit ({limit}) without an answer.",
     TraceEnd.EMPTY: "The model returned nothing more: the trace ends here, without an answer.",
     TraceEnd.TRUNCATED: "Thought {number} was cut at the token limit; the run stopped so you "
                         "can look.",
@@ -72,11 +81,12 @@ def describe_label(trace: TraceSession) -> Content:
         )
     covered = no_mistake_covers(trace)
     if covered is not None and covered < len(trace.steps):
-        thoughts = "Thought 1" if covered == 1 else f"Thoughts 1-{covered}"
+        which = "Thought 1" if covered == 1 else f"Thoughts 1-{covered}"
+        more = len(trace.steps) - covered
+        written = "1 more was written" if more == 1 else f"{more} more were written"
         return Content.assemble(
-            ("Label: ", "bold"), (f"{GLYPH_OK} no mistake in {thoughts} only", "$text-warning"),
-            (f" (stale: given before {len(trace.steps) - covered} more were written; "
-             "label again)", MUTED),
+            ("Label: ", "bold"), (f"{GLYPH_OK} no mistake in {which} only", "$text-warning"),
+            (f" (stale: given before {written}; label again)", MUTED),
         )
     if covered is not None:
         return Content.assemble(("Label: ", "bold"), (f"{GLYPH_OK} no mistake", "$text-success"))
@@ -245,12 +255,15 @@ def describe_agreement(shown: FinderShown | None, trace: TraceSession) -> Conten
     return verdict.append(styled("· ", MUTED)).append(line)
 
 
-def agreement_words(shown: FinderShown, trace: TraceSession) -> str:
-    """The agreement for the status line, as a sentence."""
+def agreement_words(shown: FinderShown, trace: TraceSession,
+                    key_for: Callable[[str], str]) -> str:
+    """The agreement for the status line, as a sentence; `key_for` names the key bound to a
+    binding id (ui/keys.py), for the hint."""
     if not shown.has_result:
         return ""
     if trace.mistake_number is None and not trace.no_mistake:
-        return "You have not labelled the trace yet (x flags the first mistake, c says none)."
+        return (f"You have not labelled the trace yet ({key_for('flag_mistake')} flags the "
+                f"first mistake, {key_for('no_mistake')} says none).")
     if not shown.parsed:
         return "Its answer could not be read, so it cannot agree with your label."
     yours = (f"Thought {trace.mistake_number}" if trace.mistake_number is not None
@@ -276,7 +289,8 @@ def describe_gold(trace: TraceSession, recorded: list[str] | None) -> Content:
     if texts == recorded:
         return line
     if recorded[: len(texts)] == texts:
-        note = f"for the dataset's {len(recorded)} thoughts; {len(texts)} are written so far"
+        written = "1 is" if len(texts) == 1 else f"{len(texts)} are"
+        note = f"for the dataset's {thoughts(len(recorded))}; {written} written so far"
     else:
         differs = next((i for i, (a, b) in enumerate(zip(texts, recorded, strict=False), 1)
                         if a != b), min(len(texts), len(recorded)) + 1)
