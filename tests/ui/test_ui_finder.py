@@ -714,8 +714,9 @@ async def test_enter_runs_the_finder_from_the_api_base_field(store: Store) -> No
 
 
 async def test_the_description_follows_the_highlighted_method(store: Store) -> None:
-    from bbm_tui.ui.dialogs import METHOD_HINTS
+    from bbm_tui.core.judging.judges import JUDGES
 
+    METHOD_HINTS = {name: judge.hint for name, judge in JUDGES.items()}
     trace = recorded_session(store, "word_sorting", 0)  # every method, CoT trace-level too
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
