@@ -352,6 +352,12 @@ async def test_arrowing_through_the_tasks_loads_only_where_it_rests(
         return real(task)
 
     monkeypatch.setattr(dataset, "bundled_rows", counting)
+    # "Rests" means no key for TASK_SETTLE_S (0.15 s); under CI's load three key presses
+    # through Pilot took longer than that apart, and the middle task loaded. A longer rest
+    # here keeps the test about what loads, not about how fast the machine is.
+    from bbm_tui.ui.screens import new_session
+
+    monkeypatch.setattr(new_session, "TASK_SETTLE_S", 1.5)
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         screen = await new_session_screen(pilot)
