@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bbm_tui.core.types import (
     DEFAULT_FINDER_MAX_TOKENS,
@@ -41,6 +40,9 @@ from bbm_tui.core.types import (
     CallSettings,
     StepperSettings,
 )
+
+if TYPE_CHECKING:
+    import tomllib
 
 CONFIG_ENV = "BBM_TUI_CONFIG"
 
@@ -110,6 +112,8 @@ def load_config(path: Path | None = None) -> Config:
         return Config(path=path)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the config file: {error.strerror}") from None
+    import tomllib  # here, not at the top: without a config file the start does without it
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -54,6 +54,16 @@ class KeysFooter(Footer):
         super().__init__(**kwargs)
         self._bindings_ready = True  # Textual's own flag (textual 8): "bindings are known"
 
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():
+            if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):
+                # A FooterKey starts compact and is then bound to the Footer's own setting
+                # (all but the palette's key, which stays compact): each key's style was
+                # worked out three times before the first frame (as made, compact, and not).
+                # Given the Footer's setting from the start, once.
+                widget.set_reactive(FooterKey.compact, self.compact)
+            yield widget
+
     def on_resize(self) -> None:
         self._fit()
 
