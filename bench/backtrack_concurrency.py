@@ -14,6 +14,12 @@ temporary folder. litellm is imported and warmed before either timing starts.
     .venv/bin/python bench/backtrack_concurrency.py --quick    # 64 traces (CI)
     .venv/bin/python bench/backtrack_concurrency.py --profile  # where a trace's CPU goes
 
+After the two timings it measures the floor: the same two calls per trace made straight through
+`litellm.acompletion` (the eight samples in one call, then one streamed call read to its end)
+and nothing else, sequentially, and prints their client CPU per trace and the speed-up that
+floor allows one process: at concurrency 16 the client's CPU, not the latency, sets the pace,
+so no client built on litellm can be faster than (calls x latency + floor) / floor here.
+
 `--profile` runs the traces at concurrency 1 only, where the parts of a trace run one after
 another, and splits the client's CPU (all its threads) by what was running: the sampling call,
 the continuation's streamed calls (both through litellm), the store's methods, and the rest (the
@@ -108,11 +114,40 @@ async def timed_run(batch: list, base_url: str, concurrency: int, folder: Path) 
     return elapsed
 
 
-async def measure(batch: list, base_url: str, folder: Path) -> tuple[float, float]:
+async def measure(batch: list, base_url: str, folder: Path) -> tuple[float, float, float]:
     await timed_run(batch[:16], base_url, 16, folder / "warm")
     fast = await timed_run(batch, base_url, 16, folder / "fast")
     slow = await timed_run(batch, base_url, 1, folder / "slow")
-    return fast, slow
+    floor = await litellm_floor(base_url, len(batch))
+    return fast, slow, floor
+
+
+async def litellm_floor(base_url: str, traces: int) -> float:
+    """Client CPU seconds per trace of litellm alone: the trace's two calls with the options
+    the app sends (its retries off, the timeout, the stop, log-probabilities with their top
+    alternatives), one after the other."""
+    import litellm
+
+    from bbm_tui.core import llm
+    from bbm_tui.core.llm.capabilities import logprob_kwargs
+
+    spec = llm.ModelSpec("hosted_vllm/test", api_base=base_url)
+    common = {"model": spec.model, "api_base": base_url, "api_key": "no-key-set",
+              "max_retries": 0, "timeout": 60, "max_tokens": 256, "stop": ["\n"],
+              "messages": [{"role": "user", "content": "Thought 1:"}], **logprob_kwargs(spec)}
+
+    async def one_trace() -> None:
+        await litellm.acompletion(n=8, temperature=1.0, **common)
+        stream = await litellm.acompletion(stream=True, temperature=0.0, **common)
+        async for _chunk in stream:
+            pass
+
+    for _ in range(8):  # warm: the first calls build litellm's caches
+        await one_trace()
+    cpu = time.process_time()
+    for _ in range(traces):
+        await one_trace()
+    return (time.process_time() - cpu) / traces
 
 
 class CpuParts:
@@ -208,20 +243,25 @@ def main() -> int:
             if args.profile:
                 profile(batch, base_url, Path(tmp))
                 return 0
-            fast, slow = asyncio.run(measure(batch, base_url, Path(tmp)))
+            fast, slow, floor = asyncio.run(measure(batch, base_url, Path(tmp)))
         finally:
             server.stdin.close()
             server.wait(10)
-    report(len(batch), fast, slow)
+    report(len(batch), fast, slow, floor, args.latency_ms / 1000)
     return 0
 
 
-def report(traces: int, fast: float, slow: float) -> None:
+def report(traces: int, fast: float, slow: float, floor: float, latency_s: float) -> None:
     ratio = slow / fast
+    ceiling = (2 * latency_s + floor) / floor
     print(f"traces:         {traces} (2 calls each: 8 samples in one call, the continuation)")
     print(f"concurrency 16: {fast:8.2f} s  ({traces / fast:7.1f} traces/s)")
     print(f"concurrency  1: {slow:8.2f} s  ({traces / slow:7.1f} traces/s)")
     print(f"speed-up:       {ratio:8.2f}x")
+    print(f"litellm alone:  {floor * 1000:8.2f} ms of client CPU per trace (the same two calls, "
+          "nothing else)")
+    print(f"                so one process can be at most {ceiling:.2f}x faster at 16 than at 1 "
+          f"here ({os.cpu_count()} CPUs; the server takes its share)")
     print()
     if ratio >= TARGET:
         print(f"TARGET MET: concurrency 16 is {ratio:.2f}x faster than 1 (target >= {TARGET:.0f}x)")
