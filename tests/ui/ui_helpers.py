@@ -15,6 +15,7 @@ from typing import Any
 from textual.css.query import NoMatches
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, Input, TextArea
+from textual.widgets._footer import FooterKey
 
 from bbm_tui.core import llm
 from bbm_tui.core.config import Config
@@ -22,6 +23,7 @@ from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.ui.app import BbmApp
+from bbm_tui.ui.widgets.chrome import KeysFooter
 from bbm_tui.ui.widgets.thought import ThoughtView
 from bbm_tui.ui.widgets.thought_list import ThoughtList
 
@@ -74,12 +76,26 @@ async def steady_frame(pilot: Pilot, timeout: float = 10.0) -> None:
         await app.workers.wait_for_complete()
         await pilot.pause()
         frame = app.export_screenshot()
-        if frame == previous:
+        if frame == previous and footers_current(app):
             return
         if loop.time() > deadline:
             raise AssertionError("the screen never settled (it kept changing)")
         previous = frame
         await pilot.pause(0.05)
+
+
+def footers_current(app: BbmApp) -> bool:
+    """Each Footer on the screen shows the keys the screen's bindings name now: after a focus
+    change the Footer recomposes a refresh later, which under load can come after two equal
+    frames."""
+    wanted = {binding.action for _node, binding, _enabled, _tooltip
+              in app.screen.active_bindings.values() if binding.show}
+    for footer in app.screen.query(KeysFooter):
+        shown = {key.action for key in footer.query(FooterKey)
+                 if not key.has_class("-command-palette")}
+        if shown != wanted:
+            return False
+    return True
 
 
 def recorded_session(
