@@ -617,6 +617,15 @@ class BbmApp(App[int]):
         task = base.trace.session.task if _is_trace_screen(base) else None  # type: ignore[attr-defined]
         await self._show_instead(NewSessionScreen(self.config, task=task), home + 1)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # On the sessions screen already, `s` is left out of its Footer.
+        return not (action == "sessions" and self._screen_in_view().has_class("sessions"))
+
+    def _screen_in_view(self) -> Screen:
+        """The top screen that is not a dialog (a dialog shows the one below it)."""
+        return next((screen for screen in reversed(self.screen_stack) if not screen.is_modal),
+                    self.screen)
+
     async def action_sessions(self) -> None:
         from bbm_tui.ui.screens.sessions import SessionsScreen
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from textual.widgets import DataTable, Input
+from textual.widgets._footer import FooterKey
 from ui_helpers import SIZE, make_app, recorded_session, wait_for
 
 from bbm_tui.core.store import Store
@@ -128,3 +129,26 @@ async def test_escape_goes_back() -> None:
         assert "No sessions yet" in str(app.screen.query_one("#sessions-empty").render())
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+
+
+async def test_the_footer_names_enter_and_enter_in_the_search_line_searches(
+    store: Store,
+) -> None:
+    recorded_session(store, "word_sorting", 0)
+    recorded_session(store, "dyck_languages", 3, name="mine")
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await sessions_screen(pilot, 2)
+        assert isinstance(screen.focused, DataTable)  # the list's own enter must not hide it
+        await wait_for(pilot, lambda: any(
+            key.action == "resume" and key.display for key in screen.query(FooterKey)))
+        resumes = []
+        resume = screen.action_resume
+        screen.action_resume = lambda: (resumes.append(screen.focused), resume())
+        await pilot.press("slash", *"mine", "enter")
+        await wait_for(pilot, lambda: screen.query_one(DataTable).row_count == 1
+                       and isinstance(screen.focused, DataTable))
+        assert resumes == []  # enter in the search line searched, and opened nothing
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        assert len(resumes) == 1 and app.screen.trace.session.name == "mine"

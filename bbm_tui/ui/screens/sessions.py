@@ -99,7 +99,10 @@ class SessionsScreen(BbmScreen):
     AUTO_FOCUS = "#sessions-table"  # the keys act on the list; / goes to the search line
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "resume", "resume", id="sessions_resume",
+        # Priority: the list's own enter (select the row) would hide this one from the Footer
+        # while the list has the focus, which it has nearly always. From the search line,
+        # enter searches (check_action).
+        Binding("enter", "resume", "resume", id="sessions_resume", priority=True,
                 tooltip="Open the selected session as it was saved"),
         Binding("r", "rename", "rename", id="sessions_rename",
                 tooltip="Rename the selected session"),
@@ -361,6 +364,11 @@ class SessionsScreen(BbmScreen):
         self.reload()
 
     # -- actions
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "resume":
+            return not isinstance(self.focused, Input)
+        return True
 
     @on(DataTable.RowSelected)
     def _row_selected(self) -> None:
