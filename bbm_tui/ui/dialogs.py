@@ -3,9 +3,11 @@ the mistake finder's settings, and the store failure."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import ClassVar, TypeVar
 
+from rich.cells import cell_len
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -46,6 +48,13 @@ class KeyHelp:
 
 # The most rows of keys the help shows at once (the rest scroll).
 HELP_ROWS = 28
+# The help dialog's width (styles/dialogs.tcss #help), what its border, padding and the key
+# list's scrollbar take of it, the gap between the key table's columns, and the least room
+# for the descriptions beside the other columns (less, and they go under the names).
+HELP_WIDTH = 108
+HELP_CHROME = 8
+HELP_GAP = 2
+HELP_MIN_DETAIL = 40
 
 
 class HelpScreen(Dialog[None]):
@@ -59,12 +68,14 @@ class HelpScreen(Dialog[None]):
         super().__init__()
         self.rows = rows
         self._title = title
+        self._in_columns: bool | None = None  # the layout the table was last drawn in
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help", classes="dialog"):
             yield Static(styled(self._title, "bold"), classes="dialog-title")
             with VerticalScroll(id="help-keys"):
-                yield Static(self._table(), id="help-table")
+                # Drawn for the width it gets, once the dialog is laid out (_fit_keys).
+                yield Static(id="help-table")
             yield Static(
                 styled('Change a key in config.toml\'s [keymap] table: binding id = "keys", '
                        'e.g. step = "n,space".', MUTED),
@@ -72,16 +83,25 @@ class HelpScreen(Dialog[None]):
             )
 
     def on_mount(self) -> None:
+        self._draw_table(self._expected_width())
         self.call_after_refresh(self._fit_keys)
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._fit_keys)
+
+    def _expected_width(self) -> int:
+        """The table's width before layout: the dialog's (108 columns, or the screen's) less
+        its border, padding and the list's scrollbar."""
+        return min(HELP_WIDTH, self.app.size.width) - HELP_CHROME
 
     def _fit_keys(self) -> None:
         """The key list gets what the title and the hint leave of the dialog's 90% of the
         screen, and scrolls in it. Left to the dialog's own scrolling, a short terminal (80x24)
         scrolled the title and the hint away and clipped the list's last rows, which its own
         scrollbar could then not reach."""
+        width = self.query_one("#help-table", Static).content_size.width
+        if width:
+            self._draw_table(width)
         dialog = self.query_one("#help", Vertical)
         keys = self.query_one("#help-keys", VerticalScroll)
         others = dialog.styles.gutter.height + sum(
@@ -90,28 +110,50 @@ class HelpScreen(Dialog[None]):
         room = int(self.size.height * 0.9) - others
         keys.styles.max_height = max(3, min(HELP_ROWS, room))
 
-    def _table(self) -> Table:
+    def _draw_table(self, width: int) -> None:
+        in_columns = self._fits_in_columns(width)
+        if in_columns != self._in_columns:
+            self._in_columns = in_columns
+            table = self._columns_table() if in_columns else self._stacked_table()
+            self.query_one("#help-table", Static).update(table)
+
+    def _fits_in_columns(self, width: int) -> bool:
+        """Whether the descriptions get room enough beside the keys, names and binding ids
+        (they wrap in their column; a narrower one would make most of them three lines)."""
+        def widest(field: Callable[[KeyHelp], str]) -> int:
+            return max((cell_len(field(row)) for row in self.rows), default=0)
+
+        beside = (widest(lambda row: row.keys) + widest(lambda row: row.description)
+                  + widest(lambda row: row.binding_id) + HELP_GAP * 3)
+        return width - beside >= HELP_MIN_DETAIL
+
+    def _columns_table(self) -> Table:
+        """Four columns: keys, name, description (wrapped in its column), binding id."""
         # A Rich grid sizes the columns; every cell is our own text (a Text, never markup).
-        colors = self.app.theme_variables
-        # Expanded, with the description the one column that gives way (ratio 1): Rich
-        # otherwise dropped the last column, the binding ids, that [keymap] needs.
-        table = Table.grid(padding=(0, 2), expand=True)
-        # The keys, names and ids keep their width; only the longer text gives way.
-        table.add_column(justify="right", no_wrap=True,
-                         min_width=max((len(row.keys) for row in self.rows), default=1))
-        table.add_column(no_wrap=True,
-                         min_width=max((len(row.description) for row in self.rows), default=1))
-        table.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-        table.add_column(no_wrap=True,
-                         min_width=max((len(row.binding_id) for row in self.rows), default=1))
+        table = Table.grid(padding=(0, HELP_GAP), expand=True)
+        table.add_column(justify="right", no_wrap=True)
+        table.add_column(no_wrap=True)
+        table.add_column(ratio=1, overflow="fold")
+        table.add_column(no_wrap=True)
         for row in self.rows:
-            table.add_row(
-                Text(row.keys, style=f"bold {colors.get('accent', 'yellow')}"),
-                Text(row.description, style="bold"),
-                Text(row.detail),
-                Text(row.binding_id, style="dim"),
-            )
+            table.add_row(self._keys_text(row), Text(row.description, style="bold"),
+                          Text(row.detail), Text(row.binding_id, style="dim"))
         return table
+
+    def _stacked_table(self) -> Table:
+        """Two columns: the keys, and beside them the name and binding id on one line and the
+        description wrapped under them (a narrow dialog: 80 columns cut descriptions short)."""
+        table = Table.grid(padding=(0, HELP_GAP), expand=True)
+        table.add_column(justify="right", no_wrap=True)
+        table.add_column(ratio=1, overflow="fold")
+        for row in self.rows:
+            about = Text.assemble((row.description, "bold"), "  ", (row.binding_id, "dim"),
+                                  "\n", row.detail)
+            table.add_row(self._keys_text(row), about)
+        return table
+
+    def _keys_text(self, row: KeyHelp) -> Text:
+        return Text(row.keys, style=f"bold {self.app.theme_variables.get('accent', 'yellow')}")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
+from rich.cells import cell_len
+from rich.console import Console
+from textual.widgets import Static
 from textual.widgets._footer import FooterKey
 from ui_helpers import SIZE, make_app, notifications, recorded_session, thought, wait_for
 
@@ -227,6 +232,47 @@ async def test_help_lists_every_key_of_the_screen(store: Store) -> None:
         assert "q" in {key for row in rows for key in row.split(" / ")}
         await pilot.press("escape")
         assert isinstance(app.screen, TraceScreen)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+async def test_help_shows_every_description_whole(store: Store, size: tuple[int, int]) -> None:
+    """No description is cut short: at 120 columns they wrap in their column, at 80 they go
+    under the key's name."""
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=size) as pilot:
+        await open_recorded(pilot, store)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        table = app.screen.query_one("#help-table", Static)
+        await wait_for(pilot, lambda: table.content_size.width > 0)
+        await pilot.pause()
+        console = Console(width=table.content_size.width, file=io.StringIO(), record=True)
+        console.print(table.content)
+        drawn = console.export_text()
+        assert max(cell_len(line) for line in drawn.splitlines()) <= table.content_size.width
+        words = drawn.split()
+        for row in app.screen.rows:
+            # In order, every word whole; in columns a binding id may sit between two lines.
+            assert in_order(row.detail.split(), words), row.detail
+            assert not row.binding_id or row.binding_id in words
+
+
+def in_order(wanted: list[str], words: list[str]) -> bool:
+    """Whether `wanted` occurs in `words` as a run, give or take a word between two."""
+    for start, word in enumerate(words):
+        if word != wanted[0]:
+            continue
+        position, found = start, True
+        for needed in wanted[1:]:
+            if needed in words[position + 1 : position + 3]:
+                position = words.index(needed, position + 1)
+            else:
+                found = False
+                break
+        if found:
+            return True
+    return False
 
 
 async def test_s_opens_the_sessions_and_ctrl_n_a_new_session(store: Store) -> None:
