@@ -429,7 +429,7 @@ def test_sigterm_to_find_prints_its_summary(tmp_path: Path) -> None:
     """Before: SIGTERM killed `find` on the spot, with no summary."""
     preds = tmp_path / "preds.jsonl"
     process = launch("find", "--model", "replay/bbm", "--method", "direct-trace", "--input",
-                     str(source_file(tmp_path, 20)), "--out", str(preds), "--rpm", "120",
+                     str(source_file(tmp_path, 20)), "--out", str(preds), "--rpm", "30",
                      "--concurrency", "1", "--no-progress")
     deadline = time.monotonic() + 60
     while not (preds.exists() and preds.stat().st_size > 0):
@@ -441,7 +441,9 @@ def test_sigterm_to_find_prints_its_summary(tmp_path: Path) -> None:
     assert "stopped: " in err and re.search(r" traces? judged into ", err), err
     assert "Traceback" not in err
     judged = preds.read_text().splitlines()
-    assert 1 <= len(judged) < 20
+    # 2 s between calls: the signal lands long before the 20th (a CI run once saw all 20 at
+    # 0.5 s between calls).
+    assert 1 <= len(judged) < 20, err
 
 
 # ------------------------------------------------------------ 12. secrets in an api base
