@@ -66,3 +66,20 @@ async def test_a_trace_with_no_thoughts_is_refused_by_every_judge() -> None:
     for judge in JUDGES.values():
         with pytest.raises(ValueError, match="no thoughts"):
             await final_result(judge.events("word_sorting", "b a", [], REPLAY))
+
+
+@pytest.mark.parametrize("long_trace", [False, True], ids=["inline", "in-a-thread"])
+async def test_the_verifier_gives_the_same_events_on_the_loop_and_in_a_thread(
+        long_trace: bool) -> None:
+    from bbm_tui.core.judging.finders import StepJudged
+    from bbm_tui.core.judging.verifier import INLINE_STEPS, verdict_line, verify
+
+    row = next(r for r in bundled_rows("dyck_languages")
+               if (len(r.steps) > INLINE_STEPS) == long_trace and r.mistake_index is not None)
+    events = [event async for event in JUDGES["verify"].events(
+        "dyck_languages", row.input, row.steps, REPLAY)]
+    result, verdicts = verify("dyck_languages", row.input, row.steps)
+    judged = [event for event in events if isinstance(event, StepJudged)]
+    assert [(event.number, event.raw) for event in judged] == [
+        (verdict.index + 1, verdict_line(verdict)) for verdict in verdicts]
+    assert events[-1] == FindFinished(result)

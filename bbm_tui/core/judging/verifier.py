@@ -23,6 +23,12 @@ from bbm_tui.core.tasks.verdicts import StepVerdict
 from bbm_tui.core.tasks.verify import verify_trace
 from bbm_tui.core.types import VERIFIER_MODEL, VERIFY, Verdict
 
+# A trace of at most this many thoughts verifies in under 3 ms on the 2-CPU machine (the
+# slowest of the bundled ones: bench/verify_speed.py), less than a frame, so it runs on the
+# event loop; a longer one goes to a thread. The hop costs as much as a short trace's
+# verification, which halved `find --method verify`'s throughput when every trace took it.
+INLINE_STEPS = 20
+
 _WORDS = {Verdict.CORRECT: "correct", Verdict.MISTAKEN: "mistaken",
           Verdict.CANNOT_JUDGE: "cannot judge"}
 
@@ -46,11 +52,15 @@ def verify(task: str, input_text: str, steps: Sequence[str]) -> tuple[FindResult
 async def verify_events(task: str, input_text: str,
                         steps: Sequence[str]) -> AsyncIterator[FindEvent]:
     """verify() as a finder's events: one StepJudged per step (True correct, False mistaken,
-    None cannot judge; no call), then FindFinished. Run in a thread: a long trace takes a
-    few milliseconds. Raises ValueError for a trace with no thoughts, as the finders do."""
+    None cannot judge; no call), then FindFinished. A long trace is verified in a thread, so
+    that the app's event loop is never held for more than a few milliseconds. Raises
+    ValueError for a trace with no thoughts, as the finders do."""
     if not steps:
         raise ValueError(NO_THOUGHTS)
-    result, verdicts = await asyncio.to_thread(verify, task, input_text, steps)
+    if len(steps) <= INLINE_STEPS:
+        result, verdicts = verify(task, input_text, steps)
+    else:
+        result, verdicts = await asyncio.to_thread(verify, task, input_text, steps)
     for verdict in verdicts:
         correct = {Verdict.CORRECT: True, Verdict.MISTAKEN: False}.get(verdict.kind)
         yield StepJudged(verdict.index + 1, correct, verdict_line(verdict), None)
