@@ -1,32 +1,72 @@
-"""The session store (docs/DESIGN.md §8): SQLite, WAL, versioned schema; see store.py."""
+"""The session store (docs/DESIGN.md §8): SQLite, WAL, versioned schema; see store.py.
+
+The names below are imported from their modules when first asked for (PEP 562): the app's
+check before its first frame (`preflight`) needs files.py alone, and the records and the
+store class (dozens of dataclasses, sqlite3's connection code) cost a few milliseconds of
+that first frame (bench/first_frame.py) for nothing.
+"""
 
 from __future__ import annotations
 
-from bbm_tui.core.store.errors import SessionDeleted, StoreError
-from bbm_tui.core.store.files import (
-    DATABASE_NAME,
-    HOME_ENV,
-    SQLITE_HEADER,
-    default_path,
-    home_dir,
-    preflight,
-    system_error,
-)
-from bbm_tui.core.store.records import (
-    AnnotatorLabel,
-    FinderRun,
-    FinderVerdict,
-    Label,
-    QueueWork,
-    Session,
-    SessionSummary,
-    Step,
-    StoredCandidate,
-    Totals,
-    default_session_name,
-)
-from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns
-from bbm_tui.core.store.store import BUSY_TIMEOUT_MS, Store, call_from_row
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bbm_tui.core.store.errors import SessionDeleted, StoreError
+    from bbm_tui.core.store.files import (
+        DATABASE_NAME,
+        HOME_ENV,
+        SQLITE_HEADER,
+        default_path,
+        home_dir,
+        preflight,
+        system_error,
+    )
+    from bbm_tui.core.store.records import (
+        AnnotatorLabel,
+        FinderRun,
+        FinderVerdict,
+        Label,
+        QueueWork,
+        Session,
+        SessionSummary,
+        Step,
+        StoredCandidate,
+        Totals,
+        default_session_name,
+    )
+    from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns
+    from bbm_tui.core.store.store import BUSY_TIMEOUT_MS, Store, call_from_row
+
+# Each name this package offers, and the module of the package that defines it.
+_MODULE_OF = {
+    "SessionDeleted": "errors",
+    "StoreError": "errors",
+    "DATABASE_NAME": "files",
+    "HOME_ENV": "files",
+    "SQLITE_HEADER": "files",
+    "default_path": "files",
+    "home_dir": "files",
+    "preflight": "files",
+    "system_error": "files",
+    "AnnotatorLabel": "records",
+    "FinderRun": "records",
+    "FinderVerdict": "records",
+    "Label": "records",
+    "QueueWork": "records",
+    "Session": "records",
+    "SessionSummary": "records",
+    "Step": "records",
+    "StoredCandidate": "records",
+    "Totals": "records",
+    "default_session_name": "records",
+    "MIGRATIONS": "schema",
+    "SCHEMA_VERSION": "schema",
+    "expected_columns": "schema",
+    "BUSY_TIMEOUT_MS": "store",
+    "Store": "store",
+    "call_from_row": "store",
+}
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -56,3 +96,16 @@ __all__ = [
     "preflight",
     "system_error",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # asked once: the next lookup is an ordinary one
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_MODULE_OF))

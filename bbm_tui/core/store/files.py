@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 from contextlib import suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bbm_tui.core.store.errors import StoreError
 from bbm_tui.core.store.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:  # sqlite3 itself is not needed by the check before the first frame
+    import sqlite3
 
 HOME_ENV = "BBM_TUI_HOME"
 

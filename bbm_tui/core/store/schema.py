@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import sqlite3
 
 MIGRATIONS: list[str] = [
     # 1: sessions, the step tree, model calls, the person's labels.
@@ -217,6 +216,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 @functools.cache
 def expected_columns() -> dict[str, frozenset[str]]:
     """Each table's columns at SCHEMA_VERSION, read off the migrations run in memory."""
+    import sqlite3  # here: the check before the app's first frame reads SCHEMA_VERSION only
+
     connection = sqlite3.connect(":memory:")
     try:
         for script in MIGRATIONS:
