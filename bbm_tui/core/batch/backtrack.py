@@ -15,7 +15,6 @@ An OUT line is the input row plus `location` (0-based or null), `new_steps`, `ne
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import random
 from collections.abc import Callable, Sequence
@@ -46,6 +45,7 @@ from bbm_tui.core.trace.session import (
     SamplesReady,
     TraceSession,
     greedy,
+    on_the_loop,
 )
 from bbm_tui.core.types import SessionSource, StepOrigin
 
@@ -231,7 +231,7 @@ async def _backtrack_one(
         return _extra(None, row.steps, row.answer, row.target, [])
     spec = backtracking_model(spec, job.task)  # replay/bbm cannot write a new step
     try:
-        trace, made = await asyncio.to_thread(_open_session, store, job, spec)
+        trace, made = _open_session(store, job, spec)
         return await _continue(job, trace, made, settings, progress, notify)
     except SessionDeleted as error:
         progress.fail(job.task, str(error))
@@ -250,21 +250,21 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
                     notify: Callable[[BacktrackProgress], None]) -> dict[str, Any] | None:
     """Backtrack the trace, or finish what a killed batch began (its samples are stored).
     A session `made` just now holds no samples and shows the original: nothing to look up
-    (each trip to the store's thread costs the batch's one busy core, bench/README.md)."""
+    (each read costs the batch's one busy core, bench/README.md)."""
     assert job.location is not None
     number = job.location + 1
     original = _original_path(trace)
-    stored = [] if made else await asyncio.to_thread(_stored_samples, trace, number, original)
+    stored = [] if made else _stored_samples(trace, number, original)
     if stored:
         chosen = next((c for c in stored if c.step_id is not None), None)
         if chosen is None:  # no sample differed: the trace stays as it was
             return _extra(job.location, job.row.steps, job.row.answer, job.row.target,
                           _samples_json(stored))
-        await asyncio.to_thread(trace.switch_to, chosen.step_id)
+        trace.switch_to(chosen.step_id)
         events = trace.generate(settings=greedy(settings))
     else:
         if trace.head_id != original[-1].id:
-            await asyncio.to_thread(trace.switch_to, original[-1].id)
+            trace.switch_to(original[-1].id)
         events = trace.backtrack(number, settings=settings)
     chosen_index: int | None = None
     async for event in events:
@@ -303,11 +303,11 @@ def _open_session(store: Store, job: BacktrackJob,
     for session in store.sessions_of_question(task=job.task, input=job.row.input,
                                               model=spec.model):
         if session.source == SessionSource.BACKTRACK:
-            trace = TraceSession(store, session, spec)
+            trace = TraceSession(store, session, spec, store_work=on_the_loop)
             if [step.text for step in _original_path(trace)] == list(job.row.steps):
                 return trace, False
     trace = TraceSession.create(store, NewTrace(job.task, job.row.input, job.row.target or None),
-                                spec, source=SessionSource.BACKTRACK)
+                                spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
     trace.load_recorded(list(job.row.steps))
     return trace, True
 

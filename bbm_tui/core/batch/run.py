@@ -14,7 +14,6 @@ OUT reads back whatever its name, and one run may hold several tasks).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -28,7 +27,7 @@ from bbm_tui.core.batch.runner import Batch, BatchStop, Progress
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import SessionDeleted, Store, StoreError
-from bbm_tui.core.trace.session import NewTrace, TraceSession
+from bbm_tui.core.trace.session import NewTrace, TraceSession, on_the_loop
 from bbm_tui.core.types import SessionSource
 
 
@@ -106,7 +105,7 @@ async def _run_one(
     notify: Callable[[RunProgress], None],
 ) -> TraceRow | None:
     try:
-        trace = await asyncio.to_thread(_open_session, store, job, spec)
+        trace = _open_session(store, job, spec)
         return await _generate_row(job, trace, spec, store, settings, progress, notify)
     except SessionDeleted as error:
         # Another process deleted this trace's session: this trace fails, the batch goes on.
@@ -142,7 +141,7 @@ async def _generate_row(
             progress.add_cost(event.call.cost)
             notify(progress)
     elapsed = time.perf_counter() - started
-    latency = await asyncio.to_thread(_total_latency, store, trace, elapsed)
+    latency = _total_latency(store, trace, elapsed)
     return TraceRow(
         input=job.row.input,
         steps=trace.texts,
@@ -161,7 +160,7 @@ def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSessio
     if found is not None:
         # The command line's settings win over the stored ones (a corrected --api-base or
         # --mode), and the session records them.
-        return TraceSession(store, found, spec)
+        return TraceSession(store, found, spec, store_work=on_the_loop)
     gold = None
     if job.dataset_index is not None:
         from bbm_tui.core.dataset import bundled_rows
@@ -173,6 +172,7 @@ def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSessio
                  dataset_index=job.dataset_index, gold_mistake_index=gold),
         spec,
         source=SessionSource.RUN,
+        store_work=on_the_loop,
     )
 
 

@@ -1,17 +1,19 @@
 """A trace being worked on: the store's rows plus the stepper, shared by the app and `run`.
 
 `generate()` passes the stepper's events through and commits each finished step before it
-hands the event on, so whoever shows the event can rely on the step being saved. Store calls
-that may wait on the disk run in a thread, never on the event loop.
+hands the event on, so whoever shows the event can rely on the step being saved. In the app,
+store calls that may wait on the disk run in a thread, never on the event loop; the headless
+batches run them on their loop (`on_the_loop`), where nothing waits for a frame.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import (
@@ -33,6 +35,20 @@ from bbm_tui.core.store import Label, Session, Step, Store, StoredCandidate, Tot
 from bbm_tui.core.tasks import extract_answer, is_correct
 from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
+
+T = TypeVar("T")
+
+# How a session runs its store calls while it generates: `asyncio.to_thread` (the app) or
+# `on_the_loop` (the batches).
+StoreWork = Callable[..., Awaitable[Any]]
+
+
+async def on_the_loop(function: Callable[..., T], /, *args: Any) -> T:
+    """Store work run right where it is asked for. For the headless batches: a commit takes a
+    fraction of a millisecond, while its trip to a thread and back (and the wait for the GIL
+    and the store's lock there) kept each backtracked trace out of its next call longer than
+    the call's own CPU (bench/backtrack_concurrency.py)."""
+    return function(*args)
 
 
 @dataclass(frozen=True)
@@ -76,8 +92,10 @@ class TraceSession:
         session: Session,
         spec: llm.ModelSpec | None = None,
         annotator: str = DEFAULT_ANNOTATOR,
+        store_work: StoreWork = asyncio.to_thread,
     ) -> None:
         self.store = store
+        self.store_work = store_work
         self.session = session
         self.annotator = annotator
         # Made by `create` in this process (not loaded): left with nothing done in it, it is
@@ -102,6 +120,7 @@ class TraceSession:
         *,
         name: str | None = None,
         source: SessionSource = SessionSource.APP,
+        store_work: StoreWork = asyncio.to_thread,
     ) -> TraceSession:
         session = store.create_session(
             task=trace.task,
@@ -115,7 +134,7 @@ class TraceSession:
             name=name,
             source=source,
         )
-        trace = cls(store, session, spec)
+        trace = cls(store, session, spec, store_work=store_work)
         trace.created_now = True
         return trace
 
@@ -253,7 +272,7 @@ class TraceSession:
                 f"{self._spec.model} --api-base URL"))
             return
         if self._model_unrecorded():  # usually not: no trip to a thread for nothing
-            await asyncio.to_thread(self._record_model)
+            await self.store_work(self._record_model)
         async for event in run_steps(
             self.session.task,
             self.session.input,
@@ -267,7 +286,7 @@ class TraceSession:
                 # A cancelled run still waits for the step it is saving, so that the session
                 # and the store agree when it is over (the next run neither loses nor
                 # repeats the step).
-                commit = asyncio.ensure_future(asyncio.to_thread(self._commit, event))
+                commit = asyncio.ensure_future(self.store_work(self._commit, event))
                 try:
                     await asyncio.shield(commit)
                 except asyncio.CancelledError:
@@ -325,7 +344,7 @@ class TraceSession:
         yield ready
         if ready.resample.chosen is None:
             return
-        step = await asyncio.to_thread(self._take_candidate,
+        step = await self.store_work(self._take_candidate,
                                        ready.stored[ready.resample.chosen])
         yield BranchMade(step)
         async for event in self.generate(settings=greedy(settings)):
@@ -350,7 +369,7 @@ class TraceSession:
         )
         # Cancelled while saving, the samples are saved all the same (the store and the
         # screen then agree that they are), then the cancellation goes on.
-        store = asyncio.ensure_future(asyncio.to_thread(self._store_samples, resample, parent))
+        store = asyncio.ensure_future(self.store_work(self._store_samples, resample, parent))
         try:
             stored = await asyncio.shield(store)
         except asyncio.CancelledError:
@@ -362,7 +381,7 @@ class TraceSession:
         self, candidate: StoredCandidate, *, settings: StepperSettings | None = None
     ) -> AsyncIterator[BranchMade | StepEvent]:
         """Another sampled candidate instead (the person's pick): its own branch."""
-        step = await asyncio.to_thread(self._take_candidate, candidate)
+        step = await self.store_work(self._take_candidate, candidate)
         yield BranchMade(step)
         async for event in self.generate(settings=greedy(settings or StepperSettings())):
             yield event
@@ -375,7 +394,7 @@ class TraceSession:
         from it unless `generate` is False."""
         self._check_number(number)
         parent = self.steps[number - 2].id if number > 1 else None
-        step = await asyncio.to_thread(self._add_branch_step, parent, number, text)
+        step = await self.store_work(self._add_branch_step, parent, number, text)
         yield BranchMade(step)
         if generate:
             async for event in self.generate(settings=greedy(settings or StepperSettings())):
