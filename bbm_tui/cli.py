@@ -738,6 +738,15 @@ def _traces(count: int) -> str:
     return _count(count, "trace")
 
 
+def _processes_problem(args: argparse.Namespace) -> str | None:
+    if args.processes < 1:
+        return "--processes must be at least 1"
+    if args.processes > args.concurrency:
+        return (f"--processes {args.processes} needs --concurrency {args.processes} or more "
+                "(each process works at least one trace at a time)")
+    return None
+
+
 def _find_usage_problem(args: argparse.Namespace) -> str | None:
     if args.concurrency < 1:
         return "--concurrency must be at least 1"
@@ -899,6 +908,10 @@ def _add_backtrack_parser(commands) -> None:
     backtrack.add_argument("--seed", type=int, default=0, help="for random and rm:X")
     backtrack.add_argument("--concurrency", type=int, default=4, metavar="K",
                            help="traces backtracked at once (default 4)")
+    backtrack.add_argument("--processes", type=int, default=1, metavar="P",
+                           help="share the K traces out to P processes (default 1): for a "
+                           "fast local server, where one process's CPU is the limit; each "
+                           "process imports litellm first (a few seconds)")
     backtrack.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
     backtrack.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     backtrack.add_argument("--json", action="store_true",
@@ -913,17 +926,17 @@ def backtrack_command(args: argparse.Namespace) -> int:
 
     from bbm_tui.core import llm
     from bbm_tui.core.batch.backtrack import (
-        FatalBacktrackError,
-        backtrack_batch,
+        backtrack_in_processes,
         jobs_from_files,
         parse_locations,
         to_json,
     )
+    from bbm_tui.core.batch.runner import BatchStop
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import Store, StoreError
     from bbm_tui.core.tasks import UnknownTaskError
 
-    problem = _find_usage_problem(args)
+    problem = _find_usage_problem(args) or _processes_problem(args)
     if problem:
         return fail(problem, EXIT_USAGE)
     config = _load_config_or_none(args)
@@ -941,15 +954,15 @@ def backtrack_command(args: argparse.Namespace) -> int:
     latest = LatestProgress()
     try:
         with ProgressDisplay(not args.no_progress, _run_detail) as show:
-            result = asyncio.run(until_signalled(backtrack_batch(
-                jobs, spec, store, args.out, concurrency=args.concurrency, settings=settings,
-                on_progress=latest.keep(show), inputs=args.input,
+            result = asyncio.run(until_signalled(backtrack_in_processes(
+                args.processes, jobs, spec, store, args.out, concurrency=args.concurrency,
+                settings=settings, on_progress=latest.keep(show), inputs=args.input,
             )))
     except (Stopped, KeyboardInterrupt) as stop:
         if latest.progress is not None:
             _print_backtrack_summary(args.out, latest.progress, stopped=True)
         return _stop_code(stop)
-    except FatalBacktrackError as error:
+    except BatchStop as error:  # a missing key, an unknown model, a worker process that died
         return fail(f"backtrack stopped: {error}")
     except DatasetError as error:
         return fail(str(error), EXIT_USAGE)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
@@ -48,6 +48,9 @@ from bbm_tui.core.trace.session import (
     on_the_loop,
 )
 from bbm_tui.core.types import SessionSource, StepOrigin
+
+if TYPE_CHECKING:
+    from bbm_tui.core.batch.workers import Workers, WorkerSetup
 
 OUT_KEYS = ("location", "new_steps", "new_answer", "new_correct", "samples")
 
@@ -173,13 +176,22 @@ async def backtrack_batch(
     settings: StepperSettings | None = None,
     on_progress: Callable[[BacktrackProgress], None] | None = None,
     inputs: Sequence[Path] = (),
+    workers: Workers | None = None,
 ) -> BacktrackResult:
+    """Backtrack every job OUT does not hold yet, `concurrency` at once: in this process, or
+    shared out to `workers` (child processes, core/batch/workers.py), which were set up with
+    the same store, model and settings."""
     settings = settings or StepperSettings()
     written: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
 
     async def work(job: BacktrackJob, progress: BacktrackProgress,
                    notify: Callable[[BacktrackProgress], None]) -> str | None:
-        extra = await _backtrack_one(job, spec, store, settings, progress, notify)
+        if workers is None:
+            extra = await backtrack_one(job, spec, store, settings, progress, notify)
+        else:
+            extra, delta = await workers.run(job)
+            delta.add_to(progress)
+            notify(progress)
         if extra is None:
             return None
         written[job.key] = extra
@@ -200,6 +212,75 @@ async def backtrack_batch(
     return BacktrackResult(progress, tables(runner.unique(jobs, _key), done))
 
 
+async def backtrack_in_processes(
+    processes: int,
+    jobs: Sequence[BacktrackJob],
+    spec: llm.ModelSpec,
+    store: Store,
+    out_path: Path,
+    *,
+    concurrency: int = 4,
+    settings: StepperSettings | None = None,
+    on_progress: Callable[[BacktrackProgress], None] | None = None,
+    inputs: Sequence[Path] = (),
+) -> BacktrackResult:
+    """`backtrack_batch` with its traces shared out to `processes` child processes (1: this
+    process alone), `concurrency` in flight across them."""
+    if processes == 1:
+        return await backtrack_batch(jobs, spec, store, out_path, concurrency=concurrency,
+                                     settings=settings, on_progress=on_progress,
+                                     inputs=inputs)
+    from bbm_tui.core.batch.workers import Workers, WorkerSetup
+
+    settings = settings or StepperSettings()
+    setup = WorkerSetup(store.path, spec, settings, backtrack_in_child)
+    async with Workers(processes, setup) as workers:
+        return await backtrack_batch(jobs, spec, store, out_path, concurrency=concurrency,
+                                     settings=settings, on_progress=on_progress,
+                                     inputs=inputs, workers=workers)
+
+
+@dataclass
+class ProgressDelta:
+    """What one trace backtracked in a child process added to the progress, sent back with
+    its OUT keys."""
+
+    calls: int = 0
+    cost: float = 0.0
+    unpriced_calls: int = 0
+    steps: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+    one_at_a_time: list[str] = field(default_factory=list)
+
+    def add_to(self, progress: BacktrackProgress) -> None:
+        progress.calls += self.calls
+        progress.cost += self.cost
+        progress.unpriced_calls += self.unpriced_calls
+        progress.steps += self.steps
+        progress.failed += self.failed
+        progress.errors.extend(self.errors)
+        for endpoint in self.one_at_a_time:
+            note = (f"{endpoint} cut a running answer short when another request arrived (as "
+                    "llama-cpp-python's server does): each process then made its calls one at "
+                    "a time, but the processes' calls still met; --processes 1 --concurrency 1 "
+                    "avoids the retries")
+            if note not in progress.notes:
+                progress.notes.append(note)
+
+
+async def backtrack_in_child(job: BacktrackJob, store: Store,
+                             setup: WorkerSetup) -> tuple[dict[str, Any] | None, ProgressDelta]:
+    """One trace backtracked in a worker process (core/batch/workers.py): its OUT keys (None:
+    it failed, the delta says why) and what it added to the progress."""
+    progress = BacktrackProgress()
+    extra = await backtrack_one(job, setup.spec, store, setup.settings, progress,
+                                lambda _progress: None)
+    return extra, ProgressDelta(progress.calls, progress.cost, progress.unpriced_calls,
+                                progress.steps, progress.failed, progress.errors,
+                                llm.one_at_a_time_endpoints())
+
+
 def _key(job: BacktrackJob) -> tuple[str, tuple[str, ...]]:
     return job.key
 
@@ -218,7 +299,7 @@ def tables(jobs: Sequence[BacktrackJob],
     return {task: backtrack_deltas(items) for task, items in outcomes.items()}
 
 
-async def _backtrack_one(
+async def backtrack_one(
     job: BacktrackJob,
     spec: llm.ModelSpec,
     store: Store,

@@ -1,0 +1,256 @@
+"""A batch's traces worked in child processes (`bbm-tui backtrack --processes N`).
+
+Against a fast local server the client's CPU, most of it litellm's, is what limits a batch: one
+process runs its event loop on one core (bench/backtrack_concurrency.py). Each child here has
+its own event loop, litellm and connection to the store, and works the traces it is sent (the
+command's `work` function, e.g. core/batch/backtrack.py's `backtrack_in_child`); the parent
+keeps everything else (the runner, OUT in the inputs' order, the progress, the
+resume), so a batch over processes writes what it writes in one.
+
+Each child is spawned (a fresh interpreter: forking a process that runs an event loop and
+litellm's HTTP clients is not safe) and imports litellm before it says it is ready, so a pool
+costs one litellm import up front, on the children's cores. A child that dies stops the batch
+with one message; a child whose parent is gone (its pipe closes) stops its traces and exits.
+Every step a child finishes is committed to the store as it is in one process, so a kill loses
+at most the steps being streamed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bbm_tui.core import llm
+from bbm_tui.core.batch.runner import BatchStop
+
+if TYPE_CHECKING:
+    from multiprocessing.process import BaseProcess
+
+    from bbm_tui.core.generation.stepper import StepperSettings
+    from bbm_tui.core.store import Store
+
+# How long a child may take to import litellm and open the store before the pool gives up.
+START_TIMEOUT_S = 120.0
+
+
+class WorkerError(BatchStop):
+    """A child process could not start, or ended while it had traces."""
+
+
+# A child's work on one job: what to send back to the parent (picklable). It raises BatchStop
+# for a fault that stops the whole batch. A module-level function, so that it pickles.
+ChildWork = Callable[[Any, "Store", "WorkerSetup"], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class WorkerSetup:
+    """What every child needs: the store to commit to, the model, the stepper's settings, and
+    the work it does on each job."""
+
+    store_path: Path
+    spec: llm.ModelSpec
+    settings: StepperSettings
+    work: ChildWork
+
+
+@dataclass
+class _Child:
+    process: BaseProcess
+    connection: Connection
+    pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
+
+
+class Workers:
+    """`count` children, used as `async with Workers(...) as workers:` and handed to the batch
+    (e.g. `backtrack_batch(..., workers=workers)`). A job goes to the child with the fewest."""
+
+    def __init__(self, count: int, setup: WorkerSetup) -> None:
+        if count < 2:
+            raise ValueError("worker processes are for 2 or more; 1 is the batch's own loop")
+        self.count = count
+        self.setup = setup
+        self._children: list[_Child] = []
+        self._next_id = 0
+
+    async def __aenter__(self) -> Workers:
+        try:
+            await self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pids(self) -> list[int]:
+        return [child.process.pid for child in self._children if child.process.pid]
+
+    async def start(self) -> None:
+        """Spawn the children and wait until each has litellm imported and the store open."""
+        context = multiprocessing.get_context("spawn")
+        for _ in range(self.count):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=child_main, args=(theirs, self.setup),
+                                      name="bbm-tui-worker", daemon=True)
+            process.start()
+            theirs.close()
+            self._children.append(_Child(process, ours))
+        await asyncio.gather(*(self._wait_ready(child) for child in self._children))
+        loop = asyncio.get_running_loop()
+        for child in self._children:
+            loop.add_reader(child.connection.fileno(), self._receive, child)
+
+    async def _wait_ready(self, child: _Child) -> None:
+        ready = await asyncio.to_thread(child.connection.poll, START_TIMEOUT_S)
+        message: Any = None
+        if ready:
+            with contextlib.suppress(EOFError, OSError):
+                message = child.connection.recv()
+        if message == ("ready",):
+            return
+        if isinstance(message, tuple) and message[:1] == ("failed",):
+            raise WorkerError(f"a worker process could not start: {message[1]}")
+        raise WorkerError("a worker process did not start "
+                          f"({_how_it_ended(child.process)})")
+
+    async def run(self, job: Any) -> Any:
+        """What a child's work made of `job`. Raises WorkerError (a BatchStop) when the work
+        stopped the batch or the child died."""
+        child = min(self._children, key=lambda each: len(each.pending))
+        job_id = self._next_id
+        self._next_id += 1
+        result = asyncio.get_running_loop().create_future()
+        child.pending[job_id] = result
+        try:
+            child.connection.send((job_id, job))
+        except OSError:
+            child.pending.pop(job_id, None)
+            raise WorkerError(f"a worker process ended "
+                              f"({_how_it_ended(child.process)})") from None
+        try:
+            return await result
+        finally:
+            child.pending.pop(job_id, None)
+
+    def _receive(self, child: _Child) -> None:
+        try:
+            message = child.connection.recv()
+        except (EOFError, OSError):
+            self._lost(child)
+            return
+        kind, job_id = message[0], message[1]
+        waiting = child.pending.get(job_id)
+        if waiting is None or waiting.done():
+            return
+        if kind == "done":
+            waiting.set_result(message[2])
+        elif kind == "stop":
+            waiting.set_exception(WorkerError(message[2]))
+        else:
+            waiting.set_exception(WorkerError(f"a worker process failed: {message[2]}"))
+
+    def _lost(self, child: _Child) -> None:
+        with contextlib.suppress(ValueError, OSError):
+            asyncio.get_running_loop().remove_reader(child.connection.fileno())
+        child.process.join(1)
+        error = WorkerError(f"a worker process ended while it had traces "
+                            f"({_how_it_ended(child.process)}); run the batch again to resume")
+        for waiting in child.pending.values():
+            if not waiting.done():
+                waiting.set_exception(error)
+
+    def close(self) -> None:
+        """Stop every child: asked first (its pipe closes), ended if it lingers."""
+        with contextlib.suppress(RuntimeError):
+            loop = asyncio.get_running_loop()
+            for child in self._children:
+                with contextlib.suppress(ValueError, OSError):
+                    loop.remove_reader(child.connection.fileno())
+        for child in self._children:
+            child.connection.close()
+        for child in self._children:
+            child.process.join(5)
+            if child.process.is_alive():
+                child.process.terminate()
+                child.process.join(5)
+        self._children.clear()
+
+
+def _how_it_ended(process: BaseProcess) -> str:
+    code = process.exitcode
+    if code is None:
+        return "still running"
+    if code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+# --------------------------------------------------------------------------- in the child
+
+
+def child_main(connection: Connection, setup: WorkerSetup) -> None:
+    """A child's life: ready, then backtrack what it is sent until its pipe closes."""
+    # Ctrl-C reaches the whole process group: the parent decides when the children stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    asyncio.run(_serve(connection, setup))
+
+
+async def _serve(connection: Connection, setup: WorkerSetup) -> None:
+    from bbm_tui.core.store import Store
+
+    try:
+        llm.warm_up()
+        store = Store.open(setup.store_path)
+    except Exception as error:  # said to the parent, which stops the batch with it
+        connection.send(("failed", str(error) or type(error).__name__))
+        return
+    with store:
+        connection.send(("ready",))
+        inbox: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        loop.add_reader(connection.fileno(), _take, connection, inbox)
+        running: set[asyncio.Task[None]] = set()
+        while (message := await inbox.get()) is not None:
+            job_id, job = message
+            task = asyncio.ensure_future(_work(connection, store, setup, job_id, job))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        loop.remove_reader(connection.fileno())
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+
+def _take(connection: Connection, inbox: asyncio.Queue[tuple[int, Any] | None]) -> None:
+    try:
+        inbox.put_nowait(connection.recv())
+    except (EOFError, OSError):  # the parent closed the pipe, or is gone
+        asyncio.get_running_loop().remove_reader(connection.fileno())
+        inbox.put_nowait(None)
+
+
+async def _work(connection: Connection, store: Store, setup: WorkerSetup, job_id: int,
+                job: Any) -> None:
+    try:
+        result = await setup.work(job, store, setup)
+    except BatchStop as error:
+        _send(connection, ("stop", job_id, str(error)))
+        return
+    except Exception as error:  # a bug: the parent stops the batch and says what it was
+        _send(connection, ("error", job_id, f"{type(error).__name__}: {error}"))
+        return
+    _send(connection, ("done", job_id, result))
+
+
+def _send(connection: Connection, message: tuple[Any, ...]) -> None:
+    with contextlib.suppress(OSError):  # the parent is gone: nobody is waiting
+        connection.send(message)

@@ -1,0 +1,121 @@
+"""`bbm-tui backtrack --processes P` (core/batch/workers.py): the traces shared out to child
+processes, each with its own event loop, litellm and store connection, against the local
+server through litellm. The parent keeps OUT, the progress and the resume, so the batch writes
+what it writes in one process; a child that dies stops it with one message."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from bbm_tui.cli import main
+from bbm_tui.core import llm
+from bbm_tui.core.batch.backtrack import (
+    BacktrackJob,
+    backtrack_batch,
+    backtrack_in_child,
+    jobs_from_files,
+    parse_locations,
+)
+from bbm_tui.core.batch.workers import WorkerError, Workers, WorkerSetup
+from bbm_tui.core.generation.stepper import StepperSettings
+from bbm_tui.core.store import Store
+from tests.openai_server import FakeOpenAI
+from tests.test_backtrack import responder
+from tests.test_backtrack_cli import dataset_file
+
+
+def backtrack(server: FakeOpenAI, source: Path, out: Path, capsys: pytest.CaptureFixture,
+              *extra: str) -> tuple[int, str, str]:
+    code = main(["backtrack", "--model", "openai/test", "--api-base", server.base_url,
+                 "--input", str(source), "--out", str(out), "--no-progress", "--json",
+                 "--locations", "gold", *extra])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_two_processes_write_what_one_writes(
+    openai_server: FakeOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    openai_server.responder = responder()
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    code, one_json, one_err = backtrack(openai_server, source, tmp_path / "one.jsonl", capsys)
+    assert code == 0, one_err
+    one_calls = len(openai_server.requests)
+    monkeypatch.setenv("BBM_TUI_HOME", str(tmp_path / "second-home"))  # nothing to resume
+    code, two_json, two_err = backtrack(openai_server, source, tmp_path / "two.jsonl", capsys,
+                                        "--processes", "2", "--concurrency", "2")
+    assert code == 0, two_err
+    assert json.loads(two_json) == json.loads(one_json)
+    assert (tmp_path / "two.jsonl").read_text() == (tmp_path / "one.jsonl").read_text()
+    assert len(openai_server.requests) == 2 * one_calls
+    # The summary line counts the children's calls as the parent's own.
+    assert two_err.splitlines()[-1].replace("two.jsonl", "one.jsonl") == \
+        one_err.splitlines()[-1]
+    with Store.open(tmp_path / "second-home" / "bbm-tui.sqlite3") as store:
+        [summary] = store.sessions()  # the one trace with a mistake, made by a child
+        assert summary.session.source == "backtrack"
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--processes", "0"], "--processes must be at least 1"),
+    (["--processes", "3", "--concurrency", "2"], "--processes 3 needs --concurrency 3"),
+])
+def test_processes_are_checked_before_any_work(tmp_path: Path, capsys, options: list[str],
+                                               message: str) -> None:
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    assert main(["backtrack", "--input", str(source), "--locations", "gold",
+                 "--out", str(tmp_path / "o.jsonl"), *options]) == 2
+    assert message in capsys.readouterr().err
+
+
+def jobs(tmp_path: Path) -> list[BacktrackJob]:
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    return jobs_from_files([source], None, parse_locations("gold"))
+
+
+async def test_a_worker_that_dies_stops_the_batch_with_one_message(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    openai_server.responder = responder()
+    spec = llm.ModelSpec("openai/test", openai_server.base_url)
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        setup = WorkerSetup(store.path, spec, StepperSettings(), backtrack_in_child)
+        async with Workers(2, setup) as workers:
+            for pid in workers.pids:
+                os.kill(pid, signal.SIGKILL)
+            with pytest.raises(WorkerError, match=r"worker process ended.*signal 9"):
+                await backtrack_batch(jobs(tmp_path), spec, store, tmp_path / "out.jsonl",
+                                      concurrency=2, workers=workers)
+    assert not (tmp_path / "out.jsonl").read_text()
+
+
+async def test_closing_the_workers_ends_every_child(openai_server: FakeOpenAI,
+                                                   tmp_path: Path) -> None:
+    openai_server.responder = responder()
+    spec = llm.ModelSpec("openai/test", openai_server.base_url)
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        setup = WorkerSetup(store.path, spec, StepperSettings(), backtrack_in_child)
+        async with Workers(2, setup) as workers:
+            children = list(workers._children)
+            result = await backtrack_batch(jobs(tmp_path), spec, store,
+                                           tmp_path / "out.jsonl", concurrency=2,
+                                           workers=workers)
+            assert result.progress.done == 2 and not result.progress.failed
+    assert [child.process.exitcode for child in children] == [0, 0]
+
+
+async def test_a_worker_that_cannot_open_the_store_says_why(tmp_path: Path) -> None:
+    bad = tmp_path / "not-a-store.sqlite3"
+    bad.write_bytes(b"this is not SQLite, and it is long enough to have a header" * 4)
+    setup = WorkerSetup(bad, llm.ModelSpec("openai/test"), StepperSettings(),
+                        backtrack_in_child)
+    with pytest.raises(WorkerError, match=r"could not start: .*not-a-store"):
+        async with Workers(2, setup):
+            pass
+    assert bad.read_bytes().startswith(b"this is not SQLite")
