@@ -22,6 +22,7 @@ seconds, not minutes; `test_cold_*` kill fresh `python -m bbm_tui` processes the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -762,3 +763,65 @@ def test_a_kill_during_the_sampling_call_leaves_the_original_untouched(
         assert store.integrity_check() == "ok"
     resume_backtrack(server, backtrack_server, argv, home, before, where)
     print(where)
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # pid (comm) state ppid ...: comm may hold spaces and parentheses.
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+def test_a_kill_of_a_backtrack_over_processes_leaves_no_worker_behind(
+    server: ForkServer, backtrack_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """SIGKILL `bbm-tui backtrack --processes 2` while a worker process streams the
+    continuation: the workers see their pipe close and end within seconds (none is left
+    writing to the store), nothing committed is lost or half-written, and the same command
+    again finishes the branch without sampling again."""
+    rng = random.Random(SEED + 5)
+    home = tmp_path / "processes" / "home"
+    home.mkdir(parents=True)
+    db = home / DATABASE_NAME
+    argv = [*backtrack_argv(backtrack_server.base_url, write_backtrack_input(home.parent),
+                            home.parent / "out.jsonl"), "--processes", "2", "--concurrency", "2"]
+    child = server.spawn(argv, environment(home, 0), stderr=home.parent / "stderr")
+    done = rng.randint(0, CONTINUED - 2)
+    deadline = time.monotonic() + 120  # each worker imports litellm first
+    while committed_steps(db) < 5 + done:
+        assert child.poll() is None, f"it ended ({child.poll()}) first: {child.stderr}"
+        assert time.monotonic() < deadline, "no progress in two minutes"
+        time.sleep(0.002)
+    # The two workers, and multiprocessing's resource tracker: all must go.
+    workers = children_of(child.pid)
+    spawned = [pid for pid in workers
+               if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    assert len(spawned) == 2, workers
+    before = snapshot(db)
+    delay = rng.uniform(0.0, WORD_DELAY_S * 10)
+    time.sleep(delay)
+    assert child.kill() == -9, child.stderr
+    deadline = time.monotonic() + 20
+    while any(alive(pid) for pid in workers):
+        assert time.monotonic() < deadline, "a worker process outlived its batch by 20 s"
+        time.sleep(0.05)
+    where = (f"backtrack over 2 processes killed {delay * 1000:.0f} ms after continued "
+             f"thought {done} (seed {SEED})")
+    assert integrity(db) == "ok", where
+    assert_kept(before, snapshot(db))
+    saved = assert_backtrack_consistent(db, where)
+    assert len(saved.new) >= 1 + done, where
+    resume_backtrack(server, backtrack_server, argv, home, snapshot(db), where)
