@@ -64,6 +64,7 @@ class WorkerSetup:
 class _Child:
     process: BaseProcess
     connection: Connection
+    ready: asyncio.Future[None]  # set by its first message: ready, or why it cannot be
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
 
 
@@ -97,30 +98,22 @@ class Workers:
     async def start(self) -> None:
         """Spawn the children and wait until each has litellm imported and the store open."""
         context = multiprocessing.get_context("spawn")
+        loop = asyncio.get_running_loop()
         for _ in range(self.count):
             ours, theirs = context.Pipe()
             process = context.Process(target=child_main, args=(theirs, self.setup),
                                       name="bbm-tui-worker", daemon=True)
             process.start()
             theirs.close()
-            self._children.append(_Child(process, ours))
-        await asyncio.gather(*(self._wait_ready(child) for child in self._children))
-        loop = asyncio.get_running_loop()
-        for child in self._children:
-            loop.add_reader(child.connection.fileno(), self._receive, child)
-
-    async def _wait_ready(self, child: _Child) -> None:
-        ready = await asyncio.to_thread(child.connection.poll, START_TIMEOUT_S)
-        message: Any = None
-        if ready:
-            with contextlib.suppress(EOFError, OSError):
-                message = child.connection.recv()
-        if message == ("ready",):
-            return
-        if isinstance(message, tuple) and message[:1] == ("failed",):
-            raise WorkerError(f"a worker process could not start: {message[1]}")
-        raise WorkerError("a worker process did not start "
-                          f"({_how_it_ended(child.process)})")
+            child = _Child(process, ours, loop.create_future())
+            self._children.append(child)
+            loop.add_reader(ours.fileno(), self._receive, child)
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(child.ready for child in self._children)), START_TIMEOUT_S)
+        except TimeoutError:
+            raise WorkerError(f"a worker process was not ready after {START_TIMEOUT_S:.0f} s "
+                              "(importing litellm, opening the store)") from None
 
     async def run(self, job: Any) -> Any:
         """What a child's work made of `job`. Raises WorkerError (a BatchStop) when the work
@@ -147,6 +140,13 @@ class Workers:
         except (EOFError, OSError):
             self._lost(child)
             return
+        if not child.ready.done():  # its first word: ready, or why it cannot be
+            if message[0] == "ready":
+                child.ready.set_result(None)
+            else:
+                child.ready.set_exception(
+                    WorkerError(f"a worker process could not start: {message[1]}"))
+            return
         kind, job_id = message[0], message[1]
         waiting = child.pending.get(job_id)
         if waiting is None or waiting.done():
@@ -162,6 +162,9 @@ class Workers:
         with contextlib.suppress(ValueError, OSError):
             asyncio.get_running_loop().remove_reader(child.connection.fileno())
         child.process.join(1)
+        if not child.ready.done():
+            child.ready.set_exception(WorkerError(
+                f"a worker process did not start ({_how_it_ended(child.process)})"))
         error = WorkerError(f"a worker process ended while it had traces "
                             f"({_how_it_ended(child.process)}); run the batch again to resume")
         for waiting in child.pending.values():
@@ -177,6 +180,10 @@ class Workers:
                     loop.remove_reader(child.connection.fileno())
         for child in self._children:
             child.connection.close()
+            if not child.ready.done():
+                child.ready.cancel()
+            elif not child.ready.cancelled():
+                child.ready.exception()  # said already, by the first failure to start
         for child in self._children:
             child.process.join(5)
             if child.process.is_alive():
