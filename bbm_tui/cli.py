@@ -77,7 +77,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         help="with --task: start on question N (0-based) of the bundled dataset",
     )
     parser.add_argument("--session", type=int, metavar="ID", help="resume session ID")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # The commands' own help leaves out the main help's epilog (the tasks, the files), which
+    # their formatter would run together into one paragraph.
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                     parser_class=argparse.ArgumentParser)
 
     run = commands.add_parser(
         "run", help="generate traces headless into a JSONL file in the dataset's format",

@@ -272,3 +272,15 @@ def test_help_lists_the_tasks_and_explains_the_files(capsys) -> None:
     assert "tasks: " + ", ".join(TASK_NAMES) in out
     for words in ("sessions", "config", "JSONL", "no key = unlabelled", "solver/bbm"):
         assert words in out
+
+
+@pytest.mark.parametrize("command", ["run", "find", "backtrack", "export", "annotate"])
+def test_a_commands_help_is_its_own(command: str, capsys) -> None:
+    """A command's --help shows its options, without the main help's epilog run together
+    into one paragraph ("... dyck_languages files: sessions /root/...")."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: bbm-tui {command} "), out
+    assert ("--annotator" if command == "annotate" else "--out") in out
+    assert "files:" not in out and "tasks: " not in out
