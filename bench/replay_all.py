@@ -85,7 +85,9 @@ def _thread_group(name: str) -> str:
     if name == "MainThread":
         return "event loop (main thread)"
     if name.startswith("asyncio"):
-        return "asyncio.to_thread: store commits, sessions"
+        # litellm's acompletion builds each request in loop.run_in_executor (the batches
+        # commit to the store on their own loop).
+        return "asyncio's executor: litellm's acompletion"
     if name.startswith("ThreadPoolExecutor"):
         return "litellm's logging executor"
     if name.startswith("AnyIO worker"):
