@@ -97,6 +97,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, metavar="N", help="at most N questions per task")
     run.add_argument("--concurrency", type=int, default=4, metavar="K",
                      help="traces generated at once (default 4)")
+    run.add_argument("--processes", type=int, default=1, metavar="P",
+                     help="share the K traces out to P processes (default 1): for a fast "
+                     "local server, where one process's CPU is the limit; each process "
+                     "imports litellm first (a few seconds)")
     run.add_argument("--step-limit", type=int, metavar="N", help="at most N steps per trace")
     run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -362,7 +366,8 @@ def run_command(args: argparse.Namespace) -> int:
     import asyncio
 
     from bbm_tui.core import llm
-    from bbm_tui.core.batch.run import FatalRunError, jobs_from_bundled, jobs_from_files, run_batch
+    from bbm_tui.core.batch.run import jobs_from_bundled, jobs_from_files, run_in_processes
+    from bbm_tui.core.batch.runner import BatchStop
     from bbm_tui.core.dataset import DatasetError, bundled_path
     from bbm_tui.core.store import Store, StoreError
     from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError
@@ -371,6 +376,9 @@ def run_command(args: argparse.Namespace) -> int:
         return fail("--concurrency must be at least 1", EXIT_USAGE)
     if args.limit is not None and args.limit < 0:
         return fail("--limit must be 0 or more", EXIT_USAGE)
+    problem = _processes_problem(args)
+    if problem:
+        return fail(problem, EXIT_USAGE)
     config = _load_config_or_none(args)
     if config is None:
         return EXIT_USAGE
@@ -401,11 +409,11 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         with ProgressDisplay(not args.no_progress, _run_detail) as show:
             progress = asyncio.run(until_signalled(
-                run_batch(jobs, spec, store, args.out, concurrency=args.concurrency,
-                          settings=settings, on_progress=latest.keep(show), inputs=inputs,
-                          notes=notes)
+                run_in_processes(args.processes, jobs, spec, store, args.out,
+                                 concurrency=args.concurrency, settings=settings,
+                                 on_progress=latest.keep(show), inputs=inputs, notes=notes)
             ))
-    except FatalRunError as error:
+    except BatchStop as error:  # a missing key, an unknown model, a worker process that died
         return fail(f"run stopped: {error}")
     except DatasetError as error:
         return fail(str(error), EXIT_USAGE)

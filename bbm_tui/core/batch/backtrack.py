@@ -18,14 +18,14 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.find import trace_key
-from bbm_tui.core.batch.runner import Batch, BatchStop, Progress
+from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProgress
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
@@ -128,8 +128,7 @@ class BacktrackJob:
 
 
 @dataclass
-class BacktrackProgress(Progress):
-    steps: int = 0
+class BacktrackProgress(StepsProgress):
     unlabelled: int = 0  # gold locations asked of rows nobody labelled: kept as they are
 
 
@@ -240,35 +239,6 @@ async def backtrack_in_processes(
                                      inputs=inputs, workers=workers)
 
 
-@dataclass
-class ProgressDelta:
-    """What one trace backtracked in a child process added to the progress, sent back with
-    its OUT keys."""
-
-    calls: int = 0
-    cost: float = 0.0
-    unpriced_calls: int = 0
-    steps: int = 0
-    failed: int = 0
-    errors: list[str] = field(default_factory=list)
-    one_at_a_time: list[str] = field(default_factory=list)
-
-    def add_to(self, progress: BacktrackProgress) -> None:
-        progress.calls += self.calls
-        progress.cost += self.cost
-        progress.unpriced_calls += self.unpriced_calls
-        progress.steps += self.steps
-        progress.failed += self.failed
-        progress.errors.extend(self.errors)
-        for endpoint in self.one_at_a_time:
-            note = (f"{endpoint} cut a running answer short when another request arrived (as "
-                    "llama-cpp-python's server does): each process then made its calls one at "
-                    "a time, but the processes' calls still met; --processes 1 --concurrency 1 "
-                    "avoids the retries")
-            if note not in progress.notes:
-                progress.notes.append(note)
-
-
 async def backtrack_in_child(job: BacktrackJob, store: Store,
                              setup: WorkerSetup) -> tuple[dict[str, Any] | None, ProgressDelta]:
     """One trace backtracked in a worker process (core/batch/workers.py): its OUT keys (None:
@@ -276,9 +246,7 @@ async def backtrack_in_child(job: BacktrackJob, store: Store,
     progress = BacktrackProgress()
     extra = await backtrack_one(job, setup.spec, store, setup.settings, progress,
                                 lambda _progress: None)
-    return extra, ProgressDelta(progress.calls, progress.cost, progress.unpriced_calls,
-                                progress.steps, progress.failed, progress.errors,
-                                llm.one_at_a_time_endpoints())
+    return extra, ProgressDelta.of(progress)
 
 
 def _key(job: BacktrackJob) -> tuple[str, tuple[str, ...]]:

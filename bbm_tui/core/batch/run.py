@@ -19,16 +19,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
-from bbm_tui.core.batch.runner import Batch, BatchStop, Progress
+from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProgress
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import SessionDeleted, Store, StoreError
 from bbm_tui.core.trace.session import NewTrace, TraceSession, on_the_loop
 from bbm_tui.core.types import SessionSource
+
+if TYPE_CHECKING:
+    from bbm_tui.core.batch.workers import Workers, WorkerSetup
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,8 @@ class RunJob:
 
 
 @dataclass
-class RunProgress(Progress):
-    steps: int = 0
+class RunProgress(StepsProgress):
+    """A run's progress: the shared counts and the steps written."""
 
 
 class FatalRunError(BatchStop):
@@ -73,11 +76,19 @@ async def run_batch(
     on_progress: Callable[[RunProgress], None] | None = None,
     inputs: Sequence[Path] = (),
     notes: Sequence[str] = (),
+    workers: Workers | None = None,
 ) -> RunProgress:
-    """Generate every question OUT does not hold yet (one row per finished trace)."""
+    """Generate every question OUT does not hold yet (one row per finished trace), in this
+    process or shared out to `workers` (child processes set up with the same store, model
+    and settings, core/batch/workers.py)."""
 
     async def work(job: RunJob, progress: RunProgress,
                    notify: Callable[[RunProgress], None]) -> str | None:
+        if workers is not None:
+            line, delta = await workers.run(job)
+            delta.add_to(progress)
+            notify(progress)
+            return line
         row = await _run_one(job, spec, store, settings, progress, notify)
         return row.to_line() if row is not None else None
 
@@ -94,6 +105,44 @@ async def run_batch(
                                          store_path=store.path, inputs=inputs,
                                          on_progress=on_progress)
     return progress
+
+
+async def run_in_processes(
+    processes: int,
+    jobs: Sequence[RunJob],
+    spec: llm.ModelSpec,
+    store: Store,
+    out_path: Path,
+    *,
+    concurrency: int = 4,
+    settings: StepperSettings | None = None,
+    on_progress: Callable[[RunProgress], None] | None = None,
+    inputs: Sequence[Path] = (),
+    notes: Sequence[str] = (),
+) -> RunProgress:
+    """`run_batch` with its questions shared out to `processes` child processes (1: this
+    process alone), `concurrency` in flight across them."""
+    if processes == 1:
+        return await run_batch(jobs, spec, store, out_path, concurrency=concurrency,
+                               settings=settings, on_progress=on_progress, inputs=inputs,
+                               notes=notes)
+    from bbm_tui.core.batch.workers import Workers, WorkerSetup
+
+    setup = WorkerSetup(store.path, spec, settings or StepperSettings(), run_in_child)
+    async with Workers(processes, setup) as workers:
+        return await run_batch(jobs, spec, store, out_path, concurrency=concurrency,
+                               settings=settings, on_progress=on_progress, inputs=inputs,
+                               notes=notes, workers=workers)
+
+
+async def run_in_child(job: RunJob, store: Store,
+                       setup: WorkerSetup) -> tuple[str | None, ProgressDelta]:
+    """One question run in a worker process (core/batch/workers.py): its OUT line (None: it
+    failed, the delta says why) and what it added to the progress."""
+    progress = RunProgress()
+    row = await _run_one(job, setup.spec, store, setup.settings, progress,
+                         lambda _progress: None)
+    return (row.to_line() if row is not None else None), ProgressDelta.of(progress)
 
 
 async def _run_one(

@@ -63,6 +63,56 @@ class Progress:
             self.cost += cost
 
 
+@dataclass
+class StepsProgress(Progress):
+    """The progress of a batch that writes steps (run, backtrack)."""
+
+    steps: int = 0
+
+
+@dataclass
+class ProgressDelta:
+    """What one trace worked in a child process (core/batch/workers.py) added to the progress,
+    sent back with its result; the parent adds it to the batch's."""
+
+    calls: int = 0
+    cost: float = 0.0
+    unpriced_calls: int = 0
+    steps: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+    one_at_a_time: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, progress: StepsProgress) -> ProgressDelta:
+        """A trace's own progress (counted from zero) and the child's one-at-a-time servers."""
+        return cls(progress.calls, progress.cost, progress.unpriced_calls, progress.steps,
+                   progress.failed, progress.errors, one_at_a_time_endpoints())
+
+    def add_to(self, progress: StepsProgress) -> None:
+        progress.calls += self.calls
+        progress.cost += self.cost
+        progress.unpriced_calls += self.unpriced_calls
+        progress.steps += self.steps
+        progress.failed += self.failed
+        progress.errors.extend(self.errors)
+        for endpoint in self.one_at_a_time:
+            note = one_at_a_time_note(endpoint, processes=True)
+            if note not in progress.notes:
+                progress.notes.append(note)
+
+
+def one_at_a_time_note(endpoint: str, *, processes: bool = False) -> str:
+    """What the batch says of a server found to serve one request at a time."""
+    said = (f"{endpoint} cut a running answer short when another request arrived (as "
+            "llama-cpp-python's server does): ")
+    if processes:
+        return said + ("each process made its calls one at a time from then on, but the "
+                       "processes' calls still met; --processes 1 --concurrency 1 avoids the "
+                       "retries")
+    return said + "its calls went one at a time from then on; --concurrency 1 avoids the retries"
+
+
 P = TypeVar("P", bound=Progress)
 
 
@@ -138,10 +188,7 @@ async def run_batch(
         with _young_objects_collected_less_often():
             await _all(worker, concurrency)
         for endpoint in one_at_a_time_endpoints():
-            progress.notes.append(
-                f"{endpoint} cut a running answer short when another request arrived (as "
-                "llama-cpp-python's server does): its calls went one at a time from then on; "
-                "--concurrency 1 avoids the retries")
+            progress.notes.append(one_at_a_time_note(endpoint))
         return progress, rows
     finally:
         out.close()

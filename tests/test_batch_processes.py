@@ -1,7 +1,8 @@
-"""`bbm-tui backtrack --processes P` (core/batch/workers.py): the traces shared out to child
-processes, each with its own event loop, litellm and store connection, against the local
-server through litellm. The parent keeps OUT, the progress and the resume, so the batch writes
-what it writes in one process; a child that dies stops it with one message."""
+"""`bbm-tui backtrack --processes P` and `run --processes P` (core/batch/workers.py): the
+traces shared out to child processes, each with its own event loop, litellm and store
+connection, against the local server through litellm (and on the replay model). The parent
+keeps OUT, the progress and the resume, so the batch writes what it writes in one process; a
+child that dies stops it with one message."""
 
 from __future__ import annotations
 
@@ -119,3 +120,27 @@ async def test_a_worker_that_cannot_open_the_store_says_why(tmp_path: Path) -> N
         async with Workers(2, setup):
             pass
     assert bad.read_bytes().startswith(b"this is not SQLite")
+
+
+def test_a_run_over_two_processes_writes_what_one_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bbm-tui run --processes 2` on the replay model: the same rows in the same order (but
+    for each trace's measured latency), the same summary, each trace a session."""
+    def rows_of(out: Path) -> list[dict]:
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        for row in rows:
+            assert isinstance(row.pop("latency_s"), float)
+        return rows
+
+    args = ["run", "--task", "multistep_arithmetic", "--dataset", "--limit", "6",
+            "--concurrency", "4", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "one.jsonl")]) == 0
+    one_err = capsys.readouterr().err
+    monkeypatch.setenv("BBM_TUI_HOME", str(tmp_path / "second-home"))
+    assert main([*args, "--processes", "2", "--out", str(tmp_path / "two.jsonl")]) == 0
+    two_err = capsys.readouterr().err
+    assert rows_of(tmp_path / "two.jsonl") == rows_of(tmp_path / "one.jsonl")
+    assert two_err.replace("two.jsonl", "one.jsonl") == one_err
+    with Store.open(tmp_path / "second-home" / "bbm-tui.sqlite3") as store:
+        assert len([s for s in store.sessions() if s.session.source == "run"]) == 6
