@@ -1,11 +1,11 @@
-"""A batch's traces worked in child processes (`bbm-tui backtrack --processes N`).
+"""A batch's traces worked in child processes (`bbm-tui run` and `backtrack --processes P`).
 
 Against a fast local server the client's CPU, most of it litellm's, is what limits a batch: one
 process runs its event loop on one core (bench/backtrack_concurrency.py). Each child here has
 its own event loop, litellm and connection to the store, and works the traces it is sent (the
-command's `work` function, e.g. core/batch/backtrack.py's `backtrack_in_child`); the parent
-keeps everything else (the runner, OUT in the inputs' order, the progress, the
-resume), so a batch over processes writes what it writes in one.
+command's work function: `run_in_child` in core/batch/run.py, `backtrack_in_child` in
+core/batch/backtrack.py); the parent keeps everything else (the runner, OUT in the inputs'
+order, the progress, the resume), so a batch over processes writes what it writes in one.
 
 Each child is spawned (a fresh interpreter: forking a process that runs an event loop and
 litellm's HTTP clients is not safe) and imports litellm before it says it is ready, so a pool
