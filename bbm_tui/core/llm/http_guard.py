@@ -57,8 +57,9 @@ class UnsupportedEncoding(httpx.DecodingError):
 
 
 def install(litellm: Any) -> None:
-    """Wrap the transports litellm builds from now on (call once, right after the import)."""
-    from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
+    """Wrap the transports litellm builds from now on (call once, right after the import;
+    `litellm` is the module core/llm/loader.py imported, the one module that imports it)."""
+    AsyncHTTPHandler = litellm.llms.custom_httpx.http_handler.AsyncHTTPHandler
 
     original = AsyncHTTPHandler._create_async_transport
     if getattr(original, "_bbm_tui_guarded", False):

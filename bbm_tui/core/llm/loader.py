@@ -92,6 +92,4 @@ def _register_offline_providers(litellm: Any) -> None:
     ]
     litellm.custom_provider_map = existing + providers
     # custom_provider_map is read when litellm sets up its provider list.
-    from litellm.utils import custom_llm_setup
-
-    custom_llm_setup()
+    litellm.utils.custom_llm_setup()

@@ -10,8 +10,8 @@ from typing import Any
 
 def make_offline_handler(litellm: Any, engine: Any, provider: str = "replay") -> Any:
     """A litellm CustomLLM over the offline replay engine (docs/DESIGN.md §6)."""
-    from litellm import CustomLLM
-    from litellm.types.utils import ModelResponse
+    # litellm is the module the loader imported (core/llm/loader.py, the one that imports it).
+    CustomLLM, ModelResponse = litellm.CustomLLM, litellm.ModelResponse
 
     from bbm_tui.core.llm.offline.replay import ReplayError, paced_pieces, tokens_of
 
@@ -99,8 +99,8 @@ def make_solver_handler(litellm: Any) -> Any:
     """`solver/bbm` as a litellm CustomLLM: whole answers with `n` choices and token
     log-probabilities (asked for or not: they cost nothing here), streamed steps at the
     replay's pace."""
-    from litellm import CustomLLM
-    from litellm.types.utils import ModelResponse
+    # litellm is the module the loader imported (core/llm/loader.py, the one that imports it).
+    CustomLLM, ModelResponse = litellm.CustomLLM, litellm.ModelResponse
 
     from bbm_tui.core.llm.offline import solver
     from bbm_tui.core.llm.offline.replay import engine, paced_pieces, tokens_of
