@@ -366,7 +366,7 @@ def run_command(args: argparse.Namespace) -> int:
     import asyncio
 
     from bbm_tui.core import llm
-    from bbm_tui.core.batch.run import jobs_from_bundled, jobs_from_files, run_in_processes
+    from bbm_tui.core.batch.run import jobs_from_bundled, jobs_from_files, run_batch
     from bbm_tui.core.batch.runner import BatchStop
     from bbm_tui.core.dataset import DatasetError, bundled_path
     from bbm_tui.core.store import Store, StoreError
@@ -409,9 +409,9 @@ def run_command(args: argparse.Namespace) -> int:
     try:
         with ProgressDisplay(not args.no_progress, _run_detail) as show:
             progress = asyncio.run(until_signalled(
-                run_in_processes(args.processes, jobs, spec, store, args.out,
-                                 concurrency=args.concurrency, settings=settings,
-                                 on_progress=latest.keep(show), inputs=inputs, notes=notes)
+                run_batch(jobs, spec, store, args.out, concurrency=args.concurrency,
+                          settings=settings, on_progress=latest.keep(show), inputs=inputs,
+                          notes=notes, processes=args.processes)
             ))
     except BatchStop as error:  # a missing key, an unknown model, a worker process that died
         return fail(f"run stopped: {error}")
@@ -937,7 +937,7 @@ def backtrack_command(args: argparse.Namespace) -> int:
 
     from bbm_tui.core import llm
     from bbm_tui.core.batch.backtrack import (
-        backtrack_in_processes,
+        backtrack_batch,
         jobs_from_files,
         parse_locations,
         to_json,
@@ -965,9 +965,9 @@ def backtrack_command(args: argparse.Namespace) -> int:
     latest = LatestProgress()
     try:
         with ProgressDisplay(not args.no_progress, _run_detail) as show:
-            result = asyncio.run(until_signalled(backtrack_in_processes(
-                args.processes, jobs, spec, store, args.out, concurrency=args.concurrency,
-                settings=settings, on_progress=latest.keep(show), inputs=args.input,
+            result = asyncio.run(until_signalled(backtrack_batch(
+                jobs, spec, store, args.out, concurrency=args.concurrency, settings=settings,
+                on_progress=latest.keep(show), inputs=args.input, processes=args.processes,
             )))
     except (Stopped, KeyboardInterrupt) as stop:
         if latest.progress is not None:

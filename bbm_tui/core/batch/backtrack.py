@@ -20,12 +20,13 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.find import trace_key
 from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProgress
+from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
@@ -48,9 +49,6 @@ from bbm_tui.core.trace.session import (
     on_the_loop,
 )
 from bbm_tui.core.types import SessionSource, StepOrigin
-
-if TYPE_CHECKING:
-    from bbm_tui.core.batch.workers import Workers, WorkerSetup
 
 OUT_KEYS = ("location", "new_steps", "new_answer", "new_correct", "samples")
 
@@ -175,68 +173,41 @@ async def backtrack_batch(
     settings: StepperSettings | None = None,
     on_progress: Callable[[BacktrackProgress], None] | None = None,
     inputs: Sequence[Path] = (),
+    processes: int = 1,
     workers: Workers | None = None,
 ) -> BacktrackResult:
     """Backtrack every job OUT does not hold yet, `concurrency` at once: in this process, or
-    shared out to `workers` (child processes, core/batch/workers.py), which were set up with
-    the same store, model and settings."""
+    shared out to `processes` child processes (core/batch/workers.py; `workers`: children the
+    caller started, with the same store, model and settings)."""
     settings = settings or StepperSettings()
     written: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+    setup = WorkerSetup(store.path, spec, settings, backtrack_in_child)
+    async with worker_processes(processes, setup, workers) as children:
 
-    async def work(job: BacktrackJob, progress: BacktrackProgress,
-                   notify: Callable[[BacktrackProgress], None]) -> str | None:
-        if workers is None:
-            extra = await backtrack_one(job, spec, store, settings, progress, notify)
-        else:
-            extra, delta = await workers.run(job)
-            delta.add_to(progress)
-            notify(progress)
-        if extra is None:
-            return None
-        written[job.key] = extra
-        return TraceRow(job.row.input, job.row.steps, job.row.answer, job.row.target,
-                        job.row.mistake_index, {**job.row.extra, **extra},
-                        job.row.key_order, job.row.labelled).to_line()
+        async def work(job: BacktrackJob, progress: BacktrackProgress,
+                       notify: Callable[[BacktrackProgress], None]) -> str | None:
+            if children is None:
+                extra = await backtrack_one(job, spec, store, settings, progress, notify)
+            else:
+                extra = await children.work(job, progress, notify)
+            if extra is None:
+                return None
+            written[job.key] = extra
+            return TraceRow(job.row.input, job.row.steps, job.row.answer, job.row.target,
+                            job.row.mistake_index, {**job.row.extra, **extra},
+                            job.row.key_order, job.row.labelled).to_line()
 
-    progress = BacktrackProgress()
-    progress.unlabelled = sum(1 for job in runner.unique(jobs, _key)
-                              if not job.row.labelled and job.location is None)
-    batch = Batch(jobs=jobs, key=_key, key_of_row=trace_key, validate=out_validator,
-                  what="rows written by `bbm-tui backtrack`", work=work, progress=progress,
-                  ordered=True)
-    progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
-                                            store_path=store.path, inputs=inputs,
-                                            on_progress=on_progress)
+        progress = BacktrackProgress()
+        progress.unlabelled = sum(1 for job in runner.unique(jobs, _key)
+                                  if not job.row.labelled and job.location is None)
+        batch = Batch(jobs=jobs, key=_key, key_of_row=trace_key, validate=out_validator,
+                      what="rows written by `bbm-tui backtrack`", work=work,
+                      progress=progress, ordered=True)
+        progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
+                                                store_path=store.path, inputs=inputs,
+                                                on_progress=on_progress)
     done = {trace_key(row): row.extra for row in rows} | written
     return BacktrackResult(progress, tables(runner.unique(jobs, _key), done))
-
-
-async def backtrack_in_processes(
-    processes: int,
-    jobs: Sequence[BacktrackJob],
-    spec: llm.ModelSpec,
-    store: Store,
-    out_path: Path,
-    *,
-    concurrency: int = 4,
-    settings: StepperSettings | None = None,
-    on_progress: Callable[[BacktrackProgress], None] | None = None,
-    inputs: Sequence[Path] = (),
-) -> BacktrackResult:
-    """`backtrack_batch` with its traces shared out to `processes` child processes (1: this
-    process alone), `concurrency` in flight across them."""
-    if processes == 1:
-        return await backtrack_batch(jobs, spec, store, out_path, concurrency=concurrency,
-                                     settings=settings, on_progress=on_progress,
-                                     inputs=inputs)
-    from bbm_tui.core.batch.workers import Workers, WorkerSetup
-
-    settings = settings or StepperSettings()
-    setup = WorkerSetup(store.path, spec, settings, backtrack_in_child)
-    async with Workers(processes, setup) as workers:
-        return await backtrack_batch(jobs, spec, store, out_path, concurrency=concurrency,
-                                     settings=settings, on_progress=on_progress,
-                                     inputs=inputs, workers=workers)
 
 
 async def backtrack_in_child(job: BacktrackJob, store: Store,

@@ -19,19 +19,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProgress
+from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import SessionDeleted, Store, StoreError
 from bbm_tui.core.trace.session import NewTrace, TraceSession, on_the_loop
 from bbm_tui.core.types import SessionSource
-
-if TYPE_CHECKING:
-    from bbm_tui.core.batch.workers import Workers, WorkerSetup
 
 
 @dataclass(frozen=True)
@@ -76,63 +74,35 @@ async def run_batch(
     on_progress: Callable[[RunProgress], None] | None = None,
     inputs: Sequence[Path] = (),
     notes: Sequence[str] = (),
+    processes: int = 1,
     workers: Workers | None = None,
 ) -> RunProgress:
     """Generate every question OUT does not hold yet (one row per finished trace), in this
-    process or shared out to `workers` (child processes set up with the same store, model
-    and settings, core/batch/workers.py)."""
-
-    async def work(job: RunJob, progress: RunProgress,
-                   notify: Callable[[RunProgress], None]) -> str | None:
-        if workers is not None:
-            line, delta = await workers.run(job)
-            delta.add_to(progress)
-            notify(progress)
-            return line
-        row = await _run_one(job, spec, store, settings, progress, notify)
-        return row.to_line() if row is not None else None
-
+    process or shared out to `processes` child processes (core/batch/workers.py; `workers`:
+    children the caller started, with the same store, model and settings)."""
+    setup = WorkerSetup(store.path, spec, settings or StepperSettings(), run_in_child)
     tasks = {job.task for job in jobs}
     only_task = next(iter(tasks)) if len(tasks) == 1 else ""
 
     def key_of_row(row: TraceRow) -> tuple[str, str]:
         return row.task or only_task, row.input
 
-    batch = Batch(jobs=jobs, key=job_key, key_of_row=key_of_row, validate=run_row,
-                  what=RUN_ROWS, work=work, progress=RunProgress(notes=list(notes)),
-                  ordered=True)
-    progress, _ = await runner.run_batch(batch, out_path, concurrency=concurrency,
-                                         store_path=store.path, inputs=inputs,
-                                         on_progress=on_progress)
+    async with worker_processes(processes, setup, workers) as children:
+
+        async def work(job: RunJob, progress: RunProgress,
+                       notify: Callable[[RunProgress], None]) -> str | None:
+            if children is not None:
+                return await children.work(job, progress, notify)
+            row = await _run_one(job, spec, store, settings, progress, notify)
+            return row.to_line() if row is not None else None
+
+        batch = Batch(jobs=jobs, key=job_key, key_of_row=key_of_row, validate=run_row,
+                      what=RUN_ROWS, work=work, progress=RunProgress(notes=list(notes)),
+                      ordered=True)
+        progress, _ = await runner.run_batch(batch, out_path, concurrency=concurrency,
+                                             store_path=store.path, inputs=inputs,
+                                             on_progress=on_progress)
     return progress
-
-
-async def run_in_processes(
-    processes: int,
-    jobs: Sequence[RunJob],
-    spec: llm.ModelSpec,
-    store: Store,
-    out_path: Path,
-    *,
-    concurrency: int = 4,
-    settings: StepperSettings | None = None,
-    on_progress: Callable[[RunProgress], None] | None = None,
-    inputs: Sequence[Path] = (),
-    notes: Sequence[str] = (),
-) -> RunProgress:
-    """`run_batch` with its questions shared out to `processes` child processes (1: this
-    process alone), `concurrency` in flight across them."""
-    if processes == 1:
-        return await run_batch(jobs, spec, store, out_path, concurrency=concurrency,
-                               settings=settings, on_progress=on_progress, inputs=inputs,
-                               notes=notes)
-    from bbm_tui.core.batch.workers import Workers, WorkerSetup
-
-    setup = WorkerSetup(store.path, spec, settings or StepperSettings(), run_in_child)
-    async with Workers(processes, setup) as workers:
-        return await run_batch(jobs, spec, store, out_path, concurrency=concurrency,
-                               settings=settings, on_progress=on_progress, inputs=inputs,
-                               notes=notes, workers=workers)
 
 
 async def run_in_child(job: RunJob, store: Store,

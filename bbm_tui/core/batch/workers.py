@@ -21,14 +21,14 @@ import asyncio
 import contextlib
 import multiprocessing
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bbm_tui.core import llm
-from bbm_tui.core.batch.runner import BatchStop
+from bbm_tui.core.batch.runner import BatchStop, StepsProgress
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -44,8 +44,9 @@ class WorkerError(BatchStop):
     """A child process could not start, or ended while it had traces."""
 
 
-# A child's work on one job: what to send back to the parent (picklable). It raises BatchStop
-# for a fault that stops the whole batch. A module-level function, so that it pickles.
+# A child's work on one job: what to send back to the parent (picklable; for `Workers.work`,
+# what the batch writes and the trace's ProgressDelta). It raises BatchStop for a fault that
+# stops the whole batch. A module-level function, so that it pickles.
 ChildWork = Callable[[Any, "Store", "WorkerSetup"], Awaitable[Any]]
 
 
@@ -134,6 +135,16 @@ class Workers:
         finally:
             child.pending.pop(job_id, None)
 
+    async def work(self, job: Any, progress: StepsProgress,
+                   notify: Callable[[StepsProgress], None]) -> Any:
+        """A job worked in a child, as a batch's `work` does it in this process: the child's
+        result is (what the batch writes, the trace's ProgressDelta); the delta is added to
+        `progress`, which is reported, and the first part returned."""
+        value, delta = await self.run(job)
+        delta.add_to(progress)
+        notify(progress)
+        return value
+
     def _receive(self, child: _Child) -> None:
         try:
             message = child.connection.recv()
@@ -190,6 +201,19 @@ class Workers:
                 child.process.terminate()
                 child.process.join(5)
         self._children.clear()
+
+
+@contextlib.asynccontextmanager
+async def worker_processes(processes: int, setup: WorkerSetup,
+                           given: Workers | None = None) -> AsyncIterator[Workers | None]:
+    """The children a batch shares its traces out to: `given` (started, and ended, by the
+    caller), none for one process (the batch's own loop), or `processes` children started
+    here and ended when the batch is."""
+    if given is not None or processes == 1:
+        yield given
+        return
+    async with Workers(processes, setup) as workers:
+        yield workers
 
 
 def _how_it_ended(process: BaseProcess) -> str:
