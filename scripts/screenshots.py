@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))  # the backtracking shot drives the tests' local m
 SIZE = (120, 36)
 SHOTS = ("new-session", "streaming", "flagged", "flagged-80x24", "finder", "sessions",
          "backtrack", "backtracked", "branch-tree", "compare", "tokens", "annotate",
-         "adjudicate")
+         "adjudicate", "help-80x24")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -317,6 +317,27 @@ async def adjudicate(out: Path) -> None:
         app.save_screenshot("adjudicate.svg", str(out))
 
 
+async def help_small(out: Path) -> None:
+    """The keys (`?`) on a finished trace at 80x24: each key's name and id over its whole
+    description."""
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.dialogs import HelpScreen
+    from bbm_tui.ui.screens.trace import TraceScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "0"
+    app = BbmApp(task="word_sorting", question=3)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause(0.2)
+        still(pilot)
+        app.save_screenshot("help-80x24.svg", str(out))
+
+
 def with_alternatives(respond: Callable) -> Callable:
     """The scripted model also ranks the tokens it weighed at each place (top_logprobs), as
     real servers do when asked, for the token view's alternatives (a)."""
@@ -348,7 +369,7 @@ def preserve_spaces(svg: Path) -> None:
 async def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for shot in (new_session, streaming, flagged, flagged_small, finder, sessions, backtrack,
-                 annotate, adjudicate):
+                 annotate, adjudicate, help_small):
         await shot(out)
         print(f"{shot.__name__}: done", file=sys.stderr)
     for name in SHOTS:
