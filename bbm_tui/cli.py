@@ -431,6 +431,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_batch_notes(out, progress)
+    _print_impossible_logprobs(progress.impossible_logprobs, "step")
     how = "stopped: " if stopped else ""
     print(
         f"{how}{_traces(progress.done)} written to {out}, {progress.skipped} already there, "
@@ -510,6 +511,15 @@ def _print_batch_notes(out: Path, progress: Any) -> None:
               file=sys.stderr)
 
 
+def _print_impossible_logprobs(count: int, noun: str) -> None:
+    if count:
+        print(f"bbm-tui: {_count(count, noun)} came with log-probabilities no model could give "
+              "(positive, NaN, infinite or out of range); "
+              f"{'it was' if count == 1 else 'they were'} kept without log-probabilities "
+              "(null in OUT)" + (", and never chosen by them" if noun == "sample" else ""),
+              file=sys.stderr)
+
+
 class ProgressDisplay:
     """A rich progress bar on stderr (a terminal only), fed by a batch's progress object:
     `detail(progress)` says what the bar shows beside the count."""
@@ -586,7 +596,7 @@ def stats_command(args: argparse.Namespace) -> int:
         return fail(str(error), EXIT_USAGE)
     result = dataset_stats(rows_by_task)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK
     _print_stats_table(result)
     return EXIT_OK
@@ -719,7 +729,7 @@ def find_command(args: argparse.Namespace) -> int:
             scores["paper"] = {"model": args.paper,
                                "tasks": {k: v for k, v in paper.items() if k != "overall"},
                                "overall": paper.get("overall", {})}
-        print(json.dumps(scores, indent=2))
+        print(json.dumps(scores, indent=2, allow_nan=False))
     else:
         _print_find_table(outcome.report, args, paper)
     return EXIT_FAILURE if progress.failed else EXIT_OK
@@ -863,7 +873,7 @@ def verify_command(args: argparse.Namespace) -> int:
         return fail(str(error), EXIT_USAGE)
     ordered = {task: found[task] for task in TASK_NAMES if task in found}
     if args.json:
-        print(json.dumps({"tasks": ordered}, indent=2))
+        print(json.dumps({"tasks": ordered}, indent=2, allow_nan=False))
         return EXIT_OK
     _print_verify_report(ordered)
     return EXIT_OK
@@ -983,7 +993,7 @@ def backtrack_command(args: argparse.Namespace) -> int:
         store.close()
     _print_backtrack_summary(args.out, result.progress)
     if args.json:
-        print(json.dumps(to_json(result, locations), indent=2))
+        print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))
     else:
         _print_backtrack_table(result, locations)
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
@@ -991,6 +1001,7 @@ def backtrack_command(args: argparse.Namespace) -> int:
 
 def _print_backtrack_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_batch_notes(out, progress)
+    _print_impossible_logprobs(progress.impossible_logprobs, "sample")
     if progress.unlabelled:
         print(f"bbm-tui: {_traces(progress.unlabelled)} unlabelled: no gold location, kept as "
               "they are", file=sys.stderr)
@@ -1083,7 +1094,7 @@ def sessions_command(args: argparse.Namespace) -> int:
                 "id": session.id, "name": session.name, "task": session.task,
                 "model": session.model, "steps": summary.steps, "label": label,
                 "answer": summary.answer, "source": session.source,
-            }))
+            }, allow_nan=False))
         else:
             print(f"{session.id:>5}  {one_line(session.name, 40):<40}  {session.task:<26}"
                   f"{summary.steps:>4} {'step ' if summary.steps == 1 else 'steps'}  "
@@ -1163,7 +1174,7 @@ def agreement_command(args: argparse.Namespace) -> int:
         return fail(str(error))
     result = report.report_json(data)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result, allow_nan=False))
     else:
         _print_agreement(result, len(data.labels))
     if args.consensus is not None:

@@ -156,5 +156,5 @@ def write_consensus(data: AgreementData, out: Path) -> tuple[int, int]:
             else:
                 fields.pop("mistake_index", None)
                 unlabelled += 1
-            handle.write(json.dumps(fields) + "\n")
+            handle.write(json.dumps(fields, allow_nan=False) + "\n")
     return labelled, unlabelled

@@ -35,7 +35,7 @@ from bbm_tui.core.dataset import (
     row_from_json,
     rows_with_tasks,
 )
-from bbm_tui.core.generation.backtrack import backtracking_model
+from bbm_tui.core.generation.backtrack import backtracking_model, choose
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
 from bbm_tui.core.store import SessionDeleted, Step, Store, StoredCandidate, StoreError
@@ -275,23 +275,31 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
     number = job.location + 1
     original = _original_path(trace)
     stored = [] if made else _stored_samples(trace, number, original)
+    chosen_index: int | None = None
     if stored:
-        chosen = next((c for c in stored if c.step_id is not None), None)
-        if chosen is None:  # no sample differed: the trace stays as it was
-            return _extra(job.location, job.row.steps, job.row.answer, job.row.target,
-                          _samples_json(stored))
-        trace.switch_to(chosen.step_id)
-        events = trace.generate(settings=greedy(settings))
+        taken = next((c for c in stored if c.step_id is not None), None)
+        if taken is not None:  # killed while continuing: go on from there
+            trace.switch_to(taken.step_id)
+            events = trace.generate(settings=greedy(settings))
+        else:
+            # Samples stored and none taken: killed between storing them and taking one, or
+            # left in the app (esc). The rule decides now, as it would have then.
+            chosen_index, _ = choose(stored, [c.dropped for c in stored])
+            if chosen_index is None:  # no sample differed: the trace stays as it was
+                return _extra(job.location, job.row.steps, job.row.answer, job.row.target,
+                              _samples_json(stored))
+            events = trace.continue_with(stored[chosen_index], settings=settings)
     else:
         if trace.head_id != original[-1].id:
             trace.switch_to(original[-1].id)
         events = trace.backtrack(number, settings=settings)
-    chosen_index: int | None = None
     async for event in events:
         if isinstance(event, SamplesReady):
             # What the store now holds; the chosen one gets its step below.
             stored, chosen_index = list(event.stored), event.resample.chosen
             progress.calls += len(event.resample.samples.calls)
+            progress.impossible_logprobs += sum(
+                candidate.impossible_logprobs for candidate in event.resample.samples.candidates)
             for call in event.resample.samples.calls:
                 progress.add_cost(call.cost)
             notify(progress)
