@@ -1172,6 +1172,8 @@ def agreement_command(args: argparse.Namespace) -> int:
         return fail(str(error), EXIT_USAGE)
     except StoreError as error:
         return fail(str(error))
+    for note in data.notes:
+        print(f"bbm-tui: {note}", file=sys.stderr)
     result = report.report_json(data)
     if args.json:
         print(json.dumps(result, allow_nan=False))
@@ -1205,13 +1207,28 @@ def _print_agreement(result: dict, annotators: int) -> None:
     def figure(value: float | None, digits: int = 3) -> str:
         return "—" if value is None else f"{value:.{digits}f}"
 
+    def percent(value: float | None) -> str:
+        return "—" if value is None else f"{value:.1f}%"
+
+    undefined = result["undefined"]
     print(f"annotators: {annotators}; traces labelled by two or more: {result['n']}")
-    print(f"Krippendorff's alpha (nominal): {figure(result['krippendorff_alpha'])}")
+    alpha = figure(result["krippendorff_alpha"])
+    if "krippendorff_alpha" in undefined:
+        alpha = f"undefined: {undefined['krippendorff_alpha']}"
+        if result["raw_agreement"] is not None:
+            alpha += (f", so chance agreement is total; raw agreement "
+                      f"{percent(result['raw_agreement'])} over {_traces(result['n'])}")
+    print(f"Krippendorff's alpha (nominal): {alpha}")
     for pair, kappa in result["cohen_kappa"].items():
-        print(f"Cohen's kappa {pair.replace('|', ' / ')}: {figure(kappa)}")
-    for name, percent in result["gold_agreement"].items():
-        print(f"agreement with gold, {name}: "
-              + ("—" if percent is None else f"{percent:.1f}%"))
+        shown = figure(kappa)
+        if pair in undefined:
+            shown = f"undefined: {undefined[pair]}"
+            raw = result["cohen_raw_agreement"].get(pair)
+            if raw is not None:
+                shown += f"; raw agreement {percent(raw)}"
+        print(f"Cohen's kappa {pair.replace('|', ' / ')}: {shown}")
+    for name, value in result["gold_agreement"].items():
+        print(f"agreement with gold, {name}: {percent(value)}")
     for task, figures in result.get("per_task", {}).items():
         print(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
               f"(paper: {figure(figures['paper_krippendorff_alpha'])})")
