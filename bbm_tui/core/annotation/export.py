@@ -470,7 +470,7 @@ def import_rows(
             source=SessionSource.IMPORT,
         )
         if row.steps:
-            trace.load_recorded(list(row.steps))
+            trace.load_recorded(list(row.steps), row.answer)
         if labelled and row.labelled and row.mistake_index is not None:
             trace.flag_mistake(row.mistake_index + 1)
         elif labelled and row.labelled and row.steps:

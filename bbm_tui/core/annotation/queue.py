@@ -31,7 +31,8 @@ from bbm_tui.core.dataset import (
     row_from_json,
 )
 from bbm_tui.core.store import QueueWork, Store
-from bbm_tui.core.tasks import extract_answer, get_task
+from bbm_tui.core.tasks import get_task
+from bbm_tui.core.trace.session import recorded_steps
 from bbm_tui.core.types import ADJUDICATOR, VERIFIER_MODEL, FlagReason, WorkStatus
 
 # How far back the estimate to finish looks: the mean of the latest submitted traces.
@@ -419,7 +420,7 @@ class AnnotationQueue:
                 model=model if isinstance(model, str) and model else "dataset",
                 name=trace.name,
                 gold_mistake_index=trace.gold if trace.has_gold else None,
-                steps=[(text, extract_answer(text)) for text in trace.row.steps],
+                steps=recorded_steps(trace.row.steps, trace.row.answer),
             )
             self._sessions[trace.key] = session_id
         return session_id

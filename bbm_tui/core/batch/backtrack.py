@@ -352,7 +352,7 @@ def _open_session(store: Store, job: BacktrackJob,
                 return trace, False
     trace = TraceSession.create(store, NewTrace(job.task, job.row.input, job.row.target or None),
                                 spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
-    trace.load_recorded(list(job.row.steps))
+    trace.load_recorded(list(job.row.steps), job.row.answer)
     return trace, True
 
 

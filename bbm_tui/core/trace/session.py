@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, TypeVar
 
 from bbm_tui.core import llm
@@ -37,6 +38,15 @@ from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
 
 T = TypeVar("T")
+
+
+class ReadFromText(Enum):
+    """A recorded trace's answer where its row gives none: what the answer regex reads."""
+
+    FROM_THE_TEXT = "from the text"
+
+
+FROM_THE_TEXT = ReadFromText.FROM_THE_TEXT
 
 # How a session runs its store calls while it generates: `asyncio.to_thread` (the app) or
 # `on_the_loop` (the batches).
@@ -310,10 +320,12 @@ class TraceSession:
         self.steps.append(step)
         return step
 
-    def load_recorded(self, steps: list[str]) -> None:
-        """Put a recorded trace (e.g. the dataset's) on the branch, to label it."""
-        answered = [(text, extract_answer(text)) for text in steps]
-        self.store.add_steps(self.session.id, answered, origin=StepOrigin.DATASET)
+    def load_recorded(self, steps: list[str],
+                      answer: str | ReadFromText | None = FROM_THE_TEXT) -> None:
+        """Put a recorded trace (e.g. the dataset's) on the branch, to label it; `answer`:
+        the row's own, kept as given on its last step (else what the answer regex reads)."""
+        self.store.add_steps(self.session.id, recorded_steps(steps, answer),
+                             origin=StepOrigin.DATASET)
         self.reload()
 
     def append_typed(self, text: str, origin: StepOrigin = StepOrigin.TYPED) -> Step:
@@ -468,6 +480,18 @@ class TraceSession:
     def rename(self, name: str) -> None:
         self.store.rename_session(self.session.id, name)
         self.session = self.store.session(self.session.id)
+
+
+def recorded_steps(steps: Sequence[str], answer: str | ReadFromText | None = FROM_THE_TEXT
+                   ) -> list[tuple[str, str | None]]:
+    """A recorded trace's steps, each with the answer it states. The last states its row's
+    own `answer`, as given (a file's "a b" stays "a b" where the regex reads "a b." in "So
+    the answer is a b."; a null stays null); without one, and on every other step, the
+    answer regex's, as for a generated trace."""
+    found = [(text, extract_answer(text)) for text in steps]
+    if found and not isinstance(answer, ReadFromText):
+        found[-1] = (found[-1][0], answer)
+    return found
 
 
 def greedy(settings: StepperSettings) -> StepperSettings:
