@@ -27,8 +27,8 @@ from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
     iter_jsonl,
-    resolve_task,
     row_from_json,
+    rows_with_tasks,
 )
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import get_task
@@ -107,11 +107,13 @@ def read_labelled_rows(path: Path) -> list[tuple[int, TraceRow, bool]]:
 
 
 def read_queue_file(path: Path, task: str | None = None) -> list[QueuedTrace]:
-    """Every row of a dataset-format file as a queued trace."""
-    task_name = resolve_task(path, task)
+    """Every row of a dataset-format file as a queued trace, under the row's own `task`, else
+    `task`, else the file's name (as every command reads it)."""
     with collector_paused():
-        return [QueuedTrace(path, number, task_name, row, has_gold)
-                for number, row, has_gold in read_labelled_rows(path)]
+        found = read_labelled_rows(path)
+        tasks = rows_with_tasks(path, task, (row for _number, row, _gold in found))
+        return [QueuedTrace(path, number, row_task, row, has_gold)
+                for (number, row, has_gold), (row_task, _row) in zip(found, tasks, strict=True)]
 
 
 @contextmanager
