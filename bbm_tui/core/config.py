@@ -112,15 +112,47 @@ def load_config(path: Path | None = None) -> Config:
         return Config(path=path)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the config file: {error.strerror}") from None
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
+    return _config_from(parse_toml(text, path), path, text)
+
+
+def parse_toml(text: str, path: Path) -> dict[str, Any]:
+    """A TOML file's table; ConfigError names the file and line of what is wrong, nesting
+    too deep for the reader (which recurses on each level) included."""
     import tomllib  # here, not at the top: without a config file the start does without it
 
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {_toml_message(error)}") from None
-    return _config_from(data, path, raw.decode("utf-8"))
+    except RecursionError:
+        line = _first_line_too_deep(text)
+        raise ConfigError(f"{path}: line {line}: nested too deeply to read (invalid "
+                          "TOML)") from None
+
+
+def _first_line_too_deep(text: str) -> int:
+    """The line where the reader recursed too deep: the shortest run of whole lines from the
+    top that makes it recurse (found by halving; a deeper prefix never reads again)."""
+    import tomllib
+
+    lines = text.splitlines(keepends=True)
+    low, high = 1, len(lines)
+    while low < high:
+        middle = (low + high) // 2
+        try:
+            tomllib.loads("".join(lines[:middle]))
+        except RecursionError:
+            high = middle
+            continue
+        except tomllib.TOMLDecodeError:
+            pass
+        low = middle + 1
+    return low
 
 
 def _toml_message(error: tomllib.TOMLDecodeError) -> str:
