@@ -366,3 +366,26 @@ def test_a_broken_config(name: str, tmp_path: Path, isolated_home: Path) -> None
     assert sessions.code == 0 and sessions.err == ""
     assert Snapshot.of(path) == before
     assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "p.jsonl").exists()
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_a_file_in_place_of_the_data_folder(tmp_path: Path, below: bool) -> None:
+    """BBM_TUI_HOME naming a file (or a folder under one): "cannot create the session store
+    (...: File exists)". Now every command, and the app before it starts, says the file is
+    not a folder; the file is left as it was."""
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine\n")
+    before = Snapshot.of(blocker)
+    home = blocker / "bbm" if below else blocker
+    source = tmp_path / f"{TASK}.jsonl"
+    source.write_bytes(b"\n".join(good_lines(1)) + b"\n")
+    results = run_all([("sessions",), ("run", "--input", str(source), "--out",
+                                       str(tmp_path / "o.jsonl"), "--no-progress"),
+                       ("import", str(source)), ()], env={"BBM_TUI_HOME": str(home)})
+    for result in results:
+        assert_refused(result, f"bbm-tui: {blocker}: is a file, not a folder, so the session "
+                               "store cannot be kept in it; set BBM_TUI_HOME to a folder")
+    code, output = run_in_pty(env={"BBM_TUI_HOME": str(home)}, timeout_s=15)
+    assert code == 1 and output.startswith(f"bbm-tui: {blocker}: is a file, not a folder"), (
+        output)
+    assert Snapshot.of(blocker) == before
