@@ -309,7 +309,7 @@ def test_a_data_folder_that_cannot_be_made(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     env = {"BBM_TUI_HOME": str(blocker / "home")}
     for result in run_all([("sessions",), ("import", str(source_file(tmp_path, 1)))], env=env):
-        assert_refused(result, "cannot create the session store", "BBM_TUI_HOME")
+        assert_refused(result, f"{blocker}: is a file, not a folder", "BBM_TUI_HOME")
     assert blocker.read_text() == "not a folder"
 
 

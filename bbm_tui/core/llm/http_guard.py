@@ -11,7 +11,9 @@ so that each reply body is
 - made valid UTF-8, invalid bytes becoming U+FFFD, across chunk boundaries;
 - cut off with `ReplyTooLarge` once it passes `MAX_REPLY_BYTES`;
 - when it is one JSON document (a whole answer), sent on with `"usage": null` where its usage
-  is absurd (1e23, NaN, a string: litellm's parser then failed the whole answer);
+  is absurd (1e23, NaN, a string: litellm's parser then failed the whole answer), and refused
+  as `NotAnAnswer` where a 200's choice is not one (null, a string, a null message, content
+  that is not text), as is compressed data that is corrupt;
 - when it is an event stream, watched for the provider's own usage object: a server that
   sends none (llama.cpp's, some proxies) gets litellm's own tiktoken count in its place, which
   the caller records as an estimate (`UsageWatch`, set by the caller around its call).
@@ -56,6 +58,13 @@ class UnsupportedEncoding(httpx.DecodingError):
     """A Content-Encoding the guard does not decode."""
 
 
+class NotAnAnswer(httpx.DecodingError):
+    """A reply with status 200 that is not a model's answer; the message says what was wrong
+    (its compressed data is corrupt, a choice is null, its content is a list...). litellm
+    reported these as a connection it could not make, a stream that broke off, or "Invalid
+    response object"."""
+
+
 def install(litellm: Any) -> None:
     """Wrap the transports litellm builds from now on (call once, right after the import;
     `litellm` is the module core/llm/loader.py imported, the one module that imports it)."""
@@ -85,13 +94,14 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             if name.lower() not in (b"content-encoding", b"content-length")
         ]
         whole_json = "json" in response.headers.get("content-type", "").lower()
+        answer = response.status_code == 200
         watch = usage_watch.get()
         if watch is not None:
             watch.replies += 1
         return httpx.Response(
             status_code=response.status_code,
             headers=headers,
-            stream=GuardedStream(response.stream, encoding, whole_json, watch),
+            stream=GuardedStream(response.stream, encoding, whole_json, watch, answer),
             extensions=response.extensions,
             request=request,
         )
@@ -102,7 +112,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
 class GuardedStream(httpx.AsyncByteStream):
     def __init__(self, inner: Any, encoding: str, whole_json: bool = False,
-                 watch: UsageWatch | None = None) -> None:
+                 watch: UsageWatch | None = None, answer: bool = False) -> None:
         if encoding not in ("", "identity", "gzip", "x-gzip", "deflate"):
             raise UnsupportedEncoding(
                 f"the reply is compressed as {encoding!r}, which is not read"
@@ -111,11 +121,14 @@ class GuardedStream(httpx.AsyncByteStream):
         # 47: zlib or gzip, told apart by the header. A raw deflate stream (what some servers
         # send as "deflate") is retried with -15 on the first error.
         self.decompressor = None if encoding in ("", "identity") else zlib.decompressobj(47)
+        self.encoding = "gzip" if encoding == "x-gzip" else encoding
         self.raw_deflate_tried = encoding != "deflate"
         self.text = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.size = 0
         # A JSON document is held whole (at most MAX_REPLY_BYTES) to mend its usage.
         self.whole_json = whole_json
+        # A 200: its choices must be answers (an error's body is the provider's words).
+        self.answer = answer
         self.watch = watch
         self._usage_tail = ""
 
@@ -131,7 +144,7 @@ class GuardedStream(httpx.AsyncByteStream):
                     yield checked
         tail = self.text.decode(b"", final=True).encode("utf-8")
         if self.whole_json:
-            yield sane_usage_json(bytes(held + tail))
+            yield sane_usage_json(bytes(held + tail), check_choices=self.answer)
         elif tail:
             yield tail
 
@@ -154,9 +167,10 @@ class GuardedStream(httpx.AsyncByteStream):
         while data:
             try:
                 piece = self.decompressor.decompress(data, _PIECE_BYTES)
-            except zlib.error:
+            except zlib.error as error:
                 if self.raw_deflate_tried:
-                    raise httpx.DecodingError("the reply is not valid compressed data") from None
+                    raise NotAnAnswer(f"its compressed ({self.encoding}) data is corrupt "
+                                      f"(zlib: {_zlib_reason(error)})") from None
                 self.raw_deflate_tried = True
                 self.decompressor = zlib.decompressobj(-15)
                 continue
@@ -178,13 +192,20 @@ class GuardedStream(httpx.AsyncByteStream):
             await close()
 
 
-def sane_usage_json(body: bytes) -> bytes:
+def sane_usage_json(body: bytes, *, check_choices: bool = False) -> bytes:
     """A whole answer's JSON, with `"usage": null` where any of its token counts is not a
-    sane whole number (the answer is kept, its usage unknown); else the body as it came."""
+    sane whole number (the answer is kept, its usage unknown); else the body as it came.
+    With `check_choices` (a 200), raises NotAnAnswer for a choice that is not an answer."""
     try:
         document = json.loads(body)
     except ValueError:
         return body  # not JSON: litellm says so
+    except RecursionError:
+        raise NotAnAnswer("its JSON is nested too deeply to read") from None
+    if check_choices and isinstance(document, dict):
+        problem = choices_problem(document.get("choices"))
+        if problem is not None:
+            raise NotAnAnswer(problem)
     usage = document.get("usage") if isinstance(document, dict) else None
     if not isinstance(usage, dict) or _sane_counts(usage):
         return body
@@ -192,6 +213,45 @@ def sane_usage_json(body: bytes) -> bytes:
     # As it came otherwise: what the provider sent goes on to litellm, NaN included (the
     # model-call boundary sees it there and refuses it, core/llm/transport.py).
     return json.dumps(document, allow_nan=True).encode("utf-8")
+
+
+def choices_problem(choices: Any) -> str | None:
+    """What makes a whole answer's `choices` not a model's answer, or None: each choice an
+    object; a chat choice's message an object, its content text (or null); a completion's
+    text, text. (No `choices` list at all is litellm's to report.)"""
+    if not isinstance(choices, list):
+        return None
+    for index, choice in enumerate(choices):
+        if not isinstance(choice, dict):
+            return f"choice {index} is {_json_kind(choice)}, not an object"
+        if "message" in choice:
+            message = choice["message"]
+            if not isinstance(message, dict):
+                return f"choice {index}'s message is {_json_kind(message)}, not an object"
+            content = message.get("content")
+            if content is not None and not isinstance(content, str):
+                return f"choice {index}'s content is {_json_kind(content)}, not text"
+        elif "text" in choice and choice["text"] is not None and not isinstance(
+                choice["text"], str):
+            return f"choice {index}'s text is {_json_kind(choice['text'])}, not text"
+    return None
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def _zlib_reason(error: zlib.error) -> str:
+    # "Error -3 while decompressing data: invalid code -- missing end-of-block"
+    return str(error).split(": ", 1)[-1]
 
 
 def _sane_counts(usage: dict[str, Any]) -> bool:
