@@ -29,7 +29,7 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from bbm_tui.core.config import Config
-from bbm_tui.core.tasks import TASKS
+from bbm_tui.core.tasks import task_names
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import ModelSpec
 from bbm_tui.ui.keys import bindings_as_bound
@@ -459,9 +459,9 @@ class BbmApp(App[int]):
         store = await self.wait_for_store()
         if store is None:
             return
-        if task not in TASKS:
+        if task not in task_names():
             problem = f"Unknown task {task!r}" if task else "--question needs --task"
-            self.notify(f"{problem}; the tasks: {', '.join(TASKS)}", severity="error",
+            self.notify(f"{problem}; the tasks: {', '.join(task_names())}", severity="error",
                         markup=False)
             await self.push_screen(NewSessionScreen(self.config))
             return
