@@ -58,6 +58,9 @@ class Reply:
     # then carry on.
     stall_s: float = 0.0
     logprob_per_token: float | None = None
+    # Each token's log-probability in turn, sent as is (streamed or whole), in place of
+    # `logprob_per_token`: values no model could give (NaN, 3999.9, true) among good ones.
+    logprob_values: list[Any] | None = None
     usage: bool = True
     # None: the stream ends ([DONE]) with no finish reason, as an interrupted llama-cpp-python
     # stream does.
@@ -174,6 +177,9 @@ class FakeOpenAI:
         app.router.add_post("/chat/completions", self._chat)
         app.router.add_post("/completions", self._text)
         app.router.add_get("/v1/models", self._models)
+        # A gateway that takes a key in the path (`/ok/sk-.../v1`), as some proxies do.
+        app.router.add_post("/{prefix:.+}/v1/chat/completions", self._chat)
+        app.router.add_post("/{prefix:.+}/v1/completions", self._text)
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=256)
@@ -361,15 +367,18 @@ class FakeOpenAI:
             return None
         if reply.choice_logprobs is not None:
             value = reply.choice_logprobs[index % len(reply.choice_logprobs)]
-        elif reply.logprob_per_token is not None:
+        elif reply.logprob_per_token is not None or reply.logprob_values is not None:
             value = reply.logprob_per_token
         else:
             return None
         pieces = _pieces(text, None)
+        values = [_token_value(reply, place, value) for place in range(len(pieces))]
         if chat or reply.logprob_form == "chat":
-            return {"content": [_chat_logprob(piece, value, reply, body) for piece in pieces]}
-        top = [dict(_alternatives(piece, value, reply, body)) for piece in pieces]
-        return {"tokens": pieces, "token_logprobs": [value] * len(pieces),
+            return {"content": [_chat_logprob(piece, value, reply, body)
+                                for piece, value in zip(pieces, values, strict=True)]}
+        top = [dict(_alternatives(piece, value, reply, body))
+               for piece, value in zip(pieces, values, strict=True)]
+        return {"tokens": pieces, "token_logprobs": values,
                 "top_logprobs": top if reply.alternatives else None, "text_offset": None}
 
     async def _stream(
@@ -416,7 +425,7 @@ class FakeOpenAI:
                     await response.write(b"data: [DONE]\n\n")
                     await response.write_eof()
                     return response
-                await response.write(_sse(_chunk(body, piece, None, chat, reply)))
+                await response.write(_sse(_chunk(body, piece, None, chat, reply, index)))
                 record.chunks_sent += 1
                 if reply.stall_s and index == 0:
                     await asyncio.sleep(reply.stall_s)
@@ -486,17 +495,17 @@ def _count_prompt_tokens(body: dict[str, Any]) -> int:
     return len(text.split())
 
 
-def _chunk(body: dict, piece: str, finish: str | None, chat: bool, reply: Reply) -> dict:
+def _chunk(body: dict, piece: str, finish: str | None, chat: bool, reply: Reply,
+           index: int = 0) -> dict:
     if chat:
         choice: dict[str, Any] = {
             "index": 0,
             "delta": {"content": piece} if piece else {},
             "finish_reason": finish,
         }
-        if reply.logprob_per_token is not None and piece:
-            choice["logprobs"] = {
-                "content": [_chat_logprob(piece, reply.logprob_per_token, reply, body)]
-            }
+        value = _token_value(reply, index, reply.logprob_per_token)
+        if value is not None and piece:
+            choice["logprobs"] = {"content": [_chat_logprob(piece, value, reply, body)]}
         kind = "chat.completion.chunk"
     else:
         choice = {"index": 0, "text": piece, "finish_reason": finish, "logprobs": None}
@@ -508,6 +517,13 @@ def _chunk(body: dict, piece: str, finish: str | None, chat: bool, reply: Reply)
         "model": body.get("model", "test"),
         "choices": [choice],
     }
+
+
+def _token_value(reply: Reply, index: int, otherwise: Any) -> Any:
+    """The log-probability the server sends for the `index`th token of a choice."""
+    if reply.logprob_values is not None:
+        return reply.logprob_values[index % len(reply.logprob_values)]
+    return otherwise
 
 
 def _asked_alternatives(body: dict[str, Any]) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from bbm_tui.core import llm
 from bbm_tui.core.prompts.generation import next_step_prompt
@@ -109,12 +109,24 @@ def repeats(candidate: llm.Candidate, original: str) -> bool:
     return candidate.text == original
 
 
+class Sample(Protocol):
+    """What the rule reads of a sample: a fresh one (llm.Candidate) or a stored one."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def logprob(self) -> float | None: ...
+
+
 def choose(
-    candidates: Sequence[llm.Candidate], dropped: Sequence[bool]
+    candidates: Sequence[Sample], dropped: Sequence[bool]
 ) -> tuple[int | None, ChosenBy | None]:
     """The paper's rule: among the samples that differ from the original (and say something:
     an empty step corrects nothing), the highest total log-probability of the kept text where
-    there are log-probabilities (the first of equals), else the first."""
+    there are log-probabilities (the first of equals), else the first. The same for samples
+    just drawn and for samples stored earlier (a batch resuming after a kill, or samples a
+    person saw and left)."""
     usable = [index for index, candidate in enumerate(candidates)
               if not dropped[index] and candidate.text.strip()]
     if not usable:

@@ -27,6 +27,7 @@ from bbm_tui.core.llm.capabilities import accepts_n, asks_logprobs, logprob_kwar
 from bbm_tui.core.llm.errors import with_retries
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.transport import (
+    ImpossibleLogprobs,
     aligned_tokens,
     call_kwargs,
     cost_of,
@@ -53,6 +54,8 @@ class Candidate:
     truncated: bool
     call: int
     choice: int
+    # The provider sent log-probabilities no model could give: `tokens` is None.
+    impossible_logprobs: bool = False
 
     @property
     def logprob(self) -> float | None:
@@ -199,6 +202,7 @@ async def _call_once(
         completion_tokens=completion_tokens,
         cost=cost_of(spec, prompt_tokens, completion_tokens),
         finish_reason=candidates[0].finish_reason if candidates else None,
+        impossible_logprobs=any(candidate.impossible_logprobs for candidate in candidates),
         attempts=attempt,
         native_stop="stop" in kwargs,
     )
@@ -217,10 +221,16 @@ def _candidate(choice: Any, index: int, mode: str, number: int | None) -> Candid
     # Cut at its token limit without reaching a line break: kept, marked like a streamed cut.
     truncated = finish_reason == "length" and end == len(raw.rstrip())
     logprobs = getattr(choice, "logprobs", None)
-    tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end) if logprobs else None
+    tokens, impossible = None, False
+    if logprobs:
+        try:
+            tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end)
+        except ImpossibleLogprobs:
+            impossible = True
     choice_index = getattr(choice, "index", None)
     return Candidate(
         text=raw[start:end], tokens=tokens, raw=raw, finish_reason=finish_reason,
         truncated=truncated, call=0,
         choice=choice_index if isinstance(choice_index, int) else index,
+        impossible_logprobs=impossible,
     )
