@@ -25,8 +25,9 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from bbm_tui.core.tomltext import line_of, toml_error_message, too_deep_message
 from bbm_tui.core.types import (
     DEFAULT_FINDER_MAX_TOKENS,
     DEFAULT_MODEL,
@@ -40,9 +41,6 @@ from bbm_tui.core.types import (
     CallSettings,
     StepperSettings,
 )
-
-if TYPE_CHECKING:
-    import tomllib
 
 CONFIG_ENV = "BBM_TUI_CONFIG"
 
@@ -112,70 +110,24 @@ def load_config(path: Path | None = None) -> Config:
         return Config(path=path)
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the config file: {error.strerror}") from None
+    import tomllib  # here, not at the top: without a config file the start does without it
 
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
-    return _config_from(parse_toml(text, path), path, text)
-
-
-def parse_toml(text: str, path: Path) -> dict[str, Any]:
-    """A TOML file's table; ConfigError names the file and line of what is wrong, nesting
-    too deep for the reader (which recurses on each level) included."""
-    import tomllib  # here, not at the top: without a config file the start does without it
-
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: {_toml_message(error)}") from None
-    except RecursionError:
-        line = _first_line_too_deep(text)
-        raise ConfigError(f"{path}: line {line}: nested too deeply to read (invalid "
-                          "TOML)") from None
-
-
-def _first_line_too_deep(text: str) -> int:
-    """The line where the reader recursed too deep: the shortest run of whole lines from the
-    top that makes it recurse (found by halving; a deeper prefix never reads again)."""
-    import tomllib
-
-    lines = text.splitlines(keepends=True)
-    low, high = 1, len(lines)
-    while low < high:
-        middle = (low + high) // 2
-        try:
-            tomllib.loads("".join(lines[:middle]))
-        except RecursionError:
-            high = middle
-            continue
-        except tomllib.TOMLDecodeError:
-            pass
-        low = middle + 1
-    return low
-
-
-def _toml_message(error: tomllib.TOMLDecodeError) -> str:
-    # tomllib says "... (at line 3, column 7)"; lead with the line, as other messages do.
-    message = str(error)
-    found = re.search(r"\(at line (\d+), column (\d+)\)", message)
-    if found:
-        line, column = found.groups()
-        reason = message[: found.start()].strip()
-        return f"line {line}, column {column}: invalid TOML: {reason}"
-    return f"invalid TOML: {message}"
-
-
-def _line_of(key: str, text: str) -> str:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if re.match(rf"\s*{re.escape(key)}\s*=", line):
-            return f"line {number}: "
-    return ""
+        raise ConfigError(f"{path}: {toml_error_message(error)}") from None
+    except RecursionError:  # tomllib recurses on each level of nesting
+        raise ConfigError(f"{path}: {too_deep_message(text)}") from None
+    return _config_from(data, path, text)
 
 
 def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
     def fail(key: str, message: str) -> ConfigError:
-        return ConfigError(f"{path}: {_line_of(key, text)}{message}")
+        return ConfigError(f"{path}: {line_of(key, text)}{message}")
 
     for key in data:
         if _SECRET_KEY.search(key):

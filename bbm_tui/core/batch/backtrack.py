@@ -40,7 +40,7 @@ from bbm_tui.core.generation.backtrack import backtracking_model, choose
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
 from bbm_tui.core.store import SessionDeleted, Step, Store, StoredCandidate, StoreError
-from bbm_tui.core.tasks import is_correct
+from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.session import (
     BranchMade,
     NewTrace,
@@ -248,7 +248,7 @@ def tables(jobs: Sequence[BacktrackJob],
         if extra is None:
             continue
         outcomes.setdefault(job.task, []).append(BacktrackOutcome(
-            was_correct=is_correct(job.row.answer, job.row.target),
+            was_correct=get_task(job.task).is_correct(job.row.answer, job.row.target),
             now_correct=bool(extra["new_correct"]),
         ))
     return {task: backtrack_deltas(items) for task, items in outcomes.items()}
@@ -264,7 +264,7 @@ async def backtrack_one(
 ) -> dict[str, Any] | None:
     row = job.row
     if job.location is None:
-        return _extra(None, row.steps, row.answer, row.target, [])
+        return _extra(job.task, None, row.steps, row.answer, row.target, [])
     spec = backtracking_model(spec, job.task)  # replay/bbm cannot write a new step
     try:
         trace, made = _open_session(store, job, spec)
@@ -302,7 +302,7 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
             # left in the app (esc). The rule decides now, as it would have then.
             chosen_index, _ = choose(stored, [c.dropped for c in stored])
             if chosen_index is None:  # no sample differed: the trace stays as it was
-                return _extra(job.location, job.row.steps, job.row.answer, job.row.target,
+                return _extra(job.task, job.location, job.row.steps, job.row.answer, job.row.target,
                               _samples_json(stored))
             events = trace.continue_with(stored[chosen_index], settings=settings)
     else:
@@ -329,9 +329,10 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
         elif isinstance(event, StepFailed):
             raise event.error
     if not any(c.step_id is not None for c in stored):
-        return _extra(job.location, job.row.steps, job.row.answer, job.row.target,
+        return _extra(job.task, job.location, job.row.steps, job.row.answer, job.row.target,
                       _samples_json(stored))
-    return _extra(job.location, trace.texts, trace.answer, job.row.target, _samples_json(stored))
+    return _extra(job.task, job.location, trace.texts, trace.answer, job.row.target,
+                  _samples_json(stored))
 
 
 def _stored_samples(trace: TraceSession, number: int,
@@ -366,13 +367,13 @@ def _original_path(trace: TraceSession) -> list[Step]:
     return path
 
 
-def _extra(location: int | None, steps: Sequence[str], answer: str | None, target: str,
-           samples: list[dict[str, Any]]) -> dict[str, Any]:
+def _extra(task: str, location: int | None, steps: Sequence[str], answer: str | None,
+           target: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "location": location,
         "new_steps": list(steps),
         "new_answer": answer,
-        "new_correct": is_correct(answer, target),
+        "new_correct": get_task(task).is_correct(answer, target),
         "samples": samples,
     }
 

@@ -16,6 +16,7 @@ from typing import Literal, Protocol
 
 from bbm_tui.core import llm
 from bbm_tui.core.prompts.generation import next_step_prompt
+from bbm_tui.core.tasks import Task, task_name
 
 SAMPLES = 8
 TEMPERATURE = 1.0
@@ -60,10 +61,10 @@ class SampleArrived:
 OnSample = Callable[[SampleArrived], None]
 
 
-def backtracking_model(spec: llm.ModelSpec, task: str) -> llm.ModelSpec:
+def backtracking_model(spec: llm.ModelSpec, task: Task | str) -> llm.ModelSpec:
     """The model that samples and continues: `replay/bbm` can only repeat the recorded trace,
     so a backtrack from it goes on with `solver/bbm` where the solver writes the task."""
-    if spec.model == REPLAY_MODEL and task in SOLVER_TASKS:
+    if spec.model == REPLAY_MODEL and task_name(task) in SOLVER_TASKS:
         return llm.ModelSpec(SOLVER_MODEL)
     return spec
 
@@ -75,7 +76,7 @@ def sample_settings(settings: llm.CallSettings) -> llm.CallSettings:
 
 
 async def resample_step(
-    task: str,
+    task: Task | str,
     input_text: str,
     prior: Sequence[str],
     original: str,
@@ -87,6 +88,9 @@ async def resample_step(
 ) -> Resample:
     """Sample Thought len(prior)+1 `n` times and choose its replacement; `on_sample` hears of
     each sample as it arrives. Raises LLMError."""
+    refusal = llm.offline_refusal(spec, task)
+    if refusal is not None:
+        raise refusal
     prompt = next_step_prompt(task, input_text, prior)
 
     def arrived(arrival: llm.Arrived) -> None:

@@ -69,6 +69,10 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         # The samples in so far, by position: kept from before the dialog is mounted too.
         self.samples: dict[int, SampleArrived] = {}
         self.ready: SamplesReady | None = None
+        # Set once on_mount has shown what had come before: from then on each arrival is
+        # shown as it comes. (`is_mounted` turns true only after every Mount handler, the
+        # base Dialog's too, so a sample arriving in between was shown by neither.)
+        self._rows_live = False
 
     @classmethod
     def showing(cls, ready: SamplesReady) -> CandidatesScreen:
@@ -102,6 +106,7 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         else:
             for sample in self.samples.values():
                 self._show_sample(sample)
+        self._rows_live = True
 
     def _title(self) -> Content:
         if self.ready is not None:
@@ -131,7 +136,7 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         if self.ready is not None:
             return
         self.samples[sample.position] = sample
-        if self.is_mounted:
+        if self._rows_live:
             self._show_sample(sample)
 
     def _show_sample(self, sample: SampleArrived) -> None:
@@ -146,7 +151,7 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         """Every sample is in and saved: the paper's choice starred and highlighted, the
         samples that can be continued from selectable."""
         self.ready = ready
-        if self.is_mounted:
+        if self._rows_live:
             self._show_all(ready)
 
     def _show_all(self, ready: SamplesReady) -> None:

@@ -149,6 +149,10 @@ class TokenScreen(Dialog[None]):
                     f"token · {key_for(self, 'token_alternatives')} {more} · {close}")
         self.query_one("#token-hint", Static).update(styled(hint, MUTED))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # A thought with no tokens has none to pick: those keys leave the footer.
+        return bool(self.tokens) or action not in ("pick", "alternatives")
+
     def action_pick(self, delta: int) -> None:
         if self.tokens:
             self.picked = (self.picked + delta) % len(self.tokens)
