@@ -37,7 +37,7 @@ from bbm_tui.core.tasks import (
     zero_shot_instruction,
 )
 from bbm_tui.core.tasks.compare import CHOICE, EXACT, CompareError, parse_compare
-from bbm_tui.core.tomltext import key_line, too_deep_message, toml_error_message
+from bbm_tui.core.tomltext import key_line, toml_error_message, too_deep_message
 
 KEYS = ("name", "title", "prompt", "question", "answer_regex", "compare", "finding_prompts",
         "description", "questions")
