@@ -102,8 +102,9 @@ def read_predictions(path: Path) -> dict[tuple[str, tuple[str, ...]], int | None
                                "predicted_mistake_index)", line)
         index = row.extra["predicted_mistake_index"]
         if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
-            raise DatasetError(path, f"predicted_mistake_index {json.dumps(index)} is not an "
-                               "index (a whole number, or null for no mistake)", line)
+            shown = json.dumps(index, allow_nan=False)
+            raise DatasetError(path, f"predicted_mistake_index {shown} is not an index (a "
+                               "whole number, or null for no mistake)", line)
         if index is not None and not 0 <= index < len(row.steps):
             raise DatasetError(path, f"predicted_mistake_index {index} is outside the trace's "
                                f"{len(row.steps)} steps (0-based; no mistake is null)", line)
