@@ -93,6 +93,9 @@ class Reply:
     # `logprobs` on /v1/completions) and no more. Given a token's text and log-probability,
     # the list to cut from (usually the token itself among them). None: `top_logprobs: []`.
     alternatives: Callable[[str, float], list[tuple[str, float]]] | None = None
+    # Send every alternative `alternatives` gives, however many the request asked for (a
+    # hostile or broken server: 56,000 a choice).
+    every_alternative: bool = False
 
 
 @dataclass
@@ -539,7 +542,8 @@ def _alternatives(piece: str, value: float, reply: Reply,
                   body: dict[str, Any]) -> list[tuple[str, float]]:
     if reply.alternatives is None:
         return []
-    return reply.alternatives(piece, value)[:_asked_alternatives(body)]
+    found = reply.alternatives(piece, value)
+    return found if reply.every_alternative else found[:_asked_alternatives(body)]
 
 
 def _chat_logprob(piece: str, value: float, reply: Reply, body: dict[str, Any]) -> dict:
