@@ -49,11 +49,14 @@ from bbm_tui.ui.screens.trace_branching import BranchActions
 from bbm_tui.ui.screens.trace_finding import FindingActions
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import (
+    COPY_QUESTION,
     GLYPH_MISTAKE,
     GLYPH_OK,
     MUTED,
+    QUESTION_SHOWN,
     format_totals,
     safe,
+    safe_cut,
     safe_line,
     styled,
     thoughts,
@@ -127,6 +130,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
                 tooltip="Copy the selected thought"),
         Binding("Y", "copy_trace", "trace", id="copy_trace", group=_COPY, show=False,
                 tooltip="Copy the whole trace as 'Thought N: …' lines"),
+        Binding("Q", "copy_question", "question", id="copy_question", group=_COPY,
+                show=False, tooltip="Copy the whole question"),
         Binding("b", "backtrack", "backtrack", id="backtrack",
                 tooltip="Backtrack from the flagged (else the selected) thought: sample it "
                 "8 times at temperature 1, continue from the best that differs (a new "
@@ -197,8 +202,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         yield TitleBar(id="title-bar")
         with Horizontal(id="trace-body"):
             with Pane(id="question-pane", classes="panel"):
-                yield Static(safe(question_text(self.trace.session.task,
-                                                self.trace.session.input)), id="question")
+                yield Static(safe_cut(self._question(), COPY_QUESTION, QUESTION_SHOWN),
+                             id="question")
                 yield Static(id="target", classes="fact")
                 yield LeanStatic(id="answer", classes="fact")
                 yield LeanStatic(id="label", classes="fact")
@@ -283,7 +288,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         target = self.query_one("#target", Static)
         target.display = session.target is not None
         if session.target is not None:
-            target.update(Content.assemble(("Target: ", "bold"), safe_line(session.target)))
+            target.update(Content.assemble(("Target: ", "bold"), safe_cut(
+                session.target, "the export has all of it", QUESTION_SHOWN, line=True)))
         self._show_answer()
 
     def _show_answer(self) -> None:
@@ -719,6 +725,15 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         gold.show(describe_gold(self.trace, recorded))
 
     # -- copying
+
+    def _question(self) -> str:
+        return question_text(self.trace.session.task, self.trace.session.input)
+
+    def action_copy_question(self) -> None:
+        question = self._question()
+        self.app.copy_to_clipboard(question)
+        self.notify(f"Copied the question ({len(question):,} characters).", markup=False,
+                    timeout=3)
 
     def action_copy(self) -> None:
         if not self.trace.steps:
