@@ -1,5 +1,5 @@
-"""Stores written by schema versions 1 to 4 and 6 to 9 open as the current version with nothing lost
-(issue 9, item 4; issue 11). The old stores are frozen as SQL in tests/fixtures/, written by
+"""Stores written by schema versions 1 to 4 and 6 to 10 open as the current version with nothing
+lost (issue 9, item 4; issue 11). The old stores are frozen as SQL in tests/fixtures/, written by
 the code of their day, never built from today's."""
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     tables = [row[0] for row in connection.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
     rows = {table: [dict(row) for row in connection.execute(
-        f"SELECT * FROM {table} ORDER BY id")] for table in tables}
+        f"SELECT * FROM {table} ORDER BY rowid")] for table in tables}
     connection.close()
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -276,3 +276,26 @@ def test_version_10_clears_impossible_log_probabilities_and_redacts_api_bases(
             assert differ == changed.get((table, old["id"]), set()), (table, old["id"])
     assert after["calls"][8]["logprobs"] is None and after["steps"][10]["alternatives"] == (
         '[[["So the answer is", -0.5]], [[" 4", -0.25], [" four", -3.0]]]')
+
+
+def test_version_11_keeps_a_v10_store_and_claims_sessions_being_generated(
+    tmp_path: Path,
+) -> None:
+    """v10 -> v11: every row as it was (the test above), an empty `session_claims`; a
+    session can be claimed, is busy for another owner, and is free once released; a step
+    stored again at its place is the one there."""
+    from bbm_tui.core.store import SessionBusy
+
+    path = old_store(tmp_path, 10)
+    with Store.open(path) as store:
+        assert table_rows(path)["session_claims"] == []
+        versions = [s for s in store.steps_of(3) if s.number == 3]
+        assert [s.text for s in versions] == ["So the answer is 4", "So the answer is 4."]
+        store.claim_session(3, "a")
+        with pytest.raises(SessionBusy):
+            store.claim_session(3, "b")
+        store.release_claim(3, "a")
+        store.claim_session(3, "b")
+        again = store.add_step(3, parent_id=versions[1].parent_id, number=3,
+                               text="So the answer is 4.")
+        assert again.id == versions[1].id

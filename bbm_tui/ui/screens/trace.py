@@ -35,7 +35,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
 )
 from bbm_tui.core.prompts.thoughts import format_steps
-from bbm_tui.core.store import Label, Totals, default_session_name
+from bbm_tui.core.store import Label, SessionBusy, Totals, default_session_name
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
@@ -47,6 +47,7 @@ from bbm_tui.ui.messages import SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.screens.trace_branching import BranchActions
 from bbm_tui.ui.screens.trace_finding import FindingActions
+from bbm_tui.ui.screens.trace_sharing import SharedSession
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import (
     COPY_QUESTION,
@@ -81,7 +82,7 @@ class Pane(VerticalScroll, can_focus=False):
     always reach the screen; the mouse wheel still scrolls it."""
 
 
-class TraceScreen(BranchActions, FindingActions, BbmScreen):
+class TraceScreen(SharedSession, BranchActions, FindingActions, BbmScreen):
     CSS_PATH = stylesheet("trace")
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -240,6 +241,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self._show_selection()
         # Scrolled to once laid out (before that, the thought has no place to scroll to).
         self.call_after_refresh(self._show_selection, scroll=True)
+        self._check_claim()  # another window generating this session: read-only here
         if not self.trace.steps:
             self._status(f"{self._key('step')} generates the next thought, "
                          f"{self._key('run')} runs to the answer.")
@@ -461,6 +463,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # None greys a key out in the Footer; the key then does nothing.
+        if self.writing_refused(action):  # another bbm-tui is generating the session
+            return None
         busy = self.running or self.finding
         if action in ("step", "run"):
             return None if busy else True
@@ -511,6 +515,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
                 max_new_steps=max_new_steps, settings=self.bbm_app.stepper_settings
             ):
                 self._on_event(event)
+        except SessionBusy as busy:  # another window got to it first: nothing was done
+            self.read_only(busy)
         except asyncio.CancelledError:
             self._say_stopped()
             raise
