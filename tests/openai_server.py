@@ -36,6 +36,8 @@ from tests.fake_server import (
     Reply,
     Responder,
     Usage,
+    choice_logprob,
+    choice_texts,
     dataset_responder,
     limited_text,
     pieces_of,
@@ -154,7 +156,7 @@ class FakeOpenAI(FakeServer):
 
     def _whole(self, reply: Reply, text: str, chat: bool, body: dict[str, Any],
                asked: Asked) -> dict:
-        texts = self._choice_texts(reply, text, body, asked)
+        texts = choice_texts(reply, text, int(body.get("n") or 1), asked)
         counted = texts[:1] if reply.usage_one_choice else texts
         usage = openai_usage(self.usage_of(reply, asked, sum(
             len(pieces_of(t, None)) for t in counted)))
@@ -180,24 +182,12 @@ class FakeOpenAI(FakeServer):
             "usage": usage if reply.usage else None,
         }
 
-    def _choice_texts(self, reply: Reply, text: str, body: dict[str, Any],
-                      asked: Asked) -> list[str]:
-        wanted = 1 if reply.ignore_n else int(body.get("n") or 1)
-        if reply.max_n is not None:
-            wanted = min(wanted, reply.max_n)
-        pool = [limited_text(reply, t, asked.stops, asked.max_tokens)[0]
-                for t in reply.choices] if reply.choices else [text]
-        return [pool[i % len(pool)] for i in range(wanted)]
-
     def _whole_logprobs(self, reply: Reply, text: str, index: int, chat: bool,
                         body: dict[str, Any], asked: Asked) -> dict | None:
         if not body.get("logprobs"):
             return None
-        if reply.choice_logprobs is not None:
-            value = reply.choice_logprobs[index % len(reply.choice_logprobs)]
-        elif reply.logprob_per_token is not None:
-            value = reply.logprob_per_token
-        else:
+        value = choice_logprob(reply, index)
+        if value is None:
             return None
         pieces = self._logprob_pieces(reply, text, asked)
         if chat or reply.logprob_form == "chat":
