@@ -8,9 +8,10 @@ Each call's candidates are handed on as the call returns (`on_arrival`), so a vi
 them as they come.
 
 Facts from real servers (docs/NOTES.md): candidates are never streamed (litellm merges a
-streamed text completion's choices into one, with no log-probabilities); `top_logprobs` is
-always sent with log-probabilities (capabilities.TOP_ALTERNATIVES: without it, or at 0, one
-of the llama.cpp servers sends none); llama-cpp-python's server ignores `n` and llama-server
+streamed text completion's choices into one, with no log-probabilities); log-probabilities are
+asked for only where the provider gives them (capabilities.gives_logprobs), and `top_logprobs`
+with them wherever the provider takes it (capabilities.TOP_ALTERNATIVES: without it, or at 0,
+one of the llama.cpp servers sends none); llama-cpp-python's server ignores `n` and llama-server
 caps it at its slot count, so fewer choices than asked are made up with parallel calls;
 llama-server counts usage for one choice only (recorded as sent).
 """
@@ -69,6 +70,9 @@ class Samples:
     # How the candidates were asked for: "n" (one call), "parallel", or "n+parallel" (the
     # provider returned fewer choices than asked).
     how: str = ""
+    # Whether log-probabilities were asked for: False where the provider gives none
+    # (capabilities.gives_logprobs), so that a choice without them can say why.
+    logprobs_asked: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ async def sample_steps(
     candidates as the call returns (parallel calls in any order). Cancelled, it cancels
     the calls still out. Raises LLMError (the first call that failed; the others are
     cancelled)."""
-    samples = Samples()
+    samples = Samples(logprobs_asked=asks_logprobs(spec, settings, streamed=False))
     arrivals: list[Arrived] = []
 
     def arrived(arrival: Arrived) -> None:

@@ -303,12 +303,16 @@ def not_an_answer(spec: ModelSpec, what: str, kind: ErrorKind = "server") -> LLM
 
 def _provider_finish_reason(stream: Any, state: _StreamState) -> str | None:
     """The finish reason the provider itself sent. litellm's stream wrapper makes up "stop"
-    for a stream that ended without one; it keeps what it received in
-    `received_finish_reason` (litellm 1.103.7; tests/test_hostile_server.py fails if that
-    changes). Text-completion streams wrap a chat stream wrapper (`state.inner_stream`)."""
+    for a stream that ended without one, so a chunk's finish reason alone proves nothing;
+    what the provider sent the wrapper keeps in `received_finish_reason` (OpenAI-style
+    streams) or, when a chunk carried it without ending the stream there (Gemini's last
+    chunk: text and `finishReason` together), in `intermittent_finish_reason` (litellm
+    1.103.7; tests/test_hostile_server.py fails if either changes). Text-completion streams
+    wrap a chat stream wrapper (`state.inner_stream`)."""
     for wrapper in (stream, state.inner_stream):
         if wrapper and hasattr(wrapper, "received_finish_reason"):
-            return wrapper.received_finish_reason
+            return (wrapper.received_finish_reason
+                    or getattr(wrapper, "intermittent_finish_reason", None))
     return state.finish_reason
 
 
