@@ -29,6 +29,7 @@ from bbm_tui.core.llm.errors import with_retries
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.transport import (
     aligned_tokens,
+    aligned_tokens_short_of_stop,
     call_kwargs,
     cost_of,
     native_stop_kwargs,
@@ -54,6 +55,9 @@ class Candidate:
     truncated: bool
     call: int
     choice: int
+    # The end of `text` the provider sent no log-probability for (llama-server leaves out
+    # the token before a stop sequence): `logprob` is the rest's.
+    unscored: str = ""
 
     @property
     def logprob(self) -> float | None:
@@ -187,7 +191,7 @@ async def _call_once(
     latency = time.perf_counter() - started
     number = asked_number(prompt)
     candidates = [
-        _candidate(choice, index, spec.mode, number)
+        _candidate(choice, index, spec.mode, number, native_stop="stop" in kwargs)
         for index, choice in enumerate(getattr(response, "choices", None) or [])
     ]
     if not any(candidate.raw or candidate.finish_reason for candidate in candidates):
@@ -209,7 +213,8 @@ async def _call_once(
     return call, candidates
 
 
-def _candidate(choice: Any, index: int, mode: str, number: int | None) -> Candidate:
+def _candidate(choice: Any, index: int, mode: str, number: int | None,
+               native_stop: bool = False) -> Candidate:
     if mode == "chat":
         message = getattr(choice, "message", None)
         raw = getattr(message, "content", None) or ""
@@ -221,10 +226,15 @@ def _candidate(choice: Any, index: int, mode: str, number: int | None) -> Candid
     # Cut at its token limit without reaching a line break: kept, marked like a streamed cut.
     truncated = finish_reason == "length" and end == len(raw.rstrip())
     logprobs = getattr(choice, "logprobs", None)
-    tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end) if logprobs else None
+    tokens, unscored = None, ""
+    if logprobs and native_stop and finish_reason == "stop":
+        tokens, unscored = aligned_tokens_short_of_stop(raw, token_logprobs(logprobs), start,
+                                                        end)
+    elif logprobs:
+        tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end)
     choice_index = getattr(choice, "index", None)
     return Candidate(
         text=raw[start:end], tokens=tokens, raw=raw, finish_reason=finish_reason,
         truncated=truncated, call=0,
-        choice=choice_index if isinstance(choice_index, int) else index,
+        choice=choice_index if isinstance(choice_index, int) else index, unscored=unscored,
     )

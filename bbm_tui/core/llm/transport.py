@@ -452,6 +452,33 @@ def aligned_tokens(raw: str, tokens: Sequence[TokenLogprob], start: int,
     return kept
 
 
+# The most text at the end of a whole answer stopped by its stop sequence that may come
+# without log-probabilities: llama-server drops as many tokens from the end of the list as its
+# tokenizer makes of the stop string, and the Llama vocabulary makes two of "\n" (a leading
+# space and the line break), so the token before the stop goes too (docs/NOTES.md).
+WITHHELD_MAX_CHARS = 32
+
+
+def aligned_tokens_short_of_stop(raw: str, tokens: Sequence[TokenLogprob], start: int,
+                                 end: int) -> tuple[list[TokenLogprob] | None, str]:
+    """The tokens of raw[start:end] as `aligned_tokens` finds them, for a whole answer the
+    provider ended at a native stop sequence; where its tokens spell the text but stop short
+    of the step's end by a little (what llama-server withheld), the tokens of the part they
+    cover, and the text left without log-probabilities (else "")."""
+    aligned = aligned_tokens(raw, tokens, start, end)
+    if aligned is not None or not tokens:
+        return aligned, ""
+    covered = len("".join(token.text for token in tokens))
+    withheld = raw[covered:end]
+    # One token's worth: short, and no space or line break inside it.
+    if not start < covered < end or len(withheld) > WITHHELD_MAX_CHARS or (
+        len(withheld.strip().split()) != 1 or LINE_BREAK.search(withheld)
+    ):
+        return None, ""
+    aligned = aligned_tokens(raw, tokens, start, covered)  # None: they do not spell it
+    return (aligned, withheld) if aligned is not None else (None, "")
+
+
 async def _close_stream(stream: Any) -> None:
     # The step is already decided; a failure to close the connection changes nothing.
     close = getattr(stream, "aclose", None)
