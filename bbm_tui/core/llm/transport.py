@@ -27,6 +27,7 @@ from bbm_tui.core.llm.capabilities import (
     is_offline,
     logprob_kwargs,
     sent_params,
+    speaks_openai_wire,
 )
 from bbm_tui.core.llm.errors import ErrorKind, LLMError, StreamInterrupted, with_retries
 from bbm_tui.core.llm.loader import litellm_module
@@ -167,10 +168,15 @@ async def _stream_step_watched(
         kwargs["stop"] = ["\n"]
     if asks_logprobs(spec, settings):
         kwargs |= logprob_kwargs(spec)
+    if spec.mode == "chat" or not speaks_openai_wire(spec):
+        # The provider's own usage, in a last chunk (OpenAI's wire) or mapped from its own
+        # fields (Ollama's counts, Gemini's usageMetadata): without this litellm passes none
+        # on from a stream, text completions included. On OpenAI's wire the option goes to
+        # the server, and not every text-completion server takes it.
+        kwargs["stream_options"] = {"include_usage": True}
     started_at = time.perf_counter()
     if spec.mode == "chat":
         kwargs["messages"] = [{"role": "user", "content": prompt}]
-        kwargs["stream_options"] = {"include_usage": True}
         stream = await litellm.acompletion(**kwargs)
     else:
         kwargs["prompt"] = prompt
