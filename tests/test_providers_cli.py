@@ -77,10 +77,11 @@ def test_find_judges_over_each_wire(
         assert stop_sent(wire, record.body) is None
 
 
-def backtrack_responder(logprobs: bool):
+def backtrack_responder(logprobs: bool, honor_stop: bool = False):
     """Samples (whole answers) get the samples of tests/test_backtrack.py, all at once where
-    the request asks for several (`n`, `candidateCount`), else one a call in order; the
-    continuation (streamed) goes on to the answer."""
+    the request asks for several (`n`, `candidateCount`), else one a call in order (written
+    on past the line break unless `honor_stop`); the continuation (streamed) goes on to the
+    answer."""
     served: list[int] = []
 
     def respond(path: str, body: dict) -> Reply:
@@ -90,11 +91,11 @@ def backtrack_responder(logprobs: bool):
             return Reply(CONTINUATION)
         config = body.get("generationConfig") or {}
         if int(body.get("n") or config.get("candidate_count") or 1) > 1:
-            return Reply(choices=SAMPLED, honor_stop=False,
+            return Reply(choices=SAMPLED, honor_stop=honor_stop,
                          choice_logprobs=LOGPROBS if logprobs else None)
         index = len(served) % len(SAMPLED)
         served.append(index)
-        return Reply(SAMPLED[index], honor_stop=False,
+        return Reply(SAMPLED[index], honor_stop=honor_stop,
                      logprob_per_token=LOGPROBS[index] if logprobs else None)
 
     return respond

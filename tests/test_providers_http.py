@@ -127,14 +127,17 @@ async def wait_until(condition, limit_s: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
+@pytest.mark.parametrize("mode", ["chat", "completion"])
 @pytest.mark.parametrize("wire", [BY_NAME["ollama"], BY_NAME["ollama_chat"]],
                          ids=lambda wire: wire.name)
 async def test_ollama_usage_is_its_own_count(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, wire: Wire,
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, wire: Wire, mode: str,
 ) -> None:
     """Ollama counts the tokens itself (`prompt_eval_count`, `eval_count` on its last
-    line): stored as counted, not as an estimate."""
+    line): stored as counted, not as an estimate, in either mode (`ollama/` in completion
+    mode is how a base model is run)."""
     server, spec = connect(request, wire, monkeypatch)
+    spec = ModelSpec(spec.model, spec.api_base, mode)
     server.responder = lambda path, body: Reply(text=LINE + "\n", prompt_tokens=321)
     result, _ = await step(spec)
     assert (result.call.prompt_tokens, result.call.completion_tokens) == (

@@ -313,8 +313,9 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
         if isinstance(event, SamplesReady):
             # What the store now holds; the chosen one gets its step below.
             stored, chosen_index = list(event.stored), event.resample.chosen
-            if event.resample.without_logprobs:
-                progress.note(event.resample.without_logprobs)
+            for note in (event.resample.without_logprobs, event.resample.partly_scored):
+                if note:
+                    progress.note(note)
             progress.calls += len(event.resample.samples.calls)
             progress.impossible_logprobs += sum(
                 candidate.impossible_logprobs for candidate in event.resample.samples.candidates)

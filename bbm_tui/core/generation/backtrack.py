@@ -33,6 +33,9 @@ NONE_ASKED = ("log-probabilities: none from this provider; the first differing s
               "taken")
 NONE_CAME = ("log-probabilities: asked for, but none came back with the samples; the first "
              "differing sample was taken")
+# What is said when the provider left the end of the samples without log-probabilities.
+UNSCORED_END = ("log-probabilities: the server sent none for the token before the stop (as "
+                "llama-server does); each sample's total leaves it out")
 
 
 @dataclass
@@ -61,6 +64,17 @@ class Resample:
         if self.chosen is None or self.chosen_by != "first":
             return None
         return NONE_ASKED if not self.samples.logprobs_asked else NONE_CAME
+
+    @property
+    def partly_scored(self) -> str | None:
+        """What the totals the choice compared leave out, when the provider sent no
+        log-probability for the end of some samples (llama-server: the token before the
+        stop); None when every sample's text was scored whole."""
+        if self.chosen_by != "logprob":
+            return None
+        if any(candidate.unscored for candidate in self.samples.candidates):
+            return UNSCORED_END
+        return None
 
 
 @dataclass(frozen=True)

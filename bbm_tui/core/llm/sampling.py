@@ -30,6 +30,7 @@ from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.transport import (
     ImpossibleLogprobs,
     aligned_tokens,
+    aligned_tokens_short_of_stop,
     call_kwargs,
     cost_of,
     native_stop_kwargs,
@@ -57,6 +58,9 @@ class Candidate:
     choice: int
     # The provider sent log-probabilities no model could give: `tokens` is None.
     impossible_logprobs: bool = False
+    # The end of `text` the provider sent no log-probability for (llama-server leaves out
+    # the token before a stop sequence): `logprob` is the rest's.
+    unscored: str = ""
 
     @property
     def logprob(self) -> float | None:
@@ -190,7 +194,7 @@ async def _call_once(
     latency = time.perf_counter() - started
     number = asked_number(prompt)
     candidates = [
-        _candidate(choice, index, spec.mode, number)
+        _candidate(choice, index, spec.mode, number, native_stop="stop" in kwargs)
         for index, choice in enumerate(getattr(response, "choices", None) or [])
     ]
     if not any(candidate.raw or candidate.finish_reason for candidate in candidates):
@@ -213,7 +217,8 @@ async def _call_once(
     return call, candidates
 
 
-def _candidate(choice: Any, index: int, mode: str, number: int | None) -> Candidate:
+def _candidate(choice: Any, index: int, mode: str, number: int | None,
+               native_stop: bool = False) -> Candidate:
     if mode == "chat":
         message = getattr(choice, "message", None)
         raw = getattr(message, "content", None) or ""
@@ -225,10 +230,14 @@ def _candidate(choice: Any, index: int, mode: str, number: int | None) -> Candid
     # Cut at its token limit without reaching a line break: kept, marked like a streamed cut.
     truncated = finish_reason == "length" and end == len(raw.rstrip())
     logprobs = getattr(choice, "logprobs", None)
-    tokens, impossible = None, False
+    tokens, unscored, impossible = None, "", False
     if logprobs:
         try:
-            tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end)
+            if native_stop and finish_reason == "stop":
+                tokens, unscored = aligned_tokens_short_of_stop(
+                    raw, token_logprobs(logprobs), start, end)
+            else:
+                tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end)
         except ImpossibleLogprobs:
             impossible = True
     choice_index = getattr(choice, "index", None)
@@ -236,5 +245,5 @@ def _candidate(choice: Any, index: int, mode: str, number: int | None) -> Candid
         text=raw[start:end], tokens=tokens, raw=raw, finish_reason=finish_reason,
         truncated=truncated, call=0,
         choice=choice_index if isinstance(choice_index, int) else index,
-        impossible_logprobs=impossible,
+        impossible_logprobs=impossible, unscored=unscored,
     )

@@ -129,6 +129,8 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         # The paper's rule, or why it could not be applied: never silently the first.
         why = ready.resample.without_logprobs
         rule = why or "the paper's choice: " + HOW_CHOSEN[ready.resample.chosen_by or "first"]
+        if ready.resample.partly_scored:
+            rule = f"{rule} ({ready.resample.partly_scored})"
         # enter is the list's own key (it selects), not a binding.
         return styled(f"{GLYPH_CHOSEN} {rule}. enter continues from the highlighted one (a new "
                       f"branch) · {cancel} keeps the trace", MUTED)
