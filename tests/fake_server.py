@@ -66,6 +66,9 @@ class Reply:
     # then carry on.
     stall_s: float = 0.0
     logprob_per_token: float | None = None
+    # Each token's log-probability in turn, sent as is (streamed or whole), in place of
+    # `logprob_per_token`: values no model could give (NaN, 3999.9, true) among good ones.
+    logprob_values: list[Any] | None = None
     usage: bool = True
     # The provider's finish reason in its own words (None: the wire's usual one, "stop",
     # "end_turn", "STOP"...). On the OpenAI wire, None ends the stream ([DONE]) with no
@@ -238,6 +241,13 @@ def choice_logprob(reply: Reply, index: int) -> float | None:
     if reply.choice_logprobs is not None:
         return reply.choice_logprobs[index % len(reply.choice_logprobs)]
     return reply.logprob_per_token
+
+
+def token_logprob(reply: Reply, place: int, otherwise: Any) -> Any:
+    """The log-probability the server sends for the token at `place` of a choice."""
+    if reply.logprob_values is not None:
+        return reply.logprob_values[place % len(reply.logprob_values)]
+    return otherwise
 
 
 class PromptCache:

@@ -73,6 +73,9 @@ class StepsProgress(Progress):
     """The progress of a batch that writes steps (run, backtrack)."""
 
     steps: int = 0
+    # Steps (run) or samples (backtrack) whose provider sent log-probabilities no model could
+    # give: kept without them.
+    impossible_logprobs: int = 0
 
 
 @dataclass
@@ -87,6 +90,7 @@ class ProgressDelta:
     failed: int = 0
     errors: list[str] = field(default_factory=list)
     one_at_a_time: list[str] = field(default_factory=list)
+    impossible_logprobs: int = 0
     notes: list[str] = field(default_factory=list)
 
     @classmethod
@@ -94,13 +98,14 @@ class ProgressDelta:
         """A trace's own progress (counted from zero) and the child's one-at-a-time servers."""
         return cls(progress.calls, progress.cost, progress.unpriced_calls, progress.steps,
                    progress.failed, progress.errors, one_at_a_time_endpoints(),
-                   progress.notes)
+                   progress.impossible_logprobs, progress.notes)
 
     def add_to(self, progress: StepsProgress) -> None:
         progress.calls += self.calls
         progress.cost += self.cost
         progress.unpriced_calls += self.unpriced_calls
         progress.steps += self.steps
+        progress.impossible_logprobs += self.impossible_logprobs
         progress.failed += self.failed
         progress.errors.extend(self.errors)
         for endpoint in self.one_at_a_time:

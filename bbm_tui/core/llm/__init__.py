@@ -42,6 +42,7 @@ from bbm_tui.core.llm.records import (
     StepText,
     TextDelta,
 )
+from bbm_tui.core.llm.refusals import offline_refusal
 from bbm_tui.core.llm.sampling import Arrived, Candidate, Samples, sample_steps
 from bbm_tui.core.llm.transport import (
     call_to_json,
@@ -124,6 +125,7 @@ __all__ = [
     "key_env_vars",
     "litellm_module",
     "model_basename",
+    "offline_refusal",
     "one_at_a_time_endpoints",
     "replay_pace",
     "sample_steps",
