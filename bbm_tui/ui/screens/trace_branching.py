@@ -18,11 +18,13 @@ from bbm_tui.core.judging.judges import VERIFIER
 from bbm_tui.core.store import StoredCandidate
 from bbm_tui.core.trace.branches import other_branch, segments
 from bbm_tui.core.trace.session import BranchMade, SamplesReady
+from bbm_tui.core.trace.tree import BranchDiff
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
 from bbm_tui.ui.screens.compare import CompareScreen
 from bbm_tui.ui.screens.tokens import TokenScreen
 from bbm_tui.ui.text import thoughts
+from bbm_tui.ui.viewmodels.branches import origin_words
 from bbm_tui.ui.viewmodels.trace import FinderShown
 from bbm_tui.ui.widgets.thought import ThoughtView
 
@@ -266,10 +268,18 @@ class BranchActions:
         steps = self.trace.steps
         other = other_branch(self.trace.tree, steps, self.selected)
         if other is None:
-            self._status("The session has one branch only: b backtracks, w rewrites a thought.")
+            self._status(f"The session has one branch only: {self._key('backtrack')} "
+                         f"backtracks, {self._key('edit_thought')} rewrites a thought.")
             return
-        diff = self.trace.tree.diff(steps[-1].id, other)
-        self.app.push_screen(CompareScreen(diff, self.trace.session.target))
+        self._open_compare(self.trace.tree.diff(steps[-1].id, other))
+
+    @work(exclusive=True, group="compare", exit_on_error=False)
+    async def _open_compare(self, diff: BranchDiff) -> None:
+        # What each branch is comes from the store (its sampling, its calls' models).
+        left = await asyncio.to_thread(self.trace.branch_origin, diff.left)
+        right = await asyncio.to_thread(self.trace.branch_origin, diff.right)
+        await self.app.push_screen(CompareScreen(diff, self.trace.session.target,
+                                                 origin_words(left), origin_words(right)))
 
     def action_tokens(self) -> None:
         if self.trace.steps:
