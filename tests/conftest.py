@@ -1,5 +1,5 @@
-"""Shared fixtures: an isolated home for every test, the local OpenAI-compatible server, and
-the reference data of ../shared/bbm where it exists."""
+"""Shared fixtures: an isolated home for every test, the local provider servers (OpenAI-compatible,
+Anthropic, Gemini, Ollama), and the reference data of ../shared/bbm where it exists."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.anthropic_server import FakeAnthropic
+from tests.fake_server import FakeServer
+from tests.gemini_server import FakeGemini
+from tests.ollama_server import FakeOllama
 from tests.openai_server import FakeOpenAI
 from tests.reference import build_reference_tree, mismatches_in_shipped
 from tests.strict_json import nonstandard_json_files
@@ -22,6 +26,14 @@ KEY_VARIABLES = (
     "MISTRAL_API_KEY", "DEEPSEEK_API_KEY", "TOGETHERAI_API_KEY", "OPENROUTER_API_KEY",
     "HOSTED_VLLM_API_KEY", "AZURE_API_KEY", "COHERE_API_KEY", "FIREWORKS_AI_API_KEY",
 )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In a worker of pytest-xdist (scripts/test), the tests marked slow come first: one of
+    them started last would keep its worker busy after the others have finished. (Every
+    worker collects, and must collect in the same order: the sort is stable.)"""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture(autouse=True)
@@ -43,19 +55,60 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         assert not found, "files that are not standard JSON:\n" + "\n".join(found)
 
 
-@pytest.fixture(scope="session")
-def _server() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI().start()
+def _serving(server: FakeServer) -> Iterator[FakeServer]:
+    server.start()
     yield server
     server.stop()
+
+
+def _fresh(server: FakeServer) -> Iterator[FakeServer]:
+    server.reset()
+    yield server
+    server.reset()
+
+
+@pytest.fixture(scope="session")
+def _server() -> Iterator[FakeServer]:
+    yield from _serving(FakeOpenAI())
 
 
 @pytest.fixture
 def openai_server(_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
     """The local OpenAI-compatible server, with an empty script for this test."""
-    _server.reset()
-    yield _server
-    _server.reset()
+    yield from _fresh(_server)
+
+
+@pytest.fixture(scope="session")
+def _anthropic() -> Iterator[FakeServer]:
+    yield from _serving(FakeAnthropic())
+
+
+@pytest.fixture
+def anthropic_server(_anthropic: FakeAnthropic) -> Iterator[FakeAnthropic]:
+    """The local server speaking Anthropic's Messages API, with an empty script."""
+    yield from _fresh(_anthropic)
+
+
+@pytest.fixture(scope="session")
+def _gemini() -> Iterator[FakeServer]:
+    yield from _serving(FakeGemini())
+
+
+@pytest.fixture
+def gemini_server(_gemini: FakeGemini) -> Iterator[FakeGemini]:
+    """The local server speaking the Gemini API, with an empty script."""
+    yield from _fresh(_gemini)
+
+
+@pytest.fixture(scope="session")
+def _ollama() -> Iterator[FakeServer]:
+    yield from _serving(FakeOllama())
+
+
+@pytest.fixture
+def ollama_server(_ollama: FakeOllama) -> Iterator[FakeOllama]:
+    """The local server speaking Ollama's API, with an empty script."""
+    yield from _fresh(_ollama)
 
 
 def shared_bbm_present() -> bool:

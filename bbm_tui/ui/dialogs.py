@@ -318,15 +318,17 @@ class ModelScreen(Dialog["ModelChoice | None"]):
         Binding("ctrl+t", "test", "test connection", id="model_test"),
     ]
 
-    def __init__(self, spec: llm.ModelSpec, settings: StepperSettings) -> None:
+    def __init__(self, spec: llm.ModelSpec, settings: StepperSettings,
+                 title: str = "The model for this session") -> None:
         super().__init__()
         self._spec = spec
         self._settings = settings
+        self._title = title
 
     def compose(self) -> ComposeResult:
         call = self._settings.call
         with Vertical(id="model-dialog", classes="dialog"):
-            yield Static(styled("The model for this session", "bold"), classes="dialog-title")
+            yield Static(styled(self._title, "bold"), classes="dialog-title")
             with Horizontal(classes="model-row"):
                 yield Input(value=self._spec.model, id="model",
                             placeholder="e.g. openai/gpt-4o-mini, or replay/bbm (offline)")

@@ -321,6 +321,9 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
         if isinstance(event, SamplesReady):
             # What the store now holds; the chosen one gets its step below.
             stored, chosen_index = list(event.stored), event.resample.chosen
+            for note in (event.resample.without_logprobs, event.resample.partly_scored):
+                if note:
+                    progress.note(note)
             progress.calls += len(event.resample.samples.calls)
             progress.impossible_logprobs += sum(
                 candidate.impossible_logprobs for candidate in event.resample.samples.candidates)
@@ -403,5 +406,6 @@ def paper_table_6(kind: str | None) -> dict[str, dict[str, float]]:
 def to_json(result: BacktrackResult, locations: Locations) -> dict[str, Any]:
     return {"tasks": {task: deltas.to_json() for task, deltas in result.tables.items()},
             "locations": locations.kind,
-            **({"paper": paper_table_6(locations.paper_key)} if locations.paper_key else {})}
+            **({"paper": paper_table_6(locations.paper_key)} if locations.paper_key else {}),
+            **({"notes": list(result.progress.notes)} if result.progress.notes else {})}
 

@@ -13,13 +13,17 @@ so that each reply body is
 - when it is one JSON document (a whole answer), cut down to the alternatives a token was
   asked for (`top_logprobs`: a server that sent 56,000 a choice, a 30 MB reply, cost litellm
   34 s and 1.48 GB for two traces) before anything parses it, and sent on with
-  `"usage": null` where its usage
-  is absurd (1e23, NaN, a string: litellm's parser then failed the whole answer), and refused
-  as `NotAnAnswer` where a 200's choice is not one (null, a string, a null message, content
-  that is not text), as is compressed data that is corrupt;
-- when it is an event stream, watched for the provider's own usage object: a server that
-  sends none (llama.cpp's, some proxies) gets litellm's own tiktoken count in its place, which
-  the caller records as an estimate (`UsageWatch`, set by the caller around its call).
+  `"usage": null` where its usage is absurd (1e23, NaN, a string: litellm's parser then
+  failed the whole answer), and refused as `NotAnAnswer` where a 200's choice is not one
+  (null, a string, a null message, content that is not text), as is compressed data that is
+  corrupt;
+- when it is a stream (server-sent events, or Ollama's newline-delimited JSON,
+  `application/x-ndjson`), passed on piece by piece as it comes (an event stream's
+  alternatives cut to those asked for, event by event), and watched for the provider's own
+  counts (`"usage": {...}`, Gemini's `"usageMetadata"`, Ollama's `"prompt_eval_count"`): a
+  server that sends none (llama.cpp's, some proxies) gets litellm's own tiktoken count in
+  its place, which the caller records as an estimate (`UsageWatch`, set by the caller around
+  its call).
 
 It is installed once, from `llm.litellm_module()`, by wrapping litellm's
 `AsyncHTTPHandler._create_async_transport` (both the OpenAI-SDK path and litellm's own HTTP
@@ -47,9 +51,11 @@ MAX_REPLY_BYTES = 32 * 2**20
 _PIECE_BYTES = 2**20
 
 
-# `"usage": {` in an event's JSON: the provider counted the tokens itself ("usage": null, or
-# no key at all, is a provider that did not).
-_USAGE_OBJECT = re.compile(r'"usage"\s*:\s*\{')
+# The provider's own counts in a stream: `"usage": {` (OpenAI, Anthropic), Gemini's
+# `"usageMetadata": {`, Ollama's `"prompt_eval_count": N` on its last line ("usage": null, or
+# no key at all, is a provider that did not count).
+_USAGE_OBJECT = re.compile(
+    r'"(usage|usageMetadata)"\s*:\s*\{|"(prompt_eval_count|eval_count)"\s*:\s*\d')
 _USAGE_TAIL_CHARS = 32  # kept from one piece to the next, so a split key is still seen
 
 
@@ -96,7 +102,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             (name, value) for name, value in response.headers.raw
             if name.lower() not in (b"content-encoding", b"content-length")
         ]
-        whole_json = "json" in response.headers.get("content-type", "").lower()
+        whole_json = is_whole_json(response.headers.get("content-type", ""))
         answer = response.status_code == 200
         # A 200's alternatives are cut to those asked for: in a whole answer, and event by
         # event in an event stream (never in another kind of stream: it is handed on as is).
@@ -115,6 +121,19 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+# JSON content types that are streams of documents, not one: passed on as they come.
+_STREAMED_JSON = ("ndjson", "jsonl", "json-seq", "jsonlines", "stream")
+
+
+def is_whole_json(content_type: str) -> bool:
+    """Whether a reply is one JSON document (held whole, to mend its usage), rather than a
+    stream of them: Ollama streams `application/x-ndjson`, one object a line, and holding
+    that back whole would show nothing until the answer's end and never let the client
+    close it early."""
+    lowered = content_type.lower()
+    return "json" in lowered and not any(kind in lowered for kind in _STREAMED_JSON)
 
 
 class GuardedStream(httpx.AsyncByteStream):

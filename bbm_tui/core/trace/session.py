@@ -47,6 +47,7 @@ from bbm_tui.core.store import (
     Totals,
 )
 from bbm_tui.core.tasks import extract_answer, is_correct
+from bbm_tui.core.trace.branches import BranchOrigin, branch_origin, one_sampling
 from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
 
@@ -468,8 +469,12 @@ class TraceSession:
         generate: bool = True,
     ) -> AsyncIterator[BranchMade | StepEvent]:
         """The person's own version of Thought `number` (one line), then the model goes on
-        from it unless `generate` is False."""
+        from it unless `generate` is False. As in backtracking, `replay/bbm` (which can only
+        repeat the recorded trace) hands over to `solver/bbm` where the solver writes the
+        task: `spec` then names it."""
         self._check_number(number)
+        if generate:
+            self.use_model(backtracking_model(self._spec, self.session.task))
         parent = self.steps[number - 2].id if number > 1 else None
         step = await self.store_work(self._add_branch_step, parent, number, text)
         yield BranchMade(step)
@@ -519,6 +524,20 @@ class TraceSession:
         self.session = self.store.session(self.session.id)
         self.steps = self.tree.path(step.id)
         self.label = self._branch_label()
+
+    def branch_origin(self, own: Sequence[Step]) -> BranchOrigin | None:
+        """Where the branch whose own thoughts are `own` came from (reads the store: its
+        sampling, its calls' models)."""
+        if not own:
+            return None
+        first = own[0]
+        sampled: list[StoredCandidate] = []
+        if first.origin == StepOrigin.BACKTRACK:
+            sampled = one_sampling(
+                self.store.candidates(self.session.id, first.parent_id, first.number), first.id)
+        models = self.store.call_models([step.call_id for step in own
+                                         if step.call_id is not None])
+        return branch_origin(self.tree, own, sampled, models)
 
     def candidates_for(self, number: int) -> list[StoredCandidate]:
         """Every sample stored for Thought `number` after the thoughts now before it."""

@@ -175,7 +175,7 @@ class FindingActions:
         kept = (f"The {saved} answer{'s' if saved != 1 else ''} before it "
                 f"{'are' if saved != 1 else 'is'} saved; the run has no result." if saved
                 else "The run has no result.")
-        self._status(f"Mistake finding failed: {message.rstrip('.')}. {kept}", error=True)
+        self._status(f"Mistake finding failed: {message.rstrip('.')}.", then=kept, error=True)
 
     @work(exclusive=True, group="finder-load", exit_on_error=False)
     async def _load_finder(self) -> None:
