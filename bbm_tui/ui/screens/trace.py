@@ -56,7 +56,6 @@ from bbm_tui.ui.text import (
     MUTED,
     QUESTION_SHOWN,
     format_totals,
-    safe,
     safe_cut,
     safe_line,
     settings_line,
