@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 4 and 6 to 8 open as the current version with nothing lost
+"""Stores written by schema versions 1 to 4 and 6 to 9 open as the current version with nothing lost
 (issue 9, item 4; issue 11). The old stores are frozen as SQL in tests/fixtures/, written by
 the code of their day, never built from today's."""
 
@@ -36,7 +36,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 9])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -229,3 +229,32 @@ def test_version_9_keeps_a_v8_store_and_says_which_counts_are_estimates(tmp_path
         assert store.step(step.id).usage_estimated is True
         assert store.branch(1)[-1].usage_estimated is True
         assert store.totals(1).estimated_calls == 1
+
+
+def test_version_10_keeps_a_v9_store_and_keeps_a_tasks_definition_by_its_digest(
+        tmp_path: Path) -> None:
+    """v9 -> v10: every session before is one of the paper's five (no digest); a session of
+    a task of one's own keeps its definition, once for every session made with it."""
+    from bbm_tui.core.store import TaskDefinition
+    from bbm_tui.core.types import SessionSource
+
+    path = old_store(tmp_path, 9)
+    with Store.open(path) as store:
+        sessions = {summary.session.id: summary.session for summary in store.sessions()}
+        assert set(sessions) == {1, 2, 3}
+        assert all(session.task_digest is None for session in sessions.values())
+        assert store.branch(3)[0].usage_estimated is True
+        definition = TaskDefinition("d" * 64, '{"name": "sums"}')
+        first = store.create_session(task="sums", input="1 + 2", model="openai/m",
+                                     task_definition=definition)
+        second = store.create_session(task="sums", input="2 + 3", model="openai/m",
+                                      task_definition=definition, source=SessionSource.RUN)
+        assert first.task_digest == second.task_digest == "d" * 64
+        assert store.task_definition("d" * 64) == '{"name": "sums"}'
+        assert store.task_definition("e" * 64) is None
+        assert store.find_session(task="sums", input="2 + 3", model="openai/m",
+                                  source=SessionSource.RUN, task_digest="d" * 64) == second
+        assert store.find_session(task="sums", input="2 + 3", model="openai/m",
+                                  source=SessionSource.RUN) is None
+    rows = sqlite3.connect(path).execute("SELECT digest, name FROM task_definitions").fetchall()
+    assert rows == [("d" * 64, "sums")]
