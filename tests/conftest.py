@@ -36,6 +36,16 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def no_user_tasks_after() -> Iterator[None]:
+    """The user's tasks are the process's (the command line reads them at start): a test
+    that put some there leaves none behind for the next."""
+    yield
+    from bbm_tui.core.tasks import use_tasks
+
+    use_tasks([])
+
+
 @pytest.fixture(scope="session")
 def _server() -> Iterator[FakeOpenAI]:
     server = FakeOpenAI().start()

@@ -264,8 +264,13 @@ def jobs_from_bundled(task: str, limit: int | None) -> list[RunJob]:
 
 
 def _dataset_index(task: str, question: str) -> int | None:
+    """The paper's dataset row of this question (None: not one of them; a task of one's own
+    has no bundled dataset)."""
     from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.core.tasks import get_task
 
+    if not get_task(task).is_paper:
+        return None
     return _bundled_questions(task, len(bundled_rows(task))).get(question)
 
 
