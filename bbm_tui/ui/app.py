@@ -460,7 +460,7 @@ class BbmApp(App[int]):
     @work(exclusive=True, group="open", exit_on_error=False)
     async def _show_question(self, task: str, number: int) -> None:
         """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
-        from bbm_tui.core.dataset import bundled_rows
+        from bbm_tui.core.dataset import DatasetError, question_rows
         from bbm_tui.ui.screens.new_session import create_trace, dataset_request
 
         store = await self.wait_for_store()
@@ -472,10 +472,15 @@ class BbmApp(App[int]):
                         markup=False)
             await self.push_screen(NewSessionScreen(self.config))
             return
-        rows = await asyncio.to_thread(bundled_rows, task)
+        try:
+            rows = await asyncio.to_thread(question_rows, task)
+        except DatasetError as error:
+            rows, problem = (), str(error)
+        else:
+            problem = (f"{task} has questions 0 to {len(rows) - 1}, not {number}." if rows
+                       else f"{task} lists no questions (`questions` in its task file).")
         if not 0 <= number < len(rows):
-            self.notify(f"{task} has questions 0 to {len(rows) - 1}, not {number}.",
-                        severity="error", markup=False)
+            self.notify(problem, severity="error", markup=False)
             await self.push_screen(NewSessionScreen(self.config, task=task))
             return
         spec = ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]

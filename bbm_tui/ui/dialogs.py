@@ -243,12 +243,18 @@ class TypedQuestionScreen(Dialog[tuple[str, str | None] | None]):
         # Imported here: a TextArea is costly, and only this dialog needs one.
         from textual.widgets import TextArea
 
-        prefix = self._question_task.question_prefix or "(nothing: your text is the whole question)"
+        task = self._question_task
+        prefix, _, suffix = task.question_template.partition("{input}")
+        title = Content.assemble("Type a ", safe_line(task.title.lower(), 40), " question")
+        before = (safe(prefix).stylize("bold") if prefix
+                  else styled("(nothing: your text is the whole question)", "bold"))
+        # A template that goes on after the text shows where the text goes.
+        asked = Content.assemble(("The model is asked: ", MUTED), before,
+                                 ("your text" if suffix else "+ your text", MUTED),
+                                 safe(suffix).stylize("bold"))
         with Vertical(id="typed", classes="dialog"):
-            yield Static(styled(f"Type a {self._question_task.title.lower()} question", "bold"),
-                         classes="dialog-title")
-            yield Static(Content.assemble(("The model is asked: ", MUTED), (prefix, "bold"),
-                                          ("+ your text", MUTED)), id="typed-hint")
+            yield Static(title.stylize("bold"), classes="dialog-title")
+            yield Static(asked, id="typed-hint")
             yield TextArea(id="typed-input", soft_wrap=True, show_line_numbers=False)
             yield Input(placeholder="Target answer (optional)", id="typed-target")
             with Horizontal(classes="dialog-buttons"):

@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static, Tree
 
+from bbm_tui.core.tasks import Task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.branches import Segment
 from bbm_tui.ui.dialogs import Dialog
@@ -28,11 +29,13 @@ class BranchTreeScreen(Dialog[int | None]):
         Binding("escape,t", "close", "close", id="tree_close"),
     ]
 
-    def __init__(self, roots: list[Segment], shown: set[int], target: str | None) -> None:
+    def __init__(self, roots: list[Segment], shown: set[int], target: str | None,
+                 task: Task | None = None) -> None:
         super().__init__()
         self.roots = roots
         self.shown = shown  # the ids of the steps of the branch on show
         self.target = target
+        self.scored_by = task
 
     def compose(self) -> ComposeResult:
         with Vertical(id="branch-tree", classes="dialog"):
@@ -60,7 +63,7 @@ class BranchTreeScreen(Dialog[int | None]):
         label.append(span, style="bold")
         label.append(f"  {one_line(segment.steps[0].text, 48)}")
         if not segment.children:
-            words, style = answer_words(segment.end, self.target)
+            words, style = answer_words(segment.end, self.target, self.scored_by)
             label.append(f"  → {words}", style=style or "dim")
         elif len(segment.children) > 1:
             label.append(f"  ({len(segment.children)} versions of Thought {segment.last + 1})",

@@ -11,6 +11,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from bbm_tui.core.tasks import Task
 from bbm_tui.core.trace.tree import BranchDiff
 from bbm_tui.ui.dialogs import Dialog
 from bbm_tui.ui.keys import key_for
@@ -26,10 +27,11 @@ class CompareScreen(Dialog[None]):
         Binding("escape,v", "close", "close", id="compare_close"),
     ]
 
-    def __init__(self, diff: BranchDiff, target: str | None) -> None:
+    def __init__(self, diff: BranchDiff, target: str | None, task: Task | None = None) -> None:
         super().__init__()
         self.diff = diff
         self.target = target
+        self.scored_by = task
 
     def compose(self) -> ComposeResult:
         shared = len(self.diff.shared)
@@ -49,7 +51,7 @@ class CompareScreen(Dialog[None]):
                                          classes="compare-step")
                         end = steps[-1] if steps else (self.diff.shared[-1] if shared else None)
                         if end is not None:
-                            words, style = answer_words(end, self.target)
+                            words, style = answer_words(end, self.target, self.scored_by)
                             colour = {"green": "$text-success", "red": "$text-error"}.get(
                                 style, MUTED)
                             yield Static(styled(words, f"bold {colour}"), classes="compare-end")

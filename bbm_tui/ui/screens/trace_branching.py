@@ -190,6 +190,10 @@ class BranchActions:
             "at once." if chosen == 0 else f"{chosen:.0f} tokens a second.") + " p changes it.")
 
     def action_verify_live(self) -> None:
+        if not self.trace.task.is_paper:
+            self._status(f"The task verifiers check the paper's five tasks; "
+                         f"{self.trace.task.name} is yours. f asks a model instead.")
+            return
         self.verify_live = not self.verify_live
         if self.verify_live:
             self._status("Live verifier on: the task verifier marks each thought as it "
@@ -232,7 +236,8 @@ class BranchActions:
 
         shown = {step.id for step in self.trace.steps}
         self.app.push_screen(BranchTreeScreen(segments(self.trace.tree), shown,
-                                              self.trace.session.target), chosen)
+                                              self.trace.session.target, self.trace.task),
+                             chosen)
 
     @work(exclusive=True, group="label", exit_on_error=False)
     async def _show_branch(self, step_id: int) -> None:
@@ -254,7 +259,7 @@ class BranchActions:
             self._status("The session has one branch only: b backtracks, w rewrites a thought.")
             return
         diff = self.trace.tree.diff(steps[-1].id, other)
-        self.app.push_screen(CompareScreen(diff, self.trace.session.target))
+        self.app.push_screen(CompareScreen(diff, self.trace.session.target, self.trace.task))
 
     def action_tokens(self) -> None:
         if self.trace.steps:
