@@ -215,7 +215,7 @@ async def test_an_edited_task_file_leaves_the_session_its_prompt_and_says_so(
         assert screen.trace.task.prompt == math_task
         assert "file changed" in screen.query_one("#question-pane").border_title
         [said] = notifications(again)
-        assert said.startswith("Your task school_math: its task file (")
+        assert said.startswith("Your task school_math: Its task file (")
         assert "has changed since this session was made" in said
         await pilot.press("n")
         await wait_for(pilot, lambda: len(screen.trace.steps) == 2 and not screen.running,

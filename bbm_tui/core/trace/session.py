@@ -125,16 +125,16 @@ def session_task(store: Store, session: Session) -> tuple[Task, str | None]:
     if stored is None:
         if current is None:
             raise UnknownTaskError(session.task)
-        return current, (f"the task {session.task!r} this session was made with is not in the "
-                         "store (was it edited?); it uses the task file as it is now")
-    where = f"its task file ({stored.path})" if stored.path else "its task file"
+        return current, (f"The task {session.task!r} this session was made with is not in the "
+                         "store (was it edited?); it uses the task file as it is now.")
+    where = f"Its task file ({stored.path})" if stored.path else "Its task file"
     if current is None:
         return stored, (f"{where} is not loaded now; the session goes on with the task "
-                        f"{session.task!r} as it was made")
+                        f"{session.task!r} as it was made.")
     if task_digest(current) != session.task_digest:
         return stored, (f"{where} has changed since this session was made; the session goes "
                         "on with the prompt it was made with (a new session uses the file "
-                        "as it is now)")
+                        "as it is now).")
     return current, None
 
 

@@ -286,10 +286,10 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         session = self.trace.session
         task = self.trace.task
         title = Content.assemble("Question · ", safe_line(task.title, 40))
-        if not task.is_paper:
-            title = title.append(styled(" · yours", MUTED))
-        if self.trace.task_change is not None:
+        if self.trace.task_change is not None:  # said in full in a notice on opening
             title = title.append(styled(" · file changed", "$text-warning"))
+        elif not task.is_paper:
+            title = title.append(styled(" · yours", MUTED))
         self.query_one("#question-pane").border_title = title
         self.query_one("#thoughts-pane").border_title = "Thoughts"
         target = self.query_one("#target", Static)
