@@ -396,9 +396,13 @@ class BbmApp(App[int]):
         self.replace_deleted(message.screen)
 
     def leave_screen(self, screen: Screen) -> None:
-        """Esc: back to the screen below, unless this is the one the app stands on."""
+        """Esc: back to the screen below, unless this is the one the app stands on. A queue
+        (annotation, adjudication) is left for the new-session screen: what was done in it
+        is saved already, and below it is that screen or the splash."""
         if self.can_leave(screen):
             self.pop_screen()
+        elif self.screen is screen and getattr(screen, "is_home", False):
+            self._back_to_new_session(screen)
 
     def open_trace(self, trace: TraceSession, totals: Totals | None = None) -> None:
         """Show a session on the main screen (an app worker: the caller's screen may go)."""
@@ -507,11 +511,16 @@ class BbmApp(App[int]):
 
     def replace_deleted(self, screen: Screen) -> None:
         """The session on show was deleted from the sessions screen: start afresh."""
+        self._back_to_new_session(screen, task=screen.trace.session.task)  # type: ignore[attr-defined]
+
+    def _back_to_new_session(self, screen: Screen, task: str | None = None) -> None:
+        """`screen`, on top, gives way to the new-session screen below it (or a new one, where
+        the splash is below)."""
         below = self.screen_stack[-2] if len(self.screen_stack) > 1 else None
         if isinstance(below, NewSessionScreen):
             self.pop_screen()
         else:
-            self.switch_screen(NewSessionScreen(self.config, task=screen.trace.session.task))
+            self.switch_screen(NewSessionScreen(self.config, task=task))
 
     # -- annotation queues (issue 12)
 

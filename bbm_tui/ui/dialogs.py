@@ -25,17 +25,28 @@ from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, StepperSettings
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe, safe_line, styled
+from bbm_tui.ui.widgets.chrome import KeysFooter
 
 R = TypeVar("R")
 
 
 class Dialog(ModalScreen[R]):
-    """A modal box in the middle of the screen; its styles load with the first one shown."""
+    """A modal box in the middle of the screen; its styles load with the first one shown.
+
+    It has a footer of its own, over the screen behind's: that one listed keys (f find, x
+    first mistake) that do nothing while the dialog is open, and this one lists the
+    dialog's, which do (a modal's bindings stop at the modal: Screen._modal_binding_chain).
+    """
 
     CSS_PATH = stylesheet("dialogs")
 
     def __init__(self) -> None:
         super().__init__(classes="dialog-screen")
+
+    def on_mount(self) -> None:
+        # Mounted before the first frame, after the subclass's own widgets (each dialog
+        # composes its box; this is the one thing every dialog adds).
+        self.mount(KeysFooter(show_command_palette=False))
 
 
 @dataclass(frozen=True)
@@ -302,15 +313,17 @@ class ModelScreen(Dialog["ModelChoice | None"]):
         Binding("ctrl+t", "test", "test connection", id="model_test"),
     ]
 
-    def __init__(self, spec: llm.ModelSpec, settings: StepperSettings) -> None:
+    def __init__(self, spec: llm.ModelSpec, settings: StepperSettings,
+                 title: str = "The model for this session") -> None:
         super().__init__()
         self._spec = spec
         self._settings = settings
+        self._title = title
 
     def compose(self) -> ComposeResult:
         call = self._settings.call
         with Vertical(id="model-dialog", classes="dialog"):
-            yield Static(styled("The model for this session", "bold"), classes="dialog-title")
+            yield Static(styled(self._title, "bold"), classes="dialog-title")
             with Horizontal(classes="model-row"):
                 yield Input(value=self._spec.model, id="model",
                             placeholder="e.g. openai/gpt-4o-mini, or replay/bbm (offline)")
@@ -493,10 +506,13 @@ class FindScreen(Dialog[FindRequest | None]):
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
                                                                     (32, "-tall")]
 
-    def __init__(self, methods: list[Judge], default: FindRequest) -> None:
+    def __init__(self, methods: list[Judge], default: FindRequest, *,
+                 offline: bool = True) -> None:
+        """`offline`: the offline finders know the task (the paper's five)."""
         super().__init__()
         self._methods = methods
         self._default = default
+        self._offline = offline
 
     def compose(self) -> ComposeResult:
         names = [method.name for method in self._methods]
@@ -523,9 +539,12 @@ class FindScreen(Dialog[FindRequest | None]):
                              id="find-run")
                 yield Button(_with_key("Cancel", key_for(self, "find_cancel")),
                              id="find-cancel")
-            yield Static(styled("Offline: replay/bbm answers from the dataset's gold labels; "
-                                "simulated/rm-0.65 is right 65% of the time. Every answer is "
-                                "saved with the session.", MUTED), id="find-hint")
+            note = ("Offline: replay/bbm answers from the dataset's gold labels; "
+                    "simulated/rm-0.65 is right 65% of the time. Every answer is saved with "
+                    "the session." if self._offline else
+                    "Every answer is saved with the session. The offline models know the "
+                    "paper's tasks only: ask a model of a provider.")
+            yield Static(styled(note, MUTED), id="find-hint")
 
     def on_mount(self) -> None:
         self.query_one("#find-model").border_title = "Model"

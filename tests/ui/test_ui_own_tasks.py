@@ -147,6 +147,8 @@ async def test_a_new_users_task_from_the_config_folder_end_to_end(
         assert [judge.name for judge in app.screen._methods] == [
             "direct-trace-zero-shot", "direct-step-zero-shot", "critic"]
         assert app.screen.method.name == "direct-step-zero-shot"
+        assert "offline models know the paper's tasks only" in str(
+            app.screen.query_one("#find-hint").render())
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is trace_screen)
         for method in ("direct-trace-zero-shot", "direct-step-zero-shot", "critic"):

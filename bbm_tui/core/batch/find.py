@@ -144,7 +144,7 @@ def pred_line(job: FindJob, result: FindResult) -> str:
         parsed=result.parsed,
         raw=list(result.raw),
     )
-    return json.dumps(values)
+    return json.dumps(values, allow_nan=False)
 
 
 # --------------------------------------------------------------------------- running

@@ -157,6 +157,7 @@ async def _generate_row(
         if isinstance(event, StepFinished):
             progress.steps += 1
             progress.calls += 1
+            progress.impossible_logprobs += event.call.impossible_logprobs
             progress.add_cost(event.call.cost)
             notify(progress)
     elapsed = time.perf_counter() - started

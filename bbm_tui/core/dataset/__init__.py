@@ -84,7 +84,7 @@ class TraceRow:
 
     def to_line(self) -> str:
         # json.dumps' defaults (ASCII escapes, ", " and ": ") are the dataset's own bytes.
-        return json.dumps(self.to_json())
+        return json.dumps(self.to_json(), allow_nan=False)
 
 
 def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
@@ -255,12 +255,35 @@ def iter_jsonl(path: Path | str) -> Iterator[tuple[int, object]]:
                 raise DatasetError(
                     path, f"not UTF-8 text (byte {error.start + 1} of the line)", number
                 ) from None
-            try:
-                yield number, json.loads(text)
-            except json.JSONDecodeError as error:
-                raise DatasetError(
-                    path, f"malformed JSON: {error.msg} (column {error.colno})", number
-                ) from None
+            yield number, json_value(text, path, number)
+
+
+class _NotANumber(ValueError):
+    def __init__(self, constant: str) -> None:
+        super().__init__(constant)
+        self.constant = constant
+
+
+def _refuse_constant(constant: str) -> Any:
+    raise _NotANumber(constant)
+
+
+def json_value(text: str, path: Path | str, line: int) -> Any:
+    """One line of a JSONL file, decoded as standard JSON: Python's reader also takes NaN and
+    Infinity, which no standard reader does (and what a command copies from the row into its
+    own files would not be JSON either). Nesting deeper than the reader can follow is a bad
+    line like any other, not a crash."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as error:
+        raise DatasetError(
+            path, f"malformed JSON: {error.msg} (column {error.colno})", line
+        ) from None
+    except _NotANumber as error:
+        raise DatasetError(path, f"{error.constant} is not a JSON number (standard JSON has "
+                           "no NaN or Infinity)", line) from None
+    except RecursionError:
+        raise DatasetError(path, "nested too deeply to read (not a dataset row)", line) from None
 
 
 def _raw_lines(handle, path: Path) -> Iterator[tuple[int, bytes]]:

@@ -452,8 +452,12 @@ class TraceSession:
         generate: bool = True,
     ) -> AsyncIterator[BranchMade | StepEvent]:
         """The person's own version of Thought `number` (one line), then the model goes on
-        from it unless `generate` is False."""
+        from it unless `generate` is False. As in backtracking, `replay/bbm` (which can only
+        repeat the recorded trace) hands over to `solver/bbm` where the solver writes the
+        task: `spec` then names it."""
         self._check_number(number)
+        if generate:
+            self.use_model(backtracking_model(self._spec, self.session.task))
         parent = self.steps[number - 2].id if number > 1 else None
         step = await self.store_work(self._add_branch_step, parent, number, text)
         yield BranchMade(step)

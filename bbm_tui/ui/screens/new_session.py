@@ -26,7 +26,7 @@ from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack, ModelChosen, OpenTrace
 from bbm_tui.ui.screens.base import BbmScreen
-from bbm_tui.ui.text import MUTED, safe, safe_line, styled
+from bbm_tui.ui.text import MUTED, safe, safe_line, settings_line, styled
 from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
 
 if TYPE_CHECKING:
@@ -136,13 +136,6 @@ def spec_line(spec: ModelSpec, settings: StepperSettings | None = None) -> Conte
 
 def recorded_label(on: bool) -> str:
     return "Recorded trace: on" if on else "Recorded trace: off"
-
-
-def settings_line(settings: StepperSettings) -> str:
-    """"temperature 0 · 1,024 tokens/step · 160 steps max"."""
-    call = settings.call
-    tokens = f"{call.max_tokens:,} tokens/step" if call.max_tokens else "no token limit"
-    return f"temperature {call.temperature:g} · {tokens} · {settings.step_limit:,} steps max"
 
 
 class NewSessionScreen(BbmScreen):

@@ -42,7 +42,7 @@ from bbm_tui.core.types import TraceEnd
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, FindRequest
 from bbm_tui.ui.keys import key_for
-from bbm_tui.ui.messages import SessionMissing
+from bbm_tui.ui.messages import ModelChosen, SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.screens.trace_branching import BranchActions
 from bbm_tui.ui.screens.trace_finding import FindingActions
@@ -54,6 +54,7 @@ from bbm_tui.ui.text import (
     format_totals,
     safe,
     safe_line,
+    settings_line,
     styled,
     thoughts,
 )
@@ -65,7 +66,7 @@ from bbm_tui.ui.viewmodels.trace import (
     question_text,
     statuses,
 )
-from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
+from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, StatusLine, TitleBar
 from bbm_tui.ui.widgets.thought import ThoughtView
 from bbm_tui.ui.widgets.thought_list import ThoughtList
 
@@ -136,6 +137,9 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         Binding("w", "rewrite", "rewrite", id="edit_thought", show=False,
                 tooltip="Rewrite the selected thought yourself and let the model go on from "
                 "it (a new branch)"),
+        Binding("ctrl+e", "edit_model", "model", id="trace_edit_model", show=False,
+                tooltip="Change the model, api base, mode or temperature from the next step "
+                "on (each call records its model); test the connection"),
         Binding("P", "presenter", "presenter mode", id="presenter_mode", show=False,
                 tooltip="Presenter mode on or off: no latency or token lines under the "
                 "thoughts, more space between them, for a clean screen in a demo"),
@@ -218,7 +222,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
                 yield ThoughtList(lambda: self.trace.steps, around=self.selected,
                                   wall_clock=self.bbm_app.wall_clock,
                                   decorate=self._decorate, id="thoughts")
-                yield LeanStatic(id="run-status")
+                # Its top border and three lines (trace.tcss): a message is fitted to them.
+                yield StatusLine(lines=3, id="run-status")
         # The palette (ctrl+p) is listed in the help screen; the footer needs the room.
         yield KeysFooter(show_command_palette=False)
 
@@ -245,9 +250,9 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
             self._status(f"{self._key('step')} generates the next thought, "
                          f"{self._key('run')} runs to the answer.")
         elif self.trace.finished:
-            self._status(f"The trace has its answer. {self._label_hint()}")
+            self._status("The trace has its answer.", then=self._label_hint())
         else:
-            self._status(f"{thoughts(len(self.trace.steps))} so far. {self._next_hint()}")
+            self._status(f"{thoughts(len(self.trace.steps))} so far.", then=self._next_hint())
 
     def on_unmount(self) -> None:
         self.bbm_app.session_left(self.trace.id)
@@ -269,17 +274,20 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         where = f"#{session.dataset_index}" if session.dataset_index is not None else "typed"
         # "bbm-tui — word_sorting #3 — replay/bbm". Each run of one style ends with its space
         # and none starts with one: librsvg drops a run's leading spaces in screenshots.
-        left = Content.assemble(
-            ("bbm-tui ", "bold"), ("— ", MUTED),
+        what = Content.assemble(
             (f"{session.task} ", "bold $accent"), f"{where} ", ("— ", MUTED),
-            safe_line(session.model, 40),
+            # The model the next step will use (the model dialog, or backtracking's hand-over
+            # from replay/bbm, may have changed it since the session's first step).
+            safe_line(self.trace.spec.model, 40),
         )
         if session.name != default_session_name(session.task, session.dataset_index,
                                                  session.input):
-            left = (left.append(" ").append(styled("— ", MUTED))
+            what = (what.append(" ").append(styled("— ", MUTED))
                     .append(safe_line(session.name, 40)))
+        app_name = Content.assemble(("bbm-tui ", "bold"), ("— ", MUTED))
         title = self.query_one("#title-bar", TitleBar)
-        title.set_left(left)
+        # Narrow, the app's name goes first, so that the model stays whole.
+        title.set_left(app_name + what, what)
         title.set_right(Content(format_totals(self.totals)))
 
     def _show_facts(self) -> None:
@@ -360,10 +368,10 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         return (f"Labelled: {said}; {self._key('undo_label')} undoes it, "
                 f"{self._key('find_mistake')} asks a model.")
 
-    def _status(self, message: str, *, error: bool = False) -> None:
-        status = self.query_one("#run-status", LeanStatic)
-        status.show(safe(message))
-        status.set_class(error, "-error")
+    def _status(self, message: str, *, error: bool = False, then: str = "") -> None:
+        """Say what happened (`message`, cut with an ellipsis if the lines are too few) and
+        what to do next (`then`, never cut)."""
+        self.query_one("#run-status", StatusLine).say(message, then, error=error)
 
     @property
     def _thoughts(self) -> ThoughtList:
@@ -484,6 +492,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
             return True if self.trace.steps else None
         if action in ("backtrack", "rewrite", "version"):
             return None if busy or not self.trace.steps else True
+        if action == "edit_model":  # a run goes on with the model it started with
+            return None if busy else True
         return True
 
     def action_step(self) -> None:
@@ -565,6 +575,10 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         view.finish(step, wall_clock=self.bbm_app.wall_clock)
         self._thoughts.streaming_finished(view)
         self._add_call(event.call)
+        if event.call.impossible_logprobs:
+            self.notify(f"Thought {event.number} came with log-probabilities no model could "
+                        "give (positive, NaN or infinite): it was kept without them.",
+                        severity="warning", markup=False, timeout=6)
         self._apply_label()
         if self.selected == 0 or not self._moved:
             # The selection follows generation until the reader moves it: x right after r
@@ -599,16 +613,17 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         message = one_line(event.error.message, 400)
         self._drop_unfinished()
         # One place for it (issue 10, item 12): the status line, in red, until the next action.
-        self._status(f"Thought {event.number} failed: {message} — press {self._key('step')} "
-                     "to try it again.", error=True)
+        self._status(f"Thought {event.number} failed: {message.rstrip('.')}.",
+                     then=f"{self._key('step')} tries it again, "
+                     f"{self._key('trace_edit_model')} changes the model.", error=True)
 
     def _trace_finished(self, event: TraceFinished) -> None:
         if event.reason == TraceEnd.ANSWER:
             verdict = {True: f" {GLYPH_OK} matches the target",
                        False: f" {GLYPH_MISTAKE} not the target"}.get(self.trace.correct, "")
-            self._status(f"Finished with an answer{verdict}. {self._label_hint()}")
+            self._status(f"Finished with an answer{verdict}.", then=self._label_hint())
         elif event.reason == TraceEnd.PAUSED:
-            self._status(f"{thoughts(len(self.trace.steps))}. {self._next_hint()}")
+            self._status(f"{thoughts(len(self.trace.steps))}.", then=self._next_hint())
         else:
             template = FINISH_MESSAGES[event.reason]
             # The limit in force: the model dialog may have changed the config's.
@@ -644,6 +659,28 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self._show_finder()
         if self.gold_shown:
             self._load_gold()
+
+    # -- the model (ctrl+e): the new-session screen's dialog, from the next step on
+
+    def action_edit_model(self) -> None:
+        if self.running or self.finding:
+            return
+        from bbm_tui.ui.dialogs import ModelChoice, ModelScreen
+
+        def edited(choice: ModelChoice | None) -> None:
+            if choice is None or self.running or self.finding:
+                return
+            self.trace.use_model(choice.spec)  # recorded with the next call
+            self.post_message(ModelChosen(choice.spec, choice.settings))
+            self._show_title()
+            then = (f"{self._key('edit_thought')} rewrites a thought, "
+                    f"{self._key('backtrack')} backtracks from one." if self.trace.finished
+                    else self._next_hint())
+            self._status(f"From the next step on: {one_line(choice.spec.model, 60)} "
+                         f"({settings_line(choice.settings)}).", then=then)
+
+        self.app.push_screen(ModelScreen(self.trace.spec, self.bbm_app.stepper_settings,
+                                         "The model from the next step on"), edited)
 
     # -- labelling (store writes in a thread, one at a time and in the order pressed)
 

@@ -59,7 +59,8 @@ class BranchActions:
             except llm.LLMError as error:
                 if not answer.done():
                     dialog.dismiss(None)
-                self._status(f"Backtracking failed: {error.message}", error=True)
+                self._status(f"Backtracking failed: {error.message}", error=True,
+                             then=f"{self._key('trace_edit_model')} changes the model.")
                 return
             dialog.all_in(ready)
             candidate = await answer
@@ -99,9 +100,7 @@ class BranchActions:
         for call in ready.resample.samples.calls:  # saved with the samples
             self._add_call(call)
         if self.trace.spec.model != model:
-            self.notify(f"{model} can only repeat its recorded trace: backtracking goes on "
-                        f"with {self.trace.spec.model}.", markup=False)
-            self._show_title()
+            self._say_handed_over(model, "backtracking")
         self._status(f"Thought {number}: {len(ready.stored)} samples in and saved.")
         return ready
 
@@ -116,12 +115,14 @@ class BranchActions:
         if text is None:
             return
         self._set_running(True)
+        model = self.trace.spec.model
         try:
             if not llm.is_loaded():
                 self._status("Loading the model library…")
                 await asyncio.to_thread(llm.warm_up)
             await self._continue_branch(self.trace.rewrite(
-                number, text, settings=self.bbm_app.stepper_settings))
+                number, text, settings=self.bbm_app.stepper_settings),
+                handed_over_from=model)
         except asyncio.CancelledError:
             self._say_stopped()
             raise
@@ -131,8 +132,11 @@ class BranchActions:
                 self._set_running(False)
                 self._sync_views()
 
-    async def _continue_branch(self, events: AsyncIterator[object]) -> None:
-        """A new branch from Thought k: show it, then stream the rest as `r` does."""
+    async def _continue_branch(self, events: AsyncIterator[object],
+                               handed_over_from: str | None = None) -> None:
+        """A new branch from Thought k: show it, then stream the rest as `r` does.
+        `handed_over_from`: the model before the branch was made, to say so when the session
+        went on with another (replay/bbm hands over to solver/bbm)."""
         async for event in events:
             if isinstance(event, BranchMade):
                 self.selected = event.step.number
@@ -142,9 +146,20 @@ class BranchActions:
                 self._sync_views()
                 self._show_selection(scroll=True)
                 self._status(f"Thought {event.step.number}: a new version (a new branch; "
-                             "< and > show the others). Generating…")
+                             f"{self._key('previous_version')} and "
+                             f"{self._key('next_version')} show the others). Generating…")
+                if handed_over_from is not None and handed_over_from != self.trace.spec.model:
+                    self._say_handed_over(handed_over_from, "the rewrite")
             else:
                 self._on_event(event)
+
+    def _say_handed_over(self, model: str, what: str) -> None:
+        """The session went on with another model than `model` (replay/bbm can only repeat
+        its recording): a note, and the title names the model now in use."""
+        self.notify(f"{model} can only repeat its recorded trace: {what} goes on with "
+                    f"{self.trace.spec.model} ({self._key('trace_edit_model')} changes the "
+                    "model).", markup=False, timeout=8)
+        self._show_title()
 
     def action_version(self, delta: int) -> None:
         if not self.trace.steps or self.running or self.finding:

@@ -57,7 +57,8 @@ class FindingActions:
                 self._last_request = request
                 self._find(request)
 
-        self.app.push_screen(FindScreen(methods, default), chosen)
+        self.app.push_screen(FindScreen(methods, default, offline=self.trace.task.is_paper),
+                             chosen)
 
     def _set_finding(self, finding: bool) -> None:
         self.finding = finding
@@ -175,7 +176,7 @@ class FindingActions:
         kept = (f"The {saved} answer{'s' if saved != 1 else ''} before it "
                 f"{'are' if saved != 1 else 'is'} saved; the run has no result." if saved
                 else "The run has no result.")
-        self._status(f"Mistake finding failed: {message.rstrip('.')}. {kept}", error=True)
+        self._status(f"Mistake finding failed: {message.rstrip('.')}.", then=kept, error=True)
 
     @work(exclusive=True, group="finder-load", exit_on_error=False)
     async def _load_finder(self) -> None:
