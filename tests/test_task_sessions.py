@@ -112,3 +112,22 @@ def test_the_papers_sessions_keep_no_definition(store: Store) -> None:
                                 llm.ModelSpec("replay/bbm"))
     assert trace.session.task_digest is None and trace.task_change is None
     assert trace.task.is_paper
+
+
+def test_an_annotation_queue_of_a_task_files_rows(task_file: Path, store: Store,
+                                                  tmp_path: Path) -> None:
+    """`annotate --task-file`: the queued traces' sessions keep the task (and its digest),
+    and their steps' answers are read by its regex."""
+    from bbm_tui.core.annotation.queue import AnnotationQueue
+
+    rows = tmp_path / "to_label.jsonl"
+    rows.write_text('{"input": "2 + 3", "steps": ["2 + 3 = 5.", "So the answer is $5."], '
+                    '"answer": "$5", "target": "5"}\n', encoding="utf-8")
+    queue = AnnotationQueue.open(store, [rows], "ana", task="sums")
+    queue.judge(True)
+    queue.judge(True)
+    queue.submit()
+    trace = TraceSession.load(store, queue.session_id(0))
+    assert trace.task.name == "sums" and trace.session.task_digest is not None
+    assert [step.answer for step in trace.steps] == [None, "$5."]
+    assert trace.correct is True  # "$5." is 5 by the task's number comparison

@@ -19,9 +19,11 @@ from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import use_tasks
 from bbm_tui.core.tasks.files import load_user_tasks
 from bbm_tui.ui.dialogs import FindScreen, TypedQuestionScreen
-from bbm_tui.ui.screens.backtrack import CandidatesScreen
+from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+from bbm_tui.ui.screens.compare import CompareScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
+from bbm_tui.ui.screens.tokens import TokenScreen
 from bbm_tui.ui.screens.trace import TraceScreen
 from tests.openai_server import FakeOpenAI, Reply
 
@@ -225,6 +227,57 @@ async def test_an_edited_task_file_leaves_the_session_its_prompt_and_says_so(
         [request] = openai_server.requests
         assert request.body["messages"][-1]["content"] == (
             f"{math_task}\n\nQ: {ROW_0}\nThought 1: {WRONG}\nThought 2:")
+
+
+async def test_step_rewrite_compare_and_tokens_on_a_task_of_ones_own(
+        math_task: str, store: Store, openai_server: FakeOpenAI) -> None:
+    """n, w, v and l on the task's question 1 (Maria's bike, target 12): the rewritten thought
+    goes on to "12 weeks.", right by the task's number comparison, beside the first branch."""
+    def weeks(path: str, body: dict) -> Reply:
+        prompt = body["messages"][-1]["content"]
+        answer = "12 weeks." if "= 12 weeks" in prompt else "15."
+        text = (" 180 + 15 = 195 dollars.\n" if prompt.endswith("Thought 1:")
+                else f" So the answer is {answer}\n")
+        return Reply(text, logprob_per_token=-0.25)
+
+    openai_server.responder = weeks
+    config = Config(model="openai/test", api_base=openai_server.base_url, logprobs=True)
+    app = make_app(config, task="school_math", question=1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
+                       and app.screen.is_mounted)
+        screen = app.screen
+        trace = screen.trace
+        assert trace.session.target == "12"
+        await pilot.press("n")
+        await wait_for(pilot, lambda: len(trace.steps) == 1 and not screen.running,
+                       timeout=30)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: trace.answer == "15." and not screen.running,
+                       timeout=30)
+        assert trace.correct is False
+        # l: Thought 1's tokens, with the probabilities the server sent.
+        await pilot.press("1", "enter", "l")
+        await wait_for(pilot, lambda: isinstance(app.screen, TokenScreen))
+        assert "".join(token.text for token in app.screen.tokens).strip() == (
+            "180 + 15 = 195 dollars.")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+        # w: Thought 1 rewritten; the model goes on from it on a new branch.
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, EditThoughtScreen))
+        app.screen.query_one("#edit-input").value = "She needs 180 / 15 = 12 weeks."
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: trace.answer == "12 weeks." and not screen.running,
+                       timeout=30)
+        assert trace.steps[0].origin == "edit" and trace.correct is True
+        # v: the two branches side by side, each judged by the task's comparison.
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        ends = " | ".join(str(end.render()) for end in app.screen.query(".compare-end"))
+        assert "answer 12 weeks. ✓ right" in ends and "answer 15. ✗ wrong" in ends
+        await pilot.press("escape")
+        assert notifications(app) == []
 
 
 ROW_0 = ("A school has 4 classes of 28 students each. 15 students are absent today. How many "
