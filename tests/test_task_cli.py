@@ -337,3 +337,26 @@ def test_backtrack_on_a_task_file(tmp_path: Path, task_file: Path,
     assert json.loads(text)["tasks"]["sums"] == {
         "n": 2, "n_correct": 1, "n_incorrect": 1, "delta_accuracy_correct": 0.0,
         "delta_accuracy_incorrect": 100.0}
+
+
+def test_the_critic_on_the_papers_tasks_in_the_same_tables(tmp_path: Path, capsys) -> None:
+    """The critic is offered for the paper's five too: the offline oracle answers it from the
+    gold label (100%), and its scores come in the tables the paper's methods fill."""
+    from bbm_tui.core.dataset import bundled_path
+    from bbm_tui.core.tasks import TASK_NAMES
+
+    inputs = [str(bundled_path(task)) for task in TASK_NAMES]
+    code, out, err = cli(capsys, "find", "--model", "replay/bbm", "--method", "critic",
+                         "--input", *inputs, "--limit", "20", "--out",
+                         str(tmp_path / "critic.jsonl"), "--json", "--no-progress")
+    assert code == 0, err
+    scores = json.loads(out)
+    assert set(scores["tasks"]) == set(TASK_NAMES)
+    assert all(task["accuracy"] == 100.0 and task["n"] == 20
+               for task in scores["tasks"].values())
+    code, out, err = cli(capsys, "find", "--model", "simulated/rm-0.65", "--method", "critic",
+                         "--input", *inputs, "--limit", "20", "--out",
+                         str(tmp_path / "rm.jsonl"), "--no-progress")
+    assert code == 0, err
+    assert "critic by simulated/rm-0.65: first-mistake location" in out
+    assert "overall" in out

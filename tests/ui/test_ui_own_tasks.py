@@ -324,3 +324,12 @@ def test_new_session_screen_with_a_task_of_ones_own_at_80x24(math_task, snap_com
 
 def test_new_session_screen_with_a_task_of_ones_own_at_120x40(math_task, snap_compare) -> None:
     assert _snapshot(snap_compare, (120, 40))
+
+
+async def test_task_files_that_did_not_load_are_named_in_the_app() -> None:
+    problem = "/home/me/.config/bbm-tui/tasks/bad.toml: line 2: 'compare': unknown comparison"
+    app = make_app(task_problems=[problem])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: notifications(app) != [])
+        assert notifications(app) == [
+            f"A task file did not load: {problem}\nThe other tasks are listed."]
