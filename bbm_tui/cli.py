@@ -916,6 +916,7 @@ def _add_verify_parser(commands) -> None:
     verify.add_argument("--report", action="store_true",
                         help="list the disagreements (the default and only report)")
     verify.add_argument("--task", help="the task of every file (else from each row or name)")
+    _add_task_file_option(verify)
     verify.add_argument("--json", action="store_true",
                         help='one JSON object: {"tasks": {TASK: {"traces", "agree", '
                         '"disagreements": [{"file", "row", "gold", "verifier", "step", '

@@ -360,3 +360,15 @@ def test_the_critic_on_the_papers_tasks_in_the_same_tables(tmp_path: Path, capsy
     assert code == 0, err
     assert "critic by simulated/rm-0.65: first-mistake location" in out
     assert "overall" in out
+
+
+def test_the_task_verifiers_refuse_a_task_of_ones_own(tmp_path: Path, task_file: Path,
+                                                      capsys) -> None:
+    source = labelled_file(tmp_path)
+    for args in (["verify", "--report", str(source)],
+                 ["find", "--method", "verify", "--input", str(source),
+                  "--out", str(tmp_path / "v.jsonl")]):
+        code, out, err = cli(capsys, *args, "--task-file", str(task_file))
+        assert code == 2 and out == "", err
+        assert "the task verifiers check the paper's five tasks only" in err
+        assert err.count("\n") == 1 and "Traceback" not in err
