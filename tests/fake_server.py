@@ -147,6 +147,26 @@ class Asked:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """What the model writes for one request: the scripted reply, what the request asked,
+    the text (cut at a stop sequence or the token limit) and why it ended there ("stop",
+    "length", or None: the text ran out)."""
+
+    reply: Reply
+    asked: Asked
+    text: str
+    ended: str | None
+
+    def finish(self, stop: str, length: str) -> str:
+        """The finish reason in the wire's words: `length` at the token limit, else the
+        reply's own (as scripted), else `stop`."""
+        if self.ended == "length":
+            return length
+        reason = self.reply.finish_reason
+        return reason if reason not in (None, "stop") else stop
+
+
+@dataclass(frozen=True)
 class Usage:
     """One answer's usage, counted by the server: `prompt` is every prompt token, `cached`
     and `cache_write` are the part read from and written to the prompt cache."""
@@ -439,6 +459,18 @@ class FakeServer:
         if reply.raw_body is not None or reply.raw_chunks is not None:
             return await self._raw(request, reply)
         return None
+
+    async def _answer(self, request: web.Request, record: RecordedRequest,
+                      body: dict[str, Any]) -> Answer | web.StreamResponse:
+        """The next reply for this request, after its waits and faults: either a response to
+        send as it is (an error, a raw body) or what the model writes."""
+        reply = self._next_reply(request.path, body)
+        early = await self._before_answer(request, record, reply)
+        if early is not None:
+            return early
+        asked = self.asked(body, request)
+        text, ended = limited_text(reply, reply.text, asked.stops, asked.max_tokens)
+        return Answer(reply, asked, text, ended)
 
     async def _hold(self, record: RecordedRequest, event: threading.Event, limit_s: float
                     ) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fake_server import (
+    Answer,
     Asked,
     FakeServer,
     RecordedRequest,
@@ -111,12 +112,10 @@ class FakeOpenAI(FakeServer):
         self._arrivals += 1
         record, body = await self._record(request)
         record.arrival = self._arrivals
-        reply = self._next_reply(request.path, body)
-        early = await self._before_answer(request, record, reply)
-        if early is not None:
-            return early
-        asked = self.asked(body, request)
-        text, _ = limited_text(reply, reply.text, asked.stops, asked.max_tokens)
+        answer = await self._answer(request, record, body)
+        if not isinstance(answer, Answer):
+            return answer
+        reply, asked, text = answer.reply, answer.asked, answer.text
         if asked.stream:
             if reply.raw_text is not None:
                 return await self._raw_text(request, reply, body, chat, asked)

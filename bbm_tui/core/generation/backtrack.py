@@ -33,6 +33,8 @@ NONE_ASKED = ("log-probabilities: none from this provider; the first differing s
               "taken")
 NONE_CAME = ("log-probabilities: asked for, but none came back with the samples; the first "
              "differing sample was taken")
+NONE_POSSIBLE = ("log-probabilities: those that came back were impossible; the first differing "
+                 "sample was taken")
 # What is said when the provider left the end of the samples without log-probabilities.
 UNSCORED_END = ("log-probabilities: the server sent none for the token before the stop (as "
                 "llama-server does); each sample's total leaves it out")
@@ -63,7 +65,11 @@ class Resample:
         it."""
         if self.chosen is None or self.chosen_by != "first":
             return None
-        return NONE_ASKED if not self.samples.logprobs_asked else NONE_CAME
+        if not self.samples.logprobs_asked:
+            return NONE_ASKED
+        if any(candidate.impossible_logprobs for candidate in self.samples.candidates):
+            return NONE_POSSIBLE
+        return NONE_CAME
 
     @property
     def partly_scored(self) -> str | None:

@@ -230,16 +230,17 @@ def _candidate(choice: Any, index: int, mode: str, number: int | None,
     # Cut at its token limit without reaching a line break: kept, marked like a streamed cut.
     truncated = finish_reason == "length" and end == len(raw.rstrip())
     logprobs = getattr(choice, "logprobs", None)
-    tokens, unscored, impossible = None, "", False
+    tokens, impossible, unscored = None, False, ""
     if logprobs:
         try:
-            if native_stop and finish_reason == "stop":
-                tokens, unscored = aligned_tokens_short_of_stop(
-                    raw, token_logprobs(logprobs), start, end)
-            else:
-                tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end)
+            sent = token_logprobs(logprobs)
         except ImpossibleLogprobs:
             impossible = True
+        else:
+            if native_stop and finish_reason == "stop":
+                tokens, unscored = aligned_tokens_short_of_stop(raw, sent, start, end)
+            else:
+                tokens = aligned_tokens(raw, sent, start, end)
     choice_index = getattr(choice, "index", None)
     return Candidate(
         text=raw[start:end], tokens=tokens, raw=raw, finish_reason=finish_reason,

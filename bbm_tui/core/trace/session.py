@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -43,6 +43,7 @@ from bbm_tui.core.store import (
 )
 from bbm_tui.core.tasks import Task, UnknownTaskError, get_task
 from bbm_tui.core.tasks.files import task_definition, task_digest, task_from_definition
+from bbm_tui.core.trace.branches import BranchOrigin, branch_origin, one_sampling
 from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
 
@@ -504,6 +505,20 @@ class TraceSession:
         self.session = self.store.session(self.session.id)
         self.steps = self.tree.path(step.id)
         self.label = self._branch_label()
+
+    def branch_origin(self, own: Sequence[Step]) -> BranchOrigin | None:
+        """Where the branch whose own thoughts are `own` came from (reads the store: its
+        sampling, its calls' models)."""
+        if not own:
+            return None
+        first = own[0]
+        sampled: list[StoredCandidate] = []
+        if first.origin == StepOrigin.BACKTRACK:
+            sampled = one_sampling(
+                self.store.candidates(self.session.id, first.parent_id, first.number), first.id)
+        models = self.store.call_models([step.call_id for step in own
+                                         if step.call_id is not None])
+        return branch_origin(self.tree, own, sampled, models)
 
     def candidates_for(self, number: int) -> list[StoredCandidate]:
         """Every sample stored for Thought `number` after the thoughts now before it."""
