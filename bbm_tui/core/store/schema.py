@@ -228,7 +228,21 @@ MIGRATIONS: list[Migration] = [
     # become none, and a key-shaped token in an api base's path is redacted like the rest of
     # it (repairs.py). No table changes.
     _clean_and_redact,
-    # 11: who is generating a session now (store.claim_session): two windows on one session
+    # 11: tasks of one's own (docs/DESIGN.md §13). A session of one says which by the digest of
+    # its whole definition (prompt texts included), and the definition is kept by that digest,
+    # once for every session made with it: the session reopens with the prompt it was made
+    # with after its task file changes or goes. NULL: one of the paper's five, as before v11.
+    """
+    ALTER TABLE sessions ADD COLUMN task_digest TEXT;
+    CREATE TABLE task_definitions (
+        id INTEGER PRIMARY KEY,
+        digest TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
+    # 12: who is generating a session now (store.claim_session): two windows on one session
     # stored the same step twice. One row a session while it is generated, its holder's
     # heartbeat renewed every few seconds; a holder that died (its pid gone, on this
     # machine) or went silent (no heartbeat for CLAIM_STALE_S) holds nothing.

@@ -18,8 +18,8 @@ from textual.widgets import Static
 
 from bbm_tui.core.annotation.adjudication import AdjudicationQueue
 from bbm_tui.core.store import Session, Step
-from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.core.trace.session import session_task
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack
 from bbm_tui.ui.screens.annotate import ThoughtsPane, WheelScroll, reveal
@@ -73,6 +73,7 @@ class AdjudicateScreen(BbmScreen):
         self._lock = asyncio.Lock()
         self._session: Session | None = None
         self._steps: list[Step] = []
+        self._question = ""
         self._shown: int | None = None
 
     def compose(self) -> ComposeResult:
@@ -104,6 +105,9 @@ class AdjudicateScreen(BbmScreen):
         if self._shown != item.session_id:
             self._session = self.queue.store.session(item.session_id)
             self._steps = self.queue.store.branch(item.session_id)
+            # A task of one's own as the session was made with it (its file may be gone).
+            task, _ = session_task(self.queue.store, self._session)
+            self._question = task.question(self._session.input)
             self.selected = min(item.choices[0] or 0, max(len(self._steps) - 1, 0)) \
                 if item.choices else 0
 
@@ -122,8 +126,7 @@ class AdjudicateScreen(BbmScreen):
             self.query_one("#adjudicate-right").border_title = (
                 f"Thoughts · {len(self._steps)}")
             self.query_one("#j-question", Static).update(
-                safe_cut(get_task(session.task).question(session.input), COPY_QUESTION,
-                         QUESTION_SHOWN))
+                safe_cut(self._question, COPY_QUESTION, QUESTION_SHOWN))
         self.query_one("#j-target", LeanStatic).show(Content.assemble(
             styled("Target: ", "bold"),
             safe_cut(session.target or "—", "the export has all of it", QUESTION_SHOWN)))
@@ -232,10 +235,9 @@ class AdjudicateScreen(BbmScreen):
             y=lines, animate=False)
 
     def action_copy_question(self) -> None:
-        session = self._session
-        if session is None:
+        if self._session is None:
             return
-        question = get_task(session.task).question(session.input)
+        question = self._question
         self.app.copy_to_clipboard(question)
         self.notify(f"Copied the question ({len(question):,} characters).", markup=False,
                     timeout=3)
