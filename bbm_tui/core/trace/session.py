@@ -113,7 +113,8 @@ def stored_definition(task: Task) -> TaskDefinition | None:
     and the digest of it; nothing for the paper's five (they ship with the app)."""
     if task.is_paper:
         return None
-    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True)
+    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True,
+                      allow_nan=False)
     return TaskDefinition(task_digest(task), text)
 
 
