@@ -15,7 +15,6 @@ A row without a `mistake_index` key is unlabelled: it has no gold label. A row w
 from __future__ import annotations
 
 import gc
-import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,13 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bbm_tui.core.annotation import protocol
-from bbm_tui.core.dataset import (
-    DatasetError,
-    TraceRow,
-    iter_jsonl,
-    resolve_task,
-    row_from_json,
-)
+from bbm_tui.core.dataset import TraceRow, rows_with_tasks
+from bbm_tui.core.dataset.formats import origin_of, read_dataset, trace_digest
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import extract_answer, get_task
 from bbm_tui.core.types import ADJUDICATOR, VERIFIER_MODEL, FlagReason, WorkStatus
@@ -39,14 +33,8 @@ _RECENT = 50
 
 
 def trace_key(input: str, steps: Sequence[str]) -> str:
-    """A trace's identity across files, annotators and runs: its question and its steps (each
-    text with its length first, so that no two splits of the same characters collide)."""
-    digest = hashlib.blake2b(digest_size=16)
-    for text in (input, *steps):
-        encoded = text.encode("utf-8", "surrogatepass")
-        digest.update(b"%d:" % len(encoded))
-        digest.update(encoded)
-    return digest.hexdigest()
+    """A trace's identity across files, annotators and runs: its question and its steps."""
+    return trace_digest(input, steps)
 
 
 @dataclass
@@ -87,30 +75,24 @@ class QueuedTrace:
         return value if value is None or isinstance(value, int) else ""
 
 
-def read_labelled_rows(path: Path) -> list[tuple[int, TraceRow, bool]]:
-    """(line, row, whether the row carries a label) for every row of a dataset-format file; a
-    row without `mistake_index` is read as unlabelled (its `mistake_index` None, and written
-    back without the key). Bad input names the file and line (DatasetError)."""
-    found = []
-    for number, obj in iter_jsonl(path):
-        has_gold = isinstance(obj, dict) and "mistake_index" in obj
-        if isinstance(obj, dict) and not has_gold:
-            obj = {**obj, "mistake_index": None}
-        row = row_from_json(obj, path, number)
-        if not has_gold:
-            row.key_order = tuple(key for key in row.key_order if key != "mistake_index")
-        found.append((number, row, has_gold))
-    if not found:
-        raise DatasetError(path, "holds no traces (the file is empty)")
-    return found
+def read_labelled_rows(path: Path, fmt: str | None = None) -> list[tuple[int, TraceRow, bool]]:
+    """(line, row, whether the row carries a label) for every row of a dataset file, in the
+    BBM dataset's format or any of the field's (`fmt`, else told by its first row's keys); a
+    BBM row without `mistake_index` is read as unlabelled (and written back without the key).
+    Bad input names the file and line (DatasetError)."""
+    return [(number, row, row.labelled) for number, row in read_dataset(path, fmt).rows]
 
 
-def read_queue_file(path: Path, task: str | None = None) -> list[QueuedTrace]:
-    """Every row of a dataset-format file as a queued trace."""
-    task_name = resolve_task(path, task)
+def read_queue_file(path: Path, task: str | None = None,
+                    fmt: str | None = None) -> list[QueuedTrace]:
+    """Every row of a dataset file as a queued trace, under the row's own `task`, else
+    `task`, else its format's (`processbench`, ...), else the file's name (as every command
+    reads it)."""
     with collector_paused():
-        return [QueuedTrace(path, number, task_name, row, has_gold)
-                for number, row, has_gold in read_labelled_rows(path)]
+        found = read_labelled_rows(path, fmt)
+        tasks = rows_with_tasks(path, task, (row for _number, row, _gold in found))
+        return [QueuedTrace(path, number, row_task, row, has_gold)
+                for (number, row, has_gold), (row_task, _row) in zip(found, tasks, strict=True)]
 
 
 @contextmanager
@@ -421,6 +403,9 @@ class AnnotationQueue:
                 gold_mistake_index=trace.gold if trace.has_gold else None,
                 steps=[(text, extract_answer(text)) for text in trace.row.steps],
             )
+            origin = origin_of(trace.row)
+            if origin is not None:  # a row of the field's formats: written back as it came
+                self.store.set_origin(session_id, origin)
             self._sessions[trace.key] = session_id
         return session_id
 

@@ -81,7 +81,8 @@ def bundled_index() -> dict[str, tuple[str, TraceRow]]:
             for task, rows in all_bundled() for row in rows}
 
 
-def from_files(paths: Sequence[Path], gold_path: Path | None = None) -> AgreementData:
+def from_files(paths: Sequence[Path], gold_path: Path | None = None,
+               fmt: str | None = None) -> AgreementData:
     """One annotator per file, named by the file's name without its extension. A file given
     twice (by another path, or the same bytes under another name) is refused: one annotator
     would count as two. A trace one file labels twice, differently, is left out of that
@@ -92,7 +93,7 @@ def from_files(paths: Sequence[Path], gold_path: Path | None = None) -> Agreemen
         name = Path(path).name.split(".")[0] or str(path)
         if name in data.labels:  # two files of one name: keep both apart
             name = str(path)
-        data.labels[name] = _file_labels(Path(path), name, data)
+        data.labels[name] = _file_labels(Path(path), name, data, fmt)
     _known_to_the_dataset(data, use_gold=gold_path is None)
     if gold_path is not None:
         data.gold = {trace_key(row.input, row.steps): row.mistake_index
@@ -100,11 +101,12 @@ def from_files(paths: Sequence[Path], gold_path: Path | None = None) -> Agreemen
     return data
 
 
-def _file_labels(path: Path, name: str, data: AgreementData) -> dict[str, Location]:
+def _file_labels(path: Path, name: str, data: AgreementData,
+                 fmt: str | None = None) -> dict[str, Location]:
     found: dict[str, Location] = {}
     first_line: dict[str, int] = {}
     conflicting: set[str] = set()
-    for line, row, labelled in read_labelled_rows(path):
+    for line, row, labelled in read_labelled_rows(path, fmt):
         key = trace_key(row.input, row.steps)
         data.rows.setdefault(key, row)
         if not labelled or key in conflicting:

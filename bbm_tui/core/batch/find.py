@@ -76,16 +76,17 @@ class FatalFindError(BatchStop):
 
 
 def jobs_from_files(
-    paths: Sequence[Path], task: str | None, method: str, limit: int | None = None
+    paths: Sequence[Path], task: str | None, method: str, limit: int | None = None,
+    fmt: str | None = None,
 ) -> list[FindJob]:
-    """The traces of dataset-format files, at most `limit` per task. The method must judge
-    every task (the paper's CoT trace-level prompts are word sorting's only): checked before
-    any call."""
+    """The traces of dataset files (BBM or any of the field's formats: `fmt`, else told by
+    their first row), at most `limit` per task. The method must judge every task (the paper's
+    CoT trace-level prompts are word sorting's only): checked before any call."""
     jobs: list[FindJob] = []
     per_task: dict[str, int] = {}
     for path in paths:
         checked: set[str] = set()
-        for row_task, row in rows_with_tasks(path, task, read_input_rows(path)):
+        for row_task, row in rows_with_tasks(path, task, read_input_rows(path, fmt)):
             if row_task not in checked:
                 try:
                     check_judge(row_task, method)

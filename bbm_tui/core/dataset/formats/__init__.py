@@ -157,6 +157,24 @@ def origin_format(row: TraceRow) -> str | None:
     return origin["format"] if origin and origin["format"] in FORMATS else None
 
 
+# Where a format says whether a trace's final answer is right, for traces with no target.
+_CORRECTNESS = {"processbench": ("final_answer_correct", True),
+                "mr-gsm8k": ("model_output_answer_correctness", "correct")}
+
+
+def answer_correct(row: TraceRow, task: str) -> bool:
+    """Whether the trace's answer is right: by its task's comparison with the target, else
+    (no target) as its format says (ProcessBench's `final_answer_correct`, MR-GSM8K's
+    `model_output_answer_correctness`), else not known to be."""
+    if row.target:
+        return get_task(task).is_correct(row.answer, row.target)
+    origin = origin_of(row)
+    if origin is None or origin.get("trace") != trace_digest(row.input, row.steps):
+        return False
+    key, right = _CORRECTNESS.get(origin["format"], ("", None))
+    return key != "" and (origin.get("fields") or {}).get(key) == right
+
+
 def origin_ratings(row: TraceRow) -> list[int | None] | None:
     origin = origin_of(row)
     ratings = origin.get("ratings") if origin else None

@@ -85,10 +85,8 @@ def write(trace: OutTrace) -> dict[str, Any] | None:
         STEPS: steps,
         CORRECTNESS: "correct" if mistake is None else "incorrect",
         ERROR_STEP: to_step_label(mistake, trace.steps),
-        REASON: carried[REASON] if kept and REASON in carried else _texts(trace.reasons,
-                                                                           mistake),
-        RECTIFIED: carried[RECTIFIED] if kept and RECTIFIED in carried and not trace.rectified
-        else _texts(trace.rectified, mistake),
+        REASON: _joined(carried.get(REASON) if kept else None, trace.reasons, mistake),
+        RECTIFIED: _joined(carried.get(RECTIFIED) if kept else None, trace.rectified, mistake),
     }
     if "Ground_Truth_Answer" not in row:
         row["Ground_Truth_Answer"] = trace.target
@@ -112,7 +110,12 @@ def _carried_index(carried: dict[str, Any], steps: tuple[str, ...]) -> int | Non
         return -1  # not a step of this trace: never "the same"
 
 
-def _texts(values: tuple[str, ...], mistake: int | None) -> list[str] | str:
-    if mistake is None or not values:
+def _joined(carried: object, ours: tuple[str, ...], mistake: int | None) -> Any:
+    """The annotators' texts the row carried (one each), then ours not among them; `N/A`
+    with no mistake or no text at all."""
+    if mistake is None and carried is None:
         return NOT_APPLICABLE
-    return list(values)
+    if not ours:
+        return NOT_APPLICABLE if carried is None else carried
+    before = carried if isinstance(carried, list) else []
+    return [*before, *(text for text in ours if text not in before)]

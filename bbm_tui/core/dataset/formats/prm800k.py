@@ -127,10 +127,10 @@ def write(trace: OutTrace) -> dict[str, Any] | None:
         # Nobody here has labelled it: a PRM800K row left so (`give_up`, `bad_problem`) goes
         # back as it was; any other has nothing to say.
         return trace.carried(NAME) if trace.same_trace(NAME) else None
-    reason = finish_reason(trace)
-    kept = _as_read(trace, reason)
+    kept = _as_read(trace)
     if kept is not None:
         return kept
+    reason = finish_reason(trace)
     if trace.ratings:
         ratings: list[int | None] = list(trace.ratings)
     elif trace.labelled:
@@ -140,15 +140,21 @@ def write(trace: OutTrace) -> dict[str, Any] | None:
     return _built(trace, ratings, reason)
 
 
-def _as_read(trace: OutTrace, reason: str) -> dict[str, Any] | None:
-    """The row as read, where the trace, its ratings and its finish are what it said."""
+def _as_read(trace: OutTrace) -> dict[str, Any] | None:
+    """The row as read, where the trace, its first mistake, its ratings and its finish are
+    what it said."""
     carried = trace.carried(NAME)
     original = trace.origin_ratings(NAME)
     if not carried or original is None:
         return None
     label = carried.get("label")
-    if not isinstance(label, dict) or label.get("finish_reason") != reason:
+    if not isinstance(label, dict):
         return None
+    finish = label.get("finish_reason")
+    if trace.finish_reason is not None and finish != trace.finish_reason:
+        return None
+    if trace.mistake_index is None and finish != "solution":
+        return None  # read unlabelled (given up), labelled "no mistake" since
     if trace.ratings and list(trace.ratings) != original[:len(trace.ratings)]:
         return None
     return carried
@@ -171,8 +177,11 @@ def _built(trace: OutTrace, ratings: list[int | None], reason: str) -> dict[str,
             "chosen_completion": None if stop_at_error and rating == BAD else 0,
         })
     question = dict(carried.get("question") or {}) if trace.same_trace(NAME) else {}
+    # The carried answer while it says what the target says (null where PRM800K has none).
+    carried_answer = question.get("ground_truth_answer")
+    kept = "ground_truth_answer" in question and (carried_answer or "") == trace.target
     question.update(problem=trace.question or trace.input,
-                    ground_truth_answer=trace.target or question.get("ground_truth_answer"))
+                    ground_truth_answer=carried_answer if kept else trace.target)
     # Phase 2's way of holding the whole solution where the labels stop before its end.
     question.update(pre_generated_steps=list(trace.steps), pre_generated_answer=trace.answer)
     row: dict[str, Any] = {
