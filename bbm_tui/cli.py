@@ -1297,6 +1297,13 @@ def _print_agreement(result: dict, annotators: int) -> None:
     for task, figures in result.get("per_task", {}).items():
         print(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
               f"(paper: {figure(figures['paper_krippendorff_alpha'])})")
+    rated = result.get("step_ratings")
+    if rated is not None:
+        print(f"Krippendorff's alpha over step ratings (-1/0/+1): nominal "
+              f"{figure(rated['krippendorff_alpha_nominal'])}, interval "
+              f"{figure(rated['krippendorff_alpha_interval'])} "
+              f"({_count(rated['n_steps'], 'step')} of {_traces(rated['n_traces'])} rated by "
+              "two annotators or more)")
 
 
 def import_command(args: argparse.Namespace) -> int:

@@ -35,12 +35,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bbm_tui.core.annotation import protocol
 from bbm_tui.core.dataset import TraceRow, replacing
 from bbm_tui.core.dataset.formats import (
     FORMATS as FIELD_FORMATS,
 )
 from bbm_tui.core.dataset.formats import (
     ORIGIN_KEY,
+    RATINGS_KEY,
     Alternative,
     OutTrace,
     document_text,
@@ -50,11 +52,17 @@ from bbm_tui.core.dataset.formats import (
 from bbm_tui.core.dataset.formats.positions import ratings_for
 from bbm_tui.core.dataset.formats.prm800k import finish_reason as prm800k_reason
 from bbm_tui.core.dataset.outfile import OutputFileError
-from bbm_tui.core.store import SQLITE_HEADER, AnnotatorLabel, Label, Step, Store
+from bbm_tui.core.store import SQLITE_HEADER, AnnotatorLabel, Label, QueueWork, Step, Store
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import NewTrace, TraceSession
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
+from bbm_tui.core.types import (
+    DEFAULT_ANNOTATOR,
+    FlagReason,
+    SessionSource,
+    StepOrigin,
+    WorkStatus,
+)
 
 # The field's formats a session can be written in (the BBM dataset's is `jsonl`).
 STEP_FORMATS = tuple(name for name in FIELD_FORMATS if FIELD_FORMATS[name].writer is not None)
@@ -217,8 +225,11 @@ def load_traces(store: Store, session_ids: Sequence[int] | None, *,
     queued = {label.session_id for label in labels.labels
               if label.annotator != DEFAULT_ANNOTATOR}
     spent: dict[int, float] = {}
+    set_aside: dict[int, QueueWork] = {}
     for work in store.all_queue_work():
         spent[work.session_id] = spent.get(work.session_id, 0.0) + work.time_spent_s
+        if work.status == WorkStatus.FLAGGED and work.flag_reason in _FINISHED_AS:
+            set_aside.setdefault(work.session_id, work)
     origins = store.origins()
     traces = []
     for session_id in session_ids:
@@ -228,12 +239,22 @@ def load_traces(store: Store, session_ids: Sequence[int] | None, *,
         if session_id in queued:
             trace = _consensus(trace, [label for label in labels.labels
                                        if label.session_id == session_id], agreed)
+        if not trace.labelled and session_id in set_aside:
+            work = set_aside[session_id]
+            trace = replace(trace, ratings=tuple(protocol.ratings(work.judged)),
+                            finish_reason=_FINISHED_AS[work.flag_reason or ""],
+                            reasons=(work.note,) if work.note else ())
         if session_id in spent:
             trace = replace(trace, time_spent_s=spent[session_id])
         if session_id in origins:
             trace = replace(trace, origin=origins[session_id])
         traces.append(trace)
     return traces
+
+
+# A trace set aside in a queue, as PRM800K's labellers finished one they could not label.
+_FINISHED_AS = {FlagReason.BAD_PROBLEM: protocol.BAD_PROBLEM,
+                FlagReason.GIVE_UP: protocol.GIVE_UP}
 
 
 def _consensus(trace: LabelledTrace, labels: list[AnnotatorLabel],
@@ -316,6 +337,8 @@ def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportR
 
 def dataset_row(trace: LabelledTrace, with_task: bool = False) -> TraceRow:
     extra: dict[str, Any] = {"task": trace.task} if with_task else {}
+    if trace.ratings:
+        extra[RATINGS_KEY] = list(trace.ratings)
     if trace.origin is not None:
         extra[ORIGIN_KEY] = trace.origin
     return TraceRow(

@@ -1,12 +1,13 @@
 """An annotation queue (docs/DESIGN.md §11): one annotator working through the traces of
-dataset-format files with the paper's protocol (protocol.py).
+dataset files with the paper's protocol or PRM800K's per-step one (protocol.py).
 
 A queued trace becomes a session (source "annotate") the first time anyone works on it, found
 again by its content (`trace_key`: the question and the steps), so two annotators of one file
 label the same sessions, and quitting and reopening the file resumes where each left off. Each
 annotator's judgements, status, time and flags are committed on every action (store v6,
 `annotation_work`); a submitted trace's label goes to `labels` with the annotator and whether
-a suggestion was seen first.
+a suggestion was seen first, and with the per-step protocol every thought's rating and the
+finish reason (store v11); a note written on the trace goes with its label.
 
 A row without a `mistake_index` key is unlabelled: it has no gold label. A row whose
 `mistake_index` is null says "no mistake".
@@ -132,6 +133,7 @@ class Submitted:
     mistake_index: int | None
     has_gold: bool
     gold: int | None
+    finish_reason: str | None = None
 
     @property
     def agrees(self) -> bool | None:
@@ -151,9 +153,13 @@ class AnnotationQueue:
     """One annotator's queue over some files' traces, in file order."""
 
     def __init__(self, store: Store, annotator: str, traces: list[QueuedTrace],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 protocol_name: str = protocol.PAPER) -> None:
         if not annotator or annotator == ADJUDICATOR:
             raise ValueError(f"not an annotator's name: {annotator!r}")
+        if protocol_name not in protocol.PROTOCOLS:
+            raise ValueError(f"unknown protocol {protocol_name!r}")
+        self.protocol = protocol_name
         self.store = store
         self.annotator = annotator
         self.traces = traces
@@ -177,11 +183,15 @@ class AnnotationQueue:
 
     @classmethod
     def open(cls, store: Store, paths: Sequence[Path], annotator: str,
-             task: str | None = None) -> AnnotationQueue:
+             task: str | None = None, protocol_name: str = protocol.PAPER) -> AnnotationQueue:
         traces: list[QueuedTrace] = []
         for path in paths:
             traces.extend(read_queue_file(Path(path), task))
-        return cls(store, annotator, traces)
+        return cls(store, annotator, traces, protocol_name=protocol_name)
+
+    @property
+    def per_step(self) -> bool:
+        return self.protocol == protocol.PER_STEP
 
     # -- reading
 
@@ -206,13 +216,13 @@ class AnnotationQueue:
 
     @property
     def complete(self) -> bool:
-        return protocol.complete(self.judged, len(self.current.row.steps))
+        return protocol.complete(self.judged, len(self.current.row.steps), self.protocol)
 
     @property
     def unlocked(self) -> int | None:
         if self.status is not WorkStatus.OPEN and self.status is not WorkStatus.SKIPPED:
             return None
-        return protocol.unlocked(self.judged, len(self.current.row.steps))
+        return protocol.unlocked(self.judged, len(self.current.row.steps), self.protocol)
 
     def session_id(self, index: int | None = None) -> int | None:
         trace = self.traces[self.position if index is None else index]
@@ -269,14 +279,26 @@ class AnnotationQueue:
         self.position = index % len(self.traces)
 
     def judge(self, correct: bool) -> None:
-        """Judge the unlocked thought; the next one unlocks."""
+        """Judge the unlocked thought (per-step: rate it good or bad); the next one unlocks."""
+        self.rate(1 if correct else -1)
+
+    def rate(self, rating: int) -> None:
+        """Rate the unlocked thought +1, 0 (per-step only) or -1; the next one unlocks."""
         if self.unlocked is None:
             raise protocol.ProtocolError("nothing to judge here: the trace is complete, "
                                          "submitted or flagged")
         # Banked with the judgement, so that quitting mid-trace keeps the time spent on it.
         work = self._bank_time()
-        self._save(replace(work, judged=protocol.judge(work.judged, len(self.current.row.steps),
-                                                       correct)))
+        self._save(replace(work, judged=protocol.rate(work.judged, len(self.current.row.steps),
+                                                      rating, self.protocol)))
+
+    def set_note(self, note: str) -> None:
+        """A note on the trace on show (why its first mistake is one): it goes with the label
+        when the trace is submitted."""
+        work = self._bank_time()
+        if work.status in (WorkStatus.DONE, WorkStatus.FLAGGED):
+            raise protocol.ProtocolError("undo first: the trace is submitted or flagged")
+        self._save(replace(work, note=note.strip() or None))
 
     def undo(self) -> bool:
         """Withdraw the latest judgement of the trace on show; on a trace with none, reopen the
@@ -326,15 +348,19 @@ class AnnotationQueue:
         session_id = self._ensure_session(self.position)
         mistake = protocol.location(work.judged)
         step_ids = self._steps_of(session_id)
+        finish = protocol.finish_reason(work.judged) if self.per_step else None
         self.store.set_label(
             session_id, None if mistake is None else step_ids[mistake],
             step_ids[-1] if step_ids else None, annotator=self.annotator,
             assisted=work.assisted,
+            ratings=protocol.ratings(work.judged) if self.per_step else None,
+            finish_reason=finish, note=work.note,
         )
         self._save(replace(work, status=WorkStatus.DONE))
         self._history.append(self.position)
         self._advance()
-        return Submitted(trace, mistake, trace.has_gold, trace.gold if trace.has_gold else None)
+        return Submitted(trace, mistake, trace.has_gold, trace.gold if trace.has_gold else None,
+                         finish)
 
     def skip(self) -> None:
         """Put the trace off: the queue comes back to it when nothing else is left."""
@@ -344,7 +370,8 @@ class AnnotationQueue:
         self._advance()
 
     def flag(self, reason: FlagReason, note: str = "") -> None:
-        """Set the trace aside, unlabelled, with why."""
+        """Set the trace aside, unlabelled, with why (per-step: PRM800K's bad_problem or
+        give_up; the ratings made so far are kept)."""
         work = self._bank_time()
         if work.status == WorkStatus.DONE:
             self._withdraw(self.position)

@@ -29,6 +29,8 @@ from bbm_tui.core.dataset.formats.positions import RowError
 from bbm_tui.core.tasks import get_task
 
 ORIGIN_KEY = "origin"
+# A BBM row's per-step ratings (PRM800K's -1/0/+1), as `export --format jsonl` writes them.
+RATINGS_KEY = "ratings"
 BBM = "bbm"
 
 
@@ -173,6 +175,21 @@ def answer_correct(row: TraceRow, task: str) -> bool:
         return False
     key, right = _CORRECTNESS.get(origin["format"], ("", None))
     return key != "" and (origin.get("fields") or {}).get(key) == right
+
+
+def row_ratings(row: TraceRow) -> list[int | None] | None:
+    """A row's step ratings: its format's (PRM800K, Math-Shepherd, TRL), else a BBM row's
+    own `ratings` (what `export --format jsonl` writes for a per-step label)."""
+    found = origin_ratings(row)
+    if found is not None and origin_of(row).get("trace") == trace_digest(  # type: ignore[union-attr]
+            row.input, row.steps):
+        return found
+    own = row.extra.get(RATINGS_KEY)
+    if isinstance(own, list) and all(
+            value is None or (not isinstance(value, bool) and value in (-1, 0, 1))
+            for value in own):
+        return own
+    return None
 
 
 def origin_ratings(row: TraceRow) -> list[int | None] | None:
