@@ -141,6 +141,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     annotate.add_argument("--annotator", required=True, metavar="NAME",
                           help="who is labelling (labels are kept per annotator)")
     annotate.add_argument("--task", help="the task of every file (else from each file's name)")
+    annotate.add_argument("--protocol", choices=("paper", "per-step"), default="paper",
+                          help="paper: each thought correct or not up to the first mistake "
+                          "(the default); per-step: PRM800K's, every thought rated good, "
+                          "neutral or bad to the end, with its finish reason")
     commands.add_parser(
         "adjudicate", help="settle the traces the annotators disagree on (in the app)")
     agreement = commands.add_parser(
@@ -307,7 +311,7 @@ def annotate_command(args: argparse.Namespace) -> int:
         return fail(str(error), EXIT_USAGE)
     from bbm_tui.ui.app import AnnotateRequest
 
-    return _open_app(args, AnnotateRequest(annotator, traces))
+    return _open_app(args, AnnotateRequest(annotator, traces, protocol=args.protocol))
 
 
 def read_annotation_files(files: list[Path], task: str | None,

@@ -191,8 +191,8 @@ def test_a_file_of_no_known_format_is_named_with_its_keys(tmp_path: Path) -> Non
         read_dataset(path)
     assert str(caught.value) == (
         f"{path}:1: cannot tell which dataset format this is: its keys are 'text', 'score'; "
-        "the formats: bbm, mr-ben, mr-gsm8k, prmbench, trl, prm800k, processbench, "
-        "math-shepherd (--format FORMAT says which)")
+        "the formats: bbm, processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, "
+        "prmbench, trl (--format FORMAT says which)")
 
 
 def test_format_named_on_the_command_line_wins(tmp_path: Path) -> None:

@@ -43,6 +43,7 @@ from bbm_tui.core.dataset.formats import (
 from bbm_tui.core.dataset.formats import (
     ORIGIN_KEY,
     RATINGS_KEY,
+    READ_FORMATS,
     Alternative,
     OutTrace,
     document_text,
@@ -65,7 +66,7 @@ from bbm_tui.core.types import (
 )
 
 # The field's formats a session can be written in (the BBM dataset's is `jsonl`).
-STEP_FORMATS = tuple(name for name in FIELD_FORMATS if FIELD_FORMATS[name].writer is not None)
+STEP_FORMATS = tuple(name for name in READ_FORMATS if FIELD_FORMATS[name].writer is not None)
 FORMATS = ("jsonl", *STEP_FORMATS, "dpo", "markdown", "csv", "csv-steps")
 # Formats written by their own function, from the store rather than from traces.
 _FROM_STORE = ("csv", "csv-steps", "dpo")

@@ -204,9 +204,10 @@ def task_names() -> tuple[str, ...]:
 
 
 def task_titles() -> dict[str, str]:
-    """Every task's title by name, without reading the paper's prompts."""
-    return {**PAPER_TITLES, **FIELD_TITLES,
-            **{task.name: task.title for task in _user_tasks.values()}}
+    """The title of every task one starts sessions on (the paper's and the user's; not the
+    field's formats', whose questions come in their files), without reading the paper's
+    prompts."""
+    return {**PAPER_TITLES, **{task.name: task.title for task in _user_tasks.values()}}
 
 
 def task_order(name: str) -> tuple[int, int, str]:

@@ -413,7 +413,8 @@ def _registry() -> dict[str, Format]:
 
 FORMATS: dict[str, Format] = _registry()
 # What `--format` takes when reading; "jsonl" is the BBM dataset's own, as `export` names it.
-READ_FORMATS: tuple[str, ...] = (BBM, *(name for name in FORMATS if name != BBM))
+READ_FORMATS: tuple[str, ...] = (BBM, "processbench", "prm800k", "mr-gsm8k", "mr-ben",
+                                  "math-shepherd", "prmbench", "trl")
 FORMAT_ALIASES = {"jsonl": BBM}
 
 
