@@ -869,7 +869,7 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
     from rich.table import Table
 
     from bbm_tui.core.judging.judges import get_judge
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
     who = get_judge(args.method).who or args.model or "the configured model"
     title = f"{args.method} by {who}: first-mistake location"
@@ -881,7 +881,9 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
         if paper is not None and metric != "processbench_f1":
             table.add_column("paper", justify="right", no_wrap=True, style="dim")
     table.add_column("unparseable", justify="right")
-    tasks = sorted(report.tasks.items(), key=lambda item: TASK_NAMES.index(item[0]))
+    # A ProcessBench file is scored per subset ("processbench/gsm8k"): by task, then name.
+    tasks = sorted(report.tasks.items(),
+                   key=lambda item: (task_order(item[0].split("/")[0]), item[0]))
     rows = [*tasks, ("overall", report.overall)]
     for name, scores in rows:
         cells = [name, str(scores.n)]
@@ -926,7 +928,7 @@ def verify_command(args: argparse.Namespace) -> int:
 
     from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
     from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError
-    from bbm_tui.core.tasks.verify import disagreements
+    from bbm_tui.core.tasks.verify import LOGIC, disagreements
 
     found: dict[str, dict] = {}
     try:
@@ -937,6 +939,9 @@ def verify_command(args: argparse.Namespace) -> int:
             for task, row in rows_with_tasks(path, args.task, rows):
                 by_task.setdefault(task, []).append(row)
             for task, rows in by_task.items():
+                if task not in LOGIC:
+                    raise DatasetError(path, f"task {task!r} has no verifier (the verifiers "
+                                       f"check {', '.join(LOGIC)})")
                 labelled = [row for row in rows if row.labelled]
                 numbers = [index for index, row in enumerate(rows) if row.labelled]
                 entry = found.setdefault(task, {"traces": 0, "agree": 0, "disagreements": []})
@@ -1097,7 +1102,7 @@ def _print_backtrack_table(result: Any, locations: Any) -> None:
     from rich.table import Table
 
     from bbm_tui.core.batch.backtrack import paper_table_6
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
     paper = paper_table_6(locations.paper_key)
     table = Table(title=f"Backtracking from {locations.kind} locations: change in accuracy "
@@ -1110,7 +1115,7 @@ def _print_backtrack_table(result: Any, locations: Any) -> None:
     if paper:
         table.add_column("paper Δ✓", justify="right", style="dim")
         table.add_column("paper Δ✗", justify="right", style="dim")
-    for task, deltas in sorted(result.tables.items(), key=lambda i: TASK_NAMES.index(i[0])):
+    for task, deltas in sorted(result.tables.items(), key=lambda i: task_order(i[0])):
         cells = [task, str(deltas.n), str(deltas.n_correct),
                  _signed(deltas.delta_accuracy_correct), str(deltas.n_incorrect),
                  _signed(deltas.delta_accuracy_incorrect)]
