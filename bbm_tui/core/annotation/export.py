@@ -48,6 +48,7 @@ from bbm_tui.core.dataset.formats import (
     OutTrace,
     document_text,
     origin_of,
+    with_digest,
     write_rows,
 )
 from bbm_tui.core.dataset.formats.positions import ratings_for
@@ -675,7 +676,7 @@ def import_rows(
             trace.load_recorded(list(row.steps))
         origin = origin_of(row)
         if origin is not None:
-            store.set_origin(trace.id, origin)
+            store.set_origin(trace.id, with_digest(origin, row.input, row.steps))
         if labelled and row.labelled and row.mistake_index is not None:
             trace.flag_mistake(row.mistake_index + 1)
         elif labelled and row.labelled and row.steps:

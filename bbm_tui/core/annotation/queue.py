@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bbm_tui.core.annotation import protocol
 from bbm_tui.core.dataset import TraceRow, rows_with_tasks
-from bbm_tui.core.dataset.formats import origin_of, read_dataset, trace_digest
+from bbm_tui.core.dataset.formats import origin_of, read_dataset, trace_digest, with_digest
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import extract_answer, get_task
 from bbm_tui.core.types import ADJUDICATOR, VERIFIER_MODEL, FlagReason, WorkStatus
@@ -90,10 +90,10 @@ def read_queue_file(path: Path, task: str | None = None,
     `task`, else its format's (`processbench`, ...), else the file's name (as every command
     reads it)."""
     with collector_paused():
-        found = read_labelled_rows(path, fmt)
-        tasks = rows_with_tasks(path, task, (row for _number, row, _gold in found))
-        return [QueuedTrace(path, number, row_task, row, has_gold)
-                for (number, row, has_gold), (row_task, _row) in zip(found, tasks, strict=True)]
+        found = read_dataset(path, fmt).rows
+        tasks = rows_with_tasks(path, task, (row for _number, row in found))
+        return [QueuedTrace(path, number, row_task, row, row.labelled)
+                for (number, row), (row_task, _row) in zip(found, tasks, strict=True)]
 
 
 @contextmanager
@@ -432,7 +432,8 @@ class AnnotationQueue:
             )
             origin = origin_of(trace.row)
             if origin is not None:  # a row of the field's formats: written back as it came
-                self.store.set_origin(session_id, origin)
+                self.store.set_origin(session_id, with_digest(
+                    origin, trace.row.input, trace.row.steps, trace.key))
             self._sessions[trace.key] = session_id
         return session_id
 

@@ -573,7 +573,8 @@ class Store:
                        annotator, assisted, ratings, finish_reason, note)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (session_id, leaf_step_id, mistake_step_id, now, annotator, int(assisted),
-                 None if kept is None else json.dumps(list(kept)), finish_reason, note),
+                 None if kept is None else json.dumps(list(kept), allow_nan=False),
+                 finish_reason, note),
             )
             connection.execute(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)

@@ -18,6 +18,7 @@ The questions of a format's file belong to the task named after the format (core
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -110,7 +111,7 @@ class OutTrace:
         """Read from `fmt`, with the question and steps it was read with: what the format
         said of the trace (its generator, whether its answer is right) still holds."""
         return (self.origin is not None and self.origin.get("format") == fmt
-                and self.origin.get("trace") == trace_digest(self.input, self.steps))
+                and origin_matches(self.origin, self.input, self.steps))
 
     def layout(self, fmt: str) -> dict[str, Any]:
         """How the row was laid out (blank lines, separators), while its trace is as read."""
@@ -147,6 +148,20 @@ def trace_digest(input: str, steps: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
+def origin_matches(origin: Mapping[str, Any], input: str, steps: Sequence[str]) -> bool:
+    """Whether the trace is still the one the origin's row held: its digest, where kept (a
+    session's, a written row's), says; a row just read is."""
+    digest = origin.get("trace")
+    return digest is None or digest == trace_digest(input, steps)
+
+
+def with_digest(origin: Mapping[str, Any], input: str, steps: Sequence[str],
+                digest: str | None = None) -> dict[str, Any]:
+    """The origin with the digest of the trace it belongs to, to keep with it (a session's,
+    or a row written out): a later version of the trace is then told from it."""
+    return {**origin, "trace": digest or trace_digest(input, steps)}
+
+
 def origin_of(row: TraceRow) -> dict[str, Any] | None:
     value = row.extra.get(ORIGIN_KEY)
     return value if isinstance(value, dict) and isinstance(value.get("format"), str) else None
@@ -171,7 +186,7 @@ def answer_correct(row: TraceRow, task: str) -> bool:
     if row.target:
         return get_task(task).is_correct(row.answer, row.target)
     origin = origin_of(row)
-    if origin is None or origin.get("trace") != trace_digest(row.input, row.steps):
+    if origin is None or not origin_matches(origin, row.input, row.steps):
         return False
     key, right = _CORRECTNESS.get(origin["format"], ("", None))
     return key != "" and (origin.get("fields") or {}).get(key) == right
@@ -181,8 +196,8 @@ def row_ratings(row: TraceRow) -> list[int | None] | None:
     """A row's step ratings: its format's (PRM800K, Math-Shepherd, TRL), else a BBM row's
     own `ratings` (what `export --format jsonl` writes for a per-step label)."""
     found = origin_ratings(row)
-    if found is not None and origin_of(row).get("trace") == trace_digest(  # type: ignore[union-attr]
-            row.input, row.steps):
+    origin = origin_of(row)
+    if found is not None and origin is not None and origin_matches(origin, row.input, row.steps):
         return found
     own = row.extra.get(RATINGS_KEY)
     if isinstance(own, list) and all(
@@ -249,15 +264,21 @@ def read_dataset(path: Path | str, fmt: str | None = None, *,
     path = Path(path)
     chosen = get_format(fmt) if fmt is not None else None
     rows: list[tuple[int, TraceRow]] = []
-    for line, value in iter_rows(path):
-        if chosen is None:
-            chosen = detect_format(value)
+    values = iter_rows(path)
+    if chosen is None:
+        first = next(values, None)
+        if first is not None:
+            chosen = detect_format(first[1])
             if chosen is None:
                 raise DatasetError(path, "cannot tell which dataset format this is: "
-                                   f"{describe_keys(value)}; the formats: "
+                                   f"{describe_keys(first[1])}; the formats: "
                                    f"{', '.join(READ_FORMATS)} (--format FORMAT says which)",
-                                   line)
-        rows.append((line, read_row(chosen, value, path, line)))
+                                   first[0])
+            values = itertools.chain([first], values)
+    if chosen is not None and chosen.reader is None:  # the BBM dataset's rows: the fast path
+        rows = [(line, row_from_json(value, path, line)) for line, value in values]
+    elif chosen is not None:
+        rows = [(line, read_row(chosen, value, path, line)) for line, value in values]
     if not rows and not allow_empty:
         raise DatasetError(path, "holds no traces (the file is empty)")
     return DatasetFile(path, chosen or FORMATS[BBM], rows)
@@ -284,12 +305,10 @@ def _trace_row(found: Format, value: dict, read: FieldRow, path: Path, line: int
     task = get_task(found.task)
     answer = next((stated for stated in map(task.extract_answer, reversed(read.steps))
                    if stated is not None), None)
-    origin: dict[str, Any] = {
-        "format": found.name,
-        "keys": list(value),
-        "fields": read.fields,
-        "trace": trace_digest(read.question, read.steps),
-    }
+    # No digest of the trace yet (`with_digest` adds it where the row is kept: a session):
+    # a row just read is the trace it came with, and hashing 10,000 rows' text took a fifth
+    # of opening them (bench/annotate_queue.py).
+    origin: dict[str, Any] = {"format": found.name, "keys": list(value), "fields": read.fields}
     if read.ratings is not None:
         origin["ratings"] = read.ratings
     if read.layout:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from bbm_tui.core.dataset import _all_strings
+
 NOT_APPLICABLE = "N/A"
 # PRM800K's ratings: +1 good, 0 neutral (not a mistake), -1 bad.
 GOOD, NEUTRAL, BAD = 1, 0, -1
@@ -167,7 +169,7 @@ def texts(row: dict, key: str) -> list[str]:
     if key not in row:
         raise RowError(f"missing key {key!r}")
     value = row[key]
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+    if not isinstance(value, list) or not _all_strings(value):
         raise RowError(f"{key!r} must be a list of strings")
     return value
 
