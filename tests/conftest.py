@@ -28,6 +28,14 @@ KEY_VARIABLES = (
 )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In a worker of pytest-xdist (scripts/test), the tests marked slow come first: one of
+    them started last would keep its worker busy after the others have finished. (Every
+    worker collects, and must collect in the same order: the sort is stable.)"""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                   request: pytest.FixtureRequest) -> Iterator[Path]:

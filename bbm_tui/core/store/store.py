@@ -509,6 +509,17 @@ class Store:
             self._require_session(connection, session_id)
             _insert_call(connection, session_id, step_id, purpose, call, time.time())
 
+    def call_models(self, call_ids: Sequence[int]) -> dict[int, str]:
+        """The model each of these calls asked, by call id."""
+        found: dict[int, str] = {}
+        unique = list(dict.fromkeys(call_ids))
+        for start in range(0, len(unique), 500):  # under SQLite's limit on parameters
+            chunk = unique[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(self._read_tuples(
+                f"SELECT id, model FROM calls WHERE id IN ({marks})", tuple(chunk)))
+        return found
+
     def step(self, step_id: int) -> Step:
         rows = self._read(_STEP_SELECT + " WHERE s.id = ?", (step_id,))
         if not rows:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -33,6 +33,7 @@ from bbm_tui.core.generation.stepper import (
 from bbm_tui.core.redact import REDACTED, redact_url
 from bbm_tui.core.store import Label, Session, Step, Store, StoredCandidate, Totals
 from bbm_tui.core.tasks import extract_answer, is_correct
+from bbm_tui.core.trace.branches import BranchOrigin, branch_origin, one_sampling
 from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
 
@@ -443,6 +444,20 @@ class TraceSession:
         self.session = self.store.session(self.session.id)
         self.steps = self.tree.path(step.id)
         self.label = self._branch_label()
+
+    def branch_origin(self, own: Sequence[Step]) -> BranchOrigin | None:
+        """Where the branch whose own thoughts are `own` came from (reads the store: its
+        sampling, its calls' models)."""
+        if not own:
+            return None
+        first = own[0]
+        sampled: list[StoredCandidate] = []
+        if first.origin == StepOrigin.BACKTRACK:
+            sampled = one_sampling(
+                self.store.candidates(self.session.id, first.parent_id, first.number), first.id)
+        models = self.store.call_models([step.call_id for step in own
+                                         if step.call_id is not None])
+        return branch_origin(self.tree, own, sampled, models)
 
     def candidates_for(self, number: int) -> list[StoredCandidate]:
         """Every sample stored for Thought `number` after the thoughts now before it."""

@@ -251,6 +251,29 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
     def on_unmount(self) -> None:
         self.bbm_app.session_left(self.trace.id)
 
+    def on_resize(self) -> None:
+        # Once the panes have their new sizes.
+        self.call_after_refresh(self._after_resize)
+
+    def _after_resize(self) -> None:
+        """A taller or wider terminal can fit every thought: the anchor that followed the end
+        would then pin them to the bottom, under a blank band. A narrower one makes thoughts
+        taller: the selection is scrolled back into view."""
+        pane = self._thoughts
+        if pane.is_anchored and pane.max_scroll_y == 0:
+            pane.anchor(False)
+            self._follow_pending = True  # anchored again once the thoughts overflow
+            # Forced: with nothing to scroll, Textual would leave the anchor's offset as it was.
+            pane.scroll_home(animate=False, immediate=True, force=True)
+            return
+        view = self._thoughts.view(self.selected)
+        if view is None or (pane.is_anchored and not self._moved):
+            return  # following the end: the anchor keeps the last thought in view
+        top, bottom = pane.scroll_y, pane.scroll_y + pane.scrollable_content_region.height
+        region = view.virtual_region
+        if region.y < top or region.bottom > bottom:
+            pane.scroll_to_thought(view)
+
     @work(group="reload", exit_on_error=False)
     async def reload_session(self) -> None:
         """The session was renamed elsewhere: show its new name."""

@@ -16,13 +16,15 @@ from bbm_tui.core.generation.backtrack import SAMPLES
 from bbm_tui.core.judging.finders import FindFinished, StepJudged
 from bbm_tui.core.judging.judges import VERIFIER
 from bbm_tui.core.store import StoredCandidate
-from bbm_tui.core.trace.branches import other_branch, segments
+from bbm_tui.core.trace.branches import BranchOrigin, Segment, other_branch, segments
 from bbm_tui.core.trace.session import BranchMade, SamplesReady
+from bbm_tui.core.trace.tree import BranchDiff
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
 from bbm_tui.ui.screens.compare import CompareScreen
 from bbm_tui.ui.screens.tokens import TokenScreen
 from bbm_tui.ui.text import thoughts
+from bbm_tui.ui.viewmodels.branches import origin_words
 from bbm_tui.ui.viewmodels.trace import FinderShown
 from bbm_tui.ui.widgets.thought import ThoughtView
 
@@ -238,16 +240,33 @@ class BranchActions:
         self._show_finder()
 
     def action_branch_tree(self) -> None:
-        if not self.trace.steps:
-            return
+        if self.trace.steps:
+            self._open_branch_tree()
 
+    @work(exclusive=True, group="compare", exit_on_error=False)
+    async def _open_branch_tree(self) -> None:
         def chosen(step_id: int | None) -> None:
             if step_id is not None:
                 self._show_branch(step_id)
 
+        roots = segments(self.trace.tree)
+        # What each segment that parts from others is (its sampling, its calls' models:
+        # read from the store).
+        origins = await asyncio.to_thread(self._origins, roots)
         shown = {step.id for step in self.trace.steps}
-        self.app.push_screen(BranchTreeScreen(segments(self.trace.tree), shown,
-                                              self.trace.session.target), chosen)
+        await self.app.push_screen(BranchTreeScreen(roots, shown, self.trace.session.target,
+                                                    origins), chosen)
+
+    def _origins(self, roots: list[Segment]) -> dict[int, BranchOrigin | None]:
+        found: dict[int, BranchOrigin | None] = {}
+        stack = [roots]
+        while stack:
+            level = stack.pop()
+            for segment in level:
+                if len(level) > 1:
+                    found[segment.steps[0].id] = self.trace.branch_origin(segment.steps)
+                stack.append(list(segment.children))
+        return found
 
     @work(exclusive=True, group="label", exit_on_error=False)
     async def _show_branch(self, step_id: int) -> None:
@@ -266,10 +285,18 @@ class BranchActions:
         steps = self.trace.steps
         other = other_branch(self.trace.tree, steps, self.selected)
         if other is None:
-            self._status("The session has one branch only: b backtracks, w rewrites a thought.")
+            self._status(f"The session has one branch only: {self._key('backtrack')} "
+                         f"backtracks, {self._key('edit_thought')} rewrites a thought.")
             return
-        diff = self.trace.tree.diff(steps[-1].id, other)
-        self.app.push_screen(CompareScreen(diff, self.trace.session.target))
+        self._open_compare(self.trace.tree.diff(steps[-1].id, other))
+
+    @work(exclusive=True, group="compare", exit_on_error=False)
+    async def _open_compare(self, diff: BranchDiff) -> None:
+        # What each branch is comes from the store (its sampling, its calls' models).
+        left = await asyncio.to_thread(self.trace.branch_origin, diff.left)
+        right = await asyncio.to_thread(self.trace.branch_origin, diff.right)
+        await self.app.push_screen(CompareScreen(diff, self.trace.session.target,
+                                                 origin_words(left), origin_words(right)))
 
     def action_tokens(self) -> None:
         if self.trace.steps:
