@@ -728,7 +728,8 @@ class BbmApp(App[int]):
         yield SystemCommand("Adjudicate", "Settle the traces the annotators disagree on",
                             self.action_adjudicate)
         yield SystemCommand("Export labels", "Every session's labels to a file (JSONL, "
-                            "ProcessBench, PRM800K, Markdown, CSV)", self.action_export)
+                            "the field's step-level formats, DPO pairs, Markdown, CSV)",
+                            self.action_export)
         if _is_trace_screen(screen):
             screen = cast("TraceScreen", screen)
             yield SystemCommand("Step once", "Generate the next thought", screen.action_step)

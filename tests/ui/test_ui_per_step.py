@@ -134,3 +134,25 @@ async def test_resume_then_a_second_annotator_agreement_and_exports(
     export_file(store, "trl", trl)
     assert [json.loads(line)["labels"] for line in trl.read_text().splitlines()] == [
         [True, False, False, True], [True, True, True], [True], [True]]
+
+
+async def test_the_apps_annotate_files_reads_any_format() -> None:
+    """The palette's "Annotate files" reads the field's formats as the command does: MR-BEN's
+    object of arrays and a Math-Shepherd file, each under its format's task."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.store is not None)
+        await app.action_annotate()
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "OpenQueueDialog")
+        app.screen.query_one("#queue-files").value = (
+            f"{FILES['mr-ben']} {FILES['math-shepherd']}")
+        app.screen.query_one("#queue-annotator").value = "carol"
+        app.screen.query_one("#queue-annotator").focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "AnnotateScreen")
+        traces = app.screen.queue.traces
+        assert [(trace.task, trace.line, trace.gold) for trace in traces] == [
+            ("mr-ben", 3, None), ("mr-ben", 24, 0), ("mr-ben", 52, 2),
+            ("math-shepherd", 1, None), ("math-shepherd", 2, 0), ("math-shepherd", 3, 2),
+            ("math-shepherd", 4, None)]
+        assert app.screen.queue.current.row.steps[-1] == "Solution: Choice_D"
