@@ -183,3 +183,27 @@ def test_mr_ben_takes_the_reason_from_the_annotators_note(tmp_path: Path) -> Non
     assert row["Model_Solution_Error_Reason"] == [
         "18 - 6 is 12 pink, but 6 went back out white: 12 pink, not 18."]
     assert row["Model_Solution_Rectified_First_Error_Step"] == "N/A"
+
+
+def test_adjudication_reads_per_step_labels_by_their_first_mistake(tmp_path: Path) -> None:
+    from bbm_tui.core.annotation.adjudication import AdjudicationQueue
+
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        label_two_annotators(store)
+        adjudication = AdjudicationQueue.open(store)
+        # Only trace 3 is disputed: ana's first -1 at Thought 1, bo's at Thought 2.
+        assert [(item.session_id, item.candidates) for item in adjudication.items] == [
+            (3, {"ana": 0, "bo": 1})]
+
+
+def test_the_annotate_command_hands_the_protocol_to_the_app(monkeypatch) -> None:
+    from bbm_tui import cli
+
+    asked = []
+    monkeypatch.setattr(cli, "_open_app", lambda args, request: asked.append(request) or 0)
+    assert cli.main(["annotate", str(FILES["prm800k"]), "--annotator", "ana",
+                     "--protocol", "per-step"]) == 0
+    [request] = asked
+    assert request.protocol == "per-step" and request.annotator == "ana"
+    assert [trace.task for trace in request.traces] == ["prm800k"] * 4
+    assert [trace.has_gold for trace in request.traces] == [True, True, True, False]
