@@ -308,7 +308,8 @@ def _trace_row(found: Format, value: dict, read: FieldRow, path: Path, line: int
     # No digest of the trace yet (`with_digest` adds it where the row is kept: a session):
     # a row just read is the trace it came with, and hashing 10,000 rows' text took a fifth
     # of opening them (bench/annotate_queue.py).
-    origin: dict[str, Any] = {"format": found.name, "keys": list(value), "fields": read.fields}
+    origin: dict[str, Any] = {"format": found.name, "keys": _shared_keys(tuple(value)),
+                              "fields": read.fields}
     if read.ratings is not None:
         origin["ratings"] = read.ratings
     if read.layout:
@@ -317,6 +318,15 @@ def _trace_row(found: Format, value: dict, read: FieldRow, path: Path, line: int
                    {ORIGIN_KEY: origin}, labelled=read.labelled)
     _check_text(row, found, path, line)
     return row
+
+
+_KEY_ORDERS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _shared_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple for every row with the same keys in the same order (all of a file's, as a
+    rule): 10,000 rows hold one, not 10,000 lists."""
+    return _KEY_ORDERS.setdefault(keys, keys)
 
 
 def _check_text(row: TraceRow, found: Format, path: Path, line: int) -> None:
@@ -377,7 +387,7 @@ def ordered(row: dict[str, Any], keys: Sequence[str]) -> dict[str, Any]:
 def origin_keys(trace: OutTrace, fmt: str, default: Sequence[str]) -> list[str]:
     if trace.origin and trace.origin.get("format") == fmt:
         keys = trace.origin.get("keys")
-        if isinstance(keys, list):
+        if isinstance(keys, list | tuple):
             return [str(key) for key in keys]
     return list(default)
 
