@@ -55,7 +55,7 @@ from bbm_tui.core.dataset.formats.positions import ratings_for
 from bbm_tui.core.dataset.formats.prm800k import finish_reason as prm800k_reason
 from bbm_tui.core.dataset.outfile import OutputFileError
 from bbm_tui.core.store import SQLITE_HEADER, AnnotatorLabel, Label, QueueWork, Step, Store
-from bbm_tui.core.tasks import get_task
+from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.core.types import (
@@ -93,6 +93,9 @@ class LabelledTrace:
     labeler: str = "bbm-tui"
     # Per thought of `steps`: its other versions (backtracking's samples, other branches).
     alternatives: tuple[tuple[Alternative, ...], ...] = ()
+    # The task as the session was made with it (a task of one's own may have changed since);
+    # None: the one `task` names now.
+    task_spec: Task | None = None
     # What the row it was read from carried (one of the field's formats), if it was.
     origin: dict[str, Any] | None = None
     # The per-step protocol's ratings of `steps` (as far as rated) and finish reason.
@@ -120,6 +123,7 @@ class LabelledTrace:
             mistake_index=None if number is None else number - 1,
             created_at=trace.session.created_at,
             alternatives=alternatives_of(trace),
+            task_spec=trace.task,
             ratings=(label.ratings or ()) if label is not None else (),
             finish_reason=label.finish_reason if label is not None else None,
             reasons=(label.note,) if label is not None and label.note else (),
@@ -127,19 +131,27 @@ class LabelledTrace:
         )
 
     @property
+    def task_found(self) -> Task:
+        return self.task_spec or get_task(self.task)
+
+    @property
+    def question(self) -> str:
+        """The question as its generation prompt showed it."""
+        return self.task_found.question(self.input)
+
+    @property
     def correct(self) -> bool | None:
         if not self.target:  # no target (the field's formats): not known
             return None
-        return get_task(self.task).is_correct(self.answer, self.target)
+        return self.task_found.is_correct(self.answer, self.target)
 
     def out_trace(self) -> OutTrace:
         """As the field's formats' writers see it."""
-        task = get_task(self.task)
         return OutTrace(
             input=self.input, steps=tuple(self.steps), answer=self.answer,
             target=self.target or "", labelled=self.labelled,
             mistake_index=self.mistake_index if self.labelled else None, task=self.task,
-            question=task.question(self.input), model=self.model,
+            question=self.question, model=self.model,
             name=f"{self.task}-{self.session_id}", ratings=tuple(self.ratings),
             finish_reason=self.finish_reason, origin=self.origin, correct=self.correct,
             reasons=self.reasons, rectified=self.rectified, labeler=self.labeler,

@@ -7,7 +7,7 @@ label the same sessions, and quitting and reopening the file resumes where each 
 annotator's judgements, status, time and flags are committed on every action (store v6,
 `annotation_work`); a submitted trace's label goes to `labels` with the annotator and whether
 a suggestion was seen first, and with the per-step protocol every thought's rating and the
-finish reason (store v11); a note written on the trace goes with its label.
+finish reason (store v12); a note written on the trace goes with its label.
 
 A row without a `mistake_index` key is unlabelled: it has no gold label. A row whose
 `mistake_index` is null says "no mistake".
@@ -26,7 +26,8 @@ from bbm_tui.core.annotation import protocol
 from bbm_tui.core.dataset import TraceRow, rows_with_tasks
 from bbm_tui.core.dataset.formats import origin_of, read_dataset, trace_digest, with_digest
 from bbm_tui.core.store import QueueWork, Store
-from bbm_tui.core.tasks import extract_answer, get_task
+from bbm_tui.core.tasks import get_task
+from bbm_tui.core.trace.session import stored_definition
 from bbm_tui.core.types import ADJUDICATOR, VERIFIER_MODEL, FlagReason, WorkStatus
 
 # How far back the estimate to finish looks: the mean of the latest submitted traces.
@@ -422,13 +423,15 @@ class AnnotationQueue:
         session_id = self._sessions.get(trace.key)
         if session_id is None:
             model = trace.row.extra.get("model")
+            task = get_task(trace.task)
             session_id = self.store.create_queued_session(
                 trace.key, has_gold=trace.has_gold, task=trace.task, input=trace.row.input,
                 target=trace.row.target,
                 model=model if isinstance(model, str) and model else "dataset",
                 name=trace.name,
                 gold_mistake_index=trace.gold if trace.has_gold else None,
-                steps=[(text, extract_answer(text)) for text in trace.row.steps],
+                steps=[(text, task.extract_answer(text)) for text in trace.row.steps],
+                task_definition=stored_definition(task),
             )
             origin = origin_of(trace.row)
             if origin is not None:  # a row of the field's formats: written back as it came

@@ -228,7 +228,21 @@ MIGRATIONS: list[Migration] = [
     # become none, and a key-shaped token in an api base's path is redacted like the rest of
     # it (repairs.py). No table changes.
     _clean_and_redact,
-    # 11: the field's step-level formats and PRM800K's per-step labelling (docs/DESIGN.md §11,
+    # 11: tasks of one's own (docs/DESIGN.md §13). A session of one says which by the digest of
+    # its whole definition (prompt texts included), and the definition is kept by that digest,
+    # once for every session made with it: the session reopens with the prompt it was made
+    # with after its task file changes or goes. NULL: one of the paper's five, as before v11.
+    """
+    ALTER TABLE sessions ADD COLUMN task_digest TEXT;
+    CREATE TABLE task_definitions (
+        id INTEGER PRIMARY KEY,
+        digest TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
+    # 12: the field's step-level formats and PRM800K's per-step labelling (docs/DESIGN.md §11,
     # §14). A session made from a row of one of the field's formats keeps what the row carried
     # beyond the trace (`origin`, JSON: its format, its other fields, its steps' ratings), so
     # it is written back in that format losing nothing. A label made with the per-step
