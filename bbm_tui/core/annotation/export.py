@@ -328,12 +328,17 @@ def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportR
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     traces = list(traces)
     if fmt in STEP_FORMATS:
-        rows, skipped = write_rows(fmt, [trace.out_trace() for trace in traces])
+        result = ExportResult()
+        rows = []
+        for trace in traces:
+            written, _ = write_rows(fmt, [trace.out_trace()])
+            rows += written
+            result.written += len(written)
+            result.skipped += not written
+            result.unlabelled += bool(written) and not trace.labelled
         with replacing(out_path) as out:
             out.write(document_text(FIELD_FORMATS[fmt], rows) if rows else "")
-        written = [trace for trace in traces if trace.labelled or trace.ratings]
-        return ExportResult(written=len(rows), skipped=skipped,
-                            unlabelled=max(0, len(rows) - len(written)))
+        return result
     result = ExportResult()
     pieces: list[str] = []
     with_task = len({trace.task for trace in traces}) > 1

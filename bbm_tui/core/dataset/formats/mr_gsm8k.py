@@ -86,9 +86,6 @@ def write(trace: OutTrace) -> dict[str, Any] | None:
         ERROR_REASON: carried[ERROR_REASON] if kept_reason else (
             NOT_APPLICABLE if mistake is None else "\n".join(trace.reasons)),
     }
-    if mistake is None and same and carried.get(CORRECTNESS) == "correct":
-        row[ERROR_STEP] = carried.get(ERROR_STEP, NOT_APPLICABLE)
-        row[ERROR_REASON] = carried.get(ERROR_REASON, NOT_APPLICABLE)
     if "question_type" not in row:
         row["question_type"] = "original"
     return ordered(row, origin_keys(trace, NAME, KEYS))
