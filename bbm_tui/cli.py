@@ -54,7 +54,9 @@ files:
              step_timeout, verify_live and a [keymap]; never API keys (BBM_TUI_CONFIG moves it)
   JSONL      the dataset's rows: input, steps, answer, target, mistake_index (0-based; null
              = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
-             stats, import and export read and write
+             stats, import and export read and write. The field's step-level formats are read
+             too (processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl: told
+             by the first row's keys, or --format) and written by export
 
 offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
 tasks), simulated/rm-X (a reward model right with probability X)
@@ -142,8 +144,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_task_file_option(export)
 
     annotate = commands.add_parser(
-        "annotate", help="label dataset-format files with the paper's protocol, as one "
-        "annotator (resumes where they left off)",
+        "annotate", help="label dataset files with the paper's protocol or PRM800K's "
+        "per-step one, as one annotator (resumes where they left off)",
     )
     annotate.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     annotate.add_argument("--annotator", required=True, metavar="NAME",
