@@ -167,11 +167,13 @@ class BacktrackResult:
 
 
 def jobs_from_files(paths: Sequence[Path], task: str | None, locations: Locations,
-                    limit: int | None = None) -> list[BacktrackJob]:
+                    limit: int | None = None, fmt: str | None = None) -> list[BacktrackJob]:
+    """The traces of dataset files (BBM or any of the field's formats: `fmt`, else told by
+    their first row), at most `limit` per task."""
     jobs: list[BacktrackJob] = []
     per_task: dict[str, int] = {}
     for path in paths:
-        for row_task, row in rows_with_tasks(path, task, read_input_rows(path)):
+        for row_task, row in rows_with_tasks(path, task, read_input_rows(path, fmt)):
             if limit is not None and per_task.get(row_task, 0) >= limit:
                 continue
             per_task[row_task] = per_task.get(row_task, 0) + 1
