@@ -3,7 +3,7 @@ tests/ui/test_ui_reliability.py). Two `bbm-tui --session 1` in two terminals, `n
 stored the same step twice as siblings (ids 3 and 4, both under 2, both Thought 3, one text),
 and `r` doubled the whole continuation as "versions".
 
-- A session being generated is claimed (store v12, `session_claims`): a second generator is
+- A session being generated is claimed (store v13, `session_claims`): a second generator is
   told who holds it (SessionBusy) and stores nothing; the claim is kept alive by a heartbeat
   and lapses when its holder stops, dies (same machine: its pid is gone) or goes silent
   (another machine: no heartbeat for CLAIM_STALE_S).

@@ -17,7 +17,7 @@ class SessionDeleted(StoreError):
 
 class SessionBusy(StoreError):
     """Another bbm-tui (another window, a `run`) is generating the session: it holds the
-    session's claim (store v12). Nothing was stored; it is free again once that stops."""
+    session's claim (store v13). Nothing was stored; it is free again once that stops."""
 
     def __init__(self, session_id: int, pid: int | None, host: str | None,
                  here: bool) -> None:

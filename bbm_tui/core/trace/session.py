@@ -113,8 +113,7 @@ def stored_definition(task: Task) -> TaskDefinition | None:
     and the digest of it; nothing for the paper's five (they ship with the app)."""
     if task.is_paper:
         return None
-    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True,
-                      allow_nan=False)
+    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True, allow_nan=False)
     return TaskDefinition(task_digest(task), text)
 
 
@@ -186,7 +185,7 @@ class TraceSession:
         self.label: Label | None = self._branch_label()
         self._spec = spec or _stored_spec(session)
         self.task, self.task_change = session_task(store, session)
-        # Who this is when it claims the session to generate it (store v12): another window
+        # Who this is when it claims the session to generate it (store v13): another window
         # or process is another owner, and is told the session is busy.
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
@@ -349,9 +348,10 @@ class TraceSession:
         if self.needs_api_base:
             yield StepFailed(len(self.steps) + 1, llm.LLMError(
                 "bad_request",
-                f"session {self.id}'s api base held a password or key, which bbm-tui never "
-                f"saves ({self._spec.api_base}); open it again with --model "
-                f"{self._spec.model} --api-base URL"))
+                # The instruction first: a narrow status line cuts the end.
+                f"give the api base again (--api-base URL): session {self.id}'s held a "
+                f"password or key, which bbm-tui never saves ({self._spec.api_base}, model "
+                f"{self._spec.model})"))
             return
         last: StepEvent | None = None
         async with self.claimed():  # SessionBusy: another window is generating it
@@ -388,7 +388,7 @@ class TraceSession:
 
     @asynccontextmanager
     async def claimed(self) -> AsyncIterator[None]:
-        """The session claimed for generating while the block runs (store v12), renewed every
+        """The session claimed for generating while the block runs (store v13), renewed every
         CLAIM_HEARTBEAT_S and released after. Raises SessionBusy (nothing done) while
         another window or process holds it: two windows stored the same step twice."""
         await self.store_work(self.store.claim_session, self.session.id, self.owner)

@@ -1,6 +1,6 @@
 """The trace screen when another bbm-tui is generating the same session (another window, a
 `run`): two windows on one session are one session. The store holds who is generating it
-(`Store.claim_session`, store v12); this screen, told so when it opens the session or when
+(`Store.claim_session`, store v13); this screen, told so when it opens the session or when
 its own generation is refused (SessionBusy), shows the session read-only: the keys that would
 write steps (n, r, b, w) do nothing and the status line says why. It watches the store, shows
 the other window's thoughts as they are saved, and takes the session back once the other one
