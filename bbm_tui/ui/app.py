@@ -325,10 +325,17 @@ class BbmApp(App[int]):
         """Say what a worker's error was (the app's own workers' and the screens')."""
         error = worker.error
         from bbm_tui.core.llm import LLMError
-        from bbm_tui.core.store import SessionDeleted
+        from bbm_tui.core.store import SessionBusy, SessionDeleted
 
         if isinstance(error, SessionDeleted):
             self.session_gone(str(error))
+            return
+        if isinstance(error, SessionBusy):  # another window is generating the session
+            for screen in self.screen_stack:
+                trace = getattr(screen, "trace", None)
+                if _is_trace_screen(screen) and trace is not None and (
+                        trace.id == error.session_id):
+                    screen.read_only(error)  # type: ignore[attr-defined]
             return
         if isinstance(error, LLMError):
             message = error.message  # redacted already

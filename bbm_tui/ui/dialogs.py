@@ -21,7 +21,12 @@ from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Stat
 from bbm_tui.core import llm
 from bbm_tui.core.judging.judges import Judge
 from bbm_tui.core.tasks import Task
-from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, StepperSettings
+from bbm_tui.core.types import (
+    MAX_QUESTION_CHARS,
+    MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
+    StepperSettings,
+)
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe, safe_line, styled
@@ -289,6 +294,12 @@ class TypedQuestionScreen(Dialog[tuple[str, str | None] | None]):
             self.notify("Type a question first.", severity="warning", markup=False)
             return
         target = self.query_one("#typed-target", Input).value.strip() or None
+        longest = max(len(text), len(target or ""))
+        if longest > MAX_QUESTION_CHARS:
+            self.notify(f"That is {longest:,} characters; bbm-tui takes questions of up to "
+                        f"{MAX_QUESTION_CHARS:,} characters (and targets as long).",
+                        severity="warning", markup=False)
+            return
         self.dismiss((text, target))
 
     def action_cancel(self) -> None:

@@ -690,7 +690,7 @@ def import_rows(
             source=SessionSource.IMPORT,
         )
         if row.steps:
-            trace.load_recorded(list(row.steps))
+            trace.load_recorded(list(row.steps), row.answer)
         origin = origin_of(row)
         if origin is not None:
             store.set_origin(trace.id, with_digest(origin, row.input, row.steps))

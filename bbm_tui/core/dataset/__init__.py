@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from bbm_tui.core.resources import dataset_dir
 from bbm_tui.core.tasks import TASK_NAMES, Task, get_task, task_names
+from bbm_tui.core.types import MAX_QUESTION_CHARS
 
 DATASET_KEYS = ("input", "steps", "answer", "target", "mistake_index")
 # Every row has these; `mistake_index` is there only when the row is labelled.
@@ -97,6 +98,7 @@ def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
     _check_row_task(obj, path, line)
     _expect(obj, "input", str, path, line)
     _expect(obj, "target", str, path, line)
+    _check_length(obj, path, line)
     steps = obj["steps"]
     if not isinstance(steps, list) or not _all_strings(steps):
         raise DatasetError(path, "'steps' must be a list of strings", line)
@@ -135,6 +137,7 @@ def question_from_json(obj: object, path: Path | str, line: int) -> tuple[TraceR
     target = obj.get("target", "")
     if not isinstance(target, str):
         raise DatasetError(path, "'target' must be a string", line)
+    _check_length({"input": obj["input"], "target": target}, path, line)
     _check_row_task(obj, path, line)
     # Text that is not Unicode is refused even where run does not use it: the file is bad.
     steps = obj.get("steps")
@@ -149,6 +152,14 @@ def question_from_json(obj: object, path: Path | str, line: int) -> tuple[TraceR
     order = tuple(key for key in DEFAULT_KEY_ORDER if key != "mistake_index") + tuple(extra)
     row = TraceRow(obj["input"], [], None, target, None, extra, order, labelled=False)
     return row, ignored
+
+
+def _check_length(obj: dict, path: Path | str, line: int) -> None:
+    for key in ("input", "target"):
+        if len(obj[key]) > MAX_QUESTION_CHARS:
+            raise DatasetError(path, f"{key!r} is {len(obj[key]):,} characters long; bbm-tui "
+                               f"takes questions and targets of up to {MAX_QUESTION_CHARS:,}",
+                               line)
 
 
 def _check_row_task(obj: dict, path: Path | str, line: int) -> None:
