@@ -34,7 +34,7 @@ from bbm_tui.core.dataset.outfile import OutputFileError
 from bbm_tui.core.store import SQLITE_HEADER, Label, Step, Store
 from bbm_tui.core.tasks import get_task, is_correct
 from bbm_tui.core.textsafe import one_line, printable
-from bbm_tui.core.trace.session import NewTrace, TraceSession
+from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource
 
 FORMATS = ("jsonl", "processbench", "prm800k", "markdown", "csv")
@@ -60,6 +60,10 @@ class LabelledTrace:
     labeler: str = "bbm-tui"
     # Per thought of `steps`: its other versions (backtracking's samples, other branches).
     alternatives: tuple[tuple[Alternative, ...], ...] = ()
+    # The branch the session shows; False for another labelled branch of the session, which
+    # `branch_end`, the id of its last step, tells apart.
+    on_show: bool = True
+    branch_end: int | None = None
 
     @classmethod
     def of(cls, trace: TraceSession) -> LabelledTrace:
@@ -79,6 +83,17 @@ class LabelledTrace:
             alternatives=alternatives_of(trace),
         )
 
+    @classmethod
+    def of_branch(cls, trace: TraceSession, branch: BranchLabel) -> LabelledTrace:
+        """Another branch of the session, with its own label."""
+        steps = branch.steps
+        return replace(
+            cls.of(trace), steps=[step.text for step in steps],
+            answer=steps[-1].answer if steps else None, labelled=True,
+            mistake_index=branch.mistake_index,
+            alternatives=alternatives_of(trace, steps), on_show=False,
+            branch_end=steps[-1].id if steps else None)
+
     @property
     def correct(self) -> bool | None:
         return None if self.target is None else is_correct(self.answer, self.target)
@@ -95,14 +110,17 @@ class Alternative:
     source: str  # "branch" or "sample"
 
 
-def alternatives_of(trace: TraceSession) -> tuple[tuple[Alternative, ...], ...]:
-    """For each thought on show, its other versions with their ratings where a branch
-    through them is labelled (the session's own annotator's labels)."""
-    if len(trace.tree) == len(trace.steps):
+def alternatives_of(trace: TraceSession, steps: Sequence[Step] | None = None
+                    ) -> tuple[tuple[Alternative, ...], ...]:
+    """For each thought of `steps` (the branch on show by default), its other versions with
+    their ratings where a branch through them is labelled (the session's own annotator's
+    labels)."""
+    steps = trace.steps if steps is None else steps
+    if len(trace.tree) == len(steps):
         return ()  # one branch and nothing sampled beyond it: the common case, no reads
     labels = trace.store.label_history(trace.id, trace.annotator)
     found = []
-    for step in trace.steps:
+    for step in steps:
         seen = {step.text}
         versions = []
         for sibling in trace.tree.siblings(step.id):
@@ -158,15 +176,22 @@ def load_traces(store: Store, session_ids: Sequence[int] | None) -> list[Labelle
         spent[work.session_id] = spent.get(work.session_id, 0.0) + work.time_spent_s
     traces = []
     for session_id in session_ids:
-        trace = LabelledTrace.of(TraceSession.load(store, session_id))
+        session = TraceSession.load(store, session_id)
+        trace = LabelledTrace.of(session)
+        others: list[LabelledTrace] = []
         if session_id in queued:
             labeler = ", ".join(sorted({label.annotator for label in labels.labels
                                         if label.session_id == session_id}))
             trace = replace(trace, labelled=session_id in agreed,
                             mistake_index=agreed.get(session_id), labeler=labeler)
-        if session_id in spent:
-            trace = replace(trace, time_spent_s=spent[session_id])
-        traces.append(trace)
+        else:
+            # Every labelled branch is a row of its own: a flagged trace backtracked from
+            # shows its new branch, and the flag is on the old one.
+            others = [LabelledTrace.of_branch(session, branch)
+                      for branch in session.labelled_branches() if not branch.on_show]
+        for row in (trace, *others):
+            traces.append(replace(row, time_spent_s=spent[session_id])
+                          if session_id in spent else row)
     return traces
 
 
@@ -231,7 +256,9 @@ def dataset_row(trace: LabelledTrace, with_task: bool = False) -> TraceRow:
 
 def processbench_row(trace: LabelledTrace) -> dict[str, Any]:
     return {
-        "id": f"{trace.task}-{trace.session_id}",
+        # Another branch of the session is told apart by the step it ends in.
+        "id": f"{trace.task}-{trace.session_id}" + (
+            "" if trace.on_show else f"-branch-{trace.branch_end}"),
         "generator": trace.model,
         "problem": get_task(trace.task).question(trace.input),
         "steps": list(trace.steps),
@@ -293,12 +320,14 @@ def prm800k_row(trace: LabelledTrace) -> dict[str, Any]:
             "finish_reason": prm800k_finish_reason(trace),
         },
         "generation": None,
-        "bbm_tui": {"task": trace.task, "model": trace.model, "session_id": trace.session_id},
+        "bbm_tui": {"task": trace.task, "model": trace.model, "session_id": trace.session_id,
+                    "branch": "on show" if trace.on_show else "other"},
     }
 
 
 def markdown(trace: LabelledTrace) -> str:
-    lines = [f"## {_md_line(one_line(trace.name))}", ""]
+    title = one_line(trace.name) + ("" if trace.on_show else " (another branch)")
+    lines = [f"## {_md_line(title)}", ""]
     lines.append(f"- task: {trace.task}")
     lines.append(f"- model: `{_md_code(trace.model)}`")
     if trace.target is not None:
@@ -386,12 +415,14 @@ def export_file(store: Store, fmt: str, out_path: Path, *,
 # ---------------------------------------------------------------------------- csv
 
 CSV_COLUMNS = ("session_id", "name", "task", "annotator", "status", "mistake_index",
-               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note")
+               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note", "branch")
 
 
 def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) -> ExportResult:
     """One row per annotator's label in force (the adjudicated ones under "(adjudicated)"),
-    and one per flagged trace: `mistake_index` empty means "no mistake" on a labelled row."""
+    and one per flagged trace: `mistake_index` empty means "no mistake" on a labelled row.
+    The app's own labels are one row per labelled branch, as the jsonl export has them
+    (`branch`: "on show", or "other" for another branch of the session)."""
     import csv
 
     wanted = None if session_ids is None else set(session_ids)
@@ -403,11 +434,20 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
             continue
         session = sessions[label.session_id]
         done = work.get((label.session_id, label.annotator))
+        spent = "" if done is None else f"{done.time_spent_s:.1f}"
+        if label.annotator == DEFAULT_ANNOTATOR:
+            for branch in TraceSession.load(store, label.session_id).labelled_branches():
+                rows.append([
+                    label.session_id, session.name, session.task, label.annotator,
+                    "labelled", "" if branch.mistake_index is None else branch.mistake_index,
+                    spent, int(branch.label.assisted), _timestamp(branch.label.created_at),
+                    "", "", "on show" if branch.on_show else "other",
+                ])
+            continue
         rows.append([
             label.session_id, session.name, session.task, label.annotator, "labelled",
             "" if label.mistake_index is None else label.mistake_index,
-            "" if done is None else f"{done.time_spent_s:.1f}", int(label.assisted),
-            _timestamp(label.created_at), "", "",
+            spent, int(label.assisted), _timestamp(label.created_at), "", "", "on show",
         ])
     for (session_id, annotator), item in sorted(work.items()):
         if item.status != "flagged" or (wanted is not None and session_id not in wanted):
@@ -415,7 +455,8 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
         session = sessions[session_id]
         rows.append([session_id, session.name, session.task, annotator, "flagged", "",
                      f"{item.time_spent_s:.1f}", int(item.assisted),
-                     _timestamp(item.updated_at), item.flag_reason or "", item.note or ""])
+                     _timestamp(item.updated_at), item.flag_reason or "", item.note or "",
+                     "on show"])
     with replacing(out_path) as out:
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)
