@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.dataset import TraceRow, replacing
+from bbm_tui.core.dataset import TraceRow, is_standard_output, replacing
 from bbm_tui.core.dataset.outfile import OutputFileError
 from bbm_tui.core.store import SQLITE_HEADER, Label, Step, Store
 from bbm_tui.core.tasks import get_task, is_correct
@@ -199,6 +199,8 @@ def check_not_a_database(path: Path) -> None:
     """Even with --force an export never replaces an SQLite file: it may be a session store
     of another BBM_TUI_HOME, or a copy kept as a backup. (Call after the path is known to
     be a regular file or absent: reading a FIFO would wait.)"""
+    if is_standard_output(path):
+        return
     try:
         with path.open("rb") as handle:
             header = handle.read(len(SQLITE_HEADER))

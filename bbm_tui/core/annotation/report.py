@@ -27,6 +27,7 @@ from bbm_tui.core.annotation.queue import read_labelled_rows, trace_key
 from bbm_tui.core.dataset import TraceRow, all_bundled, replacing
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.store import Store
+from bbm_tui.core.types import DEFAULT_ANNOTATOR
 
 
 @dataclass
@@ -39,6 +40,8 @@ class AgreementData:
     tasks: dict[str, str | None] = field(default_factory=dict)
     gold: dict[str, Location] = field(default_factory=dict)
     adjudicated: dict[str, Location] = field(default_factory=dict)
+    # Traces the app's own labels were left out on (from_store).
+    app_left_out: int = 0
 
     def report(self) -> AgreementReport:
         return agreement_report(self.labels, self.gold)
@@ -91,16 +94,29 @@ def from_files(paths: Sequence[Path], gold_path: Path | None = None) -> Agreemen
     return data
 
 
-def from_store(store: Store) -> AgreementData:
-    """The store's labels (the adjudicator's apart), by session; gold from the queued files."""
+# What the app's own labels (the main screen's x and c) are called when they are counted.
+APP_ANNOTATOR = "app"
+
+
+def from_store(store: Store, *, app_labels: bool = False) -> AgreementData:
+    """The store's labels (the adjudicator's apart), by session; gold from the queued files.
+    The app's own labels (the main screen's, under DEFAULT_ANNOTATOR, a name nobody typed)
+    are left out, their count in `app_left_out`, unless `app_labels`: then they are an
+    annotator named APP_ANNOTATOR."""
     labels = store_labels(store)
+    found_by = dict(labels.by_annotator)
+    app = found_by.pop(DEFAULT_ANNOTATOR, {})
+    if app_labels and app:
+        found_by[APP_ANNOTATOR] = app
     data = AgreementData(
         labels={name: {str(key): value for key, value in found.items()}
-                for name, found in labels.by_annotator.items()},
+                for name, found in found_by.items()},
         gold={str(key): value for key, value in labels.gold.items()},
         adjudicated={str(key): value for key, value in labels.adjudicated.items()},
     )
-    for session_id in sorted({label.session_id for label in labels.labels}):
+    data.app_left_out = 0 if app_labels else len(app)
+    counted = {int(key) for found in data.labels.values() for key in found}
+    for session_id in sorted(counted | set(labels.adjudicated)):
         session = store.session(session_id)
         steps = store.branch(session_id)
         answer = next((step.answer for step in reversed(steps) if step.answer), None)
