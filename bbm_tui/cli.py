@@ -36,11 +36,15 @@ class _MainParser(argparse.ArgumentParser):
 
 
 def _epilog() -> str:
-    from bbm_tui.core.config import config_path
+    from bbm_tui.core.config import config_path, tasks_folder
     from bbm_tui.core.store import default_path
     from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks.files import load_task_folder
 
+    # Help is printed before the command reads the tasks: it reads the folder itself.
+    yours = ", ".join(task.name for task in load_task_folder(tasks_folder()).tasks) or "none yet"
     return f"""tasks: {", ".join(TASK_NAMES)}
+your tasks: {yours} (task files: {tasks_folder()}/*.toml, or --task-file)
 
 files:
   sessions   {default_path()}
@@ -72,6 +76,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_model_options(parser)
     _add_logprobs_option(parser)
     parser.add_argument("--task", help="start a new session on this task")
+    _add_task_file_option(parser, on_command=False)
     parser.add_argument(
         "--question", type=int, metavar="N",
         help="with --task: start on question N (0-based) of the bundled dataset",
@@ -90,6 +95,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_pace_option(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
+    _add_task_file_option(run)
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", type=Path, nargs="+", metavar="FILE.jsonl",
                         help="dataset-format files whose questions to run")
@@ -111,6 +117,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     stats.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     stats.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(stats)
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     _add_find_parser(commands, with_methods="find" in argv)
     _add_backtrack_parser(commands)
@@ -130,6 +137,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     export.add_argument("--out", type=Path, required=True, metavar="FILE")
     export.add_argument("--force", action="store_true",
                         help="replace FILE if it exists (never the session store)")
+    _add_task_file_option(export)
 
     annotate = commands.add_parser(
         "annotate", help="label dataset-format files with the paper's protocol, as one "
@@ -139,8 +147,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     annotate.add_argument("--annotator", required=True, metavar="NAME",
                           help="who is labelling (labels are kept per annotator)")
     annotate.add_argument("--task", help="the task of every file (else from each file's name)")
-    commands.add_parser(
+    _add_task_file_option(annotate)
+    adjudicate = commands.add_parser(
         "adjudicate", help="settle the traces the annotators disagree on (in the app)")
+    _add_task_file_option(adjudicate)
     agreement = commands.add_parser(
         "agreement", help="agreement between annotators: Krippendorff's alpha, Cohen's kappa, "
         "agreement with gold; --consensus writes the majority's labels",
@@ -164,6 +174,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     importer.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     importer.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(importer)
     importer.add_argument("--unlabelled", action="store_true",
                           help="ignore every mistake_index: import every trace unlabelled "
                           "(rows with no mistake_index key are unlabelled anyway)")
@@ -194,6 +205,17 @@ def _use_pace(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _add_task_file_option(parser: argparse.ArgumentParser, *, on_command: bool = True) -> None:
+    """`--task-file FILE.toml`, on the app and on every command that reads or writes a task's
+    traces. A command's own leaves the app's value alone when it is not given (argparse would
+    otherwise put the command's default over it)."""
+    parser.add_argument(
+        "--task-file", type=Path, action="append", dest="task_files", metavar="FILE.toml",
+        default=argparse.SUPPRESS if on_command else None,
+        help="a task of your own (again for more); the tasks in the config folder's tasks/ "
+        "are read too; with one and no --task, it is the task")
+
+
 def _add_logprobs_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--logprobs", action="store_true", default=None,
                         help="record each step's log-probabilities (chat mode; the config's "
@@ -205,6 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
+        refused = _use_task_files(args)
+        if refused is not None:
+            return refused
         if args.command is None:
             return _open_app(args)
         if args.command == "run":
@@ -279,10 +304,11 @@ def _open_app(args: argparse.Namespace, annotate: Any = None) -> int:
     # Typed next to --session, these win over that session's own settings (resumed_spec).
     given = frozenset(name for name in ("model", "api_base", "mode")
                       if getattr(args, name) is not None)
+    problems = getattr(args, "task_problems", [])
     if annotate is not None:
-        return run_app(config, annotate=annotate)
+        return run_app(config, annotate=annotate, task_problems=problems)
     return run_app(config, task=args.task, question=args.question, session_id=args.session,
-                   model_given=given)
+                   model_given=given, task_problems=problems)
 
 
 def annotate_command(args: argparse.Namespace) -> int:
@@ -394,6 +420,30 @@ def _load_config_or_none(args: argparse.Namespace):  # -> Config | None
         return None
 
 
+def _use_task_files(args: argparse.Namespace) -> int | None:
+    """Read the user's tasks (the config folder's tasks/, then every --task-file) so that
+    every command and the app know them by name. A named file that does not load stops the
+    command (exit code 2); a folder's file that does not load is named, on stderr (the app
+    shows it too), and the other tasks load. With one --task-file and no --task, that task
+    is the one meant."""
+    from bbm_tui.core.config import tasks_folder
+    from bbm_tui.core.tasks import use_tasks
+    from bbm_tui.core.tasks.files import TaskFileError, load_user_tasks
+
+    named = getattr(args, "task_files", None) or []
+    try:
+        loaded = load_user_tasks(tasks_folder(), named)
+    except TaskFileError as error:
+        return fail(str(error), EXIT_USAGE)
+    args.task_problems = [str(problem) for problem in loaded.problems]
+    for problem in args.task_problems:
+        fail(f"{problem} (that task is left out; the others load)")
+    use_tasks(loaded.tasks)
+    if len(named) == 1 and getattr(args, "task", None) is None and hasattr(args, "task"):
+        args.task = loaded.tasks[-1].name
+    return None
+
+
 def _check_task(name: str | None) -> None:
     if name is not None:
         from bbm_tui.core.tasks import get_task
@@ -409,9 +459,9 @@ def run_command(args: argparse.Namespace) -> int:
     from bbm_tui.core import llm
     from bbm_tui.core.batch.run import jobs_from_bundled, jobs_from_files, run_batch
     from bbm_tui.core.batch.runner import BatchStop
-    from bbm_tui.core.dataset import DatasetError, bundled_path
+    from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import Store, StoreError
-    from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError
+    from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError, get_task
 
     if args.concurrency < 1:
         return fail("--concurrency must be at least 1", EXIT_USAGE)
@@ -436,16 +486,26 @@ def run_command(args: argparse.Namespace) -> int:
                     + ", ".join(TASK_NAMES),
                     EXIT_USAGE,
                 )
-            jobs, notes = jobs_from_bundled(args.task, args.limit), []
+            task = get_task(args.task)
+            if task.is_paper:
+                jobs, notes = jobs_from_bundled(args.task, args.limit), []
+            elif task.questions_path is None:
+                return fail(f"--dataset: {task.name!r} is a task of your own and its file names "
+                            "no `questions`; give them with --input FILE.jsonl", EXIT_USAGE)
+            else:  # its own file of questions stands for the dataset
+                questions = jobs_from_files([task.questions_path], task.name, args.limit)
+                jobs, notes = questions.jobs, questions.notes()
         else:
             questions = jobs_from_files(args.input, args.task, args.limit)
             jobs, notes = questions.jobs, questions.notes()
         spec = llm.ModelSpec(config.model, config.api_base, config.mode)
         settings = config.stepper_settings(args.step_limit)
+        if config.logprobs and not llm.gives_logprobs(spec):
+            notes = [*notes, RUN_WITHOUT_LOGPROBS]
         store = Store.open()
     except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
-    inputs = list(args.input or []) + ([bundled_path(args.task)] if args.dataset else [])
+    inputs = list(args.input or []) + ([_dataset_file(args.task)] if args.dataset else [])
     latest = LatestProgress()
     try:
         with ProgressDisplay(not args.no_progress, _run_detail) as show:
@@ -470,8 +530,20 @@ def run_command(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if progress.failed else EXIT_OK
 
 
+def _dataset_file(task_name: str) -> Path:
+    """What `run --dataset` reads: the paper's file of the task, or a task of one's own's
+    `questions` file."""
+    from bbm_tui.core.dataset import bundled_path
+    from bbm_tui.core.tasks import get_task
+
+    task = get_task(task_name)
+    return bundled_path(task_name) if task.is_paper or task.questions_path is None else (
+        task.questions_path)
+
+
 def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_batch_notes(out, progress)
+    _print_impossible_logprobs(progress.impossible_logprobs, "step")
     how = "stopped: " if stopped else ""
     print(
         f"{how}{_traces(progress.done)} written to {_where(out)}, {progress.skipped} already "
@@ -541,6 +613,10 @@ class LatestProgress:
         return both
 
 
+RUN_WITHOUT_LOGPROBS = ("log-probabilities: none from this provider; the steps are stored "
+                        "without them")
+
+
 def _print_batch_notes(out: Path, progress: Any) -> None:
     """What a batch did besides its work: a repaired OUT, questions listed twice."""
     if progress.mended:
@@ -549,6 +625,15 @@ def _print_batch_notes(out: Path, progress: Any) -> None:
         print(f"bbm-tui: {note}", file=sys.stderr)
     if progress.duplicates:
         print(f"bbm-tui: {progress.duplicates} duplicate(s) in the input were done once",
+              file=sys.stderr)
+
+
+def _print_impossible_logprobs(count: int, noun: str) -> None:
+    if count:
+        print(f"bbm-tui: {_count(count, noun)} came with log-probabilities no model could give "
+              "(positive, NaN, infinite or out of range); "
+              f"{'it was' if count == 1 else 'they were'} kept without log-probabilities "
+              "(null in OUT)" + (", and never chosen by them" if noun == "sample" else ""),
               file=sys.stderr)
 
 
@@ -628,7 +713,7 @@ def stats_command(args: argparse.Namespace) -> int:
         return fail(str(error), EXIT_USAGE)
     result = dataset_stats(rows_by_task)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK
     _print_stats_table(result)
     return EXIT_OK
@@ -636,7 +721,7 @@ def stats_command(args: argparse.Namespace) -> int:
 
 def _print_stats_table(result: dict) -> None:
     from bbm_tui.cli_tables import Column, TextTable, print_table
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
     headers = ["traces", "correct", "with mistake", "without", "mean steps"]
     show_unlabelled = result["overall"]["unlabelled"] > 0
@@ -644,7 +729,7 @@ def _print_stats_table(result: dict) -> None:
         headers.insert(4, "unlabelled")
     table = TextTable("Traces per task (the paper's Table 2)",
                       [Column("task"), *(Column(header, number=True) for header in headers)])
-    in_paper_order = sorted(result["tasks"].items(), key=lambda item: TASK_NAMES.index(item[0]))
+    in_paper_order = sorted(result["tasks"].items(), key=lambda item: task_order(item[0]))
     rows = [*in_paper_order, ("overall", result["overall"])]
     for name, figures in rows:
         cells = [name, str(figures["traces"]), str(figures["correct"]),
@@ -674,11 +759,15 @@ def _add_find_parser(commands, *, with_methods: bool = True) -> None:
     _add_model_options(find)
     _add_pace_option(find)
     find.add_argument("--method", required=True, choices=methods,
-                      help="direct-trace, direct-step, cot-step, cot-trace (word sorting "
-                      "only), or verify (the task verifiers: no model, no key)")
+                      help="the paper's direct-trace, direct-step, cot-step, cot-trace (word "
+                      "sorting only); for a task without few-shot finding prompts "
+                      "direct-trace-zero-shot and direct-step-zero-shot; critic (every task: "
+                      "the earliest wrong thought in \\boxed{}); or verify (the paper's "
+                      "tasks: the task verifiers, no model, no key)")
     find.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
                       help="dataset-format files (their gold mistake_index is the truth)")
     find.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(find)
     find.add_argument("--concurrency", type=int, default=4, metavar="K",
                       help="traces judged at once (default 4)")
     find.add_argument("--rpm", type=float, metavar="R", help="at most R model calls a minute")
@@ -751,7 +840,7 @@ def find_command(args: argparse.Namespace) -> int:
             scores["paper"] = {"model": args.paper,
                                "tasks": {k: v for k, v in paper.items() if k != "overall"},
                                "overall": paper.get("overall", {})}
-        print(json.dumps(scores, indent=2))
+        print(json.dumps(scores, indent=2, allow_nan=False))
     else:
         _print_find_table(outcome.report, args, paper, to_stderr=_to_stdout(args.out))
     return EXIT_FAILURE if progress.failed else EXIT_OK
@@ -814,7 +903,7 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None, *,
                       to_stderr: bool = False) -> None:
     from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.judging.judges import get_judge
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
     who = get_judge(args.method).who or args.model or "the configured model"
     columns = [Column("task"), Column("n", number=True)]
@@ -825,7 +914,7 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None, *,
     columns.append(Column("unparseable", number=True))
     table = TextTable(f"{args.method} by {who}: first-mistake location", columns,
                       caption=_paper_caption(args, paper))
-    tasks = sorted(report.tasks.items(), key=lambda item: TASK_NAMES.index(item[0]))
+    tasks = sorted(report.tasks.items(), key=lambda item: task_order(item[0]))
     rows = [*tasks, ("overall", report.overall)]
     for name, scores in rows:
         cells = [name, str(scores.n)]
@@ -854,6 +943,7 @@ def _add_verify_parser(commands) -> None:
     verify.add_argument("--report", action="store_true",
                         help="list the disagreements (the default and only report)")
     verify.add_argument("--task", help="the task of every file (else from each row or name)")
+    _add_task_file_option(verify)
     verify.add_argument("--json", action="store_true",
                         help='one JSON object: {"tasks": {TASK: {"traces", "agree", '
                         '"disagreements": [{"file", "row", "gold", "verifier", "step", '
@@ -890,7 +980,7 @@ def verify_command(args: argparse.Namespace) -> int:
         return fail(str(error), EXIT_USAGE)
     ordered = {task: found[task] for task in TASK_NAMES if task in found}
     if args.json:
-        print(json.dumps({"tasks": ordered}, indent=2))
+        print(json.dumps({"tasks": ordered}, indent=2, allow_nan=False))
         return EXIT_OK
     _print_verify_report(ordered)
     return EXIT_OK
@@ -936,6 +1026,7 @@ def _add_backtrack_parser(commands) -> None:
                            help="dataset-format files")
     backtrack.add_argument("--task", help="the task of every file (else from each row or "
                            "file name)")
+    _add_task_file_option(backtrack)
     backtrack.add_argument("--locations", required=True, metavar="WHERE",
                            help="gold | random | finder:PREDS.jsonl | rm:X")
     backtrack.add_argument("--seed", type=int, default=0, help="for random and rm:X")
@@ -1006,7 +1097,7 @@ def backtrack_command(args: argparse.Namespace) -> int:
         store.close()
     _print_backtrack_summary(args.out, result.progress)
     if args.json:
-        print(json.dumps(to_json(result, locations), indent=2))
+        print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))
     else:
         _print_backtrack_table(result, locations, to_stderr=_to_stdout(args.out))
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
@@ -1014,6 +1105,7 @@ def backtrack_command(args: argparse.Namespace) -> int:
 
 def _print_backtrack_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_batch_notes(out, progress)
+    _print_impossible_logprobs(progress.impossible_logprobs, "sample")
     if progress.unlabelled:
         print(f"bbm-tui: {_traces(progress.unlabelled)} unlabelled: no gold location, kept as "
               "they are", file=sys.stderr)
@@ -1028,7 +1120,7 @@ def _print_backtrack_summary(out: Path, progress: Any, stopped: bool = False) ->
 def _print_backtrack_table(result: Any, locations: Any, *, to_stderr: bool = False) -> None:
     from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.batch.backtrack import paper_table_6
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
     paper = paper_table_6(locations.paper_key)
     columns = [Column("task"), *(Column(header, number=True) for header in (
@@ -1039,7 +1131,7 @@ def _print_backtrack_table(result: Any, locations: Any, *, to_stderr: bool = Fal
     table = TextTable(f"Backtracking from {locations.kind} locations: change in accuracy "
                       "(percentage points; the paper's Table 6)", columns,
                       caption="paper: PaLM 2 Unicorn" if paper else None)
-    for task, deltas in sorted(result.tables.items(), key=lambda i: TASK_NAMES.index(i[0])):
+    for task, deltas in sorted(result.tables.items(), key=lambda i: task_order(i[0])):
         cells = [task, str(deltas.n), str(deltas.n_correct),
                  _signed(deltas.delta_accuracy_correct), str(deltas.n_incorrect),
                  _signed(deltas.delta_accuracy_incorrect)]
@@ -1108,7 +1200,7 @@ def sessions_command(args: argparse.Namespace) -> int:
                 "id": session.id, "name": session.name, "task": session.task,
                 "model": session.model, "steps": summary.steps, "label": label,
                 "answer": summary.answer, "source": session.source,
-            }))
+            }, allow_nan=False))
         else:
             print(f"{session.id:>5}  {one_line(session.name, 40):<40}  {session.task:<26}"
                   f"{summary.steps:>4} {'step ' if summary.steps == 1 else 'steps'}  "
@@ -1189,13 +1281,15 @@ def agreement_command(args: argparse.Namespace) -> int:
         return fail(str(error), EXIT_USAGE)
     except StoreError as error:
         return fail(str(error))
+    for note in data.notes:
+        print(f"bbm-tui: {note}", file=sys.stderr)
     if data.app_left_out:
         print(f"bbm-tui: the app's own labels ({_traces(data.app_left_out)}, from the main "
               "screen) are left out; --app-labels counts them as the annotator \"app\"",
               file=sys.stderr)
     result = report.report_json(data)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result, allow_nan=False))
     else:
         # With the consensus rows on standard output, the report goes beside them.
         _print_agreement(result, len(data.labels),
@@ -1228,13 +1322,28 @@ def _print_agreement(result: dict, annotators: int, stream: TextIO) -> None:
     def figure(value: float | None, digits: int = 3) -> str:
         return "—" if value is None else f"{value:.{digits}f}"
 
-    lines = [f"annotators: {annotators}; traces labelled by two or more: {result['n']}",
-             f"Krippendorff's alpha (nominal): {figure(result['krippendorff_alpha'])}"]
+    def percent(value: float | None) -> str:
+        return "—" if value is None else f"{value:.1f}%"
+
+    undefined = result["undefined"]
+    lines = [f"annotators: {annotators}; traces labelled by two or more: {result['n']}"]
+    alpha = figure(result["krippendorff_alpha"])
+    if "krippendorff_alpha" in undefined:
+        alpha = f"undefined: {undefined['krippendorff_alpha']}"
+        if result["raw_agreement"] is not None:
+            alpha += (f", so chance agreement is total; raw agreement "
+                      f"{percent(result['raw_agreement'])} over {_traces(result['n'])}")
+    lines.append(f"Krippendorff's alpha (nominal): {alpha}")
     for pair, kappa in result["cohen_kappa"].items():
-        lines.append(f"Cohen's kappa {pair.replace('|', ' / ')}: {figure(kappa)}")
-    for name, percent in result["gold_agreement"].items():
-        lines.append(f"agreement with gold, {name}: "
-                     + ("—" if percent is None else f"{percent:.1f}%"))
+        shown = figure(kappa)
+        if pair in undefined:
+            shown = f"undefined: {undefined[pair]}"
+            raw = result["cohen_raw_agreement"].get(pair)
+            if raw is not None:
+                shown += f"; raw agreement {percent(raw)}"
+        lines.append(f"Cohen's kappa {pair.replace('|', ' / ')}: {shown}")
+    for name, value in result["gold_agreement"].items():
+        lines.append(f"agreement with gold, {name}: {percent(value)}")
     for task, figures in result.get("per_task", {}).items():
         lines.append(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
                      f"(paper: {figure(figures['paper_krippendorff_alpha'])})")

@@ -1,5 +1,5 @@
-"""Shared fixtures: an isolated home for every test, the local OpenAI-compatible server, and
-the reference data of ../shared/bbm where it exists."""
+"""Shared fixtures: an isolated home for every test, the local provider servers (OpenAI-compatible,
+Anthropic, Gemini, Ollama), and the reference data of ../shared/bbm where it exists."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.anthropic_server import FakeAnthropic
+from tests.fake_server import FakeServer
+from tests.gemini_server import FakeGemini
+from tests.ollama_server import FakeOllama
 from tests.openai_server import FakeOpenAI
 from tests.reference import build_reference_tree, mismatches_in_shipped
+from tests.strict_json import nonstandard_json_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_BBM = ROOT.parent / "shared" / "bbm"
@@ -23,32 +28,97 @@ KEY_VARIABLES = (
 )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In a worker of pytest-xdist (scripts/test), the tests marked slow come first: one of
+    them started last would keep its worker busy after the others have finished. (Every
+    worker collects, and must collect in the same order: the sort is stable.)"""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                  request: pytest.FixtureRequest) -> Iterator[Path]:
     """Every test gets its own store and config location, an instant replay model, and no
-    API keys from the environment."""
+    API keys from the environment. Afterwards, every JSON and JSONL file the test left (the
+    outputs of every command the suite runs) must be standard JSON: no NaN or Infinity,
+    which strict readers refuse."""
     home = tmp_path / "home"
     monkeypatch.setenv("BBM_TUI_HOME", str(home))
     monkeypatch.setenv("BBM_TUI_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
     for variable in KEY_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
-    return home
+    yield home
+    if request.node.get_closest_marker("nonstandard_json_inputs") is None:
+        found = nonstandard_json_files(tmp_path)
+        assert not found, "files that are not standard JSON:\n" + "\n".join(found)
+
+
+def _serving(server: FakeServer) -> Iterator[FakeServer]:
+    server.start()
+    yield server
+    server.stop()
+
+
+def _fresh(server: FakeServer) -> Iterator[FakeServer]:
+    server.reset()
+    yield server
+    server.reset()
+
+
+@pytest.fixture(autouse=True)
+def no_user_tasks_after() -> Iterator[None]:
+    """The user's tasks are the process's (the command line reads them at start): a test
+    that put some there leaves none behind for the next."""
+    yield
+    from bbm_tui.core.tasks import use_tasks
+
+    use_tasks([])
 
 
 @pytest.fixture(scope="session")
-def _server() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI().start()
-    yield server
-    server.stop()
+def _server() -> Iterator[FakeServer]:
+    yield from _serving(FakeOpenAI())
 
 
 @pytest.fixture
 def openai_server(_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
     """The local OpenAI-compatible server, with an empty script for this test."""
-    _server.reset()
-    yield _server
-    _server.reset()
+    yield from _fresh(_server)
+
+
+@pytest.fixture(scope="session")
+def _anthropic() -> Iterator[FakeServer]:
+    yield from _serving(FakeAnthropic())
+
+
+@pytest.fixture
+def anthropic_server(_anthropic: FakeAnthropic) -> Iterator[FakeAnthropic]:
+    """The local server speaking Anthropic's Messages API, with an empty script."""
+    yield from _fresh(_anthropic)
+
+
+@pytest.fixture(scope="session")
+def _gemini() -> Iterator[FakeServer]:
+    yield from _serving(FakeGemini())
+
+
+@pytest.fixture
+def gemini_server(_gemini: FakeGemini) -> Iterator[FakeGemini]:
+    """The local server speaking the Gemini API, with an empty script."""
+    yield from _fresh(_gemini)
+
+
+@pytest.fixture(scope="session")
+def _ollama() -> Iterator[FakeServer]:
+    yield from _serving(FakeOllama())
+
+
+@pytest.fixture
+def ollama_server(_ollama: FakeOllama) -> Iterator[FakeOllama]:
+    """The local server speaking Ollama's API, with an empty script."""
+    yield from _fresh(_ollama)
 
 
 def shared_bbm_present() -> bool:

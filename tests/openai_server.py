@@ -9,206 +9,91 @@ Hostile replies with status 200 too (see `Reply`): an HTML page, an event stream
 HTML, `[DONE]` first, a gzip bomb, invalid UTF-8, absurd usage, a stream ended with no finish
 reason, any line break, a slow drip (`chunk_chars=1, chunk_delay_s=N`); and a server that
 serves one request at a time by cutting the running stream short (`one_request_at_a_time`,
-as llama-cpp-python's does). It
-records every request and whether the client hung up before the stream was over, so a test
-can check that a stream was closed early.
+as llama-cpp-python's does). Its usage is OpenAI's, `prompt_tokens_details.cached_tokens`
+included (in the last chunk of a stream asked for with `stream_options.include_usage`).
 
-It runs aiohttp (already a litellm dependency) on its own event loop in a thread, so the
-code under test talks to it over real sockets from any loop.
+llama.cpp's `llama-server` is copied where it differs (`withhold_token_before_stop`): a whole
+(non-streamed) answer that ended at a stop sequence has a token list that leaves out the last
+token before the stop (measured: it drops as many tokens from the end as its tokenizer makes
+of the stop string, and the Llama vocabulary makes two of "\n", so " alphabet." comes with
+the tokens of " alphabet"). A streamed answer sends every token.
+
+The machinery (start on a free port, scripting, recording, the streaming loop) is
+tests/fake_server.py's, shared with the other providers' servers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
 
+from tests.fake_server import (
+    Answer,
+    Asked,
+    FakeServer,
+    RecordedRequest,
+    Reply,
+    Responder,
+    Usage,
+    choice_logprob,
+    choice_texts,
+    dataset_responder,
+    limited_text,
+    pieces_of,
+    prompt_of,
+    token_logprob,
+)
 
-@dataclass
-class Reply:
-    text: str = ""
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-    error_body: dict[str, Any] | None = None
-    # Stream `text` in pieces of this many characters (None: word by word).
-    chunk_chars: int | None = None
-    honor_stop: bool = True
-    honor_max_tokens: bool = True
-    delay_s: float = 0.0  # before the response starts
-    # Hold the response until a test sets this (or `hold_s` passes): a call that is still out
-    # when the test says so, whatever the machine's speed.
-    hold: threading.Event | None = None
-    hold_s: float = 10.0
-    chunk_delay_s: float = 0.0  # between streamed chunks
-    # After the stream's headers, before its first chunk: a model thinking before it writes.
-    first_chunk_delay_s: float = 0.0
-    # Close the socket abruptly after N chunks; a whole (non-streamed) answer is cut off
-    # half-way through its body instead.
-    drop_after_chunks: int | None = None
-    # Send a chunk that is not JSON after N chunks; a whole answer's body is not JSON.
-    malformed_after_chunks: int | None = None
-    # Go silent for this long after the first chunk (a whole answer: after half its body),
-    # then carry on.
-    stall_s: float = 0.0
-    logprob_per_token: float | None = None
-    usage: bool = True
-    # None: the stream ends ([DONE]) with no finish reason, as an interrupted llama-cpp-python
-    # stream does.
-    finish_reason: str | None = "stop"
-    # Usage sent verbatim instead of counted (absurd values: 2**64, 1e23, -5, NaN, "lots").
-    usage_values: dict[str, Any] | None = None
-    # Hostile replies, all with status 200: `raw_body` is the whole body, sent as is (with
-    # `headers`, e.g. an HTML page); `raw_chunks` yields the body piece by piece (a gzip bomb
-    # too big to hold); `raw_events` are SSE payloads sent before the answer's own chunks
-    # (`[DONE]` first; an HTML page as an event stream).
-    raw_body: bytes | None = None
-    raw_chunks: Callable[[], Iterable[bytes]] | None = None
-    raw_events: list[bytes] | None = None
-    # Stream the text as raw bytes in pieces this long, splitting multi-byte characters and
-    # able to carry invalid UTF-8 (`raw_text`).
-    raw_text: bytes | None = None
-    # `n` (whole answers): the choices' texts, and each choice's log-probability per token
-    # (None: `logprob_per_token` for all). Real servers differ: llama-cpp-python ignores `n`
-    # (`ignore_n`), llama-server caps it at its slot count (`max_n`) and counts usage for one
-    # choice only (`usage_one_choice`). `logprob_form` for text completions: "chat"
-    # (llama-server's `content`) or "legacy" (OpenAI's `tokens` + `token_logprobs`).
-    choices: list[str] | None = None
-    choice_logprobs: list[float] | None = None
-    ignore_n: bool = False
-    max_n: int | None = None
-    usage_one_choice: bool = False
-    logprob_form: str = "chat"
-    # Each token's top alternatives (`top_logprobs`), as real servers send them: the most
-    # likely first, as many as the request asked for (`top_logprobs` in chat, the number
-    # `logprobs` on /v1/completions) and no more. Given a token's text and log-probability,
-    # the list to cut from (usually the token itself among them). None: `top_logprobs: []`.
-    alternatives: Callable[[str, float], list[tuple[str, float]]] | None = None
+__all__ = ["FakeOpenAI", "RecordedRequest", "Reply", "Responder", "dataset_responder"]
+
+# The name the tests have long imported: a model's text in streamed pieces.
+_pieces = pieces_of
 
 
-@dataclass
-class RecordedRequest:
-    path: str
-    body: dict[str, Any]
-    headers: dict[str, str]
-    client_closed_early: bool = False
-    chunks_sent: int = 0
-    # Cut short by a later request (`FakeOpenAI.one_request_at_a_time`).
-    interrupted: bool = False
-    # A held reply (`Reply.hold`): let go by the test's event (not by the time limit).
-    released: bool = False
+class FakeOpenAI(FakeServer):
+    thread_name = "fake-openai"
 
-
-Responder = Callable[[str, dict[str, Any]], Reply]
-
-
-def _pieces(text: str, chunk_chars: int | None) -> list[str]:
-    if not text:
-        return []
-    if chunk_chars:
-        return [text[i : i + chunk_chars] for i in range(0, len(text), chunk_chars)]
-    pieces, current = [], ""
-    for character in text:
-        current += character
-        if character in " \n":
-            pieces.append(current)
-            current = ""
-    if current:
-        pieces.append(current)
-    return pieces
-
-
-class FakeOpenAI:
     def __init__(self, latency_s: float = 0.0) -> None:
-        self.script: deque[Reply] = deque()
-        self.responder: Responder | None = None
-        self.requests: list[RecordedRequest] = []
-        self.latency_s = latency_s
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._runner: web.AppRunner | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.port = 0
+        super().__init__(latency_s)
         # llama-cpp-python's server: any request that arrives (GET /v1/models too) stops the
         # generation running, whose stream then ends with [DONE] and no finish reason.
         self.one_request_at_a_time = False
         self._arrivals = 0
-        self.streaming_now = 0
-        self.most_streaming_at_once = 0
-
-    # -- lifecycle
+        # llama-server: a whole answer stopped at a stop sequence leaves the token before the
+        # stop out of its token list.
+        self.withhold_token_before_stop = False
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.root_url}/v1"
 
-    def start(self) -> FakeOpenAI:
-        ready = threading.Event()
-
-        def serve() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(self._start_site())
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self._runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=serve, name="fake-openai", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the test server did not start")
-        return self
-
-    async def _start_site(self) -> None:
-        app = web.Application()
+    def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/completions", self._text)
         app.router.add_post("/chat/completions", self._chat)
         app.router.add_post("/completions", self._text)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, backlog=256)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
-
-    def stop(self) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
+        # A gateway that takes a key in the path (`/ok/sk-.../v1`), as some proxies do.
+        app.router.add_post("/{prefix:.+}/v1/chat/completions", self._chat)
+        app.router.add_post("/{prefix:.+}/v1/completions", self._text)
 
     def reset(self) -> None:
-        with self._lock:
-            self.script.clear()
-            self.requests.clear()
-            self.responder = None
-            self.latency_s = 0.0
-            self.one_request_at_a_time = False
-            self.most_streaming_at_once = 0
+        super().reset()
+        self.one_request_at_a_time = False
+        self.withhold_token_before_stop = False
 
-    # -- scripting
-
-    def enqueue(self, *replies: Reply) -> None:
-        with self._lock:
-            self.script.extend(replies)
-
-    def _next_reply(self, path: str, body: dict[str, Any]) -> Reply:
-        with self._lock:
-            if self.script:
-                return self.script.popleft()
-            responder = self.responder
-        if responder is None:
-            return Reply(status=500, error_body={"error": {"message": "no reply scripted"}})
-        return responder(path, body)
+    def asked(self, body: dict[str, Any], request: web.Request) -> Asked:
+        stops = body.get("stop") or []
+        if isinstance(stops, str):
+            stops = [stops]
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        return Asked(prompt=_prompt_text(body), stops=tuple(stops),
+                     max_tokens=int(max_tokens) if max_tokens else None,
+                     stream=bool(body.get("stream")))
 
     # -- handlers
 
@@ -225,61 +110,33 @@ class FakeOpenAI:
 
     async def _handle(self, request: web.Request, chat: bool) -> web.StreamResponse:
         self._arrivals += 1
-        body = await request.json()
-        record = RecordedRequest(request.path, body, dict(request.headers))
-        with self._lock:
-            self.requests.append(record)
-        reply = self._next_reply(request.path, body)
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
-        if reply.delay_s:
-            await asyncio.sleep(reply.delay_s)
-        if reply.hold is not None:
-            await self._hold(record, reply.hold, reply.hold_s)
-        if reply.status != 200:
-            error = reply.error_body or {
-                "error": {"message": f"scripted status {reply.status}", "type": "test"}
-            }
-            return web.json_response(error, status=reply.status, headers=reply.headers)
-        if reply.raw_body is not None or reply.raw_chunks is not None:
-            return await self._raw(request, reply)
-        text = self._apply_limits(reply, body)
-        if body.get("stream"):
-            return await self._stream(request, record, reply, text, chat, body)
+        record, body = await self._record(request)
+        record.arrival = self._arrivals
+        answer = await self._answer(request, record, body)
+        if not isinstance(answer, Answer):
+            return answer
+        reply, asked, text = answer.reply, answer.asked, answer.text
+        if asked.stream:
+            if reply.raw_text is not None:
+                return await self._raw_text(request, reply, body, chat, asked)
+            pieces = pieces_of(text, reply.chunk_chars)
+            framing = _Framing(reply, body, chat, asked, self)
+            return await self._stream(request, record, reply, pieces, framing)
+        whole = self._whole(reply, text, chat, body, asked)
         if reply.drop_after_chunks is not None or reply.malformed_after_chunks is not None or (
             reply.stall_s
         ):
-            return await self._faulty_whole(request, reply, self._whole(reply, text, chat, body))
-        return web.json_response(self._whole(reply, text, chat, body), headers=reply.headers)
+            return await self._faulty_whole(request, reply, whole)
+        return web.json_response(whole, headers=reply.headers)
 
-    async def _hold(self, record: RecordedRequest, event: threading.Event, limit_s: float
-                    ) -> None:
-        deadline = time.monotonic() + limit_s
-        try:
-            while not event.is_set() and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-        except asyncio.CancelledError:  # the client hung up while it was held
-            record.client_closed_early = True
-            raise
-        record.released = event.is_set()
+    def _interrupted(self, record: RecordedRequest) -> bool:
+        if self.one_request_at_a_time and self._arrivals != record.arrival:
+            record.interrupted = True
+        return record.interrupted
 
-    async def _raw(self, request: web.Request, reply: Reply) -> web.StreamResponse:
-        """A 200 whose body is not a model's answer, exactly as scripted."""
-        response = web.StreamResponse(status=200, headers=reply.headers)
-        await response.prepare(request)
-        try:
-            if reply.raw_body is not None:
-                await response.write(reply.raw_body)
-            else:
-                assert reply.raw_chunks is not None
-                for piece in reply.raw_chunks():
-                    if request.transport is None or request.transport.is_closing():
-                        return response
-                    await response.write(piece)
-            await response.write_eof()
-        except (ConnectionResetError, ConnectionError):
-            pass
-        return response
+    async def _end_interrupted(self, response: web.StreamResponse, framing: Any) -> None:
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
 
     async def _faulty_whole(
         self, request: web.Request, reply: Reply, payload: dict
@@ -303,33 +160,17 @@ class FakeOpenAI:
         await response.write_eof()
         return response
 
-    def _apply_limits(self, reply: Reply, body: dict[str, Any]) -> str:
-        text = reply.text
-        if reply.honor_stop:
-            stops = body.get("stop") or []
-            if isinstance(stops, str):
-                stops = [stops]
-            for stop in stops:
-                if stop and stop in text:
-                    text = text[: text.index(stop)]
-        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
-        if reply.honor_max_tokens and max_tokens:
-            text = "".join(_pieces(text, None)[: int(max_tokens)])
-        return text
-
-    def _whole(self, reply: Reply, text: str, chat: bool, body: dict[str, Any]) -> dict:
-        texts = self._choice_texts(reply, text, body)
+    def _whole(self, reply: Reply, text: str, chat: bool, body: dict[str, Any],
+               asked: Asked) -> dict:
+        texts = choice_texts(reply, text, int(body.get("n") or 1), asked)
         counted = texts[:1] if reply.usage_one_choice else texts
-        usage: dict[str, Any] = {
-            "prompt_tokens": _count_prompt_tokens(body),
-            "completion_tokens": sum(len(_pieces(t, None)) for t in counted),
-        }
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        usage = openai_usage(self.usage_of(reply, asked, sum(
+            len(pieces_of(t, None)) for t in counted)))
         if reply.usage_values is not None:
             usage = dict(reply.usage_values)
         choices = []
         for index, choice_text in enumerate(texts):
-            logprobs = self._whole_logprobs(reply, choice_text, index, chat, body)
+            logprobs = self._whole_logprobs(reply, choice_text, index, chat, body, asked)
             if chat:
                 choice = {"index": index,
                           "message": {"role": "assistant", "content": choice_text},
@@ -347,121 +188,135 @@ class FakeOpenAI:
             "usage": usage if reply.usage else None,
         }
 
-    def _choice_texts(self, reply: Reply, text: str, body: dict[str, Any]) -> list[str]:
-        wanted = 1 if reply.ignore_n else int(body.get("n") or 1)
-        if reply.max_n is not None:
-            wanted = min(wanted, reply.max_n)
-        pool = [self._apply_limits(replace(reply, text=t), body) for t in reply.choices] if (
-            reply.choices) else [text]
-        return [pool[i % len(pool)] for i in range(wanted)]
-
     def _whole_logprobs(self, reply: Reply, text: str, index: int, chat: bool,
-                        body: dict[str, Any]) -> dict | None:
+                        body: dict[str, Any], asked: Asked) -> dict | None:
         if not body.get("logprobs"):
             return None
-        if reply.choice_logprobs is not None:
-            value = reply.choice_logprobs[index % len(reply.choice_logprobs)]
-        elif reply.logprob_per_token is not None:
-            value = reply.logprob_per_token
-        else:
+        value = choice_logprob(reply, index)
+        if value is None and reply.logprob_values is None:
             return None
-        pieces = _pieces(text, None)
+        pieces = self._logprob_pieces(reply, text, index, asked)
+        values = [token_logprob(reply, place, value) for place in range(len(pieces))]
         if chat or reply.logprob_form == "chat":
-            return {"content": [_chat_logprob(piece, value, reply, body) for piece in pieces]}
-        top = [dict(_alternatives(piece, value, reply, body)) for piece in pieces]
-        return {"tokens": pieces, "token_logprobs": [value] * len(pieces),
+            return {"content": [_chat_logprob(piece, value, reply, body)
+                                for piece, value in zip(pieces, values, strict=True)]}
+        top = [dict(_alternatives(piece, value, reply, body))
+               for piece, value in zip(pieces, values, strict=True)]
+        return {"tokens": pieces, "token_logprobs": values,
                 "top_logprobs": top if reply.alternatives else None, "text_offset": None}
 
-    async def _stream(
-        self,
-        request: web.Request,
-        record: RecordedRequest,
-        reply: Reply,
-        text: str,
-        chat: bool,
-        body: dict[str, Any],
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                     **reply.headers}
-        )
-        await response.prepare(request)
-        pieces = _pieces(text, reply.chunk_chars)
-        arrived_as = self._arrivals
-        self.streaming_now += 1
-        self.most_streaming_at_once = max(self.most_streaming_at_once, self.streaming_now)
-        try:
-            for event in reply.raw_events or []:
-                await response.write(b"data: " + event + b"\n\n")
-            if reply.raw_text is not None:
-                await self._raw_text(response, reply, body, chat)
-                return response
-            if reply.first_chunk_delay_s:
-                await asyncio.sleep(reply.first_chunk_delay_s)
-            for index, piece in enumerate(pieces):
-                if reply.drop_after_chunks is not None and index >= reply.drop_after_chunks:
-                    request.transport.abort() if request.transport else None
-                    return response
-                if reply.malformed_after_chunks is not None and (
-                    index >= reply.malformed_after_chunks
-                ):
-                    await response.write(b'data: {"choices": [{"delta": {"content": "x"\n\n')
-                    await response.write(b"data: [DONE]\n\n")
-                    return response
-                if request.transport is None or request.transport.is_closing():
-                    record.client_closed_early = True
-                    return response
-                if self.one_request_at_a_time and self._arrivals != arrived_as:
-                    record.interrupted = True
-                    await response.write(b"data: [DONE]\n\n")
-                    await response.write_eof()
-                    return response
-                await response.write(_sse(_chunk(body, piece, None, chat, reply)))
-                record.chunks_sent += 1
-                if reply.stall_s and index == 0:
-                    await asyncio.sleep(reply.stall_s)
-                if reply.chunk_delay_s:
-                    await asyncio.sleep(reply.chunk_delay_s)
-            await self._stream_end(response, reply, body, chat, len(pieces))
-        except (ConnectionResetError, ConnectionError, asyncio.CancelledError):
-            record.client_closed_early = True
-            raise
-        finally:
-            self.streaming_now -= 1
-        return response
+    def _logprob_pieces(self, reply: Reply, text: str, index: int, asked: Asked) -> list[str]:
+        """The tokens whose log-probabilities are sent: every one of the text, except on a
+        llama-server whose answer stopped at a stop sequence: the last one is left out."""
+        pieces = pieces_of(text, None)
+        if self.withhold_token_before_stop and pieces and _stopped_at_stop(reply, index, asked):
+            return pieces[:-1]
+        return pieces
 
-    async def _stream_end(self, response: web.StreamResponse, reply: Reply, body: dict,
-                          chat: bool, completion_tokens: int) -> None:
-        if reply.finish_reason is not None:
-            await response.write(_sse(_chunk(body, "", reply.finish_reason, chat, reply)))
-        options = body.get("stream_options") or {}
-        if reply.usage and options.get("include_usage"):
-            prompt_tokens = _count_prompt_tokens(body)
-            usage: dict[str, Any] = {"prompt_tokens": prompt_tokens,
-                                     "completion_tokens": completion_tokens,
-                                     "total_tokens": prompt_tokens + completion_tokens}
-            await response.write(_sse({
-                "id": "test-1", "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": body.get("model", "test"),
-                "choices": [],
-                "usage": reply.usage_values if reply.usage_values is not None else usage,
-            }))
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-
-    async def _raw_text(self, response: web.StreamResponse, reply: Reply, body: dict,
-                        chat: bool) -> None:
+    async def _raw_text(self, request: web.Request, reply: Reply, body: dict,
+                        chat: bool, asked: Asked) -> web.StreamResponse:
         """Stream `raw_text` as bytes, cut anywhere (mid-character too): each piece is a JSON
         string built from the raw bytes, so invalid UTF-8 reaches the client as sent."""
         assert reply.raw_text is not None
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                     **reply.headers})
+        await response.prepare(request)
+        for event in reply.raw_events or []:
+            await response.write(b"data: " + event + b"\n\n")
         size = reply.chunk_chars or 3
         pieces = [reply.raw_text[i:i + size] for i in range(0, len(reply.raw_text), size)]
+        framing = _Framing(reply, body, chat, asked, self)
         for piece in pieces:
-            payload = json.dumps(_chunk(body, "@@PIECE@@", None, chat, reply)).encode()
+            payload = json.dumps(framing.chunk("@@PIECE@@", None)).encode()
             await response.write(
                 b"data: " + payload.replace(b"@@PIECE@@", _json_string_bytes(piece)) + b"\n\n"
             )
-        await self._stream_end(response, reply, body, chat, len(pieces))
+        for event in framing.closing(len(pieces)):
+            await response.write(event)
+        await response.write_eof()
+        return response
+
+
+class _Framing:
+    """OpenAI's stream: a chunk per piece, a chunk with the finish reason, the usage chunk
+    (when asked for), `[DONE]`."""
+
+    content_type = "text/event-stream"
+
+    def __init__(self, reply: Reply, body: dict[str, Any], chat: bool, asked: Asked,
+                 server: FakeOpenAI) -> None:
+        self.server, self.reply, self.body, self.chat = server, reply, body, chat
+        self.asked = asked
+
+    def opening(self) -> list[bytes]:
+        return [b"data: " + event + b"\n\n" for event in self.reply.raw_events or []]
+
+    def piece(self, text: str, index: int, last: bool) -> bytes:
+        return _sse(self.chunk(text, None, place=index))
+
+    def malformed(self) -> bytes:
+        return b'data: {"choices": [{"delta": {"content": "x"\n\ndata: [DONE]\n\n'
+
+    def closing(self, sent: int) -> list[bytes]:
+        events = []
+        reply = self.reply
+        if reply.finish_reason is not None:
+            events.append(_sse(self.chunk("", reply.finish_reason)))
+        options = self.body.get("stream_options") or {}
+        if reply.usage and options.get("include_usage"):
+            usage = openai_usage(self.server.usage_of(reply, self.asked, sent))
+            events.append(_sse({
+                "id": "test-1", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": self.body.get("model", "test"),
+                "choices": [],
+                "usage": reply.usage_values if reply.usage_values is not None else usage,
+            }))
+        events.append(b"data: [DONE]\n\n")
+        return events
+
+    def chunk(self, piece: str, finish: str | None, place: int = 0) -> dict:
+        reply, body = self.reply, self.body
+        if self.chat:
+            choice: dict[str, Any] = {
+                "index": 0,
+                "delta": {"content": piece} if piece else {},
+                "finish_reason": finish,
+            }
+            value = token_logprob(reply, place, reply.logprob_per_token)
+            if value is not None and piece:
+                choice["logprobs"] = {"content": [_chat_logprob(piece, value, reply, body)]}
+            kind = "chat.completion.chunk"
+        else:
+            choice = {"index": 0, "text": piece, "finish_reason": finish, "logprobs": None}
+            kind = "text_completion"
+        return {
+            "id": "test-1",
+            "object": kind,
+            "created": int(time.time()),
+            "model": body.get("model", "test"),
+            "choices": [choice],
+        }
+
+
+def openai_usage(usage: Usage) -> dict[str, Any]:
+    """OpenAI's usage object: the cached part of the prompt in `prompt_tokens_details`."""
+    return {"prompt_tokens": usage.prompt, "completion_tokens": usage.completion,
+            "total_tokens": usage.prompt + usage.completion,
+            "prompt_tokens_details": {"cached_tokens": usage.cached}}
+
+
+def _stopped_at_stop(reply: Reply, index: int, asked: Asked) -> bool:
+    """Whether choice `index` ended at one of the request's stop sequences."""
+    text = reply.choices[index % len(reply.choices)] if reply.choices else reply.text
+    return limited_text(reply, text, asked.stops, asked.max_tokens)[1] == "stop"
+
+
+def _prompt_text(body: dict[str, Any]) -> str:
+    """The prompt as OpenAI counts it: the messages' contents joined (or the raw prompt)."""
+    if "messages" in body:
+        return " ".join(str(message.get("content", "")) for message in body["messages"])
+    return prompt_of(body)
 
 
 def _json_string_bytes(raw: bytes) -> bytes:
@@ -476,38 +331,6 @@ def _json_string_bytes(raw: bytes) -> bytes:
         else:
             out.append(byte)
     return bytes(out)
-
-
-def _count_prompt_tokens(body: dict[str, Any]) -> int:
-    if "messages" in body:
-        text = " ".join(str(message.get("content", "")) for message in body["messages"])
-    else:
-        text = str(body.get("prompt", ""))
-    return len(text.split())
-
-
-def _chunk(body: dict, piece: str, finish: str | None, chat: bool, reply: Reply) -> dict:
-    if chat:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "delta": {"content": piece} if piece else {},
-            "finish_reason": finish,
-        }
-        if reply.logprob_per_token is not None and piece:
-            choice["logprobs"] = {
-                "content": [_chat_logprob(piece, reply.logprob_per_token, reply, body)]
-            }
-        kind = "chat.completion.chunk"
-    else:
-        choice = {"index": 0, "text": piece, "finish_reason": finish, "logprobs": None}
-        kind = "text_completion"
-    return {
-        "id": "test-1",
-        "object": kind,
-        "created": int(time.time()),
-        "model": body.get("model", "test"),
-        "choices": [choice],
-    }
 
 
 def _asked_alternatives(body: dict[str, Any]) -> int:
@@ -536,17 +359,3 @@ def _chat_logprob(piece: str, value: float, reply: Reply, body: dict[str, Any]) 
 def _sse(payload: dict) -> bytes:
     return f"data: {json.dumps(payload)}\n\n".encode()
 
-
-def dataset_responder(path: str, body: dict[str, Any]) -> Reply:
-    """Answer generation prompts like a model that wrote the bundled dataset: the next
-    recorded step, then the following thought, as a base model would run on."""
-    from bbm_tui.core.llm.offline.replay import ReplayError, engine, parse_generation_prompt
-
-    prompt = body["messages"][-1]["content"] if "messages" in body else body.get("prompt", "")
-    request = parse_generation_prompt(prompt)
-    if request is None:
-        return Reply(status=400, error_body={"error": {"message": "not a generation prompt"}})
-    try:
-        return Reply(text=engine().next_step_text(request))
-    except ReplayError as error:
-        return Reply(status=400, error_body={"error": {"message": str(error)}})

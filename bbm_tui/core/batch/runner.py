@@ -62,12 +62,20 @@ class Progress:
         else:
             self.cost += cost
 
+    def note(self, note: str) -> None:
+        """Say `note` once in the summary, however many traces gave it."""
+        if note not in self.notes:
+            self.notes.append(note)
+
 
 @dataclass
 class StepsProgress(Progress):
     """The progress of a batch that writes steps (run, backtrack)."""
 
     steps: int = 0
+    # Steps (run) or samples (backtrack) whose provider sent log-probabilities no model could
+    # give: kept without them.
+    impossible_logprobs: int = 0
 
 
 @dataclass
@@ -82,24 +90,28 @@ class ProgressDelta:
     failed: int = 0
     errors: list[str] = field(default_factory=list)
     one_at_a_time: list[str] = field(default_factory=list)
+    impossible_logprobs: int = 0
+    notes: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, progress: StepsProgress) -> ProgressDelta:
         """A trace's own progress (counted from zero) and the child's one-at-a-time servers."""
         return cls(progress.calls, progress.cost, progress.unpriced_calls, progress.steps,
-                   progress.failed, progress.errors, one_at_a_time_endpoints())
+                   progress.failed, progress.errors, one_at_a_time_endpoints(),
+                   progress.impossible_logprobs, progress.notes)
 
     def add_to(self, progress: StepsProgress) -> None:
         progress.calls += self.calls
         progress.cost += self.cost
         progress.unpriced_calls += self.unpriced_calls
         progress.steps += self.steps
+        progress.impossible_logprobs += self.impossible_logprobs
         progress.failed += self.failed
         progress.errors.extend(self.errors)
         for endpoint in self.one_at_a_time:
-            note = one_at_a_time_note(endpoint, processes=True)
-            if note not in progress.notes:
-                progress.notes.append(note)
+            progress.note(one_at_a_time_note(endpoint, processes=True))
+        for note in self.notes:
+            progress.note(note)
 
 
 def one_at_a_time_note(endpoint: str, *, processes: bool = False) -> str:
@@ -188,7 +200,7 @@ async def run_batch(
         with _young_objects_collected_less_often():
             await _all(worker, concurrency)
         for endpoint in one_at_a_time_endpoints():
-            progress.notes.append(one_at_a_time_note(endpoint))
+            progress.note(one_at_a_time_note(endpoint))
         return progress, rows
     finally:
         out.close()

@@ -20,6 +20,7 @@ from bbm_tui.core.llm.capabilities import (
     accepts_native_stop,
     accepts_temperature,
     asks_logprobs,
+    gives_logprobs,
     is_offline,
     key_env_var,
     key_env_vars,
@@ -41,6 +42,7 @@ from bbm_tui.core.llm.records import (
     StepText,
     TextDelta,
 )
+from bbm_tui.core.llm.refusals import offline_refusal
 from bbm_tui.core.llm.sampling import Arrived, Candidate, Samples, sample_steps
 from bbm_tui.core.llm.transport import (
     call_to_json,
@@ -128,12 +130,14 @@ __all__ = [
     "check_connection",
     "classify_error",
     "complete",
+    "gives_logprobs",
     "is_loaded",
     "is_offline",
     "key_env_var",
     "key_env_vars",
     "litellm_module",
     "model_basename",
+    "offline_refusal",
     "one_at_a_time_endpoints",
     "replay_pace",
     "sample_steps",

@@ -12,9 +12,12 @@ so that each reply body is
 - cut off with `ReplyTooLarge` once it passes `MAX_REPLY_BYTES`;
 - when it is one JSON document (a whole answer), sent on with `"usage": null` where its usage
   is absurd (1e23, NaN, a string: litellm's parser then failed the whole answer);
-- when it is an event stream, watched for the provider's own usage object: a server that
-  sends none (llama.cpp's, some proxies) gets litellm's own tiktoken count in its place, which
-  the caller records as an estimate (`UsageWatch`, set by the caller around its call).
+- when it is a stream (server-sent events, or Ollama's newline-delimited JSON,
+  `application/x-ndjson`), passed on piece by piece as it comes, and watched for the
+  provider's own counts (`"usage": {...}`, Gemini's `"usageMetadata"`, Ollama's
+  `"prompt_eval_count"`): a server that sends none (llama.cpp's, some proxies) gets litellm's
+  own tiktoken count in its place, which the caller records as an estimate (`UsageWatch`,
+  set by the caller around its call).
 
 It is installed once, from `llm.litellm_module()`, by wrapping litellm's
 `AsyncHTTPHandler._create_async_transport` (both the OpenAI-SDK path and litellm's own HTTP
@@ -42,9 +45,11 @@ MAX_REPLY_BYTES = 32 * 2**20
 _PIECE_BYTES = 2**20
 
 
-# `"usage": {` in an event's JSON: the provider counted the tokens itself ("usage": null, or
-# no key at all, is a provider that did not).
-_USAGE_OBJECT = re.compile(r'"usage"\s*:\s*\{')
+# The provider's own counts in a stream: `"usage": {` (OpenAI, Anthropic), Gemini's
+# `"usageMetadata": {`, Ollama's `"prompt_eval_count": N` on its last line ("usage": null, or
+# no key at all, is a provider that did not count).
+_USAGE_OBJECT = re.compile(
+    r'"(usage|usageMetadata)"\s*:\s*\{|"(prompt_eval_count|eval_count)"\s*:\s*\d')
 _USAGE_TAIL_CHARS = 32  # kept from one piece to the next, so a split key is still seen
 
 
@@ -84,7 +89,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             (name, value) for name, value in response.headers.raw
             if name.lower() not in (b"content-encoding", b"content-length")
         ]
-        whole_json = "json" in response.headers.get("content-type", "").lower()
+        whole_json = is_whole_json(response.headers.get("content-type", ""))
         watch = usage_watch.get()
         if watch is not None:
             watch.replies += 1
@@ -98,6 +103,19 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+# JSON content types that are streams of documents, not one: passed on as they come.
+_STREAMED_JSON = ("ndjson", "jsonl", "json-seq", "jsonlines", "stream")
+
+
+def is_whole_json(content_type: str) -> bool:
+    """Whether a reply is one JSON document (held whole, to mend its usage), rather than a
+    stream of them: Ollama streams `application/x-ndjson`, one object a line, and holding
+    that back whole would show nothing until the answer's end and never let the client
+    close it early."""
+    lowered = content_type.lower()
+    return "json" in lowered and not any(kind in lowered for kind in _STREAMED_JSON)
 
 
 class GuardedStream(httpx.AsyncByteStream):
@@ -189,7 +207,9 @@ def sane_usage_json(body: bytes) -> bytes:
     if not isinstance(usage, dict) or _sane_counts(usage):
         return body
     document["usage"] = None
-    return json.dumps(document).encode("utf-8")
+    # As it came otherwise: what the provider sent goes on to litellm, NaN included (the
+    # model-call boundary sees it there and refuses it, core/llm/transport.py).
+    return json.dumps(document, allow_nan=True).encode("utf-8")
 
 
 def _sane_counts(usage: dict[str, Any]) -> bool:

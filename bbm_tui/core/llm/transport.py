@@ -27,6 +27,7 @@ from bbm_tui.core.llm.capabilities import (
     is_offline,
     logprob_kwargs,
     sent_params,
+    speaks_openai_wire,
 )
 from bbm_tui.core.llm.errors import ErrorKind, LLMError, StreamInterrupted, with_retries
 from bbm_tui.core.llm.loader import litellm_module
@@ -49,6 +50,7 @@ from bbm_tui.core.types import (
     ModelSpec,
     TokenLogprob,
     sane_cost,
+    sane_logprob,
     sane_tokens,
 )
 
@@ -70,6 +72,8 @@ class _StreamState:
     leading_newline: bool = False
     usage_lost: bool = False  # the usage chunk after the answer could not be read
     time_cut: bool = False  # cut at the step's wall-clock limit
+    # A token came with a log-probability no model could give: the step has none.
+    impossible_logprobs: bool = False
     # Text completion: litellm's chat stream wrapper under the text one (False: none found).
     inner_stream: Any = None
 
@@ -167,10 +171,15 @@ async def _stream_step_watched(
         kwargs["stop"] = ["\n"]
     if asks_logprobs(spec, settings):
         kwargs |= logprob_kwargs(spec)
+    if spec.mode == "chat" or not speaks_openai_wire(spec):
+        # The provider's own usage, in a last chunk (OpenAI's wire) or mapped from its own
+        # fields (Ollama's counts, Gemini's usageMetadata): without this litellm passes none
+        # on from a stream, text completions included. On OpenAI's wire the option goes to
+        # the server, and not every text-completion server takes it.
+        kwargs["stream_options"] = {"include_usage": True}
     started_at = time.perf_counter()
     if spec.mode == "chat":
         kwargs["messages"] = [{"role": "user", "content": prompt}]
-        kwargs["stream_options"] = {"include_usage": True}
         stream = await litellm.acompletion(**kwargs)
     else:
         kwargs["prompt"] = prompt
@@ -300,12 +309,16 @@ def not_an_answer(spec: ModelSpec, what: str, kind: ErrorKind = "server") -> LLM
 
 def _provider_finish_reason(stream: Any, state: _StreamState) -> str | None:
     """The finish reason the provider itself sent. litellm's stream wrapper makes up "stop"
-    for a stream that ended without one; it keeps what it received in
-    `received_finish_reason` (litellm 1.103.7; tests/test_hostile_server.py fails if that
-    changes). Text-completion streams wrap a chat stream wrapper (`state.inner_stream`)."""
+    for a stream that ended without one, so a chunk's finish reason alone proves nothing;
+    what the provider sent the wrapper keeps in `received_finish_reason` (OpenAI-style
+    streams) or, when a chunk carried it without ending the stream there (Gemini's last
+    chunk: text and `finishReason` together), in `intermittent_finish_reason` (litellm
+    1.103.7; tests/test_hostile_server.py fails if either changes). Text-completion streams
+    wrap a chat stream wrapper (`state.inner_stream`)."""
     for wrapper in (stream, state.inner_stream):
         if wrapper and hasattr(wrapper, "received_finish_reason"):
-            return wrapper.received_finish_reason
+            return (wrapper.received_finish_reason
+                    or getattr(wrapper, "intermittent_finish_reason", None))
     return state.finish_reason
 
 
@@ -361,36 +374,53 @@ def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
 
 
 def _absorb_logprobs(logprobs: Any, state: _StreamState) -> None:
-    if logprobs is not None and not state.cut:
+    if logprobs is None or state.cut or state.impossible_logprobs:
+        return
+    try:
         state.tokens.extend(token_logprobs(logprobs))
+    except ImpossibleLogprobs:
+        state.impossible_logprobs = True
+        state.tokens.clear()
+
+
+class ImpossibleLogprobs(ValueError):
+    """A token's log-probability is one no model could give (positive, NaN, infinite, 1e308,
+    a boolean): the step or sample has no log-probabilities at all, since any sum or choice
+    made with it would mean nothing."""
 
 
 def token_logprobs(logprobs: Any) -> list[TokenLogprob]:
     """The tokens of a choice's `logprobs` with their log-probabilities and top alternatives,
     in either form providers send: the chat form `content[i].token/logprob/top_logprobs`
     (llama-server sends it on /v1/completions too) or the legacy completion form `tokens` +
-    `token_logprobs` + `top_logprobs` (one {token: log-probability} per place)."""
+    `token_logprobs` + `top_logprobs` (one {token: log-probability} per place). A token sent
+    without a value is left out (the tokens then no longer spell the text, and the step has
+    none); raises ImpossibleLogprobs for a value no model could give. An alternative with
+    such a value is left out of its token's."""
     content = _field(logprobs, "content")
     if content:
         found = []
         for token in content:
             text, value = _field(token, "token"), _field(token, "logprob")
-            if isinstance(text, str) and _is_number(value):
-                found.append(TokenLogprob(unicode_text(text), float(value),
+            if isinstance(text, str) and value is not None:
+                found.append(TokenLogprob(unicode_text(text), _logprob(value),
                                           _chat_alternatives(_field(token, "top_logprobs"))))
         return found
     texts, values = _field(logprobs, "tokens"), _field(logprobs, "token_logprobs")
     if isinstance(texts, list) and isinstance(values, list) and len(texts) == len(values):
         tops = _field(logprobs, "top_logprobs")
         tops = tops if isinstance(tops, list) and len(tops) == len(texts) else [None] * len(texts)
-        return [TokenLogprob(unicode_text(str(text)), float(value), _legacy_alternatives(top))
+        return [TokenLogprob(unicode_text(str(text)), _logprob(value), _legacy_alternatives(top))
                 for text, value, top in zip(texts, values, tops, strict=True)
-                if _is_number(value)]
+                if value is not None]
     return []
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _logprob(value: Any) -> float:
+    sane = sane_logprob(value)
+    if sane is None:
+        raise ImpossibleLogprobs(f"a token's log-probability was {value!r}")
+    return sane
 
 
 def _chat_alternatives(entries: Any) -> tuple[Alternative, ...]:
@@ -399,9 +429,9 @@ def _chat_alternatives(entries: Any) -> tuple[Alternative, ...]:
         return ()
     found = []
     for entry in entries:
-        text, value = _field(entry, "token"), _field(entry, "logprob")
-        if isinstance(text, str) and _is_number(value):
-            found.append((unicode_text(text), float(value)))
+        text, value = _field(entry, "token"), sane_logprob(_field(entry, "logprob"))
+        if isinstance(text, str) and value is not None:
+            found.append((unicode_text(text), value))
     return _ranked(found)
 
 
@@ -409,8 +439,12 @@ def _legacy_alternatives(entry: Any) -> tuple[Alternative, ...]:
     """One place of the legacy `top_logprobs`: {token: log-probability}."""
     if not isinstance(entry, dict):
         return ()
-    return _ranked([(unicode_text(str(text)), float(value)) for text, value in entry.items()
-                    if _is_number(value)])
+    found = []
+    for text, value in entry.items():
+        sane = sane_logprob(value)
+        if sane is not None:
+            found.append((unicode_text(str(text)), sane))
+    return _ranked(found)
 
 
 def _ranked(alternatives: list[Alternative]) -> tuple[Alternative, ...]:
@@ -446,6 +480,33 @@ def aligned_tokens(raw: str, tokens: Sequence[TokenLogprob], start: int,
         piece = token.text[max(start, token_start) - token_start: min(end, offset) - token_start]
         kept.append(TokenLogprob(piece, token.logprob, token.alternatives))
     return kept
+
+
+# The most text at the end of a whole answer stopped by its stop sequence that may come
+# without log-probabilities: llama-server drops as many tokens from the end of the list as its
+# tokenizer makes of the stop string, and the Llama vocabulary makes two of "\n" (a leading
+# space and the line break), so the token before the stop goes too (docs/NOTES.md).
+WITHHELD_MAX_CHARS = 32
+
+
+def aligned_tokens_short_of_stop(raw: str, tokens: Sequence[TokenLogprob], start: int,
+                                 end: int) -> tuple[list[TokenLogprob] | None, str]:
+    """The tokens of raw[start:end] as `aligned_tokens` finds them, for a whole answer the
+    provider ended at a native stop sequence; where its tokens spell the text but stop short
+    of the step's end by a little (what llama-server withheld), the tokens of the part they
+    cover, and the text left without log-probabilities (else "")."""
+    aligned = aligned_tokens(raw, tokens, start, end)
+    if aligned is not None or not tokens:
+        return aligned, ""
+    covered = len("".join(token.text for token in tokens))
+    withheld = raw[covered:end]
+    # One token's worth: short, and no space or line break inside it.
+    if not start < covered < end or len(withheld) > WITHHELD_MAX_CHARS or (
+        len(withheld.strip().split()) != 1 or LINE_BREAK.search(withheld)
+    ):
+        return None, ""
+    aligned = aligned_tokens(raw, tokens, start, covered)  # None: they do not spell it
+    return (aligned, withheld) if aligned is not None else (None, "")
 
 
 async def _close_stream(stream: Any) -> None:
@@ -514,6 +575,7 @@ def _call_record(
         completion_tokens=completion_tokens,
         cost=cost_of(spec, prompt_tokens, completion_tokens),
         logprobs=[token.logprob for token in tokens] if tokens else None,
+        impossible_logprobs=state.impossible_logprobs,
         finish_reason=finish_reason,
         attempts=attempt,
         native_stop=native_stop,
@@ -615,4 +677,4 @@ async def _complete_once(
 
 
 def call_to_json(call: CallRecord) -> str:
-    return json.dumps(call.__dict__)
+    return json.dumps(call.__dict__, allow_nan=False)

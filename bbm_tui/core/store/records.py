@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallRecord, TokenLogprob
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallRecord, TokenLogprob, sane_logprob_sum
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class Session:
     head_step_id: int | None
     created_at: float
     updated_at: float
+    # A task of one's own: the digest of the definition it was made with (store v10 on; its
+    # text: Store.task_definition). None: one of the paper's five.
+    task_digest: str | None = None
 
 
 @dataclass(frozen=True, slots=True)  # slots: a trace may hold 10^5 of them
@@ -70,7 +73,9 @@ class Step:
         0..1 (None without log-probabilities): independent of the thought's length."""
         if self.logprob is None or not self.ntokens:
             return None
-        return math.exp(self.logprob / self.ntokens)
+        # A sum no model could give (an earlier version stored them unchecked) is none.
+        mean = sane_logprob_sum(self.logprob / self.ntokens)
+        return None if mean is None else math.exp(mean)
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,16 @@ class Label:
             if step_id == self.mistake_step_id:
                 return index
         return None
+
+
+@dataclass(frozen=True)
+class TaskDefinition:
+    """A task of one's own as a session keeps it: the digest of its content and its
+    definition as JSON text (the store keeps it as it is given; core/tasks/files.py makes
+    and reads it)."""
+
+    digest: str
+    text: str
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,26 @@
-"""The store's schema: forward migrations, one per version (`PRAGMA user_version`)."""
+"""The store's schema: forward migrations, one per version (`PRAGMA user_version`). A migration
+is a SQL script, or a function given the connection inside the migration's transaction for
+what SQL cannot do (repairs.py)."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-MIGRATIONS: list[str] = [
+if TYPE_CHECKING:  # sqlite3 itself is not needed by the check before the first frame
+    import sqlite3
+
+
+def _clean_and_redact(connection: sqlite3.Connection) -> None:
+    from bbm_tui.core.store.repairs import clean_and_redact
+
+    clean_and_redact(connection)
+
+
+Migration = str | Callable[["sqlite3.Connection"], None]
+
+MIGRATIONS: list[Migration] = [
     # 1: sessions, the step tree, model calls, the person's labels.
     """
     CREATE TABLE sessions (
@@ -207,6 +223,25 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
     """,
+    # 10: what earlier versions stored unchecked: log-probabilities no model could give
+    # (positive, NaN, infinite: a thought's confidence overflowed, the token view stopped)
+    # become none, and a key-shaped token in an api base's path is redacted like the rest of
+    # it (repairs.py). No table changes.
+    _clean_and_redact,
+    # 11: tasks of one's own (docs/DESIGN.md §13). A session of one says which by the digest of
+    # its whole definition (prompt texts included), and the definition is kept by that digest,
+    # once for every session made with it: the session reopens with the prompt it was made
+    # with after its task file changes or goes. NULL: one of the paper's five, as before v11.
+    """
+    ALTER TABLE sessions ADD COLUMN task_digest TEXT;
+    CREATE TABLE task_definitions (
+        id INTEGER PRIMARY KEY,
+        digest TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
 ]
 
 
@@ -220,15 +255,22 @@ def expected_columns() -> dict[str, frozenset[str]]:
 
     connection = sqlite3.connect(":memory:")
     try:
-        for script in MIGRATIONS:
-            for statement in statements(script):
-                connection.execute(statement)
+        for migration in MIGRATIONS:
+            run_migration(connection, migration)
         tables = [row[0] for row in connection.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")]
         return {table: frozenset(row[1] for row in connection.execute(
             f"PRAGMA table_info({table})")) for table in tables}
     finally:
         connection.close()
+
+
+def run_migration(connection: sqlite3.Connection, migration: Migration) -> None:
+    if callable(migration):
+        migration(connection)
+        return
+    for statement in statements(migration):
+        connection.execute(statement)
 
 
 def statements(script: str) -> list[str]:

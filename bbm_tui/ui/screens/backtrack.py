@@ -27,7 +27,7 @@ from bbm_tui.ui.viewmodels.branches import from_the_difference, word_diff
 GLYPH_CHOSEN = "★"
 GLYPH_WAITING = "…"
 HOW_CHOSEN = {"logprob": "the highest log-probability of those that differ",
-              "first": "the first that differs (the provider sent no log-probabilities)"}
+              "first": "the first that differs"}
 # The words of a sample that differ from the original: bold and underlined, so that they read
 # without colour too (as in the comparison, v).
 DIFFERS = "bold underline $text-warning"
@@ -50,13 +50,17 @@ def marked(runs: list[tuple[str, bool]]) -> Content:
 
 
 def describe_sample(index: int, original: str, text: str, logprob: float | None,
-                    dropped: bool, chosen: bool) -> Content:
+                    dropped: bool, chosen: bool, impossible: bool = False) -> Content:
     """One sample as a row of the list: its number, log-probability, what became of it, and
     its text from a few words before where it differs from the original (the differing
     words marked; the row is cut at the width, the highlighted sample is shown whole
-    under the list)."""
+    under the list). A sample whose log-probabilities no model could give has none (and is
+    never chosen by them); the row says so."""
     score = "n/a" if logprob is None else f"{logprob:.2f}"
     mark = sample_mark(text, dropped, chosen, after="  ")
+    if impossible:
+        mark = Content.assemble(mark, styled("(its log-probabilities were impossible: not "
+                                             "used)  ", "$text-warning"))
     if not text.strip():
         shown = styled("(empty)", MUTED)
     else:
@@ -154,10 +158,14 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         if ready.resample.chosen is None:
             return styled(f"No sample differs from Thought {self.number}: the trace stays as "
                           f"it was. {cancel} closes", MUTED)
-        rule = HOW_CHOSEN[ready.resample.chosen_by or "first"]
-        # The footer says what esc does.
-        return styled(f"{GLYPH_CHOSEN} the paper's choice: {rule} · ↑ ↓ each whole · enter "
-                      "goes on from it (a new branch)", MUTED)
+        # The paper's rule, or why it could not be applied: never silently the first.
+        why = ready.resample.without_logprobs
+        rule = why or "the paper's choice: " + HOW_CHOSEN[ready.resample.chosen_by or "first"]
+        if ready.resample.partly_scored:
+            rule = f"{rule} ({ready.resample.partly_scored})"
+        # The footer says what esc does; ↑ ↓ and enter are the list's own keys.
+        return styled(f"{GLYPH_CHOSEN} {rule} · ↑ ↓ each whole · enter goes on from the "
+                      "highlighted one (a new branch)", MUTED)
 
     def arrived(self, sample: SampleArrived) -> None:
         """One sample is in: its row shows it (dropped or not); the choice waits for all."""
@@ -172,7 +180,8 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         options = self.query_one(OptionList)
         options.replace_option_prompt_at_index(
             sample.position, describe_sample(sample.position, self.original, candidate.text,
-                                             candidate.logprob, sample.dropped, False))
+                                             candidate.logprob, sample.dropped, False,
+                                             candidate.impossible_logprobs))
         if not sample.dropped and candidate.text.strip():
             # To look at whole while the others come; enter waits for all of them.
             options.enable_option_at_index(sample.position)
@@ -190,10 +199,12 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
 
     def _show_all(self, ready: SamplesReady) -> None:
         options = self.query_one(OptionList)
+        sampled = ready.resample.samples.candidates
         for index, candidate in enumerate(ready.stored):
+            impossible = index < len(sampled) and sampled[index].impossible_logprobs
             options.replace_option_prompt_at_index(index, describe_sample(
                 index, self.original, candidate.text, candidate.logprob, candidate.dropped,
-                index == ready.resample.chosen))
+                index == ready.resample.chosen, impossible))
             if not (candidate.dropped or not candidate.text.strip()):
                 options.enable_option_at_index(index)
         if ready.resample.chosen is not None:

@@ -106,7 +106,9 @@ class TokenScreen(Dialog[None]):
             if not self.tokens:
                 yield Static(styled("No log-probabilities were recorded for this thought (a "
                                     "provider that sends none, or asked without them: the "
-                                    "config's `logprobs`).", MUTED), classes="dialog-text")
+                                    "config's `logprobs`; or the provider's were ones no "
+                                    "model could give, such as positive, NaN or infinite, "
+                                    "which are never kept).", MUTED), classes="dialog-text")
             else:
                 yield Static(id="token-text", classes="dialog-text")
                 yield Static(id="token-detail")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, work
 from textual.app import ComposeResult
@@ -36,7 +36,6 @@ from bbm_tui.core.generation.stepper import (
 )
 from bbm_tui.core.prompts.thoughts import format_steps
 from bbm_tui.core.store import Label, Totals, default_session_name
-from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.types import TraceEnd
@@ -70,6 +69,9 @@ from bbm_tui.ui.viewmodels.trace import (
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, StatusLine, TitleBar
 from bbm_tui.ui.widgets.thought import ThoughtView
 from bbm_tui.ui.widgets.thought_list import ThoughtList
+
+if TYPE_CHECKING:
+    from bbm_tui.core.dataset import TraceRow
 
 _MOVE = Binding.Group("move", compact=True)
 _COPY = Binding.Group("copy", compact=True)
@@ -201,8 +203,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         yield TitleBar(id="title-bar")
         with Horizontal(id="trace-body"):
             with Pane(id="question-pane", classes="panel"):
-                yield Static(safe(question_text(self.trace.session.task,
-                                                self.trace.session.input)), id="question")
+                yield Static(safe(question_text(self.trace.task, self.trace.session.input)),
+                             id="question")
                 yield Static(id="target", classes="fact")
                 yield LeanStatic(id="answer", classes="fact")
                 yield LeanStatic(id="label", classes="fact")
@@ -232,7 +234,11 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self._show_title()
         self._show_facts()
         self._apply_label()
-        self.verify_live = self.bbm_app.config.verify_live
+        # The task verifiers know the paper's five tasks only.
+        self.verify_live = self.bbm_app.config.verify_live and self.trace.task.is_paper
+        if self.trace.task_change is not None:
+            self.notify(self.trace.task_change, title=f"Your task {self.trace.task.name}",
+                        severity="warning", timeout=15, markup=False)
         if self.verify_live:
             self._verify_now()
         else:
@@ -309,7 +315,13 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
 
     def _show_facts(self) -> None:
         session = self.trace.session
-        self.query_one("#question-pane").border_title = f"Question · {get_task(session.task).title}"
+        task = self.trace.task
+        title = Content.assemble("Question · ", safe_line(task.title, 40))
+        if self.trace.task_change is not None:  # said in full in a notice on opening
+            title = title.append(styled(" · file changed", "$text-warning"))
+        elif not task.is_paper:
+            title = title.append(styled(" · yours", MUTED))
+        self.query_one("#question-pane").border_title = title
         self.query_one("#thoughts-pane").border_title = "Thoughts"
         target = self.query_one("#target", Static)
         target.display = session.target is not None
@@ -586,6 +598,10 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         view.finish(step, wall_clock=self.bbm_app.wall_clock)
         self._thoughts.streaming_finished(view)
         self._add_call(event.call)
+        if event.call.impossible_logprobs:
+            self.notify(f"Thought {event.number} came with log-probabilities no model could "
+                        "give (positive, NaN or infinite): it was kept without them.",
+                        severity="warning", markup=False, timeout=6)
         self._apply_label()
         if self.selected == 0 or not self._moved:
             # The selection follows generation until the reader moves it: x right after r
@@ -757,9 +773,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         session = self.trace.session
         recorded = None
         if session.dataset_index is not None:
-            from bbm_tui.core.dataset import bundled_rows
-
-            rows = await asyncio.to_thread(bundled_rows, session.task)
+            rows = await asyncio.to_thread(_listed_questions, session.task)
             if 0 <= session.dataset_index < len(rows):
                 row = rows[session.dataset_index]
                 if row.input == session.input:
@@ -786,3 +800,15 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self.app.copy_to_clipboard(text)
         self.notify(f"Copied the trace ({thoughts(len(self.trace.steps))}).", markup=False,
                     timeout=3)
+
+
+def _listed_questions(task_name: str) -> tuple[TraceRow, ...]:
+    """The questions listed for a task (the paper's dataset, or a task file's `questions`),
+    none where the task or its file is gone: a session's gold label is read from there."""
+    from bbm_tui.core.dataset import DatasetError, question_rows
+    from bbm_tui.core.tasks import UnknownTaskError
+
+    try:
+        return question_rows(task_name)
+    except (UnknownTaskError, DatasetError):
+        return ()
