@@ -118,7 +118,9 @@ class HelpScreen(Dialog[None]):
         others = dialog.styles.gutter.height + sum(
             child.outer_size.height + child.styles.margin.height
             for child in dialog.children if child is not keys)
-        room = int(self.size.height * 0.9) - others
+        # The dialog's 90% is of the screen less its footer (docked at the bottom).
+        footer = sum(widget.outer_size.height for widget in self.query(KeysFooter))
+        room = int((self.size.height - footer) * 0.9) - others
         keys.styles.max_height = max(3, min(HELP_ROWS, room))
 
     def _draw_table(self, width: int) -> None:
@@ -245,6 +247,10 @@ class TypedQuestionScreen(Dialog[tuple[str, str | None] | None]):
         Binding("ctrl+r", "submit", "start", id="typed_start"),
         Binding("escape", "cancel", "cancel", id="typed_cancel"),
     ]
+    # Under 32 rows the text box is shorter (dialogs.tcss): with the footer, the dialog
+    # then fits 80x24 without scrolling its title away.
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
+                                                                    (32, "-tall")]
 
     def __init__(self, task: Task) -> None:
         super().__init__()

@@ -704,6 +704,10 @@ async def test_a_dialog_footer_lists_the_dialog_keys_not_the_screen_behind(
             assert footer.region.bottom == size[1]  # over the screen behind's footer
             shown = {key.action for key in footer.query(FooterKey) if key.display}
             assert shown == {"close"}, shown  # no tokens to pick on a recorded thought
+            # The dialog fits above it, its title in view (not scrolled away).
+            title = dialog.query_one(".dialog-title")
+            assert title.region.height and title.region.y >= 0
+            assert dialog.query_one(".dialog").max_scroll_y == 0
             assert not shown & behind
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is screen)
