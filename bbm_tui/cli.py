@@ -54,7 +54,9 @@ files:
              step_timeout, verify_live and a [keymap]; never API keys (BBM_TUI_CONFIG moves it)
   JSONL      the dataset's rows: input, steps, answer, target, mistake_index (0-based; null
              = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
-             stats, import and export read and write
+             stats, import and export read and write. The field's step-level formats are read
+             too (processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl: told
+             by the first row's keys, or --format) and written by export
 
 offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
 tasks), simulated/rm-X (a reward model right with probability X)
@@ -131,22 +133,29 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     export.add_argument("--session", type=int, nargs="+", metavar="ID",
                         help="the sessions to export (default: all)")
-    export.add_argument("--format",
-                        choices=("jsonl", "processbench", "prm800k", "markdown", "csv"),
-                        default="jsonl")
+    export.add_argument("--format", choices=_export_formats(), default="jsonl",
+                        metavar="FORMAT",
+                        help="jsonl (the BBM dataset's rows; the default), processbench, "
+                        "prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl (stepwise "
+                        "supervision), dpo (preference pairs from branches), markdown, csv "
+                        "(every annotator's label), csv-steps (every step's rating)")
     export.add_argument("--out", type=Path, required=True, metavar="FILE")
     export.add_argument("--force", action="store_true",
                         help="replace FILE if it exists (never the session store)")
     _add_task_file_option(export)
 
     annotate = commands.add_parser(
-        "annotate", help="label dataset-format files with the paper's protocol, as one "
-        "annotator (resumes where they left off)",
+        "annotate", help="label dataset files with the paper's protocol or PRM800K's "
+        "per-step one, as one annotator (resumes where they left off)",
     )
     annotate.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     annotate.add_argument("--annotator", required=True, metavar="NAME",
                           help="who is labelling (labels are kept per annotator)")
     annotate.add_argument("--task", help="the task of every file (else from each file's name)")
+    annotate.add_argument("--protocol", choices=("paper", "per-step"), default="paper",
+                          help="paper: each thought correct or not up to the first mistake "
+                          "(the default); per-step: PRM800K's, every thought rated good, "
+                          "neutral or bad to the end, with its finish reason")
     _add_task_file_option(annotate)
     adjudicate = commands.add_parser(
         "adjudicate", help="settle the traces the annotators disagree on (in the app)")
@@ -178,7 +187,29 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     importer.add_argument("--unlabelled", action="store_true",
                           help="ignore every mistake_index: import every trace unlabelled "
                           "(rows with no mistake_index key are unlabelled anyway)")
+    _add_format_option(commands)
     return parser
+
+
+# The commands that read dataset files: each takes BBM rows or any of the field's formats.
+DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement")
+
+
+def _add_format_option(commands: Any) -> None:
+    """`--format` on every command that reads dataset files (added here, once for all)."""
+    from bbm_tui.core.dataset.formats import READ_FORMATS
+
+    for name in DATASET_READERS:
+        commands.choices[name].add_argument(
+            "--format", dest="dataset_format", choices=(*READ_FORMATS, "jsonl"),
+            metavar="FORMAT", help="the files' format: " + ", ".join(READ_FORMATS) + " "
+            "(default: told by each file's first row; bbm, or jsonl, is the BBM dataset's)")
+
+
+def _export_formats() -> tuple[str, ...]:
+    from bbm_tui.core.annotation.export import FORMATS
+
+    return FORMATS
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -323,15 +354,16 @@ def annotate_command(args: argparse.Namespace) -> int:
                     EXIT_USAGE)
     try:
         _check_task(args.task)
-        traces = read_annotation_files(args.files, args.task)
+        traces = read_annotation_files(args.files, args.task, args.dataset_format)
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     from bbm_tui.ui.app import AnnotateRequest
 
-    return _open_app(args, AnnotateRequest(annotator, traces))
+    return _open_app(args, AnnotateRequest(annotator, traces, protocol=args.protocol))
 
 
-def read_annotation_files(files: list[Path], task: str | None) -> list[QueuedTrace]:
+def read_annotation_files(files: list[Path], task: str | None,
+                          fmt: str | None = None) -> list[QueuedTrace]:
     """The traces of `bbm-tui annotate`'s files, kept until the process ends. They are then
     frozen out of the cycle collector's sight (gc.freeze): its full passes while the app
     starts walked every row again, a tenth of opening 10,000 traces (bench/annotate_queue.py)."""
@@ -339,7 +371,7 @@ def read_annotation_files(files: list[Path], task: str | None) -> list[QueuedTra
 
     from bbm_tui.core.annotation.queue import read_queue_file
 
-    traces = [trace for path in files for trace in read_queue_file(path, task)]
+    traces = [trace for path in files for trace in read_queue_file(path, task, fmt)]
     gc.freeze()
     return traces
 
@@ -699,19 +731,27 @@ def _find_detail(progress: Any) -> str:
 def stats_command(args: argparse.Namespace) -> int:
     import json
 
-    from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
+    from bbm_tui.core.dataset import DatasetError, rows_with_tasks
+    from bbm_tui.core.dataset.formats import read_dataset
     from bbm_tui.core.judging.metrics import dataset_stats
     from bbm_tui.core.tasks import UnknownTaskError
 
     rows_by_task: dict = {}
+    files: dict[str, list] = {}
+    formats: dict[str, str] = {}
     try:
         _check_task(args.task)
         for path in args.files:
-            for task, row in rows_with_tasks(path, args.task, read_input_rows(path)):
+            found = read_dataset(path, args.dataset_format)
+            formats[str(path)] = found.format.name
+            for task, row in rows_with_tasks(path, args.task, found.traces):
                 rows_by_task.setdefault(task, []).append(row)
+                files.setdefault(str(path), []).append((task, row))
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
-    result = dataset_stats(rows_by_task)
+    result = dataset_stats(rows_by_task, files)
+    for name, figures in result["files"].items():
+        figures["format"] = formats[name]
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK
@@ -719,25 +759,55 @@ def stats_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_STATS_COLUMNS = (("traces", "traces"), ("correct", "correct"),
+                  ("with_mistake", "with mistake"), ("without_mistake", "without"),
+                  ("unlabelled", "unlabelled"), ("mean_steps", "mean steps"))
+# The histogram's columns: Thought 1 to 10 apart, the rest together.
+_HISTOGRAM_WIDTH = 10
+
+
 def _print_stats_table(result: dict) -> None:
     from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.tasks import task_order
 
-    headers = ["traces", "correct", "with mistake", "without", "mean steps"]
     show_unlabelled = result["overall"]["unlabelled"] > 0
-    if show_unlabelled:
-        headers.insert(4, "unlabelled")
+    columns = [(key, header) for key, header in _STATS_COLUMNS
+               if key != "unlabelled" or show_unlabelled]
     table = TextTable("Traces per task (the paper's Table 2)",
-                      [Column("task"), *(Column(header, number=True) for header in headers)])
-    in_paper_order = sorted(result["tasks"].items(), key=lambda item: task_order(item[0]))
-    rows = [*in_paper_order, ("overall", result["overall"])]
+                      [Column("task"), *(Column(header, number=True) for _key, header in columns)])
+    in_order = sorted(result["tasks"].items(), key=lambda item: task_order(item[0]))
+    rows = [*in_order, ("overall", result["overall"])]
     for name, figures in rows:
-        cells = [name, str(figures["traces"]), str(figures["correct"]),
-                 str(figures["with_mistake"]), str(figures["without_mistake"])]
-        if show_unlabelled:
-            cells.append(str(figures["unlabelled"]))
-        cells.append(f"{figures['mean_steps']:.2f}")
-        table.add_row(*cells, section=name == "overall" and len(rows) > 1)
+        table.add_row(name, *(_stats_cell(figures, key) for key, _ in columns),
+                      section=name == "overall" and len(rows) > 1)
+    print_table(table)
+    by_file = TextTable("Traces per file", [
+        Column("file"), Column("format"),
+        *(Column(header, number=True) for _key, header in columns)])
+    for name, figures in result["files"].items():
+        by_file.add_row(name, figures["format"], *(_stats_cell(figures, key)
+                                                   for key, _ in columns))
+    print_table(by_file)
+    _print_histogram(result["mistake_index_histogram"], in_order)
+
+
+def _stats_cell(figures: dict, key: str) -> str:
+    return f"{figures[key]:.2f}" if key == "mean_steps" else str(figures[key])
+
+
+def _print_histogram(histogram: dict, tasks: list) -> None:
+    """Where the first mistakes are, per task: how many traces at each thought."""
+    from bbm_tui.cli_tables import Column, TextTable, print_table
+
+    table = TextTable("First mistake at thought N (traces labelled with a mistake)", [
+        Column("task"), *(Column(str(number), number=True)
+                          for number in range(1, _HISTOGRAM_WIDTH + 1)),
+        Column(f"{_HISTOGRAM_WIDTH + 1}+", number=True)])
+    rows = [(name, histogram["tasks"][name]) for name, _ in tasks]
+    for name, counts in [*rows, ("overall", histogram["overall"])]:
+        cells = [str(counts.get(str(index), 0)) for index in range(_HISTOGRAM_WIDTH)]
+        later = sum(count for index, count in counts.items() if int(index) >= _HISTOGRAM_WIDTH)
+        table.add_row(name, *cells, str(later), section=name == "overall" and len(rows) > 0)
     print_table(table)
 
 
@@ -802,7 +872,8 @@ def find_command(args: argparse.Namespace) -> int:
     try:
         _check_task(args.task)
         paper = paper_figures(args.paper, args.method) if args.paper else None
-        jobs = jobs_from_files(args.input, args.task, args.method, args.limit)
+        jobs = jobs_from_files(args.input, args.task, args.method, args.limit,
+                               args.dataset_format)
         spec = get_judge(args.method).spec(llm.ModelSpec(config.model, config.api_base,
                                                          config.mode))
     except (DatasetError, UnknownTaskError, ValueError) as error:
@@ -914,7 +985,9 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None, *,
     columns.append(Column("unparseable", number=True))
     table = TextTable(f"{args.method} by {who}: first-mistake location", columns,
                       caption=_paper_caption(args, paper))
-    tasks = sorted(report.tasks.items(), key=lambda item: task_order(item[0]))
+    # A ProcessBench file is scored per subset ("processbench/gsm8k"): by task, then name.
+    tasks = sorted(report.tasks.items(),
+                   key=lambda item: (task_order(item[0].split("/")[0]), item[0]))
     rows = [*tasks, ("overall", report.overall)]
     for name, scores in rows:
         cells = [name, str(scores.n)]
@@ -962,7 +1035,8 @@ def verify_command(args: argparse.Namespace) -> int:
         _check_task(args.task)
         for path in args.files:
             by_task: dict[str, list] = {}
-            for task, row in rows_with_tasks(path, args.task, read_input_rows(path)):
+            rows = read_input_rows(path, args.dataset_format)
+            for task, row in rows_with_tasks(path, args.task, rows):
                 by_task.setdefault(task, []).append(row)
             for task, rows in by_task.items():
                 labelled = [row for row in rows if row.labelled]
@@ -1070,7 +1144,8 @@ def backtrack_command(args: argparse.Namespace) -> int:
     try:
         _check_task(args.task)
         locations = parse_locations(args.locations, args.seed)
-        jobs = jobs_from_files(args.input, args.task, locations, args.limit)
+        jobs = jobs_from_files(args.input, args.task, locations, args.limit,
+                               args.dataset_format)
         spec = llm.ModelSpec(config.model, config.api_base, config.mode)
         settings = config.stepper_settings(None)
         store = Store.open()
@@ -1209,12 +1284,7 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from bbm_tui.core.annotation.export import (
-        check_not_a_database,
-        export,
-        export_csv,
-        load_traces,
-    )
+    from bbm_tui.core.annotation.export import check_not_a_database, export_from_store
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
     from bbm_tui.core.store import StoreError, default_path
@@ -1231,17 +1301,9 @@ def export_command(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     try:
         with store:
-            if args.format == "csv":
-                result = export_csv(store, args.session, args.out)
-            else:
-                traces = load_traces(store, args.session)
+            result = export_from_store(store, args.format, args.out, args.session)
     except StoreError as error:
         return fail(str(error))
-    except OSError as error:
-        return fail(f"{args.out}: cannot write: {error.strerror}")
-    try:
-        if args.format != "csv":
-            result = export(traces, args.out, args.format)
     except OSError as error:
         return fail(f"{args.out}: cannot write: {error.strerror}")
     notes = []
@@ -1252,7 +1314,9 @@ def export_command(args: argparse.Namespace) -> int:
         notes.append(f"{_traces(result.skipped)} left out: unlabelled, and {args.format} "
                      "needs a label")
     note = f" ({'; '.join(notes)})" if notes else ""
-    print(f"{_traces(result.written)} written to {_where(args.out)}{note}", file=sys.stderr)
+    what = {"dpo": "preference pair", "csv-steps": "label"}.get(args.format)
+    written = _count(result.written, what) if what else _traces(result.written)
+    print(f"{written} written to {_where(args.out)}{note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -1270,7 +1334,7 @@ def agreement_command(args: argparse.Namespace) -> int:
         if args.consensus is not None:
             _check_replaced_output(args.consensus, args.force, inputs=args.files)
         if args.files:
-            data = report.from_files(args.files, args.gold)
+            data = report.from_files(args.files, args.gold, args.dataset_format)
         else:
             store = _open_store()
             if store is None:
@@ -1347,21 +1411,30 @@ def _print_agreement(result: dict, annotators: int, stream: TextIO) -> None:
     for task, figures in result.get("per_task", {}).items():
         lines.append(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
                      f"(paper: {figure(figures['paper_krippendorff_alpha'])})")
+    rated = result.get("step_ratings")
+    if rated is not None:
+        lines.append(f"Krippendorff's alpha over step ratings (-1/0/+1): nominal "
+                     f"{figure(rated['krippendorff_alpha_nominal'])}, interval "
+                     f"{figure(rated['krippendorff_alpha_interval'])} "
+                     f"({_count(rated['n_steps'], 'step')} of {_traces(rated['n_traces'])} "
+                     "rated by two annotators or more)")
     print("\n".join(lines), file=stream)
 
 
 def import_command(args: argparse.Namespace) -> int:
     from bbm_tui.core.annotation.export import import_rows
-    from bbm_tui.core.dataset import DatasetError, read_input_rows, resolve_task
+    from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
     from bbm_tui.core.tasks import UnknownTaskError
 
     try:
         _check_task(args.task)
         batches = []
         for path in args.files:
-            rows = read_input_rows(path)
-            task = args.task if all(row.task for row in rows) else resolve_task(path, args.task)
-            batches.append((task or "", rows))
+            by_task: dict[str, list] = {}
+            rows = read_input_rows(path, args.dataset_format)
+            for task, row in rows_with_tasks(path, args.task, rows):
+                by_task.setdefault(task, []).append(row)
+            batches.extend(by_task.items())
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     store = _open_store()
