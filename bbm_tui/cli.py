@@ -800,9 +800,10 @@ def _print_histogram(histogram: dict, tasks: list) -> None:
     from bbm_tui.cli_tables import Column, TextTable, print_table
 
     table = TextTable("First mistake at thought N (traces labelled with a mistake)", [
-        Column("task"), *(Column(str(number), number=True)
+        Column("task"), *(Column(str(number), number=True, label=f"Thought {number}:")
                           for number in range(1, _HISTOGRAM_WIDTH + 1)),
-        Column(f"{_HISTOGRAM_WIDTH + 1}+", number=True)])
+        Column(f"{_HISTOGRAM_WIDTH + 1}+", number=True,
+               label=f"Thought {_HISTOGRAM_WIDTH + 1} on:")])
     rows = [(name, histogram["tasks"][name]) for name, _ in tasks]
     for name, counts in [*rows, ("overall", histogram["overall"])]:
         cells = [str(counts.get(str(index), 0)) for index in range(_HISTOGRAM_WIDTH)]

@@ -35,6 +35,9 @@ class Column:
     # In plain rows, the value goes in brackets after the one before (the paper's figure
     # beside ours).
     beside: bool = False
+    # In plain rows, what names the value, where the header is too short to ("Thought 2:"
+    # for a column headed "2").
+    label: str = ""
 
 
 @dataclass
@@ -126,10 +129,11 @@ def _print_rows(table: TextTable, console: Console) -> None:
         name, *values = row
         pairs: list[str] = []
         for column, value in zip(table.columns[1:], values, strict=True):
+            called = column.label or column.header
             if column.beside and pairs:
-                pairs[-1] += f" ({column.header} {value})"
+                pairs[-1] += f" ({called} {value})"
             else:
-                pairs.append(f"{column.header} {value}")
+                pairs.append(f"{called} {value}")
         console.print(Text(name, style="bold"))
         console.print(Padding(Columns([Text(pair) for pair in pairs], padding=(0, 3)),
                               (0, 0, 0, 2)))

@@ -155,9 +155,10 @@ def test_every_labelled_branch_is_a_labelled_row_in_every_format(tmp_path: Path,
     table = exported("csv")
     assert [(r["status"], r["mistake_index"], r["branch"]) for r in table] == [
         ("labelled", "1", "other")]
-    assert [r["label"] for r in exported("processbench")] == [1]
+    [bench] = exported("processbench")
+    assert bench["label"] == 1 and "-branch-" in bench["id"]  # apart from the branch on show
     [rated] = exported("prm800k")
-    assert rated["bbm_tui"]["branch"] == "other" and len(rated["label"]["steps"]) == 2
+    assert rated["bbm_tui"]["session_id"] == session_id and len(rated["label"]["steps"]) == 2
     [text] = exported("markdown")
     assert "(another branch)" in text and "- first mistake: Thought 2" in text
     assert "- first mistake: not labelled" in text
