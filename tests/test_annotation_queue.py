@@ -462,3 +462,32 @@ def test_annotate_reads_each_rows_own_task(tmp_path: Path, capsys) -> None:
         "word_sorting", "dyck_languages"]
     with pytest.raises(DatasetError, match="cannot tell which task"):
         read_queue_file(untasked)
+
+
+def test_agreement_leaves_the_apps_own_labels_out_unless_asked(capsys) -> None:
+    """A flag given on the main screen is stored under the app's annotator ("me"), a name
+    nobody typed: agreement listed it beside alice and bob, with "—" for its kappa. It is
+    left out (and the command says so), or, asked for, counted as the annotator "app"."""
+    from bbm_tui.core.llm import ModelSpec
+    from bbm_tui.core.store import default_path
+    from bbm_tui.core.trace.session import NewTrace, TraceSession
+
+    with Store.open(default_path()) as store:
+        path = small_file(default_path().parent, 3)
+        alice = AnnotationQueue(store, "alice", read_queue_file(path))
+        bob = AnnotationQueue(store, "bob", read_queue_file(path))
+        for queue, labels in ((alice, [1, None, 0]), (bob, [1, 2, 0])):
+            for label in labels:
+                label_as(queue, label)
+        mine = TraceSession.create(store, NewTrace("word_sorting", "apple zebra", "apple zebra"),
+                                   ModelSpec())
+        mine.append_typed("The answer is apple zebra")
+        mine.mark_no_mistake()
+    assert main(["agreement"]) == 0
+    out, err = capsys.readouterr()
+    assert "me" not in out.split() and "alice / bob" in out
+    assert "the app's own labels (1 trace, from the main screen) are left out" in err
+    assert main(["agreement", "--json", "--app-labels"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["gold_agreement"]) == {"alice", "bob", "app"}
+    assert not any("me" in pair.split("|") for pair in result["cohen_kappa"])

@@ -140,7 +140,7 @@ def test_import_then_export_keeps_a_rows_own_answer(tmp_path: Path, capsys) -> N
     assert "- answer: `a b` (correct)" in markdown.read_text()
     consensus = tmp_path / "consensus.jsonl"
     capsys.readouterr()
-    assert main(["agreement", "--consensus", str(consensus)]) == 0
+    assert main(["agreement", "--app-labels", "--consensus", str(consensus)]) == 0
     assert {row["input"]: row["answer"] for row in strict_json_lines(consensus)} == {
         "b a": "a b", "d c": None}
 
@@ -155,3 +155,61 @@ def test_an_annotated_files_rows_keep_their_own_answer(tmp_path: Path) -> None:
         queue.submit()
         [trace] = load_traces(store, None)
         assert trace.answer == "a b" and trace.correct
+
+
+def test_every_labelled_branch_is_a_labelled_row_in_every_format(tmp_path: Path,
+                                                                 capsys) -> None:
+    """The README's story: Thought 2 flagged, then a new branch from it (backtracking's or a
+    rewrite), which is on show unlabelled. The flagged original is a labelled row in every
+    format, the new branch an unlabelled one where the format has them, and jsonl and csv
+    agree; once the new branch is labelled too, both are labelled rows."""
+    import csv
+
+    from bbm_tui.core.store import default_path
+    from bbm_tui.core.trace.session import TraceSession
+
+    row = bundled_rows("multistep_arithmetic")[7]
+    with Store.open(default_path()) as store:
+        [session_id] = import_rows(store, "multistep_arithmetic", [row],
+                                   labelled=False).imported
+        trace = TraceSession.load(store, session_id)
+        trace.flag_mistake(2)
+        original = trace.texts
+        trace.fork_at(2)
+        for text in ("Let's calculate A = 3.", "B = 10.", "So the answer is -7"):
+            trace.append_typed(text)
+
+    def exported(fmt: str) -> list:
+        out = tmp_path / f"{fmt}.out"
+        assert main(["export", "--format", fmt, "--out", str(out), "--force"]) == 0
+        capsys.readouterr()
+        if fmt == "csv":
+            return list(csv.DictReader(out.open()))
+        if fmt == "markdown":
+            return [out.read_text()]
+        return [json.loads(line) for line in out.read_text().splitlines()]
+
+    new_branch = [original[0], "Let's calculate A = 3.", "B = 10.", "So the answer is -7"]
+    rows = exported("jsonl")
+    assert [(r["steps"], r.get("mistake_index", "unlabelled")) for r in rows] == [
+        (new_branch, "unlabelled"), (original, 1)]
+    table = exported("csv")
+    assert [(r["status"], r["mistake_index"], r["branch"]) for r in table] == [
+        ("labelled", "1", "other")]
+    [bench] = exported("processbench")
+    assert bench["label"] == 1 and "-branch-" in bench["id"]  # apart from the branch on show
+    [rated] = exported("prm800k")
+    assert rated["bbm_tui"]["session_id"] == session_id and len(rated["label"]["steps"]) == 2
+    [text] = exported("markdown")
+    assert "(another branch)" in text and "- first mistake: Thought 2" in text
+    assert "- first mistake: not labelled" in text
+
+    with Store.open(default_path()) as store:
+        TraceSession.load(store, session_id).mark_no_mistake()
+    rows = exported("jsonl")
+    assert [(r["steps"], r["mistake_index"]) for r in rows] == [(new_branch, None),
+                                                                (original, 1)]
+    table = exported("csv")
+    assert [(r["branch"], r["mistake_index"]) for r in table] == [("on show", ""),
+                                                                  ("other", "1")]
+    assert [r["label"] for r in exported("processbench")] == [-1, 1]

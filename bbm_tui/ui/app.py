@@ -724,6 +724,12 @@ class BbmApp(App[int]):
                                   severity="error", timeout=20, markup=False)
 
     def action_save_svg(self) -> None:
+        """Save a screenshot once the screen has been drawn again: from the palette, the
+        screen below has just come back, and its footer recomposes after the next refresh
+        (a screenshot taken at once had an empty footer row)."""
+        self.call_after_refresh(self.call_after_refresh, self.save_svg_now)
+
+    def save_svg_now(self) -> None:
         folder = screenshot_folder()
         try:
             folder.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -415,12 +416,22 @@ def write_rows(path: Path | str, rows: Iterable[TraceRow]) -> None:
             out.write(row.to_line() + "\n")
 
 
+def is_standard_output(path: Path | str) -> bool:
+    """`-` as the file a command writes means standard output, for every command."""
+    return str(path) == "-"
+
+
 @contextmanager
 def replacing(path: Path) -> Iterator[TextIO]:
     """A file written whole into a temporary file, then renamed over `path`: a reader never
     sees half of it, and a failure leaves `path` as it was. The temporary file gets a fresh
     name (never an existing file, such as someone's `.NAME.tmp`), only its owner can read it
-    (exports may hold private text), and it is removed if anything fails."""
+    (exports may hold private text), and it is removed if anything fails. `-` is standard
+    output, written as it comes."""
+    if is_standard_output(path):
+        yield sys.stdout
+        sys.stdout.flush()
+        return
     descriptor, temporary = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
     )

@@ -101,6 +101,17 @@ class SamplesReady:
 
 
 @dataclass(frozen=True)
+class BranchLabel:
+    """A branch (its steps from the root) and the session annotator's label in force on
+    it: `mistake_index` 0-based on the branch, None for "no mistake"."""
+
+    steps: list[Step]
+    label: Label
+    mistake_index: int | None
+    on_show: bool
+
+
+@dataclass(frozen=True)
 class BranchMade:
     """A new version of Thought `step.number` is saved and shown: a new branch, the old one
     kept in the tree. Generation at temperature 0 follows."""
@@ -248,6 +259,33 @@ class TraceSession:
         self.tree = StepTree(self.store.steps_of(self.session.id))
         self.steps = self.tree.path(self.session.head_step_id)
         self.label = self._branch_label()
+
+    def labelled_branches(self) -> list[BranchLabel]:
+        """Every branch with a label of the annotator's in force, the branch on show first,
+        then the others oldest first: each branch is labelled by the newest label whose
+        leaf is on it, as the app shows it. A flag on a step off the branch labels it not."""
+        history = self.store.label_history(self.session.id, self.annotator)
+        if not history:
+            return []
+        shown = self.steps
+        # The other branches: those not through the head (one through it is the branch on
+        # show, or goes on from it).
+        others = [self.tree.path(leaf.id) for leaf in self.tree.leaves()]
+        branches = [shown] + [path for path in others
+                              if not shown or shown[-1].id not in {s.id for s in path}]
+        found = []
+        for steps in branches:
+            ids = [step.id for step in steps]
+            on_branch = set(ids)
+            label = next((label for label in history if label.leaf_step_id in on_branch
+                          or (label.leaf_step_id is None and not steps)), None)
+            if label is None:
+                continue
+            index = label.mistake_index(ids)
+            if index is None and not label.no_mistake:
+                continue
+            found.append(BranchLabel(steps, label, index, on_show=steps is shown))
+        return found
 
     def _branch_label(self) -> Label | None:
         """The annotator's verdict on the branch on show: labels stay with the branch they
