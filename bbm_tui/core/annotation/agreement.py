@@ -15,7 +15,7 @@ The paper reports alpha per task (prompts/paper_tables.json, `krippendorff_alpha
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -31,7 +31,7 @@ def krippendorff_alpha(labels: Labels) -> float | None:
     """Nominal alpha over the traces labelled by two annotators or more. None when it is
     undefined: fewer than two such traces' worth of pairable values, or a single value in
     use (everyone said the same thing every time, so chance agreement is total)."""
-    coincidences: Counter[tuple[Location, Location]] = Counter()
+    coincidences: defaultdict[tuple[Location, Location], float] = defaultdict(float)
     for values in _values_by_trace(labels).values():
         if len(values) < 2:
             continue
@@ -41,7 +41,7 @@ def krippendorff_alpha(labels: Labels) -> float | None:
             for second, second_count in counts.items():
                 pairs = first_count * (second_count - (first == second))
                 coincidences[(first, second)] += pairs * weight
-    totals: Counter[Location] = Counter()
+    totals: defaultdict[Location, float] = defaultdict(float)
     for (first, _second), weight in coincidences.items():
         totals[first] += weight
     n = sum(totals.values())
@@ -105,7 +105,7 @@ class Vote:
     tied: bool
 
 
-def majority(labels: Labels) -> dict[K, Vote]:
+def majority(labels: Labels[K]) -> dict[K, Vote]:
     """The majority vote of every trace that at least one annotator labelled."""
     votes: dict[K, Vote] = {}
     for key, values in _values_by_trace(labels).items():
@@ -117,7 +117,7 @@ def majority(labels: Labels) -> dict[K, Vote]:
     return votes
 
 
-def disagreements(labels: Labels) -> list[K]:
+def disagreements(labels: Labels[K]) -> list[K]:
     """Traces labelled by two or more annotators who did not all choose the same location,
     in first-seen order."""
     return [
@@ -218,7 +218,7 @@ def agreement_report(labels: Labels, gold: Mapping[K, Location] | None = None) -
     )
 
 
-def _values_by_trace(labels: Labels) -> dict[K, list[Location]]:
+def _values_by_trace(labels: Labels[K]) -> dict[K, list[Location]]:
     by_trace: dict[K, list[Location]] = {}
     for name in sorted(labels):
         for key, location in labels[name].items():

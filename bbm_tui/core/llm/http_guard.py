@@ -74,7 +74,7 @@ def install(litellm: Any) -> None:
         inner = original(*args, **kwargs)
         return GuardedTransport(inner if inner is not None else httpx.AsyncHTTPTransport())
 
-    guarded._bbm_tui_guarded = True  # type: ignore[attr-defined]
+    guarded._bbm_tui_guarded = True
     AsyncHTTPHandler._create_async_transport = staticmethod(guarded)
 
 

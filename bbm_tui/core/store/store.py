@@ -286,7 +286,7 @@ class Store:
                 (name, task, input, target, dataset_index, gold_mistake_index, model,
                  redact_url(api_base), mode, source, now, now),
             )
-            session_id = cursor.lastrowid
+            session_id = _inserted_id(cursor)
         return self.session(session_id)
 
     def session(self, session_id: int) -> Session:
@@ -461,7 +461,7 @@ class Store:
                  # A call of the step's own made no candidates.
                  None if call is not None else call_id),
             )
-            step_id = cursor.lastrowid
+            step_id = _inserted_id(cursor)
             if not tokens and call_id is not None:  # the call's own list, as before v4
                 connection.execute(_CALL_LOGPROB_UPDATE, (step_id,))
             if call is not None:  # the call's own link to its step (a v3 reader follows it)
@@ -494,7 +494,7 @@ class Store:
                            truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
                     (session_id, parent, number, text, origin, answer, now),
                 )
-                parent = cursor.lastrowid
+                parent = _inserted_id(cursor)
             connection.execute(
                 "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
                 (parent, now, session_id),
@@ -583,7 +583,7 @@ class Store:
             connection.execute(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
             )
-            label_id = cursor.lastrowid
+            label_id = _inserted_id(cursor)
         return Label(label_id, session_id, mistake_step_id, leaf_step_id, now, annotator,
                      assisted)
 
@@ -670,20 +670,20 @@ class Store:
             ).fetchone()
             if found is not None:
                 return found[0]
-            session_id = connection.execute(
+            session_id = _inserted_id(connection.execute(
                 """INSERT INTO sessions (name, task, input, target, gold_mistake_index, model,
                        mode, source, created_at, updated_at)
                    VALUES (?, ?, ?, ?, ?, ?, 'chat', ?, ?, ?)""",
                 (name, task, input, target, gold_mistake_index, model, SessionSource.ANNOTATE,
                  now, now),
-            ).lastrowid
+            ))
             parent = None
             for number, (text, answer) in enumerate(steps, start=1):
-                parent = connection.execute(
+                parent = _inserted_id(connection.execute(
                     """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
                            truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
                     (session_id, parent, number, text, StepOrigin.DATASET, answer, now),
-                ).lastrowid
+                ))
             connection.execute("UPDATE sessions SET head_step_id = ? WHERE id = ?",
                                (parent, session_id))
             connection.execute(
@@ -767,7 +767,7 @@ class Store:
                      sum(t.logprob for t in tokens) if tokens else None,
                      int(dropped), now),
                 )
-                ids.append(cursor.lastrowid)
+                ids.append(_inserted_id(cursor))
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
@@ -821,7 +821,7 @@ class Store:
                 (session_id, leaf_step_id, method, model,
                  json.dumps(params, sort_keys=True, allow_nan=False), time.time()),
             )
-            return cursor.lastrowid
+            return _inserted_id(cursor)
 
     def add_finder_verdict(
         self,
@@ -853,7 +853,7 @@ class Store:
             connection.execute(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
             )
-            return cursor.lastrowid
+            return _inserted_id(cursor)
 
     def finish_finder_run(self, run_id: int, *, mistake_number: int | None, parsed: bool) -> None:
         with self._write() as connection:
@@ -1162,6 +1162,14 @@ def _finder_verdict(row: sqlite3.Row) -> FinderVerdict:
     )
 
 
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row the cursor's INSERT made (sqlite3 says None only when none was)."""
+    row_id = cursor.lastrowid
+    if row_id is None:
+        raise StoreError("the session store made no row where one was inserted")
+    return row_id
+
+
 def _session(row: sqlite3.Row) -> Session:
     return Session(**dict(zip(row.keys(), tuple(row), strict=True)))
 
@@ -1198,7 +1206,7 @@ def _insert_call(
             int(call.usage_estimated),
         ),
     )
-    return cursor.lastrowid
+    return _inserted_id(cursor)
 
 
 def _retry_locked(action: Callable[[], T]) -> T:
