@@ -93,8 +93,11 @@ async def test_the_tree_shows_every_branch_and_enter_shows_one(store: Store) -> 
         tree = app.screen.query_one(Tree)
         labels = [str(node.label) for node in tree.root.children[0].children]
         assert len(labels) == 3
-        assert "answer 5 ✗ wrong" in labels[0] and "no answer yet" in labels[1]
-        assert labels[2].startswith("● ") and "answer 4 ✓ right" in labels[2]
+        assert "✗ 5" in labels[0] and "no answer yet" in labels[1]
+        assert labels[2].startswith("● ") and "✓ 4" in labels[2]
+        # Each says what it is, and where its Thought 2 parts from the others.
+        assert "original · recorded" in labels[0] and "your rewrite" in labels[2]
+        assert labels[1].endswith("“…22”") and labels[2].endswith("“…4”")
         tree.move_cursor(tree.root.children[0].children[0])
         await pilot.press("enter")
         await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
@@ -365,3 +368,56 @@ def test_what_a_branch_is_in_words() -> None:
     assert origin_words(BranchOrigin(BranchHow.VERSION, 4, models=("a/b", "c/d"))) == \
         "another version of Thought 4 · a/b, then c/d"
     assert origin_words(None) == "no thoughts of its own"
+
+
+@pytest.mark.parametrize("size", [(80, 24), SIZE])
+async def test_tree_rows_fit_and_keep_the_verdict_and_what_differs(size) -> None:
+    """Word sorting #15, Thought 2 flagged, backtracked: the answers are long (every word
+    sorted). Each row fits the tree's width (no sideways scrolling), each branch's end shows
+    ✓ or ✗ and its answer's start, and no two rows read the same."""
+    from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
+
+    app = make_app(task="word_sorting", question=15)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running,
+                       timeout=30)
+        original = screen.trace.steps[1].text
+        await pilot.press("2", "enter", "b")
+        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
+                       and app.screen.all_arrived, timeout=30)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(screen.trace.alternatives(2)) == 2
+                       and not screen.running and screen.trace.finished, timeout=90)
+        # A rewrite of the original Thought 2 that differs only in its last words.
+        await pilot.press("2", "enter", "less_than_sign")
+        await wait_for(pilot, lambda: screen.trace.steps[1].text == original)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, EditThoughtScreen))
+        app.screen.query_one("#edit-input").value = original.replace('"wisdom"', '"wisdoms"')
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(screen.trace.alternatives(2)) == 3
+                       and not screen.running, timeout=90)
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, BranchTreeScreen))
+        await pilot.pause()
+        await pilot.pause()
+        tree = app.screen.query_one(Tree)
+        assert tree.max_scroll_x == 0 and tree.virtual_size.width <= tree.size.width
+        nodes, stack = [], list(tree.root.children)
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            stack.extend(node.children)
+        labels = [node.label.plain for node in nodes]
+        assert len(set(labels)) == len(labels), labels
+        ends = [node.label.plain for node in nodes if not node.children]
+        assert len(ends) == 3
+        for label in ends:
+            assert ("✓ accommodate" in label or "✗ accommodate" in label
+                    or "no answer yet" in label), label
+        assert sum("✓ accommodate" in label for label in ends) == 1  # the backtracked one
+        assert sum("backtracked, sample" in label for label in labels) == 1
+        [rewrite] = [label for label in labels if "your rewrite" in label]
+        assert "wisdoms" in rewrite or size[0] < 100  # where it parts, where there is room

@@ -16,7 +16,7 @@ from bbm_tui.core.generation.backtrack import SAMPLES
 from bbm_tui.core.judging.finders import FindFinished, StepJudged
 from bbm_tui.core.judging.judges import VERIFIER
 from bbm_tui.core.store import StoredCandidate
-from bbm_tui.core.trace.branches import other_branch, segments
+from bbm_tui.core.trace.branches import BranchOrigin, Segment, other_branch, segments
 from bbm_tui.core.trace.session import BranchMade, SamplesReady
 from bbm_tui.core.trace.tree import BranchDiff
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
@@ -250,16 +250,33 @@ class BranchActions(_TraceScreen):
         self._show_finder()
 
     def action_branch_tree(self) -> None:
-        if not self.trace.steps:
-            return
+        if self.trace.steps:
+            self._open_branch_tree()
 
+    @work(exclusive=True, group="compare", exit_on_error=False)
+    async def _open_branch_tree(self) -> None:
         def chosen(step_id: int | None) -> None:
             if step_id is not None:
                 self._show_branch(step_id)
 
+        roots = segments(self.trace.tree)
+        # What each segment that parts from others is (its sampling, its calls' models:
+        # read from the store).
+        origins = await asyncio.to_thread(self._origins, roots)
         shown = {step.id for step in self.trace.steps}
-        self.app.push_screen(BranchTreeScreen(segments(self.trace.tree), shown,
-                                              self.trace.session.target), chosen)
+        await self.app.push_screen(BranchTreeScreen(roots, shown, self.trace.session.target,
+                                                    origins), chosen)
+
+    def _origins(self, roots: list[Segment]) -> dict[int, BranchOrigin | None]:
+        found: dict[int, BranchOrigin | None] = {}
+        stack = [roots]
+        while stack:
+            level = stack.pop()
+            for segment in level:
+                if len(level) > 1:
+                    found[segment.steps[0].id] = self.trace.branch_origin(segment.steps)
+                stack.append(list(segment.children))
+        return found
 
     @work(exclusive=True, group="label", exit_on_error=False)
     async def _show_branch(self, step_id: int) -> None:
