@@ -36,11 +36,15 @@ class _MainParser(argparse.ArgumentParser):
 
 
 def _epilog() -> str:
-    from bbm_tui.core.config import config_path
+    from bbm_tui.core.config import config_path, tasks_folder
     from bbm_tui.core.store import default_path
     from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks.files import load_task_folder
 
+    # Help is printed before the command reads the tasks: it reads the folder itself.
+    yours = ", ".join(task.name for task in load_task_folder(tasks_folder()).tasks) or "none yet"
     return f"""tasks: {", ".join(TASK_NAMES)}
+your tasks: {yours} (task files: {tasks_folder()}/*.toml, or --task-file)
 
 files:
   sessions   {default_path()}
@@ -50,7 +54,9 @@ files:
              step_timeout, verify_live and a [keymap]; never API keys (BBM_TUI_CONFIG moves it)
   JSONL      the dataset's rows: input, steps, answer, target, mistake_index (0-based; null
              = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
-             stats, import and export read and write
+             stats, import and export read and write. The field's step-level formats are read
+             too (processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl: told
+             by the first row's keys, or --format) and written by export
 
 offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
 tasks), simulated/rm-X (a reward model right with probability X)
@@ -72,6 +78,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_model_options(parser)
     _add_logprobs_option(parser)
     parser.add_argument("--task", help="start a new session on this task")
+    _add_task_file_option(parser, on_command=False)
     parser.add_argument(
         "--question", type=int, metavar="N",
         help="with --task: start on question N (0-based) of the bundled dataset",
@@ -89,6 +96,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_model_options(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
+    _add_task_file_option(run)
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", type=Path, nargs="+", metavar="FILE.jsonl",
                         help="dataset-format files whose questions to run")
@@ -110,6 +118,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     stats.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     stats.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(stats)
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     _add_find_parser(commands, with_methods="find" in argv)
     _add_backtrack_parser(commands)
@@ -123,23 +132,33 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     export.add_argument("--session", type=int, nargs="+", metavar="ID",
                         help="the sessions to export (default: all)")
-    export.add_argument("--format",
-                        choices=("jsonl", "processbench", "prm800k", "markdown", "csv"),
-                        default="jsonl")
+    export.add_argument("--format", choices=_export_formats(), default="jsonl",
+                        metavar="FORMAT",
+                        help="jsonl (the BBM dataset's rows; the default), processbench, "
+                        "prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl (stepwise "
+                        "supervision), dpo (preference pairs from branches), markdown, csv "
+                        "(every annotator's label), csv-steps (every step's rating)")
     export.add_argument("--out", type=Path, required=True, metavar="FILE")
     export.add_argument("--force", action="store_true",
                         help="replace FILE if it exists (never the session store)")
+    _add_task_file_option(export)
 
     annotate = commands.add_parser(
-        "annotate", help="label dataset-format files with the paper's protocol, as one "
-        "annotator (resumes where they left off)",
+        "annotate", help="label dataset files with the paper's protocol or PRM800K's "
+        "per-step one, as one annotator (resumes where they left off)",
     )
     annotate.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     annotate.add_argument("--annotator", required=True, metavar="NAME",
                           help="who is labelling (labels are kept per annotator)")
     annotate.add_argument("--task", help="the task of every file (else from each file's name)")
-    commands.add_parser(
+    annotate.add_argument("--protocol", choices=("paper", "per-step"), default="paper",
+                          help="paper: each thought correct or not up to the first mistake "
+                          "(the default); per-step: PRM800K's, every thought rated good, "
+                          "neutral or bad to the end, with its finish reason")
+    _add_task_file_option(annotate)
+    adjudicate = commands.add_parser(
         "adjudicate", help="settle the traces the annotators disagree on (in the app)")
+    _add_task_file_option(adjudicate)
     agreement = commands.add_parser(
         "agreement", help="agreement between annotators: Krippendorff's alpha, Cohen's kappa, "
         "agreement with gold; --consensus writes the majority's labels",
@@ -160,10 +179,33 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     importer.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     importer.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(importer)
     importer.add_argument("--unlabelled", action="store_true",
                           help="ignore every mistake_index: import every trace unlabelled "
                           "(rows with no mistake_index key are unlabelled anyway)")
+    _add_format_option(commands)
     return parser
+
+
+# The commands that read dataset files: each takes BBM rows or any of the field's formats.
+DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement")
+
+
+def _add_format_option(commands: Any) -> None:
+    """`--format` on every command that reads dataset files (added here, once for all)."""
+    from bbm_tui.core.dataset.formats import READ_FORMATS
+
+    for name in DATASET_READERS:
+        commands.choices[name].add_argument(
+            "--format", dest="dataset_format", choices=(*READ_FORMATS, "jsonl"),
+            metavar="FORMAT", help="the files' format: " + ", ".join(READ_FORMATS) + " "
+            "(default: told by each file's first row; bbm, or jsonl, is the BBM dataset's)")
+
+
+def _export_formats() -> tuple[str, ...]:
+    from bbm_tui.core.annotation.export import FORMATS
+
+    return FORMATS
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -172,6 +214,17 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", help="base URL of an OpenAI-compatible server or proxy")
     parser.add_argument("--mode", choices=("chat", "completion"),
                         help="chat (prompt as one user message) or text completion")
+
+
+def _add_task_file_option(parser: argparse.ArgumentParser, *, on_command: bool = True) -> None:
+    """`--task-file FILE.toml`, on the app and on every command that reads or writes a task's
+    traces. A command's own leaves the app's value alone when it is not given (argparse would
+    otherwise put the command's default over it)."""
+    parser.add_argument(
+        "--task-file", type=Path, action="append", dest="task_files", metavar="FILE.toml",
+        default=argparse.SUPPRESS if on_command else None,
+        help="a task of your own (again for more); the tasks in the config folder's tasks/ "
+        "are read too; with one and no --task, it is the task")
 
 
 def _add_logprobs_option(parser: argparse.ArgumentParser) -> None:
@@ -185,6 +238,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
+        refused = _use_task_files(args)
+        if refused is not None:
+            return refused
         if args.command is None:
             return _open_app(args)
         if args.command == "run":
@@ -259,10 +315,11 @@ def _open_app(args: argparse.Namespace, annotate: Any = None) -> int:
     # Typed next to --session, these win over that session's own settings (resumed_spec).
     given = frozenset(name for name in ("model", "api_base", "mode")
                       if getattr(args, name) is not None)
+    problems = getattr(args, "task_problems", [])
     if annotate is not None:
-        return run_app(config, annotate=annotate)
+        return run_app(config, annotate=annotate, task_problems=problems)
     return run_app(config, task=args.task, question=args.question, session_id=args.session,
-                   model_given=given)
+                   model_given=given, task_problems=problems)
 
 
 def annotate_command(args: argparse.Namespace) -> int:
@@ -277,15 +334,16 @@ def annotate_command(args: argparse.Namespace) -> int:
                     EXIT_USAGE)
     try:
         _check_task(args.task)
-        traces = read_annotation_files(args.files, args.task)
+        traces = read_annotation_files(args.files, args.task, args.dataset_format)
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     from bbm_tui.ui.app import AnnotateRequest
 
-    return _open_app(args, AnnotateRequest(annotator, traces))
+    return _open_app(args, AnnotateRequest(annotator, traces, protocol=args.protocol))
 
 
-def read_annotation_files(files: list[Path], task: str | None) -> list[QueuedTrace]:
+def read_annotation_files(files: list[Path], task: str | None,
+                          fmt: str | None = None) -> list[QueuedTrace]:
     """The traces of `bbm-tui annotate`'s files, kept until the process ends. They are then
     frozen out of the cycle collector's sight (gc.freeze): its full passes while the app
     starts walked every row again, a tenth of opening 10,000 traces (bench/annotate_queue.py)."""
@@ -293,7 +351,7 @@ def read_annotation_files(files: list[Path], task: str | None) -> list[QueuedTra
 
     from bbm_tui.core.annotation.queue import read_queue_file
 
-    traces = [trace for path in files for trace in read_queue_file(path, task)]
+    traces = [trace for path in files for trace in read_queue_file(path, task, fmt)]
     gc.freeze()
     return traces
 
@@ -354,6 +412,30 @@ def _load_config_or_none(args: argparse.Namespace):  # -> Config | None
         return None
 
 
+def _use_task_files(args: argparse.Namespace) -> int | None:
+    """Read the user's tasks (the config folder's tasks/, then every --task-file) so that
+    every command and the app know them by name. A named file that does not load stops the
+    command (exit code 2); a folder's file that does not load is named, on stderr (the app
+    shows it too), and the other tasks load. With one --task-file and no --task, that task
+    is the one meant."""
+    from bbm_tui.core.config import tasks_folder
+    from bbm_tui.core.tasks import use_tasks
+    from bbm_tui.core.tasks.files import TaskFileError, load_user_tasks
+
+    named = getattr(args, "task_files", None) or []
+    try:
+        loaded = load_user_tasks(tasks_folder(), named)
+    except TaskFileError as error:
+        return fail(str(error), EXIT_USAGE)
+    args.task_problems = [str(problem) for problem in loaded.problems]
+    for problem in args.task_problems:
+        fail(f"{problem} (that task is left out; the others load)")
+    use_tasks(loaded.tasks)
+    if len(named) == 1 and getattr(args, "task", None) is None and hasattr(args, "task"):
+        args.task = loaded.tasks[-1].name
+    return None
+
+
 def _check_task(name: str | None) -> None:
     if name is not None:
         from bbm_tui.core.tasks import get_task
@@ -369,9 +451,9 @@ def run_command(args: argparse.Namespace) -> int:
     from bbm_tui.core import llm
     from bbm_tui.core.batch.run import jobs_from_bundled, jobs_from_files, run_batch
     from bbm_tui.core.batch.runner import BatchStop
-    from bbm_tui.core.dataset import DatasetError, bundled_path
+    from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import Store, StoreError
-    from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError
+    from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError, get_task
 
     if args.concurrency < 1:
         return fail("--concurrency must be at least 1", EXIT_USAGE)
@@ -396,7 +478,15 @@ def run_command(args: argparse.Namespace) -> int:
                     + ", ".join(TASK_NAMES),
                     EXIT_USAGE,
                 )
-            jobs, notes = jobs_from_bundled(args.task, args.limit), []
+            task = get_task(args.task)
+            if task.is_paper:
+                jobs, notes = jobs_from_bundled(args.task, args.limit), []
+            elif task.questions_path is None:
+                return fail(f"--dataset: {task.name!r} is a task of your own and its file names "
+                            "no `questions`; give them with --input FILE.jsonl", EXIT_USAGE)
+            else:  # its own file of questions stands for the dataset
+                questions = jobs_from_files([task.questions_path], task.name, args.limit)
+                jobs, notes = questions.jobs, questions.notes()
         else:
             questions = jobs_from_files(args.input, args.task, args.limit)
             jobs, notes = questions.jobs, questions.notes()
@@ -407,7 +497,7 @@ def run_command(args: argparse.Namespace) -> int:
         store = Store.open()
     except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
-    inputs = list(args.input or []) + ([bundled_path(args.task)] if args.dataset else [])
+    inputs = list(args.input or []) + ([_dataset_file(args.task)] if args.dataset else [])
     latest = LatestProgress()
     try:
         with ProgressDisplay(not args.no_progress, _run_detail) as show:
@@ -430,6 +520,17 @@ def run_command(args: argparse.Namespace) -> int:
         store.close()
     _print_run_summary(args.out, progress)
     return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+def _dataset_file(task_name: str) -> Path:
+    """What `run --dataset` reads: the paper's file of the task, or a task of one's own's
+    `questions` file."""
+    from bbm_tui.core.dataset import bundled_path
+    from bbm_tui.core.tasks import get_task
+
+    task = get_task(task_name)
+    return bundled_path(task_name) if task.is_paper or task.questions_path is None else (
+        task.questions_path)
 
 
 def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
@@ -589,19 +690,27 @@ def _find_detail(progress: Any) -> str:
 def stats_command(args: argparse.Namespace) -> int:
     import json
 
-    from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
+    from bbm_tui.core.dataset import DatasetError, rows_with_tasks
+    from bbm_tui.core.dataset.formats import read_dataset
     from bbm_tui.core.judging.metrics import dataset_stats
     from bbm_tui.core.tasks import UnknownTaskError
 
     rows_by_task: dict = {}
+    files: dict[str, list] = {}
+    formats: dict[str, str] = {}
     try:
         _check_task(args.task)
         for path in args.files:
-            for task, row in rows_with_tasks(path, args.task, read_input_rows(path)):
+            found = read_dataset(path, args.dataset_format)
+            formats[str(path)] = found.format.name
+            for task, row in rows_with_tasks(path, args.task, found.traces):
                 rows_by_task.setdefault(task, []).append(row)
+                files.setdefault(str(path), []).append((task, row))
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
-    result = dataset_stats(rows_by_task)
+    result = dataset_stats(rows_by_task, files)
+    for name, figures in result["files"].items():
+        figures["format"] = formats[name]
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK
@@ -609,28 +718,61 @@ def stats_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_STATS_COLUMNS = (("traces", "traces"), ("correct", "correct"),
+                  ("with_mistake", "with mistake"), ("without_mistake", "without"),
+                  ("unlabelled", "unlabelled"), ("mean_steps", "mean steps"))
+# The histogram's columns: Thought 1 to 10 apart, the rest together.
+_HISTOGRAM_WIDTH = 10
+
+
 def _print_stats_table(result: dict) -> None:
     from rich.table import Table
 
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
+    show_unlabelled = result["overall"]["unlabelled"] > 0
+    columns = [(key, header) for key, header in _STATS_COLUMNS
+               if key != "unlabelled" or show_unlabelled]
     table = Table(title="Traces per task (the paper's Table 2)")
     table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
-    columns = ["traces", "correct", "with mistake", "without", "mean steps"]
-    show_unlabelled = result["overall"]["unlabelled"] > 0
-    if show_unlabelled:
-        columns.insert(4, "unlabelled")
-    for column in columns:
-        table.add_column(column, justify="right", no_wrap=True)
-    in_paper_order = sorted(result["tasks"].items(), key=lambda item: TASK_NAMES.index(item[0]))
-    rows = [*in_paper_order, ("overall", result["overall"])]
+    for _key, header in columns:
+        table.add_column(header, justify="right", no_wrap=True)
+    in_order = sorted(result["tasks"].items(), key=lambda item: task_order(item[0]))
+    rows = [*in_order, ("overall", result["overall"])]
     for name, figures in rows:
-        cells = [name, str(figures["traces"]), str(figures["correct"]),
-                 str(figures["with_mistake"]), str(figures["without_mistake"])]
-        if show_unlabelled:
-            cells.append(str(figures["unlabelled"]))
-        cells.append(f"{figures['mean_steps']:.2f}")
-        table.add_row(*cells, end_section=name == rows[-2][0])
+        table.add_row(name, *(_stats_cell(figures, key) for key, _ in columns),
+                      end_section=name == rows[-2][0])
+    _print_table(table)
+    by_file = Table(title="Traces per file")
+    by_file.add_column("file", overflow="fold")
+    by_file.add_column("format", no_wrap=True)
+    for _key, header in columns:
+        by_file.add_column(header, justify="right", no_wrap=True)
+    for name, figures in result["files"].items():
+        by_file.add_row(name, figures["format"], *(_stats_cell(figures, key)
+                                                   for key, _ in columns))
+    _print_table(by_file)
+    _print_histogram(result["mistake_index_histogram"], in_order)
+
+
+def _stats_cell(figures: dict, key: str) -> str:
+    return f"{figures[key]:.2f}" if key == "mean_steps" else str(figures[key])
+
+
+def _print_histogram(histogram: dict, tasks: list) -> None:
+    """Where the first mistakes are, per task: how many traces at each thought."""
+    from rich.table import Table
+
+    table = Table(title="First mistake at thought N (traces labelled with a mistake)")
+    table.add_column("task", no_wrap=True)
+    for number in range(1, _HISTOGRAM_WIDTH + 1):
+        table.add_column(str(number), justify="right", no_wrap=True)
+    table.add_column(f"{_HISTOGRAM_WIDTH + 1}+", justify="right", no_wrap=True)
+    rows = [(name, histogram["tasks"][name]) for name, _ in tasks]
+    for name, counts in [*rows, ("overall", histogram["overall"])]:
+        cells = [str(counts.get(str(index), 0)) for index in range(_HISTOGRAM_WIDTH)]
+        later = sum(count for index, count in counts.items() if int(index) >= _HISTOGRAM_WIDTH)
+        table.add_row(name, *cells, str(later), end_section=name == rows[-1][0])
     _print_table(table)
 
 
@@ -660,11 +802,15 @@ def _add_find_parser(commands, *, with_methods: bool = True) -> None:
     )
     _add_model_options(find)
     find.add_argument("--method", required=True, choices=methods,
-                      help="direct-trace, direct-step, cot-step, cot-trace (word sorting "
-                      "only), or verify (the task verifiers: no model, no key)")
+                      help="the paper's direct-trace, direct-step, cot-step, cot-trace (word "
+                      "sorting only); for a task without few-shot finding prompts "
+                      "direct-trace-zero-shot and direct-step-zero-shot; critic (every task: "
+                      "the earliest wrong thought in \\boxed{}); or verify (the paper's "
+                      "tasks: the task verifiers, no model, no key)")
     find.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
                       help="dataset-format files (their gold mistake_index is the truth)")
     find.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(find)
     find.add_argument("--concurrency", type=int, default=4, metavar="K",
                       help="traces judged at once (default 4)")
     find.add_argument("--rpm", type=float, metavar="R", help="at most R model calls a minute")
@@ -698,7 +844,8 @@ def find_command(args: argparse.Namespace) -> int:
     try:
         _check_task(args.task)
         paper = paper_figures(args.paper, args.method) if args.paper else None
-        jobs = jobs_from_files(args.input, args.task, args.method, args.limit)
+        jobs = jobs_from_files(args.input, args.task, args.method, args.limit,
+                               args.dataset_format)
         spec = get_judge(args.method).spec(llm.ModelSpec(config.model, config.api_base,
                                                          config.mode))
     except (DatasetError, UnknownTaskError, ValueError) as error:
@@ -798,7 +945,7 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
     from rich.table import Table
 
     from bbm_tui.core.judging.judges import get_judge
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
     who = get_judge(args.method).who or args.model or "the configured model"
     title = f"{args.method} by {who}: first-mistake location"
@@ -810,7 +957,9 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
         if paper is not None and metric != "processbench_f1":
             table.add_column("paper", justify="right", no_wrap=True, style="dim")
     table.add_column("unparseable", justify="right")
-    tasks = sorted(report.tasks.items(), key=lambda item: TASK_NAMES.index(item[0]))
+    # A ProcessBench file is scored per subset ("processbench/gsm8k"): by task, then name.
+    tasks = sorted(report.tasks.items(),
+                   key=lambda item: (task_order(item[0].split("/")[0]), item[0]))
     rows = [*tasks, ("overall", report.overall)]
     for name, scores in rows:
         cells = [name, str(scores.n)]
@@ -844,6 +993,7 @@ def _add_verify_parser(commands) -> None:
     verify.add_argument("--report", action="store_true",
                         help="list the disagreements (the default and only report)")
     verify.add_argument("--task", help="the task of every file (else from each row or name)")
+    _add_task_file_option(verify)
     verify.add_argument("--json", action="store_true",
                         help='one JSON object: {"tasks": {TASK: {"traces", "agree", '
                         '"disagreements": [{"file", "row", "gold", "verifier", "step", '
@@ -862,7 +1012,8 @@ def verify_command(args: argparse.Namespace) -> int:
         _check_task(args.task)
         for path in args.files:
             by_task: dict[str, list] = {}
-            for task, row in rows_with_tasks(path, args.task, read_input_rows(path)):
+            rows = read_input_rows(path, args.dataset_format)
+            for task, row in rows_with_tasks(path, args.task, rows):
                 by_task.setdefault(task, []).append(row)
             for task, rows in by_task.items():
                 labelled = [row for row in rows if row.labelled]
@@ -931,6 +1082,7 @@ def _add_backtrack_parser(commands) -> None:
                            help="dataset-format files")
     backtrack.add_argument("--task", help="the task of every file (else from each row or "
                            "file name)")
+    _add_task_file_option(backtrack)
     backtrack.add_argument("--locations", required=True, metavar="WHERE",
                            help="gold | random | finder:PREDS.jsonl | rm:X")
     backtrack.add_argument("--seed", type=int, default=0, help="for random and rm:X")
@@ -973,7 +1125,8 @@ def backtrack_command(args: argparse.Namespace) -> int:
     try:
         _check_task(args.task)
         locations = parse_locations(args.locations, args.seed)
-        jobs = jobs_from_files(args.input, args.task, locations, args.limit)
+        jobs = jobs_from_files(args.input, args.task, locations, args.limit,
+                               args.dataset_format)
         spec = llm.ModelSpec(config.model, config.api_base, config.mode)
         settings = config.stepper_settings(None)
         store = Store.open()
@@ -1024,7 +1177,7 @@ def _print_backtrack_table(result: Any, locations: Any) -> None:
     from rich.table import Table
 
     from bbm_tui.core.batch.backtrack import paper_table_6
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
     paper = paper_table_6(locations.paper_key)
     table = Table(title=f"Backtracking from {locations.kind} locations: change in accuracy "
@@ -1037,7 +1190,7 @@ def _print_backtrack_table(result: Any, locations: Any) -> None:
     if paper:
         table.add_column("paper Δ✓", justify="right", style="dim")
         table.add_column("paper Δ✗", justify="right", style="dim")
-    for task, deltas in sorted(result.tables.items(), key=lambda i: TASK_NAMES.index(i[0])):
+    for task, deltas in sorted(result.tables.items(), key=lambda i: task_order(i[0])):
         cells = [task, str(deltas.n), str(deltas.n_correct),
                  _signed(deltas.delta_accuracy_correct), str(deltas.n_incorrect),
                  _signed(deltas.delta_accuracy_incorrect)]
@@ -1110,12 +1263,7 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from bbm_tui.core.annotation.export import (
-        check_not_a_database,
-        export,
-        export_csv,
-        load_traces,
-    )
+    from bbm_tui.core.annotation.export import check_not_a_database, export_from_store
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
     from bbm_tui.core.store import StoreError, default_path
@@ -1132,17 +1280,9 @@ def export_command(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     try:
         with store:
-            if args.format == "csv":
-                result = export_csv(store, args.session, args.out)
-            else:
-                traces = load_traces(store, args.session)
+            result = export_from_store(store, args.format, args.out, args.session)
     except StoreError as error:
         return fail(str(error))
-    except OSError as error:
-        return fail(f"{args.out}: cannot write: {error.strerror}")
-    try:
-        if args.format != "csv":
-            result = export(traces, args.out, args.format)
     except OSError as error:
         return fail(f"{args.out}: cannot write: {error.strerror}")
     notes = []
@@ -1153,7 +1293,9 @@ def export_command(args: argparse.Namespace) -> int:
         notes.append(f"{_traces(result.skipped)} left out: unlabelled, and {args.format} "
                      "needs a label")
     note = f" ({'; '.join(notes)})" if notes else ""
-    print(f"{_traces(result.written)} written to {args.out}{note}", file=sys.stderr)
+    what = {"dpo": "preference pair", "csv-steps": "label"}.get(args.format)
+    written = _count(result.written, what) if what else _traces(result.written)
+    print(f"{written} written to {args.out}{note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -1168,7 +1310,7 @@ def agreement_command(args: argparse.Namespace) -> int:
         if args.consensus is not None:
             _check_replaced_output(args.consensus, args.force, inputs=args.files)
         if args.files:
-            data = report.from_files(args.files, args.gold)
+            data = report.from_files(args.files, args.gold, args.dataset_format)
         else:
             store = _open_store()
             if store is None:
@@ -1239,20 +1381,29 @@ def _print_agreement(result: dict, annotators: int) -> None:
     for task, figures in result.get("per_task", {}).items():
         print(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
               f"(paper: {figure(figures['paper_krippendorff_alpha'])})")
+    rated = result.get("step_ratings")
+    if rated is not None:
+        print(f"Krippendorff's alpha over step ratings (-1/0/+1): nominal "
+              f"{figure(rated['krippendorff_alpha_nominal'])}, interval "
+              f"{figure(rated['krippendorff_alpha_interval'])} "
+              f"({_count(rated['n_steps'], 'step')} of {_traces(rated['n_traces'])} rated by "
+              "two annotators or more)")
 
 
 def import_command(args: argparse.Namespace) -> int:
     from bbm_tui.core.annotation.export import import_rows
-    from bbm_tui.core.dataset import DatasetError, read_input_rows, resolve_task
+    from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
     from bbm_tui.core.tasks import UnknownTaskError
 
     try:
         _check_task(args.task)
         batches = []
         for path in args.files:
-            rows = read_input_rows(path)
-            task = args.task if all(row.task for row in rows) else resolve_task(path, args.task)
-            batches.append((task or "", rows))
+            by_task: dict[str, list] = {}
+            rows = read_input_rows(path, args.dataset_format)
+            for task, row in rows_with_tasks(path, args.task, rows):
+                by_task.setdefault(task, []).append(row)
+            batches.extend(by_task.items())
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     store = _open_store()

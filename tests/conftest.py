@@ -67,6 +67,16 @@ def _fresh(server: FakeServer) -> Iterator[FakeServer]:
     server.reset()
 
 
+@pytest.fixture(autouse=True)
+def no_user_tasks_after() -> Iterator[None]:
+    """The user's tasks are the process's (the command line reads them at start): a test
+    that put some there leaves none behind for the next."""
+    yield
+    from bbm_tui.core.tasks import use_tasks
+
+    use_tasks([])
+
+
 @pytest.fixture(scope="session")
 def _server() -> Iterator[FakeServer]:
     yield from _serving(FakeOpenAI())

@@ -10,9 +10,11 @@ import pytest
 
 from bbm_tui.cli import main
 from bbm_tui.core.annotation.export import export, import_rows, load_traces, markdown
+from bbm_tui.core.annotation.queue import AnnotationQueue
 from bbm_tui.core.dataset import bundled_path, bundled_rows, read_rows
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import TASK_NAMES
+from tests.strict_json import strict_json_lines
 
 
 def meaning(row: dict) -> dict:
@@ -114,3 +116,42 @@ def test_the_sessions_command_tells_a_label_on_another_branch(capsys) -> None:
     labels = {item["id"]: item["label"] for item in map(json.loads,
                                                           capsys.readouterr().out.splitlines())}
     assert labels == {flagged: "mistake at 2", moved: "other branch"}
+
+
+ANSWERED = {"input": "b a", "steps": ["Let me sort them.", "So the answer is a b."],
+            "answer": "a b", "target": "a b", "mistake_index": None}
+
+
+def test_import_then_export_keeps_a_rows_own_answer(tmp_path: Path, capsys) -> None:
+    """The row says `"answer": "a b"`; its last step reads "So the answer is a b.", where the
+    answer regex finds "a b.". Before, the export wrote "a b." (jsonl and the consensus file)
+    and Markdown marked the trace wrong against its target "a b". The row's own answer is
+    kept as given, a null one too; the regex's answer is what a generated trace gets."""
+    source = tmp_path / "word_sorting.jsonl"
+    unanswered = {**ANSWERED, "input": "d c", "answer": None,
+                  "steps": ["Let me sort them.", "So the answer is c d."], "target": "c d"}
+    source.write_text(json.dumps(ANSWERED) + "\n" + json.dumps(unanswered) + "\n")
+    assert main(["import", str(source)]) == 0
+    out, markdown = tmp_path / "out.jsonl", tmp_path / "out.md"
+    assert main(["export", "--format", "jsonl", "--out", str(out)]) == 0
+    assert main(["export", "--format", "markdown", "--out", str(markdown)]) == 0
+    rows = {row["input"]: row for row in strict_json_lines(out)}
+    assert rows["b a"]["answer"] == "a b" and rows["d c"]["answer"] is None
+    assert "- answer: `a b` (correct)" in markdown.read_text()
+    consensus = tmp_path / "consensus.jsonl"
+    capsys.readouterr()
+    assert main(["agreement", "--consensus", str(consensus)]) == 0
+    assert {row["input"]: row["answer"] for row in strict_json_lines(consensus)} == {
+        "b a": "a b", "d c": None}
+
+
+def test_an_annotated_files_rows_keep_their_own_answer(tmp_path: Path) -> None:
+    source = tmp_path / "word_sorting.jsonl"
+    source.write_text(json.dumps(ANSWERED) + "\n")
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue.open(store, [source], "alice")
+        for _ in ANSWERED["steps"]:
+            queue.judge(True)
+        queue.submit()
+        [trace] = load_traces(store, None)
+        assert trace.answer == "a b" and trace.correct

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.tomltext import line_of, toml_error_message
+from bbm_tui.core.tomltext import line_of, toml_error_message, too_deep_message
 from bbm_tui.core.types import (
     DEFAULT_FINDER_MAX_TOKENS,
     DEFAULT_MODEL,
@@ -97,6 +97,12 @@ def config_path() -> Path:
     return user_config_path("bbm-tui", appauthor=False) / "config.toml"
 
 
+def tasks_folder() -> Path:
+    """Where the user's task files live: `tasks/` beside the config file (each `*.toml` there
+    is read at start, docs/DESIGN.md §13)."""
+    return config_path().parent / "tasks"
+
+
 _SECRET_KEY = re.compile(
     r"(^|_)(api_?key|secret|password)($|_)|^(key|token|access_token|auth_token)$", re.IGNORECASE
 )
@@ -114,12 +120,16 @@ def load_config(path: Path | None = None) -> Config:
     import tomllib  # here, not at the top: without a config file the start does without it
 
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {toml_error_message(error)}") from None
-    return _config_from(data, path, raw.decode("utf-8"))
+    except RecursionError:  # tomllib recurses on each level of nesting
+        raise ConfigError(f"{path}: {too_deep_message(text)}") from None
+    return _config_from(data, path, text)
 
 
 def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:

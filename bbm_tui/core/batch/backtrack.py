@@ -39,13 +39,21 @@ from bbm_tui.core.dataset import (
 from bbm_tui.core.generation.backtrack import backtracking_model, choose
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
-from bbm_tui.core.store import SessionDeleted, Step, Store, StoredCandidate, StoreError
+from bbm_tui.core.store import (
+    SessionBusy,
+    SessionDeleted,
+    Step,
+    Store,
+    StoredCandidate,
+    StoreError,
+)
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.session import (
     BranchMade,
     NewTrace,
     SamplesReady,
     TraceSession,
+    digest_of,
     greedy,
     on_the_loop,
 )
@@ -102,13 +110,21 @@ def read_predictions(path: Path) -> dict[tuple[str, tuple[str, ...]], int | None
                                "predicted_mistake_index)", line)
         index = row.extra["predicted_mistake_index"]
         if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
-            raise DatasetError(path, f"predicted_mistake_index {json.dumps(index)} is not an "
+            raise DatasetError(path, f"predicted_mistake_index {_shown(index)} is not an "
                                "index (a whole number, or null for no mistake)", line)
         if index is not None and not 0 <= index < len(row.steps):
             raise DatasetError(path, f"predicted_mistake_index {index} is outside the trace's "
                                f"{len(row.steps)} steps (0-based; no mistake is null)", line)
         predictions[trace_key(row)] = index if row.extra.get("parsed") is True else None
     return predictions
+
+
+def _shown(value: object) -> str:
+    """A value as the file wrote it (JSON), or as Python shows it where JSON has no word."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return repr(value)
 
 
 def location_of(locations: Locations, task: str, row: TraceRow) -> int | None:
@@ -158,11 +174,13 @@ class BacktrackResult:
 
 
 def jobs_from_files(paths: Sequence[Path], task: str | None, locations: Locations,
-                    limit: int | None = None) -> list[BacktrackJob]:
+                    limit: int | None = None, fmt: str | None = None) -> list[BacktrackJob]:
+    """The traces of dataset files (BBM or any of the field's formats: `fmt`, else told by
+    their first row), at most `limit` per task."""
     jobs: list[BacktrackJob] = []
     per_task: dict[str, int] = {}
     for path in paths:
-        for row_task, row in rows_with_tasks(path, task, read_input_rows(path)):
+        for row_task, row in rows_with_tasks(path, task, read_input_rows(path, fmt)):
             if limit is not None and per_task.get(row_task, 0) >= limit:
                 continue
             per_task[row_task] = per_task.get(row_task, 0) + 1
@@ -269,7 +287,7 @@ async def backtrack_one(
     try:
         trace, made = _open_session(store, job, spec)
         return await _continue(job, trace, made, settings, progress, notify)
-    except SessionDeleted as error:
+    except (SessionDeleted, SessionBusy) as error:  # deleted, or being generated elsewhere
         progress.fail(job.task, str(error))
         return None
     except StoreError as error:
@@ -348,15 +366,16 @@ def _open_session(store: Store, job: BacktrackJob,
                   spec: llm.ModelSpec) -> tuple[TraceSession, bool]:
     """The batch's session of this trace and model, the original as its first branch, and
     whether it was made just now (not found from an earlier run)."""
+    digest = digest_of(job.task)
     for session in store.sessions_of_question(task=job.task, input=job.row.input,
                                               model=spec.model):
-        if session.source == SessionSource.BACKTRACK:
+        if session.source == SessionSource.BACKTRACK and session.task_digest == digest:
             trace = TraceSession(store, session, spec, store_work=on_the_loop)
             if [step.text for step in _original_path(trace)] == list(job.row.steps):
                 return trace, False
     trace = TraceSession.create(store, NewTrace(job.task, job.row.input, job.row.target or None),
                                 spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
-    trace.load_recorded(list(job.row.steps))
+    trace.load_recorded(list(job.row.steps), job.row.answer)
     return trace, True
 
 

@@ -27,8 +27,8 @@ from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProg
 from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
-from bbm_tui.core.store import SessionDeleted, Store, StoreError
-from bbm_tui.core.trace.session import NewTrace, TraceSession, on_the_loop
+from bbm_tui.core.store import SessionBusy, SessionDeleted, Store, StoreError
+from bbm_tui.core.trace.session import NewTrace, TraceSession, digest_of, on_the_loop
 from bbm_tui.core.types import SessionSource
 
 
@@ -126,8 +126,9 @@ async def _run_one(
     try:
         trace = _open_session(store, job, spec)
         return await _generate_row(job, trace, spec, store, settings, progress, notify)
-    except SessionDeleted as error:
-        # Another process deleted this trace's session: this trace fails, the batch goes on.
+    except (SessionDeleted, SessionBusy) as error:
+        # Another process deleted this trace's session, or is generating it (the app, on
+        # the same session): this trace fails, the next run does it; the batch goes on.
         progress.fail(job.task, str(error))
         notify(progress)
         return None
@@ -175,8 +176,10 @@ async def _generate_row(
 
 
 def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSession:
+    # A session made with another version of a task of one's own is not this run's: the
+    # trace is made again with the task as it is now.
     found = store.find_session(task=job.task, input=job.row.input, model=spec.model,
-                              source=SessionSource.RUN)
+                               source=SessionSource.RUN, task_digest=digest_of(job.task))
     if found is not None:
         # The command line's settings win over the stored ones (a corrected --api-base or
         # --mode), and the session records them.
@@ -263,8 +266,13 @@ def jobs_from_bundled(task: str, limit: int | None) -> list[RunJob]:
 
 
 def _dataset_index(task: str, question: str) -> int | None:
+    """The paper's dataset row of this question (None: not one of them; a task of one's own
+    has no bundled dataset)."""
     from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.core.tasks import get_task
 
+    if not get_task(task).is_paper:
+        return None
     return _bundled_questions(task, len(bundled_rows(task))).get(question)
 
 

@@ -190,6 +190,8 @@ def _check_and_mend(
         return rows, None
     try:
         value = json.loads(tail.decode("utf-8"))
+    except RecursionError:
+        raise _not_ours(path, tail_number, what, "nested too deeply to read") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         # Cut off mid-row, as a killed run leaves it; anything else is not ours to cut.
         if not tail.startswith(b'{"'):
@@ -211,6 +213,8 @@ def _ours(line: bytes, path: Path, number: int, validate: Validator[T], what: st
         raise _not_ours(path, number, what, "it is not UTF-8 text") from None
     except json.JSONDecodeError as error:
         raise _not_ours(path, number, what, f"malformed JSON: {error.msg}") from None
+    except RecursionError:
+        raise _not_ours(path, number, what, "nested too deeply to read") from None
     try:
         return validate(value, path, number)
     except DatasetError as error:

@@ -209,6 +209,14 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
         return LLMError("not_found", f"{spec.model}{where} was not found: {detail}")
     exceptions = litellm.exceptions
     causes = _causes(error)
+    if _credentials_in_url(causes):
+        from bbm_tui.core.llm.capabilities import key_env_var
+
+        variable = key_env_var(spec)
+        return LLMError("bad_request", f"{spec.model}{where}: the api base holds a user name "
+                        "and password, which the OpenAI client will not send beside its own "
+                        "Authorization header; leave them out of the api base"
+                        + (f" (give the key in {variable})" if variable else ""))
     guard = _guard_error(causes)
     if guard is not None:
         return LLMError("stream", f"the reply from {spec.model}{where} was not a model's "
@@ -313,9 +321,18 @@ def _guard_error(causes: list[BaseException]) -> str | None:
     from bbm_tui.core.llm import http_guard
 
     for cause in causes:
-        if isinstance(cause, http_guard.ReplyTooLarge | http_guard.UnsupportedEncoding):
+        if isinstance(cause, http_guard.ReplyTooLarge | http_guard.UnsupportedEncoding
+                      | http_guard.NotAnAnswer):
             return str(cause)
     return None
+
+
+def _credentials_in_url(causes: list[BaseException]) -> bool:
+    """The OpenAI client (aiohttp under it) refuses an api base with a user and password in
+    it, as its own Authorization header carries the key; litellm reports a connection error
+    (docs/NOTES.md)."""
+    return any(isinstance(cause, ValueError) and "credentials encoded in URL" in str(cause)
+               for cause in causes)
 
 
 def _not_an_answer(causes: list[BaseException], detail: str) -> str | None:

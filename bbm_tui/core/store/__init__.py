@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bbm_tui.core.store.errors import SessionDeleted, StoreError
+    from bbm_tui.core.store.errors import SessionBusy, SessionDeleted, StoreError
     from bbm_tui.core.store.files import (
         DATABASE_NAME,
         HOME_ENV,
@@ -32,14 +32,22 @@ if TYPE_CHECKING:
         SessionSummary,
         Step,
         StoredCandidate,
+        TaskDefinition,
         Totals,
         default_session_name,
     )
     from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns
-    from bbm_tui.core.store.store import BUSY_TIMEOUT_MS, Store, call_from_row
+    from bbm_tui.core.store.store import (
+        BUSY_TIMEOUT_MS,
+        CLAIM_HEARTBEAT_S,
+        CLAIM_STALE_S,
+        Store,
+        call_from_row,
+    )
 
 # Each name this package offers, and the module of the package that defines it.
 _MODULE_OF = {
+    "SessionBusy": "errors",
     "SessionDeleted": "errors",
     "StoreError": "errors",
     "DATABASE_NAME": "files",
@@ -58,18 +66,23 @@ _MODULE_OF = {
     "SessionSummary": "records",
     "Step": "records",
     "StoredCandidate": "records",
+    "TaskDefinition": "records",
     "Totals": "records",
     "default_session_name": "records",
     "MIGRATIONS": "schema",
     "SCHEMA_VERSION": "schema",
     "expected_columns": "schema",
     "BUSY_TIMEOUT_MS": "store",
+    "CLAIM_HEARTBEAT_S": "store",
+    "CLAIM_STALE_S": "store",
     "Store": "store",
     "call_from_row": "store",
 }
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "CLAIM_HEARTBEAT_S",
+    "CLAIM_STALE_S",
     "DATABASE_NAME",
     "HOME_ENV",
     "MIGRATIONS",
@@ -81,12 +94,14 @@ __all__ = [
     "Label",
     "QueueWork",
     "Session",
+    "SessionBusy",
     "SessionDeleted",
     "SessionSummary",
     "Step",
     "Store",
     "StoreError",
     "StoredCandidate",
+    "TaskDefinition",
     "Totals",
     "call_from_row",
     "default_path",

@@ -34,6 +34,9 @@ class Session:
     head_step_id: int | None
     created_at: float
     updated_at: float
+    # A task of one's own: the digest of the definition it was made with (store v10 on; its
+    # text: Store.task_definition). None: one of the paper's five.
+    task_digest: str | None = None
 
 
 @dataclass(frozen=True, slots=True)  # slots: a trace may hold 10^5 of them
@@ -93,6 +96,12 @@ class Label:
     annotator: str = DEFAULT_ANNOTATOR
     # Made after seeing a suggestion (a finder's or a verifier's verdict).
     assisted: bool = False
+    # The per-step protocol's (store v12): each thought's rating on the branch, as far as
+    # rated (-1 bad, 0 neutral, +1 good), and PRM800K's finish reason; None for a label of
+    # the paper's protocol. `note`: why the first mistake is one, where the annotator said.
+    ratings: tuple[int, ...] | None = None
+    finish_reason: str | None = None
+    note: str | None = None
 
     @property
     def no_mistake(self) -> bool:
@@ -107,6 +116,16 @@ class Label:
             if step_id == self.mistake_step_id:
                 return index
         return None
+
+
+@dataclass(frozen=True)
+class TaskDefinition:
+    """A task of one's own as a session keeps it: the digest of its content and its
+    definition as JSON text (the store keeps it as it is given; core/tasks/files.py makes
+    and reads it)."""
+
+    digest: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -227,3 +246,7 @@ class AnnotatorLabel:
     mistake_index: int | None
     assisted: bool
     created_at: float
+    # Each thought's rating, for a label of the per-step protocol (store v12), else None.
+    ratings: tuple[int, ...] | None = None
+    finish_reason: str | None = None
+    note: str | None = None

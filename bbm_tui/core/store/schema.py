@@ -228,6 +228,50 @@ MIGRATIONS: list[Migration] = [
     # become none, and a key-shaped token in an api base's path is redacted like the rest of
     # it (repairs.py). No table changes.
     _clean_and_redact,
+    # 11: tasks of one's own (docs/DESIGN.md §13). A session of one says which by the digest of
+    # its whole definition (prompt texts included), and the definition is kept by that digest,
+    # once for every session made with it: the session reopens with the prompt it was made
+    # with after its task file changes or goes. NULL: one of the paper's five, as before v11.
+    """
+    ALTER TABLE sessions ADD COLUMN task_digest TEXT;
+    CREATE TABLE task_definitions (
+        id INTEGER PRIMARY KEY,
+        digest TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
+    # 12: the field's step-level formats and PRM800K's per-step labelling (docs/DESIGN.md §11,
+    # §14). A session made from a row of one of the field's formats keeps what the row carried
+    # beyond the trace (`origin`, JSON: its format, its other fields, its steps' ratings), so
+    # it is written back in that format losing nothing. A label made with the per-step
+    # protocol keeps every step's rating (JSON: -1, 0, +1 for each thought of the branch as
+    # far as rated) and PRM800K's finish reason; any label may keep the annotator's note (why
+    # the step is the first mistake: MR-BEN's error reason).
+    """
+    CREATE TABLE session_origins (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL UNIQUE REFERENCES sessions(id) ON DELETE CASCADE,
+        origin TEXT NOT NULL
+    );
+    ALTER TABLE labels ADD COLUMN ratings TEXT;
+    ALTER TABLE labels ADD COLUMN finish_reason TEXT;
+    ALTER TABLE labels ADD COLUMN note TEXT;
+    """,
+    # 13: who is generating a session now (store.claim_session): two windows on one session
+    # stored the same step twice. One row a session while it is generated, its holder's
+    # heartbeat renewed every few seconds; a holder that died (its pid gone, on this
+    # machine) or went silent (no heartbeat for CLAIM_STALE_S) holds nothing.
+    """
+    CREATE TABLE session_claims (
+        session_id INTEGER PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        owner TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        heartbeat_at REAL NOT NULL
+    );
+    """,
 ]
 
 

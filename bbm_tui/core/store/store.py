@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
 from bbm_tui.core.redact import redact_url
-from bbm_tui.core.store.errors import SessionDeleted, StoreError
+from bbm_tui.core.store.errors import SessionBusy, SessionDeleted, StoreError
 from bbm_tui.core.store.files import (
     HOME_ENV,
     check_is_sqlite,
@@ -45,6 +47,7 @@ from bbm_tui.core.store.records import (
     SessionSummary,
     Step,
     StoredCandidate,
+    TaskDefinition,
     Totals,
     default_session_name,
 )
@@ -70,6 +73,11 @@ from bbm_tui.core.types import (
 )
 
 BUSY_TIMEOUT_MS = 10_000
+# A session's claim (claim_session): renewed every CLAIM_HEARTBEAT_S by whoever generates it,
+# and held by nobody once it is CLAIM_STALE_S old (a holder on another machine that died),
+# or at once when its holder's pid is gone on this machine.
+CLAIM_HEARTBEAT_S = 3.0
+CLAIM_STALE_S = 20.0
 
 
 T = TypeVar("T")
@@ -274,20 +282,31 @@ class Store:
         gold_mistake_index: int | None = None,
         name: str | None = None,
         source: SessionSource = SessionSource.APP,
+        task_definition: TaskDefinition | None = None,
     ) -> Session:
+        """A new session. A task of one's own comes with its definition (digest and text),
+        kept by its digest in the same transaction."""
         now = time.time()
         if name is None:
             name = default_session_name(task, dataset_index, input)
         with self._write() as connection:
+            digest = _keep_task_definition(connection, task, task_definition, now)
             cursor = connection.execute(
                 """INSERT INTO sessions (name, task, input, target, dataset_index,
-                       gold_mistake_index, model, api_base, mode, source, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       gold_mistake_index, model, api_base, mode, source, created_at, updated_at,
+                       task_digest)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (name, task, input, target, dataset_index, gold_mistake_index, model,
-                 redact_url(api_base), mode, source, now, now),
+                 redact_url(api_base), mode, source, now, now, digest),
             )
             session_id = _inserted_id(cursor)
         return self.session(session_id)
+
+    def task_definition(self, digest: str) -> str | None:
+        """The stored definition of a task of one's own (JSON text), by its digest."""
+        rows = self._read("SELECT definition FROM task_definitions WHERE digest = ?",
+                          (digest,))
+        return rows[0][0] if rows else None
 
     def session(self, session_id: int) -> Session:
         rows = self._read("SELECT * FROM sessions WHERE id = ?", (session_id,))
@@ -358,12 +377,14 @@ class Store:
         )
         return {row[0] for row in rows}
 
-    def find_session(self, *, task: str, input: str, model: str,
-                     source: SessionSource) -> Session | None:
+    def find_session(self, *, task: str, input: str, model: str, source: SessionSource,
+                     task_digest: str | None = None) -> Session | None:
+        """The first session of one question by one model made by `source`, made with the
+        task definition `task_digest` (None: one of the paper's five)."""
         rows = self._read(
             """SELECT * FROM sessions WHERE task = ? AND input = ? AND model = ? AND source = ?
-               ORDER BY id LIMIT 1""",
-            (task, input, model, source),
+                   AND task_digest IS ? ORDER BY id LIMIT 1""",
+            (task, input, model, source, task_digest),
         )
         return _session(rows[0]) if rows else None
 
@@ -443,38 +464,69 @@ class Store:
         now = time.time()
         with self._write() as connection:
             self._require_session(connection, session_id)
-            if call is not None:
-                call_id = _insert_call(connection, session_id, None, CallPurpose.STEP, call, now)
-                choice = call.choice if choice is None else choice
-                tokens = call.tokens if tokens is None else tokens
-            tokens = _sane_tokens(tokens)
-            cursor = connection.execute(
-                """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
-                       truncated, created_at, call_id, choice, tokens, alternatives, logprob,
-                       ntokens, call_choices)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                           (SELECT NULLIF(COUNT(*), 0) FROM candidates WHERE call_id = ?))""",
-                (session_id, parent_id, number, text, origin, answer, int(truncated), now,
-                 call_id, choice, tokens_json(tokens), alternatives_json(tokens),
-                 sum(token.logprob for token in tokens) if tokens else None,
-                 len(tokens) if tokens else None,
-                 # A call of the step's own made no candidates.
-                 None if call is not None else call_id),
-            )
-            step_id = _inserted_id(cursor)
-            if not tokens and call_id is not None:  # the call's own list, as before v4
-                connection.execute(_CALL_LOGPROB_UPDATE, (step_id,))
-            if call is not None:  # the call's own link to its step (a v3 reader follows it)
-                connection.execute("UPDATE calls SET step_id = ? WHERE id = ?",
-                                   (step_id, call_id))
-            if candidate_id is not None:
-                connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
-                                   (step_id, candidate_id))
-            connection.execute(
-                "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
-                (step_id, now, session_id),
-            )
+            same = _same_step(connection, session_id, parent_id, number, text, origin)
+            if same is not None:  # another window stored it first: it is that step
+                self._take_same_step(connection, session_id, same, call, candidate_id, now)
+                step_id = same
+            else:
+                step_id = self._insert_step(
+                    connection, session_id, parent_id=parent_id, number=number, text=text,
+                    origin=origin, answer=answer, truncated=truncated, call=call,
+                    call_id=call_id, choice=choice, tokens=tokens, candidate_id=candidate_id,
+                    now=now)
         return self.step(step_id)
+
+    def _take_same_step(self, connection: sqlite3.Connection, session_id: int, step_id: int,
+                        call: CallRecord | None, candidate_id: int | None, now: float) -> None:
+        """The step is there already: the call that made it again was paid for all the same
+        (kept, in the session's totals), the candidate points at it, and it is the head."""
+        if call is not None:
+            _insert_call(connection, session_id, step_id, CallPurpose.STEP, call, now)
+        if candidate_id is not None:
+            connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
+                               (step_id, candidate_id))
+        connection.execute("UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                           (step_id, now, session_id))
+
+    def _insert_step(self, connection: sqlite3.Connection, session_id: int, *,
+                     parent_id: int | None, number: int, text: str, origin: str,
+                     answer: str | None, truncated: bool, call: CallRecord | None,
+                     call_id: int | None, choice: int | None,
+                     tokens: Sequence[TokenLogprob] | None, candidate_id: int | None,
+                     now: float) -> int:
+        """A new step (add_step's, inside its transaction); its id."""
+        if call is not None:
+            call_id = _insert_call(connection, session_id, None, CallPurpose.STEP, call, now)
+            choice = call.choice if choice is None else choice
+            tokens = call.tokens if tokens is None else tokens
+        tokens = _sane_tokens(tokens)
+        cursor = connection.execute(
+            """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
+                   truncated, created_at, call_id, choice, tokens, alternatives, logprob,
+                   ntokens, call_choices)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                       (SELECT NULLIF(COUNT(*), 0) FROM candidates WHERE call_id = ?))""",
+            (session_id, parent_id, number, text, origin, answer, int(truncated), now,
+             call_id, choice, tokens_json(tokens), alternatives_json(tokens),
+             sum(token.logprob for token in tokens) if tokens else None,
+             len(tokens) if tokens else None,
+             # A call of the step's own made no candidates.
+             None if call is not None else call_id),
+        )
+        step_id = _inserted_id(cursor)
+        if not tokens and call_id is not None:  # the call's own list, as before v4
+            connection.execute(_CALL_LOGPROB_UPDATE, (step_id,))
+        if call is not None:  # the call's own link to its step (a v3 reader follows it)
+            connection.execute("UPDATE calls SET step_id = ? WHERE id = ?",
+                               (step_id, call_id))
+        if candidate_id is not None:
+            connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
+                               (step_id, candidate_id))
+        connection.execute(
+            "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+            (step_id, now, session_id),
+        )
+        return step_id
 
     def add_steps(
         self, session_id: int, steps: list[tuple[str, str | None]], origin: str
@@ -551,6 +603,42 @@ class Store:
         path.reverse()
         return path
 
+    # -- who is generating a session (store v13)
+
+    def claim_session(self, session_id: int, owner: str) -> None:
+        """Take (or, for its holder, renew) the claim to generate the session. Raises
+        SessionBusy while another owner holds a live claim: its process is alive (on this
+        machine) and its heartbeat is under CLAIM_STALE_S old."""
+        now = time.time()
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            held = connection.execute(
+                "SELECT owner, host, pid, heartbeat_at FROM session_claims WHERE session_id = ?",
+                (session_id,)).fetchone()
+            if held is not None and held[0] != owner and _claim_live(held[1], held[2], held[3],
+                                                                      now):
+                raise SessionBusy(session_id, held[2], held[1], held[1] == _HOST)
+            connection.execute(
+                "INSERT OR REPLACE INTO session_claims (session_id, owner, host, pid, "
+                "heartbeat_at) VALUES (?, ?, ?, ?, ?)",
+                (session_id, owner, _HOST, os.getpid(), now))
+
+    def release_claim(self, session_id: int, owner: str) -> None:
+        with self._write() as connection:
+            connection.execute("DELETE FROM session_claims WHERE session_id = ? AND owner = ?",
+                               (session_id, owner))
+
+    def claim_holder(self, session_id: int, owner: str) -> SessionBusy | None:
+        """Who else holds a live claim on the session (as the error a claim would raise), or
+        None: nobody, or `owner` itself."""
+        rows = self._read("SELECT owner, host, pid, heartbeat_at FROM session_claims "
+                          "WHERE session_id = ?", (session_id,))
+        if not rows or rows[0][0] == owner or not _claim_live(
+                rows[0]["host"], rows[0]["pid"], rows[0]["heartbeat_at"], time.time()):
+            return None
+        return SessionBusy(session_id, rows[0]["pid"], rows[0]["host"],
+                           rows[0]["host"] == _HOST)
+
     def set_head(self, session_id: int, step_id: int | None) -> None:
         with self._write() as connection:
             self._require_session(connection, session_id)
@@ -569,23 +657,30 @@ class Store:
         *,
         annotator: str = DEFAULT_ANNOTATOR,
         assisted: bool = False,
+        ratings: Sequence[int] | None = None,
+        finish_reason: str | None = None,
+        note: str | None = None,
     ) -> Label:
-        """Record `annotator`'s verdict: first mistake at `mistake_step_id`, or no mistake."""
+        """Record `annotator`'s verdict: first mistake at `mistake_step_id`, or no mistake;
+        with the per-step protocol, every thought's rating and the finish reason too."""
         now = time.time()
+        kept = None if ratings is None else tuple(ratings)
         with self._write() as connection:
             self._require_session(connection, session_id)
             cursor = connection.execute(
                 """INSERT INTO labels (session_id, leaf_step_id, mistake_step_id, created_at,
-                       annotator, assisted)
-                   VALUES (?, ?, ?, ?, ?, ?)""",
-                (session_id, leaf_step_id, mistake_step_id, now, annotator, int(assisted)),
+                       annotator, assisted, ratings, finish_reason, note)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (session_id, leaf_step_id, mistake_step_id, now, annotator, int(assisted),
+                 None if kept is None else json.dumps(list(kept), allow_nan=False),
+                 finish_reason, note),
             )
             connection.execute(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
             )
             label_id = _inserted_id(cursor)
         return Label(label_id, session_id, mistake_step_id, leaf_step_id, now, annotator,
-                     assisted)
+                     assisted, kept, finish_reason, note)
 
     def undo_label(self, session_id: int, annotator: str | None = None) -> Label | None:
         """Withdraw the latest verdict (of `annotator`, or anyone's); return the one now in
@@ -659,7 +754,7 @@ class Store:
     def create_queued_session(
         self, trace_key: str, *, has_gold: bool, task: str, input: str, target: str | None,
         model: str, name: str, gold_mistake_index: int | None,
-        steps: Sequence[tuple[str, str | None]],
+        steps: Sequence[tuple[str, str | None]], task_definition: TaskDefinition | None = None,
     ) -> int:
         """The session of a queued trace, with its recorded steps, made once: a second caller
         (another annotator's process) gets the one already there. All in one transaction."""
@@ -670,12 +765,13 @@ class Store:
             ).fetchone()
             if found is not None:
                 return found[0]
+            digest = _keep_task_definition(connection, task, task_definition, now)
             session_id = _inserted_id(connection.execute(
                 """INSERT INTO sessions (name, task, input, target, gold_mistake_index, model,
-                       mode, source, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, 'chat', ?, ?, ?)""",
+                       mode, source, created_at, updated_at, task_digest)
+                   VALUES (?, ?, ?, ?, ?, ?, 'chat', ?, ?, ?, ?)""",
                 (name, task, input, target, gold_mistake_index, model, SessionSource.ANNOTATE,
-                 now, now),
+                 now, now, digest),
             ))
             parent = None
             for number, (text, answer) in enumerate(steps, start=1):
@@ -725,7 +821,7 @@ class Store:
         the mistake as a 0-based index: what agreement, adjudication and the CSV export read."""
         rows = self._read(
             """SELECT l.session_id, l.annotator, l.assisted, l.created_at,
-                      l.mistake_step_id, s.number
+                      l.mistake_step_id, s.number, l.ratings, l.finish_reason, l.note
                FROM labels AS l LEFT JOIN steps AS s ON s.id = l.mistake_step_id
                WHERE l.id IN (SELECT MAX(id) FROM labels WHERE undone = 0
                               GROUP BY session_id, annotator)
@@ -733,9 +829,38 @@ class Store:
         return [
             AnnotatorLabel(row["session_id"], row["annotator"],
                            None if row["mistake_step_id"] is None else row["number"] - 1,
-                           bool(row["assisted"]), row["created_at"])
+                           bool(row["assisted"]), row["created_at"],
+                           ratings_from_json(row["ratings"]), row["finish_reason"],
+                           row["note"])
             for row in rows
         ]
+
+    # -- where a session's trace came from (v12)
+
+    def set_origin(self, session_id: int, origin: Mapping[str, Any]) -> None:
+        """What the row a session was made from carried beyond its trace (its format, its
+        other fields), kept so the session is written back in that format losing nothing."""
+        text = json.dumps(origin, ensure_ascii=False, allow_nan=False)
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            connection.execute(
+                """INSERT INTO session_origins (session_id, origin) VALUES (?, ?)
+                   ON CONFLICT (session_id) DO UPDATE SET origin = excluded.origin""",
+                (session_id, text))
+
+    def origin(self, session_id: int) -> dict[str, Any] | None:
+        rows = self._read("SELECT origin FROM session_origins WHERE session_id = ?",
+                          (session_id,))
+        return _origin(rows[0]["origin"]) if rows else None
+
+    def origins(self) -> dict[int, dict[str, Any]]:
+        """Every session's origin, by session (one query, for an export of them all)."""
+        found = {}
+        for row in self._read("SELECT session_id, origin FROM session_origins"):
+            origin = _origin(row["origin"])
+            if origin is not None:
+                found[row["session_id"]] = origin
+        return found
 
     # -- candidates (backtracking)
 
@@ -964,6 +1089,17 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _same_step(connection: sqlite3.Connection, session_id: int, parent_id: int | None,
+               number: int, text: str, origin: str) -> int | None:
+    """A step already at this place with this text and origin (inside the write, so that two
+    processes cannot both miss it): one step is never stored twice."""
+    found = connection.execute(
+        "SELECT id FROM steps WHERE session_id = ? AND parent_id IS ? AND number = ? "
+        "AND text = ? AND origin = ? ORDER BY id LIMIT 1",
+        (session_id, parent_id, number, text, origin)).fetchone()
+    return found[0] if found else None
+
+
 def _bulk_step(row: tuple) -> Step:
     return Step(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
                 row[9], row[10], row[11], row[12], row[13], row[14], row[15], None, row[16],
@@ -1134,7 +1270,30 @@ def tokens_from_json(text: str | None, alternatives: str | None = None
 
 def _label(row: sqlite3.Row) -> Label:
     return Label(row["id"], row["session_id"], row["mistake_step_id"], row["leaf_step_id"],
-                 row["created_at"], row["annotator"], bool(row["assisted"]))
+                 row["created_at"], row["annotator"], bool(row["assisted"]),
+                 ratings_from_json(row["ratings"]), row["finish_reason"], row["note"])
+
+
+def ratings_from_json(text: str | None) -> tuple[int, ...] | None:
+    """A label's stored ratings; anything that is not a list of -1/0/+1 reads as none."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or any(
+            isinstance(item, bool) or item not in (-1, 0, 1) for item in value):
+        return None
+    return tuple(value)
+
+
+def _origin(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("format"), str) else None
 
 
 def _work(row: sqlite3.Row) -> QueueWork:
@@ -1160,6 +1319,17 @@ def _finder_verdict(row: sqlite3.Row) -> FinderVerdict:
         created_at=row["created_at"],
         call=call_from_row(dict(row)) if row["call_id"] is not None else None,
     )
+
+
+def _keep_task_definition(connection: sqlite3.Connection, task: str,
+                          definition: TaskDefinition | None, now: float) -> str | None:
+    """Inside a write: keep a task's definition by its digest (once), and give the digest."""
+    if definition is None:
+        return None
+    connection.execute(
+        """INSERT OR IGNORE INTO task_definitions (digest, name, definition, created_at)
+           VALUES (?, ?, ?, ?)""", (definition.digest, task, definition.text, now))
+    return definition.digest
 
 
 def _inserted_id(cursor: sqlite3.Cursor) -> int:
@@ -1207,6 +1377,25 @@ def _insert_call(
         ),
     )
     return _inserted_id(cursor)
+
+
+_HOST = socket.gethostname()
+
+
+def _claim_live(host: str, pid: int, heartbeat_at: float, now: float) -> bool:
+    """A claim still held: renewed within CLAIM_STALE_S, and, on this machine, its process
+    still there (a killed holder frees the session at once)."""
+    if now - heartbeat_at > CLAIM_STALE_S:
+        return False
+    if host != _HOST:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def _retry_locked(action: Callable[[], T]) -> T:

@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Protocol
 
 from bbm_tui.core.tasks import (
+    FIELD_TASK_NAMES,
     UnknownTaskError,
     arithmetic,
     dyck,
@@ -38,12 +39,23 @@ LOGIC: dict[str, ModuleType] = {
 }
 
 
+class NoVerifierError(UnknownTaskError):
+    """A task of one's own: the verifiers know the paper's five tasks only."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        what = ("the task of a dataset format" if name in FIELD_TASK_NAMES
+                else "a task of your own")
+        self.args = (f"the task verifiers check the paper's five tasks only, not {name!r} "
+                     f"({what}): use a model's method to find its mistakes",)
+
+
 def task_logic(task: str) -> ModuleType:
     get_task(task)  # an unknown name gets the tasks' own message
     try:
         return LOGIC[task]
     except KeyError:
-        raise UnknownTaskError(task) from None
+        raise NoVerifierError(task) from None
 
 
 def verify_trace(task: str, question_input: str, steps: Sequence[str]) -> list[StepVerdict]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from bbm_tui.core.store import Step, StoredCandidate
-from bbm_tui.core.tasks import is_correct
+from bbm_tui.core.tasks import Task, is_correct
 from bbm_tui.core.trace.tree import BranchDiff, StepTree
 from bbm_tui.core.types import StepOrigin, TokenLogprob, sane_logprob_sum
 
@@ -51,11 +51,12 @@ def segments(tree: StepTree, parent_id: int | None = None) -> list[Segment]:
     return found
 
 
-def outcome(step: Step, target: str | None) -> bool | None:
-    """Whether a branch ending in `step` got the right answer (None: no answer or target)."""
+def outcome(step: Step, target: str | None, task: Task | None = None) -> bool | None:
+    """Whether a branch ending in `step` got the right answer (None: no answer or target), by
+    the task's comparison (the paper's exact match where no task is given)."""
     if step.answer is None or target is None:
         return None
-    return is_correct(step.answer, target)
+    return (task.is_correct if task is not None else is_correct)(step.answer, target)
 
 
 @dataclass(frozen=True)
@@ -67,10 +68,11 @@ class Leaf:
     on_show: bool
 
 
-def leaves(tree: StepTree, head_id: int | None, target: str | None) -> list[Leaf]:
+def leaves(tree: StepTree, head_id: int | None, target: str | None,
+           task: Task | None = None) -> list[Leaf]:
     """Every branch's end, oldest first, with its answer and whether it is right."""
     shown = tree.path(head_id)[-1].id if head_id is not None and head_id in tree else None
-    return [Leaf(step, step.number, step.answer, outcome(step, target), step.id == shown)
+    return [Leaf(step, step.number, step.answer, outcome(step, target, task), step.id == shown)
             for step in tree.leaves()]
 
 

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import os
+import secrets
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import aclosing, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, TypeVar
 
 from bbm_tui.core import llm
@@ -28,16 +33,37 @@ from bbm_tui.core.generation.stepper import (
     StepFailed,
     StepFinished,
     StepperSettings,
+    TraceFinished,
     run_steps,
 )
 from bbm_tui.core.redact import REDACTED, redact_url
-from bbm_tui.core.store import Label, Session, Step, Store, StoredCandidate, Totals
-from bbm_tui.core.tasks import extract_answer, is_correct
+from bbm_tui.core.store import (
+    CLAIM_HEARTBEAT_S,
+    Label,
+    Session,
+    Step,
+    Store,
+    StoredCandidate,
+    StoreError,
+    TaskDefinition,
+    Totals,
+)
+from bbm_tui.core.tasks import Task, UnknownTaskError, get_task
+from bbm_tui.core.tasks.files import task_definition, task_digest, task_from_definition
 from bbm_tui.core.trace.branches import BranchOrigin, branch_origin, one_sampling
 from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
 
 T = TypeVar("T")
+
+
+class ReadFromText(Enum):
+    """A recorded trace's answer where its row gives none: what the answer regex reads."""
+
+    FROM_THE_TEXT = "from the text"
+
+
+FROM_THE_TEXT = ReadFromText.FROM_THE_TEXT
 
 # How a session runs its store calls while it generates: `asyncio.to_thread` (the app) or
 # `on_the_loop` (the batches).
@@ -82,10 +108,59 @@ class BranchMade:
     step: Step
 
 
+def stored_definition(task: Task) -> TaskDefinition | None:
+    """What a session of `task` keeps of it: for a task of one's own, its whole definition
+    and the digest of it; nothing for the paper's five (they ship with the app)."""
+    if task.is_paper:
+        return None
+    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True, allow_nan=False)
+    return TaskDefinition(task_digest(task), text)
+
+
+def digest_of(task: Task | str) -> str | None:
+    """The digest a session of this task is made with (None: one of the paper's five)."""
+    found = get_task(task)
+    return None if found.is_paper else task_digest(found)
+
+
+def session_task(store: Store, session: Session) -> tuple[Task, str | None]:
+    """The task a session works on, and what has changed since it was made (None: nothing).
+    A task of one's own is the one the session stored, whatever its file says now: the
+    session goes on with the prompt it was made with; a file that changed, or is no longer
+    loaded, is said, not hidden."""
+    if session.task_digest is None:
+        return get_task(session.task), None
+    try:
+        current: Task | None = get_task(session.task)
+    except UnknownTaskError:
+        current = None
+    text = store.task_definition(session.task_digest)
+    try:
+        stored = task_from_definition(json.loads(text)) if text is not None else None
+    except ValueError:
+        stored = None
+    if stored is None:
+        if current is None:
+            raise UnknownTaskError(session.task)
+        return current, (f"The task {session.task!r} this session was made with is not in the "
+                         "store (was it edited?); it uses the task file as it is now.")
+    where = f"Its task file ({stored.path})" if stored.path else "Its task file"
+    if current is None:
+        return stored, (f"{where} is not loaded now; the session goes on with the task "
+                        f"{session.task!r} as it was made.")
+    if task_digest(current) != session.task_digest:
+        return stored, (f"{where} has changed since this session was made; the session goes "
+                        "on with the prompt it was made with (a new session uses the file "
+                        "as it is now).")
+    return current, None
+
+
 class TraceSession:
     """`spec` is the model the session generates with now. It lives in memory only: the store
     keeps the api base redacted (a password or key in it is never written), so a session
-    opened from the store calls its stored model until `use_model()` says otherwise."""
+    opened from the store calls its stored model until `use_model()` says otherwise. `task`
+    is the task it works on as it was made (session_task), `task_change` what has changed in
+    its file since (None: nothing)."""
 
     def __init__(
         self,
@@ -109,6 +184,10 @@ class TraceSession:
             self.steps: list[Step] = self.tree.path(session.head_step_id)
         self.label: Label | None = self._branch_label()
         self._spec = spec or _stored_spec(session)
+        self.task, self.task_change = session_task(store, session)
+        # Who this is when it claims the session to generate it (store v13): another window
+        # or process is another owner, and is told the session is busy.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
     # -- opening
 
@@ -125,6 +204,7 @@ class TraceSession:
     ) -> TraceSession:
         session = store.create_session(
             task=trace.task,
+            task_definition=stored_definition(get_task(trace.task)),
             input=trace.input,
             target=trace.target,
             dataset_index=trace.dataset_index,
@@ -237,7 +317,7 @@ class TraceSession:
     def correct(self) -> bool | None:
         if self.answer is None or self.session.target is None:
             return None
-        return is_correct(self.answer, self.session.target)
+        return self.task.is_correct(self.answer, self.session.target)
 
     @property
     def mistake_number(self) -> int | None:
@@ -268,32 +348,73 @@ class TraceSession:
         if self.needs_api_base:
             yield StepFailed(len(self.steps) + 1, llm.LLMError(
                 "bad_request",
-                f"session {self.id}'s api base held a password or key, which bbm-tui never "
-                f"saves ({self._spec.api_base}); open it again with --model "
-                f"{self._spec.model} --api-base URL"))
+                # The instruction first: a narrow status line cuts the end.
+                f"give the api base again (--api-base URL): session {self.id}'s held a "
+                f"password or key, which bbm-tui never saves ({self._spec.api_base}, model "
+                f"{self._spec.model})"))
             return
-        if self._model_unrecorded():  # usually not: no trip to a thread for nothing
-            await self.store_work(self._record_model)
-        async for event in run_steps(
-            self.session.task,
-            self.session.input,
-            self._spec,
-            self.texts,
-            target=self.session.target,
-            max_new_steps=max_new_steps,
-            settings=settings,
-        ):
-            if isinstance(event, StepFinished):
-                # A cancelled run still waits for the step it is saving, so that the session
-                # and the store agree when it is over (the next run neither loses nor
-                # repeats the step).
-                commit = asyncio.ensure_future(self.store_work(self._commit, event))
+        last: StepEvent | None = None
+        async with self.claimed():  # SessionBusy: another window is generating it
+            if self._model_unrecorded():  # usually not: no trip to a thread for nothing
+                await self.store_work(self._record_model)
+            async with aclosing(run_steps(
+                self.task,
+                self.session.input,
+                self._spec,
+                self.texts,
+                target=self.session.target,
+                max_new_steps=max_new_steps,
+                settings=settings,
+            )) as events:
+                async for event in events:
+                    if isinstance(event, StepFinished):
+                        # A cancelled run still waits for the step it is saving, so that the
+                        # session and the store agree when it is over (the next run neither
+                        # loses nor repeats the step).
+                        commit = asyncio.ensure_future(self.store_work(self._commit, event))
+                        try:
+                            await asyncio.shield(commit)
+                        except asyncio.CancelledError:
+                            await commit
+                            raise
+                    if isinstance(event, StepFailed | TraceFinished):
+                        last = event  # the last event: the claim goes before it is handed on
+                        break
+                    yield event
+        # Released first: a caller stops reading at this event, and the claim must not wait
+        # for this generator to be collected.
+        if last is not None:
+            yield last
+
+    @asynccontextmanager
+    async def claimed(self) -> AsyncIterator[None]:
+        """The session claimed for generating while the block runs (store v13), renewed every
+        CLAIM_HEARTBEAT_S and released after. Raises SessionBusy (nothing done) while
+        another window or process holds it: two windows stored the same step twice."""
+        await self.store_work(self.store.claim_session, self.session.id, self.owner)
+        heartbeat = asyncio.ensure_future(self._heartbeat())
+        try:
+            yield
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+            release = asyncio.ensure_future(
+                self.store_work(self.store.release_claim, self.session.id, self.owner))
+            with suppress(StoreError):  # a session deleted meanwhile has no claim to drop
                 try:
-                    await asyncio.shield(commit)
+                    await asyncio.shield(release)
                 except asyncio.CancelledError:
-                    await commit
+                    await release
                     raise
-            yield event
+
+    async def _heartbeat(self) -> None:
+        """Keep the claim alive while a step takes long (a model thinking for a minute). One
+        that lapsed and was taken meanwhile is left to its new holder (the store stores no
+        step twice)."""
+        with suppress(StoreError):
+            while True:
+                await asyncio.sleep(CLAIM_HEARTBEAT_S)
+                await self.store_work(self.store.claim_session, self.session.id, self.owner)
 
     def _commit(self, event: StepFinished) -> Step:
         parent = self.head_id
@@ -307,14 +428,16 @@ class TraceSession:
             truncated=event.truncated,
             call=event.call,
         )
-        self.tree.add(step)
-        self.steps.append(step)
+        self._append(step)
         return step
 
-    def load_recorded(self, steps: list[str]) -> None:
-        """Put a recorded trace (e.g. the dataset's) on the branch, to label it."""
-        answered = [(text, extract_answer(text)) for text in steps]
-        self.store.add_steps(self.session.id, answered, origin=StepOrigin.DATASET)
+    def load_recorded(self, steps: list[str],
+                      answer: str | ReadFromText | None = FROM_THE_TEXT) -> None:
+        """Put a recorded trace (e.g. the dataset's) on the branch, to label it; `answer`:
+        the row's own, kept as given on its last step (else what the task's answer regex
+        reads)."""
+        self.store.add_steps(self.session.id, recorded_steps(self.task, steps, answer),
+                             origin=StepOrigin.DATASET)
         self.reload()
 
     def append_typed(self, text: str, origin: StepOrigin = StepOrigin.TYPED) -> Step:
@@ -325,11 +448,19 @@ class TraceSession:
             number=len(self.steps) + 1,
             text=text,
             origin=origin,
-            answer=extract_answer(text),
+            answer=self.task.extract_answer(text),
         )
-        self.tree.add(step)
-        self.steps.append(step)
+        self._append(step)
         return step
+
+    def _append(self, step: Step) -> None:
+        """A step saved below the head, on show. The tree holds it already where another
+        window stored the same step at this place first (the store keeps it once)."""
+        if step.id in self.tree:
+            self.steps = self.tree.path(step.id)
+        else:
+            self.tree.add(step)
+            self.steps.append(step)
 
     # -- new branches: backtracking, another candidate, a rewritten thought. Each adds a
     #    version of Thought k beside the old one (the old branch stays in the tree, with its
@@ -362,20 +493,22 @@ class TraceSession:
         settings = settings or StepperSettings()
         self._check_number(number)
         # From replay/bbm (which can only repeat the recorded trace) on with solver/bbm.
-        self.use_model(backtracking_model(self._spec, self.session.task))
+        self.use_model(backtracking_model(self._spec, self.task))
         parent = self.steps[number - 2].id if number > 1 else None
-        resample = await resample_step(
-            self.session.task, self.session.input, self.texts[: number - 1],
-            self.texts[number - 1], self._spec, settings.call, n=n, on_sample=on_sample,
-        )
-        # Cancelled while saving, the samples are saved all the same (the store and the
-        # screen then agree that they are), then the cancellation goes on.
-        store = asyncio.ensure_future(self.store_work(self._store_samples, resample, parent))
-        try:
-            stored = await asyncio.shield(store)
-        except asyncio.CancelledError:
-            await store
-            raise
+        async with self.claimed():  # SessionBusy: another window is generating it
+            resample = await resample_step(
+                self.task, self.session.input, self.texts[: number - 1],
+                self.texts[number - 1], self._spec, settings.call, n=n, on_sample=on_sample,
+            )
+            # Cancelled while saving, the samples are saved all the same (the store and the
+            # screen then agree that they are), then the cancellation goes on.
+            store = asyncio.ensure_future(
+                self.store_work(self._store_samples, resample, parent))
+            try:
+                stored = await asyncio.shield(store)
+            except asyncio.CancelledError:
+                await store
+                raise
         return SamplesReady(number, resample, stored)
 
     async def continue_with(
@@ -425,7 +558,7 @@ class TraceSession:
         step = self.store.add_step(
             self.session.id, parent_id=candidate.parent_id, number=candidate.number,
             text=candidate.text, origin=StepOrigin.BACKTRACK,
-            answer=extract_answer(candidate.text), call_id=candidate.call_id,
+            answer=self.task.extract_answer(candidate.text), call_id=candidate.call_id,
             choice=candidate.choice, tokens=candidate.tokens, candidate_id=candidate.id,
         )
         self._show_new_step(step)
@@ -434,13 +567,16 @@ class TraceSession:
     def _add_branch_step(self, parent: int | None, number: int, text: str) -> Step:
         step = self.store.add_step(
             self.session.id, parent_id=parent, number=number, text=text,
-            origin=StepOrigin.EDIT, answer=extract_answer(text),
+            origin=StepOrigin.EDIT, answer=self.task.extract_answer(text),
         )
         self._show_new_step(step)
         return step
 
     def _show_new_step(self, step: Step) -> None:
-        self.tree.add(step)
+        """The step just saved, on show as the head: one of the tree's already where another
+        window stored the same step at this place first (the store keeps it once)."""
+        if step.id not in self.tree:
+            self.tree.add(step)
         self.session = self.store.session(self.session.id)
         self.steps = self.tree.path(step.id)
         self.label = self._branch_label()
@@ -487,6 +623,19 @@ class TraceSession:
     def rename(self, name: str) -> None:
         self.store.rename_session(self.session.id, name)
         self.session = self.store.session(self.session.id)
+
+
+def recorded_steps(task: Task, steps: Sequence[str],
+                   answer: str | ReadFromText | None = FROM_THE_TEXT
+                   ) -> list[tuple[str, str | None]]:
+    """A recorded trace's steps, each with the answer it states. The last states its row's
+    own `answer`, as given (a file's "a b" stays "a b" where the regex reads "a b." in "So
+    the answer is a b."; a null stays null); without one, and on every other step, the
+    task's answer regex's, as for a generated trace."""
+    found = [(text, task.extract_answer(text)) for text in steps]
+    if found and not isinstance(answer, ReadFromText):
+        found[-1] = (found[-1][0], answer)
+    return found
 
 
 def greedy(settings: StepperSettings) -> StepperSettings:

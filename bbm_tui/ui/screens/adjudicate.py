@@ -18,14 +18,14 @@ from textual.widgets import Static
 
 from bbm_tui.core.annotation.adjudication import AdjudicationQueue
 from bbm_tui.core.store import Session, Step
-from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.core.trace.session import session_task
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack
 from bbm_tui.ui.screens.annotate import ThoughtsPane, WheelScroll, reveal
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import MUTED, safe, styled
+from bbm_tui.ui.text import COPY_QUESTION, MUTED, QUESTION_SHOWN, safe, safe_cut, styled
 from bbm_tui.ui.viewmodels.annotate import location_text
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 from bbm_tui.ui.widgets.hanging import HangingStatic
@@ -62,6 +62,8 @@ class AdjudicateScreen(BbmScreen):
                 tooltip="Scroll the question down (a long one is cut on a small terminal)"),
         Binding("[", "scroll_question(-3)", "question ↑", id="question_up", show=False,
                 tooltip="Scroll the question up"),
+        Binding("Q", "copy_question", "copy question", id="copy_question", show=False,
+                tooltip="Copy the whole question"),
     ]
 
     def __init__(self, queue: AdjudicationQueue) -> None:
@@ -71,6 +73,7 @@ class AdjudicateScreen(BbmScreen):
         self._lock = asyncio.Lock()
         self._session: Session | None = None
         self._steps: list[Step] = []
+        self._question = ""
         self._shown: int | None = None
 
     def compose(self) -> ComposeResult:
@@ -102,6 +105,9 @@ class AdjudicateScreen(BbmScreen):
         if self._shown != item.session_id:
             self._session = self.queue.store.session(item.session_id)
             self._steps = self.queue.store.branch(item.session_id)
+            # A task of one's own as the session was made with it (its file may be gone).
+            task, _ = session_task(self.queue.store, self._session)
+            self._question = task.question(self._session.input)
             self.selected = min(item.choices[0] or 0, max(len(self._steps) - 1, 0)) \
                 if item.choices else 0
 
@@ -120,9 +126,10 @@ class AdjudicateScreen(BbmScreen):
             self.query_one("#adjudicate-right").border_title = (
                 f"Thoughts · {len(self._steps)}")
             self.query_one("#j-question", Static).update(
-                safe(get_task(session.task).question(session.input)))
+                safe_cut(self._question, COPY_QUESTION, QUESTION_SHOWN))
         self.query_one("#j-target", LeanStatic).show(Content.assemble(
-            styled("Target: ", "bold"), safe(session.target or "—")))
+            styled("Target: ", "bold"),
+            safe_cut(session.target or "—", "the export has all of it", QUESTION_SHOWN)))
         self.query_one("#j-candidates", LeanStatic).show(self._candidates_text())
         self.query_one("#j-state", LeanStatic).show(self._state_text())
         self.query_one("#j-position", LeanStatic).show(styled(
@@ -226,6 +233,14 @@ class AdjudicateScreen(BbmScreen):
     def action_scroll_question(self, lines: int) -> None:
         self.query_one("#j-question-scroll", WheelScroll).scroll_relative(
             y=lines, animate=False)
+
+    def action_copy_question(self) -> None:
+        if self._session is None:
+            return
+        question = self._question
+        self.app.copy_to_clipboard(question)
+        self.notify(f"Copied the question ({len(question):,} characters).", markup=False,
+                    timeout=3)
 
     def action_back(self) -> None:
         self.post_message(GoBack(self))

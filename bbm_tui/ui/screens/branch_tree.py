@@ -18,6 +18,7 @@ from textual.containers import Vertical
 from textual.widgets import Static, Tree
 from textual.widgets.tree import TreeNode
 
+from bbm_tui.core.tasks import Task
 from bbm_tui.core.trace.branches import BranchOrigin, Segment
 from bbm_tui.ui.dialogs import Dialog
 from bbm_tui.ui.keys import key_for
@@ -58,11 +59,14 @@ class BranchTreeScreen(Dialog[int | None]):
     ]
 
     def __init__(self, roots: list[Segment], shown: set[int], target: str | None,
-                 origins: dict[int, BranchOrigin | None] | None = None) -> None:
+                 origins: dict[int, BranchOrigin | None] | None = None,
+                 task: Task | None = None) -> None:
         super().__init__()
         self.roots = roots
         self.shown = shown  # the ids of the steps of the branch on show
         self.target = target
+        # Whose comparison says an answer is right (`task` is a Textual name: MessagePump).
+        self.scored_by = task
         # What each segment that parts from others is, by the id of its first step.
         self.origins = origins or {}
         self._rows: dict[int, TreeRow] = {}  # by node id
@@ -84,7 +88,7 @@ class BranchTreeScreen(Dialog[int | None]):
         for segment in segments:
             others = [other.steps[0].text for other in segments if other is not segment]
             row = tree_row(segment, self.target, segment.end.id in self.shown,
-                           self.origins.get(segment.steps[0].id), others)
+                           self.origins.get(segment.steps[0].id), others, self.scored_by)
             if segment.children:
                 node = parent.add(row.fit(None), data=segment.end.id, expand=True)
                 self._add_all(node, segment.children)

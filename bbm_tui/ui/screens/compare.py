@@ -14,6 +14,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from bbm_tui.core.store import Step
+from bbm_tui.core.tasks import Task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.tree import BranchDiff
 from bbm_tui.ui.dialogs import Dialog
@@ -52,10 +53,12 @@ class CompareScreen(Dialog[None]):
     ]
 
     def __init__(self, diff: BranchDiff, target: str | None, left_is: str = "",
-                 right_is: str = "") -> None:
+                 right_is: str = "", task: Task | None = None) -> None:
         super().__init__()
         self.diff = diff
         self.target = target
+        # Whose comparison says an answer is right (`task` is a Textual name: MessagePump).
+        self.scored_by = task
         self.left_is = left_is  # what each branch is: "original · replay/bbm"
         self.right_is = right_is
         self.numbers = _numbers(diff)
@@ -90,7 +93,7 @@ class CompareScreen(Dialog[None]):
         end = steps[-1] if steps else (shared[-1] if shared else None)
         if end is None:
             return styled("no thoughts", MUTED)
-        words, style = answer_words(end, self.target)
+        words, style = answer_words(end, self.target, self.scored_by)
         colour = {"green": "$text-success", "red": "$text-error"}.get(style, MUTED)
         return styled(words, f"bold {colour}")
 

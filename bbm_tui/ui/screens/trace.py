@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, work
 from textual.app import ComposeResult
@@ -35,8 +35,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
 )
 from bbm_tui.core.prompts.thoughts import format_steps
-from bbm_tui.core.store import Label, Totals, default_session_name
-from bbm_tui.core.tasks import get_task
+from bbm_tui.core.store import Label, SessionBusy, Totals, default_session_name
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.types import TraceEnd
@@ -47,13 +46,16 @@ from bbm_tui.ui.messages import ModelChosen, SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.screens.trace_branching import BranchActions
 from bbm_tui.ui.screens.trace_finding import FindingActions
+from bbm_tui.ui.screens.trace_sharing import SharedSession
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import (
+    COPY_QUESTION,
     GLYPH_MISTAKE,
     GLYPH_OK,
     MUTED,
+    QUESTION_SHOWN,
     format_totals,
-    safe,
+    safe_cut,
     safe_line,
     settings_line,
     styled,
@@ -71,6 +73,9 @@ from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, StatusLine, TitleB
 from bbm_tui.ui.widgets.thought import ThoughtView
 from bbm_tui.ui.widgets.thought_list import ThoughtList
 
+if TYPE_CHECKING:
+    from bbm_tui.core.dataset import TraceRow
+
 _MOVE = Binding.Group("move", compact=True)
 _COPY = Binding.Group("copy", compact=True)
 
@@ -79,7 +84,7 @@ class Pane(VerticalScroll, can_focus=False):
     always reach the screen; the mouse wheel still scrolls it."""
 
 
-class TraceScreen(BranchActions, FindingActions, BbmScreen):
+class TraceScreen(SharedSession, BranchActions, FindingActions, BbmScreen):
     CSS_PATH = stylesheet("trace")
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -128,6 +133,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
                 tooltip="Copy the selected thought"),
         Binding("Y", "copy_trace", "trace", id="copy_trace", group=_COPY, show=False,
                 tooltip="Copy the whole trace as 'Thought N: …' lines"),
+        Binding("Q", "copy_question", "question", id="copy_question", group=_COPY,
+                show=False, tooltip="Copy the whole question"),
         Binding("b", "backtrack", "backtrack", id="backtrack",
                 tooltip="Backtrack from the flagged (else the selected) thought: sample it "
                 "8 times at temperature 1, continue from the best that differs (a new "
@@ -201,8 +208,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         yield TitleBar(id="title-bar")
         with Horizontal(id="trace-body"):
             with Pane(id="question-pane", classes="panel"):
-                yield Static(safe(question_text(self.trace.session.task,
-                                                self.trace.session.input)), id="question")
+                yield Static(safe_cut(self._question(), COPY_QUESTION, QUESTION_SHOWN),
+                             id="question")
                 yield Static(id="target", classes="fact")
                 yield LeanStatic(id="answer", classes="fact")
                 yield LeanStatic(id="label", classes="fact")
@@ -232,7 +239,11 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self._show_title()
         self._show_facts()
         self._apply_label()
-        self.verify_live = self.bbm_app.config.verify_live
+        # The task verifiers know the paper's five tasks only.
+        self.verify_live = self.bbm_app.config.verify_live and self.trace.task.is_paper
+        if self.trace.task_change is not None:
+            self.notify(self.trace.task_change, title=f"Your task {self.trace.task.name}",
+                        severity="warning", timeout=15, markup=False)
         if self.verify_live:
             self._verify_now()
         else:
@@ -240,6 +251,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self._show_selection()
         # Scrolled to once laid out (before that, the thought has no place to scroll to).
         self.call_after_refresh(self._show_selection, scroll=True)
+        self._check_claim()  # another window generating this session: read-only here
         if not self.trace.steps:
             self._status(f"{self._key('step')} generates the next thought, "
                          f"{self._key('run')} runs to the answer.")
@@ -309,12 +321,19 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
 
     def _show_facts(self) -> None:
         session = self.trace.session
-        self.query_one("#question-pane").border_title = f"Question · {get_task(session.task).title}"
+        task = self.trace.task
+        title = Content.assemble("Question · ", safe_line(task.title, 40))
+        if self.trace.task_change is not None:  # said in full in a notice on opening
+            title = title.append(styled(" · file changed", "$text-warning"))
+        elif not task.is_paper:
+            title = title.append(styled(" · yours", MUTED))
+        self.query_one("#question-pane").border_title = title
         self.query_one("#thoughts-pane").border_title = "Thoughts"
         target = self.query_one("#target", Static)
         target.display = session.target is not None
         if session.target is not None:
-            target.update(Content.assemble(("Target: ", "bold"), safe_line(session.target)))
+            target.update(Content.assemble(("Target: ", "bold"), safe_cut(
+                session.target, "the export has all of it", QUESTION_SHOWN, line=True)))
         self._show_answer()
 
     def _show_answer(self) -> None:
@@ -486,6 +505,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # None greys a key out in the Footer; the key then does nothing.
+        if self.writing_refused(action):  # another bbm-tui is generating the session
+            return None
         busy = self.running or self.finding
         if action in ("step", "run"):
             return None if busy else True
@@ -538,6 +559,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
                 max_new_steps=max_new_steps, settings=self.bbm_app.stepper_settings
             ):
                 self._on_event(event)
+        except SessionBusy as busy:  # another window got to it first: nothing was done
+            self.read_only(busy)
         except asyncio.CancelledError:
             self._say_stopped()
             raise
@@ -762,9 +785,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         session = self.trace.session
         recorded = None
         if session.dataset_index is not None:
-            from bbm_tui.core.dataset import bundled_rows
-
-            rows = await asyncio.to_thread(bundled_rows, session.task)
+            rows = await asyncio.to_thread(_listed_questions, session.task)
             if 0 <= session.dataset_index < len(rows):
                 row = rows[session.dataset_index]
                 if row.input == session.input:
@@ -776,6 +797,15 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         gold.show(describe_gold(self.trace, recorded))
 
     # -- copying
+
+    def _question(self) -> str:
+        return question_text(self.trace.task, self.trace.session.input)
+
+    def action_copy_question(self) -> None:
+        question = self._question()
+        self.app.copy_to_clipboard(question)
+        self.notify(f"Copied the question ({len(question):,} characters).", markup=False,
+                    timeout=3)
 
     def action_copy(self) -> None:
         if not self.trace.steps:
@@ -791,3 +821,15 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self.app.copy_to_clipboard(text)
         self.notify(f"Copied the trace ({thoughts(len(self.trace.steps))}).", markup=False,
                     timeout=3)
+
+
+def _listed_questions(task_name: str) -> tuple[TraceRow, ...]:
+    """The questions listed for a task (the paper's dataset, or a task file's `questions`),
+    none where the task or its file is gone: a session's gold label is read from there."""
+    from bbm_tui.core.dataset import DatasetError, question_rows
+    from bbm_tui.core.tasks import UnknownTaskError
+
+    try:
+        return question_rows(task_name)
+    except (UnknownTaskError, DatasetError):
+        return ()

@@ -217,6 +217,10 @@ class BranchActions(_TraceScreen):
             "at once." if chosen == 0 else f"{chosen:.0f} tokens a second.") + " p changes it.")
 
     def action_verify_live(self) -> None:
+        if not self.trace.task.is_paper:
+            self._status(f"The task verifiers check the paper's five tasks; "
+                         f"{self.trace.task.name} is yours. f asks a model instead.")
+            return
         self.verify_live = not self.verify_live
         if self.verify_live:
             self._status("Live verifier on: the task verifier marks each thought as it "
@@ -265,7 +269,7 @@ class BranchActions(_TraceScreen):
         origins = await asyncio.to_thread(self._origins, roots)
         shown = {step.id for step in self.trace.steps}
         await self.app.push_screen(BranchTreeScreen(roots, shown, self.trace.session.target,
-                                                    origins), chosen)
+                                                    origins, self.trace.task), chosen)
 
     def _origins(self, roots: list[Segment]) -> dict[int, BranchOrigin | None]:
         found: dict[int, BranchOrigin | None] = {}
@@ -306,7 +310,8 @@ class BranchActions(_TraceScreen):
         left = await asyncio.to_thread(self.trace.branch_origin, diff.left)
         right = await asyncio.to_thread(self.trace.branch_origin, diff.right)
         await self.app.push_screen(CompareScreen(diff, self.trace.session.target,
-                                                 origin_words(left), origin_words(right)))
+                                                 origin_words(left), origin_words(right),
+                                                 self.trace.task))
 
     def action_tokens(self) -> None:
         if self.trace.steps:

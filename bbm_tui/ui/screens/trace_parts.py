@@ -1,7 +1,7 @@
-"""What the trace screen's key mixins (trace_branching.py, trace_finding.py) use of the screen
-they are mixed into, declared for the type checker: `TraceScreen` (trace.py) has every part
-below. The mixins derive from this class only while types are checked (pyright); at run time
-they derive from `object`, and the screen's own attributes and methods are the ones used."""
+"""What the trace screen's mixins (trace_branching.py, trace_finding.py, trace_sharing.py) use
+of the screen they are mixed into, declared for the type checker: `TraceScreen` (trace.py)
+has every part below. The mixins derive from this class only while types are checked
+(pyright); at run time they derive from `object`, and the screen's own parts are used."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ class TraceScreenParts(BbmScreen):
     verify_live: bool
     _last_request: FindRequest | None
     _label_lock: asyncio.Lock
+    _moved: bool
 
     @property
     def bbm_app(self) -> AppContext: ...
@@ -38,6 +39,8 @@ class TraceScreenParts(BbmScreen):
     def _view(self, number: int) -> ThoughtView | None: ...
 
     def _key(self, binding_id: str) -> str: ...
+
+    def _next_hint(self) -> str: ...
 
     def _status(self, message: str, *, error: bool = False, then: str = "") -> None: ...
 

@@ -12,6 +12,7 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from bbm_tui.core.store import Step
+from bbm_tui.core.tasks import Task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.branches import BranchHow, BranchOrigin, Segment, outcome
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED
@@ -19,10 +20,10 @@ from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED
 _WORD = re.compile(r"\S+\s*")
 
 
-def answer_words(step: Step, target: str | None) -> tuple[str, str]:
+def answer_words(step: Step, target: str | None, task: Task | None = None) -> tuple[str, str]:
     """The words for a branch ending in `step` and their style ("green" right, "red"
-    wrong, MUTED no answer yet, "" no target to judge by)."""
-    right = outcome(step, target)
+    wrong, MUTED no answer yet, "" no target to judge by), right by the task's comparison."""
+    right = outcome(step, target, task)
     if step.answer is None:
         return "no answer yet", MUTED
     if right is None:
@@ -155,11 +156,12 @@ def _cut(text: str, cells: int) -> str:
 
 
 def tree_row(segment: Segment, target: str | None, on_show: bool,
-             origin: BranchOrigin | None, others: list[str]) -> TreeRow:
+             origin: BranchOrigin | None, others: list[str],
+             task: Task | None = None) -> TreeRow:
     """The row of `segment`: its span, its end's verdict and answer (a branch's end) or its
     versions (a branch point), what it is where it parts from other versions (`origin`), and
     its first thought from the first word where it differs from `others` (its siblings'
-    first thoughts)."""
+    first thoughts). Its answer is right or wrong by the task's comparison."""
     span = (f"Thought {segment.first}" if segment.first == segment.last
             else f"Thoughts {segment.first}-{segment.last}")
     head: list[tuple[str, str]] = [("● " if on_show else "  ", "bold"), (f"{span}  ", "bold")]
@@ -170,7 +172,7 @@ def tree_row(segment: Segment, target: str | None, on_show: bool,
         answer = None
     else:
         end = segment.end
-        right = outcome(end, target)
+        right = outcome(end, target, task)
         if end.answer is None:
             answer = ("no answer yet", "dim")
         else:
