@@ -398,7 +398,8 @@ def _tolerate_bad_terminal_input() -> None:
     def lenient(encoding: str):
         return partial(codecs.getincrementaldecoder(encoding), errors="replace")
 
-    linux_driver.getincrementaldecoder = lenient  # type: ignore[attr-defined]
+    # The name the driver imported from codecs, replaced in its module (Textual exports it not).
+    linux_driver.getincrementaldecoder = lenient  # pyright: ignore[reportPrivateImportUsage]
 
 
 # ---------------------------------------------------------------------------- shared

@@ -1,9 +1,10 @@
-"""Bad files through the real command line (`python -m bbm_tui ...` in a child process):
-malformed, truncated, mis-encoded and empty JSONL inputs; a session store that is not SQLite,
-not ours, damaged or from a newer bbm-tui; a broken config file. Each gets one clear line
-naming the file (and the line where there is one), a non-zero exit code, no traceback, and the
-file left byte for byte as it was (its mtime too). The app command (`bbm-tui` alone) is run
-with stdin not a terminal and under a pseudo-terminal: it exits with the message, never hangs.
+"""Bad files through the real command line (its `main`, run as `python -m bbm_tui ...` would
+run it: tests/cli_helpers.py): malformed, truncated, mis-encoded and empty JSONL inputs; a
+session store that is not SQLite, not ours, damaged or from a newer bbm-tui; a broken config
+file. Each gets one clear line naming the file (and the line where there is one), a non-zero
+exit code, no traceback, and the file left byte for byte as it was (its mtime too). The app
+command (`bbm-tui` alone) is run with stdin not a terminal and under a pseudo-terminal (a child
+process): it exits with the message, never hangs.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from bbm_tui.core.types import (
     MIN_TEMPERATURE,
     MODES,
     CallSettings,
+    Mode,
     StepperSettings,
 )
 
@@ -55,7 +56,7 @@ class Config:
 
     model: str = DEFAULT_MODEL
     api_base: str | None = None
-    mode: str = "chat"
+    mode: Mode = "chat"
     step_limit: int = DEFAULT_STEP_LIMIT
     max_tokens: int = DEFAULT_STEP_MAX_TOKENS
     logprobs: bool = False

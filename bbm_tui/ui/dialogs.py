@@ -295,7 +295,9 @@ class TypedQuestionScreen(Dialog[tuple[str, str | None] | None]):
             self.action_cancel()
 
     def action_submit(self) -> None:
-        text = self.query_one("#typed-input").text.strip()  # type: ignore[attr-defined]
+        from textual.widgets import TextArea
+
+        text = self.query_one("#typed-input", TextArea).text.strip()
         if not text:
             self.notify("Type a question first.", severity="warning", markup=False)
             return

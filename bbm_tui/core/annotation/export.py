@@ -298,8 +298,9 @@ def load_traces(store: Store, session_ids: Sequence[int] | None, *,
 
 
 # A trace set aside in a queue, as PRM800K's labellers finished one they could not label.
-_FINISHED_AS = {FlagReason.BAD_PROBLEM: protocol.BAD_PROBLEM,
-                FlagReason.GIVE_UP: protocol.GIVE_UP}
+# Looked up by the reason the store holds (text).
+_FINISHED_AS: dict[str, str] = {FlagReason.BAD_PROBLEM: protocol.BAD_PROBLEM,
+                                FlagReason.GIVE_UP: protocol.GIVE_UP}
 
 
 def _consensus(trace: LabelledTrace, labels: list[AnnotatorLabel],

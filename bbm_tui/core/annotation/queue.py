@@ -394,10 +394,10 @@ class AnnotationQueue:
             found.append(Suggestion(VERIFIER_MODEL, verdict.index if verdict else None,
                                     verdict.reason if verdict else "no mistake found"))
         predicted = trace.model_prediction
-        if predicted != "":
+        if not isinstance(predicted, str):  # "" when the row carries none
             model = trace.row.extra.get("model")
             found.append(Suggestion(model if isinstance(model, str) and model else "model",
-                                    predicted))  # type: ignore[arg-type]
+                                    predicted))
         self._save(replace(self.work(), assisted=True))
         return found
 

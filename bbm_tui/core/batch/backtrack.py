@@ -311,9 +311,9 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
     stored = [] if made else _stored_samples(trace, number, original)
     chosen_index: int | None = None
     if stored:
-        taken = next((c for c in stored if c.step_id is not None), None)
+        taken = next((c.step_id for c in stored if c.step_id is not None), None)
         if taken is not None:  # killed while continuing: go on from there
-            trace.switch_to(taken.step_id)
+            trace.switch_to(taken)
             events = trace.generate(settings=greedy(settings))
         else:
             # Samples stored and none taken: killed between storing them and taking one, or

@@ -40,7 +40,7 @@ READ_CHUNK = 1 << 20
 try:  # POSIX; elsewhere a second writer is not detected (documented in the README)
     import fcntl
 except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None
 
 
 class OutputFileError(DatasetError):

@@ -160,7 +160,9 @@ def _status(error: BaseException) -> int | None:
     """The provider's real status: litellm reports some as another (Anthropic's 529
     "overloaded" arrives as a 500), so the error body's own word counts first."""
     body = _error_body(_body_text(error)) or {}
-    inner = body.get("error") if isinstance(body.get("error"), dict) else {}
+    inner = body.get("error")
+    if not isinstance(inner, dict):
+        inner = {}
     if inner.get("type") == "overloaded_error":
         return 529
     code = inner.get("code")
@@ -266,6 +268,8 @@ def _answered_with_an_error(error: BaseException, litellm: Any) -> BaseException
     if not isinstance(error, litellm.exceptions.MidStreamFallbackError):
         return error
     original = getattr(error, "original_exception", None)
+    if not isinstance(original, BaseException):
+        return error
     status = getattr(original, "status_code", None)
     if (getattr(error, "is_pre_first_chunk", False) and isinstance(status, int)
             and 400 <= status <= 599

@@ -87,7 +87,7 @@ def install(litellm: Any) -> None:
         inner = original(*args, **kwargs)
         return GuardedTransport(inner if inner is not None else httpx.AsyncHTTPTransport())
 
-    guarded._bbm_tui_guarded = True  # type: ignore[attr-defined]
+    guarded._bbm_tui_guarded = True
     AsyncHTTPHandler._create_async_transport = staticmethod(guarded)
 
 
@@ -255,6 +255,12 @@ _ALTERNATIVES = re.compile(r'"top_logprobs"\s*:\s*\[')
 _SPACE = re.compile(r"\s*")
 
 
+def _after_space(text: str, position: int) -> int:
+    """Where the white space from `position` ends (`position` itself when there is none)."""
+    found = _SPACE.match(text, position)
+    return found.end() if found else position
+
+
 def trimmed_alternatives(body: bytes | bytearray, keep: int) -> bytes:
     """A whole answer's JSON with at most `keep` alternatives a token: each `top_logprobs`
     list of the chat form cut to its first `keep` (the most likely first, as servers send
@@ -292,7 +298,7 @@ def _cut_list(text: str, start: int, decoder: json.JSONDecoder, keep: int
     with its closing "]", where the list ended, and whether anything was cut."""
     kept: list[str] = []
     cut = False
-    position = _SPACE.match(text, start).end()
+    position = _after_space(text, start)
     if text.startswith("]", position):
         return "]", position + 1, False
     while True:
@@ -306,12 +312,12 @@ def _cut_list(text: str, start: int, decoder: json.JSONDecoder, keep: int
             cut = True
         else:
             kept.append(text[position:end])
-        position = _SPACE.match(text, end).end()
+        position = _after_space(text, end)
         if text.startswith("]", position):
             return ", ".join(kept) + "]", position + 1, cut
         if not text.startswith(",", position):
             raise ValueError("not a JSON list")
-        position = _SPACE.match(text, position + 1).end()
+        position = _after_space(text, position + 1)
 
 
 def _likelihood(pair: tuple[str, Any]) -> float:

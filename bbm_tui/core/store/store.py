@@ -299,7 +299,7 @@ class Store:
                 (name, task, input, target, dataset_index, gold_mistake_index, model,
                  redact_url(api_base), mode, source, now, now, digest),
             )
-            session_id = cursor.lastrowid
+            session_id = _inserted_id(cursor)
         return self.session(session_id)
 
     def task_definition(self, digest: str) -> str | None:
@@ -513,7 +513,7 @@ class Store:
              # A call of the step's own made no candidates.
              None if call is not None else call_id),
         )
-        step_id = cursor.lastrowid
+        step_id = _inserted_id(cursor)
         if not tokens and call_id is not None:  # the call's own list, as before v4
             connection.execute(_CALL_LOGPROB_UPDATE, (step_id,))
         if call is not None:  # the call's own link to its step (a v3 reader follows it)
@@ -546,7 +546,7 @@ class Store:
                            truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
                     (session_id, parent, number, text, origin, answer, now),
                 )
-                parent = cursor.lastrowid
+                parent = _inserted_id(cursor)
             connection.execute(
                 "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
                 (parent, now, session_id),
@@ -615,7 +615,8 @@ class Store:
             held = connection.execute(
                 "SELECT owner, host, pid, heartbeat_at FROM session_claims WHERE session_id = ?",
                 (session_id,)).fetchone()
-            if held is not None and held[0] != owner and _claim_live(*held[1:], now):
+            if held is not None and held[0] != owner and _claim_live(held[1], held[2], held[3],
+                                                                      now):
                 raise SessionBusy(session_id, held[2], held[1], held[1] == _HOST)
             connection.execute(
                 "INSERT OR REPLACE INTO session_claims (session_id, owner, host, pid, "
@@ -632,8 +633,8 @@ class Store:
         None: nobody, or `owner` itself."""
         rows = self._read("SELECT owner, host, pid, heartbeat_at FROM session_claims "
                           "WHERE session_id = ?", (session_id,))
-        if not rows or rows[0][0] == owner or not _claim_live(*tuple(rows[0])[1:],
-                                                                 time.time()):
+        if not rows or rows[0][0] == owner or not _claim_live(
+                rows[0]["host"], rows[0]["pid"], rows[0]["heartbeat_at"], time.time()):
             return None
         return SessionBusy(session_id, rows[0]["pid"], rows[0]["host"],
                            rows[0]["host"] == _HOST)
@@ -677,7 +678,7 @@ class Store:
             connection.execute(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
             )
-            label_id = cursor.lastrowid
+            label_id = _inserted_id(cursor)
         return Label(label_id, session_id, mistake_step_id, leaf_step_id, now, annotator,
                      assisted, kept, finish_reason, note)
 
@@ -765,20 +766,20 @@ class Store:
             if found is not None:
                 return found[0]
             digest = _keep_task_definition(connection, task, task_definition, now)
-            session_id = connection.execute(
+            session_id = _inserted_id(connection.execute(
                 """INSERT INTO sessions (name, task, input, target, gold_mistake_index, model,
                        mode, source, created_at, updated_at, task_digest)
                    VALUES (?, ?, ?, ?, ?, ?, 'chat', ?, ?, ?, ?)""",
                 (name, task, input, target, gold_mistake_index, model, SessionSource.ANNOTATE,
                  now, now, digest),
-            ).lastrowid
+            ))
             parent = None
             for number, (text, answer) in enumerate(steps, start=1):
-                parent = connection.execute(
+                parent = _inserted_id(connection.execute(
                     """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
                            truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
                     (session_id, parent, number, text, StepOrigin.DATASET, answer, now),
-                ).lastrowid
+                ))
             connection.execute("UPDATE sessions SET head_step_id = ? WHERE id = ?",
                                (parent, session_id))
             connection.execute(
@@ -891,7 +892,7 @@ class Store:
                      sum(t.logprob for t in tokens) if tokens else None,
                      int(dropped), now),
                 )
-                ids.append(cursor.lastrowid)
+                ids.append(_inserted_id(cursor))
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
@@ -945,7 +946,7 @@ class Store:
                 (session_id, leaf_step_id, method, model,
                  json.dumps(params, sort_keys=True, allow_nan=False), time.time()),
             )
-            return cursor.lastrowid
+            return _inserted_id(cursor)
 
     def add_finder_verdict(
         self,
@@ -977,7 +978,7 @@ class Store:
             connection.execute(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
             )
-            return cursor.lastrowid
+            return _inserted_id(cursor)
 
     def finish_finder_run(self, run_id: int, *, mistake_number: int | None, parsed: bool) -> None:
         with self._write() as connection:
@@ -1331,6 +1332,14 @@ def _keep_task_definition(connection: sqlite3.Connection, task: str,
     return definition.digest
 
 
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row the cursor's INSERT made (sqlite3 says None only when none was)."""
+    row_id = cursor.lastrowid
+    if row_id is None:
+        raise StoreError("the session store made no row where one was inserted")
+    return row_id
+
+
 def _session(row: sqlite3.Row) -> Session:
     return Session(**dict(zip(row.keys(), tuple(row), strict=True)))
 
@@ -1367,7 +1376,7 @@ def _insert_call(
             int(call.usage_estimated),
         ),
     )
-    return cursor.lastrowid
+    return _inserted_id(cursor)
 
 
 _HOST = socket.gethostname()

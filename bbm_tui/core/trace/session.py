@@ -226,9 +226,9 @@ class TraceSession:
             name=name,
             source=source,
         )
-        trace = cls(store, session, spec, store_work=store_work)
-        trace.created_now = True
-        return trace
+        made = cls(store, session, spec, store_work=store_work)
+        made.created_now = True
+        return made
 
     @classmethod
     def load(cls, store: Store, session_id: int) -> TraceSession:
@@ -693,7 +693,7 @@ def resumed_spec(
     ours = model == configured.model
     api_base = configured.api_base if ours or "api_base" in given else session.api_base
     mode = configured.mode if ours or "mode" in given else session.mode
-    return llm.ModelSpec(model, api_base, mode)  # type: ignore[arg-type]
+    return llm.ModelSpec(model, api_base, mode)
 
 
 @contextmanager
@@ -710,4 +710,4 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _stored_spec(session: Session) -> llm.ModelSpec:
-    return llm.ModelSpec(session.model, session.api_base, session.mode)  # type: ignore[arg-type]
+    return llm.ModelSpec(session.model, session.api_base, session.mode)

@@ -156,9 +156,9 @@ class AdjudicateScreen(BbmScreen):
     def _state_text(self) -> Content:
         """The adjudicated label, or how to give one (the keys as bound)."""
         item = self.queue.current
-        if item.settled:
+        if not isinstance(item.adjudicated, str):  # settled (UNSET is the one str it takes)
             undo = key_for(self, "adjudicate_undo")
-            chosen = location_text(item.adjudicated)  # type: ignore[arg-type]
+            chosen = location_text(item.adjudicated)
             return styled(f"Adjudicated: {chosen} · {undo} to withdraw", "$text-success")
         first = key_for(self, "adjudicate_accept_1")
         last = key_for(self, f"adjudicate_accept_{max(1, min(len(item.choices), 9))}")

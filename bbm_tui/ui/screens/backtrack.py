@@ -223,7 +223,7 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         highlighted = self.query_one(OptionList).highlighted
         found = self._sample_at(highlighted) if highlighted is not None else None
         self.query_one("#candidates-detail").display = found is not None
-        if found is None:
+        if found is None or highlighted is None:
             return
         text = found[0]
         # Its number, log-probability and mark are on its highlighted row above.

@@ -167,7 +167,7 @@ class NewSessionScreen(BbmScreen):
     def __init__(self, config: Config, *, task: str | None = None) -> None:
         super().__init__(classes="new-session")  # no id: two may be stacked for a moment
         mode = config.mode if config.mode in MODES else "chat"
-        self.spec = ModelSpec(config.model, config.api_base, mode)  # type: ignore[arg-type]
+        self.spec = ModelSpec(config.model, config.api_base, mode)
         titles = task_titles()
         self.task_name = task if task in titles else next(iter(titles))
         self._entries: list[Entry] = []

@@ -653,8 +653,9 @@ class TraceScreen(SharedSession, BranchActions, FindingActions, BbmScreen):
 
     def _trace_finished(self, event: TraceFinished) -> None:
         if event.reason == TraceEnd.ANSWER:
-            verdict = {True: f" {GLYPH_OK} matches the target",
-                       False: f" {GLYPH_MISTAKE} not the target"}.get(self.trace.correct, "")
+            verdicts: dict[bool | None, str] = {True: f" {GLYPH_OK} matches the target",
+                                                False: f" {GLYPH_MISTAKE} not the target"}
+            verdict = verdicts.get(self.trace.correct, "")
             self._status(f"Finished with an answer{verdict}.", then=self._label_hint())
         elif event.reason == TraceEnd.PAUSED:
             self._status(f"{thoughts(len(self.trace.steps))}.", then=self._next_hint())

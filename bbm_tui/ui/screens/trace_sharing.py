@@ -9,7 +9,7 @@ stops (or dies: a claim lapses with its holder)."""
 from __future__ import annotations
 
 import asyncio
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.timer import Timer
@@ -20,8 +20,13 @@ from bbm_tui.ui.text import thoughts
 # How often a read-only screen looks at the store: new thoughts, and whether it is free.
 WATCH_S = 1.0
 
+if TYPE_CHECKING:
+    from bbm_tui.ui.screens.trace_parts import TraceScreenParts as _TraceScreen
+else:
+    _TraceScreen = object
 
-class SharedSession:
+
+class SharedSession(_TraceScreen):
     """Mixed into `TraceScreen` (ui/screens/trace.py), whose session (`trace`), status line,
     thoughts pane and key checks these use."""
 

@@ -200,7 +200,8 @@ def tree_row(segment: Segment, target: str | None, on_show: bool,
             mark = {True: (f"{GLYPH_OK} ", "bold green"), False: (f"{GLYPH_MISTAKE} ", "bold red"),
                     None: ("→ ", "dim")}[right]
             head.append(mark)
-            answer = (one_line(end.answer), {True: "green", False: "red"}.get(right, ""))
+            colours: dict[bool | None, str] = {True: "green", False: "red"}
+            answer = (one_line(end.answer), colours.get(right, ""))
     what, models = _origin_short(origin) if others else ("", "")
     return TreeRow(tuple(head), answer, what, models,
                    _parting(one_line(segment.steps[0].text), [one_line(t) for t in others]))

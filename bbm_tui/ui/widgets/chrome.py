@@ -33,7 +33,9 @@ class LeanStatic(Static):
             return  # the same text and styles: nothing to repaint
         self._shown = content
         width = self.content_size.width
-        height = content.get_height(self.styles, width) if width > 0 else -1
+        # Textual's own widgets pass their styles here too (Widget.get_content_height): they
+        # answer the .get() Content reads, though Textual types them apart from RulesMap.
+        height = content.get_height(self.styles, width) if width > 0 else -1  # pyright: ignore[reportArgumentType]
         shape = (height, content.cell_length if self._auto_width else 0)
         self.update(content, layout=height < 0 or shape != self._shape)
         self._shape = shape
