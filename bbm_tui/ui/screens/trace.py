@@ -465,6 +465,15 @@ class TraceScreen(SharedSession, BranchActions, FindingActions, BbmScreen):
             self._status("")
             event.stop()
             event.prevent_default()
+        elif self._typed_number and not self._goes_to_the_number(event.key):
+            # Any other key does what it does, and the number is forgotten: it stayed
+            # behind a dialog (w, then esc) and made "2" "22" after.
+            self._typed_number = ""
+            self._status("")
+
+    def _goes_to_the_number(self, key: str) -> bool:
+        bound = self.active_bindings.get(key)
+        return bound is not None and bound.binding.id == "jump_to_thought"
 
     def action_scroll_thoughts(self, lines: int) -> None:
         self._thoughts.scroll_relative(y=lines, animate=False)
