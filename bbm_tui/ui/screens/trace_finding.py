@@ -5,6 +5,7 @@ person's label; the raw answer of a thought on demand."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from textual import work
@@ -60,7 +61,11 @@ class FindingActions(_TraceScreen):
 
         def chosen(request: FindRequest | None) -> None:
             if request is not None:
-                self._last_request = request
+                judge = JUDGES.get(request.method)
+                # A judge with no model (the task verifier) is asked as its own ("verifier"):
+                # the next dialog offers the model and judging the dialog had, not that.
+                self._last_request = request if judge is None or judge.needs_model else \
+                    replace(request, spec=default.spec, judge_all=default.judge_all)
                 self._find(request)
 
         self.app.push_screen(FindScreen(methods, default, offline=self.trace.task.is_paper),
