@@ -778,6 +778,19 @@ async def test_the_header_parts_never_run_together(store: Store, size) -> None:
         assert "multistep_arithmetic #7 — replay/bbm" in str(left.render())
 
 
+async def test_the_header_says_where_the_question_came_from(store: Store) -> None:
+    """A session `import` made from a file's row is not a typed question: its header said
+    "word_sorting typed"."""
+    from bbm_tui.core.annotation.export import import_rows
+
+    [imported] = import_rows(store, "word_sorting", bundled_rows("word_sorting")[:1]).imported
+    app = make_app(session_id=imported)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot)
+        title = str(screen.query_one("#title-bar .title-left").render())
+        assert "word_sorting from a file — dataset" in title and "typed" not in title
+
+
 async def screenshot_from_the_palette(pilot) -> str:
     """ctrl+p, "Screenshot", enter: the SVG saved (read once its notification is up)."""
     from bbm_tui.ui.app import screenshot_folder

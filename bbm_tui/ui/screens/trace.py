@@ -38,7 +38,7 @@ from bbm_tui.core.prompts.thoughts import format_steps
 from bbm_tui.core.store import Label, SessionBusy, Totals, default_session_name
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.core.types import TraceEnd
+from bbm_tui.core.types import SessionSource, TraceEnd
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, FindRequest
 from bbm_tui.ui.keys import key_for
@@ -300,7 +300,10 @@ class TraceScreen(SharedSession, BranchActions, FindingActions, BbmScreen):
 
     def _show_title(self) -> None:
         session = self.trace.session
-        where = f"#{session.dataset_index}" if session.dataset_index is not None else "typed"
+        # A question of the dataset by its number; else typed in the app, or read from a
+        # file (import, an annotation queue, run or backtrack --input), never "typed" then.
+        where = (f"#{session.dataset_index}" if session.dataset_index is not None
+                 else "typed" if session.source == SessionSource.APP else "from a file")
         # "bbm-tui — word_sorting #3 — replay/bbm". Each run of one style ends with its space
         # and none starts with one: librsvg drops a run's leading spaces in screenshots.
         what = Content.assemble(
