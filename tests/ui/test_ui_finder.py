@@ -573,6 +573,11 @@ async def test_the_verifier_is_a_method_with_no_model(store: Store) -> None:
         shown = screen.finder
         assert (shown.method, shown.model, shown.state) == ("verify", "verifier", "finished")
         assert shown.mistake_number == 1
+        # A program judged, not a model: the verdict and the status say so.
+        status = text_of(screen, "#run-status")
+        assert status.startswith("Verifier says: first mistake in Thought 1.")
+        assert "shows the verifier's reason" in status and "model" not in status.lower()
+        assert text_of(screen, "#finder").startswith("Verifier: ✗ first mistake in Thought 1")
         # Every step judged, each with its reason; no model call counted.
         assert len(shown.verdicts) == len(row.steps)
         assert "'scorch' starts with s (19)" in shown.verdicts[1][1]

@@ -27,6 +27,7 @@ from bbm_tui.ui.viewmodels.trace import (
     describe_agreement,
     describe_finder,
     finder_source,
+    finder_who,
 )
 from bbm_tui.ui.widgets.chrome import LeanStatic
 
@@ -151,7 +152,8 @@ class FindingActions(_TraceScreen):
         shown = self.finder
         if shown is None or shown.state != "running":
             return
-        who = f"The model ({finder_source(shown)})"
+        who = ("The task verifier" if finder_who(shown) == "Verifier"
+               else f"The model ({finder_source(shown)})")
         if shown.step_level:
             number = shown.next_number
             if number > len(self.trace.steps):
@@ -169,9 +171,12 @@ class FindingActions(_TraceScreen):
             said = f"unparseable: {one_line(shown.trace_raw, 120)}"
         else:
             said = shown.verdict_text()
-        parts = [f"Model says: {said}.", agreement_words(shown, self.trace, self._key)]
+        parts = [f"{finder_who(shown)} says: {said}.",
+                 agreement_words(shown, self.trace, self._key)]
         show = self._key("show_answer")
-        if shown.step_level and shown.cot:
+        if finder_who(shown) == "Verifier":
+            parts.append(f"{show} on a thought shows the verifier's reason.")
+        elif shown.step_level and shown.cot:
             parts.append(f"{show} on a thought shows the model's reasoning.")
         elif shown.step_level:
             parts.append(f"{show} on a thought shows the model's answer.")
