@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 4 and 6 to 8 open as the current version with nothing lost
+"""Stores written by schema versions 1 to 4 and 6 to 9 open as the current version with nothing lost
 (issue 9, item 4; issue 11). The old stores are frozen as SQL in tests/fixtures/, written by
 the code of their day, never built from today's."""
 
@@ -36,7 +36,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 9])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -229,3 +229,38 @@ def test_version_9_keeps_a_v8_store_and_says_which_counts_are_estimates(tmp_path
         assert store.step(step.id).usage_estimated is True
         assert store.branch(1)[-1].usage_estimated is True
         assert store.totals(1).estimated_calls == 1
+
+
+def test_version_10_keeps_a_v9_store_and_stores_what_the_prompt_cache_did(
+    tmp_path: Path,
+) -> None:
+    """v9 -> v10: the calls stored before say nothing of the prompt cache (unknown, not 0),
+    their costs stay as stored, and a call whose price was never known stays unknown in the
+    totals; a call stored from now on keeps the tokens read from and written to the cache."""
+    path = old_store(tmp_path, 9)
+    with Store.open(path) as store:
+        latest = store.branch(1)[-1]
+        assert (latest.text, latest.answer) == ("So the answer is -4.", "-4")
+        assert (latest.prompt_tokens, latest.completion_tokens) == (None, 6)
+        assert latest.usage_estimated is True and latest.cached_tokens is None
+        [run] = [run for run in store.finder_runs(1) if run.model == "openai/gpt-4o-mini"]
+        call = run.verdicts[0].call
+        assert (call.prompt_tokens, call.cached_tokens, call.cache_write_tokens) == (
+            1011, None, None)
+        assert call.cost == pytest.approx(0.00018165)
+        before = store.totals(1)
+        assert (before.cached_tokens, before.cache_write_tokens) == (0, 0)
+        # The calls whose cost was never known (the Anthropic step's, one of openai/test's).
+        assert before.unpriced_models == ("anthropic/claude-haiku-4-5", "openai/test")
+        assert (before.calls, before.unpriced_calls) == (10, 2)
+        cached = CallRecord(model="anthropic/claude-haiku-4-5", params={}, latency_s=0.3,
+                            prompt_tokens=1200, completion_tokens=9, cost=0.0002,
+                            cached_tokens=1100, cache_write_tokens=60)
+        step = store.add_step(1, parent_id=latest.id, number=5, text="Done.", call=cached)
+        assert store.step(step.id).cached_tokens == 1100
+        assert store.branch(1)[-1].cached_tokens == 1100
+        after = store.totals(1)
+        assert (after.calls, after.cached_tokens, after.cache_write_tokens) == (
+            before.calls + 1, 1100, 60)
+        assert after.cost == pytest.approx(before.cost + 0.0002)
+        assert after.unpriced_calls == before.unpriced_calls

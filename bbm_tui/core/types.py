@@ -209,6 +209,9 @@ class CallSettings:
     # here, the text kept and marked truncated, like a token-limit cut.
     step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Mark the prompt's unchanging prefix for the provider's prompt cache, where the provider
+    # needs a mark (Anthropic's `cache_control`; docs/DESIGN.md §3). Off: the same text, unmarked.
+    caching: bool = True
 
     def params(self) -> dict[str, Any]:
         """The parameters worth recording beside a call."""
@@ -265,6 +268,11 @@ class CallRecord:
     # The token counts are an estimate (litellm's count, or one token a chunk), not the
     # provider's own.
     usage_estimated: bool = False
+    # Of `prompt_tokens` (every prompt token, cached or not): those read from the provider's
+    # prompt cache and those written to it, as the provider reported them (None: it said
+    # nothing of caching).
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     @property
     def total_logprob(self) -> float | None:

@@ -12,9 +12,12 @@ so that each reply body is
 - cut off with `ReplyTooLarge` once it passes `MAX_REPLY_BYTES`;
 - when it is one JSON document (a whole answer), sent on with `"usage": null` where its usage
   is absurd (1e23, NaN, a string: litellm's parser then failed the whole answer);
-- when it is an event stream, watched for the provider's own usage object: a server that
-  sends none (llama.cpp's, some proxies) gets litellm's own tiktoken count in its place, which
-  the caller records as an estimate (`UsageWatch`, set by the caller around its call).
+- when it is an event stream, watched for the provider's own counts (core/llm/usage_events.py),
+  read here because litellm hands them on only in its last chunk, which a stream closed at
+  the step's newline never reaches (Anthropic's input comes in its first event, Gemini's in
+  every chunk); a server that sends none (llama.cpp's, some proxies) gets litellm's own
+  tiktoken count in its place, which the caller records as an estimate (`UsageWatch`, set by
+  the caller around its call).
 
 It is installed once, from `llm.litellm_module()`, by wrapping litellm's
 `AsyncHTTPHandler._create_async_transport` (both the OpenAI-SDK path and litellm's own HTTP
@@ -26,7 +29,6 @@ from __future__ import annotations
 
 import codecs
 import json
-import re
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -34,6 +36,7 @@ from typing import Any
 import httpx
 
 from bbm_tui.core.llm.records import UsageWatch, usage_watch
+from bbm_tui.core.llm.usage_events import UsageReader
 from bbm_tui.core.types import sane_tokens
 
 # A step is at most max_tokens * 8 characters and a finder's answer a few thousand tokens;
@@ -41,11 +44,6 @@ from bbm_tui.core.types import sane_tokens
 MAX_REPLY_BYTES = 32 * 2**20
 _PIECE_BYTES = 2**20
 
-
-# `"usage": {` in an event's JSON: the provider counted the tokens itself ("usage": null, or
-# no key at all, is a provider that did not).
-_USAGE_OBJECT = re.compile(r'"usage"\s*:\s*\{')
-_USAGE_TAIL_CHARS = 32  # kept from one piece to the next, so a split key is still seen
 
 
 class ReplyTooLarge(httpx.ReadError):
@@ -116,32 +114,29 @@ class GuardedStream(httpx.AsyncByteStream):
         self.size = 0
         # A JSON document is held whole (at most MAX_REPLY_BYTES) to mend its usage.
         self.whole_json = whole_json
-        self.watch = watch
-        self._usage_tail = ""
+        self.usage = UsageReader(watch) if watch is not None and not whole_json else None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         held = bytearray()
         async for raw in self.inner:
             for piece in self._decompressed(raw):
-                checked = self._checked(piece)
+                text = self._checked(piece)
+                checked = text.encode("utf-8")
                 if self.whole_json:
                     held += checked
                 else:
-                    self._look_for_usage(checked)
+                    if self.usage is not None:
+                        self.usage.feed(text)
                     yield checked
-        tail = self.text.decode(b"", final=True).encode("utf-8")
+        tail = self.text.decode(b"", final=True)
         if self.whole_json:
-            yield sane_usage_json(bytes(held + tail))
-        elif tail:
-            yield tail
-
-    def _look_for_usage(self, piece: bytes) -> None:
-        if self.watch is None or self.watch.provider_usage:
+            yield sane_usage_json(bytes(held) + tail.encode("utf-8"))
             return
-        text = self._usage_tail + piece.decode("utf-8", "replace")
-        if _USAGE_OBJECT.search(text):
-            self.watch.provider_usage = True
-        self._usage_tail = text[-_USAGE_TAIL_CHARS:]
+        if self.usage is not None:
+            self.usage.feed(tail)
+            self.usage.finish()
+        if tail:
+            yield tail.encode("utf-8")
 
     def _decompressed(self, raw: bytes) -> Iterator[bytes]:
         """Pieces of at most 1 MiB, so that a bomb is stopped at the limit instead of
@@ -164,13 +159,14 @@ class GuardedStream(httpx.AsyncByteStream):
             if piece:
                 yield piece
 
-    def _checked(self, piece: bytes) -> bytes:
+    def _checked(self, piece: bytes) -> str:
+        """The piece as text (invalid bytes made U+FFFD), counted against the limit."""
         self.size += len(piece)
         if self.size > MAX_REPLY_BYTES:
             raise ReplyTooLarge(
                 f"the reply passed {MAX_REPLY_BYTES // 2**20} MiB and was not read further"
             )
-        return self.text.decode(piece).encode("utf-8")
+        return self.text.decode(piece)
 
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)

@@ -29,13 +29,12 @@ from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.transport import (
     aligned_tokens,
     call_kwargs,
-    cost_of,
     native_stop_kwargs,
     not_an_answer,
     token_logprobs,
     unicode_text,
-    usage_counts,
 )
+from bbm_tui.core.llm.usage import cost_of, counts_from_litellm
 from bbm_tui.core.prompts.thoughts import asked_number, step_span
 from bbm_tui.core.types import CallRecord, CallSettings, ModelSpec, TokenLogprob
 
@@ -189,18 +188,20 @@ async def _call_once(
     if not any(candidate.raw or candidate.finish_reason for candidate in candidates):
         # No choice at all, or only empty ones no provider finished: not an answer.
         raise not_an_answer(spec, "no choice with text or a finish reason")
-    prompt_tokens, completion_tokens = usage_counts(getattr(response, "usage", None))
+    counts = counts_from_litellm(getattr(response, "usage", None))
     call = CallRecord(
         model=spec.model,
         params=sent_params(spec, settings) | ({"n": n} if n > 1 else {})
         | ({"logprobs": True} if logprobs else {}),
         latency_s=latency,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost=cost_of(spec, prompt_tokens, completion_tokens),
+        prompt_tokens=counts.prompt,
+        completion_tokens=counts.completion,
+        cost=cost_of(spec, counts),
         finish_reason=candidates[0].finish_reason if candidates else None,
         attempts=attempt,
         native_stop="stop" in kwargs,
+        cached_tokens=counts.cached,
+        cache_write_tokens=counts.cache_write,
     )
     return call, candidates
 

@@ -24,7 +24,6 @@ from bbm_tui.core.llm.capabilities import (
     accepts_temperature,
     asks_logprobs,
     auth_kwargs,
-    is_offline,
     logprob_kwargs,
     sent_params,
 )
@@ -39,6 +38,7 @@ from bbm_tui.core.llm.records import (
     UsageWatch,
     usage_watch,
 )
+from bbm_tui.core.llm.usage import cost_of, counts_from_litellm
 from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number, step_span
 from bbm_tui.core.types import (
     DEFAULT_STEP_MAX_TOKENS,
@@ -48,8 +48,6 @@ from bbm_tui.core.types import (
     Mode,
     ModelSpec,
     TokenLogprob,
-    sane_cost,
-    sane_tokens,
 )
 
 
@@ -495,13 +493,16 @@ def _call_record(
     tokens = None
     if raw[start:start + len(text)] == text:  # else the step is not where the rules put it
         tokens = aligned_tokens(raw, state.tokens, start, start + len(text))
-    prompt_tokens, completion_tokens = usage_counts(state.usage)
+    # The provider's own counts as its events gave them (also from a stream closed early),
+    # else litellm's (a stream read to its end, an in-process provider).
+    counts = watch.usage.or_else(counts_from_litellm(state.usage))
     # A server that sent no usage over HTTP (llama.cpp's, some proxies) gets litellm's own
     # tiktoken count in its place (970 where llama-server counted 1090): an estimate.
     estimated = watch.replies > 0 and not watch.provider_usage
-    if completion_tokens is None and state.chunks and not state.usage_lost:
-        # Streams closed early carry no usage: one chunk is one token on OpenAI-style servers.
-        completion_tokens = state.chunks
+    if counts.completion is None and state.chunks and not state.usage_lost:
+        # A stream closed early without a count of its output (Anthropic's comes at its
+        # end): one chunk is one token on OpenAI-style servers.
+        counts.completion = state.chunks
         estimated = True
     finish_reason = state.finish_reason or ("newline" if state.cut else None)
     if state.time_cut:
@@ -510,52 +511,18 @@ def _call_record(
         model=spec.model,
         params=sent_params(spec, settings),
         latency_s=latency,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost=cost_of(spec, prompt_tokens, completion_tokens),
+        prompt_tokens=counts.prompt,
+        completion_tokens=counts.completion,
+        cost=cost_of(spec, counts),
         logprobs=[token.logprob for token in tokens] if tokens else None,
         finish_reason=finish_reason,
         attempts=attempt,
         native_stop=native_stop,
         tokens=tokens,
-        usage_estimated=estimated and (prompt_tokens, completion_tokens) != (None, None),
+        usage_estimated=estimated and (counts.prompt, counts.completion) != (None, None),
+        cached_tokens=counts.cached,
+        cache_write_tokens=counts.cache_write,
     )
-
-
-def usage_counts(usage: Any) -> tuple[int | None, int | None]:
-    """(prompt, completion) tokens as the provider counted them, each None where unknown or
-    absurd. All zeros is what litellm makes of a whole answer that sent no usage (or whose
-    usage the reply guard set aside): unknown too, since a real call has a prompt."""
-    if usage is None:
-        return None, None
-    prompt = sane_tokens(getattr(usage, "prompt_tokens", None))
-    completion = sane_tokens(getattr(usage, "completion_tokens", None))
-    if not (prompt or completion):
-        return None, None
-    return prompt, completion
-
-
-def cost_of(
-    spec: ModelSpec, prompt_tokens: int | None, completion_tokens: int | None
-) -> float | None:
-    if is_offline(spec):
-        return 0.0
-    if prompt_tokens is None or completion_tokens is None or spec.model in _UNPRICED:
-        return None
-    try:
-        prompt_cost, completion_cost = litellm_module().cost_per_token(
-            model=spec.model,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-        )
-    except Exception:
-        # A model litellm has no price for; asking again costs ~0.5 ms a call for nothing.
-        _UNPRICED.add(spec.model)
-        return None
-    return sane_cost(float(prompt_cost) + float(completion_cost))
-
-
-_UNPRICED: set[str] = set()
 
 
 async def complete(
@@ -600,16 +567,18 @@ async def _complete_once(
         raise not_an_answer(spec, "no text and no finish reason")
     text = unicode_text(text)
     latency = time.perf_counter() - started_at
-    prompt_tokens, completion_tokens = usage_counts(getattr(response, "usage", None))
+    counts = counts_from_litellm(getattr(response, "usage", None))
     call = CallRecord(
         model=spec.model,
         params=sent_params(spec, settings),
         latency_s=latency,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost=cost_of(spec, prompt_tokens, completion_tokens),
+        prompt_tokens=counts.prompt,
+        completion_tokens=counts.completion,
+        cost=cost_of(spec, counts),
         finish_reason=getattr(choice, "finish_reason", None),
         attempts=attempt,
+        cached_tokens=counts.cached,
+        cache_write_tokens=counts.cache_write,
     )
     return Completion(text=text, call=call)
 

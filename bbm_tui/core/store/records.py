@@ -63,6 +63,9 @@ class Step:
     call_choices: int | None = None
     # Its call's token counts are an estimate, not the provider's own (store v9 on).
     usage_estimated: bool = False
+    # Of `prompt_tokens`, those the provider read from its prompt cache (store v10 on; None:
+    # it said nothing of caching).
+    cached_tokens: int | None = None
 
     @property
     def confidence(self) -> float | None:
@@ -155,7 +158,10 @@ class FinderRun:
 
 @dataclass(frozen=True)
 class Totals:
-    """A session's calls, tokens and cost, summed."""
+    """A session's calls, tokens and cost, summed. `prompt_tokens` counts every prompt token;
+    `cached_tokens` and `cache_write_tokens` are the parts read from and written to the
+    provider's prompt cache. `cost` sums the calls whose price is known: with
+    `unpriced_calls` (of `unpriced_models`) it is a lower bound, and with all of them unknown."""
 
     calls: int
     prompt_tokens: int
@@ -163,6 +169,15 @@ class Totals:
     cost: float
     # Calls whose token counts are estimates (then so are the sums).
     estimated_calls: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    unpriced_calls: int = 0
+    unpriced_models: tuple[str, ...] = ()
+
+    @property
+    def known_cost(self) -> float | None:
+        """The cost, or None when no call's price is known (never a made-up $0)."""
+        return None if self.calls and self.unpriced_calls == self.calls else self.cost
 
 
 def default_session_name(task: str, dataset_index: int | None, input_text: str) -> str:

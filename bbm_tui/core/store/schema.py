@@ -207,6 +207,13 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
     """,
+    # 10: the part of a call's prompt tokens the provider read from its prompt cache, and the
+    # part it wrote to it, as it reported them (`prompt_tokens` counts both); priced as such.
+    # NULL: the provider said nothing of caching, or the call was made before v10.
+    """
+    ALTER TABLE calls ADD COLUMN cached_tokens INTEGER;
+    ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER;
+    """,
 ]
 
 

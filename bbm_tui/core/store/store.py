@@ -868,7 +868,8 @@ class Store:
     def _finder_run(self, row: sqlite3.Row) -> FinderRun:
         verdicts = self._read(
             """SELECT v.*, c.model, c.params, c.latency_s, c.prompt_tokens,
-                      c.completion_tokens, c.cost, c.logprobs, c.finish_reason, c.attempts
+                      c.completion_tokens, c.cost, c.logprobs, c.finish_reason, c.attempts,
+                      c.usage_estimated, c.cached_tokens, c.cache_write_tokens
                FROM finder_verdicts AS v LEFT JOIN calls AS c ON c.id = v.call_id
                WHERE v.run_id = ? ORDER BY v.id""",
             (row["id"],),
@@ -892,21 +893,37 @@ class Store:
     # -- accounting
 
     def totals(self, session_id: int) -> Totals:
+        """Every call of the session, summed: each step's, sample's and finder's."""
         rows = self._read(
-            """SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
-                      COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
-                      COALESCE(SUM(cost), 0) AS cost,
-                      COALESCE(SUM(usage_estimated), 0) AS estimated_calls
-               FROM calls WHERE session_id = ?""",
+            f"""SELECT COUNT(*) AS calls, {_TOTALS_COLUMNS}
+                FROM calls WHERE session_id = ?""",
             (session_id,),
         )
         row = rows[0]
         return Totals(row["calls"], row["prompt_tokens"], row["completion_tokens"], row["cost"],
-                      row["estimated_calls"])
+                      row["estimated_calls"], row["cached_tokens"], row["cache_write_tokens"],
+                      row["unpriced_calls"], tuple(row["unpriced_models"].split("\n"))
+                      if row["unpriced_models"] else ())
 
     def integrity_check(self) -> str:
         return self._read("PRAGMA integrity_check")[0][0]
 
+
+# What Totals sums over a set of calls. The models of calls with no known price, one a line
+# (a model's name has no line break: providers' names and model ids never do).
+_TOTALS_COLUMNS = """
+    COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
+    COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
+    COALESCE(SUM(cost), 0) AS cost,
+    COALESCE(SUM(usage_estimated), 0) AS estimated_calls,
+    COALESCE(SUM(cached_tokens), 0) AS cached_tokens,
+    COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens,
+    COALESCE(SUM(cost IS NULL), 0) AS unpriced_calls,
+    (SELECT GROUP_CONCAT(model, char(10)) FROM (
+        SELECT DISTINCT model FROM calls AS u
+        WHERE u.session_id = calls.session_id AND u.cost IS NULL ORDER BY model
+    )) AS unpriced_models
+"""
 
 # A step's completion tokens and cost are its call's, except for a step chosen among a call's
 # several samples (`call_choices` > 1): the call's figures are for all of them, so it counts
@@ -915,7 +932,7 @@ _COMPLETION_TOKENS = "CASE WHEN s.call_choices > 1 THEN s.ntokens ELSE c.complet
 _COST = "CASE WHEN s.call_choices > 1 THEN NULL ELSE c.cost END"
 _STEP_SELECT = f"""
     SELECT s.*, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS} AS completion_tokens,
-           {_COST} AS cost, COALESCE(c.usage_estimated, 0) AS usage_estimated
+           {_COST} AS cost, COALESCE(c.usage_estimated, 0) AS usage_estimated, c.cached_tokens
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -924,7 +941,8 @@ _STEP_SELECT = f"""
 _STEPS_SELECT = f"""
     SELECT s.id, s.session_id, s.parent_id, s.number, s.text, s.origin, s.answer, s.truncated,
            s.created_at, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS}, {_COST}, s.logprob,
-           s.call_id, s.choice, s.ntokens, s.call_choices, COALESCE(c.usage_estimated, 0)
+           s.call_id, s.choice, s.ntokens, s.call_choices, COALESCE(c.usage_estimated, 0),
+           c.cached_tokens
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -947,7 +965,7 @@ def _collector_paused() -> Iterator[None]:
 def _bulk_step(row: tuple) -> Step:
     return Step(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
                 row[9], row[10], row[11], row[12], row[13], row[14], row[15], None, row[16],
-                row[17], bool(row[18]))
+                row[17], bool(row[18]), row[19])
 
 
 _CALL_LOGPROB_UPDATE = """
@@ -983,6 +1001,7 @@ def _step(row: sqlite3.Row) -> Step:
         ntokens=row["ntokens"],
         call_choices=row["call_choices"],
         usage_estimated=bool(row["usage_estimated"]),
+        cached_tokens=row["cached_tokens"],
     )
 
 
@@ -1142,8 +1161,8 @@ def _insert_call(
     cursor = connection.execute(
         """INSERT INTO calls (session_id, step_id, purpose, model, params, latency_s,
                prompt_tokens, completion_tokens, cost, logprobs, finish_reason, attempts,
-               created_at, usage_estimated)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               created_at, usage_estimated, cached_tokens, cache_write_tokens)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             session_id,
             step_id,
@@ -1161,6 +1180,8 @@ def _insert_call(
             call.attempts,
             now,
             int(call.usage_estimated),
+            sane_tokens(call.cached_tokens),
+            sane_tokens(call.cache_write_tokens),
         ),
     )
     return cursor.lastrowid
@@ -1196,4 +1217,6 @@ def call_from_row(row: dict[str, Any]) -> CallRecord:
         finish_reason=row["finish_reason"],
         attempts=row["attempts"],
         usage_estimated=bool(row.get("usage_estimated") or 0),
+        cached_tokens=row.get("cached_tokens"),
+        cache_write_tokens=row.get("cache_write_tokens"),
     )
