@@ -205,17 +205,22 @@ class PromptCache:
     """A provider's prompt cache, as the tests need it: a prefix is cached once a request
     has carried it, and read by any later request that starts with it.
 
-    `explicit` (Anthropic): only a prefix that ends at a segment marked for caching is
-    cached; the first request with it writes it (reported as written), later ones read it.
-    Otherwise (OpenAI, Gemini): any prompt is cached automatically, and a later prompt reads
-    the longest cached prefix it shares, in whole blocks of `block_tokens`. Nothing shorter
-    than `minimum_tokens` is cached, as with the real providers."""
+    `explicit` (Anthropic): only a prefix that ends at a content block marked for caching is
+    cached (a "breakpoint", at most `max_marks` of them). A request reads the longest prefix
+    cached before it that ends at one of its block boundaries, looking back at most
+    `lookback_blocks` blocks from each of its marks; the rest, up to its last mark, it writes
+    (reported as written). A prefix shorter than `minimum_tokens` is never cached, and
+    nothing says so. Otherwise (OpenAI, Gemini): any prompt is cached automatically, and a
+    later prompt reads the longest cached prefix it shares, in whole blocks of
+    `block_tokens`, from `minimum_tokens` on, as with the real providers."""
 
-    def __init__(self, explicit: bool, minimum_tokens: int = 1024, block_tokens: int = 128
-                 ) -> None:
+    def __init__(self, explicit: bool, minimum_tokens: int = 1024, block_tokens: int = 128,
+                 lookback_blocks: int = 20, max_marks: int = 4) -> None:
         self.explicit = explicit
         self.minimum_tokens = minimum_tokens
         self.block_tokens = block_tokens
+        self.lookback_blocks = lookback_blocks
+        self.max_marks = max_marks
         self.prefixes: set[tuple[str, ...]] = set()
         self._lock = threading.Lock()
 
@@ -226,27 +231,33 @@ class PromptCache:
     def usage(self, segments: Iterable[tuple[str, bool]]) -> tuple[int, int]:
         """(read, written) tokens for a prompt made of these segments, caching it."""
         words: list[str] = []
-        marks: list[int] = []
+        ends: list[int] = []  # each segment's end, in words
+        marks: list[int] = []  # the indexes of the marked segments
         for text, marked in segments:
             words.extend(text.split())
+            ends.append(len(words))
             if marked:
-                marks.append(len(words))
+                marks.append(len(ends) - 1)
+        if len(marks) > self.max_marks:
+            raise ValueError(f"at most {self.max_marks} blocks can be marked for caching")
         with self._lock:
-            return self._explicit(words, marks) if self.explicit else self._automatic(words)
+            if self.explicit:
+                return self._explicit(words, ends, marks)
+            return self._automatic(words)
 
-    def _explicit(self, words: list[str], marks: list[int]) -> tuple[int, int]:
-        read = written = 0
-        for end in marks:
-            if end < self.minimum_tokens:
-                continue
-            prefix = tuple(words[:end])
-            if prefix in self.prefixes:
-                read = end
-                written = 0
-            else:
-                self.prefixes.add(prefix)
-                written = end - read
-        return read, written
+    def _explicit(self, words: list[str], ends: list[int], marks: list[int]
+                  ) -> tuple[int, int]:
+        read = 0
+        for mark in marks:
+            for index in range(mark, max(-1, mark - self.lookback_blocks - 1), -1):
+                if ends[index] > read and tuple(words[:ends[index]]) in self.prefixes:
+                    read = ends[index]
+                    break
+        cacheable = [ends[mark] for mark in marks if ends[mark] >= self.minimum_tokens]
+        for end in cacheable:
+            self.prefixes.add(tuple(words[:end]))
+        last = max(cacheable, default=0)
+        return read, max(0, last - read)
 
     def _automatic(self, words: list[str]) -> tuple[int, int]:
         if len(words) < self.minimum_tokens:

@@ -291,16 +291,14 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
         if isinstance(event, SamplesReady):
             # What the store now holds; the chosen one gets its step below.
             stored, chosen_index = list(event.stored), event.resample.chosen
-            progress.calls += len(event.resample.samples.calls)
             for call in event.resample.samples.calls:
-                progress.add_cost(call.cost)
+                progress.add_call(call, settings.call)
             notify(progress)
         elif isinstance(event, BranchMade) and chosen_index is not None:
             stored[chosen_index] = replace(stored[chosen_index], step_id=event.step.id)
         elif isinstance(event, StepFinished):
             progress.steps += 1
-            progress.calls += 1
-            progress.add_cost(event.call.cost)
+            progress.add_call(event.call, settings.call)
             notify(progress)
         elif isinstance(event, StepFailed):
             raise event.error

@@ -156,8 +156,7 @@ async def _generate_row(
             break
         if isinstance(event, StepFinished):
             progress.steps += 1
-            progress.calls += 1
-            progress.add_cost(event.call.cost)
+            progress.add_call(event.call, (settings or StepperSettings()).call)
             notify(progress)
     elapsed = time.perf_counter() - started
     latency = _total_latency(store, trace, elapsed)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from bbm_tui.core import llm
-from bbm_tui.core.prompts.generation import next_step_prompt
+from bbm_tui.core.prompts.generation import next_step_parts
 
 SAMPLES = 8
 TEMPERATURE = 1.0
@@ -87,14 +87,15 @@ async def resample_step(
 ) -> Resample:
     """Sample Thought len(prior)+1 `n` times and choose its replacement; `on_sample` hears of
     each sample as it arrives. Raises LLMError."""
-    prompt = next_step_prompt(task, input_text, prior)
+    parts = next_step_parts(task, input_text, prior)
 
     def arrived(arrival: llm.Arrived) -> None:
         if on_sample is not None:
             for candidate, position in zip(arrival.candidates, arrival.positions, strict=True):
                 on_sample(SampleArrived(position, candidate, repeats(candidate, original)))
 
-    samples = await llm.sample_steps(spec, prompt, n, sample_settings(settings), arrived)
+    samples = await llm.sample_steps(spec, "".join(parts), n, sample_settings(settings),
+                                     arrived, parts=parts)
     dropped = [repeats(candidate, original) for candidate in samples.candidates]
     chosen, chosen_by = choose(samples.candidates, dropped)
     return Resample(len(prior) + 1, original, samples, dropped, chosen, chosen_by)

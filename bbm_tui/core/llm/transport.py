@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bbm_tui.core.llm.caching import finder_messages, step_messages
 from bbm_tui.core.llm.capabilities import (
     TOP_ALTERNATIVES,
     accepts_native_stop,
@@ -73,10 +74,13 @@ class _StreamState:
 
 
 async def stream_step(
-    spec: ModelSpec, prompt: str, settings: CallSettings | None = None
+    spec: ModelSpec, prompt: str, settings: CallSettings | None = None, *,
+    parts: Sequence[str] = (),
 ) -> AsyncIterator[TextDelta | Restart | StepText]:
     """Stream one step: yields TextDelta as text arrives (after echo stripping), Restart when a
-    retry discards shown text, and finally one StepText. Raises LLMError."""
+    retry discards shown text, and finally one StepText. `parts`, where given, are the
+    prompt's pieces (prompts/generation.py), which a provider that caches only marked text
+    gets as marked blocks (caching.py). Raises LLMError."""
     settings = settings or CallSettings()
     queue: asyncio.Queue[TextDelta | Restart | StepText | BaseException] = asyncio.Queue()
 
@@ -88,7 +92,8 @@ async def stream_step(
             result = await with_retries(
                 spec,
                 settings.retry,
-                lambda attempt: _stream_step_once(spec, prompt, settings, attempt, queue),
+                lambda attempt: _stream_step_once(spec, prompt, parts, settings, attempt,
+                                                  queue),
                 on_retry,
             )
             await queue.put(result)
@@ -137,6 +142,7 @@ def call_kwargs(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
 async def _stream_step_once(
     spec: ModelSpec,
     prompt: str,
+    parts: Sequence[str],
     settings: CallSettings,
     attempt: int,
     queue: asyncio.Queue,
@@ -144,7 +150,7 @@ async def _stream_step_once(
     watch = UsageWatch()
     token = usage_watch.set(watch)
     try:
-        return await _stream_step_watched(spec, prompt, settings, attempt, queue, watch)
+        return await _stream_step_watched(spec, prompt, parts, settings, attempt, queue, watch)
     finally:
         usage_watch.reset(token)
 
@@ -152,6 +158,7 @@ async def _stream_step_once(
 async def _stream_step_watched(
     spec: ModelSpec,
     prompt: str,
+    parts: Sequence[str],
     settings: CallSettings,
     attempt: int,
     queue: asyncio.Queue,
@@ -167,7 +174,7 @@ async def _stream_step_watched(
         kwargs |= logprob_kwargs(spec)
     started_at = time.perf_counter()
     if spec.mode == "chat":
-        kwargs["messages"] = [{"role": "user", "content": prompt}]
+        kwargs["messages"] = step_messages(spec, settings, prompt, parts)
         kwargs["stream_options"] = {"include_usage": True}
         stream = await litellm.acompletion(**kwargs)
     else:
@@ -547,7 +554,8 @@ async def _complete_once(
     started_at = time.perf_counter()
     if spec.mode == "chat":
         response = await asyncio.wait_for(
-            litellm.acompletion(messages=messages, **kwargs), settings.timeout_s + 5
+            litellm.acompletion(messages=finder_messages(spec, settings, messages), **kwargs),
+            settings.timeout_s + 5,
         )
     else:
         prompt = "\n\n".join(message["content"] for message in messages)
