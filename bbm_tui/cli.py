@@ -401,6 +401,8 @@ def run_command(args: argparse.Namespace) -> int:
             jobs, notes = questions.jobs, questions.notes()
         spec = llm.ModelSpec(config.model, config.api_base, config.mode)
         settings = config.stepper_settings(args.step_limit)
+        if config.logprobs and not llm.gives_logprobs(spec):
+            notes = [*notes, RUN_WITHOUT_LOGPROBS]
         store = Store.open()
     except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
@@ -497,6 +499,10 @@ class LatestProgress:
             show(progress)
 
         return both
+
+
+RUN_WITHOUT_LOGPROBS = ("log-probabilities: none from this provider; the steps are stored "
+                        "without them")
 
 
 def _print_batch_notes(out: Path, progress: Any) -> None:

@@ -201,6 +201,25 @@ def limited_text(reply: Reply, text: str, stops: Iterable[str], max_tokens: int 
     return text, ended
 
 
+def choice_texts(reply: Reply, text: str, asked_n: int, asked: Asked) -> list[str]:
+    """The texts of the choices of a whole answer, as many as asked (`n`, Gemini's
+    `candidateCount`), unless the server ignores or caps that: the reply's `choices` in
+    turn, each cut like the text, else the text every time."""
+    wanted = 1 if reply.ignore_n else max(1, asked_n)
+    if reply.max_n is not None:
+        wanted = min(wanted, reply.max_n)
+    pool = [limited_text(reply, t, asked.stops, asked.max_tokens)[0]
+            for t in reply.choices] if reply.choices else [text]
+    return [pool[i % len(pool)] for i in range(wanted)]
+
+
+def choice_logprob(reply: Reply, index: int) -> float | None:
+    """The log-probability of each token of choice `index` (None: the reply gives none)."""
+    if reply.choice_logprobs is not None:
+        return reply.choice_logprobs[index % len(reply.choice_logprobs)]
+    return reply.logprob_per_token
+
+
 class PromptCache:
     """A provider's prompt cache, as the tests need it: a prefix is cached once a request
     has carried it, and read by any later request that starts with it.
@@ -586,6 +605,14 @@ def _texts(content: Any) -> list[str]:
                 found.append(block["text"])
         return found
     return [str(content)]
+
+
+def is_streamed(path: str, body: dict[str, Any]) -> bool:
+    """Whether a request of any wire asks for a stream: `"stream": true` (OpenAI, Anthropic),
+    Gemini's `:streamGenerateContent`, Ollama's default (streamed unless `"stream": false`)."""
+    if ":streamGenerateContent" in path:
+        return True
+    return bool(body.get("stream", path.startswith("/api/")))
 
 
 def dataset_responder(path: str, body: dict[str, Any]) -> Reply:

@@ -11,7 +11,11 @@ litellm builds `{api_base}/models/{model}:{action}`).
   the stream just ends.
 - Whole: one such object with all the text.
 - `generationConfig.stopSequences` (or `stop_sequences`) and `maxOutputTokens` (or
-  `max_output_tokens`) are honoured; the API takes either spelling.
+  `max_output_tokens`) are honoured; the API takes either spelling. `candidateCount` asks a
+  whole answer for several candidates (`Reply.choices`, as `n` on the OpenAI wire), and
+  `responseLogprobs` for each token's log-probability (`logprobsResult.chosenCandidates`,
+  and `avgLogprobs`, from `Reply.logprob_per_token` or `choice_logprobs`; the most likely
+  alternatives, `topCandidates`, only when `logprobs` asks for a number of them).
 - Errors have Google's body, `{"error": {"code", "message", "status", "details"}}`: a wrong
   key (`x-goog-api-key` or `?key=`, when `api_key` is set) is 400 `INVALID_ARGUMENT` with
   the reason `API_KEY_INVALID`; `rate_limited(delay)` is a 429 `RESOURCE_EXHAUSTED` whose
@@ -30,6 +34,8 @@ from tests.fake_server import (
     FakeServer,
     Reply,
     Usage,
+    choice_logprob,
+    choice_texts,
     limited_text,
     pieces_of,
     prompt_of,
@@ -117,20 +123,46 @@ class FakeGemini(FakeServer):
                 return web.json_response(
                     gemini_error(400, "this server streams server-sent events only"),
                     status=400)
-            framing = _Framing(self, reply, model, asked, finish, len(pieces))
+            framing = _Framing(self, reply, model, asked, finish, len(pieces),
+                               _config(body))
             return await self._stream(request, record, reply, pieces, framing)
-        usage = self.usage_of(reply, asked, len(pieces))
-        return web.json_response(_response(reply, model, text, finish, usage),
+        config = _config(body)
+        texts = choice_texts(reply, text, int(config.get("candidateCount")
+                                              or config.get("candidate_count") or 1), asked)
+        usage = self.usage_of(reply, asked, sum(len(pieces_of(t, None)) for t in texts))
+        candidates = [_candidate(reply, t, finish, index, config)
+                      for index, t in enumerate(texts)]
+        return web.json_response(_response(reply, model, candidates, usage),
                                  headers=reply.headers)
 
 
-def _response(reply: Reply, model: str, text: str, finish: str | None, usage: Usage
-              ) -> dict[str, Any]:
+def _config(body: dict[str, Any]) -> dict[str, Any]:
+    return body.get("generationConfig") or body.get("generation_config") or {}
+
+
+def _candidate(reply: Reply, text: str, finish: str | None, index: int,
+               config: dict[str, Any]) -> dict[str, Any]:
     candidate: dict[str, Any] = {"content": {"parts": [{"text": text}], "role": "model"},
-                                 "index": 0}
+                                 "index": index}
     if finish is not None:
         candidate["finishReason"] = finish
-    return {"candidates": [candidate],
+    value = choice_logprob(reply, index)
+    if config.get("responseLogprobs") and value is not None and text:
+        tokens = pieces_of(text, None)
+        result: dict[str, Any] = {"chosenCandidates": [
+            {"token": token, "logProbability": value} for token in tokens]}
+        alternatives = config.get("logprobs")
+        if isinstance(alternatives, int) and not isinstance(alternatives, bool):
+            result["topCandidates"] = [{"candidates": [
+                {"token": token, "logProbability": value}][:alternatives]} for token in tokens]
+        candidate["logprobsResult"] = result
+        candidate["avgLogprobs"] = value
+    return candidate
+
+
+def _response(reply: Reply, model: str, candidates: list[dict[str, Any]], usage: Usage
+              ) -> dict[str, Any]:
+    return {"candidates": candidates,
             "usageMetadata": (reply.usage_values if reply.usage_values is not None
                               else _usage_metadata(usage)),
             "modelVersion": model, "responseId": "test-1"}
@@ -152,17 +184,19 @@ class _Framing:
     content_type = "text/event-stream"
 
     def __init__(self, server: FakeGemini, reply: Reply, model: str, asked: Asked,
-                 finish: str, count: int) -> None:
+                 finish: str, count: int, config: dict[str, Any]) -> None:
         self.reply, self.model, self.finish = reply, model, finish
         self.usage = server.usage_of(reply, asked, 0)
         self.count = count
+        self.config = config
 
     def opening(self) -> list[bytes]:
         return []
 
     def _event(self, text: str, sent: int, finish: str | None) -> bytes:
         usage = Usage(self.usage.prompt, sent, self.usage.cached, self.usage.cache_write)
-        payload = _response(self.reply, self.model, text, finish, usage)
+        candidate = _candidate(self.reply, text, finish, 0, self.config)
+        payload = _response(self.reply, self.model, [candidate], usage)
         return b"data: " + json.dumps(payload).encode() + b"\r\n\r\n"
 
     def piece(self, text: str, index: int, last: bool) -> bytes:

@@ -12,9 +12,11 @@ serves one request at a time by cutting the running stream short (`one_request_a
 as llama-cpp-python's does). Its usage is OpenAI's, `prompt_tokens_details.cached_tokens`
 included (in the last chunk of a stream asked for with `stream_options.include_usage`).
 
-llama.cpp's `llama-server` is copied where it differs (`withhold_token_before_stop`): asked
-for log-probabilities with a stop sequence, its token list leaves out the last token before
-the stop.
+llama.cpp's `llama-server` is copied where it differs (`withhold_token_before_stop`): a whole
+(non-streamed) answer that ended at a stop sequence has a token list that leaves out the last
+token before the stop (measured: it drops as many tokens from the end as its tokenizer makes
+of the stop string, and the Llama vocabulary makes two of "\n", so " alphabet." comes with
+the tokens of " alphabet"). A streamed answer sends every token.
 
 The machinery (start on a free port, scripting, recording, the streaming loop) is
 tests/fake_server.py's, shared with the other providers' servers.
@@ -36,6 +38,8 @@ from tests.fake_server import (
     Reply,
     Responder,
     Usage,
+    choice_logprob,
+    choice_texts,
     dataset_responder,
     limited_text,
     pieces_of,
@@ -57,7 +61,8 @@ class FakeOpenAI(FakeServer):
         # generation running, whose stream then ends with [DONE] and no finish reason.
         self.one_request_at_a_time = False
         self._arrivals = 0
-        # llama-server: with a stop sequence, the token list leaves out the token before it.
+        # llama-server: a whole answer stopped at a stop sequence leaves the token before the
+        # stop out of its token list.
         self.withhold_token_before_stop = False
 
     @property
@@ -107,12 +112,12 @@ class FakeOpenAI(FakeServer):
         if early is not None:
             return early
         asked = self.asked(body, request)
-        text, stopped = limited_text(reply, reply.text, asked.stops, asked.max_tokens)
+        text, _ = limited_text(reply, reply.text, asked.stops, asked.max_tokens)
         if asked.stream:
             if reply.raw_text is not None:
                 return await self._raw_text(request, reply, body, chat, asked)
             pieces = pieces_of(text, reply.chunk_chars)
-            framing = _Framing(self, reply, body, chat, asked, pieces, stopped)
+            framing = _Framing(reply, body, chat, asked, self)
             return await self._stream(request, record, reply, pieces, framing)
         whole = self._whole(reply, text, chat, body, asked)
         if reply.drop_after_chunks is not None or reply.malformed_after_chunks is not None or (
@@ -154,7 +159,7 @@ class FakeOpenAI(FakeServer):
 
     def _whole(self, reply: Reply, text: str, chat: bool, body: dict[str, Any],
                asked: Asked) -> dict:
-        texts = self._choice_texts(reply, text, body, asked)
+        texts = choice_texts(reply, text, int(body.get("n") or 1), asked)
         counted = texts[:1] if reply.usage_one_choice else texts
         usage = openai_usage(self.usage_of(reply, asked, sum(
             len(pieces_of(t, None)) for t in counted)))
@@ -180,37 +185,25 @@ class FakeOpenAI(FakeServer):
             "usage": usage if reply.usage else None,
         }
 
-    def _choice_texts(self, reply: Reply, text: str, body: dict[str, Any],
-                      asked: Asked) -> list[str]:
-        wanted = 1 if reply.ignore_n else int(body.get("n") or 1)
-        if reply.max_n is not None:
-            wanted = min(wanted, reply.max_n)
-        pool = [limited_text(reply, t, asked.stops, asked.max_tokens)[0]
-                for t in reply.choices] if reply.choices else [text]
-        return [pool[i % len(pool)] for i in range(wanted)]
-
     def _whole_logprobs(self, reply: Reply, text: str, index: int, chat: bool,
                         body: dict[str, Any], asked: Asked) -> dict | None:
         if not body.get("logprobs"):
             return None
-        if reply.choice_logprobs is not None:
-            value = reply.choice_logprobs[index % len(reply.choice_logprobs)]
-        elif reply.logprob_per_token is not None:
-            value = reply.logprob_per_token
-        else:
+        value = choice_logprob(reply, index)
+        if value is None:
             return None
-        pieces = self._logprob_pieces(reply, text, asked)
+        pieces = self._logprob_pieces(reply, text, index, asked)
         if chat or reply.logprob_form == "chat":
             return {"content": [_chat_logprob(piece, value, reply, body) for piece in pieces]}
         top = [dict(_alternatives(piece, value, reply, body)) for piece in pieces]
         return {"tokens": pieces, "token_logprobs": [value] * len(pieces),
                 "top_logprobs": top if reply.alternatives else None, "text_offset": None}
 
-    def _logprob_pieces(self, reply: Reply, text: str, asked: Asked) -> list[str]:
+    def _logprob_pieces(self, reply: Reply, text: str, index: int, asked: Asked) -> list[str]:
         """The tokens whose log-probabilities are sent: every one of the text, except on a
-        llama-server that stopped at a stop sequence, which leaves out the last one."""
+        llama-server whose answer stopped at a stop sequence: the last one is left out."""
         pieces = pieces_of(text, None)
-        if self.withhold_token_before_stop and pieces and _stopped_at_stop(reply, asked):
+        if self.withhold_token_before_stop and pieces and _stopped_at_stop(reply, index, asked):
             return pieces[:-1]
         return pieces
 
@@ -227,7 +220,7 @@ class FakeOpenAI(FakeServer):
             await response.write(b"data: " + event + b"\n\n")
         size = reply.chunk_chars or 3
         pieces = [reply.raw_text[i:i + size] for i in range(0, len(reply.raw_text), size)]
-        framing = _Framing(self, reply, body, chat, asked, [], None)
+        framing = _Framing(reply, body, chat, asked, self)
         for piece in pieces:
             payload = json.dumps(framing.chunk("@@PIECE@@", None)).encode()
             await response.write(
@@ -245,19 +238,16 @@ class _Framing:
 
     content_type = "text/event-stream"
 
-    def __init__(self, server: FakeOpenAI, reply: Reply, body: dict[str, Any], chat: bool,
-                 asked: Asked, pieces: list[str], stopped: str | None) -> None:
+    def __init__(self, reply: Reply, body: dict[str, Any], chat: bool, asked: Asked,
+                 server: FakeOpenAI) -> None:
         self.server, self.reply, self.body, self.chat = server, reply, body, chat
         self.asked = asked
-        # llama-server: the token before a stop sequence goes without its log-probability.
-        self.silent_piece = len(pieces) - 1 if (
-            server.withhold_token_before_stop and stopped == "stop") else None
 
     def opening(self) -> list[bytes]:
         return [b"data: " + event + b"\n\n" for event in self.reply.raw_events or []]
 
     def piece(self, text: str, index: int, last: bool) -> bytes:
-        return _sse(self.chunk(text, None, with_logprobs=index != self.silent_piece))
+        return _sse(self.chunk(text, None))
 
     def malformed(self) -> bytes:
         return b'data: {"choices": [{"delta": {"content": "x"\n\ndata: [DONE]\n\n'
@@ -279,7 +269,7 @@ class _Framing:
         events.append(b"data: [DONE]\n\n")
         return events
 
-    def chunk(self, piece: str, finish: str | None, with_logprobs: bool = True) -> dict:
+    def chunk(self, piece: str, finish: str | None) -> dict:
         reply, body = self.reply, self.body
         if self.chat:
             choice: dict[str, Any] = {
@@ -287,7 +277,7 @@ class _Framing:
                 "delta": {"content": piece} if piece else {},
                 "finish_reason": finish,
             }
-            if reply.logprob_per_token is not None and piece and with_logprobs:
+            if reply.logprob_per_token is not None and piece:
                 choice["logprobs"] = {
                     "content": [_chat_logprob(piece, reply.logprob_per_token, reply, body)]
                 }
@@ -311,8 +301,10 @@ def openai_usage(usage: Usage) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": usage.cached}}
 
 
-def _stopped_at_stop(reply: Reply, asked: Asked) -> bool:
-    return limited_text(reply, reply.text, asked.stops, asked.max_tokens)[1] == "stop"
+def _stopped_at_stop(reply: Reply, index: int, asked: Asked) -> bool:
+    """Whether choice `index` ended at one of the request's stop sequences."""
+    text = reply.choices[index % len(reply.choices)] if reply.choices else reply.text
+    return limited_text(reply, text, asked.stops, asked.max_tokens)[1] == "stop"
 
 
 def _prompt_text(body: dict[str, Any]) -> str:

@@ -114,7 +114,9 @@ async def test_litellm_makes_up_stop_and_keeps_what_the_provider_sent(
 ) -> None:
     """The evidence the check above stands on (litellm 1.103.7): a stream that ends with
     [DONE] and no finish reason still yields finish_reason "stop"; only the wrapper's
-    `received_finish_reason` tells the two apart. If litellm changes either, this fails."""
+    `received_finish_reason` (or `intermittent_finish_reason`, where a provider's chunk carried
+    it, as Gemini's last one does: tests/test_providers_http.py) tells the two apart. If
+    litellm changes either, this fails."""
     litellm = llm.litellm_module()
     openai_server.enqueue(Reply("Let me think about", finish_reason=server_finish))
     stream = await litellm.acompletion(
@@ -123,6 +125,8 @@ async def test_litellm_makes_up_stop_and_keeps_what_the_provider_sent(
     reasons = [chunk.choices[0].finish_reason async for chunk in stream if chunk.choices]
     assert reasons[-1] == "stop"
     assert stream.received_finish_reason == server_finish
+    assert (stream.received_finish_reason or stream.intermittent_finish_reason) == (
+        server_finish)
 
 
 def test_run_never_writes_a_not_answer_as_a_trace(openai_server: FakeOpenAI,

@@ -291,6 +291,9 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
         if isinstance(event, SamplesReady):
             # What the store now holds; the chosen one gets its step below.
             stored, chosen_index = list(event.stored), event.resample.chosen
+            for note in (event.resample.without_logprobs, event.resample.partly_scored):
+                if note:
+                    progress.note(note)
             for call in event.resample.samples.calls:
                 progress.add_call(call, settings.call)
             notify(progress)
@@ -368,5 +371,6 @@ def paper_table_6(kind: str | None) -> dict[str, dict[str, float]]:
 def to_json(result: BacktrackResult, locations: Locations) -> dict[str, Any]:
     return {"tasks": {task: deltas.to_json() for task, deltas in result.tables.items()},
             "locations": locations.kind,
-            **({"paper": paper_table_6(locations.paper_key)} if locations.paper_key else {})}
+            **({"paper": paper_table_6(locations.paper_key)} if locations.paper_key else {}),
+            **({"notes": list(result.progress.notes)} if result.progress.notes else {})}
 

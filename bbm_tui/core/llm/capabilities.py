@@ -30,12 +30,12 @@ def model_basename(model: str) -> str:
 def accepts_native_stop(spec: ModelSpec) -> bool:
     """Whether `stop=["\\n"]` may be sent: Anthropic rejects whitespace-only stop sequences and
     OpenAI reasoning models take no `stop` (NOTES: litellm, stop sequences)."""
-    if spec.mode == "completion":
-        return True
     model = spec.model.lower()
     provider = model.split("/", 1)[0] if "/" in model else ""
     if provider == "anthropic" or "claude" in model:
-        return False
+        return False  # in either mode: litellm sends Anthropic's text completions as chat
+    if spec.mode == "completion":
+        return True
     return not _is_openai_reasoning(spec)
 
 
@@ -54,11 +54,47 @@ def accepts_temperature(spec: ModelSpec, temperature: float) -> bool:
     return not _is_openai_reasoning(spec)
 
 
+def gives_logprobs(spec: ModelSpec) -> bool:
+    """Whether this model's provider returns token log-probabilities at all. litellm refuses
+    `logprobs` before sending anything for Anthropic, Ollama, Mistral, Bedrock, Cohere and
+    OpenAI's reasoning models (docs/NOTES.md, "Providers' own wires"): asking them would
+    fail the call, so they are asked for none, and backtracking takes the first sample that
+    differs, saying so. What litellm does not know (a model it cannot place) is asked."""
+    return _supports(spec, "logprobs")
+
+
+def gives_alternatives(spec: ModelSpec) -> bool:
+    """Whether the provider also returns each token's most likely alternatives
+    (`top_logprobs`): Gemini gives log-probabilities but litellm refuses `top_logprobs`."""
+    return _supports(spec, "top_logprobs")
+
+
+def _supports(spec: ModelSpec, param: str) -> bool:
+    if is_offline(spec):
+        return True  # the offline providers answer these themselves
+    params = _supported_params(spec.model, spec.api_base)
+    return params is None or param in params
+
+
+@functools.lru_cache(maxsize=256)
+def _supported_params(model: str, api_base: str | None) -> frozenset[str] | None:
+    """The OpenAI parameters litellm passes on for this model (None: it cannot tell)."""
+    litellm = litellm_module()
+    try:
+        name, provider, _, _ = litellm.get_llm_provider(model, api_base=api_base)
+        params = litellm.get_supported_openai_params(model=name, custom_llm_provider=provider)
+    except Exception:
+        return None
+    return frozenset(params) if params is not None else None
+
+
 def asks_logprobs(spec: ModelSpec, settings: CallSettings, *, streamed: bool = True) -> bool:
-    """Log-probabilities of a streamed step are asked for in chat mode only: litellm 1.103.7
-    drops them from streamed text completions (measured against the test server), so asking
-    would be for nothing. A whole (non-streamed) text completion keeps them."""
-    return settings.logprobs and (spec.mode == "chat" or not streamed)
+    """Log-probabilities are asked for where the settings want them and the provider gives
+    them; for a streamed step, in chat mode only: litellm 1.103.7 drops them from streamed
+    text completions (measured against the test server), so asking would be for nothing. A
+    whole (non-streamed) text completion keeps them."""
+    return (settings.logprobs and gives_logprobs(spec)
+            and (spec.mode == "chat" or not streamed))
 
 
 # How many of the most likely tokens to ask for at each place, with log-probabilities (the
@@ -72,7 +108,10 @@ TOP_ALTERNATIVES = 5
 
 def logprob_kwargs(spec: ModelSpec) -> dict[str, Any]:
     """What asks for log-probabilities and each token's top alternatives: chat's
-    `logprobs` + `top_logprobs`, a text completion's number `logprobs`."""
+    `logprobs` + `top_logprobs`, a text completion's number `logprobs`; `logprobs` alone
+    where the provider gives no alternatives (Gemini)."""
+    if not gives_alternatives(spec):
+        return {"logprobs": True}
     if spec.mode == "chat":
         return {"logprobs": True, "top_logprobs": TOP_ALTERNATIVES}
     return {"logprobs": TOP_ALTERNATIVES}
@@ -95,6 +134,28 @@ def key_env_vars(spec: ModelSpec) -> list[str]:
     except Exception:
         return []
     return list(status.get("missing_keys") or [])
+
+
+def missing_key(spec: ModelSpec) -> str | None:
+    """The variable to set, when this model's provider needs an API key and the environment
+    has none (litellm knows which variables a provider reads: `validate_environment`).
+    None when a key is there, when none is needed (the offline models; an OpenAI-compatible
+    server at an api base, which gets a placeholder), or when litellm cannot tell. Asked
+    before every call, so that a missing key is named at once, before any request."""
+    if is_offline(spec) or auth_kwargs(spec):
+        return None
+    try:
+        status = litellm_module().validate_environment(model=spec.model, api_base=spec.api_base)
+    except Exception:
+        return None
+    if status.get("keys_in_environment"):
+        return None
+    # Only keys: a provider may also miss its api base (Ollama's OLLAMA_API_BASE), which
+    # has a default.
+    keys = [name for name in status.get("missing_keys") or []
+            if name.endswith(("_KEY", "_TOKEN"))]
+    preferred = key_env_var(spec)
+    return preferred if preferred in keys else (keys[0] if keys else None)
 
 
 def _provider_of(spec: ModelSpec) -> str:

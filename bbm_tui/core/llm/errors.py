@@ -4,6 +4,7 @@ off: `max_retries=0`)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import os
@@ -12,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from bbm_tui.core.llm.capabilities import key_env_var, missing_key
 from bbm_tui.core.llm.turns import call_turn
 from bbm_tui.core.types import ModelSpec, RetryPolicy
 
@@ -65,8 +67,10 @@ class StreamInterrupted(LLMError):
         super().__init__("stream", message)
 
 
-def _retry_after_seconds(error: BaseException) -> float | None:
-    """Retry-After from the provider's response, in seconds, if it sent one."""
+def _retry_after_seconds(error: BaseException, detail: str = "") -> float | None:
+    """How long the provider asked us to wait, in seconds, if it said: Retry-After in its
+    response's headers, or Gemini's `google.rpc.RetryInfo` (`"retryDelay": "7s"`) in its
+    error body."""
     response = getattr(error, "response", None)
     for headers in (
         getattr(error, "litellm_response_headers", None),
@@ -78,7 +82,12 @@ def _retry_after_seconds(error: BaseException) -> float | None:
         value = headers.get("retry-after") or headers.get("Retry-After")
         if value is not None:
             return _parse_retry_after(str(value))
-    return None
+    delay = _RETRY_DELAY.search(str(getattr(error, "message", None) or error) + detail)
+    return float(delay.group(1)) if delay else None
+
+
+# Google's RetryInfo: a Duration in its JSON form, seconds with an "s" ("7s", "0.5s").
+_RETRY_DELAY = re.compile(r'"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"')
 
 
 def _parse_retry_after(value: str) -> float | None:
@@ -97,14 +106,68 @@ def _parse_retry_after(value: str) -> float | None:
 _NOISE = re.compile(
     r"^(litellm\.\w+:\s*|\w*(Error|Exception)\s*[:-]\s*|OpenAIException\s*-\s*)+"
 )
+# litellm's advice to the programmer, appended to some messages.
+_HANDLE_WITH = re.compile(r"\.?\s*Handle with `litellm\.\w+`\.?")
 
 
 def _detail(error: BaseException) -> str:
     """The provider's own words, without litellm's stacked class-name prefixes or a Python
-    traceback litellm pasted into them."""
+    traceback litellm pasted into them; an error body litellm quoted (as JSON, or as the
+    repr of its bytes: b'{"type": "error", ...}') is read for its message."""
+    return _short(provider_words(_body_text(error)))
+
+
+def _body_text(error: BaseException) -> str:
     text = str(getattr(error, "message", None) or error)
     text = text.split("Traceback (most recent call last)")[0]
-    return _short(_NOISE.sub("", text.strip()))
+    return _HANDLE_WITH.sub("", _NOISE.sub("", text.strip()))
+
+
+def provider_words(text: str) -> str:
+    """What a provider's error body says, where `text` holds one: Anthropic's and OpenAI's
+    `error.message`, Gemini's `error.message`, Ollama's `error`; else `text` itself, with
+    any bytes repr made text."""
+    body = _error_body(text)
+    if body is None:
+        return text
+    error = body.get("error", body)
+    if isinstance(error, str):
+        return error
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"]
+    return text
+
+
+def _error_body(text: str) -> dict | None:
+    """The JSON object in `text` (as text, or as the repr of bytes), if there is one."""
+    text = text.strip()
+    if re.match(r"^b(['\"]).*\1$", text, re.DOTALL):
+        try:
+            text = ast.literal_eval(text).decode("utf-8", "replace")
+        except (ValueError, SyntaxError, UnicodeError, AttributeError):
+            return None
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        body = json.loads(text[start:])
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _status(error: BaseException) -> int | None:
+    """The provider's real status: litellm reports some as another (Anthropic's 529
+    "overloaded" arrives as a 500), so the error body's own word counts first."""
+    body = _error_body(_body_text(error)) or {}
+    inner = body.get("error") if isinstance(body.get("error"), dict) else {}
+    if inner.get("type") == "overloaded_error":
+        return 529
+    code = inner.get("code")
+    if isinstance(code, int) and 400 <= code <= 599:
+        return code
+    status = getattr(error, "status_code", None)
+    return status if isinstance(status, int) else None
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -122,23 +185,15 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
     from bbm_tui.core.llm.loader import litellm_module
 
     litellm = litellm_module()
+    error = _answered_with_an_error(error, litellm)
     detail = _detail(error)
-    if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError):
-        from bbm_tui.core.llm.capabilities import key_env_var
-
-        variable = key_env_var(spec)
-        if variable and not os.environ.get(variable):
-            message = f"{spec.model}{where} needs an API key: set {variable}"
-        elif variable:
-            message = f"{spec.model}{where} rejected the API key in {variable}"
-        else:
-            message = f"{spec.model}{where} rejected the request's credentials"
-        return LLMError("auth", message)
+    if _is_auth_failure(error, detail, litellm):
+        return _auth_error(spec, where)
     if isinstance(error, litellm.RateLimitError):
         return LLMError(
             "rate_limit",
             f"{spec.model}{where} is rate-limiting requests",
-            _retry_after_seconds(error),
+            _retry_after_seconds(error, _body_text(error)),
         )
     if isinstance(error, litellm.ContextWindowExceededError):
         return LLMError("context_window", f"the prompt is too long for {spec.model}: {detail}")
@@ -183,15 +238,70 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
         | litellm.APIError
         | litellm.APIConnectionError,
     ):
-        status = getattr(error, "status_code", None)
+        status = _status(error)
         if _looks_like_connection_failure(detail):
             return LLMError("connection", f"cannot reach {spec.model}{where}: {detail}")
+        what = "is overloaded" if status == 529 else "had a server error"
         return LLMError(
             "server",
-            f"{spec.model}{where} had a server error ({status or 'no status'}): {detail}",
+            f"{spec.model}{where} {what} ({status or 'no status'}): {detail}",
             _retry_after_seconds(error),
         )
     return LLMError("unknown", f"{spec.model}{where} failed: {type(error).__name__}: {detail}")
+
+
+def _answered_with_an_error(error: BaseException, litellm: Any) -> BaseException:
+    """The provider's own error where litellm reports it as a broken stream: a streamed call
+    (Gemini's) whose reply was an HTTP error, found only when the stream was first read,
+    comes as a MidStreamFallbackError before the first chunk around the real one (a 429, a
+    401, a 503), which is what must be classified and retried (or not)."""
+    if not isinstance(error, litellm.exceptions.MidStreamFallbackError):
+        return error
+    original = getattr(error, "original_exception", None)
+    status = getattr(original, "status_code", None)
+    if (getattr(error, "is_pre_first_chunk", False) and isinstance(status, int)
+            and 400 <= status <= 599
+            and isinstance(original, litellm.exceptions.APIError | litellm.RateLimitError
+                           | litellm.AuthenticationError | litellm.BadRequestError
+                           | litellm.ServiceUnavailableError | litellm.NotFoundError)):
+        return original
+    return error
+
+
+# What litellm and the OpenAI client say when a key is missing or refused, whatever class
+# they raise it as: the OpenAI client's "Missing credentials" is a 500, a missing Gemini key
+# an APIConnectionError, Gemini's refused key a 400 with the reason API_KEY_INVALID.
+_AUTH_WORDS = ("Missing credentials", "API_KEY_INVALID", "API key not valid",
+               "Missing Gemini API key", "Missing Anthropic API Key")
+
+
+def _is_auth_failure(error: BaseException, detail: str, litellm: Any) -> bool:
+    if isinstance(error, litellm.AuthenticationError | litellm.PermissionDeniedError):
+        return True
+    text = f"{detail} {getattr(error, 'message', '')}"
+    return any(words in text for words in _AUTH_WORDS)
+
+
+def _auth_error(spec: ModelSpec, where: str) -> LLMError:
+    missing = missing_key(spec)
+    variable = missing or key_env_var(spec)
+    if missing or (variable and not os.environ.get(variable)):
+        message = f"{spec.model}{where} needs an API key: set {variable}"
+    elif variable:
+        message = f"{spec.model}{where} rejected the API key in {variable}"
+    else:
+        message = f"{spec.model}{where} rejected the request's credentials"
+    return LLMError("auth", message)
+
+
+def key_check(spec: ModelSpec) -> LLMError | None:
+    """The error a call would end in, found before it is made: the provider needs a key and
+    its variable is not set (litellm says which; no request goes out)."""
+    variable = missing_key(spec)
+    if variable is None:
+        return None
+    where = f" at {spec.api_base}" if spec.api_base else ""
+    return LLMError("auth", f"{spec.model}{where} needs an API key: set {variable}")
 
 
 def _guard_error(causes: list[BaseException]) -> str | None:
@@ -275,6 +385,9 @@ async def with_retries(
     attempt_once: Callable[[int], Awaitable[Any]],
     on_retry: Callable[[int, LLMError, float], Awaitable[None]] | None = None,
 ) -> Any:
+    missing = key_check(spec)
+    if missing is not None:
+        raise missing
     for attempt in range(1, policy.attempts + 1):
         try:
             async with call_turn(spec) as call:

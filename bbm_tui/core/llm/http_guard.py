@@ -12,12 +12,13 @@ so that each reply body is
 - cut off with `ReplyTooLarge` once it passes `MAX_REPLY_BYTES`;
 - when it is one JSON document (a whole answer), sent on with `"usage": null` where its usage
   is absurd (1e23, NaN, a string: litellm's parser then failed the whole answer);
-- when it is an event stream, watched for the provider's own counts (core/llm/usage_events.py),
-  read here because litellm hands them on only in its last chunk, which a stream closed at
-  the step's newline never reaches (Anthropic's input comes in its first event, Gemini's in
-  every chunk); a server that sends none (llama.cpp's, some proxies) gets litellm's own
-  tiktoken count in its place, which the caller records as an estimate (`UsageWatch`, set by
-  the caller around its call).
+- when it is a stream (server-sent events, or Ollama's newline-delimited JSON,
+  `application/x-ndjson`), passed on piece by piece as it comes, and watched for the
+  provider's own counts (core/llm/usage_events.py), read here because litellm hands them on
+  only in its last chunk, which a stream closed at the step's newline never reaches
+  (Anthropic's input comes in its first event, Gemini's in every chunk): a server that sends
+  none (llama.cpp's, some proxies) gets litellm's own tiktoken count in its place, which the
+  caller records as an estimate (`UsageWatch`, set by the caller around its call).
 
 It is installed once, from `llm.litellm_module()`, by wrapping litellm's
 `AsyncHTTPHandler._create_async_transport` (both the OpenAI-SDK path and litellm's own HTTP
@@ -82,7 +83,7 @@ class GuardedTransport(httpx.AsyncBaseTransport):
             (name, value) for name, value in response.headers.raw
             if name.lower() not in (b"content-encoding", b"content-length")
         ]
-        whole_json = "json" in response.headers.get("content-type", "").lower()
+        whole_json = is_whole_json(response.headers.get("content-type", ""))
         watch = usage_watch.get()
         if watch is not None:
             watch.replies += 1
@@ -96,6 +97,19 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+# JSON content types that are streams of documents, not one: passed on as they come.
+_STREAMED_JSON = ("ndjson", "jsonl", "json-seq", "jsonlines", "stream")
+
+
+def is_whole_json(content_type: str) -> bool:
+    """Whether a reply is one JSON document (held whole, to mend its usage), rather than a
+    stream of them: Ollama streams `application/x-ndjson`, one object a line, and holding
+    that back whole would show nothing until the answer's end and never let the client
+    close it early."""
+    lowered = content_type.lower()
+    return "json" in lowered and not any(kind in lowered for kind in _STREAMED_JSON)
 
 
 class GuardedStream(httpx.AsyncByteStream):

@@ -8,9 +8,10 @@ Each call's candidates are handed on as the call returns (`on_arrival`), so a vi
 them as they come.
 
 Facts from real servers (docs/NOTES.md): candidates are never streamed (litellm merges a
-streamed text completion's choices into one, with no log-probabilities); `top_logprobs` is
-always sent with log-probabilities (capabilities.TOP_ALTERNATIVES: without it, or at 0, one
-of the llama.cpp servers sends none); llama-cpp-python's server ignores `n` and llama-server
+streamed text completion's choices into one, with no log-probabilities); log-probabilities are
+asked for only where the provider gives them (capabilities.gives_logprobs), and `top_logprobs`
+with them wherever the provider takes it (capabilities.TOP_ALTERNATIVES: without it, or at 0,
+one of the llama.cpp servers sends none); llama-cpp-python's server ignores `n` and llama-server
 caps it at its slot count, so fewer choices than asked are made up with parallel calls;
 llama-server counts usage for one choice only (recorded as sent).
 """
@@ -29,6 +30,7 @@ from bbm_tui.core.llm.errors import with_retries
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.transport import (
     aligned_tokens,
+    aligned_tokens_short_of_stop,
     call_kwargs,
     native_stop_kwargs,
     not_an_answer,
@@ -53,6 +55,9 @@ class Candidate:
     truncated: bool
     call: int
     choice: int
+    # The end of `text` the provider sent no log-probability for (llama-server leaves out
+    # the token before a stop sequence): `logprob` is the rest's.
+    unscored: str = ""
 
     @property
     def logprob(self) -> float | None:
@@ -66,6 +71,9 @@ class Samples:
     # How the candidates were asked for: "n" (one call), "parallel", or "n+parallel" (the
     # provider returned fewer choices than asked).
     how: str = ""
+    # Whether log-probabilities were asked for: False where the provider gives none
+    # (capabilities.gives_logprobs), so that a choice without them can say why.
+    logprobs_asked: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,7 +101,7 @@ async def sample_steps(
     candidates as the call returns (parallel calls in any order). Cancelled, it cancels
     the calls still out. `parts`: the prompt's pieces, as stream_step takes them. Raises
     LLMError (the first call that failed; the others are cancelled)."""
-    samples = Samples()
+    samples = Samples(logprobs_asked=asks_logprobs(spec, settings, streamed=False))
     arrivals: list[Arrived] = []
 
     def arrived(arrival: Arrived) -> None:
@@ -185,7 +193,7 @@ async def _call_once(
     latency = time.perf_counter() - started
     number = asked_number(prompt)
     candidates = [
-        _candidate(choice, index, spec.mode, number)
+        _candidate(choice, index, spec.mode, number, native_stop="stop" in kwargs)
         for index, choice in enumerate(getattr(response, "choices", None) or [])
     ]
     if not any(candidate.raw or candidate.finish_reason for candidate in candidates):
@@ -209,7 +217,8 @@ async def _call_once(
     return call, candidates
 
 
-def _candidate(choice: Any, index: int, mode: str, number: int | None) -> Candidate:
+def _candidate(choice: Any, index: int, mode: str, number: int | None,
+               native_stop: bool = False) -> Candidate:
     if mode == "chat":
         message = getattr(choice, "message", None)
         raw = getattr(message, "content", None) or ""
@@ -221,10 +230,15 @@ def _candidate(choice: Any, index: int, mode: str, number: int | None) -> Candid
     # Cut at its token limit without reaching a line break: kept, marked like a streamed cut.
     truncated = finish_reason == "length" and end == len(raw.rstrip())
     logprobs = getattr(choice, "logprobs", None)
-    tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end) if logprobs else None
+    tokens, unscored = None, ""
+    if logprobs and native_stop and finish_reason == "stop":
+        tokens, unscored = aligned_tokens_short_of_stop(raw, token_logprobs(logprobs), start,
+                                                        end)
+    elif logprobs:
+        tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end)
     choice_index = getattr(choice, "index", None)
     return Candidate(
         text=raw[start:end], tokens=tokens, raw=raw, finish_reason=finish_reason,
         truncated=truncated, call=0,
-        choice=choice_index if isinstance(choice_index, int) else index,
+        choice=choice_index if isinstance(choice_index, int) else index, unscored=unscored,
     )

@@ -305,12 +305,16 @@ def not_an_answer(spec: ModelSpec, what: str, kind: ErrorKind = "server") -> LLM
 
 def _provider_finish_reason(stream: Any, state: _StreamState) -> str | None:
     """The finish reason the provider itself sent. litellm's stream wrapper makes up "stop"
-    for a stream that ended without one; it keeps what it received in
-    `received_finish_reason` (litellm 1.103.7; tests/test_hostile_server.py fails if that
-    changes). Text-completion streams wrap a chat stream wrapper (`state.inner_stream`)."""
+    for a stream that ended without one, so a chunk's finish reason alone proves nothing;
+    what the provider sent the wrapper keeps in `received_finish_reason` (OpenAI-style
+    streams) or, when a chunk carried it without ending the stream there (Gemini's last
+    chunk: text and `finishReason` together), in `intermittent_finish_reason` (litellm
+    1.103.7; tests/test_hostile_server.py fails if either changes). Text-completion streams
+    wrap a chat stream wrapper (`state.inner_stream`)."""
     for wrapper in (stream, state.inner_stream):
         if wrapper and hasattr(wrapper, "received_finish_reason"):
-            return wrapper.received_finish_reason
+            return (wrapper.received_finish_reason
+                    or getattr(wrapper, "intermittent_finish_reason", None))
     return state.finish_reason
 
 
@@ -451,6 +455,33 @@ def aligned_tokens(raw: str, tokens: Sequence[TokenLogprob], start: int,
         piece = token.text[max(start, token_start) - token_start: min(end, offset) - token_start]
         kept.append(TokenLogprob(piece, token.logprob, token.alternatives))
     return kept
+
+
+# The most text at the end of a whole answer stopped by its stop sequence that may come
+# without log-probabilities: llama-server drops as many tokens from the end of the list as its
+# tokenizer makes of the stop string, and the Llama vocabulary makes two of "\n" (a leading
+# space and the line break), so the token before the stop goes too (docs/NOTES.md).
+WITHHELD_MAX_CHARS = 32
+
+
+def aligned_tokens_short_of_stop(raw: str, tokens: Sequence[TokenLogprob], start: int,
+                                 end: int) -> tuple[list[TokenLogprob] | None, str]:
+    """The tokens of raw[start:end] as `aligned_tokens` finds them, for a whole answer the
+    provider ended at a native stop sequence; where its tokens spell the text but stop short
+    of the step's end by a little (what llama-server withheld), the tokens of the part they
+    cover, and the text left without log-probabilities (else "")."""
+    aligned = aligned_tokens(raw, tokens, start, end)
+    if aligned is not None or not tokens:
+        return aligned, ""
+    covered = len("".join(token.text for token in tokens))
+    withheld = raw[covered:end]
+    # One token's worth: short, and no space or line break inside it.
+    if not start < covered < end or len(withheld) > WITHHELD_MAX_CHARS or (
+        len(withheld.strip().split()) != 1 or LINE_BREAK.search(withheld)
+    ):
+        return None, ""
+    aligned = aligned_tokens(raw, tokens, start, covered)  # None: they do not spell it
+    return (aligned, withheld) if aligned is not None else (None, "")
 
 
 async def _close_stream(stream: Any) -> None:

@@ -25,7 +25,7 @@ from bbm_tui.ui.text import MUTED, safe_line, styled
 GLYPH_CHOSEN = "★"
 GLYPH_WAITING = "…"
 HOW_CHOSEN = {"logprob": "the highest log-probability of those that differ",
-              "first": "the first that differs (the provider sent no log-probabilities)"}
+              "first": "the first that differs"}
 
 
 def describe_sample(index: int, text: str, logprob: float | None, dropped: bool,
@@ -116,10 +116,14 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         if ready.resample.chosen is None:
             return styled(f"No sample differs from Thought {self.number}: the trace stays as "
                           f"it was. {cancel} closes", MUTED)
-        rule = HOW_CHOSEN[ready.resample.chosen_by or "first"]
+        # The paper's rule, or why it could not be applied: never silently the first.
+        why = ready.resample.without_logprobs
+        rule = why or "the paper's choice: " + HOW_CHOSEN[ready.resample.chosen_by or "first"]
+        if ready.resample.partly_scored:
+            rule = f"{rule} ({ready.resample.partly_scored})"
         # enter is the list's own key (it selects), not a binding.
-        return styled(f"{GLYPH_CHOSEN} the paper's choice: {rule}. enter continues from the "
-                      f"highlighted one (a new branch) · {cancel} keeps the trace", MUTED)
+        return styled(f"{GLYPH_CHOSEN} {rule}. enter continues from the highlighted one (a new "
+                      f"branch) · {cancel} keeps the trace", MUTED)
 
     def arrived(self, sample: SampleArrived) -> None:
         """One sample is in: its row shows it (dropped or not); the choice waits for all."""
