@@ -87,10 +87,11 @@ def wait_until(condition, limit_s: float = 5.0) -> bool:
     return condition()
 
 
-def run_one_question(server: FakeServer, model: str, tmp_path: Path) -> int:
+def run_one_question(server: FakeServer, model: str, tmp_path: Path, mode: str = "chat"
+                     ) -> int:
     out = tmp_path / "out.jsonl"
-    return main(["run", "--model", model, "--api-base", server.base_url, "--task",
-                 "word_sorting", "--dataset", "--limit", "1", "--out", str(out),
+    return main(["run", "--model", model, "--api-base", server.base_url, "--mode", mode,
+                 "--task", "word_sorting", "--dataset", "--limit", "1", "--out", str(out),
                  "--no-progress"])
 
 
@@ -221,3 +222,21 @@ async def test_an_offline_model_still_costs_nothing() -> None:
     items = [item async for item in llm.stream_step(llm.ModelSpec("replay/bbm"), prompt)]
     assert items[-1].call.cost == 0.0
     await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize("model, mode", [("ollama/llama3", "completion"),
+                                         ("ollama_chat/llama3", "chat")])
+def test_ollamas_own_counts_are_stored(ollama_server, tmp_path: Path, model: str,
+                                       mode: str) -> None:
+    """Ollama honours the stop, and counts the prompt and the answer on its last line
+    (`prompt_eval_count`, `eval_count`); litellm prices its models at $0. (`ollama/` takes
+    the raw prompt: in chat mode litellm wraps it in a template of its own.)"""
+    ollama_server.responder = slow_tail(2048, 0, 0)
+    assert run_one_question(ollama_server, model, tmp_path, mode) == 0
+    calls = calls_of()
+    row = bundled_rows("word_sorting")[0]
+    assert len(calls) == len(row.steps)
+    for call, step in zip(calls, row.steps, strict=True):
+        assert (call["prompt_tokens"], call["usage_estimated"], call["cost"]) == (2048, 0, 0.0)
+        # The server counts a word a token; the step is the text before the stop.
+        assert call["completion_tokens"] == len(step.split())
