@@ -87,11 +87,11 @@ def test_an_estimate_is_shown_as_one() -> None:
 
     def step(estimated: bool) -> Step:
         return Step(1, 1, None, 1, "4 + 4 = 8", "model", None, False, 0.0, latency_s=0.4,
-                    completion_tokens=7, usage_estimated=estimated)
+                    prompt_tokens=970, completion_tokens=7, usage_estimated=estimated)
 
-    assert "~7 tok" in step_meta(step(True), wall_clock=False)
-    assert "7 tok" in step_meta(step(False), wall_clock=False)
+    assert "~970 in · ~7 out" in step_meta(step(True), wall_clock=False)
+    assert "970 in · 7 out" in step_meta(step(False), wall_clock=False)
     assert "~" not in step_meta(step(False), wall_clock=False)
     assert format_totals(Totals(2, 970, 12, 0.0, estimated_calls=1)) == (
-        "2 calls · ~982 tok · $0.000")
-    assert format_totals(Totals(2, 970, 12, 0.0)) == "2 calls · 982 tok · $0.000"
+        "2 calls · ~970 in / 0 cached / ~12 out · $0")
+    assert format_totals(Totals(2, 970, 12, 0.0)) == "2 calls · 970 in / 0 cached / 12 out · $0"

@@ -63,9 +63,9 @@ async def test_n_generates_one_thought_and_commits_it(store: Store) -> None:
         saved = store.branch(screen.trace.id)
         assert [step.text for step in saved] == row.steps[:2]
         assert [view.text for view in finished_views(app)] == row.steps[:2]
-        # Each thought shows its tokens; the title shows the running totals.
+        # Each thought shows its tokens and cost; the title shows the running totals.
         meta = finished_views(app)[0].meta
-        assert "tok" in meta
+        assert " in · " in meta and " out · $0" in meta
         assert "2 calls" in str(screen.query_one("#title-bar .title-right").render())
 
 

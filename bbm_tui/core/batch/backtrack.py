@@ -372,5 +372,6 @@ def to_json(result: BacktrackResult, locations: Locations) -> dict[str, Any]:
     return {"tasks": {task: deltas.to_json() for task, deltas in result.tables.items()},
             "locations": locations.kind,
             **({"paper": paper_table_6(locations.paper_key)} if locations.paper_key else {}),
-            **({"notes": list(result.progress.notes)} if result.progress.notes else {})}
+            **({"notes": list(result.progress.notes)} if result.progress.notes else {}),
+            "usage": result.progress.usage_json()}
 

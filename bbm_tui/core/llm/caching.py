@@ -13,7 +13,8 @@ prompt the last one plus a thought: the exact case providers' prompt caches are 
   each block boundary up to 20 blocks before a mark), so a step pays full price for its new
   label only. A finder's few-shot messages get one mark, on the last of them.
 - Nothing is cached below the model's minimum (litellm knows some; else Anthropic's and
-  OpenAI's 1,024 tokens): `below_caching_minimum` says when a prompt was, for a note.
+  OpenAI's 1,024 tokens): `below_caching_minimum` says when a prompt was, for a note (for the
+  models litellm's map knows: of another, its caching is not known).
 
 `caching = false` in the config sends the prompts unmarked (CallSettings.caching).
 """
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bbm_tui.core.llm.loader import litellm_module
+from bbm_tui.core.llm.usage import priced_name
 from bbm_tui.core.types import CallRecord, CallSettings, ModelSpec
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -91,6 +93,10 @@ def caching_minimum(spec: ModelSpec) -> int | None:
 
 @functools.lru_cache(maxsize=256)
 def _minimum(model: str) -> int | None:
+    # Only a model litellm's map knows: "openai/…" at a local server is often a model of the
+    # server's own (vLLM, llama.cpp), whose prefix cache has no minimum.
+    if priced_name(model) is None:
+        return None
     litellm = litellm_module()
     try:
         _, provider, _, _ = litellm.get_llm_provider(model)

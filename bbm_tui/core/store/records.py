@@ -106,13 +106,17 @@ class Label:
 
 @dataclass(frozen=True)
 class SessionSummary:
-    """A session as the sessions list shows it: its steps, label and answer."""
+    """A session as the sessions list shows it: its steps, label and answer, and what its
+    calls cost (`cost` sums those whose price is known; `unpriced_calls` are not)."""
 
     session: Session
     steps: int
     label: Label | None
     mistake_number: int | None
     answer: str | None
+    calls: int = 0
+    cost: float = 0.0
+    unpriced_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,24 @@ class Totals:
     def known_cost(self) -> float | None:
         """The cost, or None when no call's price is known (never a made-up $0)."""
         return None if self.calls and self.unpriced_calls == self.calls else self.cost
+
+    def plus(self, call: CallRecord) -> Totals:
+        """These totals and one more call, as the store will sum them once it is committed:
+        a screen keeps its totals in step without reading them again."""
+        unpriced = self.unpriced_models
+        if call.cost is None and call.model not in unpriced:
+            unpriced = tuple(sorted((*unpriced, call.model)))
+        return Totals(
+            self.calls + 1,
+            self.prompt_tokens + (call.prompt_tokens or 0),
+            self.completion_tokens + (call.completion_tokens or 0),
+            self.cost + (call.cost or 0.0),
+            self.estimated_calls + call.usage_estimated,
+            self.cached_tokens + (call.cached_tokens or 0),
+            self.cache_write_tokens + (call.cache_write_tokens or 0),
+            self.unpriced_calls + (call.cost is None),
+            unpriced,
+        )
 
 
 def default_session_name(task: str, dataset_index: int | None, input_text: str) -> str:

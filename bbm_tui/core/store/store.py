@@ -302,8 +302,8 @@ class Store:
         self, query: SessionQuery, offset: int, limit: int | None
     ) -> list[SessionSummary]:
         """`limit` sessions (None: all) from position `offset` of the list `query` asks for,
-        in two queries whatever their number: the rows with their step count, answer and
-        label, then which flagged mistakes lie on the branch on show."""
+        in three queries whatever their number: the rows with their step count, answer and
+        label, which flagged mistakes lie on the branch on show, and what their calls cost."""
         where, parameters = _session_filter(query)
         rows = self._read(
             f"""SELECT s.*, h.number AS _steps, h.answer AS _answer, l.id AS _label_id,
@@ -316,7 +316,22 @@ class Store:
         )
         on_branch = self._mistakes_on_branch(
             [row["id"] for row in rows if row["_mistake_step_id"] is not None])
-        return [_summary(row, on_branch) for row in rows]
+        spend = self._spend([row["id"] for row in rows])
+        return [_summary(row, on_branch, spend.get(row["id"], (0, 0.0, 0))) for row in rows]
+
+    def _spend(self, session_ids: list[int]) -> dict[int, tuple[int, float, int]]:
+        """Each session's calls, their known cost and how many have none, by session id."""
+        found: dict[int, tuple[int, float, int]] = {}
+        for start in range(0, len(session_ids), 500):  # SQLite's limit on parameters
+            chunk = session_ids[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for session_id, calls, cost, unpriced in self._read_tuples(
+                f"""SELECT session_id, COUNT(*), COALESCE(SUM(cost), 0), SUM(cost IS NULL)
+                    FROM calls WHERE session_id IN ({marks}) GROUP BY session_id""",
+                tuple(chunk),
+            ):
+                found[session_id] = (calls, cost, unpriced)
+        return found
 
     def session_position(self, query: SessionQuery, session_id: int) -> int | None:
         """Where session `session_id` is in the list `query` asks for (None: not in it)."""
@@ -1076,7 +1091,8 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _summary(row: sqlite3.Row, on_branch: set[int]) -> SessionSummary:
+def _summary(row: sqlite3.Row, on_branch: set[int], spend: tuple[int, float, int]
+             ) -> SessionSummary:
     columns = [key for key in row.keys() if not key.startswith("_")]  # noqa: SIM118
     session = Session(**{key: row[key] for key in columns})
     label = None
@@ -1085,7 +1101,9 @@ def _summary(row: sqlite3.Row, on_branch: set[int]) -> SessionSummary:
                       row["_leaf_step_id"], row["_label_at"], row["_annotator"],
                       bool(row["_assisted"]))
     number = row["_mistake_number"] if session.id in on_branch else None
-    return SessionSummary(session, row["_steps"] or 0, label, number, row["_answer"])
+    calls, cost, unpriced = spend
+    return SessionSummary(session, row["_steps"] or 0, label, number, row["_answer"], calls,
+                          cost, unpriced)
 
 
 def tokens_json(tokens: Sequence[TokenLogprob] | None) -> str | None:

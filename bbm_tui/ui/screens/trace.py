@@ -609,14 +609,12 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
             return
         # Kept in step with the store's totals without a read per step: the call just
         # committed is exactly the one that adds to them.
-        self.totals = Totals(
-            self.totals.calls + 1,
-            self.totals.prompt_tokens + (call.prompt_tokens or 0),
-            self.totals.completion_tokens + (call.completion_tokens or 0),
-            self.totals.cost + (call.cost or 0.0),
-            self.totals.estimated_calls + call.usage_estimated,
-        )
+        self.totals = self.totals.plus(call)
         self._show_title()
+        note = llm.below_caching_minimum(call, self.bbm_app.stepper_settings.call)
+        if note is not None and note not in self.bbm_app.notes_said:
+            self.bbm_app.notes_said.add(note)
+            self.notify(note, title="Prompt caching", markup=False, timeout=10)
 
     def _drop_unfinished(self) -> None:
         for view in self._streaming.values():
