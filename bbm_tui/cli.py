@@ -450,6 +450,7 @@ def _print_run_json(out: Path, progress: Any, stopped: bool = False) -> None:
 
 def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_batch_notes(out, progress)
+    _print_impossible_logprobs(progress.impossible_logprobs, "step")
     how = "stopped: " if stopped else ""
     print(
         f"{how}{_traces(progress.done)} written to {out}, {progress.skipped} already there, "
@@ -551,6 +552,15 @@ def _print_batch_notes(out: Path, progress: Any) -> None:
               file=sys.stderr)
 
 
+def _print_impossible_logprobs(count: int, noun: str) -> None:
+    if count:
+        print(f"bbm-tui: {_count(count, noun)} came with log-probabilities no model could give "
+              "(positive, NaN, infinite or out of range); "
+              f"{'it was' if count == 1 else 'they were'} kept without log-probabilities "
+              "(null in OUT)" + (", and never chosen by them" if noun == "sample" else ""),
+              file=sys.stderr)
+
+
 class ProgressDisplay:
     """A rich progress bar on stderr (a terminal only), fed by a batch's progress object:
     `detail(progress)` says what the bar shows beside the count."""
@@ -634,7 +644,7 @@ def stats_command(args: argparse.Namespace) -> int:
         return fail(str(error), EXIT_USAGE)
     result = dataset_stats(rows_by_task)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK
     _print_stats_table(result)
     return EXIT_OK
@@ -768,7 +778,7 @@ def find_command(args: argparse.Namespace) -> int:
             scores["paper"] = {"model": args.paper,
                                "tasks": {k: v for k, v in paper.items() if k != "overall"},
                                "overall": paper.get("overall", {})}
-        print(json.dumps(scores, indent=2))
+        print(json.dumps(scores, indent=2, allow_nan=False))
     else:
         _print_find_table(outcome.report, args, paper)
     return EXIT_FAILURE if progress.failed else EXIT_OK
@@ -909,7 +919,7 @@ def verify_command(args: argparse.Namespace) -> int:
         return fail(str(error), EXIT_USAGE)
     ordered = {task: found[task] for task in TASK_NAMES if task in found}
     if args.json:
-        print(json.dumps({"tasks": ordered}, indent=2))
+        print(json.dumps({"tasks": ordered}, indent=2, allow_nan=False))
         return EXIT_OK
     _print_verify_report(ordered)
     return EXIT_OK
@@ -1029,7 +1039,7 @@ def backtrack_command(args: argparse.Namespace) -> int:
         store.close()
     _print_backtrack_summary(args.out, result.progress)
     if args.json:
-        print(json.dumps(to_json(result, locations), indent=2))
+        print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))
     else:
         _print_backtrack_table(result, locations)
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
@@ -1037,6 +1047,7 @@ def backtrack_command(args: argparse.Namespace) -> int:
 
 def _print_backtrack_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_batch_notes(out, progress)
+    _print_impossible_logprobs(progress.impossible_logprobs, "sample")
     if progress.unlabelled:
         print(f"bbm-tui: {_traces(progress.unlabelled)} unlabelled: no gold location, kept as "
               "they are", file=sys.stderr)
@@ -1135,7 +1146,7 @@ def sessions_command(args: argparse.Namespace) -> int:
                 # None: no call's price is known; with unpriced_calls, a lower bound.
                 "cost": round(summary.cost, 8) if known else None,
                 "unpriced_calls": summary.unpriced_calls,
-            }))
+            }, allow_nan=False))
         else:
             print(f"{session.id:>5}  {one_line(session.name, 40):<40}  {session.task:<26}"
                   f"{summary.steps:>4} {'step ' if summary.steps == 1 else 'steps'}  "
@@ -1213,9 +1224,11 @@ def agreement_command(args: argparse.Namespace) -> int:
         return fail(str(error), EXIT_USAGE)
     except StoreError as error:
         return fail(str(error))
+    for note in data.notes:
+        print(f"bbm-tui: {note}", file=sys.stderr)
     result = report.report_json(data)
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result, allow_nan=False))
     else:
         _print_agreement(result, len(data.labels))
     if args.consensus is not None:
@@ -1246,13 +1259,28 @@ def _print_agreement(result: dict, annotators: int) -> None:
     def figure(value: float | None, digits: int = 3) -> str:
         return "—" if value is None else f"{value:.{digits}f}"
 
+    def percent(value: float | None) -> str:
+        return "—" if value is None else f"{value:.1f}%"
+
+    undefined = result["undefined"]
     print(f"annotators: {annotators}; traces labelled by two or more: {result['n']}")
-    print(f"Krippendorff's alpha (nominal): {figure(result['krippendorff_alpha'])}")
+    alpha = figure(result["krippendorff_alpha"])
+    if "krippendorff_alpha" in undefined:
+        alpha = f"undefined: {undefined['krippendorff_alpha']}"
+        if result["raw_agreement"] is not None:
+            alpha += (f", so chance agreement is total; raw agreement "
+                      f"{percent(result['raw_agreement'])} over {_traces(result['n'])}")
+    print(f"Krippendorff's alpha (nominal): {alpha}")
     for pair, kappa in result["cohen_kappa"].items():
-        print(f"Cohen's kappa {pair.replace('|', ' / ')}: {figure(kappa)}")
-    for name, percent in result["gold_agreement"].items():
-        print(f"agreement with gold, {name}: "
-              + ("—" if percent is None else f"{percent:.1f}%"))
+        shown = figure(kappa)
+        if pair in undefined:
+            shown = f"undefined: {undefined[pair]}"
+            raw = result["cohen_raw_agreement"].get(pair)
+            if raw is not None:
+                shown += f"; raw agreement {percent(raw)}"
+        print(f"Cohen's kappa {pair.replace('|', ' / ')}: {shown}")
+    for name, value in result["gold_agreement"].items():
+        print(f"agreement with gold, {name}: {percent(value)}")
     for task, figures in result.get("per_task", {}).items():
         print(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
               f"(paper: {figure(figures['paper_krippendorff_alpha'])})")

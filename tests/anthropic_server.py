@@ -29,11 +29,11 @@ from typing import Any
 from aiohttp import web
 
 from tests.fake_server import (
+    Answer,
     Asked,
     FakeServer,
     Reply,
     Usage,
-    limited_text,
     pieces_of,
     prompt_of,
     segments_of,
@@ -90,13 +90,11 @@ class FakeAnthropic(FakeServer):
         if not body.get("max_tokens"):
             return web.json_response(anthropic_error(400, "max_tokens: Field required"),
                                      status=400)
-        reply = self._next_reply(request.path, body)
-        early = await self._before_answer(request, record, reply)
-        if early is not None:
-            return early
-        asked = self.asked(body, request)
-        text, ended = limited_text(reply, reply.text, asked.stops, asked.max_tokens)
-        stop_reason, stop_sequence = _stop_reason(reply, text, ended, asked)
+        answer = await self._answer(request, record, body)
+        if not isinstance(answer, Answer):
+            return answer
+        reply, asked, text = answer.reply, answer.asked, answer.text
+        stop_reason, stop_sequence = _stop_reason(answer)
         pieces = pieces_of(text, reply.chunk_chars)
         if asked.stream:
             framing = _Framing(self, reply, body, asked, stop_reason, stop_sequence)
@@ -111,18 +109,14 @@ class FakeAnthropic(FakeServer):
         }, headers=reply.headers)
 
 
-def _stop_reason(reply: Reply, text: str, ended: str | None, asked: Asked
-                 ) -> tuple[str, str | None]:
+def _stop_reason(answer: Answer) -> tuple[str, str | None]:
     """Anthropic's stop reason, and the stop sequence met (the first in the text)."""
-    if ended == "stop":
-        rest = reply.text[len(text):]
-        met = next((stop for stop in asked.stops if stop and rest.startswith(stop)), None)
+    if answer.ended == "stop":
+        rest = answer.reply.text[len(answer.text):]
+        met = next((stop for stop in answer.asked.stops if stop and rest.startswith(stop)),
+                   None)
         return "stop_sequence", met
-    if ended == "length":
-        return "max_tokens", None
-    if reply.finish_reason not in (None, "stop"):
-        return reply.finish_reason, None
-    return "end_turn", None
+    return answer.finish("end_turn", "max_tokens"), None
 
 
 def _usage(usage: Usage, output_tokens: int | None = None) -> dict[str, Any]:

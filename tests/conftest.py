@@ -15,6 +15,7 @@ from tests.gemini_server import FakeGemini
 from tests.ollama_server import FakeOllama
 from tests.openai_server import FakeOpenAI
 from tests.reference import build_reference_tree, mismatches_in_shipped
+from tests.strict_json import nonstandard_json_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_BBM = ROOT.parent / "shared" / "bbm"
@@ -28,16 +29,22 @@ KEY_VARIABLES = (
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                  request: pytest.FixtureRequest) -> Iterator[Path]:
     """Every test gets its own store and config location, an instant replay model, and no
-    API keys from the environment."""
+    API keys from the environment. Afterwards, every JSON and JSONL file the test left (the
+    outputs of every command the suite runs) must be standard JSON: no NaN or Infinity,
+    which strict readers refuse."""
     home = tmp_path / "home"
     monkeypatch.setenv("BBM_TUI_HOME", str(home))
     monkeypatch.setenv("BBM_TUI_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
     for variable in KEY_VARIABLES:
         monkeypatch.delenv(variable, raising=False)
-    return home
+    yield home
+    if request.node.get_closest_marker("nonstandard_json_inputs") is None:
+        found = nonstandard_json_files(tmp_path)
+        assert not found, "files that are not standard JSON:\n" + "\n".join(found)
 
 
 def _serving(server: FakeServer) -> Iterator[FakeServer]:

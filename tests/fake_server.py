@@ -66,6 +66,9 @@ class Reply:
     # then carry on.
     stall_s: float = 0.0
     logprob_per_token: float | None = None
+    # Each token's log-probability in turn, sent as is (streamed or whole), in place of
+    # `logprob_per_token`: values no model could give (NaN, 3999.9, true) among good ones.
+    logprob_values: list[Any] | None = None
     usage: bool = True
     # The provider's finish reason in its own words (None: the wire's usual one, "stop",
     # "end_turn", "STOP"...). On the OpenAI wire, None ends the stream ([DONE]) with no
@@ -144,6 +147,26 @@ class Asked:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """What the model writes for one request: the scripted reply, what the request asked,
+    the text (cut at a stop sequence or the token limit) and why it ended there ("stop",
+    "length", or None: the text ran out)."""
+
+    reply: Reply
+    asked: Asked
+    text: str
+    ended: str | None
+
+    def finish(self, stop: str, length: str) -> str:
+        """The finish reason in the wire's words: `length` at the token limit, else the
+        reply's own (as scripted), else `stop`."""
+        if self.ended == "length":
+            return length
+        reason = self.reply.finish_reason
+        return reason if reason not in (None, "stop") else stop
+
+
+@dataclass(frozen=True)
 class Usage:
     """One answer's usage, counted by the server: `prompt` is every prompt token, `cached`
     and `cache_write` are the part read from and written to the prompt cache."""
@@ -219,6 +242,13 @@ def choice_logprob(reply: Reply, index: int) -> float | None:
     if reply.choice_logprobs is not None:
         return reply.choice_logprobs[index % len(reply.choice_logprobs)]
     return reply.logprob_per_token
+
+
+def token_logprob(reply: Reply, place: int, otherwise: Any) -> Any:
+    """The log-probability the server sends for the token at `place` of a choice."""
+    if reply.logprob_values is not None:
+        return reply.logprob_values[place % len(reply.logprob_values)]
+    return otherwise
 
 
 class PromptCache:
@@ -445,6 +475,18 @@ class FakeServer:
         if reply.raw_body is not None or reply.raw_chunks is not None:
             return await self._raw(request, reply)
         return None
+
+    async def _answer(self, request: web.Request, record: RecordedRequest,
+                      body: dict[str, Any]) -> Answer | web.StreamResponse:
+        """The next reply for this request, after its waits and faults: either a response to
+        send as it is (an error, a raw body) or what the model writes."""
+        reply = self._next_reply(request.path, body)
+        early = await self._before_answer(request, record, reply)
+        if early is not None:
+            return early
+        asked = self.asked(body, request)
+        text, ended = limited_text(reply, reply.text, asked.stops, asked.max_tokens)
+        return Answer(reply, asked, text, ended)
 
     async def _hold(self, record: RecordedRequest, event: threading.Event, limit_s: float
                     ) -> None:

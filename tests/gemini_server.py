@@ -30,13 +30,13 @@ from typing import Any
 from aiohttp import web
 
 from tests.fake_server import (
+    Answer,
     Asked,
     FakeServer,
     Reply,
     Usage,
     choice_logprob,
     choice_texts,
-    limited_text,
     pieces_of,
     prompt_of,
 )
@@ -109,14 +109,11 @@ class FakeGemini(FakeServer):
         key = request.headers.get("x-goog-api-key") or request.query.get("key")
         if self.api_key is not None and key != self.api_key:
             return web.json_response(key_invalid(), status=400)
-        reply = self._next_reply(request.path, body)
-        early = await self._before_answer(request, record, reply)
-        if early is not None:
-            return early
-        asked = self.asked(body, request)
-        text, ended = limited_text(reply, reply.text, asked.stops, asked.max_tokens)
-        finish = "MAX_TOKENS" if ended == "length" else (
-            reply.finish_reason if reply.finish_reason not in (None, "stop") else "STOP")
+        answer = await self._answer(request, record, body)
+        if not isinstance(answer, Answer):
+            return answer
+        reply, asked, text = answer.reply, answer.asked, answer.text
+        finish = answer.finish("STOP", "MAX_TOKENS")
         pieces = pieces_of(text, reply.chunk_chars)
         if asked.stream:
             if request.query.get("alt") != "sse":

@@ -21,11 +21,11 @@ from typing import Any
 from aiohttp import web
 
 from tests.fake_server import (
+    Answer,
     Asked,
     FakeServer,
     Reply,
     Usage,
-    limited_text,
     pieces_of,
     prompt_of,
 )
@@ -69,14 +69,11 @@ class FakeOllama(FakeServer):
 
     async def _handle(self, request: web.Request, chat: bool) -> web.StreamResponse:
         record, body = await self._record(request)
-        reply = self._next_reply(request.path, body)
-        early = await self._before_answer(request, record, reply)
-        if early is not None:
-            return early
-        asked = self.asked(body, request)
-        text, ended = limited_text(reply, reply.text, asked.stops, asked.max_tokens)
-        done_reason = "length" if ended == "length" else (
-            reply.finish_reason if reply.finish_reason not in (None, "stop") else "stop")
+        answer = await self._answer(request, record, body)
+        if not isinstance(answer, Answer):
+            return answer
+        reply, asked, text = answer.reply, answer.asked, answer.text
+        done_reason = answer.finish("stop", "length")
         pieces = pieces_of(text, reply.chunk_chars)
         framing = _Framing(self, reply, body, asked, chat, done_reason)
         if asked.stream:

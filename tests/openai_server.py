@@ -32,6 +32,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fake_server import (
+    Answer,
     Asked,
     FakeServer,
     RecordedRequest,
@@ -44,6 +45,7 @@ from tests.fake_server import (
     limited_text,
     pieces_of,
     prompt_of,
+    token_logprob,
 )
 
 __all__ = ["FakeOpenAI", "RecordedRequest", "Reply", "Responder", "dataset_responder"]
@@ -75,6 +77,9 @@ class FakeOpenAI(FakeServer):
         app.router.add_post("/chat/completions", self._chat)
         app.router.add_post("/completions", self._text)
         app.router.add_get("/v1/models", self._models)
+        # A gateway that takes a key in the path (`/ok/sk-.../v1`), as some proxies do.
+        app.router.add_post("/{prefix:.+}/v1/chat/completions", self._chat)
+        app.router.add_post("/{prefix:.+}/v1/completions", self._text)
 
     def reset(self) -> None:
         super().reset()
@@ -107,12 +112,10 @@ class FakeOpenAI(FakeServer):
         self._arrivals += 1
         record, body = await self._record(request)
         record.arrival = self._arrivals
-        reply = self._next_reply(request.path, body)
-        early = await self._before_answer(request, record, reply)
-        if early is not None:
-            return early
-        asked = self.asked(body, request)
-        text, _ = limited_text(reply, reply.text, asked.stops, asked.max_tokens)
+        answer = await self._answer(request, record, body)
+        if not isinstance(answer, Answer):
+            return answer
+        reply, asked, text = answer.reply, answer.asked, answer.text
         if asked.stream:
             if reply.raw_text is not None:
                 return await self._raw_text(request, reply, body, chat, asked)
@@ -190,13 +193,16 @@ class FakeOpenAI(FakeServer):
         if not body.get("logprobs"):
             return None
         value = choice_logprob(reply, index)
-        if value is None:
+        if value is None and reply.logprob_values is None:
             return None
         pieces = self._logprob_pieces(reply, text, index, asked)
+        values = [token_logprob(reply, place, value) for place in range(len(pieces))]
         if chat or reply.logprob_form == "chat":
-            return {"content": [_chat_logprob(piece, value, reply, body) for piece in pieces]}
-        top = [dict(_alternatives(piece, value, reply, body)) for piece in pieces]
-        return {"tokens": pieces, "token_logprobs": [value] * len(pieces),
+            return {"content": [_chat_logprob(piece, value, reply, body)
+                                for piece, value in zip(pieces, values, strict=True)]}
+        top = [dict(_alternatives(piece, value, reply, body))
+               for piece, value in zip(pieces, values, strict=True)]
+        return {"tokens": pieces, "token_logprobs": values,
                 "top_logprobs": top if reply.alternatives else None, "text_offset": None}
 
     def _logprob_pieces(self, reply: Reply, text: str, index: int, asked: Asked) -> list[str]:
@@ -247,7 +253,7 @@ class _Framing:
         return [b"data: " + event + b"\n\n" for event in self.reply.raw_events or []]
 
     def piece(self, text: str, index: int, last: bool) -> bytes:
-        return _sse(self.chunk(text, None))
+        return _sse(self.chunk(text, None, place=index))
 
     def malformed(self) -> bytes:
         return b'data: {"choices": [{"delta": {"content": "x"\n\ndata: [DONE]\n\n'
@@ -269,7 +275,7 @@ class _Framing:
         events.append(b"data: [DONE]\n\n")
         return events
 
-    def chunk(self, piece: str, finish: str | None) -> dict:
+    def chunk(self, piece: str, finish: str | None, place: int = 0) -> dict:
         reply, body = self.reply, self.body
         if self.chat:
             choice: dict[str, Any] = {
@@ -277,10 +283,9 @@ class _Framing:
                 "delta": {"content": piece} if piece else {},
                 "finish_reason": finish,
             }
-            if reply.logprob_per_token is not None and piece:
-                choice["logprobs"] = {
-                    "content": [_chat_logprob(piece, reply.logprob_per_token, reply, body)]
-                }
+            value = token_logprob(reply, place, reply.logprob_per_token)
+            if value is not None and piece:
+                choice["logprobs"] = {"content": [_chat_logprob(piece, value, reply, body)]}
             kind = "chat.completion.chunk"
         else:
             choice = {"index": 0, "text": piece, "finish_reason": finish, "logprobs": None}

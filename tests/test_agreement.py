@@ -85,6 +85,9 @@ def test_report_json_shape() -> None:
         "cohen_kappa": {"A|B": pytest.approx(1 / 3)},
         "gold_agreement": {"A": 100.0, "B": 50.0},
         "n": 4,
+        "raw_agreement": 50.0,
+        "cohen_raw_agreement": {"A|B": 50.0},
+        "undefined": {},
     }
 
 

@@ -128,3 +128,41 @@ def test_bad_locations_are_one_clear_line(tmp_path: Path, capsys) -> None:
                  "--out", str(tmp_path / "o.jsonl")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("bbm-tui: ") and "rm:X needs X from 0 to 1" in err
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    (True, "true is not an index (a whole number, or null for no mistake)"),
+    ("1", '"1" is not an index (a whole number, or null for no mistake)'),
+    (1.0, "1.0 is not an index (a whole number, or null for no mistake)"),
+    (-1, "-1 is outside the trace's 3 steps (0-based; no mistake is null)"),
+    (99, "99 is outside the trace's 3 steps (0-based; no mistake is null)"),
+])
+def test_a_predicted_index_that_is_not_one_is_refused_with_file_and_line(
+    tmp_path: Path, capsys, value: object, said: str
+) -> None:
+    """Before: `true` backtracked from Thought 2 (OUT "location": true); "1", 1.0, -1 and 99
+    were silently counted as "kept"."""
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    rows = [json.loads(line) for line in source.read_text().splitlines()]
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("".join(json.dumps({**row, "method": "direct-trace", "model": "m",
+                                         "predicted_mistake_index": guess, "parsed": True,
+                                         "raw": []}) + "\n"
+                             for row, guess in zip(rows, [1, value], strict=True)))
+    out = tmp_path / "out.jsonl"
+    assert main(["backtrack", "--input", str(source), "--locations", f"finder:{preds}",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"bbm-tui: {preds}:2: predicted_mistake_index {said}\n")
+    assert not out.exists()
+
+
+def test_an_unparsed_prediction_is_no_location_whatever_its_index(tmp_path: Path) -> None:
+    """`parsed: false`: the finder's answer could not be read, so its index means nothing
+    (and is null as `find` writes it); the trace is kept as it is."""
+    row = bundled_rows("word_sorting")[3]
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({**row.to_json(), "method": "direct-trace", "model": "m",
+                                 "predicted_mistake_index": None, "parsed": False,
+                                 "raw": ["?"]}) + "\n")
+    assert location_of(parse_locations(f"finder:{preds}"), "word_sorting", row) is None

@@ -19,15 +19,22 @@ REPLAY = llm.ModelSpec("replay/bbm")
 
 
 def test_what_each_task_is_offered() -> None:
-    assert JUDGE_NAMES == ("direct-trace", "direct-step", "cot-step", "cot-trace", "verify")
+    assert JUDGE_NAMES == ("direct-trace", "direct-step", "cot-step", "cot-trace",
+                           "direct-trace-zero-shot", "direct-step-zero-shot", "critic", "verify")
     for task in TASK_NAMES:
         names = [judge.name for judge in judges_for(task)]
-        expected = [name for name in JUDGE_NAMES if name != "cot-trace"]
-        assert names == (list(JUDGE_NAMES) if task == "word_sorting" else expected)
+        # The zero-shot forms are for tasks without few-shot finding prompts; the critic
+        # is offered for the paper's five too.
+        expected = ["direct-trace", "direct-step", "cot-step", "critic", "verify"]
+        if task == "word_sorting":
+            expected.insert(3, "cot-trace")
+        assert names == expected
     with pytest.raises(MethodError, match="word sorting only"):
         check_judge("dyck_languages", "cot-trace")
     with pytest.raises(MethodError, match=r"known methods: direct-trace, .*, verify"):
         check_judge("word_sorting", "cot")
+    with pytest.raises(MethodError, match="zero-shot methods are for tasks without few-shot"):
+        check_judge("word_sorting", "direct-step-zero-shot")
 
 
 def test_only_the_verifier_needs_no_model() -> None:
@@ -37,10 +44,10 @@ def test_only_the_verifier_needs_no_model() -> None:
     assert JUDGES["direct-step"].spec(REPLAY) is REPLAY
     # Only a judge that stops at the first "No" has anything to judge past it.
     assert [judge.name for judge in JUDGES.values() if judge.stops_early] == [
-        "direct-step", "cot-step"]
+        "direct-step", "cot-step", "direct-step-zero-shot"]
 
 
-@pytest.mark.parametrize("name", JUDGE_NAMES)
+@pytest.mark.parametrize("name", [judge.name for judge in judges_for("word_sorting")])
 async def test_every_judge_runs_and_is_recorded_the_same_way(name: str) -> None:
     row = next(r for r in bundled_rows("word_sorting") if r.mistake_index == 1)
     judge = JUDGES[name]
@@ -63,7 +70,7 @@ async def test_every_judge_runs_and_is_recorded_the_same_way(name: str) -> None:
 
 
 async def test_a_trace_with_no_thoughts_is_refused_by_every_judge() -> None:
-    for judge in JUDGES.values():
+    for judge in judges_for("word_sorting"):
         with pytest.raises(ValueError, match="no thoughts"):
             await final_result(judge.events("word_sorting", "b a", [], REPLAY))
 

@@ -765,6 +765,47 @@ def test_a_kill_during_the_sampling_call_leaves_the_original_untouched(
     print(where)
 
 
+def test_a_kill_between_storing_the_samples_and_taking_one_is_resumed_by_the_rule(
+    server: ForkServer, backtrack_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The samples are committed in one transaction, the chosen one taken in the next. A
+    kill between the two left samples with none chosen, which the next run read as "no
+    sample differed": the trace kept as it was, counted unchanged in Table 6, with 0 calls.
+    Here the test holds the store's write lock the moment the samples are in (so the child
+    cannot have taken one yet) and kills it there; the same command again applies the rule
+    to the stored samples, samples nothing more, and finishes the new branch."""
+    import sqlite3
+
+    home = tmp_path / "between" / "home"
+    home.mkdir(parents=True)
+    db = home / DATABASE_NAME
+    argv = backtrack_argv(backtrack_server.base_url, write_backtrack_input(home.parent),
+                          home.parent / "out.jsonl")
+    child = server.spawn(argv, environment(home, 0), stderr=home.parent / "stderr")
+    deadline = time.monotonic() + 60
+    watcher: sqlite3.Connection | None = None
+    while True:
+        assert child.poll() is None, f"it ended ({child.poll()}) first: {child.stderr}"
+        assert time.monotonic() < deadline, "no samples in a minute"
+        if db.exists():
+            watcher = watcher or sqlite3.connect(db, timeout=10, isolation_level=None)
+            with contextlib.suppress(sqlite3.OperationalError):  # the store not made yet
+                watcher.execute("BEGIN IMMEDIATE")
+                if watcher.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]:
+                    break  # holding the lock: the child cannot commit its choice now
+                watcher.execute("ROLLBACK")
+        time.sleep(0.001)
+    assert child.kill() == -9, child.stderr
+    watcher.execute("ROLLBACK")
+    watcher.close()
+    where = f"backtrack killed between its samples and its choice (seed {SEED})"
+    assert integrity(db) == "ok", where
+    before = snapshot(db)
+    saved = assert_backtrack_consistent(db, where)
+    assert saved.new == [] and query(db, "SELECT COUNT(*) FROM candidates")[0][0] == 8, where
+    resume_backtrack(server, backtrack_server, argv, home, before, where)
+
+
 def children_of(pid: int) -> list[int]:
     """The processes whose parent is `pid` (Linux's /proc)."""
     found = []

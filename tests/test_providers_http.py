@@ -127,14 +127,17 @@ async def wait_until(condition, limit_s: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
+@pytest.mark.parametrize("mode", ["chat", "completion"])
 @pytest.mark.parametrize("wire", [BY_NAME["ollama"], BY_NAME["ollama_chat"]],
                          ids=lambda wire: wire.name)
 async def test_ollama_usage_is_its_own_count(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, wire: Wire,
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, wire: Wire, mode: str,
 ) -> None:
     """Ollama counts the tokens itself (`prompt_eval_count`, `eval_count` on its last
-    line): stored as counted, not as an estimate."""
+    line): stored as counted, not as an estimate, in either mode (`ollama/` in completion
+    mode is how a base model is run)."""
     server, spec = connect(request, wire, monkeypatch)
+    spec = ModelSpec(spec.model, spec.api_base, mode)
     server.responder = lambda path, body: Reply(text=LINE + "\n", prompt_tokens=321)
     result, _ = await step(spec)
     assert (result.call.prompt_tokens, result.call.completion_tokens) == (
@@ -299,3 +302,28 @@ def test_whitespace_stop_is_never_sent_to_anthropic() -> None:
     assert llm.accepts_native_stop(spec) is False
 
 
+
+
+async def test_ollamas_stream_is_still_bounded(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Streamed as it comes now, Ollama's NDJSON is still read to the reply guard's bound: a
+    compressed bomb is stopped at 32 MiB."""
+    from tests.test_hostile_server import gzip_bomb
+
+    server, spec = connect(request, BY_NAME["ollama_chat"], monkeypatch)
+    server.responder = lambda path, body: Reply(raw_chunks=gzip_bomb, headers={
+        "Content-Type": "application/x-ndjson", "Content-Encoding": "gzip"})
+    with pytest.raises(LLMError) as raised:
+        await step(spec, CallSettings(retry=RetryPolicy(attempts=1)))
+    assert "passed 32 MiB and was not read further" in raised.value.message
+
+
+def test_only_one_json_document_is_held_whole() -> None:
+    from bbm_tui.core.llm.http_guard import is_whole_json
+
+    assert is_whole_json("application/json; charset=utf-8")
+    assert not is_whole_json("application/x-ndjson")
+    assert not is_whole_json("application/jsonl")
+    assert not is_whole_json("application/json-seq")
+    assert not is_whole_json("text/event-stream")

@@ -475,6 +475,37 @@ def test_a_password_or_key_in_the_api_base_is_never_stored_or_printed(
     assert stored == {f"http://[redacted]@127.0.0.1:{openai_server.port}/v1?api-key=[redacted]"}
 
 
+def test_a_key_in_the_api_bases_path_is_redacted_in_the_store_too(
+    openai_server: FakeOpenAI, tmp_path: Path, isolated_home: Path, capsys
+) -> None:
+    """A gateway keyed by its path: the messages redacted the key, the store kept it as
+    given (sessions.api_base). Now the store applies the same redaction, and the session,
+    reopened, asks for its api base again."""
+    key = "sk-proj-ABCDEF1234567890abcdef"
+    base = f"http://127.0.0.1:{openai_server.port}/ok/{key}/v1"
+    openai_server.responder = dataset_responder
+    out = tmp_path / "out.jsonl"
+    assert main(["run", "--model", "openai/test-model", "--api-base", base, "--input",
+                 str(source_file(tmp_path, 2)), "--out", str(out), "--no-progress"]) == 0
+    assert openai_server.requests[0].path == f"/ok/{key}/v1/chat/completions"
+    assert main(["sessions", "--json"]) == 0
+    printed = capsys.readouterr()
+    everything = printed.out + printed.err + out.read_text()
+    for path in isolated_home.iterdir():
+        everything += path.read_bytes().decode("utf-8", errors="replace")
+    assert key not in everything and "ABCDEF1234567890" not in everything
+    with Store.open() as store:
+        stored = {summary.session.api_base for summary in store.sessions()}
+        assert stored == {f"http://127.0.0.1:{openai_server.port}/ok/[redacted]/v1"}
+        assert TraceSession.load(store, store.sessions()[0].session.id).needs_api_base
+        # Whoever hands the store an api base, it is stored redacted.
+        made = store.create_session(task=TASK, input="x", model="openai/m", api_base=base)
+        assert made.api_base == stored.pop()
+        moved = store.update_session_model(made.id, model="openai/m", mode="chat",
+                                           api_base=base.replace("/v1", "/v2"))
+        assert moved.api_base.endswith("/ok/[redacted]/v2")
+
+
 def test_redacting_an_api_base() -> None:
     from bbm_tui.core.redact import redact, redact_url
 
@@ -482,6 +513,8 @@ def test_redacting_an_api_base() -> None:
         "http://[redacted]@h:8000/v1?key=[redacted]&x=[redacted]#f")
     assert redact_url("https://token@h/v1") == "https://[redacted]@h/v1"
     assert redact_url("http://localhost:8000/v1") == "http://localhost:8000/v1"
+    assert redact_url("https://h/ok/sk-proj-ABCDEF1234567890abcdef/v1") == (
+        "https://h/ok/[redacted]/v1")
     assert redact_url(None) is None
     once = redact("failed at http://u:p@h/v1?k=v, retrying")
     assert once == "failed at http://[redacted]@h/v1?k=[redacted], retrying"

@@ -1,6 +1,6 @@
-"""Stores written by schema versions 1 to 4 and 6 to 9 open as the current version with nothing lost
-(issue 9, item 4; issue 11). The old stores are frozen as SQL in tests/fixtures/, written by
-the code of their day, never built from today's."""
+"""Stores written by schema versions 1 to 4 and 6 to 10 open as the current version (nothing
+lost, or mended where v10 says; issue 9, item 4; issue 11). The old stores are frozen as SQL in
+tests/fixtures/, written by the code of their day, never built from today's."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bbm_tui.core.store import SCHEMA_VERSION, Store
+from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.types import CallRecord, TokenLogprob
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -36,7 +37,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 9])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -231,13 +232,59 @@ def test_version_9_keeps_a_v8_store_and_says_which_counts_are_estimates(tmp_path
         assert store.totals(1).estimated_calls == 1
 
 
-def test_version_10_keeps_a_v9_store_and_stores_what_the_prompt_cache_did(
+def test_version_10_clears_impossible_log_probabilities_and_redacts_api_bases(
     tmp_path: Path,
 ) -> None:
-    """v9 -> v10: the calls stored before say nothing of the prompt cache (unknown, not 0),
+    """v9 -> v10: what v9 stored unchecked is made right in place. Log-probabilities no model
+    could give (3999.94 a token, NaN, Infinity, 1e308) become none: such a step's or sample's
+    tokens, sum and count, a call's list; an alternative that held one is left out of its
+    token's; every good value stays. A key-shaped token in an api base's path is redacted as
+    the messages did. Every other row and value is as it was."""
+    path = old_store(tmp_path, 9)
+    before = table_rows(path)
+    with Store.open(path) as store:
+        assert store.integrity_check() == "ok"
+        assert store.session(3).api_base == "http://127.0.0.1:9/ok/[redacted]/v1"
+        assert TraceSession.load(store, 3).needs_api_base
+        first, second, third = store.branch(3)
+        for step in (first, second):
+            assert (step.logprob, step.ntokens, step.confidence) == (None, None, None)
+            assert store.step(step.id).tokens is None
+        assert third.confidence == pytest.approx(math.exp(-0.75 / 2))
+        assert store.step(third.id).tokens == (
+            TokenLogprob("So the answer is", -0.5, (("So the answer is", -0.5),)),
+            TokenLogprob(" 4", -0.25, ((" 4", -0.25), (" four", -3.0))))
+        bad, good = store.candidates(3, first.id, 2)
+        assert (bad.logprob, bad.tokens) == (None, None)
+        assert good.logprob == pytest.approx(-0.3) and len(good.tokens) == 2
+    after = table_rows(path)
+    changed = {
+        ("sessions", 3): {"api_base"},
+        ("steps", 9): {"tokens", "logprob", "ntokens"},
+        ("steps", 10): {"tokens", "ntokens"},
+        ("steps", 11): {"alternatives"},
+        ("candidates", 4): {"tokens", "logprob"},
+        ("calls", 9): {"logprobs"},
+        ("calls", 10): {"logprobs"},
+        ("calls", 13): {"logprobs"},
+    }
+    for table, rows in before.items():
+        assert len(after[table]) == len(rows), table
+        for old, new in zip(rows, after[table], strict=True):
+            differ = {key for key in old if new[key] != old[key] and not (
+                old[key] != old[key] and new[key] != new[key])}  # NaN is never equal
+            assert differ == changed.get((table, old["id"]), set()), (table, old["id"])
+    assert after["calls"][8]["logprobs"] is None and after["steps"][10]["alternatives"] == (
+        '[[["So the answer is", -0.5]], [[" 4", -0.25], [" four", -3.0]]]')
+
+
+def test_version_11_keeps_a_v10_store_and_stores_what_the_prompt_cache_did(
+    tmp_path: Path,
+) -> None:
+    """v10 -> v11: the calls stored before say nothing of the prompt cache (unknown, not 0),
     their costs stay as stored, and a call whose price was never known stays unknown in the
     totals; a call stored from now on keeps the tokens read from and written to the cache."""
-    path = old_store(tmp_path, 9)
+    path = old_store(tmp_path, 10)
     with Store.open(path) as store:
         latest = store.branch(1)[-1]
         assert (latest.text, latest.answer) == ("So the answer is -4.", "-4")

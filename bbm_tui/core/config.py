@@ -27,8 +27,9 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from bbm_tui.core.tomltext import line_of, toml_error_message
 from bbm_tui.core.types import (
     DEFAULT_FINDER_MAX_TOKENS,
     DEFAULT_MODEL,
@@ -42,9 +43,6 @@ from bbm_tui.core.types import (
     CallSettings,
     StepperSettings,
 )
-
-if TYPE_CHECKING:
-    import tomllib
 
 CONFIG_ENV = "BBM_TUI_CONFIG"
 
@@ -123,31 +121,13 @@ def load_config(path: Path | None = None) -> Config:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: {_toml_message(error)}") from None
+        raise ConfigError(f"{path}: {toml_error_message(error)}") from None
     return _config_from(data, path, raw.decode("utf-8"))
-
-
-def _toml_message(error: tomllib.TOMLDecodeError) -> str:
-    # tomllib says "... (at line 3, column 7)"; lead with the line, as other messages do.
-    message = str(error)
-    found = re.search(r"\(at line (\d+), column (\d+)\)", message)
-    if found:
-        line, column = found.groups()
-        reason = message[: found.start()].strip()
-        return f"line {line}, column {column}: invalid TOML: {reason}"
-    return f"invalid TOML: {message}"
-
-
-def _line_of(key: str, text: str) -> str:
-    for number, line in enumerate(text.splitlines(), start=1):
-        if re.match(rf"\s*{re.escape(key)}\s*=", line):
-            return f"line {number}: "
-    return ""
 
 
 def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
     def fail(key: str, message: str) -> ConfigError:
-        return ConfigError(f"{path}: {_line_of(key, text)}{message}")
+        return ConfigError(f"{path}: {line_of(key, text)}{message}")
 
     for key in data:
         if _SECRET_KEY.search(key):

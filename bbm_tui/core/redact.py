@@ -49,11 +49,15 @@ def secret_values() -> list[str]:
 
 def redact(text: str) -> str:
     """`text` with every secret it carries replaced by `[redacted]`."""
+    text = _URL.sub(lambda match: _redact_url_parts(match.group(0)), _without_secret_values(text))
+    return _KEY_SHAPED.sub(REDACTED, text)
+
+
+def _without_secret_values(text: str) -> str:
     for value in secret_values():
         if value in text:
             text = text.replace(value, REDACTED)
-    text = _URL.sub(lambda match: redact_url(match.group(0)), text)
-    return _KEY_SHAPED.sub(REDACTED, text)
+    return text
 
 
 # A URL in running text: a scheme, then anything up to whitespace or a quote, less the
@@ -63,12 +67,19 @@ _QUERY_VALUE = re.compile(r"(^|&)([^=&]*)=([^&]*)")
 
 
 def redact_url(url: str | None) -> str | None:
-    """An api base fit to store and show: userinfo (a user and password, or a token in the
-    user part) and every query value replaced. `http://u:p@h:8000/v1?key=k&x=1` becomes
+    """An api base fit to store and show, with the same redaction as a message: userinfo (a
+    user and password, or a token in the user part), every query value, a key-shaped token
+    anywhere in it (a path such as `/ok/sk-proj-.../v1`) and the value of any key-like
+    environment variable. `http://u:p@h:8000/v1?key=k&x=1` becomes
     `http://[redacted]@h:8000/v1?key=[redacted]&x=[redacted]`. Applying it twice changes
     nothing more."""
     if not url:
         return url
+    return _KEY_SHAPED.sub(REDACTED, _redact_url_parts(_without_secret_values(url)))
+
+
+def _redact_url_parts(url: str) -> str:
+    """The userinfo and the query values of one URL."""
     redacted = _USERINFO.sub(lambda m: f"{m.group(1)}{REDACTED}@", url, count=1)
     head, question_mark, rest = redacted.partition("?")
     if not question_mark:

@@ -60,6 +60,39 @@ def sane_cost(value: Any) -> float | None:
     return cost if math.isfinite(cost) and 0.0 <= cost <= MAX_CALL_COST else None
 
 
+# A log-probability is log(p) for a probability 0 < p <= 1: at most 0 (a provider's float32
+# rounding of log 1 may land a hair above, kept as 0), finite, and not below the floor: far
+# under any real token's (OpenAI's "as good as impossible" is -9999), and low enough that a sum
+# over a 10^5-token trace stays a plain float. Anything else (positive, NaN, infinite, 1e308,
+# `true` read as 1.0) is no log-probability at all.
+LOGPROB_FLOOR = -1e6
+LOGPROB_ROUNDING = 1e-6
+
+
+def sane_logprob(value: Any) -> float | None:
+    """A token's log-probability as a model can give it, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not LOGPROB_FLOOR <= value <= LOGPROB_ROUNDING:  # NaN fails both comparisons
+        return None
+    return min(float(value), 0.0)
+
+
+def plausible_logprob(value: Any) -> bool:
+    return sane_logprob(value) is not None
+
+
+def sane_logprob_sum(value: Any, tokens: int | None = None) -> float | None:
+    """A stored sum of log-probabilities (over `tokens` tokens, where known) that such tokens
+    could add up to, else None: what an earlier bbm-tui may have stored unchecked."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    count = max(tokens or 1, 1)
+    if value > LOGPROB_ROUNDING * count or (tokens and value < LOGPROB_FLOOR * count):
+        return None
+    return min(float(value), 0.0)
+
+
 class StepOrigin(StrEnum):
     """Who wrote a step."""
 
@@ -259,6 +292,9 @@ class CallRecord:
     completion_tokens: int | None = None
     cost: float | None = None
     logprobs: list[float] | None = None
+    # The provider sent log-probabilities no model could give (NaN, positive, ...): the call
+    # is kept without them. Said, not stored.
+    impossible_logprobs: bool = False
     finish_reason: str | None = None
     attempts: int = 1
     native_stop: bool = False

@@ -29,7 +29,7 @@ from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from bbm_tui.core.config import Config
-from bbm_tui.core.tasks import TASKS
+from bbm_tui.core.tasks import task_names
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import ModelSpec
 from bbm_tui.ui.keys import bindings_as_bound
@@ -386,9 +386,13 @@ class BbmApp(App[int]):
         self.replace_deleted(message.screen)
 
     def leave_screen(self, screen: Screen) -> None:
-        """Esc: back to the screen below, unless this is the one the app stands on."""
+        """Esc: back to the screen below, unless this is the one the app stands on. A queue
+        (annotation, adjudication) is left for the new-session screen: what was done in it
+        is saved already, and below it is that screen or the splash."""
         if self.can_leave(screen):
             self.pop_screen()
+        elif self.screen is screen and getattr(screen, "is_home", False):
+            self._back_to_new_session(screen)
 
     def open_trace(self, trace: TraceSession, totals: Totals | None = None) -> None:
         """Show a session on the main screen (an app worker: the caller's screen may go)."""
@@ -456,9 +460,9 @@ class BbmApp(App[int]):
         store = await self.wait_for_store()
         if store is None:
             return
-        if task not in TASKS:
+        if task not in task_names():
             problem = f"Unknown task {task!r}" if task else "--question needs --task"
-            self.notify(f"{problem}; the tasks: {', '.join(TASKS)}", severity="error",
+            self.notify(f"{problem}; the tasks: {', '.join(task_names())}", severity="error",
                         markup=False)
             await self.push_screen(NewSessionScreen(self.config))
             return
@@ -492,11 +496,16 @@ class BbmApp(App[int]):
 
     def replace_deleted(self, screen: Screen) -> None:
         """The session on show was deleted from the sessions screen: start afresh."""
+        self._back_to_new_session(screen, task=screen.trace.session.task)  # type: ignore[attr-defined]
+
+    def _back_to_new_session(self, screen: Screen, task: str | None = None) -> None:
+        """`screen`, on top, gives way to the new-session screen below it (or a new one, where
+        the splash is below)."""
         below = self.screen_stack[-2] if len(self.screen_stack) > 1 else None
         if isinstance(below, NewSessionScreen):
             self.pop_screen()
         else:
-            self.switch_screen(NewSessionScreen(self.config, task=screen.trace.session.task))
+            self.switch_screen(NewSessionScreen(self.config, task=task))
 
     # -- annotation queues (issue 12)
 

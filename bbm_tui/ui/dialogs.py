@@ -25,17 +25,28 @@ from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, StepperSettings
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe, safe_line, styled
+from bbm_tui.ui.widgets.chrome import KeysFooter
 
 R = TypeVar("R")
 
 
 class Dialog(ModalScreen[R]):
-    """A modal box in the middle of the screen; its styles load with the first one shown."""
+    """A modal box in the middle of the screen; its styles load with the first one shown.
+
+    It has a footer of its own, over the screen behind's: that one listed keys (f find, x
+    first mistake) that do nothing while the dialog is open, and this one lists the
+    dialog's, which do (a modal's bindings stop at the modal: Screen._modal_binding_chain).
+    """
 
     CSS_PATH = stylesheet("dialogs")
 
     def __init__(self) -> None:
         super().__init__(classes="dialog-screen")
+
+    def on_mount(self) -> None:
+        # Mounted before the first frame, after the subclass's own widgets (each dialog
+        # composes its box; this is the one thing every dialog adds).
+        self.mount(KeysFooter(show_command_palette=False))
 
 
 @dataclass(frozen=True)

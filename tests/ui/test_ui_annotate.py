@@ -419,3 +419,40 @@ def test_the_guidelines_running_text_is_joined_and_their_tables_kept() -> None:
     assert ("We’ve used an AI model to generate a sequence of steps to complete a word sorting "
             "task, but some of these steps might be wrong.") in reflowed(text)
     assert "Overview\nWe’ve used" in reflowed(text)  # a heading stays on its line
+
+
+async def test_esc_leaves_the_queue_and_adjudication_for_the_new_session_screen(
+    tmp_path: Path, store: Store
+) -> None:
+    """The footer says "esc back" and help "Leave the queue": esc leaves either queue, opened
+    from the command line (nothing below but the splash) or from the palette, for the
+    new-session screen, with what was done kept."""
+    path = queue_file(tmp_path, 2)
+    rows = bundled_rows(TASK)[:2]
+    for name, labels in (("alice", [0, None]), ("bob", [0, 1])):
+        app = annotate_app(path, name)
+        async with app.run_test(size=SIZE) as pilot:
+            await opened(pilot, "AnnotateScreen")
+            for row, label in zip(rows, labels, strict=True):
+                await keys(pilot, *label_keys(label, len(row.steps)))
+            await keys(pilot, "escape")
+            await opened(pilot, "NewSessionScreen")
+            assert not any(type(s).__name__ == "AnnotateScreen" for s in app.screen_stack)
+    app = make_app(annotate=AnnotateRequest("", adjudicate=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AdjudicateScreen")
+        await keys(pilot, "escape")
+        await opened(pilot, "NewSessionScreen")
+        # From the palette, over the new-session screen: back to it.
+        await app.action_annotate()
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "OpenQueueDialog")
+        app.screen.query_one("#queue-files").value = str(path)
+        app.screen.query_one("#queue-annotator").value = "carol"
+        app.screen.query_one("#queue-annotator").focus()
+        await pilot.press("enter")
+        await opened(pilot, "AnnotateScreen")
+        await keys(pilot, "c", "escape")
+        await opened(pilot, "NewSessionScreen")
+        assert [type(s).__name__ for s in app.screen_stack] == ["SplashScreen",
+                                                                 "NewSessionScreen"]
+    assert len(store.annotator_labels()) == 4

@@ -677,3 +677,31 @@ def test_every_screen_with_binding_ids_is_checked() -> None:
     for name, ids in screens.items():
         assert name in checked, f"{name} is not in the keymap check"
         assert {binding.id for binding in checked[name]} == ids
+
+
+@pytest.mark.parametrize("size", [(80, 24), SIZE])
+async def test_a_dialog_footer_lists_the_dialog_keys_not_the_screen_behind(
+    store: Store, size: tuple[int, int]
+) -> None:
+    """With the token view (l), help (?) or a confirmation open, the bottom row is the dialog's
+    own footer, naming the keys that work in it, never the main screen's (f find, x first
+    mistake), which do nothing under a dialog."""
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_recorded(pilot)
+        behind = {key.action for key in screen.query_one(KeysFooter).query(FooterKey)}
+        assert "find" in behind
+        for key in ("l", "question_mark"):
+            await pilot.press(key)
+            await wait_for(pilot, lambda: app.screen is not screen)
+            await pilot.pause()
+            dialog = app.screen
+            [footer] = dialog.query(KeysFooter)
+            await wait_for(pilot, lambda footer=footer: footer.query(FooterKey))
+            assert footer.region.bottom == size[1]  # over the screen behind's footer
+            shown = {key.action for key in footer.query(FooterKey) if key.display}
+            assert shown == {"close"}, shown  # no tokens to pick on a recorded thought
+            assert not shown & behind
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen is screen)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import TypeVar
 
@@ -126,6 +126,58 @@ def disagreements(labels: Labels) -> list[K]:
     ]
 
 
+def raw_agreement(labels: Labels) -> float | None:
+    """The share of pairs of labels on one trace (from two annotators) that agree, in
+    percent, over the traces labelled by two or more; None with no such trace. What alpha
+    corrects for chance: where alpha is undefined it still says how often they agreed."""
+    agreeing = pairs = 0
+    for values in _values_by_trace(labels).values():
+        counts = Counter(values)
+        pairs += len(values) * (len(values) - 1)
+        agreeing += sum(count * (count - 1) for count in counts.values())
+    return 100.0 * agreeing / pairs if pairs else None
+
+
+def pairwise_raw_agreement(labels: Labels) -> dict[str, float | None]:
+    """For every pair of annotators ("A|B"), the percentage of the traces both labelled on
+    which they agree; None when they share none."""
+    result: dict[str, float | None] = {}
+    for first, second in combinations(sorted(labels), 2):
+        shared = [key for key in labels[first] if key in labels[second]]
+        agreed = sum(labels[first][key] == labels[second][key] for key in shared)
+        result[f"{first}|{second}"] = 100.0 * agreed / len(shared) if shared else None
+    return result
+
+
+def describe_location(location: Location) -> str:
+    return "no mistake" if location is None else f"Thought {location + 1}"
+
+
+def why_undefined(labels: Labels) -> dict[str, str]:
+    """Why alpha (key "krippendorff_alpha") and each pair's kappa ("A|B") are undefined,
+    where they are: no trace in common, or every label the same, which leaves chance
+    agreement total."""
+    reasons: dict[str, str] = {}
+    shared = [values for values in _values_by_trace(labels).values() if len(values) >= 2]
+    if not shared:
+        reasons["krippendorff_alpha"] = "no trace was labelled by two annotators"
+    else:
+        used = {value for values in shared for value in values}
+        if len(used) == 1:
+            reasons["krippendorff_alpha"] = (
+                f"every label is the same ({describe_location(used.pop())})")
+    for first, second in combinations(sorted(labels), 2):
+        keys = [key for key in labels[first] if key in labels[second]]
+        if not keys:
+            reasons[f"{first}|{second}"] = "they share no labelled trace"
+            continue
+        used = {labels[first][key] for key in keys} | {labels[second][key] for key in keys}
+        if len(used) == 1:
+            reasons[f"{first}|{second}"] = ("both gave every trace they share the same label "
+                                            f"({describe_location(used.pop())})")
+    return reasons
+
+
 @dataclass(frozen=True)
 class AgreementReport:
     krippendorff_alpha: float | None
@@ -134,6 +186,11 @@ class AgreementReport:
     # Traces labelled by at least two annotators (those alpha and kappa speak for).
     n: int
     annotators: tuple[str, ...]
+    # How often the labels agree, chance not corrected for (percent): overall, and per pair.
+    raw_agreement: float | None = None
+    cohen_raw_agreement: dict[str, float | None] = field(default_factory=dict)
+    # Why alpha ("krippendorff_alpha") or a pair's kappa ("A|B") is undefined, where it is.
+    undefined: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -141,6 +198,9 @@ class AgreementReport:
             "cohen_kappa": dict(self.cohen_kappa),
             "gold_agreement": dict(self.gold_agreement),
             "n": self.n,
+            "raw_agreement": self.raw_agreement,
+            "cohen_raw_agreement": dict(self.cohen_raw_agreement),
+            "undefined": dict(self.undefined),
         }
 
 
@@ -152,6 +212,9 @@ def agreement_report(labels: Labels, gold: Mapping[K, Location] | None = None) -
         gold_agreement=gold_agreement(labels, gold) if gold is not None else {},
         n=shared,
         annotators=tuple(sorted(labels)),
+        raw_agreement=raw_agreement(labels),
+        cohen_raw_agreement=pairwise_raw_agreement(labels),
+        undefined=why_undefined(labels),
     )
 
 

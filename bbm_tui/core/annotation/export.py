@@ -214,7 +214,7 @@ def _render(trace: LabelledTrace, fmt: str, with_task: bool = False) -> str | No
     if not trace.labelled:
         return None
     row = processbench_row(trace) if fmt == "processbench" else prm800k_row(trace)
-    return json.dumps(row) + "\n"
+    return json.dumps(row, allow_nan=False) + "\n"
 
 
 def dataset_row(trace: LabelledTrace, with_task: bool = False) -> TraceRow:

@@ -8,6 +8,7 @@ every trace is the dataset's, the paper's per-task alpha stands beside ours.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,11 +21,18 @@ from bbm_tui.core.annotation.agreement import (
     AgreementReport,
     Location,
     agreement_report,
+    describe_location,
     krippendorff_alpha,
     majority,
 )
 from bbm_tui.core.annotation.queue import read_labelled_rows, trace_key
-from bbm_tui.core.dataset import TraceRow, all_bundled, replacing
+from bbm_tui.core.dataset import (
+    DatasetError,
+    TraceRow,
+    all_bundled,
+    check_regular_file,
+    replacing,
+)
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.store import Store
 
@@ -39,6 +47,8 @@ class AgreementData:
     tasks: dict[str, str | None] = field(default_factory=dict)
     gold: dict[str, Location] = field(default_factory=dict)
     adjudicated: dict[str, Location] = field(default_factory=dict)
+    # What the command says about its files (a trace one file labels twice, differently).
+    notes: list[str] = field(default_factory=list)
 
     def report(self) -> AgreementReport:
         return agreement_report(self.labels, self.gold)
@@ -72,23 +82,76 @@ def bundled_index() -> dict[str, tuple[str, TraceRow]]:
 
 
 def from_files(paths: Sequence[Path], gold_path: Path | None = None) -> AgreementData:
-    """One annotator per file, named by the file's name without its extension."""
+    """One annotator per file, named by the file's name without its extension. A file given
+    twice (by another path, or the same bytes under another name) is refused: one annotator
+    would count as two. A trace one file labels twice, differently, is left out of that
+    annotator's labels, and said (both lines named)."""
+    check_each_file_once(paths)
     data = AgreementData(labels={})
     for path in paths:
         name = Path(path).name.split(".")[0] or str(path)
         if name in data.labels:  # two files of one name: keep both apart
             name = str(path)
-        found = data.labels.setdefault(name, {})
-        for _line, row, labelled in read_labelled_rows(Path(path)):
-            key = trace_key(row.input, row.steps)
-            data.rows.setdefault(key, row)
-            if labelled:
-                found[key] = row.mistake_index
+        data.labels[name] = _file_labels(Path(path), name, data)
     _known_to_the_dataset(data, use_gold=gold_path is None)
     if gold_path is not None:
         data.gold = {trace_key(row.input, row.steps): row.mistake_index
                      for _line, row, labelled in read_labelled_rows(gold_path) if labelled}
     return data
+
+
+def _file_labels(path: Path, name: str, data: AgreementData) -> dict[str, Location]:
+    found: dict[str, Location] = {}
+    first_line: dict[str, int] = {}
+    conflicting: set[str] = set()
+    for line, row, labelled in read_labelled_rows(path):
+        key = trace_key(row.input, row.steps)
+        data.rows.setdefault(key, row)
+        if not labelled or key in conflicting:
+            continue
+        if key in found and found[key] != row.mistake_index:
+            data.notes.append(
+                f"{path}: lines {first_line[key]} and {line} label the same trace differently "
+                f"({describe_location(found[key])}, {describe_location(row.mistake_index)}); "
+                f"that trace is left out of {name}'s labels")
+            conflicting.add(key)
+            del found[key]
+            continue
+        first_line.setdefault(key, line)
+        found[key] = row.mistake_index
+    return found
+
+
+def check_each_file_once(paths: Sequence[Path]) -> None:
+    """Raises DatasetError for a file given twice: the same file by another path (a symlink,
+    `./`, `..`), or the same bytes under another name."""
+    by_file: dict[Path, Path] = {}
+    by_content: dict[str, Path] = {}
+    for path in map(Path, paths):
+        check_regular_file(path)
+        resolved = path.resolve()
+        if resolved in by_file:
+            raise DatasetError(path, f"this and {by_file[resolved]} are the same file; give "
+                               "each annotator's file once")
+        by_file[resolved] = path
+        digest = _digest(path)
+        if digest in by_content:
+            raise DatasetError(path, f"this and {by_content[digest]} hold the same bytes: one "
+                               "annotator's file given twice? Give each annotator's file "
+                               "once (files alike to the byte agree totally: there is "
+                               "nothing to measure)")
+        by_content[digest] = path
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as error:
+        raise DatasetError(path, f"cannot read: {error.strerror}") from None
+    return digest.hexdigest()
 
 
 def from_store(store: Store) -> AgreementData:
@@ -156,5 +219,5 @@ def write_consensus(data: AgreementData, out: Path) -> tuple[int, int]:
             else:
                 fields.pop("mistake_index", None)
                 unlabelled += 1
-            handle.write(json.dumps(fields) + "\n")
+            handle.write(json.dumps(fields, allow_nan=False) + "\n")
     return labelled, unlabelled

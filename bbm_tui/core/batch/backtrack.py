@@ -16,6 +16,7 @@ An OUT line is the input row plus `location` (0-based or null), `new_steps`, `ne
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -30,16 +31,16 @@ from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
+    iter_jsonl,
     read_input_rows,
-    read_rows,
     row_from_json,
     rows_with_tasks,
 )
-from bbm_tui.core.generation.backtrack import backtracking_model
+from bbm_tui.core.generation.backtrack import backtracking_model, choose
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
 from bbm_tui.core.store import SessionDeleted, Step, Store, StoredCandidate, StoreError
-from bbm_tui.core.tasks import is_correct
+from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.session import (
     BranchMade,
     NewTrace,
@@ -75,14 +76,7 @@ def parse_locations(text: str, seed: int = 0) -> Locations:
         return Locations(text, seed)
     kind, _, value = text.partition(":")
     if kind == "finder" and value:
-        predictions = {}
-        for row in read_rows(Path(value)):
-            if "predicted_mistake_index" not in row.extra:
-                raise DatasetError(value, "not a PREDS file of `bbm-tui find` (no "
-                                   "predicted_mistake_index)")
-            parsed = bool(row.extra.get("parsed"))
-            predictions[trace_key(row)] = row.extra["predicted_mistake_index"] if parsed else None
-        return Locations("finder", seed, predictions)
+        return Locations("finder", seed, read_predictions(Path(value)))
     if kind == "rm" and value:
         try:
             accuracy = float(value)
@@ -93,6 +87,28 @@ def parse_locations(text: str, seed: int = 0) -> Locations:
         return Locations("rm", seed, accuracy=accuracy)
     raise ValueError(f"--locations must be gold, random, finder:PREDS.jsonl or rm:X (got "
                      f"{text!r})")
+
+
+def read_predictions(path: Path) -> dict[tuple[str, tuple[str, ...]], int | None]:
+    """Each trace's predicted first mistake in a PREDS file of `bbm-tui find` (None: no
+    mistake, or an answer the finder could not parse). Raises DatasetError, naming the file
+    and line, for a prediction that is not an index of its trace: a boolean (`true` is not
+    Thought 2), a string, a float, or a number outside its steps."""
+    predictions = {}
+    for line, obj in iter_jsonl(path):
+        row = row_from_json(obj, path, line)
+        if "predicted_mistake_index" not in row.extra:
+            raise DatasetError(path, "not a PREDS file of `bbm-tui find` (no "
+                               "predicted_mistake_index)", line)
+        index = row.extra["predicted_mistake_index"]
+        if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
+            raise DatasetError(path, f"predicted_mistake_index {json.dumps(index)} is not an "
+                               "index (a whole number, or null for no mistake)", line)
+        if index is not None and not 0 <= index < len(row.steps):
+            raise DatasetError(path, f"predicted_mistake_index {index} is outside the trace's "
+                               f"{len(row.steps)} steps (0-based; no mistake is null)", line)
+        predictions[trace_key(row)] = index if row.extra.get("parsed") is True else None
+    return predictions
 
 
 def location_of(locations: Locations, task: str, row: TraceRow) -> int | None:
@@ -232,7 +248,7 @@ def tables(jobs: Sequence[BacktrackJob],
         if extra is None:
             continue
         outcomes.setdefault(job.task, []).append(BacktrackOutcome(
-            was_correct=is_correct(job.row.answer, job.row.target),
+            was_correct=get_task(job.task).is_correct(job.row.answer, job.row.target),
             now_correct=bool(extra["new_correct"]),
         ))
     return {task: backtrack_deltas(items) for task, items in outcomes.items()}
@@ -248,7 +264,7 @@ async def backtrack_one(
 ) -> dict[str, Any] | None:
     row = job.row
     if job.location is None:
-        return _extra(None, row.steps, row.answer, row.target, [])
+        return _extra(job.task, None, row.steps, row.answer, row.target, [])
     spec = backtracking_model(spec, job.task)  # replay/bbm cannot write a new step
     try:
         trace, made = _open_session(store, job, spec)
@@ -275,18 +291,24 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
     number = job.location + 1
     original = _original_path(trace)
     stored = [] if made else _stored_samples(trace, number, original)
+    chosen_index: int | None = None
     if stored:
-        chosen = next((c for c in stored if c.step_id is not None), None)
-        if chosen is None:  # no sample differed: the trace stays as it was
-            return _extra(job.location, job.row.steps, job.row.answer, job.row.target,
-                          _samples_json(stored))
-        trace.switch_to(chosen.step_id)
-        events = trace.generate(settings=greedy(settings))
+        taken = next((c for c in stored if c.step_id is not None), None)
+        if taken is not None:  # killed while continuing: go on from there
+            trace.switch_to(taken.step_id)
+            events = trace.generate(settings=greedy(settings))
+        else:
+            # Samples stored and none taken: killed between storing them and taking one, or
+            # left in the app (esc). The rule decides now, as it would have then.
+            chosen_index, _ = choose(stored, [c.dropped for c in stored])
+            if chosen_index is None:  # no sample differed: the trace stays as it was
+                return _extra(job.task, job.location, job.row.steps, job.row.answer, job.row.target,
+                              _samples_json(stored))
+            events = trace.continue_with(stored[chosen_index], settings=settings)
     else:
         if trace.head_id != original[-1].id:
             trace.switch_to(original[-1].id)
         events = trace.backtrack(number, settings=settings)
-    chosen_index: int | None = None
     async for event in events:
         if isinstance(event, SamplesReady):
             # What the store now holds; the chosen one gets its step below.
@@ -294,6 +316,8 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
             for note in (event.resample.without_logprobs, event.resample.partly_scored):
                 if note:
                     progress.note(note)
+            progress.impossible_logprobs += sum(
+                candidate.impossible_logprobs for candidate in event.resample.samples.candidates)
             for call in event.resample.samples.calls:
                 progress.add_call(call, settings.call)
             notify(progress)
@@ -306,9 +330,10 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
         elif isinstance(event, StepFailed):
             raise event.error
     if not any(c.step_id is not None for c in stored):
-        return _extra(job.location, job.row.steps, job.row.answer, job.row.target,
+        return _extra(job.task, job.location, job.row.steps, job.row.answer, job.row.target,
                       _samples_json(stored))
-    return _extra(job.location, trace.texts, trace.answer, job.row.target, _samples_json(stored))
+    return _extra(job.task, job.location, trace.texts, trace.answer, job.row.target,
+                  _samples_json(stored))
 
 
 def _stored_samples(trace: TraceSession, number: int,
@@ -343,13 +368,13 @@ def _original_path(trace: TraceSession) -> list[Step]:
     return path
 
 
-def _extra(location: int | None, steps: Sequence[str], answer: str | None, target: str,
-           samples: list[dict[str, Any]]) -> dict[str, Any]:
+def _extra(task: str, location: int | None, steps: Sequence[str], answer: str | None,
+           target: str, samples: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "location": location,
         "new_steps": list(steps),
         "new_answer": answer,
-        "new_correct": is_correct(answer, target),
+        "new_correct": get_task(task).is_correct(answer, target),
         "samples": samples,
     }
 

@@ -32,7 +32,7 @@ from bbm_tui.core.judging.finders import FindResult, Pace, final_result
 from bbm_tui.core.judging.judges import Judge, check_judge, get_judge
 from bbm_tui.core.judging.metrics import Judged, Report, report
 from bbm_tui.core.resources import prompts_dir
-from bbm_tui.core.tasks import is_correct
+from bbm_tui.core.tasks import get_task
 
 PRED_KEYS = ("method", "model", "predicted_mistake_index", "parsed", "raw")
 
@@ -144,7 +144,7 @@ def pred_line(job: FindJob, result: FindResult) -> str:
         parsed=result.parsed,
         raw=list(result.raw),
     )
-    return json.dumps(values)
+    return json.dumps(values, allow_nan=False)
 
 
 # --------------------------------------------------------------------------- running
@@ -252,7 +252,7 @@ def score_jobs(jobs: Sequence[FindJob], preds: dict[Key, Prediction]) -> Report:
             gold=job.row.mistake_index,
             predicted=predicted,
             parsed=parsed,
-            answer_correct=is_correct(job.row.answer, job.row.target),
+            answer_correct=get_task(job.task).is_correct(job.row.answer, job.row.target),
         ))
     return report({task: items for task, items in judged.items() if items})
 

@@ -156,6 +156,7 @@ async def _generate_row(
             break
         if isinstance(event, StepFinished):
             progress.steps += 1
+            progress.impossible_logprobs += event.call.impossible_logprobs
             progress.add_call(event.call, (settings or StepperSettings()).call)
             notify(progress)
     elapsed = time.perf_counter() - started

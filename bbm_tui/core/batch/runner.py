@@ -108,6 +108,9 @@ class StepsProgress(Progress):
     """The progress of a batch that writes steps (run, backtrack)."""
 
     steps: int = 0
+    # Steps (run) or samples (backtrack) whose provider sent log-probabilities no model could
+    # give: kept without them.
+    impossible_logprobs: int = 0
 
 
 @dataclass
@@ -128,6 +131,7 @@ class ProgressDelta:
     cache_write_tokens: int = 0
     completion_tokens: int = 0
     estimated_calls: int = 0
+    impossible_logprobs: int = 0
     notes: list[str] = field(default_factory=list)
 
     @classmethod
@@ -137,13 +141,14 @@ class ProgressDelta:
                    progress.failed, progress.errors, one_at_a_time_endpoints(),
                    progress.unpriced_models, progress.prompt_tokens, progress.cached_tokens,
                    progress.cache_write_tokens, progress.completion_tokens,
-                   progress.estimated_calls, progress.notes)
+                   progress.estimated_calls, progress.impossible_logprobs, progress.notes)
 
     def add_to(self, progress: StepsProgress) -> None:
         progress.calls += self.calls
         progress.cost += self.cost
         progress.unpriced_calls += self.unpriced_calls
         progress.steps += self.steps
+        progress.impossible_logprobs += self.impossible_logprobs
         progress.failed += self.failed
         progress.errors.extend(self.errors)
         progress.prompt_tokens += self.prompt_tokens

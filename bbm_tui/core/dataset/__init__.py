@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bbm_tui.core.resources import dataset_dir
-from bbm_tui.core.tasks import TASK_NAMES, get_task
+from bbm_tui.core.tasks import TASK_NAMES, Task, get_task, task_names
 
 DATASET_KEYS = ("input", "steps", "answer", "target", "mistake_index")
 # Every row has these; `mistake_index` is there only when the row is labelled.
@@ -84,7 +84,7 @@ class TraceRow:
 
     def to_line(self) -> str:
         # json.dumps' defaults (ASCII escapes, ", " and ": ") are the dataset's own bytes.
-        return json.dumps(self.to_json())
+        return json.dumps(self.to_json(), allow_nan=False)
 
 
 def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
@@ -155,10 +155,11 @@ def _check_row_task(obj: dict, path: Path | str, line: int) -> None:
     if "task" not in obj:
         return
     task = obj["task"]
-    if not isinstance(task, str) or task not in TASK_NAMES:
+    if not isinstance(task, str) or task not in task_names():
         raise DatasetError(
             path, f"unknown task {task!r} in the row's 'task'; known tasks: "
-            f"{', '.join(TASK_NAMES)}", line,
+            f"{', '.join(task_names())} (a task of your own: --task-file FILE.toml, or its "
+            "file in the config folder's tasks/)", line,
         )
 
 
@@ -254,12 +255,35 @@ def iter_jsonl(path: Path | str) -> Iterator[tuple[int, object]]:
                 raise DatasetError(
                     path, f"not UTF-8 text (byte {error.start + 1} of the line)", number
                 ) from None
-            try:
-                yield number, json.loads(text)
-            except json.JSONDecodeError as error:
-                raise DatasetError(
-                    path, f"malformed JSON: {error.msg} (column {error.colno})", number
-                ) from None
+            yield number, json_value(text, path, number)
+
+
+class _NotANumber(ValueError):
+    def __init__(self, constant: str) -> None:
+        super().__init__(constant)
+        self.constant = constant
+
+
+def _refuse_constant(constant: str) -> Any:
+    raise _NotANumber(constant)
+
+
+def json_value(text: str, path: Path | str, line: int) -> Any:
+    """One line of a JSONL file, decoded as standard JSON: Python's reader also takes NaN and
+    Infinity, which no standard reader does (and what a command copies from the row into its
+    own files would not be JSON either). Nesting deeper than the reader can follow is a bad
+    line like any other, not a crash."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as error:
+        raise DatasetError(
+            path, f"malformed JSON: {error.msg} (column {error.colno})", line
+        ) from None
+    except _NotANumber as error:
+        raise DatasetError(path, f"{error.constant} is not a JSON number (standard JSON has "
+                           "no NaN or Infinity)", line) from None
+    except RecursionError:
+        raise DatasetError(path, "nested too deeply to read (not a dataset row)", line) from None
 
 
 def _raw_lines(handle, path: Path) -> Iterator[tuple[int, bytes]]:
@@ -328,12 +352,12 @@ def read_input_rows(path: Path | str) -> list[TraceRow]:
 def task_from_path(path: Path | str) -> str:
     """A dataset file named after its task (`word_sorting.jsonl`) says which task it holds."""
     stem = Path(path).name.split(".")[0]
-    if stem in TASK_NAMES:
+    if stem in task_names():
         return stem
     raise DatasetError(
         path,
         "cannot tell which task this file holds: pass --task, or name the file after its task "
-        f"({', '.join(name + '.jsonl' for name in TASK_NAMES)})",
+        f"({', '.join(name + '.jsonl' for name in task_names())})",
     )
 
 
@@ -390,13 +414,34 @@ def replacing(path: Path) -> Iterator[TextIO]:
 @cache
 def bundled_rows(task_name: str) -> tuple[TraceRow, ...]:
     """The dataset shipped with the app, for the replay model and the question picker."""
-    get_task(task_name)
-    return tuple(read_rows(dataset_dir() / f"{task_name}.jsonl"))
+    return tuple(read_rows(bundled_path(task_name)))
 
 
 def bundled_path(task_name: str) -> Path:
-    get_task(task_name)
+    """The paper's dataset file of one of its tasks; a task of one's own has none."""
+    if not get_task(task_name).is_paper:
+        raise DatasetError(
+            task_name, "a task of your own has no bundled dataset: give its questions in a "
+            "file (--input FILE.jsonl, or `questions` in its task file)")
     return dataset_dir() / f"{task_name}.jsonl"
+
+
+def question_rows(task: Task | str) -> tuple[TraceRow, ...]:
+    """The questions the app lists for a task: the paper's dataset for the paper's five; for
+    a task of one's own, the rows of its `questions` file (dataset rows, or rows of `input`
+    and `target` only), none where it names no file."""
+    found = get_task(task)
+    if found.is_paper:
+        return bundled_rows(found.name)
+    if found.questions_path is None:
+        return ()
+    rows = []
+    for number, obj in iter_jsonl(found.questions_path):
+        if isinstance(obj, dict) and "steps" in obj:
+            rows.append(row_from_json(obj, found.questions_path, number))
+        else:
+            rows.append(question_from_json(obj, found.questions_path, number)[0])
+    return tuple(rows)
 
 
 def all_bundled() -> Sequence[tuple[str, tuple[TraceRow, ...]]]:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, Protocol
 
 from bbm_tui.core import llm
 from bbm_tui.core.prompts.generation import next_step_parts
+from bbm_tui.core.tasks import Task, task_name
 
 SAMPLES = 8
 TEMPERATURE = 1.0
@@ -32,6 +33,8 @@ NONE_ASKED = ("log-probabilities: none from this provider; the first differing s
               "taken")
 NONE_CAME = ("log-probabilities: asked for, but none came back with the samples; the first "
              "differing sample was taken")
+NONE_POSSIBLE = ("log-probabilities: those that came back were impossible; the first differing "
+                 "sample was taken")
 # What is said when the provider left the end of the samples without log-probabilities.
 UNSCORED_END = ("log-probabilities: the server sent none for the token before the stop (as "
                 "llama-server does); each sample's total leaves it out")
@@ -62,7 +65,11 @@ class Resample:
         it."""
         if self.chosen is None or self.chosen_by != "first":
             return None
-        return NONE_ASKED if not self.samples.logprobs_asked else NONE_CAME
+        if not self.samples.logprobs_asked:
+            return NONE_ASKED
+        if any(candidate.impossible_logprobs for candidate in self.samples.candidates):
+            return NONE_POSSIBLE
+        return NONE_CAME
 
     @property
     def partly_scored(self) -> str | None:
@@ -90,10 +97,10 @@ class SampleArrived:
 OnSample = Callable[[SampleArrived], None]
 
 
-def backtracking_model(spec: llm.ModelSpec, task: str) -> llm.ModelSpec:
+def backtracking_model(spec: llm.ModelSpec, task: Task | str) -> llm.ModelSpec:
     """The model that samples and continues: `replay/bbm` can only repeat the recorded trace,
     so a backtrack from it goes on with `solver/bbm` where the solver writes the task."""
-    if spec.model == REPLAY_MODEL and task in SOLVER_TASKS:
+    if spec.model == REPLAY_MODEL and task_name(task) in SOLVER_TASKS:
         return llm.ModelSpec(SOLVER_MODEL)
     return spec
 
@@ -105,7 +112,7 @@ def sample_settings(settings: llm.CallSettings) -> llm.CallSettings:
 
 
 async def resample_step(
-    task: str,
+    task: Task | str,
     input_text: str,
     prior: Sequence[str],
     original: str,
@@ -117,6 +124,9 @@ async def resample_step(
 ) -> Resample:
     """Sample Thought len(prior)+1 `n` times and choose its replacement; `on_sample` hears of
     each sample as it arrives. Raises LLMError."""
+    refusal = llm.offline_refusal(spec, task)
+    if refusal is not None:
+        raise refusal
     parts = next_step_parts(task, input_text, prior)
 
     def arrived(arrival: llm.Arrived) -> None:
@@ -136,12 +146,24 @@ def repeats(candidate: llm.Candidate, original: str) -> bool:
     return candidate.text == original
 
 
+class Sample(Protocol):
+    """What the rule reads of a sample: a fresh one (llm.Candidate) or a stored one."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def logprob(self) -> float | None: ...
+
+
 def choose(
-    candidates: Sequence[llm.Candidate], dropped: Sequence[bool]
+    candidates: Sequence[Sample], dropped: Sequence[bool]
 ) -> tuple[int | None, ChosenBy | None]:
     """The paper's rule: among the samples that differ from the original (and say something:
     an empty step corrects nothing), the highest total log-probability of the kept text where
-    there are log-probabilities (the first of equals), else the first."""
+    there are log-probabilities (the first of equals), else the first. The same for samples
+    just drawn and for samples stored earlier (a batch resuming after a kill, or samples a
+    person saw and left)."""
     usable = [index for index, candidate in enumerate(candidates)
               if not dropped[index] and candidate.text.strip()]
     if not usable:

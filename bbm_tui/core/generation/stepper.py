@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from bbm_tui.core import llm
 from bbm_tui.core.prompts.generation import next_step_parts
-from bbm_tui.core.tasks import extract_answer, is_correct
+from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.types import DEFAULT_STEP_LIMIT, StepperSettings, TraceEnd
 
 __all__ = ["DEFAULT_STEP_LIMIT", "StepperSettings"]  # re-exported: the stepper's settings
@@ -83,7 +83,7 @@ StepEvent = (
 
 
 async def run_steps(
-    task: str,
+    task: Task | str,
     input_text: str,
     spec: llm.ModelSpec,
     steps: Sequence[str] = (),
@@ -93,11 +93,17 @@ async def run_steps(
     settings: StepperSettings | None = None,
 ) -> AsyncIterator[StepEvent]:
     """Generate steps after `steps` until a stop rule fires, `max_new_steps` have been added
-    (TraceEnd.PAUSED), or an error (StepFailed, then the generator ends)."""
+    (TraceEnd.PAUSED), or an error (StepFailed, then the generator ends). The answer regex
+    and the comparison with `target` are the task's."""
     settings = settings or StepperSettings()
+    task = get_task(task)
     written = list(steps)
-    if written and extract_answer(written[-1]) is not None:
-        yield TraceFinished(TraceEnd.ANSWER, written, extract_answer(written[-1]))
+    if written and task.extract_answer(written[-1]) is not None:
+        yield TraceFinished(TraceEnd.ANSWER, written, task.extract_answer(written[-1]))
+        return
+    refusal = llm.offline_refusal(spec, task)
+    if refusal is not None:
+        yield StepFailed(len(written) + 1, refusal)
         return
     held_empty: StepFinished | None = None
     added = 0
@@ -125,7 +131,7 @@ async def run_steps(
             yield StepFailed(number, error)
             return
         assert result is not None
-        answer = extract_answer(result.text)
+        answer = task.extract_answer(result.text)
         finished = StepFinished(number, result.text, result.call, answer, result.truncated)
         if result.text == "":
             if held_empty is not None:
@@ -142,7 +148,8 @@ async def run_steps(
         written.append(result.text)
         added += 1
         if answer is not None:
-            yield AnswerFound(answer, None if target is None else is_correct(answer, target))
+            yield AnswerFound(answer,
+                              None if target is None else task.is_correct(answer, target))
             yield TraceFinished(TraceEnd.ANSWER, written, answer)
             return
         if result.truncated:

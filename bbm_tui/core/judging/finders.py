@@ -13,12 +13,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from bbm_tui.core import llm
-from bbm_tui.core.judging.parsing import TraceAnswer, parse_step_answer, parse_trace_answer
-from bbm_tui.core.prompts.finding import (
-    Method,
-    build_messages,
-    check_method,
+from bbm_tui.core.judging.parsing import (
+    TraceAnswer,
+    parse_critic_answer,
+    parse_step_answer,
+    parse_trace_answer,
 )
+from bbm_tui.core.prompts.finding import Method, build_messages, check_method
+from bbm_tui.core.tasks import Task
 from bbm_tui.core.types import DEFAULT_FINDER_MAX_TOKENS, Verdict
 
 FINDER_MAX_TOKENS = DEFAULT_FINDER_MAX_TOKENS
@@ -115,7 +117,7 @@ def finder_settings() -> llm.CallSettings:
 
 
 async def find_mistake(
-    task: str,
+    task: Task | str,
     method: str,
     input_text: str,
     steps: Sequence[str],
@@ -133,6 +135,9 @@ async def find_mistake(
     settings = settings or finder_settings()
     if not steps:
         raise ValueError(NO_THOUGHTS)
+    refusal = llm.offline_refusal(spec, task)
+    if refusal is not None:
+        raise refusal
     if found.step_level:
         async for event in _find_by_step(task, found, input_text, steps, spec, settings,
                                          judge_all, pace):
@@ -140,7 +145,8 @@ async def find_mistake(
         return
     messages = build_messages(task, method, input_text, steps)
     completion = await _ask(spec, messages, settings, pace)
-    answer = parse_trace_answer(completion.text, len(steps))
+    answer = (parse_critic_answer(completion.text, len(steps)) if found.critic
+              else parse_trace_answer(completion.text, len(steps)))
     yield TraceJudged(answer, completion.text, completion.call)
     index = answer.mistake_number - 1 if answer.mistake_number is not None else None
     yield FindFinished(FindResult(method, spec.model, index, answer.parsed, [completion.text],
@@ -148,7 +154,7 @@ async def find_mistake(
 
 
 async def _find_by_step(
-    task: str,
+    task: Task | str,
     method: Method,
     input_text: str,
     steps: Sequence[str],
@@ -178,7 +184,7 @@ async def _find_by_step(
 
 
 async def run_method(
-    task: str,
+    task: Task | str,
     method: str,
     input_text: str,
     steps: Sequence[str],

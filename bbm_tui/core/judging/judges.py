@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from bbm_tui.core.prompts.finding import METHODS, MethodError, check_method
+from bbm_tui.core.prompts.finding import ALL_METHODS, MethodError, check_method
+from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.types import VERIFIER_MODEL, VERIFY, CallSettings, ModelSpec
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ class JudgeRun(Protocol):
     """How a judge runs on one trace (the signature of finders.find_mistake)."""
 
     def __call__(
-        self, task: str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec,
+        self, task: Task | str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec,
         *, settings: CallSettings | None, judge_all: bool, pace: Pace | None,
     ) -> AsyncIterator[FindEvent]: ...
 
@@ -47,13 +48,13 @@ class Judge:
     step_level: bool
     run: JudgeRun
     # Raises MethodError, saying why, where it cannot judge a task's traces.
-    check: Callable[[str], object]
+    check: Callable[[Task | str], object]
     cot: bool = False
     stops_early: bool = False
     own_model: str | None = None
     who: str = ""
 
-    def can_judge(self, task: str) -> bool:
+    def can_judge(self, task: Task | str) -> bool:
         try:
             self.check(task)
         except MethodError:
@@ -69,7 +70,7 @@ class Judge:
         return asked if self.own_model is None else ModelSpec(self.own_model)
 
     async def events(
-        self, task: str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
+        self, task: Task | str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
         settings: CallSettings | None = None, judge_all: bool = False, pace: Pace | None = None,
     ) -> AsyncIterator[FindEvent]:
         """Its run on one trace. Raises ValueError (a trace with no thoughts) before any work,
@@ -80,7 +81,7 @@ class Judge:
 
 
 def _paper_method(
-    task: str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
+    task: Task | str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
     settings: CallSettings | None, judge_all: bool, pace: Pace | None,
 ) -> AsyncIterator[FindEvent]:
     from bbm_tui.core.judging.finders import find_mistake
@@ -90,22 +91,26 @@ def _paper_method(
 
 
 def _task_verifier(
-    task: str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
+    task: Task | str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
     settings: CallSettings | None, judge_all: bool, pace: Pace | None,
 ) -> AsyncIterator[FindEvent]:
     from bbm_tui.core.judging.verifier import verify_events
 
-    return verify_events(task, input_text, steps)
+    return verify_events(get_task(task).name, input_text, steps)
 
 
-def _has_prompts(method: str) -> Callable[[str], object]:
-    """A check that the paper wrote this method's prompts for a task (CoT trace-level: word
-    sorting only)."""
+def _has_prompts(method: str) -> Callable[[Task | str], object]:
+    """A check that the task has this method's prompts (the paper's: CoT trace-level for word
+    sorting only; a task of one's own: its few-shot finding prompts, else ours)."""
     return lambda task: check_method(task, method)
 
 
-def _every_task(task: str) -> None:
-    """The verifiers cover every task (core/tasks/verify.py)."""
+def _paper_task(task: Task | str) -> None:
+    """The verifiers cover the paper's five tasks (core/tasks/verify.py), no other."""
+    found = get_task(task)
+    if not found.is_paper:
+        raise MethodError(f"the task verifiers check the paper's five tasks only, not "
+                          f"{found.name!r}; use a model's method")
 
 
 # One line on what each judge does (docs/DESIGN.md §4, §12).
@@ -114,13 +119,19 @@ _PAPER_HINTS = {
     "direct-step": "one call per thought, Yes or No; the first No is the mistake",
     "cot-step": "per thought, reasons first, then Yes or No",
     "cot-trace": "reasons over the whole trace, then No or a number",
+    "direct-trace-zero-shot": "the paper's direct trace-level question, the task's "
+                              "description in place of examples",
+    "direct-step-zero-shot": "the paper's direct step-level question per thought, the task's "
+                             "description in place of examples",
+    "critic": "reasons over the whole trace, then the earliest wrong thought (or -1) in "
+              "\\boxed{}, as ProcessBench asked critic models",
 }
 
 VERIFIER = Judge(
     VERIFY, "Task verifier (no model)",
     "no model: a program checks each step against the question and the steps before it; "
     "✓ correct, ✗ mistaken (e shows why), ? cannot judge",
-    step_level=True, run=_task_verifier, check=_every_task,
+    step_level=True, run=_task_verifier, check=_paper_task,
     own_model=VERIFIER_MODEL, who="the task verifiers",
 )
 
@@ -130,12 +141,14 @@ JUDGES: dict[str, Judge] = {
         *(Judge(method.name, method.title, _PAPER_HINTS[method.name], method.step_level,
                 _paper_method, _has_prompts(method.name), cot=method.cot,
                 stops_early=method.step_level)
-          for method in METHODS.values()),
+          for method in ALL_METHODS.values()),
         VERIFIER,
     )
 }
 JUDGE_NAMES: tuple[str, ...] = tuple(JUDGES)
 DEFAULT_JUDGE = "direct-step"
+# For a task without few-shot finding prompts: the paper's default method, zero-shot.
+DEFAULT_ZERO_SHOT_JUDGE = "direct-step-zero-shot"
 
 
 def get_judge(name: str) -> Judge:
@@ -147,12 +160,17 @@ def get_judge(name: str) -> Judge:
         ) from None
 
 
-def judges_for(task: str) -> list[Judge]:
+def judges_for(task: Task | str) -> list[Judge]:
     """The judges that can judge this task's traces, in the order the dialog lists them."""
     return [judge for judge in JUDGES.values() if judge.can_judge(task)]
 
 
-def check_judge(task: str, name: str) -> Judge:
+def default_judge(task: Task | str) -> str:
+    """The method the finder dialog offers first for a task."""
+    return DEFAULT_JUDGE if JUDGES[DEFAULT_JUDGE].can_judge(task) else DEFAULT_ZERO_SHOT_JUDGE
+
+
+def check_judge(task: Task | str, name: str) -> Judge:
     """The judge called `name`, if it can judge this task's traces; else MethodError."""
     judge = get_judge(name)
     judge.check(task)

@@ -9,11 +9,11 @@ would let it dominate).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from bbm_tui.core.dataset import TraceRow
-from bbm_tui.core.tasks import is_correct
+from bbm_tui.core.tasks import Task, get_task, is_correct
 
 # --------------------------------------------------------------------------- Table 2
 
@@ -34,14 +34,16 @@ class TaskStats:
         return data
 
 
-def task_stats(rows: Sequence[TraceRow]) -> TaskStats:
-    """Counts for one task's traces; "correct" is the paper's exact match (tasks.is_correct)."""
+def task_stats(rows: Sequence[TraceRow], task: Task | str | None = None) -> TaskStats:
+    """Counts for one task's traces; "correct" by the task's comparison (the paper's exact
+    match, tasks.is_correct, when no task is given)."""
+    correct = is_correct if task is None else get_task(task).is_correct
     labelled = [row for row in rows if row.labelled]
     with_mistake = sum(row.mistake_index is not None for row in labelled)
     steps = sum(len(row.steps) for row in rows)
     return TaskStats(
         traces=len(rows),
-        correct=sum(is_correct(row.answer, row.target) for row in rows),
+        correct=sum(correct(row.answer, row.target) for row in rows),
         with_mistake=with_mistake,
         without_mistake=len(labelled) - with_mistake,
         mean_steps=steps / len(rows) if rows else 0.0,
@@ -53,11 +55,14 @@ def dataset_stats(rows_by_task: Mapping[str, Sequence[TraceRow]]) -> dict[str, A
     """Table 2 as JSON-ready data: `{"tasks": {TASK: {"traces", "correct", "with_mistake",
     "without_mistake", "mean_steps"}}, "overall": {...}}`, mean steps rounded to 2 places as
     in the paper. Overall counts are summed and its mean steps is over all traces (counts,
-    unlike accuracies, add up across tasks)."""
+    unlike accuracies, add up across tasks); each trace is correct by its own task's rule."""
+    tasks = {name: task_stats(rows, name) for name, rows in rows_by_task.items()}
     everything = [row for rows in rows_by_task.values() for row in rows]
+    overall = replace(task_stats(everything),
+                      correct=sum(stats.correct for stats in tasks.values()))
     return {
-        "tasks": {name: task_stats(rows).to_json() for name, rows in rows_by_task.items()},
-        "overall": task_stats(everything).to_json(),
+        "tasks": {name: stats.to_json() for name, stats in tasks.items()},
+        "overall": overall.to_json(),
     }
 
 
@@ -193,13 +198,15 @@ def report(judged_by_task: Mapping[str, Sequence[Judged]]) -> Report:
     return Report(tasks, mean_of_tasks(tasks.values()))
 
 
-def judged_from_row(row: TraceRow) -> Judged:
-    """A PREDS line (the input row plus `predicted_mistake_index` and `parsed`) as Judged."""
+def judged_from_row(row: TraceRow, task: Task | str | None = None) -> Judged:
+    """A PREDS line (the input row plus `predicted_mistake_index` and `parsed`) as Judged;
+    its answer is correct by `task`'s comparison (the paper's when none is given)."""
+    correct = is_correct if task is None else get_task(task).is_correct
     return Judged(
         gold=row.mistake_index,
         predicted=row.extra.get("predicted_mistake_index"),
         parsed=bool(row.extra.get("parsed", False)),
-        answer_correct=is_correct(row.answer, row.target),
+        answer_correct=correct(row.answer, row.target),
     )
 
 

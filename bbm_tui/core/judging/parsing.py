@@ -174,3 +174,60 @@ def parse_step_answer(text: str, cot: bool = False) -> bool | None:
     return None
 
 
+
+
+# --------------------------------------------------------------------------- the critic
+
+_BOXED = "\\boxed"
+_LATEX_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mathbf|textrm)\s*\{([^{}]*)\}")
+_CRITIC_NUMBER = re.compile(r"(?:thought|step)?\s*([-+−]?\d+)\.?", re.I)
+_CRITIC_NONE = re.compile(
+    r"(?:none|no|n/?a|null|nothing|not\s+found|all\s+correct|correct|"
+    r"no\s+(?:wrong\s+)?(?:errors?|mistakes?|wrong\s+thoughts?)(?:\s+found)?)\.?",
+    re.I,
+)
+
+
+def boxed_contents(text: str) -> list[str]:
+    """What each `\\boxed{...}` in `text` holds, in order, braces inside it matched."""
+    found = []
+    start = text.find(_BOXED)
+    while start >= 0:
+        opening = start + len(_BOXED)
+        while opening < len(text) and text[opening] == " ":
+            opening += 1
+        if opening < len(text) and text[opening] == "{":
+            depth = 0
+            for index in range(opening, len(text)):
+                depth += {"{": 1, "}": -1}.get(text[index], 0)
+                if depth == 0:
+                    found.append(text[opening + 1:index])
+                    break
+        start = text.find(_BOXED, start + len(_BOXED))
+    return found
+
+
+def parse_critic_answer(text: str, n_steps: int) -> TraceAnswer:
+    """The critic's answer (as ProcessBench read critic models): the last `\\boxed{}`; -1, or
+    words such as "none" or "no error", say there is no mistake; a thought number from 1 to
+    `n_steps` is the first mistake. No box, anything else in it, or a number outside the trace
+    (0, -2, n_steps + 1) is unparseable."""
+    boxes = boxed_contents(text)
+    if not boxes:
+        return UNPARSEABLE
+    content = boxes[-1]
+    while True:
+        unwrapped = _LATEX_WRAPPER.sub(r"\1", content)
+        if unwrapped == content:
+            break
+        content = unwrapped
+    content = " ".join(content.replace("$", "").split())
+    number = _CRITIC_NUMBER.fullmatch(content)
+    if number is not None:
+        value = int(number.group(1).replace("−", "-"))
+        if value == -1:
+            return TraceAnswer(None, True)
+        return TraceAnswer(value, True) if 1 <= value <= n_steps else UNPARSEABLE
+    if _CRITIC_NONE.fullmatch(content):
+        return TraceAnswer(None, True)
+    return UNPARSEABLE

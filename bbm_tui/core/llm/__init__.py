@@ -45,6 +45,7 @@ from bbm_tui.core.llm.records import (
     StepText,
     TextDelta,
 )
+from bbm_tui.core.llm.refusals import offline_refusal
 from bbm_tui.core.llm.sampling import Arrived, Candidate, Samples, sample_steps
 from bbm_tui.core.llm.transport import (
     call_to_json,
@@ -130,6 +131,7 @@ __all__ = [
     "litellm_module",
     "marks_cache",
     "model_basename",
+    "offline_refusal",
     "one_at_a_time_endpoints",
     "replay_pace",
     "sample_steps",

@@ -193,6 +193,19 @@ def key_env_var(spec: ModelSpec) -> str | None:
     return _KEY_VARS.get(_provider_of(spec))
 
 
+# Providers litellm reaches through OpenAI's own client and wire (the request's options go to
+# the server as they are).
+_OPENAI_WIRE = frozenset({"openai", "text-completion-openai", "hosted_vllm", "azure",
+                          "azure_text", "custom_openai"})
+
+
+def speaks_openai_wire(spec: ModelSpec) -> bool:
+    """Whether litellm sends this model's requests on OpenAI's wire, options and all (an
+    OpenAI-compatible server), rather than through an adapter of its own (Anthropic, Gemini,
+    Ollama), which maps what it takes and leaves the rest."""
+    return _provider_of(spec) in _OPENAI_WIRE
+
+
 def auth_kwargs(spec: ModelSpec) -> dict[str, Any]:
     """Local OpenAI-compatible servers usually want no key, but the OpenAI SDK refuses to start
     without one: give it a placeholder when an api_base is set and the environment has none."""
@@ -201,7 +214,7 @@ def auth_kwargs(spec: ModelSpec) -> dict[str, Any]:
     variable = key_env_var(spec)
     if variable and os.environ.get(variable):
         return {}
-    if _provider_of(spec) in ("openai", "text-completion-openai", "hosted_vllm", "azure"):
+    if _provider_of(spec) in _OPENAI_WIRE:
         return {"api_key": "no-key-set"}
     return {}
 

@@ -199,7 +199,9 @@ def sane_usage_json(body: bytes) -> bytes:
     if not isinstance(usage, dict) or _sane_counts(usage):
         return body
     document["usage"] = None
-    return json.dumps(document).encode("utf-8")
+    # As it came otherwise: what the provider sent goes on to litellm, NaN included (the
+    # model-call boundary sees it there and refuses it, core/llm/transport.py).
+    return json.dumps(document, allow_nan=True).encode("utf-8")
 
 
 def _sane_counts(usage: dict[str, Any]) -> bool:

@@ -29,6 +29,7 @@ from bbm_tui.core.llm.capabilities import accepts_n, asks_logprobs, logprob_kwar
 from bbm_tui.core.llm.errors import with_retries
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.transport import (
+    ImpossibleLogprobs,
     aligned_tokens,
     aligned_tokens_short_of_stop,
     call_kwargs,
@@ -55,6 +56,8 @@ class Candidate:
     truncated: bool
     call: int
     choice: int
+    # The provider sent log-probabilities no model could give: `tokens` is None.
+    impossible_logprobs: bool = False
     # The end of `text` the provider sent no log-probability for (llama-server leaves out
     # the token before a stop sequence): `logprob` is the rest's.
     unscored: str = ""
@@ -209,6 +212,7 @@ async def _call_once(
         completion_tokens=counts.completion,
         cost=cost_of(spec, counts),
         finish_reason=candidates[0].finish_reason if candidates else None,
+        impossible_logprobs=any(candidate.impossible_logprobs for candidate in candidates),
         attempts=attempt,
         native_stop="stop" in kwargs,
         cached_tokens=counts.cached,
@@ -230,15 +234,21 @@ def _candidate(choice: Any, index: int, mode: str, number: int | None,
     # Cut at its token limit without reaching a line break: kept, marked like a streamed cut.
     truncated = finish_reason == "length" and end == len(raw.rstrip())
     logprobs = getattr(choice, "logprobs", None)
-    tokens, unscored = None, ""
-    if logprobs and native_stop and finish_reason == "stop":
-        tokens, unscored = aligned_tokens_short_of_stop(raw, token_logprobs(logprobs), start,
-                                                        end)
-    elif logprobs:
-        tokens = aligned_tokens(raw, token_logprobs(logprobs), start, end)
+    tokens, impossible, unscored = None, False, ""
+    if logprobs:
+        try:
+            sent = token_logprobs(logprobs)
+        except ImpossibleLogprobs:
+            impossible = True
+        else:
+            if native_stop and finish_reason == "stop":
+                tokens, unscored = aligned_tokens_short_of_stop(raw, sent, start, end)
+            else:
+                tokens = aligned_tokens(raw, sent, start, end)
     choice_index = getattr(choice, "index", None)
     return Candidate(
         text=raw[start:end], tokens=tokens, raw=raw, finish_reason=finish_reason,
         truncated=truncated, call=0,
-        choice=choice_index if isinstance(choice_index, int) else index, unscored=unscored,
+        choice=choice_index if isinstance(choice_index, int) else index,
+        impossible_logprobs=impossible, unscored=unscored,
     )

@@ -27,6 +27,7 @@ from bbm_tui.core.llm.capabilities import (
     auth_kwargs,
     logprob_kwargs,
     sent_params,
+    speaks_openai_wire,
 )
 from bbm_tui.core.llm.errors import ErrorKind, LLMError, StreamInterrupted, with_retries
 from bbm_tui.core.llm.loader import litellm_module
@@ -49,6 +50,7 @@ from bbm_tui.core.types import (
     Mode,
     ModelSpec,
     TokenLogprob,
+    sane_logprob,
 )
 
 
@@ -69,6 +71,8 @@ class _StreamState:
     leading_newline: bool = False
     usage_lost: bool = False  # the usage chunk after the answer could not be read
     time_cut: bool = False  # cut at the step's wall-clock limit
+    # A token came with a log-probability no model could give: the step has none.
+    impossible_logprobs: bool = False
     # Text completion: litellm's chat stream wrapper under the text one (False: none found).
     inner_stream: Any = None
 
@@ -172,10 +176,15 @@ async def _stream_step_watched(
         kwargs["stop"] = ["\n"]
     if asks_logprobs(spec, settings):
         kwargs |= logprob_kwargs(spec)
+    if spec.mode == "chat" or not speaks_openai_wire(spec):
+        # The provider's own usage, in a last chunk (OpenAI's wire) or mapped from its own
+        # fields (Ollama's counts, Gemini's usageMetadata): without this litellm passes none
+        # on from a stream, text completions included. On OpenAI's wire the option goes to
+        # the server, and not every text-completion server takes it.
+        kwargs["stream_options"] = {"include_usage": True}
     started_at = time.perf_counter()
     if spec.mode == "chat":
         kwargs["messages"] = step_messages(spec, settings, prompt, parts)
-        kwargs["stream_options"] = {"include_usage": True}
         stream = await litellm.acompletion(**kwargs)
     else:
         kwargs["prompt"] = prompt
@@ -370,36 +379,53 @@ def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
 
 
 def _absorb_logprobs(logprobs: Any, state: _StreamState) -> None:
-    if logprobs is not None and not state.cut:
+    if logprobs is None or state.cut or state.impossible_logprobs:
+        return
+    try:
         state.tokens.extend(token_logprobs(logprobs))
+    except ImpossibleLogprobs:
+        state.impossible_logprobs = True
+        state.tokens.clear()
+
+
+class ImpossibleLogprobs(ValueError):
+    """A token's log-probability is one no model could give (positive, NaN, infinite, 1e308,
+    a boolean): the step or sample has no log-probabilities at all, since any sum or choice
+    made with it would mean nothing."""
 
 
 def token_logprobs(logprobs: Any) -> list[TokenLogprob]:
     """The tokens of a choice's `logprobs` with their log-probabilities and top alternatives,
     in either form providers send: the chat form `content[i].token/logprob/top_logprobs`
     (llama-server sends it on /v1/completions too) or the legacy completion form `tokens` +
-    `token_logprobs` + `top_logprobs` (one {token: log-probability} per place)."""
+    `token_logprobs` + `top_logprobs` (one {token: log-probability} per place). A token sent
+    without a value is left out (the tokens then no longer spell the text, and the step has
+    none); raises ImpossibleLogprobs for a value no model could give. An alternative with
+    such a value is left out of its token's."""
     content = _field(logprobs, "content")
     if content:
         found = []
         for token in content:
             text, value = _field(token, "token"), _field(token, "logprob")
-            if isinstance(text, str) and _is_number(value):
-                found.append(TokenLogprob(unicode_text(text), float(value),
+            if isinstance(text, str) and value is not None:
+                found.append(TokenLogprob(unicode_text(text), _logprob(value),
                                           _chat_alternatives(_field(token, "top_logprobs"))))
         return found
     texts, values = _field(logprobs, "tokens"), _field(logprobs, "token_logprobs")
     if isinstance(texts, list) and isinstance(values, list) and len(texts) == len(values):
         tops = _field(logprobs, "top_logprobs")
         tops = tops if isinstance(tops, list) and len(tops) == len(texts) else [None] * len(texts)
-        return [TokenLogprob(unicode_text(str(text)), float(value), _legacy_alternatives(top))
+        return [TokenLogprob(unicode_text(str(text)), _logprob(value), _legacy_alternatives(top))
                 for text, value, top in zip(texts, values, tops, strict=True)
-                if _is_number(value)]
+                if value is not None]
     return []
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+def _logprob(value: Any) -> float:
+    sane = sane_logprob(value)
+    if sane is None:
+        raise ImpossibleLogprobs(f"a token's log-probability was {value!r}")
+    return sane
 
 
 def _chat_alternatives(entries: Any) -> tuple[Alternative, ...]:
@@ -408,9 +434,9 @@ def _chat_alternatives(entries: Any) -> tuple[Alternative, ...]:
         return ()
     found = []
     for entry in entries:
-        text, value = _field(entry, "token"), _field(entry, "logprob")
-        if isinstance(text, str) and _is_number(value):
-            found.append((unicode_text(text), float(value)))
+        text, value = _field(entry, "token"), sane_logprob(_field(entry, "logprob"))
+        if isinstance(text, str) and value is not None:
+            found.append((unicode_text(text), value))
     return _ranked(found)
 
 
@@ -418,8 +444,12 @@ def _legacy_alternatives(entry: Any) -> tuple[Alternative, ...]:
     """One place of the legacy `top_logprobs`: {token: log-probability}."""
     if not isinstance(entry, dict):
         return ()
-    return _ranked([(unicode_text(str(text)), float(value)) for text, value in entry.items()
-                    if _is_number(value)])
+    found = []
+    for text, value in entry.items():
+        sane = sane_logprob(value)
+        if sane is not None:
+            found.append((unicode_text(str(text)), sane))
+    return _ranked(found)
 
 
 def _ranked(alternatives: list[Alternative]) -> tuple[Alternative, ...]:
@@ -553,6 +583,7 @@ def _call_record(
         completion_tokens=counts.completion,
         cost=cost_of(spec, counts),
         logprobs=[token.logprob for token in tokens] if tokens else None,
+        impossible_logprobs=state.impossible_logprobs,
         finish_reason=finish_reason,
         attempts=attempt,
         native_stop=native_stop,
@@ -623,4 +654,4 @@ async def _complete_once(
 
 
 def call_to_json(call: CallRecord) -> str:
-    return json.dumps(call.__dict__)
+    return json.dumps(call.__dict__, allow_nan=False)

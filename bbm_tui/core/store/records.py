@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallRecord, TokenLogprob
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallRecord, TokenLogprob, sane_logprob_sum
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,9 @@ class Step:
         0..1 (None without log-probabilities): independent of the thought's length."""
         if self.logprob is None or not self.ntokens:
             return None
-        return math.exp(self.logprob / self.ntokens)
+        # A sum no model could give (an earlier version stored them unchecked) is none.
+        mean = sane_logprob_sum(self.logprob / self.ntokens)
+        return None if mean is None else math.exp(mean)
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,26 @@
-"""The store's schema: forward migrations, one per version (`PRAGMA user_version`)."""
+"""The store's schema: forward migrations, one per version (`PRAGMA user_version`). A migration
+is a SQL script, or a function given the connection inside the migration's transaction for
+what SQL cannot do (repairs.py)."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-MIGRATIONS: list[str] = [
+if TYPE_CHECKING:  # sqlite3 itself is not needed by the check before the first frame
+    import sqlite3
+
+
+def _clean_and_redact(connection: sqlite3.Connection) -> None:
+    from bbm_tui.core.store.repairs import clean_and_redact
+
+    clean_and_redact(connection)
+
+
+Migration = str | Callable[["sqlite3.Connection"], None]
+
+MIGRATIONS: list[Migration] = [
     # 1: sessions, the step tree, model calls, the person's labels.
     """
     CREATE TABLE sessions (
@@ -207,9 +223,14 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE calls ADD COLUMN usage_estimated INTEGER NOT NULL DEFAULT 0;
     """,
-    # 10: the part of a call's prompt tokens the provider read from its prompt cache, and the
+    # 10: what earlier versions stored unchecked: log-probabilities no model could give
+    # (positive, NaN, infinite: a thought's confidence overflowed, the token view stopped)
+    # become none, and a key-shaped token in an api base's path is redacted like the rest of
+    # it (repairs.py). No table changes.
+    _clean_and_redact,
+    # 11: the part of a call's prompt tokens the provider read from its prompt cache, and the
     # part it wrote to it, as it reported them (`prompt_tokens` counts both); priced as such.
-    # NULL: the provider said nothing of caching, or the call was made before v10.
+    # NULL: the provider said nothing of caching, or the call was made before v11.
     """
     ALTER TABLE calls ADD COLUMN cached_tokens INTEGER;
     ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER;
@@ -227,15 +248,22 @@ def expected_columns() -> dict[str, frozenset[str]]:
 
     connection = sqlite3.connect(":memory:")
     try:
-        for script in MIGRATIONS:
-            for statement in statements(script):
-                connection.execute(statement)
+        for migration in MIGRATIONS:
+            run_migration(connection, migration)
         tables = [row[0] for row in connection.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")]
         return {table: frozenset(row[1] for row in connection.execute(
             f"PRAGMA table_info({table})")) for table in tables}
     finally:
         connection.close()
+
+
+def run_migration(connection: sqlite3.Connection, migration: Migration) -> None:
+    if callable(migration):
+        migration(connection)
+        return
+    for statement in statements(migration):
+        connection.execute(statement)
 
 
 def statements(script: str) -> list[str]:

@@ -7,7 +7,8 @@ transaction as it happens, so a crash loses at most the step being streamed. Wri
 lock up front (`BEGIN IMMEDIATE`) and wait for another process's writes instead of failing,
 so the app and a headless run can share one store.
 
-API keys are never written here: nothing that reaches this module carries one.
+API keys are never written here: nothing that reaches this module carries one, and an api
+base is stored redacted (core/redact.py) whoever hands it over.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bbm_tui.core.redact import redact_url
 from bbm_tui.core.store.errors import SessionDeleted, StoreError
 from bbm_tui.core.store.files import (
     HOME_ENV,
@@ -46,7 +48,12 @@ from bbm_tui.core.store.records import (
     Totals,
     default_session_name,
 )
-from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns, statements
+from bbm_tui.core.store.schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    expected_columns,
+    run_migration,
+)
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
     CallPurpose,
@@ -58,6 +65,7 @@ from bbm_tui.core.types import (
     StepOrigin,
     TokenLogprob,
     sane_cost,
+    sane_logprob,
     sane_tokens,
 )
 
@@ -179,8 +187,7 @@ class Store:
                 # Another process opening the store at the same time may have got here first.
                 if connection.execute("PRAGMA user_version").fetchone()[0] >= target:
                     continue
-                for statement in statements(MIGRATIONS[target - 1]):
-                    connection.execute(statement)
+                run_migration(connection, MIGRATIONS[target - 1])
                 connection.execute(f"PRAGMA user_version = {target}")
 
     # -- transactions
@@ -276,8 +283,8 @@ class Store:
                 """INSERT INTO sessions (name, task, input, target, dataset_index,
                        gold_mistake_index, model, api_base, mode, source, created_at, updated_at)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (name, task, input, target, dataset_index, gold_mistake_index, model, api_base,
-                 mode, source, now, now),
+                (name, task, input, target, dataset_index, gold_mistake_index, model,
+                 redact_url(api_base), mode, source, now, now),
             )
             session_id = cursor.lastrowid
         return self.session(session_id)
@@ -386,14 +393,14 @@ class Store:
     def update_session_model(
         self, session_id: int, *, model: str, api_base: str | None, mode: str
     ) -> Session:
-        """Record the model settings a session is now generated with (the api base as given:
-        callers store it redacted, see TraceSession)."""
+        """Record the model settings a session is now generated with (the api base redacted:
+        a password or key in it is never written)."""
         with self._write() as connection:
             self._require_session(connection, session_id)
             connection.execute(
                 "UPDATE sessions SET model = ?, api_base = ?, mode = ?, updated_at = ? "
                 "WHERE id = ?",
-                (model, api_base, mode, time.time(), session_id),
+                (model, redact_url(api_base), mode, time.time(), session_id),
             )
         return self.session(session_id)
 
@@ -455,6 +462,7 @@ class Store:
                 call_id = _insert_call(connection, session_id, None, CallPurpose.STEP, call, now)
                 choice = call.choice if choice is None else choice
                 tokens = call.tokens if tokens is None else tokens
+            tokens = _sane_tokens(tokens)
             cursor = connection.execute(
                 """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
                        truncated, created_at, call_id, choice, tokens, alternatives, logprob,
@@ -753,6 +761,7 @@ class Store:
                                      now) for call in calls]
             ids = []
             for call_index, choice, text, tokens, dropped in candidates:
+                tokens = _sane_tokens(tokens)
                 cursor = connection.execute(
                     """INSERT INTO candidates (session_id, call_id, choice, parent_id, number,
                            text, tokens, alternatives, logprob, dropped, created_at)
@@ -813,8 +822,8 @@ class Store:
             cursor = connection.execute(
                 """INSERT INTO finder_runs (session_id, leaf_step_id, method, model, params,
                        created_at) VALUES (?, ?, ?, ?, ?, ?)""",
-                (session_id, leaf_step_id, method, model, json.dumps(params, sort_keys=True),
-                 time.time()),
+                (session_id, leaf_step_id, method, model,
+                 json.dumps(params, sort_keys=True, allow_nan=False), time.time()),
             )
             return cursor.lastrowid
 
@@ -1106,18 +1115,33 @@ def _summary(row: sqlite3.Row, on_branch: set[int], spend: tuple[int, float, int
                           cost, unpriced)
 
 
+def _sane_tokens(tokens: Sequence[TokenLogprob] | None) -> Sequence[TokenLogprob] | None:
+    """The last line of defence, as for usage (the model-call boundary refuses them first):
+    tokens holding a log-probability no model could give are stored as none."""
+    if tokens and all(sane_logprob(token.logprob) is not None for token in tokens):
+        return tokens
+    return None
+
+
+def _logprobs_json(logprobs: Sequence[float] | None) -> str | None:
+    if logprobs is None or not all(sane_logprob(value) is not None for value in logprobs):
+        return None
+    return json.dumps(list(logprobs), allow_nan=False)
+
+
 def tokens_json(tokens: Sequence[TokenLogprob] | None) -> str | None:
     """[[text, log-probability], ...], or None."""
     if not tokens:
         return None
-    return json.dumps([[token.text, token.logprob] for token in tokens])
+    return json.dumps([[token.text, token.logprob] for token in tokens], allow_nan=False)
 
 
 def alternatives_json(tokens: Sequence[TokenLogprob] | None) -> str | None:
     """[[[text, log-probability], ...] for each token], or None when no token has any."""
     if not tokens or not any(token.alternatives for token in tokens):
         return None
-    return json.dumps([[list(pair) for pair in token.alternatives] for token in tokens])
+    return json.dumps([[list(pair) for pair in token.alternatives] for token in tokens],
+                      allow_nan=False)
 
 
 def tokens_from_json(text: str | None, alternatives: str | None = None
@@ -1186,14 +1210,14 @@ def _insert_call(
             step_id,
             purpose,
             call.model,
-            json.dumps(call.params, sort_keys=True),
+            json.dumps(call.params, sort_keys=True, allow_nan=False),
             call.latency_s,
             # The last line of defence (the model-call boundary bounds them already): 2**64
             # would stop the insert (OverflowError), 1e23 would poison every total.
             sane_tokens(call.prompt_tokens),
             sane_tokens(call.completion_tokens),
             sane_cost(call.cost),
-            json.dumps(call.logprobs) if call.logprobs is not None else None,
+            _logprobs_json(call.logprobs),
             call.finish_reason,
             call.attempts,
             now,

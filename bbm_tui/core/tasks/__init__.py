@@ -1,75 +1,213 @@
-"""The five BIG-Bench Mistake tasks and how their questions are written (docs/DESIGN.md §3)."""
+"""Tasks (docs/DESIGN.md §3, §13): the paper's five and the user's own, in one shape.
+
+A task is data: how its question is written (a template with `{input}`), the prompt every
+generation prompt begins with (a few-shot prompt, or our zero-shot instruction), the answer
+regex, how an answer is compared with its target, and optionally few-shot mistake-finding
+prompts in the paper's JSON shape and a description for the zero-shot finders. The paper's
+five are built from the shipped files the first time one is asked for; the user's come from
+task files (core/tasks/files.py) and are put here with `use_tasks` when the app or a command
+starts, so every part of the code finds any task by its name.
+"""
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from bbm_tui.core.resources import prompts_dir
+from bbm_tui.core.tasks.compare import EXACT, Comparison, exact_match, parse_compare
+
+# The paper's answer regex, applied to one step at a time (a step is a single line).
+PAPER_ANSWER_PATTERN = r"(?<=[Tt]he answer is).*$"
+ANSWER_RE = re.compile(PAPER_ANSWER_PATTERN)
+# Where a question template puts the question's text.
+INPUT_FIELD = "{input}"
+DEFAULT_QUESTION_TEMPLATE = "Q: {input}"
 
 
 @dataclass(frozen=True)
 class Task:
-    """One of the five tasks: its name, how its question is written, how it is scored."""
+    """One task: how its question is written, what precedes it, how answers are read and
+    scored. `prompt` is the text every generation prompt begins with (the few-shot prompt, or
+    with `few_shot` False our zero-shot instruction); `finding_prompts` is one task's entry in
+    the shape of the paper's mistake_finding_prompts.json (None: it has none); `path` is the
+    task file it was read from (None: one of the paper's, or a task a session stored)."""
 
     name: str
     title: str
-    multiple_choice: bool
-    question_prefix: str
+    question_template: str
+    prompt: str
+    few_shot: bool = True
+    answer_pattern: str = PAPER_ANSWER_PATTERN
+    compare: str = EXACT
+    description: str = ""
+    finding_prompts: Mapping[str, Any] | None = field(default=None, hash=False, repr=False)
+    multiple_choice: bool = False
+    path: Path | None = field(default=None, compare=False)
+    # A file of questions for it (dataset JSONL, or rows of `input` and `target`), which the
+    # new-session screen lists as it lists the paper's dataset.
+    questions_path: Path | None = field(default=None, compare=False)
+
+    @property
+    def is_paper(self) -> bool:
+        """One of the paper's five (a user's task may not take their names)."""
+        return self.name in TASK_NAMES
 
     def question(self, input_text: str) -> str:
-        """The question line(s) that follow the few-shot prompt, exactly as the paper wrote them."""
-        return self.question_prefix + input_text
+        """The question line(s) that follow the prompt: the template with `{input}` replaced
+        (for the paper's five, exactly as the paper wrote them). Other braces are text."""
+        return self.question_template.replace(INPUT_FIELD, input_text)
+
+    @property
+    def question_prefix(self) -> str:
+        """What the template puts before the question's text."""
+        return self.question_template.split(INPUT_FIELD, 1)[0]
+
+    def extract_answer(self, step: str) -> str | None:
+        """The answer a step states, stripped, or None when it states none: the answer
+        regex's first group where it has groups, else its whole match."""
+        if self.answer_pattern == PAPER_ANSWER_PATTERN:
+            return extract_answer(step)
+        match = _compiled(self.answer_pattern).search(step)
+        if match is None:
+            return None
+        found = match.group(1) if match.re.groups else match.group(0)
+        return (found or "").strip()
+
+    def is_correct(self, answer: str | None, target: str) -> bool:
+        """The answer matches the target by the task's comparison (the paper's: exact)."""
+        return answer is not None and _comparison(self.compare).matches(answer, target)
 
 
-TASKS: dict[str, Task] = {
-    task.name: task
-    for task in (
-        Task(
-            "word_sorting",
-            "Word sorting",
-            False,
-            "Q: Sort the following words alphabetically: List: ",
-        ),
-        Task("tracking_shuffled_objects", "Tracking shuffled objects", True, "Q: "),
-        # logical_deduction inputs already hold their own "Q:" line and the options.
-        Task("logical_deduction", "Logical deduction", True, ""),
-        Task("multistep_arithmetic", "Multistep arithmetic", False, "Q: "),
-        Task(
-            "dyck_languages",
-            "Dyck languages",
-            False,
-            "Q: Complete the rest of the sequence, making sure that the parentheses are closed "
-            "properly. Input: ",
-        ),
-    )
-}
+@cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
 
-TASK_NAMES: tuple[str, ...] = tuple(TASKS)
+
+@cache
+def _comparison(text: str) -> Comparison:
+    return parse_compare(text)
+
+
+# --------------------------------------------------------------------------- the paper's five
+
+# name, title, multiple choice, what the paper writes before the question's text.
+_PAPER = (
+    ("word_sorting", "Word sorting", False,
+     "Q: Sort the following words alphabetically: List: "),
+    ("tracking_shuffled_objects", "Tracking shuffled objects", True, "Q: "),
+    # logical_deduction inputs already hold their own "Q:" line and the options.
+    ("logical_deduction", "Logical deduction", True, ""),
+    ("multistep_arithmetic", "Multistep arithmetic", False, "Q: "),
+    ("dyck_languages", "Dyck languages", False,
+     "Q: Complete the rest of the sequence, making sure that the parentheses are closed "
+     "properly. Input: "),
+)
+TASK_NAMES: tuple[str, ...] = tuple(name for name, *_ in _PAPER)
+PAPER_TITLES: dict[str, str] = {name: title for name, title, *_ in _PAPER}
+
+
+@cache
+def paper_finding_prompts() -> dict[str, dict[str, Any]]:
+    """prompts/mistake_finding_prompts.json, as shipped."""
+    return json.loads((prompts_dir() / "mistake_finding_prompts.json").read_bytes()
+                      .decode("utf-8"))
+
+
+@cache
+def paper_tasks() -> dict[str, Task]:
+    """The paper's five, from the shipped prompts (read once, when first asked for)."""
+    descriptions = json.loads((prompts_dir() / "ours" / "paper_task_descriptions.json")
+                              .read_bytes().decode("utf-8"))
+    findings = paper_finding_prompts()
+    tasks = {}
+    for name, title, multiple_choice, prefix in _PAPER:
+        prompt = (prompts_dir() / "generation_prompts" / f"{name}_prompt.txt").read_bytes()
+        tasks[name] = Task(name, title, prefix + INPUT_FIELD, prompt.decode("utf-8"),
+                           description=descriptions[name], finding_prompts=findings[name],
+                           multiple_choice=multiple_choice)
+    return tasks
+
+
+@cache
+def zero_shot_instruction() -> str:
+    """Ours: what a task without a few-shot prompt begins its generation prompts with
+    (prompts/ours/zero_shot_instruction.txt, no trailing newline, like the paper's prompts)."""
+    return (prompts_dir() / "ours" / "zero_shot_instruction.txt").read_bytes().decode("utf-8")
+
+
+# --------------------------------------------------------------------------- the user's tasks
+
+_user_tasks: dict[str, Task] = {}
+
+
+def use_tasks(tasks: Iterable[Task]) -> None:
+    """The user's tasks from now on (the config folder's and those named on the command
+    line), replacing any put here before."""
+    chosen = {task.name: task for task in tasks}
+    shadowing = sorted(set(chosen) & set(TASK_NAMES))
+    if shadowing:
+        raise ValueError(f"a task of one's own may not be called {shadowing[0]!r}, the name "
+                         "of one of the paper's tasks")
+    _user_tasks.clear()
+    _user_tasks.update(chosen)
+
+
+def user_tasks() -> tuple[Task, ...]:
+    return tuple(_user_tasks.values())
+
+
+def task_names() -> tuple[str, ...]:
+    """Every task there is: the paper's five in the paper's order, then the user's."""
+    return TASK_NAMES + tuple(name for name in _user_tasks if name not in TASK_NAMES)
+
+
+def task_titles() -> dict[str, str]:
+    """Every task's title by name, without reading the paper's prompts."""
+    return {**PAPER_TITLES, **{task.name: task.title for task in _user_tasks.values()}}
+
+
+def task_order(name: str) -> tuple[int, int, str]:
+    """A sort key: the paper's five in the paper's order, then the others by name."""
+    if name in TASK_NAMES:
+        return (0, TASK_NAMES.index(name), "")
+    return (1, 0, name)
 
 
 class UnknownTaskError(ValueError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"unknown task {name!r}; known tasks: {', '.join(TASK_NAMES)}")
+        super().__init__(f"unknown task {name!r}; known tasks: {', '.join(task_names())}")
         self.name = name
 
 
-def get_task(name: str) -> Task:
+def get_task(task: Task | str) -> Task:
+    """The task itself (a Task is handed back as it is), or UnknownTaskError."""
+    if isinstance(task, Task):
+        return task
+    if task in TASK_NAMES:
+        return paper_tasks()[task]
     try:
-        return TASKS[name]
+        return _user_tasks[task]
     except KeyError:
-        raise UnknownTaskError(name) from None
+        raise UnknownTaskError(task) from None
 
 
-# The paper's answer regex, applied to one step at a time (a step is a single line).
-ANSWER_RE = re.compile(r"(?<=[Tt]he answer is).*$")
+def task_name(task: Task | str) -> str:
+    return task.name if isinstance(task, Task) else task
 
 
 def extract_answer(step: str) -> str | None:
-    """The answer a step states, stripped, or None when the step states none."""
+    """The answer a step states by the paper's regex, stripped, or None when it states none."""
     match = ANSWER_RE.search(step)
     return match.group(0).strip() if match else None
 
 
 def is_correct(answer: str | None, target: str) -> bool:
-    """Correct means answer == target; both sides are stripped, as the paper's counts require
+    """The paper's rule: answer == target, both sides stripped, as the paper's counts require
     (two tracking rows store their answer with a leading space)."""
-    return answer is not None and answer.strip() == target.strip()
+    return answer is not None and exact_match(answer, target)

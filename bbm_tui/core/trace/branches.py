@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from bbm_tui.core.store import Step
 from bbm_tui.core.tasks import is_correct
 from bbm_tui.core.trace.tree import BranchDiff, StepTree
-from bbm_tui.core.types import TokenLogprob
+from bbm_tui.core.types import TokenLogprob, sane_logprob_sum
 
 
 @dataclass(frozen=True)
@@ -98,15 +98,17 @@ BANDS = (0.9, 0.7, 0.4, 0.15, 0.0)
 
 
 def band(logprob: float) -> int:
-    """0 (p >= 0.9) to 4 (p < 0.15)."""
-    probability = math.exp(logprob)
-    return next(index for index, low in enumerate(BANDS) if probability >= low)
+    """0 (p >= 0.9) to 4 (p < 0.15, or no probability at all: NaN)."""
+    probability = math.exp(min(logprob, 0.0))
+    return next((index for index, low in enumerate(BANDS) if probability >= low),
+                len(BANDS) - 1)
 
 
 def confidence(tokens: Sequence[TokenLogprob] | None) -> float | None:
     """A thought's confidence: the geometric mean of its tokens' probabilities, exp(mean
-    log-probability), in 0..1 (None without tokens). Independent of the thought's length,
-    unlike the sum."""
+    log-probability), in 0..1 (None without tokens, or with values no model could give).
+    Independent of the thought's length, unlike the sum."""
     if not tokens:
         return None
-    return math.exp(sum(token.logprob for token in tokens) / len(tokens))
+    mean = sane_logprob_sum(sum(token.logprob for token in tokens) / len(tokens))
+    return None if mean is None else math.exp(mean)

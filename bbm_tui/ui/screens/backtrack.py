@@ -29,13 +29,18 @@ HOW_CHOSEN = {"logprob": "the highest log-probability of those that differ",
 
 
 def describe_sample(index: int, text: str, logprob: float | None, dropped: bool,
-                    chosen: bool) -> Content:
-    """One sample as a row: its number, log-probability, text and what became of it."""
+                    chosen: bool, impossible: bool = False) -> Content:
+    """One sample as a row: its number, log-probability, text and what became of it. A
+    sample whose log-probabilities no model could give has none (and is never chosen by
+    them); the row says so."""
     score = "n/a" if logprob is None else f"{logprob:.2f}"
     mark = (styled(f"{GLYPH_CHOSEN} chosen", "bold $text-success") if chosen
             else styled("= the original (dropped)", MUTED) if dropped
             else styled("(says nothing)", MUTED) if not text.strip()
             else Content(""))
+    if impossible:
+        mark = Content.assemble(mark, styled(" (its log-probabilities were impossible: "
+                                             "not used)", "$text-warning"))
     shown = safe_line(text, 200) if text.strip() else styled("(empty)", MUTED)
     return Content.assemble(f"{index + 1}. ", styled(f"{score:<8}", "bold"), shown, "  ", mark)
 
@@ -64,6 +69,10 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         # The samples in so far, by position: kept from before the dialog is mounted too.
         self.samples: dict[int, SampleArrived] = {}
         self.ready: SamplesReady | None = None
+        # Set once on_mount has shown what had come before: from then on each arrival is
+        # shown as it comes. (`is_mounted` turns true only after every Mount handler, the
+        # base Dialog's too, so a sample arriving in between was shown by neither.)
+        self._rows_live = False
 
     @classmethod
     def showing(cls, ready: SamplesReady) -> CandidatesScreen:
@@ -97,6 +106,7 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         else:
             for sample in self.samples.values():
                 self._show_sample(sample)
+        self._rows_live = True
 
     def _title(self) -> Content:
         if self.ready is not None:
@@ -130,29 +140,32 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         if self.ready is not None:
             return
         self.samples[sample.position] = sample
-        if self.is_mounted:
+        if self._rows_live:
             self._show_sample(sample)
 
     def _show_sample(self, sample: SampleArrived) -> None:
         candidate = sample.candidate
         self.query_one(OptionList).replace_option_prompt_at_index(
             sample.position, describe_sample(sample.position, candidate.text,
-                                             candidate.logprob, sample.dropped, False))
+                                             candidate.logprob, sample.dropped, False,
+                                             candidate.impossible_logprobs))
         self.query_one("#candidates-title", Static).update(self._title())
 
     def all_in(self, ready: SamplesReady) -> None:
         """Every sample is in and saved: the paper's choice starred and highlighted, the
         samples that can be continued from selectable."""
         self.ready = ready
-        if self.is_mounted:
+        if self._rows_live:
             self._show_all(ready)
 
     def _show_all(self, ready: SamplesReady) -> None:
         options = self.query_one(OptionList)
+        sampled = ready.resample.samples.candidates
         for index, candidate in enumerate(ready.stored):
+            impossible = index < len(sampled) and sampled[index].impossible_logprobs
             options.replace_option_prompt_at_index(index, describe_sample(
                 index, candidate.text, candidate.logprob, candidate.dropped,
-                index == ready.resample.chosen))
+                index == ready.resample.chosen, impossible))
             if not (candidate.dropped or not candidate.text.strip()):
                 options.enable_option_at_index(index)
         if ready.resample.chosen is not None:

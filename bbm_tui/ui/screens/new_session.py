@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.redact import redact_url
-from bbm_tui.core.tasks import TASKS, get_task
+from bbm_tui.core.tasks import get_task, task_titles
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import MODES, ModelSpec
 from bbm_tui.ui.context import AppContext, context
@@ -166,7 +166,8 @@ class NewSessionScreen(BbmScreen):
         super().__init__(classes="new-session")  # no id: two may be stacked for a moment
         mode = config.mode if config.mode in MODES else "chat"
         self.spec = ModelSpec(config.model, config.api_base, mode)  # type: ignore[arg-type]
-        self.task_name = task if task in TASKS else next(iter(TASKS))
+        titles = task_titles()
+        self.task_name = task if task in titles else next(iter(titles))
         self._entries: list[Entry] = []
         self._shown: list[Entry] = []
         self._task_timer: Timer | None = None
@@ -190,7 +191,7 @@ class NewSessionScreen(BbmScreen):
                 yield Static(id="question-preview")
             with Vertical(id="model-side", classes="panel"):
                 yield OptionList(
-                    *[Option(task.title, id=task.name) for task in TASKS.values()],
+                    *[Option(title, id=name) for name, title in task_titles().items()],
                     id="tasks",
                 )
                 yield Static(spec_line(self.spec, self.bbm_app.stepper_settings),
@@ -211,7 +212,8 @@ class NewSessionScreen(BbmScreen):
     def on_mount(self) -> None:
         self.query_one("#question-side").border_title = "Question"
         self.query_one("#model-side").border_title = "Task and model"
-        self.query_one("#tasks", OptionList).highlighted = list(TASKS).index(self.task_name)
+        self.query_one("#tasks", OptionList).highlighted = list(task_titles()).index(
+            self.task_name)
         self._show_loading()
         # After the first frame: hundreds of options are work the first frame can do without.
         self.call_after_refresh(self._load_rows, self.task_name)
@@ -263,7 +265,7 @@ class NewSessionScreen(BbmScreen):
     @on(OptionList.OptionHighlighted, "#tasks")
     def _task_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         name = event.option.id or self.task_name
-        if name == self.task_name or name not in TASKS:
+        if name == self.task_name or name not in task_titles():
             return
         # Arrowing through the tasks loads the one the highlight rests on, not each one it
         # passes (a list of hundreds of questions is rebuilt per load).

@@ -106,7 +106,9 @@ class TokenScreen(Dialog[None]):
             if not self.tokens:
                 yield Static(styled("No log-probabilities were recorded for this thought (a "
                                     "provider that sends none, or asked without them: the "
-                                    "config's `logprobs`).", MUTED), classes="dialog-text")
+                                    "config's `logprobs`; or the provider's were ones no "
+                                    "model could give, such as positive, NaN or infinite, "
+                                    "which are never kept).", MUTED), classes="dialog-text")
             else:
                 yield Static(id="token-text", classes="dialog-text")
                 yield Static(id="token-detail")
@@ -146,6 +148,10 @@ class TokenScreen(Dialog[None]):
             hint = (f"{key_for(self, 'token_previous')} {key_for(self, 'token_next')} pick a "
                     f"token · {key_for(self, 'token_alternatives')} {more} · {close}")
         self.query_one("#token-hint", Static).update(styled(hint, MUTED))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # A thought with no tokens has none to pick: those keys leave the footer.
+        return bool(self.tokens) or action not in ("pick", "alternatives")
 
     def action_pick(self, delta: int) -> None:
         if self.tokens:

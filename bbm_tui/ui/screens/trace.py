@@ -553,6 +553,10 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         view.finish(step, wall_clock=self.bbm_app.wall_clock)
         self._thoughts.streaming_finished(view)
         self._add_call(event.call)
+        if event.call.impossible_logprobs:
+            self.notify(f"Thought {event.number} came with log-probabilities no model could "
+                        "give (positive, NaN or infinite): it was kept without them.",
+                        severity="warning", markup=False, timeout=6)
         self._apply_label()
         if self.selected == 0 or not self._moved:
             # The selection follows generation until the reader moves it: x right after r

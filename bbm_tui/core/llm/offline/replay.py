@@ -285,28 +285,46 @@ class FinderRequest:
 @cache
 def _finder_patterns() -> list[tuple[str, str, str, re.Pattern[str]]]:
     """Per (task, method) template: its closing literal and a regular expression with its
-    fields turned into groups."""
-    from bbm_tui.core.prompts.finding import METHODS, finding_prompts
+    fields turned into groups. The critic's template (ours) is filled per task: its
+    description, and the question as the task writes it around the input."""
+    from bbm_tui.core.prompts.finding import (
+        CRITIC,
+        METHODS,
+        OUR_METHODS,
+        finding_prompts,
+        our_finding_prompts,
+    )
 
-    groups = {
-        "input": r"(?P<input>.*?)",
-        "steps": f"(?P<steps>{re.escape(label(1))} .*?)",
-        "current_step": r"(?P<current_step>\d+)",
-    }
     patterns = []
     for task, prompts in finding_prompts().items():
         for method in METHODS.values():
             template = prompts.get(method.template_key)
-            if template is None:
-                continue
-            parts = list(string.Formatter().parse(template))
-            regex = "".join(
-                re.escape(literal) + (groups[field] if field is not None else "")
-                for literal, field, _, _ in parts
-            )
-            tail = parts[-1][0] if parts[-1][1] is None else ""
-            patterns.append((task, method.name, tail, re.compile(regex, re.DOTALL)))
+            if template is not None:
+                patterns.append((task, method.name, *_template_pattern(template, {})))
+        found = get_task(task)
+        critic = our_finding_prompts()[OUR_METHODS[CRITIC].template_key]
+        fixed = {"description": re.escape(found.description),
+                 "input": re.escape(found.question_prefix) + r"(?P<input>.*?)"}
+        patterns.append((task, CRITIC, *_template_pattern(critic, fixed)))
     return patterns
+
+
+def _template_pattern(template: str, fixed: dict[str, str]) -> tuple[str, re.Pattern[str]]:
+    """A template's closing literal, and a regular expression with its fields as groups
+    (`fixed` says what some fields hold)."""
+    groups = {
+        "input": r"(?P<input>.*?)",
+        "steps": f"(?P<steps>{re.escape(label(1))} .*?)",
+        "current_step": r"(?P<current_step>\d+)",
+        **fixed,
+    }
+    parts = list(string.Formatter().parse(template))
+    regex = "".join(
+        re.escape(literal) + (groups[field] if field is not None else "")
+        for literal, field, _, _ in parts
+    )
+    tail = parts[-1][0] if parts[-1][1] is None else ""
+    return tail, re.compile(regex, re.DOTALL)
 
 
 def finder_answer(request: FinderRequest, location: int | None) -> str:
@@ -314,6 +332,10 @@ def finder_answer(request: FinderRequest, location: int | None) -> str:
     the first mistake is at `location` (0-based; None = no mistake). It knows only the first
     mistake, so it calls every thought after it incorrect too (they build on it)."""
     number = None if location is None else location + 1
+    if request.method == "critic":
+        if number is None:
+            return "Every thought is correct, so there is no wrong thought: \\boxed{-1}"
+        return f"Thought {number} is the earliest wrong thought: \\boxed{{{number}}}"
     if request.current_step is None:
         if request.method == "direct-trace":
             return "No" if number is None else str(number)

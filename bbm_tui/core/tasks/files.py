@@ -1,0 +1,383 @@
+"""Task files (docs/DESIGN.md §13): a task of one's own, written in TOML.
+
+    name = "gsm8k"                       # how commands, rows' `task` keys and sessions name it
+    title = "Grade-school math"          # how the app shows it (default: the name)
+    prompt = "gsm8k_prompt.txt"          # a few-shot prompt, relative to this file; leave it
+                                         # out for zero-shot (our instruction then)
+    question = "Q: {input}"              # the question line(s); {input} is the question's text
+    answer_regex = '(?<=[Tt]he answer is).*$'   # the paper's, by default
+    compare = "number"                   # exact | number | choice | regex:PATTERN
+    finding_prompts = "gsm8k_finding.json"      # optional: few-shot finding prompts, in the
+                                                # shape of one task's entry of the paper's file
+    description = "Word problems ..."    # for the zero-shot finders and the critic
+    questions = "gsm8k_questions.jsonl"  # optional: questions the app lists for the task
+
+A broken file gets one message naming the file, the line and the key, never a traceback; in
+the config folder the other files still load. The whole definition, prompt texts included, is
+what a session stores (`task_definition`), so it reopens with the prompt it was made with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bbm_tui.core.tasks import (
+    DEFAULT_QUESTION_TEMPLATE,
+    INPUT_FIELD,
+    PAPER_ANSWER_PATTERN,
+    TASK_NAMES,
+    Task,
+    zero_shot_instruction,
+)
+from bbm_tui.core.tasks.compare import CHOICE, EXACT, CompareError, parse_compare
+from bbm_tui.core.tomltext import key_line, toml_error_message
+
+KEYS = ("name", "title", "prompt", "question", "answer_regex", "compare", "finding_prompts",
+        "description", "questions")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+# The paper's finding prompts, per method: the template key, its messages key, and whether
+# it asks about one thought (`{current_step}`).
+FINDING_KEYS = {
+    "DIRECT_TEMPLATE": ("DIRECT_MESSAGES", False),
+    "DIRECT_PERSTEP_TEMPLATE": ("DIRECT_PERSTEP_MESSAGES", True),
+    "COT_PERSTEP_TEMPLATE": ("COT_PERSTEP_MESSAGES", True),
+    "COT_TEMPLATE": ("COT_MESSAGES", False),
+}
+_ROLES = ("system", "user", "assistant")
+
+
+class TaskFileError(ValueError):
+    """A broken task file: the file, the line (where known) and the key, in one message."""
+
+    def __init__(self, path: Path, message: str, *, line: int | None = None,
+                 key: str | None = None) -> None:
+        self.path = path
+        self.line = line
+        self.key = key
+        self.message = message
+        where = f"{path}: line {line}: " if line is not None else f"{path}: "
+        what = f"{key!r}: " if key is not None else ""
+        super().__init__(f"{where}{what}{message}")
+
+
+@dataclass
+class _Reader:
+    """One task file being read: its values, its text (for line numbers) and its folder."""
+
+    path: Path
+    text: str
+    data: dict[str, Any]
+
+    def fail(self, key: str, message: str) -> TaskFileError:
+        return TaskFileError(self.path, message, line=key_line(key, self.text), key=key)
+
+    def string(self, key: str, default: str | None = None) -> str | None:
+        value = self.data.get(key, default)
+        if value is not None and not isinstance(value, str):
+            raise self.fail(key, f"must be a string, not {_toml_type(value)}")
+        return value
+
+    def file(self, key: str) -> Path | None:
+        """A file the key names, relative to the task file's folder; it must exist."""
+        value = self.string(key)
+        if value is None:
+            return None
+        if not value.strip():
+            raise self.fail(key, "names no file (leave the key out instead)")
+        found = (self.path.parent / Path(value).expanduser()).resolve()
+        if not found.exists():
+            raise self.fail(key, f"no such file: {found}")
+        if not found.is_file():
+            raise self.fail(key, f"not a file: {found}")
+        return found
+
+    def text_of(self, key: str, found: Path) -> str:
+        try:
+            raw = found.read_bytes()
+        except OSError as error:
+            raise self.fail(key, f"cannot read {found}: {error.strerror}") from None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail(key, f"{found} is not UTF-8 text") from None
+
+
+def _toml_type(value: object) -> str:
+    names = {bool: "true or false", int: "a number", float: "a number", list: "a list",
+             dict: "a table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def load_task_file(path: Path | str) -> Task:
+    """Read and check one task file; TaskFileError says what is wrong with it, and where."""
+    import tomllib
+
+    path = Path(path).expanduser()
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise TaskFileError(path, "no such task file") from None
+    except IsADirectoryError:
+        raise TaskFileError(path, "is a folder, not a task file") from None
+    except OSError as error:
+        raise TaskFileError(path, f"cannot read the task file: {error.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TaskFileError(path, "the task file is not UTF-8 text") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise TaskFileError(path, toml_error_message(error)) from None
+    return _task_from(_Reader(path.resolve(), text, data))
+
+
+def _task_from(reader: _Reader) -> Task:
+    unknown = [key for key in reader.data if key not in KEYS]
+    if unknown:
+        raise reader.fail(unknown[0], f"unknown key (the keys: {', '.join(KEYS)})")
+    name = _name(reader)
+    title = (reader.string("title") or "").strip() or name
+    question = reader.string("question", DEFAULT_QUESTION_TEMPLATE) or ""
+    if INPUT_FIELD not in question:
+        raise reader.fail("question", "the template has no {input} (where the question's "
+                          "text goes), e.g. \"Q: {input}\"")
+    prompt_file = reader.file("prompt")
+    prompt = _prompt_text(reader, prompt_file) if prompt_file else zero_shot_instruction()
+    answer_pattern = _answer_pattern(reader)
+    compare = reader.string("compare", EXACT) or ""
+    try:
+        parse_compare(compare)
+    except CompareError as error:
+        raise reader.fail("compare", str(error)) from None
+    finding_file = reader.file("finding_prompts")
+    finding = _finding_prompts(reader, finding_file) if finding_file else None
+    description = " ".join((reader.string("description") or "").split())
+    return Task(
+        name, title, question, prompt, few_shot=prompt_file is not None,
+        answer_pattern=answer_pattern, compare=compare, description=description,
+        finding_prompts=finding, multiple_choice=compare == CHOICE, path=reader.path,
+        questions_path=reader.file("questions"),
+    )
+
+
+def _name(reader: _Reader) -> str:
+    if "name" not in reader.data:
+        raise TaskFileError(reader.path, "missing: every task needs a name, e.g. "
+                            "name = \"gsm8k\"", key="name")
+    name = reader.string("name") or ""
+    if not _NAME.fullmatch(name):
+        raise reader.fail("name", f"{name!r} is not a task name: letters, digits, '_', '-' "
+                          "and '.', starting with a letter or digit (at most 64)")
+    paper = next((task for task in TASK_NAMES if task.casefold() == name.casefold()), None)
+    if paper is not None:
+        raise reader.fail("name", f"{name!r} is one of the paper's tasks ({paper}); give "
+                          "yours a name of its own")
+    return name
+
+
+def _prompt_text(reader: _Reader, found: Path) -> str:
+    # The paper's prompts end without a line break, and the question follows a blank line;
+    # an editor's final newline would add a second.
+    text = reader.text_of("prompt", found).replace("\r\n", "\n").rstrip("\n")
+    if not text.strip():
+        raise reader.fail("prompt", f"{found} is empty (leave the key out for zero-shot)")
+    return text
+
+
+def _answer_pattern(reader: _Reader) -> str:
+    pattern = reader.string("answer_regex", PAPER_ANSWER_PATTERN) or ""
+    try:
+        compiled = re.compile(pattern)
+    except re.error as error:
+        raise reader.fail("answer_regex", f"not a valid regular expression: {error}") from None
+    if compiled.search("") is not None:
+        raise reader.fail("answer_regex", "matches a thought with no text, so every trace "
+                          "would end at Thought 1; it must match only the thought that "
+                          "states the answer, e.g. '(?<=[Tt]he answer is).*$'")
+    return pattern
+
+
+def _finding_prompts(reader: _Reader, found: Path) -> dict[str, Any]:
+    text = reader.text_of("finding_prompts", found)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise reader.fail("finding_prompts", f"{found}: line {error.lineno}, column "
+                          f"{error.colno}: malformed JSON: {error.msg}") from None
+    problem = finding_prompts_problem(data)
+    if problem is not None:
+        raise reader.fail("finding_prompts", f"{found}: {problem}")
+    return data
+
+
+def finding_prompts_problem(data: object) -> str | None:
+    """What keeps `data` from being one task's entry of the paper's finding prompts, if
+    anything: templates with their few-shot messages, the fields {input}, {steps} and (for
+    one thought) {current_step}."""
+    if not isinstance(data, dict):
+        return "must be a JSON object: one task's entry of the paper's finding prompts"
+    if not any(key in data for key in FINDING_KEYS) and all(
+            isinstance(value, dict) for value in data.values()) and data:
+        return ("holds a map of tasks; give one task's entry (the object with "
+                f"{', '.join(FINDING_KEYS)} and their messages)")
+    known = set(FINDING_KEYS) | {messages for messages, _ in FINDING_KEYS.values()}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        return f"unknown key {unknown[0]!r} (the keys: {', '.join(sorted(known))})"
+    if not any(key in data for key in FINDING_KEYS):
+        return f"has no template ({', '.join(FINDING_KEYS)})"
+    for template_key, (messages_key, one_thought) in FINDING_KEYS.items():
+        if (template_key in data) != (messages_key in data):
+            have, missing = ((template_key, messages_key) if template_key in data
+                             else (messages_key, template_key))
+            return f"{have} needs {missing} beside it"
+        if template_key in data:
+            problem = _template_problem(data[template_key], one_thought)
+            if problem is not None:
+                return f"{template_key}: {problem}"
+            problem = _messages_problem(data[messages_key])
+            if problem is not None:
+                return f"{messages_key}: {problem}"
+    return None
+
+
+def _template_problem(template: object, one_thought: bool) -> str | None:
+    if not isinstance(template, str):
+        return "the template must be a string"
+    try:
+        fields = {name for _, name, _, _ in string.Formatter().parse(template)
+                  if name is not None}
+    except ValueError as error:
+        return f"the template's braces do not pair up ({error}); write a literal brace twice"
+    allowed = {"input", "steps", "current_step"} if one_thought else {"input", "steps"}
+    strange = sorted(fields - allowed)
+    if strange:
+        return (f"the template has a field {{{strange[0]}}} it cannot fill (its fields: "
+                f"{', '.join('{' + name + '}' for name in sorted(allowed))})")
+    if "steps" not in fields:
+        return "the template has no {steps} (where the thoughts go)"
+    return None
+
+
+def _messages_problem(messages: object) -> str | None:
+    if not isinstance(messages, list):
+        return "must be a list of messages"
+    for number, message in enumerate(messages, start=1):
+        if not (isinstance(message, dict) and message.get("role") in _ROLES
+                and isinstance(message.get("content"), str) and len(message) == 2):
+            return (f"message {number} must be {{\"role\": \"user\" | \"assistant\" | "
+                    "\"system\", \"content\": \"...\"}")
+    return None
+
+
+# --------------------------------------------------------------------------- the user's tasks
+
+
+@dataclass
+class LoadedTasks:
+    """The user's tasks: the config folder's that loaded, then those named on the command
+    line (one named there wins over a folder's of the same name); `problems` are the folder's
+    files that did not load, each with its message."""
+
+    tasks: list[Task] = field(default_factory=list)
+    problems: list[TaskFileError] = field(default_factory=list)
+
+
+def load_task_folder(folder: Path) -> LoadedTasks:
+    """Every `*.toml` in `folder` (none when there is no folder), by file name; a broken file
+    is a problem, and the others still load."""
+    loaded = LoadedTasks()
+    try:
+        paths = sorted(path for path in folder.glob("*.toml") if path.is_file())
+    except OSError:
+        return loaded
+    taken: dict[str, Path] = {}
+    for path in paths:
+        try:
+            task = load_task_file(path)
+        except TaskFileError as problem:
+            loaded.problems.append(problem)
+            continue
+        if task.name in taken:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            loaded.problems.append(TaskFileError(
+                task.path or path, f"{task.name!r} is the name of the task in "
+                f"{taken[task.name]} too; give each task its own", line=key_line("name", text),
+                key="name"))
+            continue
+        taken[task.name] = path
+        loaded.tasks.append(task)
+    return loaded
+
+
+def load_user_tasks(folder: Path | None, files: Sequence[Path | str] = ()) -> LoadedTasks:
+    """The config folder's tasks and those of `files` (named on the command line). A named
+    file that does not load raises TaskFileError: it was asked for by name."""
+    loaded = load_task_folder(folder) if folder is not None else LoadedTasks()
+    named = [load_task_file(path) for path in files]
+    names = {task.name for task in named}
+    loaded.tasks = [task for task in loaded.tasks if task.name not in names] + named
+    return loaded
+
+
+# --------------------------------------------------------------------------- stored definitions
+
+
+def task_definition(task: Task) -> dict[str, Any]:
+    """Everything a task is, as JSON-ready data (what a session stores)."""
+    return {
+        "name": task.name,
+        "title": task.title,
+        "question": task.question_template,
+        "prompt": task.prompt,
+        "few_shot": task.few_shot,
+        "answer_regex": task.answer_pattern,
+        "compare": task.compare,
+        "description": task.description,
+        "finding_prompts": task.finding_prompts,
+        "multiple_choice": task.multiple_choice,
+        "path": None if task.path is None else str(task.path),
+    }
+
+
+# Where the file was is not what the task is: moving the file changes no digest.
+_NOT_CONTENT = ("path",)
+
+
+def task_digest(task: Task) -> str:
+    """SHA-256 of the task's content, prompt texts included: two tasks with one digest
+    generate and judge alike."""
+    content = {key: value for key, value in task_definition(task).items()
+               if key not in _NOT_CONTENT}
+    text = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def task_from_definition(data: Mapping[str, Any]) -> Task:
+    """A task as a session stored it; ValueError when the stored data is not one."""
+    try:
+        finding = data.get("finding_prompts")
+        if finding is not None and finding_prompts_problem(finding) is not None:
+            raise ValueError(finding_prompts_problem(finding))
+        parse_compare(str(data["compare"]))
+        re.compile(str(data["answer_regex"]))
+        path = data.get("path")
+        return Task(
+            str(data["name"]), str(data["title"]), str(data["question"]), str(data["prompt"]),
+            few_shot=bool(data["few_shot"]), answer_pattern=str(data["answer_regex"]),
+            compare=str(data["compare"]), description=str(data.get("description", "")),
+            finding_prompts=finding, multiple_choice=bool(data.get("multiple_choice")),
+            path=Path(path) if isinstance(path, str) else None,
+        )
+    except (KeyError, TypeError, re.error, CompareError) as error:
+        raise ValueError(f"not a stored task definition: {error}") from None
+
