@@ -36,11 +36,15 @@ class _MainParser(argparse.ArgumentParser):
 
 
 def _epilog() -> str:
-    from bbm_tui.core.config import config_path
+    from bbm_tui.core.config import config_path, tasks_folder
     from bbm_tui.core.store import default_path
     from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks.files import load_task_folder
 
+    # Help is printed before the command reads the tasks: it reads the folder itself.
+    yours = ", ".join(task.name for task in load_task_folder(tasks_folder()).tasks) or "none yet"
     return f"""tasks: {", ".join(TASK_NAMES)}
+your tasks: {yours} (task files: {tasks_folder()}/*.toml, or --task-file)
 
 files:
   sessions   {default_path()}
@@ -72,6 +76,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_model_options(parser)
     _add_logprobs_option(parser)
     parser.add_argument("--task", help="start a new session on this task")
+    _add_task_file_option(parser, on_command=False)
     parser.add_argument(
         "--question", type=int, metavar="N",
         help="with --task: start on question N (0-based) of the bundled dataset",
@@ -89,6 +94,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_model_options(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
+    _add_task_file_option(run)
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("--input", type=Path, nargs="+", metavar="FILE.jsonl",
                         help="dataset-format files whose questions to run")
@@ -112,6 +118,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     stats.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     stats.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(stats)
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     _add_find_parser(commands, with_methods="find" in argv)
     _add_backtrack_parser(commands)
@@ -131,6 +138,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     export.add_argument("--out", type=Path, required=True, metavar="FILE")
     export.add_argument("--force", action="store_true",
                         help="replace FILE if it exists (never the session store)")
+    _add_task_file_option(export)
 
     annotate = commands.add_parser(
         "annotate", help="label dataset-format files with the paper's protocol, as one "
@@ -140,8 +148,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     annotate.add_argument("--annotator", required=True, metavar="NAME",
                           help="who is labelling (labels are kept per annotator)")
     annotate.add_argument("--task", help="the task of every file (else from each file's name)")
-    commands.add_parser(
+    _add_task_file_option(annotate)
+    adjudicate = commands.add_parser(
         "adjudicate", help="settle the traces the annotators disagree on (in the app)")
+    _add_task_file_option(adjudicate)
     agreement = commands.add_parser(
         "agreement", help="agreement between annotators: Krippendorff's alpha, Cohen's kappa, "
         "agreement with gold; --consensus writes the majority's labels",
@@ -162,6 +172,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     importer.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     importer.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(importer)
     importer.add_argument("--unlabelled", action="store_true",
                           help="ignore every mistake_index: import every trace unlabelled "
                           "(rows with no mistake_index key are unlabelled anyway)")
@@ -176,6 +187,17 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
                         help="chat (prompt as one user message) or text completion")
 
 
+def _add_task_file_option(parser: argparse.ArgumentParser, *, on_command: bool = True) -> None:
+    """`--task-file FILE.toml`, on the app and on every command that reads or writes a task's
+    traces. A command's own leaves the app's value alone when it is not given (argparse would
+    otherwise put the command's default over it)."""
+    parser.add_argument(
+        "--task-file", type=Path, action="append", dest="task_files", metavar="FILE.toml",
+        default=argparse.SUPPRESS if on_command else None,
+        help="a task of your own (again for more); the tasks in the config folder's tasks/ "
+        "are read too; with one and no --task, it is the task")
+
+
 def _add_logprobs_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--logprobs", action="store_true", default=None,
                         help="record each step's log-probabilities (chat mode; the config's "
@@ -187,6 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
+        refused = _use_task_files(args)
+        if refused is not None:
+            return refused
         if args.command is None:
             return _open_app(args)
         if args.command == "run":
@@ -261,10 +286,11 @@ def _open_app(args: argparse.Namespace, annotate: Any = None) -> int:
     # Typed next to --session, these win over that session's own settings (resumed_spec).
     given = frozenset(name for name in ("model", "api_base", "mode")
                       if getattr(args, name) is not None)
+    problems = getattr(args, "task_problems", [])
     if annotate is not None:
-        return run_app(config, annotate=annotate)
+        return run_app(config, annotate=annotate, task_problems=problems)
     return run_app(config, task=args.task, question=args.question, session_id=args.session,
-                   model_given=given)
+                   model_given=given, task_problems=problems)
 
 
 def annotate_command(args: argparse.Namespace) -> int:
@@ -355,6 +381,30 @@ def _load_config_or_none(args: argparse.Namespace):  # -> Config | None
         return None
 
 
+def _use_task_files(args: argparse.Namespace) -> int | None:
+    """Read the user's tasks (the config folder's tasks/, then every --task-file) so that
+    every command and the app know them by name. A named file that does not load stops the
+    command (exit code 2); a folder's file that does not load is named, on stderr (the app
+    shows it too), and the other tasks load. With one --task-file and no --task, that task
+    is the one meant."""
+    from bbm_tui.core.config import tasks_folder
+    from bbm_tui.core.tasks import use_tasks
+    from bbm_tui.core.tasks.files import TaskFileError, load_user_tasks
+
+    named = getattr(args, "task_files", None) or []
+    try:
+        loaded = load_user_tasks(tasks_folder(), named)
+    except TaskFileError as error:
+        return fail(str(error), EXIT_USAGE)
+    args.task_problems = [str(problem) for problem in loaded.problems]
+    for problem in args.task_problems:
+        fail(f"{problem} (that task is left out; the others load)")
+    use_tasks(loaded.tasks)
+    if len(named) == 1 and getattr(args, "task", None) is None and hasattr(args, "task"):
+        args.task = loaded.tasks[-1].name
+    return None
+
+
 def _check_task(name: str | None) -> None:
     if name is not None:
         from bbm_tui.core.tasks import get_task
@@ -370,9 +420,9 @@ def run_command(args: argparse.Namespace) -> int:
     from bbm_tui.core import llm
     from bbm_tui.core.batch.run import jobs_from_bundled, jobs_from_files, run_batch
     from bbm_tui.core.batch.runner import BatchStop
-    from bbm_tui.core.dataset import DatasetError, bundled_path
+    from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import Store, StoreError
-    from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError
+    from bbm_tui.core.tasks import TASK_NAMES, UnknownTaskError, get_task
 
     if args.concurrency < 1:
         return fail("--concurrency must be at least 1", EXIT_USAGE)
@@ -397,7 +447,15 @@ def run_command(args: argparse.Namespace) -> int:
                     + ", ".join(TASK_NAMES),
                     EXIT_USAGE,
                 )
-            jobs, notes = jobs_from_bundled(args.task, args.limit), []
+            task = get_task(args.task)
+            if task.is_paper:
+                jobs, notes = jobs_from_bundled(args.task, args.limit), []
+            elif task.questions_path is None:
+                return fail(f"--dataset: {task.name!r} is a task of your own and its file names "
+                            "no `questions`; give them with --input FILE.jsonl", EXIT_USAGE)
+            else:  # its own file of questions stands for the dataset
+                questions = jobs_from_files([task.questions_path], task.name, args.limit)
+                jobs, notes = questions.jobs, questions.notes()
         else:
             questions = jobs_from_files(args.input, args.task, args.limit)
             jobs, notes = questions.jobs, questions.notes()
@@ -408,7 +466,7 @@ def run_command(args: argparse.Namespace) -> int:
         store = Store.open()
     except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
-    inputs = list(args.input or []) + ([bundled_path(args.task)] if args.dataset else [])
+    inputs = list(args.input or []) + ([_dataset_file(args.task)] if args.dataset else [])
     latest = LatestProgress()
     try:
         with ProgressDisplay(not args.no_progress, _run_detail) as show:
@@ -446,6 +504,17 @@ def _print_run_json(out: Path, progress: Any, stopped: bool = False) -> None:
         "usage": progress.usage_json(), "notes": list(progress.notes),
         "errors": list(progress.errors),
     }, indent=2))
+
+
+def _dataset_file(task_name: str) -> Path:
+    """What `run --dataset` reads: the paper's file of the task, or a task of one's own's
+    `questions` file."""
+    from bbm_tui.core.dataset import bundled_path
+    from bbm_tui.core.tasks import get_task
+
+    task = get_task(task_name)
+    return bundled_path(task_name) if task.is_paper or task.questions_path is None else (
+        task.questions_path)
 
 
 def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
@@ -653,7 +722,7 @@ def stats_command(args: argparse.Namespace) -> int:
 def _print_stats_table(result: dict) -> None:
     from rich.table import Table
 
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
     table = Table(title="Traces per task (the paper's Table 2)")
     table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
@@ -663,7 +732,7 @@ def _print_stats_table(result: dict) -> None:
         columns.insert(4, "unlabelled")
     for column in columns:
         table.add_column(column, justify="right", no_wrap=True)
-    in_paper_order = sorted(result["tasks"].items(), key=lambda item: TASK_NAMES.index(item[0]))
+    in_paper_order = sorted(result["tasks"].items(), key=lambda item: task_order(item[0]))
     rows = [*in_paper_order, ("overall", result["overall"])]
     for name, figures in rows:
         cells = [name, str(figures["traces"]), str(figures["correct"]),
@@ -701,11 +770,15 @@ def _add_find_parser(commands, *, with_methods: bool = True) -> None:
     )
     _add_model_options(find)
     find.add_argument("--method", required=True, choices=methods,
-                      help="direct-trace, direct-step, cot-step, cot-trace (word sorting "
-                      "only), or verify (the task verifiers: no model, no key)")
+                      help="the paper's direct-trace, direct-step, cot-step, cot-trace (word "
+                      "sorting only); for a task without few-shot finding prompts "
+                      "direct-trace-zero-shot and direct-step-zero-shot; critic (every task: "
+                      "the earliest wrong thought in \\boxed{}); or verify (the paper's "
+                      "tasks: the task verifiers, no model, no key)")
     find.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
                       help="dataset-format files (their gold mistake_index is the truth)")
     find.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(find)
     find.add_argument("--concurrency", type=int, default=4, metavar="K",
                       help="traces judged at once (default 4)")
     find.add_argument("--rpm", type=float, metavar="R", help="at most R model calls a minute")
@@ -837,7 +910,7 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
     from rich.table import Table
 
     from bbm_tui.core.judging.judges import get_judge
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
     who = get_judge(args.method).who or args.model or "the configured model"
     title = f"{args.method} by {who}: first-mistake location"
@@ -849,7 +922,7 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
         if paper is not None and metric != "processbench_f1":
             table.add_column("paper", justify="right", no_wrap=True, style="dim")
     table.add_column("unparseable", justify="right")
-    tasks = sorted(report.tasks.items(), key=lambda item: TASK_NAMES.index(item[0]))
+    tasks = sorted(report.tasks.items(), key=lambda item: task_order(item[0]))
     rows = [*tasks, ("overall", report.overall)]
     for name, scores in rows:
         cells = [name, str(scores.n)]
@@ -883,6 +956,7 @@ def _add_verify_parser(commands) -> None:
     verify.add_argument("--report", action="store_true",
                         help="list the disagreements (the default and only report)")
     verify.add_argument("--task", help="the task of every file (else from each row or name)")
+    _add_task_file_option(verify)
     verify.add_argument("--json", action="store_true",
                         help='one JSON object: {"tasks": {TASK: {"traces", "agree", '
                         '"disagreements": [{"file", "row", "gold", "verifier", "step", '
@@ -970,6 +1044,7 @@ def _add_backtrack_parser(commands) -> None:
                            help="dataset-format files")
     backtrack.add_argument("--task", help="the task of every file (else from each row or "
                            "file name)")
+    _add_task_file_option(backtrack)
     backtrack.add_argument("--locations", required=True, metavar="WHERE",
                            help="gold | random | finder:PREDS.jsonl | rm:X")
     backtrack.add_argument("--seed", type=int, default=0, help="for random and rm:X")
@@ -1063,7 +1138,7 @@ def _print_backtrack_table(result: Any, locations: Any) -> None:
     from rich.table import Table
 
     from bbm_tui.core.batch.backtrack import paper_table_6
-    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks import task_order
 
     paper = paper_table_6(locations.paper_key)
     table = Table(title=f"Backtracking from {locations.kind} locations: change in accuracy "
@@ -1076,7 +1151,7 @@ def _print_backtrack_table(result: Any, locations: Any) -> None:
     if paper:
         table.add_column("paper Δ✓", justify="right", style="dim")
         table.add_column("paper Δ✗", justify="right", style="dim")
-    for task, deltas in sorted(result.tables.items(), key=lambda i: TASK_NAMES.index(i[0])):
+    for task, deltas in sorted(result.tables.items(), key=lambda i: task_order(i[0])):
         cells = [task, str(deltas.n), str(deltas.n_correct),
                  _signed(deltas.delta_accuracy_correct), str(deltas.n_incorrect),
                  _signed(deltas.delta_accuracy_incorrect)]

@@ -28,6 +28,14 @@ KEY_VARIABLES = (
 )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In a worker of pytest-xdist (scripts/test), the tests marked slow come first: one of
+    them started last would keep its worker busy after the others have finished. (Every
+    worker collects, and must collect in the same order: the sort is stable.)"""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                   request: pytest.FixtureRequest) -> Iterator[Path]:
@@ -57,6 +65,16 @@ def _fresh(server: FakeServer) -> Iterator[FakeServer]:
     server.reset()
     yield server
     server.reset()
+
+
+@pytest.fixture(autouse=True)
+def no_user_tasks_after() -> Iterator[None]:
+    """The user's tasks are the process's (the command line reads them at start): a test
+    that put some there leaves none behind for the next."""
+    yield
+    from bbm_tui.core.tasks import use_tasks
+
+    use_tasks([])
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from bbm_tui.cli import main
 from bbm_tui.core.dataset import bundled_path, bundled_rows, read_rows
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import TASK_NAMES
+from tests.cli_helpers import run_here
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,11 +25,17 @@ DATASET_FILES = [str(bundled_path(task)) for task in TASK_NAMES]
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The console entry point's `main`, in this process as its own process would run it
+    (tests/cli_helpers.py)."""
+    result = run_here(args, env)
+    return subprocess.CompletedProcess(args, result.code, result.out, result.err)
+
+
+def run_in_a_child(*args: str) -> subprocess.CompletedProcess:
     """The real console entry point in a child process (what a user's shell runs)."""
     return subprocess.run(
         [sys.executable, "-m", "bbm_tui", *args],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})},
-        timeout=300,
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
     )
 
 
@@ -61,7 +68,7 @@ def test_stats_reproduces_paper_table_2(reference_bbm: Path, capsys: pytest.Capt
 
 
 def test_stats_table_in_a_real_process() -> None:
-    result = run_cli("stats", *DATASET_FILES)
+    result = run_in_a_child("stats", *DATASET_FILES)
     assert result.returncode == 0, result.stderr
     lines = {line.split()[1]: line for line in result.stdout.splitlines()
              if line.startswith("│") and len(line.split()) > 2}

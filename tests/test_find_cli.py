@@ -43,6 +43,11 @@ def find_json(capsys, *args: str) -> dict:
     return json.loads(out)
 
 
+# The tests of the run below go to one worker under pytest-xdist (scripts/test runs
+# `--dist loadgroup`): each worker that took one would make the run again.
+ON_THE_WHOLE_DATASET = pytest.mark.xdist_group("find_cli-whole_dataset")
+
+
 @pytest.fixture(scope="module")
 def whole_dataset(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     """replay/bbm and simulated/rm-0.65, direct trace-level, on all 2,186 traces (run once)."""
@@ -64,6 +69,7 @@ def read_preds(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@ON_THE_WHOLE_DATASET
 def test_replay_scores_100_on_every_task_direct_trace(whole_dataset, capsys) -> None:
     preds = read_preds(whole_dataset["replay/bbm"])
     assert len(preds) == 2186
@@ -84,6 +90,7 @@ def test_replay_scores_100_on_every_task_direct_trace(whole_dataset, capsys) -> 
     assert [data["tasks"][t]["n"] for t in TASK_NAMES] == [300, 300, 300, 300, 986]
 
 
+@ON_THE_WHOLE_DATASET
 def test_simulated_rm_065_scores_65_over_all_traces(whole_dataset, capsys) -> None:
     preds = read_preds(whole_dataset["simulated/rm-0.65"])
     assert len(preds) == 2186
@@ -95,6 +102,7 @@ def test_simulated_rm_065_scores_65_over_all_traces(whole_dataset, capsys) -> No
     assert data["overall"]["unparseable"] == 0
 
 
+@ON_THE_WHOLE_DATASET
 def test_preds_lines_are_the_input_row_plus_the_finders_keys(whole_dataset) -> None:
     first = whole_dataset["replay/bbm"].read_text(encoding="utf-8").splitlines()
     rows = {json.dumps(r.to_json()): r for _, rs in all_bundled() for r in rs}

@@ -1,17 +1,16 @@
 """Replaying every bundled trace through the full stepper (the replay provider through
 litellm) reproduces every row's steps and answer exactly.
 
-33,303 steps at ~7 ms of litellm overhead each: about four minutes in one process, so the
-rows are split across two processes (this machine has two cores). It is marked `slow`; the
-whole suite (`scripts/test`, CI) runs it, `scripts/test -m "not slow"` leaves it out, and
+33,303 steps at ~4-6 ms of litellm's CPU each: a few minutes in one process. So the rows are
+replayed eight at a time (litellm's threads wait less), in parts that the test run's workers
+(pytest-xdist, scripts/test) take side by side. The parts are marked `slow`; the whole suite
+(`scripts/test`, CI) runs them, `scripts/test -m "not slow"` leaves them out, and
 `test_replay_sample` keeps a quick sample of every task in the everyday run.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
@@ -48,24 +47,27 @@ async def replay_rows(items: list[tuple[str, int]]) -> list[Mismatch]:
     return mismatches
 
 
-def replay_in_process(items: list[tuple[str, int]]) -> list[Mismatch]:
-    os.environ["BBM_TUI_REPLAY_TPS"] = "0"
-    return asyncio.run(replay_rows(items))
+async def replay_at_once(items: list[tuple[str, int]], at_once: int) -> list[Mismatch]:
+    """replay_rows over `at_once` shares of the items, side by side in one event loop."""
+    shares = [items[first::at_once] for first in range(at_once)]
+    results = await asyncio.gather(*(replay_rows(share) for share in shares))
+    return [mismatch for result in results for mismatch in result]
 
 
 def all_items() -> list[tuple[str, int]]:
     return [(task, index) for task in TASK_NAMES for index in range(len(bundled_rows(task)))]
 
 
+PARTS = 8
+
+
 @pytest.mark.slow
-def test_replay_every_bundled_trace() -> None:
+@pytest.mark.parametrize("part", range(PARTS))
+async def test_replay_every_bundled_trace(part: int) -> None:
+    """Part k replays rows k, k + PARTS, k + 2 * PARTS, ...: the parts, each row once."""
     items = all_items()
     assert len(items) == 2186
-    halves = [items[0::2], items[1::2]]
-    with ProcessPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(replay_in_process, halves))
-    mismatches = [mismatch for result in results for mismatch in result]
-    assert mismatches == []
+    assert await replay_at_once(items[part::PARTS], at_once=8) == []
 
 
 async def test_replay_sample() -> None:

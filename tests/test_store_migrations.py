@@ -1,6 +1,7 @@
-"""Stores written by schema versions 1 to 4 and 6 to 10 open as the current version (nothing
-lost, or mended where v10 says; issue 9, item 4; issue 11). The old stores are frozen as SQL in
-tests/fixtures/, written by the code of their day, never built from today's."""
+"""Stores written by schema versions 1 to 4 and 6 to 11 open as the current version with nothing
+lost (issue 9, item 4; issue 11); v9's impossible log-probabilities are mended (version 10).
+The old stores are frozen as SQL in tests/fixtures/, written by the code of their day, never
+built from today's."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10, 11])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -278,13 +279,43 @@ def test_version_10_clears_impossible_log_probabilities_and_redacts_api_bases(
         '[[["So the answer is", -0.5]], [[" 4", -0.25], [" four", -3.0]]]')
 
 
-def test_version_11_keeps_a_v10_store_and_stores_what_the_prompt_cache_did(
+def test_version_11_keeps_a_v10_store_and_keeps_a_tasks_definition_by_its_digest(
+        tmp_path: Path) -> None:
+    """v10 -> v11: every session before is one of the paper's five (no digest); a session of
+    a task of one's own keeps its definition, once for every session made with it."""
+    from bbm_tui.core.store import TaskDefinition
+    from bbm_tui.core.types import SessionSource
+
+    path = old_store(tmp_path, 10)
+    with Store.open(path) as store:
+        sessions = {summary.session.id: summary.session for summary in store.sessions()}
+        assert set(sessions) == {1, 2, 3, 4}
+        assert all(session.task_digest is None for session in sessions.values())
+        assert [step.text for step in store.branch(4)] == [
+            "We should process each input one by one."]
+        definition = TaskDefinition("d" * 64, '{"name": "sums"}')
+        first = store.create_session(task="sums", input="1 + 2", model="openai/m",
+                                     task_definition=definition)
+        second = store.create_session(task="sums", input="2 + 3", model="openai/m",
+                                      task_definition=definition, source=SessionSource.RUN)
+        assert first.task_digest == second.task_digest == "d" * 64
+        assert store.task_definition("d" * 64) == '{"name": "sums"}'
+        assert store.task_definition("e" * 64) is None
+        assert store.find_session(task="sums", input="2 + 3", model="openai/m",
+                                  source=SessionSource.RUN, task_digest="d" * 64) == second
+        assert store.find_session(task="sums", input="2 + 3", model="openai/m",
+                                  source=SessionSource.RUN) is None
+    rows = sqlite3.connect(path).execute("SELECT digest, name FROM task_definitions").fetchall()
+    assert rows == [("d" * 64, "sums")]
+
+
+def test_version_12_keeps_a_v11_store_and_stores_what_the_prompt_cache_did(
     tmp_path: Path,
 ) -> None:
-    """v10 -> v11: the calls stored before say nothing of the prompt cache (unknown, not 0),
+    """v11 -> v12: the calls stored before say nothing of the prompt cache (unknown, not 0),
     their costs stay as stored, and a call whose price was never known stays unknown in the
     totals; a call stored from now on keeps the tokens read from and written to the cache."""
-    path = old_store(tmp_path, 10)
+    path = old_store(tmp_path, 11)
     with Store.open(path) as store:
         latest = store.branch(1)[-1]
         assert (latest.text, latest.answer) == ("So the answer is -4.", "-4")

@@ -100,6 +100,12 @@ def config_path() -> Path:
     return user_config_path("bbm-tui", appauthor=False) / "config.toml"
 
 
+def tasks_folder() -> Path:
+    """Where the user's task files live: `tasks/` beside the config file (each `*.toml` there
+    is read at start, docs/DESIGN.md §13)."""
+    return config_path().parent / "tasks"
+
+
 _SECRET_KEY = re.compile(
     r"(^|_)(api_?key|secret|password)($|_)|^(key|token|access_token|auth_token)$", re.IGNORECASE
 )

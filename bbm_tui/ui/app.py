@@ -149,6 +149,7 @@ class BbmApp(App[int]):
         warm_up: bool = True,
         wall_clock: bool = True,
         annotate: AnnotateRequest | None = None,
+        task_problems: Iterable[str] = (),
     ) -> None:
         super().__init__()
         self.config = config or Config()
@@ -179,6 +180,8 @@ class BbmApp(App[int]):
         # `bbm-tui annotate` (its files read already) or `bbm-tui adjudicate`.
         self._start_annotate = annotate
         self._after_first_frame: list[Callable[[], None]] = []
+        # Task files in the config folder that did not load, each with its message.
+        self._task_problems = list(task_problems)
 
     def get_default_screen(self) -> Screen:
         """The bottom screen: the new-session screen itself (no screen before it to pay
@@ -212,6 +215,8 @@ class BbmApp(App[int]):
         # The store opens in a thread, after the first frame: nothing on it needs the store,
         # and the thread would compete with it for the interpreter.
         self.call_after_refresh(self._open_store)
+        if self._task_problems:
+            self.call_after_refresh(self._say_task_problems)
         if self._start_annotate is not None:
             self.open_queue(self._start_annotate)
         elif self._start_session is not None:
@@ -260,6 +265,12 @@ class BbmApp(App[int]):
                     self.store.delete_session_if_empty(session_id)
             with contextlib.suppress(Exception):
                 self.store.close()
+
+    def _say_task_problems(self) -> None:
+        count = len(self._task_problems)
+        title = "A task file did not load" if count == 1 else f"{count} task files did not load"
+        self.notify("\n".join(self._task_problems[:5]) + "\nThe other tasks are listed.",
+                    title=title, severity="error", timeout=20, markup=False)
 
     # -- the store (opened in a thread: it may create folders, migrate, wait on a lock)
 
@@ -454,7 +465,7 @@ class BbmApp(App[int]):
     @work(exclusive=True, group="open", exit_on_error=False)
     async def _show_question(self, task: str, number: int) -> None:
         """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
-        from bbm_tui.core.dataset import bundled_rows
+        from bbm_tui.core.dataset import DatasetError, question_rows
         from bbm_tui.ui.screens.new_session import create_trace, dataset_request
 
         store = await self.wait_for_store()
@@ -466,10 +477,15 @@ class BbmApp(App[int]):
                         markup=False)
             await self.push_screen(NewSessionScreen(self.config))
             return
-        rows = await asyncio.to_thread(bundled_rows, task)
+        try:
+            rows = await asyncio.to_thread(question_rows, task)
+        except DatasetError as error:
+            rows, problem = (), str(error)
+        else:
+            problem = (f"{task} has questions 0 to {len(rows) - 1}, not {number}." if rows
+                       else f"{task} lists no questions (`questions` in its task file).")
         if not 0 <= number < len(rows):
-            self.notify(f"{task} has questions 0 to {len(rows) - 1}, not {number}.",
-                        severity="error", markup=False)
+            self.notify(problem, severity="error", markup=False)
             await self.push_screen(NewSessionScreen(self.config, task=task))
             return
         spec = ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
@@ -776,10 +792,11 @@ def run_app(
     session_id: int | None = None,
     model_given: frozenset[str] = frozenset(),
     annotate: AnnotateRequest | None = None,
+    task_problems: Iterable[str] = (),
 ) -> int:
     """Run the app; the exit code is non-zero when the session store could not be opened."""
     app = BbmApp(config, task=task, question=question, session_id=session_id,
-                 model_given=model_given, annotate=annotate)
+                 model_given=model_given, annotate=annotate, task_problems=task_problems)
     app.call_after_first_frame(_collect_from_now_on)
     with app.termination_signals_held():
         app.run()

@@ -254,12 +254,18 @@ class TypedQuestionScreen(Dialog[tuple[str, str | None] | None]):
         # Imported here: a TextArea is costly, and only this dialog needs one.
         from textual.widgets import TextArea
 
-        prefix = self._question_task.question_prefix or "(nothing: your text is the whole question)"
+        task = self._question_task
+        prefix, _, suffix = task.question_template.partition("{input}")
+        title = Content.assemble("Type a ", safe_line(task.title.lower(), 40), " question")
+        before = (safe(prefix).stylize("bold") if prefix
+                  else styled("(nothing: your text is the whole question)", "bold"))
+        # A template that goes on after the text shows where the text goes.
+        asked = Content.assemble(("The model is asked: ", MUTED), before,
+                                 ("your text" if suffix else "+ your text", MUTED),
+                                 safe(suffix).stylize("bold"))
         with Vertical(id="typed", classes="dialog"):
-            yield Static(styled(f"Type a {self._question_task.title.lower()} question", "bold"),
-                         classes="dialog-title")
-            yield Static(Content.assemble(("The model is asked: ", MUTED), (prefix, "bold"),
-                                          ("+ your text", MUTED)), id="typed-hint")
+            yield Static(title.stylize("bold"), classes="dialog-title")
+            yield Static(asked, id="typed-hint")
             yield TextArea(id="typed-input", soft_wrap=True, show_line_numbers=False)
             yield Input(placeholder="Target answer (optional)", id="typed-target")
             with Horizontal(classes="dialog-buttons"):
@@ -307,15 +313,17 @@ class ModelScreen(Dialog["ModelChoice | None"]):
         Binding("ctrl+t", "test", "test connection", id="model_test"),
     ]
 
-    def __init__(self, spec: llm.ModelSpec, settings: StepperSettings) -> None:
+    def __init__(self, spec: llm.ModelSpec, settings: StepperSettings,
+                 title: str = "The model for this session") -> None:
         super().__init__()
         self._spec = spec
         self._settings = settings
+        self._title = title
 
     def compose(self) -> ComposeResult:
         call = self._settings.call
         with Vertical(id="model-dialog", classes="dialog"):
-            yield Static(styled("The model for this session", "bold"), classes="dialog-title")
+            yield Static(styled(self._title, "bold"), classes="dialog-title")
             with Horizontal(classes="model-row"):
                 yield Input(value=self._spec.model, id="model",
                             placeholder="e.g. openai/gpt-4o-mini, or replay/bbm (offline)")
@@ -498,10 +506,13 @@ class FindScreen(Dialog[FindRequest | None]):
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
                                                                     (32, "-tall")]
 
-    def __init__(self, methods: list[Judge], default: FindRequest) -> None:
+    def __init__(self, methods: list[Judge], default: FindRequest, *,
+                 offline: bool = True) -> None:
+        """`offline`: the offline finders know the task (the paper's five)."""
         super().__init__()
         self._methods = methods
         self._default = default
+        self._offline = offline
 
     def compose(self) -> ComposeResult:
         names = [method.name for method in self._methods]
@@ -528,9 +539,12 @@ class FindScreen(Dialog[FindRequest | None]):
                              id="find-run")
                 yield Button(_with_key("Cancel", key_for(self, "find_cancel")),
                              id="find-cancel")
-            yield Static(styled("Offline: replay/bbm answers from the dataset's gold labels; "
-                                "simulated/rm-0.65 is right 65% of the time. Every answer is "
-                                "saved with the session.", MUTED), id="find-hint")
+            note = ("Offline: replay/bbm answers from the dataset's gold labels; "
+                    "simulated/rm-0.65 is right 65% of the time. Every answer is saved with "
+                    "the session." if self._offline else
+                    "Every answer is saved with the session. The offline models know the "
+                    "paper's tasks only: ask a model of a provider.")
+            yield Static(styled(note, MUTED), id="find-hint")
 
     def on_mount(self) -> None:
         self.query_one("#find-model").border_title = "Model"

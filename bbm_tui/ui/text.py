@@ -25,6 +25,7 @@ from bbm_tui.core.types import StepOrigin
 if TYPE_CHECKING:
 
     from bbm_tui.core.store import Step, Totals
+    from bbm_tui.core.types import StepperSettings
 
 # Status glyphs, as in the paper's labelling UI: correct before the first mistake, the first
 # mistake itself, and the rest after it (not judged, shown dimmed).
@@ -61,6 +62,35 @@ def styled(text: str, style: str) -> Content:
     return Content.styled(text, style)
 
 
+def fit_message(message: str, then: str, width: int, lines: int) -> str:
+    """`message`, then `then` (what to do next), in at most `lines` lines of `width` cells:
+    `message` is cut at a word with an ellipsis where the two do not fit; `then` is never
+    cut (a status line that lost "press n to try it again" left the person stuck)."""
+    whole = f"{message} {then}".strip()
+    if width <= 0 or _height(whole, width) <= lines:
+        return whole
+    # The longest start of the message that fits with its ellipsis and `then`.
+    low, high = 0, len(message)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _height(_cut(message, middle, then), width) <= lines:
+            low = middle
+        else:
+            high = middle - 1
+    return _cut(message, low, then)
+
+
+def _cut(message: str, length: int, then: str) -> str:
+    start = message[:length]
+    if length < len(message) and " " in start.strip():
+        start = start[:start.rstrip().rfind(" ")]  # at a word, not inside one
+    return f"{start.rstrip(' ,;:—-')}… {then}".strip()
+
+
+def _height(text: str, width: int) -> int:
+    return len(Content(text).wrap(width))
+
+
 def thoughts(count: int) -> str:
     """'1 thought', '2 thoughts' (and '10,000 thoughts')."""
     return f"{count:,} thought" + ("" if count == 1 else "s")
@@ -85,6 +115,13 @@ def format_totals(totals: Totals) -> str:
                                   totals.completion_tokens, totals.estimated_calls > 0)
     cost = format_total_cost(totals.cost, totals.calls, totals.unpriced_calls)
     return f"{calls} · {tokens} · {cost_phrase(cost)}"
+
+
+def settings_line(settings: StepperSettings) -> str:
+    """"temperature 0 · 1,024 tokens/step · 160 steps max"."""
+    call = settings.call
+    tokens = f"{call.max_tokens:,} tokens/step" if call.max_tokens else "no token limit"
+    return f"temperature {call.temperature:g} · {tokens} · {settings.step_limit:,} steps max"
 
 
 def step_meta(step: Step, *, wall_clock: bool = True) -> str:

@@ -368,3 +368,90 @@ async def test_the_papers_story_in_a_minute_offline() -> None:
         assert screen.trace.answer == "0" and screen.trace.mistake_number == 2
         await wait_for(pilot, lambda: screen.finder is not None
                        and screen.finder.model == "simulated/rm-0.65")
+
+
+def call_models(store: Store, session_id: int) -> list[str]:
+    """The model each of the session's calls recorded, in order."""
+    import sqlite3
+
+    with sqlite3.connect(store.path) as connection:
+        return [model for (model,) in connection.execute(
+            "SELECT model FROM calls WHERE session_id = ? ORDER BY id", (session_id,))]
+
+
+def title_of(screen: TraceScreen) -> str:
+    return str(screen.query_one("#title-bar .title-left").render())
+
+
+async def test_a_rewrite_on_the_replay_goes_on_with_the_solver_and_says_so() -> None:
+    """w on replay/bbm, which can only repeat its recording, hands over to solver/bbm as
+    backtracking does, says so, and the header names the model now in use."""
+    from ui_helpers import notifications
+
+    from bbm_tui.core.dataset import bundled_rows
+
+    app = make_app(task="multistep_arithmetic", question=7)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running,
+                       timeout=30)
+        assert "replay/bbm" in title_of(screen)
+        await pilot.press("2", "enter", "w")
+        await wait_for(pilot, lambda: isinstance(app.screen, EditThoughtScreen))
+        app.screen.query_one("#edit-input").value = "Let's calculate A = 3."
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running
+                       and screen.trace.steps[1].origin == "edit", timeout=30)
+        assert screen.trace.answer == "-7" and screen.trace.correct
+        assert screen.trace.spec.model == "solver/bbm"
+        assert "solver/bbm" in title_of(screen)
+        assert any("goes on with solver/bbm" in note for note in notifications(app))
+        steps = len(bundled_rows("multistep_arithmetic")[7].steps)
+        assert call_models(app.store, screen.trace.id) == (
+            ["replay/bbm"] * steps + ["solver/bbm"] * (len(screen.trace.steps) - 2))
+
+
+async def test_ctrl_e_changes_the_model_from_the_next_step_on(store: Store) -> None:
+    """The new-session screen's model dialog on an open trace: the next step is the new
+    model's (each call records its own), the header names it, help lists the key, and a
+    step that replay/bbm cannot write says which key changes the model."""
+    from bbm_tui.ui.dialogs import HelpScreen, ModelScreen
+
+    app = make_app(task="multistep_arithmetic", question=7)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: len(screen.trace.steps) == 1 and not screen.running)
+        await pilot.press("ctrl+e")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        dialog = app.screen
+        assert dialog.query_one("#model").value == "replay/bbm"
+        assert "next step" in str(dialog.query_one(".dialog-title").render())
+        dialog.query_one("#model").value = "solver/bbm"
+        dialog.query_one("#temperature").value = "0"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is screen)
+        assert screen.trace.spec.model == "solver/bbm" and "solver/bbm" in title_of(screen)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: len(screen.trace.steps) == 2 and not screen.running)
+        assert call_models(app.store, screen.trace.id) == ["replay/bbm", "solver/bbm"]
+        assert app.store.session(screen.trace.id).model == "solver/bbm"
+        # Back to the replay: it cannot go on from the solver's step, and says which key
+        # chooses another model (whole, at 80x24).
+        await pilot.press("ctrl+e")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        app.screen.query_one("#model").value = "replay/bbm"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not screen.running
+                       and screen.query_one("#run-status").has_class("-error"))
+        await pilot.pause()
+        shown = str(screen.query_one("#run-status").render())
+        assert shown.startswith("Thought 3 failed: replay/bbm cannot invent")
+        assert shown.endswith("n tries it again, ^e changes the model.") and "…" in shown
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        assert any(row.binding_id == "trace_edit_model" and row.keys == "^e"
+                   for row in app.screen.rows)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import Tree
 from ui_helpers import SIZE, make_app, steady_frame, thought, wait_for
@@ -92,8 +93,11 @@ async def test_the_tree_shows_every_branch_and_enter_shows_one(store: Store) -> 
         tree = app.screen.query_one(Tree)
         labels = [str(node.label) for node in tree.root.children[0].children]
         assert len(labels) == 3
-        assert "answer 5 ✗ wrong" in labels[0] and "no answer yet" in labels[1]
-        assert labels[2].startswith("● ") and "answer 4 ✓ right" in labels[2]
+        assert "✗ 5" in labels[0] and "no answer yet" in labels[1]
+        assert labels[2].startswith("● ") and "✓ 4" in labels[2]
+        # Each says what it is, and where its Thought 2 parts from the others.
+        assert "original · recorded" in labels[0] and "your rewrite" in labels[2]
+        assert labels[1].endswith("“…22”") and labels[2].endswith("“…4”")
         tree.move_cursor(tree.root.children[0].children[0])
         await pilot.press("enter")
         await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
@@ -114,7 +118,10 @@ async def test_compare_folds_the_shared_thoughts(store: Store) -> None:
         assert [s.text for s in dialog.diff.right] == ["2 + 2 = 22"]
         text = " ".join(str(w.render()) for w in dialog.query(".compare-end"))
         assert "answer 4 ✓ right" in text and "no answer yet" in text
-        assert "they part at Thought 2" in str(dialog.query_one(".dialog-text").render())
+        assert "they part at Thought 2" in str(dialog.query_one("#compare-folded").render())
+        heads = [str(head.render()) for head in dialog.query(".compare-head")]
+        assert heads == ["On show: your rewrite of Thought 2",
+                         "The other: your rewrite of Thought 2"]
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is screen)
 
@@ -274,3 +281,143 @@ def test_token_view_at_80x24(snap_compare) -> None:
 
 def test_token_view_at_120x40(snap_compare) -> None:
     assert _snapshot(snap_compare, (120, 40), "l", TokenScreen, with_tokens, ON_THE_FIVE)
+
+
+async def backtracked_story(pilot: Pilot) -> TraceScreen:
+    """The README's story, offline: replay/bbm's trace of arithmetic #7, Thought 2 flagged,
+    backtracked (solver/bbm samples it 8 times and goes on), the new branch on show."""
+    from bbm_tui.ui.screens.backtrack import CandidatesScreen
+
+    app = pilot.app
+    screen = await open_trace(pilot)
+    await pilot.press("r")
+    await wait_for(pilot, lambda: screen.trace.finished and not screen.running, timeout=30)
+    await pilot.press("2", "enter", "x", "b")
+    await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
+                   and app.screen.all_arrived, timeout=30)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: screen.trace.correct and not screen.running, timeout=30)
+    return screen
+
+
+@pytest.mark.parametrize("size", [(80, 24), SIZE])
+async def test_compare_columns_move_together_and_say_what_each_branch_is(size) -> None:
+    """v after the story: a row per thought number (both versions start on one line), one
+    scroll for both columns (pgdn moved only the left one), j/k move a row, each column says
+    what its branch is, and the words that differ between two versions are marked."""
+    from bbm_tui.ui.screens.compare import DIFFERS, Rows
+
+    app = make_app(task="multistep_arithmetic", question=7)
+    async with app.run_test(size=size) as pilot:
+        screen = await backtracked_story(pilot)
+        chosen = next(c for c in screen.trace.candidates_for(2)
+                      if c.step_id == screen.trace.steps[1].id)
+        place = [c.id for c in screen.trace.candidates_for(2)].index(chosen.id) + 1
+        await pilot.press("2", "enter", "v")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await pilot.pause()
+        dialog = app.screen
+        heads = [str(head.render()) for head in dialog.query(".compare-head")]
+        assert heads == [f"On show: backtracked from Thought 2, sample {place} of 8 · "
+                         "solver/bbm", "The other: original · replay/bbm"]
+        rows = list(dialog.query(".compare-row"))
+        for row in rows:
+            left, right = row.query(".compare-cell")
+            assert left.region.y == right.region.y
+        # Thought 2's two versions: what differs is marked, what they share is not.
+        left, right = rows[0].query(".compare-cell")
+        for cell in (left, right):
+            content = cell.render()
+            marked = [content.plain[span.start:span.end] for span in content.spans
+                      if str(span.style) == DIFFERS]
+            assert marked and not any("calculate" in words for words in marked)
+        pane = dialog.query_one(Rows)
+        assert dialog.selected == 0 and rows[0].has_class("-selected")
+        await pilot.press("j")
+        assert dialog.selected == 1 and rows[1].has_class("-selected")
+        await pilot.press("k")
+        assert dialog.selected == 0
+        if pane.max_scroll_y > 0:
+            before = [row.query(".compare-cell").first().region.y for row in rows]
+            await pilot.press("pagedown")
+            await pilot.pause()
+            assert pane.scroll_y > 0 and dialog.selected > 0
+            for row in rows:  # both columns moved, together
+                left, right = row.query(".compare-cell")
+                assert left.region.y == right.region.y
+            assert [row.query(".compare-cell").first().region.y for row in rows] != before
+        await pilot.press("G")
+        await pilot.pause()
+        end = dialog.query_one("#compare-end")
+        assert end.has_class("-selected") and pane.content_region.contains_region(end.region)
+        assert "answer -7 ✓ right" in str(end.query(".compare-cell").first().render())
+
+
+def test_what_a_branch_is_in_words() -> None:
+    from bbm_tui.core.trace.branches import BranchHow, BranchOrigin
+    from bbm_tui.ui.viewmodels.branches import origin_words
+
+    assert origin_words(BranchOrigin(BranchHow.ORIGINAL, 1, models=("replay/bbm",))) == \
+        "original · replay/bbm"
+    assert origin_words(BranchOrigin(BranchHow.ORIGINAL, 1, recorded=True)) == \
+        "original · recorded in the dataset"
+    assert origin_words(BranchOrigin(BranchHow.BACKTRACK, 2, 3, 8, models=("solver/bbm",))) \
+        == "backtracked from Thought 2, sample 3 of 8 · solver/bbm"
+    assert origin_words(BranchOrigin(BranchHow.REWRITE, 5, models=("openai/x",))) == \
+        "your rewrite of Thought 5 · then openai/x"
+    assert origin_words(BranchOrigin(BranchHow.VERSION, 4, models=("a/b", "c/d"))) == \
+        "another version of Thought 4 · a/b, then c/d"
+    assert origin_words(None) == "no thoughts of its own"
+
+
+@pytest.mark.parametrize("size", [(80, 24), SIZE])
+async def test_tree_rows_fit_and_keep_the_verdict_and_what_differs(size) -> None:
+    """Word sorting #15, Thought 2 flagged, backtracked: the answers are long (every word
+    sorted). Each row fits the tree's width (no sideways scrolling), each branch's end shows
+    ✓ or ✗ and its answer's start, and no two rows read the same."""
+    from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
+
+    app = make_app(task="word_sorting", question=15)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.trace.finished and not screen.running,
+                       timeout=30)
+        original = screen.trace.steps[1].text
+        await pilot.press("2", "enter", "b")
+        await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
+                       and app.screen.all_arrived, timeout=30)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(screen.trace.alternatives(2)) == 2
+                       and not screen.running and screen.trace.finished, timeout=90)
+        # A rewrite of the original Thought 2 that differs only in its last words.
+        await pilot.press("2", "enter", "less_than_sign")
+        await wait_for(pilot, lambda: screen.trace.steps[1].text == original)
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, EditThoughtScreen))
+        app.screen.query_one("#edit-input").value = original.replace('"wisdom"', '"wisdoms"')
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(screen.trace.alternatives(2)) == 3
+                       and not screen.running, timeout=90)
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, BranchTreeScreen))
+        await pilot.pause()
+        await pilot.pause()
+        tree = app.screen.query_one(Tree)
+        assert tree.max_scroll_x == 0 and tree.virtual_size.width <= tree.size.width
+        nodes, stack = [], list(tree.root.children)
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            stack.extend(node.children)
+        labels = [node.label.plain for node in nodes]
+        assert len(set(labels)) == len(labels), labels
+        ends = [node.label.plain for node in nodes if not node.children]
+        assert len(ends) == 3
+        for label in ends:
+            assert ("✓ accommodate" in label or "✗ accommodate" in label
+                    or "no answer yet" in label), label
+        assert sum("✓ accommodate" in label for label in ends) == 1  # the backtracked one
+        assert sum("backtracked, sample" in label for label in labels) == 1
+        [rewrite] = [label for label in labels if "your rewrite" in label]
+        assert "wisdoms" in rewrite or size[0] < 100  # where it parts, where there is room

@@ -59,6 +59,8 @@ async def open_screen(pilot) -> TraceScreen:
     ("word_sorting", 0, "cot-trace"),
     ("word_sorting", 2, "cot-trace"),  # no mistake
     ("word_sorting", 0, "cot-step"),
+    (TRACKING, 0, "critic"),  # ours, offered for the paper's tasks too
+    ("word_sorting", 2, "critic"),  # no mistake
 ])
 async def test_each_method_with_replay_finds_the_gold_label(
     store: Store, task: str, index: int, method: str
@@ -72,10 +74,10 @@ async def test_each_method_with_replay_finds_the_gold_label(
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
         offered = [choice.name for choice in app.screen._methods]
-        # The paper's methods for the task, then the task verifier (issue 13).
-        assert offered == (["direct-trace", "direct-step", "cot-step", "cot-trace", "verify"]
-                           if task == "word_sorting"
-                           else ["direct-trace", "direct-step", "cot-step", "verify"])
+        # The paper's methods for the task, the critic, then the task verifier.
+        assert offered == (["direct-trace", "direct-step", "cot-step", "cot-trace", "critic",
+                            "verify"] if task == "word_sorting"
+                           else ["direct-trace", "direct-step", "cot-step", "critic", "verify"])
         # The session's model is the default.
         assert app.screen.query_one("#find-model", Input).value == "replay/bbm"
         await pilot.press("escape")
@@ -714,10 +716,12 @@ async def test_enter_runs_the_finder_from_the_api_base_field(store: Store) -> No
 
 
 async def test_the_description_follows_the_highlighted_method(store: Store) -> None:
-    from bbm_tui.core.judging.judges import JUDGES
+    from bbm_tui.core.judging.judges import judges_for
 
-    METHOD_HINTS = {name: judge.hint for name, judge in JUDGES.items()}
-    trace = recorded_session(store, "word_sorting", 0)  # every method, CoT trace-level too
+    # Every method word sorting has, CoT trace-level too (the zero-shot ones are for tasks
+    # without few-shot finding prompts).
+    METHOD_HINTS = {judge.name: judge.hint for judge in judges_for("word_sorting")}
+    trace = recorded_session(store, "word_sorting", 0)
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         await open_screen(pilot)

@@ -7,6 +7,7 @@ import io
 import pytest
 from rich.cells import cell_len
 from rich.console import Console
+from textual.content import Content
 from textual.widgets import Static
 from textual.widgets._footer import FooterKey
 from ui_helpers import SIZE, make_app, notifications, recorded_session, thought, wait_for
@@ -20,7 +21,7 @@ from bbm_tui.core.generation.stepper import (
     StepStarted,
     TraceFinished,
 )
-from bbm_tui.core.store import Store
+from bbm_tui.core.store import Store, Totals
 from bbm_tui.ui.dialogs import ConfirmScreen, HelpScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.screens.sessions import SessionsScreen
@@ -445,7 +446,8 @@ async def test_a_failed_step_is_one_clear_message_and_no_half_thought(
         await wait_for(pilot, lambda: not screen.running and "Thought 1 failed" in str(
             screen.query_one("#run-status").render()), timeout=20)
         status = str(screen.query_one("#run-status").render())
-        assert "Thought 1 failed" in status and "press n" in status
+        assert "Thought 1 failed" in status and status.endswith(
+            "another model. n tries it again, ^e changes the model.")
         assert screen.query_one("#run-status").has_class("-error")
         assert not list(screen.query(ThoughtView))
         assert store.branch(trace.id) == []
@@ -705,3 +707,40 @@ async def test_a_dialog_footer_lists_the_dialog_keys_not_the_screen_behind(
             assert not shown & behind
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is screen)
+
+
+def test_a_status_message_is_cut_with_an_ellipsis_never_its_instruction() -> None:
+    from bbm_tui.ui.text import fit_message
+
+    message = ("Thought 3 failed: replay/bbm cannot invent a new step: Thought 2 differs from "
+               "the recorded trace of this question; choose another model to continue an "
+               "edited trace")
+    then = "n tries it again, ^e changes the model."
+    fitted = fit_message(message, then, 44, 3)
+    assert fitted.endswith(" " + then) and "…" in fitted
+    assert fitted.startswith("Thought 3 failed: replay/bbm cannot")
+    assert len(Content(fitted).wrap(44)) == 3
+    assert fit_message("Short.", then, 44, 3) == f"Short. {then}"
+    assert fit_message(message, "", 200, 3) == message
+
+
+@pytest.mark.parametrize("size", [(80, 24), SIZE])
+async def test_the_header_parts_never_run_together(store: Store, size) -> None:
+    """A long title is cut with an ellipsis, with a gap before the running figures."""
+    trace = recorded_session(store, "multistep_arithmetic", 7,
+                             name="a name long enough to need cutting at any width at all, "
+                             "even the widest terminal of them all, really")
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_recorded(pilot)
+        screen.totals = Totals(1234, 10_000_000, 2_000_000, 12.5, 0)
+        screen._show_title()
+        await pilot.pause()
+        left = screen.query_one("#title-bar .title-left")
+        right = screen.query_one("#title-bar .title-right")
+        assert left.region.right <= right.region.x
+        shown = str(right.render())
+        assert shown == "1,234 calls · 12,000,000 tok · $12.500"
+        assert right.content_region.x - left.region.right >= 2
+        # The model the next step uses stays whole; the app's name goes first.
+        assert "multistep_arithmetic #7 — replay/bbm" in str(left.render())

@@ -55,9 +55,12 @@ def _holds(condition: Callable[[], bool]) -> bool:
 
 
 def still_cursors(pilot: Pilot) -> None:
-    """No blinking cursor in a screenshot."""
+    """No blinking cursor in a screenshot: each cursor drawn steadily. Turned on and off again
+    each time: a blink tick queued before the timer paused can run after (under load) and hide
+    the cursor for good; turning blinking off shows it again."""
     for widget in pilot.app.screen.query("Input, TextArea"):
         assert isinstance(widget, Input | TextArea)
+        widget.cursor_blink = True
         widget.cursor_blink = False
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from bbm_tui.core.dataset import TraceRow, replacing
 from bbm_tui.core.dataset.outfile import OutputFileError
 from bbm_tui.core.store import SQLITE_HEADER, Label, Step, Store
-from bbm_tui.core.tasks import get_task, is_correct
+from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource
@@ -60,6 +60,9 @@ class LabelledTrace:
     labeler: str = "bbm-tui"
     # Per thought of `steps`: its other versions (backtracking's samples, other branches).
     alternatives: tuple[tuple[Alternative, ...], ...] = ()
+    # The task as the session was made with it (a task of one's own may have changed since);
+    # None: the one `task` names now.
+    task_spec: Task | None = None
 
     @classmethod
     def of(cls, trace: TraceSession) -> LabelledTrace:
@@ -77,11 +80,23 @@ class LabelledTrace:
             mistake_index=None if number is None else number - 1,
             created_at=trace.session.created_at,
             alternatives=alternatives_of(trace),
+            task_spec=trace.task,
         )
 
     @property
+    def task_found(self) -> Task:
+        return self.task_spec or get_task(self.task)
+
+    @property
+    def question(self) -> str:
+        """The question as its generation prompt showed it."""
+        return self.task_found.question(self.input)
+
+    @property
     def correct(self) -> bool | None:
-        return None if self.target is None else is_correct(self.answer, self.target)
+        if self.target is None:
+            return None
+        return self.task_found.is_correct(self.answer, self.target)
 
 
 @dataclass(frozen=True)
@@ -233,7 +248,7 @@ def processbench_row(trace: LabelledTrace) -> dict[str, Any]:
     return {
         "id": f"{trace.task}-{trace.session_id}",
         "generator": trace.model,
-        "problem": get_task(trace.task).question(trace.input),
+        "problem": trace.question,
         "steps": list(trace.steps),
         "final_answer_correct": trace.correct,
         "label": -1 if trace.mistake_index is None else trace.mistake_index,
@@ -282,7 +297,7 @@ def prm800k_row(trace: LabelledTrace) -> dict[str, Any]:
         "is_quality_control_question": False,
         "is_initial_screening_question": False,
         "question": {
-            "problem": get_task(trace.task).question(trace.input),
+            "problem": trace.question,
             "ground_truth_answer": trace.target,
         },
         "label": {

@@ -31,7 +31,8 @@ from bbm_tui.core.dataset import (
     row_from_json,
 )
 from bbm_tui.core.store import QueueWork, Store
-from bbm_tui.core.tasks import extract_answer, get_task
+from bbm_tui.core.tasks import get_task
+from bbm_tui.core.trace.session import stored_definition
 from bbm_tui.core.types import ADJUDICATOR, VERIFIER_MODEL, FlagReason, WorkStatus
 
 # How far back the estimate to finish looks: the mean of the latest submitted traces.
@@ -413,13 +414,15 @@ class AnnotationQueue:
         session_id = self._sessions.get(trace.key)
         if session_id is None:
             model = trace.row.extra.get("model")
+            task = get_task(trace.task)
             session_id = self.store.create_queued_session(
                 trace.key, has_gold=trace.has_gold, task=trace.task, input=trace.row.input,
                 target=trace.row.target,
                 model=model if isinstance(model, str) and model else "dataset",
                 name=trace.name,
                 gold_mistake_index=trace.gold if trace.has_gold else None,
-                steps=[(text, extract_answer(text)) for text in trace.row.steps],
+                steps=[(text, task.extract_answer(text)) for text in trace.row.steps],
+                task_definition=stored_definition(task),
             )
             self._sessions[trace.key] = session_id
         return session_id

@@ -46,6 +46,7 @@ from bbm_tui.core.trace.session import (
     NewTrace,
     SamplesReady,
     TraceSession,
+    digest_of,
     greedy,
     on_the_loop,
 )
@@ -346,9 +347,10 @@ def _open_session(store: Store, job: BacktrackJob,
                   spec: llm.ModelSpec) -> tuple[TraceSession, bool]:
     """The batch's session of this trace and model, the original as its first branch, and
     whether it was made just now (not found from an earlier run)."""
+    digest = digest_of(job.task)
     for session in store.sessions_of_question(task=job.task, input=job.row.input,
                                               model=spec.model):
-        if session.source == SessionSource.BACKTRACK:
+        if session.source == SessionSource.BACKTRACK and session.task_digest == digest:
             trace = TraceSession(store, session, spec, store_work=on_the_loop)
             if [step.text for step in _original_path(trace)] == list(job.row.steps):
                 return trace, False

@@ -28,7 +28,7 @@ from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import SessionDeleted, Store, StoreError
-from bbm_tui.core.trace.session import NewTrace, TraceSession, on_the_loop
+from bbm_tui.core.trace.session import NewTrace, TraceSession, digest_of, on_the_loop
 from bbm_tui.core.types import SessionSource
 
 
@@ -174,8 +174,10 @@ async def _generate_row(
 
 
 def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSession:
+    # A session made with another version of a task of one's own is not this run's: the
+    # trace is made again with the task as it is now.
     found = store.find_session(task=job.task, input=job.row.input, model=spec.model,
-                              source=SessionSource.RUN)
+                               source=SessionSource.RUN, task_digest=digest_of(job.task))
     if found is not None:
         # The command line's settings win over the stored ones (a corrected --api-base or
         # --mode), and the session records them.
@@ -262,8 +264,13 @@ def jobs_from_bundled(task: str, limit: int | None) -> list[RunJob]:
 
 
 def _dataset_index(task: str, question: str) -> int | None:
+    """The paper's dataset row of this question (None: not one of them; a task of one's own
+    has no bundled dataset)."""
     from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.core.tasks import get_task
 
+    if not get_task(task).is_paper:
+        return None
     return _bundled_questions(task, len(bundled_rows(task))).get(question)
 
 

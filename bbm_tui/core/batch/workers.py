@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from bbm_tui.core import llm
 from bbm_tui.core.batch.runner import BatchStop, StepsProgress
+from bbm_tui.core.tasks import Task, use_tasks, user_tasks
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
@@ -52,13 +53,14 @@ ChildWork = Callable[[Any, "Store", "WorkerSetup"], Awaitable[Any]]
 
 @dataclass(frozen=True)
 class WorkerSetup:
-    """What every child needs: the store to commit to, the model, the stepper's settings, and
-    the work it does on each job."""
+    """What every child needs: the store to commit to, the model, the stepper's settings, the
+    work it does on each job, and the user's tasks (a spawned child has read no task file)."""
 
     store_path: Path
     spec: llm.ModelSpec
     settings: StepperSettings
     work: ChildWork
+    tasks: tuple[Task, ...] = field(default_factory=user_tasks)
 
 
 @dataclass
@@ -239,6 +241,7 @@ async def _serve(connection: Connection, setup: WorkerSetup) -> None:
     from bbm_tui.core.store import Store
 
     try:
+        use_tasks(setup.tasks)
         llm.warm_up()
         store = Store.open(setup.store_path)
     except Exception as error:  # said to the parent, which stops the batch with it

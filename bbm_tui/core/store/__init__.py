@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         SessionSummary,
         Step,
         StoredCandidate,
+        TaskDefinition,
         Totals,
         default_session_name,
     )
@@ -58,6 +59,7 @@ _MODULE_OF = {
     "SessionSummary": "records",
     "Step": "records",
     "StoredCandidate": "records",
+    "TaskDefinition": "records",
     "Totals": "records",
     "default_session_name": "records",
     "MIGRATIONS": "schema",
@@ -87,6 +89,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoredCandidate",
+    "TaskDefinition",
     "Totals",
     "call_from_row",
     "default_path",

@@ -28,6 +28,9 @@ class Session:
     head_step_id: int | None
     created_at: float
     updated_at: float
+    # A task of one's own: the digest of the definition it was made with (store v10 on; its
+    # text: Store.task_definition). None: one of the paper's five.
+    task_digest: str | None = None
 
 
 @dataclass(frozen=True, slots=True)  # slots: a trace may hold 10^5 of them
@@ -104,6 +107,16 @@ class Label:
             if step_id == self.mistake_step_id:
                 return index
         return None
+
+
+@dataclass(frozen=True)
+class TaskDefinition:
+    """A task of one's own as a session keeps it: the digest of its content and its
+    definition as JSON text (the store keeps it as it is given; core/tasks/files.py makes
+    and reads it)."""
+
+    digest: str
+    text: str
 
 
 @dataclass(frozen=True)

@@ -228,9 +228,23 @@ MIGRATIONS: list[Migration] = [
     # become none, and a key-shaped token in an api base's path is redacted like the rest of
     # it (repairs.py). No table changes.
     _clean_and_redact,
-    # 11: the part of a call's prompt tokens the provider read from its prompt cache, and the
+    # 11: tasks of one's own (docs/DESIGN.md §13). A session of one says which by the digest of
+    # its whole definition (prompt texts included), and the definition is kept by that digest,
+    # once for every session made with it: the session reopens with the prompt it was made
+    # with after its task file changes or goes. NULL: one of the paper's five, as before v11.
+    """
+    ALTER TABLE sessions ADD COLUMN task_digest TEXT;
+    CREATE TABLE task_definitions (
+        id INTEGER PRIMARY KEY,
+        digest TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
+    # 12: the part of a call's prompt tokens the provider read from its prompt cache, and the
     # part it wrote to it, as it reported them (`prompt_tokens` counts both); priced as such.
-    # NULL: the provider said nothing of caching, or the call was made before v11.
+    # NULL: the provider said nothing of caching, or the call was made before v12.
     """
     ALTER TABLE calls ADD COLUMN cached_tokens INTEGER;
     ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER;

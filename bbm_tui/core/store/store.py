@@ -45,6 +45,7 @@ from bbm_tui.core.store.records import (
     SessionSummary,
     Step,
     StoredCandidate,
+    TaskDefinition,
     Totals,
     default_session_name,
 )
@@ -274,20 +275,31 @@ class Store:
         gold_mistake_index: int | None = None,
         name: str | None = None,
         source: SessionSource = SessionSource.APP,
+        task_definition: TaskDefinition | None = None,
     ) -> Session:
+        """A new session. A task of one's own comes with its definition (digest and text),
+        kept by its digest in the same transaction."""
         now = time.time()
         if name is None:
             name = default_session_name(task, dataset_index, input)
         with self._write() as connection:
+            digest = _keep_task_definition(connection, task, task_definition, now)
             cursor = connection.execute(
                 """INSERT INTO sessions (name, task, input, target, dataset_index,
-                       gold_mistake_index, model, api_base, mode, source, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       gold_mistake_index, model, api_base, mode, source, created_at, updated_at,
+                       task_digest)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (name, task, input, target, dataset_index, gold_mistake_index, model,
-                 redact_url(api_base), mode, source, now, now),
+                 redact_url(api_base), mode, source, now, now, digest),
             )
             session_id = cursor.lastrowid
         return self.session(session_id)
+
+    def task_definition(self, digest: str) -> str | None:
+        """The stored definition of a task of one's own (JSON text), by its digest."""
+        rows = self._read("SELECT definition FROM task_definitions WHERE digest = ?",
+                          (digest,))
+        return rows[0][0] if rows else None
 
     def session(self, session_id: int) -> Session:
         rows = self._read("SELECT * FROM sessions WHERE id = ?", (session_id,))
@@ -373,12 +385,14 @@ class Store:
         )
         return {row[0] for row in rows}
 
-    def find_session(self, *, task: str, input: str, model: str,
-                     source: SessionSource) -> Session | None:
+    def find_session(self, *, task: str, input: str, model: str, source: SessionSource,
+                     task_digest: str | None = None) -> Session | None:
+        """The first session of one question by one model made by `source`, made with the
+        task definition `task_digest` (None: one of the paper's five)."""
         rows = self._read(
             """SELECT * FROM sessions WHERE task = ? AND input = ? AND model = ? AND source = ?
-               ORDER BY id LIMIT 1""",
-            (task, input, model, source),
+                   AND task_digest IS ? ORDER BY id LIMIT 1""",
+            (task, input, model, source, task_digest),
         )
         return _session(rows[0]) if rows else None
 
@@ -524,6 +538,17 @@ class Store:
             self._require_session(connection, session_id)
             _insert_call(connection, session_id, step_id, purpose, call, time.time())
 
+    def call_models(self, call_ids: Sequence[int]) -> dict[int, str]:
+        """The model each of these calls asked, by call id."""
+        found: dict[int, str] = {}
+        unique = list(dict.fromkeys(call_ids))
+        for start in range(0, len(unique), 500):  # under SQLite's limit on parameters
+            chunk = unique[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(self._read_tuples(
+                f"SELECT id, model FROM calls WHERE id IN ({marks})", tuple(chunk)))
+        return found
+
     def step(self, step_id: int) -> Step:
         rows = self._read(_STEP_SELECT + " WHERE s.id = ?", (step_id,))
         if not rows:
@@ -663,7 +688,7 @@ class Store:
     def create_queued_session(
         self, trace_key: str, *, has_gold: bool, task: str, input: str, target: str | None,
         model: str, name: str, gold_mistake_index: int | None,
-        steps: Sequence[tuple[str, str | None]],
+        steps: Sequence[tuple[str, str | None]], task_definition: TaskDefinition | None = None,
     ) -> int:
         """The session of a queued trace, with its recorded steps, made once: a second caller
         (another annotator's process) gets the one already there. All in one transaction."""
@@ -674,12 +699,13 @@ class Store:
             ).fetchone()
             if found is not None:
                 return found[0]
+            digest = _keep_task_definition(connection, task, task_definition, now)
             session_id = connection.execute(
                 """INSERT INTO sessions (name, task, input, target, gold_mistake_index, model,
-                       mode, source, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, 'chat', ?, ?, ?)""",
+                       mode, source, created_at, updated_at, task_digest)
+                   VALUES (?, ?, ?, ?, ?, ?, 'chat', ?, ?, ?, ?)""",
                 (name, task, input, target, gold_mistake_index, model, SessionSource.ANNOTATE,
-                 now, now),
+                 now, now, digest),
             ).lastrowid
             parent = None
             for number, (text, answer) in enumerate(steps, start=1):
@@ -1186,6 +1212,17 @@ def _finder_verdict(row: sqlite3.Row) -> FinderVerdict:
         created_at=row["created_at"],
         call=call_from_row(dict(row)) if row["call_id"] is not None else None,
     )
+
+
+def _keep_task_definition(connection: sqlite3.Connection, task: str,
+                          definition: TaskDefinition | None, now: float) -> str | None:
+    """Inside a write: keep a task's definition by its digest (once), and give the digest."""
+    if definition is None:
+        return None
+    connection.execute(
+        """INSERT OR IGNORE INTO task_definitions (digest, name, definition, created_at)
+           VALUES (?, ?, ?, ?)""", (definition.digest, task, definition.text, now))
+    return definition.digest
 
 
 def _session(row: sqlite3.Row) -> Session:

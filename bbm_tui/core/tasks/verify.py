@@ -38,12 +38,21 @@ LOGIC: dict[str, ModuleType] = {
 }
 
 
+class NoVerifierError(UnknownTaskError):
+    """A task of one's own: the verifiers know the paper's five tasks only."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.args = (f"the task verifiers check the paper's five tasks only, not {name!r} "
+                     "(a task of your own): use a model's method to find its mistakes",)
+
+
 def task_logic(task: str) -> ModuleType:
     get_task(task)  # an unknown name gets the tasks' own message
     try:
         return LOGIC[task]
     except KeyError:
-        raise UnknownTaskError(task) from None
+        raise NoVerifierError(task) from None
 
 
 def verify_trace(task: str, question_input: str, steps: Sequence[str]) -> list[StepVerdict]:

@@ -5,13 +5,14 @@ branches side by side, and how sure the model was of each token. Pure functions.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
-from bbm_tui.core.store import Step
-from bbm_tui.core.tasks import is_correct
+from bbm_tui.core.store import Step, StoredCandidate
+from bbm_tui.core.tasks import Task, is_correct
 from bbm_tui.core.trace.tree import BranchDiff, StepTree
-from bbm_tui.core.types import TokenLogprob, sane_logprob_sum
+from bbm_tui.core.types import StepOrigin, TokenLogprob, sane_logprob_sum
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,12 @@ def segments(tree: StepTree, parent_id: int | None = None) -> list[Segment]:
     return found
 
 
-def outcome(step: Step, target: str | None) -> bool | None:
-    """Whether a branch ending in `step` got the right answer (None: no answer or target)."""
+def outcome(step: Step, target: str | None, task: Task | None = None) -> bool | None:
+    """Whether a branch ending in `step` got the right answer (None: no answer or target), by
+    the task's comparison (the paper's exact match where no task is given)."""
     if step.answer is None or target is None:
         return None
-    return is_correct(step.answer, target)
+    return (task.is_correct if task is not None else is_correct)(step.answer, target)
 
 
 @dataclass(frozen=True)
@@ -66,10 +68,11 @@ class Leaf:
     on_show: bool
 
 
-def leaves(tree: StepTree, head_id: int | None, target: str | None) -> list[Leaf]:
+def leaves(tree: StepTree, head_id: int | None, target: str | None,
+           task: Task | None = None) -> list[Leaf]:
     """Every branch's end, oldest first, with its answer and whether it is right."""
     shown = tree.path(head_id)[-1].id if head_id is not None and head_id in tree else None
-    return [Leaf(step, step.number, step.answer, outcome(step, target), step.id == shown)
+    return [Leaf(step, step.number, step.answer, outcome(step, target, task), step.id == shown)
             for step in tree.leaves()]
 
 
@@ -89,6 +92,73 @@ def other_branch(tree: StepTree, steps: Sequence[Step], number: int) -> int | No
             return tree.newest_leaf_under(others[-1].id).id
     rest = [leaf.id for leaf in tree.leaves() if leaf.id != on_show]
     return max(rest) if rest else None
+
+
+# -- where a branch came from
+
+class BranchHow(StrEnum):
+    """How a branch's first thought of its own came about."""
+
+    ORIGINAL = "original"  # the first version of its thought (the trace as first written)
+    BACKTRACK = "backtrack"  # one of backtracking's samples, chosen
+    REWRITE = "rewrite"  # the person's own version
+    VERSION = "version"  # a later version a model wrote (another model, or again)
+
+
+@dataclass(frozen=True)
+class BranchOrigin:
+    """What a branch is, told by the first thought it does not share with the branch beside
+    it (Thought `number`): how that thought came about, which sample it was where backtracking
+    chose it (`sample` of `samples`, 1-based, among the samples of its sampling), whether it
+    was recorded in the dataset, and the models that wrote the branch's own thoughts, in the
+    order they first wrote one."""
+
+    how: BranchHow
+    number: int
+    sample: int | None = None
+    samples: int | None = None
+    recorded: bool = False
+    models: tuple[str, ...] = ()
+
+
+def branch_origin(
+    tree: StepTree,
+    own: Sequence[Step],
+    sampled: Sequence[StoredCandidate] = (),
+    call_models: Mapping[int, str] | None = None,
+) -> BranchOrigin | None:
+    """Where the branch whose own thoughts are `own` (after what it shares) came from.
+    `sampled`: the candidates sampled with its first thought, where backtracking chose it
+    (one sampling's, as they were stored together); `call_models`: the model of each call of
+    its thoughts. None for a branch with no thought of its own."""
+    if not own:
+        return None
+    first = own[0]
+    models = tuple(dict.fromkeys(
+        (call_models or {})[step.call_id] for step in own
+        if step.call_id is not None and step.call_id in (call_models or {})))
+    recorded = first.origin == StepOrigin.DATASET
+    if first.origin == StepOrigin.BACKTRACK:
+        place = next((index for index, candidate in enumerate(sampled)
+                      if candidate.step_id == first.id), None)
+        return BranchOrigin(BranchHow.BACKTRACK, first.number,
+                            None if place is None else place + 1,
+                            len(sampled) or None, models=models)
+    if first.origin == StepOrigin.EDIT:
+        return BranchOrigin(BranchHow.REWRITE, first.number, models=models)
+    versions = tree.siblings(first.id)
+    how = BranchHow.ORIGINAL if versions[0].id == first.id else BranchHow.VERSION
+    return BranchOrigin(how, first.number, recorded=recorded, models=models)
+
+
+def one_sampling(candidates: Sequence[StoredCandidate], step_id: int) -> list[StoredCandidate]:
+    """Of the candidates sampled for one thought (several backtracks may have sampled it),
+    those sampled together with the one that became step `step_id` (stored in one
+    transaction, they share their time)."""
+    chosen = next((c for c in candidates if c.step_id == step_id), None)
+    if chosen is None:
+        return []
+    return [c for c in candidates if c.created_at == chosen.created_at]
 
 
 # -- tokens

@@ -11,13 +11,14 @@ from bbm_tui.core import llm
 from bbm_tui.core.judging.finders import FindEvent, StepJudged, TraceJudged, finder_settings
 from bbm_tui.core.judging.judges import check_judge
 from bbm_tui.core.store import Store
+from bbm_tui.core.tasks import Task
 from bbm_tui.core.types import FinderEnd
 
 
 async def record_find(
     store: Store,
     session_id: int,
-    task: str,
+    task: Task | str,
     method: str,
     input_text: str,
     steps: Sequence[str],

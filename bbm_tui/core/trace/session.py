@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -31,8 +32,18 @@ from bbm_tui.core.generation.stepper import (
     run_steps,
 )
 from bbm_tui.core.redact import REDACTED, redact_url
-from bbm_tui.core.store import Label, Session, Step, Store, StoredCandidate, Totals
-from bbm_tui.core.tasks import extract_answer, is_correct
+from bbm_tui.core.store import (
+    Label,
+    Session,
+    Step,
+    Store,
+    StoredCandidate,
+    TaskDefinition,
+    Totals,
+)
+from bbm_tui.core.tasks import Task, UnknownTaskError, get_task
+from bbm_tui.core.tasks.files import task_definition, task_digest, task_from_definition
+from bbm_tui.core.trace.branches import BranchOrigin, branch_origin, one_sampling
 from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
 
@@ -81,10 +92,59 @@ class BranchMade:
     step: Step
 
 
+def stored_definition(task: Task) -> TaskDefinition | None:
+    """What a session of `task` keeps of it: for a task of one's own, its whole definition
+    and the digest of it; nothing for the paper's five (they ship with the app)."""
+    if task.is_paper:
+        return None
+    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True)
+    return TaskDefinition(task_digest(task), text)
+
+
+def digest_of(task: Task | str) -> str | None:
+    """The digest a session of this task is made with (None: one of the paper's five)."""
+    found = get_task(task)
+    return None if found.is_paper else task_digest(found)
+
+
+def session_task(store: Store, session: Session) -> tuple[Task, str | None]:
+    """The task a session works on, and what has changed since it was made (None: nothing).
+    A task of one's own is the one the session stored, whatever its file says now: the
+    session goes on with the prompt it was made with; a file that changed, or is no longer
+    loaded, is said, not hidden."""
+    if session.task_digest is None:
+        return get_task(session.task), None
+    try:
+        current: Task | None = get_task(session.task)
+    except UnknownTaskError:
+        current = None
+    text = store.task_definition(session.task_digest)
+    try:
+        stored = task_from_definition(json.loads(text)) if text is not None else None
+    except ValueError:
+        stored = None
+    if stored is None:
+        if current is None:
+            raise UnknownTaskError(session.task)
+        return current, (f"The task {session.task!r} this session was made with is not in the "
+                         "store (was it edited?); it uses the task file as it is now.")
+    where = f"Its task file ({stored.path})" if stored.path else "Its task file"
+    if current is None:
+        return stored, (f"{where} is not loaded now; the session goes on with the task "
+                        f"{session.task!r} as it was made.")
+    if task_digest(current) != session.task_digest:
+        return stored, (f"{where} has changed since this session was made; the session goes "
+                        "on with the prompt it was made with (a new session uses the file "
+                        "as it is now).")
+    return current, None
+
+
 class TraceSession:
     """`spec` is the model the session generates with now. It lives in memory only: the store
     keeps the api base redacted (a password or key in it is never written), so a session
-    opened from the store calls its stored model until `use_model()` says otherwise."""
+    opened from the store calls its stored model until `use_model()` says otherwise. `task`
+    is the task it works on as it was made (session_task), `task_change` what has changed in
+    its file since (None: nothing)."""
 
     def __init__(
         self,
@@ -108,6 +168,7 @@ class TraceSession:
             self.steps: list[Step] = self.tree.path(session.head_step_id)
         self.label: Label | None = self._branch_label()
         self._spec = spec or _stored_spec(session)
+        self.task, self.task_change = session_task(store, session)
 
     # -- opening
 
@@ -124,6 +185,7 @@ class TraceSession:
     ) -> TraceSession:
         session = store.create_session(
             task=trace.task,
+            task_definition=stored_definition(get_task(trace.task)),
             input=trace.input,
             target=trace.target,
             dataset_index=trace.dataset_index,
@@ -236,7 +298,7 @@ class TraceSession:
     def correct(self) -> bool | None:
         if self.answer is None or self.session.target is None:
             return None
-        return is_correct(self.answer, self.session.target)
+        return self.task.is_correct(self.answer, self.session.target)
 
     @property
     def mistake_number(self) -> int | None:
@@ -274,7 +336,7 @@ class TraceSession:
         if self._model_unrecorded():  # usually not: no trip to a thread for nothing
             await self.store_work(self._record_model)
         async for event in run_steps(
-            self.session.task,
+            self.task,
             self.session.input,
             self._spec,
             self.texts,
@@ -312,7 +374,7 @@ class TraceSession:
 
     def load_recorded(self, steps: list[str]) -> None:
         """Put a recorded trace (e.g. the dataset's) on the branch, to label it."""
-        answered = [(text, extract_answer(text)) for text in steps]
+        answered = [(text, self.task.extract_answer(text)) for text in steps]
         self.store.add_steps(self.session.id, answered, origin=StepOrigin.DATASET)
         self.reload()
 
@@ -324,7 +386,7 @@ class TraceSession:
             number=len(self.steps) + 1,
             text=text,
             origin=origin,
-            answer=extract_answer(text),
+            answer=self.task.extract_answer(text),
         )
         self.tree.add(step)
         self.steps.append(step)
@@ -361,10 +423,10 @@ class TraceSession:
         settings = settings or StepperSettings()
         self._check_number(number)
         # From replay/bbm (which can only repeat the recorded trace) on with solver/bbm.
-        self.use_model(backtracking_model(self._spec, self.session.task))
+        self.use_model(backtracking_model(self._spec, self.task))
         parent = self.steps[number - 2].id if number > 1 else None
         resample = await resample_step(
-            self.session.task, self.session.input, self.texts[: number - 1],
+            self.task, self.session.input, self.texts[: number - 1],
             self.texts[number - 1], self._spec, settings.call, n=n, on_sample=on_sample,
         )
         # Cancelled while saving, the samples are saved all the same (the store and the
@@ -391,8 +453,12 @@ class TraceSession:
         generate: bool = True,
     ) -> AsyncIterator[BranchMade | StepEvent]:
         """The person's own version of Thought `number` (one line), then the model goes on
-        from it unless `generate` is False."""
+        from it unless `generate` is False. As in backtracking, `replay/bbm` (which can only
+        repeat the recorded trace) hands over to `solver/bbm` where the solver writes the
+        task: `spec` then names it."""
         self._check_number(number)
+        if generate:
+            self.use_model(backtracking_model(self._spec, self.session.task))
         parent = self.steps[number - 2].id if number > 1 else None
         step = await self.store_work(self._add_branch_step, parent, number, text)
         yield BranchMade(step)
@@ -420,7 +486,7 @@ class TraceSession:
         step = self.store.add_step(
             self.session.id, parent_id=candidate.parent_id, number=candidate.number,
             text=candidate.text, origin=StepOrigin.BACKTRACK,
-            answer=extract_answer(candidate.text), call_id=candidate.call_id,
+            answer=self.task.extract_answer(candidate.text), call_id=candidate.call_id,
             choice=candidate.choice, tokens=candidate.tokens, candidate_id=candidate.id,
         )
         self._show_new_step(step)
@@ -429,7 +495,7 @@ class TraceSession:
     def _add_branch_step(self, parent: int | None, number: int, text: str) -> Step:
         step = self.store.add_step(
             self.session.id, parent_id=parent, number=number, text=text,
-            origin=StepOrigin.EDIT, answer=extract_answer(text),
+            origin=StepOrigin.EDIT, answer=self.task.extract_answer(text),
         )
         self._show_new_step(step)
         return step
@@ -439,6 +505,20 @@ class TraceSession:
         self.session = self.store.session(self.session.id)
         self.steps = self.tree.path(step.id)
         self.label = self._branch_label()
+
+    def branch_origin(self, own: Sequence[Step]) -> BranchOrigin | None:
+        """Where the branch whose own thoughts are `own` came from (reads the store: its
+        sampling, its calls' models)."""
+        if not own:
+            return None
+        first = own[0]
+        sampled: list[StoredCandidate] = []
+        if first.origin == StepOrigin.BACKTRACK:
+            sampled = one_sampling(
+                self.store.candidates(self.session.id, first.parent_id, first.number), first.id)
+        models = self.store.call_models([step.call_id for step in own
+                                         if step.call_id is not None])
+        return branch_origin(self.tree, own, sampled, models)
 
     def candidates_for(self, number: int) -> list[StoredCandidate]:
         """Every sample stored for Thought `number` after the thoughts now before it."""

@@ -18,8 +18,8 @@ from textual.widgets import Static
 
 from bbm_tui.core.annotation.adjudication import AdjudicationQueue
 from bbm_tui.core.store import Session, Step
-from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.core.trace.session import session_task
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack
 from bbm_tui.ui.screens.annotate import ThoughtsPane, WheelScroll, reveal
@@ -71,6 +71,7 @@ class AdjudicateScreen(BbmScreen):
         self._lock = asyncio.Lock()
         self._session: Session | None = None
         self._steps: list[Step] = []
+        self._question = ""
         self._shown: int | None = None
 
     def compose(self) -> ComposeResult:
@@ -102,6 +103,9 @@ class AdjudicateScreen(BbmScreen):
         if self._shown != item.session_id:
             self._session = self.queue.store.session(item.session_id)
             self._steps = self.queue.store.branch(item.session_id)
+            # A task of one's own as the session was made with it (its file may be gone).
+            task, _ = session_task(self.queue.store, self._session)
+            self._question = task.question(self._session.input)
             self.selected = min(item.choices[0] or 0, max(len(self._steps) - 1, 0)) \
                 if item.choices else 0
 
@@ -119,8 +123,7 @@ class AdjudicateScreen(BbmScreen):
             self.query_one("#adjudicate-left").border_title = "Question"
             self.query_one("#adjudicate-right").border_title = (
                 f"Thoughts · {len(self._steps)}")
-            self.query_one("#j-question", Static).update(
-                safe(get_task(session.task).question(session.input)))
+            self.query_one("#j-question", Static).update(safe(self._question))
         self.query_one("#j-target", LeanStatic).show(Content.assemble(
             styled("Target: ", "bold"), safe(session.target or "—")))
         self.query_one("#j-candidates", LeanStatic).show(self._candidates_text())

@@ -19,14 +19,14 @@ from textual.worker import get_current_worker
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.redact import redact_url
-from bbm_tui.core.tasks import get_task, task_titles
+from bbm_tui.core.tasks import TASK_NAMES, get_task, task_titles
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import MODES, ModelSpec
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack, ModelChosen, OpenTrace
 from bbm_tui.ui.screens.base import BbmScreen
-from bbm_tui.ui.text import MUTED, safe, safe_line, styled
+from bbm_tui.ui.text import MUTED, safe, safe_line, settings_line, styled
 from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
 
 if TYPE_CHECKING:
@@ -75,14 +75,16 @@ def create_trace(store: Store, request: StartRequest) -> TraceSession:
 def dataset_request(
     task: str, index: int, row: TraceRow, spec: ModelSpec, *, recorded: bool
 ) -> StartRequest:
+    """A session on row `index` of the questions listed for the task: the paper's dataset, or
+    a task file's `questions` (a row there may carry no target, steps or label)."""
     from bbm_tui.core.trace.session import NewTrace
 
     trace = NewTrace(
         task=task,
         input=row.input,
-        target=row.target,
+        target=row.target or None,
         dataset_index=index,
-        gold_mistake_index=row.mistake_index,
+        gold_mistake_index=row.mistake_index if row.labelled else None,
     )
     return StartRequest(trace, spec, list(row.steps) if recorded else None)
 
@@ -101,6 +103,13 @@ def filter_entries(entries: list[Entry], query: str) -> list[Entry]:
     wanted = int(number.group(1))
     exact = [entry for entry in entries if entry.index == wanted]
     return exact + [entry for entry in matches if entry.index != wanted]
+
+
+def task_option(name: str, title: str) -> Content:
+    """A task in the list: its title, and a task of one's own marked as the user's."""
+    if name in TASK_NAMES:
+        return Content(title)
+    return Content.assemble(safe_line(title, 30), (" · yours", MUTED))
 
 
 def entry_prompt(entry: Entry) -> Content:
@@ -127,13 +136,6 @@ def spec_line(spec: ModelSpec, settings: StepperSettings | None = None) -> Conte
 
 def recorded_label(on: bool) -> str:
     return "Recorded trace: on" if on else "Recorded trace: off"
-
-
-def settings_line(settings: StepperSettings) -> str:
-    """"temperature 0 · 1,024 tokens/step · 160 steps max"."""
-    call = settings.call
-    tokens = f"{call.max_tokens:,} tokens/step" if call.max_tokens else "no token limit"
-    return f"temperature {call.temperature:g} · {tokens} · {settings.step_limit:,} steps max"
 
 
 class NewSessionScreen(BbmScreen):
@@ -170,6 +172,8 @@ class NewSessionScreen(BbmScreen):
         self.task_name = task if task in titles else next(iter(titles))
         self._entries: list[Entry] = []
         self._shown: list[Entry] = []
+        # Why the task's questions could not be read (a task file's questions file).
+        self._rows_problem: str | None = None
         self._task_timer: Timer | None = None
 
     @property
@@ -191,7 +195,8 @@ class NewSessionScreen(BbmScreen):
                 yield Static(id="question-preview")
             with Vertical(id="model-side", classes="panel"):
                 yield OptionList(
-                    *[Option(title, id=name) for name, title in task_titles().items()],
+                    *[Option(task_option(name, title), id=name)
+                      for name, title in task_titles().items()],
                     id="tasks",
                 )
                 yield Static(spec_line(self.spec, self.bbm_app.stepper_settings),
@@ -229,6 +234,10 @@ class NewSessionScreen(BbmScreen):
             if result is None:
                 return
             text, target = result
+            refusal = self._offline_refusal()
+            if refusal is not None:
+                self._refuse(refusal)
+                return
             if self.spec.model == "replay/bbm" and not any(
                 entry.row.input == text for entry in self._entries
             ):
@@ -251,6 +260,7 @@ class NewSessionScreen(BbmScreen):
                 self.post_message(ModelChosen(choice.spec, choice.settings))
                 self.query_one("#model-line", Static).update(
                     spec_line(choice.spec, choice.settings))
+                self._show_model_fit()
 
         self.app.push_screen(ModelScreen(self.spec, self.bbm_app.stepper_settings), edited)
 
@@ -281,9 +291,14 @@ class NewSessionScreen(BbmScreen):
 
     @work(thread=True, exclusive=True, group="dataset", exit_on_error=False)
     def _load_rows(self, task: str) -> None:
-        from bbm_tui.core.dataset import bundled_rows
+        from bbm_tui.core.dataset import DatasetError, question_rows
 
-        rows = bundled_rows(task)
+        try:
+            rows = question_rows(task)
+        except DatasetError as error:  # a task file's questions file, broken
+            if not get_current_worker().is_cancelled:
+                self.app.call_from_thread(self._rows_loaded, task, [], str(error))
+            return
         entries = [
             Entry(index, row, f"{row.input}\n{row.target}".lower())
             for index, row in enumerate(rows)
@@ -291,11 +306,32 @@ class NewSessionScreen(BbmScreen):
         if not get_current_worker().is_cancelled:
             self.app.call_from_thread(self._rows_loaded, task, entries)
 
-    def _rows_loaded(self, task: str, entries: list[Entry]) -> None:
+    def _rows_loaded(self, task: str, entries: list[Entry], problem: str | None = None) -> None:
         if task != self.task_name:
             return
         self._entries = entries
+        self._rows_problem = problem
         self._apply_filter()
+        self._show_model_fit()
+
+    def _offline_refusal(self) -> str | None:
+        """Why the chosen model cannot write this task's steps (an offline model and a task
+        of one's own), None when it can."""
+        if self.task_name in TASK_NAMES:
+            return None
+        from bbm_tui.core.llm.refusals import offline_refusal
+
+        refusal = offline_refusal(self.spec, self.task_name)
+        if refusal is None:
+            return None
+        return (f"{self.spec.model} cannot write steps for your task {self.task_name}: "
+                f"choose another model ({key_for(self, 'new_edit_model')}).")
+
+    def _show_model_fit(self) -> None:
+        """Say at once when the model cannot write the highlighted task's steps."""
+        refusal = self._offline_refusal()
+        self.query_one("#new-status", Static).update(
+            styled(refusal, "$text-warning") if refusal else "")
 
     def _show_loading(self) -> None:
         # A line of text rather than `loading = True`: the spinner is a widget and a timer,
@@ -318,9 +354,13 @@ class NewSessionScreen(BbmScreen):
         count = f"{total} questions"
         if query.strip():
             count = f"{len(self._shown)} of {count}"
-        self.query_one("#match-count", Static).update(
-            styled(f"{count} · enter on a question starts it", MUTED)
-        )
+        line = f"{count} · enter on a question starts it"
+        if self._rows_problem is not None:
+            line = self._rows_problem
+        elif not total:
+            line = (f"No questions listed for this task: {key_for(self, 'new_type_question')} "
+                    "types one (a task file lists a file of them with `questions`).")
+        self.query_one("#match-count", Static).update(styled(line, MUTED))
         if self._shown:
             questions.highlighted = 0
         self._show_preview()
@@ -384,6 +424,9 @@ class NewSessionScreen(BbmScreen):
 
     def _request(self) -> StartRequest | None:
         """What the screen says, or None (after saying what is missing)."""
+        refusal = self._offline_refusal()
+        if refusal is not None:
+            return self._refuse(refusal)
         entry = self.selected_entry()
         if entry is None:
             return self._refuse("Pick a question first.")

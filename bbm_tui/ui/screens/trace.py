@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events, work
 from textual.app import ComposeResult
@@ -36,14 +36,13 @@ from bbm_tui.core.generation.stepper import (
 )
 from bbm_tui.core.prompts.thoughts import format_steps
 from bbm_tui.core.store import Label, Totals, default_session_name
-from bbm_tui.core.tasks import get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.types import TraceEnd
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, FindRequest
 from bbm_tui.ui.keys import key_for
-from bbm_tui.ui.messages import SessionMissing
+from bbm_tui.ui.messages import ModelChosen, SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.screens.trace_branching import BranchActions
 from bbm_tui.ui.screens.trace_finding import FindingActions
@@ -55,6 +54,7 @@ from bbm_tui.ui.text import (
     format_totals,
     safe,
     safe_line,
+    settings_line,
     styled,
     thoughts,
 )
@@ -66,9 +66,12 @@ from bbm_tui.ui.viewmodels.trace import (
     question_text,
     statuses,
 )
-from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
+from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, StatusLine, TitleBar
 from bbm_tui.ui.widgets.thought import ThoughtView
 from bbm_tui.ui.widgets.thought_list import ThoughtList
+
+if TYPE_CHECKING:
+    from bbm_tui.core.dataset import TraceRow
 
 _MOVE = Binding.Group("move", compact=True)
 _COPY = Binding.Group("copy", compact=True)
@@ -134,6 +137,9 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         Binding("w", "rewrite", "rewrite", id="edit_thought", show=False,
                 tooltip="Rewrite the selected thought yourself and let the model go on from "
                 "it (a new branch)"),
+        Binding("ctrl+e", "edit_model", "model", id="trace_edit_model", show=False,
+                tooltip="Change the model, api base, mode or temperature from the next step "
+                "on (each call records its model); test the connection"),
         Binding("P", "presenter", "presenter mode", id="presenter_mode", show=False,
                 tooltip="Presenter mode on or off: no latency or token lines under the "
                 "thoughts, more space between them, for a clean screen in a demo"),
@@ -197,8 +203,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         yield TitleBar(id="title-bar")
         with Horizontal(id="trace-body"):
             with Pane(id="question-pane", classes="panel"):
-                yield Static(safe(question_text(self.trace.session.task,
-                                                self.trace.session.input)), id="question")
+                yield Static(safe(question_text(self.trace.task, self.trace.session.input)),
+                             id="question")
                 yield Static(id="target", classes="fact")
                 yield LeanStatic(id="answer", classes="fact")
                 yield LeanStatic(id="label", classes="fact")
@@ -216,7 +222,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
                 yield ThoughtList(lambda: self.trace.steps, around=self.selected,
                                   wall_clock=self.bbm_app.wall_clock,
                                   decorate=self._decorate, id="thoughts")
-                yield LeanStatic(id="run-status")
+                # Its top border and three lines (trace.tcss): a message is fitted to them.
+                yield StatusLine(lines=3, id="run-status")
         # The palette (ctrl+p) is listed in the help screen; the footer needs the room.
         yield KeysFooter(show_command_palette=False)
 
@@ -227,7 +234,11 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self._show_title()
         self._show_facts()
         self._apply_label()
-        self.verify_live = self.bbm_app.config.verify_live
+        # The task verifiers know the paper's five tasks only.
+        self.verify_live = self.bbm_app.config.verify_live and self.trace.task.is_paper
+        if self.trace.task_change is not None:
+            self.notify(self.trace.task_change, title=f"Your task {self.trace.task.name}",
+                        severity="warning", timeout=15, markup=False)
         if self.verify_live:
             self._verify_now()
         else:
@@ -239,12 +250,35 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
             self._status(f"{self._key('step')} generates the next thought, "
                          f"{self._key('run')} runs to the answer.")
         elif self.trace.finished:
-            self._status(f"The trace has its answer. {self._label_hint()}")
+            self._status("The trace has its answer.", then=self._label_hint())
         else:
-            self._status(f"{thoughts(len(self.trace.steps))} so far. {self._next_hint()}")
+            self._status(f"{thoughts(len(self.trace.steps))} so far.", then=self._next_hint())
 
     def on_unmount(self) -> None:
         self.bbm_app.session_left(self.trace.id)
+
+    def on_resize(self) -> None:
+        # Once the panes have their new sizes.
+        self.call_after_refresh(self._after_resize)
+
+    def _after_resize(self) -> None:
+        """A taller or wider terminal can fit every thought: the anchor that followed the end
+        would then pin them to the bottom, under a blank band. A narrower one makes thoughts
+        taller: the selection is scrolled back into view."""
+        pane = self._thoughts
+        if pane.is_anchored and pane.max_scroll_y == 0:
+            pane.anchor(False)
+            self._follow_pending = True  # anchored again once the thoughts overflow
+            # Forced: with nothing to scroll, Textual would leave the anchor's offset as it was.
+            pane.scroll_home(animate=False, immediate=True, force=True)
+            return
+        view = self._thoughts.view(self.selected)
+        if view is None or (pane.is_anchored and not self._moved):
+            return  # following the end: the anchor keeps the last thought in view
+        top, bottom = pane.scroll_y, pane.scroll_y + pane.scrollable_content_region.height
+        region = view.virtual_region
+        if region.y < top or region.bottom > bottom:
+            pane.scroll_to_thought(view)
 
     @work(group="reload", exit_on_error=False)
     async def reload_session(self) -> None:
@@ -263,22 +297,31 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         where = f"#{session.dataset_index}" if session.dataset_index is not None else "typed"
         # "bbm-tui — word_sorting #3 — replay/bbm". Each run of one style ends with its space
         # and none starts with one: librsvg drops a run's leading spaces in screenshots.
-        left = Content.assemble(
-            ("bbm-tui ", "bold"), ("— ", MUTED),
+        what = Content.assemble(
             (f"{session.task} ", "bold $accent"), f"{where} ", ("— ", MUTED),
-            safe_line(session.model, 40),
+            # The model the next step will use (the model dialog, or backtracking's hand-over
+            # from replay/bbm, may have changed it since the session's first step).
+            safe_line(self.trace.spec.model, 40),
         )
         if session.name != default_session_name(session.task, session.dataset_index,
                                                  session.input):
-            left = (left.append(" ").append(styled("— ", MUTED))
+            what = (what.append(" ").append(styled("— ", MUTED))
                     .append(safe_line(session.name, 40)))
+        app_name = Content.assemble(("bbm-tui ", "bold"), ("— ", MUTED))
         title = self.query_one("#title-bar", TitleBar)
-        title.set_left(left)
+        # Narrow, the app's name goes first, so that the model stays whole.
+        title.set_left(app_name + what, what)
         title.set_right(Content(format_totals(self.totals)))
 
     def _show_facts(self) -> None:
         session = self.trace.session
-        self.query_one("#question-pane").border_title = f"Question · {get_task(session.task).title}"
+        task = self.trace.task
+        title = Content.assemble("Question · ", safe_line(task.title, 40))
+        if self.trace.task_change is not None:  # said in full in a notice on opening
+            title = title.append(styled(" · file changed", "$text-warning"))
+        elif not task.is_paper:
+            title = title.append(styled(" · yours", MUTED))
+        self.query_one("#question-pane").border_title = title
         self.query_one("#thoughts-pane").border_title = "Thoughts"
         target = self.query_one("#target", Static)
         target.display = session.target is not None
@@ -348,10 +391,10 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         return (f"Labelled: {said}; {self._key('undo_label')} undoes it, "
                 f"{self._key('find_mistake')} asks a model.")
 
-    def _status(self, message: str, *, error: bool = False) -> None:
-        status = self.query_one("#run-status", LeanStatic)
-        status.show(safe(message))
-        status.set_class(error, "-error")
+    def _status(self, message: str, *, error: bool = False, then: str = "") -> None:
+        """Say what happened (`message`, cut with an ellipsis if the lines are too few) and
+        what to do next (`then`, never cut)."""
+        self.query_one("#run-status", StatusLine).say(message, then, error=error)
 
     @property
     def _thoughts(self) -> ThoughtList:
@@ -472,6 +515,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
             return True if self.trace.steps else None
         if action in ("backtrack", "rewrite", "version"):
             return None if busy or not self.trace.steps else True
+        if action == "edit_model":  # a run goes on with the model it started with
+            return None if busy else True
         return True
 
     def action_step(self) -> None:
@@ -591,16 +636,17 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         message = one_line(event.error.message, 400)
         self._drop_unfinished()
         # One place for it (issue 10, item 12): the status line, in red, until the next action.
-        self._status(f"Thought {event.number} failed: {message} — press {self._key('step')} "
-                     "to try it again.", error=True)
+        self._status(f"Thought {event.number} failed: {message.rstrip('.')}.",
+                     then=f"{self._key('step')} tries it again, "
+                     f"{self._key('trace_edit_model')} changes the model.", error=True)
 
     def _trace_finished(self, event: TraceFinished) -> None:
         if event.reason == TraceEnd.ANSWER:
             verdict = {True: f" {GLYPH_OK} matches the target",
                        False: f" {GLYPH_MISTAKE} not the target"}.get(self.trace.correct, "")
-            self._status(f"Finished with an answer{verdict}. {self._label_hint()}")
+            self._status(f"Finished with an answer{verdict}.", then=self._label_hint())
         elif event.reason == TraceEnd.PAUSED:
-            self._status(f"{thoughts(len(self.trace.steps))}. {self._next_hint()}")
+            self._status(f"{thoughts(len(self.trace.steps))}.", then=self._next_hint())
         else:
             template = FINISH_MESSAGES[event.reason]
             # The limit in force: the model dialog may have changed the config's.
@@ -634,6 +680,28 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self._show_finder()
         if self.gold_shown:
             self._load_gold()
+
+    # -- the model (ctrl+e): the new-session screen's dialog, from the next step on
+
+    def action_edit_model(self) -> None:
+        if self.running or self.finding:
+            return
+        from bbm_tui.ui.dialogs import ModelChoice, ModelScreen
+
+        def edited(choice: ModelChoice | None) -> None:
+            if choice is None or self.running or self.finding:
+                return
+            self.trace.use_model(choice.spec)  # recorded with the next call
+            self.post_message(ModelChosen(choice.spec, choice.settings))
+            self._show_title()
+            then = (f"{self._key('edit_thought')} rewrites a thought, "
+                    f"{self._key('backtrack')} backtracks from one." if self.trace.finished
+                    else self._next_hint())
+            self._status(f"From the next step on: {one_line(choice.spec.model, 60)} "
+                         f"({settings_line(choice.settings)}).", then=then)
+
+        self.app.push_screen(ModelScreen(self.trace.spec, self.bbm_app.stepper_settings,
+                                         "The model from the next step on"), edited)
 
     # -- labelling (store writes in a thread, one at a time and in the order pressed)
 
@@ -703,9 +771,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         session = self.trace.session
         recorded = None
         if session.dataset_index is not None:
-            from bbm_tui.core.dataset import bundled_rows
-
-            rows = await asyncio.to_thread(bundled_rows, session.task)
+            rows = await asyncio.to_thread(_listed_questions, session.task)
             if 0 <= session.dataset_index < len(rows):
                 row = rows[session.dataset_index]
                 if row.input == session.input:
@@ -732,3 +798,15 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self.app.copy_to_clipboard(text)
         self.notify(f"Copied the trace ({thoughts(len(self.trace.steps))}).", markup=False,
                     timeout=3)
+
+
+def _listed_questions(task_name: str) -> tuple[TraceRow, ...]:
+    """The questions listed for a task (the paper's dataset, or a task file's `questions`),
+    none where the task or its file is gone: a session's gold label is read from there."""
+    from bbm_tui.core.dataset import DatasetError, question_rows
+    from bbm_tui.core.tasks import UnknownTaskError
+
+    try:
+        return question_rows(task_name)
+    except (UnknownTaskError, DatasetError):
+        return ()

@@ -16,13 +16,15 @@ from bbm_tui.core.generation.backtrack import SAMPLES
 from bbm_tui.core.judging.finders import FindFinished, StepJudged
 from bbm_tui.core.judging.judges import VERIFIER
 from bbm_tui.core.store import StoredCandidate
-from bbm_tui.core.trace.branches import other_branch, segments
+from bbm_tui.core.trace.branches import BranchOrigin, Segment, other_branch, segments
 from bbm_tui.core.trace.session import BranchMade, SamplesReady
+from bbm_tui.core.trace.tree import BranchDiff
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
 from bbm_tui.ui.screens.compare import CompareScreen
 from bbm_tui.ui.screens.tokens import TokenScreen
 from bbm_tui.ui.text import thoughts
+from bbm_tui.ui.viewmodels.branches import origin_words
 from bbm_tui.ui.viewmodels.trace import FinderShown
 from bbm_tui.ui.widgets.thought import ThoughtView
 
@@ -59,7 +61,8 @@ class BranchActions:
             except llm.LLMError as error:
                 if not answer.done():
                     dialog.dismiss(None)
-                self._status(f"Backtracking failed: {error.message}", error=True)
+                self._status(f"Backtracking failed: {error.message}", error=True,
+                             then=f"{self._key('trace_edit_model')} changes the model.")
                 return
             dialog.all_in(ready)
             candidate = await answer
@@ -99,9 +102,7 @@ class BranchActions:
         for call in ready.resample.samples.calls:  # saved with the samples
             self._add_call(call)
         if self.trace.spec.model != model:
-            self.notify(f"{model} can only repeat its recorded trace: backtracking goes on "
-                        f"with {self.trace.spec.model}.", markup=False)
-            self._show_title()
+            self._say_handed_over(model, "backtracking")
         self._status(f"Thought {number}: {len(ready.stored)} samples in and saved.")
         return ready
 
@@ -116,12 +117,14 @@ class BranchActions:
         if text is None:
             return
         self._set_running(True)
+        model = self.trace.spec.model
         try:
             if not llm.is_loaded():
                 self._status("Loading the model library…")
                 await asyncio.to_thread(llm.warm_up)
             await self._continue_branch(self.trace.rewrite(
-                number, text, settings=self.bbm_app.stepper_settings))
+                number, text, settings=self.bbm_app.stepper_settings),
+                handed_over_from=model)
         except asyncio.CancelledError:
             self._say_stopped()
             raise
@@ -131,8 +134,11 @@ class BranchActions:
                 self._set_running(False)
                 self._sync_views()
 
-    async def _continue_branch(self, events: AsyncIterator[object]) -> None:
-        """A new branch from Thought k: show it, then stream the rest as `r` does."""
+    async def _continue_branch(self, events: AsyncIterator[object],
+                               handed_over_from: str | None = None) -> None:
+        """A new branch from Thought k: show it, then stream the rest as `r` does.
+        `handed_over_from`: the model before the branch was made, to say so when the session
+        went on with another (replay/bbm hands over to solver/bbm)."""
         async for event in events:
             if isinstance(event, BranchMade):
                 self.selected = event.step.number
@@ -142,9 +148,20 @@ class BranchActions:
                 self._sync_views()
                 self._show_selection(scroll=True)
                 self._status(f"Thought {event.step.number}: a new version (a new branch; "
-                             "< and > show the others). Generating…")
+                             f"{self._key('previous_version')} and "
+                             f"{self._key('next_version')} show the others). Generating…")
+                if handed_over_from is not None and handed_over_from != self.trace.spec.model:
+                    self._say_handed_over(handed_over_from, "the rewrite")
             else:
                 self._on_event(event)
+
+    def _say_handed_over(self, model: str, what: str) -> None:
+        """The session went on with another model than `model` (replay/bbm can only repeat
+        its recording): a note, and the title names the model now in use."""
+        self.notify(f"{model} can only repeat its recorded trace: {what} goes on with "
+                    f"{self.trace.spec.model} ({self._key('trace_edit_model')} changes the "
+                    "model).", markup=False, timeout=8)
+        self._show_title()
 
     def action_version(self, delta: int) -> None:
         if not self.trace.steps or self.running or self.finding:
@@ -190,6 +207,10 @@ class BranchActions:
             "at once." if chosen == 0 else f"{chosen:.0f} tokens a second.") + " p changes it.")
 
     def action_verify_live(self) -> None:
+        if not self.trace.task.is_paper:
+            self._status(f"The task verifiers check the paper's five tasks; "
+                         f"{self.trace.task.name} is yours. f asks a model instead.")
+            return
         self.verify_live = not self.verify_live
         if self.verify_live:
             self._status("Live verifier on: the task verifier marks each thought as it "
@@ -223,16 +244,33 @@ class BranchActions:
         self._show_finder()
 
     def action_branch_tree(self) -> None:
-        if not self.trace.steps:
-            return
+        if self.trace.steps:
+            self._open_branch_tree()
 
+    @work(exclusive=True, group="compare", exit_on_error=False)
+    async def _open_branch_tree(self) -> None:
         def chosen(step_id: int | None) -> None:
             if step_id is not None:
                 self._show_branch(step_id)
 
+        roots = segments(self.trace.tree)
+        # What each segment that parts from others is (its sampling, its calls' models:
+        # read from the store).
+        origins = await asyncio.to_thread(self._origins, roots)
         shown = {step.id for step in self.trace.steps}
-        self.app.push_screen(BranchTreeScreen(segments(self.trace.tree), shown,
-                                              self.trace.session.target), chosen)
+        await self.app.push_screen(BranchTreeScreen(roots, shown, self.trace.session.target,
+                                                    origins, self.trace.task), chosen)
+
+    def _origins(self, roots: list[Segment]) -> dict[int, BranchOrigin | None]:
+        found: dict[int, BranchOrigin | None] = {}
+        stack = [roots]
+        while stack:
+            level = stack.pop()
+            for segment in level:
+                if len(level) > 1:
+                    found[segment.steps[0].id] = self.trace.branch_origin(segment.steps)
+                stack.append(list(segment.children))
+        return found
 
     @work(exclusive=True, group="label", exit_on_error=False)
     async def _show_branch(self, step_id: int) -> None:
@@ -251,10 +289,19 @@ class BranchActions:
         steps = self.trace.steps
         other = other_branch(self.trace.tree, steps, self.selected)
         if other is None:
-            self._status("The session has one branch only: b backtracks, w rewrites a thought.")
+            self._status(f"The session has one branch only: {self._key('backtrack')} "
+                         f"backtracks, {self._key('edit_thought')} rewrites a thought.")
             return
-        diff = self.trace.tree.diff(steps[-1].id, other)
-        self.app.push_screen(CompareScreen(diff, self.trace.session.target))
+        self._open_compare(self.trace.tree.diff(steps[-1].id, other))
+
+    @work(exclusive=True, group="compare", exit_on_error=False)
+    async def _open_compare(self, diff: BranchDiff) -> None:
+        # What each branch is comes from the store (its sampling, its calls' models).
+        left = await asyncio.to_thread(self.trace.branch_origin, diff.left)
+        right = await asyncio.to_thread(self.trace.branch_origin, diff.right)
+        await self.app.push_screen(CompareScreen(diff, self.trace.session.target,
+                                                 origin_words(left), origin_words(right),
+                                                 self.trace.task))
 
     def action_tokens(self) -> None:
         if self.trace.steps:

@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from bbm_tui.core import llm
 from bbm_tui.core.judging.finders import FindFinished, StepJudged, TraceJudged
-from bbm_tui.core.judging.judges import DEFAULT_JUDGE, JUDGES, judges_for
+from bbm_tui.core.judging.judges import JUDGES, default_judge, judges_for
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.recording import record_find
 from bbm_tui.ui.dialogs import FindRequest, FindScreen
@@ -49,15 +49,16 @@ class FindingActions:
             default = FindRequest(last.method, llm.ModelSpec(last.model, spec.api_base,
                                                              spec.mode), last.judge_all)
         else:
-            default = FindRequest(DEFAULT_JUDGE, spec)
-        methods = judges_for(self.trace.session.task)
+            default = FindRequest(default_judge(self.trace.task), spec)
+        methods = judges_for(self.trace.task)
 
         def chosen(request: FindRequest | None) -> None:
             if request is not None:
                 self._last_request = request
                 self._find(request)
 
-        self.app.push_screen(FindScreen(methods, default), chosen)
+        self.app.push_screen(FindScreen(methods, default, offline=self.trace.task.is_paper),
+                             chosen)
 
     def _set_finding(self, finding: bool) -> None:
         self.finding = finding
@@ -85,7 +86,7 @@ class FindingActions:
                 await asyncio.to_thread(llm.warm_up)
             self._finder_progress()
             async for event in record_find(
-                self.trace.store, session.id, session.task, request.method, session.input,
+                self.trace.store, session.id, self.trace.task, request.method, session.input,
                 [step.text for step in steps], request.spec, leaf_step_id=steps[-1].id,
                 settings=self.bbm_app.config.finder_settings(), judge_all=request.judge_all,
             ):
@@ -175,7 +176,7 @@ class FindingActions:
         kept = (f"The {saved} answer{'s' if saved != 1 else ''} before it "
                 f"{'are' if saved != 1 else 'is'} saved; the run has no result." if saved
                 else "The run has no result.")
-        self._status(f"Mistake finding failed: {message.rstrip('.')}. {kept}", error=True)
+        self._status(f"Mistake finding failed: {message.rstrip('.')}.", then=kept, error=True)
 
     @work(exclusive=True, group="finder-load", exit_on_error=False)
     async def _load_finder(self) -> None:

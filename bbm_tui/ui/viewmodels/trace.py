@@ -13,7 +13,7 @@ from textual.content import Content
 
 from bbm_tui.core.judging.judges import JUDGES
 from bbm_tui.core.store import FinderRun
-from bbm_tui.core.tasks import get_task
+from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.types import FinderEnd, TraceEnd, Verdict
@@ -42,7 +42,7 @@ FINISH_MESSAGES = {
 }
 
 
-def question_text(task: str, input_text: str) -> str:
+def question_text(task: Task | str, input_text: str) -> str:
     """The question as the model sees it, minus the "Q: " that only marks it in the prompt."""
     text = get_task(task).question(input_text)
     return text[3:] if text.startswith("Q: ") else text

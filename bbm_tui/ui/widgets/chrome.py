@@ -11,6 +11,8 @@ from textual.widget import Widget
 from textual.widgets import Footer, Static
 from textual.widgets._footer import FooterKey, FooterLabel
 
+from bbm_tui.ui.text import fit_message, safe
+
 
 class LeanStatic(Static):
     """A Static that asks for a re-layout of the screen only when its size changes.
@@ -35,6 +37,34 @@ class LeanStatic(Static):
         shape = (height, content.cell_length if self._auto_width else 0)
         self.update(content, layout=height < 0 or shape != self._shape)
         self._shape = shape
+
+
+class StatusLine(LeanStatic):
+    """A few lines saying what happened and what to do next: what happened is cut with an
+    ellipsis to fit the lines there are, what to do is never cut (`fit_message`), and both
+    are fitted again when the width changes."""
+
+    def __init__(self, *, lines: int, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.lines = lines
+        self._said = ("", "")
+
+    @property
+    def said(self) -> str:
+        """All of the last message, uncut."""
+        return " ".join(part for part in self._said if part)
+
+    def say(self, message: str, then: str = "", *, error: bool = False) -> None:
+        self._said = (message, then)
+        self.set_class(error, "-error")
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        message, then = self._said
+        self.show(safe(fit_message(message, then, self.content_size.width, self.lines)))
 
 
 class KeysFooter(Footer):
@@ -113,19 +143,41 @@ def _cells(widget: Widget) -> int:
 
 
 class TitleBar(HorizontalGroup):
-    """One line at the top of a screen: what is on show (left) and running figures (right)."""
+    """One line at the top of a screen: what is on show (left) and running figures (right).
+
+    The left part may be given in several forms, longest first: the first that fits beside
+    the right part is shown (the last, cut with an ellipsis, where none fits), so that a
+    narrow terminal drops what matters least rather than cutting what matters most.
+    """
 
     def __init__(self, left: Content | str = "", right: Content | str = "", **kwargs) -> None:
         super().__init__(**kwargs)
         self._left = LeanStatic(left, classes="title-left", markup=False)
         self._right = LeanStatic(right, classes="title-right", markup=False, auto_width=True)
+        self._left_forms: list[Content] = []
 
     def compose(self) -> ComposeResult:
         yield self._left
         yield self._right
 
-    def set_left(self, content: Content) -> None:
-        self._left.show(content)
+    def set_left(self, *forms: Content) -> None:
+        self._left_forms = list(forms)
+        self._fit_left()
 
     def set_right(self, content: Content) -> None:
         self._right.show(content)
+        self._fit_left()
+
+    def on_resize(self) -> None:
+        self._fit_left()
+
+    def _fit_left(self) -> None:
+        if not self._left_forms:
+            return
+        right = self._right.styles.padding.width + (self._right._shown or Content()).cell_length
+        room = self.content_size.width - right
+        if room <= 0:  # not laid out yet: the longest, fitted again once it is
+            self._left.show(self._left_forms[0])
+            return
+        fits = (form for form in self._left_forms if form.cell_length <= room)
+        self._left.show(next(fits, self._left_forms[-1]))

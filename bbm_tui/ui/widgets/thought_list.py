@@ -189,7 +189,8 @@ class ThoughtList(VerticalScroll, can_focus=False):
                 self.scroll_to_widget(view, animate=False, immediate=True)
 
         if view.number == 1 and self._lo == 1:
-            self.scroll_home(animate=False, immediate=True)  # no place needed for the top
+            # Forced: a pane with nothing to scroll keeps any offset it had otherwise.
+            self.scroll_home(animate=False, immediate=True, force=True)
         elif view.number == len(self._steps()) and self.max_scroll_y > 0:
             self.anchor()  # the bottom, once laid out (and it follows new thoughts)
         elif view.virtual_region.height and not self._reflowing:
