@@ -117,6 +117,20 @@ def format_totals(totals: Totals) -> str:
     return f"{calls} · {tokens} · {cost_phrase(cost)}"
 
 
+def totals_forms(totals: Totals) -> tuple[str, ...]:
+    """The title's figures, longest first, for a narrow terminal to take the first that
+    leaves room: without the calls, then the tokens in one sum ("1,812 tok, 1,030 cached ·
+    $0.0059"), then the cost alone."""
+    full = format_totals(totals)
+    cost = cost_phrase(format_total_cost(totals.cost, totals.calls, totals.unpriced_calls))
+    estimated = totals.estimated_calls > 0
+    tokens = format_tokens_in_out(totals.prompt_tokens, totals.cached_tokens,
+                                  totals.completion_tokens, estimated)
+    summed = format_tokens(totals.prompt_tokens + totals.completion_tokens, estimated=estimated)
+    return (full, f"{tokens} · {cost}",
+            f"{summed}, {format_count(totals.cached_tokens)} cached · {cost}", cost)
+
+
 def settings_line(settings: StepperSettings) -> str:
     """"temperature 0 · 1,024 tokens/step · 160 steps max"."""
     call = settings.call

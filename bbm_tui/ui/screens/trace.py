@@ -51,12 +51,12 @@ from bbm_tui.ui.text import (
     GLYPH_MISTAKE,
     GLYPH_OK,
     MUTED,
-    format_totals,
     safe,
     safe_line,
     settings_line,
     styled,
     thoughts,
+    totals_forms,
 )
 from bbm_tui.ui.viewmodels.trace import (
     FINISH_MESSAGES,
@@ -311,7 +311,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         title = self.query_one("#title-bar", TitleBar)
         # Narrow, the app's name goes first, so that the model stays whole.
         title.set_left(app_name + what, what)
-        title.set_right(Content(format_totals(self.totals)))
+        title.set_right(*(Content(form) for form in totals_forms(self.totals)))
 
     def _show_facts(self) -> None:
         session = self.trace.session

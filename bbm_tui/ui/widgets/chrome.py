@@ -147,7 +147,9 @@ class TitleBar(HorizontalGroup):
 
     The left part may be given in several forms, longest first: the first that fits beside
     the right part is shown (the last, cut with an ellipsis, where none fits), so that a
-    narrow terminal drops what matters least rather than cutting what matters most.
+    narrow terminal drops what matters least rather than cutting what matters most. The right
+    part may be given in several forms too: the longest beside which the left's shortest form
+    still fits, or which takes at most half the bar when that form is longer still.
     """
 
     def __init__(self, left: Content | str = "", right: Content | str = "", **kwargs) -> None:
@@ -155,6 +157,7 @@ class TitleBar(HorizontalGroup):
         self._left = LeanStatic(left, classes="title-left", markup=False)
         self._right = LeanStatic(right, classes="title-right", markup=False, auto_width=True)
         self._left_forms: list[Content] = []
+        self._right_forms: list[Content] = []
 
     def compose(self) -> ComposeResult:
         yield self._left
@@ -162,14 +165,29 @@ class TitleBar(HorizontalGroup):
 
     def set_left(self, *forms: Content) -> None:
         self._left_forms = list(forms)
+        self._fit_right()
         self._fit_left()
 
-    def set_right(self, content: Content) -> None:
-        self._right.show(content)
+    def set_right(self, *forms: Content) -> None:
+        self._right_forms = list(forms)
+        self._fit_right()
         self._fit_left()
 
     def on_resize(self) -> None:
+        self._fit_right()
         self._fit_left()
+
+    def _fit_right(self) -> None:
+        if not self._right_forms:
+            return
+        width = self.content_size.width
+        if width <= 0:  # not laid out yet: the longest, fitted again later
+            self._right.show(self._right_forms[0])
+            return
+        shortest_left = min((form.cell_length for form in self._left_forms), default=0)
+        room = width - self._right.styles.padding.width - min(shortest_left, width // 2)
+        fits = (form for form in self._right_forms if form.cell_length <= room)
+        self._right.show(next(fits, self._right_forms[-1]))
 
     def _fit_left(self) -> None:
         if not self._left_forms:
