@@ -536,7 +536,8 @@ def _spend(progress: Any) -> str:
     from bbm_tui.core.accounting import UNKNOWN, format_tokens_in_out, format_total_cost
 
     tokens = format_tokens_in_out(progress.prompt_tokens, progress.cached_tokens,
-                                  progress.completion_tokens, progress.estimated_calls > 0)
+                                  progress.completion_tokens, progress.estimated_calls > 0,
+                                  progress.prompt_estimated_calls > 0)
     cost = format_total_cost(progress.cost, progress.calls, progress.unpriced_calls)
     return (f"{_count(progress.calls, 'call')}, {tokens} tokens, "
             f"{'cost unknown' if cost == UNKNOWN else cost}")

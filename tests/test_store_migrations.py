@@ -321,6 +321,7 @@ def test_version_12_keeps_a_v11_store_and_stores_what_the_prompt_cache_did(
         assert (latest.text, latest.answer) == ("So the answer is -4.", "-4")
         assert (latest.prompt_tokens, latest.completion_tokens) == (None, 6)
         assert latest.usage_estimated is True and latest.cached_tokens is None
+        assert latest.prompt_estimated is True  # one flag for both before v12
         [run] = [run for run in store.finder_runs(1) if run.model == "openai/gpt-4o-mini"]
         call = run.verdicts[0].call
         assert (call.prompt_tokens, call.cached_tokens, call.cache_write_tokens) == (

@@ -122,8 +122,10 @@ def test_usage_is_stored_as_reported_after_the_client_closed_the_stream(
         assert (call["prompt_tokens"], call["cached_tokens"]) == (1300, 1024)
         assert call["cache_write_tokens"] == (None if wire == "gemini" else 40)
         assert call["completion_tokens"] >= 1
-        # Anthropic counts its output at the end of the stream: a count of chunks stands in.
+        # Anthropic counts its output at the end of the stream: a count of chunks stands in
+        # (its prompt's count is its own).
         assert call["usage_estimated"] == (wire == "anthropic")
+        assert call["prompt_estimated"] == 0
         assert call["cost"] == pytest.approx(
             by_hand(model, 1300, 1024, written, call["completion_tokens"]), rel=1e-9)
 

@@ -37,10 +37,11 @@ def format_count(count: int, estimated: bool = False) -> str:
 
 
 def format_tokens_in_out(prompt: int, cached: int, completion: int,
-                         estimated: bool = False) -> str:
+                         estimated: bool = False, prompt_estimated: bool = False) -> str:
     """"9,100 in / 7,168 cached / 60 out": the prompt's tokens (all of them), the part read
-    from the provider's prompt cache, and the answer's."""
-    return (f"{format_count(prompt, estimated)} in / {format_count(cached)} cached / "
+    from the provider's prompt cache, and the answer's; "~" on the output's count, and the
+    prompt's, where they are estimates."""
+    return (f"{format_count(prompt, prompt_estimated)} in / {format_count(cached)} cached / "
             f"{format_count(completion, estimated)} out")
 
 

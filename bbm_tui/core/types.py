@@ -302,8 +302,10 @@ class CallRecord:
     tokens: list[TokenLogprob] | None = None
     choice: int = 0
     # The token counts are an estimate (litellm's count, or one token a chunk), not the
-    # provider's own.
+    # provider's own: the output's always, the prompt's where `prompt_estimated` (a stream
+    # closed before the provider counted its output keeps its count of the prompt).
     usage_estimated: bool = False
+    prompt_estimated: bool = False
     # Of `prompt_tokens` (every prompt token, cached or not): those read from the provider's
     # prompt cache and those written to it, as the provider reported them (None: it said
     # nothing of caching).

@@ -110,24 +110,21 @@ def format_totals(totals: Totals) -> str:
     """The title's running figures: "20 calls · 24,080 in / 20,480 cached / 240 out ·
     $0.0062" ("~" on estimated counts; "≥$…" when some call's price is unknown, "cost —" when
     none is known)."""
-    calls = f"{totals.calls:,} call" + ("" if totals.calls == 1 else "s")
-    tokens = format_tokens_in_out(totals.prompt_tokens, totals.cached_tokens,
-                                  totals.completion_tokens, totals.estimated_calls > 0)
-    cost = format_total_cost(totals.cost, totals.calls, totals.unpriced_calls)
-    return f"{calls} · {tokens} · {cost_phrase(cost)}"
+    return totals_forms(totals)[0]
 
 
 def totals_forms(totals: Totals) -> tuple[str, ...]:
     """The title's figures, longest first, for a narrow terminal to take the first that
-    leaves room: without the calls, then the tokens in one sum ("1,812 tok, 1,030 cached ·
-    $0.0059"), then the cost alone."""
-    full = format_totals(totals)
-    cost = cost_phrase(format_total_cost(totals.cost, totals.calls, totals.unpriced_calls))
-    estimated = totals.estimated_calls > 0
+    leaves room: all of them (`format_totals`), without the calls, the tokens in one sum
+    ("1,812 tok, 1,030 cached · $0.0059"), the cost alone."""
+    calls = f"{totals.calls:,} call" + ("" if totals.calls == 1 else "s")
+    estimated, prompt_estimated = totals.estimated_calls > 0, totals.prompt_estimated_calls > 0
     tokens = format_tokens_in_out(totals.prompt_tokens, totals.cached_tokens,
-                                  totals.completion_tokens, estimated)
-    summed = format_tokens(totals.prompt_tokens + totals.completion_tokens, estimated=estimated)
-    return (full, f"{tokens} · {cost}",
+                                  totals.completion_tokens, estimated, prompt_estimated)
+    summed = format_tokens(totals.prompt_tokens + totals.completion_tokens,
+                           estimated=estimated or prompt_estimated)
+    cost = cost_phrase(format_total_cost(totals.cost, totals.calls, totals.unpriced_calls))
+    return (f"{calls} · {tokens} · {cost}", f"{tokens} · {cost}",
             f"{summed}, {format_count(totals.cached_tokens)} cached · {cost}", cost)
 
 
@@ -158,7 +155,7 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
     if step.prompt_tokens is not None:
         cached = (f", {format_count(step.cached_tokens)} cached"
                   if step.cached_tokens is not None else "")
-        parts.append(f"{format_count(step.prompt_tokens, step.usage_estimated)} in{cached}")
+        parts.append(f"{format_count(step.prompt_tokens, step.prompt_estimated)} in{cached}")
     if step.completion_tokens is not None:
         out = format_count(step.completion_tokens, step.usage_estimated)
         parts.append(f"{out} out" if step.prompt_tokens is not None else f"{out} tok")

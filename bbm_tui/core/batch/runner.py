@@ -52,7 +52,8 @@ class Progress:
     cached_tokens: int = 0
     cache_write_tokens: int = 0
     completion_tokens: int = 0
-    estimated_calls: int = 0
+    estimated_calls: int = 0  # their output's count; of those, their prompt's too:
+    prompt_estimated_calls: int = 0
     errors: list[str] = field(default_factory=list)
     duplicates: int = 0  # jobs the inputs listed more than once (done once)
     mended: str | None = None  # the repair made to OUT, if any
@@ -75,6 +76,7 @@ class Progress:
         self.cache_write_tokens += call.cache_write_tokens or 0
         self.completion_tokens += call.completion_tokens or 0
         self.estimated_calls += call.usage_estimated
+        self.prompt_estimated_calls += call.prompt_estimated
         if call.cost is None:
             self.unpriced_calls += 1
             if call.model not in self.unpriced_models:
@@ -98,6 +100,7 @@ class Progress:
                 "cache_write_tokens": self.cache_write_tokens,
                 "completion_tokens": self.completion_tokens,
                 "estimated_calls": self.estimated_calls,
+                "prompt_estimated_calls": self.prompt_estimated_calls,
                 "cost": round(self.cost, 8) if known else None,
                 "unpriced_calls": self.unpriced_calls,
                 "cost_unknown_for": list(self.unpriced_models)}
@@ -131,6 +134,7 @@ class ProgressDelta:
     cache_write_tokens: int = 0
     completion_tokens: int = 0
     estimated_calls: int = 0
+    prompt_estimated_calls: int = 0
     impossible_logprobs: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -141,7 +145,8 @@ class ProgressDelta:
                    progress.failed, progress.errors, one_at_a_time_endpoints(),
                    progress.unpriced_models, progress.prompt_tokens, progress.cached_tokens,
                    progress.cache_write_tokens, progress.completion_tokens,
-                   progress.estimated_calls, progress.impossible_logprobs, progress.notes)
+                   progress.estimated_calls, progress.prompt_estimated_calls,
+                   progress.impossible_logprobs, progress.notes)
 
     def add_to(self, progress: StepsProgress) -> None:
         progress.calls += self.calls
@@ -156,6 +161,7 @@ class ProgressDelta:
         progress.cache_write_tokens += self.cache_write_tokens
         progress.completion_tokens += self.completion_tokens
         progress.estimated_calls += self.estimated_calls
+        progress.prompt_estimated_calls += self.prompt_estimated_calls
         for model in self.unpriced_models:
             if model not in progress.unpriced_models:
                 progress.unpriced_models.append(model)

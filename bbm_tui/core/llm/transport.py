@@ -567,6 +567,7 @@ def _call_record(
     # A server that sent no usage over HTTP (llama.cpp's, some proxies) gets litellm's own
     # tiktoken count in its place (970 where llama-server counted 1090): an estimate.
     estimated = watch.replies > 0 and not watch.provider_usage
+    prompt_estimated = estimated and counts.prompt is not None
     if counts.completion is None and state.chunks and not state.usage_lost:
         # A stream closed early without a count of its output (Anthropic's comes at its
         # end): one chunk is one token on OpenAI-style servers.
@@ -589,6 +590,7 @@ def _call_record(
         native_stop=native_stop,
         tokens=tokens,
         usage_estimated=estimated and (counts.prompt, counts.completion) != (None, None),
+        prompt_estimated=prompt_estimated,
         cached_tokens=counts.cached,
         cache_write_tokens=counts.cache_write,
     )

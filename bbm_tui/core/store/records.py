@@ -66,9 +66,11 @@ class Step:
     call_choices: int | None = None
     # Its call's token counts are an estimate, not the provider's own (store v9 on).
     usage_estimated: bool = False
-    # Of `prompt_tokens`, those the provider read from its prompt cache (store v10 on; None:
+    # Of `prompt_tokens`, those the provider read from its prompt cache (store v12 on; None:
     # it said nothing of caching).
     cached_tokens: int | None = None
+    # Its prompt's count is an estimate too (`usage_estimated` alone: its output's only).
+    prompt_estimated: bool = False
 
     @property
     def confidence(self) -> float | None:
@@ -186,12 +188,14 @@ class Totals:
     prompt_tokens: int
     completion_tokens: int
     cost: float
-    # Calls whose token counts are estimates (then so are the sums).
+    # Calls whose token counts are estimates (then so are the sums): their output's, and of
+    # those, their prompt's too.
     estimated_calls: int = 0
     cached_tokens: int = 0
     cache_write_tokens: int = 0
     unpriced_calls: int = 0
     unpriced_models: tuple[str, ...] = ()
+    prompt_estimated_calls: int = 0
 
     @property
     def known_cost(self) -> float | None:
@@ -214,6 +218,7 @@ class Totals:
             self.cache_write_tokens + (call.cache_write_tokens or 0),
             self.unpriced_calls + (call.cost is None),
             unpriced,
+            self.prompt_estimated_calls + call.prompt_estimated,
         )
 
 

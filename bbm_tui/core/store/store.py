@@ -919,7 +919,8 @@ class Store:
         verdicts = self._read(
             """SELECT v.*, c.model, c.params, c.latency_s, c.prompt_tokens,
                       c.completion_tokens, c.cost, c.logprobs, c.finish_reason, c.attempts,
-                      c.usage_estimated, c.cached_tokens, c.cache_write_tokens
+                      c.usage_estimated, c.cached_tokens, c.cache_write_tokens,
+                      c.prompt_estimated
                FROM finder_verdicts AS v LEFT JOIN calls AS c ON c.id = v.call_id
                WHERE v.run_id = ? ORDER BY v.id""",
             (row["id"],),
@@ -953,7 +954,7 @@ class Store:
         return Totals(row["calls"], row["prompt_tokens"], row["completion_tokens"], row["cost"],
                       row["estimated_calls"], row["cached_tokens"], row["cache_write_tokens"],
                       row["unpriced_calls"], tuple(row["unpriced_models"].split("\n"))
-                      if row["unpriced_models"] else ())
+                      if row["unpriced_models"] else (), row["prompt_estimated_calls"])
 
     def integrity_check(self) -> str:
         return self._read("PRAGMA integrity_check")[0][0]
@@ -966,6 +967,7 @@ _TOTALS_COLUMNS = """
     COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
     COALESCE(SUM(cost), 0) AS cost,
     COALESCE(SUM(usage_estimated), 0) AS estimated_calls,
+    COALESCE(SUM(prompt_estimated), 0) AS prompt_estimated_calls,
     COALESCE(SUM(cached_tokens), 0) AS cached_tokens,
     COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens,
     COALESCE(SUM(cost IS NULL), 0) AS unpriced_calls,
@@ -982,7 +984,8 @@ _COMPLETION_TOKENS = "CASE WHEN s.call_choices > 1 THEN s.ntokens ELSE c.complet
 _COST = "CASE WHEN s.call_choices > 1 THEN NULL ELSE c.cost END"
 _STEP_SELECT = f"""
     SELECT s.*, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS} AS completion_tokens,
-           {_COST} AS cost, COALESCE(c.usage_estimated, 0) AS usage_estimated, c.cached_tokens
+           {_COST} AS cost, COALESCE(c.usage_estimated, 0) AS usage_estimated, c.cached_tokens,
+           COALESCE(c.prompt_estimated, 0) AS prompt_estimated
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -992,7 +995,7 @@ _STEPS_SELECT = f"""
     SELECT s.id, s.session_id, s.parent_id, s.number, s.text, s.origin, s.answer, s.truncated,
            s.created_at, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS}, {_COST}, s.logprob,
            s.call_id, s.choice, s.ntokens, s.call_choices, COALESCE(c.usage_estimated, 0),
-           c.cached_tokens
+           c.cached_tokens, COALESCE(c.prompt_estimated, 0)
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -1015,7 +1018,7 @@ def _collector_paused() -> Iterator[None]:
 def _bulk_step(row: tuple) -> Step:
     return Step(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
                 row[9], row[10], row[11], row[12], row[13], row[14], row[15], None, row[16],
-                row[17], bool(row[18]), row[19])
+                row[17], bool(row[18]), row[19], bool(row[20]))
 
 
 _CALL_LOGPROB_UPDATE = """
@@ -1052,6 +1055,7 @@ def _step(row: sqlite3.Row) -> Step:
         call_choices=row["call_choices"],
         usage_estimated=bool(row["usage_estimated"]),
         cached_tokens=row["cached_tokens"],
+        prompt_estimated=bool(row["prompt_estimated"]),
     )
 
 
@@ -1240,8 +1244,9 @@ def _insert_call(
     cursor = connection.execute(
         """INSERT INTO calls (session_id, step_id, purpose, model, params, latency_s,
                prompt_tokens, completion_tokens, cost, logprobs, finish_reason, attempts,
-               created_at, usage_estimated, cached_tokens, cache_write_tokens)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               created_at, usage_estimated, cached_tokens, cache_write_tokens,
+               prompt_estimated)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             session_id,
             step_id,
@@ -1261,6 +1266,7 @@ def _insert_call(
             int(call.usage_estimated),
             sane_tokens(call.cached_tokens),
             sane_tokens(call.cache_write_tokens),
+            int(call.prompt_estimated),
         ),
     )
     return cursor.lastrowid
@@ -1298,4 +1304,5 @@ def call_from_row(row: dict[str, Any]) -> CallRecord:
         usage_estimated=bool(row.get("usage_estimated") or 0),
         cached_tokens=row.get("cached_tokens"),
         cache_write_tokens=row.get("cache_write_tokens"),
+        prompt_estimated=bool(row.get("prompt_estimated") or 0),
     )
