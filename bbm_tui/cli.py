@@ -54,7 +54,9 @@ files:
              step_timeout, verify_live and a [keymap]; never API keys (BBM_TUI_CONFIG moves it)
   JSONL      the dataset's rows: input, steps, answer, target, mistake_index (0-based; null
              = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
-             stats, import and export read and write
+             stats, import and export read and write. The field's step-level formats are read
+             too (processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl: told
+             by the first row's keys, or --format) and written by export
 
 offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
 tasks), simulated/rm-X (a reward model right with probability X)
@@ -132,22 +134,29 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     export.add_argument("--session", type=int, nargs="+", metavar="ID",
                         help="the sessions to export (default: all)")
-    export.add_argument("--format",
-                        choices=("jsonl", "processbench", "prm800k", "markdown", "csv"),
-                        default="jsonl")
+    export.add_argument("--format", choices=_export_formats(), default="jsonl",
+                        metavar="FORMAT",
+                        help="jsonl (the BBM dataset's rows; the default), processbench, "
+                        "prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl (stepwise "
+                        "supervision), dpo (preference pairs from branches), markdown, csv "
+                        "(every annotator's label), csv-steps (every step's rating)")
     export.add_argument("--out", type=Path, required=True, metavar="FILE")
     export.add_argument("--force", action="store_true",
                         help="replace FILE if it exists (never the session store)")
     _add_task_file_option(export)
 
     annotate = commands.add_parser(
-        "annotate", help="label dataset-format files with the paper's protocol, as one "
-        "annotator (resumes where they left off)",
+        "annotate", help="label dataset files with the paper's protocol or PRM800K's "
+        "per-step one, as one annotator (resumes where they left off)",
     )
     annotate.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     annotate.add_argument("--annotator", required=True, metavar="NAME",
                           help="who is labelling (labels are kept per annotator)")
     annotate.add_argument("--task", help="the task of every file (else from each file's name)")
+    annotate.add_argument("--protocol", choices=("paper", "per-step"), default="paper",
+                          help="paper: each thought correct or not up to the first mistake "
+                          "(the default); per-step: PRM800K's, every thought rated good, "
+                          "neutral or bad to the end, with its finish reason")
     _add_task_file_option(annotate)
     adjudicate = commands.add_parser(
         "adjudicate", help="settle the traces the annotators disagree on (in the app)")
@@ -176,7 +185,29 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     importer.add_argument("--unlabelled", action="store_true",
                           help="ignore every mistake_index: import every trace unlabelled "
                           "(rows with no mistake_index key are unlabelled anyway)")
+    _add_format_option(commands)
     return parser
+
+
+# The commands that read dataset files: each takes BBM rows or any of the field's formats.
+DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement")
+
+
+def _add_format_option(commands: Any) -> None:
+    """`--format` on every command that reads dataset files (added here, once for all)."""
+    from bbm_tui.core.dataset.formats import READ_FORMATS
+
+    for name in DATASET_READERS:
+        commands.choices[name].add_argument(
+            "--format", dest="dataset_format", choices=(*READ_FORMATS, "jsonl"),
+            metavar="FORMAT", help="the files' format: " + ", ".join(READ_FORMATS) + " "
+            "(default: told by each file's first row; bbm, or jsonl, is the BBM dataset's)")
+
+
+def _export_formats() -> tuple[str, ...]:
+    from bbm_tui.core.annotation.export import FORMATS
+
+    return FORMATS
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -305,15 +336,16 @@ def annotate_command(args: argparse.Namespace) -> int:
                     EXIT_USAGE)
     try:
         _check_task(args.task)
-        traces = read_annotation_files(args.files, args.task)
+        traces = read_annotation_files(args.files, args.task, args.dataset_format)
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     from bbm_tui.ui.app import AnnotateRequest
 
-    return _open_app(args, AnnotateRequest(annotator, traces))
+    return _open_app(args, AnnotateRequest(annotator, traces, protocol=args.protocol))
 
 
-def read_annotation_files(files: list[Path], task: str | None) -> list[QueuedTrace]:
+def read_annotation_files(files: list[Path], task: str | None,
+                          fmt: str | None = None) -> list[QueuedTrace]:
     """The traces of `bbm-tui annotate`'s files, kept until the process ends. They are then
     frozen out of the cycle collector's sight (gc.freeze): its full passes while the app
     starts walked every row again, a tenth of opening 10,000 traces (bench/annotate_queue.py)."""
@@ -321,7 +353,7 @@ def read_annotation_files(files: list[Path], task: str | None) -> list[QueuedTra
 
     from bbm_tui.core.annotation.queue import read_queue_file
 
-    traces = [trace for path in files for trace in read_queue_file(path, task)]
+    traces = [trace for path in files for trace in read_queue_file(path, task, fmt)]
     gc.freeze()
     return traces
 
@@ -700,19 +732,27 @@ def _running_cost(progress: Any) -> str:
 def stats_command(args: argparse.Namespace) -> int:
     import json
 
-    from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
+    from bbm_tui.core.dataset import DatasetError, rows_with_tasks
+    from bbm_tui.core.dataset.formats import read_dataset
     from bbm_tui.core.judging.metrics import dataset_stats
     from bbm_tui.core.tasks import UnknownTaskError
 
     rows_by_task: dict = {}
+    files: dict[str, list] = {}
+    formats: dict[str, str] = {}
     try:
         _check_task(args.task)
         for path in args.files:
-            for task, row in rows_with_tasks(path, args.task, read_input_rows(path)):
+            found = read_dataset(path, args.dataset_format)
+            formats[str(path)] = found.format.name
+            for task, row in rows_with_tasks(path, args.task, found.traces):
                 rows_by_task.setdefault(task, []).append(row)
+                files.setdefault(str(path), []).append((task, row))
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
-    result = dataset_stats(rows_by_task)
+    result = dataset_stats(rows_by_task, files)
+    for name, figures in result["files"].items():
+        figures["format"] = formats[name]
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK
@@ -720,28 +760,61 @@ def stats_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+_STATS_COLUMNS = (("traces", "traces"), ("correct", "correct"),
+                  ("with_mistake", "with mistake"), ("without_mistake", "without"),
+                  ("unlabelled", "unlabelled"), ("mean_steps", "mean steps"))
+# The histogram's columns: Thought 1 to 10 apart, the rest together.
+_HISTOGRAM_WIDTH = 10
+
+
 def _print_stats_table(result: dict) -> None:
     from rich.table import Table
 
     from bbm_tui.core.tasks import task_order
 
+    show_unlabelled = result["overall"]["unlabelled"] > 0
+    columns = [(key, header) for key, header in _STATS_COLUMNS
+               if key != "unlabelled" or show_unlabelled]
     table = Table(title="Traces per task (the paper's Table 2)")
     table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
-    columns = ["traces", "correct", "with mistake", "without", "mean steps"]
-    show_unlabelled = result["overall"]["unlabelled"] > 0
-    if show_unlabelled:
-        columns.insert(4, "unlabelled")
-    for column in columns:
-        table.add_column(column, justify="right", no_wrap=True)
-    in_paper_order = sorted(result["tasks"].items(), key=lambda item: task_order(item[0]))
-    rows = [*in_paper_order, ("overall", result["overall"])]
+    for _key, header in columns:
+        table.add_column(header, justify="right", no_wrap=True)
+    in_order = sorted(result["tasks"].items(), key=lambda item: task_order(item[0]))
+    rows = [*in_order, ("overall", result["overall"])]
     for name, figures in rows:
-        cells = [name, str(figures["traces"]), str(figures["correct"]),
-                 str(figures["with_mistake"]), str(figures["without_mistake"])]
-        if show_unlabelled:
-            cells.append(str(figures["unlabelled"]))
-        cells.append(f"{figures['mean_steps']:.2f}")
-        table.add_row(*cells, end_section=name == rows[-2][0])
+        table.add_row(name, *(_stats_cell(figures, key) for key, _ in columns),
+                      end_section=name == rows[-2][0])
+    _print_table(table)
+    by_file = Table(title="Traces per file")
+    by_file.add_column("file", overflow="fold")
+    by_file.add_column("format", no_wrap=True)
+    for _key, header in columns:
+        by_file.add_column(header, justify="right", no_wrap=True)
+    for name, figures in result["files"].items():
+        by_file.add_row(name, figures["format"], *(_stats_cell(figures, key)
+                                                   for key, _ in columns))
+    _print_table(by_file)
+    _print_histogram(result["mistake_index_histogram"], in_order)
+
+
+def _stats_cell(figures: dict, key: str) -> str:
+    return f"{figures[key]:.2f}" if key == "mean_steps" else str(figures[key])
+
+
+def _print_histogram(histogram: dict, tasks: list) -> None:
+    """Where the first mistakes are, per task: how many traces at each thought."""
+    from rich.table import Table
+
+    table = Table(title="First mistake at thought N (traces labelled with a mistake)")
+    table.add_column("task", no_wrap=True)
+    for number in range(1, _HISTOGRAM_WIDTH + 1):
+        table.add_column(str(number), justify="right", no_wrap=True)
+    table.add_column(f"{_HISTOGRAM_WIDTH + 1}+", justify="right", no_wrap=True)
+    rows = [(name, histogram["tasks"][name]) for name, _ in tasks]
+    for name, counts in [*rows, ("overall", histogram["overall"])]:
+        cells = [str(counts.get(str(index), 0)) for index in range(_HISTOGRAM_WIDTH)]
+        later = sum(count for index, count in counts.items() if int(index) >= _HISTOGRAM_WIDTH)
+        table.add_row(name, *cells, str(later), end_section=name == rows[-1][0])
     _print_table(table)
 
 
@@ -813,7 +886,8 @@ def find_command(args: argparse.Namespace) -> int:
     try:
         _check_task(args.task)
         paper = paper_figures(args.paper, args.method) if args.paper else None
-        jobs = jobs_from_files(args.input, args.task, args.method, args.limit)
+        jobs = jobs_from_files(args.input, args.task, args.method, args.limit,
+                               args.dataset_format)
         spec = get_judge(args.method).spec(llm.ModelSpec(config.model, config.api_base,
                                                          config.mode))
     except (DatasetError, UnknownTaskError, ValueError) as error:
@@ -923,7 +997,9 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
         if paper is not None and metric != "processbench_f1":
             table.add_column("paper", justify="right", no_wrap=True, style="dim")
     table.add_column("unparseable", justify="right")
-    tasks = sorted(report.tasks.items(), key=lambda item: task_order(item[0]))
+    # A ProcessBench file is scored per subset ("processbench/gsm8k"): by task, then name.
+    tasks = sorted(report.tasks.items(),
+                   key=lambda item: (task_order(item[0].split("/")[0]), item[0]))
     rows = [*tasks, ("overall", report.overall)]
     for name, scores in rows:
         cells = [name, str(scores.n)]
@@ -976,7 +1052,8 @@ def verify_command(args: argparse.Namespace) -> int:
         _check_task(args.task)
         for path in args.files:
             by_task: dict[str, list] = {}
-            for task, row in rows_with_tasks(path, args.task, read_input_rows(path)):
+            rows = read_input_rows(path, args.dataset_format)
+            for task, row in rows_with_tasks(path, args.task, rows):
                 by_task.setdefault(task, []).append(row)
             for task, rows in by_task.items():
                 labelled = [row for row in rows if row.labelled]
@@ -1088,7 +1165,8 @@ def backtrack_command(args: argparse.Namespace) -> int:
     try:
         _check_task(args.task)
         locations = parse_locations(args.locations, args.seed)
-        jobs = jobs_from_files(args.input, args.task, locations, args.limit)
+        jobs = jobs_from_files(args.input, args.task, locations, args.limit,
+                               args.dataset_format)
         spec = llm.ModelSpec(config.model, config.api_base, config.mode)
         settings = config.stepper_settings(None)
         store = Store.open()
@@ -1231,12 +1309,7 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from bbm_tui.core.annotation.export import (
-        check_not_a_database,
-        export,
-        export_csv,
-        load_traces,
-    )
+    from bbm_tui.core.annotation.export import check_not_a_database, export_from_store
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
     from bbm_tui.core.store import StoreError, default_path
@@ -1253,17 +1326,9 @@ def export_command(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     try:
         with store:
-            if args.format == "csv":
-                result = export_csv(store, args.session, args.out)
-            else:
-                traces = load_traces(store, args.session)
+            result = export_from_store(store, args.format, args.out, args.session)
     except StoreError as error:
         return fail(str(error))
-    except OSError as error:
-        return fail(f"{args.out}: cannot write: {error.strerror}")
-    try:
-        if args.format != "csv":
-            result = export(traces, args.out, args.format)
     except OSError as error:
         return fail(f"{args.out}: cannot write: {error.strerror}")
     notes = []
@@ -1274,7 +1339,9 @@ def export_command(args: argparse.Namespace) -> int:
         notes.append(f"{_traces(result.skipped)} left out: unlabelled, and {args.format} "
                      "needs a label")
     note = f" ({'; '.join(notes)})" if notes else ""
-    print(f"{_traces(result.written)} written to {args.out}{note}", file=sys.stderr)
+    what = {"dpo": "preference pair", "csv-steps": "label"}.get(args.format)
+    written = _count(result.written, what) if what else _traces(result.written)
+    print(f"{written} written to {args.out}{note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -1289,7 +1356,7 @@ def agreement_command(args: argparse.Namespace) -> int:
         if args.consensus is not None:
             _check_replaced_output(args.consensus, args.force, inputs=args.files)
         if args.files:
-            data = report.from_files(args.files, args.gold)
+            data = report.from_files(args.files, args.gold, args.dataset_format)
         else:
             store = _open_store()
             if store is None:
@@ -1360,20 +1427,29 @@ def _print_agreement(result: dict, annotators: int) -> None:
     for task, figures in result.get("per_task", {}).items():
         print(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
               f"(paper: {figure(figures['paper_krippendorff_alpha'])})")
+    rated = result.get("step_ratings")
+    if rated is not None:
+        print(f"Krippendorff's alpha over step ratings (-1/0/+1): nominal "
+              f"{figure(rated['krippendorff_alpha_nominal'])}, interval "
+              f"{figure(rated['krippendorff_alpha_interval'])} "
+              f"({_count(rated['n_steps'], 'step')} of {_traces(rated['n_traces'])} rated by "
+              "two annotators or more)")
 
 
 def import_command(args: argparse.Namespace) -> int:
     from bbm_tui.core.annotation.export import import_rows
-    from bbm_tui.core.dataset import DatasetError, read_input_rows, resolve_task
+    from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
     from bbm_tui.core.tasks import UnknownTaskError
 
     try:
         _check_task(args.task)
         batches = []
         for path in args.files:
-            rows = read_input_rows(path)
-            task = args.task if all(row.task for row in rows) else resolve_task(path, args.task)
-            batches.append((task or "", rows))
+            by_task: dict[str, list] = {}
+            rows = read_input_rows(path, args.dataset_format)
+            for task, row in rows_with_tasks(path, args.task, rows):
+                by_task.setdefault(task, []).append(row)
+            batches.extend(by_task.items())
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     store = _open_store()

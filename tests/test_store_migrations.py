@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 4 and 6 to 11 open as the current version with nothing
+"""Stores written by schema versions 1 to 4 and 6 to 12 open as the current version with nothing
 lost (issue 9, item 4; issue 11); v9's impossible log-probabilities are mended (version 10).
 The old stores are frozen as SQL in tests/fixtures/, written by the code of their day, never
 built from today's."""
@@ -38,7 +38,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10, 11])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10, 11, 12])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -309,19 +309,47 @@ def test_version_11_keeps_a_v10_store_and_keeps_a_tasks_definition_by_its_digest
     assert rows == [("d" * 64, "sums")]
 
 
-def test_version_12_keeps_a_v11_store_and_stores_what_the_prompt_cache_did(
+def test_version_12_keeps_a_v11_store_and_keeps_origins_ratings_and_notes(
+        tmp_path: Path) -> None:
+    """v11 -> v12: labels before are the paper's protocol's (no ratings, no finish reason, no
+    note); a session may now keep the row it came from, and a label every step's rating."""
+    path = old_store(tmp_path, 11)
+    with Store.open(path) as store:
+        before = store.current_label(2, "ana")
+        assert (before.ratings, before.finish_reason, before.note) == (None, None, None)
+        assert store.origin(1) is None and store.origins() == {}
+        origin = {"format": "processbench", "fields": {"id": "gsm8k-0"}, "keys": ["id"]}
+        store.set_origin(4, origin)
+        store.set_origin(4, {**origin, "fields": {"id": "gsm8k-1"}})  # replaced, not added
+        assert store.origins() == {4: {**origin, "fields": {"id": "gsm8k-1"}}}
+        step = store.branch(4)[0]
+        label = store.set_label(4, step.id, step.id, annotator="bo", ratings=[0, -1],
+                                finish_reason="found_error", note="wrong bracket")
+        assert (label.ratings, label.finish_reason, label.note) == (
+            (0, -1), "found_error", "wrong bracket")
+        assert store.current_label(4, "bo") == label
+        mine = [found for found in store.annotator_labels() if found.annotator == "bo"]
+        assert [(found.ratings, found.finish_reason, found.note) for found in mine] == [
+            ((0, -1), "found_error", "wrong bracket")]
+    rows = sqlite3.connect(path).execute(
+        "SELECT session_id, origin FROM session_origins").fetchall()
+    assert rows == [(4, '{"format": "processbench", "fields": {"id": "gsm8k-1"}, '
+                        '"keys": ["id"]}')]
+
+
+def test_version_13_keeps_a_v12_store_and_stores_what_the_prompt_cache_did(
     tmp_path: Path,
 ) -> None:
-    """v11 -> v12: the calls stored before say nothing of the prompt cache (unknown, not 0),
+    """v12 -> v13: the calls stored before say nothing of the prompt cache (unknown, not 0),
     their costs stay as stored, and a call whose price was never known stays unknown in the
     totals; a call stored from now on keeps the tokens read from and written to the cache."""
-    path = old_store(tmp_path, 11)
+    path = old_store(tmp_path, 12)
     with Store.open(path) as store:
         latest = store.branch(1)[-1]
         assert (latest.text, latest.answer) == ("So the answer is -4.", "-4")
         assert (latest.prompt_tokens, latest.completion_tokens) == (None, 6)
         assert latest.usage_estimated is True and latest.cached_tokens is None
-        assert latest.prompt_estimated is True  # one flag for both before v12
+        assert latest.prompt_estimated is True  # one flag for both before v13
         [run] = [run for run in store.finder_runs(1) if run.model == "openai/gpt-4o-mini"]
         call = run.verdicts[0].call
         assert (call.prompt_tokens, call.cached_tokens, call.cache_write_tokens) == (

@@ -11,6 +11,7 @@ import pytest
 
 from bbm_tui.core.prompts.generation import next_step_prompt
 from bbm_tui.core.tasks import (
+    FIELD_TASK_NAMES,
     PAPER_ANSWER_PATTERN,
     TASK_NAMES,
     UnknownTaskError,
@@ -116,7 +117,8 @@ def test_registered_tasks_are_found_by_name_after_the_papers(tmp_path: Path) -> 
     task = load_task_file(write(tmp_path, "t.toml", 'name = "mine"\n'))
     use_tasks([task])
     assert get_task("mine") is task and user_tasks() == (task,)
-    assert task_names() == (*TASK_NAMES, "mine")
+    # The user's, then the tasks of the field's formats (processbench, ...).
+    assert task_names() == (*TASK_NAMES, "mine", *FIELD_TASK_NAMES)
     use_tasks([])
     with pytest.raises(UnknownTaskError, match="'mine'"):
         get_task("mine")

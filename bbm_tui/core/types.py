@@ -127,6 +127,7 @@ class FlagReason(StrEnum):
 
     BAD_PROBLEM = "bad problem"  # the question or target is wrong or unreadable
     UNSURE = "unsure"  # the annotator cannot decide
+    GIVE_UP = "give up"  # per-step labelling (PRM800K's give_up): stuck, ratings kept
 
 
 class CallPurpose(StrEnum):

@@ -106,6 +106,8 @@ class AnnotateRequest:
     annotator: str
     traces: list[QueuedTrace] = field(default_factory=list)
     adjudicate: bool = False
+    # The labelling protocol: the paper's, or PRM800K's per-step one.
+    protocol: str = "paper"
 
     def __repr__(self) -> str:
         # Short: a worker's description is built from its arguments' reprs, and the default
@@ -548,12 +550,13 @@ class BbmApp(App[int]):
             await self.push_screen(AdjudicateScreen(adjudication))
             return
         from bbm_tui.core.annotation.queue import AnnotationQueue
-        from bbm_tui.ui.screens.annotate import AnnotateScreen
+        from bbm_tui.ui.screens.annotate import AnnotateScreen, PerStepAnnotateScreen
 
         queue = await asyncio.to_thread(AnnotationQueue, store, request.annotator,
-                                        request.traces)
+                                        request.traces, protocol_name=request.protocol)
         await self._pop_to(1)
-        await self.push_screen(AnnotateScreen(queue))
+        screen = PerStepAnnotateScreen if queue.per_step else AnnotateScreen
+        await self.push_screen(screen(queue))
 
     async def action_annotate(self) -> None:
         """From the palette: ask for the files and the annotator, read them, open the queue."""
@@ -742,7 +745,8 @@ class BbmApp(App[int]):
         yield SystemCommand("Adjudicate", "Settle the traces the annotators disagree on",
                             self.action_adjudicate)
         yield SystemCommand("Export labels", "Every session's labels to a file (JSONL, "
-                            "ProcessBench, PRM800K, Markdown, CSV)", self.action_export)
+                            "the field's step-level formats, DPO pairs, Markdown, CSV)",
+                            self.action_export)
         if _is_trace_screen(screen):
             screen = cast("TraceScreen", screen)
             yield SystemCommand("Step once", "Generate the next thought", screen.action_step)

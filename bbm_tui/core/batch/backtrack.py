@@ -103,13 +103,21 @@ def read_predictions(path: Path) -> dict[tuple[str, tuple[str, ...]], int | None
                                "predicted_mistake_index)", line)
         index = row.extra["predicted_mistake_index"]
         if index is not None and (isinstance(index, bool) or not isinstance(index, int)):
-            raise DatasetError(path, f"predicted_mistake_index {json.dumps(index)} is not an "
+            raise DatasetError(path, f"predicted_mistake_index {_shown(index)} is not an "
                                "index (a whole number, or null for no mistake)", line)
         if index is not None and not 0 <= index < len(row.steps):
             raise DatasetError(path, f"predicted_mistake_index {index} is outside the trace's "
                                f"{len(row.steps)} steps (0-based; no mistake is null)", line)
         predictions[trace_key(row)] = index if row.extra.get("parsed") is True else None
     return predictions
+
+
+def _shown(value: object) -> str:
+    """A value as the file wrote it (JSON), or as Python shows it where JSON has no word."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except ValueError:
+        return repr(value)
 
 
 def location_of(locations: Locations, task: str, row: TraceRow) -> int | None:
@@ -159,11 +167,13 @@ class BacktrackResult:
 
 
 def jobs_from_files(paths: Sequence[Path], task: str | None, locations: Locations,
-                    limit: int | None = None) -> list[BacktrackJob]:
+                    limit: int | None = None, fmt: str | None = None) -> list[BacktrackJob]:
+    """The traces of dataset files (BBM or any of the field's formats: `fmt`, else told by
+    their first row), at most `limit` per task."""
     jobs: list[BacktrackJob] = []
     per_task: dict[str, int] = {}
     for path in paths:
-        for row_task, row in rows_with_tasks(path, task, read_input_rows(path)):
+        for row_task, row in rows_with_tasks(path, task, read_input_rows(path, fmt)):
             if limit is not None and per_task.get(row_task, 0) >= limit:
                 continue
             per_task[row_task] = per_task.get(row_task, 0) + 1

@@ -268,13 +268,18 @@ def _refuse_constant(constant: str) -> Any:
     raise _NotANumber(constant)
 
 
+# One decoder for every line: json.loads with an option builds a new one each call, a tenth
+# of reading 10,000 rows (bench/annotate_queue.py).
+_STANDARD_JSON = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def json_value(text: str, path: Path | str, line: int) -> Any:
     """One line of a JSONL file, decoded as standard JSON: Python's reader also takes NaN and
     Infinity, which no standard reader does (and what a command copies from the row into its
     own files would not be JSON either). Nesting deeper than the reader can follow is a bad
     line like any other, not a crash."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return _STANDARD_JSON.decode(text)
     except json.JSONDecodeError as error:
         raise DatasetError(
             path, f"malformed JSON: {error.msg} (column {error.colno})", line
@@ -340,13 +345,14 @@ def read_questions(path: Path | str) -> Questions:
     return found
 
 
-def read_input_rows(path: Path | str) -> list[TraceRow]:
-    """read_rows() for a file given to a command to work on: one with no rows at all is an
-    error (an empty input is far more often a mistake than a dataset)."""
-    rows = read_rows(path)
-    if not rows:
-        raise DatasetError(path, "holds no traces (the file is empty)")
-    return rows
+def read_input_rows(path: Path | str, fmt: str | None = None) -> list[TraceRow]:
+    """The traces of a file given to a command to work on, in the BBM dataset's format or any
+    of the field's (`fmt`, else told by the keys of its first row: core/dataset/formats/). One
+    with no rows at all is an error (an empty input is far more often a mistake than a
+    dataset)."""
+    from bbm_tui.core.dataset.formats import read_dataset
+
+    return read_dataset(path, fmt).traces
 
 
 def task_from_path(path: Path | str) -> str:
@@ -371,13 +377,21 @@ def resolve_task(path: Path | str, task: str | None) -> str:
 def rows_with_tasks(
     path: Path | str, task: str | None, rows: Iterable[TraceRow]
 ) -> Iterator[tuple[str, TraceRow]]:
-    """Each row with its task: the row's own `task`, else `task`, else the file's name (asked
-    only when a row has no task of its own)."""
+    """Each row with its task: the row's own `task`, else `task`, else for a row read from one
+    of the field's formats the task named after it (`processbench`, ...), else the file's name
+    (asked only when a row has no task of its own)."""
+    from bbm_tui.core.dataset.formats import origin_format
+
     file_task: str | None = None
     for row in rows:
         if row.task is not None:
             yield row.task, row
             continue
+        if task is None:
+            fmt = origin_format(row)
+            if fmt is not None:
+                yield fmt, row
+                continue
         if file_task is None:
             file_task = resolve_task(path, task)
         yield file_task, row

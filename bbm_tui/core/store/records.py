@@ -95,6 +95,12 @@ class Label:
     annotator: str = DEFAULT_ANNOTATOR
     # Made after seeing a suggestion (a finder's or a verifier's verdict).
     assisted: bool = False
+    # The per-step protocol's (store v12): each thought's rating on the branch, as far as
+    # rated (-1 bad, 0 neutral, +1 good), and PRM800K's finish reason; None for a label of
+    # the paper's protocol. `note`: why the first mistake is one, where the annotator said.
+    ratings: tuple[int, ...] | None = None
+    finish_reason: str | None = None
+    note: str | None = None
 
     @property
     def no_mistake(self) -> bool:
@@ -276,3 +282,7 @@ class AnnotatorLabel:
     mistake_index: int | None
     assisted: bool
     created_at: float
+    # Each thought's rating, for a label of the per-step protocol (store v12), else None.
+    ratings: tuple[int, ...] | None = None
+    finish_reason: str | None = None
+    note: str | None = None

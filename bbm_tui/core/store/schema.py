@@ -242,13 +242,30 @@ MIGRATIONS: list[Migration] = [
         created_at REAL NOT NULL
     );
     """,
-    # 12: the part of a call's prompt tokens the provider read from its prompt cache, and the
+    # 12: the field's step-level formats and PRM800K's per-step labelling (docs/DESIGN.md §11,
+    # §14). A session made from a row of one of the field's formats keeps what the row carried
+    # beyond the trace (`origin`, JSON: its format, its other fields, its steps' ratings), so
+    # it is written back in that format losing nothing. A label made with the per-step
+    # protocol keeps every step's rating (JSON: -1, 0, +1 for each thought of the branch as
+    # far as rated) and PRM800K's finish reason; any label may keep the annotator's note (why
+    # the step is the first mistake: MR-BEN's error reason).
+    """
+    CREATE TABLE session_origins (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL UNIQUE REFERENCES sessions(id) ON DELETE CASCADE,
+        origin TEXT NOT NULL
+    );
+    ALTER TABLE labels ADD COLUMN ratings TEXT;
+    ALTER TABLE labels ADD COLUMN finish_reason TEXT;
+    ALTER TABLE labels ADD COLUMN note TEXT;
+    """,
+    # 13: the part of a call's prompt tokens the provider read from its prompt cache, and the
     # part it wrote to it, as it reported them (`prompt_tokens` counts both); priced as such.
-    # NULL: the provider said nothing of caching, or the call was made before v12. Which
+    # NULL: the provider said nothing of caching, or the call was made before v13. Which
     # estimate a call's is: `usage_estimated` (v9) says its output was counted by us; now
     # `prompt_estimated` says whether its prompt was too (litellm's count for a server that
     # sent none), where a stream closed before the provider counted its output keeps the
-    # provider's count of its prompt (Anthropic's, Gemini's). Before v12 both were one.
+    # provider's count of its prompt (Anthropic's, Gemini's). Before v13 both were one.
     """
     ALTER TABLE calls ADD COLUMN cached_tokens INTEGER;
     ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER;

@@ -18,7 +18,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
@@ -598,23 +598,30 @@ class Store:
         *,
         annotator: str = DEFAULT_ANNOTATOR,
         assisted: bool = False,
+        ratings: Sequence[int] | None = None,
+        finish_reason: str | None = None,
+        note: str | None = None,
     ) -> Label:
-        """Record `annotator`'s verdict: first mistake at `mistake_step_id`, or no mistake."""
+        """Record `annotator`'s verdict: first mistake at `mistake_step_id`, or no mistake;
+        with the per-step protocol, every thought's rating and the finish reason too."""
         now = time.time()
+        kept = None if ratings is None else tuple(ratings)
         with self._write() as connection:
             self._require_session(connection, session_id)
             cursor = connection.execute(
                 """INSERT INTO labels (session_id, leaf_step_id, mistake_step_id, created_at,
-                       annotator, assisted)
-                   VALUES (?, ?, ?, ?, ?, ?)""",
-                (session_id, leaf_step_id, mistake_step_id, now, annotator, int(assisted)),
+                       annotator, assisted, ratings, finish_reason, note)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (session_id, leaf_step_id, mistake_step_id, now, annotator, int(assisted),
+                 None if kept is None else json.dumps(list(kept), allow_nan=False),
+                 finish_reason, note),
             )
             connection.execute(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
             )
             label_id = cursor.lastrowid
         return Label(label_id, session_id, mistake_step_id, leaf_step_id, now, annotator,
-                     assisted)
+                     assisted, kept, finish_reason, note)
 
     def undo_label(self, session_id: int, annotator: str | None = None) -> Label | None:
         """Withdraw the latest verdict (of `annotator`, or anyone's); return the one now in
@@ -755,7 +762,7 @@ class Store:
         the mistake as a 0-based index: what agreement, adjudication and the CSV export read."""
         rows = self._read(
             """SELECT l.session_id, l.annotator, l.assisted, l.created_at,
-                      l.mistake_step_id, s.number
+                      l.mistake_step_id, s.number, l.ratings, l.finish_reason, l.note
                FROM labels AS l LEFT JOIN steps AS s ON s.id = l.mistake_step_id
                WHERE l.id IN (SELECT MAX(id) FROM labels WHERE undone = 0
                               GROUP BY session_id, annotator)
@@ -763,9 +770,38 @@ class Store:
         return [
             AnnotatorLabel(row["session_id"], row["annotator"],
                            None if row["mistake_step_id"] is None else row["number"] - 1,
-                           bool(row["assisted"]), row["created_at"])
+                           bool(row["assisted"]), row["created_at"],
+                           ratings_from_json(row["ratings"]), row["finish_reason"],
+                           row["note"])
             for row in rows
         ]
+
+    # -- where a session's trace came from (v12)
+
+    def set_origin(self, session_id: int, origin: Mapping[str, Any]) -> None:
+        """What the row a session was made from carried beyond its trace (its format, its
+        other fields), kept so the session is written back in that format losing nothing."""
+        text = json.dumps(origin, ensure_ascii=False, allow_nan=False)
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            connection.execute(
+                """INSERT INTO session_origins (session_id, origin) VALUES (?, ?)
+                   ON CONFLICT (session_id) DO UPDATE SET origin = excluded.origin""",
+                (session_id, text))
+
+    def origin(self, session_id: int) -> dict[str, Any] | None:
+        rows = self._read("SELECT origin FROM session_origins WHERE session_id = ?",
+                          (session_id,))
+        return _origin(rows[0]["origin"]) if rows else None
+
+    def origins(self) -> dict[int, dict[str, Any]]:
+        """Every session's origin, by session (one query, for an export of them all)."""
+        found = {}
+        for row in self._read("SELECT session_id, origin FROM session_origins"):
+            origin = _origin(row["origin"])
+            if origin is not None:
+                found[row["session_id"]] = origin
+        return found
 
     # -- candidates (backtracking)
 
@@ -1190,7 +1226,30 @@ def tokens_from_json(text: str | None, alternatives: str | None = None
 
 def _label(row: sqlite3.Row) -> Label:
     return Label(row["id"], row["session_id"], row["mistake_step_id"], row["leaf_step_id"],
-                 row["created_at"], row["annotator"], bool(row["assisted"]))
+                 row["created_at"], row["annotator"], bool(row["assisted"]),
+                 ratings_from_json(row["ratings"]), row["finish_reason"], row["note"])
+
+
+def ratings_from_json(text: str | None) -> tuple[int, ...] | None:
+    """A label's stored ratings; anything that is not a list of -1/0/+1 reads as none."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or any(
+            isinstance(item, bool) or item not in (-1, 0, 1) for item in value):
+        return None
+    return tuple(value)
+
+
+def _origin(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("format"), str) else None
 
 
 def _work(row: sqlite3.Row) -> QueueWork:

@@ -358,7 +358,8 @@ def task_digest(task: Task) -> str:
     generate and judge alike."""
     content = {key: value for key, value in task_definition(task).items()
                if key not in _NOT_CONTENT}
-    text = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -97,7 +97,7 @@ def stored_definition(task: Task) -> TaskDefinition | None:
     and the digest of it; nothing for the paper's five (they ship with the app)."""
     if task.is_paper:
         return None
-    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True)
+    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True, allow_nan=False)
     return TaskDefinition(task_digest(task), text)
 
 
@@ -329,9 +329,10 @@ class TraceSession:
         if self.needs_api_base:
             yield StepFailed(len(self.steps) + 1, llm.LLMError(
                 "bad_request",
-                f"session {self.id}'s api base held a password or key, which bbm-tui never "
-                f"saves ({self._spec.api_base}); open it again with --model "
-                f"{self._spec.model} --api-base URL"))
+                # The instruction first: a narrow status line cuts the end.
+                f"give the api base again (--api-base URL): session {self.id}'s held a "
+                f"password or key, which bbm-tui never saves ({self._spec.api_base}, model "
+                f"{self._spec.model})"))
             return
         if self._model_unrecorded():  # usually not: no trip to a thread for nothing
             await self.store_work(self._record_model)
