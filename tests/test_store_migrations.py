@@ -33,12 +33,12 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     tables = [row[0] for row in connection.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
     rows = {table: [dict(row) for row in connection.execute(
-        f"SELECT * FROM {table} ORDER BY id")] for table in tables}
+        f"SELECT * FROM {table} ORDER BY rowid")] for table in tables}
     connection.close()
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10, 11, 12])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10, 11, 12, 13])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -337,19 +337,42 @@ def test_version_12_keeps_a_v11_store_and_keeps_origins_ratings_and_notes(
                         '"keys": ["id"]}')]
 
 
-def test_version_13_keeps_a_v12_store_and_stores_what_the_prompt_cache_did(
+def test_version_13_keeps_a_v12_store_and_claims_sessions_being_generated(
     tmp_path: Path,
 ) -> None:
-    """v12 -> v13: the calls stored before say nothing of the prompt cache (unknown, not 0),
+    """v12 -> v13: every row as it was (the test above), an empty `session_claims`; a
+    session can be claimed, is busy for another owner, and is free once released; a step
+    stored again at its place is the one there."""
+    from bbm_tui.core.store import SessionBusy
+
+    path = old_store(tmp_path, 12)
+    with Store.open(path) as store:
+        assert table_rows(path)["session_claims"] == []
+        versions = [s for s in store.steps_of(3) if s.number == 3]
+        assert [s.text for s in versions] == ["So the answer is 4", "So the answer is 4."]
+        store.claim_session(3, "a")
+        with pytest.raises(SessionBusy):
+            store.claim_session(3, "b")
+        store.release_claim(3, "a")
+        store.claim_session(3, "b")
+        again = store.add_step(3, parent_id=versions[1].parent_id, number=3,
+                               text="So the answer is 4.")
+        assert again.id == versions[1].id
+
+
+def test_version_14_keeps_a_v13_store_and_stores_what_the_prompt_cache_did(
+    tmp_path: Path,
+) -> None:
+    """v13 -> v14: the calls stored before say nothing of the prompt cache (unknown, not 0),
     their costs stay as stored, and a call whose price was never known stays unknown in the
     totals; a call stored from now on keeps the tokens read from and written to the cache."""
-    path = old_store(tmp_path, 12)
+    path = old_store(tmp_path, 13)
     with Store.open(path) as store:
         latest = store.branch(1)[-1]
         assert (latest.text, latest.answer) == ("So the answer is -4.", "-4")
         assert (latest.prompt_tokens, latest.completion_tokens) == (None, 6)
         assert latest.usage_estimated is True and latest.cached_tokens is None
-        assert latest.prompt_estimated is True  # one flag for both before v13
+        assert latest.prompt_estimated is True  # one flag for both before v14
         [run] = [run for run in store.finder_runs(1) if run.model == "openai/gpt-4o-mini"]
         call = run.verdicts[0].call
         assert (call.prompt_tokens, call.cached_tokens, call.cache_write_tokens) == (

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallRecord, TokenLogprob, sane_logprob_sum
+from bbm_tui.core.types import (
+    DEFAULT_ANNOTATOR,
+    CallRecord,
+    Mode,
+    TokenLogprob,
+    sane_logprob_sum,
+)
 
 
 @dataclass(frozen=True)
@@ -23,7 +29,7 @@ class Session:
     gold_mistake_index: int | None
     model: str
     api_base: str | None
-    mode: str
+    mode: Mode  # what the store writes: a ModelSpec's
     source: str
     head_step_id: int | None
     created_at: float
@@ -66,7 +72,7 @@ class Step:
     call_choices: int | None = None
     # Its call's token counts are an estimate, not the provider's own (store v9 on).
     usage_estimated: bool = False
-    # Of `prompt_tokens`, those the provider read from its prompt cache (store v12 on; None:
+    # Of `prompt_tokens`, those the provider read from its prompt cache (store v14 on; None:
     # it said nothing of caching).
     cached_tokens: int | None = None
     # Its prompt's count is an estimate too (`usage_estimated` alone: its output's only).

@@ -259,13 +259,26 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE labels ADD COLUMN finish_reason TEXT;
     ALTER TABLE labels ADD COLUMN note TEXT;
     """,
-    # 13: the part of a call's prompt tokens the provider read from its prompt cache, and the
+    # 13: who is generating a session now (store.claim_session): two windows on one session
+    # stored the same step twice. One row a session while it is generated, its holder's
+    # heartbeat renewed every few seconds; a holder that died (its pid gone, on this
+    # machine) or went silent (no heartbeat for CLAIM_STALE_S) holds nothing.
+    """
+    CREATE TABLE session_claims (
+        session_id INTEGER PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        owner TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        heartbeat_at REAL NOT NULL
+    );
+    """,
+    # 14: the part of a call's prompt tokens the provider read from its prompt cache, and the
     # part it wrote to it, as it reported them (`prompt_tokens` counts both); priced as such.
-    # NULL: the provider said nothing of caching, or the call was made before v13. Which
+    # NULL: the provider said nothing of caching, or the call was made before v14. Which
     # estimate a call's is: `usage_estimated` (v9) says its output was counted by us; now
     # `prompt_estimated` says whether its prompt was too (litellm's count for a server that
     # sent none), where a stream closed before the provider counted its output keeps the
-    # provider's count of its prompt (Anthropic's, Gemini's). Before v13 both were one.
+    # provider's count of its prompt (Anthropic's, Gemini's). Before v14 both were one.
     """
     ALTER TABLE calls ADD COLUMN cached_tokens INTEGER;
     ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER;
