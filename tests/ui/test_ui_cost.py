@@ -125,3 +125,28 @@ async def test_a_prompt_below_the_caching_minimum_is_noted_once(store: Store,
         assert said == ["Prompt caching: anthropic/claude-haiku-4-5 caches only prompts of "
                         "4,096 tokens or more: shorter ones were sent uncached (a trace's "
                         "prompt grows with each thought, and is cached once past that)"]
+
+
+async def test_at_80_columns_the_model_stays_whole_and_the_cost_in_view(
+    store: Store, caching_server,
+) -> None:
+    """"word_sorting typed — anthropic/claude-sonnet-4-5" takes more than half of 80
+    columns: the figures shorten (to the cost alone) rather than cut the model the next step
+    uses; at 120 columns every figure is shown beside it."""
+    from bbm_tui.core.store import Totals
+
+    trace = new_trace(store, caching_server)
+    # bench/prompt_cache.py's 20-step trace.
+    totals = Totals(20, 40_705, 1_248, 0.044, estimated_calls=20, cached_tokens=36_678)
+    for size, shown in (((80, 24), "$0.0440"), (SIZE, format_totals(totals))):
+        app = make_app(session_id=trace.id)
+        async with app.run_test(size=size) as pilot:
+            screen = await open_trace(pilot)
+            screen.totals = totals
+            screen._show_title()
+            await pilot.pause()
+            left = screen.query_one("#title-bar .title-left")
+            text = str(left.render())
+            assert text.endswith(f"word_sorting typed — {MODEL}"), text
+            assert left.content_size.width >= len(text)  # shown whole, not cut
+            assert title_right(screen) == shown

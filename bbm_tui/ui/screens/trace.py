@@ -309,14 +309,16 @@ class TraceScreen(SharedSession, BranchActions, FindingActions, BbmScreen):
             # from replay/bbm, may have changed it since the session's first step).
             safe_line(self.trace.spec.model, 40),
         )
+        model_end = what.cell_length
         if session.name != default_session_name(session.task, session.dataset_index,
                                                  session.input):
             what = (what.append(" ").append(styled("— ", MUTED))
                     .append(safe_line(session.name, 40)))
         app_name = Content.assemble(("bbm-tui ", "bold"), ("— ", MUTED))
         title = self.query_one("#title-bar", TitleBar)
-        # Narrow, the app's name goes first, so that the model stays whole.
-        title.set_left(app_name + what, what)
+        # Narrow, the app's name goes first, then the figures shorten, so that the model stays
+        # whole.
+        title.set_left(app_name + what, what, keep=model_end)
         title.set_right(*(Content(form) for form in totals_forms(self.totals)))
 
     def _show_facts(self) -> None:
