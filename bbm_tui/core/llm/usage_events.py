@@ -90,7 +90,7 @@ def _anthropic(counts: UsageCounts, usage: Any, *, with_output: bool) -> None:
     uncached = sane_tokens(usage.get("input_tokens"))
     read = sane_tokens(usage.get("cache_read_input_tokens") or 0)
     written = sane_tokens(usage.get("cache_creation_input_tokens") or 0)
-    if None in (uncached, read, written):
+    if uncached is None or read is None or written is None:
         counts.prompt = counts.cached = counts.cache_write = None
         return
     counts.prompt, counts.cached, counts.cache_write = uncached + read + written, read, written
