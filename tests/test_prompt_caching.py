@@ -134,6 +134,26 @@ def test_each_step_reads_the_prefix_and_the_thoughts_before_it_from_the_cache(
             "cache_write_tokens"] == 2  # "Thought k+1:"
 
 
+def test_a_traces_first_step_reads_the_few_shot_prefix_another_trace_wrote(
+    caching_anthropic, tmp_path: Path, capsys,
+) -> None:
+    """The few-shot prefix, marked on its own, is shared by every trace of the task: the
+    second trace's Thought 1 reads it (and writes its own question), as the first's wrote it."""
+    few_shot = (ROOT / "prompts" / "generation_prompts" / "word_sorting_prompt.txt").read_text(
+        encoding="utf-8")
+    prefix_words = len(few_shot.split())
+    assert main(["run", "--model", ANTHROPIC, "--api-base", caching_anthropic.base_url,
+                 "--task", "word_sorting", "--dataset", "--limit", "2", "--concurrency", "1",
+                 "--out", str(tmp_path / "out.jsonl"), "--no-progress"]) == 0
+    rows = bundled_rows("word_sorting")[:2]
+    calls = anthropic_calls()
+    assert len(calls) == len(rows[0].steps) + len(rows[1].steps)
+    second = calls[len(rows[0].steps)]
+    assert second["cached_tokens"] == prefix_words
+    question = next_step_prompt("word_sorting", rows[1].input, [])
+    assert second["cache_write_tokens"] == len(question.split()) - prefix_words - 2
+
+
 def test_caching_false_sends_no_mark_and_costs_more(caching_anthropic, tmp_path: Path,
                                                      capsys) -> None:
     run_question(caching_anthropic, ANTHROPIC, tmp_path, capsys, name="cached")
