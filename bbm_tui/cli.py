@@ -184,6 +184,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                           help="ignore every mistake_index: import every trace unlabelled "
                           "(rows with no mistake_index key are unlabelled anyway)")
     _add_format_option(commands)
+    from bbm_tui.cli_plots import add_plot_option
+
+    add_plot_option(commands)
     return parser
 
 
@@ -241,6 +244,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         refused = _use_task_files(args)
         if refused is not None:
             return refused
+        from bbm_tui.cli_plots import plot_refusal
+
+        refusal = plot_refusal(args)
+        if refusal is not None:
+            return fail(refusal, EXIT_USAGE)
         if args.command is None:
             return _open_app(args)
         if args.command == "run":
@@ -689,6 +697,7 @@ def _find_detail(progress: Any) -> str:
 def stats_command(args: argparse.Namespace) -> int:
     import json
 
+    from bbm_tui.cli_plots import print_charts
     from bbm_tui.core.dataset import DatasetError, rows_with_tasks
     from bbm_tui.core.dataset.formats import read_dataset
     from bbm_tui.core.judging.metrics import dataset_stats
@@ -714,14 +723,13 @@ def stats_command(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK
     _print_stats_table(result)
+    print_charts(args, lambda charts: charts.stats_charts(result))
     return EXIT_OK
 
 
 _STATS_COLUMNS = (("traces", "traces"), ("correct", "correct"),
                   ("with_mistake", "with mistake"), ("without_mistake", "without"),
                   ("unlabelled", "unlabelled"), ("mean_steps", "mean steps"))
-# The histogram's columns: Thought 1 to 10 apart, the rest together.
-_HISTOGRAM_WIDTH = 10
 
 
 def _print_stats_table(result: dict) -> None:
@@ -751,27 +759,39 @@ def _print_stats_table(result: dict) -> None:
         by_file.add_row(name, figures["format"], *(_stats_cell(figures, key)
                                                    for key, _ in columns))
     _print_table(by_file)
-    _print_histogram(result["mistake_index_histogram"], in_order)
+    _print_histograms(result, in_order)
 
 
 def _stats_cell(figures: dict, key: str) -> str:
     return f"{figures[key]:.2f}" if key == "mean_steps" else str(figures[key])
 
 
-def _print_histogram(histogram: dict, tasks: list) -> None:
-    """Where the first mistakes are, per task: how many traces at each thought."""
+def _print_histograms(result: dict, tasks: list) -> None:
+    """Where the first mistakes are, per task: how many traces at each thought, and in each
+    fifth of the trace; and how long the traces are. The same numbers `--plot` draws."""
+    from bbm_tui.core import charts
+
+    for title, chart in (
+        ("First mistake at thought N (traces labelled with a mistake)", charts.thought_chart),
+        ("First mistake by place in the trace (Thought k of n at k/n; traces labelled with a "
+         "mistake)", charts.position_chart),
+        ("Trace lengths (steps; traces)", charts.lengths_chart),
+    ):
+        _print_histogram(title, [(name, chart(result, name)) for name, _ in tasks],
+                         chart(result, None))
+
+
+def _print_histogram(title: str, rows: list, overall: Any) -> None:
+    """A histogram's counts per task (each a one-series BarChart), then overall."""
     from rich.table import Table
 
-    table = Table(title="First mistake at thought N (traces labelled with a mistake)")
+    table = Table(title=title)
     table.add_column("task", no_wrap=True)
-    for number in range(1, _HISTOGRAM_WIDTH + 1):
-        table.add_column(str(number), justify="right", no_wrap=True)
-    table.add_column(f"{_HISTOGRAM_WIDTH + 1}+", justify="right", no_wrap=True)
-    rows = [(name, histogram["tasks"][name]) for name, _ in tasks]
-    for name, counts in [*rows, ("overall", histogram["overall"])]:
-        cells = [str(counts.get(str(index), 0)) for index in range(_HISTOGRAM_WIDTH)]
-        later = sum(count for index, count in counts.items() if int(index) >= _HISTOGRAM_WIDTH)
-        table.add_row(name, *cells, str(later), end_section=name == rows[-1][0])
+    for label in overall.categories:
+        table.add_column(label, justify="right", no_wrap=True)
+    for name, chart in [*rows, ("overall", overall)]:
+        table.add_row(name, *(str(int(count or 0)) for count in chart.series[0].values),
+                      end_section=name == rows[-1][0])
     _print_table(table)
 
 
@@ -827,6 +847,7 @@ def find_command(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
+    from bbm_tui.cli_plots import print_charts
     from bbm_tui.core import llm
     from bbm_tui.core.batch.find import FatalFindError, find_batch, jobs_from_files, paper_figures
     from bbm_tui.core.dataset import DatasetError
@@ -885,6 +906,8 @@ def find_command(args: argparse.Namespace) -> int:
         print(json.dumps(scores, indent=2, allow_nan=False))
     else:
         _print_find_table(outcome.report, args, paper)
+        print_charts(args, lambda charts: [charts.finder_chart(
+            outcome.report, paper, args.paper or "", _finder_name(args))])
     return EXIT_FAILURE if progress.failed else EXIT_OK
 
 
@@ -938,6 +961,12 @@ _FIND_COLUMNS = (
     ("processbench_f1", "PB F1"),
     ("answer_weighted_f1", "answer F1"),
 )
+
+
+def _finder_name(args: argparse.Namespace) -> str:
+    from bbm_tui.core.judging.judges import get_judge
+
+    return get_judge(args.method).who or args.model or "the configured model"
 
 
 def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> None:
@@ -1103,10 +1132,12 @@ def backtrack_command(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
+    from bbm_tui.cli_plots import print_charts
     from bbm_tui.core import llm
     from bbm_tui.core.batch.backtrack import (
         backtrack_batch,
         jobs_from_files,
+        paper_table_6,
         parse_locations,
         to_json,
     )
@@ -1155,6 +1186,9 @@ def backtrack_command(args: argparse.Namespace) -> int:
         print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))
     else:
         _print_backtrack_table(result, locations)
+        print_charts(args, lambda charts: charts.backtrack_charts(
+            result.tables, {locations.paper_key: paper_table_6(locations.paper_key)}
+            if locations.paper_key else None))
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
 
 
@@ -1301,6 +1335,7 @@ def export_command(args: argparse.Namespace) -> int:
 def agreement_command(args: argparse.Namespace) -> int:
     import json
 
+    from bbm_tui.cli_plots import print_charts
     from bbm_tui.core.annotation import report
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import StoreError
@@ -1327,6 +1362,8 @@ def agreement_command(args: argparse.Namespace) -> int:
         print(json.dumps(result, allow_nan=False))
     else:
         _print_agreement(result, len(data.labels))
+        print_charts(args, lambda charts: [charts.kappa_matrix(result),
+                                            *filter(None, [charts.alpha_chart(result)])])
     if args.consensus is not None:
         try:
             labelled, unlabelled = report.write_consensus(data, args.consensus)
