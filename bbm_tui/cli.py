@@ -698,27 +698,15 @@ def stats_command(args: argparse.Namespace) -> int:
     import json
 
     from bbm_tui.cli_plots import print_charts
-    from bbm_tui.core.dataset import DatasetError, rows_with_tasks
-    from bbm_tui.core.dataset.formats import read_dataset
-    from bbm_tui.core.judging.metrics import dataset_stats
+    from bbm_tui.core.batch.summary import summarize
+    from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.tasks import UnknownTaskError
 
-    rows_by_task: dict = {}
-    files: dict[str, list] = {}
-    formats: dict[str, str] = {}
     try:
         _check_task(args.task)
-        for path in args.files:
-            found = read_dataset(path, args.dataset_format)
-            formats[str(path)] = found.format.name
-            for task, row in rows_with_tasks(path, args.task, found.traces):
-                rows_by_task.setdefault(task, []).append(row)
-                files.setdefault(str(path), []).append((task, row))
+        result = summarize(args.files, args.task, args.dataset_format).stats
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
-    result = dataset_stats(rows_by_task, files)
-    for name, figures in result["files"].items():
-        figures["format"] = formats[name]
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK

@@ -118,6 +118,9 @@ def _limits(chart: BarChart, values: Sequence[Sequence[float]]) -> tuple[float, 
         high = chart.ceiling  # a percentage near the top: show the whole scale
     if high <= low:
         high = low + 1.0
+    if chart.signed:  # room above and below the zero line, which the bars start from
+        margin = 0.05 * (high - low)
+        low, high = low - margin * (low < 0), high + margin
     return low, high
 
 
@@ -149,7 +152,7 @@ def _tick_width(ticks: Sequence[float], chart: BarChart) -> int:
 def fit_labels(labels: Sequence[str], plot_width: int) -> list[str]:
     """Category labels cut (with an ellipsis) to the room each has under its bars: plotext
     leaves out a label that would run into the next."""
-    room = max(int(plot_width / (len(labels) + 0.4)) - 1, 3)
+    room = max(int(plot_width / (len(labels) + 0.4)) - 2, 3)
     return [label if len(label) <= room else label[: room - 1] + "…" for label in labels]
 
 
@@ -194,8 +197,9 @@ def numbers(chart: BarChart) -> tuple[list[str], list[list[str]]]:
 
 
 def numbers_table(chart: BarChart) -> Table:
+    """The chart's numbers as a Rich table (the app's `t`; its title is the chart's)."""
     headers, rows = numbers(chart)
-    table = Table(title=Text(chart.title), title_justify="left", expand=False)
+    table = Table(expand=False)
     for index, header in enumerate(headers):
         table.add_column(Text(one_line(header, 40)), justify="left" if index == 0 else "right",
                          no_wrap=True)

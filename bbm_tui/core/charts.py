@@ -258,8 +258,8 @@ def backtrack_charts(tables: Mapping[str, BacktrackDeltas],
             series.append(Series(f"paper: PaLM 2, {PAPER_LOCATIONS.get(location, location)}",
                                  tuple(figures.get(task, {}).get(key) for task in tasks),
                                  paper=True))
-        charts.append(BarChart(kind, f"Backtracking: Δ accuracy where the {what} "
-                               "(points; the paper's Table 6)", "task", tuple(tasks),
+        charts.append(BarChart(kind, f"Backtracking, {what}: Δ accuracy (points; the "
+                               "paper's Table 6)", "task", tuple(tasks),
                                tuple(series), "points", ALL_TASKS, signed=True))
     return charts
 

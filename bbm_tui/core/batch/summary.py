@@ -13,7 +13,7 @@ from typing import Any
 
 from bbm_tui.core.batch.backtrack import paper_table_6
 from bbm_tui.core.batch.find import paper_figures, paper_models, paper_tables, scoring_group
-from bbm_tui.core.dataset import TraceRow, rows_with_tasks
+from bbm_tui.core.dataset import DatasetError, TraceRow, rows_with_tasks
 from bbm_tui.core.dataset.formats import read_dataset
 from bbm_tui.core.judging.metrics import (
     BacktrackDeltas,
@@ -75,7 +75,7 @@ def summarize(paths: Sequence[Path], task: str | None = None,
     for path in paths:
         found = read_dataset(path, fmt)
         formats[str(path)] = found.format.name
-        for name, row in rows_with_tasks(path, task, found.traces):
+        for name, row in _rows_with_tasks(Path(path), task, found.traces):
             rows_by_task.setdefault(name, []).append(row)
             files.setdefault(str(path), []).append((name, row))
             if "predicted_mistake_index" in row.extra:
@@ -97,6 +97,24 @@ def summarize(paths: Sequence[Path], task: str | None = None,
         finder=report(judged) if judged else None, methods=methods, models=models,
         backtrack={name: backtrack_deltas(items) for name, items in outcomes.items()}
         if outcomes else None)
+
+
+def _rows_with_tasks(path: Path, task: str | None,
+                     rows: list[TraceRow]) -> list[tuple[str, TraceRow]]:
+    """Each row with its task, as every command tells it; for a file that does not say (a
+    PREDS file of `find` over several of the bundled files), each row's task by its content
+    when every row is one of the bundled dataset's traces."""
+    try:
+        return list(rows_with_tasks(path, task, rows))
+    except DatasetError:
+        from bbm_tui.core.annotation.queue import trace_key
+        from bbm_tui.core.annotation.report import bundled_index
+
+        index = bundled_index()
+        known = [index.get(trace_key(row.input, row.steps)) for row in rows]
+        if not rows or any(found is None for found in known):
+            raise
+        return [(found[0], row) for found, row in zip(known, rows, strict=True) if found]
 
 
 def _keep(names: list[str], value: object) -> None:
