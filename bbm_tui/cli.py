@@ -1223,7 +1223,12 @@ def _print_backtrack_table(result: Any, locations: Any) -> None:
 
 
 def _signed(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.2f}"
+    """"+2.50", "-1.25", and "+0.00" for no change, never "-0.00" (a figure below half a
+    hundredth, or a negative zero, rounds to zero)."""
+    if value is None:
+        return "—"
+    rounded = round(value, 2)
+    return f"{rounded if rounded else 0.0:+.2f}"
 
 
 def _percent(value: float | None) -> str:

@@ -28,7 +28,7 @@ from bbm_tui.core.textsafe import one_line
 OUR_MARKERS = ("█", "▓", "▚", "▞")
 PAPER_MARKERS = ("░", "▒", "┼", "·")
 OUR_COLOURS = ("blue+", "orange+", "green+", "magenta+")
-PAPER_COLOURS = ("gray", "cyan", "yellow", "red")
+PAPER_COLOURS = ("gray+", "cyan", "yellow", "red")
 # Stacked counts: with a mistake solid, without light, unlabelled shaded between.
 STACKED_MARKERS = ("█", "░", "▒")
 STACKED_COLOURS = ("red+", "green+", "gray")
@@ -114,13 +114,13 @@ def _limits(chart: BarChart, values: Sequence[Sequence[float]]) -> tuple[float, 
         flat = [value for series in values for value in series] + [0.0]
     low = min(flat) if chart.signed else 0.0
     high = max(flat)
-    if chart.ceiling is not None and high > 0.6 * chart.ceiling and not chart.signed:
-        high = chart.ceiling  # a percentage near the top: show the whole scale
     if high <= low:
         high = low + 1.0
-    if chart.signed:  # room above and below the zero line, which the bars start from
+    if chart.signed:  # room below the lowest bar and above the highest, off the frame
         margin = 0.05 * (high - low)
         low, high = low - margin * (low < 0), high + margin
+    if chart.ceiling is not None and max(flat) > 0.6 * chart.ceiling:
+        high = chart.ceiling  # near the top of a bounded scale: the whole scale
     return low, high
 
 
@@ -221,11 +221,11 @@ def shade(value: float | None) -> str:
     return SHADES[max(0, min(4, math.ceil(value * 4)))] if value > 0 else SHADES[0]
 
 
-def matrix_table(matrix: MatrixChart, name_width: int = 14) -> Table:
+def matrix_table(matrix: MatrixChart, name_width: int = 14, *, titled: bool = True) -> Table:
     """The kappa matrix: a row and a column per annotator, each cell the kappa (3 places)
     after its shade; "—" on the diagonal, "n/a" where a pair's kappa is undefined."""
     names = [one_line(name, name_width) for name in matrix.names]
-    table = Table(title=Text(matrix.title), title_justify="left", show_lines=False)
+    table = Table(title=Text(matrix.title) if titled else None, title_justify="left")
     table.add_column("", no_wrap=True)
     for name in names:
         table.add_column(Text(name), justify="right", no_wrap=True)

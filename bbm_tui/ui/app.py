@@ -623,16 +623,16 @@ class BbmApp(App[int]):
         self.call_from_thread(self.notify, f"{result.written} written to {path}{note}",
                               title="Exported", markup=False)
 
-    def action_dataset_view(self) -> None:
+    async def action_dataset_view(self) -> None:
         from bbm_tui.ui.screens.dataset import open_dataset_view
 
-        open_dataset_view(self, self._screen_in_view())
+        await open_dataset_view(self, self._screen_in_view())
 
-    def action_agreement(self) -> None:
+    async def action_agreement(self) -> None:
         from bbm_tui.ui.screens.agreement import AgreementScreen
 
         if self.store_error is None and not isinstance(self.screen, AgreementScreen):
-            self.push_screen(AgreementScreen())
+            await self.push_screen(AgreementScreen())
 
     def action_adjudicate(self) -> None:
         if self.store_error is None:

@@ -40,7 +40,7 @@ class MatrixPane(VerticalScroll, can_focus=False):
 
 def pairs_table(result: dict[str, Any]) -> Table:
     """The matrix's numbers: each pair's kappa, its raw agreement, and why it is undefined."""
-    table = Table(title=Text("Cohen's kappa per pair"), title_justify="left")
+    table = Table()
     for header in ("annotators", "kappa", "raw agreement", "undefined because"):
         table.add_column(header, justify="right" if header in ("kappa", "raw agreement")
                          else "left")
@@ -127,7 +127,8 @@ class AgreementScreen(BbmScreen):
             shown: Any = styled("Fewer than two annotators have labelled traces: no pair to "
                                 "compare.", MUTED)
             if matrix.names:
-                shown = pairs_table(result) if self.numbers else matrix_table(matrix)
+                shown = (pairs_table(result) if self.numbers
+                         else matrix_table(matrix, titled=False))
             self.query_one("#agreement-matrix", Static).update(shown)
         else:
             chart = charts.alpha_chart(result)

@@ -139,6 +139,7 @@ class DatasetScreen(BbmScreen):
         self.app.call_from_thread(self._loaded, summary)
 
     def _failed(self, message: str) -> None:
+        self.query_one(ChartView).display = False
         self.query_one("#dataset-where", LeanStatic).show(
             Content.assemble(styled("Cannot read the files: ", "bold $text-error"),
                              safe_line(message, 300)))
@@ -262,7 +263,6 @@ class DatasetFilesDialog(Dialog[list[Path] | None]):
             yield Static(id="dataset-files-hint", classes="dialog-hint")
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.query_one("#dataset-files", Input).focus()
         self.query_one("#dataset-files-hint", Static).update(styled(
             f"enter to chart them · {key_for(self, 'dataset_files_cancel')} to cancel", MUTED))
@@ -278,7 +278,7 @@ class DatasetFilesDialog(Dialog[list[Path] | None]):
         self.dismiss(None)
 
 
-def open_dataset_view(app: App, screen: Screen) -> None:
+async def open_dataset_view(app: App, screen: Screen) -> None:
     """The palette's "Dataset view": the files asked for (on the new-session screen, its
     task's questions file to start with)."""
     task = getattr(screen, "task_name", None) if screen.has_class("new-session") else None
@@ -288,7 +288,7 @@ def open_dataset_view(app: App, screen: Screen) -> None:
         if paths:
             app.push_screen(DatasetScreen(paths, task=task if paths == [path] else None))
 
-    app.push_screen(DatasetFilesDialog(str(path) if path else ""), chosen)
+    await app.push_screen(DatasetFilesDialog(str(path) if path else ""), chosen)
 
 
 def open_task_dataset_view(app: App, task: str) -> None:
