@@ -60,18 +60,27 @@ def styles(chart: BarChart) -> list[tuple[str, str]]:
     return found
 
 
-def legend(chart: BarChart) -> Text:
-    """The series' names after their markers ("█ ours  ░ paper: gpt-4"); none for a chart of
-    one series, whose title says what it counts."""
+def legend(chart: BarChart, *, colour: bool = True) -> Text:
+    """The series' names after their markers ("█ ours  ░ paper: gpt-4"), each marker in its
+    bars' colour (without `colour`, markers only); none for a chart of one series, whose title
+    says what it counts."""
     text = Text()
     if len(chart.series) < 2:
         return text
-    for (marker, _colour), series in zip(styles(chart), chart.series, strict=True):
+    for (marker, colour_name), series in zip(styles(chart), chart.series, strict=True):
         if text:
             text.append("   ")
-        text.append(marker * 2 + " ")
-        text.append(one_line(series.name, 60))
+        text.append(marker * 2, style=rich_colour(colour_name) if colour else "")
+        text.append(" " + one_line(series.name, 60))
     return text
+
+
+def rich_colour(name: str) -> str:
+    """A plotext colour name ("blue+") as the Rich colour plotext paints it with (one of the
+    terminal's 16, by number), so a legend's marker matches its bars."""
+    from plotext._dict import color_codes
+
+    return f"color({color_codes[name]})"
 
 
 def draw(plot: Any, chart: BarChart, width: int, height: int, *, colour: bool = True) -> None:
@@ -152,7 +161,7 @@ def _tick_width(ticks: Sequence[float], chart: BarChart) -> int:
 def fit_labels(labels: Sequence[str], plot_width: int) -> list[str]:
     """Category labels cut (with an ellipsis) to the room each has under its bars: plotext
     leaves out a label that would run into the next."""
-    room = max(int(plot_width / (len(labels) + 0.4)) - 2, 3)
+    room = max(int(plot_width / (len(labels) + 0.4)) - 3, 3)
     return [label if len(label) <= room else label[: room - 1] + "…" for label in labels]
 
 
@@ -162,7 +171,7 @@ def chart_text(chart: BarChart, width: int, height: int, *, colour: bool = True)
     draw(figure, chart, width, height, colour=colour)
     drawn = Text.from_ansi(figure.build())
     drawn.rstrip()
-    key = legend(chart)
+    key = legend(chart, colour=colour)
     if key:
         drawn.append("\n")
         drawn.append_text(key)

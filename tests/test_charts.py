@@ -284,6 +284,22 @@ def test_series_are_told_apart_by_marker_not_only_colour() -> None:
     assert rows[1] == ["dyck_languages", "40.00", "—", "10.00"]
 
 
+def test_the_legend_s_markers_are_in_their_bars_colours() -> None:
+    """Each marker in the legend has the colour plotext paints its bars with (read back from
+    the drawing itself); without colour, neither has any."""
+    chart = sample_chart()
+    drawn = chart_text(chart, 80, 16)
+    legend_line = drawn.plain.rindex("\n") + 1
+    for marker, _colour in styles(chart):
+        in_bars = next(str(span.style) for span in drawn.spans if span.end <= legend_line
+                       and drawn.plain[span.start:span.end].strip(marker) == ""
+                       and marker in drawn.plain[span.start:span.end])
+        in_legend = next(str(span.style) for span in legend(chart).spans
+                         if legend(chart).plain[span.start:span.end] == marker * 2)
+        assert "color(" in in_bars and in_bars.endswith(in_legend)
+    assert not legend(chart, colour=False).spans
+
+
 def test_names_from_files_reach_the_terminal_as_text() -> None:
     """A model or task name with an escape sequence: shown as a visible stand-in, never
     passed to plotext's output raw (which Text.from_ansi would read back as a style)."""
