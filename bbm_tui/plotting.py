@@ -99,13 +99,20 @@ def draw(plot: Any, chart: BarChart, width: int, height: int, *, colour: bool = 
     labels = fit_labels(labels, plot_width)
     markers = [marker for marker, _colour in styles(chart)]
     colours = [colour_name for _marker, colour_name in styles(chart)] if colour else None
-    if len(values) == 1:
-        plot.bar(labels, values[0], marker=markers[0],
-                 color=colours[0] if colours else None, width=0.6)
-    elif chart.stacked:
-        plot.stacked_bar(labels, values, marker=markers, color=colours, width=0.7)
+    positions = list(range(1, len(labels) + 1))
+    if chart.stacked:
+        plot.stacked_bar(positions, values, marker=markers, color=colours, width=0.7)
     else:
-        plot.multiple_bar(labels, values, marker=markers, color=colours, width=0.8)
+        # A category's bars side by side, touching, with room between categories (plotext's
+        # multiple_bar spaces every bar alike, so a pair did not read as one category's).
+        group = 0.6 if len(values) == 1 else 0.8
+        bar_width = group / len(values)
+        for index, series_values in enumerate(values):
+            offset = bar_width * (index + 0.5) - group / 2
+            plot.bar([position + offset for position in positions], series_values,
+                     marker=markers[index], color=colours[index] if colours else None,
+                     width=bar_width, reset_ticks=False)
+    plot.xticks(positions, labels)
     # Room either side of the first and last bars, for their labels (plotext leaves out a
     # label that would cross the frame).
     plot.xlim(0.3, len(labels) + 0.7)
@@ -113,6 +120,21 @@ def draw(plot: Any, chart: BarChart, width: int, height: int, *, colour: bool = 
     plot.yticks(ticks, [_tick_label(tick, chart) for tick in ticks])
     if chart.signed and ticks[0] < 0:
         plot.hline(0)
+    _ticks_in_order(plot)
+
+
+def _ticks_in_order(plot: Any) -> None:
+    """The ticks and their labels left to right (bottom to top). plotext passes them through
+    a set, so their order follows the string hash, which changes from run to run; and it
+    places each label around those already placed, or leaves it out: without this the labels
+    moved by a cell, or went missing, from one run to the next."""
+    monitor = plot.monitor
+    for ticks, labels in ((monitor.xticks, monitor.xlabels), (monitor.yticks, monitor.ylabels)):
+        for side in range(2):
+            if ticks[side] and labels[side] and len(ticks[side]) == len(labels[side]):
+                pairs = sorted(zip(ticks[side], labels[side], strict=True))
+                ticks[side] = [tick for tick, _label in pairs]
+                labels[side] = [label for _tick, label in pairs]
 
 
 def _limits(chart: BarChart, values: Sequence[Sequence[float]]) -> tuple[float, float]:

@@ -13,6 +13,8 @@ import io
 import json
 import math
 import re
+import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -298,6 +300,32 @@ def test_the_legend_s_markers_are_in_their_bars_colours() -> None:
                          if legend(chart).plain[span.start:span.end] == marker * 2)
         assert "color(" in in_bars and in_bars.endswith(in_legend)
     assert not legend(chart, colour=False).spans
+
+
+DRAW_SIX_TASKS = """
+from bbm_tui.core import charts
+from bbm_tui.plotting import chart_text
+tasks = ("word_sorting", "tracking_shuffled_objects", "logical_deduction",
+         "multistep_arithmetic", "dyck_languages", "overall")
+chart = charts.BarChart("finder", "t", "task", tasks,
+                        (charts.Series("ours", (66.0, 74.0, 66.0, 54.0, 58.0, 62.0)),
+                         charts.Series("paper: gpt-4", (46.0, 66.0, 70.0, 46.0, 46.0, 54.0),
+                                       paper=True)), "%", ceiling=100.0)
+print(chart_text(chart, 76, 14, colour=False).plain)
+"""
+
+
+def test_a_chart_is_drawn_the_same_whatever_the_string_hash() -> None:
+    """plotext orders the category labels through a set, that is by the string hash, which
+    Python changes from run to run: the same chart drawn under three hash seeds is the same
+    drawing, every category's label under its bars."""
+    drawings = {subprocess.run([sys.executable, "-c", DRAW_SIX_TASKS], check=True,
+                               capture_output=True, text=True,
+                               env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout
+                for seed in ("1", "5", "11")}
+    assert len(drawings) == 1
+    labels = drawings.pop().splitlines()[-2]
+    assert len(re.findall(r"\S+", labels)) == 6, labels
 
 
 def test_names_from_files_reach_the_terminal_as_text() -> None:
