@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bbm_tui import __version__
 
@@ -94,6 +94,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         description="Generate traces headless. Rows already in OUT are skipped (resume).",
     )
     _add_model_options(run)
+    _add_pace_option(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
     _add_task_file_option(run)
@@ -173,6 +174,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                            help="write every trace with the majority's label (adjudicated "
                            "first, over the store); a tie is left unlabelled")
     agreement.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    agreement.add_argument("--app-labels", action="store_true",
+                           help="over the store, count the labels given in the app's main "
+                           "screen (x, c) too, as the annotator \"app\" (left out otherwise)")
 
     importer = commands.add_parser(
         "import", help="make sessions of dataset-format rows, to label them in the app",
@@ -217,6 +221,22 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", help="base URL of an OpenAI-compatible server or proxy")
     parser.add_argument("--mode", choices=("chat", "completion"),
                         help="chat (prompt as one user message) or text completion")
+
+
+def _add_pace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pace", type=float, default=0.0, metavar="TPS",
+                        help="tokens a second the offline models (replay/bbm, solver/bbm) "
+                        "stream at (default 0: at full speed; the app's pace is 30)")
+
+
+def _use_pace(args: argparse.Namespace) -> str | None:
+    """Set the offline models' pace for this command (and its processes); a problem, or None."""
+    if not args.pace >= 0:  # also NaN
+        return "--pace must be 0 (full speed) or more tokens a second"
+    from bbm_tui.core import llm
+
+    llm.set_batch_replay_pace(args.pace)
+    return None
 
 
 def _add_task_file_option(parser: argparse.ArgumentParser, *, on_command: bool = True) -> None:
@@ -386,7 +406,8 @@ def _tolerate_bad_terminal_input() -> None:
     def lenient(encoding: str):
         return partial(codecs.getincrementaldecoder(encoding), errors="replace")
 
-    linux_driver.getincrementaldecoder = lenient  # type: ignore[attr-defined]
+    # The name the driver imported from codecs, replaced in its module (Textual exports it not).
+    linux_driver.getincrementaldecoder = lenient  # pyright: ignore[reportPrivateImportUsage]
 
 
 # ---------------------------------------------------------------------------- shared
@@ -399,6 +420,27 @@ def fail(message: str, code: int = EXIT_FAILURE) -> int:
 
     print(f"bbm-tui: {printable(redact(message))}", file=sys.stderr)
     return code
+
+
+def _json_beside_rows(json_wanted: bool, out: Path | None, option: str) -> str | None:
+    """--json prints one object to standard output: not where the rows go already."""
+    if json_wanted and _to_stdout(out):
+        return (f"--json and {option} - would both write to standard output: give {option} "
+                "a file, or leave out --json (the table then goes to standard error)")
+    return None
+
+
+def _to_stdout(path: Path | None) -> bool:
+    """The command writes its file to standard output (`-`): its report then goes to
+    standard error, so that what it writes stays whole."""
+    from bbm_tui.core.dataset import is_standard_output
+
+    return path is not None and is_standard_output(path)
+
+
+def _where(path: Path) -> str:
+    """A written file as a message names it."""
+    return "standard output" if _to_stdout(path) else str(path)
 
 
 def _os_problem(error: OSError, path: Path) -> str:
@@ -466,7 +508,7 @@ def run_command(args: argparse.Namespace) -> int:
         return fail("--concurrency must be at least 1", EXIT_USAGE)
     if args.limit is not None and args.limit < 0:
         return fail("--limit must be 0 or more", EXIT_USAGE)
-    problem = _processes_problem(args)
+    problem = _processes_problem(args) or _use_pace(args)
     if problem:
         return fail(problem, EXIT_USAGE)
     config = _load_config_or_none(args)
@@ -545,8 +587,9 @@ def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_impossible_logprobs(progress.impossible_logprobs, "step")
     how = "stopped: " if stopped else ""
     print(
-        f"{how}{_traces(progress.done)} written to {out}, {progress.skipped} already there, "
-        f"{progress.failed} failed; {_count(progress.steps, 'step')}, ${progress.cost:.4f}",
+        f"{how}{_traces(progress.done)} written to {_where(out)}, {progress.skipped} already "
+        f"there, {progress.failed} failed; {_count(progress.steps, 'step')}, "
+        f"${progress.cost:.4f}",
         file=sys.stderr,
     )
     for message in progress.errors[:10]:
@@ -721,32 +764,27 @@ _STATS_COLUMNS = (("traces", "traces"), ("correct", "correct"),
 
 
 def _print_stats_table(result: dict) -> None:
-    from rich.table import Table
-
+    from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.tasks import task_order
 
     show_unlabelled = result["overall"]["unlabelled"] > 0
     columns = [(key, header) for key, header in _STATS_COLUMNS
                if key != "unlabelled" or show_unlabelled]
-    table = Table(title="Traces per task (the paper's Table 2)")
-    table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
-    for _key, header in columns:
-        table.add_column(header, justify="right", no_wrap=True)
+    table = TextTable("Traces per task (the paper's Table 2)",
+                      [Column("task"), *(Column(header, number=True) for _key, header in columns)])
     in_order = sorted(result["tasks"].items(), key=lambda item: task_order(item[0]))
     rows = [*in_order, ("overall", result["overall"])]
     for name, figures in rows:
         table.add_row(name, *(_stats_cell(figures, key) for key, _ in columns),
-                      end_section=name == rows[-2][0])
-    _print_table(table)
-    by_file = Table(title="Traces per file")
-    by_file.add_column("file", overflow="fold")
-    by_file.add_column("format", no_wrap=True)
-    for _key, header in columns:
-        by_file.add_column(header, justify="right", no_wrap=True)
+                      section=name == "overall" and len(rows) > 1)
+    print_table(table)
+    by_file = TextTable("Traces per file", [
+        Column("file"), Column("format"),
+        *(Column(header, number=True) for _key, header in columns)])
     for name, figures in result["files"].items():
         by_file.add_row(name, figures["format"], *(_stats_cell(figures, key)
                                                    for key, _ in columns))
-    _print_table(by_file)
+    print_table(by_file)
     _print_histograms(result, in_order)
 
 
@@ -759,37 +797,36 @@ def _print_histograms(result: dict, tasks: list) -> None:
     fifth of the trace; and how long the traces are. The same numbers `--plot` draws."""
     from bbm_tui.core import charts
 
-    for title, chart in (
-        ("First mistake at thought N (traces labelled with a mistake)", charts.thought_chart),
+    for title, chart, label in (
+        ("First mistake at thought N (traces labelled with a mistake)", charts.thought_chart,
+         _thought_label),
         ("First mistake by place in the trace (Thought k of n at k/n; traces labelled with a "
-         "mistake)", charts.position_chart),
-        ("Trace lengths (steps; traces)", charts.lengths_chart),
+         "mistake)", charts.position_chart, lambda category: f"at {category}:"),
+        ("Trace lengths (steps; traces)", charts.lengths_chart,
+         lambda category: f"{category} steps:"),
     ):
         _print_histogram(title, [(name, chart(result, name)) for name, _ in tasks],
-                         chart(result, None))
+                         chart(result, None), label)
 
 
-def _print_histogram(title: str, rows: list, overall: Any) -> None:
+def _thought_label(category: str) -> str:
+    """What names a count in plain rows, where the column's header ("2", "11+") is too
+    short to."""
+    return f"Thought {category[:-1]} on:" if category.endswith("+") else f"Thought {category}:"
+
+
+def _print_histogram(title: str, rows: list, overall: Any,
+                     label: Callable[[str], str]) -> None:
     """A histogram's counts per task (each a one-series BarChart), then overall."""
-    from rich.table import Table
+    from bbm_tui.cli_tables import Column, TextTable, print_table
 
-    table = Table(title=title)
-    table.add_column("task", no_wrap=True)
-    for label in overall.categories:
-        table.add_column(label, justify="right", no_wrap=True)
+    table = TextTable(title, [Column("task"), *(
+        Column(category, number=True, label=label(category))
+        for category in overall.categories)])
     for name, chart in [*rows, ("overall", overall)]:
         table.add_row(name, *(str(int(count or 0)) for count in chart.series[0].values),
-                      end_section=name == rows[-1][0])
-    _print_table(table)
-
-
-def _print_table(table) -> None:
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:  # a pipe or file: do not squeeze the table into 80 columns
-        console = Console(width=max(console.width, 120))
-    console.print(table)
+                      section=name == "overall" and len(rows) > 0)
+    print_table(table)
 
 
 # ---------------------------------------------------------------------------- find
@@ -808,6 +845,7 @@ def _add_find_parser(commands, *, with_methods: bool = True) -> None:
         "skipped (resume).",
     )
     _add_model_options(find)
+    _add_pace_option(find)
     find.add_argument("--method", required=True, choices=methods,
                       help="the paper's direct-trace, direct-step, cot-step, cot-trace (word "
                       "sorting only); for a task without few-shot finding prompts "
@@ -843,7 +881,8 @@ def find_command(args: argparse.Namespace) -> int:
     from bbm_tui.core.store import default_path
     from bbm_tui.core.tasks import UnknownTaskError
 
-    problem = _find_usage_problem(args)
+    problem = (_find_usage_problem(args) or _use_pace(args)
+               or _json_beside_rows(args.json, args.out, "--out"))
     if problem:
         return fail(problem, EXIT_USAGE)
     config = _load_config_or_none(args)
@@ -881,7 +920,7 @@ def find_command(args: argparse.Namespace) -> int:
     if outcome.unlabelled:
         print(f"{_traces(outcome.unlabelled)} left out of the scores: unlabelled (no "
               "mistake_index key), so there is nothing to score them against; their "
-              f"predictions are in {args.out}", file=sys.stderr)
+              f"predictions are in {_where(args.out)}", file=sys.stderr)
     if args.json:
         scores = outcome.report.to_json()
         scores["unlabelled_left_out"] = outcome.unlabelled
@@ -893,9 +932,10 @@ def find_command(args: argparse.Namespace) -> int:
                                "overall": paper.get("overall", {})}
         print(json.dumps(scores, indent=2, allow_nan=False))
     else:
-        _print_find_table(outcome.report, args, paper)
+        to_stderr = _to_stdout(args.out)
+        _print_find_table(outcome.report, args, paper, to_stderr=to_stderr)
         print_charts(args, lambda charts: [charts.finder_chart(
-            outcome.report, paper, args.paper or "", _finder_name(args))])
+            outcome.report, paper, args.paper or "", _finder_name(args))], to_stderr=to_stderr)
     return EXIT_FAILURE if progress.failed else EXIT_OK
 
 
@@ -905,7 +945,8 @@ def _print_find_summary(out: Path, progress: Any, stopped: bool = False) -> None
         progress.unpriced_calls)
     how = "stopped: " if stopped else ""
     print(
-        f"{how}{_traces(progress.done)} judged into {out}, {progress.skipped} already there, "
+        f"{how}{_traces(progress.done)} judged into {_where(out)}, {progress.skipped} already "
+        "there, "
         f"{progress.failed} failed; {_count(progress.calls, 'call')}, "
         f"${progress.cost:.4f}{unpriced}",
         file=sys.stderr,
@@ -957,22 +998,21 @@ def _finder_name(args: argparse.Namespace) -> str:
     return get_judge(args.method).who or args.model or "the configured model"
 
 
-def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> None:
-    from rich.table import Table
-
+def _print_find_table(report, args: argparse.Namespace, paper: dict | None, *,
+                      to_stderr: bool = False) -> None:
+    from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.judging.judges import get_judge
     from bbm_tui.core.tasks import task_order
 
     who = get_judge(args.method).who or args.model or "the configured model"
-    title = f"{args.method} by {who}: first-mistake location"
-    table = Table(title=title, caption=_paper_caption(args, paper))
-    table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
-    table.add_column("n", justify="right")
+    columns = [Column("task"), Column("n", number=True)]
     for metric, header in _FIND_COLUMNS:
-        table.add_column(header, justify="right", no_wrap=True)
+        columns.append(Column(header, number=True))
         if paper is not None and metric != "processbench_f1":
-            table.add_column("paper", justify="right", no_wrap=True, style="dim")
-    table.add_column("unparseable", justify="right")
+            columns.append(Column("paper", number=True, style="dim", beside=True))
+    columns.append(Column("unparseable", number=True))
+    table = TextTable(f"{args.method} by {who}: first-mistake location", columns,
+                      caption=_paper_caption(args, paper))
     # A ProcessBench file is scored per subset ("processbench/gsm8k"): by task, then name.
     tasks = sorted(report.tasks.items(),
                    key=lambda item: (task_order(item[0].split("/")[0]), item[0]))
@@ -985,13 +1025,8 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
                 cells.append(_percent(paper.get(name, {}).get(metric)))
         cells.append(str(scores.unparseable))
         # With no task judged (every trace failed, or --limit 0) "overall" is the only row.
-        table.add_row(*cells, end_section=len(rows) > 1 and name == rows[-2][0])
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:  # a pipe or file: room for every column
-        console = Console(width=max(console.width, 170 if paper is not None else 120))
-    console.print(table)
+        table.add_row(*cells, section=len(rows) > 1 and name == "overall")
+    print_table(table, to_stderr=to_stderr)
 
 
 # ---------------------------------------------------------------------------- verify
@@ -1054,28 +1089,22 @@ def verify_command(args: argparse.Namespace) -> int:
 
 
 def _print_verify_report(found: dict[str, dict]) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
+    from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.textsafe import one_line
-
-    def cell(text: str, limit: int | None = None) -> Text:  # literal, never markup
-        return Text(one_line(text, limit), no_wrap=True, overflow="ellipsis")
 
     for task, entry in found.items():
         share = 100.0 * entry["agree"] / entry["traces"] if entry["traces"] else 0.0
-        table = Table(title=f"{task}: the verifier agrees with the label on {entry['agree']} "
-                      f"of {_traces(entry['traces'])} ({share:.1f}%)")
-        for column in ("file", "row", "label", "verifier", "step", "reason"):
-            table.add_column(column, no_wrap=column in ("row", "label", "verifier"),
-                             justify="right" if column == "row" else "left")
+        # The reason is the report's point: whole (it wraps); a long step is cut.
+        table = TextTable(
+            f"{task}: the verifier agrees with the label on {entry['agree']} of "
+            f"{_traces(entry['traces'])} ({share:.1f}%)",
+            [Column("file"), Column("row", number=True), Column("label"),
+             Column("verifier"), Column("step", cut=80), Column("reason")])
         for item in entry["disagreements"]:
-            table.add_row(
-                cell(Path(item["file"]).name), str(item["row"]),
-                _thought_or_none(item["gold"]), _thought_or_none(item["verifier"]),
-                cell(item["step"], 80), cell(item["reason"], 120),
-            )
-        _print_table(table)
+            table.add_row(one_line(Path(item["file"]).name), str(item["row"]),
+                          _thought_or_none(item["gold"]), _thought_or_none(item["verifier"]),
+                          one_line(item["step"]), one_line(item["reason"]))
+        print_table(table)
 
 
 def _thought_or_none(index: int | None) -> str:
@@ -1094,6 +1123,7 @@ def _add_backtrack_parser(commands) -> None:
         "probability X). Traces already in OUT are skipped (resume).",
     )
     _add_model_options(backtrack)
+    _add_pace_option(backtrack)
     backtrack.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
                            help="dataset-format files")
     backtrack.add_argument("--task", help="the task of every file (else from each row or "
@@ -1134,7 +1164,8 @@ def backtrack_command(args: argparse.Namespace) -> int:
     from bbm_tui.core.store import Store, StoreError
     from bbm_tui.core.tasks import UnknownTaskError
 
-    problem = _find_usage_problem(args) or _processes_problem(args)
+    problem = (_find_usage_problem(args) or _processes_problem(args) or _use_pace(args)
+               or _json_beside_rows(args.json, args.out, "--out"))
     if problem:
         return fail(problem, EXIT_USAGE)
     config = _load_config_or_none(args)
@@ -1173,10 +1204,11 @@ def backtrack_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))
     else:
-        _print_backtrack_table(result, locations)
+        to_stderr = _to_stdout(args.out)
+        _print_backtrack_table(result, locations, to_stderr=to_stderr)
         print_charts(args, lambda charts: charts.backtrack_charts(
             result.tables, {locations.paper_key: paper_table_6(locations.paper_key)}
-            if locations.paper_key else None))
+            if locations.paper_key else None), to_stderr=to_stderr)
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
 
 
@@ -1187,30 +1219,27 @@ def _print_backtrack_summary(out: Path, progress: Any, stopped: bool = False) ->
         print(f"bbm-tui: {_traces(progress.unlabelled)} unlabelled: no gold location, kept as "
               "they are", file=sys.stderr)
     how = "stopped: " if stopped else ""
-    print(f"{how}{_traces(progress.done)} written to {out}, {progress.skipped} already there, "
-          f"{progress.failed} failed; {_count(progress.calls, 'call')}, ${progress.cost:.4f}",
-          file=sys.stderr)
+    print(f"{how}{_traces(progress.done)} written to {_where(out)}, {progress.skipped} "
+          f"already there, {progress.failed} failed; {_count(progress.calls, 'call')}, "
+          f"${progress.cost:.4f}", file=sys.stderr)
     for message in progress.errors[:10]:
         fail(message)
 
 
-def _print_backtrack_table(result: Any, locations: Any) -> None:
-    from rich.table import Table
-
+def _print_backtrack_table(result: Any, locations: Any, *, to_stderr: bool = False) -> None:
+    from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.batch.backtrack import paper_table_6
     from bbm_tui.core.tasks import task_order
 
     paper = paper_table_6(locations.paper_key)
-    table = Table(title=f"Backtracking from {locations.kind} locations: change in accuracy "
-                  "(percentage points; the paper's Table 6)",
-                  caption="paper: PaLM 2 Unicorn" if paper else None)
-    for column in ("task", "n", "answer was right", "Δ accuracy", "answer was wrong",
-                   "Δ accuracy"):
-        table.add_column(column, justify="left" if column == "task" else "right",
-                         no_wrap=True)
+    columns = [Column("task"), *(Column(header, number=True) for header in (
+        "n", "answer was right", "Δ accuracy", "answer was wrong", "Δ accuracy"))]
     if paper:
-        table.add_column("paper Δ✓", justify="right", style="dim")
-        table.add_column("paper Δ✗", justify="right", style="dim")
+        columns += [Column("paper Δ✓", number=True, style="dim"),
+                    Column("paper Δ✗", number=True, style="dim")]
+    table = TextTable(f"Backtracking from {locations.kind} locations: change in accuracy "
+                      "(percentage points; the paper's Table 6)", columns,
+                      caption="paper: PaLM 2 Unicorn" if paper else None)
     for task, deltas in sorted(result.tables.items(), key=lambda i: task_order(i[0])):
         cells = [task, str(deltas.n), str(deltas.n_correct),
                  _signed(deltas.delta_accuracy_correct), str(deltas.n_incorrect),
@@ -1219,7 +1248,7 @@ def _print_backtrack_table(result: Any, locations: Any) -> None:
             figures = paper.get(task, {})
             cells += [_signed(figures.get("correct")), _signed(figures.get("incorrect"))]
         table.add_row(*cells)
-    _print_table(table)
+    print_table(table, to_stderr=to_stderr)
 
 
 def _signed(value: float | None) -> str:
@@ -1321,7 +1350,7 @@ def export_command(args: argparse.Namespace) -> int:
     note = f" ({'; '.join(notes)})" if notes else ""
     what = {"dpo": "preference pair", "csv-steps": "label"}.get(args.format)
     written = _count(result.written, what) if what else _traces(result.written)
-    print(f"{written} written to {args.out}{note}", file=sys.stderr)
+    print(f"{written} written to {_where(args.out)}{note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -1333,6 +1362,9 @@ def agreement_command(args: argparse.Namespace) -> int:
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import StoreError
 
+    problem = _json_beside_rows(args.json, args.consensus, "--consensus")
+    if problem:
+        return fail(problem, EXIT_USAGE)
     try:
         if args.consensus is not None:
             _check_replaced_output(args.consensus, args.force, inputs=args.files)
@@ -1343,28 +1375,35 @@ def agreement_command(args: argparse.Namespace) -> int:
             if store is None:
                 return EXIT_FAILURE
             with store:
-                data = report.from_store(store)
+                data = report.from_store(store, app_labels=args.app_labels)
     except DatasetError as error:
         return fail(str(error), EXIT_USAGE)
     except StoreError as error:
         return fail(str(error))
     for note in data.notes:
         print(f"bbm-tui: {note}", file=sys.stderr)
+    if data.app_left_out:
+        print(f"bbm-tui: the app's own labels ({_traces(data.app_left_out)}, from the main "
+              "screen) are left out; --app-labels counts them as the annotator \"app\"",
+              file=sys.stderr)
     result = report.report_json(data)
     if args.json:
         print(json.dumps(result, allow_nan=False))
     else:
-        _print_agreement(result, len(data.labels))
+        # With the consensus rows on standard output, the report goes beside them.
+        to_stderr = _to_stdout(args.consensus)
+        _print_agreement(result, len(data.labels), sys.stderr if to_stderr else sys.stdout)
         print_charts(args, lambda charts: [charts.kappa_matrix(result),
-                                            *filter(None, [charts.alpha_chart(result)])])
+                                            *filter(None, [charts.alpha_chart(result)])],
+                     to_stderr=to_stderr)
     if args.consensus is not None:
         try:
             labelled, unlabelled = report.write_consensus(data, args.consensus)
         except OSError as error:
             return fail(f"{args.consensus}: cannot write: {error.strerror}")
         note = f", {unlabelled} without a majority (unlabelled)" if unlabelled else ""
-        print(f"{_traces(labelled)} with the consensus label written to {args.consensus}{note}",
-              file=sys.stderr)
+        print(f"{_traces(labelled)} with the consensus label written to "
+              f"{_where(args.consensus)}{note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -1381,7 +1420,7 @@ def _check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ())
         check_not_replacing(path)
 
 
-def _print_agreement(result: dict, annotators: int) -> None:
+def _print_agreement(result: dict, annotators: int, stream: TextIO) -> None:
     def figure(value: float | None, digits: int = 3) -> str:
         return "—" if value is None else f"{value:.{digits}f}"
 
@@ -1389,14 +1428,14 @@ def _print_agreement(result: dict, annotators: int) -> None:
         return "—" if value is None else f"{value:.1f}%"
 
     undefined = result["undefined"]
-    print(f"annotators: {annotators}; traces labelled by two or more: {result['n']}")
+    lines = [f"annotators: {annotators}; traces labelled by two or more: {result['n']}"]
     alpha = figure(result["krippendorff_alpha"])
     if "krippendorff_alpha" in undefined:
         alpha = f"undefined: {undefined['krippendorff_alpha']}"
         if result["raw_agreement"] is not None:
             alpha += (f", so chance agreement is total; raw agreement "
                       f"{percent(result['raw_agreement'])} over {_traces(result['n'])}")
-    print(f"Krippendorff's alpha (nominal): {alpha}")
+    lines.append(f"Krippendorff's alpha (nominal): {alpha}")
     for pair, kappa in result["cohen_kappa"].items():
         shown = figure(kappa)
         if pair in undefined:
@@ -1404,19 +1443,20 @@ def _print_agreement(result: dict, annotators: int) -> None:
             raw = result["cohen_raw_agreement"].get(pair)
             if raw is not None:
                 shown += f"; raw agreement {percent(raw)}"
-        print(f"Cohen's kappa {pair.replace('|', ' / ')}: {shown}")
+        lines.append(f"Cohen's kappa {pair.replace('|', ' / ')}: {shown}")
     for name, value in result["gold_agreement"].items():
-        print(f"agreement with gold, {name}: {percent(value)}")
+        lines.append(f"agreement with gold, {name}: {percent(value)}")
     for task, figures in result.get("per_task", {}).items():
-        print(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
-              f"(paper: {figure(figures['paper_krippendorff_alpha'])})")
+        lines.append(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
+                     f"(paper: {figure(figures['paper_krippendorff_alpha'])})")
     rated = result.get("step_ratings")
     if rated is not None:
-        print(f"Krippendorff's alpha over step ratings (-1/0/+1): nominal "
-              f"{figure(rated['krippendorff_alpha_nominal'])}, interval "
-              f"{figure(rated['krippendorff_alpha_interval'])} "
-              f"({_count(rated['n_steps'], 'step')} of {_traces(rated['n_traces'])} rated by "
-              "two annotators or more)")
+        lines.append(f"Krippendorff's alpha over step ratings (-1/0/+1): nominal "
+                     f"{figure(rated['krippendorff_alpha_nominal'])}, interval "
+                     f"{figure(rated['krippendorff_alpha_interval'])} "
+                     f"({_count(rated['n_steps'], 'step')} of {_traces(rated['n_traces'])} "
+                     "rated by two annotators or more)")
+    print("\n".join(lines), file=stream)
 
 
 def import_command(args: argparse.Namespace) -> int:

@@ -199,6 +199,14 @@ def test_find_chart_is_the_tables_accuracy_beside_the_papers(tmp_path: Path, cap
     assert code == 0
     assert "Mistake location accuracy (%; the paper's Table 4)" in out
     assert "██ simulated/rm-0.65   ░░ paper: gpt-4" in out
+    # PREDS to standard output (--out -): the table and the chart go to standard error, so
+    # the rows stay JSON Lines.
+    code, out, err = run(capsys, "find", "--model", "simulated/rm-0.65", "--method",
+                         "direct-trace", "--input", str(DATASET[0]), "--limit", "5",
+                         "--out", "-", "--no-progress", "--plot=always")
+    assert code == 0, err
+    assert all(json.loads(line) for line in out.splitlines())
+    assert "Mistake location accuracy (%; the paper's Table 4)" in err
 
 
 # --------------------------------------------------------------------------- backtrack

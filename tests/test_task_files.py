@@ -170,6 +170,27 @@ def test_toml_syntax_errors_say_their_line(tmp_path: Path) -> None:
         f"{path}: line 2, column 22: invalid TOML: Illegal character '\\n'")
 
 
+@pytest.mark.parametrize(("nested", "line"), [
+    ('name = "t"\nx = ' + "{a = " * 5000 + "1" + "}" * 5000 + "\n", 2),
+    ("x = " + "[" * 100_000 + "\n", 1),
+])
+def test_nesting_too_deep_says_its_line(tmp_path: Path, nested: str, line: int) -> None:
+    """tomllib recurses on each level: a RecursionError, "internal error ... please report
+    it", before."""
+    path = write(tmp_path, "deep.toml", nested)
+    with pytest.raises(TaskFileError) as raised:
+        load_task_file(path)
+    assert str(raised.value) == f"{path}: line {line}: nested too deeply to read (invalid TOML)"
+
+
+def test_finding_prompts_nested_too_deep(tmp_path: Path) -> None:
+    write(tmp_path, "deep.json", "[" * 100_000)
+    path = write(tmp_path, "t.toml", 'name = "t"\nfinding_prompts = "deep.json"\n')
+    with pytest.raises(TaskFileError, match=r"line 2: 'finding_prompts': .*deep\.json: nested "
+                                            r"too deeply to read"):
+        load_task_file(path)
+
+
 def test_a_missing_name_a_missing_file_and_not_utf8(tmp_path: Path) -> None:
     path = write(tmp_path, "t.toml", 'title = "x"\n')
     with pytest.raises(TaskFileError, match=r"t\.toml: 'name': missing: every task needs"):

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar, TypeGuard, cast
 
 from rich.console import RenderableType
 from textual import work
@@ -61,7 +61,7 @@ def _trace_screen_class() -> type[TraceScreen]:
     return TraceScreen
 
 
-def _is_trace_screen(screen: object) -> bool:
+def _is_trace_screen(screen: object) -> TypeGuard[TraceScreen]:
     # Without importing the module: nothing can be one before it was imported.
     module = sys.modules.get("bbm_tui.ui.screens.trace")
     return module is not None and isinstance(screen, module.TraceScreen)
@@ -325,10 +325,17 @@ class BbmApp(App[int]):
         """Say what a worker's error was (the app's own workers' and the screens')."""
         error = worker.error
         from bbm_tui.core.llm import LLMError
-        from bbm_tui.core.store import SessionDeleted
+        from bbm_tui.core.store import SessionBusy, SessionDeleted
 
         if isinstance(error, SessionDeleted):
             self.session_gone(str(error))
+            return
+        if isinstance(error, SessionBusy):  # another window is generating the session
+            for screen in self.screen_stack:
+                trace = getattr(screen, "trace", None)
+                if _is_trace_screen(screen) and trace is not None and (
+                        trace.id == error.session_id):
+                    screen.read_only(error)
             return
         if isinstance(error, LLMError):
             message = error.message  # redacted already
@@ -442,7 +449,7 @@ class BbmApp(App[int]):
         from bbm_tui.core.trace.session import TraceSession, resumed_spec
 
         home = self.screen_stack[self._home_index()]
-        if _is_trace_screen(home) and home.trace.id == session_id:  # type: ignore[attr-defined]
+        if _is_trace_screen(home) and home.trace.id == session_id:
             await self._pop_to_home()  # already open underneath
             return
         try:
@@ -461,7 +468,7 @@ class BbmApp(App[int]):
 
     @property
     def configured_spec(self) -> ModelSpec:
-        return ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
+        return ModelSpec(self.config.model, self.config.api_base, self.config.mode)
 
     @work(exclusive=True, group="open", exit_on_error=False)
     async def _show_question(self, task: str, number: int) -> None:
@@ -489,7 +496,7 @@ class BbmApp(App[int]):
             self.notify(problem, severity="error", markup=False)
             await self.push_screen(NewSessionScreen(self.config, task=task))
             return
-        spec = ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
+        spec = ModelSpec(self.config.model, self.config.api_base, self.config.mode)
         request = dataset_request(task, number, rows[number], spec, recorded=False)
         trace = await asyncio.to_thread(create_trace, store, request)
         await self._present(trace, None)
@@ -513,7 +520,8 @@ class BbmApp(App[int]):
 
     def replace_deleted(self, screen: Screen) -> None:
         """The session on show was deleted from the sessions screen: start afresh."""
-        self._back_to_new_session(screen, task=screen.trace.session.task)  # type: ignore[attr-defined]
+        task = screen.trace.session.task if _is_trace_screen(screen) else None
+        self._back_to_new_session(screen, task=task)
 
     def _back_to_new_session(self, screen: Screen, task: str | None = None) -> None:
         """`screen`, on top, gives way to the new-session screen below it (or a new one, where
@@ -640,8 +648,8 @@ class BbmApp(App[int]):
 
     def session_renamed(self, session_id: int) -> None:
         for screen in self.screen_stack:
-            if _is_trace_screen(screen) and screen.trace.id == session_id:  # type: ignore[attr-defined]
-                screen.reload_session()  # type: ignore[attr-defined]
+            if _is_trace_screen(screen) and screen.trace.id == session_id:
+                screen.reload_session()
 
     # -- app-wide keys
 
@@ -653,7 +661,7 @@ class BbmApp(App[int]):
         if isinstance(base, NewSessionScreen):
             await self._pop_to(home + 1)
             return
-        task = base.trace.session.task if _is_trace_screen(base) else None  # type: ignore[attr-defined]
+        task = base.trace.session.task if _is_trace_screen(base) else None
         await self._show_instead(NewSessionScreen(self.config, task=task), home + 1)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -730,6 +738,12 @@ class BbmApp(App[int]):
                                   severity="error", timeout=20, markup=False)
 
     def action_save_svg(self) -> None:
+        """Save a screenshot once the screen has been drawn again: from the palette, the
+        screen below has just come back, and its footer recomposes after the next refresh
+        (a screenshot taken at once had an empty footer row)."""
+        self.call_after_refresh(self.call_after_refresh, self.save_svg_now)
+
+    def save_svg_now(self) -> None:
         folder = screenshot_folder()
         try:
             folder.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ The paper reports alpha per task (prompts/paper_tables.json, `krippendorff_alpha
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -33,7 +33,7 @@ def krippendorff_alpha(labels: Labels, metric: str = "nominal") -> float | None:
     (numbers: the squared difference, for PRM800K's -1/0/+1). None when it is undefined:
     fewer than two such units' worth of pairable values, or a single value in use (everyone
     said the same thing every time, so chance agreement is total)."""
-    coincidences: Counter[tuple[Hashable, Hashable]] = Counter()
+    coincidences: defaultdict[tuple[Hashable, Hashable], float] = defaultdict(float)
     for values in _values_by_trace(labels).values():
         if len(values) < 2:
             continue
@@ -43,7 +43,7 @@ def krippendorff_alpha(labels: Labels, metric: str = "nominal") -> float | None:
             for second, second_count in counts.items():
                 pairs = first_count * (second_count - (first == second))
                 coincidences[(first, second)] += pairs * weight
-    totals: Counter[Hashable] = Counter()
+    totals: defaultdict[Hashable, float] = defaultdict(float)
     for (first, _second), weight in coincidences.items():
         totals[first] += weight
     n = sum(totals.values())
@@ -64,7 +64,9 @@ def _nominal(_first: object, _second: object) -> float:
 
 
 def _interval(first: object, second: object) -> float:
-    return float((first - second) ** 2)  # type: ignore[operator]
+    if not isinstance(first, int | float) or not isinstance(second, int | float):
+        raise TypeError(f"the interval metric takes numbers, not {first!r} and {second!r}")
+    return float((first - second) ** 2)
 
 
 _DISTANCES = {"nominal": _nominal, "interval": _interval}
@@ -134,7 +136,7 @@ class Vote:
     tied: bool
 
 
-def majority(labels: Labels) -> dict[K, Vote]:
+def majority(labels: Labels[K]) -> dict[K, Vote]:
     """The majority vote of every trace that at least one annotator labelled."""
     votes: dict[K, Vote] = {}
     for key, values in _values_by_trace(labels).items():
@@ -146,7 +148,7 @@ def majority(labels: Labels) -> dict[K, Vote]:
     return votes
 
 
-def disagreements(labels: Labels) -> list[K]:
+def disagreements(labels: Labels[K]) -> list[K]:
     """Traces labelled by two or more annotators who did not all choose the same location,
     in first-seen order."""
     return [
@@ -247,7 +249,7 @@ def agreement_report(labels: Labels, gold: Mapping[K, Location] | None = None) -
     )
 
 
-def _values_by_trace(labels: Labels) -> dict[K, list[Location]]:
+def _values_by_trace(labels: Labels[K]) -> dict[K, list[Location]]:
     by_trace: dict[K, list[Location]] = {}
     for name in sorted(labels):
         for key, location in labels[name].items():

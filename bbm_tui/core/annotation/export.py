@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.annotation import protocol
-from bbm_tui.core.dataset import TraceRow, replacing
+from bbm_tui.core.dataset import TraceRow, is_standard_output, replacing
 from bbm_tui.core.dataset.formats import (
     FORMATS as FIELD_FORMATS,
 )
@@ -57,7 +57,7 @@ from bbm_tui.core.dataset.outfile import OutputFileError
 from bbm_tui.core.store import SQLITE_HEADER, AnnotatorLabel, Label, QueueWork, Step, Store
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line, printable
-from bbm_tui.core.trace.session import NewTrace, TraceSession
+from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
     FlagReason,
@@ -105,6 +105,10 @@ class LabelledTrace:
     # branches wrote it (backtracked or rewritten).
     reasons: tuple[str, ...] = ()
     rectified: tuple[str, ...] = ()
+    # The branch the session shows; False for another labelled branch of the session, which
+    # `branch_end`, the id of its last step, tells apart.
+    on_show: bool = True
+    branch_end: int | None = None
 
     @classmethod
     def of(cls, trace: TraceSession) -> LabelledTrace:
@@ -130,6 +134,20 @@ class LabelledTrace:
             rectified=rectified_of(trace, trace.steps, number),
         )
 
+    @classmethod
+    def of_branch(cls, trace: TraceSession, branch: BranchLabel) -> LabelledTrace:
+        """Another branch of the session, with its own label."""
+        steps, label = branch.steps, branch.label
+        number = None if branch.mistake_index is None else branch.mistake_index + 1
+        return replace(
+            cls.of(trace), steps=[step.text for step in steps],
+            answer=next((step.answer for step in reversed(steps) if step.answer), None),
+            labelled=True, mistake_index=branch.mistake_index,
+            alternatives=alternatives_of(trace, steps), ratings=label.ratings or (),
+            finish_reason=label.finish_reason, reasons=(label.note,) if label.note else (),
+            rectified=rectified_of(trace, steps, number), on_show=False,
+            branch_end=steps[-1].id if steps else None)
+
     @property
     def task_found(self) -> Task:
         return self.task_spec or get_task(self.task)
@@ -152,7 +170,10 @@ class LabelledTrace:
             target=self.target or "", labelled=self.labelled,
             mistake_index=self.mistake_index if self.labelled else None, task=self.task,
             question=self.question, model=self.model,
-            name=f"{self.task}-{self.session_id}", ratings=tuple(self.ratings),
+            # Another branch of the session is told apart by the step it ends in.
+            name=f"{self.task}-{self.session_id}" + (
+                "" if self.on_show else f"-branch-{self.branch_end}"),
+            ratings=tuple(self.ratings),
             finish_reason=self.finish_reason, origin=self.origin, correct=self.correct,
             reasons=self.reasons, rectified=self.rectified, labeler=self.labeler,
             timestamp=_timestamp(self.created_at),
@@ -175,14 +196,17 @@ def rectified_of(trace: TraceSession, steps: Sequence[Step], number: int | None
         and sibling.origin in (StepOrigin.BACKTRACK, StepOrigin.EDIT)))
 
 
-def alternatives_of(trace: TraceSession) -> tuple[tuple[Alternative, ...], ...]:
-    """For each thought on show, its other versions with their ratings where a branch
-    through them is labelled (the session's own annotator's labels)."""
-    if len(trace.tree) == len(trace.steps):
+def alternatives_of(trace: TraceSession, steps: Sequence[Step] | None = None
+                    ) -> tuple[tuple[Alternative, ...], ...]:
+    """For each thought of `steps` (the branch on show by default), its other versions with
+    their ratings where a branch through them is labelled (the session's own annotator's
+    labels)."""
+    steps = trace.steps if steps is None else steps
+    if len(trace.tree) == len(steps):
         return ()  # one branch and nothing sampled beyond it: the common case, no reads
     labels = trace.store.label_history(trace.id, trace.annotator)
     found = []
-    for step in trace.steps:
+    for step in steps:
         seen = {step.text}
         versions = []
         for sibling in trace.tree.siblings(step.id):
@@ -250,25 +274,33 @@ def load_traces(store: Store, session_ids: Sequence[int] | None, *,
         session = TraceSession.load(store, session_id)
         trace = (_flagged(session) if flagged_branch and session.label is None else None) \
             or LabelledTrace.of(session)
+        others: list[LabelledTrace] = []
         if session_id in queued:
             trace = _consensus(trace, [label for label in labels.labels
                                        if label.session_id == session_id], agreed)
+        elif trace.on_show and not flagged_branch:
+            # Every labelled branch is a row of its own: a flagged trace backtracked from
+            # shows its new branch, and the flag is on the old one.
+            others = [LabelledTrace.of_branch(session, branch)
+                      for branch in session.labelled_branches() if not branch.on_show]
         if not trace.labelled and session_id in set_aside:
             work = set_aside[session_id]
             trace = replace(trace, ratings=tuple(protocol.ratings(work.judged)),
                             finish_reason=_FINISHED_AS[work.flag_reason or ""],
                             reasons=(work.note,) if work.note else ())
-        if session_id in spent:
-            trace = replace(trace, time_spent_s=spent[session_id])
-        if session_id in origins:
-            trace = replace(trace, origin=origins[session_id])
-        traces.append(trace)
+        for row in (trace, *others):
+            if session_id in spent:
+                row = replace(row, time_spent_s=spent[session_id])
+            if session_id in origins:
+                row = replace(row, origin=origins[session_id])
+            traces.append(row)
     return traces
 
 
 # A trace set aside in a queue, as PRM800K's labellers finished one they could not label.
-_FINISHED_AS = {FlagReason.BAD_PROBLEM: protocol.BAD_PROBLEM,
-                FlagReason.GIVE_UP: protocol.GIVE_UP}
+# Looked up by the reason the store holds (text).
+_FINISHED_AS: dict[str, str] = {FlagReason.BAD_PROBLEM: protocol.BAD_PROBLEM,
+                                FlagReason.GIVE_UP: protocol.GIVE_UP}
 
 
 def _consensus(trace: LabelledTrace, labels: list[AnnotatorLabel],
@@ -311,6 +343,8 @@ def check_not_a_database(path: Path) -> None:
     """Even with --force an export never replaces an SQLite file: it may be a session store
     of another BBM_TUI_HOME, or a copy kept as a backup. (Call after the path is known to
     be a regular file or absent: reading a FIFO would wait.)"""
+    if is_standard_output(path):
+        return
     try:
         with path.open("rb") as handle:
             header = handle.read(len(SQLITE_HEADER))
@@ -394,7 +428,8 @@ def _timestamp(seconds: float | None) -> str | None:
 
 
 def markdown(trace: LabelledTrace) -> str:
-    lines = [f"## {_md_line(one_line(trace.name))}", ""]
+    title = one_line(trace.name) + ("" if trace.on_show else " (another branch)")
+    lines = [f"## {_md_line(title)}", ""]
     lines.append(f"- task: {trace.task}")
     lines.append(f"- model: `{_md_code(trace.model)}`")
     if trace.target is not None:
@@ -493,12 +528,14 @@ def export_from_store(store: Store, fmt: str, out_path: Path,
 # ---------------------------------------------------------------------------- csv
 
 CSV_COLUMNS = ("session_id", "name", "task", "annotator", "status", "mistake_index",
-               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note")
+               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note", "branch")
 
 
 def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) -> ExportResult:
     """One row per annotator's label in force (the adjudicated ones under "(adjudicated)"),
-    and one per flagged trace: `mistake_index` empty means "no mistake" on a labelled row."""
+    and one per flagged trace: `mistake_index` empty means "no mistake" on a labelled row.
+    The app's own labels are one row per labelled branch, as the jsonl export has them
+    (`branch`: "on show", or "other" for another branch of the session)."""
     import csv
 
     wanted = None if session_ids is None else set(session_ids)
@@ -510,11 +547,20 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
             continue
         session = sessions[label.session_id]
         done = work.get((label.session_id, label.annotator))
+        spent = "" if done is None else f"{done.time_spent_s:.1f}"
+        if label.annotator == DEFAULT_ANNOTATOR:
+            for branch in TraceSession.load(store, label.session_id).labelled_branches():
+                rows.append([
+                    label.session_id, session.name, session.task, label.annotator,
+                    "labelled", "" if branch.mistake_index is None else branch.mistake_index,
+                    spent, int(branch.label.assisted), _timestamp(branch.label.created_at),
+                    "", "", "on show" if branch.on_show else "other",
+                ])
+            continue
         rows.append([
             label.session_id, session.name, session.task, label.annotator, "labelled",
             "" if label.mistake_index is None else label.mistake_index,
-            "" if done is None else f"{done.time_spent_s:.1f}", int(label.assisted),
-            _timestamp(label.created_at), "", "",
+            spent, int(label.assisted), _timestamp(label.created_at), "", "", "on show",
         ])
     for (session_id, annotator), item in sorted(work.items()):
         if item.status != "flagged" or (wanted is not None and session_id not in wanted):
@@ -522,7 +568,8 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
         session = sessions[session_id]
         rows.append([session_id, session.name, session.task, annotator, "flagged", "",
                      f"{item.time_spent_s:.1f}", int(item.assisted),
-                     _timestamp(item.updated_at), item.flag_reason or "", item.note or ""])
+                     _timestamp(item.updated_at), item.flag_reason or "", item.note or "",
+                     "on show"])
     with replacing(out_path) as out:
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)
@@ -690,7 +737,7 @@ def import_rows(
             source=SessionSource.IMPORT,
         )
         if row.steps:
-            trace.load_recorded(list(row.steps))
+            trace.load_recorded(list(row.steps), row.answer)
         origin = origin_of(row)
         if origin is not None:
             store.set_origin(trace.id, with_digest(origin, row.input, row.steps))

@@ -27,7 +27,7 @@ from bbm_tui.core.dataset import TraceRow, rows_with_tasks
 from bbm_tui.core.dataset.formats import origin_of, read_dataset, trace_digest, with_digest
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import get_task
-from bbm_tui.core.trace.session import stored_definition
+from bbm_tui.core.trace.session import recorded_steps, stored_definition
 from bbm_tui.core.types import ADJUDICATOR, VERIFIER_MODEL, FlagReason, WorkStatus
 
 # How far back the estimate to finish looks: the mean of the latest submitted traces.
@@ -394,10 +394,10 @@ class AnnotationQueue:
             found.append(Suggestion(VERIFIER_MODEL, verdict.index if verdict else None,
                                     verdict.reason if verdict else "no mistake found"))
         predicted = trace.model_prediction
-        if predicted != "":
+        if not isinstance(predicted, str):  # "" when the row carries none
             model = trace.row.extra.get("model")
             found.append(Suggestion(model if isinstance(model, str) and model else "model",
-                                    predicted))  # type: ignore[arg-type]
+                                    predicted))
         self._save(replace(self.work(), assisted=True))
         return found
 
@@ -430,7 +430,7 @@ class AnnotationQueue:
                 model=model if isinstance(model, str) and model else "dataset",
                 name=trace.name,
                 gold_mistake_index=trace.gold if trace.has_gold else None,
-                steps=[(text, task.extract_answer(text)) for text in trace.row.steps],
+                steps=recorded_steps(task, trace.row.steps, trace.row.answer),
                 task_definition=stored_definition(task),
             )
             origin = origin_of(trace.row)

@@ -38,6 +38,7 @@ from bbm_tui.core.dataset import (
 from bbm_tui.core.dataset.formats import row_ratings
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.store import Store
+from bbm_tui.core.types import DEFAULT_ANNOTATOR
 
 
 @dataclass
@@ -52,6 +53,8 @@ class AgreementData:
     adjudicated: dict[str, Location] = field(default_factory=dict)
     # What the command says about its files (a trace one file labels twice, differently).
     notes: list[str] = field(default_factory=list)
+    # Traces the app's own labels were left out on (from_store).
+    app_left_out: int = 0
     # annotator -> {(trace, 0-based step) -> rating}: PRM800K-style step ratings, where given.
     ratings: dict[str, dict[RatingUnit, int]] = field(default_factory=dict)
 
@@ -165,21 +168,35 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def from_store(store: Store) -> AgreementData:
-    """The store's labels (the adjudicator's apart), by session; gold from the queued files."""
+# What the app's own labels (the main screen's x and c) are called when they are counted.
+APP_ANNOTATOR = "app"
+
+
+def from_store(store: Store, *, app_labels: bool = False) -> AgreementData:
+    """The store's labels (the adjudicator's apart), by session; gold from the queued files.
+    The app's own labels (the main screen's, under DEFAULT_ANNOTATOR, a name nobody typed)
+    are left out, their count in `app_left_out`, unless `app_labels`: then they are an
+    annotator named APP_ANNOTATOR."""
     labels = store_labels(store)
+    found_by = dict(labels.by_annotator)
+    app = found_by.pop(DEFAULT_ANNOTATOR, {})
+    if app_labels and app:
+        found_by[APP_ANNOTATOR] = app
     data = AgreementData(
         labels={name: {str(key): value for key, value in found.items()}
-                for name, found in labels.by_annotator.items()},
+                for name, found in found_by.items()},
         gold={str(key): value for key, value in labels.gold.items()},
         adjudicated={str(key): value for key, value in labels.adjudicated.items()},
     )
+    data.app_left_out = 0 if app_labels else len(app)
     for label in labels.labels:
-        if label.ratings is not None and label.annotator in labels.by_annotator:
-            data.ratings.setdefault(label.annotator, {}).update(
+        name = APP_ANNOTATOR if label.annotator == DEFAULT_ANNOTATOR else label.annotator
+        if label.ratings is not None and name in found_by:
+            data.ratings.setdefault(name, {}).update(
                 ((str(label.session_id), index), value)
                 for index, value in enumerate(label.ratings))
-    for session_id in sorted({label.session_id for label in labels.labels}):
+    counted = {int(key) for found in data.labels.values() for key in found}
+    for session_id in sorted(counted | set(labels.adjudicated)):
         session = store.session(session_id)
         steps = store.branch(session_id)
         answer = next((step.answer for step in reversed(steps) if step.answer), None)

@@ -39,7 +39,14 @@ from bbm_tui.core.dataset import (
 from bbm_tui.core.generation.backtrack import backtracking_model, choose
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
-from bbm_tui.core.store import SessionDeleted, Step, Store, StoredCandidate, StoreError
+from bbm_tui.core.store import (
+    SessionBusy,
+    SessionDeleted,
+    Step,
+    Store,
+    StoredCandidate,
+    StoreError,
+)
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.session import (
     BranchMade,
@@ -280,7 +287,7 @@ async def backtrack_one(
     try:
         trace, made = _open_session(store, job, spec)
         return await _continue(job, trace, made, settings, progress, notify)
-    except SessionDeleted as error:
+    except (SessionDeleted, SessionBusy) as error:  # deleted, or being generated elsewhere
         progress.fail(job.task, str(error))
         return None
     except StoreError as error:
@@ -304,9 +311,9 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
     stored = [] if made else _stored_samples(trace, number, original)
     chosen_index: int | None = None
     if stored:
-        taken = next((c for c in stored if c.step_id is not None), None)
+        taken = next((c.step_id for c in stored if c.step_id is not None), None)
         if taken is not None:  # killed while continuing: go on from there
-            trace.switch_to(taken.step_id)
+            trace.switch_to(taken)
             events = trace.generate(settings=greedy(settings))
         else:
             # Samples stored and none taken: killed between storing them and taking one, or
@@ -368,7 +375,7 @@ def _open_session(store: Store, job: BacktrackJob,
                 return trace, False
     trace = TraceSession.create(store, NewTrace(job.task, job.row.input, job.row.target or None),
                                 spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
-    trace.load_recorded(list(job.row.steps))
+    trace.load_recorded(list(job.row.steps), job.row.answer)
     return trace, True
 
 

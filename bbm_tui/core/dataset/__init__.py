@@ -16,6 +16,7 @@ import json
 import os
 import re
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -26,6 +27,7 @@ from typing import Any, TextIO
 
 from bbm_tui.core.resources import dataset_dir
 from bbm_tui.core.tasks import TASK_NAMES, Task, get_task, task_names
+from bbm_tui.core.types import MAX_QUESTION_CHARS
 
 DATASET_KEYS = ("input", "steps", "answer", "target", "mistake_index")
 # Every row has these; `mistake_index` is there only when the row is labelled.
@@ -97,6 +99,7 @@ def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
     _check_row_task(obj, path, line)
     _expect(obj, "input", str, path, line)
     _expect(obj, "target", str, path, line)
+    _check_length(obj, path, line)
     steps = obj["steps"]
     if not isinstance(steps, list) or not _all_strings(steps):
         raise DatasetError(path, "'steps' must be a list of strings", line)
@@ -135,6 +138,7 @@ def question_from_json(obj: object, path: Path | str, line: int) -> tuple[TraceR
     target = obj.get("target", "")
     if not isinstance(target, str):
         raise DatasetError(path, "'target' must be a string", line)
+    _check_length({"input": obj["input"], "target": target}, path, line)
     _check_row_task(obj, path, line)
     # Text that is not Unicode is refused even where run does not use it: the file is bad.
     steps = obj.get("steps")
@@ -149,6 +153,14 @@ def question_from_json(obj: object, path: Path | str, line: int) -> tuple[TraceR
     order = tuple(key for key in DEFAULT_KEY_ORDER if key != "mistake_index") + tuple(extra)
     row = TraceRow(obj["input"], [], None, target, None, extra, order, labelled=False)
     return row, ignored
+
+
+def _check_length(obj: dict, path: Path | str, line: int) -> None:
+    for key in ("input", "target"):
+        if len(obj[key]) > MAX_QUESTION_CHARS:
+            raise DatasetError(path, f"{key!r} is {len(obj[key]):,} characters long; bbm-tui "
+                               f"takes questions and targets of up to {MAX_QUESTION_CHARS:,}",
+                               line)
 
 
 def _check_row_task(obj: dict, path: Path | str, line: int) -> None:
@@ -404,12 +416,22 @@ def write_rows(path: Path | str, rows: Iterable[TraceRow]) -> None:
             out.write(row.to_line() + "\n")
 
 
+def is_standard_output(path: Path | str) -> bool:
+    """`-` as the file a command writes means standard output, for every command."""
+    return str(path) == "-"
+
+
 @contextmanager
 def replacing(path: Path) -> Iterator[TextIO]:
     """A file written whole into a temporary file, then renamed over `path`: a reader never
     sees half of it, and a failure leaves `path` as it was. The temporary file gets a fresh
     name (never an existing file, such as someone's `.NAME.tmp`), only its owner can read it
-    (exports may hold private text), and it is removed if anything fails."""
+    (exports may hold private text), and it is removed if anything fails. `-` is standard
+    output, written as it comes."""
+    if is_standard_output(path):
+        yield sys.stdout
+        sys.stdout.flush()
+        return
     descriptor, temporary = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
     )

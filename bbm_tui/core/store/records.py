@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallRecord, TokenLogprob, sane_logprob_sum
+from bbm_tui.core.types import (
+    DEFAULT_ANNOTATOR,
+    CallRecord,
+    Mode,
+    TokenLogprob,
+    sane_logprob_sum,
+)
 
 
 @dataclass(frozen=True)
@@ -23,7 +29,7 @@ class Session:
     gold_mistake_index: int | None
     model: str
     api_base: str | None
-    mode: str
+    mode: Mode  # what the store writes: a ModelSpec's
     source: str
     head_step_id: int | None
     created_at: float

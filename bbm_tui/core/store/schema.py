@@ -259,6 +259,19 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE labels ADD COLUMN finish_reason TEXT;
     ALTER TABLE labels ADD COLUMN note TEXT;
     """,
+    # 13: who is generating a session now (store.claim_session): two windows on one session
+    # stored the same step twice. One row a session while it is generated, its holder's
+    # heartbeat renewed every few seconds; a holder that died (its pid gone, on this
+    # machine) or went silent (no heartbeat for CLAIM_STALE_S) holds nothing.
+    """
+    CREATE TABLE session_claims (
+        session_id INTEGER PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        owner TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        heartbeat_at REAL NOT NULL
+    );
+    """,
 ]
 
 

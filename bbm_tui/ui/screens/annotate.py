@@ -39,7 +39,14 @@ from bbm_tui.ui.screens.annotate_dialogs import (
 )
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import MUTED, styled
+from bbm_tui.ui.text import (
+    COPY_QUESTION,
+    MUTED,
+    QUESTION_SHOWN,
+    left_out,
+    shown_part,
+    styled,
+)
 from bbm_tui.ui.viewmodels.annotate import (
     finish_text,
     highlighted,
@@ -130,6 +137,8 @@ def _bindings(*, per_step: bool) -> list[BindingType]:
                 tooltip="Scroll the question down (a long one is cut on a small terminal)"),
         Binding("[", "scroll_question(-3)", "question ↑", id="question_up", show=False,
                 tooltip="Scroll the question up"),
+        Binding("Q", "copy_question", "copy question", id="copy_question", show=False,
+                tooltip="Copy the whole question"),
         Binding("J,shift+down", "scroll_thoughts(3)", "scroll down", id="scroll_down",
                 show=False, tooltip="Scroll the thoughts down a few lines"),
         Binding("K,shift+up", "scroll_thoughts(-3)", "scroll up", id="scroll_up",
@@ -235,8 +244,10 @@ class AnnotateScreen(BbmScreen):
         self._question_word = self.word
         self._painted_question = True
         trace = self.queue.current
+        shown, hidden = shown_part(question_text(trace), QUESTION_SHOWN)
+        question = highlighted(shown, self.word)
         self.query_one("#a-question", Static).update(
-            highlighted(question_text(trace), self.word))
+            question.append(left_out(hidden, COPY_QUESTION)) if hidden else question)
         # The annotator and the file first: at 80 columns the end is cut.
         what = "annotate per-step" if self.queue.per_step else "annotate"
         title = (f"{what} · {one_line(self.queue.annotator, 30)} · "
@@ -247,10 +258,12 @@ class AnnotateScreen(BbmScreen):
         queue = self.queue
         trace = queue.current
         # The field's formats often give no target (ProcessBench, PRMBench, ...).
-        target = highlighted(trace.row.target, self.word) if trace.row.target else styled(
+        shown, hidden = shown_part(trace.row.target, QUESTION_SHOWN)
+        target = highlighted(shown, self.word) if trace.row.target else styled(
             "— (none given)", MUTED)
         self.query_one("#a-target", LeanStatic).show(Content.assemble(
-            styled("Target: ", "bold"), target))
+            styled("Target: ", "bold"), target,
+            left_out(hidden, "the file has all of it") if hidden else ""))
         self.query_one("#a-state", LeanStatic).show(self._state_text())
         suggestion = self.query_one("#a-suggestion", LeanStatic)
         suggestion.display = self.suggestions is not None
@@ -372,6 +385,12 @@ class AnnotateScreen(BbmScreen):
     def action_scroll_question(self, lines: int) -> None:
         self.query_one("#a-question-scroll", WheelScroll).scroll_relative(
             y=lines, animate=False)
+
+    def action_copy_question(self) -> None:
+        question = question_text(self.queue.current)
+        self.app.copy_to_clipboard(question)
+        self.notify(f"Copied the question ({len(question):,} characters).", markup=False,
+                    timeout=3)
 
     def action_scroll_thoughts(self, lines: int) -> None:
         self.query_one("#a-thoughts", ThoughtsPane).scroll_relative(y=lines, animate=False)

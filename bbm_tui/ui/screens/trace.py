@@ -35,7 +35,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
 )
 from bbm_tui.core.prompts.thoughts import format_steps
-from bbm_tui.core.store import Label, Totals, default_session_name
+from bbm_tui.core.store import Label, SessionBusy, Totals, default_session_name
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.types import TraceEnd
@@ -46,13 +46,16 @@ from bbm_tui.ui.messages import ModelChosen, SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.screens.trace_branching import BranchActions
 from bbm_tui.ui.screens.trace_finding import FindingActions
+from bbm_tui.ui.screens.trace_sharing import SharedSession
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import (
+    COPY_QUESTION,
     GLYPH_MISTAKE,
     GLYPH_OK,
     MUTED,
+    QUESTION_SHOWN,
     format_totals,
-    safe,
+    safe_cut,
     safe_line,
     settings_line,
     styled,
@@ -81,7 +84,7 @@ class Pane(VerticalScroll, can_focus=False):
     always reach the screen; the mouse wheel still scrolls it."""
 
 
-class TraceScreen(BranchActions, FindingActions, BbmScreen):
+class TraceScreen(SharedSession, BranchActions, FindingActions, BbmScreen):
     CSS_PATH = stylesheet("trace")
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -130,6 +133,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
                 tooltip="Copy the selected thought"),
         Binding("Y", "copy_trace", "trace", id="copy_trace", group=_COPY, show=False,
                 tooltip="Copy the whole trace as 'Thought N: …' lines"),
+        Binding("Q", "copy_question", "question", id="copy_question", group=_COPY,
+                show=False, tooltip="Copy the whole question"),
         Binding("b", "backtrack", "backtrack", id="backtrack",
                 tooltip="Backtrack from the flagged (else the selected) thought: sample it "
                 "8 times at temperature 1, continue from the best that differs (a new "
@@ -203,7 +208,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         yield TitleBar(id="title-bar")
         with Horizontal(id="trace-body"):
             with Pane(id="question-pane", classes="panel"):
-                yield Static(safe(question_text(self.trace.task, self.trace.session.input)),
+                yield Static(safe_cut(self._question(), COPY_QUESTION, QUESTION_SHOWN),
                              id="question")
                 yield Static(id="target", classes="fact")
                 yield LeanStatic(id="answer", classes="fact")
@@ -246,6 +251,7 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         self._show_selection()
         # Scrolled to once laid out (before that, the thought has no place to scroll to).
         self.call_after_refresh(self._show_selection, scroll=True)
+        self._check_claim()  # another window generating this session: read-only here
         if not self.trace.steps:
             self._status(f"{self._key('step')} generates the next thought, "
                          f"{self._key('run')} runs to the answer.")
@@ -326,7 +332,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         target = self.query_one("#target", Static)
         target.display = session.target is not None
         if session.target is not None:
-            target.update(Content.assemble(("Target: ", "bold"), safe_line(session.target)))
+            target.update(Content.assemble(("Target: ", "bold"), safe_cut(
+                session.target, "the export has all of it", QUESTION_SHOWN, line=True)))
         self._show_answer()
 
     def _show_answer(self) -> None:
@@ -498,6 +505,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # None greys a key out in the Footer; the key then does nothing.
+        if self.writing_refused(action):  # another bbm-tui is generating the session
+            return None
         busy = self.running or self.finding
         if action in ("step", "run"):
             return None if busy else True
@@ -550,6 +559,8 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
                 max_new_steps=max_new_steps, settings=self.bbm_app.stepper_settings
             ):
                 self._on_event(event)
+        except SessionBusy as busy:  # another window got to it first: nothing was done
+            self.read_only(busy)
         except asyncio.CancelledError:
             self._say_stopped()
             raise
@@ -642,8 +653,9 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
 
     def _trace_finished(self, event: TraceFinished) -> None:
         if event.reason == TraceEnd.ANSWER:
-            verdict = {True: f" {GLYPH_OK} matches the target",
-                       False: f" {GLYPH_MISTAKE} not the target"}.get(self.trace.correct, "")
+            verdicts: dict[bool | None, str] = {True: f" {GLYPH_OK} matches the target",
+                                                False: f" {GLYPH_MISTAKE} not the target"}
+            verdict = verdicts.get(self.trace.correct, "")
             self._status(f"Finished with an answer{verdict}.", then=self._label_hint())
         elif event.reason == TraceEnd.PAUSED:
             self._status(f"{thoughts(len(self.trace.steps))}.", then=self._next_hint())
@@ -785,6 +797,15 @@ class TraceScreen(BranchActions, FindingActions, BbmScreen):
         gold.show(describe_gold(self.trace, recorded))
 
     # -- copying
+
+    def _question(self) -> str:
+        return question_text(self.trace.task, self.trace.session.input)
+
+    def action_copy_question(self) -> None:
+        question = self._question()
+        self.app.copy_to_clipboard(question)
+        self.notify(f"Copied the question ({len(question):,} characters).", markup=False,
+                    timeout=3)
 
     def action_copy(self) -> None:
         if not self.trace.steps:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 
@@ -28,8 +28,13 @@ from bbm_tui.ui.viewmodels.branches import origin_words
 from bbm_tui.ui.viewmodels.trace import FinderShown
 from bbm_tui.ui.widgets.thought import ThoughtView
 
+if TYPE_CHECKING:
+    from bbm_tui.ui.screens.trace_parts import TraceScreenParts as _TraceScreen
+else:
+    _TraceScreen = object
 
-class BranchActions:
+
+class BranchActions(_TraceScreen):
     """Mixed into `TraceScreen` (ui/screens/trace.py), whose state these use: the session
     (`trace`), the selection, whether a run or a finder is going, the status line and the
     thoughts pane."""
@@ -47,7 +52,12 @@ class BranchActions:
         dialog = CandidatesScreen(number, self.trace.steps[number - 1].text, SAMPLES)
         answer: asyncio.Future[StoredCandidate | None] = (
             asyncio.get_running_loop().create_future())
-        self.app.push_screen(dialog, lambda picked: answer.done() or answer.set_result(picked))
+
+        def picked(candidate: StoredCandidate | None) -> None:
+            if not answer.done():
+                answer.set_result(candidate)
+
+        self.app.push_screen(dialog, picked)
         sampling = asyncio.ensure_future(self._sample(number, dialog))
         try:
             await asyncio.wait({sampling, answer}, return_when=asyncio.FIRST_COMPLETED)

@@ -5,6 +5,7 @@ person's label; the raw answer of a thought on demand."""
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.containers import VerticalScroll
@@ -28,8 +29,13 @@ from bbm_tui.ui.viewmodels.trace import (
 )
 from bbm_tui.ui.widgets.chrome import LeanStatic
 
+if TYPE_CHECKING:
+    from bbm_tui.ui.screens.trace_parts import TraceScreenParts as _TraceScreen
+else:
+    _TraceScreen = object
 
-class FindingActions:
+
+class FindingActions(_TraceScreen):
     """Mixed into `TraceScreen` (ui/screens/trace.py), whose state these use: the session
     (`trace`), the finder on show (`finder`), the selection, the status line and the
     thoughts pane."""
