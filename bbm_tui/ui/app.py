@@ -631,6 +631,17 @@ class BbmApp(App[int]):
         self.call_from_thread(self.notify, f"{result.written} written to {path}{note}",
                               title="Exported", markup=False)
 
+    async def action_dataset_view(self) -> None:
+        from bbm_tui.ui.screens.dataset import open_dataset_view
+
+        await open_dataset_view(self, self._screen_in_view())
+
+    async def action_agreement(self) -> None:
+        from bbm_tui.ui.screens.agreement import AgreementScreen
+
+        if self.store_error is None and not isinstance(self.screen, AgreementScreen):
+            await self.push_screen(AgreementScreen())
+
     def action_adjudicate(self) -> None:
         if self.store_error is None:
             self.open_queue(AnnotateRequest("", adjudicate=True))
@@ -677,7 +688,9 @@ class BbmApp(App[int]):
         name = {"TraceScreen": "the main screen", "NewSessionScreen": "the new-session screen",
                 "SessionsScreen": "the sessions screen",
                 "AnnotateScreen": "the annotation queue",
-                "AdjudicateScreen": "the adjudication screen"}.get(type(self.screen).__name__,
+                "AdjudicateScreen": "the adjudication screen",
+                "DatasetScreen": "the dataset view",
+                "AgreementScreen": "the agreement summary"}.get(type(self.screen).__name__,
                                                              "this screen")
         self.push_screen(HelpScreen(self.help_rows(), f"Keys on {name}"))
 
@@ -760,6 +773,11 @@ class BbmApp(App[int]):
         yield SystemCommand("Export labels", "Every session's labels to a file (JSONL, "
                             "the field's step-level formats, DPO pairs, Markdown, CSV)",
                             self.action_export)
+        yield SystemCommand("Dataset view", "Charts of dataset files: where the first "
+                            "mistakes are, trace lengths, a finder's or backtracking's "
+                            "scores beside the paper's", self.action_dataset_view)
+        yield SystemCommand("Agreement", "Cohen's kappa between the annotators, as a matrix; "
+                            "Krippendorff's alpha", self.action_agreement)
         if _is_trace_screen(screen):
             screen = cast("TraceScreen", screen)
             yield SystemCommand("Step once", "Generate the next thought", screen.action_step)
