@@ -35,7 +35,7 @@ from bbm_tui.ui.screens.annotate_dialogs import (
     HighlightDialog,
     guidelines_text,
 )
-from bbm_tui.ui.screens.base import BbmScreen
+from bbm_tui.ui.screens.base import QueueScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, styled
 from bbm_tui.ui.viewmodels.annotate import (
@@ -71,9 +71,9 @@ def reveal(widget: Widget) -> None:
     widget.call_after_refresh(scroll)
 
 
-class AnnotateScreen(BbmScreen):
+class AnnotateScreen(QueueScreen):
     CSS_PATH = stylesheet("annotate")
-    is_home = True
+    HELP_TITLE = "the annotation queue"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("c", "judge(True)", "correct", id="annotate_correct",
@@ -148,7 +148,8 @@ class AnnotateScreen(BbmScreen):
         await self.refresh_trace()
         self.call_after_refresh(self._index)
 
-    @work(thread=True, group="annotate-index", exit_on_error=False)
+    @work(thread=True, group="annotate-index", exit_on_error=False,
+          description="Indexing the queue")
     def _index(self) -> None:
         self.queue.index()
 
@@ -259,7 +260,7 @@ class AnnotateScreen(BbmScreen):
     def _act(self, action: Callable[[], str | None]) -> None:
         self._run_action(action)
 
-    @work(group="annotate", exit_on_error=False)
+    @work(group="annotate", exit_on_error=False, description="Saving the annotation")
     async def _run_action(self, action: Callable[[], str | None]) -> None:
         async with self._lock:
             try:
