@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bbm_tui import __version__
 
@@ -54,7 +54,9 @@ files:
              step_timeout, verify_live and a [keymap]; never API keys (BBM_TUI_CONFIG moves it)
   JSONL      the dataset's rows: input, steps, answer, target, mistake_index (0-based; null
              = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
-             stats, import and export read and write
+             stats, import and export read and write. The field's step-level formats are read
+             too (processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl: told
+             by the first row's keys, or --format) and written by export
 
 offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
 tasks), simulated/rm-X (a reward model right with probability X)
@@ -92,6 +94,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         description="Generate traces headless. Rows already in OUT are skipped (resume).",
     )
     _add_model_options(run)
+    _add_pace_option(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
     _add_task_file_option(run)
@@ -130,22 +133,29 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     )
     export.add_argument("--session", type=int, nargs="+", metavar="ID",
                         help="the sessions to export (default: all)")
-    export.add_argument("--format",
-                        choices=("jsonl", "processbench", "prm800k", "markdown", "csv"),
-                        default="jsonl")
+    export.add_argument("--format", choices=_export_formats(), default="jsonl",
+                        metavar="FORMAT",
+                        help="jsonl (the BBM dataset's rows; the default), processbench, "
+                        "prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl (stepwise "
+                        "supervision), dpo (preference pairs from branches), markdown, csv "
+                        "(every annotator's label), csv-steps (every step's rating)")
     export.add_argument("--out", type=Path, required=True, metavar="FILE")
     export.add_argument("--force", action="store_true",
                         help="replace FILE if it exists (never the session store)")
     _add_task_file_option(export)
 
     annotate = commands.add_parser(
-        "annotate", help="label dataset-format files with the paper's protocol, as one "
-        "annotator (resumes where they left off)",
+        "annotate", help="label dataset files with the paper's protocol or PRM800K's "
+        "per-step one, as one annotator (resumes where they left off)",
     )
     annotate.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     annotate.add_argument("--annotator", required=True, metavar="NAME",
                           help="who is labelling (labels are kept per annotator)")
     annotate.add_argument("--task", help="the task of every file (else from each file's name)")
+    annotate.add_argument("--protocol", choices=("paper", "per-step"), default="paper",
+                          help="paper: each thought correct or not up to the first mistake "
+                          "(the default); per-step: PRM800K's, every thought rated good, "
+                          "neutral or bad to the end, with its finish reason")
     _add_task_file_option(annotate)
     adjudicate = commands.add_parser(
         "adjudicate", help="settle the traces the annotators disagree on (in the app)")
@@ -164,6 +174,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                            help="write every trace with the majority's label (adjudicated "
                            "first, over the store); a tie is left unlabelled")
     agreement.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    agreement.add_argument("--app-labels", action="store_true",
+                           help="over the store, count the labels given in the app's main "
+                           "screen (x, c) too, as the annotator \"app\" (left out otherwise)")
 
     importer = commands.add_parser(
         "import", help="make sessions of dataset-format rows, to label them in the app",
@@ -174,7 +187,29 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     importer.add_argument("--unlabelled", action="store_true",
                           help="ignore every mistake_index: import every trace unlabelled "
                           "(rows with no mistake_index key are unlabelled anyway)")
+    _add_format_option(commands)
     return parser
+
+
+# The commands that read dataset files: each takes BBM rows or any of the field's formats.
+DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement")
+
+
+def _add_format_option(commands: Any) -> None:
+    """`--format` on every command that reads dataset files (added here, once for all)."""
+    from bbm_tui.core.dataset.formats import READ_FORMATS
+
+    for name in DATASET_READERS:
+        commands.choices[name].add_argument(
+            "--format", dest="dataset_format", choices=(*READ_FORMATS, "jsonl"),
+            metavar="FORMAT", help="the files' format: " + ", ".join(READ_FORMATS) + " "
+            "(default: told by each file's first row; bbm, or jsonl, is the BBM dataset's)")
+
+
+def _export_formats() -> tuple[str, ...]:
+    from bbm_tui.core.annotation.export import FORMATS
+
+    return FORMATS
 
 
 def _add_model_options(parser: argparse.ArgumentParser) -> None:
@@ -183,6 +218,22 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", help="base URL of an OpenAI-compatible server or proxy")
     parser.add_argument("--mode", choices=("chat", "completion"),
                         help="chat (prompt as one user message) or text completion")
+
+
+def _add_pace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pace", type=float, default=0.0, metavar="TPS",
+                        help="tokens a second the offline models (replay/bbm, solver/bbm) "
+                        "stream at (default 0: at full speed; the app's pace is 30)")
+
+
+def _use_pace(args: argparse.Namespace) -> str | None:
+    """Set the offline models' pace for this command (and its processes); a problem, or None."""
+    if not args.pace >= 0:  # also NaN
+        return "--pace must be 0 (full speed) or more tokens a second"
+    from bbm_tui.core import llm
+
+    llm.set_batch_replay_pace(args.pace)
+    return None
 
 
 def _add_task_file_option(parser: argparse.ArgumentParser, *, on_command: bool = True) -> None:
@@ -303,15 +354,16 @@ def annotate_command(args: argparse.Namespace) -> int:
                     EXIT_USAGE)
     try:
         _check_task(args.task)
-        traces = read_annotation_files(args.files, args.task)
+        traces = read_annotation_files(args.files, args.task, args.dataset_format)
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     from bbm_tui.ui.app import AnnotateRequest
 
-    return _open_app(args, AnnotateRequest(annotator, traces))
+    return _open_app(args, AnnotateRequest(annotator, traces, protocol=args.protocol))
 
 
-def read_annotation_files(files: list[Path], task: str | None) -> list[QueuedTrace]:
+def read_annotation_files(files: list[Path], task: str | None,
+                          fmt: str | None = None) -> list[QueuedTrace]:
     """The traces of `bbm-tui annotate`'s files, kept until the process ends. They are then
     frozen out of the cycle collector's sight (gc.freeze): its full passes while the app
     starts walked every row again, a tenth of opening 10,000 traces (bench/annotate_queue.py)."""
@@ -319,7 +371,7 @@ def read_annotation_files(files: list[Path], task: str | None) -> list[QueuedTra
 
     from bbm_tui.core.annotation.queue import read_queue_file
 
-    traces = [trace for path in files for trace in read_queue_file(path, task)]
+    traces = [trace for path in files for trace in read_queue_file(path, task, fmt)]
     gc.freeze()
     return traces
 
@@ -346,7 +398,8 @@ def _tolerate_bad_terminal_input() -> None:
     def lenient(encoding: str):
         return partial(codecs.getincrementaldecoder(encoding), errors="replace")
 
-    linux_driver.getincrementaldecoder = lenient  # type: ignore[attr-defined]
+    # The name the driver imported from codecs, replaced in its module (Textual exports it not).
+    linux_driver.getincrementaldecoder = lenient  # pyright: ignore[reportPrivateImportUsage]
 
 
 # ---------------------------------------------------------------------------- shared
@@ -359,6 +412,27 @@ def fail(message: str, code: int = EXIT_FAILURE) -> int:
 
     print(f"bbm-tui: {printable(redact(message))}", file=sys.stderr)
     return code
+
+
+def _json_beside_rows(json_wanted: bool, out: Path | None, option: str) -> str | None:
+    """--json prints one object to standard output: not where the rows go already."""
+    if json_wanted and _to_stdout(out):
+        return (f"--json and {option} - would both write to standard output: give {option} "
+                "a file, or leave out --json (the table then goes to standard error)")
+    return None
+
+
+def _to_stdout(path: Path | None) -> bool:
+    """The command writes its file to standard output (`-`): its report then goes to
+    standard error, so that what it writes stays whole."""
+    from bbm_tui.core.dataset import is_standard_output
+
+    return path is not None and is_standard_output(path)
+
+
+def _where(path: Path) -> str:
+    """A written file as a message names it."""
+    return "standard output" if _to_stdout(path) else str(path)
 
 
 def _os_problem(error: OSError, path: Path) -> str:
@@ -426,7 +500,7 @@ def run_command(args: argparse.Namespace) -> int:
         return fail("--concurrency must be at least 1", EXIT_USAGE)
     if args.limit is not None and args.limit < 0:
         return fail("--limit must be 0 or more", EXIT_USAGE)
-    problem = _processes_problem(args)
+    problem = _processes_problem(args) or _use_pace(args)
     if problem:
         return fail(problem, EXIT_USAGE)
     config = _load_config_or_none(args)
@@ -505,8 +579,9 @@ def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_impossible_logprobs(progress.impossible_logprobs, "step")
     how = "stopped: " if stopped else ""
     print(
-        f"{how}{_traces(progress.done)} written to {out}, {progress.skipped} already there, "
-        f"{progress.failed} failed; {_count(progress.steps, 'step')}, ${progress.cost:.4f}",
+        f"{how}{_traces(progress.done)} written to {_where(out)}, {progress.skipped} already "
+        f"there, {progress.failed} failed; {_count(progress.steps, 'step')}, "
+        f"${progress.cost:.4f}",
         file=sys.stderr,
     )
     for message in progress.errors[:10]:
@@ -657,19 +732,27 @@ def _find_detail(progress: Any) -> str:
 def stats_command(args: argparse.Namespace) -> int:
     import json
 
-    from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
+    from bbm_tui.core.dataset import DatasetError, rows_with_tasks
+    from bbm_tui.core.dataset.formats import read_dataset
     from bbm_tui.core.judging.metrics import dataset_stats
     from bbm_tui.core.tasks import UnknownTaskError
 
     rows_by_task: dict = {}
+    files: dict[str, list] = {}
+    formats: dict[str, str] = {}
     try:
         _check_task(args.task)
         for path in args.files:
-            for task, row in rows_with_tasks(path, args.task, read_input_rows(path)):
+            found = read_dataset(path, args.dataset_format)
+            formats[str(path)] = found.format.name
+            for task, row in rows_with_tasks(path, args.task, found.traces):
                 rows_by_task.setdefault(task, []).append(row)
+                files.setdefault(str(path), []).append((task, row))
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
-    result = dataset_stats(rows_by_task)
+    result = dataset_stats(rows_by_task, files)
+    for name, figures in result["files"].items():
+        figures["format"] = formats[name]
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK
@@ -677,38 +760,57 @@ def stats_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_stats_table(result: dict) -> None:
-    from rich.table import Table
+_STATS_COLUMNS = (("traces", "traces"), ("correct", "correct"),
+                  ("with_mistake", "with mistake"), ("without_mistake", "without"),
+                  ("unlabelled", "unlabelled"), ("mean_steps", "mean steps"))
+# The histogram's columns: Thought 1 to 10 apart, the rest together.
+_HISTOGRAM_WIDTH = 10
 
+
+def _print_stats_table(result: dict) -> None:
+    from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.tasks import task_order
 
-    table = Table(title="Traces per task (the paper's Table 2)")
-    table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
-    columns = ["traces", "correct", "with mistake", "without", "mean steps"]
     show_unlabelled = result["overall"]["unlabelled"] > 0
-    if show_unlabelled:
-        columns.insert(4, "unlabelled")
-    for column in columns:
-        table.add_column(column, justify="right", no_wrap=True)
-    in_paper_order = sorted(result["tasks"].items(), key=lambda item: task_order(item[0]))
-    rows = [*in_paper_order, ("overall", result["overall"])]
+    columns = [(key, header) for key, header in _STATS_COLUMNS
+               if key != "unlabelled" or show_unlabelled]
+    table = TextTable("Traces per task (the paper's Table 2)",
+                      [Column("task"), *(Column(header, number=True) for _key, header in columns)])
+    in_order = sorted(result["tasks"].items(), key=lambda item: task_order(item[0]))
+    rows = [*in_order, ("overall", result["overall"])]
     for name, figures in rows:
-        cells = [name, str(figures["traces"]), str(figures["correct"]),
-                 str(figures["with_mistake"]), str(figures["without_mistake"])]
-        if show_unlabelled:
-            cells.append(str(figures["unlabelled"]))
-        cells.append(f"{figures['mean_steps']:.2f}")
-        table.add_row(*cells, end_section=name == rows[-2][0])
-    _print_table(table)
+        table.add_row(name, *(_stats_cell(figures, key) for key, _ in columns),
+                      section=name == "overall" and len(rows) > 1)
+    print_table(table)
+    by_file = TextTable("Traces per file", [
+        Column("file"), Column("format"),
+        *(Column(header, number=True) for _key, header in columns)])
+    for name, figures in result["files"].items():
+        by_file.add_row(name, figures["format"], *(_stats_cell(figures, key)
+                                                   for key, _ in columns))
+    print_table(by_file)
+    _print_histogram(result["mistake_index_histogram"], in_order)
 
 
-def _print_table(table) -> None:
-    from rich.console import Console
+def _stats_cell(figures: dict, key: str) -> str:
+    return f"{figures[key]:.2f}" if key == "mean_steps" else str(figures[key])
 
-    console = Console()
-    if not console.is_terminal:  # a pipe or file: do not squeeze the table into 80 columns
-        console = Console(width=max(console.width, 120))
-    console.print(table)
+
+def _print_histogram(histogram: dict, tasks: list) -> None:
+    """Where the first mistakes are, per task: how many traces at each thought."""
+    from bbm_tui.cli_tables import Column, TextTable, print_table
+
+    table = TextTable("First mistake at thought N (traces labelled with a mistake)", [
+        Column("task"), *(Column(str(number), number=True, label=f"Thought {number}:")
+                          for number in range(1, _HISTOGRAM_WIDTH + 1)),
+        Column(f"{_HISTOGRAM_WIDTH + 1}+", number=True,
+               label=f"Thought {_HISTOGRAM_WIDTH + 1} on:")])
+    rows = [(name, histogram["tasks"][name]) for name, _ in tasks]
+    for name, counts in [*rows, ("overall", histogram["overall"])]:
+        cells = [str(counts.get(str(index), 0)) for index in range(_HISTOGRAM_WIDTH)]
+        later = sum(count for index, count in counts.items() if int(index) >= _HISTOGRAM_WIDTH)
+        table.add_row(name, *cells, str(later), section=name == "overall" and len(rows) > 0)
+    print_table(table)
 
 
 # ---------------------------------------------------------------------------- find
@@ -727,6 +829,7 @@ def _add_find_parser(commands, *, with_methods: bool = True) -> None:
         "skipped (resume).",
     )
     _add_model_options(find)
+    _add_pace_option(find)
     find.add_argument("--method", required=True, choices=methods,
                       help="the paper's direct-trace, direct-step, cot-step, cot-trace (word "
                       "sorting only); for a task without few-shot finding prompts "
@@ -761,7 +864,8 @@ def find_command(args: argparse.Namespace) -> int:
     from bbm_tui.core.store import default_path
     from bbm_tui.core.tasks import UnknownTaskError
 
-    problem = _find_usage_problem(args)
+    problem = (_find_usage_problem(args) or _use_pace(args)
+               or _json_beside_rows(args.json, args.out, "--out"))
     if problem:
         return fail(problem, EXIT_USAGE)
     config = _load_config_or_none(args)
@@ -770,7 +874,8 @@ def find_command(args: argparse.Namespace) -> int:
     try:
         _check_task(args.task)
         paper = paper_figures(args.paper, args.method) if args.paper else None
-        jobs = jobs_from_files(args.input, args.task, args.method, args.limit)
+        jobs = jobs_from_files(args.input, args.task, args.method, args.limit,
+                               args.dataset_format)
         spec = get_judge(args.method).spec(llm.ModelSpec(config.model, config.api_base,
                                                          config.mode))
     except (DatasetError, UnknownTaskError, ValueError) as error:
@@ -798,7 +903,7 @@ def find_command(args: argparse.Namespace) -> int:
     if outcome.unlabelled:
         print(f"{_traces(outcome.unlabelled)} left out of the scores: unlabelled (no "
               "mistake_index key), so there is nothing to score them against; their "
-              f"predictions are in {args.out}", file=sys.stderr)
+              f"predictions are in {_where(args.out)}", file=sys.stderr)
     if args.json:
         scores = outcome.report.to_json()
         scores["unlabelled_left_out"] = outcome.unlabelled
@@ -810,7 +915,7 @@ def find_command(args: argparse.Namespace) -> int:
                                "overall": paper.get("overall", {})}
         print(json.dumps(scores, indent=2, allow_nan=False))
     else:
-        _print_find_table(outcome.report, args, paper)
+        _print_find_table(outcome.report, args, paper, to_stderr=_to_stdout(args.out))
     return EXIT_FAILURE if progress.failed else EXIT_OK
 
 
@@ -820,7 +925,8 @@ def _print_find_summary(out: Path, progress: Any, stopped: bool = False) -> None
         progress.unpriced_calls)
     how = "stopped: " if stopped else ""
     print(
-        f"{how}{_traces(progress.done)} judged into {out}, {progress.skipped} already there, "
+        f"{how}{_traces(progress.done)} judged into {_where(out)}, {progress.skipped} already "
+        "there, "
         f"{progress.failed} failed; {_count(progress.calls, 'call')}, "
         f"${progress.cost:.4f}{unpriced}",
         file=sys.stderr,
@@ -866,23 +972,24 @@ _FIND_COLUMNS = (
 )
 
 
-def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> None:
-    from rich.table import Table
-
+def _print_find_table(report, args: argparse.Namespace, paper: dict | None, *,
+                      to_stderr: bool = False) -> None:
+    from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.judging.judges import get_judge
     from bbm_tui.core.tasks import task_order
 
     who = get_judge(args.method).who or args.model or "the configured model"
-    title = f"{args.method} by {who}: first-mistake location"
-    table = Table(title=title, caption=_paper_caption(args, paper))
-    table.add_column("task", no_wrap=True, min_width=len("tracking_shuffled_objects"))
-    table.add_column("n", justify="right")
+    columns = [Column("task"), Column("n", number=True)]
     for metric, header in _FIND_COLUMNS:
-        table.add_column(header, justify="right", no_wrap=True)
+        columns.append(Column(header, number=True))
         if paper is not None and metric != "processbench_f1":
-            table.add_column("paper", justify="right", no_wrap=True, style="dim")
-    table.add_column("unparseable", justify="right")
-    tasks = sorted(report.tasks.items(), key=lambda item: task_order(item[0]))
+            columns.append(Column("paper", number=True, style="dim", beside=True))
+    columns.append(Column("unparseable", number=True))
+    table = TextTable(f"{args.method} by {who}: first-mistake location", columns,
+                      caption=_paper_caption(args, paper))
+    # A ProcessBench file is scored per subset ("processbench/gsm8k"): by task, then name.
+    tasks = sorted(report.tasks.items(),
+                   key=lambda item: (task_order(item[0].split("/")[0]), item[0]))
     rows = [*tasks, ("overall", report.overall)]
     for name, scores in rows:
         cells = [name, str(scores.n)]
@@ -892,13 +999,8 @@ def _print_find_table(report, args: argparse.Namespace, paper: dict | None) -> N
                 cells.append(_percent(paper.get(name, {}).get(metric)))
         cells.append(str(scores.unparseable))
         # With no task judged (every trace failed, or --limit 0) "overall" is the only row.
-        table.add_row(*cells, end_section=len(rows) > 1 and name == rows[-2][0])
-    from rich.console import Console
-
-    console = Console()
-    if not console.is_terminal:  # a pipe or file: room for every column
-        console = Console(width=max(console.width, 170 if paper is not None else 120))
-    console.print(table)
+        table.add_row(*cells, section=len(rows) > 1 and name == "overall")
+    print_table(table, to_stderr=to_stderr)
 
 
 # ---------------------------------------------------------------------------- verify
@@ -935,7 +1037,8 @@ def verify_command(args: argparse.Namespace) -> int:
         _check_task(args.task)
         for path in args.files:
             by_task: dict[str, list] = {}
-            for task, row in rows_with_tasks(path, args.task, read_input_rows(path)):
+            rows = read_input_rows(path, args.dataset_format)
+            for task, row in rows_with_tasks(path, args.task, rows):
                 by_task.setdefault(task, []).append(row)
             for task, rows in by_task.items():
                 labelled = [row for row in rows if row.labelled]
@@ -960,28 +1063,22 @@ def verify_command(args: argparse.Namespace) -> int:
 
 
 def _print_verify_report(found: dict[str, dict]) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
+    from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.textsafe import one_line
-
-    def cell(text: str, limit: int | None = None) -> Text:  # literal, never markup
-        return Text(one_line(text, limit), no_wrap=True, overflow="ellipsis")
 
     for task, entry in found.items():
         share = 100.0 * entry["agree"] / entry["traces"] if entry["traces"] else 0.0
-        table = Table(title=f"{task}: the verifier agrees with the label on {entry['agree']} "
-                      f"of {_traces(entry['traces'])} ({share:.1f}%)")
-        for column in ("file", "row", "label", "verifier", "step", "reason"):
-            table.add_column(column, no_wrap=column in ("row", "label", "verifier"),
-                             justify="right" if column == "row" else "left")
+        # The reason is the report's point: whole (it wraps); a long step is cut.
+        table = TextTable(
+            f"{task}: the verifier agrees with the label on {entry['agree']} of "
+            f"{_traces(entry['traces'])} ({share:.1f}%)",
+            [Column("file"), Column("row", number=True), Column("label"),
+             Column("verifier"), Column("step", cut=80), Column("reason")])
         for item in entry["disagreements"]:
-            table.add_row(
-                cell(Path(item["file"]).name), str(item["row"]),
-                _thought_or_none(item["gold"]), _thought_or_none(item["verifier"]),
-                cell(item["step"], 80), cell(item["reason"], 120),
-            )
-        _print_table(table)
+            table.add_row(one_line(Path(item["file"]).name), str(item["row"]),
+                          _thought_or_none(item["gold"]), _thought_or_none(item["verifier"]),
+                          one_line(item["step"]), one_line(item["reason"]))
+        print_table(table)
 
 
 def _thought_or_none(index: int | None) -> str:
@@ -1000,6 +1097,7 @@ def _add_backtrack_parser(commands) -> None:
         "probability X). Traces already in OUT are skipped (resume).",
     )
     _add_model_options(backtrack)
+    _add_pace_option(backtrack)
     backtrack.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
                            help="dataset-format files")
     backtrack.add_argument("--task", help="the task of every file (else from each row or "
@@ -1038,7 +1136,8 @@ def backtrack_command(args: argparse.Namespace) -> int:
     from bbm_tui.core.store import Store, StoreError
     from bbm_tui.core.tasks import UnknownTaskError
 
-    problem = _find_usage_problem(args) or _processes_problem(args)
+    problem = (_find_usage_problem(args) or _processes_problem(args) or _use_pace(args)
+               or _json_beside_rows(args.json, args.out, "--out"))
     if problem:
         return fail(problem, EXIT_USAGE)
     config = _load_config_or_none(args)
@@ -1047,7 +1146,8 @@ def backtrack_command(args: argparse.Namespace) -> int:
     try:
         _check_task(args.task)
         locations = parse_locations(args.locations, args.seed)
-        jobs = jobs_from_files(args.input, args.task, locations, args.limit)
+        jobs = jobs_from_files(args.input, args.task, locations, args.limit,
+                               args.dataset_format)
         spec = llm.ModelSpec(config.model, config.api_base, config.mode)
         settings = config.stepper_settings(None)
         store = Store.open()
@@ -1076,7 +1176,7 @@ def backtrack_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))
     else:
-        _print_backtrack_table(result, locations)
+        _print_backtrack_table(result, locations, to_stderr=_to_stdout(args.out))
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
 
 
@@ -1087,30 +1187,27 @@ def _print_backtrack_summary(out: Path, progress: Any, stopped: bool = False) ->
         print(f"bbm-tui: {_traces(progress.unlabelled)} unlabelled: no gold location, kept as "
               "they are", file=sys.stderr)
     how = "stopped: " if stopped else ""
-    print(f"{how}{_traces(progress.done)} written to {out}, {progress.skipped} already there, "
-          f"{progress.failed} failed; {_count(progress.calls, 'call')}, ${progress.cost:.4f}",
-          file=sys.stderr)
+    print(f"{how}{_traces(progress.done)} written to {_where(out)}, {progress.skipped} "
+          f"already there, {progress.failed} failed; {_count(progress.calls, 'call')}, "
+          f"${progress.cost:.4f}", file=sys.stderr)
     for message in progress.errors[:10]:
         fail(message)
 
 
-def _print_backtrack_table(result: Any, locations: Any) -> None:
-    from rich.table import Table
-
+def _print_backtrack_table(result: Any, locations: Any, *, to_stderr: bool = False) -> None:
+    from bbm_tui.cli_tables import Column, TextTable, print_table
     from bbm_tui.core.batch.backtrack import paper_table_6
     from bbm_tui.core.tasks import task_order
 
     paper = paper_table_6(locations.paper_key)
-    table = Table(title=f"Backtracking from {locations.kind} locations: change in accuracy "
-                  "(percentage points; the paper's Table 6)",
-                  caption="paper: PaLM 2 Unicorn" if paper else None)
-    for column in ("task", "n", "answer was right", "Δ accuracy", "answer was wrong",
-                   "Δ accuracy"):
-        table.add_column(column, justify="left" if column == "task" else "right",
-                         no_wrap=True)
+    columns = [Column("task"), *(Column(header, number=True) for header in (
+        "n", "answer was right", "Δ accuracy", "answer was wrong", "Δ accuracy"))]
     if paper:
-        table.add_column("paper Δ✓", justify="right", style="dim")
-        table.add_column("paper Δ✗", justify="right", style="dim")
+        columns += [Column("paper Δ✓", number=True, style="dim"),
+                    Column("paper Δ✗", number=True, style="dim")]
+    table = TextTable(f"Backtracking from {locations.kind} locations: change in accuracy "
+                      "(percentage points; the paper's Table 6)", columns,
+                      caption="paper: PaLM 2 Unicorn" if paper else None)
     for task, deltas in sorted(result.tables.items(), key=lambda i: task_order(i[0])):
         cells = [task, str(deltas.n), str(deltas.n_correct),
                  _signed(deltas.delta_accuracy_correct), str(deltas.n_incorrect),
@@ -1119,11 +1216,16 @@ def _print_backtrack_table(result: Any, locations: Any) -> None:
             figures = paper.get(task, {})
             cells += [_signed(figures.get("correct")), _signed(figures.get("incorrect"))]
         table.add_row(*cells)
-    _print_table(table)
+    print_table(table, to_stderr=to_stderr)
 
 
 def _signed(value: float | None) -> str:
-    return "—" if value is None else f"{value:+.2f}"
+    """"+2.50", "-1.25", and "+0.00" for no change, never "-0.00" (a figure below half a
+    hundredth, or a negative zero, rounds to zero)."""
+    if value is None:
+        return "—"
+    rounded = round(value, 2)
+    return f"{rounded if rounded else 0.0:+.2f}"
 
 
 def _percent(value: float | None) -> str:
@@ -1184,12 +1286,7 @@ def sessions_command(args: argparse.Namespace) -> int:
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from bbm_tui.core.annotation.export import (
-        check_not_a_database,
-        export,
-        export_csv,
-        load_traces,
-    )
+    from bbm_tui.core.annotation.export import check_not_a_database, export_from_store
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
     from bbm_tui.core.store import StoreError, default_path
@@ -1206,17 +1303,9 @@ def export_command(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     try:
         with store:
-            if args.format == "csv":
-                result = export_csv(store, args.session, args.out)
-            else:
-                traces = load_traces(store, args.session)
+            result = export_from_store(store, args.format, args.out, args.session)
     except StoreError as error:
         return fail(str(error))
-    except OSError as error:
-        return fail(f"{args.out}: cannot write: {error.strerror}")
-    try:
-        if args.format != "csv":
-            result = export(traces, args.out, args.format)
     except OSError as error:
         return fail(f"{args.out}: cannot write: {error.strerror}")
     notes = []
@@ -1227,7 +1316,9 @@ def export_command(args: argparse.Namespace) -> int:
         notes.append(f"{_traces(result.skipped)} left out: unlabelled, and {args.format} "
                      "needs a label")
     note = f" ({'; '.join(notes)})" if notes else ""
-    print(f"{_traces(result.written)} written to {args.out}{note}", file=sys.stderr)
+    what = {"dpo": "preference pair", "csv-steps": "label"}.get(args.format)
+    written = _count(result.written, what) if what else _traces(result.written)
+    print(f"{written} written to {_where(args.out)}{note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -1238,36 +1329,45 @@ def agreement_command(args: argparse.Namespace) -> int:
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import StoreError
 
+    problem = _json_beside_rows(args.json, args.consensus, "--consensus")
+    if problem:
+        return fail(problem, EXIT_USAGE)
     try:
         if args.consensus is not None:
             _check_replaced_output(args.consensus, args.force, inputs=args.files)
         if args.files:
-            data = report.from_files(args.files, args.gold)
+            data = report.from_files(args.files, args.gold, args.dataset_format)
         else:
             store = _open_store()
             if store is None:
                 return EXIT_FAILURE
             with store:
-                data = report.from_store(store)
+                data = report.from_store(store, app_labels=args.app_labels)
     except DatasetError as error:
         return fail(str(error), EXIT_USAGE)
     except StoreError as error:
         return fail(str(error))
     for note in data.notes:
         print(f"bbm-tui: {note}", file=sys.stderr)
+    if data.app_left_out:
+        print(f"bbm-tui: the app's own labels ({_traces(data.app_left_out)}, from the main "
+              "screen) are left out; --app-labels counts them as the annotator \"app\"",
+              file=sys.stderr)
     result = report.report_json(data)
     if args.json:
         print(json.dumps(result, allow_nan=False))
     else:
-        _print_agreement(result, len(data.labels))
+        # With the consensus rows on standard output, the report goes beside them.
+        _print_agreement(result, len(data.labels),
+                         sys.stderr if _to_stdout(args.consensus) else sys.stdout)
     if args.consensus is not None:
         try:
             labelled, unlabelled = report.write_consensus(data, args.consensus)
         except OSError as error:
             return fail(f"{args.consensus}: cannot write: {error.strerror}")
         note = f", {unlabelled} without a majority (unlabelled)" if unlabelled else ""
-        print(f"{_traces(labelled)} with the consensus label written to {args.consensus}{note}",
-              file=sys.stderr)
+        print(f"{_traces(labelled)} with the consensus label written to "
+              f"{_where(args.consensus)}{note}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -1284,7 +1384,7 @@ def _check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ())
         check_not_replacing(path)
 
 
-def _print_agreement(result: dict, annotators: int) -> None:
+def _print_agreement(result: dict, annotators: int, stream: TextIO) -> None:
     def figure(value: float | None, digits: int = 3) -> str:
         return "—" if value is None else f"{value:.{digits}f}"
 
@@ -1292,14 +1392,14 @@ def _print_agreement(result: dict, annotators: int) -> None:
         return "—" if value is None else f"{value:.1f}%"
 
     undefined = result["undefined"]
-    print(f"annotators: {annotators}; traces labelled by two or more: {result['n']}")
+    lines = [f"annotators: {annotators}; traces labelled by two or more: {result['n']}"]
     alpha = figure(result["krippendorff_alpha"])
     if "krippendorff_alpha" in undefined:
         alpha = f"undefined: {undefined['krippendorff_alpha']}"
         if result["raw_agreement"] is not None:
             alpha += (f", so chance agreement is total; raw agreement "
                       f"{percent(result['raw_agreement'])} over {_traces(result['n'])}")
-    print(f"Krippendorff's alpha (nominal): {alpha}")
+    lines.append(f"Krippendorff's alpha (nominal): {alpha}")
     for pair, kappa in result["cohen_kappa"].items():
         shown = figure(kappa)
         if pair in undefined:
@@ -1307,26 +1407,36 @@ def _print_agreement(result: dict, annotators: int) -> None:
             raw = result["cohen_raw_agreement"].get(pair)
             if raw is not None:
                 shown += f"; raw agreement {percent(raw)}"
-        print(f"Cohen's kappa {pair.replace('|', ' / ')}: {shown}")
+        lines.append(f"Cohen's kappa {pair.replace('|', ' / ')}: {shown}")
     for name, value in result["gold_agreement"].items():
-        print(f"agreement with gold, {name}: {percent(value)}")
+        lines.append(f"agreement with gold, {name}: {percent(value)}")
     for task, figures in result.get("per_task", {}).items():
-        print(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
-              f"(paper: {figure(figures['paper_krippendorff_alpha'])})")
+        lines.append(f"alpha, {task}: {figure(figures['krippendorff_alpha'])} "
+                     f"(paper: {figure(figures['paper_krippendorff_alpha'])})")
+    rated = result.get("step_ratings")
+    if rated is not None:
+        lines.append(f"Krippendorff's alpha over step ratings (-1/0/+1): nominal "
+                     f"{figure(rated['krippendorff_alpha_nominal'])}, interval "
+                     f"{figure(rated['krippendorff_alpha_interval'])} "
+                     f"({_count(rated['n_steps'], 'step')} of {_traces(rated['n_traces'])} "
+                     "rated by two annotators or more)")
+    print("\n".join(lines), file=stream)
 
 
 def import_command(args: argparse.Namespace) -> int:
     from bbm_tui.core.annotation.export import import_rows
-    from bbm_tui.core.dataset import DatasetError, read_input_rows, resolve_task
+    from bbm_tui.core.dataset import DatasetError, read_input_rows, rows_with_tasks
     from bbm_tui.core.tasks import UnknownTaskError
 
     try:
         _check_task(args.task)
         batches = []
         for path in args.files:
-            rows = read_input_rows(path)
-            task = args.task if all(row.task for row in rows) else resolve_task(path, args.task)
-            batches.append((task or "", rows))
+            by_task: dict[str, list] = {}
+            rows = read_input_rows(path, args.dataset_format)
+            for task, row in rows_with_tasks(path, args.task, rows):
+                by_task.setdefault(task, []).append(row)
+            batches.extend(by_task.items())
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
     store = _open_store()

@@ -1,6 +1,7 @@
 """The annotation queue on a big file (issue 12): open a 10,000-trace file and show the first
 trace (time and peak memory above the app's idle footprint), and the time from a label key to
-the next thought being ready.
+the next thought being ready; for the BBM dataset's JSONL and for a ProcessBench-format file
+(issue 26: one JSON array, as ProcessBench ships its subsets).
 
 Each measure runs in a fresh child process (temporary BBM_TUI_HOME and BBM_TUI_CONFIG) with the
 real app headless (Textual's `run_test`, 120x40):
@@ -19,13 +20,15 @@ real app headless (Textual's `run_test`, 120x40):
   for a key bound to nothing. `x` + `enter` submit a trace when its thoughts run out, and the
   next trace opens (timed apart). Each figure is a median with its 95th percentile.
 
-The file: the 2,186 bundled traces repeated, each copy's question given a suffix so that every
-row is its own trace (10,000 rows; --quick: the same file, fewer keys).
+The files: the 300 bundled word-sorting traces repeated, each copy's question given a suffix so
+that every row is its own trace (10,000 rows), as BBM JSONL and as a ProcessBench JSON array
+of the same traces (`id`, `generator`, `problem`, `steps`, `final_answer_correct`, `label`);
+--quick: the same files, fewer keys and runs.
 
     .venv/bin/python bench/annotate_queue.py            # 400 keys
     .venv/bin/python bench/annotate_queue.py --quick    # 60 keys (CI)
 
-Targets: open under 1 s and under 200 MB above idle; a label key under 50 ms.
+Targets, for each file: open under 1 s and under 200 MB above idle; a label key under 50 ms.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def rss_kb(field):
     return 0
 
 mode, path, keys = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+task = None if sys.argv[4] == "-" else sys.argv[4]
 from tests.ui.ui_helpers import make_app, wait_for
 
 async def idle():
@@ -106,7 +110,7 @@ async def opened():
     from bbm_tui.ui.app import AnnotateRequest
     start = time.perf_counter()
     # What `bbm-tui annotate FILE` does before the app starts.
-    traces = read_annotation_files([path], "word_sorting")
+    traces = read_annotation_files([path], task)
     read_s = time.perf_counter() - start
     app = make_app(annotate=AnnotateRequest("bench", traces))
     frames = Frames(app)
@@ -149,23 +153,31 @@ asyncio.run(idle() if mode == "idle" else opened())
 OPEN_RUNS, OPEN_RUNS_QUICK = 5, 3
 
 
-def make_file(folder: Path) -> Path:
-    from bbm_tui.core.dataset import all_bundled
+def make_files(folder: Path) -> dict[str, tuple[Path, str]]:
+    """The same 10,000 traces as BBM JSONL and as a ProcessBench JSON array: (file, the task
+    `annotate` is given: word_sorting for the BBM file, none for ProcessBench's)."""
+    from bbm_tui.core.dataset import bundled_rows
 
-    rows = [row for _task, task_rows in all_bundled() for row in task_rows
-            if _task == TASK]
-    path = folder / f"{TASK}.jsonl"
-    with path.open("w") as out:
+    rows = bundled_rows(TASK)
+    bbm = folder / f"{TASK}.jsonl"
+    processbench = folder / "processbench.json"
+    copies = []
+    with bbm.open("w") as out:
         for index in range(TRACES):
             row = rows[index % len(rows)].to_json()
             row["input"] = f"{row['input']} copy{index}"
             out.write(json.dumps(row) + "\n")
-    return path
+            copies.append({
+                "id": f"bench-{index}", "generator": "replay/bbm", "problem": row["input"],
+                "steps": row["steps"], "final_answer_correct": row["answer"] == row["target"],
+                "label": -1 if row["mistake_index"] is None else row["mistake_index"]})
+    processbench.write_text(json.dumps(copies, indent=2))
+    return {"BBM JSONL": (bbm, TASK), "ProcessBench JSON array": (processbench, "-")}
 
 
-def child(mode: str, path: Path, keys: int, env: dict[str, str]) -> dict:
-    done = subprocess.run([PYTHON, "-c", CHILD, mode, str(path), str(keys)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+def child(mode: str, path: Path, keys: int, task: str, env: dict[str, str]) -> dict:
+    done = subprocess.run([PYTHON, "-c", CHILD, mode, str(path), str(keys), task], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"the {mode} child failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -183,29 +195,20 @@ def target(name: str, value: float, limit: float, unit: str) -> None:
     print(f"{mark}: {name} = {value:.1f} {unit} (target < {limit:g} {unit})")
 
 
-def main() -> int:
-    args = parser(__doc__.splitlines()[0]).parse_args()
-    header("annotation queue, 10,000 traces", args.quick)
-    keys = 60 if args.quick else 400
-    with tempfile.TemporaryDirectory(prefix="bbm-annotate-") as folder:
-        sys.path.insert(0, str(ROOT))
-        path = make_file(Path(folder))
-        print(f"file: {TRACES:,} traces of {TASK} ({path.stat().st_size / 2**20:.1f} MiB)")
+def measure(kind: str, path: Path, task: str, idle: dict, keys: int, open_runs: int) -> None:
+    print(f"\n{kind}: {TRACES:,} traces ({path.stat().st_size / 2**20:.1f} MiB)")
+    # The open is timed in several fresh processes and the median taken: one run on this
+    # shared two-core machine swings by half a second with the load.
+    runs = []
+    for number in range(open_runs):
         with private_home() as env:
-            idle = child("idle", path, 0, env)
-        # The open is timed in several fresh processes and the median taken: one run on
-        # this shared two-core machine swings by half a second with the load.
-        runs = []
-        for number in range(OPEN_RUNS_QUICK if args.quick else OPEN_RUNS):
-            with private_home() as env:
-                runs.append(child("open", path, keys if number == 0 else 0, env))
+            runs.append(child("open", path, keys if number == 0 else 0, task, env))
     opened = runs[0]
     open_s = statistics.median(run["open_s"] for run in runs)
     above_mb = (opened["hwm_kb"] - idle["rss_kb"]) / 1024
     key_ms = [value * 1000 for value in opened["key_s"]]
     settled_ms = [value * 1000 for value in opened["settled_s"]]
     submit_ms = [value * 1000 for value in opened["submit_s"]]
-    print(f"idle app: RSS {idle['rss_kb'] / 1024:.0f} MiB")
     each = ", ".join(f"{run['open_s']:.2f}" for run in runs)
     print(f"open the file until the first trace is painted: median {open_s:.2f} s of "
           f"{len(runs)} runs ({each}); peak RSS {opened['hwm_kb'] / 1024:.0f} MiB "
@@ -215,10 +218,24 @@ def main() -> int:
     print(f"label key to its last frame (settled): {figures(settled_ms)}")
     if submit_ms:
         print(f"x + enter to the frame showing the next trace: {figures(submit_ms)}")
-    print()
-    target("open (median)", open_s * 1000, 1000, "ms")
-    target("memory above idle", above_mb, 200, "MB")
-    target("label key (median)", statistics.median(key_ms), 50, "ms")
+    target(f"{kind}: open (median)", open_s * 1000, 1000, "ms")
+    target(f"{kind}: memory above idle", above_mb, 200, "MB")
+    target(f"{kind}: label key (median)", statistics.median(key_ms), 50, "ms")
+
+
+def main() -> int:
+    args = parser(__doc__.splitlines()[0]).parse_args()
+    header("annotation queue, 10,000 traces", args.quick)
+    keys = 60 if args.quick else 400
+    with tempfile.TemporaryDirectory(prefix="bbm-annotate-") as folder:
+        sys.path.insert(0, str(ROOT))
+        files = make_files(Path(folder))
+        with private_home() as env:
+            idle = child("idle", files["BBM JSONL"][0], 0, "-", env)
+        print(f"idle app: RSS {idle['rss_kb'] / 1024:.0f} MiB")
+        for kind, (path, task) in files.items():
+            measure(kind, path, task, idle, keys,
+                    OPEN_RUNS_QUICK if args.quick else OPEN_RUNS)
     return 0
 
 

@@ -109,6 +109,9 @@ class Reply:
     # `logprobs` on /v1/completions) and no more. Given a token's text and log-probability,
     # the list to cut from (usually the token itself among them). None: `top_logprobs: []`.
     alternatives: Callable[[str, float], list[tuple[str, float]]] | None = None
+    # Send every alternative `alternatives` gives, however many the request asked for (a
+    # hostile or broken server: 56,000 a choice).
+    every_alternative: bool = False
 
 
 @dataclass

@@ -346,7 +346,8 @@ def _alternatives(piece: str, value: float, reply: Reply,
                   body: dict[str, Any]) -> list[tuple[str, float]]:
     if reply.alternatives is None:
         return []
-    return reply.alternatives(piece, value)[:_asked_alternatives(body)]
+    found = reply.alternatives(piece, value)
+    return found if reply.every_alternative else found[:_asked_alternatives(body)]
 
 
 def _chat_logprob(piece: str, value: float, reply: Reply, body: dict[str, Any]) -> dict:

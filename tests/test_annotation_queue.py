@@ -439,3 +439,55 @@ def test_a_new_annotators_queue_opens_without_every_traces_key(tmp_path: Path) -
         label_as(queue, 1)
         again = AnnotationQueue(store, "alice", read_queue_file(path))
         assert again.position == 1 and again.progress().done == 1
+
+
+def test_annotate_reads_each_rows_own_task(tmp_path: Path, capsys) -> None:
+    """A file that mixes tasks, each row naming its own (as `import`, `stats` and `backtrack`
+    read it): `annotate` said "cannot tell which task this file holds". Each row is queued
+    under its own task; a row without one takes --task, else the file's name."""
+    mixed = tmp_path / "mixed.jsonl"
+    rows = [("word_sorting", bundled_rows("word_sorting")[0]),
+            ("dyck_languages", bundled_rows("dyck_languages")[0])]
+    mixed.write_text("".join(json.dumps({**row.to_json(), "task": task}) + "\n"
+                             for task, row in rows))
+    traces = read_queue_file(mixed)
+    assert [trace.task for trace in traces] == ["word_sorting", "dyck_languages"]
+    # The command reads it too, and goes on to the app (which needs a terminal here).
+    assert main(["annotate", str(mixed), "--annotator", "alice"]) == 2
+    assert "the app needs a terminal" in capsys.readouterr().err
+    untasked = tmp_path / "more.jsonl"
+    untasked.write_text(json.dumps(rows[0][1].to_json()) + "\n"
+                        + json.dumps({**rows[1][1].to_json(), "task": "dyck_languages"}) + "\n")
+    assert [t.task for t in read_queue_file(untasked, "word_sorting")] == [
+        "word_sorting", "dyck_languages"]
+    with pytest.raises(DatasetError, match="cannot tell which task"):
+        read_queue_file(untasked)
+
+
+def test_agreement_leaves_the_apps_own_labels_out_unless_asked(capsys) -> None:
+    """A flag given on the main screen is stored under the app's annotator ("me"), a name
+    nobody typed: agreement listed it beside alice and bob, with "—" for its kappa. It is
+    left out (and the command says so), or, asked for, counted as the annotator "app"."""
+    from bbm_tui.core.llm import ModelSpec
+    from bbm_tui.core.store import default_path
+    from bbm_tui.core.trace.session import NewTrace, TraceSession
+
+    with Store.open(default_path()) as store:
+        path = small_file(default_path().parent, 3)
+        alice = AnnotationQueue(store, "alice", read_queue_file(path))
+        bob = AnnotationQueue(store, "bob", read_queue_file(path))
+        for queue, labels in ((alice, [1, None, 0]), (bob, [1, 2, 0])):
+            for label in labels:
+                label_as(queue, label)
+        mine = TraceSession.create(store, NewTrace("word_sorting", "apple zebra", "apple zebra"),
+                                   ModelSpec())
+        mine.append_typed("The answer is apple zebra")
+        mine.mark_no_mistake()
+    assert main(["agreement"]) == 0
+    out, err = capsys.readouterr()
+    assert "me" not in out.split() and "alice / bob" in out
+    assert "the app's own labels (1 trace, from the main screen) are left out" in err
+    assert main(["agreement", "--json", "--app-labels"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["gold_agreement"]) == {"alice", "bob", "app"}
+    assert not any("me" in pair.split("|") for pair in result["cohen_kappa"])

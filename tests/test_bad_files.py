@@ -1,9 +1,10 @@
-"""Bad files through the real command line (`python -m bbm_tui ...` in a child process):
-malformed, truncated, mis-encoded and empty JSONL inputs; a session store that is not SQLite,
-not ours, damaged or from a newer bbm-tui; a broken config file. Each gets one clear line
-naming the file (and the line where there is one), a non-zero exit code, no traceback, and the
-file left byte for byte as it was (its mtime too). The app command (`bbm-tui` alone) is run
-with stdin not a terminal and under a pseudo-terminal: it exits with the message, never hangs.
+"""Bad files through the real command line (its `main`, run as `python -m bbm_tui ...` would
+run it: tests/cli_helpers.py): malformed, truncated, mis-encoded and empty JSONL inputs; a
+session store that is not SQLite, not ours, damaged or from a newer bbm-tui; a broken config
+file. Each gets one clear line naming the file (and the line where there is one), a non-zero
+exit code, no traceback, and the file left byte for byte as it was (its mtime too). The app
+command (`bbm-tui` alone) is run with stdin not a terminal and under a pseudo-terminal (a child
+process): it exits with the message, never hangs.
 """
 
 from __future__ import annotations
@@ -110,8 +111,22 @@ def blank() -> tuple[bytes, str]:
     return b"\n  \n\n", ": holds no traces"
 
 
+def deeply_nested() -> tuple[bytes, str]:
+    """A line of 100,000 "[": a RecursionError ("internal error ... please report it")."""
+    lines = good_lines()
+    lines[1] = b"[" * 100_000
+    return b"\n".join(lines) + b"\n", ":2: nested too deeply to read"
+
+
+def not_a_number() -> tuple[bytes, str]:
+    lines = good_lines()
+    lines[2] = lines[2][:-1] + b', "score": NaN}'
+    return b"\n".join(lines) + b"\n", ":3: NaN is not a JSON number"
+
+
 INPUTS = {"malformed": malformed, "truncated": truncated, "latin-1": latin1,
-          "utf-16 with BOM": utf16, "empty": empty, "blank lines only": blank}
+          "utf-16 with BOM": utf16, "empty": empty, "blank lines only": blank,
+          "deeply nested": deeply_nested, "NaN": not_a_number}
 
 
 def input_commands(path: Path, tmp_path: Path) -> list[tuple[str, ...]]:
@@ -125,6 +140,7 @@ def input_commands(path: Path, tmp_path: Path) -> list[tuple[str, ...]]:
     ]
 
 
+@pytest.mark.nonstandard_json_inputs
 @pytest.mark.parametrize("name", list(INPUTS))
 def test_bad_input_files(name: str, tmp_path: Path, isolated_home: Path) -> None:
     content, where = INPUTS[name]()
@@ -171,6 +187,19 @@ def test_an_out_file_that_cannot_be_used(tmp_path: Path) -> None:
     assert Snapshot.of(folder / "keep.txt") == before
     assert [p.name for p in folder.iterdir()] == ["keep.txt"]
     assert not missing.parent.exists()
+
+
+def test_an_out_file_with_a_deeply_nested_line_is_not_ours(tmp_path: Path) -> None:
+    """OUT's lines are read to resume: one nested 100,000 deep is a line that is not ours,
+    named, the file left as it was."""
+    source = tmp_path / f"{TASK}.jsonl"
+    source.write_bytes(b"\n".join(good_lines(1)) + b"\n")
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"[" * 100_000 + b"\n")
+    before = Snapshot.of(out)
+    [result] = run_all([("run", "--input", str(source), "--out", str(out), "--no-progress")])
+    assert_refused(result, f"bbm-tui: {out}:1: nested too deeply to read: not a file of")
+    assert Snapshot.of(out) == before
 
 
 # ------------------------------------------------------------------------------- the store
@@ -303,6 +332,12 @@ CONFIGS = {
     "an api_key": (f'model = "openai/gpt-4o"\napi_key = "{PLANTED}"\n'.encode(),
                    ": line 2: 'api_key': API keys do not belong in the config file"),
     "not UTF-8": (b'model = "caf\xe9"\n', ": the config file is not UTF-8 text"),
+    # tomllib recurses on each level: a RecursionError, "internal error ... please report it".
+    "5,000 nested inline tables": (b'model = "replay/bbm"\nx = ' + b"{a = " * 5000 + b"1" +
+                                   b"}" * 5000 + b"\n",
+                                   ": line 2: nested too deeply to read (invalid TOML)"),
+    "100,000 nested arrays": (b"x = " + b"[" * 100_000 + b"\n",
+                              ": line 1: nested too deeply to read (invalid TOML)"),
 }
 
 
@@ -332,3 +367,26 @@ def test_a_broken_config(name: str, tmp_path: Path, isolated_home: Path) -> None
     assert sessions.code == 0 and sessions.err == ""
     assert Snapshot.of(path) == before
     assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "p.jsonl").exists()
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_a_file_in_place_of_the_data_folder(tmp_path: Path, below: bool) -> None:
+    """BBM_TUI_HOME naming a file (or a folder under one): "cannot create the session store
+    (...: File exists)". Now every command, and the app before it starts, says the file is
+    not a folder; the file is left as it was."""
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine\n")
+    before = Snapshot.of(blocker)
+    home = blocker / "bbm" if below else blocker
+    source = tmp_path / f"{TASK}.jsonl"
+    source.write_bytes(b"\n".join(good_lines(1)) + b"\n")
+    results = run_all([("sessions",), ("run", "--input", str(source), "--out",
+                                       str(tmp_path / "o.jsonl"), "--no-progress"),
+                       ("import", str(source)), ()], env={"BBM_TUI_HOME": str(home)})
+    for result in results:
+        assert_refused(result, f"bbm-tui: {blocker}: is a file, not a folder, so the session "
+                               "store cannot be kept in it; set BBM_TUI_HOME to a folder")
+    code, output = run_in_pty(env={"BBM_TUI_HOME": str(home)}, timeout_s=15)
+    assert code == 1 and output.startswith(f"bbm-tui: {blocker}: is a file, not a folder"), (
+        output)
+    assert Snapshot.of(blocker) == before

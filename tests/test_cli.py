@@ -70,7 +70,8 @@ def test_stats_reproduces_paper_table_2(reference_bbm: Path, capsys: pytest.Capt
 def test_stats_table_in_a_real_process() -> None:
     result = run_in_a_child("stats", *DATASET_FILES)
     assert result.returncode == 0, result.stderr
-    lines = {line.split()[1]: line for line in result.stdout.splitlines()
+    first_table = result.stdout.split("Traces per file")[0]  # then the files, the histogram
+    lines = {line.split()[1]: line for line in first_table.splitlines()
              if line.startswith("│") and len(line.split()) > 2}
     assert "300" in lines["word_sorting"] and "11.69" in lines["word_sorting"]
     assert "986" in lines["dyck_languages"] and "24.52" in lines["dyck_languages"]
@@ -291,3 +292,126 @@ def test_a_commands_help_is_its_own(command: str, capsys) -> None:
     assert out.startswith(f"usage: bbm-tui {command} "), out
     assert ("--annotator" if command == "annotate" else "--out") in out
     assert "files:" not in out and "tasks: " not in out
+
+
+def test_a_dash_means_standard_output_for_every_command_that_writes_a_file(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    """`--out -` (and `agreement --consensus -`) write to standard output, never a file named
+    "-"; what the command says besides goes to standard error (the table too), and --json,
+    which would write there as well, is refused."""
+    monkeypatch.chdir(tmp_path)
+    source = tmp_path / "multistep_arithmetic.jsonl"
+    source.write_text("".join(row.to_line() + "\n"
+                              for row in bundled_rows("multistep_arithmetic")[:2]))
+
+    def written(*args: str, code: int = 0) -> tuple[list[dict], str]:
+        assert main(list(args)) == code
+        out, err = capsys.readouterr()
+        return [json.loads(line) for line in out.splitlines()], err
+
+    assert main(["import", str(source)]) == 0
+    capsys.readouterr()
+    rows, err = written("export", "--format", "jsonl", "--out", "-")
+    assert [row["steps"] for row in rows] == [row.steps for row in read_rows(source)]
+    assert "2 traces written to standard output" in err
+    assert main(["export", "--format", "csv", "--out", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].startswith("session_id,name,task") and len(out.splitlines()) == 3
+    rows, err = written("run", "--task", "word_sorting", "--dataset", "--limit", "2",
+                        "--no-progress", "--out", "-")
+    assert [row["input"] for row in rows] == [row.input for row in
+                                             bundled_rows("word_sorting")[:2]]
+    assert "2 traces written to standard output" in err
+    rows, err = written("find", "--method", "verify", "--input", str(source), "--no-progress",
+                        "--out", "-")
+    assert len(rows) == 2 and "first-mistake location" in err  # the table, on stderr
+    _, err = written("find", "--method", "verify", "--input", str(source), "--out", "-",
+                     "--json", code=2)
+    assert "--json and --out - would both write to standard output" in err
+    rows, err = written("backtrack", "--input", str(source), "--locations", "gold",
+                        "--no-progress", "--out", "-")
+    assert len(rows) == 2 and all("new_steps" in row for row in rows)
+    assert "Backtracking from gold locations" in err
+    other = tmp_path / "bob.jsonl"  # another annotator, who differs on the first trace
+    rows_of_bob = [json.loads(line) for line in source.read_text().splitlines()]
+    rows_of_bob[0]["mistake_index"] = None if rows_of_bob[0]["mistake_index"] else 0
+    other.write_text("".join(json.dumps(row) + "\n" for row in rows_of_bob))
+    rows, err = written("agreement", str(source), str(other), "--consensus", "-")
+    assert len(rows) == 2 and "Krippendorff" in err
+    assert not (tmp_path / "-").exists()
+
+
+def _figures(scores: dict) -> set[str]:
+    """Every figure a find --json report holds, as the table prints it."""
+    found = set()
+    for entry in [*scores["tasks"].values(), scores["overall"]]:
+        for value in entry.values():
+            if isinstance(value, float):
+                found.add(f"{value:.2f}")
+    return found
+
+
+def test_tables_never_cut_a_number_nor_a_reason(tmp_path: Path) -> None:
+    """At 80 columns in a terminal, find's table with the paper's figures beside ours once
+    cut its numbers ("100…"); piped, a table was hard-wrapped at 120 columns; verify --report
+    cut the reason. Now a terminal gets the table or, too narrow for it, plain rows, with
+    every number whole; a pipe gets every row on one line; the reason is whole."""
+    from tests.cli_helpers import run_all
+
+    inputs = [str(bundled_path(task)) for task in ("word_sorting", "multistep_arithmetic")]
+    find = ("find", "--method", "direct-trace", "--model", "replay/bbm", "--paper", "gpt-4",
+            "--limit", "4", "--input", *inputs, "--no-progress", "--out")
+    terminal = {"TTY_COMPATIBLE": "1", "NO_COLOR": "1", "COLUMNS": "80",
+                "BBM_TUI_HOME": str(tmp_path / "home")}
+    pipe = {"TTY_COMPATIBLE": "", "COLUMNS": "80", "BBM_TUI_HOME": str(tmp_path / "home2")}
+    verify = ("verify", "--report", str(bundled_path("word_sorting")))
+    results = run_all([(*find, str(tmp_path / "a.jsonl"), "--json")], env=pipe)
+    results += run_all([(*find, str(tmp_path / "b.jsonl"))], env=terminal)
+    results += run_all([(*find, str(tmp_path / "c.jsonl")), (*verify, "--json")], env=pipe)
+    results += run_all([verify], env=terminal)
+    results += run_all([verify], env=pipe)
+    scores, in_terminal, piped, reasons, verified_80, verified_piped = results
+    assert all(result.code == 0 for result in results), results
+    import re
+
+    for result in (in_terminal, verified_80):  # bold is drawn with escapes, colour or not
+        result.out = re.sub(r"\x1b\[[0-9;]*m", "", result.out)
+    figures = _figures(json.loads(scores.out))
+    assert "…" not in in_terminal.out and "…" not in piped.out
+    assert max(len(line) for line in in_terminal.out.splitlines()) <= 80
+    for figure in figures:
+        assert figure in in_terminal.out and figure in piped.out, figure
+    # Piped: each task's row whole on one line.
+    for task in ("word_sorting", "multistep_arithmetic", "overall"):
+        [line] = [line for line in piped.out.splitlines() if f" {task} " in line]
+        assert len([cell for cell in line.split("│") if cell.strip()]) == 12, line
+    whole = [item["reason"] for entry in json.loads(reasons.out)["tasks"].values()
+             for item in entry["disagreements"]]
+    assert whole
+    for output in (verified_80.out, verified_piped.out):
+        text = " ".join(output.replace("│", " ").split())
+        for reason in whole:
+            assert " ".join(reason.split()) in text, reason
+    assert max(len(line) for line in verified_80.out.splitlines()) <= 80
+
+
+def test_no_change_is_never_minus_zero() -> None:
+    from bbm_tui.cli import _signed
+
+    assert [_signed(value) for value in (-0.004, -0.0, 0.0, 0.004, -2.5, 2.5, None)] == [
+        "+0.00", "+0.00", "+0.00", "+0.00", "-2.50", "+2.50", "—"]
+
+
+def test_run_replays_at_full_speed_unless_asked(tmp_path: Path, monkeypatch) -> None:
+    """Headless, the replay streams at once: the app's pace (30 tokens a second) is for a
+    person watching. --pace sets it, for this command and the processes it starts."""
+    from bbm_tui.core import llm
+
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "30")  # the app's pace, left in the shell
+    args = ["run", "--task", "dyck_languages", "--dataset", "--limit", "1", "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "a.jsonl")]) == 0
+    assert llm.replay_pace() == 0 and os.environ["BBM_TUI_REPLAY_TPS"] == "0"
+    assert main([*args, "--out", str(tmp_path / "b.jsonl"), "--pace", "12.5"]) == 0
+    assert llm.replay_pace() == 12.5 and os.environ["BBM_TUI_REPLAY_TPS"] == "12.5"
+    assert main([*args, "--out", str(tmp_path / "c.jsonl"), "--pace", "-1"]) == 2

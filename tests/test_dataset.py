@@ -109,3 +109,27 @@ def test_task_from_file_name() -> None:
     assert resolve_task("traces.jsonl", "logical_deduction") == "logical_deduction"
     with pytest.raises(UnknownTaskError):
         resolve_task("word_sorting.jsonl", "sorting")
+
+
+@pytest.mark.parametrize("key", ["input", "target"])
+def test_a_question_or_target_past_the_limit_is_refused_with_file_and_line(
+    tmp_path: Path, key: str
+) -> None:
+    """A 10 MB question took 47 s and 871 MB to the app's first frame; bbm-tui takes
+    questions and targets of up to MAX_QUESTION_CHARS characters, and says so of a longer
+    one, naming the file and line, whatever command reads it."""
+    from bbm_tui.core.dataset import read_questions
+    from bbm_tui.core.types import MAX_QUESTION_CHARS
+
+    row = {"input": "b a", "steps": ["So the answer is a b."], "answer": "a b", "target": "a b"}
+    path = tmp_path / "word_sorting.jsonl"
+    taken = {**row, key: "w" * MAX_QUESTION_CHARS}
+    path.write_text(json.dumps(row) + "\n" + json.dumps(taken) + "\n")
+    assert len(read_rows(path)) == 2 and len(read_questions(path).rows) == 2
+    path.write_text(json.dumps(row) + "\n" + json.dumps({**row, key: "w " * 5_000_000}) + "\n")
+    for read in (read_rows, read_questions):
+        with pytest.raises(DatasetError) as raised:
+            read(path)
+        assert str(raised.value) == (
+            f"{path}:2: {key!r} is 10,000,000 characters long; bbm-tui takes questions and "
+            f"targets of up to {MAX_QUESTION_CHARS:,}")

@@ -10,9 +10,11 @@ import pytest
 
 from bbm_tui.cli import main
 from bbm_tui.core.annotation.export import export, import_rows, load_traces, markdown
+from bbm_tui.core.annotation.queue import AnnotationQueue
 from bbm_tui.core.dataset import bundled_path, bundled_rows, read_rows
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import TASK_NAMES
+from tests.strict_json import strict_json_lines
 
 
 def meaning(row: dict) -> dict:
@@ -114,3 +116,100 @@ def test_the_sessions_command_tells_a_label_on_another_branch(capsys) -> None:
     labels = {item["id"]: item["label"] for item in map(json.loads,
                                                           capsys.readouterr().out.splitlines())}
     assert labels == {flagged: "mistake at 2", moved: "other branch"}
+
+
+ANSWERED = {"input": "b a", "steps": ["Let me sort them.", "So the answer is a b."],
+            "answer": "a b", "target": "a b", "mistake_index": None}
+
+
+def test_import_then_export_keeps_a_rows_own_answer(tmp_path: Path, capsys) -> None:
+    """The row says `"answer": "a b"`; its last step reads "So the answer is a b.", where the
+    answer regex finds "a b.". Before, the export wrote "a b." (jsonl and the consensus file)
+    and Markdown marked the trace wrong against its target "a b". The row's own answer is
+    kept as given, a null one too; the regex's answer is what a generated trace gets."""
+    source = tmp_path / "word_sorting.jsonl"
+    unanswered = {**ANSWERED, "input": "d c", "answer": None,
+                  "steps": ["Let me sort them.", "So the answer is c d."], "target": "c d"}
+    source.write_text(json.dumps(ANSWERED) + "\n" + json.dumps(unanswered) + "\n")
+    assert main(["import", str(source)]) == 0
+    out, markdown = tmp_path / "out.jsonl", tmp_path / "out.md"
+    assert main(["export", "--format", "jsonl", "--out", str(out)]) == 0
+    assert main(["export", "--format", "markdown", "--out", str(markdown)]) == 0
+    rows = {row["input"]: row for row in strict_json_lines(out)}
+    assert rows["b a"]["answer"] == "a b" and rows["d c"]["answer"] is None
+    assert "- answer: `a b` (correct)" in markdown.read_text()
+    consensus = tmp_path / "consensus.jsonl"
+    capsys.readouterr()
+    assert main(["agreement", "--app-labels", "--consensus", str(consensus)]) == 0
+    assert {row["input"]: row["answer"] for row in strict_json_lines(consensus)} == {
+        "b a": "a b", "d c": None}
+
+
+def test_an_annotated_files_rows_keep_their_own_answer(tmp_path: Path) -> None:
+    source = tmp_path / "word_sorting.jsonl"
+    source.write_text(json.dumps(ANSWERED) + "\n")
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        queue = AnnotationQueue.open(store, [source], "alice")
+        for _ in ANSWERED["steps"]:
+            queue.judge(True)
+        queue.submit()
+        [trace] = load_traces(store, None)
+        assert trace.answer == "a b" and trace.correct
+
+
+def test_every_labelled_branch_is_a_labelled_row_in_every_format(tmp_path: Path,
+                                                                 capsys) -> None:
+    """The README's story: Thought 2 flagged, then a new branch from it (backtracking's or a
+    rewrite), which is on show unlabelled. The flagged original is a labelled row in every
+    format, the new branch an unlabelled one where the format has them, and jsonl and csv
+    agree; once the new branch is labelled too, both are labelled rows."""
+    import csv
+
+    from bbm_tui.core.store import default_path
+    from bbm_tui.core.trace.session import TraceSession
+
+    row = bundled_rows("multistep_arithmetic")[7]
+    with Store.open(default_path()) as store:
+        [session_id] = import_rows(store, "multistep_arithmetic", [row],
+                                   labelled=False).imported
+        trace = TraceSession.load(store, session_id)
+        trace.flag_mistake(2)
+        original = trace.texts
+        trace.fork_at(2)
+        for text in ("Let's calculate A = 3.", "B = 10.", "So the answer is -7"):
+            trace.append_typed(text)
+
+    def exported(fmt: str) -> list:
+        out = tmp_path / f"{fmt}.out"
+        assert main(["export", "--format", fmt, "--out", str(out), "--force"]) == 0
+        capsys.readouterr()
+        if fmt == "csv":
+            return list(csv.DictReader(out.open()))
+        if fmt == "markdown":
+            return [out.read_text()]
+        return [json.loads(line) for line in out.read_text().splitlines()]
+
+    new_branch = [original[0], "Let's calculate A = 3.", "B = 10.", "So the answer is -7"]
+    rows = exported("jsonl")
+    assert [(r["steps"], r.get("mistake_index", "unlabelled")) for r in rows] == [
+        (new_branch, "unlabelled"), (original, 1)]
+    table = exported("csv")
+    assert [(r["status"], r["mistake_index"], r["branch"]) for r in table] == [
+        ("labelled", "1", "other")]
+    [bench] = exported("processbench")
+    assert bench["label"] == 1 and "-branch-" in bench["id"]  # apart from the branch on show
+    [rated] = exported("prm800k")
+    assert rated["bbm_tui"]["session_id"] == session_id and len(rated["label"]["steps"]) == 2
+    [text] = exported("markdown")
+    assert "(another branch)" in text and "- first mistake: Thought 2" in text
+    assert "- first mistake: not labelled" in text
+
+    with Store.open(default_path()) as store:
+        TraceSession.load(store, session_id).mark_no_mistake()
+    rows = exported("jsonl")
+    assert [(r["steps"], r["mistake_index"]) for r in rows] == [(new_branch, None),
+                                                                (original, 1)]
+    table = exported("csv")
+    assert [(r["branch"], r["mistake_index"]) for r in table] == [("on show", ""),
+                                                                  ("other", "1")]
+    assert [r["label"] for r in exported("processbench")] == [-1, 1]

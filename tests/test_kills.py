@@ -771,39 +771,59 @@ def test_a_kill_between_storing_the_samples_and_taking_one_is_resumed_by_the_rul
     """The samples are committed in one transaction, the chosen one taken in the next. A
     kill between the two left samples with none chosen, which the next run read as "no
     sample differed": the trace kept as it was, counted unchanged in Table 6, with 0 calls.
-    Here the test holds the store's write lock the moment the samples are in (so the child
-    cannot have taken one yet) and kills it there; the same command again applies the rule
-    to the stored samples, samples nothing more, and finishes the new branch."""
-    import sqlite3
-
-    home = tmp_path / "between" / "home"
-    home.mkdir(parents=True)
-    db = home / DATABASE_NAME
-    argv = backtrack_argv(backtrack_server.base_url, write_backtrack_input(home.parent),
-                          home.parent / "out.jsonl")
-    child = server.spawn(argv, environment(home, 0), stderr=home.parent / "stderr")
-    deadline = time.monotonic() + 60
-    watcher: sqlite3.Connection | None = None
-    while True:
-        assert child.poll() is None, f"it ended ({child.poll()}) first: {child.stderr}"
-        assert time.monotonic() < deadline, "no samples in a minute"
-        if db.exists():
-            watcher = watcher or sqlite3.connect(db, timeout=10, isolation_level=None)
-            with contextlib.suppress(sqlite3.OperationalError):  # the store not made yet
-                watcher.execute("BEGIN IMMEDIATE")
-                if watcher.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]:
-                    break  # holding the lock: the child cannot commit its choice now
-                watcher.execute("ROLLBACK")
-        time.sleep(0.001)
+    Here the child is stopped (SIGSTOP) the moment its samples are in the store; if it had
+    not taken one yet, it is killed there (else it goes on, and another run is tried). The
+    same command again applies the rule to the stored samples, samples nothing more, and
+    finishes the new branch."""
+    for attempt in range(12):
+        home = tmp_path / f"between-{attempt}" / "home"
+        home.mkdir(parents=True)
+        db = home / DATABASE_NAME
+        argv = backtrack_argv(backtrack_server.base_url, write_backtrack_input(home.parent),
+                              home.parent / "out.jsonl")
+        child = server.spawn(argv, environment(home, 0), stderr=home.parent / "stderr")
+        if _stopped_between_samples_and_choice(child, db):
+            break
+        assert child.wait(120) == 0, child.stderr
+    else:
+        raise AssertionError("the child took its sample before it could be stopped, 12 times")
     assert child.kill() == -9, child.stderr
-    watcher.execute("ROLLBACK")
-    watcher.close()
-    where = f"backtrack killed between its samples and its choice (seed {SEED})"
+    where = f"backtrack killed between its samples and its choice (attempt {attempt + 1})"
     assert integrity(db) == "ok", where
     before = snapshot(db)
     saved = assert_backtrack_consistent(db, where)
     assert saved.new == [] and query(db, "SELECT COUNT(*) FROM candidates")[0][0] == 8, where
     resume_backtrack(server, backtrack_server, argv, home, before, where)
+    print(where)
+
+
+def _stopped_between_samples_and_choice(child: Child, db: Path) -> bool:
+    """Watch the store (reads only) until the samples are in, stop the child there, and
+    say whether it had taken none yet (it stays stopped) or had (it is let go on)."""
+    import signal
+    import sqlite3
+
+    deadline = time.monotonic() + 60
+    watcher: sqlite3.Connection | None = None
+    try:
+        while True:
+            assert child.poll() is None, f"it ended ({child.poll()}) first: {child.stderr}"
+            assert time.monotonic() < deadline, "no samples in a minute"
+            if db.exists():
+                watcher = watcher or sqlite3.connect(db, timeout=10)
+                with contextlib.suppress(sqlite3.OperationalError):  # not made yet
+                    if watcher.execute("SELECT COUNT(*) FROM candidates").fetchone()[0]:
+                        break
+            time.sleep(0.0002)
+        os.kill(child.pid, signal.SIGSTOP)
+        taken = watcher.execute(
+            "SELECT COUNT(*) FROM candidates WHERE step_id IS NOT NULL").fetchone()[0]
+        if taken:
+            os.kill(child.pid, signal.SIGCONT)
+        return not taken
+    finally:
+        if watcher is not None:
+            watcher.close()
 
 
 def children_of(pid: int) -> list[int]:

@@ -1,7 +1,8 @@
 """A command never damages a file it did not write (issue 8, items 1, 2 and 9), through the
-real command line in child processes: `--out` naming a text file, the session store, an input,
-a device or a FIFO is refused with the file left byte for byte; two commands on one OUT or
-PREDS never both write it; a question listed twice runs once; reads are bounded."""
+real command line (its `main`, run as a process would run it: tests/cli_helpers.py; a child
+process where two commands must overlap): `--out` naming a text file, the session store, an
+input, a device or a FIFO is refused with the file left byte for byte; two commands on one OUT
+or PREDS never both write it; a question listed twice runs once; reads are bounded."""
 
 from __future__ import annotations
 

@@ -220,7 +220,7 @@ def test_rename_and_delete(store: Store) -> None:
 
 
 async def test_cancel_while_a_finished_step_waits_for_the_disk(
-    store: Store, openai_server: FakeOpenAI
+    store: Store, openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Esc can land while a finished step is being committed (e.g. while another process
     holds the store's write lock). The step is saved, and once the cancelled run is over the
@@ -230,18 +230,25 @@ async def test_cancel_while_a_finished_step_waits_for_the_disk(
     committing = threading.Event()
 
     def trace(statement: str) -> None:
-        if statement.startswith("BEGIN IMMEDIATE"):
+        # The session's claim to generate is a write too (store v11): the first write after
+        # it is the step's (the claim's heartbeat is put off past the test).
+        if statement.startswith("INSERT OR REPLACE INTO session_claims"):
+            claimed.set()
+        elif statement.startswith("BEGIN IMMEDIATE") and claimed.is_set():
             committing.set()
 
+    claimed = threading.Event()
+    monkeypatch.setattr("bbm_tui.core.trace.session.CLAIM_HEARTBEAT_S", 3600.0)
     store._connection.set_trace_callback(trace)
     blocker = sqlite3.connect(store.path, isolation_level=None)
-    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock
 
     async def consume() -> None:
         async for _ in session.generate(settings=FAST):
             pass
 
     task = asyncio.create_task(consume())
+    await asyncio.to_thread(claimed.wait, 10)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the lock
     await asyncio.to_thread(committing.wait, 10)  # step 1 is finished and being committed
     asyncio.get_running_loop().call_later(0.2, blocker.rollback)
     task.cancel()

@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 4 and 6 to 10 open as the current version with nothing
+"""Stores written by schema versions 1 to 4 and 6 to 12 open as the current version with nothing
 lost (issue 9, item 4; issue 11); v9's impossible log-probabilities are mended (version 10).
 The old stores are frozen as SQL in tests/fixtures/, written by the code of their day, never
 built from today's."""
@@ -33,12 +33,12 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     tables = [row[0] for row in connection.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
     rows = {table: [dict(row) for row in connection.execute(
-        f"SELECT * FROM {table} ORDER BY id")] for table in tables}
+        f"SELECT * FROM {table} ORDER BY rowid")] for table in tables}
     connection.close()
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10, 11, 12])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -307,3 +307,54 @@ def test_version_11_keeps_a_v10_store_and_keeps_a_tasks_definition_by_its_digest
                                   source=SessionSource.RUN) is None
     rows = sqlite3.connect(path).execute("SELECT digest, name FROM task_definitions").fetchall()
     assert rows == [("d" * 64, "sums")]
+
+
+def test_version_12_keeps_a_v11_store_and_keeps_origins_ratings_and_notes(
+        tmp_path: Path) -> None:
+    """v11 -> v12: labels before are the paper's protocol's (no ratings, no finish reason, no
+    note); a session may now keep the row it came from, and a label every step's rating."""
+    path = old_store(tmp_path, 11)
+    with Store.open(path) as store:
+        before = store.current_label(2, "ana")
+        assert (before.ratings, before.finish_reason, before.note) == (None, None, None)
+        assert store.origin(1) is None and store.origins() == {}
+        origin = {"format": "processbench", "fields": {"id": "gsm8k-0"}, "keys": ["id"]}
+        store.set_origin(4, origin)
+        store.set_origin(4, {**origin, "fields": {"id": "gsm8k-1"}})  # replaced, not added
+        assert store.origins() == {4: {**origin, "fields": {"id": "gsm8k-1"}}}
+        step = store.branch(4)[0]
+        label = store.set_label(4, step.id, step.id, annotator="bo", ratings=[0, -1],
+                                finish_reason="found_error", note="wrong bracket")
+        assert (label.ratings, label.finish_reason, label.note) == (
+            (0, -1), "found_error", "wrong bracket")
+        assert store.current_label(4, "bo") == label
+        mine = [found for found in store.annotator_labels() if found.annotator == "bo"]
+        assert [(found.ratings, found.finish_reason, found.note) for found in mine] == [
+            ((0, -1), "found_error", "wrong bracket")]
+    rows = sqlite3.connect(path).execute(
+        "SELECT session_id, origin FROM session_origins").fetchall()
+    assert rows == [(4, '{"format": "processbench", "fields": {"id": "gsm8k-1"}, '
+                        '"keys": ["id"]}')]
+
+
+def test_version_13_keeps_a_v12_store_and_claims_sessions_being_generated(
+    tmp_path: Path,
+) -> None:
+    """v12 -> v13: every row as it was (the test above), an empty `session_claims`; a
+    session can be claimed, is busy for another owner, and is free once released; a step
+    stored again at its place is the one there."""
+    from bbm_tui.core.store import SessionBusy
+
+    path = old_store(tmp_path, 12)
+    with Store.open(path) as store:
+        assert table_rows(path)["session_claims"] == []
+        versions = [s for s in store.steps_of(3) if s.number == 3]
+        assert [s.text for s in versions] == ["So the answer is 4", "So the answer is 4."]
+        store.claim_session(3, "a")
+        with pytest.raises(SessionBusy):
+            store.claim_session(3, "b")
+        store.release_claim(3, "a")
+        store.claim_session(3, "b")
+        again = store.add_step(3, parent_id=versions[1].parent_id, number=3,
+                               text="So the answer is 4.")
+        assert again.id == versions[1].id

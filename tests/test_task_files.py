@@ -11,6 +11,7 @@ import pytest
 
 from bbm_tui.core.prompts.generation import next_step_prompt
 from bbm_tui.core.tasks import (
+    FIELD_TASK_NAMES,
     PAPER_ANSWER_PATTERN,
     TASK_NAMES,
     UnknownTaskError,
@@ -116,7 +117,8 @@ def test_registered_tasks_are_found_by_name_after_the_papers(tmp_path: Path) -> 
     task = load_task_file(write(tmp_path, "t.toml", 'name = "mine"\n'))
     use_tasks([task])
     assert get_task("mine") is task and user_tasks() == (task,)
-    assert task_names() == (*TASK_NAMES, "mine")
+    # The user's, then the tasks of the field's formats (processbench, ...).
+    assert task_names() == (*TASK_NAMES, "mine", *FIELD_TASK_NAMES)
     use_tasks([])
     with pytest.raises(UnknownTaskError, match="'mine'"):
         get_task("mine")
@@ -166,6 +168,27 @@ def test_toml_syntax_errors_say_their_line(tmp_path: Path) -> None:
         load_task_file(path)
     assert str(raised.value) == (
         f"{path}: line 2, column 22: invalid TOML: Illegal character '\\n'")
+
+
+@pytest.mark.parametrize(("nested", "line"), [
+    ('name = "t"\nx = ' + "{a = " * 5000 + "1" + "}" * 5000 + "\n", 2),
+    ("x = " + "[" * 100_000 + "\n", 1),
+])
+def test_nesting_too_deep_says_its_line(tmp_path: Path, nested: str, line: int) -> None:
+    """tomllib recurses on each level: a RecursionError, "internal error ... please report
+    it", before."""
+    path = write(tmp_path, "deep.toml", nested)
+    with pytest.raises(TaskFileError) as raised:
+        load_task_file(path)
+    assert str(raised.value) == f"{path}: line {line}: nested too deeply to read (invalid TOML)"
+
+
+def test_finding_prompts_nested_too_deep(tmp_path: Path) -> None:
+    write(tmp_path, "deep.json", "[" * 100_000)
+    path = write(tmp_path, "t.toml", 'name = "t"\nfinding_prompts = "deep.json"\n')
+    with pytest.raises(TaskFileError, match=r"line 2: 'finding_prompts': .*deep\.json: nested "
+                                            r"too deeply to read"):
+        load_task_file(path)
 
 
 def test_a_missing_name_a_missing_file_and_not_utf8(tmp_path: Path) -> None:

@@ -117,7 +117,8 @@ def test_the_papers_sessions_keep_no_definition(store: Store) -> None:
 def test_an_annotation_queue_of_a_task_files_rows(task_file: Path, store: Store,
                                                   tmp_path: Path) -> None:
     """`annotate --task-file`: the queued traces' sessions keep the task (and its digest),
-    and their steps' answers are read by its regex."""
+    their steps' answers are read by its regex, and the last keeps the row's own answer as the
+    file gives it (recorded_steps)."""
     from bbm_tui.core.annotation.queue import AnnotationQueue
 
     rows = tmp_path / "to_label.jsonl"
@@ -129,5 +130,5 @@ def test_an_annotation_queue_of_a_task_files_rows(task_file: Path, store: Store,
     queue.submit()
     trace = TraceSession.load(store, queue.session_id(0))
     assert trace.task.name == "sums" and trace.session.task_digest is not None
-    assert [step.answer for step in trace.steps] == [None, "$5."]
-    assert trace.correct is True  # "$5." is 5 by the task's number comparison
+    assert [step.answer for step in trace.steps] == [None, "$5"]
+    assert trace.correct is True  # "$5" is 5 by the task's number comparison

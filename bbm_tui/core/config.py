@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.tomltext import line_of, toml_error_message
+from bbm_tui.core.tomltext import line_of, toml_error_message, too_deep_message
 from bbm_tui.core.types import (
     DEFAULT_FINDER_MAX_TOKENS,
     DEFAULT_MODEL,
@@ -39,6 +39,7 @@ from bbm_tui.core.types import (
     MIN_TEMPERATURE,
     MODES,
     CallSettings,
+    Mode,
     StepperSettings,
 )
 
@@ -55,7 +56,7 @@ class Config:
 
     model: str = DEFAULT_MODEL
     api_base: str | None = None
-    mode: str = "chat"
+    mode: Mode = "chat"
     step_limit: int = DEFAULT_STEP_LIMIT
     max_tokens: int = DEFAULT_STEP_MAX_TOKENS
     logprobs: bool = False
@@ -119,12 +120,16 @@ def load_config(path: Path | None = None) -> Config:
     import tomllib  # here, not at the top: without a config file the start does without it
 
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: {toml_error_message(error)}") from None
-    return _config_from(data, path, raw.decode("utf-8"))
+    except RecursionError:  # tomllib recurses on each level of nesting
+        raise ConfigError(f"{path}: {too_deep_message(text)}") from None
+    return _config_from(data, path, text)
 
 
 def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:

@@ -1,5 +1,6 @@
 """Messages about TOML files (the config file, task files) that lead with the line, as every
-message about a file does here. No TOML parsing of its own: `tomllib` reads, this says where."""
+message about a file does here. `tomllib` reads; this says where (reading again only to find
+the line of nesting too deep, which tomllib reports as a RecursionError with no place)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,25 @@ def line_of(key: str, text: str) -> str:
     """"line 4: " where `key` is set, "" where it is not: the start of a message."""
     number = key_line(key, text)
     return f"line {number}: " if number is not None else ""
+
+
+def too_deep_message(text: str) -> str:
+    """"line 2: nested too deeply to read (invalid TOML)", for a text tomllib recursed too deep
+    on (5,000 nested inline tables, 100,000 nested arrays). The line is the last of the
+    shortest run of whole lines from the top that recurses, found by halving: a prefix that
+    recursed recurses whatever follows it."""
+    import tomllib
+
+    lines = text.splitlines(keepends=True)
+    low, high = 1, max(len(lines), 1)
+    while low < high:
+        middle = (low + high) // 2
+        try:
+            tomllib.loads("".join(lines[:middle]))
+        except RecursionError:
+            high = middle
+            continue
+        except tomllib.TOMLDecodeError:
+            pass
+        low = middle + 1
+    return f"line {low}: nested too deeply to read (invalid TOML)"

@@ -60,6 +60,13 @@ def sane_cost(value: Any) -> float | None:
     return cost if math.isfinite(cost) and 0.0 <= cost <= MAX_CALL_COST else None
 
 
+# The longest question (a dataset row's `input`) and target bbm-tui takes, in characters. The
+# bundled dataset's longest question has 1,026; a step's prompt carries the whole question, and
+# no model reads much more than this in one (a 10 MB question took 47 s and 871 MB to the
+# app's first frame). A longer one is refused where it comes in, naming the file and line.
+MAX_QUESTION_CHARS = 100_000
+
+
 # A log-probability is log(p) for a probability 0 < p <= 1: at most 0 (a provider's float32
 # rounding of log 1 may land a hair above, kept as 0), finite, and not below the floor: far
 # under any real token's (OpenAI's "as good as impossible" is -9999), and low enough that a sum
@@ -127,6 +134,7 @@ class FlagReason(StrEnum):
 
     BAD_PROBLEM = "bad problem"  # the question or target is wrong or unreadable
     UNSURE = "unsure"  # the annotator cannot decide
+    GIVE_UP = "give up"  # per-step labelling (PRM800K's give_up): stuck, ratings kept
 
 
 class CallPurpose(StrEnum):

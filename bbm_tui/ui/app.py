@@ -67,6 +67,8 @@ class AnnotateRequest:
     annotator: str
     traces: list[QueuedTrace] = field(default_factory=list)
     adjudicate: bool = False
+    # The labelling protocol: the paper's, or PRM800K's per-step one.
+    protocol: str = "paper"
 
     def __repr__(self) -> str:
         # Short: a worker's description is built from its arguments' reprs, and the default
@@ -439,7 +441,7 @@ class BbmApp(App[int]):
 
     @property
     def configured_spec(self) -> ModelSpec:
-        return ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
+        return ModelSpec(self.config.model, self.config.api_base, self.config.mode)
 
     @work(exclusive=True, group="open", exit_on_error=False, description="Opening the question")
     async def _show_question(self, task: str, number: int) -> None:
@@ -467,7 +469,7 @@ class BbmApp(App[int]):
             self.notify(problem, severity="error", markup=False)
             await self.push_screen(NewSessionScreen(self.config, task=task))
             return
-        spec = ModelSpec(self.config.model, self.config.api_base, self.config.mode)  # type: ignore[arg-type]
+        spec = ModelSpec(self.config.model, self.config.api_base, self.config.mode)
         request = dataset_request(task, number, rows[number], spec, recorded=False)
         trace = await asyncio.to_thread(create_trace, store, request)
         await self._present(trace, None)
@@ -529,12 +531,13 @@ class BbmApp(App[int]):
             await self.push_screen(AdjudicateScreen(adjudication))
             return
         from bbm_tui.core.annotation.queue import AnnotationQueue
-        from bbm_tui.ui.screens.annotate import AnnotateScreen
+        from bbm_tui.ui.screens.annotate import AnnotateScreen, PerStepAnnotateScreen
 
         queue = await asyncio.to_thread(AnnotationQueue, store, request.annotator,
-                                        request.traces)
+                                        request.traces, protocol_name=request.protocol)
         await self._pop_to(1)
-        await self.push_screen(AnnotateScreen(queue))
+        screen = PerStepAnnotateScreen if queue.per_step else AnnotateScreen
+        await self.push_screen(screen(queue))
 
     async def action_annotate(self) -> None:
         """From the palette: ask for the files and the annotator, read them, open the queue."""
@@ -694,6 +697,12 @@ class BbmApp(App[int]):
                                   severity="error", timeout=20, markup=False)
 
     def action_save_svg(self) -> None:
+        """Save a screenshot once the screen has been drawn again: from the palette, the
+        screen below has just come back, and its footer recomposes after the next refresh
+        (a screenshot taken at once had an empty footer row)."""
+        self.call_after_refresh(self.call_after_refresh, self.save_svg_now)
+
+    def save_svg_now(self) -> None:
         folder = screenshot_folder()
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -717,7 +726,8 @@ class BbmApp(App[int]):
         yield SystemCommand("Adjudicate", "Settle the traces the annotators disagree on",
                             self.action_adjudicate)
         yield SystemCommand("Export labels", "Every session's labels to a file (JSONL, "
-                            "ProcessBench, PRM800K, Markdown, CSV)", self.action_export)
+                            "the field's step-level formats, DPO pairs, Markdown, CSV)",
+                            self.action_export)
         # The keys' commands, declared next to the bindings (PALETTE): the trace's, the app's.
         yield from declared_commands(screen, self)
 

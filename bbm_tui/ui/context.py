@@ -32,6 +32,7 @@ class AppContext(Protocol):
 
     def can_leave(self, screen: Screen) -> bool:
         """Whether Esc on `screen` has a screen to go back to."""
+        ...
 
     def session_left(self, session_id: int) -> None:
         """A trace screen went away: a session made in this run with nothing done in it is

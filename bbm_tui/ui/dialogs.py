@@ -21,11 +21,16 @@ from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Stat
 from bbm_tui.core import llm
 from bbm_tui.core.judging.judges import Judge
 from bbm_tui.core.tasks import Task
-from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, StepperSettings
+from bbm_tui.core.types import (
+    MAX_QUESTION_CHARS,
+    MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
+    StepperSettings,
+)
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe, safe_line, styled
-from bbm_tui.ui.widgets.chrome import KeysFooter
+from bbm_tui.ui.widgets.chrome import KeysFooter, TickBox
 
 R = TypeVar("R")
 
@@ -118,7 +123,9 @@ class HelpScreen(Dialog[None]):
         others = dialog.styles.gutter.height + sum(
             child.outer_size.height + child.styles.margin.height
             for child in dialog.children if child is not keys)
-        room = int(self.size.height * 0.9) - others
+        # The dialog's 90% is of the screen less its footer (docked at the bottom).
+        footer = sum(widget.outer_size.height for widget in self.query(KeysFooter))
+        room = int((self.size.height - footer) * 0.9) - others
         keys.styles.max_height = max(3, min(HELP_ROWS, room))
 
     def _draw_table(self, width: int) -> None:
@@ -245,6 +252,10 @@ class TypedQuestionScreen(Dialog[tuple[str, str | None] | None]):
         Binding("ctrl+r", "submit", "start", id="typed_start"),
         Binding("escape", "cancel", "cancel", id="typed_cancel"),
     ]
+    # Under 32 rows the text box is shorter (dialogs.tcss): with the footer, the dialog
+    # then fits 80x24 without scrolling its title away.
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
+                                                                    (32, "-tall")]
 
     def __init__(self, task: Task) -> None:
         super().__init__()
@@ -284,11 +295,19 @@ class TypedQuestionScreen(Dialog[tuple[str, str | None] | None]):
             self.action_cancel()
 
     def action_submit(self) -> None:
-        text = self.query_one("#typed-input").text.strip()  # type: ignore[attr-defined]
+        from textual.widgets import TextArea
+
+        text = self.query_one("#typed-input", TextArea).text.strip()
         if not text:
             self.notify("Type a question first.", severity="warning", markup=False)
             return
         target = self.query_one("#typed-target", Input).value.strip() or None
+        longest = max(len(text), len(target or ""))
+        if longest > MAX_QUESTION_CHARS:
+            self.notify(f"That is {longest:,} characters; bbm-tui takes questions of up to "
+                        f"{MAX_QUESTION_CHARS:,} characters (and targets as long).",
+                        severity="warning", markup=False)
+            return
         self.dismiss((text, target))
 
     def action_cancel(self) -> None:
@@ -334,7 +353,7 @@ class ModelScreen(Dialog["ModelChoice | None"]):
                 yield Input(value=str(call.max_tokens or ""), id="max-tokens", type="integer")
                 yield Input(value=str(self._settings.step_limit), id="step-limit",
                             type="integer")
-            yield Checkbox("Text completion (base models); off: chat", id="completion",
+            yield TickBox("Text completion (base models); off: chat", id="completion",
                            value=self._spec.mode == "completion")
             yield Static(id="model-test-result")
             with Horizontal(classes="dialog-buttons"):
@@ -458,7 +477,7 @@ class FindRequest:
     judge_all: bool = False
 
 
-class SpaceCheckbox(Checkbox, inherit_bindings=False):
+class SpaceCheckbox(TickBox, inherit_bindings=False):
     """A checkbox that space toggles and enter leaves to the dialog (which runs)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -489,6 +508,9 @@ class MethodSet(RadioSet, inherit_bindings=False):
         buttons = list(self.query(RadioButton))
         if buttons:
             buttons[(max(self.pressed_index, 0) + delta) % len(buttons)].value = True
+
+
+JUDGE_ALL = "Judge every step, not only up to the first No (space toggles)"
 
 
 class FindScreen(Dialog[FindRequest | None]):
@@ -531,9 +553,7 @@ class FindScreen(Dialog[FindRequest | None]):
                             placeholder="e.g. replay/bbm, simulated/rm-0.65, openai/gpt-4o")
                 yield Input(value=self._default.spec.api_base or "", id="find-api-base",
                             placeholder="the provider's default")
-            yield SpaceCheckbox("Judge every step, not only up to the first No (space "
-                                "toggles)", id="find-judge-all",
-                                value=self._default.judge_all)
+            yield SpaceCheckbox(JUDGE_ALL, id="find-judge-all", value=self._default.judge_all)
             with Horizontal(classes="dialog-buttons"):
                 yield Button(_with_key("Run", key_for(self, "find_run")), variant="primary",
                              id="find-run")
@@ -547,8 +567,6 @@ class FindScreen(Dialog[FindRequest | None]):
             yield Static(styled(note, MUTED), id="find-hint")
 
     def on_mount(self) -> None:
-        self.query_one("#find-model").border_title = "Model"
-        self.query_one("#find-api-base").border_title = "API base"
         self.query_one("#find-method", MethodSet).focus()
         self._method_changed()
 
@@ -565,10 +583,18 @@ class FindScreen(Dialog[FindRequest | None]):
         method = self.method
         self.query_one("#find-method-hint", Static).update(styled(method.hint, MUTED))
         # Judging every step means something only to a judge that stops at the first
-        # mistake; a judge with no model (the task verifier) takes none.
-        self.query_one("#find-judge-all", Checkbox).disabled = not method.stops_early
-        self.query_one("#find-model", Input).disabled = not method.needs_model
-        self.query_one("#find-api-base", Input).disabled = not method.needs_model
+        # mistake; a judge with no model (the task verifier) takes none. What does not apply
+        # is greyed and says why (left in place: the dialog keeps its shape as the arrows
+        # go through the methods).
+        judge_all = self.query_one("#find-judge-all", Checkbox)
+        judge_all.disabled = not method.stops_early
+        judge_all.label = (JUDGE_ALL if method.stops_early else
+                           "Judge every step: for step-level methods only")
+        model, api_base = self.query_one("#find-model", Input), self.query_one(
+            "#find-api-base", Input)
+        model.disabled = api_base.disabled = not method.needs_model
+        model.border_title = "Model" if method.needs_model else "Model: not used by this method"
+        api_base.border_title = "API base" if method.needs_model else "API base: not used"
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "find-run":

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 
 def screen_bindings() -> dict[str, list[Binding]]:
@@ -49,7 +49,7 @@ def ui_screen_modules() -> list[ModuleType]:
 
 
 def keymap_problems(keymap: dict[str, str], screens: dict[str, list[Binding]],
-                    app_bindings: Iterable[Binding], path: Path | None) -> list[str]:
+                    app_bindings: Iterable[BindingType], path: Path | None) -> list[str]:
     lines = _lines_of(path)
     where = str(path) if path else "the config"
     app = [b for b in app_bindings if isinstance(b, Binding) and b.id]

@@ -40,6 +40,35 @@ def safe(text: str) -> Content:
     return Content(printable(text))
 
 
+# Past this many characters a question, a target or a thought is cut on screen: wrapping a
+# megabyte on every repaint and key froze the screen (a 10 MB question: 47 s to the first
+# frame, 871 MB). Copying still takes all of it.
+SHOWN_LIMIT = 20_000
+QUESTION_SHOWN = SHOWN_LIMIT
+# What the note after a question cut on screen says (the screens that show one bind Q to it).
+COPY_QUESTION = "Q copies the whole question"
+
+
+def shown_part(text: str, limit: int = SHOWN_LIMIT) -> tuple[str, int]:
+    """The part of `text` shown on screen, and how many characters are left out."""
+    if len(text) <= limit:
+        return text, 0
+    return text[:limit], len(text) - limit
+
+
+def left_out(hidden: int, how: str) -> Content:
+    """" … 9,980,000 more characters (HOW)", after a text cut on screen."""
+    return styled(f" … {hidden:,} more characters ({how})", f"italic {MUTED}")
+
+
+def safe_cut(text: str, how: str, limit: int = SHOWN_LIMIT, *, line: bool = False) -> Content:
+    """Untrusted text, literal, cut on screen at `limit` characters with a note saying how
+    many more there are and `how` to get them all; `line`: on one line (as safe_line)."""
+    shown, hidden = shown_part(text, limit)
+    content = safe_line(shown) if line else safe(shown)
+    return content.append(left_out(hidden, how)) if hidden else content
+
+
 def safe_line(text: str, limit: int | None = None) -> Content:
     """One line of untrusted text, literal, optionally cut with an ellipsis."""
     return Content(one_line(text, limit))

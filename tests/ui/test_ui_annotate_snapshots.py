@@ -114,3 +114,24 @@ def test_annotation_dialogs(snap_compare, tmp_path: Path, dialog: str, size) -> 
     app = make_app(annotate=AnnotateRequest("alice", read_queue_file(path))) if on_queue \
         else make_app()
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=["80x24", "120x40"])
+def test_per_step_annotation_mid_trace(snap_compare, size) -> None:
+    """PRM800K's per-step labelling on a ProcessBench file: the first trace rated to the end
+    (a bad thought, then a good one) and submitted, the second rated good then neutral, its
+    third thought to rate."""
+    from tests.test_formats import FILES
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "PerStepAnnotateScreen")
+        await settle(pilot)
+        for key in ["c", "n", "x", "c", "enter", "c", "n"]:
+            await pilot.press(key)
+            await app.workers.wait_for_complete()
+        await settle(pilot)
+
+    traces = read_queue_file(FILES["processbench"])
+    app = make_app(annotate=AnnotateRequest("alice", traces, protocol="per-step"))
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import threading
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import OptionList
 from ui_helpers import SIZE, make_app, steady_frame, thought, wait_for
@@ -454,3 +455,44 @@ async def test_ctrl_e_changes_the_model_from_the_next_step_on(store: Store) -> N
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         assert any(row.binding_id == "trace_edit_model" and row.keys == "^e"
                    for row in app.screen.rows)
+
+
+@pytest.mark.parametrize("size", [(80, 24), SIZE, (250, 50)])
+async def test_each_sample_shows_where_it_differs_and_whole_a_key_away(size) -> None:
+    """Word sorting #15, Thought 2 flagged, b: the samples differ from the original late in a
+    long thought (every row once ended at '(14) "necroman…'). Each row starts a few words
+    before its first difference, which is marked and in view; all eight rows are in view;
+    the highlighted sample is shown whole under the list, and ↓ shows the next."""
+    from bbm_tui.core.textsafe import one_line
+    from bbm_tui.ui.screens.backtrack import DIFFERS
+
+    app = make_app(task="word_sorting", question=15)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
+                       timeout=30)
+        await pilot.press("2", "enter", "x", "b")
+        dialog = await samples_in(pilot)
+        await pilot.pause()
+        options = dialog.query_one(OptionList)
+        width = options.scrollable_content_region.width
+        assert options.region.height >= 8 + (0 if size == (80, 24) else 2)
+        assert dialog.query_one("#candidates").max_scroll_y == 0  # no scrolling to reach it
+        stored = dialog.ready.stored
+        differing = [i for i, c in enumerate(stored) if not c.dropped and c.text.strip()]
+        assert differing
+        for index in differing:
+            row = options.get_option_at_index(index).prompt
+            spans = [span for span in row.spans if str(span.style) == DIFFERS]
+            assert spans, row.plain
+            assert row.plain.index("…") < spans[0].start < width - 4  # in view, not cut
+        chosen = dialog.ready.resample.chosen
+        assert options.highlighted == chosen
+        whole = str(dialog.query_one("#candidates-whole").render())
+        assert whole == f"{chosen + 1}. {one_line(stored[chosen].text)}"
+        others = [i for i in differing if i > chosen]
+        if others:
+            await pilot.press("down")
+            whole = str(dialog.query_one("#candidates-whole").render())
+            assert one_line(stored[others[0]].text) in whole

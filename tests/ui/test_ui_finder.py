@@ -743,3 +743,39 @@ async def test_the_description_follows_the_highlighted_method(store: Store) -> N
         await pilot.press("up")
         await wait_for(pilot, lambda: described() == METHOD_HINTS[dialog.method.name])
         assert dialog.method.name == seen[-2]
+
+
+@pytest.mark.parametrize("size", [(80, 24), SIZE])
+async def test_the_finder_dialog_greys_what_the_method_does_not_use(store: Store,
+                                                                    size) -> None:
+    """The model and api base mean nothing to the task verifier, and "judge every step"
+    nothing to a trace-level method or the verifier: each is disabled and says so as the
+    arrows go through the methods. The checkbox shows a tick when on and nothing when off
+    (Textual's X read as ticked either way)."""
+    trace = recorded_session(store, "word_sorting", 3)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        await pilot.pause()
+        dialog = app.screen
+        model, api_base = dialog.query_one("#find-model"), dialog.query_one("#find-api-base")
+        judge_all = dialog.query_one("#find-judge-all", Checkbox)
+        seen = {}
+        for _ in dialog._methods:
+            method = dialog.method
+            seen[method.name] = (model.disabled, api_base.disabled, judge_all.disabled,
+                                 str(model.border_title), str(judge_all.label))
+            await pilot.press("down")
+        assert seen["verify"][:3] == (True, True, True)
+        assert "not used" in seen["verify"][3] and "step-level methods only" in seen["verify"][4]
+        assert seen["direct-trace"][:3] == (False, False, True)
+        assert seen["direct-trace"][3] == "Model"
+        assert seen["direct-step"][:3] == seen["cot-step"][:3] == (False, False, False)
+        while dialog.method.name != "direct-step":
+            await pilot.press("down")
+        assert "✓" not in judge_all.render().plain and not judge_all.value
+        judge_all.value = True
+        await pilot.pause()
+        assert "✓" in judge_all.render().plain

@@ -31,6 +31,13 @@ def table(screen: SessionsScreen) -> DataTable:
 
 
 def names(screen: SessionsScreen) -> list[str]:
+    """The names of the sessions in the list, in order, whole (a long one is shown cut)."""
+    return [screen._summaries[int(row.key.value)].session.name
+            for row in table(screen).ordered_rows]
+
+
+def shown_names(screen: SessionsScreen) -> list[str]:
+    """The names as the Name column shows them."""
     grid = table(screen)
     return [grid.get_row_at(row)[0].plain for row in range(grid.row_count)]
 
@@ -223,3 +230,44 @@ async def test_the_columns_fit_without_a_horizontal_scrollbar(store: Store) -> N
             task_width = next(column.width for column in grid.columns.values()
                               if column.key.value == "task")
             assert (task_width >= len("tracking_shuffled_objects")) == (size[0] == 250), size
+
+
+async def test_names_made_from_a_file_and_line_stay_apart(store: Store, tmp_path) -> None:
+    """Sessions a queue made are named "multistep_arithmetic.jsonl:N": cut at their end, every
+    row read "multistep_arithmetic.js…". Cut in the middle, each keeps its line number; and a
+    label on a branch not on show ("↪ other branch") is explained when its row is
+    highlighted."""
+    from bbm_tui.core.annotation.queue import AnnotationQueue, read_queue_file
+    from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.ui.screens.sessions import ELSEWHERE
+
+    path = tmp_path / "multistep_arithmetic.jsonl"
+    path.write_text("".join(row.to_line() + "\n"
+                            for row in bundled_rows("multistep_arithmetic")[:12]))
+    queue = AnnotationQueue(store, "alice", read_queue_file(path))
+    for position in range(12):  # each trace's session is made by its first judgement
+        queue.go_to(position)
+        queue.judge(True)
+    flagged = recorded_session(store, "word_sorting", 3)
+    flagged.flag_mistake(2)
+    async for _ in flagged.rewrite(2, "A thought of my own.", generate=False):
+        pass
+    for size in ((80, 24), (120, 40)):
+        app = make_app()
+        async with app.run_test(size=size) as pilot:
+            screen = await open_sessions(pilot)
+            await pilot.pause()
+            width = next(column.width for column in table(screen).columns.values()
+                         if column.key.value == "name")
+            shown = [name for name in shown_names(screen) if "jsonl" in name]
+            assert len(shown) == 12 and len(set(shown)) == 12, shown
+            assert all(len(name) <= width for name in shown)
+            assert any(name.endswith(":12") for name in shown)
+            grid = table(screen)
+            keys = [str(key.value) for key in grid.columns]
+            row = shown_names(screen).index("word_sorting #3")
+            assert grid.get_row_at(row)[keys.index("label")].plain == ELSEWHERE
+            grid.move_cursor(row=row)
+            await pilot.pause()
+            assert "labelled on another branch than the one the session shows" in \
+                status(screen)

@@ -563,7 +563,7 @@ async def test_one_keys_entry_and_screenshots_in_the_data_folder(store: Store) -
         titles = [command.title for command in app.get_system_commands(screen)]
         assert titles.count("Keys") == 1 and titles.count("Screenshot") == 1
         assert {"Backtrack", "Branches", "Compare branches", "Tokens"} <= set(titles)
-        app.action_save_svg()
+        app.save_svg_now()
         saved = list(screenshot_folder().glob("*.svg"))
         assert len(saved) == 1 and saved[0].parent == store.path.parent / "screenshots"
         await pilot.pause()
@@ -704,6 +704,10 @@ async def test_a_dialog_footer_lists_the_dialog_keys_not_the_screen_behind(
             assert footer.region.bottom == size[1]  # over the screen behind's footer
             shown = {key.action for key in footer.query(FooterKey) if key.display}
             assert shown == {"close"}, shown  # no tokens to pick on a recorded thought
+            # The dialog fits above it, its title in view (not scrolled away).
+            title = dialog.query_one(".dialog-title")
+            assert title.region.height and title.region.y >= 0
+            assert dialog.query_one(".dialog").max_scroll_y == 0
             assert not shown & behind
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is screen)
@@ -744,3 +748,56 @@ async def test_the_header_parts_never_run_together(store: Store, size) -> None:
         assert right.content_region.x - left.region.right >= 2
         # The model the next step uses stays whole; the app's name goes first.
         assert "multistep_arithmetic #7 — replay/bbm" in str(left.render())
+
+
+async def screenshot_from_the_palette(pilot) -> str:
+    """ctrl+p, "Screenshot", enter: the SVG saved (read once its notification is up)."""
+    from bbm_tui.ui.app import screenshot_folder
+
+    app = pilot.app
+    before = set(screenshot_folder().glob("*.svg")) if screenshot_folder().exists() else set()
+    await pilot.press("ctrl+p")
+    await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+    await pilot.press(*"Screenshot")
+    await pilot.pause(0.3)
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: any("Screenshot saved" in note
+                                      for note in notifications(app)))
+    [saved] = set(screenshot_folder().glob("*.svg")) - before
+    return saved.read_text()
+
+
+@pytest.mark.parametrize("where", ["new session", "main", "annotation"])
+async def test_a_screenshot_from_the_palette_has_the_footer(store: Store, tmp_path,
+                                                             where: str) -> None:
+    """The palette closes just before the screenshot is taken, and the footer of the screen
+    under it recomposes a frame later: the screenshot waits for it (it had an empty row)."""
+    from bbm_tui.core.annotation.queue import read_queue_file
+    from bbm_tui.ui.app import AnnotateRequest
+
+    if where == "main":
+        app = make_app(session_id=recorded_session(store, TASK, 0).id)
+        key_text, screen_name = "first mistake", "TraceScreen"
+    elif where == "annotation":
+        path = tmp_path / "word_sorting.jsonl"
+        path.write_text(bundled_rows("word_sorting")[0].to_line() + "\n")
+        app = make_app(annotate=AnnotateRequest("alice", read_queue_file(path)))
+        key_text, screen_name = "incorrect", "AnnotateScreen"
+    else:
+        app = make_app()
+        key_text, screen_name = "type a question", "NewSessionScreen"
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: type(app.screen).__name__ == screen_name)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        svg = await screenshot_from_the_palette(pilot)
+        assert key_text in svg_row(svg, SIZE[1] - 1)
+
+
+def svg_row(svg: str, row: int) -> str:
+    """The text of one row of a Rich SVG screenshot (its runs are clipped to their row)."""
+    import html
+    import re
+
+    runs = re.findall(rf'clip-path="url\(#terminal-\d+-line-{row}\)">([^<]*)</text>', svg)
+    return html.unescape("".join(runs)).replace("\xa0", " ")

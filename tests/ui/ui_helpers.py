@@ -55,13 +55,15 @@ def _holds(condition: Callable[[], bool]) -> bool:
 
 
 def still_cursors(pilot: Pilot) -> None:
-    """No blinking cursor in a screenshot: each cursor drawn steadily. Turned on and off again
-    each time: a blink tick queued before the timer paused can run after (under load) and hide
-    the cursor for good; turning blinking off shows it again."""
+    """No blinking cursor in a screenshot. A TextArea caches its lines with no key for its
+    focus once blinking is off, so a line drawn before the focus arrived (under load) kept
+    showing no cursor: its cache is emptied (notify_style_update) and the lines drawn again."""
     for widget in pilot.app.screen.query("Input, TextArea"):
         assert isinstance(widget, Input | TextArea)
-        widget.cursor_blink = True
         widget.cursor_blink = False
+        if isinstance(widget, TextArea):
+            widget.notify_style_update()
+            widget.refresh()
 
 
 async def steady_frame(pilot: Pilot, timeout: float = 10.0) -> None:

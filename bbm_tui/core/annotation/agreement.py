@@ -15,7 +15,7 @@ The paper reports alpha per task (prompts/paper_tables.json, `krippendorff_alpha
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -27,11 +27,13 @@ K = TypeVar("K", bound=Hashable)
 Labels = Mapping[str, Mapping[K, Location]]
 
 
-def krippendorff_alpha(labels: Labels) -> float | None:
-    """Nominal alpha over the traces labelled by two annotators or more. None when it is
-    undefined: fewer than two such traces' worth of pairable values, or a single value in
-    use (everyone said the same thing every time, so chance agreement is total)."""
-    coincidences: Counter[tuple[Location, Location]] = Counter()
+def krippendorff_alpha(labels: Labels, metric: str = "nominal") -> float | None:
+    """Alpha over the units (traces; for step ratings, a trace's steps) labelled by two
+    annotators or more: `nominal` (every two different values differ alike) or `interval`
+    (numbers: the squared difference, for PRM800K's -1/0/+1). None when it is undefined:
+    fewer than two such units' worth of pairable values, or a single value in use (everyone
+    said the same thing every time, so chance agreement is total)."""
+    coincidences: defaultdict[tuple[Hashable, Hashable], float] = defaultdict(float)
     for values in _values_by_trace(labels).values():
         if len(values) < 2:
             continue
@@ -41,18 +43,47 @@ def krippendorff_alpha(labels: Labels) -> float | None:
             for second, second_count in counts.items():
                 pairs = first_count * (second_count - (first == second))
                 coincidences[(first, second)] += pairs * weight
-    totals: Counter[Location] = Counter()
+    totals: defaultdict[Hashable, float] = defaultdict(float)
     for (first, _second), weight in coincidences.items():
         totals[first] += weight
     n = sum(totals.values())
     if n <= 1 or len(totals) < 2:
         return None
-    observed = sum(w for (first, second), w in coincidences.items() if first != second)
+    distance = _DISTANCES[metric]
+    observed = sum(w * distance(first, second) for (first, second), w in coincidences.items()
+                   if first != second)
     expected_pairs = sum(
-        totals[first] * totals[second] for first in totals for second in totals
-        if first != second
+        totals[first] * totals[second] * distance(first, second)
+        for first in totals for second in totals if first != second
     )
     return 1.0 - (n - 1) * observed / expected_pairs
+
+
+def _nominal(_first: object, _second: object) -> float:
+    return 1.0
+
+
+def _interval(first: object, second: object) -> float:
+    if not isinstance(first, int | float) or not isinstance(second, int | float):
+        raise TypeError(f"the interval metric takes numbers, not {first!r} and {second!r}")
+    return float((first - second) ** 2)
+
+
+_DISTANCES = {"nominal": _nominal, "interval": _interval}
+RatingUnit = tuple[Hashable, int]  # (trace, 0-based step)
+
+
+def step_ratings_report(ratings: Mapping[str, Mapping[RatingUnit, int]]) -> dict[str, object]:
+    """Agreement over PRM800K-style step ratings: alpha, nominal and interval, over the
+    steps rated by two annotators or more (each trace's steps as units), and how many steps
+    and traces that is."""
+    shared = [unit for unit, values in _values_by_trace(ratings).items() if len(values) >= 2]
+    return {
+        "krippendorff_alpha_nominal": krippendorff_alpha(ratings, "nominal"),
+        "krippendorff_alpha_interval": krippendorff_alpha(ratings, "interval"),
+        "n_steps": len(shared),
+        "n_traces": len({unit[0] for unit in shared}),
+    }
 
 
 def cohen_kappa(first: Mapping[K, Location], second: Mapping[K, Location]) -> float | None:
@@ -105,7 +136,7 @@ class Vote:
     tied: bool
 
 
-def majority(labels: Labels) -> dict[K, Vote]:
+def majority(labels: Labels[K]) -> dict[K, Vote]:
     """The majority vote of every trace that at least one annotator labelled."""
     votes: dict[K, Vote] = {}
     for key, values in _values_by_trace(labels).items():
@@ -117,7 +148,7 @@ def majority(labels: Labels) -> dict[K, Vote]:
     return votes
 
 
-def disagreements(labels: Labels) -> list[K]:
+def disagreements(labels: Labels[K]) -> list[K]:
     """Traces labelled by two or more annotators who did not all choose the same location,
     in first-seen order."""
     return [
@@ -218,7 +249,7 @@ def agreement_report(labels: Labels, gold: Mapping[K, Location] | None = None) -
     )
 
 
-def _values_by_trace(labels: Labels) -> dict[K, list[Location]]:
+def _values_by_trace(labels: Labels[K]) -> dict[K, list[Location]]:
     by_trace: dict[K, list[Location]] = {}
     for name in sorted(labels):
         for key, location in labels[name].items():

@@ -1,22 +1,28 @@
-"""Getting traces in and out of the store (docs/DESIGN.md §8).
+"""Getting traces in and out of the store (docs/DESIGN.md §8, §14).
 
 Formats, one trace (the branch on show) per session:
 - `jsonl`: the dataset's own rows (`input, steps, answer, target, mistake_index`), so a
-  dataset file imported and exported again means exactly the same;
-- `processbench`: ProcessBench rows, `label` = index of the first wrong step, -1 = none;
-- `prm800k`: PRM800K-style per-step ratings (1 before the first mistake, -1 at it, rating
-  stops there, as PRM800K's labellers did);
+  dataset file imported and exported again means exactly the same (a trace read from one of
+  the field's formats keeps its `origin`);
+- the field's step-level formats (core/dataset/formats/): `processbench` (`label`, -1 =
+  none), `prm800k` (per-step ratings), `mr-gsm8k`, `mr-ben` (with the first mistake's
+  rectified version from a backtracked or rewritten branch), `math-shepherd`, `prmbench`,
+  `trl` (stepwise supervision); a trace read from one of them is written back in it with
+  everything it carried;
+- `dpo`: preference pairs from branches (`dpo_rows`);
 - `markdown`: for reading and sharing;
 - `csv`: every annotator's label in force (and every flagged trace), with the time spent and
-  whether a suggestion was seen (`export_csv`).
+  whether a suggestion was seen (`export_csv`); `csv-steps`: every rating of every step, one
+  row an annotator's step (`export_step_csv`).
 
 A session labelled through annotation queues (core/annotation/queue.py) exports the adjudicated
-label, else the majority's of its annotators (a tie: unlabelled, it waits for adjudication).
+label, else the majority's of its annotators (a tie: unlabelled, it waits for adjudication),
+with the ratings and notes of the annotators who chose that location.
 
 Only labelled traces have a first-mistake label. An unlabelled one exports with no
 `mistake_index` key at all (jsonl: `null` would say "no mistake"), as "not labelled"
-(markdown), or is left out where the format needs a label (processbench, prm800k);
-`ExportResult` counts both. A jsonl export of more than one task writes each row's `task`.
+(markdown), or is left out where the format needs a label; `ExportResult` counts both. A
+jsonl export of more than one task writes each row's `task`.
 """
 
 from __future__ import annotations
@@ -29,15 +35,42 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.dataset import TraceRow, replacing
+from bbm_tui.core.annotation import protocol
+from bbm_tui.core.dataset import TraceRow, is_standard_output, replacing
+from bbm_tui.core.dataset.formats import (
+    FORMATS as FIELD_FORMATS,
+)
+from bbm_tui.core.dataset.formats import (
+    ORIGIN_KEY,
+    RATINGS_KEY,
+    READ_FORMATS,
+    Alternative,
+    OutTrace,
+    document_text,
+    origin_of,
+    with_digest,
+    write_rows,
+)
+from bbm_tui.core.dataset.formats.positions import ratings_for
+from bbm_tui.core.dataset.formats.prm800k import finish_reason as prm800k_reason
 from bbm_tui.core.dataset.outfile import OutputFileError
-from bbm_tui.core.store import SQLITE_HEADER, Label, Step, Store
+from bbm_tui.core.store import SQLITE_HEADER, AnnotatorLabel, Label, QueueWork, Step, Store
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line, printable
-from bbm_tui.core.trace.session import NewTrace, TraceSession
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource
+from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession
+from bbm_tui.core.types import (
+    DEFAULT_ANNOTATOR,
+    FlagReason,
+    SessionSource,
+    StepOrigin,
+    WorkStatus,
+)
 
-FORMATS = ("jsonl", "processbench", "prm800k", "markdown", "csv")
+# The field's formats a session can be written in (the BBM dataset's is `jsonl`).
+STEP_FORMATS = tuple(name for name in READ_FORMATS if FIELD_FORMATS[name].writer is not None)
+FORMATS = ("jsonl", *STEP_FORMATS, "dpo", "markdown", "csv", "csv-steps")
+# Formats written by their own function, from the store rather than from traces.
+_FROM_STORE = ("csv", "csv-steps", "dpo")
 
 
 @dataclass(frozen=True)
@@ -63,10 +96,24 @@ class LabelledTrace:
     # The task as the session was made with it (a task of one's own may have changed since);
     # None: the one `task` names now.
     task_spec: Task | None = None
+    # What the row it was read from carried (one of the field's formats), if it was.
+    origin: dict[str, Any] | None = None
+    # The per-step protocol's ratings of `steps` (as far as rated) and finish reason.
+    ratings: tuple[int, ...] = ()
+    finish_reason: str | None = None
+    # Why the first mistake is one (annotators' notes), and the first mistake as other
+    # branches wrote it (backtracked or rewritten).
+    reasons: tuple[str, ...] = ()
+    rectified: tuple[str, ...] = ()
+    # The branch the session shows; False for another labelled branch of the session, which
+    # `branch_end`, the id of its last step, tells apart.
+    on_show: bool = True
+    branch_end: int | None = None
 
     @classmethod
     def of(cls, trace: TraceSession) -> LabelledTrace:
         number = trace.mistake_number
+        label = trace.label
         return cls(
             session_id=trace.id,
             name=trace.session.name,
@@ -81,7 +128,25 @@ class LabelledTrace:
             created_at=trace.session.created_at,
             alternatives=alternatives_of(trace),
             task_spec=trace.task,
+            ratings=(label.ratings or ()) if label is not None else (),
+            finish_reason=label.finish_reason if label is not None else None,
+            reasons=(label.note,) if label is not None and label.note else (),
+            rectified=rectified_of(trace, trace.steps, number),
         )
+
+    @classmethod
+    def of_branch(cls, trace: TraceSession, branch: BranchLabel) -> LabelledTrace:
+        """Another branch of the session, with its own label."""
+        steps, label = branch.steps, branch.label
+        number = None if branch.mistake_index is None else branch.mistake_index + 1
+        return replace(
+            cls.of(trace), steps=[step.text for step in steps],
+            answer=next((step.answer for step in reversed(steps) if step.answer), None),
+            labelled=True, mistake_index=branch.mistake_index,
+            alternatives=alternatives_of(trace, steps), ratings=label.ratings or (),
+            finish_reason=label.finish_reason, reasons=(label.note,) if label.note else (),
+            rectified=rectified_of(trace, steps, number), on_show=False,
+            branch_end=steps[-1].id if steps else None)
 
     @property
     def task_found(self) -> Task:
@@ -94,30 +159,54 @@ class LabelledTrace:
 
     @property
     def correct(self) -> bool | None:
-        if self.target is None:
+        if not self.target:  # no target (the field's formats): not known
             return None
         return self.task_found.is_correct(self.answer, self.target)
 
+    def out_trace(self) -> OutTrace:
+        """As the field's formats' writers see it."""
+        return OutTrace(
+            input=self.input, steps=tuple(self.steps), answer=self.answer,
+            target=self.target or "", labelled=self.labelled,
+            mistake_index=self.mistake_index if self.labelled else None, task=self.task,
+            question=self.question, model=self.model,
+            # Another branch of the session is told apart by the step it ends in.
+            name=f"{self.task}-{self.session_id}" + (
+                "" if self.on_show else f"-branch-{self.branch_end}"),
+            ratings=tuple(self.ratings),
+            finish_reason=self.finish_reason, origin=self.origin, correct=self.correct,
+            reasons=self.reasons, rectified=self.rectified, labeler=self.labeler,
+            timestamp=_timestamp(self.created_at),
+            total_time_ms=None if self.time_spent_s is None else round(
+                self.time_spent_s * 1000),
+            alternatives=self.alternatives, session_id=self.session_id,
+        )
 
-@dataclass(frozen=True)
-class Alternative:
-    """Another version of a thought: a step on another branch, or a sample backtracking
-    drew and no branch took. `rating` as PRM800K rates (1 right, -1 the first mistake) from
-    the label of a branch it is on, None where no label covers it."""
 
-    text: str
-    rating: int | None
-    source: str  # "branch" or "sample"
+def rectified_of(trace: TraceSession, steps: Sequence[Step], number: int | None
+                 ) -> tuple[str, ...]:
+    """The first mistake (Thought `number` of `steps`) as other branches wrote it: the
+    versions of it that backtracking chose or a person rewrote."""
+    if number is None or number > len(steps):
+        return ()
+    mistake = steps[number - 1]
+    return tuple(dict.fromkeys(
+        sibling.text for sibling in trace.tree.siblings(mistake.id)
+        if sibling.id != mistake.id and sibling.text != mistake.text
+        and sibling.origin in (StepOrigin.BACKTRACK, StepOrigin.EDIT)))
 
 
-def alternatives_of(trace: TraceSession) -> tuple[tuple[Alternative, ...], ...]:
-    """For each thought on show, its other versions with their ratings where a branch
-    through them is labelled (the session's own annotator's labels)."""
-    if len(trace.tree) == len(trace.steps):
+def alternatives_of(trace: TraceSession, steps: Sequence[Step] | None = None
+                    ) -> tuple[tuple[Alternative, ...], ...]:
+    """For each thought of `steps` (the branch on show by default), its other versions with
+    their ratings where a branch through them is labelled (the session's own annotator's
+    labels)."""
+    steps = trace.steps if steps is None else steps
+    if len(trace.tree) == len(steps):
         return ()  # one branch and nothing sampled beyond it: the common case, no reads
     labels = trace.store.label_history(trace.id, trace.annotator)
     found = []
-    for step in trace.steps:
+    for step in steps:
         seen = {step.text}
         versions = []
         for sibling in trace.tree.siblings(step.id):
@@ -157,9 +246,14 @@ class ExportResult:
     unlabelled: int = 0  # written without a label (jsonl, markdown)
 
 
-def load_traces(store: Store, session_ids: Sequence[int] | None) -> list[LabelledTrace]:
+def load_traces(store: Store, session_ids: Sequence[int] | None, *,
+                flagged_branch: bool = False) -> list[LabelledTrace]:
     """The given sessions (all of them when None), oldest first. A session labelled by an
-    annotator other than the app's own user, or adjudicated, takes the consensus label."""
+    annotator other than the app's own user, or adjudicated, takes the consensus label, with
+    the ratings, finish reason and notes of the annotators who chose its location. With
+    `flagged_branch`, a session whose branch on show has no label shows the branch its own
+    user flagged a mistake on instead (backtracking moves on to a new branch; MR-BEN wants
+    the mistaken one, with the new branch's version of the mistake)."""
     from bbm_tui.core.annotation.adjudication import consensus, store_labels
 
     if session_ids is None:
@@ -169,26 +263,88 @@ def load_traces(store: Store, session_ids: Sequence[int] | None) -> list[Labelle
     queued = {label.session_id for label in labels.labels
               if label.annotator != DEFAULT_ANNOTATOR}
     spent: dict[int, float] = {}
+    set_aside: dict[int, QueueWork] = {}
     for work in store.all_queue_work():
         spent[work.session_id] = spent.get(work.session_id, 0.0) + work.time_spent_s
+        if work.status == WorkStatus.FLAGGED and work.flag_reason in _FINISHED_AS:
+            set_aside.setdefault(work.session_id, work)
+    origins = store.origins()
     traces = []
     for session_id in session_ids:
-        trace = LabelledTrace.of(TraceSession.load(store, session_id))
+        session = TraceSession.load(store, session_id)
+        trace = (_flagged(session) if flagged_branch and session.label is None else None) \
+            or LabelledTrace.of(session)
+        others: list[LabelledTrace] = []
         if session_id in queued:
-            labeler = ", ".join(sorted({label.annotator for label in labels.labels
-                                        if label.session_id == session_id}))
-            trace = replace(trace, labelled=session_id in agreed,
-                            mistake_index=agreed.get(session_id), labeler=labeler)
-        if session_id in spent:
-            trace = replace(trace, time_spent_s=spent[session_id])
-        traces.append(trace)
+            trace = _consensus(trace, [label for label in labels.labels
+                                       if label.session_id == session_id], agreed)
+        elif trace.on_show and not flagged_branch:
+            # Every labelled branch is a row of its own: a flagged trace backtracked from
+            # shows its new branch, and the flag is on the old one.
+            others = [LabelledTrace.of_branch(session, branch)
+                      for branch in session.labelled_branches() if not branch.on_show]
+        if not trace.labelled and session_id in set_aside:
+            work = set_aside[session_id]
+            trace = replace(trace, ratings=tuple(protocol.ratings(work.judged)),
+                            finish_reason=_FINISHED_AS[work.flag_reason or ""],
+                            reasons=(work.note,) if work.note else ())
+        for row in (trace, *others):
+            if session_id in spent:
+                row = replace(row, time_spent_s=spent[session_id])
+            if session_id in origins:
+                row = replace(row, origin=origins[session_id])
+            traces.append(row)
     return traces
+
+
+# A trace set aside in a queue, as PRM800K's labellers finished one they could not label.
+# Looked up by the reason the store holds (text).
+_FINISHED_AS: dict[str, str] = {FlagReason.BAD_PROBLEM: protocol.BAD_PROBLEM,
+                                FlagReason.GIVE_UP: protocol.GIVE_UP}
+
+
+def _consensus(trace: LabelledTrace, labels: list[AnnotatorLabel],
+               agreed: dict[int, int | None]) -> LabelledTrace:
+    labeler = ", ".join(sorted({label.annotator for label in labels}))
+    if trace.session_id not in agreed:
+        return replace(trace, labelled=False, mistake_index=None, labeler=labeler,
+                       ratings=(), finish_reason=None, reasons=())
+    location = agreed[trace.session_id]
+    agreeing = sorted((label for label in labels if label.mistake_index == location),
+                      key=lambda label: label.annotator)
+    rated = next((label for label in agreeing if label.ratings is not None), None)
+    return replace(
+        trace, labelled=True, mistake_index=location, labeler=labeler,
+        ratings=rated.ratings if rated is not None and rated.ratings is not None else (),
+        finish_reason=rated.finish_reason if rated is not None else None,
+        reasons=tuple(label.note for label in agreeing if label.note))
+
+
+def _flagged(trace: TraceSession) -> LabelledTrace | None:
+    """The session as the branch its own user flagged a mistake on, if it has one."""
+    for label in trace.store.label_history(trace.id, trace.annotator):
+        if label.leaf_step_id is None or label.leaf_step_id not in trace.tree:
+            continue
+        path = trace.tree.path(label.leaf_step_id)
+        index = label.mistake_index([step.id for step in path])
+        if index is None:
+            continue
+        answer = next((step.answer for step in reversed(path) if step.answer), None)
+        return replace(
+            LabelledTrace.of(trace), steps=[step.text for step in path], answer=answer,
+            labelled=True, mistake_index=index, ratings=label.ratings or (),
+            finish_reason=label.finish_reason,
+            reasons=(label.note,) if label.note else (),
+            rectified=rectified_of(trace, path, index + 1), alternatives=())
+    return None
 
 
 def check_not_a_database(path: Path) -> None:
     """Even with --force an export never replaces an SQLite file: it may be a session store
     of another BBM_TUI_HOME, or a copy kept as a backup. (Call after the path is known to
     be a regular file or absent: reading a FIFO would wait.)"""
+    if is_standard_output(path):
+        return
     try:
         with path.open("rb") as handle:
             header = handle.read(len(SQLITE_HEADER))
@@ -202,18 +358,29 @@ def check_not_a_database(path: Path) -> None:
 
 
 def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportResult:
-    if fmt not in FORMATS or fmt == "csv":
+    if fmt not in FORMATS or fmt in _FROM_STORE:
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
+    traces = list(traces)
+    if fmt in STEP_FORMATS:
+        result = ExportResult()
+        rows = []
+        for trace in traces:
+            written, _ = write_rows(fmt, [trace.out_trace()])
+            rows += written
+            result.written += len(written)
+            result.skipped += not written
+            result.unlabelled += bool(written) and not trace.labelled
+        with replacing(out_path) as out:
+            out.write(document_text(FIELD_FORMATS[fmt], rows) if rows else "")
+        return result
     result = ExportResult()
     pieces: list[str] = []
-    traces = list(traces)
     with_task = len({trace.task for trace in traces}) > 1
     for trace in traces:
-        piece = _render(trace, fmt, with_task)
-        if piece is None:
-            result.skipped += 1
-            continue
-        pieces.append(piece)
+        if fmt == "jsonl":
+            pieces.append(dataset_row(trace, with_task).to_line() + "\n")
+        else:
+            pieces.append(markdown(trace))
         result.written += 1
         result.unlabelled += not trace.labelled
     with replacing(out_path) as out:
@@ -221,47 +388,35 @@ def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportR
     return result
 
 
-def _render(trace: LabelledTrace, fmt: str, with_task: bool = False) -> str | None:
-    if fmt == "jsonl":
-        return dataset_row(trace, with_task).to_line() + "\n"
-    if fmt == "markdown":
-        return markdown(trace)
-    if not trace.labelled:
-        return None
-    row = processbench_row(trace) if fmt == "processbench" else prm800k_row(trace)
-    return json.dumps(row, allow_nan=False) + "\n"
-
-
 def dataset_row(trace: LabelledTrace, with_task: bool = False) -> TraceRow:
+    extra: dict[str, Any] = {"task": trace.task} if with_task else {}
+    if trace.ratings:
+        extra[RATINGS_KEY] = list(trace.ratings)
+    if trace.origin is not None:
+        extra[ORIGIN_KEY] = trace.origin
     return TraceRow(
         input=trace.input,
         steps=list(trace.steps),
         answer=trace.answer,
         target=trace.target or "",
         mistake_index=trace.mistake_index,
-        extra={"task": trace.task} if with_task else {},
+        extra=extra,
         labelled=trace.labelled,
     )
 
 
-def processbench_row(trace: LabelledTrace) -> dict[str, Any]:
-    return {
-        "id": f"{trace.task}-{trace.session_id}",
-        "generator": trace.model,
-        "problem": trace.question,
-        "steps": list(trace.steps),
-        "final_answer_correct": trace.correct,
-        "label": -1 if trace.mistake_index is None else trace.mistake_index,
-    }
+def processbench_row(trace: LabelledTrace) -> dict[str, Any] | None:
+    return write_rows("processbench", [trace.out_trace()])[0][0] if trace.labelled else None
+
+
+def prm800k_row(trace: LabelledTrace) -> dict[str, Any] | None:
+    rows = write_rows("prm800k", [trace.out_trace()])[0]
+    return rows[0] if rows else None
 
 
 def prm800k_finish_reason(trace: LabelledTrace) -> str:
-    """What PRM800K means by it: `found_error` at a step rated -1; `solution` only when every
-    step is right and the answer is correct; a trace with no wrong step that does not reach the
-    target (no answer, or a wrong one) is `give_up`, the labeller's way out in PRM800K."""
-    if trace.mistake_index is not None:
-        return "found_error"
-    return "solution" if trace.correct else "give_up"
+    """PRM800K's finish reason for the trace (core/dataset/formats/prm800k.py)."""
+    return prm800k_reason(trace.out_trace())
 
 
 def _timestamp(seconds: float | None) -> str | None:
@@ -272,48 +427,9 @@ def _timestamp(seconds: float | None) -> str | None:
         timespec="microseconds")
 
 
-def prm800k_row(trace: LabelledTrace) -> dict[str, Any]:
-    rated = trace.steps if trace.mistake_index is None else trace.steps[: trace.mistake_index + 1]
-    steps = [
-        {
-            # The thought on show first (chosen unless it is the mistake), then its other
-            # versions: samples and other branches, rated where a label covers them.
-            "completions": [
-                {"text": text, "rating": -1 if index == trace.mistake_index else 1,
-                 "flagged": None},
-                *({"text": alt.text, "rating": alt.rating, "flagged": None,
-                   "source": alt.source}
-                  for alt in (trace.alternatives[index]
-                              if index < len(trace.alternatives) else ())),
-            ],
-            "human_completion": None,
-            "chosen_completion": None if index == trace.mistake_index else 0,
-        }
-        for index, text in enumerate(rated)
-    ]
-    return {
-        "labeler": trace.labeler,
-        "timestamp": _timestamp(trace.created_at),
-        "is_quality_control_question": False,
-        "is_initial_screening_question": False,
-        "question": {
-            "problem": trace.question,
-            "ground_truth_answer": trace.target,
-        },
-        "label": {
-            "steps": steps,
-            # PRM800K counts milliseconds.
-            "total_time": (None if trace.time_spent_s is None
-                           else round(trace.time_spent_s * 1000)),
-            "finish_reason": prm800k_finish_reason(trace),
-        },
-        "generation": None,
-        "bbm_tui": {"task": trace.task, "model": trace.model, "session_id": trace.session_id},
-    }
-
-
 def markdown(trace: LabelledTrace) -> str:
-    lines = [f"## {_md_line(one_line(trace.name))}", ""]
+    title = one_line(trace.name) + ("" if trace.on_show else " (another branch)")
+    lines = [f"## {_md_line(title)}", ""]
     lines.append(f"- task: {trace.task}")
     lines.append(f"- model: `{_md_code(trace.model)}`")
     if trace.target is not None:
@@ -393,20 +509,33 @@ def export_file(store: Store, fmt: str, out_path: Path, *,
     check_not_a_database(out_path)
     if not force:
         check_not_replacing(out_path)
+    return export_from_store(store, fmt, out_path, session_ids)
+
+
+def export_from_store(store: Store, fmt: str, out_path: Path,
+                      session_ids: Sequence[int] | None = None) -> ExportResult:
+    """Write the sessions (all of them when None) in `fmt`."""
     if fmt == "csv":
         return export_csv(store, session_ids, out_path)
-    return export(load_traces(store, session_ids), out_path, fmt)
+    if fmt == "csv-steps":
+        return export_step_csv(store, session_ids, out_path)
+    if fmt == "dpo":
+        return export_dpo(store, session_ids, out_path)
+    return export(load_traces(store, session_ids, flagged_branch=fmt == "mr-ben"), out_path,
+                  fmt)
 
 
 # ---------------------------------------------------------------------------- csv
 
 CSV_COLUMNS = ("session_id", "name", "task", "annotator", "status", "mistake_index",
-               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note")
+               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note", "branch")
 
 
 def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) -> ExportResult:
     """One row per annotator's label in force (the adjudicated ones under "(adjudicated)"),
-    and one per flagged trace: `mistake_index` empty means "no mistake" on a labelled row."""
+    and one per flagged trace: `mistake_index` empty means "no mistake" on a labelled row.
+    The app's own labels are one row per labelled branch, as the jsonl export has them
+    (`branch`: "on show", or "other" for another branch of the session)."""
     import csv
 
     wanted = None if session_ids is None else set(session_ids)
@@ -418,11 +547,20 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
             continue
         session = sessions[label.session_id]
         done = work.get((label.session_id, label.annotator))
+        spent = "" if done is None else f"{done.time_spent_s:.1f}"
+        if label.annotator == DEFAULT_ANNOTATOR:
+            for branch in TraceSession.load(store, label.session_id).labelled_branches():
+                rows.append([
+                    label.session_id, session.name, session.task, label.annotator,
+                    "labelled", "" if branch.mistake_index is None else branch.mistake_index,
+                    spent, int(branch.label.assisted), _timestamp(branch.label.created_at),
+                    "", "", "on show" if branch.on_show else "other",
+                ])
+            continue
         rows.append([
             label.session_id, session.name, session.task, label.annotator, "labelled",
             "" if label.mistake_index is None else label.mistake_index,
-            "" if done is None else f"{done.time_spent_s:.1f}", int(label.assisted),
-            _timestamp(label.created_at), "", "",
+            spent, int(label.assisted), _timestamp(label.created_at), "", "", "on show",
         ])
     for (session_id, annotator), item in sorted(work.items()):
         if item.status != "flagged" or (wanted is not None and session_id not in wanted):
@@ -430,7 +568,8 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
         session = sessions[session_id]
         rows.append([session_id, session.name, session.task, annotator, "flagged", "",
                      f"{item.time_spent_s:.1f}", int(item.assisted),
-                     _timestamp(item.updated_at), item.flag_reason or "", item.note or ""])
+                     _timestamp(item.updated_at), item.flag_reason or "", item.note or "",
+                     "on show"])
     with replacing(out_path) as out:
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)
@@ -445,6 +584,119 @@ def _csv_cell(value: object) -> object:
         if value[:1] in ("=", "+", "-", "@"):
             return "'" + value
     return value
+
+
+STEP_CSV_COLUMNS = ("session_id", "name", "task", "annotator", "protocol", "thought",
+                    "rating", "text", "mistake_index", "finish_reason", "labelled_at")
+
+
+def export_step_csv(store: Store, session_ids: Sequence[int] | None,
+                    out_path: Path) -> ExportResult:
+    """One row per step an annotator's label in force rates: the per-step protocol's -1, 0 or
+    +1; a first-mistake label's +1 up to its mistake and -1 at it (protocol
+    "first-mistake": nothing is said of the steps after it). `mistake_index` empty means "no
+    mistake"."""
+    import csv
+
+    wanted = None if session_ids is None else set(session_ids)
+    sessions = {summary.session.id: summary.session for summary in store.sessions()}
+    rows: list[list[object]] = []
+    labels = 0
+    for found in store.annotator_labels():
+        if wanted is not None and found.session_id not in wanted:
+            continue
+        label = store.current_label(found.session_id, found.annotator)
+        if label is None:
+            continue
+        steps = store.branch(found.session_id, label.leaf_step_id)
+        if label.ratings is not None:
+            protocol, ratings = "per-step", list(label.ratings)
+        else:
+            protocol = "first-mistake"
+            ratings = ratings_for(found.mistake_index, len(steps))
+        session = sessions[found.session_id]
+        labels += 1
+        for number, rating in enumerate(ratings, start=1):
+            rows.append([
+                found.session_id, session.name, session.task, found.annotator, protocol,
+                number, rating, steps[number - 1].text if number <= len(steps) else "",
+                "" if found.mistake_index is None else found.mistake_index,
+                found.finish_reason or "", _timestamp(found.created_at)])
+    with replacing(out_path) as out:
+        writer = csv.writer(out)
+        writer.writerow(STEP_CSV_COLUMNS)
+        writer.writerows([[_csv_cell(value) for value in row] for row in rows])
+    return ExportResult(written=labels)
+
+
+# ---------------------------------------------------------------------------- dpo
+
+def dpo_rows(store: Store, session_ids: Sequence[int] | None) -> list[dict[str, Any]]:
+    """Preference pairs from branches, in TRL's preference shape: where a person flagged a
+    thought as the first mistake, or a finder or verifier did, and a backtracked or rewritten
+    version of that thought went on to the right answer: `prompt` the question and the
+    thoughts before it (as a generation prompt lists them), `chosen` the new version,
+    `rejected` the flagged one."""
+    from bbm_tui.core.prompts.thoughts import format_thoughts, label
+
+    if session_ids is None:
+        session_ids = sorted(summary.session.id for summary in store.sessions())
+    rows: list[dict[str, Any]] = []
+    for session_id in session_ids:
+        trace = TraceSession.load(store, session_id)
+        task = get_task(trace.session.task)
+        target = trace.session.target
+        for mistake, flagged_by in _flagged_mistakes(trace).items():
+            rejected = trace.tree.step(mistake)
+            shared = [step.text for step in trace.tree.path(rejected.parent_id)]
+            for version in trace.tree.siblings(mistake):
+                if (version.id == mistake or version.text == rejected.text
+                        or version.origin not in (StepOrigin.BACKTRACK, StepOrigin.EDIT)):
+                    continue
+                branch = trace.tree.path(trace.tree.newest_leaf_under(version.id).id)
+                answer = next((step.answer for step in reversed(branch) if step.answer), None)
+                if not target or not task.is_correct(answer, target):
+                    continue  # only a new branch that reached the right answer
+                rows.append({
+                    "prompt": task.question(trace.session.input) + "\n"
+                    + format_thoughts(shared) + label(rejected.number),
+                    "chosen": " " + version.text,
+                    "rejected": " " + rejected.text,
+                    "bbm_tui": {"session_id": session_id, "task": task.name,
+                                "thought": rejected.number,
+                                "flagged_by": sorted(flagged_by),
+                                "chosen_origin": version.origin},
+                })
+    return rows
+
+
+def _flagged_mistakes(trace: TraceSession) -> dict[int, set[str]]:
+    """Every step flagged as a first mistake, with who flagged it: annotators (their labels
+    in force) and finders and verifiers (their finished runs)."""
+    found: dict[int, set[str]] = {}
+    annotators = {label.annotator for label in trace.store.labels(trace.id)}
+    for annotator in annotators:
+        for label in trace.store.label_history(trace.id, annotator):
+            if label.mistake_step_id is not None and label.mistake_step_id in trace.tree:
+                found.setdefault(label.mistake_step_id, set()).add(f"person:{annotator}")
+    for run in trace.store.finder_runs(trace.id):
+        if not run.finished or run.mistake_number is None or run.leaf_step_id is None:
+            continue
+        if run.leaf_step_id not in trace.tree:
+            continue
+        path = trace.tree.path(run.leaf_step_id)
+        if run.mistake_number <= len(path):
+            step = path[run.mistake_number - 1]
+            found.setdefault(step.id, set()).add(f"{run.method}:{run.model}")
+    return found
+
+
+def export_dpo(store: Store, session_ids: Sequence[int] | None,
+               out_path: Path) -> ExportResult:
+    rows = dpo_rows(store, session_ids)
+    with replacing(out_path) as out:
+        out.write("".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
+    return ExportResult(written=len(rows))
 
 
 # ---------------------------------------------------------------------------- import
@@ -485,7 +737,10 @@ def import_rows(
             source=SessionSource.IMPORT,
         )
         if row.steps:
-            trace.load_recorded(list(row.steps))
+            trace.load_recorded(list(row.steps), row.answer)
+        origin = origin_of(row)
+        if origin is not None:
+            store.set_origin(trace.id, with_digest(origin, row.input, row.steps))
         if labelled and row.labelled and row.mistake_index is not None:
             trace.flag_mistake(row.mistake_index + 1)
         elif labelled and row.labelled and row.steps:

@@ -1,12 +1,13 @@
 """An annotation queue (docs/DESIGN.md §11): one annotator working through the traces of
-dataset-format files with the paper's protocol (protocol.py).
+dataset files with the paper's protocol or PRM800K's per-step one (protocol.py).
 
 A queued trace becomes a session (source "annotate") the first time anyone works on it, found
 again by its content (`trace_key`: the question and the steps), so two annotators of one file
 label the same sessions, and quitting and reopening the file resumes where each left off. Each
 annotator's judgements, status, time and flags are committed on every action (store v6,
 `annotation_work`); a submitted trace's label goes to `labels` with the annotator and whether
-a suggestion was seen first.
+a suggestion was seen first, and with the per-step protocol every thought's rating and the
+finish reason (store v12); a note written on the trace goes with its label.
 
 A row without a `mistake_index` key is unlabelled: it has no gold label. A row whose
 `mistake_index` is null says "no mistake".
@@ -15,7 +16,6 @@ A row without a `mistake_index` key is unlabelled: it has no gold label. A row w
 from __future__ import annotations
 
 import gc
-import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,16 +23,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bbm_tui.core.annotation import protocol
-from bbm_tui.core.dataset import (
-    DatasetError,
-    TraceRow,
-    iter_jsonl,
-    resolve_task,
-    row_from_json,
-)
+from bbm_tui.core.dataset import TraceRow, rows_with_tasks
+from bbm_tui.core.dataset.formats import origin_of, read_dataset, trace_digest, with_digest
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import get_task
-from bbm_tui.core.trace.session import stored_definition
+from bbm_tui.core.trace.session import recorded_steps, stored_definition
 from bbm_tui.core.types import ADJUDICATOR, VERIFIER_MODEL, FlagReason, WorkStatus
 
 # How far back the estimate to finish looks: the mean of the latest submitted traces.
@@ -40,14 +35,8 @@ _RECENT = 50
 
 
 def trace_key(input: str, steps: Sequence[str]) -> str:
-    """A trace's identity across files, annotators and runs: its question and its steps (each
-    text with its length first, so that no two splits of the same characters collide)."""
-    digest = hashlib.blake2b(digest_size=16)
-    for text in (input, *steps):
-        encoded = text.encode("utf-8", "surrogatepass")
-        digest.update(b"%d:" % len(encoded))
-        digest.update(encoded)
-    return digest.hexdigest()
+    """A trace's identity across files, annotators and runs: its question and its steps."""
+    return trace_digest(input, steps)
 
 
 @dataclass
@@ -88,30 +77,24 @@ class QueuedTrace:
         return value if value is None or isinstance(value, int) else ""
 
 
-def read_labelled_rows(path: Path) -> list[tuple[int, TraceRow, bool]]:
-    """(line, row, whether the row carries a label) for every row of a dataset-format file; a
-    row without `mistake_index` is read as unlabelled (its `mistake_index` None, and written
-    back without the key). Bad input names the file and line (DatasetError)."""
-    found = []
-    for number, obj in iter_jsonl(path):
-        has_gold = isinstance(obj, dict) and "mistake_index" in obj
-        if isinstance(obj, dict) and not has_gold:
-            obj = {**obj, "mistake_index": None}
-        row = row_from_json(obj, path, number)
-        if not has_gold:
-            row.key_order = tuple(key for key in row.key_order if key != "mistake_index")
-        found.append((number, row, has_gold))
-    if not found:
-        raise DatasetError(path, "holds no traces (the file is empty)")
-    return found
+def read_labelled_rows(path: Path, fmt: str | None = None) -> list[tuple[int, TraceRow, bool]]:
+    """(line, row, whether the row carries a label) for every row of a dataset file, in the
+    BBM dataset's format or any of the field's (`fmt`, else told by its first row's keys); a
+    BBM row without `mistake_index` is read as unlabelled (and written back without the key).
+    Bad input names the file and line (DatasetError)."""
+    return [(number, row, row.labelled) for number, row in read_dataset(path, fmt).rows]
 
 
-def read_queue_file(path: Path, task: str | None = None) -> list[QueuedTrace]:
-    """Every row of a dataset-format file as a queued trace."""
-    task_name = resolve_task(path, task)
+def read_queue_file(path: Path, task: str | None = None,
+                    fmt: str | None = None) -> list[QueuedTrace]:
+    """Every row of a dataset file as a queued trace, under the row's own `task`, else
+    `task`, else its format's (`processbench`, ...), else the file's name (as every command
+    reads it)."""
     with collector_paused():
-        return [QueuedTrace(path, number, task_name, row, has_gold)
-                for number, row, has_gold in read_labelled_rows(path)]
+        found = read_dataset(path, fmt).rows
+        tasks = rows_with_tasks(path, task, (row for _number, row in found))
+        return [QueuedTrace(path, number, row_task, row, row.labelled)
+                for (number, row), (row_task, _row) in zip(found, tasks, strict=True)]
 
 
 @contextmanager
@@ -151,6 +134,7 @@ class Submitted:
     mistake_index: int | None
     has_gold: bool
     gold: int | None
+    finish_reason: str | None = None
 
     @property
     def agrees(self) -> bool | None:
@@ -170,9 +154,13 @@ class AnnotationQueue:
     """One annotator's queue over some files' traces, in file order."""
 
     def __init__(self, store: Store, annotator: str, traces: list[QueuedTrace],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 protocol_name: str = protocol.PAPER) -> None:
         if not annotator or annotator == ADJUDICATOR:
             raise ValueError(f"not an annotator's name: {annotator!r}")
+        if protocol_name not in protocol.PROTOCOLS:
+            raise ValueError(f"unknown protocol {protocol_name!r}")
+        self.protocol = protocol_name
         self.store = store
         self.annotator = annotator
         self.traces = traces
@@ -196,11 +184,15 @@ class AnnotationQueue:
 
     @classmethod
     def open(cls, store: Store, paths: Sequence[Path], annotator: str,
-             task: str | None = None) -> AnnotationQueue:
+             task: str | None = None, protocol_name: str = protocol.PAPER) -> AnnotationQueue:
         traces: list[QueuedTrace] = []
         for path in paths:
             traces.extend(read_queue_file(Path(path), task))
-        return cls(store, annotator, traces)
+        return cls(store, annotator, traces, protocol_name=protocol_name)
+
+    @property
+    def per_step(self) -> bool:
+        return self.protocol == protocol.PER_STEP
 
     # -- reading
 
@@ -225,13 +217,13 @@ class AnnotationQueue:
 
     @property
     def complete(self) -> bool:
-        return protocol.complete(self.judged, len(self.current.row.steps))
+        return protocol.complete(self.judged, len(self.current.row.steps), self.protocol)
 
     @property
     def unlocked(self) -> int | None:
         if self.status is not WorkStatus.OPEN and self.status is not WorkStatus.SKIPPED:
             return None
-        return protocol.unlocked(self.judged, len(self.current.row.steps))
+        return protocol.unlocked(self.judged, len(self.current.row.steps), self.protocol)
 
     def session_id(self, index: int | None = None) -> int | None:
         trace = self.traces[self.position if index is None else index]
@@ -288,14 +280,26 @@ class AnnotationQueue:
         self.position = index % len(self.traces)
 
     def judge(self, correct: bool) -> None:
-        """Judge the unlocked thought; the next one unlocks."""
+        """Judge the unlocked thought (per-step: rate it good or bad); the next one unlocks."""
+        self.rate(1 if correct else -1)
+
+    def rate(self, rating: int) -> None:
+        """Rate the unlocked thought +1, 0 (per-step only) or -1; the next one unlocks."""
         if self.unlocked is None:
             raise protocol.ProtocolError("nothing to judge here: the trace is complete, "
                                          "submitted or flagged")
         # Banked with the judgement, so that quitting mid-trace keeps the time spent on it.
         work = self._bank_time()
-        self._save(replace(work, judged=protocol.judge(work.judged, len(self.current.row.steps),
-                                                       correct)))
+        self._save(replace(work, judged=protocol.rate(work.judged, len(self.current.row.steps),
+                                                      rating, self.protocol)))
+
+    def set_note(self, note: str) -> None:
+        """A note on the trace on show (why its first mistake is one): it goes with the label
+        when the trace is submitted."""
+        work = self._bank_time()
+        if work.status in (WorkStatus.DONE, WorkStatus.FLAGGED):
+            raise protocol.ProtocolError("undo first: the trace is submitted or flagged")
+        self._save(replace(work, note=note.strip() or None))
 
     def undo(self) -> bool:
         """Withdraw the latest judgement of the trace on show; on a trace with none, reopen the
@@ -345,15 +349,19 @@ class AnnotationQueue:
         session_id = self._ensure_session(self.position)
         mistake = protocol.location(work.judged)
         step_ids = self._steps_of(session_id)
+        finish = protocol.finish_reason(work.judged) if self.per_step else None
         self.store.set_label(
             session_id, None if mistake is None else step_ids[mistake],
             step_ids[-1] if step_ids else None, annotator=self.annotator,
             assisted=work.assisted,
+            ratings=protocol.ratings(work.judged) if self.per_step else None,
+            finish_reason=finish, note=work.note,
         )
         self._save(replace(work, status=WorkStatus.DONE))
         self._history.append(self.position)
         self._advance()
-        return Submitted(trace, mistake, trace.has_gold, trace.gold if trace.has_gold else None)
+        return Submitted(trace, mistake, trace.has_gold, trace.gold if trace.has_gold else None,
+                         finish)
 
     def skip(self) -> None:
         """Put the trace off: the queue comes back to it when nothing else is left."""
@@ -363,7 +371,8 @@ class AnnotationQueue:
         self._advance()
 
     def flag(self, reason: FlagReason, note: str = "") -> None:
-        """Set the trace aside, unlabelled, with why."""
+        """Set the trace aside, unlabelled, with why (per-step: PRM800K's bad_problem or
+        give_up; the ratings made so far are kept)."""
         work = self._bank_time()
         if work.status == WorkStatus.DONE:
             self._withdraw(self.position)
@@ -385,10 +394,10 @@ class AnnotationQueue:
             found.append(Suggestion(VERIFIER_MODEL, verdict.index if verdict else None,
                                     verdict.reason if verdict else "no mistake found"))
         predicted = trace.model_prediction
-        if predicted != "":
+        if not isinstance(predicted, str):  # "" when the row carries none
             model = trace.row.extra.get("model")
             found.append(Suggestion(model if isinstance(model, str) and model else "model",
-                                    predicted))  # type: ignore[arg-type]
+                                    predicted))
         self._save(replace(self.work(), assisted=True))
         return found
 
@@ -421,9 +430,13 @@ class AnnotationQueue:
                 model=model if isinstance(model, str) and model else "dataset",
                 name=trace.name,
                 gold_mistake_index=trace.gold if trace.has_gold else None,
-                steps=[(text, task.extract_answer(text)) for text in trace.row.steps],
+                steps=recorded_steps(task, trace.row.steps, trace.row.answer),
                 task_definition=stored_definition(task),
             )
+            origin = origin_of(trace.row)
+            if origin is not None:  # a row of the field's formats: written back as it came
+                self.store.set_origin(session_id, with_digest(
+                    origin, trace.row.input, trace.row.steps, trace.key))
             self._sessions[trace.key] = session_id
         return session_id
 

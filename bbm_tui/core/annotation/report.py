@@ -20,10 +20,12 @@ from bbm_tui.core.annotation.adjudication import store_labels
 from bbm_tui.core.annotation.agreement import (
     AgreementReport,
     Location,
+    RatingUnit,
     agreement_report,
     describe_location,
     krippendorff_alpha,
     majority,
+    step_ratings_report,
 )
 from bbm_tui.core.annotation.queue import read_labelled_rows, trace_key
 from bbm_tui.core.dataset import (
@@ -33,8 +35,10 @@ from bbm_tui.core.dataset import (
     check_regular_file,
     replacing,
 )
+from bbm_tui.core.dataset.formats import row_ratings
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.store import Store
+from bbm_tui.core.types import DEFAULT_ANNOTATOR
 
 
 @dataclass
@@ -49,6 +53,10 @@ class AgreementData:
     adjudicated: dict[str, Location] = field(default_factory=dict)
     # What the command says about its files (a trace one file labels twice, differently).
     notes: list[str] = field(default_factory=list)
+    # Traces the app's own labels were left out on (from_store).
+    app_left_out: int = 0
+    # annotator -> {(trace, 0-based step) -> rating}: PRM800K-style step ratings, where given.
+    ratings: dict[str, dict[RatingUnit, int]] = field(default_factory=dict)
 
     def report(self) -> AgreementReport:
         return agreement_report(self.labels, self.gold)
@@ -81,7 +89,8 @@ def bundled_index() -> dict[str, tuple[str, TraceRow]]:
             for task, rows in all_bundled() for row in rows}
 
 
-def from_files(paths: Sequence[Path], gold_path: Path | None = None) -> AgreementData:
+def from_files(paths: Sequence[Path], gold_path: Path | None = None,
+               fmt: str | None = None) -> AgreementData:
     """One annotator per file, named by the file's name without its extension. A file given
     twice (by another path, or the same bytes under another name) is refused: one annotator
     would count as two. A trace one file labels twice, differently, is left out of that
@@ -92,7 +101,7 @@ def from_files(paths: Sequence[Path], gold_path: Path | None = None) -> Agreemen
         name = Path(path).name.split(".")[0] or str(path)
         if name in data.labels:  # two files of one name: keep both apart
             name = str(path)
-        data.labels[name] = _file_labels(Path(path), name, data)
+        data.labels[name] = _file_labels(Path(path), name, data, fmt)
     _known_to_the_dataset(data, use_gold=gold_path is None)
     if gold_path is not None:
         data.gold = {trace_key(row.input, row.steps): row.mistake_index
@@ -100,13 +109,18 @@ def from_files(paths: Sequence[Path], gold_path: Path | None = None) -> Agreemen
     return data
 
 
-def _file_labels(path: Path, name: str, data: AgreementData) -> dict[str, Location]:
+def _file_labels(path: Path, name: str, data: AgreementData,
+                 fmt: str | None = None) -> dict[str, Location]:
     found: dict[str, Location] = {}
     first_line: dict[str, int] = {}
     conflicting: set[str] = set()
-    for line, row, labelled in read_labelled_rows(path):
+    for line, row, labelled in read_labelled_rows(path, fmt):
         key = trace_key(row.input, row.steps)
         data.rows.setdefault(key, row)
+        rated = row_ratings(row)
+        if rated is not None and key not in conflicting:
+            data.ratings.setdefault(name, {}).update(
+                ((key, index), value) for index, value in enumerate(rated) if value is not None)
         if not labelled or key in conflicting:
             continue
         if key in found and found[key] != row.mistake_index:
@@ -154,16 +168,35 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def from_store(store: Store) -> AgreementData:
-    """The store's labels (the adjudicator's apart), by session; gold from the queued files."""
+# What the app's own labels (the main screen's x and c) are called when they are counted.
+APP_ANNOTATOR = "app"
+
+
+def from_store(store: Store, *, app_labels: bool = False) -> AgreementData:
+    """The store's labels (the adjudicator's apart), by session; gold from the queued files.
+    The app's own labels (the main screen's, under DEFAULT_ANNOTATOR, a name nobody typed)
+    are left out, their count in `app_left_out`, unless `app_labels`: then they are an
+    annotator named APP_ANNOTATOR."""
     labels = store_labels(store)
+    found_by = dict(labels.by_annotator)
+    app = found_by.pop(DEFAULT_ANNOTATOR, {})
+    if app_labels and app:
+        found_by[APP_ANNOTATOR] = app
     data = AgreementData(
         labels={name: {str(key): value for key, value in found.items()}
-                for name, found in labels.by_annotator.items()},
+                for name, found in found_by.items()},
         gold={str(key): value for key, value in labels.gold.items()},
         adjudicated={str(key): value for key, value in labels.adjudicated.items()},
     )
-    for session_id in sorted({label.session_id for label in labels.labels}):
+    data.app_left_out = 0 if app_labels else len(app)
+    for label in labels.labels:
+        name = APP_ANNOTATOR if label.annotator == DEFAULT_ANNOTATOR else label.annotator
+        if label.ratings is not None and name in found_by:
+            data.ratings.setdefault(name, {}).update(
+                ((str(label.session_id), index), value)
+                for index, value in enumerate(label.ratings))
+    counted = {int(key) for found in data.labels.values() for key in found}
+    for session_id in sorted(counted | set(labels.adjudicated)):
         session = store.session(session_id)
         steps = store.branch(session_id)
         answer = next((step.answer for step in reversed(steps) if step.answer), None)
@@ -195,6 +228,8 @@ def report_json(data: AgreementData) -> dict[str, Any]:
     """The report as `--json` prints it; with the paper's per-task alpha beside ours when the
     traces are the dataset's."""
     result = data.report().to_json()
+    if data.ratings:
+        result["step_ratings"] = step_ratings_report(data.ratings)
     if data.is_papers():
         ours = data.per_task_alpha()
         papers = paper_alpha()

@@ -39,7 +39,14 @@ from bbm_tui.core.dataset import (
 from bbm_tui.core.generation.backtrack import backtracking_model, choose
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
-from bbm_tui.core.store import SessionDeleted, Step, Store, StoredCandidate, StoreError
+from bbm_tui.core.store import (
+    SessionBusy,
+    SessionDeleted,
+    Step,
+    Store,
+    StoredCandidate,
+    StoreError,
+)
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.session import (
     BranchMade,
@@ -167,11 +174,13 @@ class BacktrackResult:
 
 
 def jobs_from_files(paths: Sequence[Path], task: str | None, locations: Locations,
-                    limit: int | None = None) -> list[BacktrackJob]:
+                    limit: int | None = None, fmt: str | None = None) -> list[BacktrackJob]:
+    """The traces of dataset files (BBM or any of the field's formats: `fmt`, else told by
+    their first row), at most `limit` per task."""
     jobs: list[BacktrackJob] = []
     per_task: dict[str, int] = {}
     for path in paths:
-        for row_task, row in rows_with_tasks(path, task, read_input_rows(path)):
+        for row_task, row in rows_with_tasks(path, task, read_input_rows(path, fmt)):
             if limit is not None and per_task.get(row_task, 0) >= limit:
                 continue
             per_task[row_task] = per_task.get(row_task, 0) + 1
@@ -278,7 +287,7 @@ async def backtrack_one(
     try:
         trace, made = _open_session(store, job, spec)
         return await _continue(job, trace, made, settings, progress, notify)
-    except SessionDeleted as error:
+    except (SessionDeleted, SessionBusy) as error:  # deleted, or being generated elsewhere
         progress.fail(job.task, str(error))
         return None
     except StoreError as error:
@@ -302,9 +311,9 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
     stored = [] if made else _stored_samples(trace, number, original)
     chosen_index: int | None = None
     if stored:
-        taken = next((c for c in stored if c.step_id is not None), None)
+        taken = next((c.step_id for c in stored if c.step_id is not None), None)
         if taken is not None:  # killed while continuing: go on from there
-            trace.switch_to(taken.step_id)
+            trace.switch_to(taken)
             events = trace.generate(settings=greedy(settings))
         else:
             # Samples stored and none taken: killed between storing them and taking one, or
@@ -366,7 +375,7 @@ def _open_session(store: Store, job: BacktrackJob,
                 return trace, False
     trace = TraceSession.create(store, NewTrace(job.task, job.row.input, job.row.target or None),
                                 spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
-    trace.load_recorded(list(job.row.steps))
+    trace.load_recorded(list(job.row.steps), job.row.answer)
     return trace, True
 
 

@@ -28,6 +28,7 @@ from bbm_tui.core.dataset import (
     row_from_json,
     rows_with_tasks,
 )
+from bbm_tui.core.dataset.formats import origin_of
 from bbm_tui.core.judging.finders import FindResult, Pace, final_result
 from bbm_tui.core.judging.judges import Judge, check_judge, get_judge
 from bbm_tui.core.judging.metrics import Judged, Report, report
@@ -41,10 +42,30 @@ PRED_KEYS = ("method", "model", "predicted_mistake_index", "parsed", "raw")
 class FindJob:
     task: str
     row: TraceRow
+    # What the trace is scored with: its task, or for a ProcessBench row its task and its
+    # subset (`processbench/gsm8k`): ProcessBench's "Average F1" is the mean of each
+    # subset's F1, as the overall score is the mean of the tasks'.
+    group: str = ""
 
     @property
     def key(self) -> Key:
         return trace_key(self.row)
+
+    @property
+    def scored_as(self) -> str:
+        return self.group or self.task
+
+
+def scoring_group(task: str, row: TraceRow, path: Path) -> str:
+    """A ProcessBench row's subset: its `id`'s prefix (`gsm8k-0`: gsm8k), else its file's
+    name (ProcessBench ships a file a subset); every other row, its task."""
+    origin = origin_of(row)
+    if origin is None or origin.get("format") != "processbench":
+        return task
+    identifier = (origin.get("fields") or {}).get("id")
+    if isinstance(identifier, str) and "-" in identifier:
+        return f"{task}/{identifier.rsplit('-', 1)[0]}"
+    return f"{task}/{path.name.split('.')[0]}"
 
 
 Key = tuple[str, tuple[str, ...]]
@@ -76,16 +97,17 @@ class FatalFindError(BatchStop):
 
 
 def jobs_from_files(
-    paths: Sequence[Path], task: str | None, method: str, limit: int | None = None
+    paths: Sequence[Path], task: str | None, method: str, limit: int | None = None,
+    fmt: str | None = None,
 ) -> list[FindJob]:
-    """The traces of dataset-format files, at most `limit` per task. The method must judge
-    every task (the paper's CoT trace-level prompts are word sorting's only): checked before
-    any call."""
+    """The traces of dataset files (BBM or any of the field's formats: `fmt`, else told by
+    their first row), at most `limit` per task. The method must judge every task (the paper's
+    CoT trace-level prompts are word sorting's only): checked before any call."""
     jobs: list[FindJob] = []
     per_task: dict[str, int] = {}
     for path in paths:
         checked: set[str] = set()
-        for row_task, row in rows_with_tasks(path, task, read_input_rows(path)):
+        for row_task, row in rows_with_tasks(path, task, read_input_rows(path, fmt)):
             if row_task not in checked:
                 try:
                     check_judge(row_task, method)
@@ -95,7 +117,7 @@ def jobs_from_files(
             if limit is not None and per_task.get(row_task, 0) >= limit:
                 continue
             per_task[row_task] = per_task.get(row_task, 0) + 1
-            jobs.append(FindJob(row_task, row))
+            jobs.append(FindJob(row_task, row, scoring_group(row_task, row, Path(path))))
     return jobs
 
 
@@ -241,15 +263,16 @@ async def _find_one(
 
 
 def score_jobs(jobs: Sequence[FindJob], preds: dict[Key, Prediction]) -> Report:
-    """Scores per task (in the order the tasks came) over the labelled jobs that have a
-    prediction: an unlabelled trace has no truth to score against."""
+    """Scores per task (a ProcessBench file's: per subset) in the order they came, over the
+    labelled jobs that have a prediction: an unlabelled trace has no truth to score
+    against."""
     judged: dict[str, list[Judged]] = {}
     for job in jobs:
-        judged.setdefault(job.task, [])
+        judged.setdefault(job.scored_as, [])
         if job.key not in preds or not job.row.labelled:
             continue
         predicted, parsed = preds[job.key]
-        judged[job.task].append(Judged(
+        judged[job.scored_as].append(Judged(
             gold=job.row.mistake_index,
             predicted=predicted,
             parsed=parsed,

@@ -27,7 +27,7 @@ from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProg
 from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
-from bbm_tui.core.store import SessionDeleted, Store, StoreError
+from bbm_tui.core.store import SessionBusy, SessionDeleted, Store, StoreError
 from bbm_tui.core.trace.session import NewTrace, TraceSession, digest_of, on_the_loop
 from bbm_tui.core.types import SessionSource
 
@@ -126,8 +126,9 @@ async def _run_one(
     try:
         trace = _open_session(store, job, spec)
         return await _generate_row(job, trace, spec, store, settings, progress, notify)
-    except SessionDeleted as error:
-        # Another process deleted this trace's session: this trace fails, the batch goes on.
+    except (SessionDeleted, SessionBusy) as error:
+        # Another process deleted this trace's session, or is generating it (the app, on
+        # the same session): this trace fails, the next run does it; the batch goes on.
         progress.fail(job.task, str(error))
         notify(progress)
         return None

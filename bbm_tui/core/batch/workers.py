@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bbm_tui.core import llm
 from bbm_tui.core.batch.runner import BatchStop, StepsProgress
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
     from bbm_tui.core.generation.stepper import StepperSettings
     from bbm_tui.core.store import Store
+
+# A batch's own progress (RunProgress, BacktrackProgress), handed back to its `notify`.
+ProgressT = TypeVar("ProgressT", bound=StepsProgress)
 
 # How long a child may take to import litellm and open the store before the pool gives up.
 START_TIMEOUT_S = 120.0
@@ -137,8 +140,8 @@ class Workers:
         finally:
             child.pending.pop(job_id, None)
 
-    async def work(self, job: Any, progress: StepsProgress,
-                   notify: Callable[[StepsProgress], None]) -> Any:
+    async def work(self, job: Any, progress: ProgressT,
+                   notify: Callable[[ProgressT], None]) -> Any:
         """A job worked in a child, as a batch's `work` does it in this process: the child's
         result is (what the batch writes, the trace's ProgressDelta); the delta is added to
         `progress`, which is reported, and the first part returned."""

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -26,6 +27,7 @@ from typing import Any, TextIO
 
 from bbm_tui.core.resources import dataset_dir
 from bbm_tui.core.tasks import TASK_NAMES, Task, get_task, task_names
+from bbm_tui.core.types import MAX_QUESTION_CHARS
 
 DATASET_KEYS = ("input", "steps", "answer", "target", "mistake_index")
 # Every row has these; `mistake_index` is there only when the row is labelled.
@@ -97,6 +99,7 @@ def row_from_json(obj: object, path: Path | str, line: int) -> TraceRow:
     _check_row_task(obj, path, line)
     _expect(obj, "input", str, path, line)
     _expect(obj, "target", str, path, line)
+    _check_length(obj, path, line)
     steps = obj["steps"]
     if not isinstance(steps, list) or not _all_strings(steps):
         raise DatasetError(path, "'steps' must be a list of strings", line)
@@ -135,6 +138,7 @@ def question_from_json(obj: object, path: Path | str, line: int) -> tuple[TraceR
     target = obj.get("target", "")
     if not isinstance(target, str):
         raise DatasetError(path, "'target' must be a string", line)
+    _check_length({"input": obj["input"], "target": target}, path, line)
     _check_row_task(obj, path, line)
     # Text that is not Unicode is refused even where run does not use it: the file is bad.
     steps = obj.get("steps")
@@ -149,6 +153,14 @@ def question_from_json(obj: object, path: Path | str, line: int) -> tuple[TraceR
     order = tuple(key for key in DEFAULT_KEY_ORDER if key != "mistake_index") + tuple(extra)
     row = TraceRow(obj["input"], [], None, target, None, extra, order, labelled=False)
     return row, ignored
+
+
+def _check_length(obj: dict, path: Path | str, line: int) -> None:
+    for key in ("input", "target"):
+        if len(obj[key]) > MAX_QUESTION_CHARS:
+            raise DatasetError(path, f"{key!r} is {len(obj[key]):,} characters long; bbm-tui "
+                               f"takes questions and targets of up to {MAX_QUESTION_CHARS:,}",
+                               line)
 
 
 def _check_row_task(obj: dict, path: Path | str, line: int) -> None:
@@ -268,13 +280,18 @@ def _refuse_constant(constant: str) -> Any:
     raise _NotANumber(constant)
 
 
+# One decoder for every line: json.loads with an option builds a new one each call, a tenth
+# of reading 10,000 rows (bench/annotate_queue.py).
+_STANDARD_JSON = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def json_value(text: str, path: Path | str, line: int) -> Any:
     """One line of a JSONL file, decoded as standard JSON: Python's reader also takes NaN and
     Infinity, which no standard reader does (and what a command copies from the row into its
     own files would not be JSON either). Nesting deeper than the reader can follow is a bad
     line like any other, not a crash."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return _STANDARD_JSON.decode(text)
     except json.JSONDecodeError as error:
         raise DatasetError(
             path, f"malformed JSON: {error.msg} (column {error.colno})", line
@@ -340,13 +357,14 @@ def read_questions(path: Path | str) -> Questions:
     return found
 
 
-def read_input_rows(path: Path | str) -> list[TraceRow]:
-    """read_rows() for a file given to a command to work on: one with no rows at all is an
-    error (an empty input is far more often a mistake than a dataset)."""
-    rows = read_rows(path)
-    if not rows:
-        raise DatasetError(path, "holds no traces (the file is empty)")
-    return rows
+def read_input_rows(path: Path | str, fmt: str | None = None) -> list[TraceRow]:
+    """The traces of a file given to a command to work on, in the BBM dataset's format or any
+    of the field's (`fmt`, else told by the keys of its first row: core/dataset/formats/). One
+    with no rows at all is an error (an empty input is far more often a mistake than a
+    dataset)."""
+    from bbm_tui.core.dataset.formats import read_dataset
+
+    return read_dataset(path, fmt).traces
 
 
 def task_from_path(path: Path | str) -> str:
@@ -371,13 +389,21 @@ def resolve_task(path: Path | str, task: str | None) -> str:
 def rows_with_tasks(
     path: Path | str, task: str | None, rows: Iterable[TraceRow]
 ) -> Iterator[tuple[str, TraceRow]]:
-    """Each row with its task: the row's own `task`, else `task`, else the file's name (asked
-    only when a row has no task of its own)."""
+    """Each row with its task: the row's own `task`, else `task`, else for a row read from one
+    of the field's formats the task named after it (`processbench`, ...), else the file's name
+    (asked only when a row has no task of its own)."""
+    from bbm_tui.core.dataset.formats import origin_format
+
     file_task: str | None = None
     for row in rows:
         if row.task is not None:
             yield row.task, row
             continue
+        if task is None:
+            fmt = origin_format(row)
+            if fmt is not None:
+                yield fmt, row
+                continue
         if file_task is None:
             file_task = resolve_task(path, task)
         yield file_task, row
@@ -390,12 +416,22 @@ def write_rows(path: Path | str, rows: Iterable[TraceRow]) -> None:
             out.write(row.to_line() + "\n")
 
 
+def is_standard_output(path: Path | str) -> bool:
+    """`-` as the file a command writes means standard output, for every command."""
+    return str(path) == "-"
+
+
 @contextmanager
 def replacing(path: Path) -> Iterator[TextIO]:
     """A file written whole into a temporary file, then renamed over `path`: a reader never
     sees half of it, and a failure leaves `path` as it was. The temporary file gets a fresh
     name (never an existing file, such as someone's `.NAME.tmp`), only its owner can read it
-    (exports may hold private text), and it is removed if anything fails."""
+    (exports may hold private text), and it is removed if anything fails. `-` is standard
+    output, written as it comes."""
+    if is_standard_output(path):
+        yield sys.stdout
+        sys.stdout.flush()
+        return
     descriptor, temporary = tempfile.mkstemp(
         dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
     )

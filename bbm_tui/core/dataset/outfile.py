@@ -21,12 +21,18 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, TextIO, TypeVar
 
-from bbm_tui.core.dataset import MAX_LINE_BYTES, DatasetError, check_regular_file
+from bbm_tui.core.dataset import (
+    MAX_LINE_BYTES,
+    DatasetError,
+    check_regular_file,
+    is_standard_output,
+)
 
 T = TypeVar("T")
 READ_CHUNK = 1 << 20
@@ -34,7 +40,7 @@ READ_CHUNK = 1 << 20
 try:  # POSIX; elsewhere a second writer is not detected (documented in the README)
     import fcntl
 except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None
 
 
 class OutputFileError(DatasetError):
@@ -46,7 +52,10 @@ class OutputFileError(DatasetError):
 def check_output_path(
     path: Path, *, store_path: Path | None, inputs: Sequence[Path] = ()
 ) -> None:
-    """Refuse the store, an input, and anything that exists but is not a regular file."""
+    """Refuse the store, an input, and anything that exists but is not a regular file.
+    Standard output (`-`) is none of them."""
+    if is_standard_output(path):
+        return
     if store_path is not None:
         for sidecar in ("", "-wal", "-shm", "-journal"):
             if _same_file(path, Path(f"{store_path}{sidecar}")):
@@ -90,9 +99,15 @@ class AppendedFile(Generic[T]):
     descriptor: int
     rows: list[T] = field(default_factory=list)
     mended: str | None = None  # what was repaired, if anything, for the command to say
+    # Standard output instead of a file (`-`): each row written to it as it comes.
+    stream: TextIO | None = None
 
     def write_line(self, line: str) -> None:
         """One row, in one write: a kill leaves whole rows and at most one cut-off line."""
+        if self.stream is not None:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+            return
         data = (line + "\n").encode("utf-8")
         while data:
             written = os.write(self.descriptor, data)
@@ -124,7 +139,10 @@ def open_appended(
     """Open (creating it 0600 if absent) and lock an output file, check every line it holds
     with `validate` (which raises DatasetError for a line that is not one of `what`), and
     drop a cut-off last line if that is the only damage. Raises OutputFileError (or
-    DatasetError) with the file untouched otherwise."""
+    DatasetError) with the file untouched otherwise. Standard output (`-`) holds no rows
+    and is not locked: each row is written to it as it comes."""
+    if is_standard_output(path):
+        return AppendedFile(path, -1, stream=sys.stdout)
     check_output_path(path, store_path=store_path, inputs=inputs)
     try:
         descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
@@ -190,6 +208,8 @@ def _check_and_mend(
         return rows, None
     try:
         value = json.loads(tail.decode("utf-8"))
+    except RecursionError:
+        raise _not_ours(path, tail_number, what, "nested too deeply to read") from None
     except (UnicodeDecodeError, json.JSONDecodeError):
         # Cut off mid-row, as a killed run leaves it; anything else is not ours to cut.
         if not tail.startswith(b'{"'):
@@ -211,6 +231,8 @@ def _ours(line: bytes, path: Path, number: int, validate: Validator[T], what: st
         raise _not_ours(path, number, what, "it is not UTF-8 text") from None
     except json.JSONDecodeError as error:
         raise _not_ours(path, number, what, f"malformed JSON: {error.msg}") from None
+    except RecursionError:
+        raise _not_ours(path, number, what, "nested too deeply to read") from None
     try:
         return validate(value, path, number)
     except DatasetError as error:
@@ -258,7 +280,9 @@ def _lines(descriptor: int, path: Path) -> Iterator[tuple[int, int, bytes, bool]
 
 def check_not_replacing(path: Path) -> None:
     """An export replaces its file whole, so an existing file with anything in it is refused
-    unless the person said to replace it (`--force`)."""
+    unless the person said to replace it (`--force`). Standard output replaces nothing."""
+    if is_standard_output(path):
+        return
     try:
         size = path.stat().st_size
     except FileNotFoundError:

@@ -13,7 +13,7 @@ when the run ends (error, cancellation, the silent end) is to be discarded.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from bbm_tui.core import llm
@@ -91,7 +91,7 @@ async def run_steps(
     target: str | None = None,
     max_new_steps: int | None = None,
     settings: StepperSettings | None = None,
-) -> AsyncIterator[StepEvent]:
+) -> AsyncGenerator[StepEvent, None]:
     """Generate steps after `steps` until a stop rule fires, `max_new_steps` have been added
     (TraceEnd.PAUSED), or an error (StepFailed, then the generator ends). The answer regex
     and the comparison with `target` are the task's."""

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from bbm_tui.core.dataset import TraceRow
+from bbm_tui.core.dataset.formats import answer_correct
 from bbm_tui.core.tasks import Task, get_task, is_correct
 
 # --------------------------------------------------------------------------- Table 2
@@ -36,14 +37,19 @@ class TaskStats:
 
 def task_stats(rows: Sequence[TraceRow], task: Task | str | None = None) -> TaskStats:
     """Counts for one task's traces; "correct" by the task's comparison (the paper's exact
-    match, tasks.is_correct, when no task is given)."""
-    correct = is_correct if task is None else get_task(task).is_correct
+    match, tasks.is_correct, when no task is given), or for a trace of the field's with no
+    target, as its format says."""
     labelled = [row for row in rows if row.labelled]
     with_mistake = sum(row.mistake_index is not None for row in labelled)
     steps = sum(len(row.steps) for row in rows)
+    if task is None:
+        correct = sum(is_correct(row.answer, row.target) for row in rows)
+    else:
+        name = get_task(task).name
+        correct = sum(answer_correct(row, name) for row in rows)
     return TaskStats(
         traces=len(rows),
-        correct=sum(correct(row.answer, row.target) for row in rows),
+        correct=correct,
         with_mistake=with_mistake,
         without_mistake=len(labelled) - with_mistake,
         mean_steps=steps / len(rows) if rows else 0.0,
@@ -51,19 +57,54 @@ def task_stats(rows: Sequence[TraceRow], task: Task | str | None = None) -> Task
     )
 
 
-def dataset_stats(rows_by_task: Mapping[str, Sequence[TraceRow]]) -> dict[str, Any]:
+def dataset_stats(rows_by_task: Mapping[str, Sequence[TraceRow]],
+                  files: Mapping[str, Sequence[tuple[str, TraceRow]]] | None = None,
+                  ) -> dict[str, Any]:
     """Table 2 as JSON-ready data: `{"tasks": {TASK: {"traces", "correct", "with_mistake",
-    "without_mistake", "mean_steps"}}, "overall": {...}}`, mean steps rounded to 2 places as
-    in the paper. Overall counts are summed and its mean steps is over all traces (counts,
-    unlike accuracies, add up across tasks); each trace is correct by its own task's rule."""
+    "without_mistake", "mean_steps", "unlabelled"}}, "overall": {...}}`, mean steps rounded to
+    2 places as in the paper. Overall counts are summed and its mean steps is over all traces
+    (counts, unlike accuracies, add up across tasks); each trace is correct by its own task's
+    rule. With `files` (each file's rows with their tasks), the same figures per file under
+    `"files"`; and where the first mistakes are, `"mistake_index_histogram"`: `{"tasks":
+    {TASK: {INDEX: count}}, "files": {FILE: {...}}, "overall": {...}}`, by 0-based
+    `mistake_index`, over the traces labelled with a mistake."""
     tasks = {name: task_stats(rows, name) for name, rows in rows_by_task.items()}
     everything = [row for rows in rows_by_task.values() for row in rows]
     overall = replace(task_stats(everything),
                       correct=sum(stats.correct for stats in tasks.values()))
-    return {
+    result: dict[str, Any] = {
         "tasks": {name: stats.to_json() for name, stats in tasks.items()},
         "overall": overall.to_json(),
     }
+    if files is not None:
+        result["files"] = {name: _file_stats(rows).to_json() for name, rows in files.items()}
+        result["mistake_index_histogram"] = {
+            "tasks": {name: mistake_histogram(rows) for name, rows in rows_by_task.items()},
+            "files": {name: mistake_histogram([row for _task, row in rows])
+                      for name, rows in files.items()},
+            "overall": mistake_histogram(everything),
+        }
+    return result
+
+
+def _file_stats(rows: Sequence[tuple[str, TraceRow]]) -> TaskStats:
+    """One file's figures, each trace correct by its own task's rule."""
+    by_task: dict[str, list[TraceRow]] = {}
+    for task, row in rows:
+        by_task.setdefault(task, []).append(row)
+    counted = [task_stats(found, task) for task, found in by_task.items()]
+    return replace(task_stats([row for _task, row in rows]),
+                   correct=sum(stats.correct for stats in counted))
+
+
+def mistake_histogram(rows: Sequence[TraceRow]) -> dict[str, int]:
+    """How many traces have their first mistake at each 0-based index, in order (JSON keys:
+    the index as text); traces with no mistake, and unlabelled ones, are not counted."""
+    counts: dict[int, int] = {}
+    for row in rows:
+        if row.labelled and row.mistake_index is not None:
+            counts[row.mistake_index] = counts.get(row.mistake_index, 0) + 1
+    return {str(index): counts[index] for index in sorted(counts)}
 
 
 # --------------------------------------------------------------------------- Tables 4, 5, 9

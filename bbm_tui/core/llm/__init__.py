@@ -85,6 +85,18 @@ def set_replay_pace(tokens_per_second: float | None) -> None:
     set_pace(tokens_per_second)
 
 
+def set_batch_replay_pace(tokens_per_second: float) -> None:
+    """The offline models' pace for a headless command and every process it starts (they are
+    spawned fresh, so it goes through BBM_TUI_REPLAY_TPS): a batch replays at full speed (0)
+    unless asked otherwise; the app's pace (30, for a person to watch) is not a batch's."""
+    import os
+
+    from bbm_tui.core.llm.offline.replay import PACE_ENV, set_pace
+
+    os.environ[PACE_ENV] = f"{tokens_per_second:g}"
+    set_pace(None)  # read from there
+
+
 __all__ = [
     "CHARS_PER_TOKEN_CAP",
     "DEFAULT_MODEL",
@@ -131,6 +143,7 @@ __all__ = [
     "sample_steps",
     "sane_cost",
     "sane_tokens",
+    "set_batch_replay_pace",
     "set_replay_pace",
     "stream_step",
     "unicode_text",

@@ -160,7 +160,9 @@ def _status(error: BaseException) -> int | None:
     """The provider's real status: litellm reports some as another (Anthropic's 529
     "overloaded" arrives as a 500), so the error body's own word counts first."""
     body = _error_body(_body_text(error)) or {}
-    inner = body.get("error") if isinstance(body.get("error"), dict) else {}
+    inner = body.get("error")
+    if not isinstance(inner, dict):
+        inner = {}
     if inner.get("type") == "overloaded_error":
         return 529
     code = inner.get("code")
@@ -207,6 +209,14 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
         return LLMError("not_found", f"{spec.model}{where} was not found: {detail}")
     exceptions = litellm.exceptions
     causes = _causes(error)
+    if _credentials_in_url(causes):
+        from bbm_tui.core.llm.capabilities import key_env_var
+
+        variable = key_env_var(spec)
+        return LLMError("bad_request", f"{spec.model}{where}: the api base holds a user name "
+                        "and password, which the OpenAI client will not send beside its own "
+                        "Authorization header; leave them out of the api base"
+                        + (f" (give the key in {variable})" if variable else ""))
     guard = _guard_error(causes)
     if guard is not None:
         return LLMError("stream", f"the reply from {spec.model}{where} was not a model's "
@@ -258,6 +268,8 @@ def _answered_with_an_error(error: BaseException, litellm: Any) -> BaseException
     if not isinstance(error, litellm.exceptions.MidStreamFallbackError):
         return error
     original = getattr(error, "original_exception", None)
+    if not isinstance(original, BaseException):
+        return error
     status = getattr(original, "status_code", None)
     if (getattr(error, "is_pre_first_chunk", False) and isinstance(status, int)
             and 400 <= status <= 599
@@ -309,9 +321,18 @@ def _guard_error(causes: list[BaseException]) -> str | None:
     from bbm_tui.core.llm import http_guard
 
     for cause in causes:
-        if isinstance(cause, http_guard.ReplyTooLarge | http_guard.UnsupportedEncoding):
+        if isinstance(cause, http_guard.ReplyTooLarge | http_guard.UnsupportedEncoding
+                      | http_guard.NotAnAnswer):
             return str(cause)
     return None
+
+
+def _credentials_in_url(causes: list[BaseException]) -> bool:
+    """The OpenAI client (aiohttp under it) refuses an api base with a user and password in
+    it, as its own Authorization header carries the key; litellm reports a connection error
+    (docs/NOTES.md)."""
+    return any(isinstance(cause, ValueError) and "credentials encoded in URL" in str(cause)
+               for cause in causes)
 
 
 def _not_an_answer(causes: list[BaseException], detail: str) -> str | None:

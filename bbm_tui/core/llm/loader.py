@@ -32,7 +32,8 @@ def litellm_module() -> Any:
             # would pydantic's warnings about a provider's odd usage values.
             warnings.filterwarnings("ignore", category=UserWarning, module="pydantic")
             litellm.suppress_debug_info = True
-            litellm.set_verbose = False
+            # litellm's documented switch, which its __init__ imports without re-exporting.
+            litellm.set_verbose = False  # pyright: ignore[reportPrivateImportUsage]
             _quiet_loggers()
             from bbm_tui.core.llm import http_guard
 

@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bbm_tui.core.store.errors import SessionDeleted, StoreError
+    from bbm_tui.core.store.errors import SessionBusy, SessionDeleted, StoreError
     from bbm_tui.core.store.files import (
         DATABASE_NAME,
         HOME_ENV,
@@ -37,10 +37,17 @@ if TYPE_CHECKING:
         default_session_name,
     )
     from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns
-    from bbm_tui.core.store.store import BUSY_TIMEOUT_MS, Store, call_from_row
+    from bbm_tui.core.store.store import (
+        BUSY_TIMEOUT_MS,
+        CLAIM_HEARTBEAT_S,
+        CLAIM_STALE_S,
+        Store,
+        call_from_row,
+    )
 
 # Each name this package offers, and the module of the package that defines it.
 _MODULE_OF = {
+    "SessionBusy": "errors",
     "SessionDeleted": "errors",
     "StoreError": "errors",
     "DATABASE_NAME": "files",
@@ -66,12 +73,16 @@ _MODULE_OF = {
     "SCHEMA_VERSION": "schema",
     "expected_columns": "schema",
     "BUSY_TIMEOUT_MS": "store",
+    "CLAIM_HEARTBEAT_S": "store",
+    "CLAIM_STALE_S": "store",
     "Store": "store",
     "call_from_row": "store",
 }
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
+    "CLAIM_HEARTBEAT_S",
+    "CLAIM_STALE_S",
     "DATABASE_NAME",
     "HOME_ENV",
     "MIGRATIONS",
@@ -83,6 +94,7 @@ __all__ = [
     "Label",
     "QueueWork",
     "Session",
+    "SessionBusy",
     "SessionDeleted",
     "SessionSummary",
     "Step",

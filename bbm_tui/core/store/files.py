@@ -41,6 +41,7 @@ def default_path() -> Path:
 
 def check_is_sqlite(path: Path) -> None:
     if not path.exists():
+        check_data_folder(path.parent)
         return
     if path.is_dir():
         raise StoreError(f"{path}: is a folder, not a session store")
@@ -54,6 +55,19 @@ def check_is_sqlite(path: Path) -> None:
             f"{path}: is not a SQLite file, so not a bbm-tui session store; "
             "the file was left untouched"
         )
+
+
+def check_data_folder(folder: Path) -> None:
+    """The data folder, or the nearest of its parents that exists, is a folder: a file there
+    (BBM_TUI_HOME naming a file, or a folder under one) is said as such, not as "cannot
+    create ... File exists"."""
+    for place in (folder, *folder.parents):
+        if place.exists():
+            if not place.is_dir():
+                raise StoreError(
+                    f"{place}: is a file, not a folder, so the session store cannot be kept in "
+                    f"it; set {HOME_ENV} to a folder (it is made if missing)")
+            return
 
 
 def newer_message(path: Path, version: int) -> str:

@@ -7,7 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, CallRecord, TokenLogprob, sane_logprob_sum
+from bbm_tui.core.types import (
+    DEFAULT_ANNOTATOR,
+    CallRecord,
+    Mode,
+    TokenLogprob,
+    sane_logprob_sum,
+)
 
 
 @dataclass(frozen=True)
@@ -23,7 +29,7 @@ class Session:
     gold_mistake_index: int | None
     model: str
     api_base: str | None
-    mode: str
+    mode: Mode  # what the store writes: a ModelSpec's
     source: str
     head_step_id: int | None
     created_at: float
@@ -90,6 +96,12 @@ class Label:
     annotator: str = DEFAULT_ANNOTATOR
     # Made after seeing a suggestion (a finder's or a verifier's verdict).
     assisted: bool = False
+    # The per-step protocol's (store v12): each thought's rating on the branch, as far as
+    # rated (-1 bad, 0 neutral, +1 good), and PRM800K's finish reason; None for a label of
+    # the paper's protocol. `note`: why the first mistake is one, where the annotator said.
+    ratings: tuple[int, ...] | None = None
+    finish_reason: str | None = None
+    note: str | None = None
 
     @property
     def no_mistake(self) -> bool:
@@ -234,3 +246,7 @@ class AnnotatorLabel:
     mistake_index: int | None
     assisted: bool
     created_at: float
+    # Each thought's rating, for a label of the per-step protocol (store v12), else None.
+    ratings: tuple[int, ...] | None = None
+    finish_reason: str | None = None
+    note: str | None = None

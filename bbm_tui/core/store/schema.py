@@ -242,6 +242,36 @@ MIGRATIONS: list[Migration] = [
         created_at REAL NOT NULL
     );
     """,
+    # 12: the field's step-level formats and PRM800K's per-step labelling (docs/DESIGN.md §11,
+    # §14). A session made from a row of one of the field's formats keeps what the row carried
+    # beyond the trace (`origin`, JSON: its format, its other fields, its steps' ratings), so
+    # it is written back in that format losing nothing. A label made with the per-step
+    # protocol keeps every step's rating (JSON: -1, 0, +1 for each thought of the branch as
+    # far as rated) and PRM800K's finish reason; any label may keep the annotator's note (why
+    # the step is the first mistake: MR-BEN's error reason).
+    """
+    CREATE TABLE session_origins (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL UNIQUE REFERENCES sessions(id) ON DELETE CASCADE,
+        origin TEXT NOT NULL
+    );
+    ALTER TABLE labels ADD COLUMN ratings TEXT;
+    ALTER TABLE labels ADD COLUMN finish_reason TEXT;
+    ALTER TABLE labels ADD COLUMN note TEXT;
+    """,
+    # 13: who is generating a session now (store.claim_session): two windows on one session
+    # stored the same step twice. One row a session while it is generated, its holder's
+    # heartbeat renewed every few seconds; a holder that died (its pid gone, on this
+    # machine) or went silent (no heartbeat for CLAIM_STALE_S) holds nothing.
+    """
+    CREATE TABLE session_claims (
+        session_id INTEGER PRIMARY KEY REFERENCES sessions(id) ON DELETE CASCADE,
+        owner TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        heartbeat_at REAL NOT NULL
+    );
+    """,
 ]
 
 

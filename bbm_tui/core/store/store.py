@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
 from bbm_tui.core.redact import redact_url
-from bbm_tui.core.store.errors import SessionDeleted, StoreError
+from bbm_tui.core.store.errors import SessionBusy, SessionDeleted, StoreError
 from bbm_tui.core.store.files import (
     HOME_ENV,
     check_is_sqlite,
@@ -71,6 +73,11 @@ from bbm_tui.core.types import (
 )
 
 BUSY_TIMEOUT_MS = 10_000
+# A session's claim (claim_session): renewed every CLAIM_HEARTBEAT_S by whoever generates it,
+# and held by nobody once it is CLAIM_STALE_S old (a holder on another machine that died),
+# or at once when its holder's pid is gone on this machine.
+CLAIM_HEARTBEAT_S = 3.0
+CLAIM_STALE_S = 20.0
 
 
 T = TypeVar("T")
@@ -292,7 +299,7 @@ class Store:
                 (name, task, input, target, dataset_index, gold_mistake_index, model,
                  redact_url(api_base), mode, source, now, now, digest),
             )
-            session_id = cursor.lastrowid
+            session_id = _inserted_id(cursor)
         return self.session(session_id)
 
     def task_definition(self, digest: str) -> str | None:
@@ -457,38 +464,69 @@ class Store:
         now = time.time()
         with self._write() as connection:
             self._require_session(connection, session_id)
-            if call is not None:
-                call_id = _insert_call(connection, session_id, None, CallPurpose.STEP, call, now)
-                choice = call.choice if choice is None else choice
-                tokens = call.tokens if tokens is None else tokens
-            tokens = _sane_tokens(tokens)
-            cursor = connection.execute(
-                """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
-                       truncated, created_at, call_id, choice, tokens, alternatives, logprob,
-                       ntokens, call_choices)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                           (SELECT NULLIF(COUNT(*), 0) FROM candidates WHERE call_id = ?))""",
-                (session_id, parent_id, number, text, origin, answer, int(truncated), now,
-                 call_id, choice, tokens_json(tokens), alternatives_json(tokens),
-                 sum(token.logprob for token in tokens) if tokens else None,
-                 len(tokens) if tokens else None,
-                 # A call of the step's own made no candidates.
-                 None if call is not None else call_id),
-            )
-            step_id = cursor.lastrowid
-            if not tokens and call_id is not None:  # the call's own list, as before v4
-                connection.execute(_CALL_LOGPROB_UPDATE, (step_id,))
-            if call is not None:  # the call's own link to its step (a v3 reader follows it)
-                connection.execute("UPDATE calls SET step_id = ? WHERE id = ?",
-                                   (step_id, call_id))
-            if candidate_id is not None:
-                connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
-                                   (step_id, candidate_id))
-            connection.execute(
-                "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
-                (step_id, now, session_id),
-            )
+            same = _same_step(connection, session_id, parent_id, number, text, origin)
+            if same is not None:  # another window stored it first: it is that step
+                self._take_same_step(connection, session_id, same, call, candidate_id, now)
+                step_id = same
+            else:
+                step_id = self._insert_step(
+                    connection, session_id, parent_id=parent_id, number=number, text=text,
+                    origin=origin, answer=answer, truncated=truncated, call=call,
+                    call_id=call_id, choice=choice, tokens=tokens, candidate_id=candidate_id,
+                    now=now)
         return self.step(step_id)
+
+    def _take_same_step(self, connection: sqlite3.Connection, session_id: int, step_id: int,
+                        call: CallRecord | None, candidate_id: int | None, now: float) -> None:
+        """The step is there already: the call that made it again was paid for all the same
+        (kept, in the session's totals), the candidate points at it, and it is the head."""
+        if call is not None:
+            _insert_call(connection, session_id, step_id, CallPurpose.STEP, call, now)
+        if candidate_id is not None:
+            connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
+                               (step_id, candidate_id))
+        connection.execute("UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                           (step_id, now, session_id))
+
+    def _insert_step(self, connection: sqlite3.Connection, session_id: int, *,
+                     parent_id: int | None, number: int, text: str, origin: str,
+                     answer: str | None, truncated: bool, call: CallRecord | None,
+                     call_id: int | None, choice: int | None,
+                     tokens: Sequence[TokenLogprob] | None, candidate_id: int | None,
+                     now: float) -> int:
+        """A new step (add_step's, inside its transaction); its id."""
+        if call is not None:
+            call_id = _insert_call(connection, session_id, None, CallPurpose.STEP, call, now)
+            choice = call.choice if choice is None else choice
+            tokens = call.tokens if tokens is None else tokens
+        tokens = _sane_tokens(tokens)
+        cursor = connection.execute(
+            """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
+                   truncated, created_at, call_id, choice, tokens, alternatives, logprob,
+                   ntokens, call_choices)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+                       (SELECT NULLIF(COUNT(*), 0) FROM candidates WHERE call_id = ?))""",
+            (session_id, parent_id, number, text, origin, answer, int(truncated), now,
+             call_id, choice, tokens_json(tokens), alternatives_json(tokens),
+             sum(token.logprob for token in tokens) if tokens else None,
+             len(tokens) if tokens else None,
+             # A call of the step's own made no candidates.
+             None if call is not None else call_id),
+        )
+        step_id = _inserted_id(cursor)
+        if not tokens and call_id is not None:  # the call's own list, as before v4
+            connection.execute(_CALL_LOGPROB_UPDATE, (step_id,))
+        if call is not None:  # the call's own link to its step (a v3 reader follows it)
+            connection.execute("UPDATE calls SET step_id = ? WHERE id = ?",
+                               (step_id, call_id))
+        if candidate_id is not None:
+            connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
+                               (step_id, candidate_id))
+        connection.execute(
+            "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+            (step_id, now, session_id),
+        )
+        return step_id
 
     def add_steps(
         self, session_id: int, steps: list[tuple[str, str | None]], origin: str
@@ -508,7 +546,7 @@ class Store:
                            truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
                     (session_id, parent, number, text, origin, answer, now),
                 )
-                parent = cursor.lastrowid
+                parent = _inserted_id(cursor)
             connection.execute(
                 "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
                 (parent, now, session_id),
@@ -565,6 +603,42 @@ class Store:
         path.reverse()
         return path
 
+    # -- who is generating a session (store v13)
+
+    def claim_session(self, session_id: int, owner: str) -> None:
+        """Take (or, for its holder, renew) the claim to generate the session. Raises
+        SessionBusy while another owner holds a live claim: its process is alive (on this
+        machine) and its heartbeat is under CLAIM_STALE_S old."""
+        now = time.time()
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            held = connection.execute(
+                "SELECT owner, host, pid, heartbeat_at FROM session_claims WHERE session_id = ?",
+                (session_id,)).fetchone()
+            if held is not None and held[0] != owner and _claim_live(held[1], held[2], held[3],
+                                                                      now):
+                raise SessionBusy(session_id, held[2], held[1], held[1] == _HOST)
+            connection.execute(
+                "INSERT OR REPLACE INTO session_claims (session_id, owner, host, pid, "
+                "heartbeat_at) VALUES (?, ?, ?, ?, ?)",
+                (session_id, owner, _HOST, os.getpid(), now))
+
+    def release_claim(self, session_id: int, owner: str) -> None:
+        with self._write() as connection:
+            connection.execute("DELETE FROM session_claims WHERE session_id = ? AND owner = ?",
+                               (session_id, owner))
+
+    def claim_holder(self, session_id: int, owner: str) -> SessionBusy | None:
+        """Who else holds a live claim on the session (as the error a claim would raise), or
+        None: nobody, or `owner` itself."""
+        rows = self._read("SELECT owner, host, pid, heartbeat_at FROM session_claims "
+                          "WHERE session_id = ?", (session_id,))
+        if not rows or rows[0][0] == owner or not _claim_live(
+                rows[0]["host"], rows[0]["pid"], rows[0]["heartbeat_at"], time.time()):
+            return None
+        return SessionBusy(session_id, rows[0]["pid"], rows[0]["host"],
+                           rows[0]["host"] == _HOST)
+
     def set_head(self, session_id: int, step_id: int | None) -> None:
         with self._write() as connection:
             self._require_session(connection, session_id)
@@ -583,23 +657,30 @@ class Store:
         *,
         annotator: str = DEFAULT_ANNOTATOR,
         assisted: bool = False,
+        ratings: Sequence[int] | None = None,
+        finish_reason: str | None = None,
+        note: str | None = None,
     ) -> Label:
-        """Record `annotator`'s verdict: first mistake at `mistake_step_id`, or no mistake."""
+        """Record `annotator`'s verdict: first mistake at `mistake_step_id`, or no mistake;
+        with the per-step protocol, every thought's rating and the finish reason too."""
         now = time.time()
+        kept = None if ratings is None else tuple(ratings)
         with self._write() as connection:
             self._require_session(connection, session_id)
             cursor = connection.execute(
                 """INSERT INTO labels (session_id, leaf_step_id, mistake_step_id, created_at,
-                       annotator, assisted)
-                   VALUES (?, ?, ?, ?, ?, ?)""",
-                (session_id, leaf_step_id, mistake_step_id, now, annotator, int(assisted)),
+                       annotator, assisted, ratings, finish_reason, note)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (session_id, leaf_step_id, mistake_step_id, now, annotator, int(assisted),
+                 None if kept is None else json.dumps(list(kept), allow_nan=False),
+                 finish_reason, note),
             )
             connection.execute(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
             )
-            label_id = cursor.lastrowid
+            label_id = _inserted_id(cursor)
         return Label(label_id, session_id, mistake_step_id, leaf_step_id, now, annotator,
-                     assisted)
+                     assisted, kept, finish_reason, note)
 
     def undo_label(self, session_id: int, annotator: str | None = None) -> Label | None:
         """Withdraw the latest verdict (of `annotator`, or anyone's); return the one now in
@@ -685,20 +766,20 @@ class Store:
             if found is not None:
                 return found[0]
             digest = _keep_task_definition(connection, task, task_definition, now)
-            session_id = connection.execute(
+            session_id = _inserted_id(connection.execute(
                 """INSERT INTO sessions (name, task, input, target, gold_mistake_index, model,
                        mode, source, created_at, updated_at, task_digest)
                    VALUES (?, ?, ?, ?, ?, ?, 'chat', ?, ?, ?, ?)""",
                 (name, task, input, target, gold_mistake_index, model, SessionSource.ANNOTATE,
                  now, now, digest),
-            ).lastrowid
+            ))
             parent = None
             for number, (text, answer) in enumerate(steps, start=1):
-                parent = connection.execute(
+                parent = _inserted_id(connection.execute(
                     """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
                            truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
                     (session_id, parent, number, text, StepOrigin.DATASET, answer, now),
-                ).lastrowid
+                ))
             connection.execute("UPDATE sessions SET head_step_id = ? WHERE id = ?",
                                (parent, session_id))
             connection.execute(
@@ -740,7 +821,7 @@ class Store:
         the mistake as a 0-based index: what agreement, adjudication and the CSV export read."""
         rows = self._read(
             """SELECT l.session_id, l.annotator, l.assisted, l.created_at,
-                      l.mistake_step_id, s.number
+                      l.mistake_step_id, s.number, l.ratings, l.finish_reason, l.note
                FROM labels AS l LEFT JOIN steps AS s ON s.id = l.mistake_step_id
                WHERE l.id IN (SELECT MAX(id) FROM labels WHERE undone = 0
                               GROUP BY session_id, annotator)
@@ -748,9 +829,38 @@ class Store:
         return [
             AnnotatorLabel(row["session_id"], row["annotator"],
                            None if row["mistake_step_id"] is None else row["number"] - 1,
-                           bool(row["assisted"]), row["created_at"])
+                           bool(row["assisted"]), row["created_at"],
+                           ratings_from_json(row["ratings"]), row["finish_reason"],
+                           row["note"])
             for row in rows
         ]
+
+    # -- where a session's trace came from (v12)
+
+    def set_origin(self, session_id: int, origin: Mapping[str, Any]) -> None:
+        """What the row a session was made from carried beyond its trace (its format, its
+        other fields), kept so the session is written back in that format losing nothing."""
+        text = json.dumps(origin, ensure_ascii=False, allow_nan=False)
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            connection.execute(
+                """INSERT INTO session_origins (session_id, origin) VALUES (?, ?)
+                   ON CONFLICT (session_id) DO UPDATE SET origin = excluded.origin""",
+                (session_id, text))
+
+    def origin(self, session_id: int) -> dict[str, Any] | None:
+        rows = self._read("SELECT origin FROM session_origins WHERE session_id = ?",
+                          (session_id,))
+        return _origin(rows[0]["origin"]) if rows else None
+
+    def origins(self) -> dict[int, dict[str, Any]]:
+        """Every session's origin, by session (one query, for an export of them all)."""
+        found = {}
+        for row in self._read("SELECT session_id, origin FROM session_origins"):
+            origin = _origin(row["origin"])
+            if origin is not None:
+                found[row["session_id"]] = origin
+        return found
 
     # -- candidates (backtracking)
 
@@ -782,7 +892,7 @@ class Store:
                      sum(t.logprob for t in tokens) if tokens else None,
                      int(dropped), now),
                 )
-                ids.append(cursor.lastrowid)
+                ids.append(_inserted_id(cursor))
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
@@ -836,7 +946,7 @@ class Store:
                 (session_id, leaf_step_id, method, model,
                  json.dumps(params, sort_keys=True, allow_nan=False), time.time()),
             )
-            return cursor.lastrowid
+            return _inserted_id(cursor)
 
     def add_finder_verdict(
         self,
@@ -868,7 +978,7 @@ class Store:
             connection.execute(
                 "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
             )
-            return cursor.lastrowid
+            return _inserted_id(cursor)
 
     def finish_finder_run(self, run_id: int, *, mistake_number: int | None, parsed: bool) -> None:
         with self._write() as connection:
@@ -977,6 +1087,17 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _same_step(connection: sqlite3.Connection, session_id: int, parent_id: int | None,
+               number: int, text: str, origin: str) -> int | None:
+    """A step already at this place with this text and origin (inside the write, so that two
+    processes cannot both miss it): one step is never stored twice."""
+    found = connection.execute(
+        "SELECT id FROM steps WHERE session_id = ? AND parent_id IS ? AND number = ? "
+        "AND text = ? AND origin = ? ORDER BY id LIMIT 1",
+        (session_id, parent_id, number, text, origin)).fetchone()
+    return found[0] if found else None
 
 
 def _bulk_step(row: tuple) -> Step:
@@ -1149,7 +1270,30 @@ def tokens_from_json(text: str | None, alternatives: str | None = None
 
 def _label(row: sqlite3.Row) -> Label:
     return Label(row["id"], row["session_id"], row["mistake_step_id"], row["leaf_step_id"],
-                 row["created_at"], row["annotator"], bool(row["assisted"]))
+                 row["created_at"], row["annotator"], bool(row["assisted"]),
+                 ratings_from_json(row["ratings"]), row["finish_reason"], row["note"])
+
+
+def ratings_from_json(text: str | None) -> tuple[int, ...] | None:
+    """A label's stored ratings; anything that is not a list of -1/0/+1 reads as none."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, list) or any(
+            isinstance(item, bool) or item not in (-1, 0, 1) for item in value):
+        return None
+    return tuple(value)
+
+
+def _origin(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("format"), str) else None
 
 
 def _work(row: sqlite3.Row) -> QueueWork:
@@ -1188,6 +1332,14 @@ def _keep_task_definition(connection: sqlite3.Connection, task: str,
     return definition.digest
 
 
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row the cursor's INSERT made (sqlite3 says None only when none was)."""
+    row_id = cursor.lastrowid
+    if row_id is None:
+        raise StoreError("the session store made no row where one was inserted")
+    return row_id
+
+
 def _session(row: sqlite3.Row) -> Session:
     return Session(**dict(zip(row.keys(), tuple(row), strict=True)))
 
@@ -1224,7 +1376,26 @@ def _insert_call(
             int(call.usage_estimated),
         ),
     )
-    return cursor.lastrowid
+    return _inserted_id(cursor)
+
+
+_HOST = socket.gethostname()
+
+
+def _claim_live(host: str, pid: int, heartbeat_at: float, now: float) -> bool:
+    """A claim still held: renewed within CLAIM_STALE_S, and, on this machine, its process
+    still there (a killed holder frees the session at once)."""
+    if now - heartbeat_at > CLAIM_STALE_S:
+        return False
+    if host != _HOST:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def _retry_locked(action: Callable[[], T]) -> T:

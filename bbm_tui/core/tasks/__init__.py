@@ -6,7 +6,9 @@ regex, how an answer is compared with its target, and optionally few-shot mistak
 prompts in the paper's JSON shape and a description for the zero-shot finders. The paper's
 five are built from the shipped files the first time one is asked for; the user's come from
 task files (core/tasks/files.py) and are put here with `use_tasks` when the app or a command
-starts, so every part of the code finds any task by its name.
+starts, so every part of the code finds any task by its name. The questions of the field's
+step-level datasets (ProcessBench, PRM800K, ...: core/dataset/formats/) belong by default to a
+task named after their format: zero-shot, described in prompts/ours/field_tasks.json.
 """
 
 from __future__ import annotations
@@ -70,14 +72,16 @@ class Task:
 
     def extract_answer(self, step: str) -> str | None:
         """The answer a step states, stripped, or None when it states none: the answer
-        regex's first group where it has groups, else its whole match."""
+        regex's first group that matched where it has groups, else its whole match."""
         if self.answer_pattern == PAPER_ANSWER_PATTERN:
             return extract_answer(step)
         match = _compiled(self.answer_pattern).search(step)
         if match is None:
             return None
-        found = match.group(1) if match.re.groups else match.group(0)
-        return (found or "").strip()
+        if not match.re.groups:
+            return match.group(0).strip()
+        # The first group that took part: a pattern of alternatives has a group in each.
+        return next((found for found in match.groups() if found is not None), "").strip()
 
     def is_correct(self, answer: str | None, target: str) -> bool:
         """The answer matches the target by the task's comparison (the paper's: exact)."""
@@ -141,6 +145,36 @@ def zero_shot_instruction() -> str:
     return (prompts_dir() / "ours" / "zero_shot_instruction.txt").read_bytes().decode("utf-8")
 
 
+# --------------------------------------------------------------------------- the field's
+
+# The tasks the questions of the field's step-level datasets belong to unless --task says
+# otherwise: one per format, named after it, zero-shot (no few-shot prompt, so the zero-shot
+# finders and the critic judge them).
+FIELD_TITLES: dict[str, str] = {
+    "processbench": "ProcessBench",
+    "prm800k": "PRM800K",
+    "mr-gsm8k": "MR-GSM8K",
+    "mr-ben": "MR-BEN",
+    "math-shepherd": "Math-Shepherd",
+    "prmbench": "PRMBench",
+    "trl": "TRL stepwise",
+}
+FIELD_TASK_NAMES: tuple[str, ...] = tuple(FIELD_TITLES)
+
+
+@cache
+def field_tasks() -> dict[str, Task]:
+    """The field's tasks, from prompts/ours/field_tasks.json (read when first asked for)."""
+    data = json.loads((prompts_dir() / "ours" / "field_tasks.json").read_bytes()
+                      .decode("utf-8"))
+    return {
+        name: Task(name, title, INPUT_FIELD, zero_shot_instruction(), few_shot=False,
+                   answer_pattern=data[name]["answer_regex"], compare=data[name]["compare"],
+                   description=data[name]["description"])
+        for name, title in FIELD_TITLES.items()
+    }
+
+
 # --------------------------------------------------------------------------- the user's tasks
 
 _user_tasks: dict[str, Task] = {}
@@ -163,12 +197,16 @@ def user_tasks() -> tuple[Task, ...]:
 
 
 def task_names() -> tuple[str, ...]:
-    """Every task there is: the paper's five in the paper's order, then the user's."""
-    return TASK_NAMES + tuple(name for name in _user_tasks if name not in TASK_NAMES)
+    """Every task there is: the paper's five in the paper's order, then the user's, then the
+    field's formats' (a user's task of the same name wins)."""
+    users = tuple(name for name in _user_tasks if name not in TASK_NAMES)
+    return TASK_NAMES + users + tuple(name for name in FIELD_TASK_NAMES if name not in users)
 
 
 def task_titles() -> dict[str, str]:
-    """Every task's title by name, without reading the paper's prompts."""
+    """The title of every task one starts sessions on (the paper's and the user's; not the
+    field's formats', whose questions come in their files), without reading the paper's
+    prompts."""
     return {**PAPER_TITLES, **{task.name: task.title for task in _user_tasks.values()}}
 
 
@@ -191,10 +229,11 @@ def get_task(task: Task | str) -> Task:
         return task
     if task in TASK_NAMES:
         return paper_tasks()[task]
-    try:
+    if task in _user_tasks:
         return _user_tasks[task]
-    except KeyError:
-        raise UnknownTaskError(task) from None
+    if task in FIELD_TITLES:
+        return field_tasks()[task]
+    raise UnknownTaskError(task)
 
 
 def task_name(task: Task | str) -> str:

@@ -73,6 +73,7 @@ def tokenize(text: str) -> list[str]:
         if not match or match.end() == position:
             raise ExpressionError(f"cannot read {text[position:position + 10]!r}")
         position = match.end()
+        assert match.lastgroup is not None  # _TOKEN matches one of its named groups
         token = match.group(match.lastgroup)
         tokens.append(_OPS.get(token, token))
     return tokens

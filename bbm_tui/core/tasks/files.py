@@ -37,7 +37,7 @@ from bbm_tui.core.tasks import (
     zero_shot_instruction,
 )
 from bbm_tui.core.tasks.compare import CHOICE, EXACT, CompareError, parse_compare
-from bbm_tui.core.tomltext import key_line, toml_error_message
+from bbm_tui.core.tomltext import key_line, toml_error_message, too_deep_message
 
 KEYS = ("name", "title", "prompt", "question", "answer_regex", "compare", "finding_prompts",
         "description", "questions")
@@ -137,6 +137,8 @@ def load_task_file(path: Path | str) -> Task:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise TaskFileError(path, toml_error_message(error)) from None
+    except RecursionError:  # tomllib recurses on each level of nesting
+        raise TaskFileError(path, too_deep_message(text)) from None
     return _task_from(_Reader(path.resolve(), text, data))
 
 
@@ -213,6 +215,9 @@ def _finding_prompts(reader: _Reader, found: Path) -> dict[str, Any]:
     except json.JSONDecodeError as error:
         raise reader.fail("finding_prompts", f"{found}: line {error.lineno}, column "
                           f"{error.colno}: malformed JSON: {error.msg}") from None
+    except RecursionError:
+        raise reader.fail("finding_prompts", f"{found}: nested too deeply to read (malformed "
+                          "JSON)") from None
     problem = finding_prompts_problem(data)
     if problem is not None:
         raise reader.fail("finding_prompts", f"{found}: {problem}")

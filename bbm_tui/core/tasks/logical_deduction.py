@@ -290,8 +290,8 @@ def _sentences(step: str) -> list[str]:
     result = []
     for clause in clauses:
         clause = clause.strip().rstrip(".")
-        while _LEAD_IN.match(clause) and _LEAD_IN.match(clause).end() > 0:
-            clause = clause[_LEAD_IN.match(clause).end():]
+        while (lead_in := _LEAD_IN.match(clause)) and lead_in.end() > 0:
+            clause = clause[lead_in.end():]
         if clause and "answer" not in clause.lower():
             result.append(clause)
     return result

@@ -187,11 +187,11 @@ def read_step(question: Question, step: str) -> Read:
                 raise unknown(f"cannot tell which object '{match.group('item')}' is")
             read.holdings[person] = item
     if header:
-        pair = (resolve_person(question, header.group("a")),
-                resolve_person(question, header.group("b")))
-        if None in pair:
+        first = resolve_person(question, header.group("a"))
+        second = resolve_person(question, header.group("b"))
+        if first is None or second is None:
             raise unknown("a swap between people the question does not name")
-        read.swap = (pair[0], pair[1])  # type: ignore[assignment]
+        read.swap = (first, second)
         body = body[header.end():]
     read.start = bool(_START.match(body))
     end = found.end.search(body)

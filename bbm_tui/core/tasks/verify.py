@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Protocol
 
 from bbm_tui.core.tasks import (
+    FIELD_TASK_NAMES,
     UnknownTaskError,
     arithmetic,
     dyck,
@@ -43,8 +44,10 @@ class NoVerifierError(UnknownTaskError):
 
     def __init__(self, name: str) -> None:
         super().__init__(name)
+        what = ("the task of a dataset format" if name in FIELD_TASK_NAMES
+                else "a task of your own")
         self.args = (f"the task verifiers check the paper's five tasks only, not {name!r} "
-                     "(a task of your own): use a model's method to find its mistakes",)
+                     f"({what}): use a model's method to find its mistakes",)
 
 
 def task_logic(task: str) -> ModuleType:

@@ -36,9 +36,12 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from bbm_tui.core.tasks import extract_answer
 from bbm_tui.core.tasks.verdicts import QuestionError, unknown, wrong
+
+T = TypeVar("T")
 
 ORDINALS = (
     "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth",
@@ -177,6 +180,7 @@ def parse_order(text: str) -> list[Item] | None:
     number: int | None = None
     for match in _TOKEN.finditer(text.rstrip(". ")):
         kind = match.lastgroup
+        assert kind is not None  # every alternative of _TOKEN is a named group
         value = match.group(kind)
         if kind == "num":
             number = int(value)
@@ -608,8 +612,7 @@ def _letters_mistake(prefix: str, words: Sequence[str], depth: int,
     return kind, prefix + " ".join(entries)
 
 
-def _swap_adjacent(groups: Sequence[tuple[str, ...]], rng: random.Random
-                   ) -> list[tuple[str, ...]] | None:
+def _swap_adjacent(groups: Sequence[T], rng: random.Random) -> list[T] | None:
     if len(groups) < 2:
         return None
     index = rng.randrange(len(groups) - 1)

@@ -11,9 +11,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
+import secrets
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import aclosing, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import Any, TypeVar
 
 from bbm_tui.core import llm
@@ -29,15 +33,18 @@ from bbm_tui.core.generation.stepper import (
     StepFailed,
     StepFinished,
     StepperSettings,
+    TraceFinished,
     run_steps,
 )
 from bbm_tui.core.redact import REDACTED, redact_url
 from bbm_tui.core.store import (
+    CLAIM_HEARTBEAT_S,
     Label,
     Session,
     Step,
     Store,
     StoredCandidate,
+    StoreError,
     TaskDefinition,
     Totals,
 )
@@ -48,6 +55,15 @@ from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
 
 T = TypeVar("T")
+
+
+class ReadFromText(Enum):
+    """A recorded trace's answer where its row gives none: what the answer regex reads."""
+
+    FROM_THE_TEXT = "from the text"
+
+
+FROM_THE_TEXT = ReadFromText.FROM_THE_TEXT
 
 # How a session runs its store calls while it generates: `asyncio.to_thread` (the app) or
 # `on_the_loop` (the batches).
@@ -82,6 +98,17 @@ class SamplesReady:
     number: int
     resample: Resample
     stored: list[StoredCandidate]
+
+
+@dataclass(frozen=True)
+class BranchLabel:
+    """A branch (its steps from the root) and the session annotator's label in force on
+    it: `mistake_index` 0-based on the branch, None for "no mistake"."""
+
+    steps: list[Step]
+    label: Label
+    mistake_index: int | None
+    on_show: bool
 
 
 @dataclass(frozen=True)
@@ -169,6 +196,9 @@ class TraceSession:
         self.label: Label | None = self._branch_label()
         self._spec = spec or _stored_spec(session)
         self.task, self.task_change = session_task(store, session)
+        # Who this is when it claims the session to generate it (store v13): another window
+        # or process is another owner, and is told the session is busy.
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
 
     # -- opening
 
@@ -196,9 +226,9 @@ class TraceSession:
             name=name,
             source=source,
         )
-        trace = cls(store, session, spec, store_work=store_work)
-        trace.created_now = True
-        return trace
+        made = cls(store, session, spec, store_work=store_work)
+        made.created_now = True
+        return made
 
     @classmethod
     def load(cls, store: Store, session_id: int) -> TraceSession:
@@ -229,6 +259,33 @@ class TraceSession:
         self.tree = StepTree(self.store.steps_of(self.session.id))
         self.steps = self.tree.path(self.session.head_step_id)
         self.label = self._branch_label()
+
+    def labelled_branches(self) -> list[BranchLabel]:
+        """Every branch with a label of the annotator's in force, the branch on show first,
+        then the others oldest first: each branch is labelled by the newest label whose
+        leaf is on it, as the app shows it. A flag on a step off the branch labels it not."""
+        history = self.store.label_history(self.session.id, self.annotator)
+        if not history:
+            return []
+        shown = self.steps
+        # The other branches: those not through the head (one through it is the branch on
+        # show, or goes on from it).
+        others = [self.tree.path(leaf.id) for leaf in self.tree.leaves()]
+        branches = [shown] + [path for path in others
+                              if not shown or shown[-1].id not in {s.id for s in path}]
+        found = []
+        for steps in branches:
+            ids = [step.id for step in steps]
+            on_branch = set(ids)
+            label = next((label for label in history if label.leaf_step_id in on_branch
+                          or (label.leaf_step_id is None and not steps)), None)
+            if label is None:
+                continue
+            index = label.mistake_index(ids)
+            if index is None and not label.no_mistake:
+                continue
+            found.append(BranchLabel(steps, label, index, on_show=steps is shown))
+        return found
 
     def _branch_label(self) -> Label | None:
         """The annotator's verdict on the branch on show: labels stay with the branch they
@@ -334,28 +391,68 @@ class TraceSession:
                 f"password or key, which bbm-tui never saves ({self._spec.api_base}, model "
                 f"{self._spec.model})"))
             return
-        if self._model_unrecorded():  # usually not: no trip to a thread for nothing
-            await self.store_work(self._record_model)
-        async for event in run_steps(
-            self.task,
-            self.session.input,
-            self._spec,
-            self.texts,
-            target=self.session.target,
-            max_new_steps=max_new_steps,
-            settings=settings,
-        ):
-            if isinstance(event, StepFinished):
-                # A cancelled run still waits for the step it is saving, so that the session
-                # and the store agree when it is over (the next run neither loses nor
-                # repeats the step).
-                commit = asyncio.ensure_future(self.store_work(self._commit, event))
+        last: StepEvent | None = None
+        async with self.claimed():  # SessionBusy: another window is generating it
+            if self._model_unrecorded():  # usually not: no trip to a thread for nothing
+                await self.store_work(self._record_model)
+            async with aclosing(run_steps(
+                self.task,
+                self.session.input,
+                self._spec,
+                self.texts,
+                target=self.session.target,
+                max_new_steps=max_new_steps,
+                settings=settings,
+            )) as events:
+                async for event in events:
+                    if isinstance(event, StepFinished):
+                        # A cancelled run still waits for the step it is saving, so that the
+                        # session and the store agree when it is over (the next run neither
+                        # loses nor repeats the step).
+                        commit = asyncio.ensure_future(self.store_work(self._commit, event))
+                        try:
+                            await asyncio.shield(commit)
+                        except asyncio.CancelledError:
+                            await commit
+                            raise
+                    if isinstance(event, StepFailed | TraceFinished):
+                        last = event  # the last event: the claim goes before it is handed on
+                        break
+                    yield event
+        # Released first: a caller stops reading at this event, and the claim must not wait
+        # for this generator to be collected.
+        if last is not None:
+            yield last
+
+    @asynccontextmanager
+    async def claimed(self) -> AsyncIterator[None]:
+        """The session claimed for generating while the block runs (store v13), renewed every
+        CLAIM_HEARTBEAT_S and released after. Raises SessionBusy (nothing done) while
+        another window or process holds it: two windows stored the same step twice."""
+        await self.store_work(self.store.claim_session, self.session.id, self.owner)
+        heartbeat = asyncio.ensure_future(self._heartbeat())
+        try:
+            yield
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+            release = asyncio.ensure_future(
+                self.store_work(self.store.release_claim, self.session.id, self.owner))
+            with suppress(StoreError):  # a session deleted meanwhile has no claim to drop
                 try:
-                    await asyncio.shield(commit)
+                    await asyncio.shield(release)
                 except asyncio.CancelledError:
-                    await commit
+                    await release
                     raise
-            yield event
+
+    async def _heartbeat(self) -> None:
+        """Keep the claim alive while a step takes long (a model thinking for a minute). One
+        that lapsed and was taken meanwhile is left to its new holder (the store stores no
+        step twice)."""
+        with suppress(StoreError):
+            while True:
+                await asyncio.sleep(CLAIM_HEARTBEAT_S)
+                await self.store_work(self.store.claim_session, self.session.id, self.owner)
 
     def _commit(self, event: StepFinished) -> Step:
         parent = self.head_id
@@ -369,14 +466,16 @@ class TraceSession:
             truncated=event.truncated,
             call=event.call,
         )
-        self.tree.add(step)
-        self.steps.append(step)
+        self._append(step)
         return step
 
-    def load_recorded(self, steps: list[str]) -> None:
-        """Put a recorded trace (e.g. the dataset's) on the branch, to label it."""
-        answered = [(text, self.task.extract_answer(text)) for text in steps]
-        self.store.add_steps(self.session.id, answered, origin=StepOrigin.DATASET)
+    def load_recorded(self, steps: list[str],
+                      answer: str | ReadFromText | None = FROM_THE_TEXT) -> None:
+        """Put a recorded trace (e.g. the dataset's) on the branch, to label it; `answer`:
+        the row's own, kept as given on its last step (else what the task's answer regex
+        reads)."""
+        self.store.add_steps(self.session.id, recorded_steps(self.task, steps, answer),
+                             origin=StepOrigin.DATASET)
         self.reload()
 
     def append_typed(self, text: str, origin: StepOrigin = StepOrigin.TYPED) -> Step:
@@ -389,9 +488,17 @@ class TraceSession:
             origin=origin,
             answer=self.task.extract_answer(text),
         )
-        self.tree.add(step)
-        self.steps.append(step)
+        self._append(step)
         return step
+
+    def _append(self, step: Step) -> None:
+        """A step saved below the head, on show. The tree holds it already where another
+        window stored the same step at this place first (the store keeps it once)."""
+        if step.id in self.tree:
+            self.steps = self.tree.path(step.id)
+        else:
+            self.tree.add(step)
+            self.steps.append(step)
 
     # -- new branches: backtracking, another candidate, a rewritten thought. Each adds a
     #    version of Thought k beside the old one (the old branch stays in the tree, with its
@@ -426,18 +533,20 @@ class TraceSession:
         # From replay/bbm (which can only repeat the recorded trace) on with solver/bbm.
         self.use_model(backtracking_model(self._spec, self.task))
         parent = self.steps[number - 2].id if number > 1 else None
-        resample = await resample_step(
-            self.task, self.session.input, self.texts[: number - 1],
-            self.texts[number - 1], self._spec, settings.call, n=n, on_sample=on_sample,
-        )
-        # Cancelled while saving, the samples are saved all the same (the store and the
-        # screen then agree that they are), then the cancellation goes on.
-        store = asyncio.ensure_future(self.store_work(self._store_samples, resample, parent))
-        try:
-            stored = await asyncio.shield(store)
-        except asyncio.CancelledError:
-            await store
-            raise
+        async with self.claimed():  # SessionBusy: another window is generating it
+            resample = await resample_step(
+                self.task, self.session.input, self.texts[: number - 1],
+                self.texts[number - 1], self._spec, settings.call, n=n, on_sample=on_sample,
+            )
+            # Cancelled while saving, the samples are saved all the same (the store and the
+            # screen then agree that they are), then the cancellation goes on.
+            store = asyncio.ensure_future(
+                self.store_work(self._store_samples, resample, parent))
+            try:
+                stored = await asyncio.shield(store)
+            except asyncio.CancelledError:
+                await store
+                raise
         return SamplesReady(number, resample, stored)
 
     async def continue_with(
@@ -502,7 +611,10 @@ class TraceSession:
         return step
 
     def _show_new_step(self, step: Step) -> None:
-        self.tree.add(step)
+        """The step just saved, on show as the head: one of the tree's already where another
+        window stored the same step at this place first (the store keeps it once)."""
+        if step.id not in self.tree:
+            self.tree.add(step)
         self.session = self.store.session(self.session.id)
         self.steps = self.tree.path(step.id)
         self.label = self._branch_label()
@@ -551,6 +663,19 @@ class TraceSession:
         self.session = self.store.session(self.session.id)
 
 
+def recorded_steps(task: Task, steps: Sequence[str],
+                   answer: str | ReadFromText | None = FROM_THE_TEXT
+                   ) -> list[tuple[str, str | None]]:
+    """A recorded trace's steps, each with the answer it states. The last states its row's
+    own `answer`, as given (a file's "a b" stays "a b" where the regex reads "a b." in "So
+    the answer is a b."; a null stays null); without one, and on every other step, the
+    task's answer regex's, as for a generated trace."""
+    found = [(text, task.extract_answer(text)) for text in steps]
+    if found and not isinstance(answer, ReadFromText):
+        found[-1] = (found[-1][0], answer)
+    return found
+
+
 def greedy(settings: StepperSettings) -> StepperSettings:
     """The paper continues a backtracked trace at temperature 0."""
     return replace(settings, call=replace(settings.call, temperature=0.0))
@@ -568,7 +693,7 @@ def resumed_spec(
     ours = model == configured.model
     api_base = configured.api_base if ours or "api_base" in given else session.api_base
     mode = configured.mode if ours or "mode" in given else session.mode
-    return llm.ModelSpec(model, api_base, mode)  # type: ignore[arg-type]
+    return llm.ModelSpec(model, api_base, mode)
 
 
 @contextmanager
@@ -585,4 +710,4 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _stored_spec(session: Session) -> llm.ModelSpec:
-    return llm.ModelSpec(session.model, session.api_base, session.mode)  # type: ignore[arg-type]
+    return llm.ModelSpec(session.model, session.api_base, session.mode)

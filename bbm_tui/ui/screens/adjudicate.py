@@ -25,7 +25,7 @@ from bbm_tui.ui.messages import GoBack
 from bbm_tui.ui.screens.annotate import ThoughtsPane, WheelScroll, reveal
 from bbm_tui.ui.screens.base import QueueScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import MUTED, safe, styled
+from bbm_tui.ui.text import COPY_QUESTION, MUTED, QUESTION_SHOWN, safe, safe_cut, styled
 from bbm_tui.ui.viewmodels.annotate import location_text
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 from bbm_tui.ui.widgets.hanging import HangingStatic
@@ -62,6 +62,8 @@ class AdjudicateScreen(QueueScreen):
                 tooltip="Scroll the question down (a long one is cut on a small terminal)"),
         Binding("[", "scroll_question(-3)", "question ↑", id="question_up", show=False,
                 tooltip="Scroll the question up"),
+        Binding("Q", "copy_question", "copy question", id="copy_question", show=False,
+                tooltip="Copy the whole question"),
     ]
 
     def __init__(self, queue: AdjudicationQueue) -> None:
@@ -123,9 +125,11 @@ class AdjudicateScreen(QueueScreen):
             self.query_one("#adjudicate-left").border_title = "Question"
             self.query_one("#adjudicate-right").border_title = (
                 f"Thoughts · {len(self._steps)}")
-            self.query_one("#j-question", Static).update(safe(self._question))
+            self.query_one("#j-question", Static).update(
+                safe_cut(self._question, COPY_QUESTION, QUESTION_SHOWN))
         self.query_one("#j-target", LeanStatic).show(Content.assemble(
-            styled("Target: ", "bold"), safe(session.target or "—")))
+            styled("Target: ", "bold"),
+            safe_cut(session.target or "—", "the export has all of it", QUESTION_SHOWN)))
         self.query_one("#j-candidates", LeanStatic).show(self._candidates_text())
         self.query_one("#j-state", LeanStatic).show(self._state_text())
         self.query_one("#j-position", LeanStatic).show(styled(
@@ -152,9 +156,9 @@ class AdjudicateScreen(QueueScreen):
     def _state_text(self) -> Content:
         """The adjudicated label, or how to give one (the keys as bound)."""
         item = self.queue.current
-        if item.settled:
+        if not isinstance(item.adjudicated, str):  # settled (UNSET is the one str it takes)
             undo = key_for(self, "adjudicate_undo")
-            chosen = location_text(item.adjudicated)  # type: ignore[arg-type]
+            chosen = location_text(item.adjudicated)
             return styled(f"Adjudicated: {chosen} · {undo} to withdraw", "$text-success")
         first = key_for(self, "adjudicate_accept_1")
         last = key_for(self, f"adjudicate_accept_{max(1, min(len(item.choices), 9))}")
@@ -229,6 +233,14 @@ class AdjudicateScreen(QueueScreen):
     def action_scroll_question(self, lines: int) -> None:
         self.query_one("#j-question-scroll", WheelScroll).scroll_relative(
             y=lines, animate=False)
+
+    def action_copy_question(self) -> None:
+        if self._session is None:
+            return
+        question = self._question
+        self.app.copy_to_clipboard(question)
+        self.notify(f"Copied the question ({len(question):,} characters).", markup=False,
+                    timeout=3)
 
     def action_back(self) -> None:
         self.post_message(GoBack(self))

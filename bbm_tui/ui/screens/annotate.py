@@ -1,7 +1,8 @@
 """The annotation queue (docs/DESIGN.md §11, issue 12): one trace at a time, labelled with the
 paper's protocol. `c` judges the unlocked thought correct and unlocks the next, `x` judges it
 incorrect (the trace is then complete, the rest greyed), `enter` submits the complete trace and
-opens the next unfinished one.
+opens the next unfinished one. With PRM800K's per-step protocol (PerStepAnnotateScreen) every
+thought is rated good, neutral or bad to the end, and a trace finishes as PRM800K's did.
 
 Every action commits through the core's queue (core/annotation/queue.py) in a thread, one at a
 time and in the order pressed, so the event loop never waits on the disk.
@@ -33,12 +34,21 @@ from bbm_tui.ui.screens.annotate_dialogs import (
     FlagDialog,
     GuidelinesDialog,
     HighlightDialog,
+    NoteDialog,
     guidelines_text,
 )
 from bbm_tui.ui.screens.base import QueueScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import MUTED, styled
+from bbm_tui.ui.text import (
+    COPY_QUESTION,
+    MUTED,
+    QUESTION_SHOWN,
+    left_out,
+    shown_part,
+    styled,
+)
 from bbm_tui.ui.viewmodels.annotate import (
+    finish_text,
     highlighted,
     location_text,
     progress_line,
@@ -71,40 +81,73 @@ def reveal(widget: Widget) -> None:
     widget.call_after_refresh(scroll)
 
 
-class AnnotateScreen(QueueScreen):
-    CSS_PATH = stylesheet("annotate")
-    HELP_TITLE = "the annotation queue"
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("c", "judge(True)", "correct", id="annotate_correct",
-                tooltip="The unlocked thought is correct: the next one unlocks"),
-        Binding("x", "judge(False)", "incorrect", id="annotate_incorrect",
-                tooltip="The unlocked thought is the first mistake: the trace is complete"),
-        Binding("enter", "submit", "submit", id="annotate_submit",
-                tooltip="Save the complete trace's label and open the next unfinished trace"),
+def _bindings(*, per_step: bool) -> list[BindingType]:
+    """The queue's keys; the per-step protocol's rate (c good, n neutral, x bad) and finish
+    as PRM800K did. The ids are the same for both (one [keymap] line for both)."""
+    if per_step:
+        judging: list[BindingType] = [
+            Binding("c", "rate(1)", "good", id="annotate_correct",
+                    tooltip="Rate the thought good (+1): right, and it helps; the next one "
+                    "unlocks"),
+            Binding("n", "rate(0)", "neutral", id="annotate_neutral",
+                    tooltip="Rate the thought neutral (0): not wrong, but no progress"),
+            Binding("x", "rate(-1)", "bad", id="annotate_incorrect",
+                    tooltip="Rate the thought bad (-1); the rating goes on to the last "
+                    "thought"),
+            Binding("enter", "submit", "submit", id="annotate_submit",
+                    tooltip="Finish the rated trace (solution, or found_error with a bad "
+                    "thought) and open the next"),
+        ]
+        flag = Binding("f", "flag", "give up", id="annotate_flag",
+                       tooltip="Finish without a label: give up or bad problem (ratings kept)")
+    else:
+        judging = [
+            Binding("c", "judge(True)", "correct", id="annotate_correct",
+                    tooltip="The unlocked thought is correct: the next one unlocks"),
+            Binding("x", "judge(False)", "incorrect", id="annotate_incorrect",
+                    tooltip="The unlocked thought is the first mistake: the trace is complete"),
+            Binding("enter", "submit", "submit", id="annotate_submit",
+                    tooltip="Save the complete trace's label and open the next unfinished "
+                    "trace"),
+        ]
+        flag = Binding("f", "flag", "flag", id="annotate_flag",
+                       tooltip="Set this trace aside: bad problem or unsure, with a note")
+    return [
+        *judging,
         Binding("u", "undo", "undo", id="annotate_undo",
                 tooltip="Undo the last judgement (on a fresh trace: reopen the last submitted)"),
         Binding("s", "skip", "skip", id="annotate_skip",
                 tooltip="Put this trace off; the queue comes back to it at the end"),
-        Binding("f", "flag", "flag", id="annotate_flag",
-                tooltip="Set this trace aside: bad problem or unsure, with a note"),
+        flag,
         Binding("i", "guidelines", "guidelines", id="annotate_guidelines",
                 tooltip="The paper's annotation guidelines for this task"),
         Binding("slash", "highlight", "highlight", id="annotate_highlight",
                 tooltip="Highlight a word in the question and every thought"),
         Binding("h", "suggest", "suggest", id="annotate_suggest",
                 tooltip="Show the verifier's (or a model's) verdict; the label becomes assisted"),
+        Binding("m", "note", "note", id="annotate_note", show=False,
+                tooltip="A note on the trace (why its first mistake is one), kept with its "
+                "label"),
         Binding("escape", "back", "back", id="annotate_back", tooltip="Leave the queue"),
         # The ids of the main screen's keys that do the same (one [keymap] line for both).
         Binding("]", "scroll_question(3)", "question ↓", id="question_down", show=False,
                 tooltip="Scroll the question down (a long one is cut on a small terminal)"),
         Binding("[", "scroll_question(-3)", "question ↑", id="question_up", show=False,
                 tooltip="Scroll the question up"),
+        Binding("Q", "copy_question", "copy question", id="copy_question", show=False,
+                tooltip="Copy the whole question"),
         Binding("J,shift+down", "scroll_thoughts(3)", "scroll down", id="scroll_down",
                 show=False, tooltip="Scroll the thoughts down a few lines"),
         Binding("K,shift+up", "scroll_thoughts(-3)", "scroll up", id="scroll_up",
                 show=False, tooltip="Scroll the thoughts up a few lines"),
     ]
+
+
+class AnnotateScreen(QueueScreen):
+    CSS_PATH = stylesheet("annotate")
+    HELP_TITLE = "the annotation queue"
+
+    BINDINGS: ClassVar[list[BindingType]] = _bindings(per_step=False)
 
     def __init__(self, queue: AnnotationQueue) -> None:
         super().__init__(classes="annotate-screen")
@@ -185,7 +228,7 @@ class AnnotateScreen(QueueScreen):
         steps = queue.current.row.steps
         judged = queue.judged
         for index, (widget, text) in enumerate(zip(self._thought_widgets, steps, strict=False)):
-            state = thought_state(judged, index, len(steps))
+            state = thought_state(judged, index, len(steps), queue.per_step)
             if self._painted[index] == (state, self.word):
                 continue
             self._painted[index] = (state, self.word)
@@ -199,18 +242,26 @@ class AnnotateScreen(QueueScreen):
         self._question_word = self.word
         self._painted_question = True
         trace = self.queue.current
+        shown, hidden = shown_part(question_text(trace), QUESTION_SHOWN)
+        question = highlighted(shown, self.word)
         self.query_one("#a-question", Static).update(
-            highlighted(question_text(trace), self.word))
+            question.append(left_out(hidden, COPY_QUESTION)) if hidden else question)
         # The annotator and the file first: at 80 columns the end is cut.
-        title = (f"annotate · {one_line(self.queue.annotator, 30)} · "
+        what = "annotate per-step" if self.queue.per_step else "annotate"
+        title = (f"{what} · {one_line(self.queue.annotator, 30)} · "
                  f"{one_line(trace.name, 60)} · {trace.task}")
         self.query_one(TitleBar).set_left(Content(title))
 
     def _show_facts(self) -> None:
         queue = self.queue
         trace = queue.current
+        # The field's formats often give no target (ProcessBench, PRMBench, ...).
+        shown, hidden = shown_part(trace.row.target, QUESTION_SHOWN)
+        target = highlighted(shown, self.word) if trace.row.target else styled(
+            "— (none given)", MUTED)
         self.query_one("#a-target", LeanStatic).show(Content.assemble(
-            styled("Target: ", "bold"), highlighted(trace.row.target, self.word)))
+            styled("Target: ", "bold"), target,
+            left_out(hidden, "the file has all of it") if hidden else ""))
         self.query_one("#a-state", LeanStatic).show(self._state_text())
         suggestion = self.query_one("#a-suggestion", LeanStatic)
         suggestion.display = self.suggestions is not None
@@ -297,7 +348,14 @@ class AnnotateScreen(QueueScreen):
             if flag is not None:
                 self._act(lambda: self.queue.flag(flag.reason, flag.note))
 
-        self.app.push_screen(FlagDialog(), flagged)
+        self.app.push_screen(FlagDialog(per_step=self.queue.per_step), flagged)
+
+    def action_note(self) -> None:
+        def noted(note: str | None) -> None:
+            if note is not None:
+                self._act(lambda: self.queue.set_note(note))
+
+        self.app.push_screen(NoteDialog(self.queue.work().note or ""), noted)
 
     def action_suggest(self) -> None:
         def suggest() -> None:
@@ -326,8 +384,50 @@ class AnnotateScreen(QueueScreen):
         self.query_one("#a-question-scroll", WheelScroll).scroll_relative(
             y=lines, animate=False)
 
+    def action_copy_question(self) -> None:
+        question = question_text(self.queue.current)
+        self.app.copy_to_clipboard(question)
+        self.notify(f"Copied the question ({len(question):,} characters).", markup=False,
+                    timeout=3)
+
     def action_scroll_thoughts(self, lines: int) -> None:
         self.query_one("#a-thoughts", ThoughtsPane).scroll_relative(y=lines, animate=False)
 
     def action_back(self) -> None:
         self.post_message(GoBack(self))
+
+
+class PerStepAnnotateScreen(AnnotateScreen, inherit_bindings=False):
+    """PRM800K's per-step labelling: every thought rated good (+1), neutral (0) or bad (-1)
+    in order, to the end; `enter` finishes a rated trace (`solution`, or `found_error` with a
+    bad thought: the first is the trace's first mistake), `f` finishes one without a label
+    (give up, or bad problem), its ratings kept. The keys' ids are the paper protocol's (one
+    [keymap] line for both), and `n` is neutral."""
+
+    # Its own keys in their order (c, n, x first), not the paper screen's with n after them.
+    BINDINGS: ClassVar[list[BindingType]] = _bindings(per_step=True)
+
+    def _state_text(self) -> Content:
+        queue = self.queue
+        work_ = queue.work()
+        status = WorkStatus(work_.status)
+        undo = key_for(self, "annotate_undo")
+        if status is WorkStatus.FLAGGED:
+            note = f": {work_.note}" if work_.note else ""
+            return styled(one_line(f"Finished without a label ({work_.flag_reason}){note} · "
+                                   f"{undo} to reopen", 300), "$text-warning")
+        if status is WorkStatus.DONE:
+            text = f"Submitted: {finish_text(work_.judged)} · {undo} to reopen"
+            if queue.current.has_gold:
+                text += f" · gold: {location_text(queue.current.gold)}"
+            return styled(text, "$text-success")
+        if queue.complete:
+            return styled(f"Rated: {finish_text(work_.judged)} · "
+                          f"{key_for(self, 'annotate_submit')} to submit", "bold $accent")
+        return styled(f"Rate Thought {(queue.unlocked or 0) + 1}: "
+                      f"{key_for(self, 'annotate_correct')} good · "
+                      f"{key_for(self, 'annotate_neutral')} neutral · "
+                      f"{key_for(self, 'annotate_incorrect')} bad", MUTED)
+
+    def action_rate(self, rating: int) -> None:
+        self._act(lambda: self.queue.rate(rating))

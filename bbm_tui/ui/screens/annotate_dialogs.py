@@ -26,7 +26,8 @@ class Flag:
 
 class FlagDialog(Dialog[Flag | None]):
     """Why the trace is set aside: b (bad problem) or u (unsure), with an optional note typed
-    first; Esc drops it."""
+    first; Esc drops it. In per-step labelling, PRM800K's ways to finish without a label:
+    bad problem, or give up (in place of unsure)."""
 
     # Priority: the note's Input has ctrl+u itself (delete to the start), which took the key.
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -36,9 +37,16 @@ class FlagDialog(Dialog[Flag | None]):
         Binding("ctrl+u", "flag('unsure')", "unsure", id="flag_unsure", priority=True),
     ]
 
+    def __init__(self, per_step: bool = False) -> None:
+        super().__init__()
+        self._per_step = per_step
+        # What "unsure" is in per-step labelling: PRM800K's give_up.
+        self._unsure = FlagReason.GIVE_UP if per_step else FlagReason.UNSURE
+
     def compose(self) -> ComposeResult:
+        title = "Finish without a label" if self._per_step else "Flag this trace"
         with Vertical(id="flag-dialog", classes="dialog"):
-            yield Static(styled("Flag this trace", "bold"), classes="dialog-title")
+            yield Static(styled(title, "bold"), classes="dialog-title")
             yield Input(placeholder="a note (optional)", id="flag-note")
             yield Static(id="flag-hint", classes="dialog-hint")
 
@@ -48,13 +56,46 @@ class FlagDialog(Dialog[Flag | None]):
         bad = key_for(self, "flag_bad_problem")
         cancel = key_for(self, "flag_cancel")
         self.query_one("#flag-hint", Static).update(styled(
-            f"enter or {unsure}: unsure · {bad}: bad problem · {cancel}: cancel", MUTED))
+            f"enter or {unsure}: {self._unsure} · {bad}: bad problem · {cancel}: cancel",
+            MUTED))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.dismiss(Flag(FlagReason.UNSURE, event.value.strip()))
+        self.dismiss(Flag(self._unsure, event.value.strip()))
 
     def action_flag(self, reason: str) -> None:
-        self.dismiss(Flag(FlagReason(reason), self.query_one(Input).value.strip()))
+        chosen = self._unsure if reason == FlagReason.UNSURE else FlagReason(reason)
+        self.dismiss(Flag(chosen, self.query_one(Input).value.strip()))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class NoteDialog(Dialog[str | None]):
+    """A note on the trace: why its first mistake is one (MR-BEN's error reason); it goes
+    with the label when the trace is submitted."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel", id="note_cancel"),
+    ]
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self._current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="note-dialog", classes="dialog"):
+            yield Static(styled("A note: why the first mistake is one", "bold"),
+                         classes="dialog-title")
+            yield Input(value=self._current, id="note-input", select_on_focus=False)
+            yield Static(id="note-hint", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        cancel = key_for(self, "note_cancel")
+        self.query_one("#note-hint", Static).update(styled(
+            f"enter to keep it with the label (empty: none) · {cancel} to cancel", MUTED))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
 
     def action_cancel(self) -> None:
         self.dismiss(None)

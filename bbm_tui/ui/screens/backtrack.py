@@ -10,39 +10,62 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from bbm_tui.core.generation.backtrack import SampleArrived
 from bbm_tui.core.store import StoredCandidate
+from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import SamplesReady
 from bbm_tui.ui.dialogs import Dialog
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import MUTED, safe_line, styled
+from bbm_tui.ui.viewmodels.branches import from_the_difference, word_diff
 
 GLYPH_CHOSEN = "★"
 GLYPH_WAITING = "…"
 HOW_CHOSEN = {"logprob": "the highest log-probability of those that differ",
               "first": "the first that differs"}
+# The words of a sample that differ from the original: bold and underlined, so that they read
+# without colour too (as in the comparison, v).
+DIFFERS = "bold underline $text-warning"
 
 
-def describe_sample(index: int, text: str, logprob: float | None, dropped: bool,
-                    chosen: bool, impossible: bool = False) -> Content:
-    """One sample as a row: its number, log-probability, text and what became of it. A
-    sample whose log-probabilities no model could give has none (and is never chosen by
-    them); the row says so."""
+def sample_mark(text: str, dropped: bool, chosen: bool, after: str = "") -> Content:
+    """What became of a sample, `after` (the space before what follows) in its style: a run
+    that starts with spaces loses them in a screenshot (librsvg)."""
+    mark, style = ((f"{GLYPH_CHOSEN} chosen", "bold $text-success") if chosen
+                   else ("= the original (dropped)", MUTED) if dropped
+                   else ("(says nothing)", MUTED) if not text.strip()
+                   else ("", ""))
+    return styled(mark + after, style) if mark else Content("")
+
+
+def marked(runs: list[tuple[str, bool]]) -> Content:
+    """word_diff's runs (of one_line text) with the words that differ marked."""
+    return Content.assemble(*(styled(text, DIFFERS) if differs else Content(text)
+                              for text, differs in runs))
+
+
+def describe_sample(index: int, original: str, text: str, logprob: float | None,
+                    dropped: bool, chosen: bool, impossible: bool = False) -> Content:
+    """One sample as a row of the list: its number, log-probability, what became of it, and
+    its text from a few words before where it differs from the original (the differing
+    words marked; the row is cut at the width, the highlighted sample is shown whole
+    under the list). A sample whose log-probabilities no model could give has none (and is
+    never chosen by them); the row says so."""
     score = "n/a" if logprob is None else f"{logprob:.2f}"
-    mark = (styled(f"{GLYPH_CHOSEN} chosen", "bold $text-success") if chosen
-            else styled("= the original (dropped)", MUTED) if dropped
-            else styled("(says nothing)", MUTED) if not text.strip()
-            else Content(""))
+    mark = sample_mark(text, dropped, chosen, after="  ")
     if impossible:
-        mark = Content.assemble(mark, styled(" (its log-probabilities were impossible: "
-                                             "not used)", "$text-warning"))
-    shown = safe_line(text, 200) if text.strip() else styled("(empty)", MUTED)
-    return Content.assemble(f"{index + 1}. ", styled(f"{score:<8}", "bold"), shown, "  ", mark)
+        mark = Content.assemble(mark, styled("(its log-probabilities were impossible: not "
+                                             "used)  ", "$text-warning"))
+    if not text.strip():
+        shown = styled("(empty)", MUTED)
+    else:
+        shown = marked(from_the_difference(word_diff(one_line(original), one_line(text))[1]))
+    return Content.assemble(f"{index + 1}. ", styled(f"{score:<8}", "bold"), mark, shown)
 
 
 def waiting_row(index: int) -> Content:
@@ -52,14 +75,18 @@ def waiting_row(index: int) -> Content:
 
 class CandidatesScreen(Dialog[StoredCandidate | None]):
     """The samples for Thought k, shown as they arrive (each in its own row, those that are
-    the original again marked at once); once all are in and saved, the paper's choice is
-    starred and Enter continues from the highlighted one. Esc leaves the trace as it was: the
-    trace screen stops the sampling if it is still going (nothing saved), else the samples
-    stay saved."""
+    the original again marked at once), each from where it differs from the original; the
+    highlighted one whole under the list (↑ ↓ show the others). Once all are in and saved,
+    the paper's choice is starred and Enter continues from the highlighted one. Esc leaves
+    the trace as it was: the trace screen stops the sampling if it is still going (nothing
+    saved), else the samples stay saved."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "keep the trace", id="candidates_cancel"),
     ]
+    # Under 32 rows the dialog fits by drawing less chrome (dialogs.tcss).
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
+                                                                    (32, "-tall")]
 
     def __init__(self, number: int, original: str, count: int) -> None:
         super().__init__()
@@ -93,10 +120,12 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         with Vertical(id="candidates", classes="dialog"):
             yield Static(self._title(), id="candidates-title", classes="dialog-title")
             yield Static(Content.assemble(styled("Original: ", "bold"),
-                                          safe_line(self.original, 200)),
-                         classes="dialog-text")
+                                          safe_line(self.original)),
+                         id="candidates-original")
             yield OptionList(*(Option(waiting_row(index), id=f"sample-{index}", disabled=True)
                                for index in range(self.count)), id="candidates-list")
+            with VerticalScroll(id="candidates-detail"):
+                yield Static(id="candidates-whole")
             yield Static(self._hint(), id="candidates-hint", classes="dialog-hint")
 
     def on_mount(self) -> None:
@@ -107,6 +136,7 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
             for sample in self.samples.values():
                 self._show_sample(sample)
         self._rows_live = True
+        self._show_whole()
 
     def _title(self) -> Content:
         if self.ready is not None:
@@ -120,9 +150,11 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
     def _hint(self) -> Content:
         ready = self.ready
         cancel = key_for(self, "candidates_cancel")
+        # ↑ ↓ and enter are the list's own keys (not bindings).
         if ready is None:
-            return styled("Each sample shows as its call returns; the paper's choice once all "
-                          f"are in. {cancel} stops the sampling (nothing is saved)", MUTED)
+            return styled("Each sample shows as its call returns, the words that differ "
+                          "underlined (↑ ↓ each whole); the paper's choice once all are in · "
+                          f"{cancel} stops the sampling (nothing is saved)", MUTED)
         if ready.resample.chosen is None:
             return styled(f"No sample differs from Thought {self.number}: the trace stays as "
                           f"it was. {cancel} closes", MUTED)
@@ -131,9 +163,9 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         rule = why or "the paper's choice: " + HOW_CHOSEN[ready.resample.chosen_by or "first"]
         if ready.resample.partly_scored:
             rule = f"{rule} ({ready.resample.partly_scored})"
-        # enter is the list's own key (it selects), not a binding.
-        return styled(f"{GLYPH_CHOSEN} {rule}. enter continues from the highlighted one (a new "
-                      f"branch) · {cancel} keeps the trace", MUTED)
+        # The footer says what esc does; ↑ ↓ and enter are the list's own keys.
+        return styled(f"{GLYPH_CHOSEN} {rule} · ↑ ↓ each whole · enter goes on from the "
+                      "highlighted one (a new branch)", MUTED)
 
     def arrived(self, sample: SampleArrived) -> None:
         """One sample is in: its row shows it (dropped or not); the choice waits for all."""
@@ -145,11 +177,18 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
 
     def _show_sample(self, sample: SampleArrived) -> None:
         candidate = sample.candidate
-        self.query_one(OptionList).replace_option_prompt_at_index(
-            sample.position, describe_sample(sample.position, candidate.text,
+        options = self.query_one(OptionList)
+        options.replace_option_prompt_at_index(
+            sample.position, describe_sample(sample.position, self.original, candidate.text,
                                              candidate.logprob, sample.dropped, False,
                                              candidate.impossible_logprobs))
+        if not sample.dropped and candidate.text.strip():
+            # To look at whole while the others come; enter waits for all of them.
+            options.enable_option_at_index(sample.position)
+            if options.highlighted is None:
+                options.highlighted = sample.position
         self.query_one("#candidates-title", Static).update(self._title())
+        self._show_whole()
 
     def all_in(self, ready: SamplesReady) -> None:
         """Every sample is in and saved: the paper's choice starred and highlighted, the
@@ -164,7 +203,7 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         for index, candidate in enumerate(ready.stored):
             impossible = index < len(sampled) and sampled[index].impossible_logprobs
             options.replace_option_prompt_at_index(index, describe_sample(
-                index, candidate.text, candidate.logprob, candidate.dropped,
+                index, self.original, candidate.text, candidate.logprob, candidate.dropped,
                 index == ready.resample.chosen, impossible))
             if not (candidate.dropped or not candidate.text.strip()):
                 options.enable_option_at_index(index)
@@ -172,6 +211,36 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
             options.highlighted = ready.resample.chosen
         self.query_one("#candidates-title", Static).update(self._title())
         self.query_one("#candidates-hint", Static).update(self._hint())
+        self._show_whole()
+
+    def on_option_list_option_highlighted(self) -> None:
+        self._show_whole()
+
+    def _show_whole(self) -> None:
+        """The highlighted sample whole, wrapped, the words that differ from the original
+        marked."""
+        whole = self.query_one("#candidates-whole", Static)
+        highlighted = self.query_one(OptionList).highlighted
+        found = self._sample_at(highlighted) if highlighted is not None else None
+        self.query_one("#candidates-detail").display = found is not None
+        if found is None or highlighted is None:
+            return
+        text = found[0]
+        # Its number, log-probability and mark are on its highlighted row above.
+        whole.update(Content.assemble(
+            styled(f"{highlighted + 1}. ", "bold"),
+            marked(word_diff(one_line(self.original), one_line(text))[1])))
+
+    def _sample_at(self, position: int) -> tuple[str, float | None, bool, bool] | None:
+        """The text, log-probability, dropped and chosen of the sample at `position`, if in."""
+        if self.ready is not None:
+            stored = self.ready.stored[position]
+            return (stored.text, stored.logprob, stored.dropped,
+                    position == self.ready.resample.chosen)
+        sample = self.samples.get(position)
+        if sample is None:
+            return None
+        return sample.candidate.text, sample.candidate.logprob, sample.dropped, False
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if self.ready is not None:

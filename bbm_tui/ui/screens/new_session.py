@@ -27,7 +27,7 @@ from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack, ModelChosen, OpenTrace
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.text import MUTED, safe, safe_line, settings_line, styled
-from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
+from bbm_tui.ui.widgets.chrome import KeysFooter, TickBox, TitleBar
 
 if TYPE_CHECKING:
     # At run time these are imported where used: this module is on the way to the first
@@ -169,7 +169,7 @@ class NewSessionScreen(BbmScreen):
     def __init__(self, config: Config, *, task: str | None = None) -> None:
         super().__init__(classes="new-session")  # no id: two may be stacked for a moment
         mode = config.mode if config.mode in MODES else "chat"
-        self.spec = ModelSpec(config.model, config.api_base, mode)  # type: ignore[arg-type]
+        self.spec = ModelSpec(config.model, config.api_base, mode)
         titles = task_titles()
         self.task_name = task if task in titles else next(iter(titles))
         self._entries: list[Entry] = []
@@ -206,7 +206,7 @@ class NewSessionScreen(BbmScreen):
                 yield Static(styled(f"{key_for(self, 'new_edit_model')} changes or tests it",
                                     MUTED), classes="hint")
                 recorded = self.bbm_app.recorded_trace
-                yield Checkbox(recorded_label(recorded), recorded, id="recorded",
+                yield TickBox(recorded_label(recorded), recorded, id="recorded",
                                tooltip="On: the session starts with the dataset's own steps, "
                                "to label without generating. Off: the model writes the "
                                "steps (n, r).")

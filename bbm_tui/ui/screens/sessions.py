@@ -14,6 +14,7 @@ import asyncio
 import time
 from typing import ClassVar
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -22,6 +23,7 @@ from textual.content import Content
 from textual.widgets import DataTable, Input, Static
 
 from bbm_tui.core.store import SessionSummary
+from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import SessionQuery, SessionSort
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
@@ -62,6 +64,12 @@ MARGIN = 20  # the next page is asked for this many rows before an edge
 KEPT = 3 * PAGE  # rows the table holds at most: past it, the far side's page is let go
 
 
+# A label on a branch that is not the one on show (the session was left on another).
+ELSEWHERE = "↪ other branch"
+ELSEWHERE_HELP = (f"{ELSEWHERE}: labelled on another branch than the one the session shows; "
+                  "open it and press t (or < >) to see that branch")
+
+
 def label_cell(summary: SessionSummary, colors: dict[str, str]) -> Text:
     """The label status, coloured from the theme (DataTable cells are Rich text)."""
     if summary.label is None:
@@ -71,7 +79,24 @@ def label_cell(summary: SessionSummary, colors: dict[str, str]) -> Text:
                     style=colors.get("text-error", "red"))
     if summary.label.no_mistake:
         return Text(f"{GLYPH_OK} no mistake", style=colors.get("text-success", "green"))
-    return Text("other branch", style="dim")
+    return Text(ELSEWHERE, style="dim")
+
+
+def labelled_elsewhere(summary: SessionSummary) -> bool:
+    return (summary.label is not None and summary.mistake_number is None
+            and not summary.label.no_mistake)
+
+
+def name_cell(name: str, width: int) -> Text:
+    """A session's name in `width` cells, cut in the middle where it is longer: names made
+    from a file and a line ("multistep_arithmetic.jsonl:12") differ at their end, which a
+    cut at the end took away from every one of them."""
+    line = one_line(name)
+    if cell_len(line) <= width or width < 8:
+        return Text(line, no_wrap=True, overflow="ellipsis")
+    tail = max(6, width * 2 // 5)
+    head = width - 1 - tail
+    return Text(f"{line[:head].rstrip()}…{line[-tail:]}", no_wrap=True)
 
 
 def when_cell(timestamp: float, *, wall_clock: bool) -> Text:
@@ -240,7 +265,7 @@ class SessionsScreen(BbmScreen):
             self._summaries[session.id] = summary
             self._rows.append(session.id)
             cells = {
-                "name": safe_cell(session.name, 60),
+                "name": name_cell(session.name, self._widths.get("name", 60)),
                 "task": safe_cell(session.task),
                 "model": safe_cell(session.model, 60),
                 "steps": Text(str(summary.steps), justify="right"),
@@ -320,7 +345,15 @@ class SessionsScreen(BbmScreen):
         if self._problems:
             status = status.append(styled(" · not understood: " + "; ".join(self._problems),
                                           "$text-warning"))
+        selected = self.selected_id()
+        summary = self._summaries.get(selected) if selected is not None else None
+        if summary is not None and labelled_elsewhere(summary):
+            status = status.append(styled(f" · {ELSEWHERE_HELP}", MUTED))
         self.query_one("#sessions-status", LeanStatic).show(status)
+
+    @on(DataTable.RowHighlighted)
+    def _explain_the_row(self) -> None:
+        self._show_status()
 
     def selected_id(self) -> int | None:
         table = self.query_one(DataTable)

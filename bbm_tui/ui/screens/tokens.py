@@ -91,6 +91,10 @@ class TokenScreen(Dialog[None]):
         Binding("right", "pick(1)", "next token", id="token_next"),
         Binding("a", "alternatives", "alternatives", id="token_alternatives"),
     ]
+    # Under 32 rows the hint line is left out (dialogs.tcss): the footer names the same
+    # keys, and the view, alternatives open, fits 80x24 without scrolling.
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
+                                                                    (32, "-tall")]
 
     def __init__(self, step: Step) -> None:
         super().__init__()

@@ -13,25 +13,35 @@ from bbm_tui.core.annotation import protocol
 from bbm_tui.core.annotation.queue import Progress, Submitted, Suggestion
 from bbm_tui.core.textsafe import printable
 
-# judged correct, the first mistake, the one to judge now, not unlocked yet, after a mistake
-ThoughtState = Literal["ok", "mistake", "current", "locked", "after"]
+# judged correct (per-step: good), neutral (per-step), the first mistake (per-step: bad), the
+# one to judge now, not unlocked yet, after a mistake (the paper's protocol)
+ThoughtState = Literal["ok", "neutral", "mistake", "current", "locked", "after"]
 
 GLYPHS: dict[ThoughtState, tuple[str, str]] = {
     "ok": ("✓", "$text-success"),
+    "neutral": ("~", "bold $text-warning"),
     "mistake": ("✗", "bold $text-error"),
     "current": ("▸", "bold $accent"),
     "locked": ("·", "$foreground 38%"),
     "after": ("·", "$foreground 38%"),
 }
 HIGHLIGHT = "bold reverse $warning"
+_MARKS: dict[str, ThoughtState] = {protocol.CORRECT: "ok", protocol.NEUTRAL: "neutral",
+                                   protocol.INCORRECT: "mistake"}
 
 
-def thought_state(judged: str, index: int, steps: int) -> ThoughtState:
+def thought_state(judged: str, index: int, steps: int, per_step: bool = False) -> ThoughtState:
     if index < len(judged):
-        return "ok" if judged[index] == protocol.CORRECT else "mistake"
-    if protocol.INCORRECT in judged:
+        return _MARKS.get(judged[index], "mistake")
+    if protocol.INCORRECT in judged and not per_step:  # per-step: rated to the end
         return "after"
     return "current" if index == len(judged) else "locked"
+
+
+def finish_text(judged: str) -> str:
+    """A rated trace's verdict, per-step: its first bad thought and PRM800K's finish."""
+    return (f"{location_text(protocol.location(judged))} "
+            f"({protocol.finish_reason(judged)})")
 
 
 def location_text(location: int | None) -> str:
@@ -69,6 +79,8 @@ def submitted_line(submitted: Submitted, *, with_file: bool = True) -> str:
     trace = submitted.trace
     where = trace.name if with_file else f"line {trace.line}"
     line = f"{where}: you said {location_text(submitted.mistake_index)}"
+    if submitted.finish_reason:  # per-step: PRM800K's finish
+        line += f" ({submitted.finish_reason})"
     if submitted.has_gold:
         verdict = "agree" if submitted.agrees else "differ"
         line += f"; gold: {location_text(submitted.gold)} ({verdict})"

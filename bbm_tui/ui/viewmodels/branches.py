@@ -72,6 +72,27 @@ def word_diff(left: str, right: str) -> tuple[list[tuple[str, bool]], list[tuple
     return left_runs, right_runs
 
 
+def from_the_difference(runs: list[tuple[str, bool]], context: int = 6
+                        ) -> list[tuple[str, bool]]:
+    """`runs` (word_diff's) from a few words (`context`) before the first that differs, with
+    "…" where words are left out: a long thought that differs late shows where it does."""
+    index = next((i for i, (_text, differs) in enumerate(runs) if differs), None)
+    if index is None:
+        return runs  # nothing differs: all of it
+    skip = sum(len(text.split()) for text, _differs in runs[:index]) - context
+    if skip <= 0:
+        return runs
+    kept: list[tuple[str, bool]] = [("…", False)]
+    for text, differs in runs[:index]:
+        words = _WORD.findall(text)
+        if skip >= len(words):
+            skip -= len(words)
+            continue
+        kept.append(("".join(words[skip:]), differs))
+        skip = 0
+    return kept + runs[index:]
+
+
 def _add_run(runs: list[tuple[str, bool]], text: str, differs: bool) -> None:
     if not text:
         return
@@ -179,7 +200,8 @@ def tree_row(segment: Segment, target: str | None, on_show: bool,
             mark = {True: (f"{GLYPH_OK} ", "bold green"), False: (f"{GLYPH_MISTAKE} ", "bold red"),
                     None: ("→ ", "dim")}[right]
             head.append(mark)
-            answer = (one_line(end.answer), {True: "green", False: "red"}.get(right, ""))
+            colours: dict[bool | None, str] = {True: "green", False: "red"}
+            answer = (one_line(end.answer), colours.get(right, ""))
     what, models = _origin_short(origin) if others else ("", "")
     return TreeRow(tuple(head), answer, what, models,
                    _parting(one_line(segment.steps[0].text), [one_line(t) for t in others]))

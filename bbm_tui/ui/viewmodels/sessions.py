@@ -80,7 +80,7 @@ def parse_search(line: str, sort: SessionSort = SessionSort.UPDATED,
             else:
                 fields["since"], fields["before"] = day, _next_day(day)
     query = SessionQuery(text=" ".join(words), sort=sort, descending=descending)
-    return ParsedSearch(replace(query, **fields), tuple(problems))  # type: ignore[arg-type]
+    return ParsedSearch(replace(query, **fields), tuple(problems))
 
 
 def next_sort(query: SessionQuery) -> SessionQuery:

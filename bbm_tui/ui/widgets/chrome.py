@@ -8,7 +8,7 @@ from textual.containers import HorizontalGroup
 from textual.content import Content
 from textual.geometry import Size
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Checkbox, Footer, Static
 from textual.widgets._footer import FooterKey, FooterLabel
 
 from bbm_tui.ui.text import fit_message, safe
@@ -33,7 +33,9 @@ class LeanStatic(Static):
             return  # the same text and styles: nothing to repaint
         self._shown = content
         width = self.content_size.width
-        height = content.get_height(self.styles, width) if width > 0 else -1
+        # Textual's own widgets pass their styles here too (Widget.get_content_height): they
+        # answer the .get() Content reads, though Textual types them apart from RulesMap.
+        height = content.get_height(self.styles, width) if width > 0 else -1  # pyright: ignore[reportArgumentType]
         shape = (height, content.cell_length if self._auto_width else 0)
         self.update(content, layout=height < 0 or shape != self._shape)
         self._shape = shape
@@ -181,3 +183,20 @@ class TitleBar(HorizontalGroup):
             return
         fits = (form for form in self._left_forms if form.cell_length <= room)
         self._left.show(next(fits, self._left_forms[-1]))
+
+
+class TickBox(Checkbox):
+    """A checkbox that reads as what it is: a tick when on, nothing when off. Textual's shows
+    an X either way and only changes its colour, and an X reads as ticked."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._show_mark()
+
+    def watch_value(self) -> None:
+        super().watch_value()
+        self._show_mark()
+
+    def _show_mark(self) -> None:
+        self.BUTTON_INNER = "✓" if self.value else " "
+        self.refresh()

@@ -20,6 +20,7 @@ from bbm_tui.ui.text import (
     GLYPH_UNPARSED,
     MUTED,
     safe,
+    safe_cut,
     step_meta,
     styled,
 )
@@ -45,8 +46,8 @@ _JUDGEMENTS: dict[Judgement, tuple[str, str]] = {
 }
 
 
-# The longest thought in the dataset has 2,568 characters; past this, a thought is cut on screen.
-SHOWN_LIMIT = 20_000
+# The longest thought in the dataset has 2,568 characters; past SHOWN_LIMIT (ui/text.py) a
+# thought is cut on screen.
 GUTTER = 6  # "nnn ✓ ": the number, right-aligned, and the status glyph
 # Blank cells in a style of their own (one that changes nothing), so that they are not one run
 # with the text after them in an SVG screenshot (see `_gutter`).
@@ -210,13 +211,7 @@ class ThoughtView(Widget):
     def _shown_text(self) -> Content:
         """The thought's text, cut at SHOWN_LIMIT characters: wrapping a megabyte on every
         repaint and keypress would freeze the screen (copying still takes all of it)."""
-        if len(self._raw) <= SHOWN_LIMIT:
-            return safe(self._raw)
-        hidden = len(self._raw) - SHOWN_LIMIT
-        return safe(self._raw[:SHOWN_LIMIT]).append(
-            styled(f" … {hidden:,} more characters (y copies the whole thought)",
-                   f"italic {MUTED}")
-        )
+        return safe_cut(self._raw, "y copies the whole thought")
 
     def _gutter(self) -> Content:
         if self.streaming:

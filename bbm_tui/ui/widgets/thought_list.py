@@ -148,7 +148,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
 
     # -- building
 
-    def compose(self):  # type: ignore[no-untyped-def]
+    def compose(self):
         yield self._before
         steps = self._steps()
         for number in range(self._lo, self._hi + 1):

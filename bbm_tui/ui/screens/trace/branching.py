@@ -53,7 +53,12 @@ class Branching:
         dialog = CandidatesScreen(number, trace.steps[number - 1].text, SAMPLES)
         answer: asyncio.Future[StoredCandidate | None] = (
             asyncio.get_running_loop().create_future())
-        view.app.push_screen(dialog, lambda picked: answer.done() or answer.set_result(picked))
+
+        def picked(candidate: StoredCandidate | None) -> None:
+            if not answer.done():
+                answer.set_result(candidate)
+
+        view.app.push_screen(dialog, picked)
         sampling = asyncio.ensure_future(self._sample(number, dialog))
         try:
             await asyncio.wait({sampling, answer}, return_when=asyncio.FIRST_COMPLETED)

@@ -18,6 +18,7 @@ from bbm_tui.core.generation.stepper import (
     StepStarted,
     TraceFinished,
 )
+from bbm_tui.core.store import SessionBusy
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import TraceEnd
 from bbm_tui.ui.screens.trace.host import TraceHost
@@ -53,6 +54,8 @@ class Generation:
             view.say("Generating…")
             await self.stream(view.trace.generate(max_new_steps=max_new_steps,
                                                   settings=view.context.stepper_settings))
+        except SessionBusy as busy:  # another window got to it first: nothing was done
+            view.read_only(busy)
         except asyncio.CancelledError:
             view.say_stopped()
             raise
@@ -135,8 +138,9 @@ class Generation:
         view = self.view
         trace = view.trace
         if event.reason == TraceEnd.ANSWER:
-            verdict = {True: f" {GLYPH_OK} matches the target",
-                       False: f" {GLYPH_MISTAKE} not the target"}.get(trace.correct, "")
+            verdicts: dict[bool | None, str] = {True: f" {GLYPH_OK} matches the target",
+                                                False: f" {GLYPH_MISTAKE} not the target"}
+            verdict = verdicts.get(trace.correct, "")
             view.say(f"Finished with an answer{verdict}.", then=view.label_hint())
         elif event.reason == TraceEnd.PAUSED:
             view.say(f"{thoughts(len(trace.steps))}.", then=view.next_hint())

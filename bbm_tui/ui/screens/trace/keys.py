@@ -55,6 +55,8 @@ TRACE_BINDINGS: list[BindingType] = [
             tooltip="Copy the selected thought"),
     Binding("Y", "copy_trace", "trace", id="copy_trace", group=_COPY, show=False,
             tooltip="Copy the whole trace as 'Thought N: …' lines"),
+    Binding("Q", "copy_question", "question", id="copy_question", group=_COPY,
+            show=False, tooltip="Copy the whole question"),
     Binding("b", "backtrack", "backtrack", id="backtrack",
             tooltip="Backtrack from the flagged (else the selected) thought: sample it "
             "8 times at temperature 1, continue from the best that differs (a new "

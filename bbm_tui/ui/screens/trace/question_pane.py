@@ -11,7 +11,17 @@ from textual.content import Content
 from textual.widgets import Static
 
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe, safe_line, styled
+from bbm_tui.ui.text import (
+    COPY_QUESTION,
+    GLYPH_MISTAKE,
+    GLYPH_OK,
+    MUTED,
+    QUESTION_SHOWN,
+    safe,
+    safe_cut,
+    safe_line,
+    styled,
+)
 from bbm_tui.ui.viewmodels.trace import (
     FinderShown,
     describe_agreement,
@@ -32,7 +42,8 @@ class QuestionPane(VerticalScroll, can_focus=False):
 
     def compose(self) -> ComposeResult:
         trace = self.trace
-        yield Static(safe(question_text(trace.task, trace.session.input)), id="question")
+        yield Static(safe_cut(question_text(trace.task, trace.session.input), COPY_QUESTION,
+                              QUESTION_SHOWN), id="question")
         yield Static(id="target", classes="fact")
         yield LeanStatic(id="answer", classes="fact")
         yield LeanStatic(id="label", classes="fact")
@@ -67,7 +78,8 @@ class QuestionPane(VerticalScroll, can_focus=False):
         shown = self.query_one("#target", Static)
         shown.display = target is not None
         if target is not None:
-            shown.update(Content.assemble(("Target: ", "bold"), safe_line(target)))
+            shown.update(Content.assemble(("Target: ", "bold"), safe_cut(
+                target, "the export has all of it", QUESTION_SHOWN, line=True)))
 
     def show_answer(self) -> None:
         answer = self.trace.answer

@@ -44,7 +44,7 @@ class TraceScreen(BbmScreen):
     ]
 
     # For every trace view on the screen (bound to theirs).
-    presenter = var(False, init=False, toggle_class="-presenter")
+    presenter: var[bool] = var(False, init=False, toggle_class="-presenter")
 
     def __init__(self, trace: TraceSession, totals: Totals) -> None:
         super().__init__(classes="trace-screen")

@@ -8,11 +8,13 @@ committed (the session commits inside `generate` before passing `StepFinished` o
 thought still streaming when a run ends (stop, error) is removed, so what is on show after a
 run is what a resume would show.
 
-Generating, selecting, labelling and copying are here; mistake finding (f, V) is the
-`MistakeFinding` part (finding.py) and the branch keys (b, w, < >, t, v, l) the `Branching`
-part (branching.py), each using the view through `TraceHost` (host.py) and telling it what
-happened through messages (messages.py). The view's flags are reactives: setting one shows it.
-Its styles are styles/trace.tcss, which a screen that holds a view loads (`TRACE_CSS`).
+The view's state, and the means to show it, are its base class `TraceHost` (host.py). Its keys
+(keys.py) are here, the selection and copying too; the rest is done by its parts, each
+holding the view as a `TraceHost` and telling it what happened through messages (messages.py):
+generating (n, r: generation.py), labelling (x, c, u, g: labelling.py), mistake finding (f,
+V: finding.py), the branch keys (b, w, < >, t, v, l: branching.py) and another window
+generating the same session (sharing.py). Its styles are styles/trace.tcss, which a screen
+that holds a view loads (`TRACE_CSS`).
 """
 
 from __future__ import annotations
@@ -24,36 +26,26 @@ from typing import ClassVar
 from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Horizontal, Vertical
-from textual.content import Content
-from textual.reactive import var
+from textual.containers import Vertical
 from textual.worker import Worker, WorkerState
 
 from bbm_tui.core.prompts.thoughts import format_steps
-from bbm_tui.core.store import Totals
+from bbm_tui.core.store import SessionBusy, Totals
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.ui.context import AppContext, context
-from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import ModelChosen, WorkerFailed
 from bbm_tui.ui.screens.trace.branching import Branching
 from bbm_tui.ui.screens.trace.finding import MistakeFinding
 from bbm_tui.ui.screens.trace.generation import Generation
+from bbm_tui.ui.screens.trace.host import TraceHost
 from bbm_tui.ui.screens.trace.keys import TRACE_BINDINGS, TRACE_PALETTE
 from bbm_tui.ui.screens.trace.labelling import Labelling
-from bbm_tui.ui.screens.trace.messages import BranchShown, CallsMade, TitleChanged
+from bbm_tui.ui.screens.trace.messages import CallsMade
 from bbm_tui.ui.screens.trace.question_pane import QuestionPane
+from bbm_tui.ui.screens.trace.sharing import SharedSession
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import (
-    settings_line,
-    thoughts,
-)
-from bbm_tui.ui.viewmodels.trace import (
-    FinderShown,
-    Judgement,
-    describe_label,
-    statuses,
-)
+from bbm_tui.ui.text import settings_line, thoughts
+from bbm_tui.ui.viewmodels.trace import question_text
 from bbm_tui.ui.widgets.chrome import StatusLine
 from bbm_tui.ui.widgets.thought import ThoughtView
 from bbm_tui.ui.widgets.thought_list import ThoughtList
@@ -61,52 +53,22 @@ from bbm_tui.ui.widgets.thought_list import ThoughtList
 # The styles of a trace view: a screen that holds one loads them (CSS_PATH).
 TRACE_CSS = stylesheet("trace")
 
-class TraceView(Horizontal, can_focus=True):
-    """One trace and its keys. `trace`: the session on show; `totals`: its calls, tokens and
-    cost so far (kept in step with each call, not read again)."""
+
+class TraceView(TraceHost):
+    """One trace and its keys: its state is `TraceHost`'s (host.py), its parts below."""
 
     BINDINGS: ClassVar[list[BindingType]] = TRACE_BINDINGS
     PALETTE: ClassVar[dict[str, str]] = TRACE_PALETTE
 
-    # Generating: a step, a run, a backtrack's branch, a rewrite's.
-    running = var(False, init=False, bindings=True, toggle_class="-running")
-    # A mistake finder judging the trace.
-    finding = var(False, init=False, bindings=True, toggle_class="-finding")
-    # The thought the keys act on (0: none yet).
-    selected = var(0, init=False)
-    # The finder run on show (None: none yet); set again after a change to show it.
-    finder: var[FinderShown | None] = var(None, init=False, always_update=True, bindings=True)
-    # The dataset's gold label on show (hidden at first, so that it does not bias anyone).
-    gold_shown = var(False, init=False)
-    # The task verifier marks each thought as it finishes (config: verify_live; V).
-    verify_live = var(False, init=False)
-    # No latency or token lines, more room between thoughts (a screen's presenter mode).
-    presenter = var(False, init=False, toggle_class="-presenter")
-    # The session's calls, tokens and cost so far.
-    totals: var[Totals] = var(Totals(0, 0, 0, 0.0), init=False)
-
     def __init__(self, trace: TraceSession, totals: Totals, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.trace = trace
-        self.set_reactive(TraceView.totals, totals)
-        # On resume, start at the flagged mistake: that is what a reviewer looks at first.
-        self.set_reactive(TraceView.selected,
-                          trace.mistake_number or (1 if trace.steps else 0))
-        # The trace-level finder's answer open under its verdict (e).
-        self.finder_answer_open = False
+        super().__init__(trace, totals, **kwargs)
         self.generation = Generation(self)
         self.finding_part = MistakeFinding(self)
         self.branching = Branching(self)
         self.labelling = Labelling(self)
-        # The selection follows new thoughts until the reader moves it (and again once they
-        # go back to the last thought).
-        self._moved = False
+        self.sharing = SharedSession(self)
         # Digits typed before enter: the number of the thought to go to.
         self._typed_number = ""
-
-    @property
-    def context(self) -> AppContext:
-        return context(self)
 
     # -- layout
 
@@ -134,6 +96,7 @@ class TraceView(Horizontal, can_focus=True):
         self._show_selection()
         # Scrolled to once laid out (before that, the thought has no place to scroll to).
         self.call_after_refresh(self._show_selection, scroll=True)
+        self.sharing.check_claim()  # another window generating this session: read-only here
         if not trace.steps:
             self.say(f"{self.key('step')} generates the next thought, "
                      f"{self.key('run')} runs to the answer.")
@@ -147,8 +110,14 @@ class TraceView(Horizontal, can_focus=True):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # `Worker.StateChanged` does not bubble: a failure goes on to the app's one handler.
-        if event.state == WorkerState.ERROR:
-            self.post_message(WorkerFailed(event.worker))
+        if event.state != WorkerState.ERROR:
+            return
+        if isinstance(event.worker.error, SessionBusy):
+            # Another window got to the session first (a backtrack's, a rewrite's first
+            # write): nothing was done; read-only here until it stops.
+            self.read_only(event.worker.error)
+            return
+        self.post_message(WorkerFailed(event.worker))
 
     def on_resize(self) -> None:
         # Once the panes have their new sizes.
@@ -190,12 +159,16 @@ class TraceView(Horizontal, can_focus=True):
         else:
             self.finding_part.load()  # back to the saved finder run, if any
 
+    def read_only(self, busy: SessionBusy) -> None:
+        """Another bbm-tui generates the session: read-only here until it stops."""
+        self.sharing.read_only(busy)
+
+    def watch_busy_elsewhere(self, busy: SessionBusy | None) -> None:
+        self.set_class(busy is not None, "-read-only")
+
     def watch_presenter(self, presenter: bool) -> None:
         for view in self._all_views():
             view.set_presenter(presenter)  # the meta line comes or goes: a new height
-
-    def show_title(self) -> None:
-        self.post_message(TitleChanged(self))
 
     def on_calls_made(self, message: CallsMade) -> None:
         # Kept in step with the store's totals without a read per step: the calls just
@@ -213,102 +186,6 @@ class TraceView(Horizontal, can_focus=True):
 
     def on_branch_shown(self) -> None:
         self.finding_part.load()  # the branch's own run, if any
-
-    # -- what is on show
-
-    @property
-    def question_pane(self) -> QuestionPane:
-        return self.query_one(QuestionPane)
-
-    @property
-    def thoughts(self) -> ThoughtList:
-        return self.query_one("#thoughts", ThoughtList)
-
-    def views(self) -> list[ThoughtView]:
-        """The finished thoughts on show, in order (a window of the trace; a thought still
-        streaming is not one of them)."""
-        return self.thoughts.views()
-
-    def _all_views(self) -> list[ThoughtView]:
-        streaming = self.thoughts.streaming
-        return [*self.views(), *([streaming] if streaming is not None else [])]
-
-    def reveal(self, number: int) -> ThoughtView | None:
-        """Thought `number`'s view, bringing it into the window."""
-        return self.thoughts.reveal(number)
-
-    def show_label(self) -> None:
-        """Glyphs and dimming for the label in force."""
-        self._set_statuses(self.views())
-        self.question_pane.show_label(self.finder)
-
-    def show_gold(self, gold: Content | None) -> None:
-        self.question_pane.show_gold(gold)
-
-    def _set_statuses(self, views: list[ThoughtView]) -> None:
-        shown = statuses(self.trace)
-        for view in views:
-            if view.number <= len(shown):
-                view.set_status(shown[view.number - 1])
-
-    def _decorate(self, views: list[ThoughtView]) -> None:
-        """Thoughts entering the window: their status, the finder's mark, the selection and
-        presenter mode, as the ones already on show have them."""
-        self._set_statuses(views)
-        marks = self._finder_marks()
-        for view in views:
-            judgement, raw = marks.get(view.number, (None, None))
-            view.set_judgement(judgement, raw)
-            view.set_class(view.number == self.selected and not view.streaming, "-selected")
-            view.set_presenter(self.presenter)
-
-    def _finder_marks(self) -> dict[int, tuple[Judgement, str | None]]:
-        """The finder's mark on each thought it judged, if its run was on this branch."""
-        shown = self.finder
-        if shown is None:
-            return {}
-        on_branch = shown.leaf_step_id is None or any(
-            step.id == shown.leaf_step_id for step in reversed(self.trace.steps))
-        return shown.judgements(len(self.trace.steps)) if on_branch else {}
-
-    def _show_finder(self) -> None:
-        """The finder's marks on the thoughts, its verdict and the agreement on the left."""
-        marks = self._finder_marks()
-        for view in self.views():
-            judgement, raw = marks.get(view.number, (None, None))
-            view.set_judgement(judgement, raw)
-        self.question_pane.show_finder(self.finder, answer_open=self.finder_answer_open)
-
-    def collapse_answers(self) -> None:
-        """Hide every finder's answer open under a thought or its verdict (e)."""
-        for view in self.views():
-            view.set_expanded(False)
-        self.finder_answer_open = False
-
-    def key(self, binding_id: str) -> str:
-        """The key bound to `binding_id` now (the user's keymap applied), for a hint."""
-        return key_for(self, binding_id)
-
-    def say_stopped(self) -> None:
-        self.say("Stopped. The thought being generated was dropped; "
-                 f"{self.key('step')} or {self.key('run')} goes on.")
-
-    def next_hint(self) -> str:
-        return f"{self.key('step')} for the next one, {self.key('run')} to run to the answer."
-
-    def label_hint(self) -> str:
-        """What to do next about the label: give one, or (once given) how to take it back."""
-        if self.trace.label is None:
-            return (f"Label the trace: {self.key('flag_mistake')} flags the first mistake, "
-                    f"{self.key('no_mistake')} says there is none.")
-        said = describe_label(self.trace).plain.removeprefix("Label: ")
-        return (f"Labelled: {said}; {self.key('undo_label')} undoes it, "
-                f"{self.key('find_mistake')} asks a model.")
-
-    def say(self, message: str, *, error: bool = False, then: str = "") -> None:
-        """Say what happened (`message`, cut with an ellipsis if the lines are too few) and
-        what to do next (`then`, never cut)."""
-        self.query_one("#run-status", StatusLine).say(message, then, error=error)
 
     # -- selection
 
@@ -379,20 +256,6 @@ class TraceView(Horizontal, can_focus=True):
             # At the last thought the reader is back at the end: follow new text again.
             self.thoughts.follow(at_end=True)
 
-    def select(self, number: int, *, center: bool = False) -> None:
-        self.selected = min(max(number, 1), len(self.trace.steps))
-        view = self.reveal(self.selected)
-        if view is not None:
-            self.thoughts.scroll_to_thought(view, center=center)
-
-    def _show_selection(self, *, scroll: bool = False) -> ThoughtView | None:
-        view = self.reveal(self.selected)  # into the window first
-        for shown in self.views():
-            shown.set_class(shown.number == self.selected, "-selected")
-        if scroll and view is not None:
-            self.thoughts.scroll_to_thought(view)
-        return view
-
     def on_click(self, event: events.Click) -> None:
         # Clicking a thought selects it, as in the paper's UI.
         widget = event.widget
@@ -406,6 +269,8 @@ class TraceView(Horizontal, can_focus=True):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # None greys a key out in the Footer; the key then does nothing.
+        if self.sharing.refuses(action):  # another bbm-tui is generating the session
+            return None
         busy = self.running or self.finding
         if action in ("step", "run"):
             return None if busy else True
@@ -445,39 +310,18 @@ class TraceView(Horizontal, can_focus=True):
     def end_generating(self) -> None:
         self.generation.end()
 
+    def load_gold(self) -> None:
+        self.labelling.load_gold()
+
     def thought_finished(self, number: int) -> None:
-        """Thought `number` is committed and on show: the selection follows generation until
-        the reader moves it (x right after r flags the newest thought), and the live verifier
-        judges it."""
+        # The selection follows generation until the reader moves it (x right after r flags
+        # the newest thought).
         self.show_label()
         if self.selected == 0 or not self._moved:
             self.selected = number
         self._show_selection()
         if self.verify_live:
             self.finding_part.verify_now()
-
-    def show_answer(self) -> None:
-        self.question_pane.show_answer()
-
-    def sync_views(self) -> None:
-        """Show any committed step that has no view (a commit that finished just as a run was
-        stopped), so the view matches the store."""
-        self.thoughts.sync()
-        self.show_label()
-        self.question_pane.show_answer()
-        self._show_finder()
-        if self.gold_shown:
-            self.labelling.load_gold()
-
-    async def show_branch(self, selected: int, *, follow: bool = False) -> None:
-        # Shown once the branch's thoughts are (a stale view must not be revealed first).
-        self.set_reactive(TraceView.selected, min(max(selected, 1), len(self.trace.steps)))
-        if follow:
-            self._moved = False
-        self.post_message(BranchShown())
-        await self.thoughts.replace_stale()
-        self.sync_views()
-        self._show_selection(scroll=True)
 
     # -- the model (ctrl+e): the new-session screen's dialog, from the next step on
 
@@ -566,6 +410,12 @@ class TraceView(Horizontal, can_focus=True):
         await self.labelling.switch_branch(step_id)
 
     # -- copying
+
+    def action_copy_question(self) -> None:
+        question = question_text(self.trace.task, self.trace.session.input)
+        self.app.copy_to_clipboard(question)
+        self.notify(f"Copied the question ({len(question):,} characters).", markup=False,
+                    timeout=3)
 
     def action_copy(self) -> None:
         if not self.trace.steps:

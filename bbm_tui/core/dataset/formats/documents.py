@@ -1,0 +1,183 @@
+"""The rows of a dataset file, whatever its shape, each with the line it starts on.
+
+The field publishes its datasets in three shapes: JSON Lines (PRM800K, Math-Shepherd, PRMBench,
+TRL's, ours), one JSON array of rows (ProcessBench's and MR-GSM8K's `.json` files), and
+MR-BEN's object of arrays keyed by question (`{"<Question_UUID>": [row, row, row], ...}`).
+A file is JSON Lines when its first line is a whole JSON object on its own (and not MR-BEN's
+object written on one line); otherwise it is one JSON document. Rows of a document are read one
+at a time from their place in the text, so a bad row is named by the line it starts on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from bbm_tui.core.dataset import DatasetError, _refuse_constant, check_regular_file, iter_jsonl
+
+# A whole-document file is read into memory at once: the field's largest (Math-Shepherd's
+# JSON Lines aside, which stream) are a few MB; past this it is not a dataset.
+MAX_DOCUMENT_BYTES = 1 << 30
+_WHITESPACE = " \t\r\n"
+
+
+def iter_rows(path: Path | str) -> Iterator[tuple[int, object]]:
+    """(line, decoded row) for every row of the file, in order."""
+    path = Path(path)
+    if _is_document(path):
+        yield from _document_rows(path)
+    else:
+        yield from iter_jsonl(path)
+
+
+def _is_document(path: Path) -> bool:
+    check_regular_file(path)
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(1 << 16)
+            start = head.lstrip(b"\xef\xbb\xbf").lstrip()
+            if start.startswith(b"["):
+                return True
+            if not start.startswith(b"{"):
+                return False
+            first_line = start.split(b"\n", 1)[0]
+            if len(first_line) == len(start) and len(head) == 1 << 16:
+                first_line += handle.readline()  # a long first line: read it whole
+    except OSError as error:
+        raise DatasetError(path, f"cannot read: {error.strerror}") from None
+    try:
+        value = json.loads(first_line.decode("utf-8"), parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):
+        return True  # not a whole value on one line: a document written over many lines
+    return _keyed_by_question(value)
+
+
+def _keyed_by_question(value: object) -> bool:
+    """MR-BEN's shape: every value an array of rows."""
+    return (isinstance(value, dict) and bool(value)
+            and all(isinstance(item, list) for item in value.values()))
+
+
+def _document_rows(path: Path) -> Iterator[tuple[int, object]]:
+    text = _read_text(path)
+    reader = _Reader(path, text)
+    position = reader.skip(0)
+    if text.startswith("[", position):
+        yield from reader.array(position)
+    elif text.startswith("{", position):
+        value, _end = reader.value(position)
+        if not _keyed_by_question(value):  # one row, written over many lines
+            yield reader.line(position), value
+        else:
+            yield from reader.keyed_arrays(position)
+    else:
+        raise DatasetError(path, "not JSON: a dataset file holds JSON rows", reader.line(position))
+    trailing = reader.skip(reader.end)
+    if trailing < len(text):
+        raise DatasetError(path, "more after the end of the JSON document (two documents "
+                           "in one file?)", reader.line(trailing))
+
+
+def _read_text(path: Path) -> str:
+    check_regular_file(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_DOCUMENT_BYTES:
+            raise DatasetError(path, f"a JSON document of {size} bytes (more than "
+                               f"{MAX_DOCUMENT_BYTES >> 30} GiB): write it as JSON Lines")
+        raw = path.read_bytes()
+    except OSError as error:
+        raise DatasetError(path, f"cannot read: {error.strerror}") from None
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise DatasetError(path, "is UTF-16 text (it starts with a UTF-16 byte-order mark); "
+                           "save it as UTF-8", 1)
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        line = raw.count(b"\n", 0, error.start) + 1
+        raise DatasetError(path, "not UTF-8 text", line) from None
+
+
+class _Reader:
+    """Walks one JSON document, decoding one row at a time from where it starts."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.text = text
+        self.end = 0
+        self._decoder = json.JSONDecoder(parse_constant=_refuse_constant)
+        self._counted_to = 0
+        self._lines_before = 0
+
+    def line(self, position: int) -> int:
+        """The 1-based line of `position` (positions are asked for in increasing order)."""
+        if position < self._counted_to:
+            return self.text.count("\n", 0, position) + 1
+        self._lines_before += self.text.count("\n", self._counted_to, position)
+        self._counted_to = position
+        return self._lines_before + 1
+
+    def skip(self, position: int) -> int:
+        while position < len(self.text) and self.text[position] in _WHITESPACE:
+            position += 1
+        return position
+
+    def value(self, position: int) -> tuple[Any, int]:
+        try:
+            value, end = self._decoder.raw_decode(self.text, position)
+        except json.JSONDecodeError as error:
+            raise DatasetError(self.path, f"malformed JSON: {error.msg} (column {error.colno})",
+                               error.lineno) from None
+        except ValueError as error:  # NaN or Infinity, refused as the JSON Lines reader does
+            raise DatasetError(self.path, f"{error} is not a JSON number (standard JSON has "
+                               "no NaN or Infinity)", self.line(position)) from None
+        except RecursionError:
+            raise DatasetError(self.path, "nested too deeply to read (not a dataset row)",
+                               self.line(position)) from None
+        self.end = end
+        return value, end
+
+    def expect(self, position: int, wanted: str, what: str) -> int:
+        position = self.skip(position)
+        if not self.text.startswith(wanted, position):
+            found = self.text[position:position + 1] or "the end of the file"
+            raise DatasetError(self.path, f"malformed JSON: expected {what}, found {found!r}",
+                               self.line(min(position, len(self.text))))
+        return position + len(wanted)
+
+    def array(self, position: int) -> Iterator[tuple[int, object]]:
+        """The rows of the array that starts at `position`."""
+        position = self.expect(position, "[", "'['")
+        position = self.skip(position)
+        if self.text.startswith("]", position):
+            self.end = position + 1
+            return
+        while True:
+            position = self.skip(position)
+            line = self.line(position)
+            value, position = self.value(position)
+            yield line, value
+            position = self.skip(position)
+            if self.text.startswith("]", position):
+                self.end = position + 1
+                return
+            position = self.expect(position, ",", "',' or ']' after a row")
+
+    def keyed_arrays(self, position: int) -> Iterator[tuple[int, object]]:
+        """The rows of every array of an object of arrays (MR-BEN's files), in order."""
+        position = self.expect(position, "{", "'{'")
+        while True:
+            position = self.skip(position)
+            if self.text.startswith("}", position):
+                self.end = position + 1
+                return
+            _key, position = self.value(position)
+            position = self.expect(position, ":", "':' after a key")
+            yield from self.array(position)
+            position = self.skip(self.end)
+            if self.text.startswith("}", position):
+                self.end = position + 1
+                return
+            position = self.expect(position, ",", "',' or '}' after an array")
