@@ -155,7 +155,8 @@ async def backtrack(out: Path) -> None:
             still(pilot)
             app.save_screenshot("backtrack.svg", str(out))
             await pilot.press("enter")
-            await wait_for(pilot, lambda: screen.view.trace.answer == "4" and not screen.view.running)
+            await wait_for(pilot, lambda: screen.view.trace.answer == "4"
+                           and not screen.view.running)
             await pilot.press("home", "j")
             await pilot.pause(0.2)
             still(pilot)
@@ -165,7 +166,8 @@ async def backtrack(out: Path) -> None:
             await wait_for(pilot, lambda: app.screen.query("#edit-input"))
             app.screen.query_one("#edit-input").value = "2 + 2 = 22"
             await pilot.press("enter")
-            await wait_for(pilot, lambda: not screen.view.running and len(screen.view.trace.steps) >= 2
+            await wait_for(pilot, lambda: not screen.view.running
+                           and len(screen.view.trace.steps) >= 2
                            and screen.view.trace.texts[1] == "2 + 2 = 22")
             await pilot.press("t")
             await wait_for(pilot, lambda: app.screen.query("#branch-tree-view"))

@@ -358,7 +358,8 @@ async def test_the_papers_story_in_a_minute_offline() -> None:
         chosen = dialog.ready.resample.chosen
         assert chosen is not None and not dialog.ready.stored[chosen].dropped
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.view.trace.correct and not screen.view.running, timeout=30)
+        await wait_for(pilot, lambda: screen.view.trace.correct and not screen.view.running,
+                       timeout=30)
         assert screen.view.trace.answer == "-7" and screen.view.trace.spec.model == "solver/bbm"
         assert screen.view.trace.steps[1].origin == "backtrack" and screen.view.trace.label is None
         await wait_for(pilot, lambda: screen.view.finder is None)
