@@ -19,6 +19,7 @@ from bbm_tui import __version__
 
 if TYPE_CHECKING:
     from bbm_tui.core.annotation.queue import QueuedTrace
+    from bbm_tui.core.annotation.report import AppLabelsLeftOut
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -175,8 +176,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                            "first, over the store); a tie is left unlabelled")
     agreement.add_argument("--force", action="store_true", help="replace OUT if it exists")
     agreement.add_argument("--app-labels", action="store_true",
-                           help="over the store, count the labels given in the app's main "
-                           "screen (x, c) too, as the annotator \"app\" (left out otherwise)")
+                           help="over the store, count the sessions' own labels too (given "
+                           "on the app's main screen with x or c, or brought in by `import`), "
+                           "as the annotator \"app\" (left out otherwise: no annotator "
+                           "labels those sessions)")
 
     importer = commands.add_parser(
         "import", help="make sessions of dataset-format rows, to label them in the app",
@@ -1349,10 +1352,13 @@ def agreement_command(args: argparse.Namespace) -> int:
         return fail(str(error))
     for note in data.notes:
         print(f"bbm-tui: {note}", file=sys.stderr)
-    if data.app_left_out:
-        print(f"bbm-tui: the app's own labels ({_traces(data.app_left_out)}, from the main "
-              "screen) are left out; --app-labels counts them as the annotator \"app\"",
-              file=sys.stderr)
+    if data.app_left_out.total:
+        # The consensus is the annotators'; a session's own label is in every export.
+        export = ("; `export` writes each session with its own label"
+                  if args.consensus is not None else "")
+        print(f"bbm-tui: {_app_labels_left_out(data.app_left_out)} are left out (no annotator "
+              "labelled those sessions); --app-labels counts them as the annotator \"app\""
+              f"{export}", file=sys.stderr)
     result = report.report_json(data)
     if args.json:
         print(json.dumps(result, allow_nan=False))
@@ -1369,6 +1375,16 @@ def agreement_command(args: argparse.Namespace) -> int:
         print(f"{_traces(labelled)} with the consensus label written to "
               f"{_where(args.consensus)}{note}", file=sys.stderr)
     return EXIT_OK
+
+
+def _app_labels_left_out(left_out: AppLabelsLeftOut) -> str:
+    """Where the session labels agreement left out came from, said as the user gave them."""
+    parts = []
+    if left_out.imported:
+        parts.append(f"{_traces(left_out.imported)} brought in by `import`")
+    if left_out.main_screen:
+        parts.append(f"{_traces(left_out.main_screen)} labelled on the app's main screen")
+    return "the labels of " + " and ".join(parts)
 
 
 def _check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
