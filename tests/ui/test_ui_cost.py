@@ -43,7 +43,7 @@ def title_right(screen: TraceScreen) -> str:
 
 async def step(pilot, screen: TraceScreen, count: int) -> None:
     await pilot.press("n")
-    await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) == count,
+    await wait_for(pilot, lambda: not screen.view.running and len(screen.view.trace.steps) == count,
                    timeout=30)
 
 
@@ -142,8 +142,8 @@ async def test_at_80_columns_the_model_stays_whole_and_the_cost_in_view(
         app = make_app(session_id=trace.id)
         async with app.run_test(size=size) as pilot:
             screen = await open_trace(pilot)
-            screen.totals = totals
-            screen._show_title()
+            screen.view.totals = totals
+            screen.show_title()
             await pilot.pause()
             left = screen.query_one("#title-bar .title-left")
             text = str(left.render())
