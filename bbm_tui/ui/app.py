@@ -78,11 +78,11 @@ class AnnotateRequest:
 
 
 def _failure_title(worker: Worker) -> str:
-    """What a failed worker was doing ("Generating failed"): its description. One that gave
-    none has Textual's (its method's name and arguments), which says nothing to a person."""
+    """What a failed worker was doing ("Generating failed"): its description, which ours all
+    give, as a sentence. One that gave none has Textual's ("_load(...)", "<coroutine object
+    …>"), which says nothing to a person."""
     description = worker.description
-    if not description or description == "<worker>" or \
-            description.startswith(f"{worker.name}("):
+    if not description[:1].isupper():
         return "Something failed"
     return f"{description} failed"
 
