@@ -98,3 +98,11 @@ async def test_a_worker_that_says_nothing_fails_as_something() -> None:
     assert notifications(app) == ["Something failed: the disk is full",
                                   "Reading the moon failed: the disk is full"]
     assert worker.is_finished and described.is_finished
+
+
+def test_no_module_of_the_app_is_over_600_lines() -> None:
+    """The app's modules stay a size one reads whole (docs/DESIGN.md §7)."""
+    sizes = {str(path.relative_to(UI)): len(path.read_text(encoding="utf-8").splitlines())
+             for path in UI.rglob("*.py")}
+    assert len(sizes) > 40
+    assert {path: lines for path, lines in sizes.items() if lines > 600} == {}
