@@ -191,6 +191,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                           help="ignore every mistake_index: import every trace unlabelled "
                           "(rows with no mistake_index key are unlabelled anyway)")
     _add_format_option(commands)
+    from bbm_tui.cli_plots import add_plot_option
+
+    add_plot_option(commands)
     return parser
 
 
@@ -264,6 +267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         refused = _use_task_files(args)
         if refused is not None:
             return refused
+        from bbm_tui.cli_plots import plot_refusal
+
+        refusal = plot_refusal(args)
+        if refusal is not None:
+            return fail(refusal, EXIT_USAGE)
         if args.command is None:
             return _open_app(args)
         if args.command == "run":
@@ -735,39 +743,27 @@ def _find_detail(progress: Any) -> str:
 def stats_command(args: argparse.Namespace) -> int:
     import json
 
-    from bbm_tui.core.dataset import DatasetError, rows_with_tasks
-    from bbm_tui.core.dataset.formats import read_dataset
-    from bbm_tui.core.judging.metrics import dataset_stats
+    from bbm_tui.cli_plots import print_charts
+    from bbm_tui.core.batch.summary import summarize
+    from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.tasks import UnknownTaskError
 
-    rows_by_task: dict = {}
-    files: dict[str, list] = {}
-    formats: dict[str, str] = {}
     try:
         _check_task(args.task)
-        for path in args.files:
-            found = read_dataset(path, args.dataset_format)
-            formats[str(path)] = found.format.name
-            for task, row in rows_with_tasks(path, args.task, found.traces):
-                rows_by_task.setdefault(task, []).append(row)
-                files.setdefault(str(path), []).append((task, row))
+        result = summarize(args.files, args.task, args.dataset_format).stats
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
-    result = dataset_stats(rows_by_task, files)
-    for name, figures in result["files"].items():
-        figures["format"] = formats[name]
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK
     _print_stats_table(result)
+    print_charts(args, lambda charts: charts.stats_charts(result))
     return EXIT_OK
 
 
 _STATS_COLUMNS = (("traces", "traces"), ("correct", "correct"),
                   ("with_mistake", "with mistake"), ("without_mistake", "without"),
                   ("unlabelled", "unlabelled"), ("mean_steps", "mean steps"))
-# The histogram's columns: Thought 1 to 10 apart, the rest together.
-_HISTOGRAM_WIDTH = 10
 
 
 def _print_stats_table(result: dict) -> None:
@@ -792,27 +788,47 @@ def _print_stats_table(result: dict) -> None:
         by_file.add_row(name, figures["format"], *(_stats_cell(figures, key)
                                                    for key, _ in columns))
     print_table(by_file)
-    _print_histogram(result["mistake_index_histogram"], in_order)
+    _print_histograms(result, in_order)
 
 
 def _stats_cell(figures: dict, key: str) -> str:
     return f"{figures[key]:.2f}" if key == "mean_steps" else str(figures[key])
 
 
-def _print_histogram(histogram: dict, tasks: list) -> None:
-    """Where the first mistakes are, per task: how many traces at each thought."""
+def _print_histograms(result: dict, tasks: list) -> None:
+    """Where the first mistakes are, per task: how many traces at each thought, and in each
+    fifth of the trace; and how long the traces are. The same numbers `--plot` draws."""
+    from bbm_tui.core import charts
+
+    for title, chart, label in (
+        ("First mistake at thought N (traces labelled with a mistake)", charts.thought_chart,
+         _thought_label),
+        ("First mistake by place in the trace (Thought k of n at k/n; traces labelled with a "
+         "mistake)", charts.position_chart, lambda category: f"at {category}:"),
+        ("Trace lengths (steps; traces)", charts.lengths_chart,
+         lambda category: f"{category} steps:"),
+    ):
+        _print_histogram(title, [(name, chart(result, name)) for name, _ in tasks],
+                         chart(result, None), label)
+
+
+def _thought_label(category: str) -> str:
+    """What names a count in plain rows, where the column's header ("2", "11+") is too
+    short to."""
+    return f"Thought {category[:-1]} on:" if category.endswith("+") else f"Thought {category}:"
+
+
+def _print_histogram(title: str, rows: list, overall: Any,
+                     label: Callable[[str], str]) -> None:
+    """A histogram's counts per task (each a one-series BarChart), then overall."""
     from bbm_tui.cli_tables import Column, TextTable, print_table
 
-    table = TextTable("First mistake at thought N (traces labelled with a mistake)", [
-        Column("task"), *(Column(str(number), number=True, label=f"Thought {number}:")
-                          for number in range(1, _HISTOGRAM_WIDTH + 1)),
-        Column(f"{_HISTOGRAM_WIDTH + 1}+", number=True,
-               label=f"Thought {_HISTOGRAM_WIDTH + 1} on:")])
-    rows = [(name, histogram["tasks"][name]) for name, _ in tasks]
-    for name, counts in [*rows, ("overall", histogram["overall"])]:
-        cells = [str(counts.get(str(index), 0)) for index in range(_HISTOGRAM_WIDTH)]
-        later = sum(count for index, count in counts.items() if int(index) >= _HISTOGRAM_WIDTH)
-        table.add_row(name, *cells, str(later), section=name == "overall" and len(rows) > 0)
+    table = TextTable(title, [Column("task"), *(
+        Column(category, number=True, label=label(category))
+        for category in overall.categories)])
+    for name, chart in [*rows, ("overall", overall)]:
+        table.add_row(name, *(str(int(count or 0)) for count in chart.series[0].values),
+                      section=name == "overall" and len(rows) > 0)
     print_table(table)
 
 
@@ -860,6 +876,7 @@ def find_command(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
+    from bbm_tui.cli_plots import print_charts
     from bbm_tui.core import llm
     from bbm_tui.core.batch.find import FatalFindError, find_batch, jobs_from_files, paper_figures
     from bbm_tui.core.dataset import DatasetError
@@ -918,7 +935,10 @@ def find_command(args: argparse.Namespace) -> int:
                                "overall": paper.get("overall", {})}
         print(json.dumps(scores, indent=2, allow_nan=False))
     else:
-        _print_find_table(outcome.report, args, paper, to_stderr=_to_stdout(args.out))
+        to_stderr = _to_stdout(args.out)
+        _print_find_table(outcome.report, args, paper, to_stderr=to_stderr)
+        print_charts(args, lambda charts: [charts.finder_chart(
+            outcome.report, paper, args.paper or "", _finder_name(args))], to_stderr=to_stderr)
     return EXIT_FAILURE if progress.failed else EXIT_OK
 
 
@@ -973,6 +993,12 @@ _FIND_COLUMNS = (
     ("processbench_f1", "PB F1"),
     ("answer_weighted_f1", "answer F1"),
 )
+
+
+def _finder_name(args: argparse.Namespace) -> str:
+    from bbm_tui.core.judging.judges import get_judge
+
+    return get_judge(args.method).who or args.model or "the configured model"
 
 
 def _print_find_table(report, args: argparse.Namespace, paper: dict | None, *,
@@ -1127,10 +1153,12 @@ def backtrack_command(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
+    from bbm_tui.cli_plots import print_charts
     from bbm_tui.core import llm
     from bbm_tui.core.batch.backtrack import (
         backtrack_batch,
         jobs_from_files,
+        paper_table_6,
         parse_locations,
         to_json,
     )
@@ -1179,7 +1207,11 @@ def backtrack_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))
     else:
-        _print_backtrack_table(result, locations, to_stderr=_to_stdout(args.out))
+        to_stderr = _to_stdout(args.out)
+        _print_backtrack_table(result, locations, to_stderr=to_stderr)
+        print_charts(args, lambda charts: charts.backtrack_charts(
+            result.tables, {locations.paper_key: paper_table_6(locations.paper_key)}
+            if locations.paper_key else None), to_stderr=to_stderr)
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
 
 
@@ -1328,6 +1360,7 @@ def export_command(args: argparse.Namespace) -> int:
 def agreement_command(args: argparse.Namespace) -> int:
     import json
 
+    from bbm_tui.cli_plots import print_charts
     from bbm_tui.core.annotation import report
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import StoreError
@@ -1364,8 +1397,11 @@ def agreement_command(args: argparse.Namespace) -> int:
         print(json.dumps(result, allow_nan=False))
     else:
         # With the consensus rows on standard output, the report goes beside them.
-        _print_agreement(result, len(data.labels),
-                         sys.stderr if _to_stdout(args.consensus) else sys.stdout)
+        to_stderr = _to_stdout(args.consensus)
+        _print_agreement(result, len(data.labels), sys.stderr if to_stderr else sys.stdout)
+        print_charts(args, lambda charts: [charts.kappa_matrix(result),
+                                            *filter(None, [charts.alpha_chart(result)])],
+                     to_stderr=to_stderr)
     if args.consensus is not None:
         try:
             labelled, unlabelled = report.write_consensus(data, args.consensus)

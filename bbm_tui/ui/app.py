@@ -451,6 +451,17 @@ class BbmApp(App[int]):
         """From the palette: every session's labels to a file, as `bbm-tui export` writes it."""
         await self.queues.export()
 
+    async def action_dataset_view(self) -> None:
+        from bbm_tui.ui.screens.dataset import open_dataset_view
+
+        await open_dataset_view(self, self._screen_in_view())
+
+    async def action_agreement(self) -> None:
+        from bbm_tui.ui.screens.agreement import AgreementScreen
+
+        if self.store_error is None and not isinstance(self.screen, AgreementScreen):
+            await self.push_screen(AgreementScreen())
+
     def action_adjudicate(self) -> None:
         self.queues.adjudicate()
 
@@ -538,6 +549,11 @@ class BbmApp(App[int]):
         yield SystemCommand("Screenshot", "Save an SVG of the screen in the data folder",
                             self.action_save_svg)
         yield from self.queues.commands()
+        yield SystemCommand("Dataset view", "Charts of dataset files: where the first "
+                            "mistakes are, trace lengths, a finder's or backtracking's "
+                            "scores beside the paper's", self.action_dataset_view)
+        yield SystemCommand("Agreement", "Cohen's kappa between the annotators, as a matrix; "
+                            "Krippendorff's alpha", self.action_agreement)
         # The keys' commands, declared next to the bindings (PALETTE): the trace's, the app's.
         yield from declared_commands(screen, self)
 
