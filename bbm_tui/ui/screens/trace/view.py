@@ -164,9 +164,6 @@ class TraceView(TraceHost):
         """Another bbm-tui generates the session: read-only here until it stops."""
         self.sharing.read_only(busy)
 
-    def watch_busy_elsewhere(self, busy: SessionBusy | None) -> None:
-        self.set_class(busy is not None, "-read-only")
-
     def watch_presenter(self, presenter: bool) -> None:
         for view in self._all_views():
             view.set_presenter(presenter)  # the meta line comes or goes: a new height
