@@ -346,8 +346,10 @@ def _add_agreement_parser(commands: Commands) -> None:
                            "first, over the store); a tie is left unlabelled")
     agreement.add_argument("--force", action="store_true", help="replace OUT if it exists")
     agreement.add_argument("--app-labels", action="store_true",
-                           help="over the store, count the labels given in the app's main "
-                           "screen (x, c) too, as the annotator \"app\" (left out otherwise)")
+                           help="over the store, count the sessions' own labels too (given "
+                           "on the app's main screen with x or c, or brought in by `import`), "
+                           "as the annotator \"app\" (left out otherwise: no annotator "
+                           "labels those sessions)")
 
 
 def _add_import_parser(commands: Commands) -> None:

@@ -12,6 +12,7 @@ from bbm_tui.cli.errors import EXIT_OK, CommandError, given
 from bbm_tui.cli.inputs import check_json_beside, check_replaced_output
 from bbm_tui.cli.phrases import count, to_stdout, traces, where
 from bbm_tui.core.annotation import report
+from bbm_tui.core.annotation.report import AppLabelsLeftOut
 from bbm_tui.core.store import Store
 
 
@@ -27,10 +28,13 @@ def command(args: argparse.Namespace) -> int:
             data = report.from_store(store, app_labels=args.app_labels)
     for note in data.notes:
         print(f"bbm-tui: {note}", file=sys.stderr)
-    if data.app_left_out:
-        print(f"bbm-tui: the app's own labels ({traces(data.app_left_out)}, from the main "
-              "screen) are left out; --app-labels counts them as the annotator \"app\"",
-              file=sys.stderr)
+    if data.app_left_out.total:
+        # The consensus is the annotators'; a session's own label is in every export.
+        export = ("; `export` writes each session with its own label"
+                  if args.consensus is not None else "")
+        print(f"bbm-tui: {_app_labels_left_out(data.app_left_out)} are left out (no annotator "
+              "labelled those sessions); --app-labels counts them as the annotator \"app\""
+              f"{export}", file=sys.stderr)
     result = report.report_json(data)
     if args.json:
         print(json.dumps(result, allow_nan=False))
@@ -47,6 +51,16 @@ def command(args: argparse.Namespace) -> int:
         print(f"{traces(labelled)} with the consensus label written to "
               f"{where(args.consensus)}{note}", file=sys.stderr)
     return EXIT_OK
+
+
+def _app_labels_left_out(left_out: AppLabelsLeftOut) -> str:
+    """Where the session labels agreement left out came from, said as the user gave them."""
+    parts = []
+    if left_out.imported:
+        parts.append(f"{traces(left_out.imported)} brought in by `import`")
+    if left_out.main_screen:
+        parts.append(f"{traces(left_out.main_screen)} labelled on the app's main screen")
+    return "the labels of " + " and ".join(parts)
 
 
 def print_agreement(result: dict, annotators: int, stream: TextIO) -> None:
