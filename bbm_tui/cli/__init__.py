@@ -21,11 +21,13 @@ from bbm_tui import __version__
 from bbm_tui.cli.errors import (
     EXIT_OK,
     Stopped,
+    UsageError,
     say_bug,
     say_interrupted,
     say_problem,
     wants_traceback,
 )
+from bbm_tui.cli.plots import add_plot_option, plot_refusal
 from bbm_tui.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -59,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bbm_tui.cli.inputs import use_task_files
 
         use_task_files(args)
+        refusal = plot_refusal(args)
+        if refusal is not None:
+            raise UsageError(refusal)
         command = importlib.import_module(f"bbm_tui.cli.{COMMANDS[args.command]}")
         return command.command(args)
     except UserError as error:  # a bad file, task, option, config or store: said, not raised
@@ -151,6 +156,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_agreement_parser(commands)
     _add_import_parser(commands)
     _add_format_option(commands)
+    add_plot_option(commands)
     return parser
 
 

@@ -11,6 +11,7 @@ from typing import TextIO
 from bbm_tui.cli.errors import EXIT_OK, CommandError, given
 from bbm_tui.cli.inputs import check_json_beside, check_replaced_output
 from bbm_tui.cli.phrases import count, to_stdout, traces, where
+from bbm_tui.cli.plots import print_charts
 from bbm_tui.core.annotation import report
 from bbm_tui.core.annotation.report import AppLabelsLeftOut
 from bbm_tui.core.store import Store
@@ -40,8 +41,11 @@ def command(args: argparse.Namespace) -> int:
         print(json.dumps(result, allow_nan=False))
     else:
         # With the consensus rows on standard output, the report goes beside them.
-        print_agreement(result, len(data.labels),
-                        sys.stderr if to_stdout(args.consensus) else sys.stdout)
+        to_stderr = to_stdout(args.consensus)
+        print_agreement(result, len(data.labels), sys.stderr if to_stderr else sys.stdout)
+        print_charts(args, lambda charts: [charts.kappa_matrix(result),
+                                           *filter(None, [charts.alpha_chart(result)])],
+                     to_stderr=to_stderr)
     if args.consensus is not None:
         try:
             labelled, unlabelled = report.write_consensus(data, args.consensus)

@@ -21,6 +21,7 @@ from bbm_tui.cli.batch import (
 from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, given
 from bbm_tui.cli.inputs import check_json_beside, check_task, config_of
 from bbm_tui.cli.phrases import count, signed, to_stdout, traces, where
+from bbm_tui.cli.plots import print_charts
 from bbm_tui.cli.tables import Column, TextTable
 from bbm_tui.core import llm
 from bbm_tui.core.batch.backtrack import (
@@ -58,7 +59,11 @@ def command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))
     else:
-        print_deltas(result, locations, to_stderr=to_stdout(args.out))
+        to_stderr = to_stdout(args.out)
+        print_deltas(result, locations, to_stderr=to_stderr)
+        print_charts(args, lambda charts: charts.backtrack_charts(
+            result.tables, {locations.paper_key: paper_table_6(locations.paper_key)}
+            if locations.paper_key else None), to_stderr=to_stderr)
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
 
 

@@ -18,6 +18,7 @@ from bbm_tui.cli.batch import (
 from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, given
 from bbm_tui.cli.inputs import check_json_beside, check_task, config_of
 from bbm_tui.cli.phrases import count, percent, to_stdout, traces, where
+from bbm_tui.cli.plots import print_charts
 from bbm_tui.cli.tables import Column, TextTable
 from bbm_tui.core import llm
 from bbm_tui.core.batch.find import (
@@ -77,7 +78,10 @@ def command(args: argparse.Namespace) -> int:
                                "overall": paper.get("overall", {})}
         print(json.dumps(scores, indent=2, allow_nan=False))
     else:
-        print_scores(outcome.report, args, paper, to_stderr=to_stdout(args.out))
+        to_stderr = to_stdout(args.out)
+        print_scores(outcome.report, args, paper, to_stderr=to_stderr)
+        print_charts(args, lambda charts: [charts.finder_chart(
+            outcome.report, paper, args.paper or "", _finder_name(args))], to_stderr=to_stderr)
     return EXIT_FAILURE if outcome.progress.failed else EXIT_OK
 
 
@@ -106,7 +110,7 @@ def print_scores(report: Report, args: argparse.Namespace, paper: dict | None, *
                  to_stderr: bool = False) -> None:
     from bbm_tui.cli.drawing import print_table  # rich: only to print a table, not --json
 
-    who = get_judge(args.method).who or args.model or "the configured model"
+    who = _finder_name(args)
     columns = [Column("task"), Column("n", number=True)]
     for metric, header in COLUMNS:
         columns.append(Column(header, number=True))
@@ -129,6 +133,10 @@ def print_scores(report: Report, args: argparse.Namespace, paper: dict | None, *
         # With no task judged (every trace failed, or --limit 0) "overall" is the only row.
         table.add_row(*cells, section=len(rows) > 1 and name == "overall")
     print_table(table, to_stderr=to_stderr)
+
+
+def _finder_name(args: argparse.Namespace) -> str:
+    return get_judge(args.method).who or args.model or "the configured model"
 
 
 def _paper_caption(args: argparse.Namespace, paper: dict | None) -> str | None:

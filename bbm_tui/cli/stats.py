@@ -1,46 +1,36 @@
 """`bbm-tui stats`: per-task counts of dataset-format files (the paper's Table 2), per file,
-and where the first mistakes are."""
+where the first mistakes are and how long the traces are (and, with --plot, their charts)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from typing import Any
 
 from bbm_tui.cli.errors import EXIT_OK, given
 from bbm_tui.cli.inputs import check_task
+from bbm_tui.cli.plots import print_charts
 from bbm_tui.cli.tables import Column, TextTable
-from bbm_tui.core.dataset import TraceRow, rows_with_tasks
-from bbm_tui.core.dataset.formats import read_dataset
-from bbm_tui.core.judging.metrics import dataset_stats
+from bbm_tui.core import charts
+from bbm_tui.core.batch.summary import summarize
 from bbm_tui.core.tasks import task_order
 
 # The figures' columns: the key, and its header.
 COLUMNS = (("traces", "traces"), ("correct", "correct"),
            ("with_mistake", "with mistake"), ("without_mistake", "without"),
            ("unlabelled", "unlabelled"), ("mean_steps", "mean steps"))
-# The histogram's columns: Thought 1 to 10 apart, the rest together.
-HISTOGRAM_WIDTH = 10
 
 
 def command(args: argparse.Namespace) -> int:
-    rows_by_task: dict[str, list[TraceRow]] = {}
-    files: dict[str, list[tuple[str, TraceRow]]] = {}
-    formats: dict[str, str] = {}
     with given():
         check_task(args.task)
-        for path in args.files:
-            found = read_dataset(path, args.dataset_format)
-            formats[str(path)] = found.format.name
-            for task, row in rows_with_tasks(path, args.task, found.traces):
-                rows_by_task.setdefault(task, []).append(row)
-                files.setdefault(str(path), []).append((task, row))
-    result = dataset_stats(rows_by_task, files)
-    for name, figures in result["files"].items():
-        figures["format"] = formats[name]
+        result = summarize(args.files, args.task, args.dataset_format).stats
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
-    else:
-        print_stats(result)
+        return EXIT_OK
+    print_stats(result)
+    print_charts(args, lambda chart_data: chart_data.stats_charts(result))
     return EXIT_OK
 
 
@@ -64,23 +54,43 @@ def print_stats(result: dict) -> None:
     for name, figures in result["files"].items():
         by_file.add_row(name, figures["format"], *(_cell(figures, key) for key, _ in columns))
     print_table(by_file)
-    print_table(_histogram(result["mistake_index_histogram"], in_order))
+    for table in _histograms(result, in_order):
+        print_table(table)
 
 
 def _cell(figures: dict, key: str) -> str:
     return f"{figures[key]:.2f}" if key == "mean_steps" else str(figures[key])
 
 
-def _histogram(histogram: dict, tasks: list) -> TextTable:
-    """Where the first mistakes are, per task: how many traces at each thought."""
-    table = TextTable("First mistake at thought N (traces labelled with a mistake)", [
-        Column("task"), *(Column(str(number), number=True, label=f"Thought {number}:")
-                          for number in range(1, HISTOGRAM_WIDTH + 1)),
-        Column(f"{HISTOGRAM_WIDTH + 1}+", number=True,
-               label=f"Thought {HISTOGRAM_WIDTH + 1} on:")])
-    rows = [(name, histogram["tasks"][name]) for name, _ in tasks]
-    for name, counts in [*rows, ("overall", histogram["overall"])]:
-        cells = [str(counts.get(str(index), 0)) for index in range(HISTOGRAM_WIDTH)]
-        later = sum(count for index, count in counts.items() if int(index) >= HISTOGRAM_WIDTH)
-        table.add_row(name, *cells, str(later), section=name == "overall" and len(rows) > 0)
+def _histograms(result: dict, tasks: list) -> list[TextTable]:
+    """Where the first mistakes are, per task: how many traces at each thought, and in each
+    fifth of the trace; and how long the traces are. The same numbers `--plot` draws."""
+    return [
+        _histogram(title, [(name, chart(result, name)) for name, _ in tasks],
+                   chart(result, None), label)
+        for title, chart, label in (
+            ("First mistake at thought N (traces labelled with a mistake)",
+             charts.thought_chart, _thought_label),
+            ("First mistake by place in the trace (Thought k of n at k/n; traces labelled "
+             "with a mistake)", charts.position_chart, lambda category: f"at {category}:"),
+            ("Trace lengths (steps; traces)", charts.lengths_chart,
+             lambda category: f"{category} steps:"),
+        )
+    ]
+
+
+def _thought_label(category: str) -> str:
+    """What names a count in plain rows, where the column's header ("2", "11+") is too
+    short to."""
+    return f"Thought {category[:-1]} on:" if category.endswith("+") else f"Thought {category}:"
+
+
+def _histogram(title: str, rows: list, overall: Any, label: Callable[[str], str]) -> TextTable:
+    """A histogram's counts per task (each a one-series BarChart), then overall."""
+    table = TextTable(title, [Column("task"), *(
+        Column(category, number=True, label=label(category))
+        for category in overall.categories)])
+    for name, chart in [*rows, ("overall", overall)]:
+        table.add_row(name, *(str(int(count or 0)) for count in chart.series[0].values),
+                      section=name == "overall" and len(rows) > 0)
     return table
