@@ -184,6 +184,8 @@ def _add_run_parser(commands: Commands) -> None:
                      "imports litellm first (a few seconds)")
     run.add_argument("--step-limit", type=int, metavar="N", help="at most N steps per trace")
     run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
+    run.add_argument("--json", action="store_true",
+                     help="print what was done (traces, steps, tokens, cost) as one JSON object")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 

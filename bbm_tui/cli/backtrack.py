@@ -16,6 +16,7 @@ from bbm_tui.cli.batch import (
     print_batch_notes,
     print_errors,
     print_impossible_logprobs,
+    spend,
     steps_detail,
 )
 from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, given
@@ -75,8 +76,8 @@ def print_summary(out: Path, progress: BacktrackProgress, stopped: bool = False)
               "they are", file=sys.stderr)
     how = "stopped: " if stopped else ""
     print(f"{how}{traces(progress.done)} written to {where(out)}, {progress.skipped} "
-          f"already there, {progress.failed} failed; {count(progress.calls, 'call')}, "
-          f"${progress.cost:.4f}", file=sys.stderr)
+          f"already there, {progress.failed} failed; {count(progress.steps, 'step')}, "
+          f"{spend(progress)}", file=sys.stderr)
     print_errors(progress.errors)
 
 

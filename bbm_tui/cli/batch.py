@@ -19,6 +19,12 @@ from typing import Any, Generic, TypeVar
 from bbm_tui.cli.errors import CommandError, Stopped, UsageError, fail, given
 from bbm_tui.cli.phrases import count, os_problem
 from bbm_tui.core import llm
+from bbm_tui.core.accounting import (
+    UNKNOWN,
+    format_tokens_in_out,
+    format_total_cost,
+    unknown_cost_note,
+)
 from bbm_tui.core.batch.runner import BatchStop
 from bbm_tui.core.dataset import DatasetError
 from bbm_tui.core.store import Store
@@ -182,15 +188,42 @@ class ProgressDisplay:
 
 def steps_detail(progress: Any) -> str:
     """Beside the bar of a batch that writes steps (run, backtrack): steps, and the cost."""
-    return f"{count(progress.steps, 'step')} · ${progress.cost:.4f}"
+    return f"{count(progress.steps, 'step')} · {running_cost(progress)}"
+
+
+def calls_detail(progress: Any) -> str:
+    """Beside the bar of a batch that writes no steps (find): calls, and the cost."""
+    return f"{count(progress.calls, 'call')} · {running_cost(progress)}"
+
+
+def running_cost(progress: Any) -> str:
+    """The cost so far: "≥$…" once a call's price is unknown (a lower bound), "cost —" when
+    none is known."""
+    cost = format_total_cost(progress.cost, progress.calls, progress.unpriced_calls)
+    return f"cost {cost}" if cost == UNKNOWN else cost
+
+
+def spend(progress: Any) -> str:
+    """"20 calls, 40,705 in / 36,678 cached / 400 out tokens, $0.0253": a batch's calls, as
+    the app's title shows a session's ("~" on estimated counts, "cost unknown" never $0)."""
+    tokens = format_tokens_in_out(progress.prompt_tokens, progress.cached_tokens,
+                                  progress.completion_tokens, progress.estimated_calls > 0,
+                                  progress.prompt_estimated_calls > 0)
+    cost = format_total_cost(progress.cost, progress.calls, progress.unpriced_calls)
+    return (f"{count(progress.calls, 'call')}, {tokens} tokens, "
+            f"{'cost unknown' if cost == UNKNOWN else cost}")
 
 
 def print_batch_notes(out: Path, progress: Any) -> None:
-    """What a batch did besides its work: a repaired OUT, questions listed twice."""
+    """What a batch did besides its work: a repaired OUT, questions listed twice, calls whose
+    cost is unknown."""
     if progress.mended:
         print(f"bbm-tui: {out}: {progress.mended}", file=sys.stderr)
     for note in progress.notes:
         print(f"bbm-tui: {note}", file=sys.stderr)
+    if progress.unpriced_calls:
+        print(f"bbm-tui: {unknown_cost_note(progress.unpriced_models, progress.unpriced_calls)}",
+              file=sys.stderr)
     if progress.duplicates:
         print(f"bbm-tui: {progress.duplicates} duplicate(s) in the input were done once",
               file=sys.stderr)

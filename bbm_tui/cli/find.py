@@ -10,14 +10,16 @@ from pathlib import Path
 
 from bbm_tui.cli.batch import (
     BatchCommand,
+    calls_detail,
     check_batch_options,
     drive_batch,
     print_batch_notes,
     print_errors,
+    spend,
 )
 from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, given
 from bbm_tui.cli.inputs import check_json_beside, check_task, config_of
-from bbm_tui.cli.phrases import count, percent, to_stdout, traces, where
+from bbm_tui.cli.phrases import percent, to_stdout, traces, where
 from bbm_tui.cli.plots import print_charts
 from bbm_tui.cli.tables import Column, TextTable
 from bbm_tui.core import llm
@@ -55,7 +57,7 @@ def command(args: argparse.Namespace) -> int:
         spec = get_judge(args.method).spec(llm.ModelSpec(config.model, config.api_base,
                                                          config.mode))
     batch = BatchCommand[FindOutcome](
-        "find", args.out, not args.no_progress, find_detail, print_summary,
+        "find", args.out, not args.no_progress, calls_detail, print_summary,
         progress_of=lambda outcome: outcome.progress)
     # find writes no sessions: the store's path is only there to refuse it as PREDS.
     outcome = drive_batch(batch, lambda on_progress: find_batch(
@@ -70,6 +72,7 @@ def command(args: argparse.Namespace) -> int:
     if args.json:
         scores = outcome.report.to_json()
         scores["unlabelled_left_out"] = outcome.unlabelled
+        scores["usage"] = outcome.progress.usage_json()
         if paper is not None:
             # Beside ours, in the same shape: {task or "overall": {metric: percent}}; a task
             # or metric the paper does not report is absent.
@@ -85,22 +88,12 @@ def command(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if outcome.progress.failed else EXIT_OK
 
 
-def find_detail(progress: FindProgress) -> str:
-    # "+?": some calls had no known price, so the running cost is a lower bound.
-    cost = f"${progress.cost:.4f}" + ("+?" if progress.unpriced_calls else "")
-    return f"{count(progress.calls, 'call')} · {cost}"
-
-
 def print_summary(out: Path, progress: FindProgress, stopped: bool = False) -> None:
     print_batch_notes(out, progress)
-    unpriced = f" (+ {count(progress.unpriced_calls, 'call')} of unknown price)" * bool(
-        progress.unpriced_calls)
     how = "stopped: " if stopped else ""
     print(
         f"{how}{traces(progress.done)} judged into {where(out)}, {progress.skipped} already "
-        "there, "
-        f"{progress.failed} failed; {count(progress.calls, 'call')}, "
-        f"${progress.cost:.4f}{unpriced}",
+        f"there, {progress.failed} failed; {spend(progress)}",
         file=sys.stderr,
     )
     print_errors(progress.errors)

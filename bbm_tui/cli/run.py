@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from bbm_tui.cli.batch import (
     print_batch_notes,
     print_errors,
     print_impossible_logprobs,
+    spend,
     steps_detail,
 )
 from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, UsageError, given
@@ -49,8 +51,14 @@ def command(args: argparse.Namespace) -> int:
         if config.logprobs and not llm.gives_logprobs(spec):
             notes = [*notes, RUN_WITHOUT_LOGPROBS]
     inputs = list(args.input or []) + ([_dataset_file(args.task)] if args.dataset else [])
+
+    def report(out: Path, progress: RunProgress, stopped: bool) -> None:
+        print_summary(out, progress, stopped)
+        if args.json:
+            print_json(out, progress, stopped)
+
     batch = BatchCommand[RunProgress](
-        "run", args.out, not args.no_progress, steps_detail, print_summary,
+        "run", args.out, not args.no_progress, steps_detail, report,
         progress_of=lambda progress: progress)
     with batch_store() as store:
         progress = drive_batch(batch, lambda on_progress: run_batch(
@@ -92,8 +100,17 @@ def print_summary(out: Path, progress: RunProgress, stopped: bool = False) -> No
     how = "stopped: " if stopped else ""
     print(
         f"{how}{traces(progress.done)} written to {where(out)}, {progress.skipped} already "
-        f"there, {progress.failed} failed; {count(progress.steps, 'step')}, "
-        f"${progress.cost:.4f}",
+        f"there, {progress.failed} failed; {count(progress.steps, 'step')}, {spend(progress)}",
         file=sys.stderr,
     )
     print_errors(progress.errors)
+
+
+def print_json(out: Path, progress: RunProgress, stopped: bool = False) -> None:
+    """--json: what was done, on standard output, as one object."""
+    print(json.dumps({
+        "out": str(out), "written": progress.done, "already_there": progress.skipped,
+        "failed": progress.failed, "steps": progress.steps, "stopped": stopped,
+        "usage": progress.usage_json(), "notes": list(progress.notes),
+        "errors": list(progress.errors),
+    }, indent=2))

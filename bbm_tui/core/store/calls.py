@@ -36,17 +36,49 @@ class CallQueries(StoreBase):
         return found
 
     def totals(self, session_id: int) -> Totals:
+        """Every call of the session, summed: each step's, sample's and finder's."""
         rows = self._read(
-            """SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
-                      COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
-                      COALESCE(SUM(cost), 0) AS cost,
-                      COALESCE(SUM(usage_estimated), 0) AS estimated_calls
-               FROM calls WHERE session_id = ?""",
+            f"""SELECT COUNT(*) AS calls, {_TOTALS_COLUMNS}
+                FROM calls WHERE session_id = ?""",
             (session_id,),
         )
         row = rows[0]
         return Totals(row["calls"], row["prompt_tokens"], row["completion_tokens"], row["cost"],
-                      row["estimated_calls"])
+                      row["estimated_calls"], row["cached_tokens"], row["cache_write_tokens"],
+                      row["unpriced_calls"], tuple(row["unpriced_models"].split("\n"))
+                      if row["unpriced_models"] else (), row["prompt_estimated_calls"])
+
+    def spend(self, session_ids: Sequence[int]) -> dict[int, tuple[int, float, int]]:
+        """Each session's calls, their known cost and how many have none, by session id (a
+        session without calls is left out)."""
+        found: dict[int, tuple[int, float, int]] = {}
+        for start in range(0, len(session_ids), 500):  # SQLite's limit on parameters
+            chunk = tuple(session_ids[start:start + 500])
+            marks = ", ".join("?" * len(chunk))
+            for row in self._read(
+                f"""SELECT session_id, COUNT(*) AS calls, COALESCE(SUM(cost), 0) AS cost,
+                           SUM(cost IS NULL) AS unpriced
+                    FROM calls WHERE session_id IN ({marks}) GROUP BY session_id""", chunk):
+                found[row["session_id"]] = (row["calls"], row["cost"], row["unpriced"])
+        return found
+
+
+# What Totals sums over a set of calls. The models of calls with no known price, one a line
+# (a model's name has no line break: providers' names and model ids never do).
+_TOTALS_COLUMNS = """
+    COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
+    COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
+    COALESCE(SUM(cost), 0) AS cost,
+    COALESCE(SUM(usage_estimated), 0) AS estimated_calls,
+    COALESCE(SUM(prompt_estimated), 0) AS prompt_estimated_calls,
+    COALESCE(SUM(cached_tokens), 0) AS cached_tokens,
+    COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens,
+    COALESCE(SUM(cost IS NULL), 0) AS unpriced_calls,
+    (SELECT GROUP_CONCAT(model, char(10)) FROM (
+        SELECT DISTINCT model FROM calls AS u
+        WHERE u.session_id = calls.session_id AND u.cost IS NULL ORDER BY model
+    )) AS unpriced_models
+"""
 
 
 def insert_call(
@@ -61,8 +93,9 @@ def insert_call(
     cursor = connection.execute(
         """INSERT INTO calls (session_id, step_id, purpose, model, params, latency_s,
                prompt_tokens, completion_tokens, cost, logprobs, finish_reason, attempts,
-               created_at, usage_estimated)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               created_at, usage_estimated, cached_tokens, cache_write_tokens,
+               prompt_estimated)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             session_id,
             step_id,
@@ -80,6 +113,9 @@ def insert_call(
             call.attempts,
             now,
             int(call.usage_estimated),
+            sane_tokens(call.cached_tokens),
+            sane_tokens(call.cache_write_tokens),
+            int(call.prompt_estimated),
         ),
     )
     return inserted_id(cursor)
@@ -98,6 +134,9 @@ def call_from_row(row: Mapping[str, Any]) -> CallRecord:
         finish_reason=row["finish_reason"],
         attempts=row["attempts"],
         usage_estimated=bool(row.get("usage_estimated") or 0),
+        cached_tokens=row.get("cached_tokens"),
+        cache_write_tokens=row.get("cache_write_tokens"),
+        prompt_estimated=bool(row.get("prompt_estimated") or 0),
     )
 
 

@@ -17,7 +17,8 @@ from bbm_tui.core.types import CallPurpose, CallRecord
 # A run's verdicts, each beside the columns of the call that gave it (if any).
 _VERDICTS_SELECT = """
     SELECT v.*, c.model, c.params, c.latency_s, c.prompt_tokens, c.completion_tokens, c.cost,
-           c.logprobs, c.finish_reason, c.attempts
+           c.logprobs, c.finish_reason, c.attempts, c.usage_estimated, c.cached_tokens,
+           c.cache_write_tokens, c.prompt_estimated
     FROM finder_verdicts AS v LEFT JOIN calls AS c ON c.id = v.call_id
     WHERE v.run_id = ? ORDER BY v.id
 """

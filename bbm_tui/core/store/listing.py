@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from bbm_tui.core.store.base import StoreBase
+from bbm_tui.core.store.calls import CallQueries
 from bbm_tui.core.store.labels import label_from_row
 from bbm_tui.core.store.records import SessionSummary
 from bbm_tui.core.store.sessions import session_from_row
@@ -39,7 +39,7 @@ _SORT_KEYS: dict[SessionSort, tuple[str, ...]] = {
 }
 
 
-class SessionListing(StoreBase):
+class SessionListing(CallQueries):
     def sessions(self, query: SessionQuery | None = None) -> list[SessionSummary]:
         """Every session (that `query` lets through), the most recently changed first."""
         return self.session_page(query or SessionQuery(), 0, None)
@@ -54,8 +54,8 @@ class SessionListing(StoreBase):
         self, query: SessionQuery, offset: int, limit: int | None
     ) -> list[SessionSummary]:
         """`limit` sessions (None: all) from position `offset` of the list `query` asks for,
-        in two queries whatever their number: the rows with their step count, answer and
-        label, then which flagged mistakes lie on the branch on show."""
+        in three queries whatever their number: the rows with their step count, answer and
+        label, which flagged mistakes lie on the branch on show, and what their calls cost."""
         where, parameters = _session_filter(query)
         rows = self._read(
             f"""SELECT s.*, h.number AS _steps, h.answer AS _answer, {_LABEL_COLUMNS},
@@ -66,7 +66,8 @@ class SessionListing(StoreBase):
         )
         on_branch = self._mistakes_on_branch(
             [row["id"] for row in rows if row["_label_mistake_step_id"] is not None])
-        return [_summary(row, on_branch) for row in rows]
+        spend = self.spend([row["id"] for row in rows])
+        return [_summary(row, on_branch, spend.get(row["id"], (0, 0.0, 0))) for row in rows]
 
     def session_position(self, query: SessionQuery, session_id: int) -> int | None:
         """Where session `session_id` is in the list `query` asks for (None: not in it)."""
@@ -102,11 +103,14 @@ class SessionListing(StoreBase):
         return {row["session_id"] for row in rows}
 
 
-def _summary(row: sqlite3.Row, on_branch: set[int]) -> SessionSummary:
+def _summary(row: sqlite3.Row, on_branch: set[int], spend: tuple[int, float, int]
+             ) -> SessionSummary:
     session = session_from_row(row)
     label = None if row["_label_id"] is None else label_from_row(row, "_label_")
     number = row["_mistake_number"] if session.id in on_branch else None
-    return SessionSummary(session, row["_steps"] or 0, label, number, row["_answer"])
+    calls, cost, unpriced = spend
+    return SessionSummary(session, row["_steps"] or 0, label, number, row["_answer"], calls,
+                          cost, unpriced)
 
 
 def _joins_for(query: SessionQuery) -> str:

@@ -34,7 +34,7 @@ def _step_select(tokens: bool) -> str:
     SELECT s.id, s.session_id, s.parent_id, s.number, s.text, s.origin, s.answer, s.truncated,
            s.created_at, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS}, {_COST}, s.logprob,
            s.call_id, s.choice, {token_columns}, s.ntokens, s.call_choices,
-           COALESCE(c.usage_estimated, 0)
+           COALESCE(c.usage_estimated, 0), c.cached_tokens, COALESCE(c.prompt_estimated, 0)
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
     """
@@ -233,11 +233,13 @@ def step_from_row(row: tuple) -> Step:
     """A row of `_step_select`'s columns."""
     (step_id, session_id, parent_id, number, text, origin, answer, truncated, created_at,
      latency_s, prompt_tokens, completion_tokens, cost, logprob, call_id, choice, tokens,
-     alternatives, ntokens, call_choices, usage_estimated) = row
+     alternatives, ntokens, call_choices, usage_estimated, cached_tokens,
+     prompt_estimated) = row
     return Step(step_id, session_id, parent_id, number, text, origin, answer, bool(truncated),
                 created_at, latency_s, prompt_tokens, completion_tokens, cost, logprob, call_id,
                 choice, None if tokens is None else tokens_from_json(tokens, alternatives),
-                ntokens, call_choices, bool(usage_estimated))
+                ntokens, call_choices, bool(usage_estimated), cached_tokens,
+                bool(prompt_estimated))
 
 
 def candidate_from_row(row: sqlite3.Row) -> StoredCandidate:
