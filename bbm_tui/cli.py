@@ -19,6 +19,7 @@ from bbm_tui import __version__
 
 if TYPE_CHECKING:
     from bbm_tui.core.annotation.queue import QueuedTrace
+    from bbm_tui.core.annotation.report import AppLabelsLeftOut
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -112,6 +113,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                      "imports litellm first (a few seconds)")
     run.add_argument("--step-limit", type=int, metavar="N", help="at most N steps per trace")
     run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
+    run.add_argument("--json", action="store_true",
+                     help="print what was done (traces, steps, tokens, cost) as one JSON object")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     stats = commands.add_parser(
@@ -175,8 +178,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                            "first, over the store); a tie is left unlabelled")
     agreement.add_argument("--force", action="store_true", help="replace OUT if it exists")
     agreement.add_argument("--app-labels", action="store_true",
-                           help="over the store, count the labels given in the app's main "
-                           "screen (x, c) too, as the annotator \"app\" (left out otherwise)")
+                           help="over the store, count the sessions' own labels too (given "
+                           "on the app's main screen with x or c, or brought in by `import`), "
+                           "as the annotator \"app\" (left out otherwise: no annotator "
+                           "labels those sessions)")
 
     importer = commands.add_parser(
         "import", help="make sessions of dataset-format rows, to label them in the app",
@@ -564,11 +569,26 @@ def run_command(args: argparse.Namespace) -> int:
     except (Stopped, KeyboardInterrupt) as stop:
         if latest.progress is not None:
             _print_run_summary(args.out, latest.progress, stopped=True)
+            if args.json:
+                _print_run_json(args.out, latest.progress, stopped=True)
         return _stop_code(stop)
     finally:
         store.close()
     _print_run_summary(args.out, progress)
+    if args.json:
+        _print_run_json(args.out, progress)
     return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+def _print_run_json(out: Path, progress: Any, stopped: bool = False) -> None:
+    import json
+
+    print(json.dumps({
+        "out": str(out), "written": progress.done, "already_there": progress.skipped,
+        "failed": progress.failed, "steps": progress.steps, "stopped": stopped,
+        "usage": progress.usage_json(), "notes": list(progress.notes),
+        "errors": list(progress.errors),
+    }, indent=2))
 
 
 def _dataset_file(task_name: str) -> Path:
@@ -588,12 +608,24 @@ def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     how = "stopped: " if stopped else ""
     print(
         f"{how}{_traces(progress.done)} written to {_where(out)}, {progress.skipped} already "
-        f"there, {progress.failed} failed; {_count(progress.steps, 'step')}, "
-        f"${progress.cost:.4f}",
+        f"there, {progress.failed} failed; {_count(progress.steps, 'step')}, {_spend(progress)}",
         file=sys.stderr,
     )
     for message in progress.errors[:10]:
         fail(message)
+
+
+def _spend(progress: Any) -> str:
+    """"20 calls, 40,705 in / 36,678 cached / 400 out tokens, $0.0253": a batch's calls, as
+    the app's title shows a session's ("~" on estimated counts, "cost unknown" never $0)."""
+    from bbm_tui.core.accounting import UNKNOWN, format_tokens_in_out, format_total_cost
+
+    tokens = format_tokens_in_out(progress.prompt_tokens, progress.cached_tokens,
+                                  progress.completion_tokens, progress.estimated_calls > 0,
+                                  progress.prompt_estimated_calls > 0)
+    cost = format_total_cost(progress.cost, progress.calls, progress.unpriced_calls)
+    return (f"{_count(progress.calls, 'call')}, {tokens} tokens, "
+            f"{'cost unknown' if cost == UNKNOWN else cost}")
 
 
 class Stopped(Exception):
@@ -659,11 +691,17 @@ RUN_WITHOUT_LOGPROBS = ("log-probabilities: none from this provider; the steps a
 
 
 def _print_batch_notes(out: Path, progress: Any) -> None:
-    """What a batch did besides its work: a repaired OUT, questions listed twice."""
+    """What a batch did besides its work: a repaired OUT, questions listed twice, calls whose
+    cost is unknown."""
+    from bbm_tui.core.accounting import unknown_cost_note
+
     if progress.mended:
         print(f"bbm-tui: {out}: {progress.mended}", file=sys.stderr)
     for note in progress.notes:
         print(f"bbm-tui: {note}", file=sys.stderr)
+    if progress.unpriced_calls:
+        print(f"bbm-tui: {unknown_cost_note(progress.unpriced_models, progress.unpriced_calls)}",
+              file=sys.stderr)
     if progress.duplicates:
         print(f"bbm-tui: {progress.duplicates} duplicate(s) in the input were done once",
               file=sys.stderr)
@@ -726,13 +764,20 @@ class ProgressDisplay:
 
 
 def _run_detail(progress: Any) -> str:
-    return f"{_count(progress.steps, 'step')} · ${progress.cost:.4f}"
+    return f"{_count(progress.steps, 'step')} · {_running_cost(progress)}"
 
 
 def _find_detail(progress: Any) -> str:
-    # "+?": some calls had no known price, so the running cost is a lower bound.
-    cost = f"${progress.cost:.4f}" + ("+?" if progress.unpriced_calls else "")
-    return f"{_count(progress.calls, 'call')} · {cost}"
+    return f"{_count(progress.calls, 'call')} · {_running_cost(progress)}"
+
+
+def _running_cost(progress: Any) -> str:
+    """The cost so far: "≥$…" once a call's price is unknown (a lower bound), "cost —" when
+    none is known."""
+    from bbm_tui.core.accounting import UNKNOWN, format_total_cost
+
+    cost = format_total_cost(progress.cost, progress.calls, progress.unpriced_calls)
+    return f"cost {cost}" if cost == UNKNOWN else cost
 
 
 # ---------------------------------------------------------------------------- stats
@@ -924,6 +969,7 @@ def find_command(args: argparse.Namespace) -> int:
     if args.json:
         scores = outcome.report.to_json()
         scores["unlabelled_left_out"] = outcome.unlabelled
+        scores["usage"] = progress.usage_json()
         if paper is not None:
             # Beside ours, in the same shape: {task or "overall": {metric: percent}}; a task
             # or metric the paper does not report is absent.
@@ -941,14 +987,10 @@ def find_command(args: argparse.Namespace) -> int:
 
 def _print_find_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_batch_notes(out, progress)
-    unpriced = f" (+ {_count(progress.unpriced_calls, 'call')} of unknown price)" * bool(
-        progress.unpriced_calls)
     how = "stopped: " if stopped else ""
     print(
         f"{how}{_traces(progress.done)} judged into {_where(out)}, {progress.skipped} already "
-        "there, "
-        f"{progress.failed} failed; {_count(progress.calls, 'call')}, "
-        f"${progress.cost:.4f}{unpriced}",
+        f"there, {progress.failed} failed; {_spend(progress)}",
         file=sys.stderr,
     )
     for message in progress.errors[:10]:
@@ -1220,8 +1262,8 @@ def _print_backtrack_summary(out: Path, progress: Any, stopped: bool = False) ->
               "they are", file=sys.stderr)
     how = "stopped: " if stopped else ""
     print(f"{how}{_traces(progress.done)} written to {_where(out)}, {progress.skipped} "
-          f"already there, {progress.failed} failed; {_count(progress.calls, 'call')}, "
-          f"${progress.cost:.4f}", file=sys.stderr)
+          f"already there, {progress.failed} failed; {_count(progress.steps, 'step')}, "
+          f"{_spend(progress)}", file=sys.stderr)
     for message in progress.errors[:10]:
         fail(message)
 
@@ -1287,6 +1329,7 @@ def _open_store():  # -> Store | None, after printing why not
 def sessions_command(args: argparse.Namespace) -> int:
     import json
 
+    from bbm_tui.core.accounting import format_total_cost
     from bbm_tui.core.textsafe import one_line
 
     store = _open_store()
@@ -1304,16 +1347,21 @@ def sessions_command(args: argparse.Namespace) -> int:
             label = "no mistake"
         else:
             label = "other branch"  # the flagged mistake is on a branch not on show
+        cost = format_total_cost(summary.cost, summary.calls, summary.unpriced_calls)
         if args.json:
+            known = not (summary.calls and summary.unpriced_calls >= summary.calls)
             print(json.dumps({
                 "id": session.id, "name": session.name, "task": session.task,
                 "model": session.model, "steps": summary.steps, "label": label,
-                "answer": summary.answer, "source": session.source,
+                "answer": summary.answer, "source": session.source, "calls": summary.calls,
+                # None: no call's price is known; with unpriced_calls, a lower bound.
+                "cost": round(summary.cost, 8) if known else None,
+                "unpriced_calls": summary.unpriced_calls,
             }, allow_nan=False))
         else:
             print(f"{session.id:>5}  {one_line(session.name, 40):<40}  {session.task:<26}"
                   f"{summary.steps:>4} {'step ' if summary.steps == 1 else 'steps'}  "
-                  f"{label:<16} {one_line(session.model, 30)}")
+                  f"{label:<16} {cost:>9}  {one_line(session.model, 30)}")
     return EXIT_OK
 
 
@@ -1382,10 +1430,13 @@ def agreement_command(args: argparse.Namespace) -> int:
         return fail(str(error))
     for note in data.notes:
         print(f"bbm-tui: {note}", file=sys.stderr)
-    if data.app_left_out:
-        print(f"bbm-tui: the app's own labels ({_traces(data.app_left_out)}, from the main "
-              "screen) are left out; --app-labels counts them as the annotator \"app\"",
-              file=sys.stderr)
+    if data.app_left_out.total:
+        # The consensus is the annotators'; a session's own label is in every export.
+        export = ("; `export` writes each session with its own label"
+                  if args.consensus is not None else "")
+        print(f"bbm-tui: {_app_labels_left_out(data.app_left_out)} are left out (no annotator "
+              "labelled those sessions); --app-labels counts them as the annotator \"app\""
+              f"{export}", file=sys.stderr)
     result = report.report_json(data)
     if args.json:
         print(json.dumps(result, allow_nan=False))
@@ -1405,6 +1456,16 @@ def agreement_command(args: argparse.Namespace) -> int:
         print(f"{_traces(labelled)} with the consensus label written to "
               f"{_where(args.consensus)}{note}", file=sys.stderr)
     return EXIT_OK
+
+
+def _app_labels_left_out(left_out: AppLabelsLeftOut) -> str:
+    """Where the session labels agreement left out came from, said as the user gave them."""
+    parts = []
+    if left_out.imported:
+        parts.append(f"{_traces(left_out.imported)} brought in by `import`")
+    if left_out.main_screen:
+        parts.append(f"{_traces(left_out.main_screen)} labelled on the app's main screen")
+    return "the labels of " + " and ".join(parts)
 
 
 def _check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None:

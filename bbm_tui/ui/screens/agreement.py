@@ -58,6 +58,7 @@ class AgreementScreen(BbmScreen):
     """The agreement summary: ←/→ the chart (the kappa matrix; alpha per task), `t` the
     numbers, esc back."""
 
+    HELP_TITLE = "the agreement summary"
     CSS_PATH = stylesheet("charts")
 
     BINDINGS: ClassVar[list[BindingType]] = [

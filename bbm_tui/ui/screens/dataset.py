@@ -81,6 +81,7 @@ class DatasetScreen(BbmScreen):
     """Charts of dataset-format files: ←/→ the chart, ↑/↓ the task (for the per-task ones),
     `t` the numbers, `m` the paper's model beside a finder's accuracy, esc back."""
 
+    HELP_TITLE = "the dataset view"
     CSS_PATH = stylesheet("charts")
 
     BINDINGS: ClassVar[list[BindingType]] = [
