@@ -193,6 +193,12 @@ class TraceSession:
         with _collector_paused():
             self.tree = StepTree(store.steps_of(session.id))
             self.steps: list[Step] = self.tree.path(session.head_step_id)
+            if len(self.tree) >= FREEZE_FROM:
+                # Out of the collector's sight before it runs again: its first passes after
+                # the load walked every step three times over (generations 0, 1 and 2), a
+                # second at 10^5 steps on a busy machine. They hold no cycle, and are freed
+                # as ever when let go; the app's trace screen unfreezes when it goes.
+                gc.freeze()
         self.label: Label | None = self._branch_label()
         self._spec = spec or _stored_spec(session)
         self.task, self.task_change = session_task(store, session)
@@ -362,8 +368,18 @@ class TraceSession:
         """1-based number of the flagged first mistake on the branch on show, if any."""
         if self.label is None:
             return None
-        index = self.label.mistake_index([step.id for step in self.steps])
-        return None if index is None else self.steps[index].number
+        return self.place_of(self.label.mistake_step_id)
+
+    def place_of(self, step_id: int | None) -> int | None:
+        """The number of step `step_id` on the branch on show (None: not on it). A step's
+        number is its place on its path, so it is found at once, without a walk of the
+        branch (10^5 steps), which every key that redrew a status made."""
+        if step_id is None or step_id not in self.tree:
+            return None
+        number = self.tree.step(step_id).number
+        if 1 <= number <= len(self.steps) and self.steps[number - 1].id == step_id:
+            return number
+        return None
 
     @property
     def no_mistake(self) -> bool:
@@ -694,6 +710,11 @@ def resumed_spec(
     api_base = configured.api_base if ours or "api_base" in given else session.api_base
     mode = configured.mode if ours or "mode" in given else session.mode
     return llm.ModelSpec(model, api_base, mode)
+
+
+# From this many steps, a loaded trace is set aside from the cyclic garbage collector
+# (`gc.freeze`): a full collection walks every live object, 10^5 steps and their texts.
+FREEZE_FROM = 10_000
 
 
 @contextmanager
