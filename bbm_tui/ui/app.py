@@ -101,6 +101,7 @@ class BbmApp(App[int]):
         self.store: Store | None = None
         self.store_error: str | None = None
         self.deleted_sessions: set[int] = set()
+        self.notes_said: set[str] = set()
         self.presenter = False
         # Sessions made in this run: one left with nothing done in it is deleted (on leaving
         # its screen, and at exit), not left behind in the sessions list.

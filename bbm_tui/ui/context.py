@@ -24,6 +24,9 @@ class AppContext(Protocol):
     wall_clock: bool
     # Sessions deleted while the app ran (a screen still showing one starts afresh).
     deleted_sessions: set[int]
+    # Notes said once a run, whichever screen gave them (a prompt below its model's caching
+    # minimum).
+    notes_said: set[str]
     # Presenter mode (a trace screen's P), kept from one screen to the next this run.
     presenter: bool
     # Why the session store could not be opened (None: it is open, or opening).

@@ -36,6 +36,7 @@ from bbm_tui.core.dataset import (
     row_from_json,
     rows_with_tasks,
 )
+from bbm_tui.core.errors import InvalidValue
 from bbm_tui.core.generation.backtrack import backtracking_model, choose
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
@@ -78,7 +79,7 @@ class Locations:
 
 
 def parse_locations(text: str, seed: int = 0) -> Locations:
-    """gold | random | finder:PREDS.jsonl | rm:X (0 <= X <= 1). Raises ValueError or
+    """gold | random | finder:PREDS.jsonl | rm:X (0 <= X <= 1). Raises InvalidValue or
     DatasetError (a PREDS file that cannot be read)."""
     if text in ("gold", "random"):
         return Locations(text, seed)
@@ -91,9 +92,9 @@ def parse_locations(text: str, seed: int = 0) -> Locations:
         except ValueError:
             accuracy = -1.0
         if not 0.0 <= accuracy <= 1.0:
-            raise ValueError(f"--locations rm:X needs X from 0 to 1 (got {value!r})")
+            raise InvalidValue(f"--locations rm:X needs X from 0 to 1 (got {value!r})")
         return Locations("rm", seed, accuracy=accuracy)
-    raise ValueError(f"--locations must be gold, random, finder:PREDS.jsonl or rm:X (got "
+    raise InvalidValue(f"--locations must be gold, random, finder:PREDS.jsonl or rm:X (got "
                      f"{text!r})")
 
 
@@ -334,18 +335,16 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
             for note in (event.resample.without_logprobs, event.resample.partly_scored):
                 if note:
                     progress.note(note)
-            progress.calls += len(event.resample.samples.calls)
             progress.impossible_logprobs += sum(
                 candidate.impossible_logprobs for candidate in event.resample.samples.candidates)
             for call in event.resample.samples.calls:
-                progress.add_cost(call.cost)
+                progress.add_call(call, settings.call)
             notify(progress)
         elif isinstance(event, BranchMade) and chosen_index is not None:
             stored[chosen_index] = replace(stored[chosen_index], step_id=event.step.id)
         elif isinstance(event, StepFinished):
             progress.steps += 1
-            progress.calls += 1
-            progress.add_cost(event.call.cost)
+            progress.add_call(event.call, settings.call)
             notify(progress)
         elif isinstance(event, StepFailed):
             raise event.error
@@ -418,5 +417,6 @@ def to_json(result: BacktrackResult, locations: Locations) -> dict[str, Any]:
     return {"tasks": {task: deltas.to_json() for task, deltas in result.tables.items()},
             "locations": locations.kind,
             **({"paper": paper_table_6(locations.paper_key)} if locations.paper_key else {}),
-            **({"notes": list(result.progress.notes)} if result.progress.notes else {})}
+            **({"notes": list(result.progress.notes)} if result.progress.notes else {}),
+            "usage": result.progress.usage_json()}
 

@@ -157,9 +157,8 @@ async def _generate_row(
             break
         if isinstance(event, StepFinished):
             progress.steps += 1
-            progress.calls += 1
             progress.impossible_logprobs += event.call.impossible_logprobs
-            progress.add_cost(event.call.cost)
+            progress.add_call(event.call, (settings or StepperSettings()).call)
             notify(progress)
     elapsed = time.perf_counter() - started
     latency = _total_latency(store, trace, elapsed)

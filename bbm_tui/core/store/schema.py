@@ -272,6 +272,19 @@ MIGRATIONS: list[Migration] = [
         heartbeat_at REAL NOT NULL
     );
     """,
+    # 14: the part of a call's prompt tokens the provider read from its prompt cache, and the
+    # part it wrote to it, as it reported them (`prompt_tokens` counts both); priced as such.
+    # NULL: the provider said nothing of caching, or the call was made before v14. Which
+    # estimate a call's is: `usage_estimated` (v9) says its output was counted by us; now
+    # `prompt_estimated` says whether its prompt was too (litellm's count for a server that
+    # sent none), where a stream closed before the provider counted its output keeps the
+    # provider's count of its prompt (Anthropic's, Gemini's). Before v14 both were one.
+    """
+    ALTER TABLE calls ADD COLUMN cached_tokens INTEGER;
+    ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER;
+    ALTER TABLE calls ADD COLUMN prompt_estimated INTEGER NOT NULL DEFAULT 0;
+    UPDATE calls SET prompt_estimated = usage_estimated;
+    """,
 ]
 
 
@@ -287,9 +300,9 @@ def expected_columns() -> dict[str, frozenset[str]]:
     try:
         for migration in MIGRATIONS:
             run_migration(connection, migration)
-        tables = [row[0] for row in connection.execute(
+        tables = [name for (name,) in connection.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {table: frozenset(row[1] for row in connection.execute(
+        return {table: frozenset(name for _number, name, *_ in connection.execute(
             f"PRAGMA table_info({table})")) for table in tables}
     finally:
         connection.close()
