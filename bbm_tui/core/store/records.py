@@ -72,6 +72,9 @@ class Step:
     call_choices: int | None = None
     # Its call's token counts are an estimate, not the provider's own (store v9 on).
     usage_estimated: bool = False
+    # The model branch it is on, in a session of several models side by side (store v14 on);
+    # None in a session of one model.
+    model_branch_id: int | None = None
 
     @property
     def confidence(self) -> float | None:
@@ -130,13 +133,41 @@ class TaskDefinition:
 
 @dataclass(frozen=True)
 class SessionSummary:
-    """A session as the sessions list shows it: its steps, label and answer."""
+    """A session as the sessions list shows it: its steps, label and answer; `models`, the
+    models of its branches in their columns' order, where several models answer it side by
+    side (empty for a session of one model: `session.model`)."""
 
     session: Session
     steps: int
     label: Label | None
     mistake_number: int | None
     answer: str | None
+    models: tuple[str, ...] = ()
+
+    @property
+    def model_names(self) -> str:
+        """The session's model, or its models side by side ("a + b")."""
+        return " + ".join(self.models) if self.models else self.session.model
+
+
+@dataclass(frozen=True)
+class ModelBranch:
+    """One model's trace of a session of several models side by side (store v14): its column
+    (`position`, from 0), the model settings it generates with (the api base as stored:
+    redacted), where its branch on show ends, and how its generating stands (`state`, a
+    ModelBranchState; `error`: why it failed)."""
+
+    id: int
+    session_id: int
+    position: int
+    model: str
+    api_base: str | None
+    mode: Mode
+    head_step_id: int | None
+    state: str
+    error: str | None
+    created_at: float
+    updated_at: float
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from bbm_tui.core.store.records import (
     FinderRun,
     FinderVerdict,
     Label,
+    ModelBranch,
     QueueWork,
     Session,
     SessionSummary,
@@ -342,7 +343,20 @@ class Store:
         )
         on_branch = self._mistakes_on_branch(
             [row["id"] for row in rows if row["_mistake_step_id"] is not None])
-        return [_summary(row, on_branch) for row in rows]
+        models = self._models_side_by_side([row["id"] for row in rows])
+        return [_summary(row, on_branch, models.get(row["id"], ())) for row in rows]
+
+    def _models_side_by_side(self, session_ids: list[int]) -> dict[int, tuple[str, ...]]:
+        """The models of each of these sessions that has several side by side, by column."""
+        found: dict[int, list[str]] = {}
+        for start in range(0, len(session_ids), 500):  # under SQLite's limit on parameters
+            chunk = session_ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for session_id, model in self._read_tuples(
+                    f"SELECT session_id, model FROM model_branches WHERE session_id IN ({marks})"
+                    " ORDER BY session_id, position", tuple(chunk)):
+                found.setdefault(session_id, []).append(model)
+        return {session_id: tuple(models) for session_id, models in found.items()}
 
     def session_position(self, query: SessionQuery, session_id: int) -> int | None:
         """Where session `session_id` is in the list `query` asks for (None: not in it)."""
@@ -455,29 +469,34 @@ class Store:
         choice: int | None = None,
         tokens: Sequence[TokenLogprob] | None = None,
         candidate_id: int | None = None,
+        model_branch_id: int | None = None,
     ) -> Step:
         """Append a finished step below `parent_id`, make it the head, and commit. It was made
         by `call` (recorded with it), or by the call `call_id` already recorded (a chosen
         candidate, `candidate_id`, marked chosen in the same transaction, so that a kill
         leaves no step its candidate does not point at), as its `choice`. Its tokens default
-        to the call's."""
+        to the call's. On a model branch (`model_branch_id`) it is that branch's head, and
+        the session's where the session's was on that branch (_move_heads)."""
         now = time.time()
         with self._write() as connection:
             self._require_session(connection, session_id)
-            same = _same_step(connection, session_id, parent_id, number, text, origin)
+            same = _same_step(connection, session_id, parent_id, number, text, origin,
+                              model_branch_id)
             if same is not None:  # another window stored it first: it is that step
-                self._take_same_step(connection, session_id, same, call, candidate_id, now)
+                self._take_same_step(connection, session_id, same, call, candidate_id, now,
+                                     model_branch_id)
                 step_id = same
             else:
                 step_id = self._insert_step(
                     connection, session_id, parent_id=parent_id, number=number, text=text,
                     origin=origin, answer=answer, truncated=truncated, call=call,
                     call_id=call_id, choice=choice, tokens=tokens, candidate_id=candidate_id,
-                    now=now)
+                    now=now, model_branch_id=model_branch_id)
         return self.step(step_id)
 
     def _take_same_step(self, connection: sqlite3.Connection, session_id: int, step_id: int,
-                        call: CallRecord | None, candidate_id: int | None, now: float) -> None:
+                        call: CallRecord | None, candidate_id: int | None, now: float,
+                        model_branch_id: int | None) -> None:
         """The step is there already: the call that made it again was paid for all the same
         (kept, in the session's totals), the candidate points at it, and it is the head."""
         if call is not None:
@@ -485,15 +504,14 @@ class Store:
         if candidate_id is not None:
             connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
                                (step_id, candidate_id))
-        connection.execute("UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
-                           (step_id, now, session_id))
+        _move_heads(connection, session_id, step_id, model_branch_id, now)
 
     def _insert_step(self, connection: sqlite3.Connection, session_id: int, *,
                      parent_id: int | None, number: int, text: str, origin: str,
                      answer: str | None, truncated: bool, call: CallRecord | None,
                      call_id: int | None, choice: int | None,
                      tokens: Sequence[TokenLogprob] | None, candidate_id: int | None,
-                     now: float) -> int:
+                     now: float, model_branch_id: int | None) -> int:
         """A new step (add_step's, inside its transaction); its id."""
         if call is not None:
             call_id = _insert_call(connection, session_id, None, CallPurpose.STEP, call, now)
@@ -503,15 +521,15 @@ class Store:
         cursor = connection.execute(
             """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
                    truncated, created_at, call_id, choice, tokens, alternatives, logprob,
-                   ntokens, call_choices)
+                   ntokens, call_choices, model_branch_id)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                       (SELECT NULLIF(COUNT(*), 0) FROM candidates WHERE call_id = ?))""",
+                       (SELECT NULLIF(COUNT(*), 0) FROM candidates WHERE call_id = ?), ?)""",
             (session_id, parent_id, number, text, origin, answer, int(truncated), now,
              call_id, choice, tokens_json(tokens), alternatives_json(tokens),
              sum(token.logprob for token in tokens) if tokens else None,
              len(tokens) if tokens else None,
              # A call of the step's own made no candidates.
-             None if call is not None else call_id),
+             None if call is not None else call_id, model_branch_id),
         )
         step_id = _inserted_id(cursor)
         if not tokens and call_id is not None:  # the call's own list, as before v4
@@ -522,10 +540,7 @@ class Store:
         if candidate_id is not None:
             connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
                                (step_id, candidate_id))
-        connection.execute(
-            "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
-            (step_id, now, session_id),
-        )
+        _move_heads(connection, session_id, step_id, model_branch_id, now)
         return step_id
 
     def add_steps(
@@ -638,6 +653,94 @@ class Store:
             return None
         return SessionBusy(session_id, rows[0]["pid"], rows[0]["host"],
                            rows[0]["host"] == _HOST)
+
+    # -- several models on one question, side by side (store v14)
+
+    def add_model_branches(
+        self, session_id: int, models: Sequence[tuple[str, str | None, str]]
+    ) -> list[ModelBranch]:
+        """Give the session a model branch for each of `models` (model, api base, mode), in
+        the next columns; returns every branch of the session, by column. A session of one
+        model becomes one of several first: its own trace (its model, its head, every step
+        it holds) is the first branch. One transaction: a kill leaves the session as it was
+        or with all of them."""
+        now = time.time()
+        with self._write() as connection:
+            self._require_session(connection, session_id)
+            count = connection.execute(
+                "SELECT COUNT(*) FROM model_branches WHERE session_id = ?",
+                (session_id,)).fetchone()[0]
+            if count == 0:
+                own = connection.execute(
+                    "SELECT model, api_base, mode, head_step_id FROM sessions WHERE id = ?",
+                    (session_id,)).fetchone()
+                cursor = connection.execute(
+                    """INSERT INTO model_branches (session_id, position, model, api_base, mode,
+                           head_step_id, created_at, updated_at)
+                       VALUES (?, 0, ?, ?, ?, ?, ?, ?)""",
+                    (session_id, own[0], own[1], own[2], own[3], now, now))
+                connection.execute(
+                    "UPDATE steps SET model_branch_id = ? WHERE session_id = ? "
+                    "AND model_branch_id IS NULL", (_inserted_id(cursor), session_id))
+                count = 1
+            for position, (model, api_base, mode) in enumerate(models, start=count):
+                connection.execute(
+                    """INSERT INTO model_branches (session_id, position, model, api_base, mode,
+                           created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                    (session_id, position, model, redact_url(api_base), mode, now, now))
+            connection.execute("UPDATE sessions SET updated_at = ? WHERE id = ?",
+                               (now, session_id))
+        return self.model_branches(session_id)
+
+    def model_branches(self, session_id: int) -> list[ModelBranch]:
+        """The session's model branches by column (none: a session of one model)."""
+        rows = self._read("SELECT * FROM model_branches WHERE session_id = ? ORDER BY position",
+                          (session_id,))
+        return [_model_branch(row) for row in rows]
+
+    def model_branch(self, branch_id: int) -> ModelBranch:
+        rows = self._read("SELECT * FROM model_branches WHERE id = ?", (branch_id,))
+        if not rows:
+            raise StoreError(f"{self.path}: there is no model branch {branch_id}")
+        return _model_branch(rows[0])
+
+    def set_model_branch_head(self, branch_id: int, step_id: int | None) -> ModelBranch:
+        """Show another branch in the model branch's column (a version of a thought, a fork):
+        the session's head moves with it where it was on that branch."""
+        now = time.time()
+        with self._write() as connection:
+            branch = connection.execute(
+                "SELECT session_id, head_step_id FROM model_branches WHERE id = ?",
+                (branch_id,)).fetchone()
+            if branch is None:
+                raise StoreError(f"{self.path}: there is no model branch {branch_id}")
+            self._require_session(connection, branch[0])
+            connection.execute(
+                "UPDATE model_branches SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                (step_id, now, branch_id))
+            connection.execute(
+                """UPDATE sessions SET updated_at = ?,
+                       head_step_id = CASE WHEN head_step_id IS ? THEN ? ELSE head_step_id END
+                   WHERE id = ?""", (now, branch[1], step_id, branch[0]))
+        return self.model_branch(branch_id)
+
+    def set_model_branch_state(self, branch_id: int, state: str,
+                               error: str | None = None) -> ModelBranch:
+        """How the branch's generating stands now (a ModelBranchState), and why it failed."""
+        with self._write() as connection:
+            connection.execute(
+                "UPDATE model_branches SET state = ?, error = ?, updated_at = ? WHERE id = ?",
+                (state, error, time.time(), branch_id))
+        return self.model_branch(branch_id)
+
+    def update_model_branch_model(self, branch_id: int, *, model: str, api_base: str | None,
+                                  mode: str) -> ModelBranch:
+        """The model settings the branch is generated with now (the api base redacted)."""
+        with self._write() as connection:
+            connection.execute(
+                "UPDATE model_branches SET model = ?, api_base = ?, mode = ?, updated_at = ? "
+                "WHERE id = ?", (model, redact_url(api_base), mode, time.time(), branch_id))
+        return self.model_branch(branch_id)
 
     def set_head(self, session_id: int, step_id: int | None) -> None:
         with self._write() as connection:
@@ -1069,7 +1172,8 @@ _STEP_SELECT = f"""
 _STEPS_SELECT = f"""
     SELECT s.id, s.session_id, s.parent_id, s.number, s.text, s.origin, s.answer, s.truncated,
            s.created_at, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS}, {_COST}, s.logprob,
-           s.call_id, s.choice, s.ntokens, s.call_choices, COALESCE(c.usage_estimated, 0)
+           s.call_id, s.choice, s.ntokens, s.call_choices, COALESCE(c.usage_estimated, 0),
+           s.model_branch_id
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -1090,20 +1194,41 @@ def _collector_paused() -> Iterator[None]:
 
 
 def _same_step(connection: sqlite3.Connection, session_id: int, parent_id: int | None,
-               number: int, text: str, origin: str) -> int | None:
+               number: int, text: str, origin: str, model_branch_id: int | None) -> int | None:
     """A step already at this place with this text and origin (inside the write, so that two
-    processes cannot both miss it): one step is never stored twice."""
+    processes cannot both miss it): one step is never stored twice. On its model branch:
+    two models that write the same first thought each keep their own."""
     found = connection.execute(
         "SELECT id FROM steps WHERE session_id = ? AND parent_id IS ? AND number = ? "
-        "AND text = ? AND origin = ? ORDER BY id LIMIT 1",
-        (session_id, parent_id, number, text, origin)).fetchone()
+        "AND text = ? AND origin = ? AND model_branch_id IS ? ORDER BY id LIMIT 1",
+        (session_id, parent_id, number, text, origin, model_branch_id)).fetchone()
     return found[0] if found else None
+
+
+def _move_heads(connection: sqlite3.Connection, session_id: int, step_id: int,
+                model_branch_id: int | None, now: float) -> None:
+    """Step `step_id`, just stored or taken, is the head: of the session, or of its model
+    branch, and then of the session too where the session's head was on that branch (or
+    nowhere yet): a column's steps never move the branch on show away from another's."""
+    if model_branch_id is None:
+        connection.execute("UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                           (step_id, now, session_id))
+        return
+    connection.execute("UPDATE model_branches SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                       (step_id, now, model_branch_id))
+    connection.execute(
+        """UPDATE sessions SET updated_at = ?,
+               head_step_id = CASE WHEN head_step_id IS NULL OR (
+                   SELECT model_branch_id FROM steps WHERE id = sessions.head_step_id) = ?
+                   THEN ? ELSE head_step_id END
+           WHERE id = ?""",
+        (now, model_branch_id, step_id, session_id))
 
 
 def _bulk_step(row: tuple) -> Step:
     return Step(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
                 row[9], row[10], row[11], row[12], row[13], row[14], row[15], None, row[16],
-                row[17], bool(row[18]))
+                row[17], bool(row[18]), row[19])
 
 
 _CALL_LOGPROB_UPDATE = """
@@ -1139,6 +1264,7 @@ def _step(row: sqlite3.Row) -> Step:
         ntokens=row["ntokens"],
         call_choices=row["call_choices"],
         usage_estimated=bool(row["usage_estimated"]),
+        model_branch_id=row["model_branch_id"],
     )
 
 
@@ -1188,10 +1314,13 @@ def _session_filter(query: SessionQuery) -> tuple[str, tuple]:
         clauses.append("(s.name LIKE ? ESCAPE '\\' OR s.input LIKE ? ESCAPE '\\')")
         pattern = _like(query.text.strip())
         parameters += [pattern, pattern]
-    for column, value in (("s.task", query.task), ("s.model", query.model)):
-        if value:
-            clauses.append(f"{column} LIKE ? ESCAPE '\\'")
-            parameters.append(_like(value))
+    if query.task:
+        clauses.append("s.task LIKE ? ESCAPE '\\'")
+        parameters.append(_like(query.task))
+    if query.model:  # the session's model, or any of its models side by side
+        clauses.append("(s.model LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM model_branches "
+                       "AS b WHERE b.session_id = s.id AND b.model LIKE ? ESCAPE '\\'))")
+        parameters += [_like(query.model)] * 2
     if query.label == LabelFilter.UNLABELLED:
         clauses.append("l.id IS NULL")
     elif query.label == LabelFilter.MISTAKE:
@@ -1213,7 +1342,8 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _summary(row: sqlite3.Row, on_branch: set[int]) -> SessionSummary:
+def _summary(row: sqlite3.Row, on_branch: set[int],
+             models: tuple[str, ...] = ()) -> SessionSummary:
     columns = [key for key in row.keys() if not key.startswith("_")]  # noqa: SIM118
     session = Session(**{key: row[key] for key in columns})
     label = None
@@ -1222,7 +1352,7 @@ def _summary(row: sqlite3.Row, on_branch: set[int]) -> SessionSummary:
                       row["_leaf_step_id"], row["_label_at"], row["_annotator"],
                       bool(row["_assisted"]))
     number = row["_mistake_number"] if session.id in on_branch else None
-    return SessionSummary(session, row["_steps"] or 0, label, number, row["_answer"])
+    return SessionSummary(session, row["_steps"] or 0, label, number, row["_answer"], models)
 
 
 def _sane_tokens(tokens: Sequence[TokenLogprob] | None) -> Sequence[TokenLogprob] | None:
@@ -1338,6 +1468,10 @@ def _inserted_id(cursor: sqlite3.Cursor) -> int:
     if row_id is None:
         raise StoreError("the session store made no row where one was inserted")
     return row_id
+
+
+def _model_branch(row: sqlite3.Row) -> ModelBranch:
+    return ModelBranch(**dict(zip(row.keys(), tuple(row), strict=True)))
 
 
 def _session(row: sqlite3.Row) -> Session:
