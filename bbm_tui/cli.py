@@ -1277,11 +1277,13 @@ def sessions_command(args: argparse.Namespace) -> int:
                 "id": session.id, "name": session.name, "task": session.task,
                 "model": session.model, "steps": summary.steps, "label": label,
                 "answer": summary.answer, "source": session.source,
+                # Several models side by side: each, in its column's order.
+                **({"models": list(summary.models)} if summary.models else {}),
             }, allow_nan=False))
         else:
             print(f"{session.id:>5}  {one_line(session.name, 40):<40}  {session.task:<26}"
                   f"{summary.steps:>4} {'step ' if summary.steps == 1 else 'steps'}  "
-                  f"{label:<16} {one_line(session.model, 30)}")
+                  f"{label:<16} {one_line(summary.model_names, 60)}")
     return EXIT_OK
 
 

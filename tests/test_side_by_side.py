@@ -288,3 +288,44 @@ def test_the_offline_pair_replay_beside_solver_parts_where_the_recording_goes_wr
     assert (replay.answer, replay.correct, solver.answer, solver.correct) == (
         "(E)", False, "(B)", True)
     assert race.parting() == 5
+
+
+def test_export_writes_one_row_per_model_with_its_model_and_sessions_name_the_models(
+    tmp_path: Path, capsys: pytest.CaptureFixture,
+) -> None:
+    """The store's default file, as the commands read it: `export` writes each model's
+    branch as a row of its own with `model` and its own label; `sessions` names the models,
+    the tree of branches says each is a model's own trace."""
+    import json
+
+    from bbm_tui.cli import main
+    from bbm_tui.core.store import default_path
+    from bbm_tui.core.trace.branches import BranchHow
+    from bbm_tui.ui.viewmodels.branches import origin_words
+
+    with Store.open(default_path()) as opened:
+        race = SideBySide.create(opened, question(),
+                                 [llm.ModelSpec("replay/bbm"), llm.ModelSpec("solver/bbm")],
+                                 store_work=on_the_loop)
+        asyncio.run(race_all(race))
+        race.columns[0].flag_mistake(5)
+        race.columns[1].mark_no_mistake()
+        replay, solver = race.columns
+        diff = race.tree.diff(replay.steps[-1].id, solver.steps[-1].id)
+        assert diff.shared == ()  # each model's trace from its first thought
+        origin = solver.branch_origin(list(diff.right))
+        assert origin is not None and origin.how == BranchHow.MODEL
+        assert origin_words(origin) == "a model's own trace · solver/bbm"
+    out = tmp_path / "out.jsonl"
+    assert main(["export", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    row = bundled_rows(TASK)[QUESTION]
+    assert [(r["model"], r["answer"], r["mistake_index"]) for r in rows] == [
+        ("replay/bbm", "(E)", 4), ("solver/bbm", "(B)", None)]
+    assert rows[0]["steps"] == row.steps and rows[0]["input"] == row.input
+    capsys.readouterr()
+    assert main(["sessions", "--json"]) == 0
+    [listed] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert listed["models"] == ["replay/bbm", "solver/bbm"]
+    assert main(["sessions"]) == 0
+    assert "replay/bbm + solver/bbm" in capsys.readouterr().out
