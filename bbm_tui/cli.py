@@ -93,7 +93,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "run", help="generate traces headless into a JSONL file in the dataset's format",
         description="Generate traces headless. Rows already in OUT are skipped (resume).",
     )
-    _add_model_options(run)
+    _add_model_options(run, several=True)
     _add_pace_option(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
@@ -114,6 +114,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
+    _add_compare_parser(commands)
     stats = commands.add_parser(
         "stats", help="per-task counts of dataset-format files (the paper's Table 2)",
     )
@@ -212,12 +213,49 @@ def _export_formats() -> tuple[str, ...]:
     return FORMATS
 
 
-def _add_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="litellm model string (default: the config's, "
-                        "else replay/bbm, the offline replay of the bundled dataset)")
-    parser.add_argument("--api-base", help="base URL of an OpenAI-compatible server or proxy")
-    parser.add_argument("--mode", choices=("chat", "completion"),
-                        help="chat (prompt as one user message) or text completion")
+def _add_model_options(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """--model, --api-base, --mode; with `several`, each may be given again, once for each
+    model (models side by side), or --api-base and --mode once for all of them."""
+    action = "append" if several else "store"
+    again = (" (again for another model: every question runs on each, a row per model)"
+             if several else "")
+    each = "; once for all the models, or once for each in order" if several else ""
+    parser.add_argument("--model", action=action,
+                        help="litellm model string (default: the config's, else replay/bbm, "
+                        f"the offline replay of the bundled dataset){again}")
+    parser.add_argument("--api-base", action=action,
+                        help=f"base URL of an OpenAI-compatible server or proxy{each}")
+    parser.add_argument("--mode", choices=("chat", "completion"), action=action,
+                        help=f"chat (prompt as one user message) or text completion{each}")
+
+
+def _model_specs(args: argparse.Namespace, config: Any) -> list[Any]:
+    """The models a command given --model once or more runs (ModelSpecs): the config's
+    where none was given. --api-base and --mode pair with the models in order, or one goes
+    for all. Raises ValueError for a count that pairs with nothing, or a model given twice."""
+    from bbm_tui.core import llm
+
+    models = _as_list(args.model) or [config.model]
+    if len(set(models)) < len(models):
+        raise ValueError("--model: each model once (a model given twice would write the "
+                         "same rows twice)")
+    specs = []
+    for option, values, default in (("--api-base", _as_list(args.api_base), config.api_base),
+                                    ("--mode", _as_list(args.mode), config.mode)):
+        if len(values) not in (0, 1, len(models)):
+            raise ValueError(f"{option} given {len(values)} times for {len(models)} models: "
+                             "give it once for all of them, or once for each in order")
+        specs.append(values if len(values) == len(models) and len(models) > 1
+                     else [values[0] if values else default] * len(models))
+    bases, modes = specs
+    return [llm.ModelSpec(model, base or None, mode)
+            for model, base, mode in zip(models, bases, modes, strict=True)]
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
 
 
 def _add_pace_option(parser: argparse.ArgumentParser) -> None:
@@ -267,6 +305,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_command(args)
         if args.command == "stats":
             return stats_command(args)
+        if args.command == "compare":
+            return compare_command(args)
         if args.command == "sessions":
             return sessions_command(args)
         if args.command == "export":
@@ -444,13 +484,18 @@ def _load_config_or_none(args: argparse.Namespace):  # -> Config | None
     from bbm_tui.core.config import ConfigError, load_config
 
     try:
+        # Models side by side (`run --model A --model B`): the first is the configured one.
         return load_config().with_overrides(
-            model=args.model, api_base=args.api_base, mode=args.mode,
+            model=_first(args.model), api_base=_first(args.api_base), mode=_first(args.mode),
             logprobs=getattr(args, "logprobs", None),
         )
     except ConfigError as error:
         fail(str(error))
         return None
+
+
+def _first(value: Any) -> Any:
+    return value[0] if isinstance(value, list) else value
 
 
 def _use_task_files(args: argparse.Namespace) -> int | None:
@@ -490,7 +535,12 @@ def run_command(args: argparse.Namespace) -> int:
     import asyncio
 
     from bbm_tui.core import llm
-    from bbm_tui.core.batch.run import jobs_from_bundled, jobs_from_files, run_batch
+    from bbm_tui.core.batch.run import (
+        for_models,
+        jobs_from_bundled,
+        jobs_from_files,
+        run_batch,
+    )
     from bbm_tui.core.batch.runner import BatchStop
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import Store, StoreError
@@ -506,7 +556,11 @@ def run_command(args: argparse.Namespace) -> int:
     config = _load_config_or_none(args)
     if config is None:
         return EXIT_USAGE
-    if config.logprobs and config.mode != "chat":
+    try:
+        specs = _model_specs(args, config)
+    except ValueError as error:
+        return fail(str(error), EXIT_USAGE)
+    if config.logprobs and any(spec.mode != "chat" for spec in specs):
         return fail("log-probabilities are recorded in chat mode only (litellm drops them "
                     "from streamed text completions): use --mode chat, or leave out "
                     "--logprobs (or the config's `logprobs`)", EXIT_USAGE)
@@ -531,9 +585,11 @@ def run_command(args: argparse.Namespace) -> int:
         else:
             questions = jobs_from_files(args.input, args.task, args.limit)
             jobs, notes = questions.jobs, questions.notes()
-        spec = llm.ModelSpec(config.model, config.api_base, config.mode)
+        spec = specs[0]
+        if len(specs) > 1:  # every question on each model, a row per model
+            jobs = for_models(jobs, specs)
         settings = config.stepper_settings(args.step_limit)
-        if config.logprobs and not llm.gives_logprobs(spec):
+        if config.logprobs and not all(llm.gives_logprobs(spec) for spec in specs):
             notes = [*notes, RUN_WITHOUT_LOGPROBS]
         store = Store.open()
     except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
@@ -561,6 +617,89 @@ def run_command(args: argparse.Namespace) -> int:
         store.close()
     _print_run_summary(args.out, progress)
     return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+def _add_compare_parser(commands: Any) -> None:
+    compare = commands.add_parser(
+        "compare", help="the models of `run --model A --model B` side by side: accuracy, "
+        "steps, tokens and cost per task and model, and where their answers part",
+        description="Per task and model: traces, accuracy (over rows with a target), mean "
+        "steps, tokens and cost; then each question whose answers part, with every model's "
+        "answer and the first thought at which their traces differ.")
+    compare.add_argument("files", type=Path, nargs="+", metavar="OUT.jsonl",
+                         help="what `bbm-tui run` wrote (one run's rows may be in several)")
+    compare.add_argument("--task", help="the task of rows without one (else the file's name)")
+    _add_task_file_option(compare)
+    compare.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    import json
+
+    from bbm_tui.core.batch.compare import compare_files
+    from bbm_tui.core.dataset import DatasetError
+    from bbm_tui.core.tasks import UnknownTaskError
+
+    try:
+        _check_task(args.task)
+        comparison = compare_files(args.files, args.task)
+    except (DatasetError, UnknownTaskError) as error:
+        return fail(str(error), EXIT_USAGE)
+    if args.json:
+        print(json.dumps(comparison.as_json(), ensure_ascii=False, allow_nan=False))
+        return EXIT_OK
+    _print_comparison(comparison)
+    return EXIT_OK
+
+
+def _print_comparison(comparison: Any) -> None:
+    from bbm_tui.cli_tables import Column, TextTable, print_table
+    from bbm_tui.core.textsafe import one_line
+
+    table = TextTable("Models side by side", [
+        Column("task"), Column("model"), Column("traces", number=True),
+        Column("accuracy", number=True), Column("mean steps", number=True),
+        Column("tokens in", number=True), Column("tokens out", number=True),
+        Column("cost", number=True)])
+    notes: list[str] = []
+    for figures in comparison.models:
+        accuracy = ("—" if figures.accuracy is None else
+                    f"{figures.accuracy:.1%} ({figures.correct}/{figures.with_target})")
+        cost = (f"${figures.cost:.4f}" if figures.cost_known else
+                f"≥${figures.cost:.4f}" if figures.cost else "unknown")
+        if figures.without_usage:
+            notes.append(f"{figures.model} on {figures.task}: "
+                         f"{_count(figures.without_usage, 'row')} without usage (written "
+                         "before rows carried it): its tokens and cost are at least these")
+        elif figures.unpriced:
+            notes.append(f"{figures.model} on {figures.task}: a call of unknown price in "
+                         f"{_count(figures.unpriced, 'row')}: its cost is at least this")
+        table.add_row(one_line(figures.task), one_line(figures.model, 60),
+                      str(figures.traces), accuracy,
+                      "—" if figures.mean_steps is None else f"{figures.mean_steps:.1f}",
+                      f"{figures.prompt_tokens:,}", f"{figures.completion_tokens:,}", cost)
+    print_table(table)
+    for note in notes:
+        print(f"note: {note}")
+    compared = comparison.questions_compared
+    if not compared:
+        print("No question was answered by more than one model.")
+        return
+    partings = comparison.partings
+    print(f"\nThe answers part on {len(partings)} of {_count(compared, 'question')} "
+          "answered by more than one model:" if partings else
+          f"\nThe answers agree on all {_count(compared, 'question')} answered by more than "
+          "one model.")
+    for parting in partings:
+        where = f" {parting.where}" if parting.where else ""
+        print(f"\n{parting.task}{where}: {one_line(parting.input, 70)}")
+        for answer in parting.answers:
+            mark = {True: " ✓", False: " ✗", None: ""}[answer.correct]
+            said = "no answer" if answer.answer is None else one_line(answer.answer, 40)
+            print(f"  {one_line(answer.model, 40)}: {said}{mark} "
+                  f"({_count(answer.steps, 'thought')})")
+        if parting.first_difference is not None:
+            print(f"  the traces part at Thought {parting.first_difference}")
 
 
 def _dataset_file(task_name: str) -> Path:
