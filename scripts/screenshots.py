@@ -77,7 +77,7 @@ async def streaming(out: Path) -> None:
 
         def mid_stream() -> bool:
             views = [v for v in screen.query(ThoughtView) if v.streaming]
-            return len(screen.trace.steps) >= 3 and bool(views) and len(views[0].text) > 60
+            return len(screen.view.trace.steps) >= 3 and bool(views) and len(views[0].text) > 60
 
         await wait_for(pilot, mid_stream, timeout=120)
         still(pilot)
@@ -96,9 +96,9 @@ async def flagged(out: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         screen = app.screen
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
         await pilot.press("home", "j", "j", "j", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         await pilot.pause(0.2)
         still(pilot)
         app.save_screenshot("flagged.svg", str(out))
@@ -115,9 +115,9 @@ async def flagged_small(out: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         screen = app.screen
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
         await pilot.press("home", "j", "j", "j", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         await pilot.pause(0.2)
         still(pilot)
         app.save_screenshot("flagged-80x24.svg", str(out))
@@ -155,7 +155,7 @@ async def backtrack(out: Path) -> None:
             still(pilot)
             app.save_screenshot("backtrack.svg", str(out))
             await pilot.press("enter")
-            await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running)
+            await wait_for(pilot, lambda: screen.view.trace.answer == "4" and not screen.view.running)
             await pilot.press("home", "j")
             await pilot.pause(0.2)
             still(pilot)
@@ -165,8 +165,8 @@ async def backtrack(out: Path) -> None:
             await wait_for(pilot, lambda: app.screen.query("#edit-input"))
             app.screen.query_one("#edit-input").value = "2 + 2 = 22"
             await pilot.press("enter")
-            await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) >= 2
-                           and screen.trace.texts[1] == "2 + 2 = 22")
+            await wait_for(pilot, lambda: not screen.view.running and len(screen.view.trace.steps) >= 2
+                           and screen.view.trace.texts[1] == "2 + 2 = 22")
             await pilot.press("t")
             await wait_for(pilot, lambda: app.screen.query("#branch-tree-view"))
             await pilot.pause(0.2)
@@ -174,7 +174,7 @@ async def backtrack(out: Path) -> None:
             app.save_screenshot("branch-tree.svg", str(out))
             await pilot.press("escape")
             await pilot.press("home", "j", "less_than_sign")  # back to the backtracked branch
-            await wait_for(pilot, lambda: screen.trace.texts[1] == "2 + 2 = 4")
+            await wait_for(pilot, lambda: screen.view.trace.texts[1] == "2 + 2 = 4")
             await pilot.press("v")
             await wait_for(pilot, lambda: app.screen.query("#compare"))
             await pilot.pause(0.2)
@@ -207,16 +207,16 @@ async def finder(out: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         screen = app.screen
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
         await pilot.press("home", "j", "j", "j", "x")  # the person flags Thought 4
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
         await pilot.press("down")  # CoT, step-level
         app.screen.query_one("#find-judge-all", Checkbox).value = True
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.finder is not None
-                       and screen.finder.state == "finished" and not screen.finding)
+        await wait_for(pilot, lambda: screen.view.finder is not None
+                       and screen.view.finder.state == "finished" and not screen.view.finding)
         await pilot.press("e", "g")
         await wait_for(pilot, lambda: screen.query_one("#gold").display)
         await pilot.pause(0.2)
@@ -330,7 +330,7 @@ async def help_small(out: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         screen = app.screen
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.pause(0.2)

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, TypeGuard, cast
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
 from textual import work
@@ -32,7 +32,8 @@ from bbm_tui.core.config import Config
 from bbm_tui.core.tasks import task_names
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import ModelSpec
-from bbm_tui.ui.keys import bindings_as_bound
+from bbm_tui.ui.context import HomeScreen
+from bbm_tui.ui.keys import binding_owners, bindings_as_bound
 from bbm_tui.ui.messages import (
     GoBack,
     ModelChosen,
@@ -43,6 +44,7 @@ from bbm_tui.ui.messages import (
     SessionRenamed,
     WorkerFailed,
 )
+from bbm_tui.ui.palette import declared_commands, screenshot_folder
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, styled
@@ -52,50 +54,9 @@ if TYPE_CHECKING:
     from bbm_tui.core.store import Store, Totals
     from bbm_tui.core.trace.session import TraceSession
     from bbm_tui.ui.dialogs import KeyHelp
-    from bbm_tui.ui.screens.trace import TraceScreen
-
-
-def _trace_screen_class() -> type[TraceScreen]:
-    from bbm_tui.ui.screens.trace import TraceScreen
-
-    return TraceScreen
-
-
-def _is_trace_screen(screen: object) -> TypeGuard[TraceScreen]:
-    # Without importing the module: nothing can be one before it was imported.
-    module = sys.modules.get("bbm_tui.ui.screens.trace")
-    return module is not None and isinstance(screen, module.TraceScreen)
-
-
-def _is_home_screen(screen: object) -> bool:
-    """A screen the app stands on (Esc does not leave it): a trace, or a queue (annotation,
-    adjudication: their screens say so with `is_home`)."""
-    return _is_trace_screen(screen) or bool(getattr(screen, "is_home", False))
 
 EXIT_OK = 0
 EXIT_STORE_FAILED = 1
-
-# What a failed worker was doing, for the notification's title.
-_WORKER_TITLES = {
-    "_generate": "Generating failed",
-    "_label": "Saving the label failed",
-    "_start": "Starting the session failed",
-    "_load_rows": "Reading the dataset failed",
-    "_warm_up": "Loading the model library failed",
-    "reload": "Listing the sessions failed",
-    "_rename": "Renaming failed",
-    "_delete": "Deleting failed",
-    "_show_session": "Opening the session failed",
-    "_show_question": "Opening the question failed",
-    "_show_trace": "Opening the session failed",
-    "_find": "Mistake finding failed",
-    "_load_finder": "Reading the finder runs failed",
-    "_load_gold": "Reading the gold label failed",
-    "_export": "Exporting failed",
-    "_show_queue": "Opening the queue failed",
-    "_read_queue": "Reading the files failed",
-    "_run_action": "Saving the annotation failed",
-}
 
 
 @dataclass(frozen=True)
@@ -114,6 +75,16 @@ class AnnotateRequest:
         # one of 10^4 traces took over a second (bench/annotate_queue.py).
         what = "adjudicate" if self.adjudicate else f"{len(self.traces)} traces"
         return f"AnnotateRequest({self.annotator!r}, {what})"
+
+
+def _failure_title(worker: Worker) -> str:
+    """What a failed worker was doing ("Generating failed"): its description. One that gave
+    none has Textual's (its method's name and arguments), which says nothing to a person."""
+    description = worker.description
+    if not description or description == "<worker>" or \
+            description.startswith(f"{worker.name}("):
+        return "Something failed"
+    return f"{description} failed"
 
 
 class SplashScreen(Screen[None]):
@@ -138,6 +109,10 @@ class BbmApp(App[int]):
         Binding("ctrl+n", "new_session", "new", id="new_session", tooltip="Start a new session"),
         Binding("q", "quit", "quit", id="quit", tooltip="Quit (everything finished is saved)"),
     ]
+    # The command palette's entries for these keys (ui/palette.py).
+    PALETTE: ClassVar[dict[str, str]] = {
+        "new_session": "New session", "sessions": "Sessions", "help": "Keys",
+    }
 
     def __init__(
         self,
@@ -164,6 +139,7 @@ class BbmApp(App[int]):
         self.store: Store | None = None
         self.store_error: str | None = None
         self.deleted_sessions: set[int] = set()
+        self.presenter = False
         # Sessions made in this run: one left with nothing done in it is deleted (on leaving
         # its screen, and at exit), not left behind in the sessions list.
         self._fresh_sessions: set[int] = set()
@@ -275,7 +251,7 @@ class BbmApp(App[int]):
 
     # -- the store (opened in a thread: it may create folders, migrate, wait on a lock)
 
-    @work(thread=True, group="store", exit_on_error=False)
+    @work(thread=True, group="store", exit_on_error=False, description="Opening the session store")
     def _open_store(self) -> None:
         from bbm_tui.core.store import Store, StoreError
 
@@ -306,7 +282,8 @@ class BbmApp(App[int]):
 
     # -- litellm, warmed after the first frame so that the first step does not wait for it
 
-    @work(thread=True, group="warm-up", exit_on_error=False)
+    @work(thread=True, group="warm-up", exit_on_error=False,
+          description="Loading the model library")
     def _warm_up(self) -> None:
         from bbm_tui.core import llm
 
@@ -325,17 +302,10 @@ class BbmApp(App[int]):
         """Say what a worker's error was (the app's own workers' and the screens')."""
         error = worker.error
         from bbm_tui.core.llm import LLMError
-        from bbm_tui.core.store import SessionBusy, SessionDeleted
+        from bbm_tui.core.store import SessionDeleted
 
         if isinstance(error, SessionDeleted):
             self.session_gone(str(error))
-            return
-        if isinstance(error, SessionBusy):  # another window is generating the session
-            for screen in self.screen_stack:
-                trace = getattr(screen, "trace", None)
-                if _is_trace_screen(screen) and trace is not None and (
-                        trace.id == error.session_id):
-                    screen.read_only(error)
             return
         if isinstance(error, LLMError):
             message = error.message  # redacted already
@@ -344,7 +314,7 @@ class BbmApp(App[int]):
             from bbm_tui.core.redact import redact
 
             message = redact(str(error)) or type(error).__name__
-        title = _WORKER_TITLES.get(worker.name, "Something failed")
+        title = _failure_title(worker)
         self.notify(one_line(message, 500), title=title, severity="error", markup=False,
                     timeout=10)
 
@@ -355,7 +325,7 @@ class BbmApp(App[int]):
         above it (sessions, a new session over a trace, dialogs) are ones Esc leaves."""
         stack = self.screen_stack
         for index in range(len(stack) - 1, -1, -1):
-            if _is_home_screen(stack[index]):
+            if isinstance(stack[index], HomeScreen):
                 return index
         return next((index for index, screen in enumerate(stack)
                      if isinstance(screen, NewSessionScreen)), 0)
@@ -410,14 +380,14 @@ class BbmApp(App[int]):
         is saved already, and below it is that screen or the splash."""
         if self.can_leave(screen):
             self.pop_screen()
-        elif self.screen is screen and getattr(screen, "is_home", False):
+        elif self.screen is screen and isinstance(screen, HomeScreen):
             self._back_to_new_session(screen)
 
     def open_trace(self, trace: TraceSession, totals: Totals | None = None) -> None:
         """Show a session on the main screen (an app worker: the caller's screen may go)."""
         self._show_trace(trace, totals)
 
-    @work(exclusive=True, group="open", exit_on_error=False)
+    @work(exclusive=True, group="open", exit_on_error=False, description="Opening the session")
     async def _show_trace(self, trace: TraceSession, totals: Totals | None) -> None:
         await self._present(trace, totals)
 
@@ -426,13 +396,16 @@ class BbmApp(App[int]):
             totals = await asyncio.to_thread(trace.totals)
         if trace.created_now:
             self._fresh_sessions.add(trace.id)
-        await self._show_instead(_trace_screen_class()(trace, totals), 1)
+        from bbm_tui.ui.screens.trace import TraceScreen
+
+        await self._show_instead(TraceScreen(trace, totals), 1)
 
     def session_left(self, session_id: int) -> None:
         if session_id in self._fresh_sessions:
             self._drop_if_empty(session_id)
 
-    @work(thread=True, group="store-write", exit_on_error=False)
+    @work(thread=True, group="store-write", exit_on_error=False,
+          description="Deleting the empty session")
     def _drop_if_empty(self, session_id: int) -> None:
         if self.store is not None and self.store.delete_session_if_empty(session_id):
             self._fresh_sessions.discard(session_id)
@@ -440,7 +413,7 @@ class BbmApp(App[int]):
     def open_session(self, session_id: int, given: frozenset[str] = frozenset()) -> None:
         self._show_session(session_id, given)
 
-    @work(exclusive=True, group="open", exit_on_error=False)
+    @work(exclusive=True, group="open", exit_on_error=False, description="Opening the session")
     async def _show_session(self, session_id: int, given: frozenset[str]) -> None:
         store = await self.wait_for_store()
         if store is None:
@@ -449,7 +422,7 @@ class BbmApp(App[int]):
         from bbm_tui.core.trace.session import TraceSession, resumed_spec
 
         home = self.screen_stack[self._home_index()]
-        if _is_trace_screen(home) and home.trace.id == session_id:
+        if isinstance(home, HomeScreen) and home.shows_session(session_id):
             await self._pop_to_home()  # already open underneath
             return
         try:
@@ -470,7 +443,7 @@ class BbmApp(App[int]):
     def configured_spec(self) -> ModelSpec:
         return ModelSpec(self.config.model, self.config.api_base, self.config.mode)
 
-    @work(exclusive=True, group="open", exit_on_error=False)
+    @work(exclusive=True, group="open", exit_on_error=False, description="Opening the question")
     async def _show_question(self, task: str, number: int) -> None:
         """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
         from bbm_tui.core.dataset import DatasetError, question_rows
@@ -501,7 +474,8 @@ class BbmApp(App[int]):
         trace = await asyncio.to_thread(create_trace, store, request)
         await self._present(trace, None)
 
-    @work(exclusive=True, group="open", exit_on_error=False)
+    @work(exclusive=True, group="open", exit_on_error=False,
+          description="Leaving the deleted session")
     async def session_gone(self, message: str) -> None:
         """The session on show was deleted by another process: say so, stop everything on
         its screen (no more calls), and go to the sessions screen."""
@@ -510,8 +484,8 @@ class BbmApp(App[int]):
         self.notify(one_line(message, 500), title="The session is gone", severity="error",
                     markup=False, timeout=10)
         for screen in self.screen_stack:
-            if _is_trace_screen(screen):
-                self.workers.cancel_node(screen)
+            if isinstance(screen, HomeScreen):
+                screen.stop_work()
         with self.batch_update():  # one frame: no flash of the screens on their way out
             await self._pop_to(1)
             if isinstance(self.screen, SplashScreen):
@@ -520,7 +494,7 @@ class BbmApp(App[int]):
 
     def replace_deleted(self, screen: Screen) -> None:
         """The session on show was deleted from the sessions screen: start afresh."""
-        task = screen.trace.session.task if _is_trace_screen(screen) else None
+        task = screen.home_task if isinstance(screen, HomeScreen) else None
         self._back_to_new_session(screen, task=task)
 
     def _back_to_new_session(self, screen: Screen, task: str | None = None) -> None:
@@ -537,7 +511,7 @@ class BbmApp(App[int]):
     def open_queue(self, request: AnnotateRequest) -> None:
         self._show_queue(request)
 
-    @work(exclusive=True, group="open", exit_on_error=False)
+    @work(exclusive=True, group="open", exit_on_error=False, description="Opening the queue")
     async def _show_queue(self, request: AnnotateRequest) -> None:
         store = await self.wait_for_store()
         if store is None:
@@ -580,7 +554,7 @@ class BbmApp(App[int]):
 
         await self.push_screen(OpenQueueDialog(DEFAULT_ANNOTATOR), chosen)
 
-    @work(exclusive=True, group="open", exit_on_error=False)
+    @work(exclusive=True, group="open", exit_on_error=False, description="Reading the files")
     async def _read_queue(self, request) -> None:  # QueueRequest
         from bbm_tui.core.annotation.queue import read_queue_file
         from bbm_tui.core.dataset import DatasetError
@@ -609,7 +583,7 @@ class BbmApp(App[int]):
 
         await self.push_screen(ExportDialog(FORMATS), chosen)
 
-    @work(thread=True, group="export", exit_on_error=False)
+    @work(thread=True, group="export", exit_on_error=False, description="Exporting")
     def _export(self, fmt: str, path: Path) -> None:
         from bbm_tui.core.annotation.export import export_file
         from bbm_tui.core.dataset import DatasetError
@@ -637,8 +611,8 @@ class BbmApp(App[int]):
 
     def session_renamed(self, session_id: int) -> None:
         for screen in self.screen_stack:
-            if _is_trace_screen(screen) and screen.trace.id == session_id:
-                screen.reload_session()
+            if isinstance(screen, HomeScreen):
+                screen.session_renamed(session_id)
 
     # -- app-wide keys
 
@@ -650,7 +624,7 @@ class BbmApp(App[int]):
         if isinstance(base, NewSessionScreen):
             await self._pop_to(home + 1)
             return
-        task = base.trace.session.task if _is_trace_screen(base) else None
+        task = base.home_task if isinstance(base, HomeScreen) else None
         await self._show_instead(NewSessionScreen(self.config, task=task), home + 1)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -674,11 +648,7 @@ class BbmApp(App[int]):
 
         if isinstance(self.screen, HelpScreen):
             return
-        name = {"TraceScreen": "the main screen", "NewSessionScreen": "the new-session screen",
-                "SessionsScreen": "the sessions screen",
-                "AnnotateScreen": "the annotation queue",
-                "AdjudicateScreen": "the adjudication screen"}.get(type(self.screen).__name__,
-                                                             "this screen")
+        name = getattr(self.screen, "HELP_TITLE", "this screen")
         self.push_screen(HelpScreen(self.help_rows(), f"Keys on {name}"))
 
     def help_rows(self) -> list[KeyHelp]:
@@ -707,14 +677,16 @@ class BbmApp(App[int]):
         return rows
 
     def _screen_bindings(self) -> list[Binding]:
-        """Every binding of the current screen, then the app's, as the user's keymap has them
-        (the footer hides some for now, e.g. esc while nothing runs: help shows them all).
-        Built from the classes' BINDINGS, Textual's public declaration of them."""
-        return bindings_as_bound((type(self.screen), type(self)), self.config.keymap)
+        """Every binding of the focused widget (a trace view) and the widgets around it, of
+        the current screen, then the app's, as the user's keymap has them (the footer hides
+        some for now, e.g. esc while nothing runs: help shows them all). Built from the
+        classes' BINDINGS, Textual's public declaration of them."""
+        node = self.screen.focused or self.screen
+        return bindings_as_bound(binding_owners(node), self.config.keymap)
 
     # -- the command palette (ctrl+p): the main actions by name
 
-    @work(thread=True, exit_on_error=False)
+    @work(thread=True, exit_on_error=False, description="Checking the keymap")
     def _check_keymap(self) -> None:
         from bbm_tui.ui.keymap import keymap_problems, screen_bindings
 
@@ -749,10 +721,6 @@ class BbmApp(App[int]):
                 yield command
         yield SystemCommand("Screenshot", "Save an SVG of the screen in the data folder",
                             self.action_save_svg)
-        yield SystemCommand("New session", "Pick a task and a question", self.action_new_session)
-        yield SystemCommand("Sessions", "Resume, rename or delete a saved session",
-                            self.action_sessions)
-        yield SystemCommand("Keys", "Every key on this screen", self.action_help)
         yield SystemCommand("Annotate files", "Label dataset-format files with the paper's "
                             "protocol, as one annotator", self.action_annotate)
         yield SystemCommand("Adjudicate", "Settle the traces the annotators disagree on",
@@ -760,46 +728,8 @@ class BbmApp(App[int]):
         yield SystemCommand("Export labels", "Every session's labels to a file (JSONL, "
                             "the field's step-level formats, DPO pairs, Markdown, CSV)",
                             self.action_export)
-        if _is_trace_screen(screen):
-            screen = cast("TraceScreen", screen)
-            yield SystemCommand("Step once", "Generate the next thought", screen.action_step)
-            yield SystemCommand("Run to the answer", "Generate until the answer",
-                                screen.action_run)
-            yield SystemCommand("Stop", "Stop generating", screen.action_stop)
-            yield SystemCommand("Flag the first mistake", "The selected thought",
-                                screen.action_flag)
-            yield SystemCommand("No mistake", "Label the trace as correct throughout",
-                                screen.action_no_mistake)
-            yield SystemCommand("Undo the label", "Withdraw the last label", screen.action_undo)
-            yield SystemCommand("Find the mistake", "Ask a model to find the first mistake",
-                                screen.action_find)
-            yield SystemCommand("Show the model's answer",
-                                "The finder's answer on the selected thought",
-                                screen.action_reasoning)
-            yield SystemCommand("Gold label", "Show or hide the dataset's gold label",
-                                screen.action_gold)
-            yield SystemCommand("Copy the trace", "As 'Thought N: …' lines",
-                                screen.action_copy_trace)
-            yield SystemCommand("Backtrack", "Resample the flagged thought and continue from "
-                                "the best sample that differs (a new branch)",
-                                screen.action_backtrack)
-            yield SystemCommand("Rewrite the thought", "Your own version of the selected "
-                                "thought; the model goes on from it", screen.action_rewrite)
-            yield SystemCommand("Branches", "The tree of the session's branches",
-                                screen.action_branch_tree)
-            yield SystemCommand("Compare branches", "The branch on show beside another",
-                                screen.action_compare)
-            yield SystemCommand("Tokens", "The selected thought's tokens by probability",
-                                screen.action_tokens)
-            yield SystemCommand("Live verifier", "The task verifier marks each new thought",
-                                screen.action_verify_live)
-
-
-def screenshot_folder() -> Path:
-    """Screenshots go beside the session store, in the platform's data folder."""
-    from bbm_tui.core.store import default_path
-
-    return default_path().parent / "screenshots"
+        # The keys' commands, declared next to the bindings (PALETTE): the trace's, the app's.
+        yield from declared_commands(screen, self)
 
 
 def run_app(

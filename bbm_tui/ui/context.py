@@ -3,7 +3,7 @@ on the app's class, so that app.py imports the screens and no screen imports app
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -24,6 +24,8 @@ class AppContext(Protocol):
     wall_clock: bool
     # Sessions deleted while the app ran (a screen still showing one starts afresh).
     deleted_sessions: set[int]
+    # Presenter mode (a trace screen's P), kept from one screen to the next this run.
+    presenter: bool
 
     async def wait_for_store(self) -> Store | None:
         """The store once it is open, or None if it cannot be (the error is on show)."""
@@ -40,3 +42,28 @@ class AppContext(Protocol):
 def context(node: DOMNode) -> AppContext:
     """The app `node` runs in, as a screen may use it."""
     return cast("AppContext", node.app)
+
+
+@runtime_checkable
+class HomeScreen(Protocol):
+    """A screen the app stands on: the screens above it (sessions, a new session, dialogs) are
+    ones Esc leaves, and ctrl+n starts a new session on its task. A trace screen, and the
+    annotation and adjudication queues."""
+
+    @property
+    def home_task(self) -> str | None:
+        """The task of the session on show (a new session starts on it), if one is."""
+        ...
+
+    def shows_session(self, session_id: int) -> bool:
+        """Whether the session with this id is on show."""
+        ...
+
+    def session_renamed(self, session_id: int) -> None:
+        """That session was renamed elsewhere: show its new name, if it is on show."""
+        ...
+
+    def stop_work(self) -> None:
+        """The session on show was deleted by another process: stop every worker (no more
+        calls, no more writes)."""
+        ...

@@ -422,7 +422,7 @@ class ModelScreen(Dialog["ModelChoice | None"]):
         self._show_test(styled(f"Asking {choice.spec.model}…", MUTED))
         self._test(choice)
 
-    @work(exclusive=True, group="model-test", exit_on_error=False)
+    @work(exclusive=True, group="model-test", exit_on_error=False, description="Testing the model")
     async def _test(self, choice: ModelChoice) -> None:
         try:
             check = await llm.check_connection(choice.spec, choice.settings.call.timeout_s)

@@ -37,7 +37,7 @@ from bbm_tui.ui.screens.annotate_dialogs import (
     NoteDialog,
     guidelines_text,
 )
-from bbm_tui.ui.screens.base import BbmScreen
+from bbm_tui.ui.screens.base import QueueScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import (
     COPY_QUESTION,
@@ -143,9 +143,9 @@ def _bindings(*, per_step: bool) -> list[BindingType]:
     ]
 
 
-class AnnotateScreen(BbmScreen):
+class AnnotateScreen(QueueScreen):
     CSS_PATH = stylesheet("annotate")
-    is_home = True
+    HELP_TITLE = "the annotation queue"
 
     BINDINGS: ClassVar[list[BindingType]] = _bindings(per_step=False)
 
@@ -191,7 +191,8 @@ class AnnotateScreen(BbmScreen):
         await self.refresh_trace()
         self.call_after_refresh(self._index)
 
-    @work(thread=True, group="annotate-index", exit_on_error=False)
+    @work(thread=True, group="annotate-index", exit_on_error=False,
+          description="Indexing the queue")
     def _index(self) -> None:
         self.queue.index()
 
@@ -310,7 +311,7 @@ class AnnotateScreen(BbmScreen):
     def _act(self, action: Callable[[], str | None]) -> None:
         self._run_action(action)
 
-    @work(group="annotate", exit_on_error=False)
+    @work(group="annotate", exit_on_error=False, description="Saving the annotation")
     async def _run_action(self, action: Callable[[], str | None]) -> None:
         async with self._lock:
             try:

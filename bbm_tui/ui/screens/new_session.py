@@ -147,6 +147,8 @@ class NewSessionScreen(BbmScreen):
     settings are dialogs built when asked for.
     """
 
+    HELP_TITLE = "the new-session screen"
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "start", "start", id="new_start",
                 tooltip="Create the session on the highlighted question and open it"),
@@ -289,7 +291,8 @@ class NewSessionScreen(BbmScreen):
     def _task_chosen(self) -> None:
         self.query_one("#questions", OptionList).focus()
 
-    @work(thread=True, exclusive=True, group="dataset", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="dataset", exit_on_error=False,
+          description="Reading the dataset")
     def _load_rows(self, task: str) -> None:
         from bbm_tui.core.dataset import DatasetError, question_rows
 
@@ -438,7 +441,7 @@ class NewSessionScreen(BbmScreen):
         self.notify(message, severity="warning", markup=False)
         return None
 
-    @work(exclusive=True, group="start", exit_on_error=False)
+    @work(exclusive=True, group="start", exit_on_error=False, description="Starting the session")
     async def _start(self, request: StartRequest) -> None:
         store = await self.bbm_app.wait_for_store()
         if store is None:

@@ -121,6 +121,7 @@ def column_widths(width: int) -> dict[str, int]:
 
 class SessionsScreen(BbmScreen):
     CSS_PATH = stylesheet("sessions")
+    HELP_TITLE = "the sessions screen"
     AUTO_FOCUS = "#sessions-table"  # the keys act on the list; / goes to the search line
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -207,7 +208,8 @@ class SessionsScreen(BbmScreen):
 
     # -- loading (one query a page, in a thread)
 
-    @work(exclusive=True, group="sessions", exit_on_error=False)
+    @work(exclusive=True, group="sessions", exit_on_error=False,
+          description="Listing the sessions")
     async def reload(self, select: int | None = None, row: int | None = None) -> None:
         """The list again from the top (a new search or order), with the session `select` (or
         the row `row`) under the cursor, or else the first."""
@@ -287,7 +289,7 @@ class SessionsScreen(BbmScreen):
             self._loading_more = True
             self._earlier(self._query, self._offset)
 
-    @work(group="sessions-more", exit_on_error=False)
+    @work(group="sessions-more", exit_on_error=False, description="Listing more sessions")
     async def _more(self, query: SessionQuery, position: int) -> None:
         """The page at list position `position`, after the window's last row."""
         try:
@@ -316,7 +318,7 @@ class SessionsScreen(BbmScreen):
         self._offset += extra
         table.move_cursor(row=max(cursor - extra, 0), animate=False)
 
-    @work(group="sessions-more", exit_on_error=False)
+    @work(group="sessions-more", exit_on_error=False, description="Listing the earlier sessions")
     async def _earlier(self, query: SessionQuery, offset: int) -> None:
         """The page before the window (whose first row is at list position `offset`): the
         table is built again from it (a DataTable cannot insert rows at the top)."""
@@ -424,7 +426,7 @@ class SessionsScreen(BbmScreen):
 
         self.app.push_screen(RenameScreen(current), renamed)
 
-    @work(group="sessions-write", exit_on_error=False)
+    @work(group="sessions-write", exit_on_error=False, description="Renaming")
     async def _rename(self, session_id: int, name: str) -> None:
         store = await self.bbm_app.wait_for_store()
         if store is None:
@@ -450,7 +452,7 @@ class SessionsScreen(BbmScreen):
 
         self.app.push_screen(ConfirmScreen(question), confirmed)
 
-    @work(group="sessions-write", exit_on_error=False)
+    @work(group="sessions-write", exit_on_error=False, description="Deleting")
     async def _delete(self, session_id: int) -> None:
         store = await self.bbm_app.wait_for_store()
         if store is None:
