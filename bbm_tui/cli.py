@@ -24,6 +24,9 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+# The most models the app shows side by side (core/trace/side_by_side.py's MAX_MODELS, not
+# imported: the command line's start imports no more than it needs).
+MAX_SIDE_BY_SIDE = 4
 
 
 class _MainParser(argparse.ArgumentParser):
@@ -75,7 +78,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"bbm-tui {__version__}")
-    _add_model_options(parser)
+    _add_model_options(parser, several=f"with --task and --question, the models side by "
+                       f"side, at most {MAX_SIDE_BY_SIDE}")
     _add_logprobs_option(parser)
     parser.add_argument("--task", help="start a new session on this task")
     _add_task_file_option(parser, on_command=False)
@@ -93,7 +97,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         "run", help="generate traces headless into a JSONL file in the dataset's format",
         description="Generate traces headless. Rows already in OUT are skipped (resume).",
     )
-    _add_model_options(run, several=True)
+    _add_model_options(run, several="every question runs on each, a row per model")
     _add_pace_option(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
@@ -213,12 +217,12 @@ def _export_formats() -> tuple[str, ...]:
     return FORMATS
 
 
-def _add_model_options(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
-    """--model, --api-base, --mode; with `several`, each may be given again, once for each
-    model (models side by side), or --api-base and --mode once for all of them."""
+def _add_model_options(parser: argparse.ArgumentParser, *, several: str = "") -> None:
+    """--model, --api-base, --mode; with `several` (what another model does, for the help),
+    each may be given again, once for each model (models side by side), or --api-base and
+    --mode once for all of them."""
     action = "append" if several else "store"
-    again = (" (again for another model: every question runs on each, a row per model)"
-             if several else "")
+    again = f" (again for another model: {several})" if several else ""
     each = "; once for all the models, or once for each in order" if several else ""
     parser.add_argument("--model", action=action,
                         help="litellm model string (default: the config's, else replay/bbm, "
@@ -378,8 +382,18 @@ def _open_app(args: argparse.Namespace, annotate: Any = None) -> int:
     problems = getattr(args, "task_problems", [])
     if annotate is not None:
         return run_app(config, annotate=annotate, task_problems=problems)
+    try:
+        models = _model_specs(args, config) if len(_as_list(args.model)) > 1 else []
+    except ValueError as error:
+        return fail(str(error), EXIT_USAGE)
+    if len(models) > MAX_SIDE_BY_SIDE:
+        return fail(f"--model: at most {MAX_SIDE_BY_SIDE} models side by side", EXIT_USAGE)
+    if models and (args.task is None or args.question is None):
+        return fail("several --model open side by side on a question: give --task and "
+                    "--question too (or add models in the app: ctrl+o on the new-session "
+                    "screen, m on a trace)", EXIT_USAGE)
     return run_app(config, task=args.task, question=args.question, session_id=args.session,
-                   model_given=given, task_problems=problems)
+                   model_given=given, task_problems=problems, models=models)
 
 
 def annotate_command(args: argparse.Namespace) -> int:

@@ -179,6 +179,17 @@ def session_task(store: Store, session: Session) -> tuple[Task, str | None]:
     return current, None
 
 
+class OtherModelsBranch(ValueError):
+    """A branch of another model of the session (side by side), asked to be shown in this
+    model's column: `model_branch_id` is its model branch (None: no model's), `leaf_id` its
+    end."""
+
+    def __init__(self, model_branch_id: int | None, leaf_id: int) -> None:
+        super().__init__("that branch is another model's: its own column shows it")
+        self.model_branch_id = model_branch_id
+        self.leaf_id = leaf_id
+
+
 class SessionClaim:
     """A process's claim to generate a session (store v13), shared by whatever generates it
     here: the columns of several models side by side stream at once, and the claim is taken
@@ -414,8 +425,12 @@ class TraceSession:
         return [step for step in versions if step.model_branch_id == self.model_branch.id]
 
     def switch_to(self, step_id: int) -> None:
-        """Show the newest branch through `step_id` (an alternative at some thought)."""
+        """Show the newest branch through `step_id` (an alternative at some thought). On a
+        model branch, only its own: another model's branch is in that model's column
+        (OtherModelsBranch)."""
         leaf = self.tree.newest_leaf_under(step_id)
+        if self.model_branch is not None and leaf.model_branch_id != self.model_branch.id:
+            raise OtherModelsBranch(leaf.model_branch_id, leaf.id)
         self._set_head(leaf.id)
 
     def fork_at(self, number: int) -> None:
