@@ -161,7 +161,8 @@ async def big_trace(home: Path, steps: int) -> dict[str, object]:
             await press("k", "k", lambda: max(screen.view.selected - 1, 1))
         for _ in range(5):
             page = max(1, screen.view.thoughts_in_view() - 1)
-            await press("pgdn", "pagedown", lambda page=page: min(screen.view.selected + page, count))
+            await press("pgdn", "pagedown",
+                        lambda page=page: min(screen.view.selected + page, count))
         for _ in range(3):
             await press("G", "G", lambda: count)
             await press("home", "home", lambda: 1)

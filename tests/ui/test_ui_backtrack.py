@@ -107,14 +107,15 @@ async def test_a_backtracked_thought_shows_its_own_tokens_and_its_confidence(
         assert step.call_choices == 8 and own == len(step.tokens) == step.completion_tokens
         confidence = math.exp(step.logprob / own)
         meta = thought(screen, 2).meta
-        assert meta == (f"backtracked · 1 of 8 samples · {own} tok · log-prob "
-                        f"{step.logprob:.2f} · confidence {confidence:.0%}")
-        assert "296 tok" not in meta and sample_call.body["n"] == 8
+        # Its prompt is the samples' call's; its cost is the call's, for all eight: none here.
+        assert meta == (f"backtracked · 1 of 8 samples · {step.prompt_tokens:,} in, 0 cached · "
+                        f"{own} out · log-prob {step.logprob:.2f} · confidence {confidence:.0%}")
+        assert "296 out" not in meta and sample_call.body["n"] == 8
         # The title's totals count the sampling call once, as the store does.
         assert screen.view.totals == store.totals(trace.id)
         assert screen.view.totals.calls == 1 + len(screen.view.trace.steps) - 2
         assert format_totals(screen.view.totals).startswith("3 calls · ")
-        assert format_totals(Totals(1, 10, 5, 0.0)) == "1 call · 15 tok · $0.000"
+        assert format_totals(Totals(1, 10, 5, 0.0)) == "1 call · 10 in / 0 cached / 5 out · $0"
         await pilot.press("P")
         await pilot.pause()
         assert thought(screen, 2).meta == ""
@@ -358,7 +359,8 @@ async def test_the_papers_story_in_a_minute_offline() -> None:
         chosen = dialog.ready.resample.chosen
         assert chosen is not None and not dialog.ready.stored[chosen].dropped
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.view.trace.correct and not screen.view.running, timeout=30)
+        await wait_for(pilot, lambda: screen.view.trace.correct and not screen.view.running,
+                       timeout=30)
         assert screen.view.trace.answer == "-7" and screen.view.trace.spec.model == "solver/bbm"
         assert screen.view.trace.steps[1].origin == "backtrack" and screen.view.trace.label is None
         await wait_for(pilot, lambda: screen.view.finder is None)

@@ -123,7 +123,8 @@ async def test_the_selection_follows_generation_so_x_after_r_flags_the_last(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running, timeout=30)
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
+                       timeout=30)
         last = len(screen.view.trace.steps)
         assert last > 2 and screen.view.selected == last
         await pilot.press("x")

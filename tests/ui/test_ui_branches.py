@@ -291,7 +291,8 @@ async def backtracked_story(pilot: Pilot) -> TraceScreen:
     app = pilot.app
     screen = await open_trace(pilot)
     await pilot.press("r")
-    await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running, timeout=30)
+    await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
+                   timeout=30)
     await pilot.press("2", "enter", "x", "b")
     await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
                    and app.screen.all_arrived, timeout=30)

@@ -597,7 +597,8 @@ async def test_live_verifier_marks_each_thought_as_it_finishes(store: Store) -> 
         assert "'scorch' starts with s" in screen.view.finder.verdicts[1][1]
         assert thought(screen, 1).judgement == "no"
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(screen.view.finder.verdicts) == 2 and not screen.view.running)
+        await wait_for(pilot, lambda: len(screen.view.finder.verdicts) == 2
+                       and not screen.view.running)
         assert store.finder_runs(screen.view.trace.id) == []  # live marks are not saved runs
         await pilot.press("V")
         await wait_for(pilot, lambda: screen.view.finder is None)
@@ -648,7 +649,8 @@ async def test_finder_runs_stay_with_their_branch(store: Store) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
                        and app.screen.all_arrived, timeout=30)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.view.trace.correct and not screen.view.running, timeout=30)
+        await wait_for(pilot, lambda: screen.view.trace.correct and not screen.view.running,
+                       timeout=30)
         # The new branch: no finder has judged it.
         await wait_for(pilot, lambda: screen.view.finder is None)
         assert marks(screen) == [None] * len(screen.view.trace.steps)
@@ -711,7 +713,8 @@ async def test_enter_runs_the_finder_from_the_api_base_field(store: Store) -> No
         await wait_for(pilot, lambda: app.screen is screen)
         await wait_for(pilot, lambda: screen.view.finder is not None and not screen.view.finding,
                        timeout=30)
-        assert (screen.view.finder.method, screen.view.finder.model) == ("direct-trace", "replay/bbm")
+        assert (screen.view.finder.method, screen.view.finder.model) == ("direct-trace",
+                                                                         "replay/bbm")
         assert store.finder_runs(screen.view.trace.id)
 
 

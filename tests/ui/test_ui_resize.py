@@ -14,7 +14,8 @@ async def run_to_the_answer(pilot) -> TraceScreen:
     await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen) and app.screen.is_mounted)
     screen = app.screen
     await pilot.press("r")
-    await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running, timeout=30)
+    await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
+                   timeout=30)
     await pilot.pause()
     return screen
 

@@ -64,9 +64,9 @@ async def test_n_generates_one_thought_and_commits_it(store: Store) -> None:
         saved = store.branch(screen.view.trace.id)
         assert [step.text for step in saved] == row.steps[:2]
         assert [view.text for view in finished_views(app)] == row.steps[:2]
-        # Each thought shows its tokens; the title shows the running totals.
+        # Each thought shows its tokens and cost; the title shows the running totals.
         meta = finished_views(app)[0].meta
-        assert "tok" in meta
+        assert " in · " in meta and " out · $0" in meta
         assert "2 calls" in str(screen.query_one("#title-bar .title-right").render())
 
 
@@ -744,7 +744,10 @@ async def test_the_header_parts_never_run_together(store: Store, size) -> None:
         right = screen.query_one("#title-bar .title-right")
         assert left.region.right <= right.region.x
         shown = str(right.render())
-        assert shown == "1,234 calls · 12,000,000 tok · $12.500"
+        # The figures as they fit beside a long title (at most half the bar): without the
+        # calls at 120 columns, the tokens in one sum at 80.
+        assert shown == ("10,000,000 in / 0 cached / 2,000,000 out · $12.5000" if size == SIZE
+                         else "12,000,000 tok, 0 cached · $12.5000")
         assert right.content_region.x - left.region.right >= 2
         # The model the next step uses stays whole; the app's name goes first.
         assert "multistep_arithmetic #7 — replay/bbm" in str(left.render())

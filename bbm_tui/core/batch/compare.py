@@ -69,10 +69,9 @@ class ModelFigures:
         self.prompt_tokens += int(_figure(usage.get("prompt_tokens")) or 0)
         self.completion_tokens += int(_figure(usage.get("completion_tokens")) or 0)
         cost = _figure(usage.get("cost"))
-        if cost is None:
-            self.unpriced += 1
-        else:
-            self.cost += cost
+        self.cost += cost or 0.0
+        if cost is None or _figure(usage.get("unpriced_calls")):
+            self.unpriced += 1  # a call of unknown price: the cost is at least this
 
     def as_json(self) -> dict[str, Any]:
         return {

@@ -171,9 +171,8 @@ async def _generate_row(
             break
         if isinstance(event, StepFinished):
             progress.steps += 1
-            progress.calls += 1
             progress.impossible_logprobs += event.call.impossible_logprobs
-            progress.add_cost(event.call.cost)
+            progress.add_call(event.call, (settings or StepperSettings()).call)
             notify(progress)
     elapsed = time.perf_counter() - started
     latency = _total_latency(store, trace, elapsed)
@@ -217,15 +216,15 @@ def _row_extra(
     spec: llm.ModelSpec, trace: TraceSession, latency: float, settings: StepperSettings | None
 ) -> dict[str, Any]:
     """What `run` writes beside the dataset's keys: the model, the seconds its calls took,
-    their tokens and cost (`usage`; cost null where a call's price is unknown); each step's
-    log-probability when asked."""
+    their tokens and cost (`usage`: `cost` sums the calls whose price is known, null when none
+    is; `unpriced_calls` are not); each step's log-probability when asked."""
     figures = BranchFigures.of(trace.steps)
     extra: dict[str, Any] = {
         "model": spec.model, "latency_s": round(latency, 4),
-        "usage": {"calls": sum(step.call_id is not None for step in trace.steps),
-                  "prompt_tokens": figures.prompt_tokens,
+        "usage": {"calls": figures.calls, "prompt_tokens": figures.prompt_tokens,
+                  "cached_tokens": figures.cached_tokens,
                   "completion_tokens": figures.completion_tokens,
-                  "cost": figures.cost}}
+                  "cost": figures.known_cost, "unpriced_calls": figures.unpriced_calls}}
     if settings is not None and llm.asks_logprobs(spec, settings.call):
         extra["step_logprobs"] = [step.logprob for step in trace.steps]
     return extra

@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from bbm_tui.core import llm
-from bbm_tui.core.prompts.generation import next_step_prompt
+from bbm_tui.core.prompts.generation import next_step_parts
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.types import DEFAULT_STEP_LIMIT, StepperSettings, TraceEnd
 
@@ -116,11 +116,11 @@ async def run_steps(
             return
         number = len(written) + 1 + (held_empty is not None)
         context = written + ([""] if held_empty is not None else [])
-        prompt = next_step_prompt(task, input_text, context)
+        parts = next_step_parts(task, input_text, context)
         yield StepStarted(number)
         result: llm.StepText | None = None
         try:
-            async for item in llm.stream_step(spec, prompt, settings.call):
+            async for item in llm.stream_step(spec, "".join(parts), settings.call, parts=parts):
                 if isinstance(item, llm.TextDelta):
                     yield StepDelta(number, item.text)
                 elif isinstance(item, llm.Restart):

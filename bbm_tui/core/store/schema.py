@@ -272,14 +272,27 @@ MIGRATIONS: list[Migration] = [
         heartbeat_at REAL NOT NULL
     );
     """,
-    # 14: several models on one question, side by side (docs/DESIGN.md §15). Each model's
+    # 14: the part of a call's prompt tokens the provider read from its prompt cache, and the
+    # part it wrote to it, as it reported them (`prompt_tokens` counts both); priced as such.
+    # NULL: the provider said nothing of caching, or the call was made before v14. Which
+    # estimate a call's is: `usage_estimated` (v9) says its output was counted by us; now
+    # `prompt_estimated` says whether its prompt was too (litellm's count for a server that
+    # sent none), where a stream closed before the provider counted its output keeps the
+    # provider's count of its prompt (Anthropic's, Gemini's). Before v14 both were one.
+    """
+    ALTER TABLE calls ADD COLUMN cached_tokens INTEGER;
+    ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER;
+    ALTER TABLE calls ADD COLUMN prompt_estimated INTEGER NOT NULL DEFAULT 0;
+    UPDATE calls SET prompt_estimated = usage_estimated;
+    """,
+    # 15: several models on one question, side by side (docs/DESIGN.md §15). Each model's
     # trace is a branch of the session that records its model: its column (`position`), the
     # model settings it generates with (the api base redacted), where its branch on show ends
     # (`head_step_id`, as the session's own for a trace of one model) and how its generating
     # stands (`state`, a ModelBranchState; `error` says why one failed), so that a session
     # reopens with each column as it was and a column that was streaming goes on. A step
     # says which model branch it is on: two models that write the same thought keep a step
-    # each. NULL: a session of one model, as before v14.
+    # each. NULL: a session of one model, as before v15.
     """
     CREATE TABLE model_branches (
         id INTEGER PRIMARY KEY,

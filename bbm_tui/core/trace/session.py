@@ -254,7 +254,7 @@ class TraceSession:
     its file since (None: nothing).
 
     In a session of several models side by side, one TraceSession is one model's branch
-    (`model_branch`, store v14): its steps are stored on that branch, its head is the
+    (`model_branch`, store v15): its steps are stored on that branch, its head is the
     branch's, its model the branch's, and its generating state is kept there; the columns of
     one session share one `claim`."""
 

@@ -1,5 +1,5 @@
 """Several models on one question, side by side (docs/DESIGN.md §15): a session whose model
-branches (store v14) each hold one model's trace, generated at once.
+branches (store v15) each hold one model's trace, generated at once.
 
 Each model branch is worked through a TraceSession of its own (its steps stored on the
 branch, its head and model the branch's), all sharing one step tree and one claim on the
@@ -37,33 +37,47 @@ class TooManyModels(ValueError):
 
 @dataclass(frozen=True)
 class BranchFigures:
-    """What one model's branch on show cost: its thoughts, the seconds its calls took, its
-    tokens and its cost (None: some call's price is unknown; `estimated`: some counts are
-    estimates)."""
+    """What one model's branch on show cost: its thoughts, the calls that wrote them and the
+    seconds they took, their tokens (and of the prompt's, those read from the provider's
+    cache), and their cost: `cost` sums the calls whose price is known, `unpriced_calls` are
+    not (a lower bound then; `known_cost` None when none is). `estimated`: some counts are
+    estimates. A thought chosen among a call's samples counts its own tokens and no cost (its
+    call's figures are for all of them)."""
 
     thoughts: int
+    calls: int
     latency_s: float
     prompt_tokens: int
     completion_tokens: int
-    cost: float | None
+    cost: float
+    unpriced_calls: int = 0
+    cached_tokens: int = 0
     estimated: bool = False
 
     @classmethod
     def of(cls, steps: Sequence[Step]) -> BranchFigures:
         called = [step for step in steps if step.call_id is not None]
-        priced = all(step.cost is not None for step in called if not step.call_choices)
+        own_cost = [step for step in called if not step.call_choices]
         return cls(
             thoughts=len(steps),
+            calls=len(called),
             latency_s=sum(step.latency_s or 0.0 for step in called),
             prompt_tokens=sum(step.prompt_tokens or 0 for step in called),
             completion_tokens=sum(step.completion_tokens or 0 for step in called),
-            cost=sum(step.cost or 0.0 for step in called) if priced else None,
+            cost=sum(step.cost or 0.0 for step in own_cost),
+            unpriced_calls=sum(step.cost is None for step in own_cost),
+            cached_tokens=sum(step.cached_tokens or 0 for step in called),
             estimated=any(step.usage_estimated for step in called),
         )
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def known_cost(self) -> float | None:
+        """The cost, or None when no call's price is known (never a made-up $0)."""
+        return None if self.calls and self.unpriced_calls >= self.calls else self.cost
 
 
 def first_difference(traces: Sequence[Sequence[str]]) -> int | None:

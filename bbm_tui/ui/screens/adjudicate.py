@@ -57,6 +57,8 @@ class AdjudicateScreen(QueueScreen):
                 tooltip="The next trace in the queue"),
         Binding("p", "move(-1)", "prev trace", id="adjudicate_previous_trace",
                 tooltip="The previous trace in the queue"),
+        Binding("a", "app.agreement", "agreement", id="adjudicate_agreement", show=False,
+                tooltip="The annotators' agreement: kappa between each two, as a matrix"),
         Binding("escape", "back", "back", id="adjudicate_back", tooltip="Leave"),
         Binding("]", "scroll_question(3)", "question ↓", id="question_down", show=False,
                 tooltip="Scroll the question down (a long one is cut on a small terminal)"),

@@ -128,6 +128,9 @@ def _bindings(*, per_step: bool) -> list[BindingType]:
         Binding("m", "note", "note", id="annotate_note", show=False,
                 tooltip="A note on the trace (why its first mistake is one), kept with its "
                 "label"),
+        Binding("a", "app.agreement", "agreement", id="annotate_agreement", show=False,
+                tooltip="The annotators' agreement so far: kappa between each two, as a "
+                "matrix"),
         Binding("escape", "back", "back", id="annotate_back", tooltip="Leave the queue"),
         # The ids of the main screen's keys that do the same (one [keymap] line for both).
         Binding("]", "scroll_question(3)", "question ↓", id="question_down", show=False,

@@ -177,6 +177,9 @@ class NewSessionScreen(BbmScreen):
                 tooltip="Search the dataset's questions (or type a number)"),
         Binding("escape", "back", "back", id="new_back",
                 tooltip="Back to the screen below (when there is one)"),
+        Binding("ctrl+d", "dataset_view", "charts", id="new_dataset_view", show=False,
+                tooltip="Charts of the task's questions file: where the first mistakes are, "
+                "trace lengths, counts"),
     ]
 
     # The question list, not the search box, has the focus at first, so that single keys
@@ -292,7 +295,7 @@ class NewSessionScreen(BbmScreen):
     def _beside_line(self) -> Content:
         key = key_for(self, "new_add_beside")
         if not self.beside:
-            return styled(f"{key} sets a model beside it (side by side)", MUTED)
+            return styled(f"{key} adds a model beside it", MUTED)
         names = ", ".join(one_line(spec.model, 30) for spec in self.beside)
         line = Content.assemble(("Beside it: ", "bold"), safe_line(names))
         more = (f"{key} adds another" if len(self.beside) < MAX_BESIDE
@@ -510,6 +513,11 @@ class NewSessionScreen(BbmScreen):
         if action == "back":  # greyed out where there is nothing to go back to
             return True if self.bbm_app.can_leave(self) else None
         return True
+
+    def action_dataset_view(self) -> None:
+        from bbm_tui.ui.screens.dataset import open_task_dataset_view
+
+        open_task_dataset_view(self.app, self.task_name)
 
     def action_back(self) -> None:
         self.post_message(GoBack(self))

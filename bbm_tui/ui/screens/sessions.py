@@ -22,6 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.widgets import DataTable, Input, Static
 
+from bbm_tui.core.accounting import UNKNOWN, format_total_cost
 from bbm_tui.core.store import SessionSummary
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import SessionQuery, SessionSort
@@ -47,12 +48,13 @@ from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 # its header asks for). The widths fit 120 columns, and 80, with the cells' padding and the
 # scrollbar, so that there is no horizontal scrollbar.
 COLUMNS: tuple[tuple[str, str, int, int, SessionSort | None], ...] = (
-    ("Name", "name", 24, 20, SessionSort.NAME),
-    ("Task", "task", 14, 12, SessionSort.TASK),
-    ("Model", "model", 16, 12, SessionSort.MODEL),
+    ("Name", "name", 20, 17, SessionSort.NAME),
+    ("Task", "task", 12, 11, SessionSort.TASK),
+    ("Model", "model", 14, 10, SessionSort.MODEL),
     ("Steps", "steps", 6, 5, SessionSort.STEPS),
     ("Label", "label", 15, 15, SessionSort.LABEL),
-    ("Answer", "answer", 10, 0, None),
+    ("Cost", "cost", 9, 8, None),
+    ("Answer", "answer", 8, 0, None),
     ("Updated", "updated", 16, 0, SessionSort.UPDATED),
 )
 WIDE = 118
@@ -97,6 +99,13 @@ def name_cell(name: str, width: int) -> Text:
     tail = max(6, width * 2 // 5)
     head = width - 1 - tail
     return Text(f"{line[:head].rstrip()}…{line[-tail:]}", no_wrap=True)
+
+
+def cost_cell(summary: SessionSummary) -> Text:
+    """What the session's calls cost: "—" (dim) when no call's price is known, "≥$…" when
+    some are not."""
+    cost = format_total_cost(summary.cost, summary.calls, summary.unpriced_calls)
+    return Text(cost, justify="right", style="dim" if cost == UNKNOWN else "")
 
 
 def when_cell(timestamp: float, *, wall_clock: bool) -> Text:
@@ -270,6 +279,7 @@ class SessionsScreen(BbmScreen):
                 "model": safe_cell(summary.model_names, 60),
                 "steps": Text(str(summary.steps), justify="right"),
                 "label": label_cell(summary, colors),
+                "cost": cost_cell(summary),
                 "answer": safe_cell(summary.answer or "—", 40),
                 "updated": when_cell(session.updated_at, wall_clock=wall_clock),
             }

@@ -21,6 +21,7 @@ away, and a line says how many.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import fields, replace
 from typing import ClassVar
 
 from textual.app import ComposeResult
@@ -47,7 +48,7 @@ from bbm_tui.ui.screens.trace.messages import TitleChanged
 from bbm_tui.ui.screens.trace.screen import PACES
 from bbm_tui.ui.screens.trace.view import TRACE_CSS, TraceView
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import COPY_QUESTION, MUTED, format_totals, safe_cut, safe_line, styled
+from bbm_tui.ui.text import COPY_QUESTION, MUTED, safe_cut, safe_line, styled, totals_forms
 from bbm_tui.ui.viewmodels.columns import (
     column_title,
     columns_on_show,
@@ -381,17 +382,17 @@ class SideBySideScreen(BbmScreen):
         """The session's calls so far: those before the screen opened and each column's
         since (a column's view counts the calls it makes on top of the same start)."""
         start = self.totals_at_start
-        calls, prompt, completion, cost, estimated = (
-            start.calls, start.prompt_tokens, start.completion_tokens, start.cost,
-            start.estimated_calls)
+        sums: dict[str, object] = {}
+        models = set(start.unpriced_models)
+        for field in fields(Totals):
+            if field.name == "unpriced_models":
+                continue
+            base = getattr(start, field.name)
+            sums[field.name] = base + sum(getattr(column.view.totals, field.name) - base
+                                          for column in self.columns)
         for column in self.columns:
-            own = column.view.totals
-            calls += own.calls - start.calls
-            prompt += own.prompt_tokens - start.prompt_tokens
-            completion += own.completion_tokens - start.completion_tokens
-            cost += own.cost - start.cost
-            estimated += own.estimated_calls - start.estimated_calls
-        return Totals(calls, prompt, completion, cost, estimated)
+            models.update(column.view.totals.unpriced_models)
+        return replace(start, **sums, unpriced_models=tuple(sorted(models)))
 
     def show_title(self) -> None:
         session = self.race.session
@@ -402,8 +403,8 @@ class SideBySideScreen(BbmScreen):
         long = what + f"{len(self.columns)} models side by side"
         short = what + f"{len(self.columns)} models"
         title = self.query_one("#title-bar", TitleBar)
-        title.set_left(app_name + long, long, short)
-        title.set_right(Content(format_totals(self.session_totals())))
+        title.set_left(app_name + long, long, short, keep=short.cell_length)
+        title.set_right(*(Content(form) for form in totals_forms(self.session_totals())))
 
     # -- keys on every column
 

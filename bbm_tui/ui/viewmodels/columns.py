@@ -9,10 +9,11 @@ from collections.abc import Mapping, Sequence
 
 from textual.content import Content
 
+from bbm_tui.core.accounting import format_total_cost
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.trace.side_by_side import MAX_MODELS, BranchFigures
 from bbm_tui.core.types import ModelBranchState
-from bbm_tui.ui.text import MUTED, format_tokens, safe_line, styled
+from bbm_tui.ui.text import MUTED, cost_phrase, format_tokens, safe_line, styled
 
 # The narrowest a column may be: thoughts wrapped narrower read poorly. 80 columns of
 # terminal hold two, 250 hold four (MAX_MODELS).
@@ -54,12 +55,14 @@ def shown_state(trace: TraceSession, running: bool) -> ModelBranchState:
 
 def figures_line(figures: BranchFigures, *, wall_clock: bool = True) -> str:
     """"7 thoughts · 3.2 s · 4,210 tok · $0.0012"; the latency left out where the figures
-    must not change between runs (screenshots); "cost —" where a price is unknown."""
+    must not change between runs (screenshots); "≥$…" where some call's price is unknown,
+    "cost —" where none is."""
     parts = [f"{figures.thoughts} thought" + ("" if figures.thoughts == 1 else "s")]
     if wall_clock and figures.thoughts:
         parts.append(f"{figures.latency_s:.1f} s")
     parts.append(format_tokens(figures.tokens, estimated=figures.estimated))
-    parts.append("cost —" if figures.cost is None else f"${figures.cost:.4f}")
+    parts.append(cost_phrase(format_total_cost(figures.cost, figures.calls,
+                                               figures.unpriced_calls)))
     return " · ".join(parts)
 
 

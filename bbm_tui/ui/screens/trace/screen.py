@@ -20,7 +20,7 @@ from bbm_tui.ui.messages import AddModel, SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.screens.trace.messages import TitleChanged
 from bbm_tui.ui.screens.trace.view import TRACE_CSS, TraceView
-from bbm_tui.ui.text import MUTED, format_totals, safe_line, styled
+from bbm_tui.ui.text import MUTED, safe_line, styled, totals_forms
 from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
 
 # The offline models' streaming paces that p goes through, in tokens a second (0: at once).
@@ -111,15 +111,17 @@ class TraceScreen(BbmScreen):
             # from replay/bbm, may have changed it since the session's first step).
             safe_line(trace.spec.model, 40),
         )
+        model_end = what.cell_length
         if session.name != default_session_name(session.task, session.dataset_index,
                                                  session.input):
             what = (what.append(" ").append(styled("— ", MUTED))
                     .append(safe_line(session.name, 40)))
         app_name = Content.assemble(("bbm-tui ", "bold"), ("— ", MUTED))
         title = self.query_one("#title-bar", TitleBar)
-        # Narrow, the app's name goes first, so that the model stays whole.
-        title.set_left(app_name + what, what)
-        title.set_right(Content(format_totals(totals)))
+        # Narrow, the app's name goes first, then the figures shorten, so that the model stays
+        # whole.
+        title.set_left(app_name + what, what, keep=model_end)
+        title.set_right(*(Content(form) for form in totals_forms(totals)))
 
     # -- m: another model beside this one (the session goes side by side)
 

@@ -29,6 +29,7 @@ from textual.binding import BindingType
 from textual.containers import Vertical
 from textual.worker import Worker, WorkerState
 
+from bbm_tui.core import llm
 from bbm_tui.core.prompts.thoughts import format_steps
 from bbm_tui.core.store import SessionBusy, Totals
 from bbm_tui.core.textsafe import one_line
@@ -163,9 +164,6 @@ class TraceView(TraceHost):
         """Another bbm-tui generates the session: read-only here until it stops."""
         self.sharing.read_only(busy)
 
-    def watch_busy_elsewhere(self, busy: SessionBusy | None) -> None:
-        self.set_class(busy is not None, "-read-only")
-
     def watch_presenter(self, presenter: bool) -> None:
         for view in self._all_views():
             view.set_presenter(presenter)  # the meta line comes or goes: a new height
@@ -175,14 +173,17 @@ class TraceView(TraceHost):
         # committed are exactly the ones that add to them.
         totals = self.totals
         for call in message.calls:
-            totals = Totals(
-                totals.calls + 1,
-                totals.prompt_tokens + (call.prompt_tokens or 0),
-                totals.completion_tokens + (call.completion_tokens or 0),
-                totals.cost + (call.cost or 0.0),
-                totals.estimated_calls + call.usage_estimated,
-            )
+            totals = totals.plus(call)
+            self._note_caching(call)
         self.totals = totals
+
+    def _note_caching(self, call: llm.CallRecord) -> None:
+        """Say once a run (whichever screen) that a prompt was too short for its model's
+        prompt cache."""
+        note = llm.below_caching_minimum(call, self.context.stepper_settings.call)
+        if note is not None and note not in self.context.notes_said:
+            self.context.notes_said.add(note)
+            self.notify(note, title="Prompt caching", markup=False, timeout=10)
 
     def on_branch_shown(self) -> None:
         self.finding_part.load()  # the branch's own run, if any
