@@ -26,7 +26,6 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from bbm_tui.core.config import Config
-from bbm_tui.core.tasks import task_names
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import ModelSpec
 from bbm_tui.ui.context import HomeScreen
@@ -432,39 +431,24 @@ class BbmApp(App[int]):
     @work(exclusive=True, group="open", exit_on_error=False, description="Opening the question")
     async def _show_question(self, task: str, number: int) -> None:
         """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
-        from bbm_tui.core.dataset import DatasetError, question_rows
-        from bbm_tui.ui.screens.new_session import create_trace, dataset_request
+        from bbm_tui.ui.screens.new_session import question_trace
 
         store = await self.wait_for_store()
         if store is None:
             return
-        if task not in task_names():
-            problem = f"Unknown task {task!r}" if task else "--question needs --task"
-            self.notify(f"{problem}; the tasks: {', '.join(task_names())}", severity="error",
-                        markup=False)
-            await self.push_screen(NewSessionScreen(self.config))
-            return
-        try:
-            rows = await asyncio.to_thread(question_rows, task)
-        except DatasetError as error:
-            rows, problem = (), str(error)
-        else:
-            problem = (f"{task} has questions 0 to {len(rows) - 1}, not {number}." if rows
-                       else f"{task} lists no questions (`questions` in its task file).")
-        if not 0 <= number < len(rows):
-            self.notify(problem, severity="error", markup=False)
+        trace = await asyncio.to_thread(question_trace, store, task, number,
+                                        self.configured_spec, self._start_models[1:])
+        if isinstance(trace, str):
+            self.notify(trace, severity="error", markup=False)
+            # On the task asked for, if there is one of that name.
             await self.push_screen(NewSessionScreen(self.config, task=task))
             return
-        spec = ModelSpec(self.config.model, self.config.api_base, self.config.mode)
-        request = dataset_request(task, number, rows[number], spec, recorded=False,
-                                  beside=self._start_models[1:])
-        made = await asyncio.to_thread(create_trace, store, request)
         from bbm_tui.core.trace.side_by_side import SideBySide
 
-        if isinstance(made, SideBySide):
-            await self._present_models(made, None)
+        if isinstance(trace, SideBySide):
+            await self._present_models(trace, None)
         else:
-            await self._present(made, None)
+            await self._present(trace, None)
 
     @work(exclusive=True, group="open", exit_on_error=False,
           description="Leaving the deleted session")

@@ -47,9 +47,10 @@ def _commands_of(node: DOMNode) -> Iterator[SystemCommand]:
 
 
 def _action(node: DOMNode, action: str) -> Callable[[], object]:
-    """The method `action` ("version(-1)") names on `node`, with its arguments, to call now."""
-    _, name, arguments = parse(action)
-    method = getattr(node, f"action_{name}")
+    """The method `action` ("version(-1)", "app.agreement") names on `node` (or the app), with
+    its arguments, to call now."""
+    namespace, name, arguments = parse(action)
+    method = getattr(node.app if namespace == "app" else node, f"action_{name}")
     return lambda: method(*arguments)
 
 

@@ -29,6 +29,7 @@ from bbm_tui.core.dataset import (
     rows_with_tasks,
 )
 from bbm_tui.core.dataset.formats import origin_of
+from bbm_tui.core.errors import InvalidValue
 from bbm_tui.core.judging.finders import FindResult, Pace, final_result
 from bbm_tui.core.judging.judges import Judge, check_judge, get_judge
 from bbm_tui.core.judging.metrics import Judged, Report, report
@@ -177,7 +178,7 @@ class RateLimiter:
 
     def __init__(self, per_minute: float) -> None:
         if per_minute <= 0:
-            raise ValueError("--rpm must be more than 0")
+            raise InvalidValue("--rpm must be more than 0")
         self.interval = 60.0 / per_minute
         self._next = 0.0
         self._lock = asyncio.Lock()
@@ -304,7 +305,7 @@ def paper_figures(model: str, method: str) -> dict[str, dict[str, float]]:
     """{task or "overall": {metric: the paper's figure}} for one model and method; empty
     where the paper has none (e.g. CoT trace-level, which it reports in prose only)."""
     if model not in paper_models():
-        raise ValueError(
+        raise InvalidValue(
             f"the paper has no figures for {model!r}; it has: {', '.join(paper_models())}"
         )
     figures: dict[str, dict[str, float]] = {}

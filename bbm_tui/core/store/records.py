@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
@@ -39,9 +39,12 @@ class Session:
     task_digest: str | None = None
 
 
-@dataclass(frozen=True, slots=True)  # slots: a trace may hold 10^5 of them
-class Step:
-    """One stored thought: its place in the tree, its text and what its call cost."""
+class Step(NamedTuple):
+    """One stored thought: its place in the tree, its text and what its call cost.
+
+    A named tuple, not a dataclass: a trace may hold 10^5 of them, and a frozen dataclass sets
+    each of its 20 fields through `object.__setattr__`, which took three times as long as
+    reading the rows (bench/big_store.py); a tuple is made in one go, and stays as frozen."""
 
     id: int
     session_id: int

@@ -61,6 +61,7 @@ from bbm_tui.core.trace.branches import BranchOrigin, branch_origin, one_samplin
 from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
+    RECORDED_MODEL,
     ModelBranchState,
     SessionSource,
     StepOrigin,
@@ -283,6 +284,12 @@ class TraceSession:
         with _collector_paused():
             self.tree = tree if tree is not None else StepTree(store.steps_of(session.id))
             self.steps: list[Step] = self.tree.path(self._stored_head())
+            if tree is None and len(self.tree) >= FREEZE_FROM:
+                # Out of the collector's sight before it runs again: its first passes after
+                # the load walked every step three times over (generations 0, 1 and 2), a
+                # second at 10^5 steps on a busy machine. They hold no cycle, and are freed
+                # as ever when let go; the app's trace screen unfreezes when it goes.
+                gc.freeze()
         self.label: Label | None = self._branch_label()
         self._spec = spec or (_branch_spec(model_branch) if model_branch is not None
                               else _stored_spec(session))
@@ -486,8 +493,18 @@ class TraceSession:
         """1-based number of the flagged first mistake on the branch on show, if any."""
         if self.label is None:
             return None
-        index = self.label.mistake_index([step.id for step in self.steps])
-        return None if index is None else self.steps[index].number
+        return self.place_of(self.label.mistake_step_id)
+
+    def place_of(self, step_id: int | None) -> int | None:
+        """The number of step `step_id` on the branch on show (None: not on it). A step's
+        number is its place on its path, so it is found at once, without a walk of the
+        branch (10^5 steps), which every key that redrew a status made."""
+        if step_id is None or step_id not in self.tree:
+            return None
+        number = self.tree.step(step_id).number
+        if 1 <= number <= len(self.steps) and self.steps[number - 1].id == step_id:
+            return number
+        return None
 
     @property
     def no_mistake(self) -> bool:
@@ -817,12 +834,21 @@ def resumed_spec(
     (command line over config) when they are for the session's model, as in `run`, so a
     corrected api base or mode wins; a session of another model keeps its own settings, less
     those the command line gave explicitly (`given` holds "model", "api_base", "mode"): a
-    session named with --session continues with what was typed next to it."""
+    session named with --session continues with what was typed next to it. A recorded trace
+    whose row named no model (RECORDED_MODEL) has nothing to call: it goes on with the
+    configured model, as a new session would."""
+    if session.model == RECORDED_MODEL:
+        return configured
     model = configured.model if "model" in given else session.model
     ours = model == configured.model
     api_base = configured.api_base if ours or "api_base" in given else session.api_base
     mode = configured.mode if ours or "mode" in given else session.mode
     return llm.ModelSpec(model, api_base, mode)
+
+
+# From this many steps, a loaded trace is set aside from the cyclic garbage collector
+# (`gc.freeze`): a full collection walks every live object, 10^5 steps and their texts.
+FREEZE_FROM = 10_000
 
 
 @contextmanager
