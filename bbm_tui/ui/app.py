@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import gc
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -30,8 +30,10 @@ from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import ModelSpec
 from bbm_tui.ui.context import HomeScreen
 from bbm_tui.ui.messages import (
+    AddModel,
     GoBack,
     ModelChosen,
+    OpenModels,
     OpenSession,
     OpenTrace,
     SessionMissing,
@@ -50,6 +52,7 @@ from bbm_tui.ui.text import failure_message, failure_title
 if TYPE_CHECKING:
     from bbm_tui.core.store import Store, Totals
     from bbm_tui.core.trace.session import TraceSession
+    from bbm_tui.core.trace.side_by_side import SideBySide
     from bbm_tui.ui.dialogs import KeyHelp
 
 EXIT_OK = 0
@@ -89,6 +92,7 @@ class BbmApp(App[int]):
         wall_clock: bool = True,
         annotate: AnnotateRequest | None = None,
         task_problems: Iterable[str] = (),
+        models: Sequence[ModelSpec] = (),
     ) -> None:
         super().__init__()
         self.config = config or Config()
@@ -123,6 +127,8 @@ class BbmApp(App[int]):
         self._after_first_frame: list[Callable[[], None]] = []
         # Task files in the config folder that did not load, each with its message.
         self._task_problems = list(task_problems)
+        # `--model A --model B` with --task and --question: the models side by side.
+        self._start_models = list(models)
 
     def get_default_screen(self) -> Screen:
         """The bottom screen: the new-session screen itself (no screen before it to pay
@@ -287,6 +293,12 @@ class BbmApp(App[int]):
     def on_open_trace(self, message: OpenTrace) -> None:
         self.open_trace(message.trace, message.totals)
 
+    def on_open_models(self, message: OpenModels) -> None:
+        self._show_models(message.race, message.totals)
+
+    def on_add_model(self, message: AddModel) -> None:
+        self._add_model(message.trace, message.spec)
+
     def on_open_session(self, message: OpenSession) -> None:
         self.open_session(message.session_id)
 
@@ -332,6 +344,30 @@ class BbmApp(App[int]):
 
         await self._show_instead(TraceScreen(trace, totals), 1)
 
+    @work(exclusive=True, group="open", exit_on_error=False,
+          description="Opening the models side by side")
+    async def _show_models(self, race: SideBySide, totals: Totals | None) -> None:
+        await self._present_models(race, totals)
+
+    async def _present_models(self, race: SideBySide, totals: Totals | None,
+                              *, resume: bool = True) -> None:
+        if totals is None:
+            totals = await asyncio.to_thread(race.columns[0].totals)
+        if race.created_now:
+            self._fresh_sessions.add(race.id)
+        from bbm_tui.ui.screens.side_by_side import SideBySideScreen
+
+        await self._show_instead(SideBySideScreen(race, totals, resume=resume), 1)
+
+    @work(exclusive=True, group="open", exit_on_error=False, description="Adding the model")
+    async def _add_model(self, trace: TraceSession, spec: ModelSpec) -> None:
+        """The session on show, given another model: the same session side by side, its
+        own trace the first column (no call is made until n or r)."""
+        from bbm_tui.core.trace.side_by_side import SideBySide
+
+        race = await asyncio.to_thread(SideBySide.from_trace, trace, spec)
+        await self._present_models(race, None, resume=False)
+
     def session_left(self, session_id: int) -> None:
         if session_id in self._fresh_sessions:
             self._drop_if_empty(session_id)
@@ -358,6 +394,10 @@ class BbmApp(App[int]):
             await self._pop_to_home()  # already open underneath
             return
         try:
+            if await asyncio.to_thread(store.model_branches, session_id):
+                await self._present_models(
+                    await asyncio.to_thread(self._load_models, store, session_id, given), None)
+                return
             trace = await asyncio.to_thread(TraceSession.load, store, session_id)
             totals = await asyncio.to_thread(trace.totals)
         except StoreError as error:
@@ -370,6 +410,19 @@ class BbmApp(App[int]):
         # (the stored api base may be redacted: such a session says it needs it again).
         trace.use_model(resumed_spec(trace.session, self.configured_spec, given))
         await self._present(trace, totals)
+
+    def _load_models(self, store: Store, session_id: int, given: frozenset[str]) -> SideBySide:
+        """A session of several models, each column going on with today's settings for its
+        model where they are the configured model's (as a session of one model does)."""
+        from bbm_tui.core.trace.side_by_side import SideBySide
+
+        race = SideBySide.load(store, session_id)
+        configured = self.configured_spec
+        for column in race.columns:
+            branch = column.model_branch
+            if branch is not None and branch.model == configured.model:
+                column.use_model(ModelSpec(branch.model, configured.api_base, configured.mode))
+        return race
 
     @property
     def configured_spec(self) -> ModelSpec:
@@ -384,13 +437,18 @@ class BbmApp(App[int]):
         if store is None:
             return
         trace = await asyncio.to_thread(question_trace, store, task, number,
-                                        self.configured_spec)
+                                        self.configured_spec, self._start_models[1:])
         if isinstance(trace, str):
             self.notify(trace, severity="error", markup=False)
             # On the task asked for, if there is one of that name.
             await self.push_screen(NewSessionScreen(self.config, task=task))
             return
-        await self._present(trace, None)
+        from bbm_tui.core.trace.side_by_side import SideBySide
+
+        if isinstance(trace, SideBySide):
+            await self._present_models(trace, None)
+        else:
+            await self._present(trace, None)
 
     @work(exclusive=True, group="open", exit_on_error=False,
           description="Leaving the deleted session")
@@ -552,10 +610,12 @@ def run_app(
     model_given: frozenset[str] = frozenset(),
     annotate: AnnotateRequest | None = None,
     task_problems: Iterable[str] = (),
+    models: Sequence[ModelSpec] = (),
 ) -> int:
     """Run the app; the exit code is non-zero when the session store could not be opened."""
     app = BbmApp(config, task=task, question=question, session_id=session_id,
-                 model_given=model_given, annotate=annotate, task_problems=task_problems)
+                 model_given=model_given, annotate=annotate, task_problems=task_problems,
+                 models=models)
     app.call_after_first_frame(_collect_from_now_on)
     with app.termination_signals_held():
         app.run()
