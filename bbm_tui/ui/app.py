@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -41,12 +40,16 @@ from bbm_tui.ui.messages import (
     SessionRenamed,
     WorkerFailed,
 )
-from bbm_tui.ui.palette import declared_commands, help_rows, screenshot_folder
+from bbm_tui.ui.palette import (
+    app_commands,
+    help_rows,
+    save_screenshot,
+)
 from bbm_tui.ui.queues import AnnotateRequest, Queues
 from bbm_tui.ui.screens.base import SplashScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.termination import TerminationSignals
+from bbm_tui.ui.termination import TerminationSignals, collect_from_now_on
 from bbm_tui.ui.text import failure_message, failure_title
 
 if TYPE_CHECKING:
@@ -395,8 +398,10 @@ class BbmApp(App[int]):
             return
         try:
             if await asyncio.to_thread(store.model_branches, session_id):
-                await self._present_models(
-                    await asyncio.to_thread(self._load_models, store, session_id, given), None)
+                from bbm_tui.core.trace.side_by_side import SideBySide
+
+                await self._present_models(await asyncio.to_thread(
+                    SideBySide.load_resumed, store, session_id, self.configured_spec), None)
                 return
             trace = await asyncio.to_thread(TraceSession.load, store, session_id)
             totals = await asyncio.to_thread(trace.totals)
@@ -410,19 +415,6 @@ class BbmApp(App[int]):
         # (the stored api base may be redacted: such a session says it needs it again).
         trace.use_model(resumed_spec(trace.session, self.configured_spec, given))
         await self._present(trace, totals)
-
-    def _load_models(self, store: Store, session_id: int, given: frozenset[str]) -> SideBySide:
-        """A session of several models, each column going on with today's settings for its
-        model where they are the configured model's (as a session of one model does)."""
-        from bbm_tui.core.trace.side_by_side import SideBySide
-
-        race = SideBySide.load(store, session_id)
-        configured = self.configured_spec
-        for column in race.columns:
-            branch = column.model_branch
-            if branch is not None and branch.model == configured.model:
-                column.use_model(ModelSpec(branch.model, configured.api_base, configured.mode))
-        return race
 
     @property
     def configured_spec(self) -> ModelSpec:
@@ -555,17 +547,11 @@ class BbmApp(App[int]):
         """The keys where the focus is, for the help screen (ui/palette.py)."""
         return help_rows(self, self.config.keymap)
 
-    # -- the command palette (ctrl+p): the main actions by name
-
     @work(thread=True, exit_on_error=False, description="Checking the keymap")
     def _check_keymap(self) -> None:
-        from bbm_tui.ui.keymap import keymap_problems, screen_bindings
+        from bbm_tui.ui.keymap import check_keymap
 
-        problems = keymap_problems(self.config.keymap, screen_bindings(), self.BINDINGS,
-                                   self.config.path)
-        if problems:
-            self.call_from_thread(self.notify, "\n".join(problems[:5]), title="Keymap",
-                                  severity="error", timeout=20, markup=False)
+        check_keymap(self)
 
     def action_save_svg(self) -> None:
         """Save a screenshot once the screen has been drawn again: from the palette, the
@@ -574,15 +560,7 @@ class BbmApp(App[int]):
         self.call_after_refresh(self.call_after_refresh, self.save_svg_now)
 
     def save_svg_now(self) -> None:
-        folder = screenshot_folder()
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            path = self.save_screenshot(path=str(folder))
-        except OSError as error:
-            self.notify(f"The screenshot could not be saved in {folder}: {error.strerror}",
-                        severity="error", markup=False)
-            return
-        self.notify(f"Screenshot saved: {path}", markup=False, timeout=6)
+        save_screenshot(self)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own "Keys" and "Screenshot" are replaced by ours: one "Keys" entry (the
@@ -590,16 +568,7 @@ class BbmApp(App[int]):
         for command in super().get_system_commands(screen):
             if command.title not in ("Keys", "Screenshot"):
                 yield command
-        yield SystemCommand("Screenshot", "Save an SVG of the screen in the data folder",
-                            self.action_save_svg)
-        yield from self.queues.commands()
-        yield SystemCommand("Dataset view", "Charts of dataset files: where the first "
-                            "mistakes are, trace lengths, a finder's or backtracking's "
-                            "scores beside the paper's", self.action_dataset_view)
-        yield SystemCommand("Agreement", "Cohen's kappa between the annotators, as a matrix; "
-                            "Krippendorff's alpha", self.action_agreement)
-        # The keys' commands, declared next to the bindings (PALETTE): the trace's, the app's.
-        yield from declared_commands(screen, self)
+        yield from app_commands(self, screen)
 
 
 def run_app(
@@ -616,7 +585,7 @@ def run_app(
     app = BbmApp(config, task=task, question=question, session_id=session_id,
                  model_given=model_given, annotate=annotate, task_problems=task_problems,
                  models=models)
-    app.call_after_first_frame(_collect_from_now_on)
+    app.call_after_first_frame(collect_from_now_on)
     with app.termination_signals_held():
         app.run()
     if app.store_error is not None:
@@ -628,10 +597,3 @@ def run_app(
         return EXIT_STORE_FAILED
     return app.return_code or EXIT_OK
 
-
-def _collect_from_now_on() -> None:
-    """After the first frame: what the start made (modules, classes, the first screen) is
-    moved out of the collector's sight for good (`gc.freeze`), and the collector, paused by
-    the command line while the app started, runs again on what is made from now on."""
-    gc.freeze()
-    gc.enable()

@@ -154,6 +154,20 @@ class SideBySide:
         return cls(store, store.session(session_id), specs)
 
     @classmethod
+    def load_resumed(cls, store: Store, session_id: int,
+                     configured: llm.ModelSpec) -> SideBySide:
+        """A session of several models reopened, each column going on with today's settings
+        for its model where they are the configured model's (as a session of one model
+        does)."""
+        race = cls.load(store, session_id)
+        for column in race.columns:
+            branch = column.model_branch
+            if branch is not None and branch.model == configured.model:
+                column.use_model(llm.ModelSpec(branch.model, configured.api_base,
+                                               configured.mode))
+        return race
+
+    @classmethod
     def from_trace(cls, trace: TraceSession, spec: llm.ModelSpec) -> SideBySide:
         """A session of one model given a second (`m` on an open trace): its own trace
         becomes the first column, with the model it generates with now, and `spec` the
