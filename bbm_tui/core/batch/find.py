@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -314,3 +314,21 @@ def paper_figures(model: str, method: str) -> dict[str, dict[str, float]]:
             if method in methods:
                 figures.setdefault(task, {})[metric] = methods[method]
     return figures
+
+
+def paper_figures_for_tasks(figures: dict[str, dict[str, float]],
+                            tasks: Iterable[str]) -> dict[str, dict[str, float]]:
+    """The paper's figures beside a run over `tasks`. Its "overall" is the mean over its
+    five tasks; beside a run over fewer of them, the overall shown is the mean of the paper's
+    own figures for those tasks (as ours is the mean over the run's tasks), so that the two
+    overalls compare like with like (the per-task figures all stay)."""
+    ran = [task for task in tasks if task in figures and task != "overall"]
+    paper_tasks = [task for task in figures if task != "overall"]
+    if not ran or set(ran) == set(paper_tasks):
+        return figures
+    overall: dict[str, float] = {}
+    for metric in {metric for task in ran for metric in figures[task]}:
+        values = [figures[task][metric] for task in ran if metric in figures[task]]
+        if len(values) == len(ran):
+            overall[metric] = sum(values) / len(values)
+    return {**figures, "overall": overall}
