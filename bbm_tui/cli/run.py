@@ -117,4 +117,4 @@ def print_json(out: Path, progress: RunProgress, stopped: bool = False) -> None:
         "failed": progress.failed, "steps": progress.steps, "stopped": stopped,
         "usage": progress.usage_json(), "notes": list(progress.notes),
         "errors": list(progress.errors),
-    }, indent=2))
+    }, indent=2, allow_nan=False))
