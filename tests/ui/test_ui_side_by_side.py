@@ -6,6 +6,8 @@ reopened as it was, its streaming column going on; columns that do not fit one k
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from textual.pilot import Pilot
 from ui_helpers import make_app, steady_frame, wait_for
@@ -33,12 +35,17 @@ def question() -> NewTrace:
     return NewTrace(TASK, row.input, row.target, QUESTION, row.mistake_index)
 
 
-def paced(responder, chunk_delay_s: float, *, drop_at: int | None = None):
+def paced(responder, chunk_delay_s: float, *, drop_at: int | None = None,
+          hold_first: threading.Event | None = None):
     """Replies streamed word by word `chunk_delay_s` apart; with `drop_at`, the stream of
-    that thought and of every one after it is cut (retried, then given up)."""
+    that thought and of every one after it is cut (retried, then given up); with
+    `hold_first`, Thought 1 is held until the test sets it (both columns out at once, however
+    slowly one of them starts)."""
     def respond(path: str, body: dict) -> Reply:
         reply = responder(path, body)
         reply.chunk_delay_s = chunk_delay_s
+        if hold_first is not None and body_thought(body) == 1:
+            reply.hold = hold_first
         if drop_at is not None and body_thought(body) >= drop_at:
             reply.drop_after_chunks = 2
         return reply
@@ -90,8 +97,9 @@ async def test_two_servers_race_one_fails_mid_trace_and_the_other_answers(
     one's stream is cut at Thought 3 and its column says why and that it failed, keeping its
     two thoughts; the fast one answers right; the headers say each state and what it cost;
     the thoughts sit level by number."""
-    openai_server.responder = paced(dataset_responder, 0.02, drop_at=3)
-    second_openai_server.responder = paced(solver_responder, 0.002)
+    both_out = threading.Event()
+    openai_server.responder = paced(dataset_responder, 0.02, drop_at=3, hold_first=both_out)
+    second_openai_server.responder = paced(solver_responder, 0.002, hold_first=both_out)
     specs = [llm.ModelSpec("openai/recorded", openai_server.base_url),
              llm.ModelSpec("openai/solver", second_openai_server.base_url)]
     app = make_app()
@@ -102,9 +110,13 @@ async def test_two_servers_race_one_fails_mid_trace_and_the_other_answers(
         assert slow.title.plain.startswith("1 openai/recorded")
         assert "waiting" in slow.title.plain
         await pilot.press("r")
+        # Both columns' Thought 1 is out at once (held at the servers until both asked).
         await wait_for(pilot, lambda: slow.view.thoughts.streaming is not None
-                       and fast.view.thoughts.streaming is not None, timeout=30)
+                       and fast.view.thoughts.streaming is not None
+                       and openai_server.requests and second_openai_server.requests,
+                       timeout=30)
         assert "streaming" in slow.title.plain and "streaming" in fast.title.plain
+        both_out.set()
         await wait_for(pilot, lambda: finished_runs(screen), timeout=60)
         await pilot.pause()
         # The fast model: right, answered.
