@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 4 and 6 to 12 open as the current version with nothing
+"""Stores written by schema versions 1 to 13 open as the current version with nothing
 lost (issue 9, item 4; issue 11); v9's impossible log-probabilities are mended (version 10).
 The old stores are frozen as SQL in tests/fixtures/, written by the code of their day, never
 built from today's."""
@@ -38,7 +38,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10, 11, 12, 13])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -147,6 +147,50 @@ def test_version_5_keeps_each_steps_logprob_and_lists_sessions_in_one_query(
     indexes = {row[0] for row in connection.execute(
         "SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"sessions_by_updated", "labels_in_force"} <= indexes
+
+
+def test_a_version_5_store_keeps_its_sums_branches_samples_labels_and_runs(
+    tmp_path: Path,
+) -> None:
+    """v5 -> today: the session v5's code wrote (tests/fixtures/store_v5.sql) reads as it was
+    written: each step's log-probability sum (from its tokens, or from its call's list), both
+    branches, the samples of the backtracked thought and the one chosen, two annotators'
+    labels with the withdrawn one still withdrawn, and a finder run with its calls."""
+    with Store.open(old_store(tmp_path, 5)) as store:
+        branch = store.branch(3)
+        assert [(step.id, step.number, step.origin) for step in branch] == [
+            (8, 1, "model"), (11, 2, "backtrack"), (12, 3, "model")]
+        assert [step.text for step in store.branch(3, 10)] == [
+            "A = (7 - 2) = 5.", "B = (1 + 1) = 3.", "So the answer is 15."]
+        assert store.branch(3, 4) == []  # a step of another session ends no branch of this
+        bulk = {step.id: step for step in store.steps_of(3)}
+        assert bulk[8].logprob == pytest.approx(-0.3) and bulk[8].ntokens == 2
+        assert bulk[9].logprob == pytest.approx(-2.0) and bulk[9].ntokens == 2  # its call's
+        assert (bulk[10].logprob, bulk[10].ntokens) == (None, None)
+        # Chosen among the three samples of one call: its own tokens, no cost of its own.
+        chosen = bulk[11]
+        assert (chosen.call_choices, chosen.ntokens, chosen.completion_tokens, chosen.cost) == (
+            3, 2, 2, None)
+        assert store.step(11).tokens == (TokenLogprob("B = (1 + 1) = ", -0.2),
+                                          TokenLogprob("2.", -0.05))
+        samples = store.candidates(3, 8, 2)
+        assert [(c.dropped, c.step_id) for c in samples] == [(True, None), (False, 11),
+                                                              (False, None)]
+        assert [c.logprob for c in samples] == [pytest.approx(-1.7), -0.25, None]
+        by = {label.annotator: label for label in store.labels(3)}
+        assert (by["me"].mistake_step_id, by["me"].assisted) == (9, False)
+        assert (by["ana"].mistake_step_id, by["ana"].assisted) == (9, True)
+        assert len(store.label_history(3, "ana")) == 1  # the withdrawn "no mistake" stays so
+        summary = {s.session.id: s for s in store.sessions()}
+        assert (summary[3].steps, summary[3].label.annotator) == (3, "ana")
+        assert summary[3].mistake_number is None  # Thought 2 flagged on the other branch
+        [run] = store.finder_runs(3)
+        assert (run.method, run.mistake_number, run.parsed) == ("direct-step", 2, True)
+        assert [(v.verdict, v.call.prompt_tokens) for v in run.verdicts] == [
+            ("Yes", 300), ("No", 320)]
+        assert store.totals(3).calls == 7
+        store.set_head(3, 10)
+        assert {s.session.id: s for s in store.sessions()}[3].mistake_number == 2
 
 
 def test_version_7_counts_each_steps_tokens_and_a_samples_own(tmp_path: Path) -> None:

@@ -35,6 +35,8 @@ ADJUDICATOR = "(adjudicated)"
 # recorded under (it asks none).
 VERIFY = "verify"
 VERIFIER_MODEL = "verifier"
+# The model of a recorded trace (import, a queue) whose row names none: nothing to call.
+RECORDED_MODEL = "dataset"
 # A finder's answer is short; CoT reasoning runs to a few hundred tokens.
 DEFAULT_FINDER_MAX_TOKENS = 2048
 # What one call's usage may sanely say; anything else (2**64, 1e23, negative, NaN, a string)

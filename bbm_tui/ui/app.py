@@ -13,27 +13,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
 from textual import work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from bbm_tui.core.config import Config
-from bbm_tui.core.tasks import task_names
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import ModelSpec
 from bbm_tui.ui.context import HomeScreen
-from bbm_tui.ui.keys import binding_owners, bindings_as_bound
 from bbm_tui.ui.messages import (
     GoBack,
     ModelChosen,
@@ -44,54 +39,21 @@ from bbm_tui.ui.messages import (
     SessionRenamed,
     WorkerFailed,
 )
-from bbm_tui.ui.palette import declared_commands, screenshot_folder
+from bbm_tui.ui.palette import declared_commands, help_rows, screenshot_folder
+from bbm_tui.ui.queues import AnnotateRequest, Queues
+from bbm_tui.ui.screens.base import SplashScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import MUTED, styled
+from bbm_tui.ui.termination import TerminationSignals
+from bbm_tui.ui.text import failure_message, failure_title
 
 if TYPE_CHECKING:
-    from bbm_tui.core.annotation.queue import QueuedTrace
     from bbm_tui.core.store import Store, Totals
     from bbm_tui.core.trace.session import TraceSession
     from bbm_tui.ui.dialogs import KeyHelp
 
 EXIT_OK = 0
 EXIT_STORE_FAILED = 1
-
-
-@dataclass(frozen=True)
-class AnnotateRequest:
-    """A queue to open at start: an annotator over traces read already (`bbm-tui annotate`),
-    or, with `adjudicate`, the traces the annotators disagree on."""
-
-    annotator: str
-    traces: list[QueuedTrace] = field(default_factory=list)
-    adjudicate: bool = False
-    # The labelling protocol: the paper's, or PRM800K's per-step one.
-    protocol: str = "paper"
-
-    def __repr__(self) -> str:
-        # Short: a worker's description is built from its arguments' reprs, and the default
-        # one of 10^4 traces took over a second (bench/annotate_queue.py).
-        what = "adjudicate" if self.adjudicate else f"{len(self.traces)} traces"
-        return f"AnnotateRequest({self.annotator!r}, {what})"
-
-
-def _failure_title(worker: Worker) -> str:
-    """What a failed worker was doing ("Generating failed"): its description. One that gave
-    none has Textual's (its method's name and arguments), which says nothing to a person."""
-    description = worker.description
-    if not description or description == "<worker>" or \
-            description.startswith(f"{worker.name}("):
-        return "Something failed"
-    return f"{description} failed"
-
-
-class SplashScreen(Screen[None]):
-    """The bottom screen while a session given on the command line opens."""
-
-    def compose(self) -> ComposeResult:
-        yield Static(styled("bbm-tui · opening…", MUTED), id="splash")
 
 
 class BbmApp(App[int]):
@@ -154,9 +116,10 @@ class BbmApp(App[int]):
         # apply to the session named by --session, whatever its model (see resumed_spec).
         self._model_given = model_given
         self._warm = warm_up
-        self._early_signals: list[int] = []
+        self._signals = TerminationSignals()
         # `bbm-tui annotate` (its files read already) or `bbm-tui adjudicate`.
         self._start_annotate = annotate
+        self.queues = Queues(self)
         self._after_first_frame: list[Callable[[], None]] = []
         # Task files in the config folder that did not load, each with its message.
         self._task_problems = list(task_problems)
@@ -184,7 +147,7 @@ class BbmApp(App[int]):
         self._after_first_frame.append(callback)
 
     def on_mount(self) -> None:
-        self._handle_termination()
+        self._signals.hand_to_loop(self._terminate)
         for callback in self._after_first_frame:
             self.call_after_refresh(callback)
         if self.config.keymap:
@@ -204,32 +167,10 @@ class BbmApp(App[int]):
         if self._warm:
             self.call_after_refresh(self._warm_up)
 
-    def _handle_termination(self) -> None:
-        """SIGTERM (a `kill`, a logout) and SIGHUP (the terminal closed) end the app the way
-        `q` does, so that Textual restores the terminal (main screen, mouse off, cursor on)
-        instead of the process dying in the alternate screen. Exit codes 143 and 129."""
-        loop = asyncio.get_running_loop()
-        for signal_number in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(signal_number, self._terminate, signal_number)
-        if self._early_signals:  # one came while the app started: act on it now
-            self._terminate(self._early_signals[0])
-
-    @contextlib.contextmanager
-    def termination_signals_held(self) -> Iterator[None]:
-        """Around `run()`: note a SIGTERM or SIGHUP that comes before on_mount hands them to
-        the event loop. The driver puts the terminal in the alternate screen well before
-        then, and the default action (dying there) would leave it so."""
-        def note(signal_number: int, _frame: object) -> None:
-            self._early_signals.append(signal_number)
-
-        numbers = (signal.SIGTERM, signal.SIGHUP)
-        previous = {number: signal.signal(number, note) for number in numbers}
-        try:
-            yield
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
+    def termination_signals_held(self) -> contextlib.AbstractContextManager[None]:
+        """Around `run()`: a SIGTERM or SIGHUP before the app runs is acted on once it does
+        (ui/termination.py)."""
+        return self._signals.held()
 
     def _terminate(self, signal_number: int) -> None:
         # After the next refresh: a screen still mounting would fail if the app closed
@@ -301,23 +242,13 @@ class BbmApp(App[int]):
 
     def _worker_failed(self, worker: Worker) -> None:
         """Say what a worker's error was (the app's own workers' and the screens')."""
-        error = worker.error
-        from bbm_tui.core.llm import LLMError
         from bbm_tui.core.store import SessionDeleted
 
-        if isinstance(error, SessionDeleted):
-            self.session_gone(str(error))
+        if isinstance(worker.error, SessionDeleted):
+            self.session_gone(str(worker.error))
             return
-        if isinstance(error, LLMError):
-            message = error.message  # redacted already
-        else:
-            # Any exception's text may carry what a provider or a library echoed back.
-            from bbm_tui.core.redact import redact
-
-            message = redact(str(error)) or type(error).__name__
-        title = _failure_title(worker)
-        self.notify(one_line(message, 500), title=title, severity="error", markup=False,
-                    timeout=10)
+        self.notify(failure_message(worker.error), title=failure_title(worker.description),
+                    severity="error", markup=False, timeout=10)
 
     # -- moving between screens
 
@@ -331,20 +262,20 @@ class BbmApp(App[int]):
         return next((index for index, screen in enumerate(stack)
                      if isinstance(screen, NewSessionScreen)), 0)
 
-    async def _pop_to(self, depth: int) -> None:
+    async def pop_to(self, depth: int) -> None:
         """Pop screens until `depth` are left (1 = only the bottom one)."""
         while len(self.screen_stack) > depth:
             await self.pop_screen()
 
     async def _pop_to_home(self) -> None:
-        await self._pop_to(self._home_index() + 1)
+        await self.pop_to(self._home_index() + 1)
 
     async def _show_instead(self, screen: Screen, depth: int) -> None:
         """Leave `depth` screens on the stack and push `screen` over them, in one frame: the
         screens between are never drawn (a session left behind, the bottom screen flashed
         for a frame on their way out; issue 10, item 9)."""
         with self.batch_update():
-            await self._pop_to(depth)
+            await self.pop_to(depth)
             await self.push_screen(screen)
 
     def can_leave(self, screen: Screen) -> bool:
@@ -447,32 +378,18 @@ class BbmApp(App[int]):
     @work(exclusive=True, group="open", exit_on_error=False, description="Opening the question")
     async def _show_question(self, task: str, number: int) -> None:
         """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
-        from bbm_tui.core.dataset import DatasetError, question_rows
-        from bbm_tui.ui.screens.new_session import create_trace, dataset_request
+        from bbm_tui.ui.screens.new_session import question_trace
 
         store = await self.wait_for_store()
         if store is None:
             return
-        if task not in task_names():
-            problem = f"Unknown task {task!r}" if task else "--question needs --task"
-            self.notify(f"{problem}; the tasks: {', '.join(task_names())}", severity="error",
-                        markup=False)
-            await self.push_screen(NewSessionScreen(self.config))
-            return
-        try:
-            rows = await asyncio.to_thread(question_rows, task)
-        except DatasetError as error:
-            rows, problem = (), str(error)
-        else:
-            problem = (f"{task} has questions 0 to {len(rows) - 1}, not {number}." if rows
-                       else f"{task} lists no questions (`questions` in its task file).")
-        if not 0 <= number < len(rows):
-            self.notify(problem, severity="error", markup=False)
+        trace = await asyncio.to_thread(question_trace, store, task, number,
+                                        self.configured_spec)
+        if isinstance(trace, str):
+            self.notify(trace, severity="error", markup=False)
+            # On the task asked for, if there is one of that name.
             await self.push_screen(NewSessionScreen(self.config, task=task))
             return
-        spec = ModelSpec(self.config.model, self.config.api_base, self.config.mode)
-        request = dataset_request(task, number, rows[number], spec, recorded=False)
-        trace = await asyncio.to_thread(create_trace, store, request)
         await self._present(trace, None)
 
     @work(exclusive=True, group="open", exit_on_error=False,
@@ -488,7 +405,7 @@ class BbmApp(App[int]):
             if isinstance(screen, HomeScreen):
                 screen.stop_work()
         with self.batch_update():  # one frame: no flash of the screens on their way out
-            await self._pop_to(1)
+            await self.pop_to(1)
             if isinstance(self.screen, SplashScreen):
                 await self.push_screen(NewSessionScreen(self.config))
             await self.push_screen(SessionsScreen())
@@ -507,104 +424,18 @@ class BbmApp(App[int]):
         else:
             self.switch_screen(NewSessionScreen(self.config, task=task))
 
-    # -- annotation queues (issue 12)
+    # -- annotation queues, adjudication and export (ui/queues.py)
 
     def open_queue(self, request: AnnotateRequest) -> None:
-        self._show_queue(request)
-
-    @work(exclusive=True, group="open", exit_on_error=False, description="Opening the queue")
-    async def _show_queue(self, request: AnnotateRequest) -> None:
-        store = await self.wait_for_store()
-        if store is None:
-            return
-        if request.adjudicate:
-            from bbm_tui.core.annotation.adjudication import AdjudicationQueue
-            from bbm_tui.ui.screens.adjudicate import AdjudicateScreen
-
-            adjudication = await asyncio.to_thread(AdjudicationQueue.open, store)
-            if not adjudication.items:
-                self.notify("No trace to adjudicate: the annotators agree everywhere (or "
-                            "fewer than two labelled any trace).", markup=False, timeout=8)
-                if isinstance(self.screen, SplashScreen):
-                    await self.push_screen(NewSessionScreen(self.config))
-                return
-            await self._pop_to(1)
-            await self.push_screen(AdjudicateScreen(adjudication))
-            return
-        from bbm_tui.core.annotation.queue import AnnotationQueue
-        from bbm_tui.ui.screens.annotate import AnnotateScreen, PerStepAnnotateScreen
-
-        queue = await asyncio.to_thread(AnnotationQueue, store, request.annotator,
-                                        request.traces, protocol_name=request.protocol)
-        await self._pop_to(1)
-        screen = PerStepAnnotateScreen if queue.per_step else AnnotateScreen
-        await self.push_screen(screen(queue))
+        self.queues.open(request)
 
     async def action_annotate(self) -> None:
         """From the palette: ask for the files and the annotator, read them, open the queue."""
-        from bbm_tui.ui.screens.annotate_dialogs import OpenQueueDialog, QueueRequest
-
-        if self.store_error is not None:
-            return
-
-        async def chosen(request: QueueRequest | None) -> None:
-            if request is not None:
-                self._read_queue(request)
-
-        from bbm_tui.core.types import DEFAULT_ANNOTATOR
-
-        await self.push_screen(OpenQueueDialog(DEFAULT_ANNOTATOR), chosen)
-
-    @work(exclusive=True, group="open", exit_on_error=False, description="Reading the files")
-    async def _read_queue(self, request) -> None:  # QueueRequest
-        from bbm_tui.core.annotation.queue import read_queue_file
-        from bbm_tui.core.dataset import DatasetError
-        from bbm_tui.core.tasks import UnknownTaskError
-
-        try:
-            traces = [trace for path in request.paths
-                      for trace in await asyncio.to_thread(read_queue_file, Path(path))]
-        except (DatasetError, UnknownTaskError) as error:
-            self.notify(str(error), title="Cannot annotate", severity="error", markup=False,
-                        timeout=10)
-            return
-        self.open_queue(AnnotateRequest(request.annotator, traces))
+        await self.queues.annotate()
 
     async def action_export(self) -> None:
         """From the palette: every session's labels to a file, as `bbm-tui export` writes it."""
-        from bbm_tui.core.annotation.export import FORMATS
-        from bbm_tui.ui.screens.annotate_dialogs import ExportDialog, ExportRequest
-
-        if self.store_error is not None:
-            return
-
-        def chosen(request: ExportRequest | None) -> None:
-            if request is not None:
-                self._export(request.fmt, Path(request.path).expanduser())
-
-        await self.push_screen(ExportDialog(FORMATS), chosen)
-
-    @work(thread=True, group="export", exit_on_error=False, description="Exporting")
-    def _export(self, fmt: str, path: Path) -> None:
-        from bbm_tui.core.annotation.export import export_file
-        from bbm_tui.core.dataset import DatasetError
-
-        store = self.store
-        if store is None:
-            return
-        try:
-            result = export_file(store, fmt, path)
-        except DatasetError as error:  # refused: the message names the file and why
-            self.call_from_thread(self.notify, str(error), title="Not exported",
-                                  severity="error", markup=False, timeout=10)
-            return
-        except OSError as error:
-            self.call_from_thread(self.notify, f"{path}: cannot write: {error.strerror}",
-                                  title="Not exported", severity="error", markup=False)
-            return
-        note = f" ({result.skipped} unlabelled left out)" if result.skipped else ""
-        self.call_from_thread(self.notify, f"{result.written} written to {path}{note}",
-                              title="Exported", markup=False)
+        await self.queues.export()
 
     async def action_dataset_view(self) -> None:
         from bbm_tui.ui.screens.dataset import open_dataset_view
@@ -618,8 +449,7 @@ class BbmApp(App[int]):
             await self.push_screen(AgreementScreen())
 
     def action_adjudicate(self) -> None:
-        if self.store_error is None:
-            self.open_queue(AnnotateRequest("", adjudicate=True))
+        self.queues.adjudicate()
 
     def session_renamed(self, session_id: int) -> None:
         for screen in self.screen_stack:
@@ -634,7 +464,7 @@ class BbmApp(App[int]):
         home = self._home_index()
         base = self.screen_stack[home]
         if isinstance(base, NewSessionScreen):
-            await self._pop_to(home + 1)
+            await self.pop_to(home + 1)
             return
         task = base.home_task if isinstance(base, HomeScreen) else None
         await self._show_instead(NewSessionScreen(self.config, task=task), home + 1)
@@ -664,37 +494,8 @@ class BbmApp(App[int]):
         self.push_screen(HelpScreen(self.help_rows(), f"Keys on {name}"))
 
     def help_rows(self) -> list[KeyHelp]:
-        """The keys of the current screen, one row per action, as the keymap has them: those
-        greyed or hidden in the footer for now (esc while nothing runs) too. Textual's own
-        scrolling and focus keys are left out; quit and the palette stay."""
-        from bbm_tui.ui.dialogs import KeyHelp
-
-        keys: dict[str, list[str]] = {}
-        names: dict[str, tuple[str, str, str]] = {}
-        for binding in self._screen_bindings():
-            if binding.id is None and binding.action != "quit":
-                continue
-            display = self.get_key_display(binding)
-            if display not in keys.setdefault(binding.action, []):
-                keys[binding.action].append(display)
-            if binding.id is not None or binding.action not in names:
-                names[binding.action] = (binding.description, binding.tooltip,
-                                         binding.id or "")
-        rows = [
-            KeyHelp(" / ".join(displays), *names[action]) for action, displays in keys.items()
-        ]
-        if self.ENABLE_COMMAND_PALETTE:
-            rows.append(KeyHelp(self.get_key_display(Binding(self.COMMAND_PALETTE_BINDING, "")),
-                                "palette", "Every command by name"))
-        return rows
-
-    def _screen_bindings(self) -> list[Binding]:
-        """Every binding of the focused widget (a trace view) and the widgets around it, of
-        the current screen, then the app's, as the user's keymap has them (the footer hides
-        some for now, e.g. esc while nothing runs: help shows them all). Built from the
-        classes' BINDINGS, Textual's public declaration of them."""
-        node = self.screen.focused or self.screen
-        return bindings_as_bound(binding_owners(node), self.config.keymap)
+        """The keys where the focus is, for the help screen (ui/palette.py)."""
+        return help_rows(self, self.config.keymap)
 
     # -- the command palette (ctrl+p): the main actions by name
 
@@ -733,13 +534,7 @@ class BbmApp(App[int]):
                 yield command
         yield SystemCommand("Screenshot", "Save an SVG of the screen in the data folder",
                             self.action_save_svg)
-        yield SystemCommand("Annotate files", "Label dataset-format files with the paper's "
-                            "protocol, as one annotator", self.action_annotate)
-        yield SystemCommand("Adjudicate", "Settle the traces the annotators disagree on",
-                            self.action_adjudicate)
-        yield SystemCommand("Export labels", "Every session's labels to a file (JSONL, "
-                            "the field's step-level formats, DPO pairs, Markdown, CSV)",
-                            self.action_export)
+        yield from self.queues.commands()
         yield SystemCommand("Dataset view", "Charts of dataset files: where the first "
                             "mistakes are, trace lengths, a finder's or backtracking's "
                             "scores beside the paper's", self.action_dataset_view)

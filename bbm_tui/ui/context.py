@@ -29,9 +29,15 @@ class AppContext(Protocol):
     notes_said: set[str]
     # Presenter mode (a trace screen's P), kept from one screen to the next this run.
     presenter: bool
+    # Why the session store could not be opened (None: it is open, or opening).
+    store_error: str | None
 
     async def wait_for_store(self) -> Store | None:
         """The store once it is open, or None if it cannot be (the error is on show)."""
+
+    async def pop_to(self, depth: int) -> None:
+        """Pop screens until `depth` are left (1: only the bottom one)."""
+        ...
 
     def can_leave(self, screen: Screen) -> bool:
         """Whether Esc on `screen` has a screen to go back to."""

@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 def screen_bindings() -> dict[str, list[Binding]]:
     """Every screen's, dialog's and keyed widget's bindings with an id, by the class's name:
     the classes of every module under bbm_tui/ui/screens/ (found on disk, so a new screen file
-    is checked with no edit here) and of bbm_tui/ui/dialogs.py. A screen's keyed widgets (a
+    is checked with no edit here) and under bbm_tui/ui/dialogs/. A screen's keyed widgets (a
     trace view) act on it together with it: each is checked with the screen's bindings too,
     as "TraceView on TraceScreen". Imported here, not at module level: the check runs after
     the first frame."""
@@ -39,13 +39,12 @@ def _bindings(owner: type) -> list[Binding]:
 
 
 def ui_screen_modules() -> list[ModuleType]:
-    """bbm_tui.ui.dialogs and every module under the bbm_tui.ui.screens package."""
+    """Every module under the bbm_tui.ui.dialogs and bbm_tui.ui.screens packages."""
     from bbm_tui.ui import dialogs, screens
 
-    found = [dialogs]
-    for info in pkgutil.walk_packages(screens.__path__, prefix=f"{screens.__name__}."):
-        found.append(importlib.import_module(info.name))
-    return found
+    return [importlib.import_module(info.name)
+            for package in (dialogs, screens)
+            for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}.")]
 
 
 def keymap_problems(keymap: dict[str, str], screens: dict[str, list[Binding]],

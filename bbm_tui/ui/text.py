@@ -200,3 +200,21 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
     if step.truncated:
         parts.append("cut at the token limit")
     return " · ".join(parts) if parts else "model"
+
+
+def failure_title(description: str) -> str:
+    """What a failed worker was doing ("Generating failed"), from its description, which ours
+    all give, as a sentence. One that gave none has Textual's ("_load(...)", "<coroutine
+    object …>"), which says nothing to a person."""
+    return f"{description} failed" if description[:1].isupper() else "Something failed"
+
+
+def failure_message(error: BaseException | None) -> str:
+    """What a worker's error says, on one line and redacted: any exception's text may carry
+    what a provider or a library echoed back (a model call's own message is redacted
+    already)."""
+    from bbm_tui.core.llm import LLMError
+    from bbm_tui.core.redact import redact
+
+    message = error.message if isinstance(error, LLMError) else redact(str(error))
+    return one_line(message or type(error).__name__, 500)

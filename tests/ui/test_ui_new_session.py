@@ -407,3 +407,18 @@ async def test_an_empty_session_opened_from_the_list_is_kept(store: Store) -> No
         await new_session_screen(pilot)
     # Made before this run: not this run's to delete.
     assert older.id in {s.session.id for s in store.sessions()}
+
+
+async def test_the_model_dialog_keeps_its_test_result_in_view_at_80x24(store: Store) -> None:
+    """At 80x24 the test's result line made the dialog scroll, its last line out of view: the
+    buttons are one line each there, so that the result, the buttons and the hint all fit."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        dialog = await open_model_dialog(pilot)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: "offline" in probe_result(dialog))
+        await pilot.pause()
+        box = dialog.query_one("#model-dialog")
+        assert box.max_scroll_y == 0
+        for part in ("#model-test-result", "#model-keep", ".dialog-hint"):
+            assert box.content_region.contains_region(dialog.query_one(part).region), part

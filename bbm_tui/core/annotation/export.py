@@ -60,6 +60,7 @@ from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
+    RECORDED_MODEL,
     FlagReason,
     SessionSource,
     StepOrigin,
@@ -724,7 +725,7 @@ def import_rows(
     for row in rows:
         row_task = row.task or task
         model = row.extra.get("model")
-        model = model if isinstance(model, str) and model else "dataset"
+        model = model if isinstance(model, str) and model else RECORDED_MODEL
         existing = _saved_trace(store, row_task, row, model)
         if existing is not None:
             result.already.append(existing)

@@ -300,9 +300,9 @@ def expected_columns() -> dict[str, frozenset[str]]:
     try:
         for migration in MIGRATIONS:
             run_migration(connection, migration)
-        tables = [row[0] for row in connection.execute(
+        tables = [name for (name,) in connection.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {table: frozenset(row[1] for row in connection.execute(
+        return {table: frozenset(name for _number, name, *_ in connection.execute(
             f"PRAGMA table_info({table})")) for table in tables}
     finally:
         connection.close()

@@ -52,7 +52,7 @@ from bbm_tui.core.tasks import Task, UnknownTaskError, get_task
 from bbm_tui.core.tasks.files import task_definition, task_digest, task_from_definition
 from bbm_tui.core.trace.branches import BranchOrigin, branch_origin, one_sampling
 from bbm_tui.core.trace.tree import StepTree
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, RECORDED_MODEL, SessionSource, StepOrigin
 
 T = TypeVar("T")
 
@@ -704,7 +704,11 @@ def resumed_spec(
     (command line over config) when they are for the session's model, as in `run`, so a
     corrected api base or mode wins; a session of another model keeps its own settings, less
     those the command line gave explicitly (`given` holds "model", "api_base", "mode"): a
-    session named with --session continues with what was typed next to it."""
+    session named with --session continues with what was typed next to it. A recorded trace
+    whose row named no model (RECORDED_MODEL) has nothing to call: it goes on with the
+    configured model, as a new session would."""
+    if session.model == RECORDED_MODEL:
+        return configured
     model = configured.model if "model" in given else session.model
     ours = model == configured.model
     api_base = configured.api_base if ours or "api_base" in given else session.api_base

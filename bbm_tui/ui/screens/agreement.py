@@ -94,7 +94,8 @@ class AgreementScreen(BbmScreen):
         self.query_one(ChartView).display = False
         self._read()
 
-    @work(exclusive=True, group="agreement", exit_on_error=False)
+    @work(exclusive=True, group="agreement", exit_on_error=False,
+          description="Reading the annotators' labels")
     async def _read(self) -> None:
         import asyncio
 

@@ -1,18 +1,21 @@
-"""The base of every screen of the app."""
+"""The base of every screen of the app, of the queues' screens, and the splash screen."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from typing import ClassVar
 
+from textual.app import ComposeResult
 from textual.binding import ActiveBinding, Binding
 from textual.screen import Screen
 from textual.widget import Widget
+from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from bbm_tui.ui.context import context
 from bbm_tui.ui.keys import declared_bindings
 from bbm_tui.ui.messages import WorkerFailed
+from bbm_tui.ui.text import MUTED, styled
 
 
 class BbmScreen(Screen[None]):
@@ -86,3 +89,10 @@ def _places(owner: type) -> dict[str, int]:
             places.setdefault(binding.id, place)
         places.setdefault(f"{binding.action} {binding.key}", place)
     return places
+
+
+class SplashScreen(Screen[None]):
+    """The bottom screen while a session or queue given on the command line opens."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(styled("bbm-tui · opening…", MUTED), id="splash")

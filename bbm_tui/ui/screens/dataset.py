@@ -130,7 +130,8 @@ class DatasetScreen(BbmScreen):
         self.query_one("#dataset-where", LeanStatic).show(styled("Reading the files…", MUTED))
         self._read()
 
-    @work(thread=True, exclusive=True, group="dataset-view", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="dataset-view", exit_on_error=False,
+          description="Reading the files")
     def _read(self) -> None:
         try:
             summary = summarize(self.paths)

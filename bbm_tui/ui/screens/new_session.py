@@ -19,7 +19,7 @@ from textual.worker import get_current_worker
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.redact import redact_url
-from bbm_tui.core.tasks import TASK_NAMES, get_task, task_titles
+from bbm_tui.core.tasks import TASK_NAMES, get_task, task_names, task_titles
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import MODES, ModelSpec
 from bbm_tui.ui.context import AppContext, context
@@ -87,6 +87,26 @@ def dataset_request(
         gold_mistake_index=row.mistake_index if row.labelled else None,
     )
     return StartRequest(trace, spec, list(row.steps) if recorded else None)
+
+
+def question_trace(store: Store, task: str, number: int,
+                   spec: ModelSpec) -> TraceSession | str:
+    """Blocking: a new session on question `number` of the task (`bbm-tui --task T --question
+    N`), or what is wrong with asking for it."""
+    from bbm_tui.core.dataset import DatasetError, question_rows
+
+    if task not in task_names():
+        problem = f"Unknown task {task!r}" if task else "--question needs --task"
+        return f"{problem}; the tasks: {', '.join(task_names())}"
+    try:
+        rows = question_rows(task)
+    except DatasetError as error:
+        return str(error)
+    if not 0 <= number < len(rows):
+        return (f"{task} has questions 0 to {len(rows) - 1}, not {number}." if rows
+                else f"{task} lists no questions (`questions` in its task file).")
+    return create_trace(store, dataset_request(task, number, rows[number], spec,
+                                               recorded=False))
 
 
 def filter_entries(entries: list[Entry], query: str) -> list[Entry]:
@@ -164,6 +184,11 @@ class NewSessionScreen(BbmScreen):
                 tooltip="Charts of the task's questions file: where the first mistakes are, "
                 "trace lengths, counts"),
     ]
+    # The palette's commands (ui/palette.py): binding id, the command's title.
+    PALETTE: ClassVar[dict[str, str]] = {
+        "new_start": "Start the session", "new_type_question": "Type a question",
+        "new_edit_model": "Change the model", "new_search": "Search the questions",
+    }
 
     # The question list, not the search box, has the focus at first, so that single keys
     # (s sessions, ? help, q quit) work at once; / goes to the search.

@@ -152,6 +152,11 @@ class SessionsScreen(BbmScreen):
         Binding("escape", "back", "back", id="sessions_back",
                 tooltip="Back (from the search line: to the list)"),
     ]
+    # The palette's commands (ui/palette.py): binding id, the command's title.
+    PALETTE: ClassVar[dict[str, str]] = {
+        "sessions_rename": "Rename the session", "sessions_delete": "Delete the session",
+        "sessions_search": "Search the sessions", "sessions_sort": "Sort the sessions",
+    }
 
     def __init__(self) -> None:
         super().__init__(classes="sessions")

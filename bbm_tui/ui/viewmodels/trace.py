@@ -16,7 +16,7 @@ from bbm_tui.core.store import FinderRun
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.core.types import FinderEnd, TraceEnd, Verdict
+from bbm_tui.core.types import VERIFY, FinderEnd, TraceEnd, Verdict
 from bbm_tui.ui.text import (
     GLYPH_MISTAKE,
     GLYPH_OK,
@@ -207,6 +207,11 @@ class FinderShown:
         return f"first mistake in Thought {self.mistake_number}"
 
 
+def finder_who(shown: FinderShown) -> str:
+    """Who judged: the task verifier is a program, not a model ("Model says" misled)."""
+    return "Verifier" if shown.method == VERIFY else "Model"
+
+
 def finder_source(shown: FinderShown) -> str:
     """`direct-step · replay/bbm`: which method and which model."""
     return f"{shown.method} · {one_line(shown.model, 40)}"
@@ -214,7 +219,7 @@ def finder_source(shown: FinderShown) -> str:
 
 def describe_finder(shown: FinderShown, trace: TraceSession) -> Content:
     """The finder's verdict for the question pane, with the method and model under it."""
-    line = Content.assemble(("Model: ", "bold"))
+    line = Content.assemble((f"{finder_who(shown)}: ", "bold"))
     count = len(shown.verdicts)
     answers = f"{count} answer{'s' if count != 1 else ''}"
     if shown.state == "running":
@@ -274,7 +279,8 @@ def describe_agreement(shown: FinderShown | None, trace: TraceSession) -> Conten
     # leading spaces of a run when it draws a screenshot).
     line = Content.assemble(("You: ", "bold"))
     line = line.append(styled("not labelled yet ", MUTED) if you is None else Content(f"{you} "))
-    line = line.append(styled("· ", MUTED)).append(styled("Model: ", "bold")).append(model)
+    line = line.append(styled("· ", MUTED)).append(styled(f"{finder_who(shown)}: ", "bold"))
+    line = line.append(model)
     if you is None or not shown.parsed:
         return line
     # The verdict first: in a narrow pane the line wraps, and its glyph stays with its word.

@@ -52,7 +52,8 @@ class TraceHost(Horizontal, can_focus=True):
     # The session's calls, tokens and cost so far.
     totals: var[Totals] = var(Totals(0, 0, 0, 0.0), init=False)
     # Another bbm-tui generating the session (None: none): read-only here meanwhile.
-    busy_elsewhere: var[SessionBusy | None] = var(None, init=False, bindings=True)
+    busy_elsewhere: var[SessionBusy | None] = var(None, init=False, bindings=True,
+                                                  toggle_class="-read-only")
 
     def __init__(self, trace: TraceSession, totals: Totals, **kwargs) -> None:
         super().__init__(**kwargs)

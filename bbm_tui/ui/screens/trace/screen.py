@@ -15,6 +15,7 @@ from textual.reactive import var
 from bbm_tui.core import llm
 from bbm_tui.core.store import Totals, default_session_name
 from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.core.types import SessionSource
 from bbm_tui.ui.context import context
 from bbm_tui.ui.messages import SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
@@ -99,7 +100,10 @@ class TraceScreen(BbmScreen):
     def show_title(self) -> None:
         trace, totals = self._view.trace, self._view.totals
         session = trace.session
-        where = f"#{session.dataset_index}" if session.dataset_index is not None else "typed"
+        # A question of the dataset by its number; else typed in the app, or read from a
+        # file (import, an annotation queue, run or backtrack --input), never "typed" then.
+        where = (f"#{session.dataset_index}" if session.dataset_index is not None
+                 else "typed" if session.source == SessionSource.APP else "from a file")
         # "bbm-tui — word_sorting #3 — replay/bbm". Each run of one style ends with its space
         # and none starts with one: librsvg drops a run's leading spaces in screenshots.
         what = Content.assemble(

@@ -164,9 +164,6 @@ class TraceView(TraceHost):
         """Another bbm-tui generates the session: read-only here until it stops."""
         self.sharing.read_only(busy)
 
-    def watch_busy_elsewhere(self, busy: SessionBusy | None) -> None:
-        self.set_class(busy is not None, "-read-only")
-
     def watch_presenter(self, presenter: bool) -> None:
         for view in self._all_views():
             view.set_presenter(presenter)  # the meta line comes or goes: a new height
@@ -240,6 +237,15 @@ class TraceView(TraceHost):
             self.say("")
             event.stop()
             event.prevent_default()
+        elif self._typed_number and not self._goes_to_the_number(event.key):
+            # Any other key does what it does, and the number is forgotten: it stayed
+            # behind a dialog (w, then esc) and made "2" "22" after.
+            self._typed_number = ""
+            self.say("")
+
+    def _goes_to_the_number(self, key: str) -> bool:
+        bound = self.screen.active_bindings.get(key)
+        return bound is not None and bound.binding.id == "jump_to_thought"
 
     def action_scroll_thoughts(self, lines: int) -> None:
         self.thoughts.scroll_relative(y=lines, animate=False)
