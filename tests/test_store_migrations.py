@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 13 open as the current version with nothing
+"""Stores written by schema versions 1 to 14 open as the current version with nothing
 lost (issue 9, item 4; issue 11); v9's impossible log-probabilities are mended (version 10).
 The old stores are frozen as SQL in tests/fixtures/, written by the code of their day, never
 built from today's."""
@@ -38,7 +38,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -438,3 +438,64 @@ def test_version_14_keeps_a_v13_store_and_stores_what_the_prompt_cache_did(
             before.calls + 1, 1100, 60)
         assert after.cost == pytest.approx(before.cost + 0.0002)
         assert after.unpriced_calls == before.unpriced_calls
+
+
+def test_version_15_keeps_a_v14_store_and_gives_a_session_several_models(
+    tmp_path: Path,
+) -> None:
+    """v14 -> v15: every session before is one of one model (no model branch, its steps on
+    none); given more models, its own trace becomes the first model branch (its model, its
+    head, every step of it) and the new ones follow in their columns, each step stored on its
+    own branch (two models writing the same first thought keep a step each), each head moving
+    with its branch, the session's with the branch it was on."""
+    from bbm_tui.core.types import ModelBranchState
+
+    path = old_store(tmp_path, 14)
+    with Store.open(path) as store:
+        assert table_rows(path)["model_branches"] == []
+        assert all(step.model_branch_id is None for step in store.steps_of(3))
+        head = store.session(3).head_step_id
+        assert head == 13
+        first, second, third = store.add_model_branches(
+            3, [("openai/other", "http://user:secret@127.0.0.1:9/v1", "chat"),
+                ("solver/bbm", None, "chat")])
+        assert [(b.position, b.model, b.head_step_id, b.state) for b in (first, second, third)] \
+            == [(0, "openai/m", 13, ModelBranchState.IDLE), (1, "openai/other", None, "idle"),
+                (2, "solver/bbm", None, "idle")]
+        assert first.api_base == "http://127.0.0.1:9/ok/[redacted]/v1"
+        assert second.api_base is not None and "secret" not in second.api_base
+        assert {step.model_branch_id for step in store.steps_of(3)} == {first.id}
+        # The same first thought by another model: a step of its own, on its branch.
+        mine = store.add_step(3, parent_id=None, number=1, text="2 + 2",
+                              model_branch_id=second.id)
+        assert mine.id != 9 and mine.model_branch_id == second.id
+        assert store.model_branch(second.id).head_step_id == mine.id
+        assert store.session(3).head_step_id == head  # the branch on show stays
+        again = store.add_step(3, parent_id=None, number=1, text="2 + 2",
+                               model_branch_id=second.id)
+        assert again.id == mine.id  # stored once on its branch
+        # The session's head follows the branch it was on.
+        on_first = store.add_step(3, parent_id=13, number=4, text="Done.",
+                                  model_branch_id=first.id)
+        assert store.session(3).head_step_id == on_first.id
+        store.set_model_branch_head(first.id, 11)
+        assert store.session(3).head_step_id == 11
+        failed = store.set_model_branch_state(third.id, ModelBranchState.FAILED, "401: no key")
+        assert (failed.state, failed.error) == ("failed", "401: no key")
+        moved = store.update_model_branch_model(third.id, model="openai/x",
+                                                api_base="http://k:v@h/v1", mode="completion")
+        assert (moved.model, moved.mode) == ("openai/x", "completion")
+        assert moved.api_base is not None and "v@" not in moved.api_base
+        # More models later go on in the next columns.
+        assert [b.position for b in store.add_model_branches(3, [("m4", None, "chat")])] == [
+            0, 1, 2, 3]
+        summary = next(s for s in store.sessions() if s.session.id == 3)
+        assert summary.models == ("openai/m", "openai/other", "openai/x", "m4")
+        assert summary.model_names == "openai/m + openai/other + openai/x + m4"
+        assert next(s for s in store.sessions() if s.session.id == 1).models == ()
+        from bbm_tui.core.types import SessionQuery
+
+        assert [s.session.id for s in store.sessions(SessionQuery(model="other"))] == [3]
+        store.delete_session(3)
+        assert store.model_branches(3) == []
+    assert table_rows(path)["model_branches"] == []

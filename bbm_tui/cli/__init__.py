@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     # What add_subparsers returns (argparse names its class only privately).
     Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 
+# The most models the app shows side by side (core/trace/side_by_side.py's MAX_MODELS, not
+# imported: the command line's start imports no more than it needs).
+MAX_SIDE_BY_SIDE = 4
+
 # Each command's module under bbm_tui.cli (None: no command, the app); its `command(args)`
 # does the command and returns the exit code.
 COMMANDS: dict[str | None, str] = {
@@ -49,6 +53,7 @@ COMMANDS: dict[str | None, str] = {
     "adjudicate": "adjudicate",
     "agreement": "agreement",
     "import": "importer",
+    "compare": "compare",
 }
 
 
@@ -130,7 +135,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"bbm-tui {__version__}")
-    _add_model_options(parser)
+    _add_model_options(parser, several=f"with --task and --question, the models side by "
+                       f"side, at most {MAX_SIDE_BY_SIDE}")
     _add_logprobs_option(parser)
     parser.add_argument("--task", help="start a new session on this task")
     _add_task_file_option(parser, on_command=False)
@@ -145,6 +151,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                                      parser_class=argparse.ArgumentParser)
 
     _add_run_parser(commands)
+    _add_compare_parser(commands)
     _add_stats_parser(commands)
     _add_find_parser(commands, with_methods="find" in argv)
     _add_backtrack_parser(commands)
@@ -165,7 +172,7 @@ def _add_run_parser(commands: Commands) -> None:
         "run", help="generate traces headless into a JSONL file in the dataset's format",
         description="Generate traces headless. Rows already in OUT are skipped (resume).",
     )
-    _add_model_options(run)
+    _add_model_options(run, several="every question runs on each, a row per model")
     _add_pace_option(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
@@ -187,6 +194,20 @@ def _add_run_parser(commands: Commands) -> None:
     run.add_argument("--json", action="store_true",
                      help="print what was done (traces, steps, tokens, cost) as one JSON object")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_compare_parser(commands: Commands) -> None:
+    compare = commands.add_parser(
+        "compare", help="the models of `run --model A --model B` side by side: accuracy, "
+        "steps, tokens and cost per task and model, and where their answers part",
+        description="Per task and model: traces, accuracy (over rows with a target), mean "
+        "steps, tokens and cost; then each question whose answers part, with every model's "
+        "answer and the first thought at which their traces differ.")
+    compare.add_argument("files", type=Path, nargs="+", metavar="OUT.jsonl",
+                         help="what `bbm-tui run` wrote (one run's rows may be in several)")
+    compare.add_argument("--task", help="the task of rows without one (else the file's name)")
+    _add_task_file_option(compare)
+    compare.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _add_stats_parser(commands: Commands) -> None:
@@ -393,12 +414,20 @@ def _export_formats() -> tuple[str, ...]:
     return FORMATS
 
 
-def _add_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", help="litellm model string (default: the config's, "
-                        "else replay/bbm, the offline replay of the bundled dataset)")
-    parser.add_argument("--api-base", help="base URL of an OpenAI-compatible server or proxy")
-    parser.add_argument("--mode", choices=("chat", "completion"),
-                        help="chat (prompt as one user message) or text completion")
+def _add_model_options(parser: argparse.ArgumentParser, *, several: str = "") -> None:
+    """--model, --api-base, --mode; with `several` (what another model does, for the help),
+    each may be given again, once for each model (models side by side), or --api-base and
+    --mode once for all of them."""
+    action = "append" if several else "store"
+    again = f" (again for another model: {several})" if several else ""
+    each = "; once for all the models, or once for each in order" if several else ""
+    parser.add_argument("--model", action=action,
+                        help="litellm model string (default: the config's, else replay/bbm, "
+                        f"the offline replay of the bundled dataset){again}")
+    parser.add_argument("--api-base", action=action,
+                        help=f"base URL of an OpenAI-compatible server or proxy{each}")
+    parser.add_argument("--mode", choices=("chat", "completion"), action=action,
+                        help=f"chat (prompt as one user message) or text completion{each}")
 
 
 def _add_pace_option(parser: argparse.ArgumentParser) -> None:

@@ -11,11 +11,14 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from bbm_tui.cli.errors import UsageError
-from bbm_tui.cli.inputs import config_of
+from bbm_tui.cli.inputs import as_list, config_of, model_specs
 from bbm_tui.core.store import preflight
 
 if TYPE_CHECKING:
     from bbm_tui.ui.app import AnnotateRequest
+
+# The most models the app shows side by side (core/trace/side_by_side.py's MAX_MODELS).
+MAX_SIDE_BY_SIDE = 4
 
 
 def command(args: argparse.Namespace) -> int:
@@ -26,6 +29,15 @@ def command(args: argparse.Namespace) -> int:
 
 def open_app(args: argparse.Namespace, annotate: AnnotateRequest | None = None) -> int:
     config = config_of(args)
+    # Several --model: the models side by side on --task's --question.
+    models = model_specs(args, config) if len(as_list(getattr(args, "model", None))) > 1 \
+        else []
+    if len(models) > MAX_SIDE_BY_SIDE:
+        raise UsageError(f"--model: at most {MAX_SIDE_BY_SIDE} models side by side")
+    if models and (args.task is None or args.question is None):
+        raise UsageError("several --model open side by side on a question: give --task and "
+                         "--question too (or add models in the app: ctrl+o on the "
+                         "new-session screen, m on a trace)")
     # Said here, on stderr, it stays on screen after the app; the app's own dialog is for
     # what only opening the store finds.
     preflight()
@@ -48,7 +60,7 @@ def open_app(args: argparse.Namespace, annotate: AnnotateRequest | None = None) 
     if annotate is not None:
         return run_app(config, annotate=annotate, task_problems=problems)
     return run_app(config, task=args.task, question=args.question, session_id=args.session,
-                   model_given=given, task_problems=problems)
+                   model_given=given, task_problems=problems, models=models)
 
 
 def _tolerate_bad_terminal_input() -> None:

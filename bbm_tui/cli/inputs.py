@@ -16,6 +16,7 @@ from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
 from bbm_tui.core.store import default_path
 from bbm_tui.core.tasks import get_task, use_tasks
 from bbm_tui.core.tasks.files import load_user_tasks
+from bbm_tui.core.types import ModelSpec
 
 
 def use_task_files(args: argparse.Namespace) -> None:
@@ -45,10 +46,43 @@ def config_of(args: argparse.Namespace) -> Config:
     """The config file, with what was typed (--model, --api-base, --mode, --logprobs) over
     it; a broken config file is a usage error."""
     with given():
+        # Models side by side (`--model A --model B`): the first is the configured one.
         return load_config().with_overrides(
-            model=args.model, api_base=args.api_base, mode=args.mode,
+            model=_first(args.model), api_base=_first(args.api_base), mode=_first(args.mode),
             logprobs=getattr(args, "logprobs", None),
         )
+
+
+def model_specs(args: argparse.Namespace, config: Config) -> list[ModelSpec]:
+    """The models a command given --model once or more runs: the config's where none was
+    given. --api-base and --mode pair with the models in order, or one goes for all. A
+    count that pairs with nothing, or a model given twice, is a usage error."""
+    models = as_list(args.model) or [config.model]
+    if len(set(models)) < len(models):
+        raise UsageError("--model: each model once (a model given twice would write the "
+                         "same rows twice)")
+    paired = []
+    for option, values, default in (("--api-base", as_list(args.api_base), config.api_base),
+                                    ("--mode", as_list(args.mode), config.mode)):
+        if len(values) not in (0, 1, len(models)):
+            raise UsageError(f"{option} given {len(values)} times for {len(models)} models: "
+                             "give it once for all of them, or once for each in order")
+        paired.append(values if len(values) == len(models) and len(models) > 1
+                      else [values[0] if values else default] * len(models))
+    bases, modes = paired
+    return [ModelSpec(model, base or None, mode)
+            for model, base, mode in zip(models, bases, modes, strict=True)]
+
+
+def as_list(value: object) -> list:
+    """An option given once (a value), several times (a list) or not at all (None)."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _first(value: object) -> object:
+    return value[0] if isinstance(value, list) else value
 
 
 def check_json_beside(json_wanted: bool, out: Path | None, option: str) -> None:

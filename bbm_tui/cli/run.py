@@ -19,12 +19,13 @@ from bbm_tui.cli.batch import (
     steps_detail,
 )
 from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, UsageError, given
-from bbm_tui.cli.inputs import check_task, config_of
+from bbm_tui.cli.inputs import check_task, config_of, model_specs
 from bbm_tui.cli.phrases import count, traces, where
 from bbm_tui.core import llm
 from bbm_tui.core.batch.run import (
     RunJob,
     RunProgress,
+    for_models,
     jobs_from_bundled,
     jobs_from_files,
     run_batch,
@@ -39,16 +40,19 @@ RUN_WITHOUT_LOGPROBS = ("log-probabilities: none from this provider; the steps a
 def command(args: argparse.Namespace) -> int:
     check_batch_options(args)
     config = config_of(args)
-    if config.logprobs and config.mode != "chat":
+    specs = model_specs(args, config)
+    if config.logprobs and any(spec.mode != "chat" for spec in specs):
         raise UsageError("log-probabilities are recorded in chat mode only (litellm drops "
                          "them from streamed text completions): use --mode chat, or leave out "
                          "--logprobs (or the config's `logprobs`)")
     with given():
         check_task(args.task)
         jobs, notes = _jobs(args)
-        spec = llm.ModelSpec(config.model, config.api_base, config.mode)
+        spec = specs[0]
+        if len(specs) > 1:  # every question on each model, a row per model
+            jobs = for_models(jobs, specs)
         settings = config.stepper_settings(args.step_limit)
-        if config.logprobs and not llm.gives_logprobs(spec):
+        if config.logprobs and not all(llm.gives_logprobs(spec) for spec in specs):
             notes = [*notes, RUN_WITHOUT_LOGPROBS]
     inputs = list(args.input or []) + ([_dataset_file(args.task)] if args.dataset else [])
 

@@ -27,11 +27,13 @@ def command(args: argparse.Namespace) -> int:
                 # None: no call's price is known; with unpriced_calls, a lower bound.
                 "cost": round(summary.cost, 8) if known else None,
                 "unpriced_calls": summary.unpriced_calls,
+                # Several models side by side: each, in its column's order.
+                **({"models": list(summary.models)} if summary.models else {}),
             }, allow_nan=False))
         else:
             print(f"{session.id:>5}  {one_line(session.name, 40):<40}  {session.task:<26}"
                   f"{summary.steps:>4} {'step ' if summary.steps == 1 else 'steps'}  "
-                  f"{label:<16} {cost:>9}  {one_line(session.model, 30)}")
+                  f"{label:<16} {cost:>9}  {one_line(summary.model_names, 60)}")
     return EXIT_OK
 
 

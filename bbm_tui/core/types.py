@@ -165,6 +165,17 @@ class TraceEnd(StrEnum):
     PAUSED = "paused"  # the number of steps asked for was reached
 
 
+class ModelBranchState(StrEnum):
+    """How one model's generating stands in a session of several models side by side."""
+
+    IDLE = "idle"  # not started, or paused after the steps asked for (`n`)
+    STREAMING = "streaming"  # generating (a session reopened with it so goes on)
+    ANSWERED = "answered"  # a step stated the answer
+    ENDED = "ended"  # over without an answer: the step limit, silence, a cut step
+    FAILED = "failed"  # a call failed; the branch's `error` says why
+    STOPPED = "stopped"  # the person stopped it (esc)
+
+
 class FinderEnd(StrEnum):
     """How a finder run without a result ended."""
 

@@ -63,13 +63,11 @@ class FileSummary:
                        paper_tables()["table_4_location_accuracy"][model].values())]
 
     def paper_finder(self, model: str) -> dict[str, dict[str, float]]:
-        """The paper's figures for this finder's method, as `find --paper` prints them
-        beside the same predictions (its overall over the tasks these have)."""
         if not self.method:
             return {}
         figures = paper_figures(model, self.method)
-        return figures if self.finder is None else paper_figures_for_tasks(
-            figures, self.finder.tasks)
+        # Beside the files' tasks, as `find --paper` prints it.
+        return paper_figures_for_tasks(figures, self.finder.tasks if self.finder else ())
 
 
 def summarize(paths: Sequence[Path], task: str | None = None,

@@ -67,7 +67,21 @@ class SessionListing(CallQueries):
         on_branch = self._mistakes_on_branch(
             [row["id"] for row in rows if row["_label_mistake_step_id"] is not None])
         spend = self.spend([row["id"] for row in rows])
-        return [_summary(row, on_branch, spend.get(row["id"], (0, 0.0, 0))) for row in rows]
+        models = self._models_side_by_side([row["id"] for row in rows])
+        return [_summary(row, on_branch, spend.get(row["id"], (0, 0.0, 0)),
+                         models.get(row["id"], ())) for row in rows]
+
+    def _models_side_by_side(self, session_ids: list[int]) -> dict[int, tuple[str, ...]]:
+        """The models of each of these sessions that has several side by side, by column."""
+        found: dict[int, list[str]] = {}
+        for start in range(0, len(session_ids), 500):  # under SQLite's limit on parameters
+            chunk = session_ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            for session_id, model in self._read_tuples(
+                    f"SELECT session_id, model FROM model_branches WHERE session_id IN ({marks})"
+                    " ORDER BY session_id, position", tuple(chunk)):
+                found.setdefault(session_id, []).append(model)
+        return {session_id: tuple(models) for session_id, models in found.items()}
 
     def session_position(self, query: SessionQuery, session_id: int) -> int | None:
         """Where session `session_id` is in the list `query` asks for (None: not in it)."""
@@ -103,14 +117,14 @@ class SessionListing(CallQueries):
         return {row["session_id"] for row in rows}
 
 
-def _summary(row: sqlite3.Row, on_branch: set[int], spend: tuple[int, float, int]
-             ) -> SessionSummary:
+def _summary(row: sqlite3.Row, on_branch: set[int], spend: tuple[int, float, int],
+             models: tuple[str, ...] = ()) -> SessionSummary:
     session = session_from_row(row)
     label = None if row["_label_id"] is None else label_from_row(row, "_label_")
     number = row["_mistake_number"] if session.id in on_branch else None
     calls, cost, unpriced = spend
     return SessionSummary(session, row["_steps"] or 0, label, number, row["_answer"], calls,
-                          cost, unpriced)
+                          cost, unpriced, models)
 
 
 def _joins_for(query: SessionQuery) -> str:
@@ -138,10 +152,13 @@ def _session_filter(query: SessionQuery) -> tuple[str, tuple]:
         clauses.append("(s.name LIKE ? ESCAPE '\\' OR s.input LIKE ? ESCAPE '\\')")
         pattern = _like(query.text.strip())
         parameters += [pattern, pattern]
-    for column, value in (("s.task", query.task), ("s.model", query.model)):
-        if value:
-            clauses.append(f"{column} LIKE ? ESCAPE '\\'")
-            parameters.append(_like(value))
+    if query.task:
+        clauses.append("s.task LIKE ? ESCAPE '\\'")
+        parameters.append(_like(query.task))
+    if query.model:  # the session's model, or any of its models side by side
+        clauses.append("(s.model LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM model_branches "
+                       "AS b WHERE b.session_id = s.id AND b.model LIKE ? ESCAPE '\\'))")
+        parameters += [_like(query.model)] * 2
     if query.label == LabelFilter.UNLABELLED:
         clauses.append("l.id IS NULL")
     elif query.label == LabelFilter.MISTAKE:

@@ -80,6 +80,9 @@ class Step(NamedTuple):
     cached_tokens: int | None = None
     # Its prompt's count is an estimate too (`usage_estimated` alone: its output's only).
     prompt_estimated: bool = False
+    # The model branch it is on, in a session of several models side by side (store v15 on);
+    # None in a session of one model.
+    model_branch_id: int | None = None
 
     @property
     def confidence(self) -> float | None:
@@ -138,8 +141,10 @@ class TaskDefinition:
 
 @dataclass(frozen=True)
 class SessionSummary:
-    """A session as the sessions list shows it: its steps, label and answer, and what its
-    calls cost (`cost` sums those whose price is known; `unpriced_calls` are not)."""
+    """A session as the sessions list shows it: its steps, label and answer, what its calls
+    cost (`cost` sums those whose price is known; `unpriced_calls` are not); `models`, the
+    models of its branches in their columns' order, where several models answer it side by
+    side (empty for a session of one model: `session.model`)."""
 
     session: Session
     steps: int
@@ -149,6 +154,32 @@ class SessionSummary:
     calls: int = 0
     cost: float = 0.0
     unpriced_calls: int = 0
+    models: tuple[str, ...] = ()
+
+    @property
+    def model_names(self) -> str:
+        """The session's model, or its models side by side ("a + b")."""
+        return " + ".join(self.models) if self.models else self.session.model
+
+
+@dataclass(frozen=True)
+class ModelBranch:
+    """One model's trace of a session of several models side by side (store v15): its column
+    (`position`, from 0), the model settings it generates with (the api base as stored:
+    redacted), where its branch on show ends, and how its generating stands (`state`, a
+    ModelBranchState; `error`: why it failed)."""
+
+    id: int
+    session_id: int
+    position: int
+    model: str
+    api_base: str | None
+    mode: Mode
+    head_step_id: int | None
+    state: str
+    error: str | None
+    created_at: float
+    updated_at: float
 
 
 @dataclass(frozen=True)

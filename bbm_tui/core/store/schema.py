@@ -285,6 +285,33 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE calls ADD COLUMN prompt_estimated INTEGER NOT NULL DEFAULT 0;
     UPDATE calls SET prompt_estimated = usage_estimated;
     """,
+    # 15: several models on one question, side by side (docs/DESIGN.md §15). Each model's
+    # trace is a branch of the session that records its model: its column (`position`), the
+    # model settings it generates with (the api base redacted), where its branch on show ends
+    # (`head_step_id`, as the session's own for a trace of one model) and how its generating
+    # stands (`state`, a ModelBranchState; `error` says why one failed), so that a session
+    # reopens with each column as it was and a column that was streaming goes on. A step
+    # says which model branch it is on: two models that write the same thought keep a step
+    # each. NULL: a session of one model, as before v15.
+    """
+    CREATE TABLE model_branches (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        api_base TEXT,
+        mode TEXT NOT NULL,
+        head_step_id INTEGER REFERENCES steps(id) ON DELETE SET NULL,
+        state TEXT NOT NULL DEFAULT 'idle',
+        error TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        UNIQUE (session_id, position)
+    );
+    ALTER TABLE steps ADD COLUMN model_branch_id INTEGER
+        REFERENCES model_branches(id) ON DELETE SET NULL;
+    CREATE INDEX steps_by_model_branch ON steps(model_branch_id);
+    """,
 ]
 
 

@@ -34,7 +34,8 @@ def _step_select(tokens: bool) -> str:
     SELECT s.id, s.session_id, s.parent_id, s.number, s.text, s.origin, s.answer, s.truncated,
            s.created_at, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS}, {_COST}, s.logprob,
            s.call_id, s.choice, {token_columns}, s.ntokens, s.call_choices,
-           COALESCE(c.usage_estimated, 0), c.cached_tokens, COALESCE(c.prompt_estimated, 0)
+           COALESCE(c.usage_estimated, 0), c.cached_tokens, COALESCE(c.prompt_estimated, 0),
+           s.model_branch_id
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
     """
@@ -85,25 +86,29 @@ class StepQueries(StoreBase):
         choice: int | None = None,
         tokens: Sequence[TokenLogprob] | None = None,
         candidate_id: int | None = None,
+        model_branch_id: int | None = None,
     ) -> Step:
         """Append a finished step below `parent_id`, make it the head, and commit. It was made
         by `call` (recorded with it), or by the call `call_id` already recorded (a chosen
         candidate, `candidate_id`, marked chosen in the same transaction, so that a kill
         leaves no step its candidate does not point at), as its `choice`. Its tokens default
-        to the call's."""
+        to the call's. On a model branch (`model_branch_id`) it is that branch's head, and
+        the session's where the session's was on that branch (_move_heads)."""
         now = time.time()
         with self._write() as connection:
             self._require_session(connection, session_id)
-            same = _same_step(connection, session_id, parent_id, number, text, origin)
+            same = _same_step(connection, session_id, parent_id, number, text, origin,
+                              model_branch_id)
             if same is not None:  # another window stored it first: it is that step
-                _take_same_step(connection, session_id, same, call, candidate_id, now)
+                _take_same_step(connection, session_id, same, call, candidate_id, now,
+                                model_branch_id)
                 step_id = same
             else:
                 step_id = _insert_step(
                     connection, session_id, parent_id=parent_id, number=number, text=text,
                     origin=origin, answer=answer, truncated=truncated, call=call,
                     call_id=call_id, choice=choice, tokens=tokens, candidate_id=candidate_id,
-                    now=now)
+                    now=now, model_branch_id=model_branch_id)
         return self.step(step_id)
 
     def add_steps(
@@ -234,12 +239,12 @@ def step_from_row(row: tuple) -> Step:
     (step_id, session_id, parent_id, number, text, origin, answer, truncated, created_at,
      latency_s, prompt_tokens, completion_tokens, cost, logprob, call_id, choice, tokens,
      alternatives, ntokens, call_choices, usage_estimated, cached_tokens,
-     prompt_estimated) = row
+     prompt_estimated, model_branch_id) = row
     return Step(step_id, session_id, parent_id, number, text, origin, answer, bool(truncated),
                 created_at, latency_s, prompt_tokens, completion_tokens, cost, logprob, call_id,
                 choice, None if tokens is None else tokens_from_json(tokens, alternatives),
                 ntokens, call_choices, bool(usage_estimated), cached_tokens,
-                bool(prompt_estimated))
+                bool(prompt_estimated), model_branch_id)
 
 
 def candidate_from_row(row: sqlite3.Row) -> StoredCandidate:
@@ -253,13 +258,14 @@ def candidate_from_row(row: sqlite3.Row) -> StoredCandidate:
 
 
 def _same_step(connection: sqlite3.Connection, session_id: int, parent_id: int | None,
-               number: int, text: str, origin: str) -> int | None:
+               number: int, text: str, origin: str, model_branch_id: int | None) -> int | None:
     """A step already at this place with this text and origin (inside the write, so that two
-    processes cannot both miss it): one step is never stored twice."""
+    processes cannot both miss it): one step is never stored twice. On its model branch:
+    two models that write the same first thought each keep their own."""
     found = connection.execute(
         "SELECT id FROM steps WHERE session_id = ? AND parent_id IS ? AND number = ? "
-        "AND text = ? AND origin = ? ORDER BY id LIMIT 1",
-        (session_id, parent_id, number, text, origin)).fetchone()
+        "AND text = ? AND origin = ? AND model_branch_id IS ? ORDER BY id LIMIT 1",
+        (session_id, parent_id, number, text, origin, model_branch_id)).fetchone()
     if found is None:
         return None
     (step_id,) = found
@@ -267,7 +273,8 @@ def _same_step(connection: sqlite3.Connection, session_id: int, parent_id: int |
 
 
 def _take_same_step(connection: sqlite3.Connection, session_id: int, step_id: int,
-                    call: CallRecord | None, candidate_id: int | None, now: float) -> None:
+                    call: CallRecord | None, candidate_id: int | None, now: float,
+                    model_branch_id: int | None) -> None:
     """The step is there already: the call that made it again was paid for all the same
     (kept, in the session's totals), the candidate points at it, and it is the head."""
     if call is not None:
@@ -275,8 +282,7 @@ def _take_same_step(connection: sqlite3.Connection, session_id: int, step_id: in
     if candidate_id is not None:
         connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
                            (step_id, candidate_id))
-    connection.execute("UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
-                       (step_id, now, session_id))
+    move_heads(connection, session_id, step_id, model_branch_id, now)
 
 
 def _insert_step(connection: sqlite3.Connection, session_id: int, *,
@@ -284,7 +290,7 @@ def _insert_step(connection: sqlite3.Connection, session_id: int, *,
                  answer: str | None, truncated: bool, call: CallRecord | None,
                  call_id: int | None, choice: int | None,
                  tokens: Sequence[TokenLogprob] | None, candidate_id: int | None,
-                 now: float) -> int:
+                 now: float, model_branch_id: int | None) -> int:
     """A new step (add_step's, inside its transaction); its id."""
     if call is not None:
         call_id = insert_call(connection, session_id, None, CallPurpose.STEP, call, now)
@@ -294,15 +300,15 @@ def _insert_step(connection: sqlite3.Connection, session_id: int, *,
     cursor = connection.execute(
         """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
                truncated, created_at, call_id, choice, tokens, alternatives, logprob,
-               ntokens, call_choices)
+               ntokens, call_choices, model_branch_id)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                   (SELECT NULLIF(COUNT(*), 0) FROM candidates WHERE call_id = ?))""",
+                   (SELECT NULLIF(COUNT(*), 0) FROM candidates WHERE call_id = ?), ?)""",
         (session_id, parent_id, number, text, origin, answer, int(truncated), now,
          call_id, choice, tokens_json(tokens), alternatives_json(tokens),
          sum(token.logprob for token in tokens) if tokens else None,
          len(tokens) if tokens else None,
          # A call of the step's own made no candidates.
-         None if call is not None else call_id),
+         None if call is not None else call_id, model_branch_id),
     )
     step_id = inserted_id(cursor)
     if not tokens and call_id is not None:  # the call's own list, as before v4
@@ -312,11 +318,28 @@ def _insert_step(connection: sqlite3.Connection, session_id: int, *,
     if candidate_id is not None:
         connection.execute("UPDATE candidates SET step_id = ? WHERE id = ?",
                            (step_id, candidate_id))
-    connection.execute(
-        "UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
-        (step_id, now, session_id),
-    )
+    move_heads(connection, session_id, step_id, model_branch_id, now)
     return step_id
+
+
+def move_heads(connection: sqlite3.Connection, session_id: int, step_id: int,
+               model_branch_id: int | None, now: float) -> None:
+    """Step `step_id`, just stored or taken, is the head: of the session, or of its model
+    branch, and then of the session too where the session's head was on that branch (or
+    nowhere yet): a column's steps never move the branch on show away from another's."""
+    if model_branch_id is None:
+        connection.execute("UPDATE sessions SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                           (step_id, now, session_id))
+        return
+    connection.execute("UPDATE model_branches SET head_step_id = ?, updated_at = ? WHERE id = ?",
+                       (step_id, now, model_branch_id))
+    connection.execute(
+        """UPDATE sessions SET updated_at = ?,
+               head_step_id = CASE WHEN head_step_id IS NULL OR (
+                   SELECT model_branch_id FROM steps WHERE id = sessions.head_step_id) = ?
+                   THEN ? ELSE head_step_id END
+           WHERE id = ?""",
+        (now, model_branch_id, step_id, session_id))
 
 
 @contextmanager

@@ -5,8 +5,8 @@ Here: opening the file (refusing a newer store or another program's database), m
 checking its schema and its integrity, and the `Store` made of every area's queries:
 sessions.py (sessions, their origins and claims), listing.py (the sessions list), steps.py
 (steps, branches and the candidates of a backtrack), labels.py (labels and annotation work),
-finders.py (finder runs) and calls.py (calls and totals), all on base.py's connection and
-transactions.
+finders.py (finder runs), calls.py (calls and totals) and model_branches.py (several models
+side by side), all on base.py's connection and transactions.
 
 A trace is a tree of steps (`parent_id`); the branch on show is the path from the root to the
 session's `head_step_id`. Every finished step, label and call is committed in its own
@@ -38,6 +38,7 @@ from bbm_tui.core.store.files import (
 from bbm_tui.core.store.finders import FinderQueries
 from bbm_tui.core.store.labels import LabelQueries
 from bbm_tui.core.store.listing import SessionListing
+from bbm_tui.core.store.model_branches import ModelBranchQueries
 from bbm_tui.core.store.schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -51,7 +52,7 @@ BUSY_TIMEOUT_MS = 10_000
 
 
 class Store(SessionQueries, SessionListing, StepQueries, LabelQueries, FinderQueries,
-            CallQueries):
+            CallQueries, ModelBranchQueries):
     """One connection, shared by the threads of one process under a lock."""
 
     @classmethod

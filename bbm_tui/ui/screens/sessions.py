@@ -281,7 +281,7 @@ class SessionsScreen(BbmScreen):
             cells = {
                 "name": name_cell(session.name, self._widths.get("name", 60)),
                 "task": safe_cell(session.task),
-                "model": safe_cell(session.model, 60),
+                "model": safe_cell(summary.model_names, 60),
                 "steps": Text(str(summary.steps), justify="right"),
                 "label": label_cell(summary, colors),
                 "cost": cost_cell(summary),
