@@ -466,3 +466,43 @@ def test_four_models_snapshot(snap_compare, size: tuple[int, int]) -> None:
     app = make_app(task=TASK, question=QUESTION, models=models)
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
+
+
+async def test_a_column_switch_restyles_the_columns_not_every_widget_in_them(
+    store: Store,
+) -> None:
+    """tab moves the keys and the bright border to the next column without restyling the
+    columns and all their widgets (a CSS class on a column did: ~25 widgets each, a column
+    switch took ~100 ms while two columns streamed; the focus itself restyles only the trace
+    views it leaves and enters); the border follows the theme."""
+    from textual.color import Color
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        first, second = screen.columns
+        await pilot.pause()
+        restyled: list[object] = []
+        update_nodes = app.stylesheet.update_nodes
+
+        def counting(nodes, animate=False):  # type: ignore[no-untyped-def]
+            nodes = list(nodes)
+            restyled.extend(nodes)
+            return update_nodes(nodes, animate=animate)
+
+        app.stylesheet.update_nodes = counting  # type: ignore[method-assign]
+
+        def primary() -> Color:
+            return Color.parse(app.get_css_variables()["primary"])
+
+        await pilot.press("tab")
+        await wait_for(pilot, lambda: screen.focused is second.view)
+        await pilot.pause()
+        assert first not in restyled and second not in restyled
+        assert second.styles.border_top[1] == primary()
+        assert first.styles.border_top[1] != primary()
+        app.stylesheet.update_nodes = update_nodes  # type: ignore[method-assign]
+        app.theme = "nord" if app.theme != "nord" else "gruvbox"
+        await wait_for(pilot, lambda: second.styles.border_top[1] == primary())
+        assert first.styles.border_top[1] != primary()
