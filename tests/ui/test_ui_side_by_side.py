@@ -506,3 +506,28 @@ async def test_a_column_switch_restyles_the_columns_not_every_widget_in_them(
         app.theme = "nord" if app.theme != "nord" else "gruvbox"
         await wait_for(pilot, lambda: second.styles.border_top[1] == primary())
         assert first.styles.border_top[1] != primary()
+
+
+async def test_a_number_enter_and_x_typed_at_once_flag_that_thought(store: Store) -> None:
+    """"4⏎x" as a terminal sends it when typed fast (the keys queued before any is handled),
+    in the focused column: Thought 4 flagged. The jump ran when enter's binding did, after x
+    had reached the column and cleared the number, so the thought selected before was
+    flagged."""
+    from textual import events
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        replay, solver = screen.columns
+        await pilot.press("r")
+        await wait_for(pilot, lambda: replay.trace.finished and solver.trace.finished
+                       and finished_runs(screen), timeout=60)
+        await pilot.press("tab")
+        await wait_for(pilot, lambda: screen.focused is solver.view)
+        assert solver.view.selected == 7
+        for key, character in (("4", "4"), ("enter", "\r"), ("x", "x")):
+            app.post_message(events.Key(key, character))
+        await wait_for(pilot, lambda: solver.trace.mistake_number is not None)
+        assert solver.trace.mistake_number == 4 and solver.view.selected == 4
+        assert replay.trace.label is None
