@@ -531,3 +531,33 @@ async def test_a_number_enter_and_x_typed_at_once_flag_that_thought(store: Store
         await wait_for(pilot, lambda: solver.trace.mistake_number is not None)
         assert solver.trace.mistake_number == 4 and solver.view.selected == 4
         assert replay.trace.label is None
+
+
+async def test_facts_growing_in_one_column_leave_the_rows_level(store: Store) -> None:
+    """g shows the dataset's gold label under the focused column's thoughts (a fact the
+    other column does not show): every column's facts take as many rows, so that the thoughts
+    panes keep one height and their rows stay level; g again, and they shrink together."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        replay, solver = screen.columns
+        await pilot.press("r")
+        await wait_for(pilot, lambda: replay.trace.finished and solver.trace.finished
+                       and finished_runs(screen), timeout=60)
+
+        def panes() -> list[int]:
+            return [column.view.query_one("#thoughts-pane").region.height
+                    for column in screen.columns]
+
+        before = panes()
+        assert before[0] == before[1]
+        await pilot.press("g")
+        gold = replay.view.query_one("#gold")
+        await wait_for(pilot, lambda: gold.display and gold.region.height > 0)
+        await wait_for(pilot, lambda: panes()[0] < before[0])
+        await pilot.pause()
+        assert panes()[0] == panes()[1]
+        await wait_for(pilot, lambda: tops(replay) == tops(solver))
+        await pilot.press("g")
+        await wait_for(pilot, lambda: panes() == before)

@@ -98,6 +98,8 @@ class ModelColumn(Vertical):
         self.position = position
         self.view = TraceView(trace, totals, id=f"column-{position}")
         self.filler = Filler()
+        # Under its facts: the rows the other columns' facts take and its own do not.
+        self.facts_filler = Filler()
         # What its border says (show_header): the title as shown, the figures as text.
         self.title = Content()
         self.figures = ""
@@ -109,6 +111,7 @@ class ModelColumn(Vertical):
         # Under the column's thoughts (after the window's last line: ThoughtList mounts its
         # own thoughts before that line, so the filler stays last).
         self.view.thoughts.mount(self.filler)
+        self.view.question_pane.mount(self.facts_filler)
         self.view.query_one("#thoughts-pane").border_title = ""
         # Two lines of what happened, in every column alike (side_by_side.tcss): the
         # thoughts panes stay one height, whatever each says.
@@ -159,6 +162,17 @@ class ModelColumn(Vertical):
             if width > 0:
                 found[view.number] = view.get_content_height(Size(0, 0), Size(0, 0), width)
         return found
+
+    def facts_height(self) -> int:
+        """The rows its facts under the thoughts take (answer, label, a finder's verdict...),
+        laid out as they are, whatever height the pane is given."""
+        pane = self.view.question_pane
+        return pane.gutter.height + sum(child.outer_size.height
+                                        for child in pane.displayed_children
+                                        if child is not self.facts_filler)
+
+    def level_facts(self, height: int) -> None:
+        self.facts_filler.set_rows(max(0, height - self.facts_height()))
 
     def level(self, rows: dict[int, int], gap: int) -> None:
         """Give each thought its row's height and the column its filler."""
@@ -268,6 +282,10 @@ class SideBySideScreen(BbmScreen):
         column.view.presenter = self.presenter
         self.watch(column.view, "running", self._running_changed, init=False)
         self.watch(column.view.thoughts, "scroll_y", self._scroll_follower(column), init=False)
+        # Its facts grow (a finder's verdict) or shrink: every column's facts as tall (the
+        # pane's content, its filler included, changes height either way).
+        self.watch(column.view.question_pane, "virtual_size",
+                   lambda: self.call_after_refresh(self.level_facts), init=False)
 
     def _scroll_follower(self, column: ModelColumn):
         return lambda: self._scrolled(column)
@@ -327,7 +345,21 @@ class SideBySideScreen(BbmScreen):
         gap = 1 if self.presenter else 0
         for column in shown:
             column.level(rows, gap)
+        self.level_facts()
         self.call_after_refresh(self._scrolled, self.columns[self._focused])
+
+    def level_facts(self) -> None:
+        """The facts under every column's thoughts as tall as the tallest, so that the
+        thoughts panes keep one height and their rows stay level."""
+        shown = [column for column in self.columns if column.display]
+        if not shown:
+            return
+        tallest = max(column.facts_height() for column in shown)
+        most = shown[0].view.question_pane.styles.max_height
+        if most is not None and most.is_cells:
+            tallest = min(tallest, int(most.value))
+        for column in shown:
+            column.level_facts(tallest)
 
     def _running_changed(self) -> None:
         self._show_headers()
