@@ -7,6 +7,7 @@ reopened as it was, its streaming column going on; columns that do not fit one k
 from __future__ import annotations
 
 import threading
+from itertools import pairwise
 
 import pytest
 from textual.pilot import Pilot
@@ -561,3 +562,37 @@ async def test_facts_growing_in_one_column_leave_the_rows_level(store: Store) ->
         await wait_for(pilot, lambda: tops(replay) == tops(solver))
         await pilot.press("g")
         await wait_for(pilot, lambda: panes() == before)
+
+
+async def test_at_80_columns_the_footer_never_shows_keys_without_what_they_do(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the columns stream, esc (stop all) joins the footer at 80 columns and j/k's
+    "move" no longer fits: j/k go with it, not left as a bare "jk"."""
+    from textual.widgets._footer import FooterLabel, KeyGroup
+
+    from bbm_tui.ui.widgets.chrome import KeysFooter
+
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "20")
+    llm.set_replay_pace(None)
+    app = make_app()
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await app.wait_for_store()
+            screen = await open_race(pilot, store, OFFLINE)
+            await pilot.press("r")
+            footer = screen.query_one(KeysFooter)
+            await wait_for(pilot, lambda: any(
+                getattr(key, "action", None) == "stop_all" and key.display
+                for key in footer.children))
+            await pilot.pause()
+            children = list(footer.children)
+            for group, label in pairwise(children):
+                if isinstance(group, KeyGroup):
+                    assert isinstance(label, FooterLabel)
+                    assert group.display == label.display
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: finished_runs(screen))
+    finally:
+        monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
+        llm.set_replay_pace(None)
