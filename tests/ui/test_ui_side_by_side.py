@@ -37,16 +37,17 @@ def question() -> NewTrace:
 
 
 def paced(responder, chunk_delay_s: float, *, drop_at: int | None = None,
-          hold_first: threading.Event | None = None):
+          hold: threading.Event | None = None, hold_at: int = 1):
     """Replies streamed word by word `chunk_delay_s` apart; with `drop_at`, the stream of
-    that thought and of every one after it is cut (retried, then given up); with
-    `hold_first`, Thought 1 is held until the test sets it (both columns out at once, however
-    slowly one of them starts)."""
+    that thought and of every one after it is cut (retried, then given up); with `hold`,
+    Thought `hold_at` is held until the test sets it (both columns out at once, however
+    slowly one of them starts; or both still out when the test acts on them, however fast
+    the other ran)."""
     def respond(path: str, body: dict) -> Reply:
         reply = responder(path, body)
         reply.chunk_delay_s = chunk_delay_s
-        if hold_first is not None and body_thought(body) == 1:
-            reply.hold = hold_first
+        if hold is not None and body_thought(body) == hold_at:
+            reply.hold, reply.hold_s = hold, 120.0
         if drop_at is not None and body_thought(body) >= drop_at:
             reply.drop_after_chunks = 2
         return reply
@@ -99,8 +100,8 @@ async def test_two_servers_race_one_fails_mid_trace_and_the_other_answers(
     two thoughts; the fast one answers right; the headers say each state and what it cost;
     the thoughts sit level by number."""
     both_out = threading.Event()
-    openai_server.responder = paced(dataset_responder, 0.02, drop_at=3, hold_first=both_out)
-    second_openai_server.responder = paced(solver_responder, 0.002, hold_first=both_out)
+    openai_server.responder = paced(dataset_responder, 0.02, drop_at=3, hold=both_out)
+    second_openai_server.responder = paced(solver_responder, 0.002, hold=both_out)
     specs = [llm.ModelSpec("openai/recorded", openai_server.base_url),
              llm.ModelSpec("openai/solver", second_openai_server.base_url)]
     app = make_app()
@@ -262,22 +263,36 @@ async def test_the_keys_of_a_trace_act_in_the_focused_column(store: Store) -> No
 async def test_n_and_esc_act_on_every_column_and_presenter_mode_on_all(
     store: Store, openai_server: FakeOpenAI, second_openai_server: FakeOpenAI
 ) -> None:
-    openai_server.responder = paced(dataset_responder, 0.05)
-    second_openai_server.responder = paced(solver_responder, 0.05)
+    # Thought 3 is held at both servers until esc has stopped both columns: neither can
+    # have answered by then, however slowly the app runs.
+    held = threading.Event()
+    openai_server.responder = paced(dataset_responder, 0.01, hold=held, hold_at=3)
+    second_openai_server.responder = paced(solver_responder, 0.01, hold=held, hold_at=3)
     specs = [llm.ModelSpec("openai/recorded", openai_server.base_url),
              llm.ModelSpec("openai/solver", second_openai_server.base_url)]
     app = make_app()
+    try:
+        await _n_and_esc_on_every_column(app, store, specs, openai_server,
+                                         second_openai_server)
+    finally:
+        held.set()
+
+
+async def _n_and_esc_on_every_column(app, store: Store, specs: list[llm.ModelSpec],
+                                     *servers: FakeOpenAI) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await app.wait_for_store()
         screen = await open_race(pilot, store, specs)
         first, second = screen.columns
         await pilot.press("n")
         await wait_for(pilot, lambda: [len(c.trace.steps) for c in screen.columns] == [1, 1]
-                       and finished_runs(screen), timeout=30)
+                       and finished_runs(screen), timeout=60)
         assert "waiting" in first.title.plain
         await pilot.press("r")
-        await wait_for(pilot, lambda: first.view.running and second.view.running)
-        await wait_for(pilot, lambda: len(first.trace.steps) >= 2, timeout=30)
+        # Both at Thought 3, held at their servers.
+        await wait_for(pilot, lambda: all(
+            len(c.trace.steps) == 2 and c.view.running for c in screen.columns)
+            and all(len(server.requests) >= 3 for server in servers), timeout=60)
         await pilot.press("escape")
         await wait_for(pilot, lambda: finished_runs(screen))
         await wait_for(pilot, lambda: all(
@@ -378,7 +393,7 @@ async def test_m_on_a_trace_adds_a_model_and_the_session_goes_side_by_side(
         trace_screen = app.screen
         await pilot.press("r")
         await wait_for(pilot, lambda: trace_screen.view.trace.finished
-                       and not trace_screen.view.running, timeout=30)
+                       and not trace_screen.view.running, timeout=60)
         await pilot.press("m")
         await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
         await pilot.press("enter")
