@@ -20,8 +20,9 @@ from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace
 from bbm_tui.core.trace.side_by_side import SideBySide
 from bbm_tui.core.types import ModelBranchState
+from bbm_tui.ui.screens.model_column import ModelColumn
 from bbm_tui.ui.screens.new_session import NewSessionScreen
-from bbm_tui.ui.screens.side_by_side import ModelColumn, SideBySideScreen
+from bbm_tui.ui.screens.side_by_side import SideBySideScreen
 from bbm_tui.ui.screens.trace import TraceScreen
 from tests.fake_server import solver_responder
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
