@@ -134,16 +134,14 @@ def input_cost(model: str, calls: list[dict]) -> float:
 
 
 def use_cache(server, model: str, minimum: int | None = None) -> int:
-    """The server caches as Anthropic does for `model` (or with another minimum)."""
-    from bbm_tui.core import llm
-    from tests.fake_server import PromptCache
+    """The server caches as Anthropic documents it for `model` (its minimum from the
+    server's table of Anthropic's documented minimums, or the one given)."""
+    from tests.fake_server import PromptCache, anthropic_minimum
 
-    known = llm.caching_minimum(llm.ModelSpec(model))
-    assert known is not None
     server.tokenize = claude_tokens(model)
-    server.prompt_cache = PromptCache(explicit=True, minimum_tokens=minimum or known,
+    server.prompt_cache = PromptCache(explicit=True, minimum_tokens=minimum,
                                       tokenize=server.tokenize)
-    return minimum or known
+    return minimum or anthropic_minimum(model.split("/", 1)[1])
 
 
 def both_ways(server, model: str, task: str, rows: list[dict], folder: Path,
