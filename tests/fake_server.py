@@ -286,9 +286,10 @@ class PromptCache:
     at that boundary was written before: a hit only at a block boundary, and only within
     that window (a prefix that ends mid-block, or further back, is not found). The request
     reads the longest hit and writes the rest, up to its last mark (reported as read,
-    0.1x the input price, and written, 1.25x). A prefix shorter than the model's minimum
-    (`minimum_tokens`, else Anthropic's documented one for the request's model) is never
-    cached, and nothing says so. Otherwise (OpenAI, Gemini): any prompt is cached
+    0.1x the input price, and written, 1.25x). A prefix one model wrote is not read by
+    another (a cache is the model's own work on the prefix). A prefix shorter than the
+    model's minimum (`minimum_tokens`, else Anthropic's documented one for the request's
+    model) is never cached, and nothing says so. Otherwise (OpenAI, Gemini): any prompt is cached
     automatically, and a later prompt reads the longest cached prefix it shares, in whole
     blocks of `block_tokens`, from the minimum on, as with the real providers."""
 
@@ -328,20 +329,24 @@ class PromptCache:
             raise ValueError(f"at most {self.max_marks} blocks can be marked for caching")
         with self._lock:
             if self.explicit:
-                return self._explicit(words, ends, marks, self.minimum(model))
+                return self._explicit(words, ends, marks, model)
             return self._automatic(words, self.minimum(model))
 
     def _explicit(self, words: list[object], ends: list[int], marks: list[int],
-                  minimum: int) -> tuple[int, int]:
+                  model: str) -> tuple[int, int]:
+        # A cache holds one model's work on a prefix: keyed by the model too.
+        def key(end: int) -> tuple[object, ...]:
+            return (model, *words[:end])
+
         read = 0
         for mark in marks:
             for index in range(mark, max(-1, mark - self.lookback_blocks - 1), -1):
-                if ends[index] > read and tuple(words[:ends[index]]) in self.prefixes:
+                if ends[index] > read and key(ends[index]) in self.prefixes:
                     read = ends[index]
                     break
-        cacheable = [ends[mark] for mark in marks if ends[mark] >= minimum]
+        cacheable = [ends[mark] for mark in marks if ends[mark] >= self.minimum(model)]
         for end in cacheable:
-            self.prefixes.add(tuple(words[:end]))
+            self.prefixes.add(key(end))
         last = max(cacheable, default=0)
         return read, max(0, last - read)
 

@@ -401,3 +401,12 @@ async def test_the_anthropic_server_takes_the_minimum_from_the_requests_model(
         assert isinstance(result, llm.StepText)
         written[model] = result.call.cache_write_tokens
     assert written == {"anthropic/claude-sonnet-4-5": 1502, "anthropic/claude-haiku-4-5": 0}
+
+
+def test_the_test_servers_cache_is_each_models_own() -> None:
+    """What one model wrote another does not read."""
+    cache = PromptCache(explicit=True, minimum_tokens=2)
+    prompt = [("a b c", True), ("d", False)]
+    assert cache.usage(prompt, "claude-sonnet-4-5") == (0, 3)
+    assert cache.usage(prompt, "claude-opus-4-1") == (0, 3)
+    assert cache.usage(prompt, "claude-sonnet-4-5") == (3, 0)
