@@ -72,6 +72,10 @@ class Step:
     call_choices: int | None = None
     # Its call's token counts are an estimate, not the provider's own (store v9 on).
     usage_estimated: bool = False
+    # The id of the call it was taken from with other steps (one-call mode; None: a call of
+    # its own), and the router deployment that served its call (store v14 on).
+    one_call: str | None = None
+    deployment: str | None = None
 
     @property
     def confidence(self) -> float | None:

@@ -1038,7 +1038,9 @@ class Store:
 
     def totals(self, session_id: int) -> Totals:
         rows = self._read(
-            """SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
+            # Steps taken from one call have a row each: the call is counted once.
+            """SELECT COUNT(DISTINCT COALESCE(one_call, id)) AS calls,
+                      COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
                       COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
                       COALESCE(SUM(cost), 0) AS cost,
                       COALESCE(SUM(usage_estimated), 0) AS estimated_calls
@@ -1060,7 +1062,8 @@ _COMPLETION_TOKENS = "CASE WHEN s.call_choices > 1 THEN s.ntokens ELSE c.complet
 _COST = "CASE WHEN s.call_choices > 1 THEN NULL ELSE c.cost END"
 _STEP_SELECT = f"""
     SELECT s.*, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS} AS completion_tokens,
-           {_COST} AS cost, COALESCE(c.usage_estimated, 0) AS usage_estimated
+           {_COST} AS cost, COALESCE(c.usage_estimated, 0) AS usage_estimated,
+           c.one_call, c.deployment
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -1069,7 +1072,8 @@ _STEP_SELECT = f"""
 _STEPS_SELECT = f"""
     SELECT s.id, s.session_id, s.parent_id, s.number, s.text, s.origin, s.answer, s.truncated,
            s.created_at, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS}, {_COST}, s.logprob,
-           s.call_id, s.choice, s.ntokens, s.call_choices, COALESCE(c.usage_estimated, 0)
+           s.call_id, s.choice, s.ntokens, s.call_choices, COALESCE(c.usage_estimated, 0),
+           c.one_call, c.deployment
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -1103,7 +1107,7 @@ def _same_step(connection: sqlite3.Connection, session_id: int, parent_id: int |
 def _bulk_step(row: tuple) -> Step:
     return Step(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
                 row[9], row[10], row[11], row[12], row[13], row[14], row[15], None, row[16],
-                row[17], bool(row[18]))
+                row[17], bool(row[18]), row[19], row[20])
 
 
 _CALL_LOGPROB_UPDATE = """
@@ -1139,6 +1143,8 @@ def _step(row: sqlite3.Row) -> Step:
         ntokens=row["ntokens"],
         call_choices=row["call_choices"],
         usage_estimated=bool(row["usage_estimated"]),
+        one_call=row["one_call"],
+        deployment=row["deployment"],
     )
 
 
@@ -1355,8 +1361,8 @@ def _insert_call(
     cursor = connection.execute(
         """INSERT INTO calls (session_id, step_id, purpose, model, params, latency_s,
                prompt_tokens, completion_tokens, cost, logprobs, finish_reason, attempts,
-               created_at, usage_estimated)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               created_at, usage_estimated, one_call, deployment)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             session_id,
             step_id,
@@ -1374,6 +1380,8 @@ def _insert_call(
             call.attempts,
             now,
             int(call.usage_estimated),
+            call.one_call,
+            call.deployment,
         ),
     )
     return _inserted_id(cursor)
