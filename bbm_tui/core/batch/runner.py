@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
+from bbm_tui.core.batch.shard import Shard, ShardError, check_unsharded
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.dataset.outfile import open_appended
 from bbm_tui.core.llm import one_at_a_time_endpoints
@@ -144,6 +145,8 @@ class Batch(Generic[J, K, P]):
     # Write the lines in the jobs' order (a finished line waits for the ones before it);
     # a kill then loses only lines whose work is saved elsewhere (run's sessions).
     ordered: bool = False
+    # This machine's share of the jobs (core/batch/shard.py); None: all of them.
+    shard: Shard | None = None
 
 
 def unique(jobs: Sequence[J], key: Callable[[J], K]) -> list[J]:
@@ -172,23 +175,36 @@ async def run_batch(
                         inputs=inputs)
     try:
         rows = list(out.rows)
+        shard = batch.shard
+        try:
+            if shard is not None:
+                shard.check_rows(out_path, rows)
+            else:
+                check_unsharded(out_path, rows)
+        except ShardError as error:
+            raise BatchStop(str(error)) from None
         done = {batch.key_of_row(row) for row in rows}
         jobs = unique(batch.jobs, batch.key)
-        pending = [job for job in jobs if batch.key(job) not in done]
+        # Each job's place among all of them: what one machine writes, in order.
+        placed = [(place, job) for place, job in enumerate(jobs)
+                  if shard is None or shard.takes(batch.key(job))]
+        pending = [(place, job) for place, job in placed if batch.key(job) not in done]
         progress = batch.progress
-        progress.total, progress.skipped = len(jobs), len(jobs) - len(pending)
+        progress.total, progress.skipped = len(placed), len(placed) - len(pending)
         progress.duplicates, progress.mended = len(batch.jobs) - len(jobs), out.mended
         notify = on_progress or (lambda _progress: None)
         notify(progress)
-        queue: asyncio.Queue[tuple[int, J]] = asyncio.Queue()
-        for position, job in enumerate(pending):
-            queue.put_nowait((position, job))
+        queue: asyncio.Queue[tuple[int, int, J]] = asyncio.Queue()
+        for position, (place, job) in enumerate(pending):
+            queue.put_nowait((position, place, job))
         writer = _InOrder(out.write_line) if batch.ordered else None
 
         async def worker() -> None:
             while not queue.empty():
-                position, job = queue.get_nowait()
+                position, place, job = queue.get_nowait()
                 line = await batch.work(job, progress, notify)
+                if shard is not None and line is not None:
+                    line = shard.tag(line, place)
                 if writer is not None:
                     progress.done += writer.finished(position, line)
                 elif line is not None:
