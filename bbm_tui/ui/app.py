@@ -468,7 +468,7 @@ class BbmApp(App[int]):
 
     @property
     def configured_spec(self) -> ModelSpec:
-        return ModelSpec(self.config.model, self.config.api_base, self.config.mode)
+        return self.config.model_spec()
 
     @work(exclusive=True, group="open", exit_on_error=False)
     async def _show_question(self, task: str, number: int) -> None:
@@ -496,7 +496,7 @@ class BbmApp(App[int]):
             self.notify(problem, severity="error", markup=False)
             await self.push_screen(NewSessionScreen(self.config, task=task))
             return
-        spec = ModelSpec(self.config.model, self.config.api_base, self.config.mode)
+        spec = self.config.model_spec()
         request = dataset_request(task, number, rows[number], spec, recorded=False)
         trace = await asyncio.to_thread(create_trace, store, request)
         await self._present(trace, None)

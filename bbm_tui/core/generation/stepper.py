@@ -117,77 +117,80 @@ async def run_steps(
     pin = llm.DeploymentPin()
     one_call = settings.one_call
     streaming: int | None = None  # the step whose StepStarted was said and not finished yet
-    while True:
-        if len(written) + (held_empty is not None) >= settings.step_limit:
-            yield TraceFinished(TraceEnd.STEP_LIMIT, written, None)
-            return
-        if max_new_steps is not None and added >= max_new_steps and held_empty is None:
-            yield TraceFinished(TraceEnd.PAUSED, written, None)
-            return
-        number = len(written) + 1 + (held_empty is not None)
-        context = written + ([""] if held_empty is not None else [])
-        prompt = next_step_prompt(task, input_text, context)
-        if one_call and held_empty is None:
-            one_call = False  # one such call a run; then one call a step
-            yield StepStarted(number)
-            streaming = number
-            end: TraceFinished | None = None
-            async with aclosing(_one_call_steps(task, spec, prompt, number, settings, pin,
-                                                target, written, max_new_steps)) as events:
-                async for event in events:
-                    if isinstance(event, StepStarted):
-                        streaming = event.number
-                    elif isinstance(event, StepFinished):
-                        written.append(event.text)
-                        added += 1
-                        streaming = None
-                    elif isinstance(event, TraceFinished):
-                        end = event
-                    yield event
-            if end is not None:
+    try:
+        while True:
+            if len(written) + (held_empty is not None) >= settings.step_limit:
+                yield TraceFinished(TraceEnd.STEP_LIMIT, written, None)
                 return
-            continue
-        if streaming != number:
-            yield StepStarted(number)
-        streaming = None
-        result: llm.StepText | None = None
-        try:
-            async for item in llm.stream_step(spec, prompt, settings.call, pin):
-                if isinstance(item, llm.TextDelta):
-                    yield StepDelta(number, item.text)
-                elif isinstance(item, llm.Restart):
-                    yield StepRestarted(number, item.reason, item.delay_s)
-                else:
-                    result = item
-        except llm.LLMError as error:
-            yield StepFailed(number, error)
-            return
-        assert result is not None
-        answer = task.extract_answer(result.text)
-        finished = StepFinished(number, result.text, result.call, answer, result.truncated)
-        if result.text == "":
+            if max_new_steps is not None and added >= max_new_steps and held_empty is None:
+                yield TraceFinished(TraceEnd.PAUSED, written, None)
+                return
+            number = len(written) + 1 + (held_empty is not None)
+            context = written + ([""] if held_empty is not None else [])
+            prompt = next_step_prompt(task, input_text, context)
+            if one_call and held_empty is None:
+                one_call = False  # one such call a run; then one call a step
+                yield StepStarted(number)
+                streaming = number
+                end: TraceFinished | None = None
+                async with aclosing(_one_call_steps(task, spec, prompt, number, settings, pin,
+                                                    target, written, max_new_steps)) as events:
+                    async for event in events:
+                        if isinstance(event, StepStarted):
+                            streaming = event.number
+                        elif isinstance(event, StepFinished):
+                            written.append(event.text)
+                            added += 1
+                            streaming = None
+                        elif isinstance(event, TraceFinished):
+                            end = event
+                        yield event
+                if end is not None:
+                    return
+                continue
+            if streaming != number:
+                yield StepStarted(number)
+            streaming = None
+            result: llm.StepText | None = None
+            try:
+                async for item in llm.stream_step(spec, prompt, settings.call, pin):
+                    if isinstance(item, llm.TextDelta):
+                        yield StepDelta(number, item.text)
+                    elif isinstance(item, llm.Restart):
+                        yield StepRestarted(number, item.reason, item.delay_s)
+                    else:
+                        result = item
+            except llm.LLMError as error:
+                yield StepFailed(number, error)
+                return
+            assert result is not None
+            answer = task.extract_answer(result.text)
+            finished = StepFinished(number, result.text, result.call, answer, result.truncated)
+            if result.text == "":
+                if held_empty is not None:
+                    yield TraceFinished(TraceEnd.EMPTY, written, None)
+                    return
+                held_empty = finished
+                continue
             if held_empty is not None:
-                yield TraceFinished(TraceEnd.EMPTY, written, None)
-                return
-            held_empty = finished
-            continue
-        if held_empty is not None:
-            yield held_empty
-            written.append("")
+                yield held_empty
+                written.append("")
+                added += 1
+                held_empty = None
+            yield finished
+            written.append(result.text)
             added += 1
-            held_empty = None
-        yield finished
-        written.append(result.text)
-        added += 1
-        if answer is not None:
-            yield AnswerFound(answer,
-                              None if target is None else task.is_correct(answer, target))
-            yield TraceFinished(TraceEnd.ANSWER, written, answer)
-            return
-        if result.truncated:
-            yield TraceFinished(TraceEnd.TRUNCATED, written, None)
-            return
+            if answer is not None:
+                yield AnswerFound(answer,
+                                  None if target is None else task.is_correct(answer, target))
+                yield TraceFinished(TraceEnd.ANSWER, written, answer)
+                return
+            if result.truncated:
+                yield TraceFinished(TraceEnd.TRUNCATED, written, None)
+                return
 
+    finally:
+        pin.release()  # its deployment holds one trace fewer
 
 async def _one_call_steps(
     task: Task,

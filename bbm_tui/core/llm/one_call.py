@@ -249,8 +249,6 @@ async def _read_call(spec: ModelSpec, prompt: str, first_number: int, settings: 
         async with call_turn(spec):
             stream = await start_call(spec, kwargs, chat=spec.mode == "chat", pin=pin)
             deployment = served_by(stream) if spec.router else None
-            if pin is not None:
-                pin.keep(deployment)
             if spec.router:
                 stream, call.inner_stream = unwrapped(stream)
             reason = await _read_lines(stream, lines, call, spec, settings, prompt, started_at,

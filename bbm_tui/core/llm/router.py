@@ -7,11 +7,15 @@ The model string of a command then names a group, and the Router balances its ca
 the group's deployments, cools down one that fails, and sends the calls elsewhere meanwhile.
 
 What bbm-tui adds: the steps of one trace stay on one deployment while it is healthy (a
-`DeploymentPin`: the first call of a trace goes where the Router sends it, the following
-ones to the same deployment, so the prompt's prefix stays in that server's cache); a call on
-the pinned deployment that fails unpins the trace, and its next attempt goes through the
-Router again, which skips deployments cooling down. Retries stay ours (errors.py): the
-Router's own are off. Each call records the deployment that served it (`served_by`).
+`DeploymentPin`, so the prompt's prefix stays in that server's cache). A new trace starts on
+the healthy deployment of its group (not cooling down) that holds the fewest traces now: the
+Router's own strategies count requests, and with every trace held to one deployment it is
+the traces that must be spread (a batch's first sixteen traces, started at once, all went to
+one server of two under `least-busy`). A call on the pinned deployment that fails unpins the
+trace, and its next attempt goes to the group through the Router, which skips deployments
+cooling down; the trace is then pinned where that attempt was served. Retries stay ours
+(errors.py): the Router's own are off. Each call records the deployment that served it
+(`served_by`).
 
 Reading the file needs no litellm; building the Router imports it (loader.py).
 """
@@ -31,10 +35,8 @@ from bbm_tui.core.types import ModelSpec
 
 # What bbm-tui sets unless the file's `router_settings` says otherwise: a deployment is
 # cooled down at its first failure (a stopped server fails every call at once; the default,
-# three a minute, would send three more traces' calls to it), for half a minute; new traces
-# go to the deployment with the fewest calls in flight.
+# three a minute, would send three more traces' calls to it), for half a minute.
 DEFAULT_ROUTER_SETTINGS: dict[str, Any] = {
-    "routing_strategy": "least-busy",
     "allowed_fails": 0,
     "cooldown_time": 30,
 }
@@ -174,6 +176,8 @@ def _unique(name: str, taken: set[str]) -> str:
 
 _files: dict[tuple[str, int, int], RouterFile] = {}
 _routers: dict[tuple[tuple[str, int, int], int], Any] = {}
+# How many live traces are pinned to each deployment, by deployment name (one process).
+_pinned: dict[str, int] = {}
 
 
 def _file_key(path: str) -> tuple[str, int, int]:
@@ -258,27 +262,59 @@ def check_group(spec: ModelSpec) -> str | None:
 
 @dataclass
 class DeploymentPin:
-    """The deployment one trace's calls go to while it is healthy (None: wherever the Router
-    sends the next one)."""
+    """The deployment one trace's calls go to while it is healthy (None: the trace has none
+    yet, or its deployment failed). Release it when the trace's run ends."""
 
     deployment: str | None = None
     # Every deployment that served the trace, in order (for the tests and the notes).
     served: list[str] = field(default_factory=list)
 
     def keep(self, deployment: str | None) -> None:
+        if deployment == self.deployment:
+            return
+        self.forget()
         self.deployment = deployment
-        if deployment is not None and (not self.served or self.served[-1] != deployment):
-            self.served.append(deployment)
+        if deployment is not None:
+            _pinned[deployment] = _pinned.get(deployment, 0) + 1
+            if not self.served or self.served[-1] != deployment:
+                self.served.append(deployment)
 
     def forget(self) -> None:
+        if self.deployment is not None:
+            _pinned[self.deployment] = max(0, _pinned.get(self.deployment, 0) - 1)
         self.deployment = None
+
+    release = forget
+
+
+def _least_pinned(parsed: RouterFile, group: str, router: Any) -> str | None:
+    """The healthy deployment of the group holding the fewest traces (the file's order
+    breaks ties); None when every one is cooling down (the Router then says so)."""
+    cooling = set(_cooling_down(router))
+    healthy = [deployment.name for deployment in parsed.group(group)
+               if deployment.name not in cooling]
+    if not healthy:
+        return None
+    return min(healthy, key=lambda name: _pinned.get(name, 0))
+
+
+def _cooling_down(router: Any) -> list[str]:
+    """The deployments the Router is cooling down now (litellm 1.103.7's own list; none
+    where another version has it elsewhere: a failed call then unpins as before)."""
+    try:
+        from litellm.router_utils.cooldown_handlers import _get_cooldown_deployments
+
+        return [str(name) for name in _get_cooldown_deployments(router, None)]
+    except Exception:
+        return []
 
 
 async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
                      pin: DeploymentPin | None = None) -> Any:
     """litellm's `acompletion` (chat) or `atext_completion` with `kwargs`, directly or, with a
-    router, through it: to the pinned deployment if there is one, else to the model group.
-    A failure unpins (the caller's retry then goes through the Router)."""
+    router, through it: to the pinned deployment if there is one, else (a new trace) to the
+    healthy deployment holding the fewest traces, else (an attempt after a failure) to the
+    model group. The trace is pinned where the call was served; a failure unpins it."""
     if spec.router is None:
         litellm = litellm_module()
         return await (litellm.acompletion if chat else litellm.atext_completion)(**kwargs)
@@ -287,13 +323,22 @@ async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
         raise RouterFileError(check_group(spec) or spec.model)
     kwargs = {name: value for name, value in kwargs.items() if name not in ("api_base",
                                                                          "api_key")}
-    kwargs["model"] = pin.deployment if pin is not None and pin.deployment else spec.model
+    target = spec.model
+    if pin is not None:
+        if pin.deployment is not None:
+            target = pin.deployment
+        elif not pin.served:  # a new trace; after a failure the Router chooses
+            target = _least_pinned(parsed, spec.model, router) or spec.model
+    kwargs["model"] = target
     try:
-        return await (router.acompletion if chat else router.atext_completion)(**kwargs)
+        stream = await (router.acompletion if chat else router.atext_completion)(**kwargs)
     except BaseException:
         if pin is not None:
             pin.forget()
         raise
+    if pin is not None:
+        pin.keep(served_by(stream))
+    return stream
 
 
 def unwrapped(stream: Any) -> tuple[Any, Any]:

@@ -198,8 +198,6 @@ async def _stream_step_watched(
         kwargs["prompt"] = prompt
     stream = await start_call(spec, kwargs, chat=spec.mode == "chat", pin=pin)
     deployment = served_by(stream) if spec.router else None
-    if pin is not None:
-        pin.keep(deployment)
     state = _StreamState()
     if spec.router:
         stream, state.inner_stream = unwrapped(stream)
