@@ -111,6 +111,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                      "local server, where one process's CPU is the limit; each process "
                      "imports litellm first (a few seconds)")
     run.add_argument("--step-limit", type=int, metavar="N", help="at most N steps per trace")
+    _add_scale_options(run, one_call=True)
     run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -187,6 +188,13 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     importer.add_argument("--unlabelled", action="store_true",
                           help="ignore every mistake_index: import every trace unlabelled "
                           "(rows with no mistake_index key are unlabelled anyway)")
+    merge = commands.add_parser(
+        "merge", help="join the OUT files of `--shard I/N` runs into what one machine writes",
+        description="Rows in the input's order, each once; two different rows for one input "
+        "row are a conflict, named, and nothing is written.",
+    )
+    merge.add_argument("files", type=Path, nargs="+", metavar="OUT.jsonl")
+    merge.add_argument("--out", type=Path, required=True, metavar="MERGED.jsonl")
     _add_format_option(commands)
     return parser
 
@@ -218,6 +226,21 @@ def _add_model_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", help="base URL of an OpenAI-compatible server or proxy")
     parser.add_argument("--mode", choices=("chat", "completion"),
                         help="chat (prompt as one user message) or text completion")
+    parser.add_argument("--router", metavar="FILE.yaml",
+                        help="a litellm Router model_list (the LiteLLM proxy's): --model then "
+                        "names one of its model groups, spread over its deployments")
+
+
+def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> None:
+    """--shard on the batch commands; --one-call where steps are generated."""
+    parser.add_argument("--shard", metavar="I/N",
+                        help="this machine is I of N sharing the input: it does its fixed "
+                        "share (join the N OUT files with `bbm-tui merge`)")
+    if one_call:
+        parser.add_argument("--one-call", action="store_true", default=None,
+                            help="one streamed call for many steps, each line taken while it "
+                            "begins with its Thought label (not the paper's one call a step; "
+                            "the config's `one_call`)")
 
 
 def _add_pace_option(parser: argparse.ArgumentParser) -> None:
@@ -285,6 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return adjudicate_command(args)
         if args.command == "agreement":
             return agreement_command(args)
+        if args.command == "merge":
+            return merge_command(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -444,13 +469,27 @@ def _load_config_or_none(args: argparse.Namespace):  # -> Config | None
     from bbm_tui.core.config import ConfigError, load_config
 
     try:
-        return load_config().with_overrides(
+        config = load_config().with_overrides(
             model=args.model, api_base=args.api_base, mode=args.mode,
-            logprobs=getattr(args, "logprobs", None),
+            logprobs=getattr(args, "logprobs", None), router=getattr(args, "router", None),
+            one_call=getattr(args, "one_call", None),
         )
     except ConfigError as error:
         fail(str(error))
         return None
+    if config.router is not None:
+        from bbm_tui.core.llm.router import RouterFileError, read_router_file
+
+        try:
+            groups = read_router_file(config.router).groups
+        except RouterFileError as error:
+            fail(str(error))
+            return None
+        if config.model not in groups:
+            fail(f"{config.router} has no model group {config.model!r}: give --model one of "
+                 f"{', '.join(groups)}")
+            return None
+    return config
 
 
 def _use_task_files(args: argparse.Namespace) -> int | None:
@@ -482,6 +521,35 @@ def _check_task(name: str | None) -> None:
         from bbm_tui.core.tasks import get_task
 
         get_task(name)
+
+
+# ---------------------------------------------------------------------------- many machines
+
+def _shard(args: argparse.Namespace):  # -> Shard | None; raises ShardError (a ValueError)
+    from bbm_tui.core.batch.shard import Shard
+
+    return Shard.parse(args.shard) if args.shard else None
+
+
+def merge_command(args: argparse.Namespace) -> int:
+    from bbm_tui.core.batch.shard import ShardError, merge_outputs
+    from bbm_tui.core.dataset import DatasetError
+
+    try:
+        merged = merge_outputs(args.files, args.out)
+    except (ShardError, DatasetError) as error:
+        return fail(str(error), EXIT_USAGE)
+    except OSError as error:
+        return fail(_os_problem(error, args.out), EXIT_USAGE)
+    shards = ", ".join(merged.shards) or "none"
+    print(f"{merged.rows} rows from {len(args.files)} files (shards {shards}) written to "
+          f"{args.out}" + (f"; {merged.duplicates} rows held twice, kept once"
+                           if merged.duplicates else ""), file=sys.stderr)
+    if merged.missing:
+        fail(f"no file held a row of shard {', '.join(merged.missing)}: if that machine's "
+             "run wrote rows, merge its file too (merging again replaces nothing: choose a "
+             "new --out)")
+    return EXIT_OK
 
 
 # ---------------------------------------------------------------------------- run
@@ -531,8 +599,9 @@ def run_command(args: argparse.Namespace) -> int:
         else:
             questions = jobs_from_files(args.input, args.task, args.limit)
             jobs, notes = questions.jobs, questions.notes()
-        spec = llm.ModelSpec(config.model, config.api_base, config.mode)
+        spec = config.model_spec()
         settings = config.stepper_settings(args.step_limit)
+        shard = _shard(args)
         if config.logprobs and not llm.gives_logprobs(spec):
             notes = [*notes, RUN_WITHOUT_LOGPROBS]
         store = Store.open()
@@ -545,7 +614,7 @@ def run_command(args: argparse.Namespace) -> int:
             progress = asyncio.run(until_signalled(
                 run_batch(jobs, spec, store, args.out, concurrency=args.concurrency,
                           settings=settings, on_progress=latest.keep(show), inputs=inputs,
-                          notes=notes, processes=args.processes)
+                          notes=notes, processes=args.processes, shard=shard)
             ))
     except BatchStop as error:  # a missing key, an unknown model, a worker process that died
         return fail(f"run stopped: {error}")
@@ -580,8 +649,10 @@ def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     how = "stopped: " if stopped else ""
     print(
         f"{how}{_traces(progress.done)} written to {_where(out)}, {progress.skipped} already "
-        f"there, {progress.failed} failed; {_count(progress.steps, 'step')}, "
-        f"${progress.cost:.4f}",
+        f"there, {progress.failed} failed; {_count(progress.steps, 'step')}"
+        # One call for many steps: how many calls they took.
+        + (f" in {_count(progress.calls, 'call')}" if progress.calls != progress.steps else "")
+        + f", ${progress.cost:.4f}",
         file=sys.stderr,
     )
     for message in progress.errors[:10]:
@@ -846,6 +917,7 @@ def _add_find_parser(commands, *, with_methods: bool = True) -> None:
     find.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
     find.add_argument("--all-steps", action="store_true",
                       help="step-level methods: judge every thought, not just up to the first No")
+    _add_scale_options(find, one_call=False)
     find.add_argument("--out", type=Path, required=True, metavar="PREDS.jsonl")
     find.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     find.add_argument("--paper", metavar="MODEL",
@@ -857,7 +929,6 @@ def find_command(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from bbm_tui.core import llm
     from bbm_tui.core.batch.find import FatalFindError, find_batch, jobs_from_files, paper_figures
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.judging.judges import get_judge
@@ -876,8 +947,8 @@ def find_command(args: argparse.Namespace) -> int:
         paper = paper_figures(args.paper, args.method) if args.paper else None
         jobs = jobs_from_files(args.input, args.task, args.method, args.limit,
                                args.dataset_format)
-        spec = get_judge(args.method).spec(llm.ModelSpec(config.model, config.api_base,
-                                                         config.mode))
+        spec = get_judge(args.method).spec(config.model_spec())
+        shard = _shard(args)
     except (DatasetError, UnknownTaskError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
     latest = LatestProgress()
@@ -887,6 +958,7 @@ def find_command(args: argparse.Namespace) -> int:
                 jobs, args.method, spec, args.out, concurrency=args.concurrency, rpm=args.rpm,
                 settings=config.finder_settings(), judge_all=args.all_steps,
                 on_progress=latest.keep(show), store_path=default_path(), inputs=args.input,
+                shard=shard,
             )))
     except (Stopped, KeyboardInterrupt) as stop:
         if latest.progress is not None:
@@ -1113,6 +1185,7 @@ def _add_backtrack_parser(commands) -> None:
                            "fast local server, where one process's CPU is the limit; each "
                            "process imports litellm first (a few seconds)")
     backtrack.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
+    _add_scale_options(backtrack, one_call=True)
     backtrack.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     backtrack.add_argument("--json", action="store_true",
                            help='print {"tasks": {TASK: {"n", "delta_accuracy_correct", '
@@ -1124,7 +1197,6 @@ def backtrack_command(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from bbm_tui.core import llm
     from bbm_tui.core.batch.backtrack import (
         backtrack_batch,
         jobs_from_files,
@@ -1148,8 +1220,9 @@ def backtrack_command(args: argparse.Namespace) -> int:
         locations = parse_locations(args.locations, args.seed)
         jobs = jobs_from_files(args.input, args.task, locations, args.limit,
                                args.dataset_format)
-        spec = llm.ModelSpec(config.model, config.api_base, config.mode)
+        spec = config.model_spec()
         settings = config.stepper_settings(None)
+        shard = _shard(args)
         store = Store.open()
     except (DatasetError, UnknownTaskError, StoreError, ValueError) as error:
         return fail(str(error), EXIT_USAGE)
@@ -1159,6 +1232,7 @@ def backtrack_command(args: argparse.Namespace) -> int:
             result = asyncio.run(until_signalled(backtrack_batch(
                 jobs, spec, store, args.out, concurrency=args.concurrency, settings=settings,
                 on_progress=latest.keep(show), inputs=args.input, processes=args.processes,
+                shard=shard,
             )))
     except (Stopped, KeyboardInterrupt) as stop:
         if latest.progress is not None:
