@@ -202,6 +202,7 @@ TINY = StepperSettings(step_limit=TINY_STEP_LIMIT, call=llm.CallSettings(tempera
 
 async def local_part(count: int, folder: Path, env: dict[str, str]) -> None:
     server, base = start_local(env)
+    llm.warm_up()  # litellm's import (seconds) is neither side's
     try:
         spec = llm.ModelSpec("openai/test", base)
         jobs = local_jobs(count)

@@ -353,13 +353,16 @@ class ModelScreen(Dialog["ModelChoice | None"]):
                 yield Input(value=str(call.max_tokens or ""), id="max-tokens", type="integer")
                 yield Input(value=str(self._settings.step_limit), id="step-limit",
                             type="integer")
-            yield TickBox("Text completion (base models); off: chat", id="completion",
-                           value=self._spec.mode == "completion")
-            yield TickBox("One call for many steps (off: the paper's one call a step)",
-                          id="one-call", value=self._settings.one_call,
-                          tooltip="One streamed call goes on through the thoughts the model "
-                          "writes with their labels; at the first line without one, the "
-                          "trace goes on one call a step")
+            with Horizontal(classes="model-row"):
+                yield TickBox("Text completion (base model)", id="completion",
+                              value=self._spec.mode == "completion",
+                              tooltip="Off: chat (the prompt as one user message)")
+                yield TickBox("One call, many steps", id="one-call",
+                              value=self._settings.one_call,
+                              tooltip="One streamed call goes on through the thoughts the "
+                              "model writes with their labels; at the first line without "
+                              "one, the trace goes on one call a step (the paper's way, "
+                              "when this is off)")
             yield Static(id="model-test-result")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(_with_key("Test", key_for(self, "model_test")), id="model-test",

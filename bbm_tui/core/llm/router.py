@@ -323,13 +323,11 @@ async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
         raise RouterFileError(check_group(spec) or spec.model)
     kwargs = {name: value for name, value in kwargs.items() if name not in ("api_base",
                                                                          "api_key")}
-    target = spec.model
-    if pin is not None:
-        if pin.deployment is not None:
-            target = pin.deployment
-        elif not pin.served:  # a new trace; after a failure the Router chooses
-            target = _least_pinned(parsed, spec.model, router) or spec.model
-    kwargs["model"] = target
+    if pin is not None and pin.deployment is None and not pin.served:
+        # A new trace (after a failure the Router chooses): held to its deployment from now,
+        # before the call goes out, so that traces starting at once spread over them.
+        pin.keep(_least_pinned(parsed, spec.model, router))
+    kwargs["model"] = pin.deployment if pin is not None and pin.deployment else spec.model
     try:
         stream = await (router.acompletion if chat else router.atext_completion)(**kwargs)
     except BaseException:
