@@ -19,6 +19,7 @@ from bbm_tui import __version__
 
 if TYPE_CHECKING:
     from bbm_tui.core.annotation.queue import QueuedTrace
+    from bbm_tui.core.annotation.report import AppLabelsLeftOut
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -113,6 +114,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     run.add_argument("--step-limit", type=int, metavar="N", help="at most N steps per trace")
     _add_scale_options(run, one_call=True)
     run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
+    run.add_argument("--json", action="store_true",
+                     help="print what was done (traces, steps, tokens, cost) as one JSON object")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     stats = commands.add_parser(
@@ -176,8 +179,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                            "first, over the store); a tie is left unlabelled")
     agreement.add_argument("--force", action="store_true", help="replace OUT if it exists")
     agreement.add_argument("--app-labels", action="store_true",
-                           help="over the store, count the labels given in the app's main "
-                           "screen (x, c) too, as the annotator \"app\" (left out otherwise)")
+                           help="over the store, count the sessions' own labels too (given "
+                           "on the app's main screen with x or c, or brought in by `import`), "
+                           "as the annotator \"app\" (left out otherwise: no annotator "
+                           "labels those sessions)")
 
     importer = commands.add_parser(
         "import", help="make sessions of dataset-format rows, to label them in the app",
@@ -196,6 +201,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     merge.add_argument("files", type=Path, nargs="+", metavar="OUT.jsonl")
     merge.add_argument("--out", type=Path, required=True, metavar="MERGED.jsonl")
     _add_format_option(commands)
+    from bbm_tui.cli_plots import add_plot_option
+
+    add_plot_option(commands)
     return parser
 
 
@@ -284,6 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         refused = _use_task_files(args)
         if refused is not None:
             return refused
+        from bbm_tui.cli_plots import plot_refusal
+
+        refusal = plot_refusal(args)
+        if refusal is not None:
+            return fail(refusal, EXIT_USAGE)
         if args.command is None:
             return _open_app(args)
         if args.command == "run":
@@ -625,11 +638,26 @@ def run_command(args: argparse.Namespace) -> int:
     except (Stopped, KeyboardInterrupt) as stop:
         if latest.progress is not None:
             _print_run_summary(args.out, latest.progress, stopped=True)
+            if args.json:
+                _print_run_json(args.out, latest.progress, stopped=True)
         return _stop_code(stop)
     finally:
         store.close()
     _print_run_summary(args.out, progress)
+    if args.json:
+        _print_run_json(args.out, progress)
     return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+def _print_run_json(out: Path, progress: Any, stopped: bool = False) -> None:
+    import json
+
+    print(json.dumps({
+        "out": str(out), "written": progress.done, "already_there": progress.skipped,
+        "failed": progress.failed, "steps": progress.steps, "stopped": stopped,
+        "usage": progress.usage_json(), "notes": list(progress.notes),
+        "errors": list(progress.errors),
+    }, indent=2))
 
 
 def _dataset_file(task_name: str) -> Path:
@@ -649,14 +677,24 @@ def _print_run_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     how = "stopped: " if stopped else ""
     print(
         f"{how}{_traces(progress.done)} written to {_where(out)}, {progress.skipped} already "
-        f"there, {progress.failed} failed; {_count(progress.steps, 'step')}"
-        # One call for many steps: how many calls they took.
-        + (f" in {_count(progress.calls, 'call')}" if progress.calls != progress.steps else "")
-        + f", ${progress.cost:.4f}",
+        f"there, {progress.failed} failed; {_count(progress.steps, 'step')}, {_spend(progress)}",
         file=sys.stderr,
     )
     for message in progress.errors[:10]:
         fail(message)
+
+
+def _spend(progress: Any) -> str:
+    """"20 calls, 40,705 in / 36,678 cached / 400 out tokens, $0.0253": a batch's calls, as
+    the app's title shows a session's ("~" on estimated counts, "cost unknown" never $0)."""
+    from bbm_tui.core.accounting import UNKNOWN, format_tokens_in_out, format_total_cost
+
+    tokens = format_tokens_in_out(progress.prompt_tokens, progress.cached_tokens,
+                                  progress.completion_tokens, progress.estimated_calls > 0,
+                                  progress.prompt_estimated_calls > 0)
+    cost = format_total_cost(progress.cost, progress.calls, progress.unpriced_calls)
+    return (f"{_count(progress.calls, 'call')}, {tokens} tokens, "
+            f"{'cost unknown' if cost == UNKNOWN else cost}")
 
 
 class Stopped(Exception):
@@ -722,11 +760,17 @@ RUN_WITHOUT_LOGPROBS = ("log-probabilities: none from this provider; the steps a
 
 
 def _print_batch_notes(out: Path, progress: Any) -> None:
-    """What a batch did besides its work: a repaired OUT, questions listed twice."""
+    """What a batch did besides its work: a repaired OUT, questions listed twice, calls whose
+    cost is unknown."""
+    from bbm_tui.core.accounting import unknown_cost_note
+
     if progress.mended:
         print(f"bbm-tui: {out}: {progress.mended}", file=sys.stderr)
     for note in progress.notes:
         print(f"bbm-tui: {note}", file=sys.stderr)
+    if progress.unpriced_calls:
+        print(f"bbm-tui: {unknown_cost_note(progress.unpriced_models, progress.unpriced_calls)}",
+              file=sys.stderr)
     if progress.duplicates:
         print(f"bbm-tui: {progress.duplicates} duplicate(s) in the input were done once",
               file=sys.stderr)
@@ -789,13 +833,20 @@ class ProgressDisplay:
 
 
 def _run_detail(progress: Any) -> str:
-    return f"{_count(progress.steps, 'step')} · ${progress.cost:.4f}"
+    return f"{_count(progress.steps, 'step')} · {_running_cost(progress)}"
 
 
 def _find_detail(progress: Any) -> str:
-    # "+?": some calls had no known price, so the running cost is a lower bound.
-    cost = f"${progress.cost:.4f}" + ("+?" if progress.unpriced_calls else "")
-    return f"{_count(progress.calls, 'call')} · {cost}"
+    return f"{_count(progress.calls, 'call')} · {_running_cost(progress)}"
+
+
+def _running_cost(progress: Any) -> str:
+    """The cost so far: "≥$…" once a call's price is unknown (a lower bound), "cost —" when
+    none is known."""
+    from bbm_tui.core.accounting import UNKNOWN, format_total_cost
+
+    cost = format_total_cost(progress.cost, progress.calls, progress.unpriced_calls)
+    return f"cost {cost}" if cost == UNKNOWN else cost
 
 
 # ---------------------------------------------------------------------------- stats
@@ -803,39 +854,27 @@ def _find_detail(progress: Any) -> str:
 def stats_command(args: argparse.Namespace) -> int:
     import json
 
-    from bbm_tui.core.dataset import DatasetError, rows_with_tasks
-    from bbm_tui.core.dataset.formats import read_dataset
-    from bbm_tui.core.judging.metrics import dataset_stats
+    from bbm_tui.cli_plots import print_charts
+    from bbm_tui.core.batch.summary import summarize
+    from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.tasks import UnknownTaskError
 
-    rows_by_task: dict = {}
-    files: dict[str, list] = {}
-    formats: dict[str, str] = {}
     try:
         _check_task(args.task)
-        for path in args.files:
-            found = read_dataset(path, args.dataset_format)
-            formats[str(path)] = found.format.name
-            for task, row in rows_with_tasks(path, args.task, found.traces):
-                rows_by_task.setdefault(task, []).append(row)
-                files.setdefault(str(path), []).append((task, row))
+        result = summarize(args.files, args.task, args.dataset_format).stats
     except (DatasetError, UnknownTaskError) as error:
         return fail(str(error), EXIT_USAGE)
-    result = dataset_stats(rows_by_task, files)
-    for name, figures in result["files"].items():
-        figures["format"] = formats[name]
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return EXIT_OK
     _print_stats_table(result)
+    print_charts(args, lambda charts: charts.stats_charts(result))
     return EXIT_OK
 
 
 _STATS_COLUMNS = (("traces", "traces"), ("correct", "correct"),
                   ("with_mistake", "with mistake"), ("without_mistake", "without"),
                   ("unlabelled", "unlabelled"), ("mean_steps", "mean steps"))
-# The histogram's columns: Thought 1 to 10 apart, the rest together.
-_HISTOGRAM_WIDTH = 10
 
 
 def _print_stats_table(result: dict) -> None:
@@ -860,27 +899,47 @@ def _print_stats_table(result: dict) -> None:
         by_file.add_row(name, figures["format"], *(_stats_cell(figures, key)
                                                    for key, _ in columns))
     print_table(by_file)
-    _print_histogram(result["mistake_index_histogram"], in_order)
+    _print_histograms(result, in_order)
 
 
 def _stats_cell(figures: dict, key: str) -> str:
     return f"{figures[key]:.2f}" if key == "mean_steps" else str(figures[key])
 
 
-def _print_histogram(histogram: dict, tasks: list) -> None:
-    """Where the first mistakes are, per task: how many traces at each thought."""
+def _print_histograms(result: dict, tasks: list) -> None:
+    """Where the first mistakes are, per task: how many traces at each thought, and in each
+    fifth of the trace; and how long the traces are. The same numbers `--plot` draws."""
+    from bbm_tui.core import charts
+
+    for title, chart, label in (
+        ("First mistake at thought N (traces labelled with a mistake)", charts.thought_chart,
+         _thought_label),
+        ("First mistake by place in the trace (Thought k of n at k/n; traces labelled with a "
+         "mistake)", charts.position_chart, lambda category: f"at {category}:"),
+        ("Trace lengths (steps; traces)", charts.lengths_chart,
+         lambda category: f"{category} steps:"),
+    ):
+        _print_histogram(title, [(name, chart(result, name)) for name, _ in tasks],
+                         chart(result, None), label)
+
+
+def _thought_label(category: str) -> str:
+    """What names a count in plain rows, where the column's header ("2", "11+") is too
+    short to."""
+    return f"Thought {category[:-1]} on:" if category.endswith("+") else f"Thought {category}:"
+
+
+def _print_histogram(title: str, rows: list, overall: Any,
+                     label: Callable[[str], str]) -> None:
+    """A histogram's counts per task (each a one-series BarChart), then overall."""
     from bbm_tui.cli_tables import Column, TextTable, print_table
 
-    table = TextTable("First mistake at thought N (traces labelled with a mistake)", [
-        Column("task"), *(Column(str(number), number=True, label=f"Thought {number}:")
-                          for number in range(1, _HISTOGRAM_WIDTH + 1)),
-        Column(f"{_HISTOGRAM_WIDTH + 1}+", number=True,
-               label=f"Thought {_HISTOGRAM_WIDTH + 1} on:")])
-    rows = [(name, histogram["tasks"][name]) for name, _ in tasks]
-    for name, counts in [*rows, ("overall", histogram["overall"])]:
-        cells = [str(counts.get(str(index), 0)) for index in range(_HISTOGRAM_WIDTH)]
-        later = sum(count for index, count in counts.items() if int(index) >= _HISTOGRAM_WIDTH)
-        table.add_row(name, *cells, str(later), section=name == "overall" and len(rows) > 0)
+    table = TextTable(title, [Column("task"), *(
+        Column(category, number=True, label=label(category))
+        for category in overall.categories)])
+    for name, chart in [*rows, ("overall", overall)]:
+        table.add_row(name, *(str(int(count or 0)) for count in chart.series[0].values),
+                      section=name == "overall" and len(rows) > 0)
     print_table(table)
 
 
@@ -929,6 +988,7 @@ def find_command(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
+    from bbm_tui.cli_plots import print_charts
     from bbm_tui.core.batch.find import FatalFindError, find_batch, jobs_from_files, paper_figures
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.judging.judges import get_judge
@@ -979,6 +1039,7 @@ def find_command(args: argparse.Namespace) -> int:
     if args.json:
         scores = outcome.report.to_json()
         scores["unlabelled_left_out"] = outcome.unlabelled
+        scores["usage"] = progress.usage_json()
         if paper is not None:
             # Beside ours, in the same shape: {task or "overall": {metric: percent}}; a task
             # or metric the paper does not report is absent.
@@ -987,20 +1048,19 @@ def find_command(args: argparse.Namespace) -> int:
                                "overall": paper.get("overall", {})}
         print(json.dumps(scores, indent=2, allow_nan=False))
     else:
-        _print_find_table(outcome.report, args, paper, to_stderr=_to_stdout(args.out))
+        to_stderr = _to_stdout(args.out)
+        _print_find_table(outcome.report, args, paper, to_stderr=to_stderr)
+        print_charts(args, lambda charts: [charts.finder_chart(
+            outcome.report, paper, args.paper or "", _finder_name(args))], to_stderr=to_stderr)
     return EXIT_FAILURE if progress.failed else EXIT_OK
 
 
 def _print_find_summary(out: Path, progress: Any, stopped: bool = False) -> None:
     _print_batch_notes(out, progress)
-    unpriced = f" (+ {_count(progress.unpriced_calls, 'call')} of unknown price)" * bool(
-        progress.unpriced_calls)
     how = "stopped: " if stopped else ""
     print(
         f"{how}{_traces(progress.done)} judged into {_where(out)}, {progress.skipped} already "
-        "there, "
-        f"{progress.failed} failed; {_count(progress.calls, 'call')}, "
-        f"${progress.cost:.4f}{unpriced}",
+        f"there, {progress.failed} failed; {_spend(progress)}",
         file=sys.stderr,
     )
     for message in progress.errors[:10]:
@@ -1042,6 +1102,12 @@ _FIND_COLUMNS = (
     ("processbench_f1", "PB F1"),
     ("answer_weighted_f1", "answer F1"),
 )
+
+
+def _finder_name(args: argparse.Namespace) -> str:
+    from bbm_tui.core.judging.judges import get_judge
+
+    return get_judge(args.method).who or args.model or "the configured model"
 
 
 def _print_find_table(report, args: argparse.Namespace, paper: dict | None, *,
@@ -1197,9 +1263,11 @@ def backtrack_command(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
+    from bbm_tui.cli_plots import print_charts
     from bbm_tui.core.batch.backtrack import (
         backtrack_batch,
         jobs_from_files,
+        paper_table_6,
         parse_locations,
         to_json,
     )
@@ -1250,7 +1318,11 @@ def backtrack_command(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))
     else:
-        _print_backtrack_table(result, locations, to_stderr=_to_stdout(args.out))
+        to_stderr = _to_stdout(args.out)
+        _print_backtrack_table(result, locations, to_stderr=to_stderr)
+        print_charts(args, lambda charts: charts.backtrack_charts(
+            result.tables, {locations.paper_key: paper_table_6(locations.paper_key)}
+            if locations.paper_key else None), to_stderr=to_stderr)
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
 
 
@@ -1262,8 +1334,8 @@ def _print_backtrack_summary(out: Path, progress: Any, stopped: bool = False) ->
               "they are", file=sys.stderr)
     how = "stopped: " if stopped else ""
     print(f"{how}{_traces(progress.done)} written to {_where(out)}, {progress.skipped} "
-          f"already there, {progress.failed} failed; {_count(progress.calls, 'call')}, "
-          f"${progress.cost:.4f}", file=sys.stderr)
+          f"already there, {progress.failed} failed; {_count(progress.steps, 'step')}, "
+          f"{_spend(progress)}", file=sys.stderr)
     for message in progress.errors[:10]:
         fail(message)
 
@@ -1329,6 +1401,7 @@ def _open_store():  # -> Store | None, after printing why not
 def sessions_command(args: argparse.Namespace) -> int:
     import json
 
+    from bbm_tui.core.accounting import format_total_cost
     from bbm_tui.core.textsafe import one_line
 
     store = _open_store()
@@ -1346,16 +1419,21 @@ def sessions_command(args: argparse.Namespace) -> int:
             label = "no mistake"
         else:
             label = "other branch"  # the flagged mistake is on a branch not on show
+        cost = format_total_cost(summary.cost, summary.calls, summary.unpriced_calls)
         if args.json:
+            known = not (summary.calls and summary.unpriced_calls >= summary.calls)
             print(json.dumps({
                 "id": session.id, "name": session.name, "task": session.task,
                 "model": session.model, "steps": summary.steps, "label": label,
-                "answer": summary.answer, "source": session.source,
+                "answer": summary.answer, "source": session.source, "calls": summary.calls,
+                # None: no call's price is known; with unpriced_calls, a lower bound.
+                "cost": round(summary.cost, 8) if known else None,
+                "unpriced_calls": summary.unpriced_calls,
             }, allow_nan=False))
         else:
             print(f"{session.id:>5}  {one_line(session.name, 40):<40}  {session.task:<26}"
                   f"{summary.steps:>4} {'step ' if summary.steps == 1 else 'steps'}  "
-                  f"{label:<16} {one_line(session.model, 30)}")
+                  f"{label:<16} {cost:>9}  {one_line(session.model, 30)}")
     return EXIT_OK
 
 
@@ -1399,6 +1477,7 @@ def export_command(args: argparse.Namespace) -> int:
 def agreement_command(args: argparse.Namespace) -> int:
     import json
 
+    from bbm_tui.cli_plots import print_charts
     from bbm_tui.core.annotation import report
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.core.store import StoreError
@@ -1423,17 +1502,23 @@ def agreement_command(args: argparse.Namespace) -> int:
         return fail(str(error))
     for note in data.notes:
         print(f"bbm-tui: {note}", file=sys.stderr)
-    if data.app_left_out:
-        print(f"bbm-tui: the app's own labels ({_traces(data.app_left_out)}, from the main "
-              "screen) are left out; --app-labels counts them as the annotator \"app\"",
-              file=sys.stderr)
+    if data.app_left_out.total:
+        # The consensus is the annotators'; a session's own label is in every export.
+        export = ("; `export` writes each session with its own label"
+                  if args.consensus is not None else "")
+        print(f"bbm-tui: {_app_labels_left_out(data.app_left_out)} are left out (no annotator "
+              "labelled those sessions); --app-labels counts them as the annotator \"app\""
+              f"{export}", file=sys.stderr)
     result = report.report_json(data)
     if args.json:
         print(json.dumps(result, allow_nan=False))
     else:
         # With the consensus rows on standard output, the report goes beside them.
-        _print_agreement(result, len(data.labels),
-                         sys.stderr if _to_stdout(args.consensus) else sys.stdout)
+        to_stderr = _to_stdout(args.consensus)
+        _print_agreement(result, len(data.labels), sys.stderr if to_stderr else sys.stdout)
+        print_charts(args, lambda charts: [charts.kappa_matrix(result),
+                                            *filter(None, [charts.alpha_chart(result)])],
+                     to_stderr=to_stderr)
     if args.consensus is not None:
         try:
             labelled, unlabelled = report.write_consensus(data, args.consensus)
@@ -1443,6 +1528,16 @@ def agreement_command(args: argparse.Namespace) -> int:
         print(f"{_traces(labelled)} with the consensus label written to "
               f"{_where(args.consensus)}{note}", file=sys.stderr)
     return EXIT_OK
+
+
+def _app_labels_left_out(left_out: AppLabelsLeftOut) -> str:
+    """Where the session labels agreement left out came from, said as the user gave them."""
+    parts = []
+    if left_out.imported:
+        parts.append(f"{_traces(left_out.imported)} brought in by `import`")
+    if left_out.main_screen:
+        parts.append(f"{_traces(left_out.main_screen)} labelled on the app's main screen")
+    return "the labels of " + " and ".join(parts)
 
 
 def _check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None:

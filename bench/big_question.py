@@ -84,11 +84,11 @@ async def session():
                     and bool(screen.query("#question")))
         opened = await frames.first_painted(shown) - start
         screen = app.screen
-        screen.selected = 3
+        screen.view.selected = 3
         await asyncio.sleep(0.5)
         begin = time.perf_counter()
         app.simulate_key("k")
-        key = await frames.first_painted(lambda: screen.selected == 2) - begin
+        key = await frames.first_painted(lambda: screen.view.selected == 2) - begin
     print(json.dumps({"open_s": opened, "key_s": key, "hwm_mb": hwm_mb()}))
 
 async def annotate():

@@ -148,7 +148,7 @@ async def big_trace(home: Path, steps: int) -> dict[str, object]:
         async def press(name: str, key: str, wanted: Callable[[], int]) -> None:
             target = wanted()
             keys.setdefault(name, []).append(
-                await clock.key(pilot, key, lambda: screen.selected == target))
+                await clock.key(pilot, key, lambda: screen.view.selected == target))
             view = screen.query_one(ThoughtList).view(target)
             assert view is not None, f"{name}: Thought {target} not mounted"
             pane = screen.query_one("#thoughts")
@@ -156,29 +156,30 @@ async def big_trace(home: Path, steps: int) -> dict[str, object]:
 
         count = steps
         for _ in range(30):
-            await press("j", "j", lambda: min(screen.selected + 1, count))
+            await press("j", "j", lambda: min(screen.view.selected + 1, count))
         for _ in range(10):
-            await press("k", "k", lambda: max(screen.selected - 1, 1))
+            await press("k", "k", lambda: max(screen.view.selected - 1, 1))
         for _ in range(5):
-            page = max(1, screen._thoughts_in_view() - 1)
-            await press("pgdn", "pagedown", lambda page=page: min(screen.selected + page, count))
+            page = max(1, screen.view.thoughts_in_view() - 1)
+            await press("pgdn", "pagedown",
+                        lambda page=page: min(screen.view.selected + page, count))
         for _ in range(3):
             await press("G", "G", lambda: count)
             await press("home", "home", lambda: 1)
         await press("G", "G", lambda: count)
         for _ in range(10):
-            await press("k", "k", lambda: max(screen.selected - 1, 1))
+            await press("k", "k", lambda: max(screen.view.selected - 1, 1))
         for _ in range(3):
-            page = max(1, screen._thoughts_in_view() - 1)
-            await press("pgup", "pageup", lambda page=page: max(screen.selected - page, 1))
+            page = max(1, screen.view.thoughts_in_view() - 1)
+            await press("pgup", "pageup", lambda page=page: max(screen.view.selected - page, 1))
         for digit in str(steps // 2):
             await app._press_keys([digit])
         await press("digits+enter", "enter", lambda: steps // 2)
         for _ in range(3):
-            selected = screen.selected
+            selected = screen.view.selected
             keys.setdefault("x", []).append(await clock.key(
-                pilot, "x", lambda selected=selected: screen.trace.mistake_number == selected))
-            await press("j", "j", lambda: min(screen.selected + 1, count))
+                pilot, "x", lambda selected=selected: screen.view.trace.mistake_number == selected))
+            await press("j", "j", lambda: min(screen.view.selected + 1, count))
         figures["keys"] = keys
         figures["mounted_after"] = len(screen.query(ThoughtView))
     return figures

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))  # the backtracking shot drives the tests' local m
 SIZE = (120, 36)
 SHOTS = ("new-session", "streaming", "flagged", "flagged-80x24", "finder", "sessions",
          "backtrack", "backtracked", "branch-tree", "compare", "tokens", "annotate",
-         "adjudicate", "help-80x24")
+         "adjudicate", "help-80x24", "dataset", "finder-vs-paper")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -77,7 +77,7 @@ async def streaming(out: Path) -> None:
 
         def mid_stream() -> bool:
             views = [v for v in screen.query(ThoughtView) if v.streaming]
-            return len(screen.trace.steps) >= 3 and bool(views) and len(views[0].text) > 60
+            return len(screen.view.trace.steps) >= 3 and bool(views) and len(views[0].text) > 60
 
         await wait_for(pilot, mid_stream, timeout=120)
         still(pilot)
@@ -96,9 +96,9 @@ async def flagged(out: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         screen = app.screen
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
         await pilot.press("home", "j", "j", "j", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         await pilot.pause(0.2)
         still(pilot)
         app.save_screenshot("flagged.svg", str(out))
@@ -115,9 +115,9 @@ async def flagged_small(out: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         screen = app.screen
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
         await pilot.press("home", "j", "j", "j", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         await pilot.pause(0.2)
         still(pilot)
         app.save_screenshot("flagged-80x24.svg", str(out))
@@ -155,7 +155,8 @@ async def backtrack(out: Path) -> None:
             still(pilot)
             app.save_screenshot("backtrack.svg", str(out))
             await pilot.press("enter")
-            await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running)
+            await wait_for(pilot, lambda: screen.view.trace.answer == "4"
+                           and not screen.view.running)
             await pilot.press("home", "j")
             await pilot.pause(0.2)
             still(pilot)
@@ -165,8 +166,9 @@ async def backtrack(out: Path) -> None:
             await wait_for(pilot, lambda: app.screen.query("#edit-input"))
             app.screen.query_one("#edit-input").value = "2 + 2 = 22"
             await pilot.press("enter")
-            await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) >= 2
-                           and screen.trace.texts[1] == "2 + 2 = 22")
+            await wait_for(pilot, lambda: not screen.view.running
+                           and len(screen.view.trace.steps) >= 2
+                           and screen.view.trace.texts[1] == "2 + 2 = 22")
             await pilot.press("t")
             await wait_for(pilot, lambda: app.screen.query("#branch-tree-view"))
             await pilot.pause(0.2)
@@ -174,7 +176,7 @@ async def backtrack(out: Path) -> None:
             app.save_screenshot("branch-tree.svg", str(out))
             await pilot.press("escape")
             await pilot.press("home", "j", "less_than_sign")  # back to the backtracked branch
-            await wait_for(pilot, lambda: screen.trace.texts[1] == "2 + 2 = 4")
+            await wait_for(pilot, lambda: screen.view.trace.texts[1] == "2 + 2 = 4")
             await pilot.press("v")
             await wait_for(pilot, lambda: app.screen.query("#compare"))
             await pilot.pause(0.2)
@@ -207,16 +209,16 @@ async def finder(out: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         screen = app.screen
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
         await pilot.press("home", "j", "j", "j", "x")  # the person flags Thought 4
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
         await pilot.press("down")  # CoT, step-level
         app.screen.query_one("#find-judge-all", Checkbox).value = True
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.finder is not None
-                       and screen.finder.state == "finished" and not screen.finding)
+        await wait_for(pilot, lambda: screen.view.finder is not None
+                       and screen.view.finder.state == "finished" and not screen.view.finding)
         await pilot.press("e", "g")
         await wait_for(pilot, lambda: screen.query_one("#gold").display)
         await pilot.pause(0.2)
@@ -330,12 +332,59 @@ async def help_small(out: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         screen = app.screen
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.pause(0.2)
         still(pilot)
         app.save_screenshot("help-80x24.svg", str(out))
+
+
+async def dataset(out: Path) -> None:
+    """The dataset view over the whole bundled dataset: where the first mistakes fall in the
+    traces of each task, here Dyck languages, by place in the trace."""
+    from bbm_tui.core.dataset import bundled_path
+    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.screens.dataset import DatasetScreen
+
+    app = BbmApp(warm_up=False, wall_clock=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "NewSessionScreen")
+        await app.push_screen(DatasetScreen([bundled_path(task) for task in TASK_NAMES],
+                                            name="the bundled dataset (5 files)",
+                                            chart="first mistake: place", task="dyck_languages"))
+        await wait_for(pilot, lambda: app.screen.summary is not None)
+        await pilot.pause(0.3)
+        still(pilot)
+        app.save_screenshot("dataset.svg", str(out))
+
+
+async def finder_vs_paper(out: Path) -> None:
+    """A finder's location accuracy per task beside GPT-4's in the paper's Table 4: the
+    simulated reward model (right 65% of the time), direct step-level, 100 traces a task."""
+    from bbm_tui.cli import main as command
+    from bbm_tui.core.dataset import bundled_path
+    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.screens.dataset import DatasetScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "0"
+    with tempfile.TemporaryDirectory() as folder:
+        preds = Path(folder) / "preds.jsonl"
+        arguments = ["find", "--model", "simulated/rm-0.65", "--method", "direct-step",
+                     "--input", *(str(bundled_path(task)) for task in TASK_NAMES),
+                     "--limit", "100", "--out", str(preds), "--no-progress"]
+        # In a thread: the command runs an event loop of its own.
+        assert await asyncio.to_thread(command, arguments) == 0
+        app = BbmApp(warm_up=False, wall_clock=False)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "NewSessionScreen")
+            await app.push_screen(DatasetScreen([preds], chart="finder vs the paper"))
+            await wait_for(pilot, lambda: app.screen.summary is not None)
+            await pilot.pause(0.3)
+            still(pilot)
+            app.save_screenshot("finder-vs-paper.svg", str(out))
 
 
 def with_alternatives(respond: Callable) -> Callable:
@@ -366,23 +415,28 @@ def preserve_spaces(svg: Path) -> None:
                        encoding="utf-8")
 
 
-async def main(out: Path) -> None:
+async def main(out: Path, only: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for shot in (new_session, streaming, flagged, flagged_small, finder, sessions, backtrack,
-                 annotate, adjudicate, help_small):
+                 annotate, adjudicate, help_small, dataset, finder_vs_paper):
+        if only and shot.__name__ not in only:
+            continue
         await shot(out)
         print(f"{shot.__name__}: done", file=sys.stderr)
     for name in SHOTS:
-        preserve_spaces(out / f"{name}.svg")
+        if (out / f"{name}.svg").exists():
+            preserve_spaces(out / f"{name}.svg")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
+    parser.add_argument("--only", nargs="+", default=[], metavar="SHOT",
+                        help="make only these (the functions' names: dataset finder_vs_paper)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bbm-tui-shots-") as home:
         os.environ["BBM_TUI_HOME"] = home
         os.environ["BBM_TUI_CONFIG"] = str(Path(home) / "config.toml")  # defaults, not yours
-        asyncio.run(main(args.out.resolve()))
+        asyncio.run(main(args.out.resolve(), args.only))
         for name in SHOTS:
             print(args.out / f"{name}.svg")

@@ -29,7 +29,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -206,8 +206,9 @@ def pieces_of(text: str, chunk_chars: int | None) -> list[str]:
     return pieces
 
 
-def count_tokens(text: str) -> int:
-    return len(text.split())
+# How a server splits text into tokens: words, unless a test or a benchmark gives a real
+# tokenizer (e.g. litellm's Claude one, for bench/prompt_cache.py).
+Tokenizer = Callable[[str], Sequence[object]]
 
 
 def limited_text(reply: Reply, text: str, stops: Iterable[str], max_tokens: int | None
@@ -258,18 +259,25 @@ class PromptCache:
     """A provider's prompt cache, as the tests need it: a prefix is cached once a request
     has carried it, and read by any later request that starts with it.
 
-    `explicit` (Anthropic): only a prefix that ends at a segment marked for caching is
-    cached; the first request with it writes it (reported as written), later ones read it.
-    Otherwise (OpenAI, Gemini): any prompt is cached automatically, and a later prompt reads
-    the longest cached prefix it shares, in whole blocks of `block_tokens`. Nothing shorter
-    than `minimum_tokens` is cached, as with the real providers."""
+    `explicit` (Anthropic): only a prefix that ends at a content block marked for caching is
+    cached (a "breakpoint", at most `max_marks` of them). A request reads the longest prefix
+    cached before it that ends at one of its block boundaries, looking back at most
+    `lookback_blocks` blocks from each of its marks; the rest, up to its last mark, it writes
+    (reported as written). A prefix shorter than `minimum_tokens` is never cached, and
+    nothing says so. Otherwise (OpenAI, Gemini): any prompt is cached automatically, and a
+    later prompt reads the longest cached prefix it shares, in whole blocks of
+    `block_tokens`, from `minimum_tokens` on, as with the real providers."""
 
-    def __init__(self, explicit: bool, minimum_tokens: int = 1024, block_tokens: int = 128
-                 ) -> None:
+    def __init__(self, explicit: bool, minimum_tokens: int = 1024, block_tokens: int = 128,
+                 lookback_blocks: int = 20, max_marks: int = 4,
+                 tokenize: Tokenizer = str.split) -> None:
         self.explicit = explicit
+        self.tokenize = tokenize
         self.minimum_tokens = minimum_tokens
         self.block_tokens = block_tokens
-        self.prefixes: set[tuple[str, ...]] = set()
+        self.lookback_blocks = lookback_blocks
+        self.max_marks = max_marks
+        self.prefixes: set[tuple[object, ...]] = set()
         self._lock = threading.Lock()
 
     def clear(self) -> None:
@@ -278,30 +286,36 @@ class PromptCache:
 
     def usage(self, segments: Iterable[tuple[str, bool]]) -> tuple[int, int]:
         """(read, written) tokens for a prompt made of these segments, caching it."""
-        words: list[str] = []
-        marks: list[int] = []
+        words: list[object] = []  # tokens: words, unless told otherwise
+        ends: list[int] = []  # each segment's end, in tokens
+        marks: list[int] = []  # the indexes of the marked segments
         for text, marked in segments:
-            words.extend(text.split())
+            words.extend(self.tokenize(text))
+            ends.append(len(words))
             if marked:
-                marks.append(len(words))
+                marks.append(len(ends) - 1)
+        if len(marks) > self.max_marks:
+            raise ValueError(f"at most {self.max_marks} blocks can be marked for caching")
         with self._lock:
-            return self._explicit(words, marks) if self.explicit else self._automatic(words)
+            if self.explicit:
+                return self._explicit(words, ends, marks)
+            return self._automatic(words)
 
-    def _explicit(self, words: list[str], marks: list[int]) -> tuple[int, int]:
-        read = written = 0
-        for end in marks:
-            if end < self.minimum_tokens:
-                continue
-            prefix = tuple(words[:end])
-            if prefix in self.prefixes:
-                read = end
-                written = 0
-            else:
-                self.prefixes.add(prefix)
-                written = end - read
-        return read, written
+    def _explicit(self, words: list[object], ends: list[int], marks: list[int]
+                  ) -> tuple[int, int]:
+        read = 0
+        for mark in marks:
+            for index in range(mark, max(-1, mark - self.lookback_blocks - 1), -1):
+                if ends[index] > read and tuple(words[:ends[index]]) in self.prefixes:
+                    read = ends[index]
+                    break
+        cacheable = [ends[mark] for mark in marks if ends[mark] >= self.minimum_tokens]
+        for end in cacheable:
+            self.prefixes.add(tuple(words[:end]))
+        last = max(cacheable, default=0)
+        return read, max(0, last - read)
 
-    def _automatic(self, words: list[str]) -> tuple[int, int]:
+    def _automatic(self, words: list[object]) -> tuple[int, int]:
         if len(words) < self.minimum_tokens:
             return 0, 0
         read = 0
@@ -312,7 +326,7 @@ class PromptCache:
         return (read if read >= self.minimum_tokens else 0), 0
 
 
-def _shared_length(a: tuple[str, ...], b: list[str]) -> int:
+def _shared_length(a: tuple[object, ...], b: list[object]) -> int:
     length = 0
     for left, right in zip(a, b, strict=False):
         if left != right:
@@ -356,6 +370,7 @@ class FakeServer:
         # The key the server accepts (None: any key, or none).
         self.api_key: str | None = None
         self.prompt_cache: PromptCache | None = None
+        self.tokenize: Tokenizer = str.split
 
     # -- lifecycle
 
@@ -409,6 +424,7 @@ class FakeServer:
             self.most_streaming_at_once = 0
             self.api_key = None
             self.prompt_cache = None
+            self.tokenize = str.split
 
     # -- scripting
 
@@ -507,8 +523,10 @@ class FakeServer:
 
     def usage_of(self, reply: Reply, asked: Asked, completion: int) -> Usage:
         """The answer's usage: as scripted, else counted (and the prompt cache asked)."""
-        prompt = reply.prompt_tokens if reply.prompt_tokens is not None else count_tokens(
-            asked.prompt)
+        prompt = reply.prompt_tokens
+        if prompt is None:  # the prompt's tokens, block by block as the cache counts them
+            prompt = sum(len(self.tokenize(text))
+                         for text, _ in asked.segments or ((asked.prompt, False),))
         cached, written = 0, 0
         if self.prompt_cache is not None and reply.prompt_tokens is None:
             cached, written = self.prompt_cache.usage(asked.segments or ((asked.prompt, False),))

@@ -486,8 +486,51 @@ def test_agreement_leaves_the_apps_own_labels_out_unless_asked(capsys) -> None:
     assert main(["agreement"]) == 0
     out, err = capsys.readouterr()
     assert "me" not in out.split() and "alice / bob" in out
-    assert "the app's own labels (1 trace, from the main screen) are left out" in err
+    assert ("the labels of 1 trace labelled on the app's main screen are left out (no "
+            "annotator labelled those sessions)") in err
     assert main(["agreement", "--json", "--app-labels"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result["gold_agreement"]) == {"alice", "bob", "app"}
     assert not any("me" in pair.split("|") for pair in result["cohen_kappa"])
+
+
+def test_agreement_counts_a_queues_me_and_names_imported_labels(tmp_path: Path,
+                                                                 capsys) -> None:
+    """Labels under the app's own name come from three places. On an annotation queue's
+    session they are an annotator's (the app's "Annotate files" offers the name "me"), and
+    are counted. A labelled file brought in by `import` makes sessions of its own, labelled
+    under that name too: no annotator's queue shares them (annotating the same file makes
+    the queue's sessions, with the file's labels as their gold), so they are left out by
+    default like the main screen's, and the command says which they are, and that `export`
+    writes them."""
+    from bbm_tui.core.annotation.export import import_rows
+    from bbm_tui.core.dataset import read_rows
+    from bbm_tui.core.store import default_path
+    from bbm_tui.core.types import DEFAULT_ANNOTATOR
+
+    path = small_file(tmp_path, 3)
+    with Store.open(default_path()) as store:
+        assert len(import_rows(store, "word_sorting", read_rows(path)).imported) == 3
+        me = AnnotationQueue(store, DEFAULT_ANNOTATOR, read_queue_file(path))
+        bob = AnnotationQueue(store, "bob", read_queue_file(path))
+        for queue, labels in ((me, [1, None, 0]), (bob, [1, 2, 0])):
+            for label in labels:
+                label_as(queue, label)
+    assert main(["agreement", "--json"]) == 0
+    out, err = capsys.readouterr()
+    result = json.loads(out)
+    assert set(result["gold_agreement"]) == {"me", "bob"}
+    assert result["n"] == 3 and result["cohen_kappa"]["bob|me"] is not None
+    assert ("the labels of 3 traces brought in by `import` are left out (no annotator "
+            "labelled those sessions); --app-labels counts them as the annotator \"app\"\n"
+            in err)
+    consensus = tmp_path / "consensus.jsonl"
+    assert main(["agreement", "--consensus", str(consensus)]) == 0
+    err = capsys.readouterr().err
+    assert "; `export` writes each session with its own label" in err
+    assert "2 traces with the consensus label written" in err  # the tie waits
+    assert main(["agreement", "--json", "--app-labels"]) == 0
+    assert set(json.loads(capsys.readouterr().out)["gold_agreement"]) == {"me", "bob", "app"}
+    with pytest.raises(SystemExit):
+        main(["agreement", "--help"])
+    assert "or brought in by `import`" in " ".join(capsys.readouterr().out.split())

@@ -78,9 +78,12 @@ def test_gold_locations_fix_the_wrong_answer_and_resume(
     with Store.open() as store:
         [summary] = store.sessions()
         assert summary.session.source == "backtrack"
+    assert result["usage"]["calls"] == 3  # the eight samples' call and two continuations
     requests = len(openai_server.requests)
     again = run_backtrack(openai_server, source, out, capsys, "--locations", "gold")
-    assert again == result and len(openai_server.requests) == requests
+    assert len(openai_server.requests) == requests
+    # The same tables; this run's own usage is none.
+    assert {**again, "usage": result["usage"]} == result and again["usage"]["calls"] == 0
 
 
 def test_a_killed_batch_resumes_from_its_stored_samples(

@@ -235,7 +235,7 @@ async def test_a_typed_question_is_stored_exactly_and_shown_literally(
         assert_drawn_safely(raw)
         assert_words_shown(HOSTILE, screen, "the question")
         assert app.is_running
-        assert app.store.session(app.screen.trace.id).input == HOSTILE
+        assert app.store.session(app.screen.view.trace.id).input == HOSTILE
     with Store.open() as store:
         # Left with no step, the session was not kept (issue 10, item 11).
         assert store.sessions() == []

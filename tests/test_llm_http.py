@@ -555,10 +555,13 @@ async def test_usage_latency_and_cost_recorded(openai_server: FakeOpenAI) -> Non
 
 
 async def test_early_closed_stream_counts_tokens_from_chunks(openai_server: FakeOpenAI) -> None:
-    openai_server.enqueue(Reply(text="one two three\nfour five six seven", honor_stop=False))
+    """Closed before the usage chunk came (the model writes on, slowly): one chunk, one
+    token, an estimate. (A usage chunk that had already arrived is the provider's count.)"""
+    openai_server.enqueue(Reply(text="one two three\nfour five six seven" + " word" * 200,
+                                honor_stop=False, chunk_delay_s=0.005))
     events, _ = await collect(chat(openai_server))
     call = step_of(events).call
-    assert call.completion_tokens == 3
+    assert (call.completion_tokens, call.usage_estimated) == (3, True)
 
 
 # ------------------------------------------------------------------------ completion mode

@@ -95,8 +95,8 @@ async def generate_one_step_in_the_app(config, session_id: int,
         status = screen.query_one("#run-status")
         # A failed step is said in the status line (issue 10, item 12), other trouble in a
         # notification.
-        await wait_for(pilot, lambda: not screen.running and (  # type: ignore[attr-defined]
-            bool(screen.trace.steps) or status.has_class("-error")  # type: ignore[attr-defined]
+        await wait_for(pilot, lambda: not screen.view.running and (  # type: ignore[attr-defined]
+            bool(screen.view.trace.steps) or status.has_class("-error")  # type: ignore[attr-defined]
             or bool(notifications(app))), timeout=30)
         said = [str(status.render())] if status.has_class("-error") else []
         return notifications(app) + said

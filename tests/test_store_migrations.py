@@ -38,7 +38,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10, 11, 12, 13])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10, 11, 12, 13, 14])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -360,13 +360,47 @@ def test_version_13_keeps_a_v12_store_and_claims_sessions_being_generated(
         assert again.id == versions[1].id
 
 
-def test_version_14_keeps_a_v13_store_and_marks_steps_taken_from_one_call(
+def test_version_14_keeps_a_v13_store_and_stores_what_the_prompt_cache_did(
     tmp_path: Path,
 ) -> None:
-    """v13 -> v14: every call stored before is a call of its own, served by no router; a
+    """v13 -> v14: the calls stored before say nothing of the prompt cache (unknown, not 0),
+    their costs stay as stored, and a call whose price was never known stays unknown in the
+    totals; a call stored from now on keeps the tokens read from and written to the cache."""
+    path = old_store(tmp_path, 13)
+    with Store.open(path) as store:
+        latest = store.branch(1)[-1]
+        assert (latest.text, latest.answer) == ("So the answer is -4.", "-4")
+        assert (latest.prompt_tokens, latest.completion_tokens) == (None, 6)
+        assert latest.usage_estimated is True and latest.cached_tokens is None
+        assert latest.prompt_estimated is True  # one flag for both before v14
+        [run] = [run for run in store.finder_runs(1) if run.model == "openai/gpt-4o-mini"]
+        call = run.verdicts[0].call
+        assert (call.prompt_tokens, call.cached_tokens, call.cache_write_tokens) == (
+            1011, None, None)
+        assert call.cost == pytest.approx(0.00018165)
+        before = store.totals(1)
+        assert (before.cached_tokens, before.cache_write_tokens) == (0, 0)
+        # The calls whose cost was never known (the Anthropic step's, one of openai/test's).
+        assert before.unpriced_models == ("anthropic/claude-haiku-4-5", "openai/test")
+        assert (before.calls, before.unpriced_calls) == (10, 2)
+        cached = CallRecord(model="anthropic/claude-haiku-4-5", params={}, latency_s=0.3,
+                            prompt_tokens=1200, completion_tokens=9, cost=0.0002,
+                            cached_tokens=1100, cache_write_tokens=60)
+        step = store.add_step(1, parent_id=latest.id, number=5, text="Done.", call=cached)
+        assert store.step(step.id).cached_tokens == 1100
+        assert store.branch(1)[-1].cached_tokens == 1100
+        after = store.totals(1)
+        assert (after.calls, after.cached_tokens, after.cache_write_tokens) == (
+            before.calls + 1, 1100, 60)
+        assert after.cost == pytest.approx(before.cost + 0.0002)
+        assert after.unpriced_calls == before.unpriced_calls
+def test_version_15_keeps_a_v14_store_and_marks_steps_taken_from_one_call(
+    tmp_path: Path,
+) -> None:
+    """v14 -> v15: every call stored before is a call of its own, served by no router; a
     call counts once in the totals whatever number of steps it gave; each step keeps its
     share's call id and the deployment that served it."""
-    path = old_store(tmp_path, 13)
+    path = old_store(tmp_path, 14)
     with Store.open(path) as store:
         steps = store.branch(1)
         assert all(step.one_call is None and step.deployment is None for step in steps)

@@ -45,6 +45,8 @@ async def test_a_stream_with_no_usage_is_counted_as_an_estimate(openai_server: F
     assert step.text == "4 + 4 = 8"
     assert step.call.completion_tokens is not None and step.call.completion_tokens > 0
     assert step.call.usage_estimated is True
+    # litellm counted the prompt too (with its tokenizer, not the server's).
+    assert step.call.prompt_estimated == (step.call.prompt_tokens is not None)
 
 
 async def test_a_stream_closed_at_the_newline_is_counted_as_an_estimate(
@@ -63,6 +65,7 @@ async def test_a_stream_closed_at_the_newline_is_counted_as_an_estimate(
         await asyncio.sleep(0.01)
     assert step.call.completion_tokens is not None
     assert step.call.usage_estimated is True
+    assert step.call.prompt_tokens is None and not step.call.prompt_estimated
 
 
 async def test_an_offline_models_counts_are_its_own() -> None:
@@ -85,13 +88,20 @@ def test_an_estimate_is_shown_as_one() -> None:
     from bbm_tui.core.store import Step, Totals
     from bbm_tui.ui.text import format_totals, step_meta
 
-    def step(estimated: bool) -> Step:
+    def step(estimated: bool, prompt_estimated: bool = False) -> Step:
         return Step(1, 1, None, 1, "4 + 4 = 8", "model", None, False, 0.0, latency_s=0.4,
-                    completion_tokens=7, usage_estimated=estimated)
+                    prompt_tokens=970, completion_tokens=7, usage_estimated=estimated,
+                    prompt_estimated=prompt_estimated)
 
-    assert "~7 tok" in step_meta(step(True), wall_clock=False)
-    assert "7 tok" in step_meta(step(False), wall_clock=False)
+    # litellm's count for a server that sent none: both; a stream closed before the provider
+    # counted its output (Anthropic's): the output only.
+    assert "~970 in · ~7 out" in step_meta(step(True, True), wall_clock=False)
+    assert "970 in · ~7 out" in step_meta(step(True), wall_clock=False)
+    assert "970 in · 7 out" in step_meta(step(False), wall_clock=False)
     assert "~" not in step_meta(step(False), wall_clock=False)
     assert format_totals(Totals(2, 970, 12, 0.0, estimated_calls=1)) == (
-        "2 calls · ~982 tok · $0.000")
-    assert format_totals(Totals(2, 970, 12, 0.0)) == "2 calls · 982 tok · $0.000"
+        "2 calls · 970 in / 0 cached / ~12 out · $0")
+    assert format_totals(Totals(2, 970, 12, 0.0, estimated_calls=1,
+                                prompt_estimated_calls=1)) == (
+        "2 calls · ~970 in / 0 cached / ~12 out · $0")
+    assert format_totals(Totals(2, 970, 12, 0.0)) == "2 calls · 970 in / 0 cached / 12 out · $0"

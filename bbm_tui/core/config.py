@@ -11,6 +11,8 @@
                                      # for a stream's first text (raise for reasoning models)
     step_timeout = 300               # seconds one step may take in all; then it is cut
     verify_live = true               # the task verifier marks each thought as it finishes
+    caching = true                   # mark the few-shot prefix for the provider's prompt
+                                     # cache where it needs a mark (Anthropic); false: don't
     router = "~/servers.yaml"        # a litellm Router model_list: `model` names its group
     one_call = true                  # one call for many steps (opt-in; the paper's is one a step)
 
@@ -69,6 +71,7 @@ class Config:
     step_timeout: float = DEFAULT_STEP_TIMEOUT_S
     verify_live: bool = False
     temperature: float = 0.0  # generation's; the paper's is 0
+    caching: bool = True  # mark prompts' unchanging prefixes for the provider's cache
     # A litellm Router file (core/llm/router.py); `model` then names one of its groups.
     router: str | None = None
     # One streamed call for many steps, not the paper's one a step (opt-in).
@@ -86,7 +89,8 @@ class Config:
         """How a trace is generated: the step limit, and each step's call."""
         call = CallSettings(temperature=self.temperature, max_tokens=self.max_tokens,
                             logprobs=self.logprobs,
-                            timeout_s=self.timeout, step_timeout_s=self.step_timeout)
+                            timeout_s=self.timeout, step_timeout_s=self.step_timeout,
+                            caching=self.caching)
         return StepperSettings(step_limit=step_limit or self.step_limit, call=call,
                                one_call=self.one_call)
 
@@ -98,7 +102,7 @@ class Config:
         """A mistake finder's calls: the paper's (temperature 0, no stop, room for CoT
         reasoning), with this config's timeout."""
         return CallSettings(temperature=0.0, max_tokens=DEFAULT_FINDER_MAX_TOKENS,
-                            timeout_s=self.timeout)
+                            timeout_s=self.timeout, caching=self.caching)
 
 
 def config_path() -> Path:
@@ -157,8 +161,8 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
                 "environment (e.g. OPENAI_API_KEY)",
             )
     known = {"model", "api_base", "mode", "step_limit", "max_tokens", "temperature",
-             "logprobs", "timeout", "step_timeout", "verify_live", "keymap", "router",
-             "one_call"}
+             "logprobs", "timeout", "step_timeout", "verify_live", "caching", "keymap",
+             "router", "one_call"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise fail(
@@ -195,7 +199,7 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
             raise fail("temperature", f"'temperature' must be a number from {MIN_TEMPERATURE:g} "
                        f"to {MAX_TEMPERATURE:g}")
         values["temperature"] = float(value)
-    for key in ("logprobs", "verify_live", "one_call"):
+    for key in ("logprobs", "verify_live", "caching", "one_call"):
         if key in data:
             if not isinstance(data[key], bool):
                 raise fail(key, f"{key!r} must be true or false")

@@ -253,6 +253,9 @@ class CallSettings:
     # here, the text kept and marked truncated, like a token-limit cut.
     step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    # Mark the prompt's unchanging prefix for the provider's prompt cache, where the provider
+    # needs a mark (Anthropic's `cache_control`; docs/DESIGN.md §3). Off: the same text, unmarked.
+    caching: bool = True
 
     def params(self) -> dict[str, Any]:
         """The parameters worth recording beside a call."""
@@ -313,8 +316,15 @@ class CallRecord:
     tokens: list[TokenLogprob] | None = None
     choice: int = 0
     # The token counts are an estimate (litellm's count, or one token a chunk), not the
-    # provider's own.
+    # provider's own: the output's always, the prompt's where `prompt_estimated` (a stream
+    # closed before the provider counted its output keeps its count of the prompt).
     usage_estimated: bool = False
+    prompt_estimated: bool = False
+    # Of `prompt_tokens` (every prompt token, cached or not): those read from the provider's
+    # prompt cache and those written to it, as the provider reported them (None: it said
+    # nothing of caching).
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
     # Where the step was one of several taken from one streamed call (one-call mode): that
     # call's id, shared by its steps, and this step's place among them (0: the first, which
     # carries the call's prompt tokens). None: a call of its own.

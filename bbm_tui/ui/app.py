@@ -13,26 +13,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, TypeGuard, cast
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
 from textual import work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.tasks import task_names
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import ModelSpec
-from bbm_tui.ui.keys import bindings_as_bound
+from bbm_tui.ui.context import HomeScreen
 from bbm_tui.ui.messages import (
     GoBack,
     ModelChosen,
@@ -43,84 +40,21 @@ from bbm_tui.ui.messages import (
     SessionRenamed,
     WorkerFailed,
 )
+from bbm_tui.ui.palette import declared_commands, help_rows, screenshot_folder
+from bbm_tui.ui.queues import AnnotateRequest, Queues
+from bbm_tui.ui.screens.base import SplashScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.text import MUTED, styled
+from bbm_tui.ui.termination import TerminationSignals
+from bbm_tui.ui.text import failure_message, failure_title
 
 if TYPE_CHECKING:
-    from bbm_tui.core.annotation.queue import QueuedTrace
     from bbm_tui.core.store import Store, Totals
     from bbm_tui.core.trace.session import TraceSession
     from bbm_tui.ui.dialogs import KeyHelp
-    from bbm_tui.ui.screens.trace import TraceScreen
-
-
-def _trace_screen_class() -> type[TraceScreen]:
-    from bbm_tui.ui.screens.trace import TraceScreen
-
-    return TraceScreen
-
-
-def _is_trace_screen(screen: object) -> TypeGuard[TraceScreen]:
-    # Without importing the module: nothing can be one before it was imported.
-    module = sys.modules.get("bbm_tui.ui.screens.trace")
-    return module is not None and isinstance(screen, module.TraceScreen)
-
-
-def _is_home_screen(screen: object) -> bool:
-    """A screen the app stands on (Esc does not leave it): a trace, or a queue (annotation,
-    adjudication: their screens say so with `is_home`)."""
-    return _is_trace_screen(screen) or bool(getattr(screen, "is_home", False))
 
 EXIT_OK = 0
 EXIT_STORE_FAILED = 1
-
-# What a failed worker was doing, for the notification's title.
-_WORKER_TITLES = {
-    "_generate": "Generating failed",
-    "_label": "Saving the label failed",
-    "_start": "Starting the session failed",
-    "_load_rows": "Reading the dataset failed",
-    "_warm_up": "Loading the model library failed",
-    "reload": "Listing the sessions failed",
-    "_rename": "Renaming failed",
-    "_delete": "Deleting failed",
-    "_show_session": "Opening the session failed",
-    "_show_question": "Opening the question failed",
-    "_show_trace": "Opening the session failed",
-    "_find": "Mistake finding failed",
-    "_load_finder": "Reading the finder runs failed",
-    "_load_gold": "Reading the gold label failed",
-    "_export": "Exporting failed",
-    "_show_queue": "Opening the queue failed",
-    "_read_queue": "Reading the files failed",
-    "_run_action": "Saving the annotation failed",
-}
-
-
-@dataclass(frozen=True)
-class AnnotateRequest:
-    """A queue to open at start: an annotator over traces read already (`bbm-tui annotate`),
-    or, with `adjudicate`, the traces the annotators disagree on."""
-
-    annotator: str
-    traces: list[QueuedTrace] = field(default_factory=list)
-    adjudicate: bool = False
-    # The labelling protocol: the paper's, or PRM800K's per-step one.
-    protocol: str = "paper"
-
-    def __repr__(self) -> str:
-        # Short: a worker's description is built from its arguments' reprs, and the default
-        # one of 10^4 traces took over a second (bench/annotate_queue.py).
-        what = "adjudicate" if self.adjudicate else f"{len(self.traces)} traces"
-        return f"AnnotateRequest({self.annotator!r}, {what})"
-
-
-class SplashScreen(Screen[None]):
-    """The bottom screen while a session given on the command line opens."""
-
-    def compose(self) -> ComposeResult:
-        yield Static(styled("bbm-tui · opening…", MUTED), id="splash")
 
 
 class BbmApp(App[int]):
@@ -138,6 +72,10 @@ class BbmApp(App[int]):
         Binding("ctrl+n", "new_session", "new", id="new_session", tooltip="Start a new session"),
         Binding("q", "quit", "quit", id="quit", tooltip="Quit (everything finished is saved)"),
     ]
+    # The command palette's entries for these keys (ui/palette.py).
+    PALETTE: ClassVar[dict[str, str]] = {
+        "new_session": "New session", "sessions": "Sessions", "help": "Keys",
+    }
 
     def __init__(
         self,
@@ -164,6 +102,8 @@ class BbmApp(App[int]):
         self.store: Store | None = None
         self.store_error: str | None = None
         self.deleted_sessions: set[int] = set()
+        self.notes_said: set[str] = set()
+        self.presenter = False
         # Sessions made in this run: one left with nothing done in it is deleted (on leaving
         # its screen, and at exit), not left behind in the sessions list.
         self._fresh_sessions: set[int] = set()
@@ -177,9 +117,10 @@ class BbmApp(App[int]):
         # apply to the session named by --session, whatever its model (see resumed_spec).
         self._model_given = model_given
         self._warm = warm_up
-        self._early_signals: list[int] = []
+        self._signals = TerminationSignals()
         # `bbm-tui annotate` (its files read already) or `bbm-tui adjudicate`.
         self._start_annotate = annotate
+        self.queues = Queues(self)
         self._after_first_frame: list[Callable[[], None]] = []
         # Task files in the config folder that did not load, each with its message.
         self._task_problems = list(task_problems)
@@ -207,7 +148,7 @@ class BbmApp(App[int]):
         self._after_first_frame.append(callback)
 
     def on_mount(self) -> None:
-        self._handle_termination()
+        self._signals.hand_to_loop(self._terminate)
         for callback in self._after_first_frame:
             self.call_after_refresh(callback)
         if self.config.keymap:
@@ -227,32 +168,10 @@ class BbmApp(App[int]):
         if self._warm:
             self.call_after_refresh(self._warm_up)
 
-    def _handle_termination(self) -> None:
-        """SIGTERM (a `kill`, a logout) and SIGHUP (the terminal closed) end the app the way
-        `q` does, so that Textual restores the terminal (main screen, mouse off, cursor on)
-        instead of the process dying in the alternate screen. Exit codes 143 and 129."""
-        loop = asyncio.get_running_loop()
-        for signal_number in (signal.SIGTERM, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(signal_number, self._terminate, signal_number)
-        if self._early_signals:  # one came while the app started: act on it now
-            self._terminate(self._early_signals[0])
-
-    @contextlib.contextmanager
-    def termination_signals_held(self) -> Iterator[None]:
-        """Around `run()`: note a SIGTERM or SIGHUP that comes before on_mount hands them to
-        the event loop. The driver puts the terminal in the alternate screen well before
-        then, and the default action (dying there) would leave it so."""
-        def note(signal_number: int, _frame: object) -> None:
-            self._early_signals.append(signal_number)
-
-        numbers = (signal.SIGTERM, signal.SIGHUP)
-        previous = {number: signal.signal(number, note) for number in numbers}
-        try:
-            yield
-        finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
+    def termination_signals_held(self) -> contextlib.AbstractContextManager[None]:
+        """Around `run()`: a SIGTERM or SIGHUP before the app runs is acted on once it does
+        (ui/termination.py)."""
+        return self._signals.held()
 
     def _terminate(self, signal_number: int) -> None:
         # After the next refresh: a screen still mounting would fail if the app closed
@@ -275,7 +194,7 @@ class BbmApp(App[int]):
 
     # -- the store (opened in a thread: it may create folders, migrate, wait on a lock)
 
-    @work(thread=True, group="store", exit_on_error=False)
+    @work(thread=True, group="store", exit_on_error=False, description="Opening the session store")
     def _open_store(self) -> None:
         from bbm_tui.core.store import Store, StoreError
 
@@ -306,7 +225,8 @@ class BbmApp(App[int]):
 
     # -- litellm, warmed after the first frame so that the first step does not wait for it
 
-    @work(thread=True, group="warm-up", exit_on_error=False)
+    @work(thread=True, group="warm-up", exit_on_error=False,
+          description="Loading the model library")
     def _warm_up(self) -> None:
         from bbm_tui.core import llm
 
@@ -323,30 +243,13 @@ class BbmApp(App[int]):
 
     def _worker_failed(self, worker: Worker) -> None:
         """Say what a worker's error was (the app's own workers' and the screens')."""
-        error = worker.error
-        from bbm_tui.core.llm import LLMError
-        from bbm_tui.core.store import SessionBusy, SessionDeleted
+        from bbm_tui.core.store import SessionDeleted
 
-        if isinstance(error, SessionDeleted):
-            self.session_gone(str(error))
+        if isinstance(worker.error, SessionDeleted):
+            self.session_gone(str(worker.error))
             return
-        if isinstance(error, SessionBusy):  # another window is generating the session
-            for screen in self.screen_stack:
-                trace = getattr(screen, "trace", None)
-                if _is_trace_screen(screen) and trace is not None and (
-                        trace.id == error.session_id):
-                    screen.read_only(error)
-            return
-        if isinstance(error, LLMError):
-            message = error.message  # redacted already
-        else:
-            # Any exception's text may carry what a provider or a library echoed back.
-            from bbm_tui.core.redact import redact
-
-            message = redact(str(error)) or type(error).__name__
-        title = _WORKER_TITLES.get(worker.name, "Something failed")
-        self.notify(one_line(message, 500), title=title, severity="error", markup=False,
-                    timeout=10)
+        self.notify(failure_message(worker.error), title=failure_title(worker.description),
+                    severity="error", markup=False, timeout=10)
 
     # -- moving between screens
 
@@ -355,25 +258,25 @@ class BbmApp(App[int]):
         above it (sessions, a new session over a trace, dialogs) are ones Esc leaves."""
         stack = self.screen_stack
         for index in range(len(stack) - 1, -1, -1):
-            if _is_home_screen(stack[index]):
+            if isinstance(stack[index], HomeScreen):
                 return index
         return next((index for index, screen in enumerate(stack)
                      if isinstance(screen, NewSessionScreen)), 0)
 
-    async def _pop_to(self, depth: int) -> None:
+    async def pop_to(self, depth: int) -> None:
         """Pop screens until `depth` are left (1 = only the bottom one)."""
         while len(self.screen_stack) > depth:
             await self.pop_screen()
 
     async def _pop_to_home(self) -> None:
-        await self._pop_to(self._home_index() + 1)
+        await self.pop_to(self._home_index() + 1)
 
     async def _show_instead(self, screen: Screen, depth: int) -> None:
         """Leave `depth` screens on the stack and push `screen` over them, in one frame: the
         screens between are never drawn (a session left behind, the bottom screen flashed
         for a frame on their way out; issue 10, item 9)."""
         with self.batch_update():
-            await self._pop_to(depth)
+            await self.pop_to(depth)
             await self.push_screen(screen)
 
     def can_leave(self, screen: Screen) -> bool:
@@ -410,14 +313,14 @@ class BbmApp(App[int]):
         is saved already, and below it is that screen or the splash."""
         if self.can_leave(screen):
             self.pop_screen()
-        elif self.screen is screen and getattr(screen, "is_home", False):
+        elif self.screen is screen and isinstance(screen, HomeScreen):
             self._back_to_new_session(screen)
 
     def open_trace(self, trace: TraceSession, totals: Totals | None = None) -> None:
         """Show a session on the main screen (an app worker: the caller's screen may go)."""
         self._show_trace(trace, totals)
 
-    @work(exclusive=True, group="open", exit_on_error=False)
+    @work(exclusive=True, group="open", exit_on_error=False, description="Opening the session")
     async def _show_trace(self, trace: TraceSession, totals: Totals | None) -> None:
         await self._present(trace, totals)
 
@@ -426,13 +329,16 @@ class BbmApp(App[int]):
             totals = await asyncio.to_thread(trace.totals)
         if trace.created_now:
             self._fresh_sessions.add(trace.id)
-        await self._show_instead(_trace_screen_class()(trace, totals), 1)
+        from bbm_tui.ui.screens.trace import TraceScreen
+
+        await self._show_instead(TraceScreen(trace, totals), 1)
 
     def session_left(self, session_id: int) -> None:
         if session_id in self._fresh_sessions:
             self._drop_if_empty(session_id)
 
-    @work(thread=True, group="store-write", exit_on_error=False)
+    @work(thread=True, group="store-write", exit_on_error=False,
+          description="Deleting the empty session")
     def _drop_if_empty(self, session_id: int) -> None:
         if self.store is not None and self.store.delete_session_if_empty(session_id):
             self._fresh_sessions.discard(session_id)
@@ -440,7 +346,7 @@ class BbmApp(App[int]):
     def open_session(self, session_id: int, given: frozenset[str] = frozenset()) -> None:
         self._show_session(session_id, given)
 
-    @work(exclusive=True, group="open", exit_on_error=False)
+    @work(exclusive=True, group="open", exit_on_error=False, description="Opening the session")
     async def _show_session(self, session_id: int, given: frozenset[str]) -> None:
         store = await self.wait_for_store()
         if store is None:
@@ -449,7 +355,7 @@ class BbmApp(App[int]):
         from bbm_tui.core.trace.session import TraceSession, resumed_spec
 
         home = self.screen_stack[self._home_index()]
-        if _is_trace_screen(home) and home.trace.id == session_id:
+        if isinstance(home, HomeScreen) and home.shows_session(session_id):
             await self._pop_to_home()  # already open underneath
             return
         try:
@@ -470,7 +376,7 @@ class BbmApp(App[int]):
     def configured_spec(self) -> ModelSpec:
         return self.config.model_spec()
 
-    @work(exclusive=True, group="open", exit_on_error=False)
+    @work(exclusive=True, group="open", exit_on_error=False, description="Opening the question")
     async def _show_question(self, task: str, number: int) -> None:
         """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
         from bbm_tui.core.dataset import DatasetError, question_rows
@@ -501,7 +407,8 @@ class BbmApp(App[int]):
         trace = await asyncio.to_thread(create_trace, store, request)
         await self._present(trace, None)
 
-    @work(exclusive=True, group="open", exit_on_error=False)
+    @work(exclusive=True, group="open", exit_on_error=False,
+          description="Leaving the deleted session")
     async def session_gone(self, message: str) -> None:
         """The session on show was deleted by another process: say so, stop everything on
         its screen (no more calls), and go to the sessions screen."""
@@ -510,17 +417,17 @@ class BbmApp(App[int]):
         self.notify(one_line(message, 500), title="The session is gone", severity="error",
                     markup=False, timeout=10)
         for screen in self.screen_stack:
-            if _is_trace_screen(screen):
-                self.workers.cancel_node(screen)
+            if isinstance(screen, HomeScreen):
+                screen.stop_work()
         with self.batch_update():  # one frame: no flash of the screens on their way out
-            await self._pop_to(1)
+            await self.pop_to(1)
             if isinstance(self.screen, SplashScreen):
                 await self.push_screen(NewSessionScreen(self.config))
             await self.push_screen(SessionsScreen())
 
     def replace_deleted(self, screen: Screen) -> None:
         """The session on show was deleted from the sessions screen: start afresh."""
-        task = screen.trace.session.task if _is_trace_screen(screen) else None
+        task = screen.home_task if isinstance(screen, HomeScreen) else None
         self._back_to_new_session(screen, task=task)
 
     def _back_to_new_session(self, screen: Screen, task: str | None = None) -> None:
@@ -532,113 +439,37 @@ class BbmApp(App[int]):
         else:
             self.switch_screen(NewSessionScreen(self.config, task=task))
 
-    # -- annotation queues (issue 12)
+    # -- annotation queues, adjudication and export (ui/queues.py)
 
     def open_queue(self, request: AnnotateRequest) -> None:
-        self._show_queue(request)
-
-    @work(exclusive=True, group="open", exit_on_error=False)
-    async def _show_queue(self, request: AnnotateRequest) -> None:
-        store = await self.wait_for_store()
-        if store is None:
-            return
-        if request.adjudicate:
-            from bbm_tui.core.annotation.adjudication import AdjudicationQueue
-            from bbm_tui.ui.screens.adjudicate import AdjudicateScreen
-
-            adjudication = await asyncio.to_thread(AdjudicationQueue.open, store)
-            if not adjudication.items:
-                self.notify("No trace to adjudicate: the annotators agree everywhere (or "
-                            "fewer than two labelled any trace).", markup=False, timeout=8)
-                if isinstance(self.screen, SplashScreen):
-                    await self.push_screen(NewSessionScreen(self.config))
-                return
-            await self._pop_to(1)
-            await self.push_screen(AdjudicateScreen(adjudication))
-            return
-        from bbm_tui.core.annotation.queue import AnnotationQueue
-        from bbm_tui.ui.screens.annotate import AnnotateScreen, PerStepAnnotateScreen
-
-        queue = await asyncio.to_thread(AnnotationQueue, store, request.annotator,
-                                        request.traces, protocol_name=request.protocol)
-        await self._pop_to(1)
-        screen = PerStepAnnotateScreen if queue.per_step else AnnotateScreen
-        await self.push_screen(screen(queue))
+        self.queues.open(request)
 
     async def action_annotate(self) -> None:
         """From the palette: ask for the files and the annotator, read them, open the queue."""
-        from bbm_tui.ui.screens.annotate_dialogs import OpenQueueDialog, QueueRequest
-
-        if self.store_error is not None:
-            return
-
-        async def chosen(request: QueueRequest | None) -> None:
-            if request is not None:
-                self._read_queue(request)
-
-        from bbm_tui.core.types import DEFAULT_ANNOTATOR
-
-        await self.push_screen(OpenQueueDialog(DEFAULT_ANNOTATOR), chosen)
-
-    @work(exclusive=True, group="open", exit_on_error=False)
-    async def _read_queue(self, request) -> None:  # QueueRequest
-        from bbm_tui.core.annotation.queue import read_queue_file
-        from bbm_tui.core.dataset import DatasetError
-        from bbm_tui.core.tasks import UnknownTaskError
-
-        try:
-            traces = [trace for path in request.paths
-                      for trace in await asyncio.to_thread(read_queue_file, Path(path))]
-        except (DatasetError, UnknownTaskError) as error:
-            self.notify(str(error), title="Cannot annotate", severity="error", markup=False,
-                        timeout=10)
-            return
-        self.open_queue(AnnotateRequest(request.annotator, traces))
+        await self.queues.annotate()
 
     async def action_export(self) -> None:
         """From the palette: every session's labels to a file, as `bbm-tui export` writes it."""
-        from bbm_tui.core.annotation.export import FORMATS
-        from bbm_tui.ui.screens.annotate_dialogs import ExportDialog, ExportRequest
+        await self.queues.export()
 
-        if self.store_error is not None:
-            return
+    async def action_dataset_view(self) -> None:
+        from bbm_tui.ui.screens.dataset import open_dataset_view
 
-        def chosen(request: ExportRequest | None) -> None:
-            if request is not None:
-                self._export(request.fmt, Path(request.path).expanduser())
+        await open_dataset_view(self, self._screen_in_view())
 
-        await self.push_screen(ExportDialog(FORMATS), chosen)
+    async def action_agreement(self) -> None:
+        from bbm_tui.ui.screens.agreement import AgreementScreen
 
-    @work(thread=True, group="export", exit_on_error=False)
-    def _export(self, fmt: str, path: Path) -> None:
-        from bbm_tui.core.annotation.export import export_file
-        from bbm_tui.core.dataset import DatasetError
-
-        store = self.store
-        if store is None:
-            return
-        try:
-            result = export_file(store, fmt, path)
-        except DatasetError as error:  # refused: the message names the file and why
-            self.call_from_thread(self.notify, str(error), title="Not exported",
-                                  severity="error", markup=False, timeout=10)
-            return
-        except OSError as error:
-            self.call_from_thread(self.notify, f"{path}: cannot write: {error.strerror}",
-                                  title="Not exported", severity="error", markup=False)
-            return
-        note = f" ({result.skipped} unlabelled left out)" if result.skipped else ""
-        self.call_from_thread(self.notify, f"{result.written} written to {path}{note}",
-                              title="Exported", markup=False)
+        if self.store_error is None and not isinstance(self.screen, AgreementScreen):
+            await self.push_screen(AgreementScreen())
 
     def action_adjudicate(self) -> None:
-        if self.store_error is None:
-            self.open_queue(AnnotateRequest("", adjudicate=True))
+        self.queues.adjudicate()
 
     def session_renamed(self, session_id: int) -> None:
         for screen in self.screen_stack:
-            if _is_trace_screen(screen) and screen.trace.id == session_id:
-                screen.reload_session()
+            if isinstance(screen, HomeScreen):
+                screen.session_renamed(session_id)
 
     # -- app-wide keys
 
@@ -648,9 +479,9 @@ class BbmApp(App[int]):
         home = self._home_index()
         base = self.screen_stack[home]
         if isinstance(base, NewSessionScreen):
-            await self._pop_to(home + 1)
+            await self.pop_to(home + 1)
             return
-        task = base.trace.session.task if _is_trace_screen(base) else None
+        task = base.home_task if isinstance(base, HomeScreen) else None
         await self._show_instead(NewSessionScreen(self.config, task=task), home + 1)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -674,47 +505,16 @@ class BbmApp(App[int]):
 
         if isinstance(self.screen, HelpScreen):
             return
-        name = {"TraceScreen": "the main screen", "NewSessionScreen": "the new-session screen",
-                "SessionsScreen": "the sessions screen",
-                "AnnotateScreen": "the annotation queue",
-                "AdjudicateScreen": "the adjudication screen"}.get(type(self.screen).__name__,
-                                                             "this screen")
+        name = getattr(self.screen, "HELP_TITLE", "this screen")
         self.push_screen(HelpScreen(self.help_rows(), f"Keys on {name}"))
 
     def help_rows(self) -> list[KeyHelp]:
-        """The keys of the current screen, one row per action, as the keymap has them: those
-        greyed or hidden in the footer for now (esc while nothing runs) too. Textual's own
-        scrolling and focus keys are left out; quit and the palette stay."""
-        from bbm_tui.ui.dialogs import KeyHelp
-
-        keys: dict[str, list[str]] = {}
-        names: dict[str, tuple[str, str, str]] = {}
-        for binding in self._screen_bindings():
-            if binding.id is None and binding.action != "quit":
-                continue
-            display = self.get_key_display(binding)
-            if display not in keys.setdefault(binding.action, []):
-                keys[binding.action].append(display)
-            if binding.id is not None or binding.action not in names:
-                names[binding.action] = (binding.description, binding.tooltip,
-                                         binding.id or "")
-        rows = [
-            KeyHelp(" / ".join(displays), *names[action]) for action, displays in keys.items()
-        ]
-        if self.ENABLE_COMMAND_PALETTE:
-            rows.append(KeyHelp(self.get_key_display(Binding(self.COMMAND_PALETTE_BINDING, "")),
-                                "palette", "Every command by name"))
-        return rows
-
-    def _screen_bindings(self) -> list[Binding]:
-        """Every binding of the current screen, then the app's, as the user's keymap has them
-        (the footer hides some for now, e.g. esc while nothing runs: help shows them all).
-        Built from the classes' BINDINGS, Textual's public declaration of them."""
-        return bindings_as_bound((type(self.screen), type(self)), self.config.keymap)
+        """The keys where the focus is, for the help screen (ui/palette.py)."""
+        return help_rows(self, self.config.keymap)
 
     # -- the command palette (ctrl+p): the main actions by name
 
-    @work(thread=True, exit_on_error=False)
+    @work(thread=True, exit_on_error=False, description="Checking the keymap")
     def _check_keymap(self) -> None:
         from bbm_tui.ui.keymap import keymap_problems, screen_bindings
 
@@ -749,57 +549,14 @@ class BbmApp(App[int]):
                 yield command
         yield SystemCommand("Screenshot", "Save an SVG of the screen in the data folder",
                             self.action_save_svg)
-        yield SystemCommand("New session", "Pick a task and a question", self.action_new_session)
-        yield SystemCommand("Sessions", "Resume, rename or delete a saved session",
-                            self.action_sessions)
-        yield SystemCommand("Keys", "Every key on this screen", self.action_help)
-        yield SystemCommand("Annotate files", "Label dataset-format files with the paper's "
-                            "protocol, as one annotator", self.action_annotate)
-        yield SystemCommand("Adjudicate", "Settle the traces the annotators disagree on",
-                            self.action_adjudicate)
-        yield SystemCommand("Export labels", "Every session's labels to a file (JSONL, "
-                            "the field's step-level formats, DPO pairs, Markdown, CSV)",
-                            self.action_export)
-        if _is_trace_screen(screen):
-            screen = cast("TraceScreen", screen)
-            yield SystemCommand("Step once", "Generate the next thought", screen.action_step)
-            yield SystemCommand("Run to the answer", "Generate until the answer",
-                                screen.action_run)
-            yield SystemCommand("Stop", "Stop generating", screen.action_stop)
-            yield SystemCommand("Flag the first mistake", "The selected thought",
-                                screen.action_flag)
-            yield SystemCommand("No mistake", "Label the trace as correct throughout",
-                                screen.action_no_mistake)
-            yield SystemCommand("Undo the label", "Withdraw the last label", screen.action_undo)
-            yield SystemCommand("Find the mistake", "Ask a model to find the first mistake",
-                                screen.action_find)
-            yield SystemCommand("Show the model's answer",
-                                "The finder's answer on the selected thought",
-                                screen.action_reasoning)
-            yield SystemCommand("Gold label", "Show or hide the dataset's gold label",
-                                screen.action_gold)
-            yield SystemCommand("Copy the trace", "As 'Thought N: …' lines",
-                                screen.action_copy_trace)
-            yield SystemCommand("Backtrack", "Resample the flagged thought and continue from "
-                                "the best sample that differs (a new branch)",
-                                screen.action_backtrack)
-            yield SystemCommand("Rewrite the thought", "Your own version of the selected "
-                                "thought; the model goes on from it", screen.action_rewrite)
-            yield SystemCommand("Branches", "The tree of the session's branches",
-                                screen.action_branch_tree)
-            yield SystemCommand("Compare branches", "The branch on show beside another",
-                                screen.action_compare)
-            yield SystemCommand("Tokens", "The selected thought's tokens by probability",
-                                screen.action_tokens)
-            yield SystemCommand("Live verifier", "The task verifier marks each new thought",
-                                screen.action_verify_live)
-
-
-def screenshot_folder() -> Path:
-    """Screenshots go beside the session store, in the platform's data folder."""
-    from bbm_tui.core.store import default_path
-
-    return default_path().parent / "screenshots"
+        yield from self.queues.commands()
+        yield SystemCommand("Dataset view", "Charts of dataset files: where the first "
+                            "mistakes are, trace lengths, a finder's or backtracking's "
+                            "scores beside the paper's", self.action_dataset_view)
+        yield SystemCommand("Agreement", "Cohen's kappa between the annotators, as a matrix; "
+                            "Krippendorff's alpha", self.action_agreement)
+        # The keys' commands, declared next to the bindings (PALETTE): the trace's, the app's.
+        yield from declared_commands(screen, self)
 
 
 def run_app(

@@ -3,7 +3,7 @@ on the app's class, so that app.py imports the screens and no screen imports app
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -24,9 +24,20 @@ class AppContext(Protocol):
     wall_clock: bool
     # Sessions deleted while the app ran (a screen still showing one starts afresh).
     deleted_sessions: set[int]
+    # Notes said once a run, whichever screen gave them (a prompt below its model's caching
+    # minimum).
+    notes_said: set[str]
+    # Presenter mode (a trace screen's P), kept from one screen to the next this run.
+    presenter: bool
+    # Why the session store could not be opened (None: it is open, or opening).
+    store_error: str | None
 
     async def wait_for_store(self) -> Store | None:
         """The store once it is open, or None if it cannot be (the error is on show)."""
+
+    async def pop_to(self, depth: int) -> None:
+        """Pop screens until `depth` are left (1: only the bottom one)."""
+        ...
 
     def can_leave(self, screen: Screen) -> bool:
         """Whether Esc on `screen` has a screen to go back to."""
@@ -40,3 +51,28 @@ class AppContext(Protocol):
 def context(node: DOMNode) -> AppContext:
     """The app `node` runs in, as a screen may use it."""
     return cast("AppContext", node.app)
+
+
+@runtime_checkable
+class HomeScreen(Protocol):
+    """A screen the app stands on: the screens above it (sessions, a new session, dialogs) are
+    ones Esc leaves, and ctrl+n starts a new session on its task. A trace screen, and the
+    annotation and adjudication queues."""
+
+    @property
+    def home_task(self) -> str | None:
+        """The task of the session on show (a new session starts on it), if one is."""
+        ...
+
+    def shows_session(self, session_id: int) -> bool:
+        """Whether the session with this id is on show."""
+        ...
+
+    def session_renamed(self, session_id: int) -> None:
+        """That session was renamed elsewhere: show its new name, if it is on show."""
+        ...
+
+    def stop_work(self) -> None:
+        """The session on show was deleted by another process: stop every worker (no more
+        calls, no more writes)."""
+        ...

@@ -14,28 +14,37 @@ from textual.binding import Binding, BindingType
 
 
 def screen_bindings() -> dict[str, list[Binding]]:
-    """Every screen's and dialog's bindings with an id, by the screen's name: the classes of
-    every module of bbm_tui/ui/screens/ (found on disk, so a new screen file is checked with no
-    edit here) and of bbm_tui/ui/dialogs.py. Imported here, not at module level: the check
-    runs after the first frame."""
+    """Every screen's, dialog's and keyed widget's bindings with an id, by the class's name:
+    the classes of every module under bbm_tui/ui/screens/ (found on disk, so a new screen file
+    is checked with no edit here) and under bbm_tui/ui/dialogs/. A screen's keyed widgets (a
+    trace view) act on it together with it: each is checked with the screen's bindings too,
+    as "TraceView on TraceScreen". Imported here, not at module level: the check runs after
+    the first frame."""
     found: dict[str, list[Binding]] = {}
     for module in ui_screen_modules():
         for name in dir(module):
             thing = getattr(module, name)
-            bindings = getattr(thing, "BINDINGS", None)
-            if isinstance(thing, type) and bindings and thing.__module__ == module.__name__:
-                found[name] = [b for b in bindings if isinstance(b, Binding) and b.id]
+            if isinstance(thing, type) and thing.__module__ == module.__name__ and \
+                    _bindings(thing):
+                found[name] = _bindings(thing)
+                for widget in getattr(thing, "KEYED_WIDGETS", ()):
+                    found[f"{widget.__name__} on {name}"] = [*_bindings(widget),
+                                                             *found[name]]
     return found
+
+
+def _bindings(owner: type) -> list[Binding]:
+    """The bindings with an id that `owner` declares itself."""
+    return [b for b in owner.__dict__.get("BINDINGS", []) if isinstance(b, Binding) and b.id]
 
 
 def ui_screen_modules() -> list[ModuleType]:
-    """bbm_tui.ui.dialogs and every module of the bbm_tui.ui.screens package."""
+    """Every module under the bbm_tui.ui.dialogs and bbm_tui.ui.screens packages."""
     from bbm_tui.ui import dialogs, screens
 
-    found = [dialogs]
-    for info in pkgutil.iter_modules(screens.__path__, prefix=f"{screens.__name__}."):
-        found.append(importlib.import_module(info.name))
-    return found
+    return [importlib.import_module(info.name)
+            for package in (dialogs, screens)
+            for info in pkgutil.walk_packages(package.__path__, prefix=f"{package.__name__}.")]
 
 
 def keymap_problems(keymap: dict[str, str], screens: dict[str, list[Binding]],

@@ -61,16 +61,32 @@ def bindings_as_bound(owners: Iterable[type], keymap: Mapping[str, str]) -> list
     return list(found.values())
 
 
+def binding_owners(node: DOMNode) -> list[type]:
+    """The classes whose bindings act where `node` is, in the order Textual looks a key up:
+    `node` and the widgets around it that declare keys of their own (a trace view), its screen,
+    then the app."""
+    screen = node.screen
+    owners: list[type] = []
+    for around in node.ancestors_with_self:
+        if around is screen:
+            break
+        if any(binding.id for binding in declared_bindings(type(around))):
+            owners.append(type(around))
+    return [*owners, type(screen), type(node.app)]
+
+
 def key_for(node: DOMNode, binding_id: str) -> str:
-    """The key bound to `binding_id` on `node`'s screen (or the app), as the Footer shows it:
-    the first of its keys after the user's keymap. A hint names the key through this."""
+    """The key bound to `binding_id` where `node` is (its own keys, its screen's, the app's),
+    as the Footer shows it: the first of its keys after the user's keymap. A hint names the key
+    through this."""
     app = node.app
     keymap = context(node).config.keymap
-    owners = (type(node.screen), type(app))
+    owners = binding_owners(node)
     for binding in bindings_as_bound(owners, keymap):
         if binding.id == binding_id:
             return one_line(app.get_key_display(binding))  # the key is the user's text
     if not any(binding.id == binding_id for owner in owners
                for binding in declared_bindings(owner)):
-        raise KeyError(f"no binding {binding_id!r} on {type(node.screen).__name__} or the app")
+        raise KeyError(f"no binding {binding_id!r} on {type(node).__name__}, its screen or "
+                       "the app")
     return NO_KEY  # the keymap gave its keys to another binding

@@ -12,6 +12,13 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.content import Content
 
+from bbm_tui.core.accounting import (
+    UNKNOWN,
+    format_cost,
+    format_count,
+    format_tokens_in_out,
+    format_total_cost,
+)
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.types import StepOrigin
 
@@ -120,14 +127,34 @@ def thoughts(count: int) -> str:
 
 def format_tokens(count: int, *, estimated: bool = False) -> str:
     """A token count; "~" before one that is an estimate, not the provider's own count."""
-    return f"{'~' if estimated else ''}{count:,} tok"
+    return f"{format_count(count, estimated)} tok"
+
+
+def cost_phrase(cost: str) -> str:
+    """A cost as a line of figures shows it: "$0.0031", or "cost —" where unknown."""
+    return f"cost {cost}" if cost == UNKNOWN else cost
 
 
 def format_totals(totals: Totals) -> str:
-    tokens = totals.prompt_tokens + totals.completion_tokens
+    """The title's running figures: "20 calls · 24,080 in / 20,480 cached / 240 out ·
+    $0.0062" ("~" on estimated counts; "≥$…" when some call's price is unknown, "cost —" when
+    none is known)."""
+    return totals_forms(totals)[0]
+
+
+def totals_forms(totals: Totals) -> tuple[str, ...]:
+    """The title's figures, longest first, for a narrow terminal to take the first that
+    leaves room: all of them (`format_totals`), without the calls, the tokens in one sum
+    ("1,812 tok, 1,030 cached · $0.0059"), the cost alone."""
     calls = f"{totals.calls:,} call" + ("" if totals.calls == 1 else "s")
-    tokens_shown = format_tokens(tokens, estimated=totals.estimated_calls > 0)
-    return f"{calls} · {tokens_shown} · ${totals.cost:.3f}"
+    estimated, prompt_estimated = totals.estimated_calls > 0, totals.prompt_estimated_calls > 0
+    tokens = format_tokens_in_out(totals.prompt_tokens, totals.cached_tokens,
+                                  totals.completion_tokens, estimated, prompt_estimated)
+    summed = format_tokens(totals.prompt_tokens + totals.completion_tokens,
+                           estimated=estimated or prompt_estimated)
+    cost = cost_phrase(format_total_cost(totals.cost, totals.calls, totals.unpriced_calls))
+    return (f"{calls} · {tokens} · {cost}", f"{tokens} · {cost}",
+            f"{summed}, {format_count(totals.cached_tokens)} cached · {cost}", cost)
 
 
 def settings_line(settings: StepperSettings) -> str:
@@ -155,8 +182,16 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
     if step.call_choices is not None and step.call_choices > 1:
         # Its call's latency is the samples' wait; its tokens (if shown) are its own.
         parts.append(f"1 of {step.call_choices} samples")
+    if step.prompt_tokens is not None:
+        cached = (f", {format_count(step.cached_tokens)} cached"
+                  if step.cached_tokens is not None else "")
+        parts.append(f"{format_count(step.prompt_tokens, step.prompt_estimated)} in{cached}")
     if step.completion_tokens is not None:
-        parts.append(format_tokens(step.completion_tokens, estimated=step.usage_estimated))
+        out = format_count(step.completion_tokens, step.usage_estimated)
+        parts.append(f"{out} out" if step.prompt_tokens is not None else f"{out} tok")
+    if step.call_id is not None and not (step.call_choices or 0) > 1:
+        # A step chosen among a call's samples has no cost of its own: the call's is theirs.
+        parts.append(cost_phrase(format_cost(step.cost)))
     if step.logprob is not None:
         parts.append(f"log-prob {step.logprob:.2f}")
     if step.confidence is not None:
@@ -166,3 +201,21 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
     if step.truncated:
         parts.append("cut at the token limit")
     return " · ".join(parts) if parts else "model"
+
+
+def failure_title(description: str) -> str:
+    """What a failed worker was doing ("Generating failed"), from its description, which ours
+    all give, as a sentence. One that gave none has Textual's ("_load(...)", "<coroutine
+    object …>"), which says nothing to a person."""
+    return f"{description} failed" if description[:1].isupper() else "Something failed"
+
+
+def failure_message(error: BaseException | None) -> str:
+    """What a worker's error says, on one line and redacted: any exception's text may carry
+    what a provider or a library echoed back (a model call's own message is redacted
+    already)."""
+    from bbm_tui.core.llm import LLMError
+    from bbm_tui.core.redact import redact
+
+    message = error.message if isinstance(error, LLMError) else redact(str(error))
+    return one_line(message or type(error).__name__, 500)

@@ -81,7 +81,7 @@ async def test_the_footer_leaves_out_whole_keys_never_help(width: int) -> None:
 
 
 def test_radio_set_selected_still_exists() -> None:
-    """bbm_tui/ui/dialogs.py MethodSet moves RadioSet._selected (the highlight) onto the
+    """bbm_tui/ui/dialogs/find.py MethodSet moves RadioSet._selected (the highlight) onto the
     pressed button when the dialog opens; there is no public setter."""
     assert "_selected" in RadioSet._reactives  # type: ignore[attr-defined]
 

@@ -71,18 +71,18 @@ async def test_b_backtracks_from_the_flag_and_keeps_both_branches(
         assert "2 + 2 = 4" in texts[1] and "-2.50" in texts[1]
         assert app.screen.query_one(OptionList).highlighted == 1
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running,
+        await wait_for(pilot, lambda: screen.view.trace.answer == "4" and not screen.view.running,
                        timeout=30)
-        assert screen.trace.texts[1] == "2 + 2 = 4" and screen.trace.correct
-        assert screen.trace.label is None  # the flag stays on the original branch
+        assert screen.view.trace.texts[1] == "2 + 2 = 4" and screen.view.trace.correct
+        assert screen.view.trace.label is None  # the flag stays on the original branch
         # < shows the original again, with its flag.
-        screen.selected = 2
+        screen.view.selected = 2
         await pilot.press("less_than_sign")
-        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
-        assert screen.trace.mistake_number == 2
+        await wait_for(pilot, lambda: [s.id for s in screen.view.trace.steps] == original)
+        assert screen.view.trace.mistake_number == 2
         assert "version 1 of 2" in str(screen.query_one("#run-status").render())
         await pilot.press("greater_than_sign")
-        await wait_for(pilot, lambda: screen.trace.answer == "4")
+        await wait_for(pilot, lambda: screen.view.trace.answer == "4")
 
 
 async def test_a_backtracked_thought_shows_its_own_tokens_and_its_confidence(
@@ -99,22 +99,23 @@ async def test_a_backtracked_thought_shows_its_own_tokens_and_its_confidence(
         await pilot.press("b")
         await samples_in(pilot)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running,
+        await wait_for(pilot, lambda: screen.view.trace.answer == "4" and not screen.view.running,
                        timeout=30)
-        step = screen.trace.steps[1]
+        step = screen.view.trace.steps[1]
         [sample_call] = [r for r in openai_server.requests if r.body.get("n") == 8]
         own = step.ntokens
         assert step.call_choices == 8 and own == len(step.tokens) == step.completion_tokens
         confidence = math.exp(step.logprob / own)
         meta = thought(screen, 2).meta
-        assert meta == (f"backtracked · 1 of 8 samples · {own} tok · log-prob "
-                        f"{step.logprob:.2f} · confidence {confidence:.0%}")
-        assert "296 tok" not in meta and sample_call.body["n"] == 8
+        # Its prompt is the samples' call's; its cost is the call's, for all eight: none here.
+        assert meta == (f"backtracked · 1 of 8 samples · {step.prompt_tokens:,} in, 0 cached · "
+                        f"{own} out · log-prob {step.logprob:.2f} · confidence {confidence:.0%}")
+        assert "296 out" not in meta and sample_call.body["n"] == 8
         # The title's totals count the sampling call once, as the store does.
-        assert screen.totals == store.totals(trace.id)
-        assert screen.totals.calls == 1 + len(screen.trace.steps) - 2
-        assert format_totals(screen.totals).startswith("3 calls · ")
-        assert format_totals(Totals(1, 10, 5, 0.0)) == "1 call · 15 tok · $0.000"
+        assert screen.view.totals == store.totals(trace.id)
+        assert screen.view.totals.calls == 1 + len(screen.view.trace.steps) - 2
+        assert format_totals(screen.view.totals).startswith("3 calls · ")
+        assert format_totals(Totals(1, 10, 5, 0.0)) == "1 call · 10 in / 0 cached / 5 out · $0"
         await pilot.press("P")
         await pilot.pause()
         assert thought(screen, 2).meta == ""
@@ -133,16 +134,16 @@ async def test_another_sample_can_be_picked_and_escape_keeps_the_trace(
         await pilot.press("b")
         await samples_in(pilot)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.screen is screen and not screen.running)
-        assert [s.id for s in screen.trace.steps] == before
+        await wait_for(pilot, lambda: app.screen is screen and not screen.view.running)
+        assert [s.id for s in screen.view.trace.steps] == before
         assert "samples of Thought 2 are saved" in str(screen.query_one("#run-status").render())
         await pilot.press("b")
         await samples_in(pilot)
         await pilot.press("down", "down")  # to "two plus two is four"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) > 1
-                       and screen.trace.texts[1] == "two plus two is four", timeout=30)
-        assert len(screen.trace.alternatives(2)) == 2
+        await wait_for(pilot, lambda: not screen.view.running and len(screen.view.trace.steps) > 1
+                       and screen.view.trace.texts[1] == "two plus two is four", timeout=30)
+        assert len(screen.view.trace.alternatives(2)) == 2
 
 
 def held_eighth(hold: threading.Event):
@@ -198,9 +199,9 @@ async def test_the_samples_appear_as_their_calls_return(
         assert "2 + 2 = 4" in starred
         assert [r.released for r in openai_server.requests].count(True) == 1
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running,
+        await wait_for(pilot, lambda: screen.view.trace.answer == "4" and not screen.view.running,
                        timeout=30)
-        assert screen.trace.texts[1] == "2 + 2 = 4"
+        assert screen.view.trace.texts[1] == "2 + 2 = 4"
 
 
 async def test_escape_while_sampling_stops_it_and_saves_nothing(
@@ -220,13 +221,13 @@ async def test_escape_while_sampling_stops_it_and_saves_nothing(
                        and app.screen.arrived_count == 7
                        and len(openai_server.requests) == 8, timeout=30)  # the eighth held
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.screen is screen and not screen.running)
+        await wait_for(pilot, lambda: app.screen is screen and not screen.view.running)
         assert "Stopped sampling Thought 2" in str(screen.query_one("#run-status").render())
         await wait_for(pilot, lambda: any(r.client_closed_early for r in openai_server.requests))
         assert store.candidates(trace.id, before[0], 2) == []
         assert store.totals(trace.id).calls == 0
-        assert [s.id for s in screen.trace.steps] == before
-        assert screen.trace.mistake_number == 2
+        assert [s.id for s in screen.view.trace.steps] == before
+        assert screen.view.trace.mistake_number == 2
         hold.set()
         await pilot.press("b")
         await samples_in(pilot)
@@ -241,16 +242,16 @@ async def test_w_rewrites_a_thought_and_the_model_goes_on(
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
-        screen.selected = 2
+        screen.view.selected = 2
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, EditThoughtScreen))
         field = app.screen.query_one("#edit-input")
         field.value = "2 + 2 = 4"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running,
+        await wait_for(pilot, lambda: screen.view.trace.answer == "4" and not screen.view.running,
                        timeout=30)
-        assert screen.trace.steps[1].origin == "edit"
-        assert len(screen.trace.alternatives(2)) == 2
+        assert screen.view.trace.steps[1].origin == "edit"
+        assert len(screen.view.trace.alternatives(2)) == 2
 
 
 def sample_dialog(store: Store) -> tuple[int, SamplesReady]:
@@ -337,37 +338,38 @@ async def test_the_papers_story_in_a_minute_offline() -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("r")  # the model makes a mistake
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running,
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
                        timeout=30)
-        assert screen.trace.texts == list(row.steps) and screen.trace.correct is False
+        assert screen.view.trace.texts == list(row.steps) and screen.view.trace.correct is False
         await pilot.press("f")  # a finder misses it
         await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
         await pilot.press("up", "tab", *"simulated/rm-0.65", "enter")
-        await wait_for(pilot, lambda: app.screen is screen and screen.finder is not None
-                       and screen.finder.state == "finished", timeout=30)
-        assert (screen.finder.method, screen.finder.model) == ("direct-trace",
+        await wait_for(pilot, lambda: app.screen is screen and screen.view.finder is not None
+                       and screen.view.finder.state == "finished", timeout=30)
+        assert (screen.view.finder.method, screen.view.finder.model) == ("direct-trace",
                                                                "simulated/rm-0.65")
-        assert screen.finder.has_result and screen.finder.mistake_number is None
+        assert screen.view.finder.has_result and screen.view.finder.mistake_number is None
         assert "no mistake" in str(screen.query_one("#finder").render())
         await pilot.press("2", "enter", "x")  # a person flags it
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 2)
         assert "disagree" in str(screen.query_one("#agreement").render())
-        original = [step.id for step in screen.trace.steps]
+        original = [step.id for step in screen.view.trace.steps]
         await pilot.press("b")  # backtracking fixes the answer
         dialog = await samples_in(pilot)
         chosen = dialog.ready.resample.chosen
         assert chosen is not None and not dialog.ready.stored[chosen].dropped
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.trace.correct and not screen.running, timeout=30)
-        assert screen.trace.answer == "-7" and screen.trace.spec.model == "solver/bbm"
-        assert screen.trace.steps[1].origin == "backtrack" and screen.trace.label is None
-        await wait_for(pilot, lambda: screen.finder is None)
+        await wait_for(pilot, lambda: screen.view.trace.correct and not screen.view.running,
+                       timeout=30)
+        assert screen.view.trace.answer == "-7" and screen.view.trace.spec.model == "solver/bbm"
+        assert screen.view.trace.steps[1].origin == "backtrack" and screen.view.trace.label is None
+        await wait_for(pilot, lambda: screen.view.finder is None)
         # < on Thought 2: the original branch, its flag and the finder's miss, as they were.
         await pilot.press("2", "enter", "less_than_sign")
-        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
-        assert screen.trace.answer == "0" and screen.trace.mistake_number == 2
-        await wait_for(pilot, lambda: screen.finder is not None
-                       and screen.finder.model == "simulated/rm-0.65")
+        await wait_for(pilot, lambda: [s.id for s in screen.view.trace.steps] == original)
+        assert screen.view.trace.answer == "0" and screen.view.trace.mistake_number == 2
+        await wait_for(pilot, lambda: screen.view.finder is not None
+                       and screen.view.finder.model == "simulated/rm-0.65")
 
 
 def call_models(store: Store, session_id: int) -> list[str]:
@@ -394,22 +396,22 @@ async def test_a_rewrite_on_the_replay_goes_on_with_the_solver_and_says_so() -> 
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running,
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
                        timeout=30)
         assert "replay/bbm" in title_of(screen)
         await pilot.press("2", "enter", "w")
         await wait_for(pilot, lambda: isinstance(app.screen, EditThoughtScreen))
         app.screen.query_one("#edit-input").value = "Let's calculate A = 3."
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running
-                       and screen.trace.steps[1].origin == "edit", timeout=30)
-        assert screen.trace.answer == "-7" and screen.trace.correct
-        assert screen.trace.spec.model == "solver/bbm"
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running
+                       and screen.view.trace.steps[1].origin == "edit", timeout=30)
+        assert screen.view.trace.answer == "-7" and screen.view.trace.correct
+        assert screen.view.trace.spec.model == "solver/bbm"
         assert "solver/bbm" in title_of(screen)
         assert any("goes on with solver/bbm" in note for note in notifications(app))
         steps = len(bundled_rows("multistep_arithmetic")[7].steps)
-        assert call_models(app.store, screen.trace.id) == (
-            ["replay/bbm"] * steps + ["solver/bbm"] * (len(screen.trace.steps) - 2))
+        assert call_models(app.store, screen.view.trace.id) == (
+            ["replay/bbm"] * steps + ["solver/bbm"] * (len(screen.view.trace.steps) - 2))
 
 
 async def test_ctrl_e_changes_the_model_from_the_next_step_on(store: Store) -> None:
@@ -422,7 +424,7 @@ async def test_ctrl_e_changes_the_model_from_the_next_step_on(store: Store) -> N
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(screen.trace.steps) == 1 and not screen.running)
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 1 and not screen.view.running)
         await pilot.press("ctrl+e")
         await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
         dialog = app.screen
@@ -432,11 +434,11 @@ async def test_ctrl_e_changes_the_model_from_the_next_step_on(store: Store) -> N
         dialog.query_one("#temperature").value = "0"
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.screen is screen)
-        assert screen.trace.spec.model == "solver/bbm" and "solver/bbm" in title_of(screen)
+        assert screen.view.trace.spec.model == "solver/bbm" and "solver/bbm" in title_of(screen)
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(screen.trace.steps) == 2 and not screen.running)
-        assert call_models(app.store, screen.trace.id) == ["replay/bbm", "solver/bbm"]
-        assert app.store.session(screen.trace.id).model == "solver/bbm"
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 2 and not screen.view.running)
+        assert call_models(app.store, screen.view.trace.id) == ["replay/bbm", "solver/bbm"]
+        assert app.store.session(screen.view.trace.id).model == "solver/bbm"
         # Back to the replay: it cannot go on from the solver's step, and says which key
         # chooses another model (whole, at 80x24).
         await pilot.press("ctrl+e")
@@ -445,7 +447,7 @@ async def test_ctrl_e_changes_the_model_from_the_next_step_on(store: Store) -> N
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.screen is screen)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not screen.running
+        await wait_for(pilot, lambda: not screen.view.running
                        and screen.query_one("#run-status").has_class("-error"))
         await pilot.pause()
         shown = str(screen.query_one("#run-status").render())
@@ -470,7 +472,7 @@ async def test_each_sample_shows_where_it_differs_and_whole_a_key_away(size) -> 
     async with app.run_test(size=size) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running,
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
                        timeout=30)
         await pilot.press("2", "enter", "x", "b")
         dialog = await samples_in(pilot)

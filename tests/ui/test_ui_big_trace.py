@@ -38,29 +38,29 @@ async def test_ten_thousand_thoughts_mount_a_window_and_keys_work_at_the_end(
     app = make_app(session_id=session_id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
-        assert len(screen.trace.steps) == STEPS
+        assert len(screen.view.trace.steps) == STEPS
         assert len(mounted(screen)) <= WINDOW
-        assert screen.selected == 1
+        assert screen.view.selected == 1
         assert f"{STEPS - WINDOW:,} later thoughts" in str(
             screen.query_one("#thoughts-after").render())
         await pilot.press("end")
-        assert screen.selected == STEPS
+        assert screen.view.selected == STEPS
         last = thought(screen, STEPS)
         await wait_for(pilot, lambda: screen.query_one("#thoughts").region
                        .contains_region(last.region))
         await pilot.press("k")
-        assert screen.selected == STEPS - 1
+        assert screen.view.selected == STEPS - 1
         assert len(mounted(screen)) <= WINDOW
         assert [v.number for v in screen.query(".-selected")] == [STEPS - 1]
         await pilot.press("x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == STEPS - 1)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == STEPS - 1)
         label = store.current_label(session_id)
-        assert label is not None and label.mistake_step_id == screen.trace.steps[-2].id
+        assert label is not None and label.mistake_step_id == screen.view.trace.steps[-2].id
         await wait_for(pilot, lambda: thought(screen, STEPS).status == "after")
         assert thought(screen, STEPS - 1).status == "mistake"
         # Back at the start: the window moved, the thoughts there are dressed as "ok".
         await pilot.press("home")
-        assert screen.selected == 1
+        assert screen.view.selected == 1
         first = thought(screen, 1)
         assert first.status == "ok" and first.has_class("-selected")
         assert len(mounted(screen)) <= WINDOW
@@ -69,17 +69,17 @@ async def test_ten_thousand_thoughts_mount_a_window_and_keys_work_at_the_end(
         await pilot.press("5", "0", "0", "0")
         assert "Go to Thought 5000" in status_text(screen)
         await pilot.press("enter")
-        assert screen.selected == 5000
+        assert screen.view.selected == 5000
         view = thought(screen, 5000)
         assert view.has_class("-selected")
         await pilot.pause()
         pane = screen.query_one("#thoughts")
         await wait_for(pilot, lambda: pane.region.contains_region(view.region))
         await pilot.press("9", "9", "9", "9", "9", "enter")
-        assert screen.selected == 5000 and "There is no Thought 99999" in status_text(screen)
+        assert screen.view.selected == 5000 and "There is no Thought 99999" in status_text(screen)
         # y copies the thought selected, even far from where the window began.
         await pilot.press("G", "y")
-        assert app.clipboard == screen.trace.steps[-1].text
+        assert app.clipboard == screen.view.trace.steps[-1].text
         assert len(mounted(screen)) <= WINDOW
 
 
@@ -90,8 +90,8 @@ async def test_finder_marks_show_on_thoughts_that_enter_the_window(store: Store)
         screen = await open_trace(pilot)
         shown = FinderShown("direct-step", "replay/bbm", state="finished")
         shown.verdicts = {1: ("Yes", "Yes"), 1_999: ("No", "No, it is wrong.")}
-        screen.finder = shown
-        screen._show_finder()
+        screen.view.finder = shown
+        screen.view._show_finder()
         assert "model: ✓" in thought(screen, 1).meta
         await pilot.press("end", "k")
         view = thought(screen, 1999)
@@ -106,14 +106,14 @@ async def test_page_keys_move_by_a_screenful(store: Store) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.pause()
-        in_view = screen._thoughts_in_view()
+        in_view = screen.view.thoughts_in_view()
         assert 3 <= in_view < 40
         await pilot.press("pagedown")
-        assert screen.selected == 1 + max(1, in_view - 1)
+        assert screen.view.selected == 1 + max(1, in_view - 1)
         await pilot.press("pagedown", "pageup")
-        assert screen.selected == 1 + max(1, in_view - 1)
+        assert screen.view.selected == 1 + max(1, in_view - 1)
         await pilot.press("pageup", "pageup")
-        assert screen.selected == 1
+        assert screen.view.selected == 1
 
 
 async def test_the_selection_follows_generation_so_x_after_r_flags_the_last(
@@ -123,11 +123,12 @@ async def test_the_selection_follows_generation_so_x_after_r_flags_the_last(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running, timeout=30)
-        last = len(screen.trace.steps)
-        assert last > 2 and screen.selected == last
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
+                       timeout=30)
+        last = len(screen.view.trace.steps)
+        assert last > 2 and screen.view.selected == last
         await pilot.press("x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == last)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == last)
 
 
 async def test_a_moved_selection_stays_while_thoughts_come(store: Store) -> None:
@@ -135,14 +136,14 @@ async def test_a_moved_selection_stays_while_thoughts_come(store: Store) -> None
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("n", "n")
-        await wait_for(pilot, lambda: len(screen.trace.steps) == 2 and not screen.running)
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 2 and not screen.view.running)
         await pilot.press("k")  # the reader moves: Thought 1
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(screen.trace.steps) == 3 and not screen.running)
-        assert screen.selected == 1
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 3 and not screen.view.running)
+        assert screen.view.selected == 1
         await pilot.press("G", "n")  # back at the end: following again
-        await wait_for(pilot, lambda: len(screen.trace.steps) == 4 and not screen.running)
-        assert screen.selected == 4
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 4 and not screen.view.running)
+        assert screen.view.selected == 4
 
 
 @pytest.mark.parametrize("size", [(80, 24), SIZE])
@@ -155,7 +156,7 @@ async def test_a_long_thought_and_the_question_scroll_by_keyboard(
     async with app.run_test(size=size) as pilot:
         screen = await open_trace(pilot)
         thoughts = screen.query_one("#thoughts")
-        assert screen.selected == 1 and thoughts.max_scroll_y > 3
+        assert screen.view.selected == 1 and thoughts.max_scroll_y > 3
         await pilot.press("J", "J")
         assert thoughts.scroll_y == 6
         await pilot.press("K")
@@ -177,16 +178,16 @@ async def test_a_branch_switch_shows_the_new_branchs_thoughts(store: Store) -> N
         await pilot.press("end")
         # A new version of Thought 3 (what backtracking and hand edits do): the branch on
         # show is now three thoughts long, and the pane shows them, not the old ones.
-        old_third = screen.trace.steps[2]
-        screen.trace.fork_at(3)
-        screen.trace.append_typed("a new third thought")
-        screen._sync_views()
+        old_third = screen.view.trace.steps[2]
+        screen.view.trace.fork_at(3)
+        screen.view.trace.append_typed("a new third thought")
+        screen.view.sync_views()
         await pilot.pause()
         numbers = [view.number for view in mounted(screen)]
         assert numbers == [1, 2, 3]
         assert thought(screen, 3).text == "a new third thought"
         # Both branches have a Thought 3; the views are keyed by step, so they never collide.
-        assert thought(screen, 3).id == f"step-{screen.trace.steps[2].id}"
+        assert thought(screen, 3).id == f"step-{screen.view.trace.steps[2].id}"
         assert thought(screen, 3).id != f"step-{old_third.id}"
         assert not screen.query(f"#step-{old_third.id}")
         assert not screen.query_one("#thoughts-before").display

@@ -100,8 +100,8 @@ async def test_the_tree_shows_every_branch_and_enter_shows_one(store: Store) -> 
         assert labels[1].endswith("“…22”") and labels[2].endswith("“…4”")
         tree.move_cursor(tree.root.children[0].children[0])
         await pilot.press("enter")
-        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
-        assert screen.trace.answer == "5"
+        await wait_for(pilot, lambda: [s.id for s in screen.view.trace.steps] == original)
+        assert screen.view.trace.answer == "5"
 
 
 async def test_compare_folds_the_shared_thoughts(store: Store) -> None:
@@ -109,7 +109,7 @@ async def test_compare_folds_the_shared_thoughts(store: Store) -> None:
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
-        screen.selected = 2
+        screen.view.selected = 2
         await pilot.press("v")
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         dialog = app.screen
@@ -245,7 +245,7 @@ def _snapshot(snap_compare, size: tuple[int, int], key: str, dialog: type,
 
     async def run_before(pilot: Pilot) -> None:
         screen = await open_trace(pilot)
-        screen.selected = 2
+        screen.view.selected = 2
         await pilot.press(key)
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, dialog))
         await pilot.press(*then)
@@ -291,12 +291,13 @@ async def backtracked_story(pilot: Pilot) -> TraceScreen:
     app = pilot.app
     screen = await open_trace(pilot)
     await pilot.press("r")
-    await wait_for(pilot, lambda: screen.trace.finished and not screen.running, timeout=30)
+    await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
+                   timeout=30)
     await pilot.press("2", "enter", "x", "b")
     await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
                    and app.screen.all_arrived, timeout=30)
     await pilot.press("enter")
-    await wait_for(pilot, lambda: screen.trace.correct and not screen.running, timeout=30)
+    await wait_for(pilot, lambda: screen.view.trace.correct and not screen.view.running, timeout=30)
     return screen
 
 
@@ -310,9 +311,9 @@ async def test_compare_columns_move_together_and_say_what_each_branch_is(size) -
     app = make_app(task="multistep_arithmetic", question=7)
     async with app.run_test(size=size) as pilot:
         screen = await backtracked_story(pilot)
-        chosen = next(c for c in screen.trace.candidates_for(2)
-                      if c.step_id == screen.trace.steps[1].id)
-        place = [c.id for c in screen.trace.candidates_for(2)].index(chosen.id) + 1
+        chosen = next(c for c in screen.view.trace.candidates_for(2)
+                      if c.step_id == screen.view.trace.steps[1].id)
+        place = [c.id for c in screen.view.trace.candidates_for(2)].index(chosen.id) + 1
         await pilot.press("2", "enter", "v")
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
         await pilot.pause()
@@ -381,24 +382,24 @@ async def test_tree_rows_fit_and_keep_the_verdict_and_what_differs(size) -> None
     async with app.run_test(size=size) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running,
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
                        timeout=30)
-        original = screen.trace.steps[1].text
+        original = screen.view.trace.steps[1].text
         await pilot.press("2", "enter", "b")
         await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
                        and app.screen.all_arrived, timeout=30)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: len(screen.trace.alternatives(2)) == 2
-                       and not screen.running and screen.trace.finished, timeout=90)
+        await wait_for(pilot, lambda: len(screen.view.trace.alternatives(2)) == 2
+                       and not screen.view.running and screen.view.trace.finished, timeout=90)
         # A rewrite of the original Thought 2 that differs only in its last words.
         await pilot.press("2", "enter", "less_than_sign")
-        await wait_for(pilot, lambda: screen.trace.steps[1].text == original)
+        await wait_for(pilot, lambda: screen.view.trace.steps[1].text == original)
         await pilot.press("w")
         await wait_for(pilot, lambda: isinstance(app.screen, EditThoughtScreen))
         app.screen.query_one("#edit-input").value = original.replace('"wisdom"', '"wisdoms"')
         await pilot.press("enter")
-        await wait_for(pilot, lambda: len(screen.trace.alternatives(2)) == 3
-                       and not screen.running, timeout=90)
+        await wait_for(pilot, lambda: len(screen.view.trace.alternatives(2)) == 3
+                       and not screen.view.running, timeout=90)
         await pilot.press("t")
         await wait_for(pilot, lambda: isinstance(app.screen, BranchTreeScreen))
         await pilot.pause()

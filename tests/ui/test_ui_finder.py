@@ -111,7 +111,7 @@ async def test_each_method_with_replay_finds_the_gold_label(
             [verdict] = run.verdicts
             assert verdict.step_number is None and verdict.verdict == (str(gold) if gold
                                                                        else "No")
-            assert screen.finder.trace_raw == verdict.raw
+            assert screen.view.finder.trace_raw == verdict.raw
             assert marks(screen) == [("first" if n == gold else None)
                                      for n in range(1, len(row.steps) + 1)]
         # Every call is counted in the title's totals.
@@ -163,34 +163,34 @@ async def test_agreement_with_the_persons_label(store: Store) -> None:
         assert text_of(screen, "#agreement") == "You: not labelled yet · Model: Thought 4"
         assert "You have not labelled the trace yet" in text_of(screen, "#run-status")
         # The cursor went to the thought the model faults: x agrees with the model.
-        assert screen.selected == 4
+        assert screen.view.selected == 4
         await pilot.press("x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         assert text_of(screen, "#agreement") == "agree ✓ · You: Thought 4 · Model: Thought 4"
         # The person's flag and the model's mark stand side by side on the thought.
         view = thought(screen, 4)
         assert view.status == "mistake" and view.judgement == "first"
 
         await pilot.press("k", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 3)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 3)
         assert text_of(screen, "#agreement") == (
             "disagree ✗ · You: Thought 3 · Model: Thought 4")
 
         await pilot.press("c")  # the answer is wrong: c asks first (issue 10, item 5)
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await wait_for(pilot, lambda: screen.trace.no_mistake)
+        await wait_for(pilot, lambda: screen.view.trace.no_mistake)
         assert text_of(screen, "#agreement") == (
             "disagree ✗ · You: no mistake · Model: Thought 4")
 
         await pilot.press("u", "u", "u")
-        await wait_for(pilot, lambda: screen.trace.label is None)
+        await wait_for(pilot, lambda: screen.view.trace.label is None)
         assert text_of(screen, "#agreement") == "You: not labelled yet · Model: Thought 4"
 
         # A new run with the person's label in place says so in the status line.
-        assert screen.selected == 3
+        assert screen.view.selected == 3
         await pilot.press("j", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         await run_finder(pilot, "direct-step")
         assert "You said Thought 4: you agree." in text_of(screen, "#run-status")
 
@@ -201,7 +201,7 @@ async def test_the_simulated_reward_model_runs_and_is_compared(store: Store) -> 
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot)
         await pilot.press("j", "j", "j", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         await run_finder(pilot, "direct-trace", model="simulated/rm-0.0")
         run = store.finder_runs(trace.id)[-1]
         # Never right: some other location than the gold one.
@@ -224,7 +224,7 @@ async def test_a_failing_finder_is_one_message_and_no_result(
         screen = await open_screen(pilot)
         await run_finder(pilot, "direct-step", model="openai/test",
                          api_base=openai_server.base_url)
-        assert screen.finder.state == "failed"
+        assert screen.view.finder.state == "failed"
         # Said once, in the status line (no toast repeating it).
         assert not notifications(app)
         status = text_of(screen, "#run-status")
@@ -248,9 +248,9 @@ async def test_a_failing_finder_is_one_message_and_no_result(
         await wait_for(pilot, lambda: app.screen is screen)
         # The app is still usable: another run, then generating keys.
         await run_finder(pilot, "direct-step", model="replay/bbm", api_base="")
-        assert screen.finder.state == "finished" and screen.finder.mistake_number == 4
+        assert screen.view.finder.state == "finished" and screen.view.finder.mistake_number == 4
         assert not notifications(app)
-        assert screen.check_action("step", ()) is True
+        assert screen.view.check_action("step", ()) is True
 
 
 async def test_resume_tells_a_failed_run_from_a_stopped_one(
@@ -270,9 +270,9 @@ async def test_resume_tells_a_failed_run_from_a_stopped_one(
     again = make_app(session_id=trace.id)
     async with again.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot)
-        await wait_for(pilot, lambda: screen.finder is not None)
+        await wait_for(pilot, lambda: screen.view.finder is not None)
         await pilot.pause()
-        assert screen.finder.state == "failed"
+        assert screen.view.finder.state == "failed"
         resumed = text_of(screen, "#finder")
         assert resumed == live
         assert "failed after 1 answer: no result (openai/test at " in resumed
@@ -306,17 +306,17 @@ async def test_escape_stops_a_finder_and_the_run_has_no_result(
         screen = await open_screen(pilot)
         await run_finder(pilot, "direct-step", model="openai/test",
                          api_base=openai_server.base_url, wait=False)
-        await wait_for(pilot, lambda: screen.finding and len(screen.finder.verdicts) == 1
+        await wait_for(pilot, lambda: screen.view.finding and len(screen.view.finder.verdicts) == 1
                        and len(openai_server.requests) == 2, timeout=30)
         assert marks(screen)[:2] == ["yes", "pending"]
         assert "judging Thought 2 of 5" in text_of(screen, "#run-status")
         # n and r wait while the finder runs; esc is the key that works.
-        assert screen.check_action("step", ()) is None
-        assert screen.check_action("stop", ()) is True
+        assert screen.view.check_action("step", ()) is None
+        assert screen.view.check_action("stop", ()) is True
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not screen.finding)
-        await wait_for(pilot, lambda: screen.finder is not None
-                       and screen.finder.state == "stopped")
+        await wait_for(pilot, lambda: not screen.view.finding)
+        await wait_for(pilot, lambda: screen.view.finder is not None
+                       and screen.view.finder.state == "stopped")
         await wait_for(pilot, lambda: "Stopped the mistake finder"
                        in text_of(screen, "#run-status"))
         assert marks(screen) == ["yes", None, None, None, None]
@@ -325,8 +325,8 @@ async def test_escape_stops_a_finder_and_the_run_has_no_result(
         assert not run.finished and [v.verdict for v in run.verdicts] == ["Yes"]
         assert (run.ended, run.error) == ("stopped", None)
         assert not notifications(app)
-        assert screen.check_action("find", ()) is True
-        assert screen.check_action("step", ()) is True
+        assert screen.view.check_action("find", ()) is True
+        assert screen.view.check_action("step", ()) is True
 
 
 async def test_resume_shows_the_latest_run_from_the_store(store: Store) -> None:
@@ -336,15 +336,15 @@ async def test_resume_shows_the_latest_run_from_the_store(store: Store) -> None:
         screen = await open_screen(pilot)
         await run_finder(pilot, "direct-trace")
         await run_finder(pilot, "cot-step", judge_all=True)
-        assert screen.selected == 5
+        assert screen.view.selected == 5
         await pilot.press("x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 5)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 5)
         before = ([(v.meta, v.judge_raw) for v in screen.query(ThoughtView)],
                   text_of(screen, "#finder"), text_of(screen, "#agreement"))
     again = make_app(session_id=trace.id)
     async with again.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot)
-        await wait_for(pilot, lambda: screen.finder is not None)
+        await wait_for(pilot, lambda: screen.view.finder is not None)
         await pilot.pause()
         after = ([(v.meta, v.judge_raw) for v in screen.query(ThoughtView)],
                  text_of(screen, "#finder"), text_of(screen, "#agreement"))
@@ -352,7 +352,7 @@ async def test_resume_shows_the_latest_run_from_the_store(store: Store) -> None:
         assert "cot-step · replay/bbm · every step" in after[1]
         assert after[2] == "agree ✓ · You: Thought 5 · Model: Thought 5"
         # The reasoning is there to expand, collapsed at first.
-        assert screen.selected == 5
+        assert screen.view.selected == 5
         view = thought(screen, 5)
         assert not view.expanded and "The model's answer" not in view.shown
         await pilot.press("e")
@@ -369,7 +369,7 @@ async def test_e_expands_the_answer_and_trace_level_answers_show_on_the_left(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot)
         # No run yet: e is not offered.
-        assert screen.check_action("reasoning", ()) is False
+        assert screen.view.check_action("reasoning", ()) is False
         await run_finder(pilot, "cot-trace")
         answer = screen.query_one("#finder-answer")
         assert not answer.display
@@ -381,7 +381,7 @@ async def test_e_expands_the_answer_and_trace_level_answers_show_on_the_left(
 
         await run_finder(pilot, "cot-step")
         # Thought 1 was judged; Thought 3 was not (the run stopped at Thought 2).
-        assert screen.selected == 2
+        assert screen.view.selected == 2
         await pilot.press("k", "e")
         first = thought(screen, 1)
         assert first.expanded and "The model's answer: Comment 1:" in first.shown
@@ -398,12 +398,12 @@ async def test_a_trace_that_grew_after_the_run_says_what_was_judged(store: Store
         screen = await open_screen(pilot)
         for count in (1, 2, 3):
             await pilot.press("n")
-            await wait_for(pilot, lambda count=count: len(screen.trace.steps) == count
-                           and not screen.running)
+            await wait_for(pilot, lambda count=count: len(screen.view.trace.steps) == count
+                           and not screen.view.running)
         await run_finder(pilot, "direct-step")
         assert "no mistake" in text_of(screen, "#finder")  # nothing wrong in 1-3
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(screen.trace.steps) == 4 and not screen.running)
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 4 and not screen.view.running)
         assert "on Thoughts 1–3" in text_of(screen, "#finder")
         assert marks(screen) == ["yes", "yes", "yes", None]
 
@@ -418,7 +418,7 @@ async def test_finder_runs_saved_outside_the_app_are_shown(store: Store) -> None
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot)
-        await wait_for(pilot, lambda: screen.finder is not None)
+        await wait_for(pilot, lambda: screen.view.finder is not None)
         await pilot.pause()
         assert marks(screen) == ["yes", "yes", "yes", "no", None]
         assert "simulated/rm-1.0" in text_of(screen, "#finder")
@@ -569,13 +569,13 @@ async def test_the_verifier_is_a_method_with_no_model(store: Store) -> None:
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is screen)
         await run_finder(pilot, "verify")
-        shown = screen.finder
+        shown = screen.view.finder
         assert (shown.method, shown.model, shown.state) == ("verify", "verifier", "finished")
         assert shown.mistake_number == 1
         # Every step judged, each with its reason; no model call counted.
         assert len(shown.verdicts) == len(row.steps)
         assert "'scorch' starts with s (19)" in shown.verdicts[1][1]
-        assert screen.totals.calls == 0
+        assert screen.view.totals.calls == 0
         view = thought(screen, 1)
         assert view.judgement == "no"
         runs = store.finder_runs(trace.id)
@@ -590,17 +590,18 @@ async def test_live_verifier_marks_each_thought_as_it_finishes(store: Store) -> 
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot)
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(screen.trace.steps) == 1 and not screen.running
-                       and screen.finder is not None and len(screen.finder.verdicts) == 1)
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 1 and not screen.view.running
+                       and screen.view.finder is not None and len(screen.view.finder.verdicts) == 1)
         # Thought 1 gives 'scorch' the wrong letter number: marked at once, with the reason.
-        assert screen.finder.method == "verify" and screen.finder.verdicts[1][0] == "No"
-        assert "'scorch' starts with s" in screen.finder.verdicts[1][1]
+        assert screen.view.finder.method == "verify" and screen.view.finder.verdicts[1][0] == "No"
+        assert "'scorch' starts with s" in screen.view.finder.verdicts[1][1]
         assert thought(screen, 1).judgement == "no"
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(screen.finder.verdicts) == 2 and not screen.running)
-        assert store.finder_runs(screen.trace.id) == []  # live marks are not saved runs
+        await wait_for(pilot, lambda: len(screen.view.finder.verdicts) == 2
+                       and not screen.view.running)
+        assert store.finder_runs(screen.view.trace.id) == []  # live marks are not saved runs
         await pilot.press("V")
-        await wait_for(pilot, lambda: screen.finder is None)
+        await wait_for(pilot, lambda: screen.view.finder is None)
         assert "Live verifier off" in text_of(screen, "#run-status")
 
 
@@ -622,9 +623,9 @@ async def test_enter_runs_the_finder_from_the_checkbox_and_space_toggles_it(
         assert box.value is not before
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.screen is screen)
-        await wait_for(pilot, lambda: screen.finder is not None and not screen.finding,
+        await wait_for(pilot, lambda: screen.view.finder is not None and not screen.view.finding,
                        timeout=30)
-        assert screen.finder.judge_all is box.value
+        assert screen.view.finder.judge_all is box.value
 
 
 async def test_finder_runs_stay_with_their_branch(store: Store) -> None:
@@ -640,36 +641,37 @@ async def test_finder_runs_stay_with_their_branch(store: Store) -> None:
         screen = await open_screen(pilot)
         await run_finder(pilot, "direct-step", model="replay/bbm")
         assert marks(screen) == ["yes", "no", None, None]
-        original = [step.id for step in screen.trace.steps]
-        screen.selected = 2
+        original = [step.id for step in screen.view.trace.steps]
+        screen.view.selected = 2
         await pilot.press("x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 2)
         await pilot.press("b")
         await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
                        and app.screen.all_arrived, timeout=30)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.trace.correct and not screen.running, timeout=30)
+        await wait_for(pilot, lambda: screen.view.trace.correct and not screen.view.running,
+                       timeout=30)
         # The new branch: no finder has judged it.
-        await wait_for(pilot, lambda: screen.finder is None)
-        assert marks(screen) == [None] * len(screen.trace.steps)
+        await wait_for(pilot, lambda: screen.view.finder is None)
+        assert marks(screen) == [None] * len(screen.view.trace.steps)
         assert not screen.query_one("#finder").display
         assert not screen.query_one("#agreement").display
         # Its own run (the task's verifier: every thought right now).
         await run_finder(pilot, "verify")
-        assert marks(screen) == ["yes"] * len(screen.trace.steps)
-        backtracked = [step.id for step in screen.trace.steps]
+        assert marks(screen) == ["yes"] * len(screen.view.trace.steps)
+        backtracked = [step.id for step in screen.view.trace.steps]
         # < on Thought 2: the original branch, with its own run's marks and verdict again.
-        screen.selected = 2
+        screen.view.selected = 2
         await pilot.press("less_than_sign")
-        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == original)
+        await wait_for(pilot, lambda: [s.id for s in screen.view.trace.steps] == original)
         await wait_for(pilot, lambda: marks(screen) == ["yes", "no", None, None])
-        assert screen.finder.method == "direct-step" and screen.finder.mistake_number == 2
+        assert screen.view.finder.method == "direct-step" and screen.view.finder.mistake_number == 2
         assert "agree" in text_of(screen, "#agreement")
         await pilot.press("greater_than_sign")
-        await wait_for(pilot, lambda: [s.id for s in screen.trace.steps] == backtracked)
-        await wait_for(pilot, lambda: screen.finder is not None
-                       and screen.finder.method == "verify")
-        assert marks(screen) == ["yes"] * len(screen.trace.steps)
+        await wait_for(pilot, lambda: [s.id for s in screen.view.trace.steps] == backtracked)
+        await wait_for(pilot, lambda: screen.view.finder is not None
+                       and screen.view.finder.method == "verify")
+        assert marks(screen) == ["yes"] * len(screen.view.trace.steps)
 
 
 async def tab_to(pilot, widget_id: str) -> None:
@@ -692,10 +694,10 @@ async def test_enter_runs_the_finder_from_the_model_field(store: Store) -> None:
         await tab_to(pilot, "find-model")
         await pilot.press(*"simulated/rm-1", "enter")  # typed over the selected model
         await wait_for(pilot, lambda: app.screen is screen)
-        await wait_for(pilot, lambda: screen.finder is not None and not screen.finding,
+        await wait_for(pilot, lambda: screen.view.finder is not None and not screen.view.finding,
                        timeout=30)
-        assert screen.finder.model == "simulated/rm-1"
-        assert screen.finder.method == "direct-step"  # the dialog's first choice here
+        assert screen.view.finder.model == "simulated/rm-1"
+        assert screen.view.finder.method == "direct-step"  # the dialog's first choice here
 
 
 async def test_enter_runs_the_finder_from_the_api_base_field(store: Store) -> None:
@@ -709,10 +711,11 @@ async def test_enter_runs_the_finder_from_the_api_base_field(store: Store) -> No
         await tab_to(pilot, "find-api-base")
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.screen is screen)
-        await wait_for(pilot, lambda: screen.finder is not None and not screen.finding,
+        await wait_for(pilot, lambda: screen.view.finder is not None and not screen.view.finding,
                        timeout=30)
-        assert (screen.finder.method, screen.finder.model) == ("direct-trace", "replay/bbm")
-        assert store.finder_runs(screen.trace.id)
+        assert (screen.view.finder.method, screen.view.finder.model) == ("direct-trace",
+                                                                         "replay/bbm")
+        assert store.finder_runs(screen.view.trace.id)
 
 
 async def test_the_description_follows_the_highlighted_method(store: Store) -> None:

@@ -66,11 +66,11 @@ async def test_c_on_a_wrong_answer_asks_first(store: Store) -> None:
         await wait_for(pilot, lambda: app.screen is screen)
         await pilot.press("u")  # a later key's effect proves c's refusal went through
         await wait_for(pilot, lambda: "no label to undo" in text_of(screen, "#run-status"))
-        assert screen.trace.label is None and store.current_label(trace.id) is None
+        assert screen.view.trace.label is None and store.current_label(trace.id) is None
         await pilot.press("c")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await wait_for(pilot, lambda: screen.trace.no_mistake)
+        await wait_for(pilot, lambda: screen.view.trace.no_mistake)
 
 
 async def test_c_on_a_right_answer_labels_at_once(store: Store) -> None:
@@ -79,7 +79,7 @@ async def test_c_on_a_right_answer_labels_at_once(store: Store) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("c")
-        await wait_for(pilot, lambda: screen.trace.no_mistake)
+        await wait_for(pilot, lambda: screen.view.trace.no_mistake)
         assert not isinstance(app.screen, ConfirmScreen)
 
 
@@ -90,7 +90,7 @@ async def test_c_on_an_empty_trace_says_why_nothing_happened(store: Store) -> No
         screen = await open_trace(pilot)
         await pilot.press("c")
         await wait_for(pilot, lambda: "Nothing to label yet" in text_of(screen, "#run-status"))
-        assert screen.trace.label is None
+        assert screen.view.trace.label is None
 
 
 # -- messages: undo says what the label is now; "1 thought"
@@ -101,11 +101,11 @@ async def test_undo_says_what_the_label_is_now(store: Store) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_trace(pilot)
         await pilot.press("j", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 2)
         await pilot.press("c")  # the answer is wrong: c asks first
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await wait_for(pilot, lambda: screen.trace.no_mistake)
+        await wait_for(pilot, lambda: screen.view.trace.no_mistake)
         await pilot.press("u")
         await wait_for(pilot, lambda: text_of(screen, "#run-status")
                        == "Label undone: ✗ first mistake in Thought 2")

@@ -55,13 +55,13 @@ async def test_pick_a_question_by_number(store: Store) -> None:
         # /17 enter opens question 17 at once (issue 10, item 11).
         await pilot.press("slash", "1", "7", "enter")
         screen = await opened_trace(pilot)
-        session = screen.trace.session
+        session = screen.view.trace.session
         row = bundled_rows("word_sorting")[17]
         assert (session.task, session.dataset_index, session.input) == (
             "word_sorting", 17, row.input)
         assert session.target == row.target and session.model == "replay/bbm"
         assert store.session(session.id).gold_mistake_index == row.mistake_index
-        assert screen.trace.steps == []
+        assert screen.view.trace.steps == []
 
 
 async def test_pick_a_question_by_search_in_another_task(store: Store) -> None:
@@ -86,8 +86,8 @@ async def test_pick_a_question_by_search_in_another_task(store: Store) -> None:
         assert screen.selected_entry().index == wanted
         await pilot.press("ctrl+r")
         trace_screen = await opened_trace(pilot)
-        assert trace_screen.trace.session.dataset_index == wanted
-        assert trace_screen.trace.session.task == "multistep_arithmetic"
+        assert trace_screen.view.trace.session.dataset_index == wanted
+        assert trace_screen.view.trace.session.task == "multistep_arithmetic"
 
 
 async def test_type_a_question_with_an_optional_target_and_another_model(
@@ -113,7 +113,7 @@ async def test_type_a_question_with_an_optional_target_and_another_model(
         app.screen.query_one("#typed-target", Input).value = "apple fig pear"
         await pilot.press("ctrl+r")
         trace_screen = await opened_trace(pilot)
-        saved = store.session(trace_screen.trace.id)
+        saved = store.session(trace_screen.view.trace.id)
         assert (saved.input, saved.target, saved.dataset_index) == (
             "pear apple fig", "apple fig pear", None)
         assert (saved.model, saved.api_base, saved.mode) == (
@@ -142,7 +142,7 @@ async def test_load_the_recorded_trace_to_label_it(store: Store) -> None:
         await pilot.press("slash", "5", "enter", "enter")
         trace_screen = await opened_trace(pilot)
         row = bundled_rows("word_sorting")[5]
-        saved = store.branch(trace_screen.trace.id)
+        saved = store.branch(trace_screen.view.trace.id)
         assert [step.text for step in saved] == row.steps
         assert {step.origin for step in saved} == {"dataset"}
         views = list(trace_screen.query(ThoughtView))
@@ -173,7 +173,7 @@ async def test_command_line_question_opens_it_directly(store: Store) -> None:
     app = make_app(task="logical_deduction", question=3)
     async with app.run_test(size=SIZE) as pilot:
         screen = await opened_trace(pilot)
-        assert (screen.trace.session.task, screen.trace.session.dataset_index) == (
+        assert (screen.view.trace.session.task, screen.view.trace.session.dataset_index) == (
             "logical_deduction", 3)
         # logical_deduction inputs hold their own options; the pane shows them.
         question = str(screen.query_one("#question").render())
@@ -279,7 +279,7 @@ async def test_the_model_dialog_sets_temperature_tokens_and_step_limit(
         await pilot.press("ctrl+r")
         trace_screen = await opened_trace(pilot)
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(trace_screen.trace.steps) == 1)
+        await wait_for(pilot, lambda: len(trace_screen.view.trace.steps) == 1)
         body = openai_server.requests[-1].body
         assert (body["temperature"], body["max_tokens"]) == (0.7, 256)
 
@@ -330,7 +330,7 @@ async def test_the_recorded_trace_choice_says_on_or_off_and_is_remembered(store:
         assert str(recorded.label) == "Recorded trace: on" and recorded.value is True
         await pilot.press("slash", "5", "enter")
         trace_screen = await opened_trace(pilot)
-        assert len(trace_screen.trace.steps) == len(bundled_rows("word_sorting")[5].steps)
+        assert len(trace_screen.view.trace.steps) == len(bundled_rows("word_sorting")[5].steps)
         # The next new session starts with the choice as it was left.
         await pilot.press("ctrl+n")
         again = await new_session_screen(pilot)
@@ -376,21 +376,21 @@ async def test_a_session_left_without_generating_is_not_left_behind(store: Store
     async with app.run_test(size=SIZE) as pilot:
         await new_session_screen(pilot)
         await pilot.press("slash", "3", "enter")
-        first = (await opened_trace(pilot)).trace.id
+        first = (await opened_trace(pilot)).view.trace.id
         # Another session instead: the first, with nothing done in it, goes.
         await pilot.press("ctrl+n")
         await new_session_screen(pilot)
         await pilot.press("slash", "4", "enter")
         second_screen = await opened_trace(pilot)
-        second = second_screen.trace.id
+        second = second_screen.view.trace.id
         await wait_for(pilot, lambda: first not in {s.session.id for s in store.sessions()})
         # One with a step stays, after leaving and after quitting.
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(second_screen.trace.steps) == 1)
+        await wait_for(pilot, lambda: len(second_screen.view.trace.steps) == 1)
         await pilot.press("ctrl+n")
         await new_session_screen(pilot)
         await pilot.press("slash", "6", "enter")
-        third = (await opened_trace(pilot)).trace.id
+        third = (await opened_trace(pilot)).view.trace.id
     # Quitting with an empty session open deletes it too.
     kept = {s.session.id for s in store.sessions()}
     assert second in kept and third not in kept and first not in kept

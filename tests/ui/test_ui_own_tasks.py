@@ -126,13 +126,13 @@ async def test_a_new_users_task_from_the_config_folder_end_to_end(
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
                        and app.screen.is_mounted)
         trace_screen = app.screen
-        trace = trace_screen.trace
+        trace = trace_screen.view.trace
         assert trace.task.name == "school_math" and trace.session.task_digest
         assert trace_screen.query_one("#question-pane").border_title == (
             "Question · Grade-school math[$foreground 60%] · yours[/$foreground 60%]")
         # r: numbered thoughts stream from the server, the prompts the documented template.
         await pilot.press("r")
-        await wait_for(pilot, lambda: trace.answer == "15." and not trace_screen.running,
+        await wait_for(pilot, lambda: trace.answer == "15." and not trace_screen.view.running,
                        timeout=30)
         assert trace.texts == [WRONG, "So the answer is 15."] and trace.correct is False
         assert [r.body["messages"][-1]["content"] for r in openai_server.requests] == [
@@ -155,7 +155,7 @@ async def test_a_new_users_task_from_the_config_folder_end_to_end(
         await wait_for(pilot, lambda: app.screen is trace_screen)
         for method in ("direct-trace-zero-shot", "direct-step-zero-shot", "critic"):
             await run_finder(pilot, method)
-            await wait_for(pilot, lambda: not trace_screen.finding, timeout=30)
+            await wait_for(pilot, lambda: not trace_screen.view.finding, timeout=30)
         runs = store.finder_runs(trace.id)
         assert [(run.method, run.model, run.mistake_number, run.parsed) for run in runs] == [
             ("direct-trace-zero-shot", "openai/test", 1, True),
@@ -171,7 +171,7 @@ async def test_a_new_users_task_from_the_config_folder_end_to_end(
         await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
                        and app.screen.all_arrived, timeout=30)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: trace.answer == "$36." and not trace_screen.running,
+        await wait_for(pilot, lambda: trace.answer == "$36." and not trace_screen.view.running,
                        timeout=30)
         assert trace.texts == [RIGHT, "So the answer is $36."] and trace.correct is True
         # t: both branches, each judged by the task's comparison.
@@ -189,7 +189,7 @@ async def test_a_new_users_task_from_the_config_folder_end_to_end(
     async with again.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(again.screen, TraceScreen)
                        and again.screen.is_mounted)
-        reopened = again.screen.trace
+        reopened = again.screen.view.trace
         assert reopened.texts == [RIGHT, "So the answer is $36."] and reopened.correct
         assert reopened.task_change is None and notifications(again) == []
 
@@ -201,10 +201,10 @@ async def test_an_edited_task_file_leaves_the_session_its_prompt_and_says_so(
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
                        and app.screen.is_mounted)
-        trace = app.screen.trace
+        trace = app.screen.view.trace
         assert trace.session.dataset_index == 0 and trace.session.target == "97"
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(trace.steps) == 1 and not app.screen.running,
+        await wait_for(pilot, lambda: len(trace.steps) == 1 and not app.screen.view.running,
                        timeout=30)
         session_id = trace.id
     prompt_file = tasks_folder() / "school_math_prompt.txt"
@@ -216,13 +216,13 @@ async def test_an_edited_task_file_leaves_the_session_its_prompt_and_says_so(
         await wait_for(pilot, lambda: isinstance(again.screen, TraceScreen)
                        and again.screen.is_mounted)
         screen = again.screen
-        assert screen.trace.task.prompt == math_task
+        assert screen.view.trace.task.prompt == math_task
         assert "file changed" in screen.query_one("#question-pane").border_title
         [said] = notifications(again)
         assert said.startswith("Your task school_math: Its task file (")
         assert "has changed since this session was made" in said
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(screen.trace.steps) == 2 and not screen.running,
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 2 and not screen.view.running,
                        timeout=30)
         [request] = openai_server.requests
         assert request.body["messages"][-1]["content"] == (
@@ -247,13 +247,13 @@ async def test_step_rewrite_compare_and_tokens_on_a_task_of_ones_own(
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
                        and app.screen.is_mounted)
         screen = app.screen
-        trace = screen.trace
+        trace = screen.view.trace
         assert trace.session.target == "12"
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(trace.steps) == 1 and not screen.running,
+        await wait_for(pilot, lambda: len(trace.steps) == 1 and not screen.view.running,
                        timeout=30)
         await pilot.press("n")
-        await wait_for(pilot, lambda: trace.answer == "15." and not screen.running,
+        await wait_for(pilot, lambda: trace.answer == "15." and not screen.view.running,
                        timeout=30)
         assert trace.correct is False
         # l: Thought 1's tokens, with the probabilities the server sent.
@@ -268,7 +268,7 @@ async def test_step_rewrite_compare_and_tokens_on_a_task_of_ones_own(
         await wait_for(pilot, lambda: isinstance(app.screen, EditThoughtScreen))
         app.screen.query_one("#edit-input").value = "She needs 180 / 15 = 12 weeks."
         await pilot.press("enter")
-        await wait_for(pilot, lambda: trace.answer == "12 weeks." and not screen.running,
+        await wait_for(pilot, lambda: trace.answer == "12 weeks." and not screen.view.running,
                        timeout=30)
         assert trace.steps[0].origin == "edit" and trace.correct is True
         # v: the two branches side by side, each judged by the task's comparison.

@@ -35,10 +35,10 @@ async def test_n_steps_over_each_wire(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) == 1,
+        await wait_for(pilot, lambda: not screen.view.running and len(screen.view.trace.steps) == 1,
                        timeout=20)
         first = bundled_rows(TASK)[0].steps[0]
-        assert [step.text for step in store.branch(screen.trace.id)] == [first]
+        assert [step.text for step in store.branch(screen.view.trace.id)] == [first]
         assert [view.text for view in finished_views(app)] == [first]
     [record] = server.requests
     # Where the provider stops at the line break it ended the stream; else the app closed it.

@@ -47,14 +47,14 @@ async def test_a_session_holding_impossible_log_probabilities_opens() -> None:
                        and app.screen.is_mounted)
         screen = app.screen
         for number in (1, 2):
-            screen.selected = number
+            screen.view.selected = number
             await pilot.press("l")
             await wait_for(pilot, lambda: isinstance(app.screen, TokenScreen))
             text = " ".join(str(w.render()) for w in app.screen.query(".dialog-text"))
             assert "No log-probabilities" in text and "no model could give" in text
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen is screen)
-        screen.selected = 3
+        screen.view.selected = 3
         await pilot.press("l")
         await wait_for(pilot, lambda: isinstance(app.screen, TokenScreen))
         assert [t.text for t in app.screen.tokens] == ["So the answer is", " 4"]
@@ -95,12 +95,12 @@ async def test_the_app_says_when_log_probabilities_could_not_be(
         assert "its log-probabilities were impossible: not used" in rows[1]
         assert rows[1].startswith("2. n/a") and "★ chosen" in rows[3]
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.trace.answer == "4" and not screen.running,
+        await wait_for(pilot, lambda: screen.view.trace.answer == "4" and not screen.view.running,
                        timeout=30)
         said = [n.message for n in app._notifications]
         assert any("Thought 3 came with log-probabilities no model could give" in m
                    for m in said), said
-        assert screen.trace.steps[2].logprob is None
+        assert screen.view.trace.steps[2].logprob is None
 
 
 async def test_samples_left_with_esc_are_chosen_from_by_the_next_batch(
@@ -129,7 +129,7 @@ async def test_samples_left_with_esc_are_chosen_from_by_the_next_batch(
         await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
                        and app.screen.all_arrived, timeout=30)
         await pilot.press("escape")
-        await wait_for(pilot, lambda: app.screen is screen and not screen.running)
+        await wait_for(pilot, lambda: app.screen is screen and not screen.view.running)
     assert len(store.candidates(trace.id, trace.steps[0].id, 2)) == 8
     assert store.branch(trace.id)[-1].text == ORIGINAL[-1]
     sampled = sum(1 for request in openai_server.requests if request.body.get("n") == 8)
@@ -253,7 +253,7 @@ async def test_two_apps_on_one_session_store_each_step_once(
         for pilot in (one, two):
             await wait_for(pilot, lambda p=pilot: isinstance(p.app.screen, TraceScreen)
                            and p.app.screen.is_mounted)
-        mine, theirs = first.screen, second.screen
+        mine, theirs = first.screen.view, second.screen.view
         await one.press("n")
         await wait_for(one, lambda: len(openai_server.requests) == 1, timeout=30)
         await two.press("n")
@@ -266,7 +266,7 @@ async def test_two_apps_on_one_session_store_each_step_once(
         assert len(openai_server.requests) == 1  # the second window asked for nothing
         async with third.run_test(size=SIZE) as three:
             await wait_for(three, lambda: isinstance(third.screen, TraceScreen)
-                           and third.screen.busy_elsewhere is not None, timeout=30)
+                           and third.screen.view.busy_elsewhere is not None, timeout=30)
         held.set()
         await wait_for(one, lambda: len(mine.trace.steps) == 3 and not mine.running,
                        timeout=30)

@@ -14,7 +14,8 @@ async def run_to_the_answer(pilot) -> TraceScreen:
     await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen) and app.screen.is_mounted)
     screen = app.screen
     await pilot.press("r")
-    await wait_for(pilot, lambda: screen.trace.finished and not screen.running, timeout=30)
+    await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
+                   timeout=30)
     await pilot.pause()
     return screen
 
@@ -30,7 +31,7 @@ async def test_growing_from_80x24_to_250x50_leaves_no_blank_band() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await run_to_the_answer(pilot)
         pane = screen.query_one("#thoughts")
-        assert pane.max_scroll_y > 0 and in_view(screen, len(screen.trace.steps))
+        assert pane.max_scroll_y > 0 and in_view(screen, len(screen.view.trace.steps))
         await pilot.resize_terminal(250, 50)
         await pilot.pause()
         await pilot.pause()
@@ -45,7 +46,7 @@ async def test_growing_from_80x24_to_250x50_leaves_no_blank_band() -> None:
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         await pilot.pause()
-        assert in_view(screen, len(screen.trace.steps))
+        assert in_view(screen, len(screen.view.trace.steps))
 
 
 async def test_shrinking_from_120_to_80_columns_keeps_the_selection_in_view() -> None:
@@ -54,7 +55,7 @@ async def test_shrinking_from_120_to_80_columns_keeps_the_selection_in_view() ->
         screen = await run_to_the_answer(pilot)
         await pilot.press("6", "enter")
         await pilot.pause()
-        assert screen.selected == 6 and in_view(screen, 6)
+        assert screen.view.selected == 6 and in_view(screen, 6)
         await pilot.resize_terminal(80, 40)
         await pilot.pause()
         await pilot.pause()

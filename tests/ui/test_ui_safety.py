@@ -109,7 +109,7 @@ async def test_hostile_typed_question_and_error_message(
         monkeypatch.setattr(llm, "stream_step", failing)
         monkeypatch.setattr(llm, "is_loaded", lambda: True)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not trace_screen.running
+        await wait_for(pilot, lambda: not trace_screen.view.running
                        and "server said" in shown(trace_screen.query_one("#run-status")))
         status = shown(trace_screen.query_one("#run-status"))
         assert_literal(status)

@@ -58,7 +58,7 @@ async def test_enter_resumes_the_session_as_saved(store: Store) -> None:
         views = list(screen.query(ThoughtView))
         assert [view.text for view in views] == [step.text for step in trace.steps]
         assert views[2].status == "mistake" and views[3].status == "after"
-        assert screen.selected == 3
+        assert screen.view.selected == 3
 
 
 async def test_r_renames_in_the_store(store: Store) -> None:
@@ -151,4 +151,4 @@ async def test_the_footer_names_enter_and_enter_in_the_search_line_searches(
         assert resumes == []  # enter in the search line searched, and opened nothing
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
-        assert len(resumes) == 1 and app.screen.trace.session.name == "mine"
+        assert len(resumes) == 1 and app.screen.view.trace.session.name == "mine"

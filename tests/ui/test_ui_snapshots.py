@@ -61,8 +61,8 @@ def test_main_screen_after_a_few_steps(snap_compare, size: tuple[int, int]) -> N
         screen = app.screen
         for count in (1, 2, 3):
             await pilot.press("n")
-            await wait_for(pilot, lambda count=count: len(screen.trace.steps) == count
-                           and not screen.running, timeout=30)
+            await wait_for(pilot, lambda count=count: len(screen.view.trace.steps) == count
+                           and not screen.view.running, timeout=30)
         await settle(pilot)
 
     app = make_app(task="word_sorting", question=0)
@@ -77,8 +77,8 @@ def test_main_screen_at_250_columns(snap_compare) -> None:
         screen = app.screen
         for count in (1, 2):
             await pilot.press("n")
-            await wait_for(pilot, lambda count=count: len(screen.trace.steps) == count
-                           and not screen.running, timeout=30)
+            await wait_for(pilot, lambda count=count: len(screen.view.trace.steps) == count
+                           and not screen.view.running, timeout=30)
         await settle(pilot)
 
     app = make_app(task="word_sorting", question=0)
@@ -95,7 +95,7 @@ def test_main_screen_with_a_flagged_mistake(snap_compare, size: tuple[int, int])
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         screen = app.screen
         await pilot.press("j", "j", "j", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         await settle(pilot)
 
     app = make_app(session_id=trace.id)
@@ -116,15 +116,15 @@ def test_main_screen_with_finder_verdicts_and_agreement(
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         screen = app.screen
         await pilot.press("j", "j", "j", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 4)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 4)
         await pilot.press("f")
         await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
         await pilot.press("down")  # CoT, step-level
         app.screen.query_one("#find-judge-all", Checkbox).value = True
         await pilot.press("enter")
-        await wait_for(pilot, lambda: screen.finder is not None
-                       and screen.finder.state == "finished" and not screen.finding)
-        assert screen.selected == 4  # the thought the model faults
+        await wait_for(pilot, lambda: screen.view.finder is not None
+                       and screen.view.finder.state == "finished" and not screen.view.finding)
+        assert screen.view.selected == 4  # the thought the model faults
         await pilot.press("e")
         await settle(pilot)
 
@@ -297,10 +297,10 @@ def test_edit_thought_dialog(snap_compare, size: tuple[int, int]) -> None:
         app = pilot.app
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
         await pilot.press("j")  # Thought 2, the one rewritten
-        await wait_for(pilot, lambda: app.screen.selected == 2)
+        await wait_for(pilot, lambda: app.screen.view.selected == 2)
         # Pushed as `w` pushes it, but not from w's worker: that worker waits for the
         # dialog's answer, and a steady frame is one with no worker running.
-        await app.push_screen(EditThoughtScreen(2, app.screen.trace.steps[1].text))
+        await app.push_screen(EditThoughtScreen(2, app.screen.view.trace.steps[1].text))
         await settle(pilot)
 
     app = make_app(session_id=trace.id)

@@ -57,16 +57,16 @@ async def test_n_generates_one_thought_and_commits_it(store: Store) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) == 1)
+        await wait_for(pilot, lambda: not screen.view.running and len(screen.view.trace.steps) == 1)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) == 2)
+        await wait_for(pilot, lambda: not screen.view.running and len(screen.view.trace.steps) == 2)
         row = bundled_rows(TASK)[0]
-        saved = store.branch(screen.trace.id)
+        saved = store.branch(screen.view.trace.id)
         assert [step.text for step in saved] == row.steps[:2]
         assert [view.text for view in finished_views(app)] == row.steps[:2]
-        # Each thought shows its tokens; the title shows the running totals.
+        # Each thought shows its tokens and cost; the title shows the running totals.
         meta = finished_views(app)[0].meta
-        assert "tok" in meta
+        assert " in · " in meta and " out · $0" in meta
         assert "2 calls" in str(screen.query_one("#title-bar .title-right").render())
 
 
@@ -86,8 +86,8 @@ async def test_each_thought_shows_its_log_probability_when_asked(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not screen.running and len(screen.trace.steps) == 1)
-        [step] = store.branch(screen.trace.id)
+        await wait_for(pilot, lambda: not screen.view.running and len(screen.view.trace.steps) == 1)
+        [step] = store.branch(screen.view.trace.id)
         assert step.logprob is not None and step.logprob < 0
         assert f"log-prob {step.logprob:.2f}" in finished_views(app)[0].meta
         assert openai_server.requests[-1].body["logprobs"] is True
@@ -98,15 +98,15 @@ async def test_r_runs_to_the_answer_and_shows_whether_it_matches(store: Store) -
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot)
         await pilot.press("r")
-        await wait_for(pilot, lambda: screen.trace.finished and not screen.running)
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
         row = bundled_rows(TASK)[0]
-        assert [step.text for step in store.branch(screen.trace.id)] == row.steps
+        assert [step.text for step in store.branch(screen.view.trace.id)] == row.steps
         answer = str(screen.query_one("#answer").render())
         assert row.answer.strip() in answer
         assert ("matches the target" in answer) == (row.answer.strip() == row.target.strip())
         assert "Finished with an answer" in str(screen.query_one("#run-status").render())
         # n and r are greyed out while running, and work again after.
-        assert screen.check_action("step", ()) is True
+        assert screen.view.check_action("step", ()) is True
 
 
 async def test_escape_mid_stream_drops_the_half_thought(
@@ -126,10 +126,10 @@ async def test_escape_mid_stream_drops_the_half_thought(
         streaming = next(v for v in screen.query(ThoughtView) if v.streaming)
         assert streaming.text and "▌" in streaming.shown
         await pilot.press("escape")
-        await wait_for(pilot, lambda: not screen.running)
+        await wait_for(pilot, lambda: not screen.view.running)
         await app.workers.wait_for_complete()
         await pilot.pause()  # the worker's last messages reach the screen
-        saved = store.branch(screen.trace.id)
+        saved = store.branch(screen.view.trace.id)
         row = bundled_rows("word_sorting")[0]
         # Only finished thoughts are saved and on screen, and they are the recorded ones.
         assert 1 <= len(saved) < len(row.steps)
@@ -146,16 +146,16 @@ async def test_moving_and_flagging_the_first_mistake(store: Store) -> None:
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot, store)
-        assert screen.selected == 1
+        assert screen.view.selected == 1
         await pilot.press("j", "down", "j")
-        assert screen.selected == 4
+        assert screen.view.selected == 4
         await pilot.press("k", "up")
-        assert screen.selected == 2
+        assert screen.view.selected == 2
         await pilot.press("down")
-        assert screen.selected == 3
+        assert screen.view.selected == 3
         assert [v.number for v in screen.query(".-selected")] == [3]
         await pilot.press("x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 3)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 3)
         label = store.current_label(trace.id)
         assert label is not None and label.mistake_step_id == trace.steps[2].id
         views = finished_views(app)
@@ -166,7 +166,7 @@ async def test_moving_and_flagging_the_first_mistake(store: Store) -> None:
                        str(screen.query_one("#run-status").render()))
         # Moving past either end stays on the ends.
         await pilot.press("j", "j", "j", "j", "j")
-        assert screen.selected == 5
+        assert screen.view.selected == 5
 
 
 async def test_no_mistake_then_undo_restores_the_previous_label(store: Store) -> None:
@@ -175,20 +175,20 @@ async def test_no_mistake_then_undo_restores_the_previous_label(store: Store) ->
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot, store)
         await pilot.press("j", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 2)
         await pilot.press("c")  # the answer is wrong: c asks first (issue 10, item 5)
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
-        await wait_for(pilot, lambda: screen.trace.no_mistake)
+        await wait_for(pilot, lambda: screen.view.trace.no_mistake)
         label = store.current_label(trace.id)
         assert label is not None and label.mistake_step_id is None
         assert [v.status for v in finished_views(app)] == ["ok"] * 5
         await pilot.press("u")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 2)
         label = store.current_label(trace.id)
         assert label is not None and label.mistake_step_id == trace.steps[1].id
         await pilot.press("u")
-        await wait_for(pilot, lambda: screen.trace.label is None)
+        await wait_for(pilot, lambda: screen.view.trace.label is None)
         assert store.current_label(trace.id) is None
         assert [v.status for v in finished_views(app)] == ["plain"] * 5
         await pilot.press("u")
@@ -312,11 +312,11 @@ async def test_keymap_from_the_config_rebinds_keys(store: Store) -> None:
         # The old keys do nothing now: keys are handled in order, so once the new "l" has
         # moved the selection, "j" and "x" before it have been handled (and did nothing).
         await pilot.press("j", "x", "l")
-        await wait_for(pilot, lambda: screen.selected == 2)
+        await wait_for(pilot, lambda: screen.view.selected == 2)
         await app.workers.wait_for_complete()
-        assert screen.selected == 2 and screen.trace.label is None
+        assert screen.view.selected == 2 and screen.view.trace.label is None
         await pilot.press("l", "m")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 3)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 3)
         # The footer and the help screen show the new keys.
         await pilot.press("question_mark")
         keys = {row.keys: row.binding_id for row in app.screen.rows}
@@ -385,13 +385,13 @@ async def test_resume_shows_the_saved_steps_latencies_and_label(store: Store) ->
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot)
         await pilot.press("n", "n")
-        await wait_for(pilot, lambda: len(screen.trace.steps) == 2 and not screen.running)
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 2 and not screen.view.running)
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(screen.trace.steps) == 3 and not screen.running)
-        assert screen.selected == 3  # the selection followed the new thoughts
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 3 and not screen.view.running)
+        assert screen.view.selected == 3  # the selection followed the new thoughts
         await pilot.press("k", "x")
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
-        session_id = screen.trace.id
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 2)
+        session_id = screen.view.trace.id
         before = [(v.text, v.meta, v.status)
                   for v in finished_views(app)]
         title = str(screen.query_one("#title-bar .title-right").render())
@@ -403,7 +403,7 @@ async def test_resume_shows_the_saved_steps_latencies_and_label(store: Store) ->
         assert after == before
         assert " s · " in before[0][1]  # latency and tokens were shown and came back
         assert str(screen.query_one("#title-bar .title-right").render()) == title
-        assert screen.selected == 2  # the flagged thought
+        assert screen.view.selected == 2  # the flagged thought
 
 
 # -- what the stepper can report, fed straight to the screen
@@ -413,20 +413,20 @@ async def test_restart_failure_and_finish_reasons_are_shown(store: Store) -> Non
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot, store)
-        screen._on_event(StepStarted(3))
+        screen.view.generation.on_event(StepStarted(3))
         await pilot.pause()
-        screen._on_event(StepDelta(3, "half a tho"))
+        screen.view.generation.on_event(StepDelta(3, "half a tho"))
         view = thought(screen, 3)
         assert view.text == "half a tho"
-        screen._on_event(StepRestarted(3, "rate limited [bold]", 1.0))
+        screen.view.generation.on_event(StepRestarted(3, "rate limited [bold]", 1.0))
         await pilot.pause()
         assert view.text == ""
         assert "retrying (rate limited [bold])" in view.meta
-        screen._drop_unfinished()
+        screen.view.generation.drop_unfinished()
         await pilot.pause()
         for reason, words in (("step_limit", "step limit"), ("empty", "returned nothing"),
                               ("truncated", "token limit")):
-            screen._on_event(TraceFinished(reason, [], None))
+            screen.view.generation.on_event(TraceFinished(reason, [], None))
             assert words in str(screen.query_one("#run-status").render())
         assert isinstance(StepFinished, type)
 
@@ -443,7 +443,7 @@ async def test_a_failed_step_is_one_clear_message_and_no_half_thought(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot, store)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not screen.running and "Thought 1 failed" in str(
+        await wait_for(pilot, lambda: not screen.view.running and "Thought 1 failed" in str(
             screen.query_one("#run-status").render()), timeout=20)
         status = str(screen.query_one("#run-status").render())
         assert "Thought 1 failed" in status and status.endswith(
@@ -464,8 +464,8 @@ async def test_streaming_follows_the_bottom_unless_the_reader_moved_up(
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot)
         scroll = screen.query_one("#thoughts")
-        screen.action_run()
-        await wait_for(pilot, lambda: len(screen.trace.steps) >= 16, timeout=30)
+        screen.view.action_run()
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) >= 16, timeout=30)
         # Following: the view reaches the bottom once layout catches up (slower under load).
         await wait_for(
             pilot,
@@ -473,18 +473,18 @@ async def test_streaming_follows_the_bottom_unless_the_reader_moved_up(
             timeout=10,
         )
         await pilot.pause(0.1)  # let the layout settle before the reader moves
-        screen.action_first()  # the reader goes back to Thought 1
-        assert screen.selected == 1
-        steps = len(screen.trace.steps)
-        await wait_for(pilot, lambda: len(screen.trace.steps) >= steps + 2, timeout=30)
+        screen.view.action_first()  # the reader goes back to Thought 1
+        assert screen.view.selected == 1
+        steps = len(screen.view.trace.steps)
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) >= steps + 2, timeout=30)
         assert scroll.scroll_y == 0  # not yanked down
         # Back at the last thought, it follows again.
-        screen.selected = len(screen.trace.steps) - 1
-        screen.action_move(1)
-        steps = len(screen.trace.steps)
-        await wait_for(pilot, lambda: len(screen.trace.steps) >= steps + 2, timeout=30)
+        screen.view.selected = len(screen.view.trace.steps) - 1
+        screen.view.action_move(1)
+        steps = len(screen.view.trace.steps)
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) >= steps + 2, timeout=30)
         await wait_for(pilot, lambda: scroll.scroll_y >= scroll.max_scroll_y - 3, timeout=10)
-        screen.action_stop()
+        screen.view.action_stop()
 
 
 async def test_the_command_palette_offers_the_main_actions(store: Store) -> None:
@@ -498,9 +498,9 @@ async def test_the_command_palette_offers_the_main_actions(store: Store) -> None
                       "Show the model's answer", "Gold label", "New session", "Sessions",
                       "Keys"):
             assert title in commands, title
-        screen.selected = 2
+        screen.view.selected = 2
         commands["Flag the first mistake"].callback()
-        await wait_for(pilot, lambda: screen.trace.mistake_number == 2)
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 2)
         # And the palette itself opens on ctrl+p and finds them by name.
         await pilot.press("ctrl+p")
         await pilot.pause()
@@ -532,7 +532,7 @@ async def test_resume_scrolls_to_the_flagged_thought(store: Store) -> None:
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot, store)
-        await wait_for(pilot, lambda: screen.selected == 12)
+        await wait_for(pilot, lambda: screen.view.selected == 12)
         view = thought(screen, 12)
         pane = screen.query_one("#thoughts")
         assert pane.scroll_y > 0
@@ -737,14 +737,17 @@ async def test_the_header_parts_never_run_together(store: Store, size) -> None:
     app = make_app(session_id=trace.id)
     async with app.run_test(size=size) as pilot:
         screen = await open_recorded(pilot)
-        screen.totals = Totals(1234, 10_000_000, 2_000_000, 12.5, 0)
-        screen._show_title()
+        screen.view.totals = Totals(1234, 10_000_000, 2_000_000, 12.5, 0)
+        screen.show_title()
         await pilot.pause()
         left = screen.query_one("#title-bar .title-left")
         right = screen.query_one("#title-bar .title-right")
         assert left.region.right <= right.region.x
         shown = str(right.render())
-        assert shown == "1,234 calls · 12,000,000 tok · $12.500"
+        # The figures as they fit beside a long title (at most half the bar): without the
+        # calls at 120 columns, the tokens in one sum at 80.
+        assert shown == ("10,000,000 in / 0 cached / 2,000,000 out · $12.5000" if size == SIZE
+                         else "12,000,000 tok, 0 cached · $12.5000")
         assert right.content_region.x - left.region.right >= 2
         # The model the next step uses stays whole; the app's name goes first.
         assert "multistep_arithmetic #7 — replay/bbm" in str(left.render())

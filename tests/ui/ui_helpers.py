@@ -171,7 +171,7 @@ async def run_finder(
 
     screen = pilot.app.screen
     assert isinstance(screen, TraceScreen)
-    before = screen.finder
+    before = screen.view.finder
     await pilot.press("f")
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, FindScreen))
     await pilot.pause()
@@ -188,8 +188,8 @@ async def run_finder(
         dialog.query_one("#find-judge-all", Checkbox).value = True
     await pilot.press("enter")
     await wait_for(pilot, lambda: pilot.app.screen is screen)
-    await wait_for(pilot, lambda: screen.finder is not before)
+    await wait_for(pilot, lambda: screen.view.finder is not before)
     if wait:
-        await wait_for(pilot, lambda: not screen.finding
-                       and screen.finder.state != "running", timeout=30)
+        await wait_for(pilot, lambda: not screen.view.finding
+                       and screen.view.finder.state != "running", timeout=30)
         await pilot.pause()

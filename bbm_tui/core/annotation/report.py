@@ -38,7 +38,7 @@ from bbm_tui.core.dataset import (
 from bbm_tui.core.dataset.formats import row_ratings
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.store import Store
-from bbm_tui.core.types import DEFAULT_ANNOTATOR
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource
 
 
 @dataclass
@@ -53,8 +53,9 @@ class AgreementData:
     adjudicated: dict[str, Location] = field(default_factory=dict)
     # What the command says about its files (a trace one file labels twice, differently).
     notes: list[str] = field(default_factory=list)
-    # Traces the app's own labels were left out on (from_store).
-    app_left_out: int = 0
+    # The app's own labels left out (from_store): traces of sessions `import` made, and of
+    # the others (labelled on the main screen).
+    app_left_out: AppLabelsLeftOut = field(default_factory=lambda: AppLabelsLeftOut(0, 0))
     # annotator -> {(trace, 0-based step) -> rating}: PRM800K-style step ratings, where given.
     ratings: dict[str, dict[RatingUnit, int]] = field(default_factory=dict)
 
@@ -168,18 +169,39 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-# What the app's own labels (the main screen's x and c) are called when they are counted.
+# What the app's own labels outside the annotation queues are called when they are counted.
 APP_ANNOTATOR = "app"
+
+
+@dataclass(frozen=True)
+class AppLabelsLeftOut:
+    """How many traces' own labels agreement over the store left out, by what made them."""
+
+    imported: int  # sessions `import` made: a file's labels, or relabelled since
+    main_screen: int  # every other session: labelled with x or c on the main screen
+
+    @property
+    def total(self) -> int:
+        return self.imported + self.main_screen
 
 
 def from_store(store: Store, *, app_labels: bool = False) -> AgreementData:
     """The store's labels (the adjudicator's apart), by session; gold from the queued files.
-    The app's own labels (the main screen's, under DEFAULT_ANNOTATOR, a name nobody typed)
-    are left out, their count in `app_left_out`, unless `app_labels`: then they are an
-    annotator named APP_ANNOTATOR."""
+    Labels under the app's own annotator name (DEFAULT_ANNOTATOR) are an annotator's where
+    they are on an annotation queue's session (the app's "Annotate files" offers that name).
+    Elsewhere they are the session's own label, given on the main screen or brought in by
+    `import`: on sessions no annotator shares, so that as an annotator they could only add
+    a row of "—". They are left out, counted in `app_left_out`, unless `app_labels`: then
+    they are an annotator named APP_ANNOTATOR."""
     labels = store_labels(store)
     found_by = dict(labels.by_annotator)
-    app = found_by.pop(DEFAULT_ANNOTATOR, {})
+    own = found_by.pop(DEFAULT_ANNOTATOR, {})
+    sources = {session_id: store.session(session_id).source for session_id in own}
+    queued = {key: value for key, value in own.items()
+              if sources[key] == SessionSource.ANNOTATE}
+    app = {key: value for key, value in own.items() if key not in queued}
+    if queued:
+        found_by[DEFAULT_ANNOTATOR] = queued
     if app_labels and app:
         found_by[APP_ANNOTATOR] = app
     data = AgreementData(
@@ -188,9 +210,13 @@ def from_store(store: Store, *, app_labels: bool = False) -> AgreementData:
         gold={str(key): value for key, value in labels.gold.items()},
         adjudicated={str(key): value for key, value in labels.adjudicated.items()},
     )
-    data.app_left_out = 0 if app_labels else len(app)
+    if not app_labels:
+        imported = sum(sources[key] == SessionSource.IMPORT for key in app)
+        data.app_left_out = AppLabelsLeftOut(imported, len(app) - imported)
     for label in labels.labels:
-        name = APP_ANNOTATOR if label.annotator == DEFAULT_ANNOTATOR else label.annotator
+        name = label.annotator
+        if name == DEFAULT_ANNOTATOR and label.session_id in app:
+            name = APP_ANNOTATOR
         if label.ratings is not None and name in found_by:
             data.ratings.setdefault(name, {}).update(
                 ((str(label.session_id), index), value)

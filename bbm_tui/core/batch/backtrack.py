@@ -338,18 +338,16 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
             for note in (event.resample.without_logprobs, event.resample.partly_scored):
                 if note:
                     progress.note(note)
-            progress.calls += len(event.resample.samples.calls)
             progress.impossible_logprobs += sum(
                 candidate.impossible_logprobs for candidate in event.resample.samples.candidates)
             for call in event.resample.samples.calls:
-                progress.add_cost(call.cost)
+                progress.add_call(call, settings.call)
             notify(progress)
         elif isinstance(event, BranchMade) and chosen_index is not None:
             stored[chosen_index] = replace(stored[chosen_index], step_id=event.step.id)
         elif isinstance(event, StepFinished):
             progress.steps += 1
-            progress.calls += event.call.one_call_share == 0  # one call, many steps: once
-            progress.add_cost(event.call.cost)
+            progress.add_call(event.call, settings.call)
             notify(progress)
         elif isinstance(event, StepFailed):
             raise event.error
@@ -422,5 +420,6 @@ def to_json(result: BacktrackResult, locations: Locations) -> dict[str, Any]:
     return {"tasks": {task: deltas.to_json() for task, deltas in result.tables.items()},
             "locations": locations.kind,
             **({"paper": paper_table_6(locations.paper_key)} if locations.paper_key else {}),
-            **({"notes": list(result.progress.notes)} if result.progress.notes else {})}
+            **({"notes": list(result.progress.notes)} if result.progress.notes else {}),
+            "usage": result.progress.usage_json()}
 

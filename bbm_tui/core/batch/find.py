@@ -260,9 +260,8 @@ async def _find_one(
     except ValueError as error:  # a trace with no thoughts
         progress.fail(job.task, str(error))
         return None
-    progress.calls += len(result.calls)
     for call in result.calls:
-        progress.add_cost(call.cost)
+        progress.add_call(call, settings or llm.CallSettings())
     return result
 
 

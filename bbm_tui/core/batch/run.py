@@ -159,9 +159,8 @@ async def _generate_row(
             break
         if isinstance(event, StepFinished):
             progress.steps += 1
-            progress.calls += event.call.one_call_share == 0  # one call, many steps: once
             progress.impossible_logprobs += event.call.impossible_logprobs
-            progress.add_cost(event.call.cost)
+            progress.add_call(event.call, (settings or StepperSettings()).call)
             notify(progress)
     elapsed = time.perf_counter() - started
     latency = _total_latency(store, trace, elapsed)

@@ -17,8 +17,9 @@ from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from bbm_tui.core import llm
 from bbm_tui.core.batch.shard import Shard, ShardError, check_unsharded
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.dataset.outfile import open_appended
@@ -44,6 +45,16 @@ class Progress:
     cost: float = 0.0
     # Calls whose price litellm does not know: the running cost is then a lower bound.
     unpriced_calls: int = 0
+    # Their models, in the order first met.
+    unpriced_models: list[str] = field(default_factory=list)
+    # Tokens as the providers counted them: every prompt token, the part read from the
+    # prompt cache, the part written to it, and the answers'; calls whose counts are estimates.
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    completion_tokens: int = 0
+    estimated_calls: int = 0  # their output's count; of those, their prompt's too:
+    prompt_estimated_calls: int = 0
     errors: list[str] = field(default_factory=list)
     duplicates: int = 0  # jobs the inputs listed more than once (done once)
     mended: str | None = None  # the repair made to OUT, if any
@@ -57,16 +68,45 @@ class Progress:
         self.failed += 1
         self.errors.append(f"{task}: {message}")
 
-    def add_cost(self, cost: float | None) -> None:
-        if cost is None:
-            self.unpriced_calls += 1
+    def add_call(self, call: llm.CallRecord, settings: llm.CallSettings) -> None:
+        """Count one call: its tokens, its price (an unknown one names its model), and the
+        note, said once, when its prompt was too short for the provider's prompt cache. The
+        steps one streamed call gave (one-call mode) are its shares: the call counts once."""
+        first_share = call.one_call_share == 0
+        self.calls += first_share
+        self.prompt_tokens += call.prompt_tokens or 0
+        self.cached_tokens += call.cached_tokens or 0
+        self.cache_write_tokens += call.cache_write_tokens or 0
+        self.completion_tokens += call.completion_tokens or 0
+        self.estimated_calls += call.usage_estimated
+        self.prompt_estimated_calls += call.prompt_estimated
+        if call.cost is None:
+            self.unpriced_calls += first_share
+            if call.model not in self.unpriced_models:
+                self.unpriced_models.append(call.model)
         else:
-            self.cost += cost
+            self.cost += call.cost
+        note = llm.below_caching_minimum(call, settings)
+        if note is not None:
+            self.note(note)
 
     def note(self, note: str) -> None:
         """Say `note` once in the summary, however many traces gave it."""
         if note not in self.notes:
             self.notes.append(note)
+
+    def usage_json(self) -> dict[str, Any]:
+        """The calls' tokens and cost, for a command's --json (cost None: unknown)."""
+        known = not (self.calls and self.unpriced_calls >= self.calls)
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                "cached_tokens": self.cached_tokens,
+                "cache_write_tokens": self.cache_write_tokens,
+                "completion_tokens": self.completion_tokens,
+                "estimated_calls": self.estimated_calls,
+                "prompt_estimated_calls": self.prompt_estimated_calls,
+                "cost": round(self.cost, 8) if known else None,
+                "unpriced_calls": self.unpriced_calls,
+                "cost_unknown_for": list(self.unpriced_models)}
 
 
 @dataclass
@@ -91,6 +131,13 @@ class ProgressDelta:
     failed: int = 0
     errors: list[str] = field(default_factory=list)
     one_at_a_time: list[str] = field(default_factory=list)
+    unpriced_models: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    completion_tokens: int = 0
+    estimated_calls: int = 0
+    prompt_estimated_calls: int = 0
     impossible_logprobs: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -99,6 +146,9 @@ class ProgressDelta:
         """A trace's own progress (counted from zero) and the child's one-at-a-time servers."""
         return cls(progress.calls, progress.cost, progress.unpriced_calls, progress.steps,
                    progress.failed, progress.errors, one_at_a_time_endpoints(),
+                   progress.unpriced_models, progress.prompt_tokens, progress.cached_tokens,
+                   progress.cache_write_tokens, progress.completion_tokens,
+                   progress.estimated_calls, progress.prompt_estimated_calls,
                    progress.impossible_logprobs, progress.notes)
 
     def add_to(self, progress: StepsProgress) -> None:
@@ -109,6 +159,15 @@ class ProgressDelta:
         progress.impossible_logprobs += self.impossible_logprobs
         progress.failed += self.failed
         progress.errors.extend(self.errors)
+        progress.prompt_tokens += self.prompt_tokens
+        progress.cached_tokens += self.cached_tokens
+        progress.cache_write_tokens += self.cache_write_tokens
+        progress.completion_tokens += self.completion_tokens
+        progress.estimated_calls += self.estimated_calls
+        progress.prompt_estimated_calls += self.prompt_estimated_calls
+        for model in self.unpriced_models:
+            if model not in progress.unpriced_models:
+                progress.unpriced_models.append(model)
         for endpoint in self.one_at_a_time:
             progress.note(one_at_a_time_note(endpoint, processes=True))
         for note in self.notes:

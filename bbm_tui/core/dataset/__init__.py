@@ -462,6 +462,13 @@ def bundled_path(task_name: str) -> Path:
     return dataset_dir() / f"{task_name}.jsonl"
 
 
+def questions_file(task: Task | str) -> Path | None:
+    """The file the app lists a task's questions from: the paper's dataset file for the
+    paper's five, a task of one's own's `questions` file (None where it names none)."""
+    found = get_task(task)
+    return bundled_path(found.name) if found.is_paper else found.questions_path
+
+
 def question_rows(task: Task | str) -> tuple[TraceRow, ...]:
     """The questions the app lists for a task: the paper's dataset for the paper's five; for
     a task of one's own, the rows of its `questions` file (dataset rows, or rows of `input`

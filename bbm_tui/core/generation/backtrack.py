@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from bbm_tui.core import llm
-from bbm_tui.core.prompts.generation import next_step_prompt
+from bbm_tui.core.prompts.generation import next_step_parts
 from bbm_tui.core.tasks import Task, task_name
 
 SAMPLES = 8
@@ -127,14 +127,15 @@ async def resample_step(
     refusal = llm.offline_refusal(spec, task)
     if refusal is not None:
         raise refusal
-    prompt = next_step_prompt(task, input_text, prior)
+    parts = next_step_parts(task, input_text, prior)
 
     def arrived(arrival: llm.Arrived) -> None:
         if on_sample is not None:
             for candidate, position in zip(arrival.candidates, arrival.positions, strict=True):
                 on_sample(SampleArrived(position, candidate, repeats(candidate, original)))
 
-    samples = await llm.sample_steps(spec, prompt, n, sample_settings(settings), arrived)
+    samples = await llm.sample_steps(spec, "".join(parts), n, sample_settings(settings),
+                                     arrived, parts=parts)
     dropped = [repeats(candidate, original) for candidate in samples.candidates]
     chosen, chosen_by = choose(samples.candidates, dropped)
     return Resample(len(prior) + 1, original, samples, dropped, chosen, chosen_by)

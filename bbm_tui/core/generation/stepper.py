@@ -23,7 +23,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 from bbm_tui.core import llm
-from bbm_tui.core.prompts.generation import next_step_prompt
+from bbm_tui.core.prompts.generation import next_step_parts
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.types import DEFAULT_STEP_LIMIT, StepperSettings, TraceEnd
 
@@ -127,13 +127,14 @@ async def run_steps(
                 return
             number = len(written) + 1 + (held_empty is not None)
             context = written + ([""] if held_empty is not None else [])
-            prompt = next_step_prompt(task, input_text, context)
+            parts = next_step_parts(task, input_text, context)
+            prompt = "".join(parts)
             if one_call and held_empty is None:
                 one_call = False  # one such call a run; then one call a step
                 yield StepStarted(number)
                 streaming = number
                 end: TraceFinished | None = None
-                async with aclosing(_one_call_steps(task, spec, prompt, number, settings, pin,
+                async with aclosing(_one_call_steps(task, spec, parts, number, settings, pin,
                                                     target, written, max_new_steps)) as events:
                     async for event in events:
                         if isinstance(event, StepStarted):
@@ -153,7 +154,8 @@ async def run_steps(
             streaming = None
             result: llm.StepText | None = None
             try:
-                async for item in llm.stream_step(spec, prompt, settings.call, pin):
+                async for item in llm.stream_step(spec, prompt, settings.call, pin,
+                                                  parts=parts):
                     if isinstance(item, llm.TextDelta):
                         yield StepDelta(number, item.text)
                     elif isinstance(item, llm.Restart):
@@ -195,7 +197,7 @@ async def run_steps(
 async def _one_call_steps(
     task: Task,
     spec: llm.ModelSpec,
-    prompt: str,
+    parts: Sequence[str],
     number: int,
     settings: StepperSettings,
     pin: llm.DeploymentPin,
@@ -209,7 +211,8 @@ async def _one_call_steps(
     stops giving steps first, a StepRestarted voids the text of a step it had begun.
     `written` is the caller's list of steps, which it extends at each StepFinished."""
     added = 0
-    async with aclosing(llm.stream_steps(spec, prompt, number, settings.call, pin)) as items:
+    async with aclosing(llm.stream_steps(spec, "".join(parts), number, settings.call, pin,
+                                         parts=parts)) as items:
         async for item in items:
             if isinstance(item, llm.LineStarted):
                 number = item.number

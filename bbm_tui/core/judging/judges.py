@@ -1,8 +1,8 @@
 """Every judge (anything that says which step of a trace is wrong) described once: the paper's
 finders (judging/finders.py) and the task verifier (judging/verifier.py). The batch `find`
-(core/batch/find.py), a session's recorded run (core/trace/recording.py), the trace screen's
-finder and its dialog (ui/screens/trace_finding.py, ui/dialogs.py) read them from here, so a
-new judge is its module and one entry in JUDGES.
+(core/batch/find.py), a session's recorded run (core/trace/recording.py), the trace view's
+finder and its dialog (ui/screens/trace/finding.py, ui/dialogs/find.py) read them from here, so
+a new judge is its module and one entry in JUDGES.
 
 A judge's run yields the finders' events: one StepJudged per thought it judges (or one
 TraceJudged for the whole trace), then FindFinished. The runs are imported only when a judge

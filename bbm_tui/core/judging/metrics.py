@@ -67,7 +67,9 @@ def dataset_stats(rows_by_task: Mapping[str, Sequence[TraceRow]],
     rule. With `files` (each file's rows with their tasks), the same figures per file under
     `"files"`; and where the first mistakes are, `"mistake_index_histogram"`: `{"tasks":
     {TASK: {INDEX: count}}, "files": {FILE: {...}}, "overall": {...}}`, by 0-based
-    `mistake_index`, over the traces labelled with a mistake."""
+    `mistake_index`, over the traces labelled with a mistake; `"mistake_position_histogram"`
+    the same traces by where in the trace the first mistake is (`mistake_position_histogram`),
+    and `"steps_histogram"` every trace by its number of steps, in the same shape."""
     tasks = {name: task_stats(rows, name) for name, rows in rows_by_task.items()}
     everything = [row for rows in rows_by_task.values() for row in rows]
     overall = replace(task_stats(everything),
@@ -78,12 +80,15 @@ def dataset_stats(rows_by_task: Mapping[str, Sequence[TraceRow]],
     }
     if files is not None:
         result["files"] = {name: _file_stats(rows).to_json() for name, rows in files.items()}
-        result["mistake_index_histogram"] = {
-            "tasks": {name: mistake_histogram(rows) for name, rows in rows_by_task.items()},
-            "files": {name: mistake_histogram([row for _task, row in rows])
-                      for name, rows in files.items()},
-            "overall": mistake_histogram(everything),
-        }
+        for key, count in (("mistake_index_histogram", mistake_histogram),
+                           ("mistake_position_histogram", mistake_position_histogram),
+                           ("steps_histogram", steps_histogram)):
+            result[key] = {
+                "tasks": {name: count(rows) for name, rows in rows_by_task.items()},
+                "files": {name: count([row for _task, row in rows])
+                          for name, rows in files.items()},
+                "overall": count(everything),
+            }
     return result
 
 
@@ -105,6 +110,33 @@ def mistake_histogram(rows: Sequence[TraceRow]) -> dict[str, int]:
         if row.labelled and row.mistake_index is not None:
             counts[row.mistake_index] = counts.get(row.mistake_index, 0) + 1
     return {str(index): counts[index] for index in sorted(counts)}
+
+
+# Where in a trace the first mistake is, in fifths: Thought k of n is at k/n of the trace, so
+# Thought 1 of 5 is in the first fifth and the last thought always in the last.
+POSITION_BINS = 5
+
+
+def mistake_position_histogram(rows: Sequence[TraceRow]) -> list[int]:
+    """How many traces labelled with a mistake have it in each fifth of the trace: Thought k of
+    n (k = mistake_index + 1) counts in fifth ceil(5k/n), computed in whole numbers so that a
+    thought on a boundary (Thought 2 of 10: 20%) is never put in the next fifth by rounding."""
+    counts = [0] * POSITION_BINS
+    for row in rows:
+        if not (row.labelled and row.mistake_index is not None and row.steps):
+            continue
+        number = min(row.mistake_index + 1, len(row.steps))
+        fifth = (POSITION_BINS * number + len(row.steps) - 1) // len(row.steps)
+        counts[fifth - 1] += 1
+    return counts
+
+
+def steps_histogram(rows: Sequence[TraceRow]) -> dict[str, int]:
+    """How many traces have each number of steps, in order (JSON keys: the count as text)."""
+    counts: dict[int, int] = {}
+    for row in rows:
+        counts[len(row.steps)] = counts.get(len(row.steps), 0) + 1
+    return {str(steps): counts[steps] for steps in sorted(counts)}
 
 
 # --------------------------------------------------------------------------- Tables 4, 5, 9

@@ -7,6 +7,8 @@ Everything the rest of the code needs comes out of here as plain dataclasses and
 - sampling.py: n candidates for one step, with their token log-probabilities (backtracking);
 - errors.py: one failure kind per `LLMError`, and our own bounded retries;
 - capabilities.py: what each provider accepts (native stop, temperature, log-probabilities);
+- caching.py: prompts marked for the providers' prompt caches, and their minimums;
+- usage.py, usage_events.py: a call's usage as the provider counted it, and its price;
 - probe.py: "test connection", one tiny call;
 - loader.py: litellm imported lazily, once, with the offline providers registered;
 - http_guard.py: every reply body bounded and made valid UTF-8;
@@ -18,6 +20,7 @@ Everything the rest of the code needs comes out of here as plain dataclasses and
 
 from __future__ import annotations
 
+from bbm_tui.core.llm.caching import below_caching_minimum, caching_minimum, marks_cache
 from bbm_tui.core.llm.capabilities import (
     accepts_native_stop,
     accepts_temperature,
@@ -141,6 +144,8 @@ __all__ = [
     "accepts_native_stop",
     "accepts_temperature",
     "asks_logprobs",
+    "below_caching_minimum",
+    "caching_minimum",
     "call_to_json",
     "check_connection",
     "check_group",
@@ -152,6 +157,7 @@ __all__ = [
     "key_env_var",
     "key_env_vars",
     "litellm_module",
+    "marks_cache",
     "model_basename",
     "offline_refusal",
     "one_at_a_time_endpoints",

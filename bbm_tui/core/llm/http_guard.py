@@ -20,10 +20,11 @@ so that each reply body is
 - when it is a stream (server-sent events, or Ollama's newline-delimited JSON,
   `application/x-ndjson`), passed on piece by piece as it comes (an event stream's
   alternatives cut to those asked for, event by event), and watched for the provider's own
-  counts (`"usage": {...}`, Gemini's `"usageMetadata"`, Ollama's `"prompt_eval_count"`): a
-  server that sends none (llama.cpp's, some proxies) gets litellm's own tiktoken count in
-  its place, which the caller records as an estimate (`UsageWatch`, set by the caller around
-  its call).
+  counts (core/llm/usage_events.py), read here because litellm hands them on only in its last
+  chunk, which a stream closed at the step's newline never reaches (Anthropic's input comes
+  in its first event, Gemini's in every chunk): a server that sends none (llama.cpp's, some
+  proxies) gets litellm's own tiktoken count in its place, which the caller records as an
+  estimate (`UsageWatch`, set by the caller around its call).
 
 It is installed once, from `llm.litellm_module()`, by wrapping litellm's
 `AsyncHTTPHandler._create_async_transport` (both the OpenAI-SDK path and litellm's own HTTP
@@ -43,6 +44,7 @@ from typing import Any
 import httpx
 
 from bbm_tui.core.llm.records import UsageWatch, usage_watch
+from bbm_tui.core.llm.usage_events import UsageReader
 from bbm_tui.core.types import sane_tokens
 
 # A step is at most max_tokens * 8 characters and a finder's answer a few thousand tokens;
@@ -50,13 +52,6 @@ from bbm_tui.core.types import sane_tokens
 MAX_REPLY_BYTES = 32 * 2**20
 _PIECE_BYTES = 2**20
 
-
-# The provider's own counts in a stream: `"usage": {` (OpenAI, Anthropic), Gemini's
-# `"usageMetadata": {`, Ollama's `"prompt_eval_count": N` on its last line ("usage": null, or
-# no key at all, is a provider that did not count).
-_USAGE_OBJECT = re.compile(
-    r'"(usage|usageMetadata)"\s*:\s*\{|"(prompt_eval_count|eval_count)"\s*:\s*\d')
-_USAGE_TAIL_CHARS = 32  # kept from one piece to the next, so a split key is still seen
 
 
 class ReplyTooLarge(httpx.ReadError):
@@ -158,8 +153,7 @@ class GuardedStream(httpx.AsyncByteStream):
         self.answer = answer
         # At most this many alternatives a token reach litellm (None: as they came).
         self.keep_alternatives = keep_alternatives
-        self.watch = watch
-        self._usage_tail = ""
+        self.usage = UsageReader(watch) if watch is not None and not whole_json else None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         held = bytearray()
@@ -167,36 +161,36 @@ class GuardedStream(httpx.AsyncByteStream):
             self.keep_alternatives is not None and not self.whole_json) else None
         async for raw in self.inner:
             for piece in self._decompressed(raw):
-                checked = self._checked(piece)
+                text = self._checked(piece)
+                checked = text.encode("utf-8")
                 if self.whole_json:
                     held += checked
                     continue
                 if events is not None:
                     checked = events.take(checked)
-                self._look_for_usage(checked)
+                    # Whole events, so cut between characters.
+                    text = checked.decode("utf-8", "replace")
+                if self.usage is not None:
+                    self.usage.feed(text)
                 if checked:
                     yield checked
-        tail = self.text.decode(b"", final=True).encode("utf-8")
+        tail = self.text.decode(b"", final=True)
         if self.whole_json:
-            held += tail
+            held += tail.encode("utf-8")
             # Cut before anything parses it, and without a second copy of a big body.
             body = (trimmed_alternatives(held, self.keep_alternatives)
                     if self.keep_alternatives is not None else bytes(held))
             held.clear()
             yield sane_usage_json(body, check_choices=self.answer)
             return
+        ending = tail.encode("utf-8")
         if events is not None:
-            tail = events.take(tail) + events.rest()
-        if tail:
-            yield tail
-
-    def _look_for_usage(self, piece: bytes) -> None:
-        if self.watch is None or self.watch.provider_usage:
-            return
-        text = self._usage_tail + piece.decode("utf-8", "replace")
-        if _USAGE_OBJECT.search(text):
-            self.watch.provider_usage = True
-        self._usage_tail = text[-_USAGE_TAIL_CHARS:]
+            ending = events.take(ending) + events.rest()
+        if self.usage is not None:
+            self.usage.feed(ending.decode("utf-8", "replace"))
+            self.usage.finish()
+        if ending:
+            yield ending
 
     def _decompressed(self, raw: bytes) -> Iterator[bytes]:
         """Pieces of at most 1 MiB, so that a bomb is stopped at the limit instead of
@@ -220,13 +214,14 @@ class GuardedStream(httpx.AsyncByteStream):
             if piece:
                 yield piece
 
-    def _checked(self, piece: bytes) -> bytes:
+    def _checked(self, piece: bytes) -> str:
+        """The piece as text (invalid bytes made U+FFFD), counted against the limit."""
         self.size += len(piece)
         if self.size > MAX_REPLY_BYTES:
             raise ReplyTooLarge(
                 f"the reply passed {MAX_REPLY_BYTES // 2**20} MiB and was not read further"
             )
-        return self.text.decode(piece).encode("utf-8")
+        return self.text.decode(piece)
 
     async def aclose(self) -> None:
         close = getattr(self.inner, "aclose", None)

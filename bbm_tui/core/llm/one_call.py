@@ -25,26 +25,27 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bbm_tui.core.llm.caching import step_messages
 from bbm_tui.core.llm.capabilities import asks_logprobs, logprob_kwargs, sent_params
 from bbm_tui.core.llm.errors import classify_error, key_check
-from bbm_tui.core.llm.records import CHARS_PER_TOKEN_CAP, StepText, TextDelta
+from bbm_tui.core.llm.records import CHARS_PER_TOKEN_CAP, StepText, TextDelta, UsageCounts
 from bbm_tui.core.llm.router import DeploymentPin, served_by, start_call, unwrapped
 from bbm_tui.core.llm.transport import (
     ImpossibleLogprobs,
     aligned_tokens,
     call_kwargs,
     close_stream,
-    cost_of,
     provider_finish_reason,
     text_completion_closables,
     token_logprobs,
     unicode_text,
 )
 from bbm_tui.core.llm.turns import call_turn
+from bbm_tui.core.llm.usage import cost_of
 from bbm_tui.core.prompts.thoughts import LINE_BREAK, leading_label
 from bbm_tui.core.types import (
     DEFAULT_STEP_MAX_TOKENS,
@@ -80,14 +81,17 @@ async def stream_steps(
     first_number: int,
     settings: CallSettings | None = None,
     pin: DeploymentPin | None = None,
-) -> AsyncIterator[OneCallEvent]:
+    *,
+    parts: Sequence[str] = (),
+) -> AsyncGenerator[OneCallEvent, None]:
     """The steps of one call, from Thought `first_number` on (see the module's docstring):
     TextDelta as a step's text arrives, LineStarted when a following line begins with its
     label, a StepText for each whole step, and a last CallStopped. Never raises an LLMError:
     a failure is a CallStopped, and the per-step call after it reports it if it lasts."""
     settings = settings or CallSettings()
     queue: asyncio.Queue[OneCallEvent] = asyncio.Queue()
-    reader = asyncio.ensure_future(_read_call(spec, prompt, first_number, settings, pin, queue))
+    reader = asyncio.ensure_future(_read_call(spec, prompt, parts, first_number, settings, pin,
+                                              queue))
     try:
         while True:
             item = await queue.get()
@@ -220,8 +224,9 @@ class _Call:
     inner_stream: Any = None
 
 
-async def _read_call(spec: ModelSpec, prompt: str, first_number: int, settings: CallSettings,
-                     pin: DeploymentPin | None, queue: asyncio.Queue) -> None:
+async def _read_call(spec: ModelSpec, prompt: str, parts: Sequence[str], first_number: int,
+                     settings: CallSettings, pin: DeploymentPin | None,
+                     queue: asyncio.Queue) -> None:
     """Make the call and put its events on `queue`, a CallStopped last."""
     missing = key_check(spec)
     if missing is not None:
@@ -239,7 +244,7 @@ async def _read_call(spec: ModelSpec, prompt: str, first_number: int, settings: 
     if asks_logprobs(spec, settings):
         kwargs |= logprob_kwargs(spec)
     if spec.mode == "chat":
-        kwargs["messages"] = [{"role": "user", "content": prompt}]
+        kwargs["messages"] = step_messages(spec, settings, prompt, parts)
     else:
         kwargs["prompt"] = prompt
     started_at = time.perf_counter()
@@ -302,7 +307,7 @@ async def _read_lines(stream: Any, lines: _Lines, call: _Call, spec: ModelSpec,
                     line_deadline = loop.time() + settings.step_timeout_s
                 else:
                     await queue.put(item)
-    finished = provider_finish_reason(stream, _Finish(call))
+    finished = provider_finish_reason(stream, call.inner_stream, call.finish_reason)
     if finished is None:
         return "the stream ended mid-step without a finish reason"
     if finished == "length":
@@ -311,22 +316,8 @@ async def _read_lines(stream: Any, lines: _Lines, call: _Call, spec: ModelSpec,
     if last is None:
         return "the model finished"
     await queue.put(_step_text(last, lines, call, spec, settings, started_at, deployment))
+    lines.shown = False  # that text is a whole step now
     return "the model finished"
-
-
-@dataclass
-class _Finish:
-    """What `provider_finish_reason` reads besides the stream wrapper."""
-
-    call: _Call
-
-    @property
-    def inner_stream(self) -> Any:
-        return self.call.inner_stream
-
-    @property
-    def finish_reason(self) -> str | None:
-        return self.call.finish_reason
 
 
 def _absorb(chunk: Any, call: _Call, spec: ModelSpec) -> str:
@@ -371,7 +362,7 @@ def _step_text(step: tuple[int, int, int], lines: _Lines, call: _Call, spec: Mod
         latency_s=time.perf_counter() - started_at,
         prompt_tokens=None,
         completion_tokens=completion_tokens,
-        cost=cost_of(spec, None, completion_tokens),
+        cost=cost_of(spec, UsageCounts(completion=completion_tokens)),
         logprobs=[token.logprob for token in tokens] if tokens else None,
         impossible_logprobs=call.impossible_logprobs,
         finish_reason="newline" if end < len(lines.raw) else call.finish_reason,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 
 from bbm_tui.core.types import CallRecord
 
@@ -44,13 +44,31 @@ class Restart:
 
 
 @dataclass
+class UsageCounts:
+    """A call's token counts as the provider gave them (None: unknown). `prompt` is every
+    prompt token; `cached` (read from the provider's prompt cache) and `cache_write` (written
+    to it) are parts of it, as litellm counts them."""
+
+    prompt: int | None = None
+    completion: int | None = None
+    cached: int | None = None
+    cache_write: int | None = None
+
+    def or_else(self, other: UsageCounts) -> UsageCounts:
+        """Each count from here where known, else from `other`."""
+        return UsageCounts(*(getattr(self, f.name) if getattr(self, f.name) is not None
+                             else getattr(other, f.name) for f in fields(self)))
+
+
+@dataclass
 class UsageWatch:
     """What the replies of one model call said about usage: how many HTTP replies there were
-    (none: an in-process provider, whose counts are its own) and whether any event stream
-    carried the provider's own usage object."""
+    (none: an in-process provider, whose counts are its own), whether any stream carried the
+    provider's own counts, and those counts as its events gave them (core/llm/usage.py)."""
 
     replies: int = 0
     provider_usage: bool = False
+    usage: UsageCounts = field(default_factory=UsageCounts)
 
 
 # Set by the caller around one model call; the guard reports into it. A context variable,

@@ -219,7 +219,7 @@ def _router(path: str) -> tuple[RouterFile, Any]:
 
 def _build_router(parsed: RouterFile) -> Any:
     litellm_module()
-    from litellm import Router
+    from litellm.router import Router
 
     accepted = set(inspect.signature(Router.__init__).parameters) - {"self", "model_list"}
     unknown = sorted(set(parsed.settings) - accepted)

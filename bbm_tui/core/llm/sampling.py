@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bbm_tui.core.llm.caching import step_messages
 from bbm_tui.core.llm.capabilities import accepts_n, asks_logprobs, logprob_kwargs, sent_params
 from bbm_tui.core.llm.errors import with_retries
 from bbm_tui.core.llm.router import served_by, start_call
@@ -32,13 +33,12 @@ from bbm_tui.core.llm.transport import (
     aligned_tokens,
     aligned_tokens_short_of_stop,
     call_kwargs,
-    cost_of,
     native_stop_kwargs,
     not_an_answer,
     token_logprobs,
     unicode_text,
-    usage_counts,
 )
+from bbm_tui.core.llm.usage import cost_of, counts_from_litellm
 from bbm_tui.core.prompts.thoughts import asked_number, step_span
 from bbm_tui.core.types import CallRecord, CallSettings, ModelSpec, TokenLogprob
 
@@ -98,12 +98,12 @@ OnArrival = Callable[[Arrived], None]
 
 async def sample_steps(
     spec: ModelSpec, prompt: str, n: int, settings: CallSettings,
-    on_arrival: OnArrival | None = None,
+    on_arrival: OnArrival | None = None, *, parts: Sequence[str] = (),
 ) -> Samples:
     """`n` candidates for the step `prompt` asks for; `on_arrival` hears of each call's
     candidates as the call returns (parallel calls in any order). Cancelled, it cancels
-    the calls still out. Raises LLMError (the first call that failed; the others are
-    cancelled)."""
+    the calls still out. `parts`: the prompt's pieces, as stream_step takes them. Raises
+    LLMError (the first call that failed; the others are cancelled)."""
     samples = Samples(logprobs_asked=asks_logprobs(spec, settings, streamed=False))
     arrivals: list[Arrived] = []
 
@@ -116,27 +116,28 @@ async def sample_steps(
         return samples
     first = 0
     if accepts_n(spec) and n > 1:
-        call, candidates = await _call(spec, prompt, n, settings)
+        call, candidates = await _call(spec, prompt, parts, n, settings)
         candidates = candidates[:n]
         arrived(_arrival(call, 0, candidates, 0))
         first = len(candidates)
         samples.how = "n" if first >= n else "n+parallel"
     else:
         samples.how = "parallel"
-    await _parallel(spec, prompt, settings, n - first, len(arrivals), first, arrived)
+    await _parallel(spec, prompt, parts, settings, n - first, len(arrivals), first, arrived)
     for arrival in sorted(arrivals, key=lambda arrival: arrival.call_index):
         samples.calls.append(arrival.call)
         samples.candidates.extend(arrival.candidates)
     return samples
 
 
-async def _parallel(spec: ModelSpec, prompt: str, settings: CallSettings, count: int,
+async def _parallel(spec: ModelSpec, prompt: str, parts: Sequence[str], settings: CallSettings,
+                    count: int,
                     first_call: int, first_position: int, arrived: OnArrival) -> None:
     """`count` calls of one candidate each, all at once; call k's candidate stands at
     `first_position + k` whatever the order they return in."""
     if count <= 0:
         return
-    pending = {asyncio.ensure_future(_call(spec, prompt, 1, settings)): index
+    pending = {asyncio.ensure_future(_call(spec, prompt, parts, 1, settings)): index
                for index in range(count)}
     try:
         while pending:
@@ -163,16 +164,17 @@ def _arrival(call: CallRecord, call_index: int, candidates: list[Candidate],
 
 
 async def _call(
-    spec: ModelSpec, prompt: str, n: int, settings: CallSettings
+    spec: ModelSpec, prompt: str, parts: Sequence[str], n: int, settings: CallSettings
 ) -> tuple[CallRecord, list[Candidate]]:
     async def once(attempt: int) -> tuple[CallRecord, list[Candidate]]:
-        return await _call_once(spec, prompt, n, settings, attempt)
+        return await _call_once(spec, prompt, parts, n, settings, attempt)
 
     return await with_retries(spec, settings.retry, once)
 
 
 async def _call_once(
-    spec: ModelSpec, prompt: str, n: int, settings: CallSettings, attempt: int
+    spec: ModelSpec, prompt: str, parts: Sequence[str], n: int, settings: CallSettings,
+    attempt: int,
 ) -> tuple[CallRecord, list[Candidate]]:
     kwargs = call_kwargs(spec, settings) | native_stop_kwargs(spec)
     if n > 1:
@@ -182,7 +184,7 @@ async def _call_once(
     if logprobs:
         kwargs |= logprob_kwargs(spec)
     if spec.mode == "chat":
-        kwargs["messages"] = [{"role": "user", "content": prompt}]
+        kwargs["messages"] = step_messages(spec, settings, prompt, parts)
     else:
         kwargs["prompt"] = prompt
     response = await asyncio.wait_for(start_call(spec, kwargs, chat=spec.mode == "chat"),
@@ -196,19 +198,21 @@ async def _call_once(
     if not any(candidate.raw or candidate.finish_reason for candidate in candidates):
         # No choice at all, or only empty ones no provider finished: not an answer.
         raise not_an_answer(spec, "no choice with text or a finish reason")
-    prompt_tokens, completion_tokens = usage_counts(getattr(response, "usage", None))
+    counts = counts_from_litellm(getattr(response, "usage", None))
     call = CallRecord(
         model=spec.model,
         params=sent_params(spec, settings) | ({"n": n} if n > 1 else {})
         | ({"logprobs": True} if logprobs else {}),
         latency_s=latency,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost=cost_of(spec, prompt_tokens, completion_tokens),
+        prompt_tokens=counts.prompt,
+        completion_tokens=counts.completion,
+        cost=cost_of(spec, counts),
         finish_reason=candidates[0].finish_reason if candidates else None,
         impossible_logprobs=any(candidate.impossible_logprobs for candidate in candidates),
         attempts=attempt,
         native_stop="stop" in kwargs,
+        cached_tokens=counts.cached,
+        cache_write_tokens=counts.cache_write,
         deployment=served_by(response) if spec.router else None,
     )
     return call, candidates

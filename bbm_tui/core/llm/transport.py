@@ -18,19 +18,18 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bbm_tui.core.llm.caching import finder_messages, step_messages
 from bbm_tui.core.llm.capabilities import (
     TOP_ALTERNATIVES,
     accepts_native_stop,
     accepts_temperature,
     asks_logprobs,
     auth_kwargs,
-    is_offline,
     logprob_kwargs,
     sent_params,
     speaks_openai_wire,
 )
 from bbm_tui.core.llm.errors import ErrorKind, LLMError, StreamInterrupted, with_retries
-from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.records import (
     CHARS_PER_TOKEN_CAP,
     Completion,
@@ -40,13 +39,8 @@ from bbm_tui.core.llm.records import (
     UsageWatch,
     usage_watch,
 )
-from bbm_tui.core.llm.router import (
-    DeploymentPin,
-    deployment_spec,
-    served_by,
-    start_call,
-    unwrapped,
-)
+from bbm_tui.core.llm.router import DeploymentPin, served_by, start_call, unwrapped
+from bbm_tui.core.llm.usage import cost_of, counts_from_litellm
 from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number, step_span
 from bbm_tui.core.types import (
     DEFAULT_STEP_MAX_TOKENS,
@@ -56,9 +50,7 @@ from bbm_tui.core.types import (
     Mode,
     ModelSpec,
     TokenLogprob,
-    sane_cost,
     sane_logprob,
-    sane_tokens,
 )
 
 
@@ -87,11 +79,13 @@ class _StreamState:
 
 async def stream_step(
     spec: ModelSpec, prompt: str, settings: CallSettings | None = None,
-    pin: DeploymentPin | None = None,
+    pin: DeploymentPin | None = None, *, parts: Sequence[str] = (),
 ) -> AsyncIterator[TextDelta | Restart | StepText]:
     """Stream one step: yields TextDelta as text arrives (after echo stripping), Restart when a
-    retry discards shown text, and finally one StepText. Raises LLMError. Behind a router,
-    `pin` keeps the trace's calls on the deployment that served its last one."""
+    retry discards shown text, and finally one StepText. `parts`, where given, are the
+    prompt's pieces (prompts/generation.py), which a provider that caches only marked text
+    gets as marked blocks (caching.py). Behind a router, `pin` keeps the trace's calls on
+    the deployment that served its last one. Raises LLMError."""
     settings = settings or CallSettings()
     queue: asyncio.Queue[TextDelta | Restart | StepText | BaseException] = asyncio.Queue()
 
@@ -103,7 +97,8 @@ async def stream_step(
             result = await with_retries(
                 spec,
                 settings.retry,
-                lambda attempt: _stream_step_once(spec, prompt, settings, attempt, queue, pin),
+                lambda attempt: _stream_step_once(spec, prompt, parts, settings, attempt,
+                                                  queue, pin),
                 on_retry,
             )
             await queue.put(result)
@@ -152,6 +147,7 @@ def call_kwargs(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
 async def _stream_step_once(
     spec: ModelSpec,
     prompt: str,
+    parts: Sequence[str],
     settings: CallSettings,
     attempt: int,
     queue: asyncio.Queue,
@@ -160,7 +156,8 @@ async def _stream_step_once(
     watch = UsageWatch()
     token = usage_watch.set(watch)
     try:
-        return await _stream_step_watched(spec, prompt, settings, attempt, queue, watch, pin)
+        return await _stream_step_watched(spec, prompt, parts, settings, attempt, queue,
+                                          watch, pin)
     except Exception:
         if pin is not None:
             pin.forget()  # the next attempt goes through the Router again
@@ -172,6 +169,7 @@ async def _stream_step_once(
 async def _stream_step_watched(
     spec: ModelSpec,
     prompt: str,
+    parts: Sequence[str],
     settings: CallSettings,
     attempt: int,
     queue: asyncio.Queue,
@@ -193,7 +191,7 @@ async def _stream_step_watched(
         kwargs["stream_options"] = {"include_usage": True}
     started_at = time.perf_counter()
     if spec.mode == "chat":
-        kwargs["messages"] = [{"role": "user", "content": prompt}]
+        kwargs["messages"] = step_messages(spec, settings, prompt, parts)
     else:
         kwargs["prompt"] = prompt
     stream = await start_call(spec, kwargs, chat=spec.mode == "chat", pin=pin)
@@ -308,7 +306,7 @@ def _check_the_stream_ended_well(stream: Any, state: _StreamState, text: str,
     all (an HTML page, an event stream that is not one, `[DONE]` first) is not a model's
     answer; text with no end is a stream cut short (llama-cpp-python ends an interrupted
     generation with `[DONE]` and no finish reason, and litellm then reports "stop")."""
-    if provider_finish_reason(stream, state) is not None:
+    if provider_finish_reason(stream, state.inner_stream, state.finish_reason) is not None:
         return
     where = f" at {spec.api_base}" if spec.api_base else ""
     if not text and not state.chunks:
@@ -324,18 +322,20 @@ def not_an_answer(spec: ModelSpec, what: str, kind: ErrorKind = "server") -> LLM
     return LLMError(kind, f"the reply from {spec.model}{where} was not a model's answer ({what})")
 
 
-def provider_finish_reason(stream: Any, state: _StreamState) -> str | None:
+def provider_finish_reason(stream: Any, inner_stream: Any, finish_reason: str | None
+                           ) -> str | None:
     """The finish reason the provider itself sent. litellm's stream wrapper makes up "stop"
     for a stream that ended without one, so a chunk's finish reason alone proves nothing;
     what the provider sent the wrapper keeps in `received_finish_reason` (OpenAI-style
     streams) or, when a chunk carried it without ending the stream there (Gemini's last
     chunk: text and `finishReason` together), in `intermittent_finish_reason` (litellm
     1.103.7; tests/test_hostile_server.py fails if either changes). Text-completion streams
-    wrap a chat stream wrapper (`state.inner_stream`), and so does a router's stream."""
-    wrappers = [wrapper for wrapper in (stream, state.inner_stream)
+    wrap a chat stream wrapper (`inner_stream`), and so does a router's stream; without
+    either, the finish reason a chunk carried (`finish_reason`) is all there is."""
+    wrappers = [wrapper for wrapper in (stream, inner_stream)
                 if wrapper and hasattr(wrapper, "received_finish_reason")]
     if not wrappers:
-        return state.finish_reason
+        return finish_reason
     for wrapper in wrappers:
         found = (wrapper.received_finish_reason
                  or getattr(wrapper, "intermittent_finish_reason", None))
@@ -578,13 +578,17 @@ def _call_record(
     tokens = None
     if raw[start:start + len(text)] == text:  # else the step is not where the rules put it
         tokens = aligned_tokens(raw, state.tokens, start, start + len(text))
-    prompt_tokens, completion_tokens = usage_counts(state.usage)
+    # The provider's own counts as its events gave them (also from a stream closed early),
+    # else litellm's (a stream read to its end, an in-process provider).
+    counts = watch.usage.or_else(counts_from_litellm(state.usage))
     # A server that sent no usage over HTTP (llama.cpp's, some proxies) gets litellm's own
     # tiktoken count in its place (970 where llama-server counted 1090): an estimate.
     estimated = watch.replies > 0 and not watch.provider_usage
-    if completion_tokens is None and state.chunks and not state.usage_lost:
-        # Streams closed early carry no usage: one chunk is one token on OpenAI-style servers.
-        completion_tokens = state.chunks
+    prompt_estimated = estimated and counts.prompt is not None
+    if counts.completion is None and state.chunks and not state.usage_lost:
+        # A stream closed early without a count of its output (Anthropic's comes at its
+        # end): one chunk is one token on OpenAI-style servers.
+        counts.completion = state.chunks
         estimated = True
     finish_reason = state.finish_reason or ("newline" if state.cut else None)
     if state.time_cut:
@@ -593,54 +597,20 @@ def _call_record(
         model=spec.model,
         params=sent_params(spec, settings),
         latency_s=latency,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost=cost_of(spec, prompt_tokens, completion_tokens),
+        prompt_tokens=counts.prompt,
+        completion_tokens=counts.completion,
+        cost=cost_of(spec, counts),
         logprobs=[token.logprob for token in tokens] if tokens else None,
         impossible_logprobs=state.impossible_logprobs,
         finish_reason=finish_reason,
         attempts=attempt,
         native_stop=native_stop,
         tokens=tokens,
-        usage_estimated=estimated and (prompt_tokens, completion_tokens) != (None, None),
+        usage_estimated=estimated and (counts.prompt, counts.completion) != (None, None),
+        prompt_estimated=prompt_estimated,
+        cached_tokens=counts.cached,
+        cache_write_tokens=counts.cache_write,
     )
-
-
-def usage_counts(usage: Any) -> tuple[int | None, int | None]:
-    """(prompt, completion) tokens as the provider counted them, each None where unknown or
-    absurd. All zeros is what litellm makes of a whole answer that sent no usage (or whose
-    usage the reply guard set aside): unknown too, since a real call has a prompt."""
-    if usage is None:
-        return None, None
-    prompt = sane_tokens(getattr(usage, "prompt_tokens", None))
-    completion = sane_tokens(getattr(usage, "completion_tokens", None))
-    if not (prompt or completion):
-        return None, None
-    return prompt, completion
-
-
-def cost_of(
-    spec: ModelSpec, prompt_tokens: int | None, completion_tokens: int | None
-) -> float | None:
-    spec = deployment_spec(spec)  # behind a router: priced as its group's first deployment
-    if is_offline(spec):
-        return 0.0
-    if prompt_tokens is None or completion_tokens is None or spec.model in _UNPRICED:
-        return None
-    try:
-        prompt_cost, completion_cost = litellm_module().cost_per_token(
-            model=spec.model,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-        )
-    except Exception:
-        # A model litellm has no price for; asking again costs ~0.5 ms a call for nothing.
-        _UNPRICED.add(spec.model)
-        return None
-    return sane_cost(float(prompt_cost) + float(completion_cost))
-
-
-_UNPRICED: set[str] = set()
 
 
 async def complete(
@@ -663,7 +633,7 @@ async def _complete_once(
     kwargs = call_kwargs(spec, settings)
     started_at = time.perf_counter()
     if spec.mode == "chat":
-        kwargs["messages"] = messages
+        kwargs["messages"] = finder_messages(spec, settings, messages)
     else:
         kwargs["prompt"] = "\n\n".join(message["content"] for message in messages)
     response = await asyncio.wait_for(start_call(spec, kwargs, chat=spec.mode == "chat"),
@@ -681,16 +651,18 @@ async def _complete_once(
         raise not_an_answer(spec, "no text and no finish reason")
     text = unicode_text(text)
     latency = time.perf_counter() - started_at
-    prompt_tokens, completion_tokens = usage_counts(getattr(response, "usage", None))
+    counts = counts_from_litellm(getattr(response, "usage", None))
     call = CallRecord(
         model=spec.model,
         params=sent_params(spec, settings),
         latency_s=latency,
-        prompt_tokens=prompt_tokens,
-        completion_tokens=completion_tokens,
-        cost=cost_of(spec, prompt_tokens, completion_tokens),
+        prompt_tokens=counts.prompt,
+        completion_tokens=counts.completion,
+        cost=cost_of(spec, counts),
         finish_reason=getattr(choice, "finish_reason", None),
         attempts=attempt,
+        cached_tokens=counts.cached,
+        cache_write_tokens=counts.cache_write,
         deployment=served_by(response) if spec.router else None,
     )
     return Completion(text=text, call=call)

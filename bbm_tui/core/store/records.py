@@ -72,8 +72,13 @@ class Step:
     call_choices: int | None = None
     # Its call's token counts are an estimate, not the provider's own (store v9 on).
     usage_estimated: bool = False
+    # Of `prompt_tokens`, those the provider read from its prompt cache (store v14 on; None:
+    # it said nothing of caching).
+    cached_tokens: int | None = None
+    # Its prompt's count is an estimate too (`usage_estimated` alone: its output's only).
+    prompt_estimated: bool = False
     # The id of the call it was taken from with other steps (one-call mode; None: a call of
-    # its own), and the router deployment that served its call (store v14 on).
+    # its own), and the router deployment that served its call (store v15 on).
     one_call: str | None = None
     deployment: str | None = None
 
@@ -134,13 +139,17 @@ class TaskDefinition:
 
 @dataclass(frozen=True)
 class SessionSummary:
-    """A session as the sessions list shows it: its steps, label and answer."""
+    """A session as the sessions list shows it: its steps, label and answer, and what its
+    calls cost (`cost` sums those whose price is known; `unpriced_calls` are not)."""
 
     session: Session
     steps: int
     label: Label | None
     mistake_number: int | None
     answer: str | None
+    calls: int = 0
+    cost: float = 0.0
+    unpriced_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -186,14 +195,47 @@ class FinderRun:
 
 @dataclass(frozen=True)
 class Totals:
-    """A session's calls, tokens and cost, summed."""
+    """A session's calls, tokens and cost, summed. `prompt_tokens` counts every prompt token;
+    `cached_tokens` and `cache_write_tokens` are the parts read from and written to the
+    provider's prompt cache. `cost` sums the calls whose price is known: with
+    `unpriced_calls` (of `unpriced_models`) it is a lower bound, and with all of them unknown."""
 
     calls: int
     prompt_tokens: int
     completion_tokens: int
     cost: float
-    # Calls whose token counts are estimates (then so are the sums).
+    # Calls whose token counts are estimates (then so are the sums): their output's, and of
+    # those, their prompt's too.
     estimated_calls: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    unpriced_calls: int = 0
+    unpriced_models: tuple[str, ...] = ()
+    prompt_estimated_calls: int = 0
+
+    @property
+    def known_cost(self) -> float | None:
+        """The cost, or None when no call's price is known (never a made-up $0)."""
+        return None if self.calls and self.unpriced_calls == self.calls else self.cost
+
+    def plus(self, call: CallRecord) -> Totals:
+        """These totals and one more call, as the store will sum them once it is committed:
+        a screen keeps its totals in step without reading them again."""
+        unpriced = self.unpriced_models
+        if call.cost is None and call.model not in unpriced:
+            unpriced = tuple(sorted((*unpriced, call.model)))
+        return Totals(
+            self.calls + 1,
+            self.prompt_tokens + (call.prompt_tokens or 0),
+            self.completion_tokens + (call.completion_tokens or 0),
+            self.cost + (call.cost or 0.0),
+            self.estimated_calls + call.usage_estimated,
+            self.cached_tokens + (call.cached_tokens or 0),
+            self.cache_write_tokens + (call.cache_write_tokens or 0),
+            self.unpriced_calls + (call.cost is None),
+            unpriced,
+            self.prompt_estimated_calls + call.prompt_estimated,
+        )
 
 
 def default_session_name(task: str, dataset_index: int | None, input_text: str) -> str:

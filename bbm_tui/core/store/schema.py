@@ -272,7 +272,20 @@ MIGRATIONS: list[Migration] = [
         heartbeat_at REAL NOT NULL
     );
     """,
-    # 14: one call for many steps, and many servers (core/llm/one_call.py, router.py). A step
+    # 14: the part of a call's prompt tokens the provider read from its prompt cache, and the
+    # part it wrote to it, as it reported them (`prompt_tokens` counts both); priced as such.
+    # NULL: the provider said nothing of caching, or the call was made before v14. Which
+    # estimate a call's is: `usage_estimated` (v9) says its output was counted by us; now
+    # `prompt_estimated` says whether its prompt was too (litellm's count for a server that
+    # sent none), where a stream closed before the provider counted its output keeps the
+    # provider's count of its prompt (Anthropic's, Gemini's). Before v14 both were one.
+    """
+    ALTER TABLE calls ADD COLUMN cached_tokens INTEGER;
+    ALTER TABLE calls ADD COLUMN cache_write_tokens INTEGER;
+    ALTER TABLE calls ADD COLUMN prompt_estimated INTEGER NOT NULL DEFAULT 0;
+    UPDATE calls SET prompt_estimated = usage_estimated;
+    """,
+    # 15: one call for many steps, and many servers (core/llm/one_call.py, router.py). A step
     # taken from one streamed call with others has its own row here, its share of the call
     # (its tokens, its latency from the call's start), all of them marked with the call's id
     # (`one_call`, NULL: a call of its own; the session's calls are its distinct ids). The

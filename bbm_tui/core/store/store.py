@@ -328,8 +328,8 @@ class Store:
         self, query: SessionQuery, offset: int, limit: int | None
     ) -> list[SessionSummary]:
         """`limit` sessions (None: all) from position `offset` of the list `query` asks for,
-        in two queries whatever their number: the rows with their step count, answer and
-        label, then which flagged mistakes lie on the branch on show."""
+        in three queries whatever their number: the rows with their step count, answer and
+        label, which flagged mistakes lie on the branch on show, and what their calls cost."""
         where, parameters = _session_filter(query)
         rows = self._read(
             f"""SELECT s.*, h.number AS _steps, h.answer AS _answer, l.id AS _label_id,
@@ -342,7 +342,23 @@ class Store:
         )
         on_branch = self._mistakes_on_branch(
             [row["id"] for row in rows if row["_mistake_step_id"] is not None])
-        return [_summary(row, on_branch) for row in rows]
+        spend = self._spend([row["id"] for row in rows])
+        return [_summary(row, on_branch, spend.get(row["id"], (0, 0.0, 0))) for row in rows]
+
+    def _spend(self, session_ids: list[int]) -> dict[int, tuple[int, float, int]]:
+        """Each session's calls, their known cost and how many have none, by session id."""
+        found: dict[int, tuple[int, float, int]] = {}
+        for start in range(0, len(session_ids), 500):  # SQLite's limit on parameters
+            chunk = session_ids[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for session_id, calls, cost, unpriced in self._read_tuples(
+                f"""SELECT session_id, {_CALLS_COUNTED}, COALESCE(SUM(cost), 0),
+                           {_UNPRICED_COUNTED}
+                    FROM calls WHERE session_id IN ({marks}) GROUP BY session_id""",
+                tuple(chunk),
+            ):
+                found[session_id] = (calls, cost, unpriced)
+        return found
 
     def session_position(self, query: SessionQuery, session_id: int) -> int | None:
         """Where session `session_id` is in the list `query` asks for (None: not in it)."""
@@ -1013,7 +1029,9 @@ class Store:
     def _finder_run(self, row: sqlite3.Row) -> FinderRun:
         verdicts = self._read(
             """SELECT v.*, c.model, c.params, c.latency_s, c.prompt_tokens,
-                      c.completion_tokens, c.cost, c.logprobs, c.finish_reason, c.attempts
+                      c.completion_tokens, c.cost, c.logprobs, c.finish_reason, c.attempts,
+                      c.usage_estimated, c.cached_tokens, c.cache_write_tokens,
+                      c.prompt_estimated
                FROM finder_verdicts AS v LEFT JOIN calls AS c ON c.id = v.call_id
                WHERE v.run_id = ? ORDER BY v.id""",
             (row["id"],),
@@ -1037,23 +1055,42 @@ class Store:
     # -- accounting
 
     def totals(self, session_id: int) -> Totals:
+        """Every call of the session, summed: each step's, sample's and finder's."""
         rows = self._read(
-            # Steps taken from one call have a row each: the call is counted once.
-            """SELECT COUNT(DISTINCT COALESCE(one_call, id)) AS calls,
-                      COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
-                      COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
-                      COALESCE(SUM(cost), 0) AS cost,
-                      COALESCE(SUM(usage_estimated), 0) AS estimated_calls
-               FROM calls WHERE session_id = ?""",
+            f"""SELECT {_CALLS_COUNTED} AS calls, {_TOTALS_COLUMNS}
+                FROM calls WHERE session_id = ?""",
             (session_id,),
         )
         row = rows[0]
         return Totals(row["calls"], row["prompt_tokens"], row["completion_tokens"], row["cost"],
-                      row["estimated_calls"])
+                      row["estimated_calls"], row["cached_tokens"], row["cache_write_tokens"],
+                      row["unpriced_calls"], tuple(row["unpriced_models"].split("\n"))
+                      if row["unpriced_models"] else (), row["prompt_estimated_calls"])
 
     def integrity_check(self) -> str:
         return self._read("PRAGMA integrity_check")[0][0]
 
+
+# A set of calls counted: the steps one streamed call gave have a row each (their shares of
+# it, schema.py v15), all with its id in `one_call`, and are one call.
+_CALLS_COUNTED = "COUNT(DISTINCT COALESCE(one_call, id))"
+_UNPRICED_COUNTED = "COUNT(DISTINCT CASE WHEN cost IS NULL THEN COALESCE(one_call, id) END)"
+# What Totals sums over a set of calls. The models of calls with no known price, one a line
+# (a model's name has no line break: providers' names and model ids never do).
+_TOTALS_COLUMNS = f"""
+    COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
+    COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
+    COALESCE(SUM(cost), 0) AS cost,
+    COALESCE(SUM(usage_estimated), 0) AS estimated_calls,
+    COALESCE(SUM(prompt_estimated), 0) AS prompt_estimated_calls,
+    COALESCE(SUM(cached_tokens), 0) AS cached_tokens,
+    COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens,
+    {_UNPRICED_COUNTED} AS unpriced_calls,
+    (SELECT GROUP_CONCAT(model, char(10)) FROM (
+        SELECT DISTINCT model FROM calls AS u
+        WHERE u.session_id = calls.session_id AND u.cost IS NULL ORDER BY model
+    )) AS unpriced_models
+"""
 
 # A step's completion tokens and cost are its call's, except for a step chosen among a call's
 # several samples (`call_choices` > 1): the call's figures are for all of them, so it counts
@@ -1062,8 +1099,8 @@ _COMPLETION_TOKENS = "CASE WHEN s.call_choices > 1 THEN s.ntokens ELSE c.complet
 _COST = "CASE WHEN s.call_choices > 1 THEN NULL ELSE c.cost END"
 _STEP_SELECT = f"""
     SELECT s.*, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS} AS completion_tokens,
-           {_COST} AS cost, COALESCE(c.usage_estimated, 0) AS usage_estimated,
-           c.one_call, c.deployment
+           {_COST} AS cost, COALESCE(c.usage_estimated, 0) AS usage_estimated, c.cached_tokens,
+           COALESCE(c.prompt_estimated, 0) AS prompt_estimated, c.one_call, c.deployment
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -1073,7 +1110,7 @@ _STEPS_SELECT = f"""
     SELECT s.id, s.session_id, s.parent_id, s.number, s.text, s.origin, s.answer, s.truncated,
            s.created_at, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS}, {_COST}, s.logprob,
            s.call_id, s.choice, s.ntokens, s.call_choices, COALESCE(c.usage_estimated, 0),
-           c.one_call, c.deployment
+           c.cached_tokens, COALESCE(c.prompt_estimated, 0), c.one_call, c.deployment
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
 """
@@ -1107,7 +1144,7 @@ def _same_step(connection: sqlite3.Connection, session_id: int, parent_id: int |
 def _bulk_step(row: tuple) -> Step:
     return Step(row[0], row[1], row[2], row[3], row[4], row[5], row[6], bool(row[7]), row[8],
                 row[9], row[10], row[11], row[12], row[13], row[14], row[15], None, row[16],
-                row[17], bool(row[18]), row[19], row[20])
+                row[17], bool(row[18]), row[19], bool(row[20]), row[21], row[22])
 
 
 _CALL_LOGPROB_UPDATE = """
@@ -1143,6 +1180,8 @@ def _step(row: sqlite3.Row) -> Step:
         ntokens=row["ntokens"],
         call_choices=row["call_choices"],
         usage_estimated=bool(row["usage_estimated"]),
+        cached_tokens=row["cached_tokens"],
+        prompt_estimated=bool(row["prompt_estimated"]),
         one_call=row["one_call"],
         deployment=row["deployment"],
     )
@@ -1219,7 +1258,8 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _summary(row: sqlite3.Row, on_branch: set[int]) -> SessionSummary:
+def _summary(row: sqlite3.Row, on_branch: set[int], spend: tuple[int, float, int]
+             ) -> SessionSummary:
     columns = [key for key in row.keys() if not key.startswith("_")]  # noqa: SIM118
     session = Session(**{key: row[key] for key in columns})
     label = None
@@ -1228,7 +1268,9 @@ def _summary(row: sqlite3.Row, on_branch: set[int]) -> SessionSummary:
                       row["_leaf_step_id"], row["_label_at"], row["_annotator"],
                       bool(row["_assisted"]))
     number = row["_mistake_number"] if session.id in on_branch else None
-    return SessionSummary(session, row["_steps"] or 0, label, number, row["_answer"])
+    calls, cost, unpriced = spend
+    return SessionSummary(session, row["_steps"] or 0, label, number, row["_answer"], calls,
+                          cost, unpriced)
 
 
 def _sane_tokens(tokens: Sequence[TokenLogprob] | None) -> Sequence[TokenLogprob] | None:
@@ -1361,8 +1403,9 @@ def _insert_call(
     cursor = connection.execute(
         """INSERT INTO calls (session_id, step_id, purpose, model, params, latency_s,
                prompt_tokens, completion_tokens, cost, logprobs, finish_reason, attempts,
-               created_at, usage_estimated, one_call, deployment)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               created_at, usage_estimated, cached_tokens, cache_write_tokens,
+               prompt_estimated, one_call, deployment)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             session_id,
             step_id,
@@ -1380,6 +1423,9 @@ def _insert_call(
             call.attempts,
             now,
             int(call.usage_estimated),
+            sane_tokens(call.cached_tokens),
+            sane_tokens(call.cache_write_tokens),
+            int(call.prompt_estimated),
             call.one_call,
             call.deployment,
         ),
@@ -1436,4 +1482,7 @@ def call_from_row(row: dict[str, Any]) -> CallRecord:
         finish_reason=row["finish_reason"],
         attempts=row["attempts"],
         usage_estimated=bool(row.get("usage_estimated") or 0),
+        cached_tokens=row.get("cached_tokens"),
+        cache_write_tokens=row.get("cache_write_tokens"),
+        prompt_estimated=bool(row.get("prompt_estimated") or 0),
     )

@@ -23,7 +23,7 @@ from bbm_tui.core.trace.session import session_task
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack
 from bbm_tui.ui.screens.annotate import ThoughtsPane, WheelScroll, reveal
-from bbm_tui.ui.screens.base import BbmScreen
+from bbm_tui.ui.screens.base import QueueScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import COPY_QUESTION, MUTED, QUESTION_SHOWN, safe, safe_cut, styled
 from bbm_tui.ui.viewmodels.annotate import location_text
@@ -37,9 +37,9 @@ def _accept(digit: int, show: bool) -> Binding:
                    tooltip=f"Accept candidate {digit} as the adjudicated label")
 
 
-class AdjudicateScreen(BbmScreen):
+class AdjudicateScreen(QueueScreen):
     CSS_PATH = stylesheet("annotate")
-    is_home = True
+    HELP_TITLE = "the adjudication screen"
 
     BINDINGS: ClassVar[list[BindingType]] = [
         *(_accept(digit, digit <= 2) for digit in range(1, 10)),
@@ -57,6 +57,8 @@ class AdjudicateScreen(BbmScreen):
                 tooltip="The next trace in the queue"),
         Binding("p", "move(-1)", "prev trace", id="adjudicate_previous_trace",
                 tooltip="The previous trace in the queue"),
+        Binding("a", "app.agreement", "agreement", id="adjudicate_agreement", show=False,
+                tooltip="The annotators' agreement: kappa between each two, as a matrix"),
         Binding("escape", "back", "back", id="adjudicate_back", tooltip="Leave"),
         Binding("]", "scroll_question(3)", "question ↓", id="question_down", show=False,
                 tooltip="Scroll the question down (a long one is cut on a small terminal)"),
@@ -195,7 +197,7 @@ class AdjudicateScreen(BbmScreen):
     def _act(self, action: Callable[[], object]) -> None:
         self._run_action(action)
 
-    @work(group="adjudicate", exit_on_error=False)
+    @work(group="adjudicate", exit_on_error=False, description="Saving the adjudication")
     async def _run_action(self, action: Callable[[], object]) -> None:
         async with self._lock:
             try:

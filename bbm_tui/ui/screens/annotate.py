@@ -37,7 +37,7 @@ from bbm_tui.ui.screens.annotate_dialogs import (
     NoteDialog,
     guidelines_text,
 )
-from bbm_tui.ui.screens.base import BbmScreen
+from bbm_tui.ui.screens.base import QueueScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import (
     COPY_QUESTION,
@@ -128,6 +128,9 @@ def _bindings(*, per_step: bool) -> list[BindingType]:
         Binding("m", "note", "note", id="annotate_note", show=False,
                 tooltip="A note on the trace (why its first mistake is one), kept with its "
                 "label"),
+        Binding("a", "app.agreement", "agreement", id="annotate_agreement", show=False,
+                tooltip="The annotators' agreement so far: kappa between each two, as a "
+                "matrix"),
         Binding("escape", "back", "back", id="annotate_back", tooltip="Leave the queue"),
         # The ids of the main screen's keys that do the same (one [keymap] line for both).
         Binding("]", "scroll_question(3)", "question ↓", id="question_down", show=False,
@@ -143,9 +146,9 @@ def _bindings(*, per_step: bool) -> list[BindingType]:
     ]
 
 
-class AnnotateScreen(BbmScreen):
+class AnnotateScreen(QueueScreen):
     CSS_PATH = stylesheet("annotate")
-    is_home = True
+    HELP_TITLE = "the annotation queue"
 
     BINDINGS: ClassVar[list[BindingType]] = _bindings(per_step=False)
 
@@ -191,7 +194,8 @@ class AnnotateScreen(BbmScreen):
         await self.refresh_trace()
         self.call_after_refresh(self._index)
 
-    @work(thread=True, group="annotate-index", exit_on_error=False)
+    @work(thread=True, group="annotate-index", exit_on_error=False,
+          description="Indexing the queue")
     def _index(self) -> None:
         self.queue.index()
 
@@ -310,7 +314,7 @@ class AnnotateScreen(BbmScreen):
     def _act(self, action: Callable[[], str | None]) -> None:
         self._run_action(action)
 
-    @work(group="annotate", exit_on_error=False)
+    @work(group="annotate", exit_on_error=False, description="Saving the annotation")
     async def _run_action(self, action: Callable[[], str | None]) -> None:
         async with self._lock:
             try:

@@ -1,22 +1,33 @@
-"""The base of every screen of the app."""
+"""The base of every screen of the app, of the queues' screens, and the splash screen."""
 
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import ClassVar
 
+from textual.app import ComposeResult
 from textual.binding import ActiveBinding, Binding
 from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from bbm_tui.ui.context import context
 from bbm_tui.ui.keys import declared_bindings
 from bbm_tui.ui.messages import WorkerFailed
+from bbm_tui.ui.text import MUTED, styled
 
 
 class BbmScreen(Screen[None]):
     """A screen whose workers' failures go to the app's one handler (`Worker.StateChanged`
     does not bubble, so the screen passes a failure on as a message, ui/messages.py), and
     whose Footer keeps the keys in the order the screen declares them, remapped or not."""
+
+    # What the help screen (?) calls the screen: "Keys on the main screen".
+    HELP_TITLE: ClassVar[str] = "this screen"
+    # Widgets on the screen with keys of their own, which act while one has the focus (a
+    # trace view): the keymap check takes their keys with the screen's (ui/keymap.py).
+    KEYED_WIDGETS: ClassVar[tuple[type[Widget], ...]] = ()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
@@ -42,6 +53,25 @@ class BbmScreen(Screen[None]):
         return dict(sorted(active.items(), key=place))
 
 
+class QueueScreen(BbmScreen):
+    """A screen that goes through a queue of traces (annotation, adjudication): a home screen
+    of the app (ui/context.py, `HomeScreen`) with no session of its own on show; Esc on it
+    goes back to the new-session screen (what was done in it is saved already)."""
+
+    @property
+    def home_task(self) -> str | None:
+        return None  # a new session from here starts on the first task
+
+    def shows_session(self, session_id: int) -> bool:
+        return False
+
+    def session_renamed(self, session_id: int) -> None:
+        pass  # the queue names its traces by their files, not by their sessions' names
+
+    def stop_work(self) -> None:
+        pass  # its writes are to the queue's own sessions, never the one deleted
+
+
 def _declared_place(owner: type, binding: Binding) -> int:
     """Where `owner`'s class declares `binding`: by its id (its key may be remapped), else by
     its action and key; after the rest when not declared there."""
@@ -59,3 +89,10 @@ def _places(owner: type) -> dict[str, int]:
             places.setdefault(binding.id, place)
         places.setdefault(f"{binding.action} {binding.key}", place)
     return places
+
+
+class SplashScreen(Screen[None]):
+    """The bottom screen while a session or queue given on the command line opens."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(styled("bbm-tui · opening…", MUTED), id="splash")

@@ -151,6 +151,8 @@ class NewSessionScreen(BbmScreen):
     settings are dialogs built when asked for.
     """
 
+    HELP_TITLE = "the new-session screen"
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "start", "start", id="new_start",
                 tooltip="Create the session on the highlighted question and open it"),
@@ -162,6 +164,9 @@ class NewSessionScreen(BbmScreen):
                 tooltip="Search the dataset's questions (or type a number)"),
         Binding("escape", "back", "back", id="new_back",
                 tooltip="Back to the screen below (when there is one)"),
+        Binding("ctrl+d", "dataset_view", "charts", id="new_dataset_view", show=False,
+                tooltip="Charts of the task's questions file: where the first mistakes are, "
+                "trace lengths, counts"),
     ]
 
     # The question list, not the search box, has the focus at first, so that single keys
@@ -293,7 +298,8 @@ class NewSessionScreen(BbmScreen):
     def _task_chosen(self) -> None:
         self.query_one("#questions", OptionList).focus()
 
-    @work(thread=True, exclusive=True, group="dataset", exit_on_error=False)
+    @work(thread=True, exclusive=True, group="dataset", exit_on_error=False,
+          description="Reading the dataset")
     def _load_rows(self, task: str) -> None:
         from bbm_tui.core.dataset import DatasetError, question_rows
 
@@ -442,7 +448,7 @@ class NewSessionScreen(BbmScreen):
         self.notify(message, severity="warning", markup=False)
         return None
 
-    @work(exclusive=True, group="start", exit_on_error=False)
+    @work(exclusive=True, group="start", exit_on_error=False, description="Starting the session")
     async def _start(self, request: StartRequest) -> None:
         store = await self.bbm_app.wait_for_store()
         if store is None:
@@ -457,6 +463,11 @@ class NewSessionScreen(BbmScreen):
         if action == "back":  # greyed out where there is nothing to go back to
             return True if self.bbm_app.can_leave(self) else None
         return True
+
+    def action_dataset_view(self) -> None:
+        from bbm_tui.ui.screens.dataset import open_task_dataset_view
+
+        open_task_dataset_view(self.app, self.task_name)
 
     def action_back(self) -> None:
         self.post_message(GoBack(self))

@@ -22,6 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.widgets import DataTable, Input, Static
 
+from bbm_tui.core.accounting import UNKNOWN, format_total_cost
 from bbm_tui.core.store import SessionSummary
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import SessionQuery, SessionSort
@@ -47,12 +48,13 @@ from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 # its header asks for). The widths fit 120 columns, and 80, with the cells' padding and the
 # scrollbar, so that there is no horizontal scrollbar.
 COLUMNS: tuple[tuple[str, str, int, int, SessionSort | None], ...] = (
-    ("Name", "name", 24, 20, SessionSort.NAME),
-    ("Task", "task", 14, 12, SessionSort.TASK),
-    ("Model", "model", 16, 12, SessionSort.MODEL),
+    ("Name", "name", 20, 17, SessionSort.NAME),
+    ("Task", "task", 12, 11, SessionSort.TASK),
+    ("Model", "model", 14, 10, SessionSort.MODEL),
     ("Steps", "steps", 6, 5, SessionSort.STEPS),
     ("Label", "label", 15, 15, SessionSort.LABEL),
-    ("Answer", "answer", 10, 0, None),
+    ("Cost", "cost", 9, 8, None),
+    ("Answer", "answer", 8, 0, None),
     ("Updated", "updated", 16, 0, SessionSort.UPDATED),
 )
 WIDE = 118
@@ -99,6 +101,13 @@ def name_cell(name: str, width: int) -> Text:
     return Text(f"{line[:head].rstrip()}…{line[-tail:]}", no_wrap=True)
 
 
+def cost_cell(summary: SessionSummary) -> Text:
+    """What the session's calls cost: "—" (dim) when no call's price is known, "≥$…" when
+    some are not."""
+    cost = format_total_cost(summary.cost, summary.calls, summary.unpriced_calls)
+    return Text(cost, justify="right", style="dim" if cost == UNKNOWN else "")
+
+
 def when_cell(timestamp: float, *, wall_clock: bool) -> Text:
     if not wall_clock:
         return Text("—", style="dim")
@@ -121,6 +130,7 @@ def column_widths(width: int) -> dict[str, int]:
 
 class SessionsScreen(BbmScreen):
     CSS_PATH = stylesheet("sessions")
+    HELP_TITLE = "the sessions screen"
     AUTO_FOCUS = "#sessions-table"  # the keys act on the list; / goes to the search line
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -207,7 +217,8 @@ class SessionsScreen(BbmScreen):
 
     # -- loading (one query a page, in a thread)
 
-    @work(exclusive=True, group="sessions", exit_on_error=False)
+    @work(exclusive=True, group="sessions", exit_on_error=False,
+          description="Listing the sessions")
     async def reload(self, select: int | None = None, row: int | None = None) -> None:
         """The list again from the top (a new search or order), with the session `select` (or
         the row `row`) under the cursor, or else the first."""
@@ -268,6 +279,7 @@ class SessionsScreen(BbmScreen):
                 "model": safe_cell(session.model, 60),
                 "steps": Text(str(summary.steps), justify="right"),
                 "label": label_cell(summary, colors),
+                "cost": cost_cell(summary),
                 "answer": safe_cell(summary.answer or "—", 40),
                 "updated": when_cell(session.updated_at, wall_clock=wall_clock),
             }
@@ -287,7 +299,7 @@ class SessionsScreen(BbmScreen):
             self._loading_more = True
             self._earlier(self._query, self._offset)
 
-    @work(group="sessions-more", exit_on_error=False)
+    @work(group="sessions-more", exit_on_error=False, description="Listing more sessions")
     async def _more(self, query: SessionQuery, position: int) -> None:
         """The page at list position `position`, after the window's last row."""
         try:
@@ -316,7 +328,7 @@ class SessionsScreen(BbmScreen):
         self._offset += extra
         table.move_cursor(row=max(cursor - extra, 0), animate=False)
 
-    @work(group="sessions-more", exit_on_error=False)
+    @work(group="sessions-more", exit_on_error=False, description="Listing the earlier sessions")
     async def _earlier(self, query: SessionQuery, offset: int) -> None:
         """The page before the window (whose first row is at list position `offset`): the
         table is built again from it (a DataTable cannot insert rows at the top)."""
@@ -424,7 +436,7 @@ class SessionsScreen(BbmScreen):
 
         self.app.push_screen(RenameScreen(current), renamed)
 
-    @work(group="sessions-write", exit_on_error=False)
+    @work(group="sessions-write", exit_on_error=False, description="Renaming")
     async def _rename(self, session_id: int, name: str) -> None:
         store = await self.bbm_app.wait_for_store()
         if store is None:
@@ -450,7 +462,7 @@ class SessionsScreen(BbmScreen):
 
         self.app.push_screen(ConfirmScreen(question), confirmed)
 
-    @work(group="sessions-write", exit_on_error=False)
+    @work(group="sessions-write", exit_on_error=False, description="Deleting")
     async def _delete(self, session_id: int) -> None:
         store = await self.bbm_app.wait_for_store()
         if store is None:

@@ -149,7 +149,10 @@ class TitleBar(HorizontalGroup):
 
     The left part may be given in several forms, longest first: the first that fits beside
     the right part is shown (the last, cut with an ellipsis, where none fits), so that a
-    narrow terminal drops what matters least rather than cutting what matters most.
+    narrow terminal drops what matters least rather than cutting what matters most. The right
+    part may be given in several forms too: the longest beside which the left's shortest form
+    still fits; where that form is longer than half the bar, the longest that leaves it half
+    the bar, or its first `keep` cells (what must stay whole: the model) if those are more.
     """
 
     def __init__(self, left: Content | str = "", right: Content | str = "", **kwargs) -> None:
@@ -157,21 +160,40 @@ class TitleBar(HorizontalGroup):
         self._left = LeanStatic(left, classes="title-left", markup=False)
         self._right = LeanStatic(right, classes="title-right", markup=False, auto_width=True)
         self._left_forms: list[Content] = []
+        self._left_keep = 0
+        self._right_forms: list[Content] = []
 
     def compose(self) -> ComposeResult:
         yield self._left
         yield self._right
 
-    def set_left(self, *forms: Content) -> None:
+    def set_left(self, *forms: Content, keep: int = 0) -> None:
         self._left_forms = list(forms)
+        self._left_keep = keep
+        self._fit_right()
         self._fit_left()
 
-    def set_right(self, content: Content) -> None:
-        self._right.show(content)
+    def set_right(self, *forms: Content) -> None:
+        self._right_forms = list(forms)
+        self._fit_right()
         self._fit_left()
 
     def on_resize(self) -> None:
+        self._fit_right()
         self._fit_left()
+
+    def _fit_right(self) -> None:
+        if not self._right_forms:
+            return
+        width = self.content_size.width
+        if width <= 0:  # not laid out yet: the longest, fitted again later
+            self._right.show(self._right_forms[0])
+            return
+        shortest_left = min((form.cell_length for form in self._left_forms), default=0)
+        left = min(shortest_left, max(width // 2, self._left_keep))
+        room = width - self._right.styles.padding.width - left
+        fits = (form for form in self._right_forms if form.cell_length <= room)
+        self._right.show(next(fits, self._right_forms[-1]))
 
     def _fit_left(self) -> None:
         if not self._left_forms:

@@ -3,7 +3,7 @@ its figures, and a mistake finder's mark beside it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from textual.content import Content
 from textual.geometry import Size
@@ -88,6 +88,8 @@ class ThoughtView(Widget):
         self.judgement: Judgement | None = None
         self.judge_raw: str | None = None
         self.expanded = False
+        # Presenter mode (a trace screen's P): no latency or token lines, for a clean demo.
+        self.presenter = False
         self._lines_cache: tuple[int, list[Content]] | None = None
         self.set_class(streaming, "-streaming")
 
@@ -161,6 +163,11 @@ class ThoughtView(Widget):
             self.expanded = expanded
             self._changed()
 
+    def set_presenter(self, presenter: bool) -> None:
+        if presenter != self.presenter:
+            self.presenter = presenter
+            self._changed()
+
     # -- drawing
 
     def _changed(self) -> None:
@@ -170,11 +177,8 @@ class ThoughtView(Widget):
         after = len(self._lines(width)) if width > 0 else -2
         self.refresh(layout=before != after)
 
-    # Presenter mode (the trace screen's P): no latency or token lines, for a clean demo.
-    presenter: ClassVar[bool] = False
-
     def _meta_line(self) -> str:
-        if ThoughtView.presenter:
+        if self.presenter:
             return ""
         return one_line(self._note or ("streaming…" if self.streaming else ""))
 

@@ -114,6 +114,9 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._frozen = False
         self._before = OutOfWindow("before")
         self._after = OutOfWindow("after")
+        # Everything fitted when the end was last to be followed: anchor once it no longer
+        # does (see `follow`).
+        self._follow_pending = True
 
     # -- what the screen reads
 
@@ -291,6 +294,47 @@ class ThoughtList(VerticalScroll, can_focus=False):
         count = len(self._steps())
         self._before.set_count(self._lo - 1 if self._hi else 0)
         self._after.set_count(count - self._hi)
+
+    # -- following the end
+
+    def follow(self, *, at_end: bool = False) -> None:
+        """Keep new text in view while the reader is at the end of the trace, and only then
+        (`at_end`: the reader just went back to the last thought).
+
+        Textual's anchor does the following (and lets go when the reader scrolls up, and
+        takes hold again back at the bottom); it also pins short content to the bottom, so
+        it is only set once the thoughts overflow the pane.
+        """
+        if not self.at_end:
+            return  # the window is elsewhere in a long trace: nothing to follow there
+        if self.is_anchored and not at_end:
+            return
+        if self.max_scroll_y == 0:
+            self._follow_pending = True  # everything fits: follow once it no longer does
+        elif at_end or self._follow_pending or self.scroll_y >= self.max_scroll_y - 1:
+            self._follow_pending = False
+            self.anchor()
+
+    def fit_after_resize(self) -> bool:
+        """A taller or wider pane can fit every thought: the anchor that followed the end
+        would then pin them to the bottom, under a blank band. Let go of it (True) then."""
+        if not (self.is_anchored and self.max_scroll_y == 0):
+            return False
+        self.anchor(False)
+        self._follow_pending = True  # anchored again once the thoughts overflow
+        # Forced: with nothing to scroll, Textual would leave the anchor's offset as it was.
+        self.scroll_home(animate=False, immediate=True, force=True)
+        return True
+
+    def keep_in_view(self, view: ThoughtView | None, *, moved: bool) -> None:
+        """After a resize: scroll `view` (the selection) back into sight if it left it, unless
+        the pane follows the end and the reader has not moved away from it."""
+        if view is None or (self.is_anchored and not moved):
+            return  # following the end: the anchor keeps the last thought in view
+        top, bottom = self.scroll_y, self.scroll_y + self.scrollable_content_region.height
+        region = view.virtual_region
+        if region.y < top or region.bottom > bottom:
+            self.scroll_to_thought(view)
 
     # -- streaming
 

@@ -1,0 +1,85 @@
+"""The command palette (ctrl+p) and the help screen (?), from what the app, a screen and the
+widget with the focus there (a trace view) declare next to their bindings.
+
+A `PALETTE` class attribute maps a binding id to the command's title; the command's help is
+the binding's tooltip, and it runs the binding's action on the node that declares it, so that a
+command on a trace acts on the trace that has the focus. The help lists the same bindings, as
+the user's keymap binds them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual.actions import parse
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+
+from bbm_tui.ui.keys import binding_owners, bindings_as_bound, declared_bindings
+
+if TYPE_CHECKING:
+    from textual.dom import DOMNode
+    from textual.screen import Screen
+
+    from bbm_tui.ui.dialogs import KeyHelp
+
+
+def declared_commands(screen: Screen, app: DOMNode) -> Iterator[SystemCommand]:
+    """The commands declared by the focused widget on `screen` and the widgets around it,
+    `screen` itself, then the app: innermost first, each in the order it declares them."""
+    node = screen.focused or screen
+    for owner in node.ancestors_with_self:
+        if owner is app:
+            break
+        yield from _commands_of(owner)
+    yield from _commands_of(app)
+
+
+def _commands_of(node: DOMNode) -> Iterator[SystemCommand]:
+    titles: dict[str, str] = getattr(type(node), "PALETTE", {})
+    if not titles:
+        return
+    bindings = {binding.id: binding for binding in declared_bindings(type(node)) if binding.id}
+    for binding_id, title in titles.items():
+        binding = bindings[binding_id]
+        yield SystemCommand(title, binding.tooltip, _action(node, binding.action))
+
+
+def _action(node: DOMNode, action: str) -> Callable[[], object]:
+    """The method `action` ("version(-1)") names on `node`, with its arguments, to call now."""
+    _, name, arguments = parse(action)
+    method = getattr(node, f"action_{name}")
+    return lambda: method(*arguments)
+
+
+def screenshot_folder() -> Path:
+    """Screenshots go beside the session store, in the platform's data folder."""
+    from bbm_tui.core.store import default_path
+
+    return default_path().parent / "screenshots"
+
+
+def help_rows(app: App[Any], keymap: Mapping[str, str]) -> list[KeyHelp]:
+    """The keys that act where the focus is on the app's screen (the focused widget's, such as
+    a trace view's, its screen's, the app's), one row per action, as `keymap` has them: those
+    greyed or hidden in the footer for now (esc while nothing runs) too. Textual's own
+    scrolling and focus keys are left out; quit and the palette stay."""
+    from bbm_tui.ui.dialogs import KeyHelp
+
+    node = app.screen.focused or app.screen
+    keys: dict[str, list[str]] = {}
+    names: dict[str, tuple[str, str, str]] = {}
+    for binding in bindings_as_bound(binding_owners(node), keymap):
+        if binding.id is None and binding.action != "quit":
+            continue
+        display = app.get_key_display(binding)
+        if display not in keys.setdefault(binding.action, []):
+            keys[binding.action].append(display)
+        if binding.id is not None or binding.action not in names:
+            names[binding.action] = (binding.description, binding.tooltip, binding.id or "")
+    rows = [KeyHelp(" / ".join(displays), *names[action]) for action, displays in keys.items()]
+    if app.ENABLE_COMMAND_PALETTE:
+        rows.append(KeyHelp(app.get_key_display(Binding(app.COMMAND_PALETTE_BINDING, "")),
+                            "palette", "Every command by name"))
+    return rows

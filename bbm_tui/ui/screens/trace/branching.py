@@ -1,0 +1,294 @@
+"""A trace view's branch keys: backtracking from a thought (b), a thought rewritten by hand
+(w), the versions of a thought (< >), the branch tree (t), two branches side by side (v) and a
+thought's tokens (l). Each makes or shows a branch; nothing is overwritten."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from bbm_tui.core import llm
+from bbm_tui.core.generation.backtrack import SAMPLES
+from bbm_tui.core.store import StoredCandidate
+from bbm_tui.core.trace.branches import BranchOrigin, Segment, other_branch, segments
+from bbm_tui.core.trace.session import BranchMade, SamplesReady
+from bbm_tui.core.trace.tree import BranchDiff
+from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
+from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+from bbm_tui.ui.screens.compare import CompareScreen
+from bbm_tui.ui.screens.tokens import TokenScreen
+from bbm_tui.ui.screens.trace.host import TraceHost
+from bbm_tui.ui.screens.trace.messages import CallsMade
+from bbm_tui.ui.text import thoughts
+from bbm_tui.ui.viewmodels.branches import origin_words
+
+
+class Branching:
+    """The branch keys of one trace view. Backtracking and rewriting generate as `r` does:
+    their workers are the view's "generate" group (one at a time, esc stops them), they set
+    the view's `running`, and the new branch streams through the view (`stream`)."""
+
+    def __init__(self, view: TraceHost) -> None:
+        self.view = view
+
+    def _can_branch(self) -> bool:
+        view = self.view
+        return bool(view.trace.steps) and not (view.running or view.finding)
+
+    # -- b: backtracking
+
+    def backtrack(self) -> None:
+        view = self.view
+        if self._can_branch():
+            number = view.trace.mistake_number or view.selected or 1
+            view.run_worker(self._backtrack(number), name="backtrack", group="generate",
+                            exclusive=True, exit_on_error=False, description="Backtracking")
+
+    async def _backtrack(self, number: int) -> None:
+        view = self.view
+        trace = view.trace
+        view.running = True
+        # The samples dialog opens at once, its rows filled in as the calls return.
+        dialog = CandidatesScreen(number, trace.steps[number - 1].text, SAMPLES)
+        answer: asyncio.Future[StoredCandidate | None] = (
+            asyncio.get_running_loop().create_future())
+
+        def picked(candidate: StoredCandidate | None) -> None:
+            if not answer.done():
+                answer.set_result(candidate)
+
+        view.app.push_screen(dialog, picked)
+        sampling = asyncio.ensure_future(self._sample(number, dialog))
+        try:
+            await asyncio.wait({sampling, answer}, return_when=asyncio.FIRST_COMPLETED)
+            if not sampling.done():  # esc before every sample was in
+                await _cancelled(sampling)
+                view.say(f"Stopped sampling Thought {number}: the trace is as it was, and no "
+                         "sample was saved.")
+                return
+            try:
+                ready = sampling.result()
+            except llm.LLMError as error:
+                if not answer.done():
+                    dialog.dismiss(None)
+                view.say(f"Backtracking failed: {error.message}", error=True,
+                         then=f"{view.key('trace_edit_model')} changes the model.")
+                return
+            dialog.all_in(ready)
+            candidate = await answer
+            if ready.resample.chosen is None:
+                view.say(f"No sample differs from Thought {number}: the trace is as it was "
+                         "(the samples are saved).")
+                return
+            if candidate is None:
+                view.say(f"Kept the trace as it was; the {len(ready.stored)} samples of "
+                         f"Thought {number} are saved.")
+                return
+            await self._continue_branch(trace.continue_with(
+                candidate, settings=view.context.stepper_settings))
+        except asyncio.CancelledError:
+            view.say_stopped()
+            raise
+        finally:
+            await _cancelled(sampling)
+            if not answer.done() and dialog.is_current:  # the worker itself was stopped
+                dialog.dismiss(None)
+            if view.is_attached:
+                view.end_generating()
+
+    async def _sample(self, number: int, dialog: CandidatesScreen) -> SamplesReady:
+        """Backtracking's samples, each shown in the dialog as it arrives, all saved once in.
+        Raises LLMError."""
+        view = self.view
+        trace = view.trace
+        if not llm.is_loaded():
+            view.say("Loading the model library…")
+            await asyncio.to_thread(llm.warm_up)
+        model = trace.spec.model
+        view.say(f"Sampling Thought {number} {SAMPLES} times at temperature 1…  (esc stops)")
+        ready = await trace.resample(number, settings=view.context.stepper_settings,
+                                     on_sample=dialog.arrived)
+        view.post_message(CallsMade(*ready.resample.samples.calls))  # saved with the samples
+        if trace.spec.model != model:
+            self._say_handed_over(model, "backtracking")
+        view.say(f"Thought {number}: {len(ready.stored)} samples in and saved.")
+        return ready
+
+    # -- w: a thought rewritten by hand
+
+    def rewrite(self) -> None:
+        view = self.view
+        if self._can_branch():
+            view.run_worker(self._rewrite(view.selected or 1), name="rewrite",
+                            group="generate", exclusive=True, exit_on_error=False,
+                            description="Rewriting the thought")
+
+    async def _rewrite(self, number: int) -> None:
+        view = self.view
+        trace = view.trace
+        text = await view.app.push_screen_wait(
+            EditThoughtScreen(number, trace.steps[number - 1].text))
+        if text is None:
+            return
+        view.running = True
+        model = trace.spec.model
+        try:
+            if not llm.is_loaded():
+                view.say("Loading the model library…")
+                await asyncio.to_thread(llm.warm_up)
+            await self._continue_branch(trace.rewrite(
+                number, text, settings=view.context.stepper_settings), handed_over_from=model)
+        except asyncio.CancelledError:
+            view.say_stopped()
+            raise
+        finally:
+            if view.is_attached:
+                view.end_generating()
+
+    async def _continue_branch(self, events: AsyncIterator[object],
+                               handed_over_from: str | None = None) -> None:
+        """A new branch from Thought k: show it, then stream the rest as `r` does.
+        `handed_over_from`: the model before the branch was made, to say so when the session
+        went on with another (replay/bbm hands over to solver/bbm)."""
+        view = self.view
+
+        async def after_the_branch() -> AsyncIterator[object]:
+            async for event in events:
+                if not isinstance(event, BranchMade):
+                    yield event
+                    continue
+                await view.show_branch(event.step.number, follow=True)
+                view.say(f"Thought {event.step.number}: a new version (a new branch; "
+                         f"{view.key('previous_version')} and {view.key('next_version')} "
+                         "show the others). Generating…")
+                if handed_over_from is not None and handed_over_from != view.trace.spec.model:
+                    self._say_handed_over(handed_over_from, "the rewrite")
+
+        await view.stream(after_the_branch())
+
+    def _say_handed_over(self, model: str, what: str) -> None:
+        """The session went on with another model than `model` (replay/bbm can only repeat
+        its recording): a note, and the title names the model now in use."""
+        view = self.view
+        view.notify(f"{model} can only repeat its recorded trace: {what} goes on with "
+                    f"{view.trace.spec.model} ({view.key('trace_edit_model')} changes the "
+                    "model).", markup=False, timeout=8)
+        view.show_title()
+
+    # -- < >: the versions of a thought
+
+    def version(self, delta: int) -> None:
+        view = self.view
+        if not self._can_branch():
+            return
+        number = view.selected or 1
+        versions = view.trace.alternatives(number)
+        current = next(i for i, step in enumerate(versions)
+                       if step.id == view.trace.steps[number - 1].id)
+        if len(versions) == 1:
+            view.say(f"Thought {number} has one version only.")
+            return
+        index = (current + delta) % len(versions)
+        view.run_worker(self._switch_version(number, versions[index].id, index + 1,
+                                             len(versions)),
+                        name="switch_version", group="label", exclusive=True,
+                        exit_on_error=False, description="Showing the other version")
+
+    async def _switch_version(self, number: int, step_id: int, index: int, count: int) -> None:
+        view = self.view
+        await view.switch_branch(step_id)
+        await view.show_branch(min(number, len(view.trace.steps)))
+        view.say(f"Thought {number}: version {index} of {count} "
+                 f"({thoughts(len(view.trace.steps))} on this branch).")
+
+    # -- t: the branch tree
+
+    def open_tree(self) -> None:
+        if self.view.trace.steps:
+            self.view.run_worker(self._open_tree(), name="branch_tree", group="compare",
+                                 exclusive=True, exit_on_error=False,
+                                 description="Reading the branches")
+
+    async def _open_tree(self) -> None:
+        view = self.view
+        trace = view.trace
+
+        def chosen(step_id: int | None) -> None:
+            if step_id is not None:
+                view.run_worker(self._show_branch(step_id), name="show_branch", group="label",
+                                exclusive=True, exit_on_error=False,
+                                description="Showing the branch")
+
+        roots = segments(trace.tree)
+        # What each segment that parts from others is (its sampling, its calls' models:
+        # read from the store).
+        origins = await asyncio.to_thread(self._origins, roots)
+        shown = {step.id for step in trace.steps}
+        await view.app.push_screen(BranchTreeScreen(roots, shown, trace.session.target,
+                                                    origins, trace.task), chosen)
+
+    def _origins(self, roots: list[Segment]) -> dict[int, BranchOrigin | None]:
+        found: dict[int, BranchOrigin | None] = {}
+        stack = [roots]
+        while stack:
+            level = stack.pop()
+            for segment in level:
+                if len(level) > 1:
+                    found[segment.steps[0].id] = self.view.trace.branch_origin(segment.steps)
+                stack.append(list(segment.children))
+        return found
+
+    async def _show_branch(self, step_id: int) -> None:
+        view = self.view
+        if view.running or view.finding:
+            return
+        await view.switch_branch(step_id)
+        await view.show_branch(view.selected or 1)
+        view.say(f"A branch of {thoughts(len(view.trace.steps))} on show.")
+
+    # -- v: two branches side by side
+
+    def compare(self) -> None:
+        view = self.view
+        steps = view.trace.steps
+        other = other_branch(view.trace.tree, steps, view.selected)
+        if other is None:
+            view.say(f"The session has one branch only: {view.key('backtrack')} backtracks, "
+                     f"{view.key('edit_thought')} rewrites a thought.")
+            return
+        view.run_worker(self._open_compare(view.trace.tree.diff(steps[-1].id, other)),
+                        name="compare", group="compare", exclusive=True, exit_on_error=False,
+                        description="Comparing the branches")
+
+    async def _open_compare(self, diff: BranchDiff) -> None:
+        trace = self.view.trace
+        # What each branch is comes from the store (its sampling, its calls' models).
+        left = await asyncio.to_thread(trace.branch_origin, diff.left)
+        right = await asyncio.to_thread(trace.branch_origin, diff.right)
+        await self.view.app.push_screen(CompareScreen(diff, trace.session.target,
+                                                      origin_words(left), origin_words(right),
+                                                      trace.task))
+
+    # -- l: a thought's tokens
+
+    def open_tokens(self) -> None:
+        view = self.view
+        if view.trace.steps:
+            step_id = view.trace.steps[(view.selected or 1) - 1].id
+            view.run_worker(self._open_tokens(step_id), name="tokens", group="tokens",
+                            exclusive=True, exit_on_error=False,
+                            description="Reading the thought's tokens")
+
+    async def _open_tokens(self, step_id: int) -> None:
+        # The list holds steps without their tokens (big traces): read this one's.
+        step = await asyncio.to_thread(self.view.trace.store.step, step_id)
+        await self.view.app.push_screen(TokenScreen(step))
+
+
+async def _cancelled(task: asyncio.Future) -> None:
+    """Cancel `task` if it is still running and wait until it has stopped."""
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task

@@ -1,0 +1,158 @@
+"""A trace view's generating (n, r): the model writes the next thought, or runs to the answer,
+and the stepper's events are shown as they come (a thought streaming token by token, then
+finished once its step is committed; the answer; a failure; the end of the run). Backtracking
+and rewriting stream their new branch through here too (`stream`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+from bbm_tui.core import llm
+from bbm_tui.core.generation.stepper import (
+    AnswerFound,
+    StepDelta,
+    StepFailed,
+    StepFinished,
+    StepRestarted,
+    StepStarted,
+    TraceFinished,
+)
+from bbm_tui.core.store import SessionBusy
+from bbm_tui.core.textsafe import one_line
+from bbm_tui.core.types import TraceEnd
+from bbm_tui.ui.screens.trace.host import TraceHost
+from bbm_tui.ui.screens.trace.messages import CallsMade
+from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, thoughts
+from bbm_tui.ui.viewmodels.trace import FINISH_MESSAGES
+from bbm_tui.ui.widgets.thought import ThoughtView
+
+
+class Generation:
+    """The generating of one trace view. It sets the view's `running` while a run goes on;
+    its worker is the view's "generate" group (one at a time; esc cancels it)."""
+
+    def __init__(self, view: TraceHost) -> None:
+        self.view = view
+        # The thought being streamed, by number: a token goes straight to its view, no query.
+        self._streaming: dict[int, ThoughtView] = {}
+
+    def generate(self, max_new_steps: int | None) -> None:
+        """One step (1), or a run to the answer (None)."""
+        self.view.run_worker(self._generate(max_new_steps), name="generate", group="generate",
+                             exclusive=True, exit_on_error=False, description="Generating")
+
+    async def _generate(self, max_new_steps: int | None) -> None:
+        view = self.view
+        view.running = True
+        view.sync_views()
+        try:
+            if not llm.is_loaded():
+                # The first call imports litellm (seconds); never on the event loop.
+                view.say("Loading the model library…")
+                await asyncio.to_thread(llm.warm_up)
+            view.say("Generating…")
+            await self.stream(view.trace.generate(max_new_steps=max_new_steps,
+                                                  settings=view.context.stepper_settings))
+        except SessionBusy as busy:  # another window got to it first: nothing was done
+            view.read_only(busy)
+        except asyncio.CancelledError:
+            view.say_stopped()
+            raise
+        finally:
+            if view.is_attached:  # not when the view itself is going away
+                self.end()
+
+    def end(self) -> None:
+        """A run ended (finished, failed or stopped): the thought still streaming is dropped
+        (its step was never committed), and the view shows what the store has."""
+        self.drop_unfinished()
+        self.view.running = False
+        self.view.sync_views()
+
+    async def stream(self, events: AsyncIterator[object]) -> None:
+        async for event in events:
+            self.on_event(event)
+
+    def on_event(self, event: object) -> None:
+        handlers: dict[type, Callable] = {
+            StepStarted: self._step_started,
+            StepDelta: self._step_delta,
+            StepRestarted: self._step_restarted,
+            StepFinished: self._step_finished,
+            AnswerFound: self._answer_found,
+            StepFailed: self._step_failed,
+            TraceFinished: self._trace_finished,
+        }
+        handlers[type(event)](event)
+
+    def _step_started(self, event: StepStarted) -> None:
+        view = self.view
+        thought = ThoughtView(event.number, streaming=True)
+        thought.set_presenter(view.presenter)
+        self._streaming[event.number] = thought
+        view.thoughts.follow()
+        view.thoughts.add_streaming(thought)
+        view.say(f"Generating Thought {event.number}…  ({view.key('stop')} stops)")
+
+    def _step_delta(self, event: StepDelta) -> None:
+        thought = self._streaming.get(event.number)
+        if thought is not None:
+            self.view.thoughts.follow()
+            thought.append(event.text)
+
+    def _step_restarted(self, event: StepRestarted) -> None:
+        thought = self._streaming.get(event.number)
+        if thought is not None:
+            thought.restart(one_line(event.reason, 80))
+
+    def _step_finished(self, event: StepFinished) -> None:
+        view = self.view
+        # Committed already: the session's last step is this one.
+        step = next((s for s in reversed(view.trace.steps) if s.number == event.number), None)
+        thought = self._streaming.pop(event.number, None)
+        if step is None or thought is None:
+            return
+        thought.finish(step, wall_clock=view.context.wall_clock)
+        view.thoughts.streaming_finished(thought)
+        view.post_message(CallsMade(event.call))
+        if event.call.impossible_logprobs:
+            view.notify(f"Thought {event.number} came with log-probabilities no model could "
+                        "give (positive, NaN or infinite): it was kept without them.",
+                        severity="warning", markup=False, timeout=6)
+        view.thought_finished(event.number)
+
+    def _answer_found(self, event: AnswerFound) -> None:
+        self.view.show_answer()
+
+    def _step_failed(self, event: StepFailed) -> None:
+        view = self.view
+        message = one_line(event.error.message, 400)
+        self.drop_unfinished()
+        # One place for it: the status line, in red, until the next action.
+        view.say(f"Thought {event.number} failed: {message.rstrip('.')}.",
+                 then=f"{view.key('step')} tries it again, "
+                 f"{view.key('trace_edit_model')} changes the model.", error=True)
+
+    def _trace_finished(self, event: TraceFinished) -> None:
+        view = self.view
+        trace = view.trace
+        if event.reason == TraceEnd.ANSWER:
+            verdicts: dict[bool | None, str] = {True: f" {GLYPH_OK} matches the target",
+                                                False: f" {GLYPH_MISTAKE} not the target"}
+            verdict = verdicts.get(trace.correct, "")
+            view.say(f"Finished with an answer{verdict}.", then=view.label_hint())
+        elif event.reason == TraceEnd.PAUSED:
+            view.say(f"{thoughts(len(trace.steps))}.", then=view.next_hint())
+        else:
+            template = FINISH_MESSAGES[event.reason]
+            # The limit in force: the model dialog may have changed the config's.
+            limit = view.context.stepper_settings.step_limit
+            view.say(template.format(limit=thoughts(limit), number=len(trace.steps)),
+                     error=True)
+
+    def drop_unfinished(self) -> None:
+        """Remove the thought being streamed (its step will not be committed)."""
+        for thought in self._streaming.values():
+            self.view.thoughts.drop(thought)
+        self._streaming.clear()

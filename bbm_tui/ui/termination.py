@@ -1,0 +1,45 @@
+"""SIGTERM (a `kill`, a logout) and SIGHUP (the terminal closed) end the app the way `q` does, so
+that Textual restores the terminal (main screen, mouse off, cursor on) instead of the process
+dying in the alternate screen. Exit codes 143 and 129."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
+
+SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class TerminationSignals:
+    """The app's termination signals: noted while it starts (`held`), handed to its event loop
+    once it runs (`hand_to_loop`)."""
+
+    def __init__(self) -> None:
+        self._early: list[int] = []
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Around `run()`: note a SIGTERM or SIGHUP that comes before the app's on_mount hands
+        them to the event loop. The driver puts the terminal in the alternate screen well
+        before then, and the default action (dying there) would leave it so."""
+        def note(signal_number: int, _frame: object) -> None:
+            self._early.append(signal_number)
+
+        previous = {number: signal.signal(number, note) for number in SIGNALS}
+        try:
+            yield
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+
+    def hand_to_loop(self, terminate: Callable[[int], None]) -> None:
+        """From now on the running event loop calls `terminate` with the signal's number; one
+        that came while the app started is acted on now."""
+        loop = asyncio.get_running_loop()
+        for signal_number in SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(signal_number, terminate, signal_number)
+        if self._early:
+            terminate(self._early[0])
