@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from aiohttp import web  # noqa: E402
 
-from tests.fake_server import Asked, count_tokens, dataset_trace_responder  # noqa: E402
+from tests.fake_server import Asked, dataset_trace_responder  # noqa: E402
 from tests.openai_server import FakeOpenAI, dataset_responder  # noqa: E402
 
 
@@ -46,7 +46,7 @@ class BenchServer(FakeOpenAI):
     def asked(self, body: dict[str, Any], request: web.Request) -> Asked:
         asked = super().asked(body, request)
         self.answered += 1
-        self.prompt_tokens += count_tokens(asked.prompt)
+        self.prompt_tokens += len(self.tokenize(asked.prompt))
         return asked
 
     async def _handle(self, request: web.Request, chat: bool) -> web.StreamResponse:

@@ -99,5 +99,5 @@ def test_router_and_one_call(tmp_path: Path) -> None:
     path.write_text('router = "~/servers.yaml"\n')
     assert load_config(path).router == str(Path.home() / "servers.yaml")
     path.write_text("one_call = 1\n")
-    with pytest.raises(ConfigError, match="line 1.*'one_call' must be true or false"):
+    with pytest.raises(ConfigError, match=r"line 1.*'one_call' must be true or false"):
         load_config(path)

@@ -443,13 +443,13 @@ async def test_one_call_is_a_tick_in_the_model_dialog_and_streams_each_thought(
         trace_screen = await opened_trace(pilot)
         await pilot.press("r")
         # The first call imports litellm (seconds, more on a loaded machine).
-        await wait_for(pilot, lambda: trace_screen.trace.answer is not None, timeout=60)
-        assert trace_screen.trace.texts == ["Pear comes after fig.", "So the order is fig, pear.",
-                                            "So the answer is fig pear"]
+        await wait_for(pilot, lambda: trace_screen.view.trace.answer is not None, timeout=60)
+        assert trace_screen.view.trace.texts == [
+            "Pear comes after fig.", "So the order is fig, pear.", "So the answer is fig pear"]
         [request] = openai_server.requests  # one call for the three thoughts
         assert "stop" not in request.body
         await pilot.pause()
         views = list(trace_screen.query(ThoughtView))
-        assert [view.step.text for view in views if view.step] == trace_screen.trace.texts
-        steps = store.branch(trace_screen.trace.id)
+        assert [view.step.text for view in views if view.step] == trace_screen.view.trace.texts
+        steps = store.branch(trace_screen.view.trace.id)
         assert len({step.one_call for step in steps}) == 1 and steps[0].one_call
