@@ -8,9 +8,9 @@ real app headless (Textual's `run_test`, 120x40):
 
 - idle: the app on its new-session screen, after its first frame; its RSS is the idle footprint;
 - open: from reading the file (what `bbm-tui annotate FILE` does before the app starts,
-  `bbm_tui.cli.read_annotation_files`) until the first frame of the annotation screen painted
-  with the first trace's thoughts, the one to judge marked; the time and the peak RSS (VmHWM)
-  above the idle footprint;
+  `bbm_tui.cli.annotate.read_annotation_files`) until the first frame of the annotation
+  screen painted with the first trace's thoughts, the one to judge marked; the time and the
+  peak RSS (VmHWM) above the idle footprint;
 - keys: `c` sent N times as the terminal would (`App.simulate_key`, the Key event a real key
   makes); each judges a thought correct, commits to the store in a thread and unlocks the next;
   timed from the key until the first frame painted with the next thought marked current, and
@@ -106,7 +106,7 @@ def current_is(screen, index):
     return len(thoughts) > index and thoughts[index].has_class("-current")
 
 async def opened():
-    from bbm_tui.cli import read_annotation_files
+    from bbm_tui.cli.annotate import read_annotation_files
     from bbm_tui.ui.app import AnnotateRequest
     start = time.perf_counter()
     # What `bbm-tui annotate FILE` does before the app starts.

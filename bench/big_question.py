@@ -92,7 +92,7 @@ async def session():
     print(json.dumps({"open_s": opened, "key_s": key, "hwm_mb": hwm_mb()}))
 
 async def annotate():
-    from bbm_tui.cli import read_annotation_files
+    from bbm_tui.cli.annotate import read_annotation_files
     from bbm_tui.core.dataset import DatasetError
     from bbm_tui.ui.app import AnnotateRequest
     path = folder / "word_sorting.jsonl"

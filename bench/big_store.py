@@ -25,6 +25,7 @@ Targets: under 1 s to open, under 50 ms a key, under 300 MB.
 
     .venv/bin/python bench/big_store.py            # N = 100,000
     .venv/bin/python bench/big_store.py --quick    # N = 10,000 (CI)
+    .venv/bin/python bench/big_store.py --code DIR # another checkout's bbm_tui (a before)
 """
 
 from __future__ import annotations
@@ -90,12 +91,14 @@ class FrameClock:
         app._display = display
 
     async def key(self, pilot, key: str, done: Callable[[], bool],
-                  settle: float = 0.05) -> tuple[float, float]:
+                  settle: float = 0.05) -> tuple[float, float, float]:
         """From sending `key` until its first frame (once `done()` holds: the change is made),
         and until the last frame it caused (frames are awaited until none has come for
-        `settle` seconds: a window that moved lays out its new thoughts)."""
+        `settle` seconds: a window that moved lays out its new thoughts); and the CPU time
+        of this thread, the app's, until then (the waiting in between costs next to none)."""
         app = pilot.app
         seen = len(self.frames)
+        cpu_started = time.thread_time()
         started = time.perf_counter()
         await app._press_keys([key])
         while not done() or len(self.frames) == seen:
@@ -106,7 +109,7 @@ class FrameClock:
         first = self.frames[seen]
         while time.perf_counter() - self.frames[-1] < settle:
             await asyncio.sleep(0.005)
-        return first - started, self.frames[-1] - started
+        return first - started, self.frames[-1] - started, time.thread_time() - cpu_started
 
 
 async def until(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -128,6 +131,7 @@ async def big_trace(home: Path, steps: int) -> dict[str, object]:
     app = BbmApp(Config(), session_id=1, warm_up=False, wall_clock=False)
     clock = FrameClock(app)
     started = time.perf_counter()
+    cpu_started = time.process_time()
     figures: dict[str, object] = {}
     async with app.run_test(size=SIZE) as pilot:
         def opened() -> bool:
@@ -139,11 +143,14 @@ async def big_trace(home: Path, steps: int) -> dict[str, object]:
 
         await until(pilot, opened)
         figures["open"] = clock.frames[-1] - started
+        # The process's CPU time (every thread) until then: on a busy machine the wall time
+        # is several times it, and the CPU time is what the code costs.
+        figures["open_cpu"] = time.process_time() - cpu_started
         screen = app.screen
         assert isinstance(screen, TraceScreen)
         await pilot.pause()
         figures["mounted"] = len(screen.query(ThoughtView))
-        keys: dict[str, list[tuple[float, float]]] = {}
+        keys: dict[str, list[tuple[float, float, float]]] = {}
 
         async def press(name: str, key: str, wanted: Callable[[], int]) -> None:
             target = wanted()
@@ -228,7 +235,7 @@ async def many(home: Path, count: int) -> dict[str, object]:
         screen = app.screen
         assert isinstance(screen, SessionsScreen)
         table = screen.query_one(DataTable)
-        keys: dict[str, list[tuple[float, float]]] = {}
+        keys: dict[str, list[tuple[float, float, float]]] = {}
         for name, key, times in (("down", "down", 150), ("pgdn", "pagedown", 20)):
             for _ in range(times):
                 end = screen._offset + table.row_count
@@ -252,24 +259,27 @@ async def many(home: Path, count: int) -> dict[str, object]:
     return figures
 
 
-def report_keys(keys: dict[str, list[tuple[float, float]]],
-                small: dict[str, list[tuple[float, float]]]) -> tuple[float, float]:
-    """Each key's median (and worst) to its first frame and until settled, beside the same
-    key on the small store; returns the worst of the medians to the first frame and the
-    worst of all until settled, on the big store."""
+def report_keys(keys: dict[str, list[tuple[float, float, float]]],
+                small: dict[str, list[tuple[float, float, float]]]) -> tuple[float, float]:
+    """Each key's median (and worst) to its first frame and until settled, and its CPU time,
+    beside the same key on the small store; returns the worst of the medians to the first
+    frame and the worst of all until settled, on the big store."""
     worst_median = worst_last = 0.0
     print(f"  {'key':13} {'first frame, median (max)':>27} {'settled, median (max)':>24}"
-          f"   small store: first frame, settled (medians)")
+          f" {'CPU':>8}   small store: first frame, settled, CPU (medians)")
     for name, times in keys.items():
         first = [pair[0] for pair in times]
         last = [pair[1] for pair in times]
         worst_median = max(worst_median, median(first))
         worst_last = max(worst_last, max(last))
-        baseline = small.get(name, [(float("nan"), float("nan"))])
+        nan = float("nan")
+        baseline = small.get(name, [(nan, nan, nan)])
         print(f"  {name:13} {median(first) * 1000:15.1f} ms ({max(first) * 1000:5.1f})"
               f" {median(last) * 1000:13.1f} ms ({max(last) * 1000:5.1f})"
+              f" {median([p[2] for p in times]) * 1000:5.1f} ms"
               f"   {median([p[0] for p in baseline]) * 1000:8.1f} ms, "
-              f"{median([p[1] for p in baseline]) * 1000:5.1f} ms   (n={len(times)})")
+              f"{median([p[1] for p in baseline]) * 1000:5.1f} ms, "
+              f"{median([p[2] for p in baseline]) * 1000:5.1f} ms   (n={len(times)})")
     return worst_median, worst_last
 
 
@@ -284,7 +294,19 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--build":
         build(sys.argv[2], sys.argv[3], int(sys.argv[4]))
         return 0
-    args = parser(__doc__.splitlines()[0]).parse_args()
+    options = parser(__doc__.splitlines()[0])
+    options.add_argument("--code", type=Path, default=ROOT,
+                         help="measure another checkout's bbm_tui (for a before and after)")
+    args = options.parse_args()
+    code = args.code.resolve()
+    if code != ROOT:
+        # The same measurements in a child that imports that checkout's bbm_tui first.
+        env = {**os.environ, "PYTHONPATH": f"{code}:{ROOT}"}
+        return subprocess.run([PYTHON, __file__, *(["--quick"] if args.quick else [])],
+                              env=env, cwd=ROOT).returncode
+    import bbm_tui
+
+    print(f"code: {Path(bbm_tui.__file__).resolve().parent.parent}")
     count = 10_000 if args.quick else 100_000
     header(f"big stores: one session of {count:,} steps, {count:,} sessions", args.quick)
     with private_home() as env:
@@ -306,8 +328,9 @@ def main() -> int:
         trace = asyncio.run(big_trace(steps_home, count))
         after_trace = rss_mb()
         print(f"\nThe app on one session of {count:,} steps:")
-        print(f"  open (first frame with thoughts) {trace['open']:.3f} s (small store: "
-              f"{small_trace['open']:.3f} s); thought views mounted {trace['mounted']} (after "
+        print(f"  open (first frame with thoughts) {trace['open']:.3f} s, CPU "
+              f"{trace['open_cpu']:.3f} s (small store: {small_trace['open']:.3f} s, CPU "
+              f"{small_trace['open_cpu']:.3f} s); thought views mounted {trace['mounted']} (after "
               f"the keys: {trace['mounted_after']})")
         worst_trace = report_keys(trace["keys"], small_trace["keys"])  # type: ignore[arg-type]
         small_many = asyncio.run(many(small_sessions, SMALL_SESSIONS))

@@ -89,6 +89,18 @@ def openai_server(_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture(scope="session")
+def _second_server() -> Iterator[FakeServer]:
+    yield from _serving(FakeOpenAI())
+
+
+@pytest.fixture
+def second_openai_server(_second_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
+    """Another local OpenAI-compatible server (another model, elsewhere: several models side
+    by side), with an empty script for this test."""
+    yield from _fresh(_second_server)
+
+
+@pytest.fixture(scope="session")
 def _anthropic() -> Iterator[FakeServer]:
     yield from _serving(FakeAnthropic())
 

@@ -682,6 +682,24 @@ def dataset_responder(path: str, body: dict[str, Any]) -> Reply:
         return Reply(status=400, error_message=str(error))
 
 
+def solver_responder(path: str, body: dict[str, Any]) -> Reply:
+    """Answer generation prompts like a model that gets the four checkable tasks right: the
+    next step solver/bbm writes at temperature 0 (core/tasks/solver.py)."""
+    from bbm_tui.core.llm.offline.replay import parse_generation_prompt
+    from bbm_tui.core.tasks import get_task
+    from bbm_tui.core.tasks.solver import SolverError, next_step
+
+    request = parse_generation_prompt(last_prompt(body))
+    if request is None:
+        return Reply(status=400, error_message="not a generation prompt")
+    question = request.question.removeprefix(get_task(request.task).question_prefix)
+    try:
+        [step] = next_step(request.task, question, list(request.steps), 0.0, 0, 1)
+    except SolverError as error:
+        return Reply(status=400, error_message=str(error))
+    return Reply(text=f" {step.text}\n")
+
+
 def last_prompt(body: dict[str, Any]) -> str:
     """The text of the last user turn (or the raw prompt): where a generation prompt is."""
     if "prompt" in body:

@@ -191,7 +191,8 @@ def test_find_chart_is_the_tables_accuracy_beside_the_papers(tmp_path: Path, cap
     for index, task in enumerate(chart.categories):
         assert value_text(chart.series[0].values[index], "%") == printed[task][2]
         assert value_text(chart.series[1].values[index], "%") == printed[task][3]
-    assert chart.series[1].values == (35.0, 44.0, 39.8)  # Table 4, GPT-4, direct trace
+    # Table 4, GPT-4, direct trace; the paper's overall over the two tasks run, as ours is.
+    assert chart.series[1].values == (35.0, 44.0, 39.5)
     code, out, _ = run(capsys, "find", "--model", "simulated/rm-0.65", "--method",
                        "direct-trace", "--input", str(DATASET[0]), str(DATASET[3]),
                        "--limit", "40", "--out", str(preds), "--paper", "gpt-4",

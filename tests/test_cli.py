@@ -397,7 +397,7 @@ def test_tables_never_cut_a_number_nor_a_reason(tmp_path: Path) -> None:
 
 
 def test_no_change_is_never_minus_zero() -> None:
-    from bbm_tui.cli import _signed
+    from bbm_tui.cli.phrases import signed as _signed
 
     assert [_signed(value) for value in (-0.004, -0.0, 0.0, 0.004, -2.5, 2.5, None)] == [
         "+0.00", "+0.00", "+0.00", "+0.00", "-2.50", "+2.50", "—"]

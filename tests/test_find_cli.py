@@ -190,6 +190,22 @@ def test_paper_figures_in_the_json(tmp_path: Path, capsys) -> None:
     assert "accuracy" in paper["overall"]
 
 
+def test_the_papers_overall_beside_a_run_of_fewer_tasks_is_over_those_tasks(
+        tmp_path: Path, capsys) -> None:
+    """Beside a run over one task, the paper's "overall" was its five-task mean (gpt-4's
+    direct-trace accuracy over all five), not the figure for the task that ran; it is now the
+    mean of the paper's own figures over the run's tasks, read from the shipped tables."""
+    tables = json.loads((Path(__file__).parent.parent / "prompts" / "paper_tables.json")
+                        .read_text(encoding="utf-8"))
+    word_sorting = tables["table_4_location_accuracy"]["gpt-4"]["word_sorting"]["direct-trace"]
+    data = find_json(capsys, "--model", "replay/bbm", "--method", "direct-trace", "--input",
+                     ALL[0], "--limit", "30", "--out", str(tmp_path / "p.jsonl"),
+                     "--paper", "gpt-4")
+    assert set(data["tasks"]) == {"word_sorting"}
+    assert data["paper"]["overall"]["accuracy"] == word_sorting
+    assert data["paper"]["overall_tasks"] == ["word_sorting"]
+
+
 def test_paper_without_figures_for_the_method(tmp_path: Path, capsys) -> None:
     code, out, _ = find(capsys, "--model", "replay/bbm", "--method", "cot-trace", "--input",
                         ALL[0], "--limit", "3", "--out", str(tmp_path / "p.jsonl"),

@@ -151,8 +151,8 @@ def assert_dataset_row(line: bytes, by_input: dict, model: str = "replay/bbm") -
     assert value["model"] == model
     where = {"dataset_index", "source_index"} & set(value)
     assert len(where) == 1
-    assert set(value) == {"input", "steps", "answer", "target", "model", "latency_s", "task",
-                          *where}
+    assert set(value) == {"input", "steps", "answer", "target", "model", "latency_s", "usage",
+                          "task", *where}
     return value["input"]
 
 

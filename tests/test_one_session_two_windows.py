@@ -158,7 +158,7 @@ async def test_the_claim_is_kept_alive_while_a_step_takes_long(
 ) -> None:
     """A step that takes far longer than CLAIM_STALE_S (a model thinking): the heartbeat
     keeps the claim, and the other window is still told the session is busy."""
-    import bbm_tui.core.store.store as store_module
+    import bbm_tui.core.store.sessions as store_module
     import bbm_tui.core.trace.session as session_module
 
     monkeypatch.setattr(store_module, "CLAIM_STALE_S", 0.4)

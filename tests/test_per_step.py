@@ -198,9 +198,10 @@ def test_adjudication_reads_per_step_labels_by_their_first_mistake(tmp_path: Pat
 
 def test_the_annotate_command_hands_the_protocol_to_the_app(monkeypatch) -> None:
     from bbm_tui import cli
+    from bbm_tui.cli import annotate
 
     asked = []
-    monkeypatch.setattr(cli, "_open_app", lambda args, request: asked.append(request) or 0)
+    monkeypatch.setattr(annotate, "open_app", lambda args, request: asked.append(request) or 0)
     assert cli.main(["annotate", str(FILES["prm800k"]), "--annotator", "ana",
                      "--protocol", "per-step"]) == 0
     [request] = asked

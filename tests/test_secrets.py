@@ -117,7 +117,7 @@ def test_redact_removes_every_form_of_a_key_and_nothing_else(key: str) -> None:
 
 
 def test_the_command_lines_error_path_redacts(key: str, capsys) -> None:
-    from bbm_tui.cli import fail
+    from bbm_tui.cli.errors import fail
 
     assert fail(f"internal error: RuntimeError: bad header {key!r}") == 1
     err = capsys.readouterr().err

@@ -23,7 +23,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
 )
 from bbm_tui.core.store import Store, StoreError
-from bbm_tui.core.trace.session import NewTrace, TraceSession
+from bbm_tui.core.trace.session import FREEZE_FROM, NewTrace, TraceSession
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 from tests.test_llm_http import eventually
 
@@ -344,3 +344,66 @@ async def test_the_datasets_empty_thought_is_saved_in_its_place(store: Store) ->
         assert [s.text for s in steps] == trace.steps
         assert steps[54].text == "" and steps[54].number == 55
         assert [s.number for s in steps] == list(range(1, len(trace.steps) + 1))
+
+
+def test_a_big_trace_is_loaded_out_of_the_collectors_sight(tmp_path: Path) -> None:
+    """10^4 steps and more: once loaded, they are set aside from the cyclic collector
+    (gc.freeze) before it runs again; its first passes after the load walked every one of
+    them three times over (generations 0, 1 and 2), a second at 10^5 steps."""
+    import gc
+
+    from tests.big_stores import big_session
+
+    path = tmp_path / "big.sqlite3"
+    session_id = big_session(path, FREEZE_FROM)
+    gc.unfreeze()
+    try:
+        with Store.open(path) as opened:
+            trace = TraceSession.load(opened, session_id)
+            assert len(trace.steps) == FREEZE_FROM
+            assert gc.get_freeze_count() > FREEZE_FROM
+            assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+
+
+async def test_the_place_of_a_step_on_the_branch_on_show(store: Store) -> None:
+    """A step's number is its place on its path: the flagged mistake and a label's last step
+    are found at once on the branch on show, and a step of another branch is on none."""
+    session = new(store)
+    session.load_recorded(row().steps)
+    first_branch = list(session.steps)
+    session.flag_mistake(3)
+    assert session.mistake_number == 3
+    assert [session.place_of(step.id) for step in first_branch] == list(
+        range(1, len(first_branch) + 1))
+    session.fork_at(2)
+    session.append_typed("another second thought")
+    assert session.place_of(first_branch[0].id) == 1
+    assert session.place_of(first_branch[1].id) is None  # the old Thought 2, off the branch
+    assert session.place_of(first_branch[2].id) is None
+    assert session.place_of(session.steps[1].id) == 2
+    assert session.place_of(None) is None and session.place_of(10**9) is None
+    assert session.mistake_number is None  # the flag is on the other branch
+
+
+async def test_statuses_under_the_label_thought_by_thought(store: Store) -> None:
+    """The glyphs the trace screen draws, worked out for the thoughts asked for: before the
+    flagged first mistake "ok", it "mistake", after it "after"; a "no mistake" label covers
+    the thoughts it saw; none: "plain"."""
+    from bbm_tui.ui.viewmodels.trace import statuses
+
+    session = new(store)
+    session.load_recorded(row().steps)
+    count = len(session.steps)
+    assert list(statuses(session)) == ["plain"] * count
+    session.flag_mistake(3)
+    shown = statuses(session)
+    assert len(shown) == count and list(shown) == ["ok", "ok", "mistake"] + ["after"] * (
+        count - 3)
+    assert shown[-1] == "after" and shown[1:3] == ["ok", "mistake"]
+    with pytest.raises(IndexError):
+        shown[count]
+    session.mark_no_mistake()
+    session.append_typed("one thought more")
+    assert list(statuses(session)) == ["ok"] * count + ["plain"]

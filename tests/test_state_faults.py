@@ -176,6 +176,18 @@ def test_which_model_settings_a_reopened_session_continues_with() -> None:
     assert resumed_spec(stored, configured, frozenset({"model"})) == configured
 
 
+def test_a_recorded_trace_with_no_model_goes_on_with_the_configured_one() -> None:
+    """An imported or queued row that names no model is stored under RECORDED_MODEL; `b` or a
+    finder on it asked litellm for a model called "dataset" ("LLM Provider NOT provided")."""
+    from bbm_tui.core.trace.session import resumed_spec
+    from bbm_tui.core.types import RECORDED_MODEL
+
+    with Store.open() as store:
+        stored = store.create_session(task=TASK, input="1 + 1 =", model=RECORDED_MODEL)
+    configured = llm.ModelSpec("m/b", "http://good/v1", "chat")
+    assert resumed_spec(stored, configured) == configured
+
+
 # ------------------------------------------------------------ 6. a session deleted meanwhile
 
 def test_a_session_deleted_mid_run_fails_only_its_trace(openai_server: FakeOpenAI,

@@ -293,6 +293,43 @@ def test_branches_and_head(db: Path) -> None:
         assert store.step(sibling.id).parent_id == two
 
 
+def test_a_branch_is_read_without_the_rest_of_its_tree(db: Path) -> None:
+    """The branch on show is walked up from its end, one step at a time: a branch of three
+    thoughts beside 3,000 others costs SQLite about what it costs alone (every step of the
+    session was loaded to walk it before)."""
+    with Store.open(db) as store:
+        alone = new_session(store)
+        alone_tip = add_chain(store, alone, ["one", "two", "three"])[-1]
+        crowded = new_session(store)
+        first, _, crowded_tip = add_chain(store, crowded, ["one", "two", "three"])
+    connection = raw(db)
+    with connection:  # another branch of 3,000 thoughts from Thought 1
+        parent = first
+        for number in range(2, 3002):
+            parent = connection.execute(
+                "INSERT INTO steps (session_id, parent_id, number, text, origin, truncated, "
+                "created_at) VALUES (?, ?, ?, ?, 'model', 0, 0)",
+                (crowded, parent, number, f"other {number}")).lastrowid
+    connection.close()
+    with Store.open(db) as store:
+        def cost(session: int, tip: int) -> int:
+            """SQLite's work for the branch, in its virtual machine's steps (by the hundred)."""
+            ticks = [0]
+
+            def tick() -> int:
+                ticks[0] += 1
+                return 0
+
+            store._connection.set_progress_handler(tick, 100)
+            try:
+                assert [s.text for s in store.branch(session, tip)] == ["one", "two", "three"]
+            finally:
+                store._connection.set_progress_handler(None, 100)
+            return ticks[0]
+
+        assert cost(crowded, crowded_tip) <= 2 * cost(alone, alone_tip) + 5
+
+
 def test_labels_set_undo_current(db: Path) -> None:
     with Store.open(db) as store:
         session = new_session(store)

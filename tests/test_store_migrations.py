@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 4 and 6 to 13 open as the current version with nothing
+"""Stores written by schema versions 1 to 15 open as the current version with nothing
 lost (issue 9, item 4; issue 11); v9's impossible log-probabilities are mended (version 10).
 The old stores are frozen as SQL in tests/fixtures/, written by the code of their day, never
 built from today's."""
@@ -38,7 +38,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6, 7, 8, 10, 11, 12, 13, 14])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -147,6 +147,50 @@ def test_version_5_keeps_each_steps_logprob_and_lists_sessions_in_one_query(
     indexes = {row[0] for row in connection.execute(
         "SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"sessions_by_updated", "labels_in_force"} <= indexes
+
+
+def test_a_version_5_store_keeps_its_sums_branches_samples_labels_and_runs(
+    tmp_path: Path,
+) -> None:
+    """v5 -> today: the session v5's code wrote (tests/fixtures/store_v5.sql) reads as it was
+    written: each step's log-probability sum (from its tokens, or from its call's list), both
+    branches, the samples of the backtracked thought and the one chosen, two annotators'
+    labels with the withdrawn one still withdrawn, and a finder run with its calls."""
+    with Store.open(old_store(tmp_path, 5)) as store:
+        branch = store.branch(3)
+        assert [(step.id, step.number, step.origin) for step in branch] == [
+            (8, 1, "model"), (11, 2, "backtrack"), (12, 3, "model")]
+        assert [step.text for step in store.branch(3, 10)] == [
+            "A = (7 - 2) = 5.", "B = (1 + 1) = 3.", "So the answer is 15."]
+        assert store.branch(3, 4) == []  # a step of another session ends no branch of this
+        bulk = {step.id: step for step in store.steps_of(3)}
+        assert bulk[8].logprob == pytest.approx(-0.3) and bulk[8].ntokens == 2
+        assert bulk[9].logprob == pytest.approx(-2.0) and bulk[9].ntokens == 2  # its call's
+        assert (bulk[10].logprob, bulk[10].ntokens) == (None, None)
+        # Chosen among the three samples of one call: its own tokens, no cost of its own.
+        chosen = bulk[11]
+        assert (chosen.call_choices, chosen.ntokens, chosen.completion_tokens, chosen.cost) == (
+            3, 2, 2, None)
+        assert store.step(11).tokens == (TokenLogprob("B = (1 + 1) = ", -0.2),
+                                          TokenLogprob("2.", -0.05))
+        samples = store.candidates(3, 8, 2)
+        assert [(c.dropped, c.step_id) for c in samples] == [(True, None), (False, 11),
+                                                              (False, None)]
+        assert [c.logprob for c in samples] == [pytest.approx(-1.7), -0.25, None]
+        by = {label.annotator: label for label in store.labels(3)}
+        assert (by["me"].mistake_step_id, by["me"].assisted) == (9, False)
+        assert (by["ana"].mistake_step_id, by["ana"].assisted) == (9, True)
+        assert len(store.label_history(3, "ana")) == 1  # the withdrawn "no mistake" stays so
+        summary = {s.session.id: s for s in store.sessions()}
+        assert (summary[3].steps, summary[3].label.annotator) == (3, "ana")
+        assert summary[3].mistake_number is None  # Thought 2 flagged on the other branch
+        [run] = store.finder_runs(3)
+        assert (run.method, run.mistake_number, run.parsed) == ("direct-step", 2, True)
+        assert [(v.verdict, v.call.prompt_tokens) for v in run.verdicts] == [
+            ("Yes", 300), ("No", 320)]
+        assert store.totals(3).calls == 7
+        store.set_head(3, 10)
+        assert {s.session.id: s for s in store.sessions()}[3].mistake_number == 2
 
 
 def test_version_7_counts_each_steps_tokens_and_a_samples_own(tmp_path: Path) -> None:
@@ -394,16 +438,88 @@ def test_version_14_keeps_a_v13_store_and_stores_what_the_prompt_cache_did(
             before.calls + 1, 1100, 60)
         assert after.cost == pytest.approx(before.cost + 0.0002)
         assert after.unpriced_calls == before.unpriced_calls
-def test_version_15_keeps_a_v14_store_and_marks_steps_taken_from_one_call(
+
+
+def test_version_15_keeps_a_v14_store_and_gives_a_session_several_models(
     tmp_path: Path,
 ) -> None:
-    """v14 -> v15: every call stored before is a call of its own, served by no router; a
-    call counts once in the totals whatever number of steps it gave; each step keeps its
-    share's call id and the deployment that served it."""
+    """v14 -> v15: every session before is one of one model (no model branch, its steps on
+    none); given more models, its own trace becomes the first model branch (its model, its
+    head, every step of it) and the new ones follow in their columns, each step stored on its
+    own branch (two models writing the same first thought keep a step each), each head moving
+    with its branch, the session's with the branch it was on."""
+    from bbm_tui.core.types import ModelBranchState
+
     path = old_store(tmp_path, 14)
+    with Store.open(path) as store:
+        assert table_rows(path)["model_branches"] == []
+        assert all(step.model_branch_id is None for step in store.steps_of(3))
+        head = store.session(3).head_step_id
+        assert head == 13
+        first, second, third = store.add_model_branches(
+            3, [("openai/other", "http://user:secret@127.0.0.1:9/v1", "chat"),
+                ("solver/bbm", None, "chat")])
+        assert [(b.position, b.model, b.head_step_id, b.state) for b in (first, second, third)] \
+            == [(0, "openai/m", 13, ModelBranchState.IDLE), (1, "openai/other", None, "idle"),
+                (2, "solver/bbm", None, "idle")]
+        assert first.api_base == "http://127.0.0.1:9/ok/[redacted]/v1"
+        assert second.api_base is not None and "secret" not in second.api_base
+        assert {step.model_branch_id for step in store.steps_of(3)} == {first.id}
+        # The same first thought by another model: a step of its own, on its branch.
+        mine = store.add_step(3, parent_id=None, number=1, text="2 + 2",
+                              model_branch_id=second.id)
+        assert mine.id != 9 and mine.model_branch_id == second.id
+        assert store.model_branch(second.id).head_step_id == mine.id
+        assert store.session(3).head_step_id == head  # the branch on show stays
+        again = store.add_step(3, parent_id=None, number=1, text="2 + 2",
+                               model_branch_id=second.id)
+        assert again.id == mine.id  # stored once on its branch
+        # The session's head follows the branch it was on.
+        on_first = store.add_step(3, parent_id=13, number=4, text="Done.",
+                                  model_branch_id=first.id)
+        assert store.session(3).head_step_id == on_first.id
+        store.set_model_branch_head(first.id, 11)
+        assert store.session(3).head_step_id == 11
+        failed = store.set_model_branch_state(third.id, ModelBranchState.FAILED, "401: no key")
+        assert (failed.state, failed.error) == ("failed", "401: no key")
+        moved = store.update_model_branch_model(third.id, model="openai/x",
+                                                api_base="http://k:v@h/v1", mode="completion")
+        assert (moved.model, moved.mode) == ("openai/x", "completion")
+        assert moved.api_base is not None and "v@" not in moved.api_base
+        # More models later go on in the next columns.
+        assert [b.position for b in store.add_model_branches(3, [("m4", None, "chat")])] == [
+            0, 1, 2, 3]
+        summary = next(s for s in store.sessions() if s.session.id == 3)
+        assert summary.models == ("openai/m", "openai/other", "openai/x", "m4")
+        assert summary.model_names == "openai/m + openai/other + openai/x + m4"
+        assert next(s for s in store.sessions() if s.session.id == 1).models == ()
+        from bbm_tui.core.types import SessionQuery
+
+        assert [s.session.id for s in store.sessions(SessionQuery(model="other"))] == [3]
+        store.delete_session(3)
+        assert store.model_branches(3) == []
+    assert table_rows(path)["model_branches"] == []
+
+
+def test_version_16_keeps_a_v15_store_and_marks_steps_taken_from_one_call(
+    tmp_path: Path,
+) -> None:
+    """v15 -> v16: every call stored before is a call of its own, served by no router; a
+    call counts once in the totals whatever number of steps it gave; each step keeps its
+    share's call id and the deployment that served it; v15's models side by side stay as
+    they were."""
+    path = old_store(tmp_path, 15)
     with Store.open(path) as store:
         steps = store.branch(1)
         assert all(step.one_call is None and step.deployment is None for step in steps)
+        first, second = store.model_branches(4)
+        assert first.model == "openai/m"
+        assert (second.model, second.state, second.error) == (
+            "openai/other", "failed", "timed out after 60 s")
+        on_second = store.step(second.head_step_id or 0)
+        assert (on_second.model_branch_id, on_second.one_call, on_second.deployment) == (
+            second.id, None, None)
+        assert store.totals(4).calls == 3
         before = store.totals(1)
         parent = steps[-1].id
         for share, text in enumerate(["One.", "Two.", "Three."]):

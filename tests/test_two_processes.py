@@ -224,7 +224,9 @@ async def test_pilot_app_labels_and_generates_while_a_run_writes(
     db = isolated_home / DATABASE_NAME
     row = bundled_rows("word_sorting")[11]
     out = tmp_path / "run.jsonl"
-    child = server.spawn(run_argv("multistep_arithmetic", 40, out, 3),
+    # Headless commands replay at full speed unless --pace: the run is paced (300 tokens/s,
+    # as the environment asks of the app) so that it is still writing while the app labels.
+    child = server.spawn([*run_argv("multistep_arithmetic", 40, out, 3), "--pace", "300"],
                          {"BBM_TUI_HOME": str(isolated_home), "BBM_TUI_REPLAY_TPS": "300",
                           "BBM_TUI_CONFIG": os.environ["BBM_TUI_CONFIG"]},
                          stderr=tmp_path / "run.err")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bbm_tui.core.errors import UserError
 from bbm_tui.core.tomltext import line_of, toml_error_message, too_deep_message
 from bbm_tui.core.types import (
     DEFAULT_FINDER_MAX_TOKENS,
@@ -51,8 +52,10 @@ from bbm_tui.core.types import (
 CONFIG_ENV = "BBM_TUI_CONFIG"
 
 
-class ConfigError(Exception):
+class ConfigError(UserError):
     """A broken config file; the message names the file and, where known, the line."""
+
+    title = "The config file did not load"
 
 
 @dataclass(frozen=True)

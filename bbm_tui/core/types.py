@@ -35,6 +35,8 @@ ADJUDICATOR = "(adjudicated)"
 # recorded under (it asks none).
 VERIFY = "verify"
 VERIFIER_MODEL = "verifier"
+# The model of a recorded trace (import, a queue) whose row names none: nothing to call.
+RECORDED_MODEL = "dataset"
 # A finder's answer is short; CoT reasoning runs to a few hundred tokens.
 DEFAULT_FINDER_MAX_TOKENS = 2048
 # What one call's usage may sanely say; anything else (2**64, 1e23, negative, NaN, a string)
@@ -161,6 +163,17 @@ class TraceEnd(StrEnum):
     EMPTY = "empty"  # the model went silent (two empty steps)
     TRUNCATED = "truncated"  # a step cut at its token or time limit
     PAUSED = "paused"  # the number of steps asked for was reached
+
+
+class ModelBranchState(StrEnum):
+    """How one model's generating stands in a session of several models side by side."""
+
+    IDLE = "idle"  # not started, or paused after the steps asked for (`n`)
+    STREAMING = "streaming"  # generating (a session reopened with it so goes on)
+    ANSWERED = "answered"  # a step stated the answer
+    ENDED = "ended"  # over without an answer: the step limit, silence, a cut step
+    FAILED = "failed"  # a call failed; the branch's `error` says why
+    STOPPED = "stopped"  # the person stopped it (esc)
 
 
 class FinderEnd(StrEnum):

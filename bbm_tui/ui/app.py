@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -26,13 +25,14 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from bbm_tui.core.config import Config
-from bbm_tui.core.tasks import task_names
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import ModelSpec
 from bbm_tui.ui.context import HomeScreen
 from bbm_tui.ui.messages import (
+    AddModel,
     GoBack,
     ModelChosen,
+    OpenModels,
     OpenSession,
     OpenTrace,
     SessionMissing,
@@ -40,17 +40,22 @@ from bbm_tui.ui.messages import (
     SessionRenamed,
     WorkerFailed,
 )
-from bbm_tui.ui.palette import declared_commands, help_rows, screenshot_folder
+from bbm_tui.ui.palette import (
+    app_commands,
+    help_rows,
+    save_screenshot,
+)
 from bbm_tui.ui.queues import AnnotateRequest, Queues
 from bbm_tui.ui.screens.base import SplashScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.termination import TerminationSignals
+from bbm_tui.ui.termination import TerminationSignals, collect_from_now_on
 from bbm_tui.ui.text import failure_message, failure_title
 
 if TYPE_CHECKING:
     from bbm_tui.core.store import Store, Totals
     from bbm_tui.core.trace.session import TraceSession
+    from bbm_tui.core.trace.side_by_side import SideBySide
     from bbm_tui.ui.dialogs import KeyHelp
 
 EXIT_OK = 0
@@ -90,6 +95,7 @@ class BbmApp(App[int]):
         wall_clock: bool = True,
         annotate: AnnotateRequest | None = None,
         task_problems: Iterable[str] = (),
+        models: Sequence[ModelSpec] = (),
     ) -> None:
         super().__init__()
         self.config = config or Config()
@@ -124,6 +130,8 @@ class BbmApp(App[int]):
         self._after_first_frame: list[Callable[[], None]] = []
         # Task files in the config folder that did not load, each with its message.
         self._task_problems = list(task_problems)
+        # `--model A --model B` with --task and --question: the models side by side.
+        self._start_models = list(models)
 
     def get_default_screen(self) -> Screen:
         """The bottom screen: the new-session screen itself (no screen before it to pay
@@ -288,6 +296,12 @@ class BbmApp(App[int]):
     def on_open_trace(self, message: OpenTrace) -> None:
         self.open_trace(message.trace, message.totals)
 
+    def on_open_models(self, message: OpenModels) -> None:
+        self._show_models(message.race, message.totals)
+
+    def on_add_model(self, message: AddModel) -> None:
+        self._add_model(message.trace, message.spec)
+
     def on_open_session(self, message: OpenSession) -> None:
         self.open_session(message.session_id)
 
@@ -333,6 +347,30 @@ class BbmApp(App[int]):
 
         await self._show_instead(TraceScreen(trace, totals), 1)
 
+    @work(exclusive=True, group="open", exit_on_error=False,
+          description="Opening the models side by side")
+    async def _show_models(self, race: SideBySide, totals: Totals | None) -> None:
+        await self._present_models(race, totals)
+
+    async def _present_models(self, race: SideBySide, totals: Totals | None,
+                              *, resume: bool = True) -> None:
+        if totals is None:
+            totals = await asyncio.to_thread(race.columns[0].totals)
+        if race.created_now:
+            self._fresh_sessions.add(race.id)
+        from bbm_tui.ui.screens.side_by_side import SideBySideScreen
+
+        await self._show_instead(SideBySideScreen(race, totals, resume=resume), 1)
+
+    @work(exclusive=True, group="open", exit_on_error=False, description="Adding the model")
+    async def _add_model(self, trace: TraceSession, spec: ModelSpec) -> None:
+        """The session on show, given another model: the same session side by side, its
+        own trace the first column (no call is made until n or r)."""
+        from bbm_tui.core.trace.side_by_side import SideBySide
+
+        race = await asyncio.to_thread(SideBySide.from_trace, trace, spec)
+        await self._present_models(race, None, resume=False)
+
     def session_left(self, session_id: int) -> None:
         if session_id in self._fresh_sessions:
             self._drop_if_empty(session_id)
@@ -359,6 +397,12 @@ class BbmApp(App[int]):
             await self._pop_to_home()  # already open underneath
             return
         try:
+            if await asyncio.to_thread(store.model_branches, session_id):
+                from bbm_tui.core.trace.side_by_side import SideBySide
+
+                await self._present_models(await asyncio.to_thread(
+                    SideBySide.load_resumed, store, session_id, self.configured_spec), None)
+                return
             trace = await asyncio.to_thread(TraceSession.load, store, session_id)
             totals = await asyncio.to_thread(trace.totals)
         except StoreError as error:
@@ -379,33 +423,24 @@ class BbmApp(App[int]):
     @work(exclusive=True, group="open", exit_on_error=False, description="Opening the question")
     async def _show_question(self, task: str, number: int) -> None:
         """`bbm-tui --task T --question N`: a new session on question N of the dataset."""
-        from bbm_tui.core.dataset import DatasetError, question_rows
-        from bbm_tui.ui.screens.new_session import create_trace, dataset_request
+        from bbm_tui.ui.screens.new_session import question_trace
 
         store = await self.wait_for_store()
         if store is None:
             return
-        if task not in task_names():
-            problem = f"Unknown task {task!r}" if task else "--question needs --task"
-            self.notify(f"{problem}; the tasks: {', '.join(task_names())}", severity="error",
-                        markup=False)
-            await self.push_screen(NewSessionScreen(self.config))
-            return
-        try:
-            rows = await asyncio.to_thread(question_rows, task)
-        except DatasetError as error:
-            rows, problem = (), str(error)
-        else:
-            problem = (f"{task} has questions 0 to {len(rows) - 1}, not {number}." if rows
-                       else f"{task} lists no questions (`questions` in its task file).")
-        if not 0 <= number < len(rows):
-            self.notify(problem, severity="error", markup=False)
+        trace = await asyncio.to_thread(question_trace, store, task, number,
+                                        self.configured_spec, self._start_models[1:])
+        if isinstance(trace, str):
+            self.notify(trace, severity="error", markup=False)
+            # On the task asked for, if there is one of that name.
             await self.push_screen(NewSessionScreen(self.config, task=task))
             return
-        spec = self.config.model_spec()
-        request = dataset_request(task, number, rows[number], spec, recorded=False)
-        trace = await asyncio.to_thread(create_trace, store, request)
-        await self._present(trace, None)
+        from bbm_tui.core.trace.side_by_side import SideBySide
+
+        if isinstance(trace, SideBySide):
+            await self._present_models(trace, None)
+        else:
+            await self._present(trace, None)
 
     @work(exclusive=True, group="open", exit_on_error=False,
           description="Leaving the deleted session")
@@ -512,17 +547,11 @@ class BbmApp(App[int]):
         """The keys where the focus is, for the help screen (ui/palette.py)."""
         return help_rows(self, self.config.keymap)
 
-    # -- the command palette (ctrl+p): the main actions by name
-
     @work(thread=True, exit_on_error=False, description="Checking the keymap")
     def _check_keymap(self) -> None:
-        from bbm_tui.ui.keymap import keymap_problems, screen_bindings
+        from bbm_tui.ui.keymap import check_keymap
 
-        problems = keymap_problems(self.config.keymap, screen_bindings(), self.BINDINGS,
-                                   self.config.path)
-        if problems:
-            self.call_from_thread(self.notify, "\n".join(problems[:5]), title="Keymap",
-                                  severity="error", timeout=20, markup=False)
+        check_keymap(self)
 
     def action_save_svg(self) -> None:
         """Save a screenshot once the screen has been drawn again: from the palette, the
@@ -531,15 +560,7 @@ class BbmApp(App[int]):
         self.call_after_refresh(self.call_after_refresh, self.save_svg_now)
 
     def save_svg_now(self) -> None:
-        folder = screenshot_folder()
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            path = self.save_screenshot(path=str(folder))
-        except OSError as error:
-            self.notify(f"The screenshot could not be saved in {folder}: {error.strerror}",
-                        severity="error", markup=False)
-            return
-        self.notify(f"Screenshot saved: {path}", markup=False, timeout=6)
+        save_screenshot(self)
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own "Keys" and "Screenshot" are replaced by ours: one "Keys" entry (the
@@ -547,16 +568,7 @@ class BbmApp(App[int]):
         for command in super().get_system_commands(screen):
             if command.title not in ("Keys", "Screenshot"):
                 yield command
-        yield SystemCommand("Screenshot", "Save an SVG of the screen in the data folder",
-                            self.action_save_svg)
-        yield from self.queues.commands()
-        yield SystemCommand("Dataset view", "Charts of dataset files: where the first "
-                            "mistakes are, trace lengths, a finder's or backtracking's "
-                            "scores beside the paper's", self.action_dataset_view)
-        yield SystemCommand("Agreement", "Cohen's kappa between the annotators, as a matrix; "
-                            "Krippendorff's alpha", self.action_agreement)
-        # The keys' commands, declared next to the bindings (PALETTE): the trace's, the app's.
-        yield from declared_commands(screen, self)
+        yield from app_commands(self, screen)
 
 
 def run_app(
@@ -567,11 +579,13 @@ def run_app(
     model_given: frozenset[str] = frozenset(),
     annotate: AnnotateRequest | None = None,
     task_problems: Iterable[str] = (),
+    models: Sequence[ModelSpec] = (),
 ) -> int:
     """Run the app; the exit code is non-zero when the session store could not be opened."""
     app = BbmApp(config, task=task, question=question, session_id=session_id,
-                 model_given=model_given, annotate=annotate, task_problems=task_problems)
-    app.call_after_first_frame(_collect_from_now_on)
+                 model_given=model_given, annotate=annotate, task_problems=task_problems,
+                 models=models)
+    app.call_after_first_frame(collect_from_now_on)
     with app.termination_signals_held():
         app.run()
     if app.store_error is not None:
@@ -583,10 +597,3 @@ def run_app(
         return EXIT_STORE_FAILED
     return app.return_code or EXIT_OK
 
-
-def _collect_from_now_on() -> None:
-    """After the first frame: what the start made (modules, classes, the first screen) is
-    moved out of the collector's sight for good (`gc.freeze`), and the collector, paused by
-    the command line while the app started, runs again on what is made from now on."""
-    gc.freeze()
-    gc.enable()

@@ -9,6 +9,7 @@ import pkgutil
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from textual.binding import Binding, BindingType
 
@@ -97,3 +98,14 @@ def _lines_of(path: Path | None) -> dict[str, int]:
             key = line.split("=", 1)[0].strip().strip('"').strip("'")
             found.setdefault(key, number)
     return found
+
+
+def check_keymap(app: Any) -> None:
+    """In a worker thread: the user's [keymap] checked against every screen's keys, its
+    problems said in one notification. `app` is the BbmApp (not imported: the app imports
+    this module)."""
+    problems = keymap_problems(app.config.keymap, screen_bindings(), app.BINDINGS,
+                               app.config.path)
+    if problems:
+        app.call_from_thread(app.notify, "\n".join(problems[:5]), title="Keymap",
+                             severity="error", timeout=20, markup=False)

@@ -44,12 +44,20 @@ def bindings_as_bound(owners: Iterable[type], keymap: Mapping[str, str]) -> list
     """Every binding of the owners' classes, in the order they declare them, one per key as
     the keymap has it (a remapped binding keeps its place). A key the keymap gives is that
     binding's, as in Textual (`BindingsMap.apply_keymap`): the binding that had it by default
-    loses it. Otherwise the first owner's binding wins a key."""
+    loses it. Otherwise a priority binding wins a key, as in Textual (the side-by-side
+    screen's n, r, esc and tab act before the focused column's own), then the first owner's
+    binding."""
     declared = [binding for owner in owners for binding in declared_bindings(owner)]
     claimed = {key for binding in declared if binding.id in keymap
                for key in bound_keys(binding, keymap)}
     found: dict[str, Binding] = {}
-    for binding in declared:
+    # Priority bindings first, each list in the owners' order; the result keeps the order of
+    # the first binding met for each key.
+    places: dict[str, int] = {}
+    for place, binding in enumerate(declared):
+        for key in bound_keys(binding, keymap):
+            places.setdefault(key, place)
+    for binding in sorted(declared, key=lambda binding: not binding.priority):
         remapped = binding.id in keymap
         for key in bound_keys(binding, keymap):
             if key in claimed and not remapped:
@@ -58,7 +66,7 @@ def bindings_as_bound(owners: Iterable[type], keymap: Mapping[str, str]) -> list
             shown = replace(binding, key=key, key_display=None) if remapped else \
                 replace(binding, key=key)
             found.setdefault(key, shown)
-    return list(found.values())
+    return [found[key] for key in sorted(found, key=places.__getitem__)]
 
 
 def binding_owners(node: DOMNode) -> list[type]:

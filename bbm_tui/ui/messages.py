@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from bbm_tui.core.store import Totals
     from bbm_tui.core.trace.session import TraceSession
+    from bbm_tui.core.trace.side_by_side import SideBySide
     from bbm_tui.core.types import ModelSpec, StepperSettings
 
 
@@ -24,6 +25,25 @@ class OpenTrace(Message):
         super().__init__()
         self.trace = trace
         self.totals = totals
+
+
+class OpenModels(Message):
+    """Show this session of several models side by side (just made, or given a model)."""
+
+    def __init__(self, race: SideBySide, totals: Totals | None = None) -> None:
+        super().__init__()
+        self.race = race
+        self.totals = totals
+
+
+class AddModel(Message):
+    """Give the session on show another model beside its own (`m` on a trace): it becomes a
+    session of several models, side by side."""
+
+    def __init__(self, trace: TraceSession, spec: ModelSpec) -> None:
+        super().__init__()
+        self.trace = trace
+        self.spec = spec
 
 
 class OpenSession(Message):

@@ -47,10 +47,38 @@ def _commands_of(node: DOMNode) -> Iterator[SystemCommand]:
 
 
 def _action(node: DOMNode, action: str) -> Callable[[], object]:
-    """The method `action` ("version(-1)") names on `node`, with its arguments, to call now."""
-    _, name, arguments = parse(action)
-    method = getattr(node, f"action_{name}")
+    """The method `action` ("version(-1)", "app.agreement") names on `node` (or the app), with
+    its arguments, to call now."""
+    namespace, name, arguments = parse(action)
+    method = getattr(node.app if namespace == "app" else node, f"action_{name}")
     return lambda: method(*arguments)
+
+
+def app_commands(app: Any, screen: Screen) -> Iterator[SystemCommand]:
+    """The app's own palette entries: ours in place of Textual's "Screenshot", the queues',
+    the charts', then the keys' commands declared next to the bindings (PALETTE)."""
+    yield SystemCommand("Screenshot", "Save an SVG of the screen in the data folder",
+                        app.action_save_svg)
+    yield from app.queues.commands()
+    yield SystemCommand("Dataset view", "Charts of dataset files: where the first "
+                        "mistakes are, trace lengths, a finder's or backtracking's "
+                        "scores beside the paper's", app.action_dataset_view)
+    yield SystemCommand("Agreement", "Cohen's kappa between the annotators, as a matrix; "
+                        "Krippendorff's alpha", app.action_agreement)
+    yield from declared_commands(screen, app)
+
+
+def save_screenshot(app: App[Any]) -> None:
+    """An SVG of the screen in the data folder's screenshots/, said in a notification."""
+    folder = screenshot_folder()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = app.save_screenshot(path=str(folder))
+    except OSError as error:
+        app.notify(f"The screenshot could not be saved in {folder}: {error.strerror}",
+                   severity="error", markup=False)
+        return
+    app.notify(f"Screenshot saved: {path}", markup=False, timeout=6)
 
 
 def screenshot_folder() -> Path:

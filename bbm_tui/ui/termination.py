@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 from collections.abc import Callable, Iterator
 
@@ -43,3 +44,11 @@ class TerminationSignals:
                 loop.add_signal_handler(signal_number, terminate, signal_number)
         if self._early:
             terminate(self._early[0])
+
+
+def collect_from_now_on() -> None:
+    """After the first frame: what the start made (modules, classes, the first screen) is
+    moved out of the collector's sight for good (`gc.freeze`), and the collector, paused by
+    the command line while the app started, runs again on what is made from now on."""
+    gc.freeze()
+    gc.enable()

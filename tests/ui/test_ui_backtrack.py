@@ -12,7 +12,8 @@ import threading
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import OptionList
-from ui_helpers import SIZE, make_app, steady_frame, thought, wait_for
+from textual.widgets._footer import FooterKey
+from ui_helpers import SIZE, footers_current, make_app, steady_frame, thought, wait_for
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import Resample, SampleArrived
@@ -493,6 +494,25 @@ async def test_each_sample_shows_where_it_differs_and_whole_a_key_away(size) -> 
         assert options.highlighted == chosen
         whole = str(dialog.query_one("#candidates-whole").render())
         assert whole == f"{chosen + 1}. {one_line(stored[chosen].text)}"
+        # A sample longer than its box (four lines at 80x24) reads on with the page keys,
+        # which the footer offers only then; the highlighted row stays.
+        detail = dialog.query_one("#candidates-detail")
+        await wait_for(pilot, lambda: footers_current(app))
+        offered = {key.action for key in dialog.query(FooterKey)}
+        assert detail.max_scroll_y > 0 or size != (80, 24)
+        assert ("read_sample(1)" in offered) == (detail.max_scroll_y > 0)
+        if detail.max_scroll_y > 0:
+            await pilot.press("pagedown")
+            await pilot.pause()
+            assert detail.scroll_y > 0 and options.highlighted == chosen
+            await pilot.press("pageup")
+            await pilot.pause()
+            assert detail.scroll_y == 0
+        if size == (80, 24):  # wider, it fits its box, and the footer says so
+            await pilot.resize_terminal(*SIZE)
+            await wait_for(pilot, lambda: detail.max_scroll_y == 0)
+            await wait_for(pilot, lambda: footers_current(app))
+            assert "read_sample(1)" not in {key.action for key in dialog.query(FooterKey)}
         others = [i for i in differing if i > chosen]
         if others:
             await pilot.press("down")

@@ -83,6 +83,72 @@ async def test_ten_thousand_thoughts_mount_a_window_and_keys_work_at_the_end(
         assert len(mounted(screen)) <= WINDOW
 
 
+def shown_in_order(screen: TraceScreen) -> list[ThoughtView]:
+    """The finished views in their order on screen (the pane's children)."""
+    pane = screen.query_one(ThoughtList)
+    return [child for child in pane.children if isinstance(child, ThoughtView)]
+
+
+def assert_window_shows_its_steps(screen: TraceScreen, first: int, last: int) -> None:
+    views = shown_in_order(screen)
+    assert [view.number for view in views] == list(range(first, last + 1))
+    for view in views:
+        step = screen.view.trace.steps[view.number - 1]
+        assert view.step == step and view.text == step.text
+        assert view.has_class("-selected") == (view.number == screen.view.selected)
+    assert screen.query_one(ThoughtList).views() == views
+
+
+async def test_a_moving_window_hands_its_views_on_instead_of_mounting_new_ones(
+    store: Store,
+) -> None:
+    """G, home and a jump move the window by far more than its size: the same views show
+    the new thoughts (no widget mounted or removed, which was most of a key's time), each
+    dressed for its new thought: its number, text, status, finder mark and selection."""
+    session_id = big_session(default_path(), 2_000)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("3", "enter", "x")  # the first mistake in Thought 3
+        await wait_for(pilot, lambda: screen.view.trace.mistake_number == 3)
+        shown = FinderShown("direct-step", "replay/bbm", state="finished")
+        shown.verdicts = {2: ("Yes", "Yes"), 1_990: ("No", "No, it is wrong.")}
+        screen.view.finder = shown
+        screen.view._show_finder()
+        await pilot.press("k", "e", "k")  # Thought 2's mark opened, then Thought 1
+        assert thought(screen, 2).expanded
+        views = set(shown_in_order(screen))
+        assert len(views) == WINDOW
+        await pilot.press("G")
+        assert set(shown_in_order(screen)) == views
+        assert_window_shows_its_steps(screen, 2_000 - WINDOW + 1, 2_000)
+        assert {view.status for view in views} == {"after"}
+        assert "model: ✗" in thought(screen, 1_990).meta
+        assert not any(view.expanded for view in views)
+        assert [view.number for view in views if view.judgement] == [1_990]
+        await pilot.press("home")
+        assert set(shown_in_order(screen)) == views
+        assert_window_shows_its_steps(screen, 1, WINDOW)
+        assert [thought(screen, n).status for n in (1, 2, 3, 4)] == [
+            "ok", "ok", "mistake", "after"]
+        assert "model: ✓" in thought(screen, 2).meta and not thought(screen, 2).expanded
+        # Down past the window's margin: it moves by part of itself, the views that left
+        # the top go to the bottom, in order.
+        for _ in range(WINDOW - 7):
+            await pilot.press("j")
+        low, high = screen.query_one(ThoughtList).window
+        assert low > 1 and set(shown_in_order(screen)) == views
+        assert_window_shows_its_steps(screen, low, high)
+        await pilot.press("1", "0", "0", "0", "enter")
+        assert set(shown_in_order(screen)) == views
+        low, high = screen.query_one(ThoughtList).window
+        assert low <= 1_000 <= high
+        assert_window_shows_its_steps(screen, low, high)
+        pane = screen.query_one("#thoughts")
+        view = thought(screen, 1_000)
+        await wait_for(pilot, lambda: pane.region.contains_region(view.region))
+
+
 async def test_finder_marks_show_on_thoughts_that_enter_the_window(store: Store) -> None:
     session_id = big_session(default_path(), 2_000)
     app = make_app(session_id=session_id)
@@ -186,9 +252,9 @@ async def test_a_branch_switch_shows_the_new_branchs_thoughts(store: Store) -> N
         numbers = [view.number for view in mounted(screen)]
         assert numbers == [1, 2, 3]
         assert thought(screen, 3).text == "a new third thought"
-        # Both branches have a Thought 3; the views are keyed by step, so they never collide.
-        assert thought(screen, 3).id == f"step-{screen.view.trace.steps[2].id}"
-        assert thought(screen, 3).id != f"step-{old_third.id}"
-        assert not screen.query(f"#step-{old_third.id}")
+        # Both branches have a Thought 3; the views are found by step, so they never collide,
+        # and no view shows the old branch's any more.
+        assert thought(screen, 3).step == screen.view.trace.steps[2]
+        assert not [view for view in screen.query(ThoughtView) if view.step == old_third]
         assert not screen.query_one("#thoughts-before").display
         assert not screen.query_one("#thoughts-after").display

@@ -106,3 +106,36 @@ def test_no_module_of_the_app_is_over_600_lines() -> None:
              for path in UI.rglob("*.py")}
     assert len(sizes) > 40
     assert {path: lines for path, lines in sizes.items() if lines > 600} == {}
+
+
+async def test_each_screen_offers_its_own_commands_in_the_palette(store) -> None:
+    """The new-session and sessions screens' commands are in the palette while they are on
+    show (and not elsewhere), and each runs its key's action: "Type a question" opens the
+    question dialog, "Rename the session" the rename dialog on the highlighted session."""
+    from textual.widgets import DataTable
+    from ui_helpers import recorded_session
+
+    from bbm_tui.ui.dialogs import RenameScreen, TypedQuestionScreen
+    from bbm_tui.ui.screens.new_session import NewSessionScreen
+    from bbm_tui.ui.screens.sessions import SessionsScreen
+
+    recorded_session(store, name="kept")
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        new = app.screen
+        commands = {command.title: command for command in app.get_system_commands(new)}
+        assert {"Start the session", "Type a question", "Change the model"} <= set(commands)
+        assert "Rename the session" not in commands
+        commands["Type a question"].callback()
+        await wait_for(pilot, lambda: isinstance(app.screen, TypedQuestionScreen))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is new)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
+        sessions = app.screen
+        await wait_for(pilot, lambda: sessions.query_one(DataTable).row_count == 1)
+        commands = {command.title: command for command in app.get_system_commands(sessions)}
+        assert "Type a question" not in commands
+        commands["Rename the session"].callback()
+        await wait_for(pilot, lambda: isinstance(app.screen, RenameScreen))

@@ -566,12 +566,18 @@ async def test_the_verifier_is_a_method_with_no_model(store: Store) -> None:
         await pilot.press(*["down"] * (len(names) - 1 - names.index(dialog.method.name)))
         assert dialog.method.name == "verify"
         assert dialog.query_one("#find-model", Input).disabled
+        offered = dialog.query_one("#find-model", Input).value
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.screen is screen)
         await run_finder(pilot, "verify")
         shown = screen.view.finder
         assert (shown.method, shown.model, shown.state) == ("verify", "verifier", "finished")
         assert shown.mistake_number == 1
+        # A program judged, not a model: the verdict and the status say so.
+        status = text_of(screen, "#run-status")
+        assert status.startswith("Verifier says: first mistake in Thought 1.")
+        assert "shows the verifier's reason" in status and "model" not in status.lower()
+        assert text_of(screen, "#finder").startswith("Verifier: ✗ first mistake in Thought 1")
         # Every step judged, each with its reason; no model call counted.
         assert len(shown.verdicts) == len(row.steps)
         assert "'scorch' starts with s (19)" in shown.verdicts[1][1]
@@ -581,6 +587,12 @@ async def test_the_verifier_is_a_method_with_no_model(store: Store) -> None:
         runs = store.finder_runs(trace.id)
         assert (runs[-1].method, runs[-1].model, runs[-1].mistake_number) == (
             "verify", "verifier", 1)
+        # Asked again, the dialog offers the model it had, not the verifier's name (a model
+        # method run with "verifier" failed: "LLM Provider NOT provided").
+        await pilot.press("f")
+        await wait_for(pilot, lambda: isinstance(app.screen, FindScreen))
+        assert app.screen.method.name == "verify"
+        assert app.screen.query_one("#find-model", Input).value == offered != "verifier"
 
 
 async def test_live_verifier_marks_each_thought_as_it_finishes(store: Store) -> None:

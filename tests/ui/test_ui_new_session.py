@@ -453,3 +453,18 @@ async def test_one_call_is_a_tick_in_the_model_dialog_and_streams_each_thought(
         assert [view.step.text for view in views if view.step] == trace_screen.view.trace.texts
         steps = store.branch(trace_screen.view.trace.id)
         assert len({step.one_call for step in steps}) == 1 and steps[0].one_call
+
+
+async def test_the_model_dialog_keeps_its_test_result_in_view_at_80x24(store: Store) -> None:
+    """At 80x24 the test's result line made the dialog scroll, its last line out of view: the
+    buttons are one line each there, so that the result, the buttons and the hint all fit."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        dialog = await open_model_dialog(pilot)
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: "offline" in probe_result(dialog))
+        await pilot.pause()
+        box = dialog.query_one("#model-dialog")
+        assert box.max_scroll_y == 0
+        for part in ("#model-test-result", "#model-keep", ".dialog-hint"):
+            assert box.content_region.contains_region(dialog.query_one(part).region), part

@@ -184,7 +184,7 @@ async def test_a_session_with_a_10_mb_question_opens_cut_and_q_copies_all_of_it(
 async def test_the_annotation_queue_shows_a_long_question_cut(tmp_path: Path) -> None:
     """The largest question bbm-tui takes, in the queue: cut on screen, Q copies it, and
     judging a thought does not paint it again whole (the first c took 37 s with 10 MB)."""
-    from bbm_tui.cli import read_annotation_files
+    from bbm_tui.cli.annotate import read_annotation_files
     from bbm_tui.core.types import MAX_QUESTION_CHARS
     from bbm_tui.ui.app import AnnotateRequest
     from bbm_tui.ui.text import QUESTION_SHOWN

@@ -75,12 +75,13 @@ async def test_hostile_text_renders_literally_everywhere(store: Store) -> None:
         table = app.screen.query_one(DataTable)
         await wait_for(pilot, lambda: table.row_count == 1)
         name = str(table.get_row_at(0)[0])
-        # Literal, cut in the middle to the column (its start and its end kept).
+        # Literal, cut in the middle to the column (its start and its end kept); how much of
+        # the start shows depends on the column's width (the Cost and Models columns share it).
         head, tail = name.split("…")
         from bbm_tui.core.textsafe import one_line
 
         whole = one_line(f"name {' '.join(HOSTILE)}")
-        assert whole.startswith(head) and whole.endswith(tail) and head.startswith("name [bold]x[/")
+        assert whole.startswith(head) and whole.endswith(tail) and head.startswith("name [bold]")
         assert not any(bad in name for bad in NO_CONTROLS)
         assert app.is_running
 

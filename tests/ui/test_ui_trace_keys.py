@@ -554,7 +554,7 @@ async def test_a_labelled_finished_trace_says_so_on_resume(store: Store) -> None
 
 
 async def test_one_keys_entry_and_screenshots_in_the_data_folder(store: Store) -> None:
-    from bbm_tui.ui.app import screenshot_folder
+    from bbm_tui.ui.palette import screenshot_folder
 
     trace = recorded_session(store, TASK, 0)
     app = make_app(session_id=trace.id)
@@ -713,6 +713,34 @@ async def test_a_dialog_footer_lists_the_dialog_keys_not_the_screen_behind(
             await wait_for(pilot, lambda: app.screen is screen)
 
 
+async def test_another_key_forgets_a_typed_number(store: Store) -> None:
+    """Digits then enter go to a thought. "2", then w (rewrite the selected thought), then esc
+    left the 2 waiting behind the dialog, its "Go to Thought 2…" too, and "3" enter after
+    read "There is no Thought 23". Any other key does its own thing and forgets the number."""
+    from bbm_tui.ui.screens.backtrack import EditThoughtScreen
+
+    trace = recorded_session(store, TASK, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_recorded(pilot)
+        status = screen.query_one("#run-status")
+        selected = screen.view.selected
+        await pilot.press("2")
+        assert "Go to Thought 2" in str(status.render())
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, EditThoughtScreen))
+        assert app.screen.number == selected  # the selected one, as w says
+        assert "Go to Thought" not in str(status.render())
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await pilot.press("3", "enter")
+        assert screen.view.selected == 3 and "Thought 3 of" in str(status.render())
+        await pilot.press("1", "j")  # j moves from 3; the 1 goes
+        assert screen.view.selected == 4
+        await pilot.press("enter")
+        assert screen.view.selected == 4 and "no Thought" not in str(status.render())
+
+
 def test_a_status_message_is_cut_with_an_ellipsis_never_its_instruction() -> None:
     from bbm_tui.ui.text import fit_message
 
@@ -753,9 +781,25 @@ async def test_the_header_parts_never_run_together(store: Store, size) -> None:
         assert "multistep_arithmetic #7 — replay/bbm" in str(left.render())
 
 
+async def test_the_header_says_where_the_question_came_from(store: Store) -> None:
+    """A session `import` made from a file's row is not a typed question: its header said
+    "word_sorting typed"."""
+    from bbm_tui.core.annotation.export import import_rows
+
+    [imported] = import_rows(store, "word_sorting", bundled_rows("word_sorting")[:1]).imported
+    app = make_app(session_id=imported)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_recorded(pilot)
+        title = str(screen.query_one("#title-bar .title-left").render())
+        # Its row named no model: the next step is the configured model's, which the header
+        # names (never "dataset", a name nothing can call).
+        assert "word_sorting from a file — " in title and "typed" not in title
+        assert "dataset" not in title
+
+
 async def screenshot_from_the_palette(pilot) -> str:
     """ctrl+p, "Screenshot", enter: the SVG saved (read once its notification is up)."""
-    from bbm_tui.ui.app import screenshot_folder
+    from bbm_tui.ui.palette import screenshot_folder
 
     app = pilot.app
     before = set(screenshot_folder().glob("*.svg")) if screenshot_folder().exists() else set()

@@ -1,6 +1,7 @@
 """Getting traces in and out of the store (docs/DESIGN.md §8, §14).
 
-Formats, one trace (the branch on show) per session:
+Formats, one trace (the branch on show) per session, and one per model where several models
+answer one question side by side (each with its `model`):
 - `jsonl`: the dataset's own rows (`input, steps, answer, target, mistake_index`), so a
   dataset file imported and exported again means exactly the same (a trace read from one of
   the field's formats keeps its `origin`);
@@ -60,6 +61,7 @@ from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
+    RECORDED_MODEL,
     FlagReason,
     SessionSource,
     StepOrigin,
@@ -109,16 +111,21 @@ class LabelledTrace:
     # `branch_end`, the id of its last step, tells apart.
     on_show: bool = True
     branch_end: int | None = None
+    # One model's branch of a session of several side by side: its column (1-based), so
+    # that each model's row is told apart and says its model. None: a session of one model.
+    model_column: int | None = None
 
     @classmethod
     def of(cls, trace: TraceSession) -> LabelledTrace:
         number = trace.mistake_number
         label = trace.label
+        branch = trace.model_branch
         return cls(
             session_id=trace.id,
             name=trace.session.name,
             task=trace.session.task,
-            model=trace.session.model,
+            model=branch.model if branch is not None else trace.session.model,
+            model_column=branch.position + 1 if branch is not None else None,
             input=trace.session.input,
             steps=trace.texts,
             answer=trace.answer,
@@ -172,6 +179,7 @@ class LabelledTrace:
             question=self.question, model=self.model,
             # Another branch of the session is told apart by the step it ends in.
             name=f"{self.task}-{self.session_id}" + (
+                "" if self.model_column is None else f"-model-{self.model_column}") + (
                 "" if self.on_show else f"-branch-{self.branch_end}"),
             ratings=tuple(self.ratings),
             finish_reason=self.finish_reason, origin=self.origin, correct=self.correct,
@@ -272,13 +280,16 @@ def load_traces(store: Store, session_ids: Sequence[int] | None, *,
     traces = []
     for session_id in session_ids:
         session = TraceSession.load(store, session_id)
-        trace = (_flagged(session) if flagged_branch and session.label is None else None) \
+        columns = [] if session_id in queued else _model_columns(store, session_id)
+        trace = columns[0] if columns else (
+            _flagged(session) if flagged_branch and session.label is None else None) \
             or LabelledTrace.of(session)
-        others: list[LabelledTrace] = []
+        # Several models side by side: each model's branch on show is a row of its own.
+        others: list[LabelledTrace] = columns[1:]
         if session_id in queued:
             trace = _consensus(trace, [label for label in labels.labels
                                        if label.session_id == session_id], agreed)
-        elif trace.on_show and not flagged_branch:
+        elif trace.on_show and not flagged_branch and not columns:
             # Every labelled branch is a row of its own: a flagged trace backtracked from
             # shows its new branch, and the flag is on the old one.
             others = [LabelledTrace.of_branch(session, branch)
@@ -318,6 +329,16 @@ def _consensus(trace: LabelledTrace, labels: list[AnnotatorLabel],
         ratings=rated.ratings if rated is not None and rated.ratings is not None else (),
         finish_reason=rated.finish_reason if rated is not None else None,
         reasons=tuple(label.note for label in agreeing if label.note))
+
+
+def _model_columns(store: Store, session_id: int) -> list[LabelledTrace]:
+    """A session of several models side by side: each model's branch on show, with its own
+    label and its model, in its column's order (none: a session of one model)."""
+    if not store.model_branches(session_id):
+        return []
+    from bbm_tui.core.trace.side_by_side import SideBySide
+
+    return [LabelledTrace.of(column) for column in SideBySide.load(store, session_id).columns]
 
 
 def _flagged(trace: TraceSession) -> LabelledTrace | None:
@@ -390,6 +411,8 @@ def export(traces: Iterable[LabelledTrace], out_path: Path, fmt: str) -> ExportR
 
 def dataset_row(trace: LabelledTrace, with_task: bool = False) -> TraceRow:
     extra: dict[str, Any] = {"task": trace.task} if with_task else {}
+    if trace.model_column is not None:  # one of several models on the question
+        extra["model"] = trace.model
     if trace.ratings:
         extra[RATINGS_KEY] = list(trace.ratings)
     if trace.origin is not None:
@@ -724,7 +747,7 @@ def import_rows(
     for row in rows:
         row_task = row.task or task
         model = row.extra.get("model")
-        model = model if isinstance(model, str) and model else "dataset"
+        model = model if isinstance(model, str) and model else RECORDED_MODEL
         existing = _saved_trace(store, row_task, row, model)
         if existing is not None:
             result.already.append(existing)

@@ -28,7 +28,13 @@ from bbm_tui.core.dataset.formats import origin_of, read_dataset, trace_digest, 
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.session import recorded_steps, stored_definition
-from bbm_tui.core.types import ADJUDICATOR, VERIFIER_MODEL, FlagReason, WorkStatus
+from bbm_tui.core.types import (
+    ADJUDICATOR,
+    RECORDED_MODEL,
+    VERIFIER_MODEL,
+    FlagReason,
+    WorkStatus,
+)
 
 # How far back the estimate to finish looks: the mean of the latest submitted traces.
 _RECENT = 50
@@ -427,7 +433,7 @@ class AnnotationQueue:
             session_id = self.store.create_queued_session(
                 trace.key, has_gold=trace.has_gold, task=trace.task, input=trace.row.input,
                 target=trace.row.target,
-                model=model if isinstance(model, str) and model else "dataset",
+                model=model if isinstance(model, str) and model else RECORDED_MODEL,
                 name=trace.name,
                 gold_mistake_index=trace.gold if trace.has_gold else None,
                 steps=recorded_steps(task, trace.row.steps, trace.row.answer),

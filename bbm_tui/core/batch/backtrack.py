@@ -37,6 +37,7 @@ from bbm_tui.core.dataset import (
     row_from_json,
     rows_with_tasks,
 )
+from bbm_tui.core.errors import InvalidValue
 from bbm_tui.core.generation.backtrack import backtracking_model, choose
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
@@ -79,7 +80,7 @@ class Locations:
 
 
 def parse_locations(text: str, seed: int = 0) -> Locations:
-    """gold | random | finder:PREDS.jsonl | rm:X (0 <= X <= 1). Raises ValueError or
+    """gold | random | finder:PREDS.jsonl | rm:X (0 <= X <= 1). Raises InvalidValue or
     DatasetError (a PREDS file that cannot be read)."""
     if text in ("gold", "random"):
         return Locations(text, seed)
@@ -92,9 +93,9 @@ def parse_locations(text: str, seed: int = 0) -> Locations:
         except ValueError:
             accuracy = -1.0
         if not 0.0 <= accuracy <= 1.0:
-            raise ValueError(f"--locations rm:X needs X from 0 to 1 (got {value!r})")
+            raise InvalidValue(f"--locations rm:X needs X from 0 to 1 (got {value!r})")
         return Locations("rm", seed, accuracy=accuracy)
-    raise ValueError(f"--locations must be gold, random, finder:PREDS.jsonl or rm:X (got "
+    raise InvalidValue(f"--locations must be gold, random, finder:PREDS.jsonl or rm:X (got "
                      f"{text!r})")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -30,6 +30,7 @@ from bbm_tui.core.dataset import (
     rows_with_tasks,
 )
 from bbm_tui.core.dataset.formats import origin_of
+from bbm_tui.core.errors import InvalidValue
 from bbm_tui.core.judging.finders import FindResult, Pace, final_result
 from bbm_tui.core.judging.judges import Judge, check_judge, get_judge
 from bbm_tui.core.judging.metrics import Judged, Report, report
@@ -178,7 +179,7 @@ class RateLimiter:
 
     def __init__(self, per_minute: float) -> None:
         if per_minute <= 0:
-            raise ValueError("--rpm must be more than 0")
+            raise InvalidValue("--rpm must be more than 0")
         self.interval = 60.0 / per_minute
         self._next = 0.0
         self._lock = asyncio.Lock()
@@ -308,7 +309,7 @@ def paper_figures(model: str, method: str) -> dict[str, dict[str, float]]:
     """{task or "overall": {metric: the paper's figure}} for one model and method; empty
     where the paper has none (e.g. CoT trace-level, which it reports in prose only)."""
     if model not in paper_models():
-        raise ValueError(
+        raise InvalidValue(
             f"the paper has no figures for {model!r}; it has: {', '.join(paper_models())}"
         )
     figures: dict[str, dict[str, float]] = {}
@@ -317,3 +318,21 @@ def paper_figures(model: str, method: str) -> dict[str, dict[str, float]]:
             if method in methods:
                 figures.setdefault(task, {})[metric] = methods[method]
     return figures
+
+
+def paper_figures_for_tasks(figures: dict[str, dict[str, float]],
+                            tasks: Iterable[str]) -> dict[str, dict[str, float]]:
+    """The paper's figures beside a run over `tasks`. Its "overall" is the mean over its
+    five tasks; beside a run over fewer of them, the overall shown is the mean of the paper's
+    own figures for those tasks (as ours is the mean over the run's tasks), so that the two
+    overalls compare like with like (the per-task figures all stay)."""
+    ran = [task for task in tasks if task in figures and task != "overall"]
+    paper_tasks = [task for task in figures if task != "overall"]
+    if not ran or set(ran) == set(paper_tasks):
+        return figures
+    overall: dict[str, float] = {}
+    for metric in {metric for task in ran for metric in figures[task]}:
+        values = [figures[task][metric] for task in ran if metric in figures[task]]
+        if len(values) == len(ran):
+            overall[metric] = sum(values) / len(values)
+    return {**figures, "overall": overall}

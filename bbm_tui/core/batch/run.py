@@ -9,7 +9,12 @@ An input row needs only `input` (and `target` if known). OUT rows are unlabelled
 `mistake_index` key: nobody has looked at them yet) and say where they came from:
 `dataset_index` when the question is one of the bundled dataset's (its session then shows the
 gold label), `source_index` (0-based row of its input file) otherwise, and their `task` (so
-OUT reads back whatever its name, and one run may hold several tasks).
+OUT reads back whatever its name, and one run may hold several tasks), with the `model` that
+wrote them and what their calls took and cost (`latency_s`, `usage`).
+
+Several models (`run --model A --model B`): every question runs on each, a row per model, in
+the inputs' order and the models' for each question; a row is known by its task, question and
+model, so a resumed run skips each model's finished traces and does the others.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
 from bbm_tui.core.store import SessionBusy, SessionDeleted, Store, StoreError
 from bbm_tui.core.trace.session import NewTrace, TraceSession, digest_of, on_the_loop
+from bbm_tui.core.trace.side_by_side import BranchFigures
 from bbm_tui.core.types import SessionSource
 
 
@@ -38,6 +44,12 @@ class RunJob:
     task: str
     row: TraceRow  # the question: input, target ("" when unknown), where it came from
     dataset_index: int | None = None  # the bundled dataset's row of this question
+    spec: llm.ModelSpec | None = None  # the model that answers it (None: the batch's)
+
+
+def for_models(jobs: Sequence[RunJob], specs: Sequence[llm.ModelSpec]) -> list[RunJob]:
+    """Each question once for each model, the models' order within each question's."""
+    return [replace(job, spec=spec) for job in jobs for spec in specs]
 
 
 @dataclass
@@ -60,8 +72,9 @@ def run_row(value: object, path: Path, line: int) -> TraceRow:
     return row
 
 
-def job_key(job: RunJob) -> tuple[str, str]:
-    return job.task, job.row.input
+def job_key(job: RunJob) -> tuple[str, str, str]:
+    """What tells a row of OUT apart: the task, the question and the model."""
+    return job.task, job.row.input, job.spec.model if job.spec is not None else ""
 
 
 async def run_batch(
@@ -83,11 +96,12 @@ async def run_batch(
     process or shared out to `processes` child processes (core/batch/workers.py; `workers`:
     children the caller started, with the same store, model and settings)."""
     setup = WorkerSetup(store.path, spec, settings or StepperSettings(), run_in_child)
+    jobs = [job if job.spec is not None else replace(job, spec=spec) for job in jobs]
     tasks = {job.task for job in jobs}
     only_task = next(iter(tasks)) if len(tasks) == 1 else ""
 
-    def key_of_row(row: TraceRow) -> tuple[str, str]:
-        return row.task or only_task, row.input
+    def key_of_row(row: TraceRow) -> tuple[str, str, str]:
+        return row.task or only_task, row.input, str(row.extra["model"])
 
     async with worker_processes(processes, setup, workers) as children:
 
@@ -95,7 +109,7 @@ async def run_batch(
                        notify: Callable[[RunProgress], None]) -> str | None:
             if children is not None:
                 return await children.work(job, progress, notify)
-            row = await _run_one(job, spec, store, settings, progress, notify)
+            row = await _run_one(job, job.spec or spec, store, settings, progress, notify)
             return row.to_line() if row is not None else None
 
         batch = Batch(jobs=jobs, key=job_key, key_of_row=key_of_row, validate=run_row,
@@ -112,7 +126,7 @@ async def run_in_child(job: RunJob, store: Store,
     """One question run in a worker process (core/batch/workers.py): its OUT line (None: it
     failed, the delta says why) and what it added to the progress."""
     progress = RunProgress()
-    row = await _run_one(job, setup.spec, store, setup.settings, progress,
+    row = await _run_one(job, job.spec or setup.spec, store, setup.settings, progress,
                          lambda _progress: None)
     return (row.to_line() if row is not None else None), ProgressDelta.of(progress)
 
@@ -203,8 +217,16 @@ def _open_session(store: Store, job: RunJob, spec: llm.ModelSpec) -> TraceSessio
 def _row_extra(
     spec: llm.ModelSpec, trace: TraceSession, latency: float, settings: StepperSettings | None
 ) -> dict[str, Any]:
-    """What `run` writes beside the dataset's keys; each step's log-probability when asked."""
-    extra: dict[str, Any] = {"model": spec.model, "latency_s": round(latency, 4)}
+    """What `run` writes beside the dataset's keys: the model, the seconds its calls took,
+    their tokens and cost (`usage`: `cost` sums the calls whose price is known, null when none
+    is; `unpriced_calls` are not); each step's log-probability when asked."""
+    figures = BranchFigures.of(trace.steps)
+    extra: dict[str, Any] = {
+        "model": spec.model, "latency_s": round(latency, 4),
+        "usage": {"calls": figures.calls, "prompt_tokens": figures.prompt_tokens,
+                  "cached_tokens": figures.cached_tokens,
+                  "completion_tokens": figures.completion_tokens,
+                  "cost": figures.known_cost, "unpriced_calls": figures.unpriced_calls}}
     if settings is not None and llm.asks_logprobs(spec, settings.call):
         extra["step_logprobs"] = [step.logprob for step in trace.steps]
     return extra

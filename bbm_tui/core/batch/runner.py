@@ -23,14 +23,17 @@ from bbm_tui.core import llm
 from bbm_tui.core.batch.shard import Shard, ShardError, check_unsharded
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.dataset.outfile import open_appended
+from bbm_tui.core.errors import UserError
 from bbm_tui.core.llm import one_at_a_time_endpoints
 
 J = TypeVar("J")
 K = TypeVar("K", bound=Hashable)
 
 
-class BatchStop(Exception):
+class BatchStop(UserError):
     """A fault that stops the whole batch; the message says why."""
+
+    title = "The batch stopped"
 
 
 @dataclass

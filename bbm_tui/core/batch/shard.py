@@ -20,14 +20,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bbm_tui.core.dataset import DatasetError, row_from_json
+from bbm_tui.core.errors import UserError
 
 SHARD_KEY = "shard"
 PLACE_KEY = "shard_row"
 _SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
 
-class ShardError(ValueError):
+class ShardError(UserError, ValueError):
     """A shard that cannot be, or shards that cannot be merged; the message says where."""
+
+    title = "Cannot share the work out"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.batch.backtrack import paper_table_6
-from bbm_tui.core.batch.find import paper_figures, paper_models, paper_tables, scoring_group
+from bbm_tui.core.batch.find import (
+    paper_figures,
+    paper_figures_for_tasks,
+    paper_models,
+    paper_tables,
+    scoring_group,
+)
 from bbm_tui.core.dataset import DatasetError, TraceRow, rows_with_tasks
 from bbm_tui.core.dataset.formats import read_dataset
 from bbm_tui.core.judging.metrics import (
@@ -57,7 +63,11 @@ class FileSummary:
                        paper_tables()["table_4_location_accuracy"][model].values())]
 
     def paper_finder(self, model: str) -> dict[str, dict[str, float]]:
-        return paper_figures(model, self.method) if self.method else {}
+        if not self.method:
+            return {}
+        figures = paper_figures(model, self.method)
+        # Beside the files' tasks, as `find --paper` prints it.
+        return paper_figures_for_tasks(figures, self.finder.tasks if self.finder else ())
 
 
 def summarize(paths: Sequence[Path], task: str | None = None,

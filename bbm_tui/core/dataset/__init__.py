@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
 
+from bbm_tui.core.errors import UserError
 from bbm_tui.core.resources import dataset_dir
 from bbm_tui.core.tasks import TASK_NAMES, Task, get_task, task_names
 from bbm_tui.core.types import MAX_QUESTION_CHARS
@@ -41,15 +42,18 @@ TRACE_ONLY_KEYS = ("steps", "answer", "mistake_index")
 DEFAULT_KEY_ORDER = ("input", "steps", "target", "answer", "mistake_index")
 
 
-class DatasetError(ValueError):
-    """A problem with a dataset file, located by file and (where there is one) line."""
+class DatasetError(UserError, ValueError):
+    """A problem with a dataset file, located by file and (where there is one) line:
+    `reason` is the problem, `message` the located sentence."""
 
-    def __init__(self, path: Path | str, message: str, line: int | None = None) -> None:
+    title = "A problem with a dataset file"
+
+    def __init__(self, path: Path | str, reason: str, line: int | None = None) -> None:
         self.path = Path(path)
         self.line = line
-        self.message = message
+        self.reason = reason
         where = f"{self.path}:{line}" if line is not None else f"{self.path}"
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {reason}")
 
 
 @dataclass

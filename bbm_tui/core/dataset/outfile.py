@@ -219,7 +219,7 @@ def _check_and_mend(
     try:
         rows.append(validate(value, path, tail_number))
     except DatasetError as error:
-        raise _not_ours(path, tail_number, what, error.message) from None
+        raise _not_ours(path, tail_number, what, error.reason) from None
     os.write(descriptor, b"\n")  # a whole row that only lacked its newline
     return rows, None
 
@@ -236,7 +236,7 @@ def _ours(line: bytes, path: Path, number: int, validate: Validator[T], what: st
     try:
         return validate(value, path, number)
     except DatasetError as error:
-        raise _not_ours(path, number, what, error.message) from None
+        raise _not_ours(path, number, what, error.reason) from None
 
 
 def _not_ours(path: Path, number: int, what: str, why: str) -> OutputFileError:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from bbm_tui.core.errors import UserError
 from bbm_tui.core.llm.capabilities import key_env_var, missing_key
 from bbm_tui.core.llm.turns import call_turn
 from bbm_tui.core.types import ModelSpec, RetryPolicy
@@ -40,17 +41,17 @@ RETRYABLE: frozenset[str] = frozenset({"rate_limit", "connection", "timeout", "s
 STOPS_A_BATCH: frozenset[str] = frozenset({"auth", "bad_request", "not_found", "replay"})
 
 
-class LLMError(Exception):
+class LLMError(UserError):
     """One failure kind, one clear message (safe to show: any key a provider echoed back in it
     is redacted)."""
+
+    title = "The model call failed"
 
     def __init__(self, kind: ErrorKind, message: str, retry_after_s: float | None = None) -> None:
         from bbm_tui.core.redact import redact
 
-        message = redact(message)
-        super().__init__(message)
+        super().__init__(redact(message))
         self.kind = kind
-        self.message = message
         self.retry_after_s = retry_after_s
         self.attempts = 1
 
@@ -452,8 +453,7 @@ async def with_retries(
             error.attempts = attempt
             if not error.retryable or attempt == policy.attempts:
                 if attempt > 1:
-                    error.message = f"{error.message} (after {attempt} attempts)"
-                    error.args = (error.message,)
+                    error.args = (f"{error.message} (after {attempt} attempts)",)
                 raise error from None
             delay = policy.delay(attempt, error.retry_after_s)
             if on_retry is not None:

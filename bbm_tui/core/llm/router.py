@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bbm_tui.core.errors import UserError
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.redact import redact_url
 from bbm_tui.core.types import ModelSpec
@@ -44,8 +45,10 @@ DEFAULT_ROUTER_SETTINGS: dict[str, Any] = {
 FORCED_ROUTER_SETTINGS: dict[str, Any] = {"num_retries": 0}
 
 
-class RouterFileError(ValueError):
+class RouterFileError(UserError, ValueError):
     """A router file that cannot be used; the message names the file (and line)."""
+
+    title = "A problem with the router file"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from bbm_tui.core.errors import UserError
 from bbm_tui.core.prompts.thoughts import format_steps
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.tasks import Task, get_task, paper_finding_prompts
@@ -80,8 +81,10 @@ OUR_METHODS: dict[str, Method] = {
 ALL_METHODS: dict[str, Method] = {**METHODS, **OUR_METHODS}
 
 
-class MethodError(ValueError):
+class MethodError(UserError, ValueError):
     """An unknown method, or one the task has no prompts for."""
+
+    title = "No such finding method here"
 
 
 def finding_prompts() -> dict[str, dict[str, Any]]:

@@ -1,4 +1,6 @@
-"""The session store (docs/DESIGN.md §8): SQLite, WAL, versioned schema; see store.py.
+"""The session store (docs/DESIGN.md §8): SQLite, WAL, versioned schema. store.py opens,
+migrates and checks it; its queries are by area (sessions.py, listing.py, steps.py,
+labels.py, finders.py, calls.py) on base.py's connection and transactions.
 
 The names below are imported from their modules when first asked for (PEP 562): the app's
 check before its first frame (`preflight`) needs files.py alone, and the records and the
@@ -12,6 +14,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bbm_tui.core.store.calls import call_from_row
     from bbm_tui.core.store.errors import SessionBusy, SessionDeleted, StoreError
     from bbm_tui.core.store.files import (
         DATABASE_NAME,
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
         FinderRun,
         FinderVerdict,
         Label,
+        ModelBranch,
         QueueWork,
         Session,
         SessionSummary,
@@ -37,13 +41,8 @@ if TYPE_CHECKING:
         default_session_name,
     )
     from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns
-    from bbm_tui.core.store.store import (
-        BUSY_TIMEOUT_MS,
-        CLAIM_HEARTBEAT_S,
-        CLAIM_STALE_S,
-        Store,
-        call_from_row,
-    )
+    from bbm_tui.core.store.sessions import CLAIM_HEARTBEAT_S, CLAIM_STALE_S
+    from bbm_tui.core.store.store import BUSY_TIMEOUT_MS, Store
 
 # Each name this package offers, and the module of the package that defines it.
 _MODULE_OF = {
@@ -61,6 +60,7 @@ _MODULE_OF = {
     "FinderRun": "records",
     "FinderVerdict": "records",
     "Label": "records",
+    "ModelBranch": "records",
     "QueueWork": "records",
     "Session": "records",
     "SessionSummary": "records",
@@ -73,10 +73,10 @@ _MODULE_OF = {
     "SCHEMA_VERSION": "schema",
     "expected_columns": "schema",
     "BUSY_TIMEOUT_MS": "store",
-    "CLAIM_HEARTBEAT_S": "store",
-    "CLAIM_STALE_S": "store",
+    "CLAIM_HEARTBEAT_S": "sessions",
+    "CLAIM_STALE_S": "sessions",
     "Store": "store",
-    "call_from_row": "store",
+    "call_from_row": "calls",
 }
 
 __all__ = [
@@ -92,6 +92,7 @@ __all__ = [
     "FinderRun",
     "FinderVerdict",
     "Label",
+    "ModelBranch",
     "QueueWork",
     "Session",
     "SessionBusy",

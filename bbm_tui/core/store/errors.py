@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from bbm_tui.core.errors import UserError
 
-class StoreError(Exception):
+
+class StoreError(UserError):
     """The store cannot be used; the message names the file."""
+
+    title = "Cannot use the session store"
 
 
 class SessionDeleted(StoreError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
@@ -39,9 +39,12 @@ class Session:
     task_digest: str | None = None
 
 
-@dataclass(frozen=True, slots=True)  # slots: a trace may hold 10^5 of them
-class Step:
-    """One stored thought: its place in the tree, its text and what its call cost."""
+class Step(NamedTuple):
+    """One stored thought: its place in the tree, its text and what its call cost.
+
+    A named tuple, not a dataclass: a trace may hold 10^5 of them, and a frozen dataclass sets
+    each of its 20 fields through `object.__setattr__`, which took three times as long as
+    reading the rows (bench/big_store.py); a tuple is made in one go, and stays as frozen."""
 
     id: int
     session_id: int
@@ -77,8 +80,11 @@ class Step:
     cached_tokens: int | None = None
     # Its prompt's count is an estimate too (`usage_estimated` alone: its output's only).
     prompt_estimated: bool = False
+    # The model branch it is on, in a session of several models side by side (store v15 on);
+    # None in a session of one model.
+    model_branch_id: int | None = None
     # The id of the call it was taken from with other steps (one-call mode; None: a call of
-    # its own), and the router deployment that served its call (store v15 on).
+    # its own), and the router deployment that served its call (store v16 on).
     one_call: str | None = None
     deployment: str | None = None
 
@@ -139,8 +145,10 @@ class TaskDefinition:
 
 @dataclass(frozen=True)
 class SessionSummary:
-    """A session as the sessions list shows it: its steps, label and answer, and what its
-    calls cost (`cost` sums those whose price is known; `unpriced_calls` are not)."""
+    """A session as the sessions list shows it: its steps, label and answer, what its calls
+    cost (`cost` sums those whose price is known; `unpriced_calls` are not); `models`, the
+    models of its branches in their columns' order, where several models answer it side by
+    side (empty for a session of one model: `session.model`)."""
 
     session: Session
     steps: int
@@ -150,6 +158,32 @@ class SessionSummary:
     calls: int = 0
     cost: float = 0.0
     unpriced_calls: int = 0
+    models: tuple[str, ...] = ()
+
+    @property
+    def model_names(self) -> str:
+        """The session's model, or its models side by side ("a + b")."""
+        return " + ".join(self.models) if self.models else self.session.model
+
+
+@dataclass(frozen=True)
+class ModelBranch:
+    """One model's trace of a session of several models side by side (store v15): its column
+    (`position`, from 0), the model settings it generates with (the api base as stored:
+    redacted), where its branch on show ends, and how its generating stands (`state`, a
+    ModelBranchState; `error`: why it failed)."""
+
+    id: int
+    session_id: int
+    position: int
+    model: str
+    api_base: str | None
+    mode: Mode
+    head_step_id: int | None
+    state: str
+    error: str | None
+    created_at: float
+    updated_at: float
 
 
 @dataclass(frozen=True)

@@ -285,7 +285,34 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE calls ADD COLUMN prompt_estimated INTEGER NOT NULL DEFAULT 0;
     UPDATE calls SET prompt_estimated = usage_estimated;
     """,
-    # 15: one call for many steps, and many servers (core/llm/one_call.py, router.py). A step
+    # 15: several models on one question, side by side (docs/DESIGN.md §15). Each model's
+    # trace is a branch of the session that records its model: its column (`position`), the
+    # model settings it generates with (the api base redacted), where its branch on show ends
+    # (`head_step_id`, as the session's own for a trace of one model) and how its generating
+    # stands (`state`, a ModelBranchState; `error` says why one failed), so that a session
+    # reopens with each column as it was and a column that was streaming goes on. A step
+    # says which model branch it is on: two models that write the same thought keep a step
+    # each. NULL: a session of one model, as before v15.
+    """
+    CREATE TABLE model_branches (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        model TEXT NOT NULL,
+        api_base TEXT,
+        mode TEXT NOT NULL,
+        head_step_id INTEGER REFERENCES steps(id) ON DELETE SET NULL,
+        state TEXT NOT NULL DEFAULT 'idle',
+        error TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        UNIQUE (session_id, position)
+    );
+    ALTER TABLE steps ADD COLUMN model_branch_id INTEGER
+        REFERENCES model_branches(id) ON DELETE SET NULL;
+    CREATE INDEX steps_by_model_branch ON steps(model_branch_id);
+    """,
+    # 16: one call for many steps, and many servers (core/llm/one_call.py, router.py). A step
     # taken from one streamed call with others has its own row here, its share of the call
     # (its tokens, its latency from the call's start), all of them marked with the call's id
     # (`one_call`, NULL: a call of its own; the session's calls are its distinct ids). The
@@ -310,9 +337,9 @@ def expected_columns() -> dict[str, frozenset[str]]:
     try:
         for migration in MIGRATIONS:
             run_migration(connection, migration)
-        tables = [row[0] for row in connection.execute(
+        tables = [name for (name,) in connection.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {table: frozenset(row[1] for row in connection.execute(
+        return {table: frozenset(name for _number, name, *_ in connection.execute(
             f"PRAGMA table_info({table})")) for table in tables}
     finally:
         connection.close()

@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bbm_tui.core.errors import UserError
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.tasks.compare import EXACT, Comparison, exact_match, parse_compare
 
@@ -217,9 +218,12 @@ def task_order(name: str) -> tuple[int, int, str]:
     return (1, 0, name)
 
 
-class UnknownTaskError(ValueError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"unknown task {name!r}; known tasks: {', '.join(task_names())}")
+class UnknownTaskError(UserError, ValueError):
+    title = "Unknown task"
+
+    def __init__(self, name: str, message: str | None = None) -> None:
+        super().__init__(message or f"unknown task {name!r}; known tasks: "
+                         f"{', '.join(task_names())}")
         self.name = name
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bbm_tui.core.errors import UserError
 from bbm_tui.core.tasks import (
     DEFAULT_QUESTION_TEMPLATE,
     INPUT_FIELD,
@@ -54,18 +55,21 @@ FINDING_KEYS = {
 _ROLES = ("system", "user", "assistant")
 
 
-class TaskFileError(ValueError):
-    """A broken task file: the file, the line (where known) and the key, in one message."""
+class TaskFileError(UserError, ValueError):
+    """A broken task file: the file, the line (where known) and the key, in one message
+    (`reason` is the problem alone)."""
 
-    def __init__(self, path: Path, message: str, *, line: int | None = None,
+    title = "A task file did not load"
+
+    def __init__(self, path: Path, reason: str, *, line: int | None = None,
                  key: str | None = None) -> None:
         self.path = path
         self.line = line
         self.key = key
-        self.message = message
+        self.reason = reason
         where = f"{path}: line {line}: " if line is not None else f"{path}: "
         what = f"{key!r}: " if key is not None else ""
-        super().__init__(f"{where}{what}{message}")
+        super().__init__(f"{where}{what}{reason}")
 
 
 @dataclass

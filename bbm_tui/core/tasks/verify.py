@@ -43,11 +43,10 @@ class NoVerifierError(UnknownTaskError):
     """A task of one's own: the verifiers know the paper's five tasks only."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(name)
         what = ("the task of a dataset format" if name in FIELD_TASK_NAMES
                 else "a task of your own")
-        self.args = (f"the task verifiers check the paper's five tasks only, not {name!r} "
-                     f"({what}): use a model's method to find its mistakes",)
+        super().__init__(name, f"the task verifiers check the paper's five tasks only, not "
+                         f"{name!r} ({what}): use a model's method to find its mistakes")
 
 
 def task_logic(task: str) -> ModuleType:

@@ -103,6 +103,7 @@ class BranchHow(StrEnum):
     BACKTRACK = "backtrack"  # one of backtracking's samples, chosen
     REWRITE = "rewrite"  # the person's own version
     VERSION = "version"  # a later version a model wrote (another model, or again)
+    MODEL = "model"  # one model's own trace beside others' on the question (side by side)
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,12 @@ def branch_origin(
     if first.origin == StepOrigin.EDIT:
         return BranchOrigin(BranchHow.REWRITE, first.number, models=models)
     versions = tree.siblings(first.id)
+    if first.model_branch_id is not None:  # several models side by side
+        own = [step for step in versions if step.model_branch_id == first.model_branch_id]
+        if own[0].id == first.id and len(own) < len(versions):
+            return BranchOrigin(BranchHow.MODEL, first.number, recorded=recorded,
+                                models=models)
+        versions = own  # another model's thought is no version of this one
     how = BranchHow.ORIGINAL if versions[0].id == first.id else BranchHow.VERSION
     return BranchOrigin(how, first.number, recorded=recorded, models=models)
 

@@ -14,8 +14,14 @@ import json
 import os
 import secrets
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from contextlib import aclosing, asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    aclosing,
+    asynccontextmanager,
+    contextmanager,
+    suppress,
+)
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, TypeVar
@@ -40,6 +46,7 @@ from bbm_tui.core.redact import REDACTED, redact_url
 from bbm_tui.core.store import (
     CLAIM_HEARTBEAT_S,
     Label,
+    ModelBranch,
     Session,
     Step,
     Store,
@@ -52,7 +59,14 @@ from bbm_tui.core.tasks import Task, UnknownTaskError, get_task
 from bbm_tui.core.tasks.files import task_definition, task_digest, task_from_definition
 from bbm_tui.core.trace.branches import BranchOrigin, branch_origin, one_sampling
 from bbm_tui.core.trace.tree import StepTree
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
+from bbm_tui.core.types import (
+    DEFAULT_ANNOTATOR,
+    RECORDED_MODEL,
+    ModelBranchState,
+    SessionSource,
+    StepOrigin,
+    TraceEnd,
+)
 
 T = TypeVar("T")
 
@@ -166,12 +180,84 @@ def session_task(store: Store, session: Session) -> tuple[Task, str | None]:
     return current, None
 
 
+class OtherModelsBranch(ValueError):
+    """A branch of another model of the session (side by side), asked to be shown in this
+    model's column: `model_branch_id` is its model branch (None: no model's), `leaf_id` its
+    end."""
+
+    def __init__(self, model_branch_id: int | None, leaf_id: int) -> None:
+        super().__init__("that branch is another model's: its own column shows it")
+        self.model_branch_id = model_branch_id
+        self.leaf_id = leaf_id
+
+
+class SessionClaim:
+    """A process's claim to generate a session (store v13), shared by whatever generates it
+    here: the columns of several models side by side stream at once, and the claim is taken
+    when the first starts, renewed every CLAIM_HEARTBEAT_S while any runs, and released when
+    the last is over. Another window or process is another owner, told the session is busy."""
+
+    def __init__(self, store: Store, session_id: int, store_work: StoreWork) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.store_work = store_work
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+        self._holders = 0
+        self._heartbeat: asyncio.Future[None] | None = None
+        self._changing = asyncio.Lock()
+
+    @asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """The session claimed while the block runs. Raises SessionBusy (nothing done) while
+        another window or process holds it: two windows stored the same step twice."""
+        async with self._changing:
+            if self._holders == 0:
+                await self.store_work(self.store.claim_session, self.session_id, self.owner)
+                self._heartbeat = asyncio.ensure_future(self._renew())
+            self._holders += 1
+        try:
+            yield
+        finally:
+            release = asyncio.ensure_future(self._let_go())
+            try:
+                await asyncio.shield(release)
+            except asyncio.CancelledError:
+                await release
+                raise
+
+    async def _let_go(self) -> None:
+        async with self._changing:
+            self._holders -= 1
+            if self._holders > 0:
+                return
+            if self._heartbeat is not None:
+                self._heartbeat.cancel()
+                await asyncio.gather(self._heartbeat, return_exceptions=True)
+                self._heartbeat = None
+            with suppress(StoreError):  # a session deleted meanwhile has no claim to drop
+                await self.store_work(self.store.release_claim, self.session_id, self.owner)
+
+    async def _renew(self) -> None:
+        """Keep the claim alive while a step takes long (a model thinking for a minute). One
+        that lapsed and was taken meanwhile is left to its new holder (the store stores no
+        step twice)."""
+        with suppress(StoreError):
+            while True:
+                await asyncio.sleep(CLAIM_HEARTBEAT_S)
+                await self.store_work(self.store.claim_session, self.session_id, self.owner)
+
+
 class TraceSession:
     """`spec` is the model the session generates with now. It lives in memory only: the store
     keeps the api base redacted (a password or key in it is never written), so a session
     opened from the store calls its stored model until `use_model()` says otherwise. `task`
     is the task it works on as it was made (session_task), `task_change` what has changed in
-    its file since (None: nothing)."""
+    its file since (None: nothing).
+
+    In a session of several models side by side, one TraceSession is one model's branch
+    (`model_branch`, store v15): its steps are stored on that branch, its head is the
+    branch's, its model the branch's, and its generating state is kept there; the columns of
+    one session share one `claim`."""
 
     def __init__(
         self,
@@ -180,25 +266,51 @@ class TraceSession:
         spec: llm.ModelSpec | None = None,
         annotator: str = DEFAULT_ANNOTATOR,
         store_work: StoreWork = asyncio.to_thread,
+        *,
+        model_branch: ModelBranch | None = None,
+        claim: SessionClaim | None = None,
+        tree: StepTree | None = None,
     ) -> None:
         self.store = store
         self.store_work = store_work
         self.session = session
         self.annotator = annotator
+        self.model_branch = model_branch
         # Made by `create` in this process (not loaded): left with nothing done in it, it is
         # deleted rather than left behind in the sessions list.
         self.created_now = False
         # Every step on every branch; `steps` is the branch on show, from the root to the
         # head, and new steps hang under the head.
         with _collector_paused():
-            self.tree = StepTree(store.steps_of(session.id))
-            self.steps: list[Step] = self.tree.path(session.head_step_id)
+            self.tree = tree if tree is not None else StepTree(store.steps_of(session.id))
+            self.steps: list[Step] = self.tree.path(self._stored_head())
+            if tree is None and len(self.tree) >= FREEZE_FROM:
+                # Out of the collector's sight before it runs again: its first passes after
+                # the load walked every step three times over (generations 0, 1 and 2), a
+                # second at 10^5 steps on a busy machine. They hold no cycle, and are freed
+                # as ever when let go; the app's trace screen unfreezes when it goes.
+                gc.freeze()
         self.label: Label | None = self._branch_label()
-        self._spec = spec or _stored_spec(session)
+        self._spec = spec or (_branch_spec(model_branch) if model_branch is not None
+                              else _stored_spec(session))
         self.task, self.task_change = session_task(store, session)
         # Who this is when it claims the session to generate it (store v13): another window
         # or process is another owner, and is told the session is busy.
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(6)}"
+        self.claim = claim or SessionClaim(store, session.id, store_work)
+
+    @property
+    def owner(self) -> str:
+        return self.claim.owner
+
+    @property
+    def model_branch_id(self) -> int | None:
+        return self.model_branch.id if self.model_branch is not None else None
+
+    def _stored_head(self) -> int | None:
+        """Where the branch on show ends, as stored: the model branch's, else the session's."""
+        if self.model_branch is not None:
+            return self.model_branch.head_step_id
+        return self.session.head_step_id
 
     # -- opening
 
@@ -240,24 +352,32 @@ class TraceSession:
         self._spec = spec
 
     def _model_unrecorded(self) -> bool:
-        """The session row does not say yet what it is generated with."""
-        stored = (self.session.model, self.session.api_base, self.session.mode)
-        return stored != self._wanted_model()
+        """The session row (or the model branch's) does not say yet what it is generated
+        with."""
+        row = self.model_branch or self.session
+        return (row.model, row.api_base, row.mode) != self._wanted_model()
 
     def _wanted_model(self) -> tuple[str, str | None, str]:
         return (self._spec.model, redact_url(self._spec.api_base), self._spec.mode)
 
     def _record_model(self) -> None:
-        """The session row says what it is generated with (its api base redacted)."""
+        """The session row (or the model branch's) says what it is generated with (its api
+        base redacted)."""
         if self._model_unrecorded():
             model, api_base, mode = self._wanted_model()
+            if self.model_branch is not None:
+                self.model_branch = self.store.update_model_branch_model(
+                    self.model_branch.id, model=model, api_base=api_base, mode=mode)
+                return
             self.session = self.store.update_session_model(
                 self.session.id, model=model, api_base=api_base, mode=mode)
 
     def reload(self) -> None:
         self.session = self.store.session(self.session.id)
+        if self.model_branch is not None:
+            self.model_branch = self.store.model_branch(self.model_branch.id)
         self.tree = StepTree(self.store.steps_of(self.session.id))
-        self.steps = self.tree.path(self.session.head_step_id)
+        self.steps = self.tree.path(self._stored_head())
         self.label = self._branch_label()
 
     def labelled_branches(self) -> list[BranchLabel]:
@@ -304,12 +424,20 @@ class TraceSession:
         return self.steps[-1].id if self.steps else None
 
     def alternatives(self, number: int) -> list[Step]:
-        """Thought `number` of the branch on show and its siblings: every version of it."""
-        return self.tree.siblings(self.steps[number - 1].id)
+        """Thought `number` of the branch on show and its siblings: every version of it (on a
+        model branch, its own: another model's first thought is not a version of it)."""
+        versions = self.tree.siblings(self.steps[number - 1].id)
+        if self.model_branch is None:
+            return versions
+        return [step for step in versions if step.model_branch_id == self.model_branch.id]
 
     def switch_to(self, step_id: int) -> None:
-        """Show the newest branch through `step_id` (an alternative at some thought)."""
+        """Show the newest branch through `step_id` (an alternative at some thought). On a
+        model branch, only its own: another model's branch is in that model's column
+        (OtherModelsBranch)."""
         leaf = self.tree.newest_leaf_under(step_id)
+        if self.model_branch is not None and leaf.model_branch_id != self.model_branch.id:
+            raise OtherModelsBranch(leaf.model_branch_id, leaf.id)
         self._set_head(leaf.id)
 
     def fork_at(self, number: int) -> None:
@@ -318,7 +446,10 @@ class TraceSession:
         self._set_head(self.steps[number - 2].id if number > 1 else None)
 
     def _set_head(self, step_id: int | None) -> None:
-        self.store.set_head(self.session.id, step_id)
+        if self.model_branch is not None:
+            self.model_branch = self.store.set_model_branch_head(self.model_branch.id, step_id)
+        else:
+            self.store.set_head(self.session.id, step_id)
         self.session = self.store.session(self.session.id)
         self.steps = self.tree.path(step_id)
         self.label = self._branch_label()
@@ -362,8 +493,18 @@ class TraceSession:
         """1-based number of the flagged first mistake on the branch on show, if any."""
         if self.label is None:
             return None
-        index = self.label.mistake_index([step.id for step in self.steps])
-        return None if index is None else self.steps[index].number
+        return self.place_of(self.label.mistake_step_id)
+
+    def place_of(self, step_id: int | None) -> int | None:
+        """The number of step `step_id` on the branch on show (None: not on it). A step's
+        number is its place on its path, so it is found at once, without a walk of the
+        branch (10^5 steps), which every key that redrew a status made."""
+        if step_id is None or step_id not in self.tree:
+            return None
+        number = self.tree.step(step_id).number
+        if 1 <= number <= len(self.steps) and self.steps[number - 1].id == step_id:
+            return number
+        return None
 
     @property
     def no_mistake(self) -> bool:
@@ -380,7 +521,7 @@ class TraceSession:
         max_new_steps: int | None = None,
         settings: StepperSettings | None = None,
         spec: llm.ModelSpec | None = None,
-    ) -> AsyncIterator[StepEvent]:
+    ) -> AsyncGenerator[StepEvent, None]:
         if spec is not None:
             self.use_model(spec)
         if self.needs_api_base:
@@ -395,6 +536,7 @@ class TraceSession:
         async with self.claimed():  # SessionBusy: another window is generating it
             if self._model_unrecorded():  # usually not: no trip to a thread for nothing
                 await self.store_work(self._record_model)
+            await self._keep_state(ModelBranchState.STREAMING)
             async with aclosing(run_steps(
                 self.task,
                 self.session.input,
@@ -417,6 +559,7 @@ class TraceSession:
                             raise
                     if isinstance(event, StepFailed | TraceFinished):
                         last = event  # the last event: the claim goes before it is handed on
+                        await self._keep_state(*_state_after(event))
                         break
                     yield event
         # Released first: a caller stops reading at this event, and the claim must not wait
@@ -424,35 +567,32 @@ class TraceSession:
         if last is not None:
             yield last
 
-    @asynccontextmanager
-    async def claimed(self) -> AsyncIterator[None]:
-        """The session claimed for generating while the block runs (store v13), renewed every
-        CLAIM_HEARTBEAT_S and released after. Raises SessionBusy (nothing done) while
-        another window or process holds it: two windows stored the same step twice."""
-        await self.store_work(self.store.claim_session, self.session.id, self.owner)
-        heartbeat = asyncio.ensure_future(self._heartbeat())
-        try:
-            yield
-        finally:
-            heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
-            release = asyncio.ensure_future(
-                self.store_work(self.store.release_claim, self.session.id, self.owner))
-            with suppress(StoreError):  # a session deleted meanwhile has no claim to drop
-                try:
-                    await asyncio.shield(release)
-                except asyncio.CancelledError:
-                    await release
-                    raise
+    def claimed(self) -> AbstractAsyncContextManager[None]:
+        """The session claimed for generating while the block runs (store v13; SessionClaim),
+        renewed every CLAIM_HEARTBEAT_S and released after. Raises SessionBusy (nothing done)
+        while another window or process holds it: two windows stored the same step twice."""
+        return self.claim.held()
 
-    async def _heartbeat(self) -> None:
-        """Keep the claim alive while a step takes long (a model thinking for a minute). One
-        that lapsed and was taken meanwhile is left to its new holder (the store stores no
-        step twice)."""
-        with suppress(StoreError):
-            while True:
-                await asyncio.sleep(CLAIM_HEARTBEAT_S)
-                await self.store_work(self.store.claim_session, self.session.id, self.owner)
+    async def _keep_state(self, state: ModelBranchState, error: str | None = None) -> None:
+        """A model branch keeps how its generating stands (a session reopened resumes the
+        ones that were streaming); a session of one model has nothing to keep."""
+        if self.model_branch is None:
+            return
+        self.model_branch = await self.store_work(
+            self.store.set_model_branch_state, self.model_branch.id, state, error)
+
+    def mark_stopped(self) -> None:
+        """The person stopped this model branch's generating (esc): it does not resume."""
+        if self.model_branch is not None:
+            self.model_branch = self.store.set_model_branch_state(
+                self.model_branch.id, ModelBranchState.STOPPED)
+
+    @property
+    def state(self) -> ModelBranchState | None:
+        """How the model branch's generating stands, as stored (None: one model's session)."""
+        if self.model_branch is None:
+            return None
+        return ModelBranchState(self.model_branch.state)
 
     def _commit(self, event: StepFinished) -> Step:
         parent = self.head_id
@@ -465,6 +605,7 @@ class TraceSession:
             answer=event.answer,
             truncated=event.truncated,
             call=event.call,
+            model_branch_id=self.model_branch_id,
         )
         self._append(step)
         return step
@@ -487,6 +628,7 @@ class TraceSession:
             text=text,
             origin=origin,
             answer=self.task.extract_answer(text),
+            model_branch_id=self.model_branch_id,
         )
         self._append(step)
         return step
@@ -598,6 +740,7 @@ class TraceSession:
             text=candidate.text, origin=StepOrigin.BACKTRACK,
             answer=self.task.extract_answer(candidate.text), call_id=candidate.call_id,
             choice=candidate.choice, tokens=candidate.tokens, candidate_id=candidate.id,
+            model_branch_id=self.model_branch_id,
         )
         self._show_new_step(step)
         return step
@@ -606,6 +749,7 @@ class TraceSession:
         step = self.store.add_step(
             self.session.id, parent_id=parent, number=number, text=text,
             origin=StepOrigin.EDIT, answer=self.task.extract_answer(text),
+            model_branch_id=self.model_branch_id,
         )
         self._show_new_step(step)
         return step
@@ -616,6 +760,8 @@ class TraceSession:
         if step.id not in self.tree:
             self.tree.add(step)
         self.session = self.store.session(self.session.id)
+        if self.model_branch is not None:
+            self.model_branch = self.store.model_branch(self.model_branch.id)
         self.steps = self.tree.path(step.id)
         self.label = self._branch_label()
 
@@ -688,12 +834,21 @@ def resumed_spec(
     (command line over config) when they are for the session's model, as in `run`, so a
     corrected api base or mode wins; a session of another model keeps its own settings, less
     those the command line gave explicitly (`given` holds "model", "api_base", "mode"): a
-    session named with --session continues with what was typed next to it."""
+    session named with --session continues with what was typed next to it. A recorded trace
+    whose row named no model (RECORDED_MODEL) has nothing to call: it goes on with the
+    configured model, as a new session would."""
+    if session.model == RECORDED_MODEL:
+        return configured
     model = configured.model if "model" in given else session.model
     ours = model == configured.model
     api_base = configured.api_base if ours or "api_base" in given else session.api_base
     mode = configured.mode if ours or "mode" in given else session.mode
     return llm.ModelSpec(model, api_base, mode)
+
+
+# From this many steps, a loaded trace is set aside from the cyclic garbage collector
+# (`gc.freeze`): a full collection walks every live object, 10^5 steps and their texts.
+FREEZE_FROM = 10_000
 
 
 @contextmanager
@@ -711,3 +866,18 @@ def _collector_paused() -> Iterator[None]:
 
 def _stored_spec(session: Session) -> llm.ModelSpec:
     return llm.ModelSpec(session.model, session.api_base, session.mode)
+
+
+def _branch_spec(branch: ModelBranch) -> llm.ModelSpec:
+    return llm.ModelSpec(branch.model, branch.api_base, branch.mode)
+
+
+def _state_after(event: StepFailed | TraceFinished) -> tuple[ModelBranchState, str | None]:
+    """How a model branch stands after its generating ended with `event`."""
+    if isinstance(event, StepFailed):
+        return ModelBranchState.FAILED, event.error.message
+    if event.reason == TraceEnd.ANSWER:
+        return ModelBranchState.ANSWERED, None
+    if event.reason == TraceEnd.PAUSED:
+        return ModelBranchState.IDLE, None
+    return ModelBranchState.ENDED, None

@@ -38,6 +38,10 @@ class ModelScreen(Dialog["ModelChoice | None"]):
         Binding("escape", "cancel", "cancel", id="model_cancel"),
         Binding("ctrl+t", "test", "test connection", id="model_test"),
     ]
+    # Under 32 rows the buttons are one line each (dialogs.tcss): at 80x24 the test's result
+    # line made the dialog scroll, its last line out of view.
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
+                                                                    (32, "-tall")]
 
     def __init__(self, spec: llm.ModelSpec, settings: StepperSettings,
                  title: str = "The model for this session") -> None:

@@ -67,6 +67,10 @@ class AdjudicateScreen(QueueScreen):
         Binding("Q", "copy_question", "copy question", id="copy_question", show=False,
                 tooltip="Copy the whole question"),
     ]
+    # The palette's commands (ui/palette.py): binding id, the command's title.
+    PALETTE: ClassVar[dict[str, str]] = {
+        "adjudicate_next_trace": "Next trace", "adjudicate_previous_trace": "Previous trace",
+    }
 
     def __init__(self, queue: AdjudicationQueue) -> None:
         super().__init__(classes="adjudicate-screen")

@@ -151,6 +151,12 @@ class AnnotateScreen(QueueScreen):
     HELP_TITLE = "the annotation queue"
 
     BINDINGS: ClassVar[list[BindingType]] = _bindings(per_step=False)
+    # The palette's commands (ui/palette.py): binding id, the command's title.
+    PALETTE: ClassVar[dict[str, str]] = {
+        "annotate_guidelines": "Annotation guidelines", "annotate_suggest": "Suggest a verdict",
+        "annotate_skip": "Skip the trace", "annotate_note": "Note on the trace",
+        "annotate_highlight": "Highlight a word",
+    }
 
     def __init__(self, queue: AnnotationQueue) -> None:
         super().__init__(classes="annotate-screen")

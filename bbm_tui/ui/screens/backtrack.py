@@ -83,6 +83,13 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "keep the trace", id="candidates_cancel"),
+        # The highlighted sample's box is a few lines (four at 80x24) and a long sample goes
+        # on below them: the page keys read it. Before the list's own page keys, which have
+        # nothing to do here (every row is in view).
+        Binding("pagedown", "read_sample(1)", "the rest of the sample", id="candidates_more",
+                priority=True),
+        Binding("pageup", "read_sample(-1)", "back up the sample", id="candidates_back",
+                priority=True, show=False),
     ]
     # Under 32 rows the dialog fits by drawing less chrome (dialogs.tcss).
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
@@ -215,6 +222,25 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
 
     def on_option_list_option_highlighted(self) -> None:
         self._show_whole()
+        self.query_one("#candidates-detail", VerticalScroll).scroll_home(animate=False)
+
+    def on_resize(self) -> None:
+        # A sample that went on beyond its box may fit it now, or the other way round.
+        self.call_after_refresh(self.refresh_bindings)
+
+    def action_read_sample(self, direction: int) -> None:
+        detail = self.query_one("#candidates-detail", VerticalScroll)
+        if direction > 0:
+            detail.scroll_page_down(animate=False)
+        else:
+            detail.scroll_page_up(animate=False)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # The page keys are in the footer only while the sample goes on beyond its box.
+        if action == "read_sample":
+            detail = self.query_one("#candidates-detail", VerticalScroll)
+            return detail.display and detail.max_scroll_y > 0
+        return True
 
     def _show_whole(self) -> None:
         """The highlighted sample whole, wrapped, the words that differ from the original
@@ -230,6 +256,8 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         whole.update(Content.assemble(
             styled(f"{highlighted + 1}. ", "bold"),
             marked(word_diff(one_line(self.original), one_line(text))[1])))
+        # Whether it goes on beyond its box is known once it is laid out.
+        self.call_after_refresh(self.refresh_bindings)
 
     def _sample_at(self, position: int) -> tuple[str, float | None, bool, bool] | None:
         """The text, log-probability, dropped and chosen of the sample at `position`, if in."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -20,12 +21,12 @@ from textual.worker import get_current_worker
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.redact import redact_url
-from bbm_tui.core.tasks import TASK_NAMES, get_task, task_titles
+from bbm_tui.core.tasks import TASK_NAMES, get_task, task_names, task_titles
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import MODES, ModelSpec
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.keys import key_for
-from bbm_tui.ui.messages import GoBack, ModelChosen, OpenTrace
+from bbm_tui.ui.messages import GoBack, ModelChosen, OpenModels, OpenTrace
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.text import MUTED, safe, safe_line, settings_line, styled
 from bbm_tui.ui.widgets.chrome import KeysFooter, TickBox, TitleBar
@@ -38,9 +39,12 @@ if TYPE_CHECKING:
     from bbm_tui.core.dataset import TraceRow
     from bbm_tui.core.store import Store
     from bbm_tui.core.trace.session import NewTrace, TraceSession
+    from bbm_tui.core.trace.side_by_side import SideBySide
     from bbm_tui.core.types import StepperSettings
 
 _NUMBER = re.compile(r"^#?\s*(\d+)$")
+# Models beside the first one, side by side (four columns in all: MAX_MODELS).
+MAX_BESIDE = 3
 # Seconds the highlight must rest on a task before its questions load.
 TASK_SETTLE_S = 0.15
 
@@ -56,25 +60,35 @@ class Entry:
 
 @dataclass(frozen=True)
 class StartRequest:
-    """What the Start button asks for: the trace, its model and any recorded steps."""
+    """What the Start button asks for: the trace, its model and any recorded steps; the
+    models beside it, each in a column of its own (none: a session of one model)."""
 
     trace: NewTrace
     spec: ModelSpec
     recorded_steps: list[str] | None = None
+    beside: tuple[ModelSpec, ...] = ()
 
 
-def create_trace(store: Store, request: StartRequest) -> TraceSession:
-    """Blocking: create the session (and load the recorded trace); run it in a thread."""
+def create_trace(store: Store, request: StartRequest) -> TraceSession | SideBySide:
+    """Blocking: create the session (and load the recorded trace, in the first model's
+    column where there are several); run it in a thread."""
     from bbm_tui.core.trace.session import TraceSession
+    from bbm_tui.core.trace.side_by_side import SideBySide
 
     trace = TraceSession.create(store, request.trace, request.spec)
     if request.recorded_steps:
         trace.load_recorded(request.recorded_steps)
-    return trace
+    if not request.beside:
+        return trace
+    race = SideBySide.from_trace(trace, request.beside[0])
+    for spec in request.beside[1:]:
+        race.add_model(spec)
+    return race
 
 
 def dataset_request(
-    task: str, index: int, row: TraceRow, spec: ModelSpec, *, recorded: bool
+    task: str, index: int, row: TraceRow, spec: ModelSpec, *, recorded: bool,
+    beside: Sequence[ModelSpec] = (),
 ) -> StartRequest:
     """A session on row `index` of the questions listed for the task: the paper's dataset, or
     a task file's `questions` (a row there may carry no target, steps or label)."""
@@ -87,7 +101,28 @@ def dataset_request(
         dataset_index=index,
         gold_mistake_index=row.mistake_index if row.labelled else None,
     )
-    return StartRequest(trace, spec, list(row.steps) if recorded else None)
+    return StartRequest(trace, spec, list(row.steps) if recorded else None, tuple(beside))
+
+
+def question_trace(store: Store, task: str, number: int, spec: ModelSpec,
+                   beside: Sequence[ModelSpec] = ()) -> TraceSession | SideBySide | str:
+    """Blocking: a new session on question `number` of the task (`bbm-tui --task T --question
+    N`), with the models `beside` the first side by side, or what is wrong with asking for
+    it."""
+    from bbm_tui.core.dataset import DatasetError, question_rows
+
+    if task not in task_names():
+        problem = f"Unknown task {task!r}" if task else "--question needs --task"
+        return f"{problem}; the tasks: {', '.join(task_names())}"
+    try:
+        rows = question_rows(task)
+    except DatasetError as error:
+        return str(error)
+    if not 0 <= number < len(rows):
+        return (f"{task} has questions 0 to {len(rows) - 1}, not {number}." if rows
+                else f"{task} lists no questions (`questions` in its task file).")
+    return create_trace(store, dataset_request(task, number, rows[number], spec,
+                                               recorded=False, beside=beside))
 
 
 def filter_entries(entries: list[Entry], query: str) -> list[Entry]:
@@ -160,6 +195,9 @@ class NewSessionScreen(BbmScreen):
                 tooltip="Type a question of your own instead of a dataset one"),
         Binding("ctrl+e", "edit_model", "model", id="new_edit_model",
                 tooltip="Change the model, the api base or the mode for this session"),
+        Binding("ctrl+o", "add_beside", "models beside", id="new_add_beside", show=False,
+                tooltip="Another model on the same question, side by side in a column of "
+                "its own (a second, a third, a fourth); again once four are set clears them"),
         Binding("slash", "search", "search", id="new_search",
                 tooltip="Search the dataset's questions (or type a number)"),
         Binding("escape", "back", "back", id="new_back",
@@ -168,6 +206,11 @@ class NewSessionScreen(BbmScreen):
                 tooltip="Charts of the task's questions file: where the first mistakes are, "
                 "trace lengths, counts"),
     ]
+    # The palette's commands (ui/palette.py): binding id, the command's title.
+    PALETTE: ClassVar[dict[str, str]] = {
+        "new_start": "Start the session", "new_type_question": "Type a question",
+        "new_edit_model": "Change the model", "new_search": "Search the questions",
+    }
 
     # The question list, not the search box, has the focus at first, so that single keys
     # (s sessions, ? help, q quit) work at once; / goes to the search.
@@ -184,6 +227,8 @@ class NewSessionScreen(BbmScreen):
         # Why the task's questions could not be read (a task file's questions file).
         self._rows_problem: str | None = None
         self._task_timer: Timer | None = None
+        # The models beside the first, each in a column of its own (side by side).
+        self.beside: list[ModelSpec] = []
 
     @property
     def bbm_app(self) -> AppContext:
@@ -212,6 +257,7 @@ class NewSessionScreen(BbmScreen):
                              id="model-line")
                 yield Static(styled(f"{key_for(self, 'new_edit_model')} changes or tests it",
                                     MUTED), classes="hint")
+                yield Static(self._beside_line(), id="beside-line", classes="hint")
                 recorded = self.bbm_app.recorded_trace
                 yield TickBox(recorded_label(recorded), recorded, id="recorded",
                                tooltip="On: the session starts with the dataset's own steps, "
@@ -256,7 +302,8 @@ class NewSessionScreen(BbmScreen):
                              "solver/bbm writes word sorting, tracking, arithmetic and Dyck "
                              "steps offline.")
                 return
-            self._begin(StartRequest(NewTrace(self.task_name, text, target), self.spec))
+            self._begin(StartRequest(NewTrace(self.task_name, text, target), self.spec,
+                                     beside=tuple(self.beside)))
 
         self.app.push_screen(TypedQuestionScreen(get_task(self.task_name)), typed)
 
@@ -272,6 +319,37 @@ class NewSessionScreen(BbmScreen):
                 self._show_model_fit()
 
         self.app.push_screen(ModelScreen(self.spec, self.bbm_app.stepper_settings), edited)
+
+    # -- models beside it (side by side)
+
+    def _beside_line(self) -> Content:
+        key = key_for(self, "new_add_beside")
+        if not self.beside:
+            return styled(f"{key} adds a model beside it", MUTED)
+        names = ", ".join(one_line(spec.model, 30) for spec in self.beside)
+        line = Content.assemble(("Beside it: ", "bold"), safe_line(names))
+        more = (f"{key} adds another" if len(self.beside) < MAX_BESIDE
+                else f"{key} clears them")
+        return line.append(styled(f" · {more}", MUTED))
+
+    def action_add_beside(self) -> None:
+        if len(self.beside) >= MAX_BESIDE:
+            self.beside = []
+            self.query_one("#beside-line", Static).update(self._beside_line())
+            return
+        from bbm_tui.ui.dialogs import ModelChoice, ModelScreen
+
+        def chosen(choice: ModelChoice | None) -> None:
+            if choice is not None:
+                self.beside.append(choice.spec)
+                self.query_one("#beside-line", Static).update(self._beside_line())
+
+        # The offline pair is the likeliest second model: the solver beside the replay.
+        first = ModelSpec("solver/bbm") if self.spec.model != "solver/bbm" and not any(
+            spec.model == "solver/bbm" for spec in self.beside) else self.spec
+        self.app.push_screen(ModelScreen(first, self.bbm_app.stepper_settings,
+                                         f"Model {len(self.beside) + 2}, beside the first"),
+                             chosen)
 
     # -- the task, and the dataset's questions (read in a thread: the first read parses a
     # JSONL file)
@@ -442,7 +520,7 @@ class NewSessionScreen(BbmScreen):
             return self._refuse("Pick a question first.")
         recorded = self.query_one("#recorded", Checkbox).value
         return dataset_request(self.task_name, entry.index, entry.row, self.spec,
-                               recorded=recorded)
+                               recorded=recorded, beside=self.beside)
 
     def _refuse(self, message: str) -> None:
         self.notify(message, severity="warning", markup=False)
@@ -456,8 +534,10 @@ class NewSessionScreen(BbmScreen):
                 styled("The session store is not available.", "$text-error")
             )
             return
-        trace = await asyncio.to_thread(create_trace, store, request)
-        self.post_message(OpenTrace(trace))
+        made = await asyncio.to_thread(create_trace, store, request)
+        from bbm_tui.core.trace.side_by_side import SideBySide
+
+        self.post_message(OpenModels(made) if isinstance(made, SideBySide) else OpenTrace(made))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "back":  # greyed out where there is nothing to go back to

@@ -152,6 +152,11 @@ class SessionsScreen(BbmScreen):
         Binding("escape", "back", "back", id="sessions_back",
                 tooltip="Back (from the search line: to the list)"),
     ]
+    # The palette's commands (ui/palette.py): binding id, the command's title.
+    PALETTE: ClassVar[dict[str, str]] = {
+        "sessions_rename": "Rename the session", "sessions_delete": "Delete the session",
+        "sessions_search": "Search the sessions", "sessions_sort": "Sort the sessions",
+    }
 
     def __init__(self) -> None:
         super().__init__(classes="sessions")
@@ -276,7 +281,7 @@ class SessionsScreen(BbmScreen):
             cells = {
                 "name": name_cell(session.name, self._widths.get("name", 60)),
                 "task": safe_cell(session.task),
-                "model": safe_cell(session.model, 60),
+                "model": safe_cell(summary.model_names, 60),
                 "steps": Text(str(summary.steps), justify="right"),
                 "label": label_cell(summary, colors),
                 "cost": cost_cell(summary),

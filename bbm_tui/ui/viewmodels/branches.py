@@ -46,6 +46,8 @@ def origin_words(origin: BranchOrigin | None) -> str:
         what = f"your rewrite of Thought {number}"
     elif origin.how == BranchHow.VERSION:
         what = f"another version of Thought {number}"
+    elif origin.how == BranchHow.MODEL:
+        what = "a model's own trace"
     else:
         what = "original"
     models = ", then ".join(one_line(model, 40) for model in origin.models)
@@ -217,7 +219,7 @@ def _origin_short(origin: BranchOrigin | None) -> tuple[str, str]:
                                 if origin.sample is not None and origin.samples else "")
     else:
         what = {BranchHow.REWRITE: "your rewrite", BranchHow.VERSION: "another version",
-                BranchHow.ORIGINAL: "original"}[origin.how]
+                BranchHow.ORIGINAL: "original", BranchHow.MODEL: "a model's own"}[origin.how]
     models = ", then ".join(one_line(model, 40) for model in origin.models)
     if origin.recorded:
         models = "recorded" + (f", then {models}" if models else "")

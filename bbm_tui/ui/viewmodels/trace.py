@@ -5,9 +5,9 @@ they are tested without an app."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, overload
 
 from textual.content import Content
 
@@ -16,7 +16,7 @@ from bbm_tui.core.store import FinderRun
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.core.types import FinderEnd, TraceEnd, Verdict
+from bbm_tui.core.types import VERIFY, FinderEnd, TraceEnd, Verdict
 from bbm_tui.ui.text import (
     GLYPH_MISTAKE,
     GLYPH_OK,
@@ -53,23 +53,52 @@ def no_mistake_covers(trace: TraceSession) -> int | None:
     for the steps it saw: fewer than the trace has now means the label is stale."""
     if not trace.no_mistake or trace.label is None:
         return None
-    return next((step.number for step in trace.steps if step.id == trace.label.leaf_step_id),
-                len(trace.steps))
+    return trace.place_of(trace.label.leaf_step_id) or len(trace.steps)
 
 
-def statuses(trace: TraceSession) -> list[Status]:
+@dataclass(frozen=True)
+class Statuses(Sequence[Status]):
     """The glyph of each thought under the current label (the paper's protocol: steps before
-    the first mistake are correct, the rest are not judged)."""
+    the first mistake are correct, the rest are not judged), worked out for a thought when
+    asked: the screen asks for the few on show, of a trace that may have 10^5."""
+
+    count: int
+    mistake: int | None = None  # the flagged first mistake's number
+    covered: int | None = None  # a "no mistake" label's: how many thoughts it saw
+
+    def __len__(self) -> int:
+        return self.count
+
+    @overload
+    def __getitem__(self, index: int) -> Status: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Status]: ...
+
+    def __getitem__(self, index: int | slice) -> Status | list[Status]:
+        if isinstance(index, slice):
+            return [self[number] for number in range(*index.indices(self.count))]
+        if not -self.count <= index < self.count:
+            raise IndexError(index)
+        return self._of(index % self.count + 1)
+
+    def _of(self, number: int) -> Status:
+        if self.mistake is not None:
+            return "ok" if number < self.mistake else (
+                "mistake" if number == self.mistake else "after")
+        if self.covered is not None:
+            # A "no mistake" verdict covers the steps there were when it was given.
+            return "ok" if number <= self.covered else "plain"
+        return "plain"
+
+
+def statuses(trace: TraceSession) -> Statuses:
+    """Each thought's status under the current label, in order (see `Statuses`)."""
     count = len(trace.steps)
     mistake = trace.mistake_number
     if mistake is not None:
-        return ["ok" if n < mistake else "mistake" if n == mistake else "after"
-                for n in range(1, count + 1)]
-    covered = no_mistake_covers(trace)
-    if covered is not None:
-        # A "no mistake" verdict covers the steps there were when it was given.
-        return ["ok" if n <= covered else "plain" for n in range(1, count + 1)]
-    return ["plain"] * count
+        return Statuses(count, mistake=mistake)
+    return Statuses(count, covered=no_mistake_covers(trace))
 
 
 def describe_label(trace: TraceSession) -> Content:
@@ -178,6 +207,11 @@ class FinderShown:
         return f"first mistake in Thought {self.mistake_number}"
 
 
+def finder_who(shown: FinderShown) -> str:
+    """Who judged: the task verifier is a program, not a model ("Model says" misled)."""
+    return "Verifier" if shown.method == VERIFY else "Model"
+
+
 def finder_source(shown: FinderShown) -> str:
     """`direct-step · replay/bbm`: which method and which model."""
     return f"{shown.method} · {one_line(shown.model, 40)}"
@@ -185,7 +219,7 @@ def finder_source(shown: FinderShown) -> str:
 
 def describe_finder(shown: FinderShown, trace: TraceSession) -> Content:
     """The finder's verdict for the question pane, with the method and model under it."""
-    line = Content.assemble(("Model: ", "bold"))
+    line = Content.assemble((f"{finder_who(shown)}: ", "bold"))
     count = len(shown.verdicts)
     answers = f"{count} answer{'s' if count != 1 else ''}"
     if shown.state == "running":
@@ -245,7 +279,8 @@ def describe_agreement(shown: FinderShown | None, trace: TraceSession) -> Conten
     # leading spaces of a run when it draws a screenshot).
     line = Content.assemble(("You: ", "bold"))
     line = line.append(styled("not labelled yet ", MUTED) if you is None else Content(f"{you} "))
-    line = line.append(styled("· ", MUTED)).append(styled("Model: ", "bold")).append(model)
+    line = line.append(styled("· ", MUTED)).append(styled(f"{finder_who(shown)}: ", "bold"))
+    line = line.append(model)
     if you is None or not shown.parsed:
         return line
     # The verdict first: in a narrow pane the line wraps, and its glyph stays with its word.

@@ -54,11 +54,6 @@ GUTTER = 6  # "nnn ✓ ": the number, right-aligned, and the status glyph
 _SPACER = "not strike"
 
 
-def view_id(step_id: int) -> str:
-    """The DOM id of the view that shows step `step_id`."""
-    return f"step-{step_id}"
-
-
 class ThoughtView(Widget):
     """One numbered thought: a gutter (number and status glyph), the text wrapped beside it
     with a hanging indent, and a dim line with latency and tokens, and a mistake finder's
@@ -69,15 +64,19 @@ class ThoughtView(Widget):
     repaints this widget alone, and asks for a re-layout only when the thought grows a line.
     """
 
+    # Its lines come wrapped already (`_lines`, which the layout needs for the height): not
+    # wrapped again when drawn, which took as long as the wrapping itself.
     DEFAULT_CSS = """
     ThoughtView {
         height: auto;
+        text-wrap: nowrap;
+        text-overflow: clip;
     }
     """
 
     def __init__(self, number: int, *, streaming: bool = False) -> None:
-        # No id until it shows a committed step: then `step-<id>` (`view_id`), so that two
-        # branches' "Thought 4" are never one id (a number is a place on a path, not a step).
+        # No id: the thoughts pane hands a view on to another step when its window moves
+        # (ui/widgets/thought_list.py), and a widget's id cannot change. `step` says which.
         super().__init__(classes="thought")
         self.number = number
         self.streaming = streaming
@@ -129,14 +128,27 @@ class ThoughtView(Widget):
         self._changed()
 
     def finish(self, step: Step, *, wall_clock: bool = True) -> None:
-        if self.id is None:
-            self.id = view_id(step.id)
         self.step = step
         self.streaming = False
         self.remove_class("-streaming")
         self._raw = step.text
         self._note = step_meta(step, wall_clock=wall_clock)
         self._changed()
+
+    def show_step(self, step: Step, *, wall_clock: bool = True) -> None:
+        """Show another finished step in this view (the window moved): its number and text;
+        the finder's mark is cleared, and status and selection stay until the screen
+        dresses the view again (`ThoughtList`'s `decorate`). Far cheaper than a new view:
+        mounting 40 of them cost two layouts and their styles, most of a key's time."""
+        self.number = step.number
+        self.step = step
+        self._raw = step.text
+        self._note = step_meta(step, wall_clock=wall_clock)
+        self.judgement = None
+        self.judge_raw = None
+        self.expanded = False
+        self._lines_cache = None
+        self.refresh(layout=True)
 
     def set_status(self, status: Status) -> None:
         if status == self.status:

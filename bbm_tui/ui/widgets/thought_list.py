@@ -4,14 +4,16 @@ A trace of 10^5 steps mounted as 10^5 `ThoughtView`s took 22 s a key and 2.6 GB.
 mounts at most `WINDOW` finished thoughts (plus the one streaming), around the thought the
 screen asks to show; a line above and below says how many thoughts are out of the window. When
 the screen asks for a thought outside it, or near its edge, the window moves there: the views
-that leave are removed and the ones that enter are mounted (and dressed by the screen through
-`decorate`: status, finder mark, selection). At the end of the trace the window follows the
-new thoughts as they come, so streaming and following work as before.
+of thoughts that leave are handed on to the thoughts that enter (`ThoughtView.show_step`) and
+moved in place, rather than removed and new ones mounted, which cost two layouts and the new
+widgets' styles (`G` and `home` took 57-84 ms, bench/big_store.py); then the screen dresses
+them through `decorate` (status, finder mark, selection). At the end of the trace the window
+follows the new thoughts as they come, so streaming and following work as before.
 
 The screen talks to it through `reveal`, `view`, `views`, `sync`, `add_streaming`,
 `streaming_finished` and `drop`; it never mounts or queries thoughts itself.
 
-Views are keyed by the step they show, not by their number: a number is a
+Views are looked up by the step they show, not by their number: a number is a
 place on the path from the root to the head, and two branches each have a "Thought 4". The
 window itself is a range of places on the path on show.
 """
@@ -23,10 +25,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from textual import events
+from textual.await_remove import AwaitRemove
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widget import Widget
 
+from bbm_tui.core.trace.session import FREEZE_FROM
 from bbm_tui.ui.text import MUTED, styled
 from bbm_tui.ui.widgets.thought import ThoughtView
 
@@ -38,10 +42,10 @@ if TYPE_CHECKING:
 # mounted whole, as before.
 WINDOW = 40
 MARGIN = 8
-# From this many steps, the objects alive once the trace is on screen (its steps above all)
-# are set aside from the cyclic garbage collector while the pane is up: a full collection
-# walks every one of them (60 ms at 10^5 steps, a pause in the middle of a key).
-FREEZE_FROM = 10_000
+# From FREEZE_FROM steps, the objects alive once the trace is on screen (its steps above all,
+# which the load set aside already) are set aside from the cyclic garbage collector while the
+# pane is up: a full collection walks every one of them (60 ms at 10^5 steps, a pause in the
+# middle of a key).
 
 
 class OutOfWindow(Widget):
@@ -102,7 +106,9 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._steps = steps
         self._wall_clock = wall_clock
         self._decorate = decorate
-        self._views: dict[int, ThoughtView] = {}  # by step id
+        # The finished views, in their order on screen, and the same by the step they show.
+        self._shown: list[ThoughtView] = []
+        self._views: dict[int, ThoughtView] = {}
         self._streaming: ThoughtView | None = None
         count = len(steps())
         # The number of steps the window was last fitted to: a window that reached the end
@@ -144,7 +150,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
 
     def views(self) -> list[ThoughtView]:
         """The finished thoughts mounted, in order."""
-        return sorted(self._views.values(), key=lambda view: view.number)
+        return list(self._shown)
 
     # -- building
 
@@ -153,8 +159,9 @@ class ThoughtList(VerticalScroll, can_focus=False):
         steps = self._steps()
         for number in range(self._lo, self._hi + 1):
             view = ThoughtView.of_step(steps[number - 1], wall_clock=self._wall_clock)
-            self._views[steps[number - 1].id] = view
+            self._shown.append(view)
             yield view
+        self._index()
         yield self._after
 
     def on_mount(self) -> None:
@@ -230,15 +237,19 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._move_to(lo, hi)
 
     async def replace_stale(self) -> None:
-        """After the branch on show changed: remove the views of steps it no longer has,
-        wait until they are gone (so that a query never finds both branches' thoughts),
-        then sync."""
+        """After the branch on show changed: the views of steps it no longer has show its
+        own (or go), and those that go are waited for (so that a query never finds both
+        branches' thoughts)."""
         steps = self._steps()
-        stale = [view for view in self._views.values() if not _shows(view, steps)]
-        for view in stale:
-            self._forget(view)
-        if stale:
-            await self.remove_children(stale)
+        if any(not _shows(view, steps) for view in self._shown):
+            count = len(steps)
+            hi = min(self._hi, count)
+            lo = max(self._lo, hi - WINDOW + 1)
+            if lo > hi:
+                lo, hi = self._window_around(hi, count)
+            removed = self._move_to(lo, hi)
+            if removed is not None:
+                await removed
         self.sync()
 
     def _window_around(self, number: int, count: int) -> tuple[int, int]:
@@ -247,48 +258,61 @@ class ThoughtList(VerticalScroll, can_focus=False):
         lo = min(max(number - WINDOW // 2, 1), count - WINDOW + 1)
         return lo, lo + WINDOW - 1
 
-    def _move_to(self, lo: int, hi: int) -> None:
+    def _move_to(self, lo: int, hi: int) -> AwaitRemove | None:
+        """Show thoughts `lo` to `hi`: views that show one of them already stay as they are;
+        the others are handed on to the thoughts without a view, in place (new ones mounted
+        only when the window grew); views left over are removed (what their removal returns,
+        to wait for it)."""
         self._lo, self._hi = lo, hi
         steps = self._steps()
         self._count = len(steps)
-        # Out of the window, or showing a step the trace no longer has at its number (the
-        # branch on show changed): removed, and mounted again if in the window.
-        leaving = [view for view in self._views.values()
-                   if not lo <= view.number <= hi or not _shows(view, steps)]
-        for view in leaving:
-            self._forget(view)
-        if leaving:
-            self.remove_children(leaving)
-        entering_before: list[ThoughtView] = []
-        entering_after: list[ThoughtView] = []
-        first = min((view.number for view in self._views.values()), default=None)
+        # Kept: a view that shows the step the trace has at its number, in the window.
+        kept = {view.step.id: view for view in self._shown
+                if view.step is not None and lo <= view.number <= hi and _shows(view, steps)}
+        spare = [view for view in self._shown
+                 if view.step is None or kept.get(view.step.id) is not view]
+        spare.reverse()  # handed on from the top of the screen down
+        order: list[ThoughtView] = []
+        handed_on: list[ThoughtView] = []
         for number in range(lo, hi + 1):
             step = steps[number - 1]
-            if step.id in self._views:
-                continue
-            view = ThoughtView.of_step(step, wall_clock=self._wall_clock)
-            self._views[step.id] = view
-            (entering_before if first is not None and number < first
-             else entering_after).append(view)
-        if entering_before:
-            self.mount_all(entering_before, after=self._before)
-        if entering_after:
-            # New thoughts go after the finished ones and before a thought still streaming.
-            anchor = self._streaming if self._streaming is not None and \
-                self._streaming.parent is self else self._after
-            self.mount_all(entering_after, before=anchor)
-        if entering_before or entering_after:
-            self._decorate([*entering_before, *entering_after])
-        if leaving or entering_before or entering_after:
+            view = kept.get(step.id)
+            if view is None:
+                if spare:
+                    view = spare.pop()
+                    view.show_step(step, wall_clock=self._wall_clock)
+                else:
+                    view = ThoughtView.of_step(step, wall_clock=self._wall_clock)
+                handed_on.append(view)
+            order.append(view)
+        self._place(order)
+        self._shown = order
+        self._index()
+        removed = self.remove_children(spare) if spare else None
+        if handed_on:
+            self._decorate(handed_on)
+        if handed_on or spare:
             self._reflowing = True
         streaming = self._streaming
         if streaming is not None and streaming.parent is None and self.at_end:
             self.mount(streaming, before=self._after)  # the reader is back at the end
         self._show_counts()
+        return removed
 
-    def _forget(self, view: ThoughtView) -> None:
-        if view.step is not None:
-            self._views.pop(view.step.id, None)
+    def _place(self, order: list[ThoughtView]) -> None:
+        """Put the views in `order` on screen, one after the other under the line of
+        earlier thoughts: new ones mounted there, the others moved only if out of place
+        (after a window moved down, the views handed on from the top go to the bottom)."""
+        previous: Widget = self._before
+        for view in order:
+            if view.parent is None:
+                self.mount(view, after=previous)
+            elif self.children.index(view) != self.children.index(previous) + 1:
+                self.move_child(view, after=previous)
+            previous = view
+
+    def _index(self) -> None:
+        self._views = {view.step.id: view for view in self._shown if view.step is not None}
 
     def _show_counts(self) -> None:
         count = len(self._steps())
@@ -350,7 +374,8 @@ class ThoughtList(VerticalScroll, can_focus=False):
         if self._streaming is view:
             self._streaming = None
         if view.parent is self and self._hi >= view.number - 1 and view.step is not None:
-            self._views[view.step.id] = view
+            self._shown.append(view)
+            self._index()
             self._decorate([view])
             self._move_to(max(self._lo, view.number - WINDOW + 1), view.number)
         else:

@@ -5,6 +5,7 @@ latest saved run of the branch on show; the live verifier's marks as thoughts fi
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from bbm_tui.core import llm
 from bbm_tui.core.judging.finders import FindFinished, StepJudged, TraceJudged
@@ -14,7 +15,12 @@ from bbm_tui.core.trace.recording import record_find
 from bbm_tui.ui.dialogs import FindRequest, FindScreen
 from bbm_tui.ui.screens.trace.host import TraceHost
 from bbm_tui.ui.screens.trace.messages import CallsMade
-from bbm_tui.ui.viewmodels.trace import FinderShown, agreement_words, finder_source
+from bbm_tui.ui.viewmodels.trace import (
+    FinderShown,
+    agreement_words,
+    finder_source,
+    finder_who,
+)
 
 
 class MistakeFinding:
@@ -50,7 +56,11 @@ class MistakeFinding:
 
         def chosen(request: FindRequest | None) -> None:
             if request is not None:
-                self.last_request = request
+                judge = JUDGES.get(request.method)
+                # A judge with no model (the task verifier) is asked as its own ("verifier"):
+                # the next dialog offers the model and judging the dialog had, not that.
+                self.last_request = request if judge is None or judge.needs_model else \
+                    replace(request, spec=default.spec, judge_all=default.judge_all)
                 self.find(request)
 
         view.app.push_screen(FindScreen(judges_for(trace.task), default,
@@ -131,7 +141,8 @@ class MistakeFinding:
         shown = view.finder
         if shown is None or shown.state != "running":
             return
-        who = f"The model ({finder_source(shown)})"
+        who = ("The task verifier" if finder_who(shown) == "Verifier"
+               else f"The model ({finder_source(shown)})")
         count = len(view.trace.steps)
         if not shown.step_level:
             view.say(f"{who} is reading the whole trace…  ({view.key('stop')} stops)")
@@ -150,9 +161,12 @@ class MistakeFinding:
             said = f"unparseable: {one_line(shown.trace_raw, 120)}"
         else:
             said = shown.verdict_text()
-        parts = [f"Model says: {said}.", agreement_words(shown, view.trace, view.key)]
+        parts = [f"{finder_who(shown)} says: {said}.",
+                 agreement_words(shown, view.trace, view.key)]
         show = view.key("show_answer")
-        if shown.step_level and shown.cot:
+        if finder_who(shown) == "Verifier":
+            parts.append(f"{show} on a thought shows the verifier's reason.")
+        elif shown.step_level and shown.cot:
             parts.append(f"{show} on a thought shows the model's reasoning.")
         elif shown.step_level:
             parts.append(f"{show} on a thought shows the model's answer.")

@@ -15,8 +15,9 @@ from textual.reactive import var
 from bbm_tui.core import llm
 from bbm_tui.core.store import Totals, default_session_name
 from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.core.types import SessionSource
 from bbm_tui.ui.context import context
-from bbm_tui.ui.messages import SessionMissing
+from bbm_tui.ui.messages import AddModel, SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.screens.trace.messages import TitleChanged
 from bbm_tui.ui.screens.trace.view import TRACE_CSS, TraceView
@@ -41,6 +42,9 @@ class TraceScreen(BbmScreen):
         Binding("p", "pace", "replay pace", id="replay_pace", show=False,
                 tooltip="The offline models' streaming pace: 10, 30, 60 tokens a second, or "
                 "instant (BBM_TUI_REPLAY_TPS sets it at start)"),
+        Binding("m", "add_model", "add model", id="add_model", show=False,
+                tooltip="Another model on the same question, side by side: this trace "
+                "becomes the first column, the new model the second"),
     ]
 
     # For every trace view on the screen (bound to theirs).
@@ -99,7 +103,10 @@ class TraceScreen(BbmScreen):
     def show_title(self) -> None:
         trace, totals = self._view.trace, self._view.totals
         session = trace.session
-        where = f"#{session.dataset_index}" if session.dataset_index is not None else "typed"
+        # A question of the dataset by its number; else typed in the app, or read from a
+        # file (import, an annotation queue, run or backtrack --input), never "typed" then.
+        where = (f"#{session.dataset_index}" if session.dataset_index is not None
+                 else "typed" if session.source == SessionSource.APP else "from a file")
         # "bbm-tui — word_sorting #3 — replay/bbm". Each run of one style ends with its space
         # and none starts with one: librsvg drops a run's leading spaces in screenshots.
         what = Content.assemble(
@@ -119,6 +126,27 @@ class TraceScreen(BbmScreen):
         # whole.
         title.set_left(app_name + what, what, keep=model_end)
         title.set_right(*(Content(form) for form in totals_forms(totals)))
+
+    # -- m: another model beside this one (the session goes side by side)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "add_model":  # not while this trace is being generated or judged
+            return None if self._view.running or self._view.finding else True
+        return True
+
+    def action_add_model(self) -> None:
+        from bbm_tui.ui.dialogs import ModelChoice, ModelScreen
+
+        trace = self._view.trace
+
+        def chosen(choice: ModelChoice | None) -> None:
+            if choice is not None and not (self._view.running or self._view.finding):
+                self.post_message(AddModel(trace, choice.spec))
+
+        # The offline pair is the likeliest: the solver beside the replay.
+        spec = llm.ModelSpec("solver/bbm") if trace.spec.model != "solver/bbm" else trace.spec
+        self.app.push_screen(ModelScreen(spec, context(self).stepper_settings,
+                                         "Another model beside this one"), chosen)
 
     # -- presenter mode (P) and the offline models' pace (p)
 

@@ -237,6 +237,15 @@ class TraceView(TraceHost):
             self.say("")
             event.stop()
             event.prevent_default()
+        elif self._typed_number and not self._goes_to_the_number(event.key):
+            # Any other key does what it does, and the number is forgotten: it stayed
+            # behind a dialog (w, then esc) and made "2" "22" after.
+            self._typed_number = ""
+            self.say("")
+
+    def _goes_to_the_number(self, key: str) -> bool:
+        bound = self.screen.active_bindings.get(key)
+        return bound is not None and bound.binding.id == "jump_to_thought"
 
     def action_scroll_thoughts(self, lines: int) -> None:
         self.thoughts.scroll_relative(y=lines, animate=False)

@@ -1,13 +1,13 @@
-"""The headless commands' tables (stats, find, verify, backtrack), printed so that no number
-is ever cut: in a terminal, as wide as the terminal, the text columns wrapping; where even
-that cannot fit (find with the paper's figures at 80 columns), as plain rows, one block a
-row; to a pipe or a file, at the table's full width, nothing wrapped or cut (a pipe is not
-80 columns wide, and a fixed 120 hard-wrapped wide tables)."""
+"""The commands' tables (`tables`) printed with rich so that no number is ever cut: in a
+terminal, as wide as the terminal, the text columns wrapping; where even that cannot fit
+(find with the paper's figures at 80 columns), as plain rows, one block a row; to a pipe or
+a file, at the table's full width, nothing wrapped or cut (a pipe is not 80 columns wide, and
+a fixed 120 hard-wrapped wide tables). Imported only to print a table: rich is not needed
+for --json."""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 
 from rich.cells import cell_len
 from rich.columns import Columns
@@ -17,44 +17,13 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from bbm_tui.cli.tables import Column, TextTable
+
 # Wider than any table: what a pipe is measured against.
 UNBOUNDED = 100_000
 # The narrowest a wrapped text column may be (a reason of a word or two a line reads
 # poorly): narrower, the table is printed as plain rows.
 READABLE = 24
-
-
-@dataclass(frozen=True)
-class Column:
-    header: str
-    number: bool = False  # right-aligned, never cut nor wrapped
-    style: str = ""
-    # Text cut with an ellipsis at this many characters (a verified step), then wrapped
-    # like the rest; None: shown whole.
-    cut: int | None = None
-    # In plain rows, the value goes in brackets after the one before (the paper's figure
-    # beside ours).
-    beside: bool = False
-    # In plain rows, what names the value, where the header is too short to ("Thought 2:"
-    # for a column headed "2").
-    label: str = ""
-
-
-@dataclass
-class TextTable:
-    """A table's title, columns and rows as text (never markup), and a line under it."""
-
-    title: str
-    columns: list[Column]
-    rows: list[list[str]] = field(default_factory=list)
-    caption: str | None = None
-    # Row indexes after which a line is drawn (before an "overall" row).
-    sections: set[int] = field(default_factory=set)
-
-    def add_row(self, *cells: str, section: bool = False) -> None:
-        if section:
-            self.sections.add(len(self.rows))
-        self.rows.append(list(cells))
 
 
 def print_table(table: TextTable, *, to_stderr: bool = False) -> None:

@@ -1,0 +1,483 @@
+"""The command line: the TUI by default, and the headless batch commands.
+
+This package's `__init__` holds the parser and the table of commands; each command is a
+module of its own (`bbm_tui.cli.run`, ...) with a `command(args)` that does it, imported only
+once the command is known. Only the standard library is imported here at module level (and
+the leaves `errors` needs), so that `bbm-tui` paints its first frame fast, `bbm-tui --help`
+prints at once and `bbm-tui stats` never pays for litellm or Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeAlias
+
+from bbm_tui import __version__
+from bbm_tui.cli.errors import (
+    EXIT_OK,
+    Stopped,
+    UsageError,
+    say_bug,
+    say_interrupted,
+    say_problem,
+    wants_traceback,
+)
+from bbm_tui.cli.plots import add_plot_option, plot_refusal
+from bbm_tui.core.errors import UserError
+
+if TYPE_CHECKING:
+    # What add_subparsers returns (argparse names its class only privately).
+    Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+
+# The most models the app shows side by side (core/trace/side_by_side.py's MAX_MODELS, not
+# imported: the command line's start imports no more than it needs).
+MAX_SIDE_BY_SIDE = 4
+
+# Each command's module under bbm_tui.cli (None: no command, the app); its `command(args)`
+# does the command and returns the exit code.
+COMMANDS: dict[str | None, str] = {
+    None: "app",
+    "run": "run",
+    "stats": "stats",
+    "find": "find",
+    "backtrack": "backtrack",
+    "verify": "verify",
+    "sessions": "sessions",
+    "export": "export",
+    "annotate": "annotate",
+    "adjudicate": "adjudicate",
+    "agreement": "agreement",
+    "import": "importer",
+    "compare": "compare",
+    "merge": "merge",
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
+    try:
+        # Imported once the command is known (--help and a typo end above, without them):
+        # each brings the parts of the core it needs, and only the app brings Textual.
+        from bbm_tui.cli.inputs import use_task_files
+
+        use_task_files(args)
+        refusal = plot_refusal(args)
+        if refusal is not None:
+            raise UsageError(refusal)
+        command = importlib.import_module(f"bbm_tui.cli.{COMMANDS[args.command]}")
+        return command.command(args)
+    except UserError as error:  # a bad file, task, option, config or store: said, not raised
+        return say_problem(error)
+    except (Stopped, KeyboardInterrupt) as stop:
+        return say_interrupted(stop)
+    except BrokenPipeError:  # `bbm-tui sessions | head`: the reader has had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except Exception as error:  # a bug: say so in one line unless asked for the traceback
+        if wants_traceback():
+            raise
+        return say_bug(error)
+
+
+# ---------------------------------------------------------------------------- the parser
+
+class _MainParser(argparse.ArgumentParser):
+    """The epilog (tasks, where the files are) is built only when help is asked for: it
+    imports the store and config modules, which opening the app need not wait for here."""
+
+    def format_help(self) -> str:
+        self.epilog = _epilog()
+        return super().format_help()
+
+
+def _epilog() -> str:
+    from bbm_tui.core.config import config_path, tasks_folder
+    from bbm_tui.core.store import default_path
+    from bbm_tui.core.tasks import TASK_NAMES
+    from bbm_tui.core.tasks.files import load_task_folder
+
+    # Help is printed before the command reads the tasks: it reads the folder itself.
+    yours = ", ".join(task.name for task in load_task_folder(tasks_folder()).tasks) or "none yet"
+    return f"""tasks: {", ".join(TASK_NAMES)}
+your tasks: {yours} (task files: {tasks_folder()}/*.toml, or --task-file)
+
+files:
+  sessions   {default_path()}
+             every session, step, label and finder run (SQLite; BBM_TUI_HOME moves it)
+  config     {config_path()}
+             model, api_base, mode, step_limit, max_tokens, logprobs, timeout,
+             step_timeout, verify_live and a [keymap]; never API keys (BBM_TUI_CONFIG moves it)
+  JSONL      the dataset's rows: input, steps, answer, target, mistake_index (0-based; null
+             = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
+             stats, import and export read and write. The field's step-level formats are read
+             too (processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl: told
+             by the first row's keys, or --format) and written by export
+
+offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
+tasks), simulated/rm-X (a reward model right with probability X)
+
+`bbm-tui COMMAND --help` for each command."""
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The whole command line. `argv` only says which command's heavier parts to build: the
+    methods `find` takes are read from the judges, whose import the app's first frame need
+    not wait for when `find` is not the command."""
+    parser = _MainParser(
+        prog="bbm-tui",
+        description="Step through chain-of-thought traces the way BIG-Bench Mistake made them. "
+        "With no command, opens the app.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"bbm-tui {__version__}")
+    _add_model_options(parser, several=f"with --task and --question, the models side by "
+                       f"side, at most {MAX_SIDE_BY_SIDE}")
+    _add_logprobs_option(parser)
+    parser.add_argument("--task", help="start a new session on this task")
+    _add_task_file_option(parser, on_command=False)
+    parser.add_argument(
+        "--question", type=int, metavar="N",
+        help="with --task: start on question N (0-based) of the bundled dataset",
+    )
+    parser.add_argument("--session", type=int, metavar="ID", help="resume session ID")
+    # The commands' own help leaves out the main help's epilog (the tasks, the files), which
+    # their formatter would run together into one paragraph.
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                     parser_class=argparse.ArgumentParser)
+
+    _add_run_parser(commands)
+    _add_compare_parser(commands)
+    _add_stats_parser(commands)
+    _add_find_parser(commands, with_methods="find" in argv)
+    _add_backtrack_parser(commands)
+    _add_verify_parser(commands)
+    _add_sessions_parser(commands)
+    _add_export_parser(commands)
+    _add_annotate_parser(commands)
+    _add_adjudicate_parser(commands)
+    _add_agreement_parser(commands)
+    _add_import_parser(commands)
+    _add_merge_parser(commands)
+    _add_format_option(commands)
+    add_plot_option(commands)
+    return parser
+
+
+def _add_run_parser(commands: Commands) -> None:
+    run = commands.add_parser(
+        "run", help="generate traces headless into a JSONL file in the dataset's format",
+        description="Generate traces headless. Rows already in OUT are skipped (resume).",
+    )
+    _add_model_options(run, several="every question runs on each, a row per model")
+    _add_pace_option(run)
+    _add_logprobs_option(run)
+    run.add_argument("--task", help="the task (else taken from each input file's name)")
+    _add_task_file_option(run)
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", type=Path, nargs="+", metavar="FILE.jsonl",
+                        help="dataset-format files whose questions to run")
+    source.add_argument("--dataset", action="store_true",
+                        help="run the bundled dataset's questions (of --task, or of all tasks)")
+    run.add_argument("--limit", type=int, metavar="N", help="at most N questions per task")
+    run.add_argument("--concurrency", type=int, default=4, metavar="K",
+                     help="traces generated at once (default 4)")
+    run.add_argument("--processes", type=int, default=1, metavar="P",
+                     help="share the K traces out to P processes (default 1): for a fast "
+                     "local server, where one process's CPU is the limit; each process "
+                     "imports litellm first (a few seconds)")
+    run.add_argument("--step-limit", type=int, metavar="N", help="at most N steps per trace")
+    _add_scale_options(run, one_call=True)
+    run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
+    run.add_argument("--json", action="store_true",
+                     help="print what was done (traces, steps, tokens, cost) as one JSON object")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_compare_parser(commands: Commands) -> None:
+    compare = commands.add_parser(
+        "compare", help="the models of `run --model A --model B` side by side: accuracy, "
+        "steps, tokens and cost per task and model, and where their answers part",
+        description="Per task and model: traces, accuracy (over rows with a target), mean "
+        "steps, tokens and cost; then each question whose answers part, with every model's "
+        "answer and the first thought at which their traces differ.")
+    compare.add_argument("files", type=Path, nargs="+", metavar="OUT.jsonl",
+                         help="what `bbm-tui run` wrote (one run's rows may be in several)")
+    compare.add_argument("--task", help="the task of rows without one (else the file's name)")
+    _add_task_file_option(compare)
+    compare.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _add_stats_parser(commands: Commands) -> None:
+    stats = commands.add_parser(
+        "stats", help="per-task counts of dataset-format files (the paper's Table 2)",
+    )
+    stats.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
+    stats.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(stats)
+    stats.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _add_find_parser(commands: Commands, *, with_methods: bool = True) -> None:
+    methods: tuple[str, ...] | None = None
+    if with_methods:
+        from bbm_tui.core.judging.judges import JUDGE_NAMES
+
+        methods = JUDGE_NAMES
+    find = commands.add_parser(
+        "find", help="run a mistake-finding method over dataset-format files, with the "
+        "paper's metrics",
+        description="Ask a model where the first mistake of each trace is, with one of the "
+        "paper's methods, and score it against the gold labels. Traces already in PREDS are "
+        "skipped (resume).",
+    )
+    _add_model_options(find)
+    _add_pace_option(find)
+    find.add_argument("--method", required=True, choices=methods,
+                      help="the paper's direct-trace, direct-step, cot-step, cot-trace (word "
+                      "sorting only); for a task without few-shot finding prompts "
+                      "direct-trace-zero-shot and direct-step-zero-shot; critic (every task: "
+                      "the earliest wrong thought in \\boxed{}); or verify (the paper's "
+                      "tasks: the task verifiers, no model, no key)")
+    find.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
+                      help="dataset-format files (their gold mistake_index is the truth)")
+    find.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(find)
+    find.add_argument("--concurrency", type=int, default=4, metavar="K",
+                      help="traces judged at once (default 4)")
+    find.add_argument("--rpm", type=float, metavar="R", help="at most R model calls a minute")
+    find.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
+    find.add_argument("--all-steps", action="store_true",
+                      help="step-level methods: judge every thought, not just up to the first No")
+    _add_scale_options(find, one_call=False)
+    find.add_argument("--out", type=Path, required=True, metavar="PREDS.jsonl")
+    find.add_argument("--json", action="store_true", help="print the scores as one JSON object")
+    find.add_argument("--paper", metavar="MODEL",
+                      help="print the paper's figures for MODEL beside ours (e.g. gpt-4)")
+    find.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+
+def _add_backtrack_parser(commands: Commands) -> None:
+    backtrack = commands.add_parser(
+        "backtrack", help="backtrack traces from a mistake location (the paper's Table 6)",
+        description="Resample each trace's Thought k at temperature 1 (8 samples), take the "
+        "best sample that differs from the original and continue at temperature 0 (paper "
+        "section 4). k is the gold label's, a seeded random step, a finder's prediction "
+        "(PREDS of `bbm-tui find`) or a simulated reward model's (rm:X, right with "
+        "probability X). Traces already in OUT are skipped (resume).",
+    )
+    _add_model_options(backtrack)
+    _add_pace_option(backtrack)
+    backtrack.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
+                           help="dataset-format files")
+    backtrack.add_argument("--task", help="the task of every file (else from each row or "
+                           "file name)")
+    _add_task_file_option(backtrack)
+    backtrack.add_argument("--locations", required=True, metavar="WHERE",
+                           help="gold | random | finder:PREDS.jsonl | rm:X")
+    backtrack.add_argument("--seed", type=int, default=0, help="for random and rm:X")
+    backtrack.add_argument("--concurrency", type=int, default=4, metavar="K",
+                           help="traces backtracked at once (default 4)")
+    backtrack.add_argument("--processes", type=int, default=1, metavar="P",
+                           help="share the K traces out to P processes (default 1): for a "
+                           "fast local server, where one process's CPU is the limit; each "
+                           "process imports litellm first (a few seconds)")
+    backtrack.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
+    _add_scale_options(backtrack, one_call=True)
+    backtrack.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
+    backtrack.add_argument("--json", action="store_true",
+                           help='print {"tasks": {TASK: {"n", "delta_accuracy_correct", '
+                           '"delta_accuracy_incorrect"}}} (percentage points)')
+    backtrack.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_verify_parser(commands: Commands) -> None:
+    verify = commands.add_parser(
+        "verify", help="check labelled traces with the task verifiers: where they and the "
+        "gold label disagree",
+        description="Run the task verifiers (no model) over dataset-format files and list "
+        "every trace where the verifier's first mistake and the label's differ, by task, "
+        "with the row (0-based), the step and the verifier's reason, so a person can see "
+        "whether the label or the checker is wrong. Unlabelled rows are left out.",
+    )
+    verify.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
+    verify.add_argument("--report", action="store_true",
+                        help="list the disagreements (the default and only report)")
+    verify.add_argument("--task", help="the task of every file (else from each row or name)")
+    _add_task_file_option(verify)
+    verify.add_argument("--json", action="store_true",
+                        help='one JSON object: {"tasks": {TASK: {"traces", "agree", '
+                        '"disagreements": [{"file", "row", "gold", "verifier", "step", '
+                        '"reason"}]}}}')
+
+
+
+def _add_sessions_parser(commands: Commands) -> None:
+    sessions = commands.add_parser("sessions", help="list the saved sessions")
+    sessions.add_argument("--json", action="store_true", help="one JSON object per line")
+
+
+def _add_export_parser(commands: Commands) -> None:
+    export = commands.add_parser(
+        "export", help="export sessions: dataset JSONL, ProcessBench, PRM800K, Markdown, or a CSV "
+        "of every annotator's labels",
+    )
+    export.add_argument("--session", type=int, nargs="+", metavar="ID",
+                        help="the sessions to export (default: all)")
+    export.add_argument("--format", choices=_export_formats(), default="jsonl",
+                        metavar="FORMAT",
+                        help="jsonl (the BBM dataset's rows; the default), processbench, "
+                        "prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl (stepwise "
+                        "supervision), dpo (preference pairs from branches), markdown, csv "
+                        "(every annotator's label), csv-steps (every step's rating)")
+    export.add_argument("--out", type=Path, required=True, metavar="FILE")
+    export.add_argument("--force", action="store_true",
+                        help="replace FILE if it exists (never the session store)")
+    _add_task_file_option(export)
+
+
+def _add_annotate_parser(commands: Commands) -> None:
+    annotate = commands.add_parser(
+        "annotate", help="label dataset files with the paper's protocol or PRM800K's "
+        "per-step one, as one annotator (resumes where they left off)",
+    )
+    annotate.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
+    annotate.add_argument("--annotator", required=True, metavar="NAME",
+                          help="who is labelling (labels are kept per annotator)")
+    annotate.add_argument("--task", help="the task of every file (else from each file's name)")
+    annotate.add_argument("--protocol", choices=("paper", "per-step"), default="paper",
+                          help="paper: each thought correct or not up to the first mistake "
+                          "(the default); per-step: PRM800K's, every thought rated good, "
+                          "neutral or bad to the end, with its finish reason")
+    _add_task_file_option(annotate)
+
+
+def _add_adjudicate_parser(commands: Commands) -> None:
+    adjudicate = commands.add_parser(
+        "adjudicate", help="settle the traces the annotators disagree on (in the app)")
+    _add_task_file_option(adjudicate)
+
+
+def _add_agreement_parser(commands: Commands) -> None:
+    agreement = commands.add_parser(
+        "agreement", help="agreement between annotators: Krippendorff's alpha, Cohen's kappa, "
+        "agreement with gold; --consensus writes the majority's labels",
+        description="Over the store's labels, or over FILES (dataset format, one per "
+        "annotator, each annotator named by the file's name).",
+    )
+    agreement.add_argument("files", type=Path, nargs="*", metavar="FILE.jsonl")
+    agreement.add_argument("--gold", type=Path, metavar="FILE.jsonl",
+                           help="gold labels (default: the bundled dataset's, for its traces)")
+    agreement.add_argument("--json", action="store_true", help="print one JSON object")
+    agreement.add_argument("--consensus", type=Path, metavar="OUT.jsonl",
+                           help="write every trace with the majority's label (adjudicated "
+                           "first, over the store); a tie is left unlabelled")
+    agreement.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    agreement.add_argument("--app-labels", action="store_true",
+                           help="over the store, count the sessions' own labels too (given "
+                           "on the app's main screen with x or c, or brought in by `import`), "
+                           "as the annotator \"app\" (left out otherwise: no annotator "
+                           "labels those sessions)")
+
+
+def _add_import_parser(commands: Commands) -> None:
+    importer = commands.add_parser(
+        "import", help="make sessions of dataset-format rows, to label them in the app",
+    )
+    importer.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
+    importer.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_task_file_option(importer)
+    importer.add_argument("--unlabelled", action="store_true",
+                          help="ignore every mistake_index: import every trace unlabelled "
+                          "(rows with no mistake_index key are unlabelled anyway)")
+
+
+def _add_merge_parser(commands: Commands) -> None:
+    merge = commands.add_parser(
+        "merge", help="join the OUT files of `--shard I/N` runs into what one machine writes",
+        description="Rows in the input's order, each once; two different rows for one input "
+        "row are a conflict, named, and nothing is written.",
+    )
+    merge.add_argument("files", type=Path, nargs="+", metavar="OUT.jsonl")
+    merge.add_argument("--out", type=Path, required=True, metavar="MERGED.jsonl")
+
+
+# The commands that read dataset files: each takes BBM rows or any of the field's formats.
+DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement")
+
+
+def _add_format_option(commands: Commands) -> None:
+    """`--format` on every command that reads dataset files (added here, once for all)."""
+    from bbm_tui.core.dataset.formats import READ_FORMATS
+
+    for name in DATASET_READERS:
+        commands.choices[name].add_argument(
+            "--format", dest="dataset_format", choices=(*READ_FORMATS, "jsonl"),
+            metavar="FORMAT", help="the files' format: " + ", ".join(READ_FORMATS) + " "
+            "(default: told by each file's first row; bbm, or jsonl, is the BBM dataset's)")
+
+
+def _export_formats() -> tuple[str, ...]:
+    from bbm_tui.core.annotation.export import FORMATS
+
+    return FORMATS
+
+
+def _add_model_options(parser: argparse.ArgumentParser, *, several: str = "") -> None:
+    """--model, --api-base, --mode; with `several` (what another model does, for the help),
+    each may be given again, once for each model (models side by side), or --api-base and
+    --mode once for all of them."""
+    action = "append" if several else "store"
+    again = f" (again for another model: {several})" if several else ""
+    each = "; once for all the models, or once for each in order" if several else ""
+    parser.add_argument("--model", action=action,
+                        help="litellm model string (default: the config's, else replay/bbm, "
+                        f"the offline replay of the bundled dataset){again}")
+    parser.add_argument("--api-base", action=action,
+                        help=f"base URL of an OpenAI-compatible server or proxy{each}")
+    parser.add_argument("--mode", choices=("chat", "completion"), action=action,
+                        help=f"chat (prompt as one user message) or text completion{each}")
+    parser.add_argument("--router", metavar="FILE.yaml",
+                        help="a litellm Router model_list (the LiteLLM proxy's): --model then "
+                        "names one of its model groups, spread over its deployments")
+
+
+def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> None:
+    """--shard on the batch commands; --one-call where steps are generated."""
+    parser.add_argument("--shard", metavar="I/N",
+                        help="this machine is I of N sharing the input: it does its fixed "
+                        "share (join the N OUT files with `bbm-tui merge`)")
+    if one_call:
+        parser.add_argument("--one-call", action="store_true", default=None,
+                            help="one streamed call for many steps, each line taken while it "
+                            "begins with its Thought label (not the paper's one call a step; "
+                            "the config's `one_call`)")
+
+
+def _add_pace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pace", type=float, default=0.0, metavar="TPS",
+                        help="tokens a second the offline models (replay/bbm, solver/bbm) "
+                        "stream at (default 0: at full speed; the app's pace is 30)")
+
+
+def _add_task_file_option(parser: argparse.ArgumentParser, *, on_command: bool = True) -> None:
+    """`--task-file FILE.toml`, on the app and on every command that reads or writes a task's
+    traces. A command's own leaves the app's value alone when it is not given (argparse would
+    otherwise put the command's default over it)."""
+    parser.add_argument(
+        "--task-file", type=Path, action="append", dest="task_files", metavar="FILE.toml",
+        default=argparse.SUPPRESS if on_command else None,
+        help="a task of your own (again for more); the tasks in the config folder's tasks/ "
+        "are read too; with one and no --task, it is the task")
+
+
+def _add_logprobs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--logprobs", action="store_true", default=None,
+                        help="record each step's log-probabilities (chat mode; the config's "
+                        "`logprobs` otherwise)")

@@ -1,0 +1,119 @@
+"""What the commands read and check before they work: the user's tasks, the config, the
+values of the options they share, and the files they are about to replace. A problem with
+any of them is the person's to fix: a usage error (exit code 2)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from bbm_tui.cli.errors import UsageError, fail, given
+from bbm_tui.cli.phrases import to_stdout
+from bbm_tui.core.annotation.export import check_not_a_database
+from bbm_tui.core.config import Config, load_config, tasks_folder
+from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
+from bbm_tui.core.store import default_path
+from bbm_tui.core.tasks import get_task, use_tasks
+from bbm_tui.core.tasks.files import load_user_tasks
+from bbm_tui.core.types import ModelSpec
+
+
+def use_task_files(args: argparse.Namespace) -> None:
+    """Read the user's tasks (the config folder's tasks/, then every --task-file) so that
+    every command and the app know them by name. A named file that does not load stops the
+    command (exit code 2); a folder's file that does not load is named, on stderr (the app
+    shows it too), and the other tasks load. With one --task-file and no --task, that task
+    is the one meant."""
+    named = getattr(args, "task_files", None) or []
+    with given():
+        loaded = load_user_tasks(tasks_folder(), named)
+    args.task_problems = [str(problem) for problem in loaded.problems]
+    for problem in args.task_problems:
+        fail(f"{problem} (that task is left out; the others load)")
+    use_tasks(loaded.tasks)
+    if len(named) == 1 and getattr(args, "task", None) is None and hasattr(args, "task"):
+        args.task = loaded.tasks[-1].name
+
+
+def check_task(name: str | None) -> None:
+    """--task, if given, names a task (UnknownTaskError otherwise)."""
+    if name is not None:
+        get_task(name)
+
+
+def config_of(args: argparse.Namespace) -> Config:
+    """The config file, with what was typed (--model, --api-base, --mode, --logprobs,
+    --router, --one-call) over it; a broken config file, or a router file that cannot be
+    used or has no group of each model given, is a usage error."""
+    with given():
+        # Models side by side (`--model A --model B`): the first is the configured one.
+        config = load_config().with_overrides(
+            model=_first(args.model), api_base=_first(args.api_base), mode=_first(args.mode),
+            logprobs=getattr(args, "logprobs", None), router=getattr(args, "router", None),
+            one_call=getattr(args, "one_call", None),
+        )
+        if config.router is not None:
+            check_router_groups(config.router, as_list(args.model) or [config.model])
+    return config
+
+
+def check_router_groups(router: str, models: Sequence[str]) -> None:
+    """Each model names a model group of the router file (read here, before any call)."""
+    from bbm_tui.core.llm.router import read_router_file
+
+    groups = read_router_file(router).groups
+    for model in models:
+        if model not in groups:
+            raise UsageError(f"{router} has no model group {model!r}: give --model one of "
+                             f"{', '.join(groups)}")
+
+
+def model_specs(args: argparse.Namespace, config: Config) -> list[ModelSpec]:
+    """The models a command given --model once or more runs: the config's where none was
+    given. --api-base and --mode pair with the models in order, or one goes for all. A
+    count that pairs with nothing, or a model given twice, is a usage error."""
+    models = as_list(args.model) or [config.model]
+    if len(set(models)) < len(models):
+        raise UsageError("--model: each model once (a model given twice would write the "
+                         "same rows twice)")
+    paired = []
+    for option, values, default in (("--api-base", as_list(args.api_base), config.api_base),
+                                    ("--mode", as_list(args.mode), config.mode)):
+        if len(values) not in (0, 1, len(models)):
+            raise UsageError(f"{option} given {len(values)} times for {len(models)} models: "
+                             "give it once for all of them, or once for each in order")
+        paired.append(values if len(values) == len(models) and len(models) > 1
+                      else [values[0] if values else default] * len(models))
+    bases, modes = paired
+    return [ModelSpec(model, base or None, mode, router=config.router)
+            for model, base, mode in zip(models, bases, modes, strict=True)]
+
+
+def as_list(value: object) -> list:
+    """An option given once (a value), several times (a list) or not at all (None)."""
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _first(value: object) -> object:
+    return value[0] if isinstance(value, list) else value
+
+
+def check_json_beside(json_wanted: bool, out: Path | None, option: str) -> None:
+    """--json prints one object to standard output: not where the rows go already."""
+    if json_wanted and to_stdout(out):
+        raise UsageError(f"--json and {option} - would both write to standard output: give "
+                         f"{option} a file, or leave out --json (the table then goes to "
+                         "standard error)")
+
+
+def check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
+    """What every file written whole is checked for: not the store, an input, a database, a
+    special file; not an existing file unless --force."""
+    with given():
+        check_output_path(path, store_path=default_path(), inputs=inputs)
+        check_not_a_database(path)
+        if not force:
+            check_not_replacing(path)

@@ -1,0 +1,123 @@
+"""What every area of the store's queries stands on: the one connection, shared by the
+threads of one process under a lock; writes in transactions that take the lock up front
+(`BEGIN IMMEDIATE`) and wait out another process's; reads; and the errors SQLite's own
+become (store.py opens the connection, migrates it and composes the areas)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TypeVar
+
+from bbm_tui.core.store.errors import SessionDeleted, StoreError
+from bbm_tui.core.store.files import system_error
+
+T = TypeVar("T")
+
+
+class StoreBase:
+    """The connection and its transactions; each area of queries (sessions, steps, labels,
+    finder runs, calls) is a subclass, and `Store` all of them."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self._connection = connection
+        self._lock = threading.RLock()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One transaction: committed at the end of the block, rolled back on any error."""
+        with self._lock:
+            connection = self._connection
+            retry_locked(lambda: connection.execute("BEGIN IMMEDIATE"))
+            try:
+                yield connection
+            except UnicodeEncodeError as error:
+                connection.execute("ROLLBACK")
+                raise self._not_unicode(error) from None
+            except sqlite3.OperationalError as error:
+                self._rollback()
+                raise system_error(self.path, error) from None
+            except BaseException:
+                self._rollback()
+                raise
+            else:
+                try:
+                    retry_locked(lambda: connection.execute("COMMIT"))
+                except sqlite3.OperationalError as error:  # e.g. the disk filled at commit
+                    self._rollback()
+                    raise system_error(self.path, error) from None
+
+    def _rollback(self) -> None:
+        with suppress(sqlite3.Error):
+            if self._connection.in_transaction:
+                self._connection.execute("ROLLBACK")
+
+    def _require_session(self, connection: sqlite3.Connection, session_id: int) -> None:
+        """Inside a write: the session must still be there (another process may have deleted
+        it); its rows would otherwise fail on a foreign key, or be orphans."""
+        found = connection.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
+        if found.fetchone() is None:
+            raise SessionDeleted(
+                f"session {session_id} was deleted (by another bbm-tui process?); nothing more "
+                "is saved to it", session_id)
+
+    def _read(self, sql: str, parameters: tuple | dict = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                cursor = self._connection.execute(sql, parameters)
+                cursor.row_factory = sqlite3.Row
+                return cursor.fetchall()
+            except UnicodeEncodeError as error:
+                raise self._not_unicode(error) from None
+            except sqlite3.OperationalError as error:
+                raise system_error(self.path, error) from None
+
+    def _read_tuples(self, sql: str, parameters: tuple | dict = ()) -> list[tuple]:
+        """As `_read`, as plain tuples (for many rows)."""
+        with self._lock:
+            try:
+                return self._connection.execute(sql, parameters).fetchall()
+            except UnicodeEncodeError as error:
+                raise self._not_unicode(error) from None
+            except sqlite3.OperationalError as error:
+                raise system_error(self.path, error) from None
+
+    def _not_unicode(self, error: UnicodeEncodeError) -> StoreError:
+        """Text SQLite cannot hold (a lone surrogate, e.g. from a JSON "\\ud800"): refused,
+        nothing written, rather than stored changed."""
+        character = error.object[error.start] if error.start < len(error.object) else "?"
+        return StoreError(
+            f"{self.path}: text that is not valid Unicode (a lone surrogate "
+            f"\\u{ord(character):04x}) cannot go into the session store; nothing was saved"
+        )
+
+
+def inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row the cursor's INSERT made (sqlite3 says None only when none was)."""
+    row_id = cursor.lastrowid
+    if row_id is None:
+        raise StoreError("the session store made no row where one was inserted")
+    return row_id
+
+
+def retry_locked(action: Callable[[], T]) -> T:
+    """busy_timeout covers most waits; this covers the rest ("database is locked" can still
+    surface, e.g. when a checkpoint holds the lock longer than the timeout)."""
+    delay = 0.05
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as error:
+            message = str(error).lower()
+            if "locked" not in message and "busy" not in message:
+                raise
+            if time.monotonic() > deadline:
+                raise StoreError(f"the session store stayed locked for a minute: {error}") from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)

@@ -1,0 +1,121 @@
+"""The command line's shape: one module per command behind one table, one place that says a
+problem (every error a person can act on shares one base), and imports that stay lazy: a
+command brings only what it needs, `--json` never rich, and no command litellm or Textual
+that does not call a model or open the app."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bbm_tui.cli import COMMANDS, build_parser, main
+from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_USAGE, UsageError, given, say_problem
+from bbm_tui.core.errors import UserError
+from bbm_tui.core.store import DATABASE_NAME, StoreError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_command_is_one_module_in_the_table() -> None:
+    parser = build_parser(["find"])
+    [commands] = [action for action in parser._actions
+                  if isinstance(action, argparse._SubParsersAction)]
+    assert set(commands.choices) | {None} == set(COMMANDS)
+    for name in COMMANDS.values():
+        module = importlib.import_module(f"bbm_tui.cli.{name}")
+        assert callable(module.command), name
+
+
+def test_the_cores_errors_share_one_base_with_a_title_and_a_message() -> None:
+    from bbm_tui.core.batch.runner import BatchStop
+    from bbm_tui.core.config import ConfigError
+    from bbm_tui.core.dataset import DatasetError
+    from bbm_tui.core.llm import LLMError
+    from bbm_tui.core.prompts.finding import MethodError
+    from bbm_tui.core.tasks import UnknownTaskError
+    from bbm_tui.core.tasks.files import TaskFileError
+    from bbm_tui.core.tasks.verify import NoVerifierError
+
+    errors = [
+        DatasetError(Path("rows.jsonl"), "malformed JSON", 3),
+        UnknownTaskError("sums"),
+        NoVerifierError("prm800k"),
+        TaskFileError(Path("sums.toml"), "not a string", line=2, key="name"),
+        ConfigError("config.toml: line 1: a broken line"),
+        StoreError("store.sqlite3: the disk is full"),
+        BatchStop("openai/x needs an API key"),
+        MethodError("no prompts for critic here"),
+        LLMError("auth", "the provider rejected the key sk-0123456789abcdefghij"),
+    ]
+    for error in errors:
+        assert isinstance(error, UserError), type(error)
+        assert error.title and error.title != UserError.title, type(error)
+        assert error.message == str(error) and error.message, type(error)
+    # The located sentence is the message; the problem alone is kept apart.
+    assert errors[0].message == "rows.jsonl:3: malformed JSON"
+    assert errors[0].reason == "malformed JSON"
+    assert "the task verifiers check the paper's five tasks only" in errors[2].message
+
+
+def test_one_place_says_every_problem(capsys: pytest.CaptureFixture[str]) -> None:
+    """Inside `given()`, a problem with what the person gave is a usage error (exit 2),
+    whichever part of the core found it; elsewhere a failure (exit 1); the line is redacted."""
+    with pytest.raises(UsageError) as raised, given():
+        raise StoreError("store.sqlite3: cannot be opened")
+    assert say_problem(raised.value) == EXIT_USAGE
+    assert say_problem(StoreError("key sk-0123456789abcdefghijkl leaked")) == EXIT_FAILURE
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "bbm-tui: store.sqlite3: cannot be opened"
+    assert err[1].startswith("bbm-tui: key ") and "sk-0123456789abcdefghijkl" not in err[1]
+
+
+def test_a_core_error_from_any_command_is_one_line(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "a folder"
+    folder.mkdir()
+    (tmp_path / "home").mkdir(exist_ok=True)
+    (tmp_path / "home" / DATABASE_NAME).write_text("not sqlite", encoding="utf-8")
+    assert main(["sessions"]) == EXIT_FAILURE
+    assert main(["stats", str(folder)]) == EXIT_USAGE
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith("bbm-tui: ") for line in err), err
+    assert "Traceback" not in "".join(err)
+
+
+def imported_by(*code: str) -> set[str]:
+    """The modules a fresh interpreter holds after running `code` (the project's and the
+    heavy libraries' names)."""
+    script = "\n".join([*code, "import json, sys", "print(json.dumps(sorted(sys.modules)))"])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_the_package_brings_no_command_until_one_is_run() -> None:
+    """What a spawned worker process and `--help` pay for: the parser, the table, the errors."""
+    modules = imported_by("import bbm_tui.cli")
+    commands = {f"bbm_tui.cli.{name}" for name in COMMANDS.values()}
+    assert not modules & commands
+    assert not {name for name in modules if name.split(".")[0] in
+                ("rich", "textual", "litellm", "sqlite3")}
+
+
+def test_a_json_report_never_imports_rich_nor_a_headless_command_litellm(
+        tmp_path: Path) -> None:
+    rows = ROOT / "dataset" / "word_sorting.jsonl"
+    for args in (["stats", str(rows), "--json"], ["verify", str(rows), "--json"]):
+        modules = imported_by(
+            "import contextlib, io, os, sys",
+            f"os.environ['BBM_TUI_HOME'] = {str(tmp_path / 'home')!r}",
+            "from bbm_tui.cli import main",
+            "with contextlib.redirect_stdout(io.StringIO()):",
+            f"    assert main({args!r}) == 0")
+        heavy = {name.split(".")[0] for name in modules} & {"rich", "textual", "litellm"}
+        assert heavy == set(), (args, heavy)
