@@ -30,6 +30,7 @@ from bbm_tui.core.batch.find import (
     jobs_from_files,
     paper_figures,
     paper_figures_for_tasks,
+    paper_overall_tasks,
 )
 from bbm_tui.core.judging.judges import get_judge
 from bbm_tui.core.judging.metrics import Report
@@ -83,7 +84,7 @@ def command(args: argparse.Namespace) -> int:
                                "tasks": {k: v for k, v in paper.items() if k != "overall"},
                                "overall": paper.get("overall", {}),
                                # The tasks the paper's overall is the mean over.
-                               "overall_tasks": paper_overall_tasks(paper, outcome.report)}
+                               "overall_tasks": paper_overall_tasks(paper, outcome.report.tasks)}
         print(json.dumps(scores, indent=2, allow_nan=False))
     else:
         to_stderr = to_stdout(args.out)
@@ -91,13 +92,6 @@ def command(args: argparse.Namespace) -> int:
         print_charts(args, lambda charts: [charts.finder_chart(
             outcome.report, paper, args.paper or "", _finder_name(args))], to_stderr=to_stderr)
     return EXIT_FAILURE if outcome.progress.failed else EXIT_OK
-
-
-def paper_overall_tasks(paper: dict, report: Report) -> list[str]:
-    """The paper's overall is over its five tasks, or over the run's where it ran fewer."""
-    ran = [task for task in report.tasks if task in paper and task != "overall"]
-    paper_tasks = [task for task in paper if task != "overall"]
-    return ran if ran and set(ran) != set(paper_tasks) else paper_tasks
 
 
 def print_summary(out: Path, progress: FindProgress, stopped: bool = False) -> None:

@@ -279,7 +279,8 @@ async def test_the_model_dialog_sets_temperature_tokens_and_step_limit(
         await pilot.press("ctrl+r")
         trace_screen = await opened_trace(pilot)
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(trace_screen.view.trace.steps) == 1)
+        # The first call of the process imports litellm (seconds; many under load).
+        await wait_for(pilot, lambda: len(trace_screen.view.trace.steps) == 1, timeout=60)
         body = openai_server.requests[-1].body
         assert (body["temperature"], body["max_tokens"]) == (0.7, 256)
 

@@ -320,19 +320,26 @@ def paper_figures(model: str, method: str) -> dict[str, dict[str, float]]:
     return figures
 
 
+def paper_overall_tasks(figures: dict[str, dict[str, float]],
+                        tasks: Iterable[str]) -> list[str]:
+    """The tasks the paper's overall beside a run over `tasks` is the mean over: its five,
+    or the run's where the run has fewer of them (so the overalls compare like with like)."""
+    ran = [task for task in tasks if task in figures and task != "overall"]
+    paper_tasks = [task for task in figures if task != "overall"]
+    return ran if ran and set(ran) != set(paper_tasks) else paper_tasks
+
+
 def paper_figures_for_tasks(figures: dict[str, dict[str, float]],
                             tasks: Iterable[str]) -> dict[str, dict[str, float]]:
     """The paper's figures beside a run over `tasks`. Its "overall" is the mean over its
     five tasks; beside a run over fewer of them, the overall shown is the mean of the paper's
-    own figures for those tasks (as ours is the mean over the run's tasks), so that the two
-    overalls compare like with like (the per-task figures all stay)."""
-    ran = [task for task in tasks if task in figures and task != "overall"]
-    paper_tasks = [task for task in figures if task != "overall"]
-    if not ran or set(ran) == set(paper_tasks):
+    own figures for those tasks (`paper_overall_tasks`); the per-task figures all stay."""
+    over = paper_overall_tasks(figures, tasks)
+    if set(over) == {task for task in figures if task != "overall"}:
         return figures
     overall: dict[str, float] = {}
-    for metric in {metric for task in ran for metric in figures[task]}:
-        values = [figures[task][metric] for task in ran if metric in figures[task]]
-        if len(values) == len(ran):
+    for metric in {metric for task in over for metric in figures[task]}:
+        values = [figures[task][metric] for task in over if metric in figures[task]]
+        if len(values) == len(over):
             overall[metric] = sum(values) / len(values)
     return {**figures, "overall": overall}
