@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.llm import transport
+from bbm_tui.core.llm import one_call, transport
 from tests.cli_helpers import run_all
 from tests.fake_server import dataset_trace_responder
 from tests.openai_server import FakeOpenAI
@@ -24,7 +24,8 @@ RUN = ("run", "--task", "logical_deduction", "--dataset", "--limit", "9", "--no-
 @pytest.fixture
 def still_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every call takes no time: each row's `latency_s` is the same on every machine."""
-    monkeypatch.setattr(transport, "time", SimpleNamespace(perf_counter=lambda: 0.0))
+    for module in (transport, one_call):
+        monkeypatch.setattr(module, "time", SimpleNamespace(perf_counter=lambda: 0.0))
 
 
 def machine(tmp_path: Path, name: str) -> dict[str, str]:
@@ -113,3 +114,68 @@ def test_router_mistakes_are_said_with_the_file(tmp_path: Path) -> None:
     assert "not valid YAML" in unreadable.err and "Traceback" not in unreadable.err
     assert no_group.code == 2 and "no model group 'other'" in no_group.err
     assert "give --model one of tiny" in no_group.err
+
+
+@pytest.mark.usefixtures("still_clock")
+def test_two_models_in_one_call_on_two_machines_then_merge_write_what_one_machine_writes(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Models side by side, one call for many steps and shards together: the share is per
+    question and model (a row of OUT each), every model's trace is one call, and the two
+    machines' files merge into exactly the one machine's."""
+    openai_server.responder = dataset_trace_responder
+    both = ("run", "--model", "openai/a", "--model", "openai/b", "--api-base",
+            openai_server.base_url, "--one-call", "--task", "word_sorting", "--dataset",
+            "--limit", "4", "--no-progress", "--concurrency", "2")
+    [whole] = run_all([(*both, "--out", str(tmp_path / "whole.jsonl"))],
+                      machine(tmp_path, "one"))
+    assert whole.code == 0, whole.err
+    rows = [json.loads(line) for line in (tmp_path / "whole.jsonl").read_text().splitlines()]
+    recorded = [row.steps for row in bundled_rows("word_sorting")[:4]]
+    assert [(row["model"], row["steps"]) for row in rows] == [
+        (model, steps) for steps in recorded for model in ("openai/a", "openai/b")]
+    assert len(openai_server.requests) == 8  # one call a trace, each model's own
+    assert {request.body["model"] for request in openai_server.requests} == {"a", "b"}
+    parts = []
+    for index in (1, 2):
+        out = tmp_path / f"part{index}.jsonl"
+        [part] = run_all([(*both, "--shard", f"{index}/2", "--out", str(out))],
+                         machine(tmp_path, f"m{index}"))
+        assert part.code == 0, part.err
+        parts.append(str(out))
+    shares = [{(row["input"], row["model"]) for row in
+               map(json.loads, Path(part).read_text().splitlines())} for part in parts]
+    assert not shares[0] & shares[1] and len(shares[0]) + len(shares[1]) == 8
+    [merged] = run_all([("merge", *parts, "--out", str(tmp_path / "merged.jsonl"))])
+    assert merged.code == 0, merged.err
+    assert (tmp_path / "merged.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+
+
+def test_two_models_behind_one_router_file(openai_server: FakeOpenAI, tmp_path: Path) -> None:
+    """With --router every --model names a model group of the file: two groups side by side
+    run, each through its deployment; a model the file has not is refused before any call,
+    and so is --api-base (the file's deployments name their servers)."""
+    openai_server.responder = dataset_trace_responder
+    router = tmp_path / "servers.yaml"
+    router.write_text("model_list:\n" + "".join(
+        f"  - model_name: {group}\n    litellm_params:\n      model: openai/{group}\n"
+        f"      api_base: {openai_server.base_url}\n      api_key: no-key\n"
+        f"    model_info: {{id: {group}-server}}\n" for group in ("tiny", "small")),
+        encoding="utf-8")
+    base = ("run", "--router", str(router), "--task", "word_sorting", "--dataset", "--limit",
+            "2", "--no-progress")
+    [both, unknown, api_base] = run_all([
+        (*base, "--model", "tiny", "--model", "small", "--out", str(tmp_path / "both.jsonl")),
+        (*base, "--model", "tiny", "--model", "openai/gpt-4o", "--out",
+         str(tmp_path / "unknown.jsonl")),
+        (*base, "--model", "tiny", "--api-base", openai_server.base_url, "--out",
+         str(tmp_path / "api_base.jsonl")),
+    ])
+    assert both.code == 0, both.err
+    rows = [json.loads(line) for line in (tmp_path / "both.jsonl").read_text().splitlines()]
+    assert [row["model"] for row in rows] == ["tiny", "small"] * 2
+    assert {request.body["model"] for request in openai_server.requests} == {"tiny", "small"}
+    assert unknown.code == 2 and "no model group 'openai/gpt-4o'" in unknown.err
+    assert api_base.code == 2 and "--api-base" in api_base.err and "--router" in api_base.err
+    assert not (tmp_path / "unknown.jsonl").exists()
+    assert not (tmp_path / "api_base.jsonl").exists()

@@ -54,6 +54,10 @@ def config_of(args: argparse.Namespace) -> Config:
             one_call=getattr(args, "one_call", None),
         )
         if config.router is not None:
+            if as_list(getattr(args, "api_base", None)):
+                raise UsageError("--api-base and --router: the router file's deployments name "
+                                 "their servers (api_base in each one's litellm_params); leave "
+                                 "out --api-base, or --router")
             check_router_groups(config.router, as_list(args.model) or [config.model])
     return config
 
