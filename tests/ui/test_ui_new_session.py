@@ -184,7 +184,9 @@ async def test_command_line_question_out_of_range_says_so() -> None:
     app = make_app(task="word_sorting", question=100_000)
     async with app.run_test(size=SIZE) as pilot:
         await new_session_screen(pilot)
-        assert any("not 100000" in note for note in notifications(app))
+        # Said once the dataset is read (a worker), which may be after the screen shows.
+        await wait_for(pilot, lambda: any("not 100000" in note for note in notifications(app)),
+                       timeout=30)
 
 
 async def test_unknown_session_says_so_and_offers_a_new_one() -> None:
