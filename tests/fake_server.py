@@ -63,8 +63,9 @@ class Reply:
     # Send a chunk that is not JSON after N chunks; a whole answer's body is not JSON.
     malformed_after_chunks: int | None = None
     # Go silent for this long after the first chunk (a whole answer: after half its body),
-    # then carry on.
+    # then carry on; streamed, after chunk `stall_after` instead of the first.
     stall_s: float = 0.0
+    stall_after: int = 0
     logprob_per_token: float | None = None
     # Each token's log-probability in turn, sent as is (streamed or whole), in place of
     # `logprob_per_token`: values no model could give (NaN, 3999.9, true) among good ones.
@@ -445,7 +446,7 @@ class FakeServer:
         raise NotImplementedError
 
     def stop(self) -> None:
-        if self._loop is not None:
+        if self._loop is not None and not self._loop.is_closed():  # not stopped already
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(10)
@@ -604,7 +605,7 @@ class FakeServer:
                     return response
                 await response.write(framing.piece(piece, index, index == len(pieces) - 1))
                 record.chunks_sent += 1
-                if reply.stall_s and index == 0:
+                if reply.stall_s and index == reply.stall_after:
                     await asyncio.sleep(reply.stall_s)
                 if reply.chunk_delay_s:
                     await asyncio.sleep(reply.chunk_delay_s)
@@ -745,3 +746,24 @@ def last_prompt(body: dict[str, Any]) -> str:
         if turns:
             return "".join(_texts(turns[-1].get(inner)))
     return ""
+
+
+def dataset_trace_responder(path: str, body: dict[str, Any]) -> Reply:
+    """Answer generation prompts like a model that wrote the bundled dataset and goes on with
+    the prompt's format: the next recorded step, then every following thought on its own line
+    with its label, to the end of the trace (a stop sequence, where sent, ends it at the
+    first line as always)."""
+    from bbm_tui.core.llm.offline.replay import engine, parse_generation_prompt
+    from bbm_tui.core.prompts.thoughts import thought_line
+
+    request = parse_generation_prompt(last_prompt(body))
+    if request is None:
+        return Reply(status=400, error_message="not a generation prompt")
+    written = list(request.steps)
+    for row in engine().rows_for(request.task, request.question):
+        if row.steps[:len(written)] == written and len(row.steps) > len(written):
+            rest = row.steps[len(written):]
+            return Reply(text=rest[0] + "".join(
+                "\n" + thought_line(number, step)
+                for number, step in enumerate(rest[1:], start=len(written) + 2)))
+    return Reply(status=400, error_message="no recorded trace goes on from these steps")

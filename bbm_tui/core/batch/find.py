@@ -21,6 +21,7 @@ from typing import Any
 from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.runner import Batch, BatchStop, Progress
+from bbm_tui.core.batch.shard import Shard
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
@@ -205,8 +206,10 @@ async def find_batch(
     on_progress: Callable[[FindProgress], None] | None = None,
     store_path: Path | None = None,
     inputs: Sequence[Path] = (),
+    shard: Shard | None = None,
 ) -> FindOutcome:
-    """Run `method` on every job not already in PREDS, writing each line when it is done."""
+    """Run `method` on every job not already in PREDS, writing each line when it is done
+    (with `shard`, this machine's share of them, and scored over that share)."""
     pace = RateLimiter(rpm).wait if rpm else None
     judged: dict[Key, Prediction] = {}
     judge = get_judge(method)
@@ -222,12 +225,13 @@ async def find_batch(
     batch = Batch(jobs=jobs, key=_key, key_of_row=trace_key,
                   validate=pred_validator(method, spec.model),
                   what=f"{method} predictions by {spec.model}", work=work,
-                  progress=FindProgress())
+                  progress=FindProgress(), shard=shard)
     progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
                                             store_path=store_path, inputs=inputs,
                                             on_progress=on_progress)
     done = predictions(rows) | judged
-    kept = runner.unique(jobs, _key)
+    kept = [job for job in runner.unique(jobs, _key)
+            if shard is None or shard.takes(_key(job))]
     unlabelled = sum(not job.row.labelled and job.key in done for job in kept)
     return FindOutcome(progress, score_jobs(kept, done), unlabelled)
 
