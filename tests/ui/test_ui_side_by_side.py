@@ -648,3 +648,21 @@ async def test_at_80_columns_the_footer_never_shows_keys_without_what_they_do(
     finally:
         monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
         llm.set_replay_pace(None)
+
+
+async def test_a_tall_terminal_shows_the_whole_question_with_its_options(
+    store: Store,
+) -> None:
+    """At 250x50 the question above the columns shows whole, its options and target too (the
+    answers (E) and (B) name them); at 80x24 it takes two lines and scrolls (] and [)."""
+    app = make_app()
+    async with app.run_test(size=(250, 50)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        question = screen.query_one("#sbs-question")
+        await wait_for(pilot, lambda: question.region.height > 0)
+        await pilot.pause()
+        assert question.max_scroll_y == 0
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: question.max_scroll_y > 0)
+        assert question.region.height == 3  # two lines and the rule under them
