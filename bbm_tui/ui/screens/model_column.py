@@ -133,10 +133,19 @@ class ModelColumn(Vertical):
             views.append(thoughts.streaming)
         own = self.natural_heights()
         for view in views:
-            height = rows.get(view.number)
-            current = view.styles.min_height
-            wanted = height if height is not None and height > own.get(view.number, 0) \
-                else None
-            if (current.value if current is not None else None) != wanted:
-                view.styles.min_height = wanted
+            level_thought(view, rows.get(view.number), own.get(view.number, 0))
         self.filler.set_rows(filler_height(rows, own, gap))
+
+
+def level_thought(view: ThoughtView, row: int | None, own: int) -> None:
+    """A thought as tall as its row (`row`: the tallest of its number in the columns on
+    show; `own`: its own height). A min-height at or under its own height does nothing, so it
+    is left where it is: clearing it as soon as the thought grew to it made a second layout
+    for each line a streaming thought gained (a layout is the costly part of a frame)."""
+    current = view.styles.min_height
+    now = current.value if current is not None else None
+    if row is not None and row > own:
+        if now != row:
+            view.styles.min_height = row
+    elif now is not None and (row is None or now > own):
+        view.styles.min_height = None
