@@ -97,18 +97,52 @@ class FindFinished:
     result: FindResult
 
 
-FindEvent = StepJudged | TraceJudged | FindFinished
+# What failed, in a few words, for "retry 2 of 4 (timed out)": the kinds that are retried.
+RETRY_WORDS = {
+    "timeout": "timed out",
+    "rate_limit": "rate-limited",
+    "connection": "connection failed",
+    "server": "server error",
+    "stream": "answer cut short",
+}
+
+
+@dataclass(frozen=True)
+class CallRetried:
+    """A model call failed and is made again: attempt `attempt` of `attempts`, after
+    `delay_s`. `number` is the thought being judged (None: the whole trace); `reason` the
+    failure's message, `why` it in a few words."""
+
+    number: int | None
+    attempt: int
+    attempts: int
+    reason: str
+    why: str
+    delay_s: float
+
+    def words(self) -> str:
+        """"retry 2 of 4 (timed out)": the attempt being made now, of how many."""
+        return f"retry {self.attempt} of {self.attempts} ({self.why})"
+
+
+FindEvent = StepJudged | TraceJudged | CallRetried | FindFinished
 # Awaited before every model call, e.g. a batch's rate limiter.
 Pace = Callable[[], Awaitable[None]]
 
 
 async def _ask(
     spec: llm.ModelSpec, messages: list[dict[str, str]], settings: llm.CallSettings,
-    pace: Pace | None,
-) -> llm.Completion:
+    pace: Pace | None, number: int | None,
+) -> AsyncIterator[CallRetried | llm.Completion]:
+    """One answer: a CallRetried before each retry of its call, then the Completion."""
     if pace is not None:
         await pace()
-    return await llm.complete(spec, messages, settings)
+    async for item in llm.complete_events(spec, messages, settings):
+        if isinstance(item, llm.Restart):
+            yield CallRetried(number, item.attempt, settings.retry.attempts, item.reason,
+                              RETRY_WORDS.get(item.kind, "failed"), item.delay_s)
+        else:
+            yield item
 
 
 def finder_settings() -> llm.CallSettings:
@@ -144,7 +178,11 @@ async def find_mistake(
             yield event
         return
     messages = build_messages(task, method, input_text, steps)
-    completion = await _ask(spec, messages, settings, pace)
+    async for item in _ask(spec, messages, settings, pace, None):
+        if isinstance(item, CallRetried):
+            yield item
+        else:
+            completion = item
     answer = (parse_critic_answer(completion.text, len(steps)) if found.critic
               else parse_trace_answer(completion.text, len(steps)))
     yield TraceJudged(answer, completion.text, completion.call)
@@ -167,7 +205,11 @@ async def _find_by_step(
     decided = False
     for number in range(1, len(steps) + 1):
         messages = build_messages(task, method.name, input_text, steps, number)
-        completion = await _ask(spec, messages, settings, pace)
+        async for item in _ask(spec, messages, settings, pace, number):
+            if isinstance(item, CallRetried):
+                yield item
+            else:
+                completion = item
         correct = parse_step_answer(completion.text, cot=method.cot)
         result.raw.append(completion.text)
         result.calls.append(completion.call)

@@ -8,7 +8,13 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 from bbm_tui.core import llm
-from bbm_tui.core.judging.finders import FindEvent, StepJudged, TraceJudged, finder_settings
+from bbm_tui.core.judging.finders import (
+    FindEvent,
+    FindFinished,
+    StepJudged,
+    TraceJudged,
+    finder_settings,
+)
 from bbm_tui.core.judging.judges import check_judge
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import Task
@@ -50,7 +56,7 @@ async def record_find(
             elif isinstance(event, TraceJudged):
                 await asyncio.to_thread(store.add_finder_verdict, run_id, step_number=None,
                                         raw=event.raw, verdict=event.verdict, call=event.call)
-            else:
+            elif isinstance(event, FindFinished):
                 await asyncio.to_thread(store.finish_finder_run, run_id,
                                         mistake_number=event.result.mistake_number,
                                         parsed=event.result.parsed)
