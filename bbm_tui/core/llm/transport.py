@@ -632,6 +632,10 @@ def _call_record(
     )
 
 
+# How far past our own limits the HTTP client's read timeout is set for a whole answer.
+_TRANSPORT_SLACK_S = 5.0
+
+
 async def complete(
     spec: ModelSpec,
     messages: Sequence[dict[str, str]],
@@ -671,6 +675,10 @@ async def _complete_once(
 ) -> Completion:
     litellm = litellm_module()
     kwargs = call_kwargs(spec, settings)
+    # Our own limits below (the first text, each silence) are the ones that count; the HTTP
+    # client's, per read, is set past them so that it never fires first and a wait for
+    # the first text is not reported as a silence mid-answer.
+    kwargs["timeout"] = max(settings.timeout_s, settings.idle_timeout_s) + _TRANSPORT_SLACK_S
     kwargs["stream"] = True
     if spec.mode == "chat" or not speaks_openai_wire(spec):
         # As for a step (stream_step): the provider's usage, in a last chunk or mapped.
@@ -681,7 +689,7 @@ async def _complete_once(
     state = _StreamState()
     stream: Any = None
     try:
-        async with asyncio.timeout(min(loop.time() + settings.timeout_s, deadline)) as limit:
+        async with asyncio.timeout_at(min(loop.time() + settings.timeout_s, deadline)) as limit:
             if spec.mode == "chat":
                 stream = await litellm.acompletion(
                     messages=finder_messages(spec, settings, messages), **kwargs)
