@@ -267,10 +267,15 @@ async def _find_one(
     progress: FindProgress,
     notify: Callable[[FindProgress], None],
 ) -> FindResult | None:
+    def retried(retry: CallRetried) -> None:
+        progress.retrying.pop(job.key, None)  # the latest goes last
+        progress.retrying[job.key] = retry.words()
+        notify(progress)
+
     events = judge.events(job.task, job.row.input, job.row.steps, spec, settings=settings,
-                          judge_all=judge_all, pace=pace)
+                          judge_all=judge_all, pace=pace, on_retry=retried)
     try:
-        result = await final_result(_saying_retries(events, job.key, progress, notify))
+        result = await final_result(_retries_ended(events, job.key, progress, notify))
     except llm.LLMError as error:
         if error.kind in llm.STOPS_A_BATCH:
             raise FatalFindError(error.message) from None
@@ -284,17 +289,13 @@ async def _find_one(
     return result
 
 
-async def _saying_retries(events: AsyncIterator[FindEvent], key: Key, progress: FindProgress,
-                          notify: Callable[[FindProgress], None]) -> AsyncIterator[FindEvent]:
-    """A trace's events, its calls' retries noted in the progress (and taken off it when
-    the call has answered or the trace ended)."""
+async def _retries_ended(events: AsyncIterator[FindEvent], key: Key, progress: FindProgress,
+                         notify: Callable[[FindProgress], None]) -> AsyncIterator[FindEvent]:
+    """A trace's events; a retry noted in the progress is taken off it once its call has
+    answered, or the trace has ended."""
     try:
         async for event in events:
-            if isinstance(event, CallRetried):
-                progress.retrying.pop(key, None)  # the latest goes last
-                progress.retrying[key] = event.words()
-                notify(progress)
-            elif progress.retrying.pop(key, None) is not None:
+            if progress.retrying.pop(key, None) is not None:
                 notify(progress)
             yield event
     finally:

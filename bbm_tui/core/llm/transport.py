@@ -29,7 +29,13 @@ from bbm_tui.core.llm.capabilities import (
     sent_params,
     speaks_openai_wire,
 )
-from bbm_tui.core.llm.errors import ErrorKind, LLMError, StreamInterrupted, with_retries
+from bbm_tui.core.llm.errors import (
+    ErrorKind,
+    LLMError,
+    StreamInterrupted,
+    classify_error,
+    with_retries,
+)
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.records import (
     CHARS_PER_TOKEN_CAP,
@@ -657,8 +663,9 @@ async def complete_events(
     """One whole answer (no stop), streamed and read to its end: yields a Restart before each
     retry (nothing of a failed attempt is kept: a stream cut short is asked for again, whole),
     then the Completion. Until its first text the call's timeout applies, then the idle
-    timeout between chunks, and `answer_timeout_s` to the whole: an answer still being
-    written then is kept as far as it came (finish reason "time_limit"). Raises LLMError."""
+    timeout between chunks (or the call's, where shorter: it bounds each read), and
+    `answer_timeout_s` the whole: an answer still being written then is kept as far as it
+    came (finish reason "time_limit"). Raises LLMError."""
     settings = settings or CallSettings(max_tokens=None)
 
     def attempt_once(attempt: int, _queue: asyncio.Queue) -> Awaitable[Completion]:
@@ -678,7 +685,7 @@ async def _complete_once(
     # Our own limits below (the first text, each silence) are the ones that count; the HTTP
     # client's, per read, is set past them so that it never fires first and a wait for
     # the first text is not reported as a silence mid-answer.
-    kwargs["timeout"] = max(settings.timeout_s, settings.idle_timeout_s) + _TRANSPORT_SLACK_S
+    kwargs["timeout"] = settings.timeout_s + _TRANSPORT_SLACK_S
     kwargs["stream"] = True
     if spec.mode == "chat" or not speaks_openai_wire(spec):
         # As for a step (stream_step): the provider's usage, in a last chunk or mapped.
@@ -701,6 +708,10 @@ async def _complete_once(
         if not (state.pieces and loop.time() >= deadline - 0.01):
             raise _silence(spec, settings, state) from None
         state.time_cut = True  # the answer's wall-clock limit: kept as far as it came
+    except LLMError:
+        raise
+    except Exception as error:
+        raise classify_error(error, spec, whole_answer=True) from error
     finally:
         if stream is not None:
             await _close_stream(stream)
@@ -741,9 +752,11 @@ def _answer_counts(state: _StreamState, watch: UsageWatch) -> UsageCounts:
 async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings, mode: Mode,
                        limit: asyncio.Timeout, deadline: float) -> None:
     """Read a whole answer's chunks to the stream's end. `limit` (the call's timeout until
-    the first text) is pushed on by the idle timeout after each text, never past
-    `deadline`; it raises TimeoutError when either passes."""
+    the first text) is pushed on after each text by the idle timeout, or the call's own
+    where that is shorter (it is the wait "per read"), never past `deadline`; it raises
+    TimeoutError when either passes."""
     loop = asyncio.get_running_loop()
+    silence_s = _longest_silence(settings)
     iterator = stream.__aiter__()
     while True:
         try:
@@ -773,18 +786,22 @@ async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings,
         state.pieces.append(text)
         state.chunks += 1
         state.started = True
-        limit.reschedule(min(loop.time() + settings.idle_timeout_s, deadline))
+        limit.reschedule(min(loop.time() + silence_s, deadline))
+
+
+def _longest_silence(settings: CallSettings) -> float:
+    return min(settings.timeout_s, settings.idle_timeout_s)
 
 
 def _silence(spec: ModelSpec, settings: CallSettings, state: _StreamState) -> LLMError:
     """A whole answer's timeout, saying which: no text in the call's timeout, or a silence
-    mid-answer longer than the idle timeout."""
+    mid-answer longer than the longest allowed."""
     where = f" at {spec.api_base}" if spec.api_base else ""
     if not state.started:
         return LLMError("timeout", f"{spec.model}{where} did not answer in time (no text "
                         f"in {settings.timeout_s:g} s)")
-    return LLMError("timeout", f"{spec.model}{where} went silent mid-answer (nothing for "
-                    f"{settings.idle_timeout_s:g} s)")
+    return LLMError("timeout", f"{spec.model}{where} did not answer in time (silent for "
+                    f"{_longest_silence(settings):g} s mid-answer)")
 
 
 def call_to_json(call: CallRecord) -> str:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 from bbm_tui.core import llm
 from bbm_tui.core.judging.finders import (
     FindEvent,
-    FindFinished,
+    OnRetry,
     StepJudged,
     TraceJudged,
     finder_settings,
@@ -33,11 +33,13 @@ async def record_find(
     leaf_step_id: int | None = None,
     settings: llm.CallSettings | None = None,
     judge_all: bool = False,
+    on_retry: OnRetry | None = None,
 ) -> AsyncIterator[FindEvent]:
     """The judge `method`'s run (core/judging/judges.py), committing the run to `store`
     first and each verdict before its event is handed on, so whoever shows a verdict can rely
     on it being saved. Store calls run in a thread, never on the event loop. A run that fails
-    or is cancelled keeps the verdicts it got and has no result."""
+    or is cancelled keeps the verdicts it got and has no result. `on_retry` is told of each
+    retry of a model call as it is made."""
     settings = settings or finder_settings()
     judge = check_judge(task, method)
     spec = judge.spec(spec)
@@ -48,7 +50,7 @@ async def record_find(
     )
     try:
         async for event in judge.events(task, input_text, steps, spec, settings=settings,
-                                        judge_all=judge_all):
+                                        judge_all=judge_all, on_retry=on_retry):
             if isinstance(event, StepJudged):
                 await asyncio.to_thread(store.add_finder_verdict, run_id,
                                         step_number=event.number, raw=event.raw,
@@ -56,7 +58,7 @@ async def record_find(
             elif isinstance(event, TraceJudged):
                 await asyncio.to_thread(store.add_finder_verdict, run_id, step_number=None,
                                         raw=event.raw, verdict=event.verdict, call=event.call)
-            elif isinstance(event, FindFinished):
+            else:
                 await asyncio.to_thread(store.finish_finder_run, run_id,
                                         mistake_number=event.result.mistake_number,
                                         parsed=event.result.parsed)

@@ -95,6 +95,7 @@ class MistakeFinding:
                 trace.store, session.id, trace.task, request.method, session.input,
                 [step.text for step in steps], request.spec, leaf_step_id=steps[-1].id,
                 settings=view.context.config.finder_settings(), judge_all=request.judge_all,
+                on_retry=self._retried,
             ):
                 self._on_event(shown, event)
         except llm.LLMError as error:
@@ -119,11 +120,7 @@ class MistakeFinding:
 
     def _on_event(self, shown: FinderShown, event: object) -> None:
         view = self.view
-        if isinstance(event, CallRetried):
-            self.retrying = event.words()
-            self._say_progress()
-            return
-        self.retrying = ""
+        self.retrying = ""  # the call that was retried has answered
         if isinstance(event, StepJudged):
             shown.verdicts[event.number] = (event.verdict, event.raw)
             view.post_message(CallsMade(event.call))
@@ -143,6 +140,11 @@ class MistakeFinding:
             view.say(self._summary(shown))
             return
         view.finder = shown
+
+    def _retried(self, retry: CallRetried) -> None:
+        """A call of the run is being made again: the status line says so until it answers."""
+        self.retrying = retry.words()
+        self._say_progress()
 
     def _say_progress(self) -> None:
         view = self.view
