@@ -3,27 +3,70 @@ is another process too, and this keeps its CPU off the measured client's GIL).
 
 It answers generation prompts like a model that wrote the bundled dataset (the next recorded
 step, then the following thought, which `stop` cuts off), word by word, after `--latency-ms`.
+`--trace` answers with the rest of the recorded trace instead, each following thought on its
+own line with its label (a model that goes on with the prompt's format); `--serial` serves one
+request at a time, the others waiting their turn (llama-server with one slot, a GPU server at
+its batch limit), the latency paid by each in turn. `GET /bench/stats` says how many requests
+it answered and how many prompt tokens they carried (a word is a token, as its usage counts).
 Prints its base URL on stdout, then serves until stdin closes.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from aiohttp import web  # noqa: E402
+
+from tests.fake_server import Asked, dataset_trace_responder  # noqa: E402
 from tests.openai_server import FakeOpenAI, dataset_responder  # noqa: E402
+
+
+class BenchServer(FakeOpenAI):
+    def __init__(self, latency_s: float, serial: bool) -> None:
+        super().__init__(latency_s)
+        self.serial = serial
+        self._turn: asyncio.Lock | None = None
+        self.answered = 0
+        self.prompt_tokens = 0
+
+    def add_routes(self, app: web.Application) -> None:
+        super().add_routes(app)
+        app.router.add_get("/bench/stats", self._stats)
+
+    async def _stats(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response({"requests": self.answered, "prompt_tokens": self.prompt_tokens})
+
+    def asked(self, body: dict[str, Any], request: web.Request) -> Asked:
+        asked = super().asked(body, request)
+        self.answered += 1
+        self.prompt_tokens += len(self.tokenize(asked.prompt))
+        return asked
+
+    async def _handle(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        if not self.serial:
+            return await super()._handle(request, chat)
+        if self._turn is None:
+            self._turn = asyncio.Lock()  # made on the server's own loop
+        async with self._turn:
+            return await super()._handle(request, chat)
 
 
 def main() -> None:
     options = argparse.ArgumentParser()
     options.add_argument("--latency-ms", type=float, default=0.0)
+    options.add_argument("--trace", action="store_true",
+                         help="answer with the rest of the trace, each thought labelled")
+    options.add_argument("--serial", action="store_true", help="one request at a time")
     args = options.parse_args()
-    server = FakeOpenAI(latency_s=args.latency_ms / 1000).start()
-    server.responder = dataset_responder
+    server = BenchServer(args.latency_ms / 1000, args.serial).start()
+    server.responder = dataset_trace_responder if args.trace else dataset_responder
     server.requests = _Discard()  # a long benchmark must not keep every request body
     print(server.base_url, flush=True)
     sys.stdin.read()

@@ -36,6 +36,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def litellm_imported_first() -> None:
+    """In a worker of the whole suite (scripts/test), litellm is imported before the first
+    test, as the app imports it in a thread after its first frame. Otherwise the first test
+    of each worker that calls a model pays the import (3-5 s, several times that on a loaded
+    machine) inside its own time limits, and which test that is depends on the scheduling.
+    A single file run by hand imports it when it needs it, as before."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        from bbm_tui.core import llm
+
+        llm.warm_up()
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                   request: pytest.FixtureRequest) -> Iterator[Path]:

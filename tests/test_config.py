@@ -81,3 +81,23 @@ def test_not_utf8(tmp_path: Path) -> None:
     path.write_bytes(b'model = "caf\xe9"\n')
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_config(path)
+
+
+def test_router_and_one_call(tmp_path: Path) -> None:
+    """`router` names a litellm Router file (relative: beside the config file; `~`: home);
+    `one_call` turns one call for many steps on; both reach the model and the stepper."""
+    path = tmp_path / "config.toml"
+    path.write_text('model = "llama"\nrouter = "servers.yaml"\none_call = true\n')
+    config = load_config(path)
+    assert config.router == str(tmp_path / "servers.yaml")
+    assert config.model_spec().router == config.router
+    assert config.model_spec().model == "llama"
+    assert config.stepper_settings().one_call is True
+    assert Config().stepper_settings().one_call is False  # never the default
+    assert config.with_overrides(router="").router is None
+    assert config.with_overrides(router="other.yaml").model_spec().router == "other.yaml"
+    path.write_text('router = "~/servers.yaml"\n')
+    assert load_config(path).router == str(Path.home() / "servers.yaml")
+    path.write_text("one_call = 1\n")
+    with pytest.raises(ConfigError, match=r"line 1.*'one_call' must be true or false"):
+        load_config(path)

@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 14 open as the current version with nothing
+"""Stores written by schema versions 1 to 15 open as the current version with nothing
 lost (issue 9, item 4; issue 11); v9's impossible log-probabilities are mended (version 10).
 The old stores are frozen as SQL in tests/fixtures/, written by the code of their day, never
 built from today's."""
@@ -38,7 +38,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -499,3 +499,38 @@ def test_version_15_keeps_a_v14_store_and_gives_a_session_several_models(
         store.delete_session(3)
         assert store.model_branches(3) == []
     assert table_rows(path)["model_branches"] == []
+
+
+def test_version_16_keeps_a_v15_store_and_marks_steps_taken_from_one_call(
+    tmp_path: Path,
+) -> None:
+    """v15 -> v16: every call stored before is a call of its own, served by no router; a
+    call counts once in the totals whatever number of steps it gave; each step keeps its
+    share's call id and the deployment that served it; v15's models side by side stay as
+    they were."""
+    path = old_store(tmp_path, 15)
+    with Store.open(path) as store:
+        steps = store.branch(1)
+        assert all(step.one_call is None and step.deployment is None for step in steps)
+        first, second = store.model_branches(4)
+        assert first.model == "openai/m"
+        assert (second.model, second.state, second.error) == (
+            "openai/other", "failed", "timed out after 60 s")
+        on_second = store.step(second.head_step_id or 0)
+        assert (on_second.model_branch_id, on_second.one_call, on_second.deployment) == (
+            second.id, None, None)
+        assert store.totals(4).calls == 3
+        before = store.totals(1)
+        parent = steps[-1].id
+        for share, text in enumerate(["One.", "Two.", "Three."]):
+            call = CallRecord(model="openai/test", params={"one_call": True}, latency_s=0.1 * share,
+                              completion_tokens=3, one_call="abc", one_call_share=share,
+                              deployment="gpu-1")
+            parent = store.add_step(1, parent_id=parent, number=len(steps) + share + 1,
+                                    text=text, call=call).id
+        after = store.totals(1)
+        assert after.calls == before.calls + 1
+        assert after.completion_tokens == before.completion_tokens + 9
+        added = store.branch(1)[-3:]
+        assert [(s.one_call, s.deployment) for s in added] == [("abc", "gpu-1")] * 3
+        assert store.step(added[0].id).one_call == "abc"

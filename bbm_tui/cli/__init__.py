@@ -54,6 +54,7 @@ COMMANDS: dict[str | None, str] = {
     "agreement": "agreement",
     "import": "importer",
     "compare": "compare",
+    "merge": "merge",
 }
 
 
@@ -163,6 +164,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_adjudicate_parser(commands)
     _add_agreement_parser(commands)
     _add_import_parser(commands)
+    _add_merge_parser(commands)
     _add_format_option(commands)
     add_plot_option(commands)
     return parser
@@ -191,6 +193,7 @@ def _add_run_parser(commands: Commands) -> None:
                      "local server, where one process's CPU is the limit; each process "
                      "imports litellm first (a few seconds)")
     run.add_argument("--step-limit", type=int, metavar="N", help="at most N steps per trace")
+    _add_scale_options(run, one_call=True)
     run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     run.add_argument("--json", action="store_true",
                      help="print what was done (traces, steps, tokens, cost) as one JSON object")
@@ -252,6 +255,7 @@ def _add_find_parser(commands: Commands, *, with_methods: bool = True) -> None:
     find.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
     find.add_argument("--all-steps", action="store_true",
                       help="step-level methods: judge every thought, not just up to the first No")
+    _add_scale_options(find, one_call=False)
     find.add_argument("--out", type=Path, required=True, metavar="PREDS.jsonl")
     find.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     find.add_argument("--paper", metavar="MODEL",
@@ -286,6 +290,7 @@ def _add_backtrack_parser(commands: Commands) -> None:
                            "fast local server, where one process's CPU is the limit; each "
                            "process imports litellm first (a few seconds)")
     backtrack.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
+    _add_scale_options(backtrack, one_call=True)
     backtrack.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     backtrack.add_argument("--json", action="store_true",
                            help='print {"tasks": {TASK: {"n", "delta_accuracy_correct", '
@@ -394,6 +399,16 @@ def _add_import_parser(commands: Commands) -> None:
                           "(rows with no mistake_index key are unlabelled anyway)")
 
 
+def _add_merge_parser(commands: Commands) -> None:
+    merge = commands.add_parser(
+        "merge", help="join the OUT files of `--shard I/N` runs into what one machine writes",
+        description="Rows in the input's order, each once; two different rows for one input "
+        "row are a conflict, named, and nothing is written.",
+    )
+    merge.add_argument("files", type=Path, nargs="+", metavar="OUT.jsonl")
+    merge.add_argument("--out", type=Path, required=True, metavar="MERGED.jsonl")
+
+
 # The commands that read dataset files: each takes BBM rows or any of the field's formats.
 DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement")
 
@@ -429,6 +444,21 @@ def _add_model_options(parser: argparse.ArgumentParser, *, several: str = "") ->
                         help=f"base URL of an OpenAI-compatible server or proxy{each}")
     parser.add_argument("--mode", choices=("chat", "completion"), action=action,
                         help=f"chat (prompt as one user message) or text completion{each}")
+    parser.add_argument("--router", metavar="FILE.yaml",
+                        help="a litellm Router model_list (the LiteLLM proxy's): --model then "
+                        "names one of its model groups, spread over its deployments")
+
+
+def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> None:
+    """--shard on the batch commands; --one-call where steps are generated."""
+    parser.add_argument("--shard", metavar="I/N",
+                        help="this machine is I of N sharing the input: it does its fixed "
+                        "share (join the N OUT files with `bbm-tui merge`)")
+    if one_call:
+        parser.add_argument("--one-call", action="store_true", default=None,
+                            help="one streamed call for many steps, each line taken while it "
+                            "begins with its Thought label (not the paper's one call a step; "
+                            "the config's `one_call`)")
 
 
 def _add_pace_option(parser: argparse.ArgumentParser) -> None:

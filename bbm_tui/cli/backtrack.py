@@ -16,6 +16,7 @@ from bbm_tui.cli.batch import (
     print_batch_notes,
     print_errors,
     print_impossible_logprobs,
+    shard_of,
     spend,
     steps_detail,
 )
@@ -24,7 +25,6 @@ from bbm_tui.cli.inputs import check_json_beside, check_task, config_of
 from bbm_tui.cli.phrases import count, signed, to_stdout, traces, where
 from bbm_tui.cli.plots import print_charts
 from bbm_tui.cli.tables import Column, TextTable
-from bbm_tui.core import llm
 from bbm_tui.core.batch.backtrack import (
     BacktrackProgress,
     BacktrackResult,
@@ -47,8 +47,9 @@ def command(args: argparse.Namespace) -> int:
         locations = parse_locations(args.locations, args.seed)
         jobs = jobs_from_files(args.input, args.task, locations, args.limit,
                                args.dataset_format)
-        spec = llm.ModelSpec(config.model, config.api_base, config.mode)
+        spec = config.model_spec()
         settings = config.stepper_settings(None)
+        shard = shard_of(args)
     batch = BatchCommand[BacktrackResult](
         "backtrack", args.out, not args.no_progress, steps_detail, print_summary,
         progress_of=lambda result: result.progress)
@@ -56,6 +57,7 @@ def command(args: argparse.Namespace) -> int:
         result = drive_batch(batch, lambda on_progress: backtrack_batch(
             jobs, spec, store, args.out, concurrency=args.concurrency, settings=settings,
             on_progress=on_progress, inputs=args.input, processes=args.processes,
+            shard=shard,
         ))
     if args.json:
         print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))

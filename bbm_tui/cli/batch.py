@@ -26,6 +26,7 @@ from bbm_tui.core.accounting import (
     unknown_cost_note,
 )
 from bbm_tui.core.batch.runner import BatchStop
+from bbm_tui.core.batch.shard import Shard
 from bbm_tui.core.dataset import DatasetError
 from bbm_tui.core.store import Store
 
@@ -50,6 +51,12 @@ def check_batch_options(args: argparse.Namespace) -> None:
     if not args.pace >= 0:  # also NaN
         raise UsageError("--pace must be 0 (full speed) or more tokens a second")
     llm.set_batch_replay_pace(args.pace)
+
+
+def shard_of(args: argparse.Namespace) -> Shard | None:
+    """--shard I/N: this machine's share of the input (None: all of it); a malformed one is
+    a usage error (ShardError is a UserError, said by `given`)."""
+    return Shard.parse(args.shard) if args.shard else None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from bbm_tui.cli.batch import (
     drive_batch,
     print_batch_notes,
     print_errors,
+    shard_of,
     spend,
 )
 from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, given
@@ -22,7 +23,6 @@ from bbm_tui.cli.inputs import check_json_beside, check_task, config_of
 from bbm_tui.cli.phrases import percent, to_stdout, traces, where
 from bbm_tui.cli.plots import print_charts
 from bbm_tui.cli.tables import Column, TextTable
-from bbm_tui.core import llm
 from bbm_tui.core.batch.find import (
     FindOutcome,
     FindProgress,
@@ -30,6 +30,7 @@ from bbm_tui.core.batch.find import (
     jobs_from_files,
     paper_figures,
     paper_figures_for_tasks,
+    paper_overall_tasks,
 )
 from bbm_tui.core.judging.judges import get_judge
 from bbm_tui.core.judging.metrics import Report
@@ -55,8 +56,8 @@ def command(args: argparse.Namespace) -> int:
         paper = paper_figures(args.paper, args.method) if args.paper else None
         jobs = jobs_from_files(args.input, args.task, args.method, args.limit,
                                args.dataset_format)
-        spec = get_judge(args.method).spec(llm.ModelSpec(config.model, config.api_base,
-                                                         config.mode))
+        spec = get_judge(args.method).spec(config.model_spec())
+        shard = shard_of(args)
     batch = BatchCommand[FindOutcome](
         "find", args.out, not args.no_progress, find_detail, print_summary,
         progress_of=lambda outcome: outcome.progress)
@@ -64,7 +65,7 @@ def command(args: argparse.Namespace) -> int:
     outcome = drive_batch(batch, lambda on_progress: find_batch(
         jobs, args.method, spec, args.out, concurrency=args.concurrency, rpm=args.rpm,
         settings=config.finder_settings(), judge_all=args.all_steps,
-        on_progress=on_progress, store_path=default_path(), inputs=args.input,
+        on_progress=on_progress, store_path=default_path(), inputs=args.input, shard=shard,
     ))
     if paper is not None:
         paper = paper_figures_for_tasks(paper, outcome.report.tasks)
@@ -83,7 +84,7 @@ def command(args: argparse.Namespace) -> int:
                                "tasks": {k: v for k, v in paper.items() if k != "overall"},
                                "overall": paper.get("overall", {}),
                                # The tasks the paper's overall is the mean over.
-                               "overall_tasks": paper_overall_tasks(paper, outcome.report)}
+                               "overall_tasks": paper_overall_tasks(paper, outcome.report.tasks)}
         print(json.dumps(scores, indent=2, allow_nan=False))
     else:
         to_stderr = to_stdout(args.out)
@@ -98,13 +99,6 @@ def find_detail(progress: FindProgress) -> str:
     (timed out)")."""
     retrying = progress.retry_note()
     return calls_detail(progress) + (f" · {retrying}" if retrying else "")
-
-
-def paper_overall_tasks(paper: dict, report: Report) -> list[str]:
-    """The paper's overall is over its five tasks, or over the run's where it ran fewer."""
-    ran = [task for task in report.tasks if task in paper and task != "overall"]
-    paper_tasks = [task for task in paper if task != "overall"]
-    return ran if ran and set(ran) != set(paper_tasks) else paper_tasks
 
 
 def print_summary(out: Path, progress: FindProgress, stopped: bool = False) -> None:

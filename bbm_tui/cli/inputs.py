@@ -43,14 +43,34 @@ def check_task(name: str | None) -> None:
 
 
 def config_of(args: argparse.Namespace) -> Config:
-    """The config file, with what was typed (--model, --api-base, --mode, --logprobs) over
-    it; a broken config file is a usage error."""
+    """The config file, with what was typed (--model, --api-base, --mode, --logprobs,
+    --router, --one-call) over it; a broken config file, or a router file that cannot be
+    used or has no group of each model given, is a usage error."""
     with given():
         # Models side by side (`--model A --model B`): the first is the configured one.
-        return load_config().with_overrides(
+        config = load_config().with_overrides(
             model=_first(args.model), api_base=_first(args.api_base), mode=_first(args.mode),
-            logprobs=getattr(args, "logprobs", None),
+            logprobs=getattr(args, "logprobs", None), router=getattr(args, "router", None),
+            one_call=getattr(args, "one_call", None),
         )
+        if config.router is not None:
+            if as_list(getattr(args, "api_base", None)):
+                raise UsageError("--api-base and --router: the router file's deployments name "
+                                 "their servers (api_base in each one's litellm_params); leave "
+                                 "out --api-base, or --router")
+            check_router_groups(config.router, as_list(args.model) or [config.model])
+    return config
+
+
+def check_router_groups(router: str, models: Sequence[str]) -> None:
+    """Each model names a model group of the router file (read here, before any call)."""
+    from bbm_tui.core.llm.router import read_router_file
+
+    groups = read_router_file(router).groups
+    for model in models:
+        if model not in groups:
+            raise UsageError(f"{router} has no model group {model!r}: give --model one of "
+                             f"{', '.join(groups)}")
 
 
 def model_specs(args: argparse.Namespace, config: Config) -> list[ModelSpec]:
@@ -70,7 +90,7 @@ def model_specs(args: argparse.Namespace, config: Config) -> list[ModelSpec]:
         paired.append(values if len(values) == len(models) and len(models) > 1
                       else [values[0] if values else default] * len(models))
     bases, modes = paired
-    return [ModelSpec(model, base or None, mode)
+    return [ModelSpec(model, base or None, mode, router=config.router)
             for model, base, mode in zip(models, bases, modes, strict=True)]
 
 

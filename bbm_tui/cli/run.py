@@ -15,6 +15,7 @@ from bbm_tui.cli.batch import (
     print_batch_notes,
     print_errors,
     print_impossible_logprobs,
+    shard_of,
     spend,
     steps_detail,
 )
@@ -52,6 +53,7 @@ def command(args: argparse.Namespace) -> int:
         if len(specs) > 1:  # every question on each model, a row per model
             jobs = for_models(jobs, specs)
         settings = config.stepper_settings(args.step_limit)
+        shard = shard_of(args)
         if config.logprobs and not all(llm.gives_logprobs(spec) for spec in specs):
             notes = [*notes, RUN_WITHOUT_LOGPROBS]
     inputs = list(args.input or []) + ([_dataset_file(args.task)] if args.dataset else [])
@@ -67,7 +69,8 @@ def command(args: argparse.Namespace) -> int:
     with batch_store() as store:
         progress = drive_batch(batch, lambda on_progress: run_batch(
             jobs, spec, store, args.out, concurrency=args.concurrency, settings=settings,
-            on_progress=on_progress, inputs=inputs, notes=notes, processes=args.processes))
+            on_progress=on_progress, inputs=inputs, notes=notes, processes=args.processes,
+            shard=shard))
     return EXIT_FAILURE if progress.failed else EXIT_OK
 
 

@@ -15,6 +15,8 @@
     verify_live = true               # the task verifier marks each thought as it finishes
     caching = true                   # mark the few-shot prefix for the provider's prompt
                                      # cache where it needs a mark (Anthropic); false: don't
+    router = "~/servers.yaml"        # a litellm Router model_list: `model` names its group
+    one_call = true                  # one call for many steps (opt-in; the paper's is one a step)
 
     [keymap]                         # binding id = keys, as in Textual's App.set_keymap
     step = "n,space"
@@ -47,6 +49,7 @@ from bbm_tui.core.types import (
     MODES,
     CallSettings,
     Mode,
+    ModelSpec,
     StepperSettings,
 )
 
@@ -78,12 +81,17 @@ class Config:
     verify_live: bool = False
     temperature: float = 0.0  # generation's; the paper's is 0
     caching: bool = True  # mark prompts' unchanging prefixes for the provider's cache
+    # A litellm Router file (core/llm/router.py); `model` then names one of its groups.
+    router: str | None = None
+    # One streamed call for many steps, not the paper's one a step (opt-in).
+    one_call: bool = False
 
     def with_overrides(self, **overrides: Any) -> Config:
         """Command-line values win over the file's; None means "not given"."""
         given = {key: value for key, value in overrides.items() if value is not None}
-        if given.get("api_base") == "":
-            given["api_base"] = None
+        for key in ("api_base", "router"):
+            if given.get(key) == "":
+                given[key] = None
         return replace(self, **given)
 
     def stepper_settings(self, step_limit: int | None = None) -> StepperSettings:
@@ -92,7 +100,12 @@ class Config:
                             logprobs=self.logprobs,
                             timeout_s=self.timeout, step_timeout_s=self.step_timeout,
                             idle_timeout_s=self.idle_timeout, caching=self.caching)
-        return StepperSettings(step_limit=step_limit or self.step_limit, call=call)
+        return StepperSettings(step_limit=step_limit or self.step_limit, call=call,
+                               one_call=self.one_call)
+
+    def model_spec(self) -> ModelSpec:
+        """The model the config names, behind its router file if it gives one."""
+        return ModelSpec(self.model, self.api_base, self.mode, router=self.router)
 
     def finder_settings(self) -> CallSettings:
         """A mistake finder's calls: the paper's (temperature 0, no stop, room for CoT
@@ -159,14 +172,14 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
             )
     known = {"model", "api_base", "mode", "step_limit", "max_tokens", "temperature",
              "logprobs", "timeout", "step_timeout", "idle_timeout", "answer_timeout",
-             "verify_live", "caching", "keymap"}
+             "verify_live", "caching", "keymap", "router", "one_call"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise fail(
             unknown[0], f"unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})"
         )
     values: dict[str, Any] = {}
-    for key in ("model", "api_base", "mode"):
+    for key in ("model", "api_base", "mode", "router"):
         if key in data:
             if not isinstance(data[key], str):
                 raise fail(key, f"{key!r} must be a string")
@@ -177,6 +190,11 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
         raise fail("model", "'model' must not be empty")
     if values.get("api_base") == "":
         values["api_base"] = None
+    if "router" in values:
+        # A path from the config file: `~` is the user's home, a relative one is beside it.
+        router = Path(values["router"]).expanduser() if values["router"] else None
+        values["router"] = str(router if router is None or router.is_absolute()
+                               else path.parent / router) if router else None
     for key in ("step_limit", "max_tokens"):
         if key in data:
             value = data[key]
@@ -191,7 +209,7 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
             raise fail("temperature", f"'temperature' must be a number from {MIN_TEMPERATURE:g} "
                        f"to {MAX_TEMPERATURE:g}")
         values["temperature"] = float(value)
-    for key in ("logprobs", "verify_live", "caching"):
+    for key in ("logprobs", "verify_live", "caching", "one_call"):
         if key in data:
             if not isinstance(data[key], bool):
                 raise fail(key, f"{key!r} must be true or false")

@@ -229,6 +229,9 @@ class ModelSpec:
     model: str = DEFAULT_MODEL
     api_base: str | None = None
     mode: Mode = "chat"
+    # A litellm Router file (core/llm/router.py): `model` then names one of its model groups,
+    # served by the deployments the file lists (each with its own api base and key).
+    router: str | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -290,6 +293,9 @@ class StepperSettings:
 
     step_limit: int = DEFAULT_STEP_LIMIT
     call: CallSettings = field(default_factory=CallSettings)
+    # One streamed call for many steps (generation/stepper.py), not the paper's one call a
+    # step: opt-in, never the default.
+    one_call: bool = False
 
 
 # One of the tokens a model weighed at a place in its text: (token text, log-probability).
@@ -339,6 +345,13 @@ class CallRecord:
     # nothing of caching).
     cached_tokens: int | None = None
     cache_write_tokens: int | None = None
+    # Where the step was one of several taken from one streamed call (one-call mode): that
+    # call's id, shared by its steps, and this step's place among them (0: the first, which
+    # carries the call's prompt tokens). None: a call of its own.
+    one_call: str | None = None
+    one_call_share: int = 0
+    # The Router deployment that served the call (None: no router).
+    deployment: str | None = None
 
     @property
     def total_logprob(self) -> float | None:

@@ -418,7 +418,7 @@ class BbmApp(App[int]):
 
     @property
     def configured_spec(self) -> ModelSpec:
-        return ModelSpec(self.config.model, self.config.api_base, self.config.mode)
+        return self.config.model_spec()
 
     @work(exclusive=True, group="open", exit_on_error=False, description="Opening the question")
     async def _show_question(self, task: str, number: int) -> None:

@@ -161,7 +161,8 @@ def settings_line(settings: StepperSettings) -> str:
     """"temperature 0 · 1,024 tokens/step · 160 steps max"."""
     call = settings.call
     tokens = f"{call.max_tokens:,} tokens/step" if call.max_tokens else "no token limit"
-    return f"temperature {call.temperature:g} · {tokens} · {settings.step_limit:,} steps max"
+    line = f"temperature {call.temperature:g} · {tokens} · {settings.step_limit:,} steps max"
+    return line + (" · one call for many steps" if settings.one_call else "")
 
 
 def step_meta(step: Step, *, wall_clock: bool = True) -> str:

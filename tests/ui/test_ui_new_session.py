@@ -184,7 +184,9 @@ async def test_command_line_question_out_of_range_says_so() -> None:
     app = make_app(task="word_sorting", question=100_000)
     async with app.run_test(size=SIZE) as pilot:
         await new_session_screen(pilot)
-        assert any("not 100000" in note for note in notifications(app))
+        # Said once the dataset is read (a worker), which may be after the screen shows.
+        await wait_for(pilot, lambda: any("not 100000" in note for note in notifications(app)),
+                       timeout=30)
 
 
 async def test_unknown_session_says_so_and_offers_a_new_one() -> None:
@@ -279,7 +281,8 @@ async def test_the_model_dialog_sets_temperature_tokens_and_step_limit(
         await pilot.press("ctrl+r")
         trace_screen = await opened_trace(pilot)
         await pilot.press("n")
-        await wait_for(pilot, lambda: len(trace_screen.view.trace.steps) == 1)
+        # The first call of the process imports litellm (seconds; many under load).
+        await wait_for(pilot, lambda: len(trace_screen.view.trace.steps) == 1, timeout=60)
         body = openai_server.requests[-1].body
         assert (body["temperature"], body["max_tokens"]) == (0.7, 256)
 
@@ -407,6 +410,52 @@ async def test_an_empty_session_opened_from_the_list_is_kept(store: Store) -> No
         await new_session_screen(pilot)
     # Made before this run: not this run's to delete.
     assert older.id in {s.session.id for s in store.sessions()}
+
+
+async def test_one_call_is_a_tick_in_the_model_dialog_and_streams_each_thought(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """One call for many steps (opt-in): the config's `one_call` shows ticked in the model
+    dialog, the tick sets it for the next steps, and one call's labelled lines arrive as
+    thoughts, each streamed into its own view."""
+    openai_server.enqueue(Reply("Pear comes after fig.\nThought 2: So the order is fig, pear."
+                                "\nThought 3: So the answer is fig pear", chunk_delay_s=0.01))
+    app = make_app(Config(one_call=True))
+    async with app.run_test(size=SIZE) as pilot:
+        dialog = await open_model_dialog(pilot)
+        tick = dialog.query_one("#one-call", Checkbox)
+        assert tick.value is True
+        tick.value = False
+        dialog.query_one("#model", Input).value = "openai/test"
+        dialog.query_one("#api-base", Input).value = openai_server.base_url
+        await pilot.press("enter")
+        screen = await new_session_screen(pilot)
+        assert app.stepper_settings.one_call is False
+        assert "one call for many steps" not in str(screen.query_one("#model-line").render())
+        await pilot.press("ctrl+e")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        app.screen.query_one("#one-call", Checkbox).value = True
+        await pilot.press("enter")
+        screen = await new_session_screen(pilot)
+        assert app.stepper_settings.one_call is True
+        assert "one call for many steps" in str(screen.query_one("#model-line").render())
+        await pilot.press("ctrl+t")
+        await wait_for(pilot, lambda: isinstance(app.screen, TypedQuestionScreen))
+        app.screen.query_one("#typed-input", TextArea).text = "pear fig"
+        await pilot.press("ctrl+r")
+        trace_screen = await opened_trace(pilot)
+        await pilot.press("r")
+        # The first call imports litellm (seconds, more on a loaded machine).
+        await wait_for(pilot, lambda: trace_screen.view.trace.answer is not None, timeout=60)
+        assert trace_screen.view.trace.texts == [
+            "Pear comes after fig.", "So the order is fig, pear.", "So the answer is fig pear"]
+        [request] = openai_server.requests  # one call for the three thoughts
+        assert "stop" not in request.body
+        await pilot.pause()
+        views = list(trace_screen.query(ThoughtView))
+        assert [view.step.text for view in views if view.step] == trace_screen.view.trace.texts
+        steps = store.branch(trace_screen.view.trace.id)
+        assert len({step.one_call for step in steps}) == 1 and steps[0].one_call
 
 
 async def test_the_model_dialog_keeps_its_test_result_in_view_at_80x24(store: Store) -> None:

@@ -13,6 +13,7 @@ from textual.pilot import Pilot
 from ui_helpers import make_app, steady_frame, wait_for
 
 from bbm_tui.core import llm
+from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.generation.stepper import StepFinished
 from bbm_tui.core.store import Store
@@ -22,7 +23,7 @@ from bbm_tui.core.types import ModelBranchState
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.screens.side_by_side import ModelColumn, SideBySideScreen
 from bbm_tui.ui.screens.trace import TraceScreen
-from tests.fake_server import solver_responder
+from tests.fake_server import dataset_trace_responder, solver_responder
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 
 TASK = "tracking_shuffled_objects"
@@ -150,6 +151,41 @@ async def test_two_servers_race_one_fails_mid_trace_and_the_other_answers(
                                           for n in range(1, 8)))
         assert "✗ not the target" in str(slow.view.query_one("#answer").render())
         assert "✓ matches the target" in str(fast.view.query_one("#answer").render())
+
+
+async def test_one_call_for_many_steps_in_every_column(
+    store: Store, openai_server: FakeOpenAI, second_openai_server: FakeOpenAI
+) -> None:
+    """With `one_call` on, r in a session of two models makes one call a column: each server
+    is asked once, each column's thoughts all come from its one call, level by number."""
+    openai_server.responder = paced(dataset_trace_responder, 0.002)
+    second_openai_server.responder = paced(dataset_trace_responder, 0.002)
+    specs = [llm.ModelSpec("openai/first", openai_server.base_url),
+             llm.ModelSpec("openai/second", second_openai_server.base_url)]
+    app = make_app(Config(one_call=True))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, specs)
+        await pilot.press("r")
+        # The first call imports litellm (seconds, more on a loaded machine).
+        await wait_for(pilot, lambda: all(column.trace.finished for column in screen.columns)
+                       and finished_runs(screen), timeout=60)
+        recorded = bundled_rows(TASK)[QUESTION].steps
+        for column, server in zip(screen.columns, (openai_server, second_openai_server),
+                                  strict=True):
+            assert column.trace.texts == recorded
+            assert column.trace.answer == "(E)"
+            [request] = server.requests
+            assert "stop" not in request.body
+        for branch in store.model_branches(screen.race.id):
+            steps = [step for step in store.steps_of(screen.race.id)
+                     if step.model_branch_id == branch.id]
+            assert len(steps) == len(recorded)
+            assert len({step.one_call for step in steps}) == 1 and steps[0].one_call
+        assert store.totals(screen.race.id).calls == 2
+        first, second = screen.columns
+        await wait_for(pilot, lambda: all(tops(first)[n] == tops(second)[n]
+                                          for n in range(1, len(recorded) + 1)))
 
 
 async def test_the_keys_of_a_trace_act_in_the_focused_column(store: Store) -> None:

@@ -57,9 +57,11 @@ async def test_n_generates_one_thought_and_commits_it(store: Store) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not screen.view.running and len(screen.view.trace.steps) == 1)
+        await wait_for(pilot, lambda: not screen.view.running
+                       and len(screen.view.trace.steps) == 1, timeout=30)
         await pilot.press("n")
-        await wait_for(pilot, lambda: not screen.view.running and len(screen.view.trace.steps) == 2)
+        await wait_for(pilot, lambda: not screen.view.running
+                       and len(screen.view.trace.steps) == 2, timeout=30)
         row = bundled_rows(TASK)[0]
         saved = store.branch(screen.view.trace.id)
         assert [step.text for step in saved] == row.steps[:2]

@@ -36,9 +36,11 @@ def make_app(config: Config | None = None, **kwargs: Any) -> BbmApp:
     return BbmApp(config or Config(), **kwargs)
 
 
-async def wait_for(pilot: Pilot, condition: Callable[[], bool], timeout: float = 10.0) -> None:
+async def wait_for(pilot: Pilot, condition: Callable[[], bool], timeout: float = 30.0) -> None:
     """Let the app run until `condition()` holds (workers run in threads and tasks). A widget
-    not there yet (a screen still composing) counts as "not yet"."""
+    not there yet (a screen still composing) counts as "not yet". The time limit only ends a
+    test that would fail anyway: it is generous, because under a loaded machine (the suite's
+    four workers on two cores) a step or a screen can take ten seconds to come."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not _holds(condition):

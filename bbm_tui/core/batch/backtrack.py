@@ -27,6 +27,7 @@ from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.find import trace_key
 from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProgress
+from bbm_tui.core.batch.shard import Shard
 from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import (
     DatasetError,
@@ -210,12 +211,15 @@ async def backtrack_batch(
     inputs: Sequence[Path] = (),
     processes: int = 1,
     workers: Workers | None = None,
+    shard: Shard | None = None,
 ) -> BacktrackResult:
     """Backtrack every job OUT does not hold yet, `concurrency` at once: in this process, or
     shared out to `processes` child processes (core/batch/workers.py; `workers`: children the
     caller started, with the same store, model and settings)."""
     settings = settings or StepperSettings()
     written: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+    # This machine's jobs (with --shard, its share).
+    ours = [job for job in runner.unique(jobs, _key) if shard is None or shard.takes(_key(job))]
     setup = WorkerSetup(store.path, spec, settings, backtrack_in_child)
     async with worker_processes(processes, setup, workers) as children:
 
@@ -233,16 +237,16 @@ async def backtrack_batch(
                             job.row.key_order, job.row.labelled).to_line()
 
         progress = BacktrackProgress()
-        progress.unlabelled = sum(1 for job in runner.unique(jobs, _key)
+        progress.unlabelled = sum(1 for job in ours
                                   if not job.row.labelled and job.location is None)
         batch = Batch(jobs=jobs, key=_key, key_of_row=trace_key, validate=out_validator,
                       what="rows written by `bbm-tui backtrack`", work=work,
-                      progress=progress, ordered=True)
+                      progress=progress, ordered=True, shard=shard)
         progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
                                                 store_path=store.path, inputs=inputs,
                                                 on_progress=on_progress)
     done = {trace_key(row): row.extra for row in rows} | written
-    return BacktrackResult(progress, tables(runner.unique(jobs, _key), done))
+    return BacktrackResult(progress, tables(ours, done))
 
 
 async def backtrack_in_child(job: BacktrackJob, store: Store,

@@ -21,6 +21,7 @@ from typing import Any
 from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.runner import Batch, BatchStop, Progress
+from bbm_tui.core.batch.shard import Shard
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
@@ -225,8 +226,10 @@ async def find_batch(
     on_progress: Callable[[FindProgress], None] | None = None,
     store_path: Path | None = None,
     inputs: Sequence[Path] = (),
+    shard: Shard | None = None,
 ) -> FindOutcome:
-    """Run `method` on every job not already in PREDS, writing each line when it is done."""
+    """Run `method` on every job not already in PREDS, writing each line when it is done
+    (with `shard`, this machine's share of them, and scored over that share)."""
     pace = RateLimiter(rpm).wait if rpm else None
     judged: dict[Key, Prediction] = {}
     judge = get_judge(method)
@@ -243,12 +246,13 @@ async def find_batch(
     batch = Batch(jobs=jobs, key=_key, key_of_row=trace_key,
                   validate=pred_validator(method, spec.model),
                   what=f"{method} predictions by {spec.model}", work=work,
-                  progress=FindProgress())
+                  progress=FindProgress(), shard=shard)
     progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
                                             store_path=store_path, inputs=inputs,
                                             on_progress=on_progress)
     done = predictions(rows) | judged
-    kept = runner.unique(jobs, _key)
+    kept = [job for job in runner.unique(jobs, _key)
+            if shard is None or shard.takes(_key(job))]
     unlabelled = sum(not job.row.labelled and job.key in done for job in kept)
     return FindOutcome(progress, score_jobs(kept, done), unlabelled)
 
@@ -356,19 +360,26 @@ def paper_figures(model: str, method: str) -> dict[str, dict[str, float]]:
     return figures
 
 
+def paper_overall_tasks(figures: dict[str, dict[str, float]],
+                        tasks: Iterable[str]) -> list[str]:
+    """The tasks the paper's overall beside a run over `tasks` is the mean over: its five,
+    or the run's where the run has fewer of them (so the overalls compare like with like)."""
+    ran = [task for task in tasks if task in figures and task != "overall"]
+    paper_tasks = [task for task in figures if task != "overall"]
+    return ran if ran and set(ran) != set(paper_tasks) else paper_tasks
+
+
 def paper_figures_for_tasks(figures: dict[str, dict[str, float]],
                             tasks: Iterable[str]) -> dict[str, dict[str, float]]:
     """The paper's figures beside a run over `tasks`. Its "overall" is the mean over its
     five tasks; beside a run over fewer of them, the overall shown is the mean of the paper's
-    own figures for those tasks (as ours is the mean over the run's tasks), so that the two
-    overalls compare like with like (the per-task figures all stay)."""
-    ran = [task for task in tasks if task in figures and task != "overall"]
-    paper_tasks = [task for task in figures if task != "overall"]
-    if not ran or set(ran) == set(paper_tasks):
+    own figures for those tasks (`paper_overall_tasks`); the per-task figures all stay."""
+    over = paper_overall_tasks(figures, tasks)
+    if set(over) == {task for task in figures if task != "overall"}:
         return figures
     overall: dict[str, float] = {}
-    for metric in {metric for task in ran for metric in figures[task]}:
-        values = [figures[task][metric] for task in ran if metric in figures[task]]
-        if len(values) == len(ran):
+    for metric in {metric for task in over for metric in figures[task]}:
+        values = [figures[task][metric] for task in over if metric in figures[task]]
+        if len(values) == len(over):
             overall[metric] = sum(values) / len(values)
     return {**figures, "overall": overall}

@@ -29,6 +29,7 @@ from typing import Any
 from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProgress
+from bbm_tui.core.batch.shard import Shard
 from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
@@ -89,6 +90,7 @@ async def run_batch(
     notes: Sequence[str] = (),
     processes: int = 1,
     workers: Workers | None = None,
+    shard: Shard | None = None,
 ) -> RunProgress:
     """Generate every question OUT does not hold yet (one row per finished trace), in this
     process or shared out to `processes` child processes (core/batch/workers.py; `workers`:
@@ -112,7 +114,7 @@ async def run_batch(
 
         batch = Batch(jobs=jobs, key=job_key, key_of_row=key_of_row, validate=run_row,
                       what=RUN_ROWS, work=work, progress=RunProgress(notes=list(notes)),
-                      ordered=True)
+                      ordered=True, shard=shard)
         progress, _ = await runner.run_batch(batch, out_path, concurrency=concurrency,
                                              store_path=store.path, inputs=inputs,
                                              on_progress=on_progress)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from bbm_tui.core import llm
+from bbm_tui.core.batch.shard import Shard, ShardError, check_unsharded
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.dataset.outfile import open_appended
 from bbm_tui.core.errors import UserError
@@ -72,8 +73,10 @@ class Progress:
 
     def add_call(self, call: llm.CallRecord, settings: llm.CallSettings) -> None:
         """Count one call: its tokens, its price (an unknown one names its model), and the
-        note, said once, when its prompt was too short for the provider's prompt cache."""
-        self.calls += 1
+        note, said once, when its prompt was too short for the provider's prompt cache. The
+        steps one streamed call gave (one-call mode) are its shares: the call counts once."""
+        first_share = call.one_call_share == 0
+        self.calls += first_share
         self.prompt_tokens += call.prompt_tokens or 0
         self.cached_tokens += call.cached_tokens or 0
         self.cache_write_tokens += call.cache_write_tokens or 0
@@ -81,7 +84,7 @@ class Progress:
         self.estimated_calls += call.usage_estimated
         self.prompt_estimated_calls += call.prompt_estimated
         if call.cost is None:
-            self.unpriced_calls += 1
+            self.unpriced_calls += first_share
             if call.model not in self.unpriced_models:
                 self.unpriced_models.append(call.model)
         else:
@@ -204,6 +207,8 @@ class Batch(Generic[J, K, P]):
     # Write the lines in the jobs' order (a finished line waits for the ones before it);
     # a kill then loses only lines whose work is saved elsewhere (run's sessions).
     ordered: bool = False
+    # This machine's share of the jobs (core/batch/shard.py); None: all of them.
+    shard: Shard | None = None
 
 
 def unique(jobs: Sequence[J], key: Callable[[J], K]) -> list[J]:
@@ -232,23 +237,36 @@ async def run_batch(
                         inputs=inputs)
     try:
         rows = list(out.rows)
+        shard = batch.shard
+        try:
+            if shard is not None:
+                shard.check_rows(out_path, rows)
+            else:
+                check_unsharded(out_path, rows)
+        except ShardError as error:
+            raise BatchStop(str(error)) from None
         done = {batch.key_of_row(row) for row in rows}
         jobs = unique(batch.jobs, batch.key)
-        pending = [job for job in jobs if batch.key(job) not in done]
+        # Each job's place among all of them: what one machine writes, in order.
+        placed = [(place, job) for place, job in enumerate(jobs)
+                  if shard is None or shard.takes(batch.key(job))]
+        pending = [(place, job) for place, job in placed if batch.key(job) not in done]
         progress = batch.progress
-        progress.total, progress.skipped = len(jobs), len(jobs) - len(pending)
+        progress.total, progress.skipped = len(placed), len(placed) - len(pending)
         progress.duplicates, progress.mended = len(batch.jobs) - len(jobs), out.mended
         notify = on_progress or (lambda _progress: None)
         notify(progress)
-        queue: asyncio.Queue[tuple[int, J]] = asyncio.Queue()
-        for position, job in enumerate(pending):
-            queue.put_nowait((position, job))
+        queue: asyncio.Queue[tuple[int, int, J]] = asyncio.Queue()
+        for position, (place, job) in enumerate(pending):
+            queue.put_nowait((position, place, job))
         writer = _InOrder(out.write_line) if batch.ordered else None
 
         async def worker() -> None:
             while not queue.empty():
-                position, job = queue.get_nowait()
+                position, place, job = queue.get_nowait()
                 line = await batch.work(job, progress, notify)
+                if shard is not None and line is not None:
+                    line = shard.tag(line, place)
                 if writer is not None:
                     progress.done += writer.finished(position, line)
                 elif line is not None:

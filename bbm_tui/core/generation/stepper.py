@@ -9,11 +9,17 @@ the run so that a person can look at it.
 
 Consumers commit each `StepFinished` as it arrives; a step that was started but not finished
 when the run ends (error, cancellation, the silent end) is to be discarded.
+
+One-call mode (`StepperSettings.one_call`, opt-in) makes the first call of a run with no stop
+and takes as many steps from it as the model writes with their labels (core/llm/one_call.py);
+from where that call stops giving steps, the run goes on with one call a step. Its steps come
+as the same events, each with its share of the call.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 
 from bbm_tui.core import llm
@@ -107,51 +113,129 @@ async def run_steps(
         return
     held_empty: StepFinished | None = None
     added = 0
-    while True:
-        if len(written) + (held_empty is not None) >= settings.step_limit:
-            yield TraceFinished(TraceEnd.STEP_LIMIT, written, None)
-            return
-        if max_new_steps is not None and added >= max_new_steps and held_empty is None:
-            yield TraceFinished(TraceEnd.PAUSED, written, None)
-            return
-        number = len(written) + 1 + (held_empty is not None)
-        context = written + ([""] if held_empty is not None else [])
-        parts = next_step_parts(task, input_text, context)
-        yield StepStarted(number)
-        result: llm.StepText | None = None
-        try:
-            async for item in llm.stream_step(spec, "".join(parts), settings.call, parts=parts):
-                if isinstance(item, llm.TextDelta):
-                    yield StepDelta(number, item.text)
-                elif isinstance(item, llm.Restart):
-                    yield StepRestarted(number, item.reason, item.delay_s)
-                else:
-                    result = item
-        except llm.LLMError as error:
-            yield StepFailed(number, error)
-            return
-        assert result is not None
-        answer = task.extract_answer(result.text)
-        finished = StepFinished(number, result.text, result.call, answer, result.truncated)
-        if result.text == "":
-            if held_empty is not None:
-                yield TraceFinished(TraceEnd.EMPTY, written, None)
+    # The calls of one trace stay on one deployment of a router while it is healthy.
+    pin = llm.DeploymentPin()
+    one_call = settings.one_call
+    streaming: int | None = None  # the step whose StepStarted was said and not finished yet
+    try:
+        while True:
+            if len(written) + (held_empty is not None) >= settings.step_limit:
+                yield TraceFinished(TraceEnd.STEP_LIMIT, written, None)
                 return
-            held_empty = finished
-            continue
-        if held_empty is not None:
-            yield held_empty
-            written.append("")
+            if max_new_steps is not None and added >= max_new_steps and held_empty is None:
+                yield TraceFinished(TraceEnd.PAUSED, written, None)
+                return
+            number = len(written) + 1 + (held_empty is not None)
+            context = written + ([""] if held_empty is not None else [])
+            parts = next_step_parts(task, input_text, context)
+            prompt = "".join(parts)
+            if one_call and held_empty is None:
+                one_call = False  # one such call a run; then one call a step
+                yield StepStarted(number)
+                streaming = number
+                end: TraceFinished | None = None
+                async with aclosing(_one_call_steps(task, spec, parts, number, settings, pin,
+                                                    target, written, max_new_steps)) as events:
+                    async for event in events:
+                        if isinstance(event, StepStarted):
+                            streaming = event.number
+                        elif isinstance(event, StepFinished):
+                            written.append(event.text)
+                            added += 1
+                            streaming = None
+                        elif isinstance(event, TraceFinished):
+                            end = event
+                        yield event
+                if end is not None:
+                    return
+                continue
+            if streaming != number:
+                yield StepStarted(number)
+            streaming = None
+            result: llm.StepText | None = None
+            try:
+                async for item in llm.stream_step(spec, prompt, settings.call, pin,
+                                                  parts=parts):
+                    if isinstance(item, llm.TextDelta):
+                        yield StepDelta(number, item.text)
+                    elif isinstance(item, llm.Restart):
+                        yield StepRestarted(number, item.reason, item.delay_s)
+                    else:
+                        result = item
+            except llm.LLMError as error:
+                yield StepFailed(number, error)
+                return
+            assert result is not None
+            answer = task.extract_answer(result.text)
+            finished = StepFinished(number, result.text, result.call, answer, result.truncated)
+            if result.text == "":
+                if held_empty is not None:
+                    yield TraceFinished(TraceEnd.EMPTY, written, None)
+                    return
+                held_empty = finished
+                continue
+            if held_empty is not None:
+                yield held_empty
+                written.append("")
+                added += 1
+                held_empty = None
+            yield finished
+            written.append(result.text)
             added += 1
-            held_empty = None
-        yield finished
-        written.append(result.text)
-        added += 1
-        if answer is not None:
-            yield AnswerFound(answer,
-                              None if target is None else task.is_correct(answer, target))
-            yield TraceFinished(TraceEnd.ANSWER, written, answer)
-            return
-        if result.truncated:
-            yield TraceFinished(TraceEnd.TRUNCATED, written, None)
-            return
+            if answer is not None:
+                yield AnswerFound(answer,
+                                  None if target is None else task.is_correct(answer, target))
+                yield TraceFinished(TraceEnd.ANSWER, written, answer)
+                return
+            if result.truncated:
+                yield TraceFinished(TraceEnd.TRUNCATED, written, None)
+                return
+
+    finally:
+        pin.release()  # its deployment holds one trace fewer
+
+async def _one_call_steps(
+    task: Task,
+    spec: llm.ModelSpec,
+    parts: Sequence[str],
+    number: int,
+    settings: StepperSettings,
+    pin: llm.DeploymentPin,
+    target: str | None,
+    written: list[str],
+    max_new_steps: int | None,
+) -> AsyncGenerator[StepEvent, None]:
+    """The steps one call gives from Thought `number` on (StepStarted for each after the
+    first, whose StepStarted the caller said), ending with a TraceFinished where a stop rule
+    fires on one of them (the answer, the step limit, the steps asked for); when the call
+    stops giving steps first, a StepRestarted voids the text of a step it had begun.
+    `written` is the caller's list of steps, which it extends at each StepFinished."""
+    added = 0
+    async with aclosing(llm.stream_steps(spec, "".join(parts), number, settings.call, pin,
+                                         parts=parts)) as items:
+        async for item in items:
+            if isinstance(item, llm.LineStarted):
+                number = item.number
+                yield StepStarted(number)
+            elif isinstance(item, llm.TextDelta):
+                yield StepDelta(number, item.text)
+            elif isinstance(item, llm.CallStopped):
+                if item.voided is not None:
+                    yield StepRestarted(item.voided, item.reason, 0.0)
+                return
+            else:
+                answer = task.extract_answer(item.text)
+                yield StepFinished(number, item.text, item.call, answer)
+                added += 1
+                so_far = list(written)  # the caller has added the step by now
+                if answer is not None:
+                    yield AnswerFound(answer,
+                                      None if target is None else task.is_correct(answer, target))
+                    yield TraceFinished(TraceEnd.ANSWER, so_far, answer)
+                    return
+                if len(so_far) >= settings.step_limit:
+                    yield TraceFinished(TraceEnd.STEP_LIMIT, so_far, None)
+                    return
+                if max_new_steps is not None and added >= max_new_steps:
+                    yield TraceFinished(TraceEnd.PAUSED, so_far, None)
+                    return

@@ -12,6 +12,8 @@ Everything the rest of the code needs comes out of here as plain dataclasses and
 - probe.py: "test connection", one tiny call;
 - loader.py: litellm imported lazily, once, with the offline providers registered;
 - http_guard.py: every reply body bounded and made valid UTF-8;
+- one_call.py: one streamed call for many steps (one-call mode, opt-in);
+- router.py: many servers behind one model name (litellm's Router, from a file);
 - turns.py: calls to a server that serves one request at a time take turns;
 - offline/: `replay/bbm` and `simulated/rm-X`, served as a litellm custom provider.
 """
@@ -37,6 +39,7 @@ from bbm_tui.core.llm.errors import (
     classify_error,
 )
 from bbm_tui.core.llm.loader import is_loaded, litellm_module, warm_up
+from bbm_tui.core.llm.one_call import CallStopped, LineStarted, stream_steps
 from bbm_tui.core.llm.probe import ConnectionCheck, check_connection
 from bbm_tui.core.llm.records import (
     CHARS_PER_TOKEN_CAP,
@@ -46,6 +49,13 @@ from bbm_tui.core.llm.records import (
     TextDelta,
 )
 from bbm_tui.core.llm.refusals import offline_refusal
+from bbm_tui.core.llm.router import (
+    DeploymentPin,
+    RouterFile,
+    RouterFileError,
+    check_group,
+    read_router_file,
+)
 from bbm_tui.core.llm.sampling import Arrived, Candidate, Samples, sample_steps
 from bbm_tui.core.llm.transport import (
     call_to_json,
@@ -115,15 +125,20 @@ __all__ = [
     "Arrived",
     "CallRecord",
     "CallSettings",
+    "CallStopped",
     "Candidate",
     "Completion",
     "ConnectionCheck",
+    "DeploymentPin",
     "ErrorKind",
     "LLMError",
+    "LineStarted",
     "Mode",
     "ModelSpec",
     "Restart",
     "RetryPolicy",
+    "RouterFile",
+    "RouterFileError",
     "Samples",
     "StepText",
     "TextDelta",
@@ -134,6 +149,7 @@ __all__ = [
     "caching_minimum",
     "call_to_json",
     "check_connection",
+    "check_group",
     "classify_error",
     "complete",
     "complete_events",
@@ -147,6 +163,7 @@ __all__ = [
     "model_basename",
     "offline_refusal",
     "one_at_a_time_endpoints",
+    "read_router_file",
     "replay_pace",
     "sample_steps",
     "sane_cost",
@@ -154,6 +171,7 @@ __all__ = [
     "set_batch_replay_pace",
     "set_replay_pace",
     "stream_step",
+    "stream_steps",
     "unicode_text",
     "warm_up",
 ]

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from bbm_tui.core.llm.loader import litellm_module
+from bbm_tui.core.llm.router import deployment_spec
 from bbm_tui.core.types import CallSettings, ModelSpec
 
 
@@ -17,6 +18,7 @@ def is_offline(spec: ModelSpec) -> bool:
     from bbm_tui.core.llm.offline.replay import PROVIDERS
     from bbm_tui.core.llm.offline.solver import PROVIDER as SOLVER
 
+    spec = deployment_spec(spec)
     return spec.model.split("/", 1)[0] in (*PROVIDERS, SOLVER)
 
 
@@ -29,7 +31,9 @@ def model_basename(model: str) -> str:
 
 def accepts_native_stop(spec: ModelSpec) -> bool:
     """Whether `stop=["\\n"]` may be sent: Anthropic rejects whitespace-only stop sequences and
-    OpenAI reasoning models take no `stop` (NOTES: litellm, stop sequences)."""
+    OpenAI reasoning models take no `stop` (NOTES: litellm, stop sequences). Behind a
+    router, every question of this module is asked of the group's first deployment."""
+    spec = deployment_spec(spec)
     model = spec.model.lower()
     provider = model.split("/", 1)[0] if "/" in model else ""
     if provider == "anthropic" or "claude" in model:
@@ -49,6 +53,7 @@ def _is_openai_reasoning(spec: ModelSpec) -> bool:
 def accepts_temperature(spec: ModelSpec, temperature: float) -> bool:
     """Whether `temperature` may be sent: OpenAI reasoning models (o-series, gpt-5) take only
     their default, 1, and litellm refuses any other value before sending the request."""
+    spec = deployment_spec(spec)
     if spec.mode == "completion" or temperature == 1:
         return True
     return not _is_openai_reasoning(spec)
@@ -70,6 +75,7 @@ def gives_alternatives(spec: ModelSpec) -> bool:
 
 
 def _supports(spec: ModelSpec, param: str) -> bool:
+    spec = deployment_spec(spec)
     if is_offline(spec):
         return True  # the offline providers answer these themselves
     params = _supported_params(spec.model, spec.api_base)
@@ -129,6 +135,8 @@ def sent_params(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
 
 def key_env_vars(spec: ModelSpec) -> list[str]:
     """The environment variables that hold the key for this model's provider, if litellm knows."""
+    if spec.router is not None:
+        return []  # the router file holds each deployment's key (or names its variable)
     try:
         status = litellm_module().validate_environment(model=spec.model, api_base=spec.api_base)
     except Exception:
@@ -142,7 +150,7 @@ def missing_key(spec: ModelSpec) -> str | None:
     None when a key is there, when none is needed (the offline models; an OpenAI-compatible
     server at an api base, which gets a placeholder), or when litellm cannot tell. Asked
     before every call, so that a missing key is named at once, before any request."""
-    if is_offline(spec) or auth_kwargs(spec):
+    if spec.router is not None or is_offline(spec) or auth_kwargs(spec):
         return None
     try:
         status = litellm_module().validate_environment(model=spec.model, api_base=spec.api_base)
@@ -159,6 +167,7 @@ def missing_key(spec: ModelSpec) -> str | None:
 
 
 def _provider_of(spec: ModelSpec) -> str:
+    spec = deployment_spec(spec)
     return _provider_of_model(spec.model, spec.api_base)
 
 
@@ -208,8 +217,9 @@ def speaks_openai_wire(spec: ModelSpec) -> bool:
 
 def auth_kwargs(spec: ModelSpec) -> dict[str, Any]:
     """Local OpenAI-compatible servers usually want no key, but the OpenAI SDK refuses to start
-    without one: give it a placeholder when an api_base is set and the environment has none."""
-    if spec.api_base is None:
+    without one: give it a placeholder when an api_base is set and the environment has none.
+    Behind a router, the file's deployments carry their own."""
+    if spec.api_base is None or spec.router is not None:
         return {}
     variable = key_env_var(spec)
     if variable and os.environ.get(variable):
@@ -230,6 +240,7 @@ _TAKES_N = frozenset({"openai", "text-completion-openai", "azure", "azure_text",
 
 def accepts_n(spec: ModelSpec) -> bool:
     """Whether one call may ask this model for several candidates."""
+    spec = deployment_spec(spec)
     if is_offline(spec):
         return True  # the offline providers answer `n` themselves
     return _provider_of(spec) in _TAKES_N

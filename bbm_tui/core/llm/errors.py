@@ -195,6 +195,9 @@ def classify_error(error: BaseException, spec: ModelSpec, *,
     detail = _detail(error)
     if _is_auth_failure(error, detail, litellm):
         return _auth_error(spec, where)
+    routed = _router_error(error, spec)
+    if routed is not None:
+        return routed
     if isinstance(error, litellm.RateLimitError):
         return LLMError(
             "rate_limit",
@@ -315,9 +318,31 @@ def _auth_error(spec: ModelSpec, where: str) -> LLMError:
     return LLMError("auth", message)
 
 
+def _router_error(error: BaseException, spec: ModelSpec) -> LLMError | None:
+    """What a router file or litellm's Router said: a broken file stops the batch; every
+    deployment of the group cooling down is a wait (the Router's cooldown) and a retry."""
+    from litellm.types.router import RouterRateLimitError, RouterRateLimitErrorBasic
+
+    from bbm_tui.core.llm.router import RouterFileError
+
+    if isinstance(error, RouterFileError):
+        return LLMError("not_found", str(error))
+    if isinstance(error, RouterRateLimitError | RouterRateLimitErrorBasic):
+        cooldown = getattr(error, "cooldown_time", None)
+        return LLMError("rate_limit", f"every deployment of {spec.model} in {spec.router} is "
+                        "cooling down after failures",
+                        float(cooldown) if isinstance(cooldown, int | float) else None)
+    return None
+
+
 def key_check(spec: ModelSpec) -> LLMError | None:
     """The error a call would end in, found before it is made: the provider needs a key and
     its variable is not set (litellm says which; no request goes out)."""
+    from bbm_tui.core.llm.router import check_group
+
+    unroutable = check_group(spec)
+    if unroutable is not None:
+        return LLMError("not_found", unroutable)
     variable = missing_key(spec)
     if variable is None:
         return None

@@ -27,7 +27,7 @@ from typing import Any
 from bbm_tui.core.llm.caching import step_messages
 from bbm_tui.core.llm.capabilities import accepts_n, asks_logprobs, logprob_kwargs, sent_params
 from bbm_tui.core.llm.errors import with_retries
-from bbm_tui.core.llm.loader import litellm_module
+from bbm_tui.core.llm.router import served_by, start_call
 from bbm_tui.core.llm.transport import (
     ImpossibleLogprobs,
     aligned_tokens,
@@ -176,7 +176,6 @@ async def _call_once(
     spec: ModelSpec, prompt: str, parts: Sequence[str], n: int, settings: CallSettings,
     attempt: int,
 ) -> tuple[CallRecord, list[Candidate]]:
-    litellm = litellm_module()
     kwargs = call_kwargs(spec, settings) | native_stop_kwargs(spec)
     if n > 1:
         kwargs["n"] = n
@@ -185,14 +184,11 @@ async def _call_once(
     if logprobs:
         kwargs |= logprob_kwargs(spec)
     if spec.mode == "chat":
-        response = await asyncio.wait_for(
-            litellm.acompletion(messages=step_messages(spec, settings, prompt, parts), **kwargs),
-            settings.timeout_s + 5,
-        )
+        kwargs["messages"] = step_messages(spec, settings, prompt, parts)
     else:
-        response = await asyncio.wait_for(
-            litellm.atext_completion(prompt=prompt, **kwargs), settings.timeout_s + 5
-        )
+        kwargs["prompt"] = prompt
+    response = await asyncio.wait_for(start_call(spec, kwargs, chat=spec.mode == "chat"),
+                                      settings.timeout_s + 5)
     latency = time.perf_counter() - started
     number = asked_number(prompt)
     candidates = [
@@ -217,6 +213,7 @@ async def _call_once(
         native_stop="stop" in kwargs,
         cached_tokens=counts.cached,
         cache_write_tokens=counts.cache_write,
+        deployment=served_by(response) if spec.router else None,
     )
     return call, candidates
 

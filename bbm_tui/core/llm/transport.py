@@ -36,7 +36,6 @@ from bbm_tui.core.llm.errors import (
     classify_error,
     with_retries,
 )
-from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.records import (
     CHARS_PER_TOKEN_CAP,
     Completion,
@@ -47,6 +46,7 @@ from bbm_tui.core.llm.records import (
     UsageWatch,
     usage_watch,
 )
+from bbm_tui.core.llm.router import DeploymentPin, served_by, start_call, unwrapped
 from bbm_tui.core.llm.usage import cost_of, counts_from_litellm
 from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number, step_span
 from bbm_tui.core.types import (
@@ -87,17 +87,18 @@ class _StreamState:
 
 
 async def stream_step(
-    spec: ModelSpec, prompt: str, settings: CallSettings | None = None, *,
-    parts: Sequence[str] = (),
+    spec: ModelSpec, prompt: str, settings: CallSettings | None = None,
+    pin: DeploymentPin | None = None, *, parts: Sequence[str] = (),
 ) -> AsyncIterator[TextDelta | Restart | StepText]:
     """Stream one step: yields TextDelta as text arrives (after echo stripping), Restart when a
     retry discards shown text, and finally one StepText. `parts`, where given, are the
     prompt's pieces (prompts/generation.py), which a provider that caches only marked text
-    gets as marked blocks (caching.py). Raises LLMError."""
+    gets as marked blocks (caching.py). Behind a router, `pin` keeps the trace's calls on
+    the deployment that served its last one. Raises LLMError."""
     settings = settings or CallSettings()
 
     def attempt_once(attempt: int, queue: asyncio.Queue) -> Awaitable[StepText]:
-        return _stream_step_once(spec, prompt, parts, settings, attempt, queue)
+        return _stream_step_once(spec, prompt, parts, settings, attempt, queue, pin)
 
     async for item in _retried_events(spec, settings, attempt_once):
         yield item
@@ -175,18 +176,17 @@ async def _stream_step_once(
     settings: CallSettings,
     attempt: int,
     queue: asyncio.Queue,
+    pin: DeploymentPin | None = None,
 ) -> StepText:
-    return await _watching_usage(lambda watch: _stream_step_watched(
-        spec, prompt, parts, settings, attempt, queue, watch))
-
-
-async def _watching_usage(call: Callable[[UsageWatch], Awaitable[T]]) -> T:
-    """One attempt of a call, with the usage watch the reply guard reports into set around
-    it (records.usage_watch)."""
     watch = UsageWatch()
     token = usage_watch.set(watch)
     try:
-        return await call(watch)
+        return await _stream_step_watched(spec, prompt, parts, settings, attempt, queue,
+                                          watch, pin)
+    except Exception:
+        if pin is not None:
+            pin.forget()  # the next attempt goes through the Router again
+        raise
     finally:
         usage_watch.reset(token)
 
@@ -199,8 +199,8 @@ async def _stream_step_watched(
     attempt: int,
     queue: asyncio.Queue,
     watch: UsageWatch,
+    pin: DeploymentPin | None = None,
 ) -> StepText:
-    litellm = litellm_module()
     native_stop = accepts_native_stop(spec)
     kwargs = call_kwargs(spec, settings)
     kwargs["stream"] = True
@@ -217,11 +217,13 @@ async def _stream_step_watched(
     started_at = time.perf_counter()
     if spec.mode == "chat":
         kwargs["messages"] = step_messages(spec, settings, prompt, parts)
-        stream = await litellm.acompletion(**kwargs)
     else:
         kwargs["prompt"] = prompt
-        stream = await litellm.atext_completion(**kwargs)
+    stream = await start_call(spec, kwargs, chat=spec.mode == "chat", pin=pin)
+    deployment = served_by(stream) if spec.router else None
     state = _StreamState()
+    if spec.router:
+        stream, state.inner_stream = unwrapped(stream)
     stripper = EchoStripper()
     number = asked_number(prompt)
     char_cap = (settings.max_tokens or DEFAULT_STEP_MAX_TOKENS) * CHARS_PER_TOKEN_CAP
@@ -236,7 +238,7 @@ async def _stream_step_watched(
         # The step's wall-clock limit: keep what came, cut like a token-limit cut.
         state.truncated = state.time_cut = True
     finally:
-        await _close_stream(stream)
+        await close_stream(stream)
     tail = stripper.finish()
     if tail:
         state.pieces.append(tail)
@@ -249,6 +251,7 @@ async def _stream_step_watched(
         _check_the_stream_ended_well(stream, state, text, spec)
     call = _call_record(spec, settings, prompt, state, latency, attempt, native_stop, text,
                         number, watch)
+    call.deployment = deployment
     return StepText(text=text, call=call, truncated=state.truncated)
 
 
@@ -293,7 +296,7 @@ async def _read_step(
                 # The chat stream wrapper under a text-completion one is reachable only while
                 # the generators run; it knows whether the provider sent a finish reason.
                 state.inner_stream = next(
-                    (wrapper for wrapper in _text_completion_closables(stream)
+                    (wrapper for wrapper in text_completion_closables(stream)
                      if hasattr(wrapper, "received_finish_reason")), False)
             text = _absorb_chunk(chunk, state, mode)
             if text is None:
@@ -329,7 +332,7 @@ def _check_the_stream_ended_well(stream: Any, state: _StreamState, text: str,
     HTML page, an event stream that is not one, `[DONE]` first) is not a model's answer;
     text with no end is a stream cut short (llama-cpp-python ends an interrupted generation
     with `[DONE]` and no finish reason, and litellm then reports "stop")."""
-    if _provider_finish_reason(stream, state) is not None:
+    if provider_finish_reason(stream, state.inner_stream, state.finish_reason) is not None:
         return
     where = f" at {spec.api_base}" if spec.api_base else ""
     if not text and not state.chunks:
@@ -345,19 +348,26 @@ def not_an_answer(spec: ModelSpec, what: str, kind: ErrorKind = "server") -> LLM
     return LLMError(kind, f"the reply from {spec.model}{where} was not a model's answer ({what})")
 
 
-def _provider_finish_reason(stream: Any, state: _StreamState) -> str | None:
+def provider_finish_reason(stream: Any, inner_stream: Any, finish_reason: str | None
+                           ) -> str | None:
     """The finish reason the provider itself sent. litellm's stream wrapper makes up "stop"
     for a stream that ended without one, so a chunk's finish reason alone proves nothing;
     what the provider sent the wrapper keeps in `received_finish_reason` (OpenAI-style
     streams) or, when a chunk carried it without ending the stream there (Gemini's last
     chunk: text and `finishReason` together), in `intermittent_finish_reason` (litellm
     1.103.7; tests/test_hostile_server.py fails if either changes). Text-completion streams
-    wrap a chat stream wrapper (`state.inner_stream`)."""
-    for wrapper in (stream, state.inner_stream):
-        if wrapper and hasattr(wrapper, "received_finish_reason"):
-            return (wrapper.received_finish_reason
-                    or getattr(wrapper, "intermittent_finish_reason", None))
-    return state.finish_reason
+    wrap a chat stream wrapper (`inner_stream`), and so does a router's stream; without
+    either, the finish reason a chunk carried (`finish_reason`) is all there is."""
+    wrappers = [wrapper for wrapper in (stream, inner_stream)
+                if wrapper and hasattr(wrapper, "received_finish_reason")]
+    if not wrappers:
+        return finish_reason
+    for wrapper in wrappers:
+        found = (wrapper.received_finish_reason
+                 or getattr(wrapper, "intermittent_finish_reason", None))
+        if found:
+            return found
+    return None
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -556,16 +566,16 @@ def aligned_tokens_short_of_stop(raw: str, tokens: Sequence[TokenLogprob], start
     return (aligned, withheld) if aligned is not None else (None, "")
 
 
-async def _close_stream(stream: Any) -> None:
+async def close_stream(stream: Any) -> None:
     # The step is already decided; a failure to close the connection changes nothing.
     close = getattr(stream, "aclose", None)
-    closables = [stream] if close is not None else _text_completion_closables(stream)
+    closables = [stream] if close is not None else text_completion_closables(stream)
     for closable in closables:
         with contextlib.suppress(Exception):
             await closable.aclose()
 
 
-def _text_completion_closables(stream: Any) -> list[Any]:
+def text_completion_closables(stream: Any) -> list[Any]:
     """litellm's TextCompletionStreamWrapper (1.103.7) has no aclose (NOTES): under it is a
     chain of async generators that ends in the CustomStreamWrapper holding the HTTP response.
     Walk the chain through the generators' frames; return what to close, innermost first.
@@ -642,6 +652,17 @@ def _call_record(
 _TRANSPORT_SLACK_S = 5.0
 
 
+async def _watching_usage(call: Callable[[UsageWatch], Awaitable[T]]) -> T:
+    """One attempt of a call, with the usage watch the reply guard reports into set around
+    it (records.usage_watch)."""
+    watch = UsageWatch()
+    token = usage_watch.set(watch)
+    try:
+        return await call(watch)
+    finally:
+        usage_watch.reset(token)
+
+
 async def complete(
     spec: ModelSpec,
     messages: Sequence[dict[str, str]],
@@ -680,7 +701,6 @@ async def _complete_once(
     spec: ModelSpec, messages: list[dict[str, str]], settings: CallSettings, attempt: int,
     watch: UsageWatch,
 ) -> Completion:
-    litellm = litellm_module()
     kwargs = call_kwargs(spec, settings)
     # Our own limits below (the first text, each silence) are the ones that count; the HTTP
     # client's, per read, is set past them so that it never fires first and a wait for
@@ -695,26 +715,25 @@ async def _complete_once(
     deadline = loop.time() + settings.answer_timeout_s
     state = _StreamState()
     stream: Any = None
+    deployment: str | None = None
     try:
         async with asyncio.timeout_at(min(loop.time() + settings.timeout_s, deadline)) as limit:
             if spec.mode == "chat":
-                stream = await litellm.acompletion(
-                    messages=finder_messages(spec, settings, messages), **kwargs)
+                kwargs["messages"] = finder_messages(spec, settings, messages)
             else:
-                prompt = "\n\n".join(message["content"] for message in messages)
-                stream = await litellm.atext_completion(prompt=prompt, **kwargs)
-            await _read_answer(stream, state, settings, spec.mode, limit, deadline)
+                kwargs["prompt"] = "\n\n".join(message["content"] for message in messages)
+            stream = await start_call(spec, kwargs, chat=spec.mode == "chat")
+            deployment = served_by(stream) if spec.router else None
+            if spec.router:
+                stream, state.inner_stream = unwrapped(stream)
+            await _read_answer(stream, state, settings, spec, limit, deadline)
     except TimeoutError:
         if not (state.pieces and loop.time() >= deadline - 0.01):
             raise _silence(spec, settings, state) from None
         state.time_cut = True  # the answer's wall-clock limit: kept as far as it came
-    except LLMError:
-        raise
-    except Exception as error:
-        raise classify_error(error, spec, whole_answer=True) from error
     finally:
         if stream is not None:
-            await _close_stream(stream)
+            await close_stream(stream)
     text = "".join(state.pieces)
     if not state.time_cut:
         _check_the_stream_ended_well(stream, state, text, spec, part="answer")
@@ -730,6 +749,7 @@ async def _complete_once(
         attempts=attempt,
         cached_tokens=counts.cached,
         cache_write_tokens=counts.cache_write,
+        deployment=deployment,
     )
     return Completion(text=text, call=call)
 
@@ -749,8 +769,8 @@ def _answer_counts(state: _StreamState, watch: UsageWatch) -> UsageCounts:
     return counts
 
 
-async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings, mode: Mode,
-                       limit: asyncio.Timeout, deadline: float) -> None:
+async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings,
+                       spec: ModelSpec, limit: asyncio.Timeout, deadline: float) -> None:
     """Read a whole answer's chunks to the stream's end. `limit` (the call's timeout until
     the first text) is pushed on after each text by the idle timeout, or the call's own
     where that is shorter (it is the wait "per read"), never past `deadline`; it raises
@@ -763,19 +783,19 @@ async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings,
             chunk = await iterator.__anext__()
         except StopAsyncIteration:
             return
-        except Exception:
+        except Exception as error:
             if state.finish_reason is None:
-                raise
+                raise classify_error(error, spec, whole_answer=True) from error
             state.usage_lost = True  # as for a step: the answer was whole before it failed
             return
-        if mode == "completion" and state.inner_stream is None:
+        if spec.mode == "completion" and state.inner_stream is None:
             state.inner_stream = next(
-                (wrapper for wrapper in _text_completion_closables(stream)
+                (wrapper for wrapper in text_completion_closables(stream)
                  if hasattr(wrapper, "received_finish_reason")), False)
         choice = _chunk_choice(chunk, state)
         if choice is None:
             continue
-        if mode == "chat":
+        if spec.mode == "chat":
             delta = getattr(choice, "delta", None)
             text = getattr(delta, "content", None) if delta is not None else None
         else:

@@ -25,6 +25,7 @@ from typing import Any
 from bbm_tui.core.llm.capabilities import is_offline
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.records import UsageCounts
+from bbm_tui.core.llm.router import deployment_spec
 from bbm_tui.core.types import ModelSpec, sane_cost, sane_tokens
 
 
@@ -50,7 +51,9 @@ def counts_from_litellm(usage: Any) -> UsageCounts:
 def cost_of(spec: ModelSpec, counts: UsageCounts) -> float | None:
     """The call's price from litellm's own cost function given the whole usage (cached
     tokens at the cache's price, cache writes at theirs); None where a count or the model's
-    price is unknown. Offline models cost nothing."""
+    price is unknown. Offline models cost nothing. Behind a router: priced as its group's
+    first deployment."""
+    spec = deployment_spec(spec)
     if is_offline(spec):
         return 0.0
     if counts.prompt is None or counts.completion is None:

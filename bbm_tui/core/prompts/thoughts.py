@@ -102,6 +102,18 @@ class EchoStripper:
         return text
 
 
+def leading_label(text: str) -> tuple[bool, int | None, int]:
+    """The start of `text` read as EchoStripper reads it: (decided, the number of the
+    `Thought N:` label it begins with or None, where the text after the label begins).
+    Undecided while `text` could still be the start of a label."""
+    full = EchoStripper._FULL.match(text)
+    if full and full.end() < len(text):
+        return True, int(full.group(1)), full.end()
+    if EchoStripper._PARTIAL.fullmatch(text):
+        return False, None, 0
+    return True, None, 0
+
+
 # An echoed label at the very start of a step (after its leading whitespace).
 ECHO = re.compile(r"thought[ \t]*(\d+)[ \t]*:[ \t]*", re.IGNORECASE)
 

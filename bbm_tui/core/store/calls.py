@@ -38,7 +38,7 @@ class CallQueries(StoreBase):
     def totals(self, session_id: int) -> Totals:
         """Every call of the session, summed: each step's, sample's and finder's."""
         rows = self._read(
-            f"""SELECT COUNT(*) AS calls, {_TOTALS_COLUMNS}
+            f"""SELECT {_CALLS_COUNTED} AS calls, {_TOTALS_COLUMNS}
                 FROM calls WHERE session_id = ?""",
             (session_id,),
         )
@@ -56,16 +56,20 @@ class CallQueries(StoreBase):
             chunk = tuple(session_ids[start:start + 500])
             marks = ", ".join("?" * len(chunk))
             for row in self._read(
-                f"""SELECT session_id, COUNT(*) AS calls, COALESCE(SUM(cost), 0) AS cost,
-                           SUM(cost IS NULL) AS unpriced
+                f"""SELECT session_id, {_CALLS_COUNTED} AS calls, COALESCE(SUM(cost), 0) AS cost,
+                           {_UNPRICED_COUNTED} AS unpriced
                     FROM calls WHERE session_id IN ({marks}) GROUP BY session_id""", chunk):
                 found[row["session_id"]] = (row["calls"], row["cost"], row["unpriced"])
         return found
 
 
+# A set of calls counted: the steps one streamed call gave have a row each (their shares of
+# it, schema.py v16), all with its id in `one_call`, and are one call.
+_CALLS_COUNTED = "COUNT(DISTINCT COALESCE(one_call, id))"
+_UNPRICED_COUNTED = "COUNT(DISTINCT CASE WHEN cost IS NULL THEN COALESCE(one_call, id) END)"
 # What Totals sums over a set of calls. The models of calls with no known price, one a line
 # (a model's name has no line break: providers' names and model ids never do).
-_TOTALS_COLUMNS = """
+_TOTALS_COLUMNS = f"""
     COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens,
     COALESCE(SUM(completion_tokens), 0) AS completion_tokens,
     COALESCE(SUM(cost), 0) AS cost,
@@ -73,7 +77,7 @@ _TOTALS_COLUMNS = """
     COALESCE(SUM(prompt_estimated), 0) AS prompt_estimated_calls,
     COALESCE(SUM(cached_tokens), 0) AS cached_tokens,
     COALESCE(SUM(cache_write_tokens), 0) AS cache_write_tokens,
-    COALESCE(SUM(cost IS NULL), 0) AS unpriced_calls,
+    {_UNPRICED_COUNTED} AS unpriced_calls,
     (SELECT GROUP_CONCAT(model, char(10)) FROM (
         SELECT DISTINCT model FROM calls AS u
         WHERE u.session_id = calls.session_id AND u.cost IS NULL ORDER BY model
@@ -94,8 +98,8 @@ def insert_call(
         """INSERT INTO calls (session_id, step_id, purpose, model, params, latency_s,
                prompt_tokens, completion_tokens, cost, logprobs, finish_reason, attempts,
                created_at, usage_estimated, cached_tokens, cache_write_tokens,
-               prompt_estimated)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+               prompt_estimated, one_call, deployment)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         (
             session_id,
             step_id,
@@ -116,6 +120,8 @@ def insert_call(
             sane_tokens(call.cached_tokens),
             sane_tokens(call.cache_write_tokens),
             int(call.prompt_estimated),
+            call.one_call,
+            call.deployment,
         ),
     )
     return inserted_id(cursor)

@@ -83,6 +83,10 @@ class Step(NamedTuple):
     # The model branch it is on, in a session of several models side by side (store v15 on);
     # None in a session of one model.
     model_branch_id: int | None = None
+    # The id of the call it was taken from with other steps (one-call mode; None: a call of
+    # its own), and the router deployment that served its call (store v16 on).
+    one_call: str | None = None
+    deployment: str | None = None
 
     @property
     def confidence(self) -> float | None:

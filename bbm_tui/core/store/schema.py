@@ -312,6 +312,16 @@ MIGRATIONS: list[Migration] = [
         REFERENCES model_branches(id) ON DELETE SET NULL;
     CREATE INDEX steps_by_model_branch ON steps(model_branch_id);
     """,
+    # 16: one call for many steps, and many servers (core/llm/one_call.py, router.py). A step
+    # taken from one streamed call with others has its own row here, its share of the call
+    # (its tokens, its latency from the call's start), all of them marked with the call's id
+    # (`one_call`, NULL: a call of its own; the session's calls are its distinct ids). The
+    # deployment of a router file that served a call (NULL: no router).
+    """
+    ALTER TABLE calls ADD COLUMN one_call TEXT;
+    ALTER TABLE calls ADD COLUMN deployment TEXT;
+    CREATE INDEX calls_by_one_call ON calls(one_call) WHERE one_call IS NOT NULL;
+    """,
 ]
 
 

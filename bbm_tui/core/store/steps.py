@@ -35,7 +35,7 @@ def _step_select(tokens: bool) -> str:
            s.created_at, c.latency_s, c.prompt_tokens, {_COMPLETION_TOKENS}, {_COST}, s.logprob,
            s.call_id, s.choice, {token_columns}, s.ntokens, s.call_choices,
            COALESCE(c.usage_estimated, 0), c.cached_tokens, COALESCE(c.prompt_estimated, 0),
-           s.model_branch_id
+           s.model_branch_id, c.one_call, c.deployment
     FROM steps AS s
     LEFT JOIN calls AS c ON c.id = s.call_id
     """
@@ -239,12 +239,12 @@ def step_from_row(row: tuple) -> Step:
     (step_id, session_id, parent_id, number, text, origin, answer, truncated, created_at,
      latency_s, prompt_tokens, completion_tokens, cost, logprob, call_id, choice, tokens,
      alternatives, ntokens, call_choices, usage_estimated, cached_tokens,
-     prompt_estimated, model_branch_id) = row
+     prompt_estimated, model_branch_id, one_call, deployment) = row
     return Step(step_id, session_id, parent_id, number, text, origin, answer, bool(truncated),
                 created_at, latency_s, prompt_tokens, completion_tokens, cost, logprob, call_id,
                 choice, None if tokens is None else tokens_from_json(tokens, alternatives),
                 ntokens, call_choices, bool(usage_estimated), cached_tokens,
-                bool(prompt_estimated), model_branch_id)
+                bool(prompt_estimated), model_branch_id, one_call, deployment)
 
 
 def candidate_from_row(row: sqlite3.Row) -> StoredCandidate:

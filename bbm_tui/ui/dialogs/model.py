@@ -64,8 +64,16 @@ class ModelScreen(Dialog["ModelChoice | None"]):
                 yield Input(value=str(call.max_tokens or ""), id="max-tokens", type="integer")
                 yield Input(value=str(self._settings.step_limit), id="step-limit",
                             type="integer")
-            yield TickBox("Text completion (base models); off: chat", id="completion",
-                           value=self._spec.mode == "completion")
+            with Horizontal(classes="model-row"):
+                yield TickBox("Text completion (base model)", id="completion",
+                              value=self._spec.mode == "completion",
+                              tooltip="Off: chat (the prompt as one user message)")
+                yield TickBox("One call, many steps", id="one-call",
+                              value=self._settings.one_call,
+                              tooltip="One streamed call goes on through the thoughts the "
+                              "model writes with their labels; at the first line without "
+                              "one, the trace goes on one call a step (the paper's way, "
+                              "when this is off)")
             yield Static(id="model-test-result")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(with_key("Test", key_for(self, "model_test")), id="model-test",
@@ -117,9 +125,12 @@ class ModelScreen(Dialog["ModelChoice | None"]):
             return self._refuse("#step-limit", "The step limit: a whole number of at least 1.")
         api_base = self.query_one("#api-base", Input).value.strip() or None
         mode = "completion" if self.query_one("#completion", Checkbox).value else "chat"
+        one_call = self.query_one("#one-call", Checkbox).value
         call = replace(self._settings.call, temperature=temperature, max_tokens=max_tokens)
-        return ModelChoice(llm.ModelSpec(model, api_base, mode),
-                           replace(self._settings, step_limit=step_limit, call=call))
+        # The router file is the config's (`router = ...`), kept as it is.
+        return ModelChoice(llm.ModelSpec(model, api_base, mode, router=self._spec.router),
+                           replace(self._settings, step_limit=step_limit, call=call,
+                                   one_call=one_call))
 
     def _refuse(self, field: str, message: str) -> None:
         self.notify(message, severity="warning", markup=False)

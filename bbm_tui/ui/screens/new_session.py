@@ -7,6 +7,7 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
@@ -164,6 +165,9 @@ def spec_line(spec: ModelSpec, settings: StepperSettings | None = None) -> Conte
     if spec.api_base:
         shown = redact_url(spec.api_base) or ""
         line = line.append(styled(" · ", MUTED)).append(safe_line(shown, 40))
+    if spec.router:
+        line = line.append(styled(" · router ", MUTED)).append(
+            safe_line(Path(spec.router).name, 40))
     if settings is not None:
         line = line.append("\n").append(styled(settings_line(settings), MUTED))
     return line
@@ -215,7 +219,7 @@ class NewSessionScreen(BbmScreen):
     def __init__(self, config: Config, *, task: str | None = None) -> None:
         super().__init__(classes="new-session")  # no id: two may be stacked for a moment
         mode = config.mode if config.mode in MODES else "chat"
-        self.spec = ModelSpec(config.model, config.api_base, mode)
+        self.spec = ModelSpec(config.model, config.api_base, mode, router=config.router)
         titles = task_titles()
         self.task_name = task if task in titles else next(iter(titles))
         self._entries: list[Entry] = []

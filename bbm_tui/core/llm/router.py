@@ -1,0 +1,370 @@
+"""Many servers behind one model name: litellm's Router, built from a `model_list` file.
+
+The file is the one a LiteLLM proxy reads (its `model_list`, and optionally `router_settings`),
+in YAML: each deployment names its model group (`model_name`) and any litellm parameters
+(`litellm_params`: the provider's model, `api_base`, `api_key` or `os.environ/VAR`, ...).
+The model string of a command then names a group, and the Router balances its calls over
+the group's deployments, cools down one that fails, and sends the calls elsewhere meanwhile.
+
+What bbm-tui adds: the steps of one trace stay on one deployment while it is healthy (a
+`DeploymentPin`, so the prompt's prefix stays in that server's cache). A new trace starts on
+the healthy deployment of its group (not cooling down) that holds the fewest traces now: the
+Router's own strategies count requests, and with every trace held to one deployment it is
+the traces that must be spread (a batch's first sixteen traces, started at once, all went to
+one server of two under `least-busy`). A call on the pinned deployment that fails unpins the
+trace, and its next attempt goes to the group through the Router, which skips deployments
+cooling down; the trace is then pinned where that attempt was served. Retries stay ours
+(errors.py): the Router's own are off. Each call records the deployment that served it
+(`served_by`).
+
+Reading the file needs no litellm; building the Router imports it (loader.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from bbm_tui.core.errors import UserError
+from bbm_tui.core.llm.loader import litellm_module
+from bbm_tui.core.redact import redact_url
+from bbm_tui.core.types import ModelSpec
+
+# What bbm-tui sets unless the file's `router_settings` says otherwise: a deployment is
+# cooled down at its first failure (a stopped server fails every call at once; the default,
+# three a minute, would send three more traces' calls to it), for half a minute.
+DEFAULT_ROUTER_SETTINGS: dict[str, Any] = {
+    "allowed_fails": 0,
+    "cooldown_time": 30,
+}
+# Retries are ours (errors.py), each of which goes through the Router again.
+FORCED_ROUTER_SETTINGS: dict[str, Any] = {"num_retries": 0}
+
+
+class RouterFileError(UserError, ValueError):
+    """A router file that cannot be used; the message names the file (and line)."""
+
+    title = "A problem with the router file"
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One server of a model group, as the file lists it."""
+
+    name: str  # what is recorded beside each call it served
+    group: str  # the file's `model_name`
+    model: str  # the litellm model string of its `litellm_params`
+    api_base: str | None
+
+
+@dataclass(frozen=True)
+class RouterFile:
+    path: Path
+    model_list: tuple[dict[str, Any], ...]
+    settings: dict[str, Any]
+    deployments: tuple[Deployment, ...]
+
+    @property
+    def groups(self) -> list[str]:
+        return list(dict.fromkeys(deployment.group for deployment in self.deployments))
+
+    def group(self, name: str) -> list[Deployment]:
+        return [deployment for deployment in self.deployments if deployment.group == name]
+
+
+def read_router_file(path: str | Path) -> RouterFile:
+    """The file checked: a mapping with a non-empty `model_list` of deployments, each with a
+    `model_name` and `litellm_params.model`; `router_settings` a mapping. Each deployment is
+    given a name (its `model_info.id` if the file gives one, else its api base, else its
+    model), unique in the file. Raises RouterFileError."""
+    import yaml  # PyYAML, which litellm's proxy reads these files with too
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise RouterFileError(f"{path}: cannot read the router file ({error})") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise RouterFileError(f"{path}{where}: not valid YAML ({problem})") from None
+    except RecursionError:
+        raise RouterFileError(f"{path}: nested too deeply to read") from None
+    if not isinstance(data, dict):
+        raise RouterFileError(f"{path}: a router file is a mapping with a `model_list`")
+    entries = data.get("model_list")
+    if not isinstance(entries, list) or not entries:
+        raise RouterFileError(f"{path}: `model_list` must be a non-empty list of deployments")
+    lines = _item_lines(node)
+    model_list: list[dict[str, Any]] = []
+    deployments: list[Deployment] = []
+    taken: set[str] = set()
+    for index, entry in enumerate(entries):
+        where = f"{path}, line {lines[index]}" if index < len(lines) else str(path)
+        deployment, entry = _checked_entry(entry, where, taken)
+        taken.add(deployment.name)
+        model_list.append(entry)
+        deployments.append(deployment)
+    settings = data.get("router_settings") or {}
+    if not isinstance(settings, dict):
+        raise RouterFileError(f"{path}: `router_settings` must be a mapping")
+    return RouterFile(path, tuple(model_list), dict(settings), tuple(deployments))
+
+
+def _item_lines(node: Any) -> list[int]:
+    """The 1-based line of each item of the document's `model_list`, for messages."""
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        return []
+    for key, value in node.value:
+        if getattr(key, "value", None) == "model_list" and isinstance(value, yaml.SequenceNode):
+            return [item.start_mark.line + 1 for item in value.value]
+    return []
+
+
+def _checked_entry(entry: Any, where: str, taken: set[str]
+                   ) -> tuple[Deployment, dict[str, Any]]:
+    if not isinstance(entry, dict):
+        raise RouterFileError(f"{where}: a deployment is a mapping with `model_name` and "
+                              "`litellm_params`")
+    group = entry.get("model_name")
+    params = entry.get("litellm_params")
+    if not isinstance(group, str) or not group:
+        raise RouterFileError(f"{where}: the deployment has no `model_name`")
+    if not isinstance(params, dict) or not isinstance(params.get("model"), str):
+        raise RouterFileError(f"{where}: the deployment has no `litellm_params.model`")
+    info = entry.get("model_info") or {}
+    if not isinstance(info, dict):
+        raise RouterFileError(f"{where}: `model_info` must be a mapping")
+    api_base = params.get("api_base")
+    if api_base is not None and not isinstance(api_base, str):
+        raise RouterFileError(f"{where}: `api_base` must be a string")
+    given = info.get("id")
+    if given is not None:
+        name = str(given)
+        if name in taken:
+            raise RouterFileError(f"{where}: another deployment has the id {name!r}")
+    else:
+        name = _unique(_default_name(params["model"], api_base), taken)
+    entry = {**entry, "model_info": {**info, "id": name}}
+    return Deployment(name, group, params["model"], api_base), entry
+
+
+def _default_name(model: str, api_base: str | None) -> str:
+    if api_base and not api_base.startswith("os.environ/"):
+        return redact_url(api_base) or model
+    return model
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    if name not in taken:
+        return name
+    number = 2
+    while f"{name} #{number}" in taken:
+        number += 1
+    return f"{name} #{number}"
+
+
+# -- the Router, built once per file (as it is now) and event loop
+
+
+_files: dict[tuple[str, int, int], RouterFile] = {}
+_routers: dict[tuple[tuple[str, int, int], int], Any] = {}
+# How many live traces are pinned to each deployment, by deployment name (one process).
+_pinned: dict[str, int] = {}
+
+
+def _file_key(path: str) -> tuple[str, int, int]:
+    try:
+        status = os.stat(path)
+    except OSError as error:
+        raise RouterFileError(f"{path}: cannot read the router file ({error})") from None
+    return str(Path(path).resolve()), status.st_mtime_ns, status.st_size
+
+
+def router_file(path: str) -> RouterFile:
+    """The file as it is now, read once per version."""
+    key = _file_key(path)
+    found = _files.get(key)
+    if found is None:
+        found = read_router_file(path)
+        _files.clear()  # an older version's is not used again
+        _files[key] = found
+    return found
+
+
+def _router(path: str) -> tuple[RouterFile, Any]:
+    """The file and its Router, built once per version of the file and event loop (a
+    Router's clients belong to the loop they were made on)."""
+    parsed = router_file(path)
+    try:
+        loop_id = id(asyncio.get_running_loop())
+    except RuntimeError:
+        loop_id = 0
+    key = (_file_key(path), loop_id)
+    router = _routers.get(key)
+    if router is None:
+        router = _build_router(parsed)
+        if len(_routers) >= 4:
+            _routers.clear()
+        _routers[key] = router
+    return parsed, router
+
+
+def _build_router(parsed: RouterFile) -> Any:
+    litellm_module()
+    from litellm.router import Router
+
+    accepted = set(inspect.signature(Router.__init__).parameters) - {"self", "model_list"}
+    unknown = sorted(set(parsed.settings) - accepted)
+    if unknown:
+        raise RouterFileError(f"{parsed.path}: `router_settings` has what litellm's Router does "
+                              f"not take: {', '.join(unknown)}")
+    settings = {**DEFAULT_ROUTER_SETTINGS, **parsed.settings, **FORCED_ROUTER_SETTINGS}
+    try:
+        return Router(model_list=[dict(entry) for entry in parsed.model_list], **settings)
+    except Exception as error:  # litellm's own checks of the list and settings
+        raise RouterFileError(f"{parsed.path}: litellm's Router refused it ({error})") from None
+
+
+def deployment_spec(spec: ModelSpec) -> ModelSpec:
+    """What a model behind a router is, for the questions asked of a model before a call
+    (native stop, log-probabilities, `n`...): the first deployment of its group, as if it were
+    called directly. A spec without a router is itself."""
+    if spec.router is None:
+        return spec
+    deployments = router_file(spec.router).group(spec.model)
+    if not deployments:
+        return replace(spec, router=None)
+    first = deployments[0]
+    return replace(spec, model=first.model, api_base=first.api_base, router=None)
+
+
+def check_group(spec: ModelSpec) -> str | None:
+    """Why `spec.model` cannot be called through its router file (None: it can)."""
+    if spec.router is None:
+        return None
+    try:
+        parsed = router_file(spec.router)
+    except RouterFileError as error:
+        return str(error)
+    if parsed.group(spec.model):
+        return None
+    return (f"{spec.router} has no model group {spec.model!r} (it has "
+            f"{', '.join(repr(group) for group in parsed.groups)})")
+
+
+@dataclass
+class DeploymentPin:
+    """The deployment one trace's calls go to while it is healthy (None: the trace has none
+    yet, or its deployment failed). Release it when the trace's run ends."""
+
+    deployment: str | None = None
+    # Every deployment that served the trace, in order (for the tests and the notes).
+    served: list[str] = field(default_factory=list)
+
+    def keep(self, deployment: str | None) -> None:
+        if deployment == self.deployment:
+            return
+        self.forget()
+        self.deployment = deployment
+        if deployment is not None:
+            _pinned[deployment] = _pinned.get(deployment, 0) + 1
+            if not self.served or self.served[-1] != deployment:
+                self.served.append(deployment)
+
+    def forget(self) -> None:
+        if self.deployment is not None:
+            _pinned[self.deployment] = max(0, _pinned.get(self.deployment, 0) - 1)
+        self.deployment = None
+
+    release = forget
+
+
+def _least_pinned(parsed: RouterFile, group: str, router: Any) -> str | None:
+    """The healthy deployment of the group holding the fewest traces (the file's order
+    breaks ties); None when every one is cooling down (the Router then says so)."""
+    cooling = set(_cooling_down(router))
+    healthy = [deployment.name for deployment in parsed.group(group)
+               if deployment.name not in cooling]
+    if not healthy:
+        return None
+    return min(healthy, key=lambda name: _pinned.get(name, 0))
+
+
+def _cooling_down(router: Any) -> list[str]:
+    """The deployments the Router is cooling down now (litellm 1.103.7's own list; none
+    where another version has it elsewhere: a failed call then unpins as before)."""
+    try:
+        from litellm.router_utils.cooldown_handlers import _get_cooldown_deployments
+
+        return [str(name) for name in _get_cooldown_deployments(router, None)]
+    except Exception:
+        return []
+
+
+async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
+                     pin: DeploymentPin | None = None) -> Any:
+    """litellm's `acompletion` (chat) or `atext_completion` with `kwargs`, directly or, with a
+    router, through it: to the pinned deployment if there is one, else (a new trace) to the
+    healthy deployment holding the fewest traces, else (an attempt after a failure) to the
+    model group. The trace is pinned where the call was served; a failure unpins it."""
+    if spec.router is None:
+        litellm = litellm_module()
+        return await (litellm.acompletion if chat else litellm.atext_completion)(**kwargs)
+    parsed, router = _router(spec.router)
+    if not parsed.group(spec.model):
+        raise RouterFileError(check_group(spec) or spec.model)
+    kwargs = {name: value for name, value in kwargs.items() if name not in ("api_base",
+                                                                         "api_key")}
+    if pin is not None and pin.deployment is None and not pin.served:
+        # A new trace (after a failure the Router chooses): held to its deployment from now,
+        # before the call goes out, so that traces starting at once spread over them.
+        pin.keep(_least_pinned(parsed, spec.model, router))
+    kwargs["model"] = pin.deployment if pin is not None and pin.deployment else spec.model
+    try:
+        stream = await (router.acompletion if chat else router.atext_completion)(**kwargs)
+    except BaseException:
+        if pin is not None:
+            pin.forget()
+        raise
+    if pin is not None:
+        pin.keep(served_by(stream))
+    return stream
+
+
+def unwrapped(stream: Any) -> tuple[Any, Any]:
+    """A stream the Router handed back, as the step reader needs it: (what to read and close,
+    the provider's stream wrapper under it, which knows whether the provider sent a finish
+    reason, or None). The Router wraps a chat stream in a generator of its own (litellm
+    1.103.7: `FallbackStreamWrapper`, the provider's wrapper a local of that generator) and a
+    text-completion stream in a thin iterator (`_inner`) that has no `aclose`, which is read
+    and closed through what it wraps. Anything else is left as it is."""
+    inner = getattr(stream, "_inner", None)
+    if inner is not None and hasattr(inner, "__aiter__"):
+        return inner, None
+    frame = getattr(getattr(stream, "_async_generator", None), "ag_frame", None)
+    provider = frame.f_locals.get("model_response") if frame is not None else None
+    return stream, provider if hasattr(provider, "received_finish_reason") else None
+
+
+def served_by(response: Any) -> str | None:
+    """The deployment that served a Router call (its name in the file), from the response's
+    hidden parameters; None for a call made without a router."""
+    hidden = getattr(response, "_hidden_params", None)
+    if not isinstance(hidden, dict):
+        inner = getattr(response, "completion_stream", None)  # a text completion's wrapper
+        hidden = getattr(inner, "_hidden_params", None)
+    if isinstance(hidden, dict):
+        found = hidden.get("model_id")
+        return str(found) if found else None
+    return None

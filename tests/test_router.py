@@ -1,0 +1,147 @@
+"""Many servers behind one model name (core/llm/router.py, litellm's Router) over HTTP: two local
+servers in a router file; a batch over both, one stopped mid-batch, finishes with every trace
+written once, each trace's steps from one deployment until that one failed; the router file's
+mistakes named with its line."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bbm_tui.core import llm
+from bbm_tui.core.batch.run import jobs_from_bundled, run_batch
+from bbm_tui.core.generation.stepper import StepperSettings
+from bbm_tui.core.llm.router import read_router_file
+from bbm_tui.core.store import Store
+from tests.openai_server import FakeOpenAI, Reply, dataset_responder
+
+RETRIES = llm.RetryPolicy(attempts=4, base_delay_s=0.05, max_delay_s=0.2)
+SETTINGS = StepperSettings(call=llm.CallSettings(retry=RETRIES))
+
+
+def router_yaml(path: Path, *servers: tuple[str, FakeOpenAI], extra: str = "") -> Path:
+    lines = ["model_list:"]
+    for name, server in servers:
+        lines += ["  - model_name: tiny",
+                  "    litellm_params:",
+                  "      model: openai/test",
+                  f"      api_base: {server.base_url}",
+                  "      api_key: no-key",
+                  "    model_info:",
+                  f"      id: {name}"]
+    path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def two_servers() -> Any:
+    left, right = FakeOpenAI().start(), FakeOpenAI().start()
+    yield left, right
+    left.stop()
+    right.stop()
+
+
+async def test_a_batch_over_two_servers_survives_one_stopped_midway(
+    two_servers: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path
+) -> None:
+    left, right = two_servers
+    served = {"left": 0}
+    stopping = threading.Event()
+
+    def left_then_gone(path: str, body: dict[str, Any]) -> Reply:
+        served["left"] += 1
+        if served["left"] == 25 and not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=left.stop, daemon=True).start()
+        return dataset_responder(path, body)
+
+    left.responder = left_then_gone
+    right.responder = dataset_responder
+    router = router_yaml(tmp_path / "router.yaml", ("left", left), ("right", right))
+    spec = llm.ModelSpec("tiny", mode="chat", router=str(router))
+    jobs = jobs_from_bundled("word_sorting", 16)
+    out = tmp_path / "out.jsonl"
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        progress = await run_batch(jobs, spec, store, out, concurrency=8, settings=SETTINGS)
+        assert stopping.is_set()
+        assert (progress.done, progress.failed) == (16, 0), progress.errors
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [row["dataset_index"] for row in rows] == list(range(16))  # each once, in order
+        moved = 0
+        for session in store.sessions():
+            deployments = [step.deployment for step in store.branch(session.session.id)]
+            assert None not in deployments
+            # One deployment while it was healthy; at most one move, off the stopped one.
+            changes = [(a, b) for a, b in itertools.pairwise(deployments) if a != b]
+            assert changes in ([], [("left", "right")]), deployments
+            moved += bool(changes)
+        assert moved >= 1  # some traces were on the left server when it stopped
+        used = {step.deployment for session in store.sessions()
+                for step in store.branch(session.session.id)}
+        assert used == {"left", "right"}
+
+
+async def test_the_steps_of_a_trace_stay_on_one_deployment(
+    two_servers: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path
+) -> None:
+    left, right = two_servers
+    left.responder = right.responder = dataset_responder
+    router = router_yaml(tmp_path / "router.yaml", ("left", left), ("right", right))
+    spec = llm.ModelSpec("tiny", router=str(router))
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        progress = await run_batch(jobs_from_bundled("logical_deduction", 8), spec, store,
+                                   tmp_path / "out.jsonl", concurrency=4, settings=SETTINGS)
+        assert progress.done == 8
+        for session in store.sessions():
+            assert len({step.deployment for step in store.branch(session.session.id)}) == 1
+    assert left.requests and right.requests  # both served
+
+
+def test_the_router_files_mistakes_are_named_with_their_line(tmp_path: Path) -> None:
+    path = tmp_path / "router.yaml"
+    path.write_text("model_list:\n  - model_name: a\n    litellm_params:\n      model: x\n"
+                    "  - model_name: b\n    litellm_params: {}\n", encoding="utf-8")
+    with pytest.raises(llm.RouterFileError, match=r"router.yaml, line 5: .*litellm_params.model"):
+        read_router_file(path)
+    path.write_text("model_list: [\n", encoding="utf-8")
+    with pytest.raises(llm.RouterFileError, match=r"line 2: not valid YAML"):
+        read_router_file(path)
+    path.write_text("model_list: []\n", encoding="utf-8")
+    with pytest.raises(llm.RouterFileError, match="non-empty list"):
+        read_router_file(path)
+    # Names: the file's id, else the api base (its key redacted), else the model; unique.
+    path.write_text("model_list:\n"
+                    "  - {model_name: a, litellm_params: {model: x, api_base: 'http://h:1/v1'}}\n"
+                    "  - {model_name: a, litellm_params: {model: x, api_base: 'http://h:1/v1'}}\n"
+                    "  - {model_name: a, litellm_params: {model: y}, model_info: {id: mine}}\n",
+                    encoding="utf-8")
+    names = [d.name for d in read_router_file(path).deployments]
+    assert names == ["http://h:1/v1", "http://h:1/v1 #2", "mine"]
+
+
+async def test_a_model_the_router_file_has_no_group_for_is_refused_before_any_call(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    router = router_yaml(tmp_path / "router.yaml", ("only", openai_server))
+    spec = llm.ModelSpec("other", router=str(router))
+    with pytest.raises(llm.LLMError, match="has no model group 'other'") as raised:
+        async for _ in llm.stream_step(spec, "Q\nThought 1:"):
+            pass
+    assert raised.value.kind in llm.STOPS_A_BATCH
+    assert openai_server.requests == []
+
+
+async def test_unknown_router_settings_are_refused(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    router = router_yaml(tmp_path / "router.yaml", ("only", openai_server),
+                         extra="router_settings:\n  no_such_setting: 3\n")
+    spec = llm.ModelSpec("tiny", router=str(router))
+    with pytest.raises(llm.LLMError, match="no_such_setting"):
+        async for _ in llm.stream_step(spec, "Q\nThought 1:"):
+            pass
