@@ -624,7 +624,10 @@ async def test_complete_returns_the_whole_answer(openai_server: FakeOpenAI) -> N
     )
     assert result.text == "Thought 1 looks fine.\nSo the answer is No."
     body = only_request(openai_server).body
-    assert "stop" not in body and body.get("stream") is not True
+    # Streamed, read to its end (a slow model writes a long answer over minutes), with the
+    # provider's usage asked for as a step's is; no stop.
+    assert "stop" not in body and body.get("stream") is True
+    assert body["stream_options"] == {"include_usage": True}
     assert result.call.prompt_tokens == 3
 
 
