@@ -221,7 +221,16 @@ class SideBySideScreen(BbmScreen):
         for column in shown:
             column.level(rows, gap)
         self.level_facts()
-        self.call_after_refresh(self._scrolled, self.columns[self._focused])
+        self.call_after_refresh(self._after_levelling)
+
+    def _after_levelling(self) -> None:
+        """Laid out level: a streaming column whose rows just overflowed its pane follows its
+        end (the levelling, not its own text, can be what made it overflow), and the columns
+        scroll with the focused one."""
+        for column in self.columns:
+            if column.display and column.view.running:
+                column.view.thoughts.follow()
+        self._scrolled(self.columns[self._focused])
 
     def level_facts(self) -> None:
         """The facts under every column's thoughts as tall as the tallest, so that the

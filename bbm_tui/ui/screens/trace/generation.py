@@ -115,6 +115,10 @@ class Generation:
             return
         thought.finish(step, wall_clock=view.context.wall_clock)
         view.thoughts.streaming_finished(thought)
+        # Its last line (the figures) can be the one that makes the thoughts overflow: the
+        # end is followed from then on, as it is from a token's (a trace that just overflowed
+        # at its end stayed scrolled to the top, its answer a line out of sight).
+        view.thoughts.call_after_refresh(view.thoughts.follow)
         view.post_message(CallsMade(event.call))
         if event.call.impossible_logprobs:
             view.notify(f"Thought {event.number} came with log-probabilities no model could "
