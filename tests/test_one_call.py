@@ -233,3 +233,21 @@ async def test_the_step_limit_and_the_steps_asked_for_close_the_call(
     assert finished_texts(events) == recorded[:4]
     assert isinstance(events[-1], TraceFinished) and events[-1].reason == TraceEnd.STEP_LIMIT
     assert len(openai_server.requests) == 2
+
+
+def test_a_step_says_it_was_taken_from_one_call_and_which_deployment_served_it() -> None:
+    """Under a thought: its share of one call, and the router deployment of its call."""
+    from bbm_tui.core.store import Step
+    from bbm_tui.ui.text import step_meta
+
+    shared = Step(1, 1, None, 2, "So the order is fig, pear.", "model", None, False, 0.0,
+                  latency_s=0.31, completion_tokens=9, usage_estimated=True, call_id=3,
+                  one_call="abc", deployment="gpu-\x1b[31m1")
+    meta = step_meta(shared)
+    assert "0.31 s · taken from one call · served by gpu-" in meta
+    assert "~9 tok" in meta
+    from bbm_tui.core.textsafe import one_line  # what the thought's view draws of it
+
+    assert "\x1b" not in one_line(meta) and "served by gpu-" in one_line(meta)
+    own = shared._replace(one_call=None, deployment=None)
+    assert "one call" not in step_meta(own) and "served by" not in step_meta(own)
