@@ -8,7 +8,8 @@ against tests/anthropic_server.py's FakeAnthropic on 127.0.0.1, which answers li
 that wrote the dataset (the bundled 21-step word-sorting trace, cut at 20 steps by
 `--step-limit 20`) and caches as Anthropic documents (tests/fake_server.py's PromptCache):
 only prefixes that end at a block marked `cache_control`, read back from any later block
-boundary up to 20 blocks before a mark, nothing below the model's minimum. Its usage is
+boundary up to 20 blocks before a mark, nothing below the minimum Anthropic documents for
+the request's model. Its usage is
 Anthropic's: `input_tokens` (uncached), `cache_read_input_tokens`,
 `cache_creation_input_tokens`, in `message_start`, which the client reads although it closes
 every step's stream at the newline. The model is `anthropic/claude-sonnet-4-5`, whose prices
@@ -22,9 +23,14 @@ Each call's input is priced from the usage stored for it, with litellm's cost fu
 output, the same both ways, is left out). Run once with caching (the default) and once with
 `caching = false` in the config.
 
-Why the figure is what it is: each step re-reads everything before it (at 0.1x), each token
-of the trace is written once (at 1.25x), and Thought 1's prompt, below the minimum, is paid in
-full and then written again by Thought 2. The full run measures, beside the main figure:
+Why the figure is what it is: each step's prompt goes as the step before's plus one block
+(the thought's text, the line break, the next label), the last block marked, so each step
+re-reads everything before it (at 0.1x) and writes only its new block (at 1.25x): each token
+of the trace is written once, and nothing after Thought 1 is paid in full. Thought 1's
+prompt, below the minimum, is paid in full and then written again by Thought 2. The run
+prints the least any marking can cost on the trace (a client that knew which step is the
+last, and wrote nothing there) beside the figure. The full run measures, beside the main
+figure:
 
 - `claude-haiku-4-5`, whose 4,096-token minimum the trace never reaches (nothing is cached);
 - the same trace on a server whose minimum is 900 tokens (no Claude model's), so that
@@ -134,16 +140,14 @@ def input_cost(model: str, calls: list[dict]) -> float:
 
 
 def use_cache(server, model: str, minimum: int | None = None) -> int:
-    """The server caches as Anthropic does for `model` (or with another minimum)."""
-    from bbm_tui.core import llm
-    from tests.fake_server import PromptCache
+    """The server caches as Anthropic documents it for `model` (its minimum from the
+    server's table of Anthropic's documented minimums, or the one given)."""
+    from tests.fake_server import PromptCache, anthropic_minimum
 
-    known = llm.caching_minimum(llm.ModelSpec(model))
-    assert known is not None
     server.tokenize = claude_tokens(model)
-    server.prompt_cache = PromptCache(explicit=True, minimum_tokens=minimum or known,
+    server.prompt_cache = PromptCache(explicit=True, minimum_tokens=minimum,
                                       tokenize=server.tokenize)
-    return minimum or known
+    return minimum or anthropic_minimum(model.split("/", 1)[1])
 
 
 def both_ways(server, model: str, task: str, rows: list[dict], folder: Path,
@@ -176,6 +180,22 @@ def report(model: str, cached: list[dict], uncached: list[dict]) -> float:
     return ratio
 
 
+def least_possible(prompts: list[int], minimum: int) -> float:
+    """The input cost, as a part of the uncached one, of the best any client can do on a
+    trace whose step k's prompt (`prompts[k]` tokens) is step k-1's and more, under
+    Anthropic's rules: a step reads at most the prompt before it, and only if that was long
+    enough to be written (0.1x); it writes the rest (1.25x) where its prompt is long enough
+    and a later step will read it; anything else is paid in full."""
+    cost = 0.0
+    for index, prompt in enumerate(prompts):
+        before = prompts[index - 1] if index else 0
+        read = before if before >= minimum else 0
+        last = index == len(prompts) - 1
+        written = prompt - read if prompt >= minimum and not last else 0
+        cost += 0.1 * read + 1.25 * written + (prompt - read - written)
+    return cost / sum(prompts)
+
+
 def measure(server, model: str, folder: Path, label: str, minimum: int | None = None
             ) -> float:
     """The 20-step trace, with caching and without."""
@@ -190,6 +210,9 @@ def measure(server, model: str, folder: Path, label: str, minimum: int | None = 
     if len(cached) != STEPS:
         raise SystemExit(f"expected {STEPS} calls, got {len(cached)}")
     ratio = report(model, cached, uncached)
+    least = least_possible([call["prompt_tokens"] for call in cached], minimum)
+    print(f"  the least any marking can cost on this trace (a client that knew which step is "
+          f"the last, and wrote nothing there): {least:.4f}x")
     first = cached[0]
     first_cached = first["cached_tokens"] + first["cache_write_tokens"] > 0
     print(f"  Thought 1's prompt, {first['prompt_tokens']:,} tokens: "

@@ -17,9 +17,14 @@ public reference, for litellm's `anthropic/…` adapter pointed at it with `--ap
   a wrong `x-api-key` (when `api_key` is set) is 401 `authentication_error`; scripted
   statuses get their type (429 `rate_limit_error`, with `retry-after` when the reply sets
   the header; 529 `overloaded_error`, "Overloaded").
-- With `prompt_cache` set (`PromptCache(explicit=True)`), a prefix that ends at a content
-  block marked `cache_control` is written once and read by every later request that starts
-  with it, reported as the API reports them.
+- With `prompt_cache` set (`PromptCache(explicit=True)`), the prompt is cached as
+  Anthropic's prompt-caching documentation says: each block marked `cache_control` (at
+  most four) writes the prefix up to and including it; a later request reads the longest
+  prefix written before that ends at one of its block boundaries, at most 20 blocks before
+  one of its marks; nothing shorter than the model's documented minimum is cached
+  (tests/fake_server.py's PromptCache). Reads and writes are reported as the API reports
+  them (`cache_read_input_tokens`, `cache_creation_input_tokens`, and `input_tokens` the
+  rest).
 """
 
 from __future__ import annotations
@@ -78,7 +83,7 @@ class FakeAnthropic(FakeServer):
     def asked(self, body: dict[str, Any], request: web.Request) -> Asked:
         return Asked(prompt=prompt_of(body), stops=tuple(body.get("stop_sequences") or ()),
                      max_tokens=body.get("max_tokens"), stream=bool(body.get("stream")),
-                     segments=segments_of(body))
+                     segments=segments_of(body), model=str(body.get("model") or ""))
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         record, body = await self._record(request)

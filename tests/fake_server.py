@@ -148,6 +148,8 @@ class Asked:
     # The prompt as the provider's cache sees it: (text, marked for caching) segments in
     # order (Anthropic's `cache_control`); one unmarked segment elsewhere.
     segments: tuple[tuple[str, bool], ...] = ()
+    # The model the request names (its cache's minimum can depend on it).
+    model: str = ""
 
 
 @dataclass(frozen=True)
@@ -255,21 +257,45 @@ def token_logprob(reply: Reply, place: int, otherwise: Any) -> Any:
     return otherwise
 
 
+# Anthropic's minimum cacheable prompt length by model, as its prompt-caching documentation
+# lists it ("Cache limitations", as of late 2025: 4,096 tokens for Claude Opus 4.6, Opus 4.5
+# and Haiku 4.5; 2,048 for Claude Haiku 3.5 and Haiku 3; 1,024 for Claude Sonnet 4.6,
+# Sonnet 4.5, Opus 4.1, Opus 4, Sonnet 4 and Sonnet 3.7), by the start of the model's id.
+ANTHROPIC_MINIMUM_TOKENS = (
+    ("claude-opus-4-6", 4096), ("claude-opus-4-5", 4096), ("claude-haiku-4-5", 4096),
+    ("claude-3-5-haiku", 2048), ("claude-3-haiku", 2048),
+)
+ANTHROPIC_DEFAULT_MINIMUM = 1024
+# OpenAI's automatic caching starts at 1,024 prompt tokens, in steps of 128.
+AUTOMATIC_MINIMUM = 1024
+
+
+def anthropic_minimum(model: str) -> int:
+    """The fewest tokens Anthropic caches for `model` (an id as the API takes it)."""
+    return next((minimum for start, minimum in ANTHROPIC_MINIMUM_TOKENS
+                 if model.startswith(start)), ANTHROPIC_DEFAULT_MINIMUM)
+
+
 class PromptCache:
     """A provider's prompt cache, as the tests need it: a prefix is cached once a request
     has carried it, and read by any later request that starts with it.
 
-    `explicit` (Anthropic): only a prefix that ends at a content block marked for caching is
-    cached (a "breakpoint", at most `max_marks` of them). A request reads the longest prefix
-    cached before it that ends at one of its block boundaries, looking back at most
-    `lookback_blocks` blocks from each of its marks; the rest, up to its last mark, it writes
-    (reported as written). A prefix shorter than `minimum_tokens` is never cached, and
-    nothing says so. Otherwise (OpenAI, Gemini): any prompt is cached automatically, and a
-    later prompt reads the longest cached prefix it shares, in whole blocks of
-    `block_tokens`, from `minimum_tokens` on, as with the real providers."""
+    `explicit` (Anthropic, as its prompt-caching documentation describes it): a request's
+    `cache_control` marks are its breakpoints, at most `max_marks` of them (four). Each mark
+    writes the prefix up to and including its block. A lookup checks, from each mark back to
+    at most `lookback_blocks` (20) block boundaries before it, whether the prefix that ends
+    at that boundary was written before: a hit only at a block boundary, and only within
+    that window (a prefix that ends mid-block, or further back, is not found). The request
+    reads the longest hit and writes the rest, up to its last mark (reported as read,
+    0.1x the input price, and written, 1.25x). A prefix one model wrote is not read by
+    another (a cache is the model's own work on the prefix). A prefix shorter than the
+    model's minimum (`minimum_tokens`, else Anthropic's documented one for the request's
+    model) is never cached, and nothing says so. Otherwise (OpenAI, Gemini): any prompt is cached
+    automatically, and a later prompt reads the longest cached prefix it shares, in whole
+    blocks of `block_tokens`, from the minimum on, as with the real providers."""
 
-    def __init__(self, explicit: bool, minimum_tokens: int = 1024, block_tokens: int = 128,
-                 lookback_blocks: int = 20, max_marks: int = 4,
+    def __init__(self, explicit: bool, minimum_tokens: int | None = None,
+                 block_tokens: int = 128, lookback_blocks: int = 20, max_marks: int = 4,
                  tokenize: Tokenizer = str.split) -> None:
         self.explicit = explicit
         self.tokenize = tokenize
@@ -284,7 +310,13 @@ class PromptCache:
         with self._lock:
             self.prefixes.clear()
 
-    def usage(self, segments: Iterable[tuple[str, bool]]) -> tuple[int, int]:
+    def minimum(self, model: str = "") -> int:
+        """The fewest tokens a cached prefix has, for a request naming `model`."""
+        if self.minimum_tokens is not None:
+            return self.minimum_tokens
+        return anthropic_minimum(model) if self.explicit else AUTOMATIC_MINIMUM
+
+    def usage(self, segments: Iterable[tuple[str, bool]], model: str = "") -> tuple[int, int]:
         """(read, written) tokens for a prompt made of these segments, caching it."""
         words: list[object] = []  # tokens: words, unless told otherwise
         ends: list[int] = []  # each segment's end, in tokens
@@ -298,32 +330,36 @@ class PromptCache:
             raise ValueError(f"at most {self.max_marks} blocks can be marked for caching")
         with self._lock:
             if self.explicit:
-                return self._explicit(words, ends, marks)
-            return self._automatic(words)
+                return self._explicit(words, ends, marks, model)
+            return self._automatic(words, self.minimum(model))
 
-    def _explicit(self, words: list[object], ends: list[int], marks: list[int]
-                  ) -> tuple[int, int]:
+    def _explicit(self, words: list[object], ends: list[int], marks: list[int],
+                  model: str) -> tuple[int, int]:
+        # A cache holds one model's work on a prefix: keyed by the model too.
+        def key(end: int) -> tuple[object, ...]:
+            return (model, *words[:end])
+
         read = 0
         for mark in marks:
             for index in range(mark, max(-1, mark - self.lookback_blocks - 1), -1):
-                if ends[index] > read and tuple(words[:ends[index]]) in self.prefixes:
+                if ends[index] > read and key(ends[index]) in self.prefixes:
                     read = ends[index]
                     break
-        cacheable = [ends[mark] for mark in marks if ends[mark] >= self.minimum_tokens]
+        cacheable = [ends[mark] for mark in marks if ends[mark] >= self.minimum(model)]
         for end in cacheable:
-            self.prefixes.add(tuple(words[:end]))
+            self.prefixes.add(key(end))
         last = max(cacheable, default=0)
         return read, max(0, last - read)
 
-    def _automatic(self, words: list[object]) -> tuple[int, int]:
-        if len(words) < self.minimum_tokens:
+    def _automatic(self, words: list[object], minimum: int) -> tuple[int, int]:
+        if len(words) < minimum:
             return 0, 0
         read = 0
         for prefix in self.prefixes:
             shared = _shared_length(prefix, words)
             read = max(read, shared - shared % self.block_tokens)
         self.prefixes.add(tuple(words))
-        return (read if read >= self.minimum_tokens else 0), 0
+        return (read if read >= minimum else 0), 0
 
 
 def _shared_length(a: tuple[object, ...], b: list[object]) -> int:
@@ -529,7 +565,8 @@ class FakeServer:
                          for text, _ in asked.segments or ((asked.prompt, False),))
         cached, written = 0, 0
         if self.prompt_cache is not None and reply.prompt_tokens is None:
-            cached, written = self.prompt_cache.usage(asked.segments or ((asked.prompt, False),))
+            cached, written = self.prompt_cache.usage(
+                asked.segments or ((asked.prompt, False),), asked.model)
         if reply.cached_tokens is not None:
             cached = reply.cached_tokens
         if reply.cache_write_tokens is not None:

@@ -8,6 +8,7 @@ marks; a prompt below the model's caching minimum gets a note, once."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
@@ -23,6 +24,7 @@ from bbm_tui.core.prompts.generation import next_step_parts, next_step_prompt
 from bbm_tui.core.store import Store, default_path
 from bbm_tui.core.tasks import TASK_NAMES
 from tests.fake_server import PromptCache, Reply, dataset_responder
+from tests.test_usage_wires import by_hand
 
 ROOT = Path(__file__).resolve().parents[1]
 ANTHROPIC = "anthropic/claude-haiku-4-5"
@@ -52,21 +54,31 @@ def blocks_of(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("task", TASK_NAMES)
 def test_the_marked_blocks_join_to_the_shipped_prompt_byte_for_byte(task: str) -> None:
-    row = bundled_rows(task)[0]
+    """Every step's blocks join to the paper's prompt from the shipped files; the first is
+    the few-shot prompt file's bytes; each step's blocks are the step before's and one more
+    (so a prefix the step before wrote ends at one of its block boundaries), that one the
+    model's step after its label, the line break and the next label; the few-shot prompt and
+    the last block are marked."""
+    row = max(bundled_rows(task)[:20], key=lambda row: len(row.steps))
     spec = llm.ModelSpec(ANTHROPIC)
-    for done in (0, 1, len(row.steps) - 1):
+    few_shot = (ROOT / "prompts" / "generation_prompts" / f"{task}_prompt.txt").read_bytes()
+    before: list[str] = []
+    for done in range(len(row.steps) + 1):
         steps = list(row.steps[:done])
         parts = next_step_parts(task, row.input, steps)
         prompt = next_step_prompt(task, row.input, steps)
         blocks = blocks_of({"messages": step_messages(spec, llm.CallSettings(), prompt, parts)})
-        assert "".join(block["text"] for block in blocks).encode() == shipped_prompt(
-            task, row.input, steps)
-        few_shot = (ROOT / "prompts" / "generation_prompts" / f"{task}_prompt.txt").read_bytes()
-        assert blocks[0]["text"].encode() == few_shot
-        # Two marks: the few-shot prefix and the last thought (the question, at Thought 1).
+        texts = [block["text"] for block in blocks]
+        assert "".join(texts).encode() == shipped_prompt(task, row.input, steps)
+        assert texts[0].encode() == few_shot
+        if done == 0:
+            assert texts[1] == f"\n\n{QUESTIONS[task].format(row.input)}\nThought 1:"
+        else:
+            assert texts[:-1] == before
+            assert texts[-1] == f" {row.steps[done - 1]}\nThought {done + 1}:"
+        before = texts
         marked = [index for index, block in enumerate(blocks) if "cache_control" in block]
-        assert marked == [0, len(blocks) - 2]
-        assert blocks[-1]["text"] == f"Thought {done + 1}:"
+        assert marked == [0, len(blocks) - 1]
         assert all(block["cache_control"] == {"type": "ephemeral"}
                    for block in blocks if "cache_control" in block)
 
@@ -109,7 +121,13 @@ def caching_anthropic(anthropic_server, monkeypatch):
     return anthropic_server
 
 
-def test_each_step_reads_the_prefix_and_the_thoughts_before_it_from_the_cache(
+def words_of_prompts(row) -> list[int]:
+    """Each step's prompt length in the server's tokens (words), Thought 1's first."""
+    return [len(next_step_prompt("word_sorting", row.input, row.steps[:k]).split())
+            for k in range(len(row.steps))]
+
+
+def test_each_step_reads_the_whole_prompt_of_the_step_before_from_the_cache(
     caching_anthropic, tmp_path: Path, capsys,
 ) -> None:
     run_question(caching_anthropic, ANTHROPIC, tmp_path, capsys)
@@ -120,18 +138,75 @@ def test_each_step_reads_the_prefix_and_the_thoughts_before_it_from_the_cache(
         texts = "".join(block["text"] for block in blocks_of(request.body))
         assert texts.encode() == shipped_prompt("word_sorting", row.input, row.steps[:done])
     calls = anthropic_calls()
-    words = [len(next_step_prompt("word_sorting", row.input, row.steps[:k]).split())
-             for k in range(len(row.steps))]
-    # Thought 1 writes the few-shot prefix and the question; each step after reads all that
-    # the step before it wrote, and writes the thought it adds; only its label is uncached.
+    words = words_of_prompts(row)
+    # Thought 1 writes its whole prompt; each step after reads all of the step before's
+    # prompt and writes the thought it adds with the next label: nothing is uncached.
     assert [c["prompt_tokens"] for c in calls] == words
-    assert (calls[0]["cached_tokens"], calls[0]["cache_write_tokens"]) == (0, words[0] - 2)
+    assert (calls[0]["cached_tokens"], calls[0]["cache_write_tokens"]) == (0, words[0])
     for k in range(1, len(calls)):
-        assert calls[k]["cached_tokens"] == words[k - 1] - 2, k
-        thought = f"Thought {k}: {row.steps[k - 1]}"
-        assert calls[k]["cache_write_tokens"] == len(thought.split()), k
-        assert calls[k]["prompt_tokens"] - calls[k]["cached_tokens"] - calls[k][
-            "cache_write_tokens"] == 2  # "Thought k+1:"
+        assert calls[k]["cached_tokens"] == words[k - 1], k
+        assert calls[k]["cache_write_tokens"] == words[k] - words[k - 1], k
+    # Stored as reported, and priced as cached (reads 0.1x, writes 1.25x the input price).
+    for call in calls:
+        assert call["cost"] == pytest.approx(by_hand(
+            ANTHROPIC, call["prompt_tokens"], call["cached_tokens"],
+            call["cache_write_tokens"], call["completion_tokens"]), rel=1e-9)
+
+
+def test_when_thought_1s_prompt_is_below_the_minimum_thought_2_writes_it_all(
+    anthropic_server, monkeypatch, tmp_path: Path, capsys,
+) -> None:
+    """As with word sorting on Claude Sonnet 4.5 (Thought 1's prompt 985 tokens, the minimum
+    1,024): nothing of Thought 1's prompt is cached, Thought 2 writes its whole prompt, and
+    from Thought 3 on each step reads what the one before wrote."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    row = bundled_rows("word_sorting")[0]
+    words = words_of_prompts(row)
+    anthropic_server.prompt_cache = PromptCache(explicit=True, minimum_tokens=words[0] + 1)
+    anthropic_server.responder = dataset_responder
+    run_question(anthropic_server, ANTHROPIC, tmp_path, capsys)
+    calls = anthropic_calls()
+    assert [c["prompt_tokens"] for c in calls] == words
+    assert (calls[0]["cached_tokens"], calls[0]["cache_write_tokens"]) == (0, 0)
+    assert (calls[1]["cached_tokens"], calls[1]["cache_write_tokens"]) == (0, words[1])
+    for k in range(2, len(calls)):
+        assert (calls[k]["cached_tokens"], calls[k]["cache_write_tokens"]) == (
+            words[k - 1], words[k] - words[k - 1]), k
+
+
+def test_backtracking_and_rewriting_from_a_middle_thought_read_the_shared_part(
+    caching_anthropic, tmp_path: Path, capsys,
+) -> None:
+    """After a trace, the samples for its Thought m+1 (the same prompt as the trace's step
+    m+1) read that prompt whole, and a trace going on from a rewritten Thought m+1 reads
+    everything before it and writes only the new thought."""
+    from bbm_tui.core.generation.backtrack import resample_step
+    from bbm_tui.core.generation.stepper import StepFinished, StepperSettings, run_steps
+
+    run_question(caching_anthropic, ANTHROPIC, tmp_path, capsys)
+    row = bundled_rows("word_sorting")[0]
+    words = words_of_prompts(row)
+    middle = len(row.steps) // 2
+    prior = list(row.steps[:middle])
+    spec = llm.ModelSpec(ANTHROPIC, caching_anthropic.base_url)
+    rewritten = "I should start by looking at the first letter of each word."
+
+    async def backtrack_then_go_on():
+        resample = await resample_step("word_sorting", row.input, prior, row.steps[middle],
+                                       spec, llm.CallSettings(), n=3)
+        caching_anthropic.enqueue(Reply(text=" The list is sorted.\n"))  # not the dataset's
+        events = run_steps("word_sorting", row.input, spec, [*prior, rewritten],
+                           max_new_steps=1, settings=StepperSettings())
+        return resample, [event async for event in events if isinstance(event, StepFinished)]
+
+    resample, [step] = asyncio.run(backtrack_then_go_on())
+    assert len(resample.samples.calls) == 3
+    for call in resample.samples.calls:
+        assert (call.prompt_tokens, call.cached_tokens, call.cache_write_tokens) == (
+            words[middle], words[middle], 0)
+    added = len(f" {rewritten}\nThought {middle + 2}:".split())
+    assert (step.call.prompt_tokens, step.call.cached_tokens, step.call.cache_write_tokens) == (
+        words[middle] + added, words[middle], added)
 
 
 def test_a_traces_first_step_reads_the_few_shot_prefix_another_trace_wrote(
@@ -151,7 +226,7 @@ def test_a_traces_first_step_reads_the_few_shot_prefix_another_trace_wrote(
     second = calls[len(rows[0].steps)]
     assert second["cached_tokens"] == prefix_words
     question = next_step_prompt("word_sorting", rows[1].input, [])
-    assert second["cache_write_tokens"] == len(question.split()) - prefix_words - 2
+    assert second["cache_write_tokens"] == len(question.split()) - prefix_words
 
 
 def test_caching_false_sends_no_mark_and_costs_more(caching_anthropic, tmp_path: Path,
@@ -256,8 +331,9 @@ def test_a_prompt_below_the_caching_minimum_gets_one_note(anthropic_server, monk
 
 
 def test_the_test_servers_cache_looks_back_from_a_mark_as_anthropics_does() -> None:
-    """A mark writes the prefix up to it; a later request reads the longest prefix written
-    before that ends at one of its block boundaries, at most 20 blocks back from a mark."""
+    """A mark writes the prefix up to and including its block; a later request reads the
+    longest prefix written before that ends at one of its block boundaries, at most 20
+    blocks back from a mark, and writes the rest up to its last mark."""
     cache = PromptCache(explicit=True, minimum_tokens=3)
     few_shot = ("a b c", True)
     assert cache.usage([few_shot, ("q", False), ("t1", True), ("l2", False)]) == (0, 5)
@@ -269,8 +345,68 @@ def test_the_test_servers_cache_looks_back_from_a_mark_as_anthropics_does() -> N
     # Too far back (the look back stops 20 blocks before the mark): nothing read.
     far = [few_shot, *[(f"w{i}", False) for i in range(25)], ("end", True)]
     assert cache.usage([("a b c", False), *far[1:]]) == (0, 29)
+    # 20 blocks back is still found; 21 is not.
+    cache = PromptCache(explicit=True, minimum_tokens=1)
+    assert cache.usage([("p", True)]) == (0, 1)
+    assert cache.usage([("p", False), *[(f"x{i}", False) for i in range(19)],
+                        ("y", True)]) == (1, 20)
+    assert cache.usage([("p", False), *[(f"z{i}", False) for i in range(20)],
+                        ("y", True)]) == (0, 22)
+    # A prefix that ends inside a block is not found: hits are at block boundaries only.
+    cache = PromptCache(explicit=True, minimum_tokens=1)
+    assert cache.usage([("a b", True)]) == (0, 2)
+    assert cache.usage([("a b c", True)]) == (0, 3)
     # Below the minimum a mark caches nothing; more than four marks are refused.
     small = PromptCache(explicit=True, minimum_tokens=100)
     assert small.usage([few_shot, ("q", True)]) == (0, 0)
     with pytest.raises(ValueError):
         cache.usage([(f"m{i}", True) for i in range(5)])
+
+
+@pytest.mark.parametrize("model, minimum", [
+    ("claude-sonnet-4-5", 1024), ("claude-sonnet-4-5-20250929", 1024),
+    ("claude-opus-4-1", 1024), ("claude-sonnet-4-20250514", 1024),
+    ("claude-3-7-sonnet-20250219", 1024), ("claude-opus-4-5", 4096),
+    ("claude-haiku-4-5", 4096), ("claude-3-5-haiku-20241022", 2048),
+    ("claude-3-haiku-20240307", 2048),
+])
+def test_the_test_servers_cache_has_anthropics_documented_minimum_per_model(
+    model: str, minimum: int,
+) -> None:
+    """Without a minimum given, the one Anthropic documents for the request's model: a
+    prefix one token short of it is not cached, one of exactly that length is."""
+    cache = PromptCache(explicit=True)
+    short, enough = " ".join(["w"] * (minimum - 1)), " ".join(["v"] * minimum)
+    assert cache.usage([(short, True)], model) == (0, 0)
+    assert cache.usage([(enough, True)], model) == (0, minimum)
+    assert cache.usage([(enough, True), ("more", False)], model) == (minimum, 0)
+
+
+async def test_the_anthropic_server_takes_the_minimum_from_the_requests_model(
+    anthropic_server, monkeypatch,
+) -> None:
+    """Over HTTP through litellm: the same 1,500-word prompt, marked, is cached for
+    claude-sonnet-4-5 (1,024) and not for claude-haiku-4-5 (4,096)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    anthropic_server.prompt_cache = PromptCache(explicit=True)
+    prompt = " ".join(f"w{i}" for i in range(1500)) + "\nThought 1:"
+    parts = (prompt[:-len("\nThought 1:")], "\nThought 1:")
+    written = {}
+    for model in ("anthropic/claude-sonnet-4-5", "anthropic/claude-haiku-4-5"):
+        anthropic_server.enqueue(Reply(text=" x\n"))
+        spec = llm.ModelSpec(model, anthropic_server.base_url)
+        items = [item async for item in llm.stream_step(spec, prompt, llm.CallSettings(),
+                                                         parts=parts)]
+        result = items[-1]
+        assert isinstance(result, llm.StepText)
+        written[model] = result.call.cache_write_tokens
+    assert written == {"anthropic/claude-sonnet-4-5": 1502, "anthropic/claude-haiku-4-5": 0}
+
+
+def test_the_test_servers_cache_is_each_models_own() -> None:
+    """What one model wrote another does not read."""
+    cache = PromptCache(explicit=True, minimum_tokens=2)
+    prompt = [("a b c", True), ("d", False)]
+    assert cache.usage(prompt, "claude-sonnet-4-5") == (0, 3)
+    assert cache.usage(prompt, "claude-opus-4-1") == (0, 3)
+    assert cache.usage(prompt, "claude-sonnet-4-5") == (3, 0)

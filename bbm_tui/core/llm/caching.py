@@ -6,12 +6,16 @@ prompt the last one plus a thought: the exact case providers' prompt caches are 
   need only the same bytes first: the prompt is sent as one text, unchanged.
 - Providers that cache only what is marked (Anthropic, and the providers litellm passes
   `cache_control` on to in the same way: Claude on Vertex AI and Azure AI) get the prompt as
-  content blocks that join to exactly the same text: the task's prompt (the few-shot prefix,
-  shared by every trace of the task), the question, one block per thought, the next label.
-  Two marks (Anthropic allows four): the few-shot prefix, read by every trace's first step,
-  and the last thought, read back by the next step (Anthropic looks for a cached prefix at
-  each block boundary up to 20 blocks before a mark), so a step pays full price for its new
-  label only. A finder's few-shot messages get one mark, on the last of them.
+  content blocks that join to exactly the same text, each a slice of it
+  (prompts/generation.next_step_parts): the task's prompt (the few-shot prefix, shared by
+  every trace of the task), the question with the first label, then one block per thought:
+  what the model wrote after its label, the line break, the next label. A step's prompt is
+  the step before's and one block more. Two marks (Anthropic allows four): the few-shot
+  prefix, read by every trace's first step, and the last block, so that each step writes
+  its whole prompt and the next reads it whole (Anthropic looks for a cached prefix at each
+  block boundary up to 20 blocks before a mark: a step whose predecessor's write was lost
+  reads the last one before it). A step pays full price for nothing, once its prompt is
+  past the minimum. A finder's few-shot messages get one mark, on the last of them.
 - Nothing is cached below the model's minimum (litellm knows some; else Anthropic's and
   OpenAI's 1,024 tokens): `below_caching_minimum` says when a prompt was, for a note (for the
   models litellm's map knows: of another, its caching is not known).
@@ -58,15 +62,16 @@ def _takes_cache_control(model: str) -> bool:
 def step_messages(spec: ModelSpec, settings: CallSettings, prompt: str,
                   parts: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The one user message of a generation step. `parts` (the prompt in the pieces
-    prompts/generation.py makes: few-shot prefix, question, each thought, next label) join to
-    `prompt`; where the provider needs marks they become marked content blocks."""
-    if not (settings.caching and len(parts) > 2 and marks_cache(spec)):
+    prompts/generation.py makes: few-shot prefix, question and first label, one per thought)
+    join to `prompt`; where the provider needs marks they become content blocks, the first
+    and the last marked."""
+    if not (settings.caching and len(parts) > 1 and marks_cache(spec)):
         return [{"role": "user", "content": prompt}]
     if "".join(parts) != prompt:
         raise ValueError("the prompt's parts do not join to the prompt")
     blocks: list[dict[str, Any]] = [{"type": "text", "text": part} for part in parts if part]
     blocks[0]["cache_control"] = EPHEMERAL
-    blocks[-2]["cache_control"] = EPHEMERAL
+    blocks[-1]["cache_control"] = EPHEMERAL
     return [{"role": "user", "content": blocks}]
 
 

@@ -23,14 +23,23 @@ def next_step_prompt(task: Task | str, input_text: str, steps: Sequence[str]) ->
 
 def next_step_parts(task: Task | str, input_text: str, steps: Sequence[str]
                     ) -> tuple[str, ...]:
-    """The same prompt in the pieces a provider's prompt cache can key on (core/llm/caching.py):
-    the task's prompt (the same for every step of every trace), the question, each thought so
-    far, and the label that asks for the next. Joined, exactly `next_step_prompt`:
+    """The same prompt in the pieces a provider's prompt cache can key on (core/llm/caching.py),
+    each a slice of it: the task's prompt (the same for every step of every trace), the
+    question with the first label, then for each thought so far what the model wrote after
+    its label, the line break and the next label. So the prompt for step k+1 is the prompt
+    for step k and one piece more, and a cache written up to the end of one step's prompt is
+    read whole by the next. Joined, exactly `next_step_prompt`:
 
-        PROMPT + "\n\n" + question + "\n" + "Thought 1: s1\n" + ... + "Thought {k+1}:"
+        PROMPT + "\n\n" + question + "\n" + "Thought 1:" + " s1\nThought 2:" + ...
+        + " sk\nThought {k+1}:"
     """
     found = get_task(task)
-    thoughts = tuple(thought_line(number, step) + "\n"
-                     for number, step in enumerate(steps, start=1))
-    return (found.prompt, "\n\n" + found.question(input_text) + "\n", *thoughts,
-            label(len(steps) + 1))
+    question = "\n\n" + found.question(input_text) + "\n" + label(1)
+    continuations = tuple(_continuation(number, step)
+                          for number, step in enumerate(steps, start=1))
+    return (found.prompt, question, *continuations)
+
+
+def _continuation(number: int, step: str) -> str:
+    """What Thought `number` adds to the prompt after its label: " text\nThought {number+1}:"."""
+    return thought_line(number, step)[len(label(number)):] + "\n" + label(number + 1)
