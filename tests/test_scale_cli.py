@@ -179,3 +179,25 @@ def test_two_models_behind_one_router_file(openai_server: FakeOpenAI, tmp_path: 
     assert api_base.code == 2 and "--api-base" in api_base.err and "--router" in api_base.err
     assert not (tmp_path / "unknown.jsonl").exists()
     assert not (tmp_path / "api_base.jsonl").exists()
+
+
+def test_the_configs_one_call_is_turned_off_for_one_run(openai_server: FakeOpenAI,
+                                                       tmp_path: Path) -> None:
+    """`one_call = true` in the config: a run makes one call a trace; --no-one-call makes it
+    one call a step (the paper's protocol) without touching the config."""
+    import os
+
+    Path(os.environ["BBM_TUI_CONFIG"]).write_text("one_call = true\n", encoding="utf-8")
+    openai_server.responder = dataset_trace_responder
+    run = ("run", "--model", "openai/test", "--api-base", openai_server.base_url, "--task",
+           "word_sorting", "--dataset", "--limit", "2", "--no-progress")
+    [configured] = run_all([(*run, "--out", str(tmp_path / "one.jsonl"))])
+    assert configured.code == 0, configured.err
+    assert len(openai_server.requests) == 2
+    [per_step] = run_all([(*run, "--no-one-call", "--out", str(tmp_path / "per-step.jsonl"))],
+                         machine(tmp_path, "other"))
+    assert per_step.code == 0, per_step.err
+    steps = sum(len(row.steps) for row in bundled_rows("word_sorting")[:2])
+    asked = openai_server.requests[2:]
+    assert len(asked) == steps and all("stop" in request.body for request in asked)
+    assert (tmp_path / "one.jsonl").read_text().count("\n") == 2
