@@ -165,7 +165,8 @@ def test_two_models_behind_one_router_file(openai_server: FakeOpenAI, tmp_path: 
     base = ("run", "--router", str(router), "--task", "word_sorting", "--dataset", "--limit",
             "2", "--no-progress")
     [both, unknown, api_base] = run_all([
-        (*base, "--model", "tiny", "--model", "small", "--out", str(tmp_path / "both.jsonl")),
+        (*base, "--model", "tiny", "--model", "small", "--json", "--out",
+         str(tmp_path / "both.jsonl")),
         (*base, "--model", "tiny", "--model", "openai/gpt-4o", "--out",
          str(tmp_path / "unknown.jsonl")),
         (*base, "--model", "tiny", "--api-base", openai_server.base_url, "--out",
@@ -175,6 +176,17 @@ def test_two_models_behind_one_router_file(openai_server: FakeOpenAI, tmp_path: 
     rows = [json.loads(line) for line in (tmp_path / "both.jsonl").read_text().splitlines()]
     assert [row["model"] for row in rows] == ["tiny", "small"] * 2
     assert {request.body["model"] for request in openai_server.requests} == {"tiny", "small"}
+    # Who served the calls: in --json's usage, and in the summary.
+    usage = json.loads(both.out)["usage"]
+    assert set(usage["calls_by_deployment"]) == {"tiny-server", "small-server"}
+    assert sum(usage["calls_by_deployment"].values()) == usage["calls"] == len(
+        openai_server.requests)
+    # A local model behind the file has no price: unknown, not $0 (litellm's Router puts an
+    # entry without a price in litellm's price map for each deployment's model).
+    assert usage["cost"] is None and both.err.strip().endswith("tokens, cost unknown")
+    halves = usage["calls_by_deployment"]
+    assert (f"bbm-tui: served by small-server {halves['small-server']} calls, tiny-server "
+            f"{halves['tiny-server']} calls") in both.err
     assert unknown.code == 2 and "no model group 'openai/gpt-4o'" in unknown.err
     assert api_base.code == 2 and "--api-base" in api_base.err and "--router" in api_base.err
     assert not (tmp_path / "unknown.jsonl").exists()
