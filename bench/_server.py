@@ -8,6 +8,7 @@ own line with its label (a model that goes on with the prompt's format); `--seri
 request at a time, the others waiting their turn (llama-server with one slot, a GPU server at
 its batch limit), the latency paid by each in turn. `GET /bench/stats` says how many requests
 it answered and how many prompt tokens they carried (a word is a token, as its usage counts).
+`--tokens-per-s N` streams a word every 1/N seconds (a model writing at N tokens a second).
 Prints its base URL on stdout, then serves until stdin closes.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from aiohttp import web  # noqa: E402
 
 from tests.fake_server import Asked, dataset_trace_responder  # noqa: E402
-from tests.openai_server import FakeOpenAI, dataset_responder  # noqa: E402
+from tests.openai_server import FakeOpenAI, Reply, dataset_responder  # noqa: E402
 
 
 class BenchServer(FakeOpenAI):
@@ -64,13 +66,26 @@ def main() -> None:
     options.add_argument("--trace", action="store_true",
                          help="answer with the rest of the trace, each thought labelled")
     options.add_argument("--serial", action="store_true", help="one request at a time")
+    options.add_argument("--tokens-per-s", type=float, default=0.0,
+                         help="stream a word every 1/N seconds (0: as fast as it can)")
     args = options.parse_args()
     server = BenchServer(args.latency_ms / 1000, args.serial).start()
-    server.responder = dataset_trace_responder if args.trace else dataset_responder
+    responder = dataset_trace_responder if args.trace else dataset_responder
+    server.responder = paced(responder, 1 / args.tokens_per_s) if args.tokens_per_s > 0 \
+        else responder
     server.requests = _Discard()  # a long benchmark must not keep every request body
     print(server.base_url, flush=True)
     sys.stdin.read()
     server.stop()
+
+
+def paced(responder: Callable[[str, dict], Reply],
+          chunk_delay_s: float) -> Callable[[str, dict], Reply]:
+    def respond(path: str, body: dict) -> Reply:
+        reply = responder(path, body)
+        reply.chunk_delay_s = chunk_delay_s
+        return reply
+    return respond
 
 
 class _Discard(list):

@@ -22,7 +22,8 @@ sys.path.insert(0, str(ROOT))  # the backtracking shot drives the tests' local m
 SIZE = (120, 36)
 SHOTS = ("new-session", "streaming", "flagged", "flagged-80x24", "finder", "sessions",
          "backtrack", "backtracked", "branch-tree", "compare", "tokens", "annotate",
-         "adjudicate", "help-80x24", "dataset", "finder-vs-paper")
+         "adjudicate", "help-80x24", "dataset", "finder-vs-paper", "side-by-side-80x24",
+         "side-by-side-250x50")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -102,6 +103,64 @@ async def flagged(out: Path) -> None:
         await pilot.pause(0.2)
         still(pilot)
         app.save_screenshot("flagged.svg", str(out))
+
+
+SIDE_BY_SIDE = dict(task="tracking_shuffled_objects", question=3)  # the README's demo
+
+
+def side_by_side_app():  # type: ignore[no-untyped-def]
+    from bbm_tui.core.types import ModelSpec
+    from bbm_tui.ui.app import BbmApp
+
+    return BbmApp(models=[ModelSpec("replay/bbm"), ModelSpec("solver/bbm")], **SIDE_BY_SIDE)
+
+
+async def side_by_side_small(out: Path) -> None:
+    """replay/bbm beside solver/bbm at 80x24, mid-stream: both columns streaming Thought 6,
+    the line under them saying where their traces part."""
+    from bbm_tui.ui.screens.side_by_side import SideBySideScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "12"
+    app = side_by_side_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SideBySideScreen))
+        screen = app.screen
+        await pilot.press("r")
+
+        def mid_stream() -> bool:
+            streaming = all(len(column.trace.steps) == 5 and column.view.thoughts.streaming
+                            is not None and len(column.view.thoughts.streaming.text) > 30
+                            for column in screen.columns)
+            # and levelled: each streaming thought starts on one screen row (the columns are
+            # levelled five times a second while they stream).
+            return streaming and len({column.view.thoughts.streaming.region.y
+                                      for column in screen.columns}) == 1
+
+
+        await wait_for(pilot, mid_stream, timeout=120)
+        still(pilot)
+        app.save_screenshot("side-by-side-80x24.svg", str(out))
+        await pilot.press("escape")
+
+
+async def side_by_side_wide(out: Path) -> None:
+    """The same at 250x50, both finished: the recording's Thought 5 flagged as its first
+    mistake and its wrong answer beside the solver's right one."""
+    from bbm_tui.ui.screens.side_by_side import SideBySideScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "0"
+    app = side_by_side_app()
+    async with app.run_test(size=(250, 50)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SideBySideScreen))
+        screen = app.screen
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(column.trace.finished and not column.view.running
+                                          for column in screen.columns))
+        await pilot.press("5", "enter", "x")
+        await wait_for(pilot, lambda: screen.columns[0].trace.mistake_number == 5)
+        await pilot.pause(0.3)
+        still(pilot)
+        app.save_screenshot("side-by-side-250x50.svg", str(out))
 
 
 async def flagged_small(out: Path) -> None:
@@ -418,7 +477,8 @@ def preserve_spaces(svg: Path) -> None:
 async def main(out: Path, only: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for shot in (new_session, streaming, flagged, flagged_small, finder, sessions, backtrack,
-                 annotate, adjudicate, help_small, dataset, finder_vs_paper):
+                 annotate, adjudicate, help_small, dataset, finder_vs_paper,
+                 side_by_side_small, side_by_side_wide):
         if only and shot.__name__ not in only:
             continue
         await shot(out)

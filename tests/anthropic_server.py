@@ -104,6 +104,7 @@ class FakeAnthropic(FakeServer):
         if asked.stream:
             framing = _Framing(self, reply, body, asked, stop_reason, stop_sequence)
             return await self._stream(request, record, reply, pieces, framing)
+        await self.writing_time(reply, len(pieces))
         usage = self.usage_of(reply, asked, len(pieces))
         return web.json_response({
             "id": "msg_test_1", "type": "message", "role": "assistant",

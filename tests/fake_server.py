@@ -54,7 +54,8 @@ class Reply:
     # when the test says so, whatever the machine's speed.
     hold: threading.Event | None = None
     hold_s: float = 10.0
-    chunk_delay_s: float = 0.0  # between streamed pieces: a model writing slowly
+    # Between streamed pieces: a model writing slowly (a whole answer waits for them all).
+    chunk_delay_s: float = 0.0
     # After the stream's headers, before its first chunk: a model thinking before it writes.
     first_chunk_delay_s: float = 0.0
     # Close the socket abruptly after N chunks; a whole (non-streamed) answer is cut off
@@ -527,6 +528,14 @@ class FakeServer:
         asked = self.asked(body, request)
         text, ended = limited_text(reply, reply.text, asked.stops, asked.max_tokens)
         return Answer(reply, asked, text, ended)
+
+    async def writing_time(self, reply: Reply, pieces: int) -> None:
+        """A whole (non-streamed) answer is sent once the model has written all of it: as
+        long as its stream would take (`first_chunk_delay_s`, then `chunk_delay_s` a
+        piece), all of it before the first byte, as a real server does."""
+        wait_s = reply.first_chunk_delay_s + reply.chunk_delay_s * pieces
+        if wait_s:
+            await asyncio.sleep(wait_s)
 
     async def _hold(self, record: RecordedRequest, event: threading.Event, limit_s: float
                     ) -> None:

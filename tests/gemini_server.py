@@ -123,6 +123,7 @@ class FakeGemini(FakeServer):
             framing = _Framing(self, reply, model, asked, finish, len(pieces),
                                _config(body))
             return await self._stream(request, record, reply, pieces, framing)
+        await self.writing_time(reply, len(pieces))
         config = _config(body)
         texts = choice_texts(reply, text, int(config.get("candidateCount")
                                               or config.get("candidate_count") or 1), asked)

@@ -78,6 +78,7 @@ class FakeOllama(FakeServer):
         framing = _Framing(self, reply, body, asked, chat, done_reason)
         if asked.stream:
             return await self._stream(request, record, reply, pieces, framing)
+        await self.writing_time(reply, len(pieces))
         return web.json_response(framing.line(text, done=True, sent=len(pieces)),
                                  headers=reply.headers)
 

@@ -122,6 +122,7 @@ class FakeOpenAI(FakeServer):
             pieces = pieces_of(text, reply.chunk_chars)
             framing = _Framing(reply, body, chat, asked, self)
             return await self._stream(request, record, reply, pieces, framing)
+        await self.writing_time(reply, len(pieces_of(text, reply.chunk_chars)))
         whole = self._whole(reply, text, chat, body, asked)
         if reply.drop_after_chunks is not None or reply.malformed_after_chunks is not None or (
             reply.stall_s

@@ -59,7 +59,8 @@ def test_find_judges_over_each_wire(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, wire: Wire,
     tmp_path: Path, capsys: pytest.CaptureFixture,
 ) -> None:
-    """A finder's answer is whole (not streamed), with no stop: the verdicts parse."""
+    """A finder's answer is whole (streamed, read to its end), with no stop: the verdicts
+    parse."""
     server, _ = connect(request, wire, monkeypatch)
     server.responder = lambda path, body: Reply("Thought 2 is wrong, so the answer is: 2")
     source = rows_of("multistep_arithmetic", 2, tmp_path)
@@ -73,7 +74,7 @@ def test_find_judges_over_each_wire(
     assert predictions == [1, 1]
     assert len(server.requests) == 2
     for record in server.requests:
-        assert not is_streamed(record.path, record.body)
+        assert is_streamed(record.path, record.body)
         assert stop_sent(wire, record.body) is None
 
 

@@ -112,7 +112,8 @@ files:
              every session, step, label and finder run (SQLite; BBM_TUI_HOME moves it)
   config     {config_path()}
              model, api_base, mode, step_limit, max_tokens, logprobs, timeout,
-             step_timeout, verify_live and a [keymap]; never API keys (BBM_TUI_CONFIG moves it)
+             step_timeout, idle_timeout, answer_timeout, verify_live, caching and a
+             [keymap]; never API keys (BBM_TUI_CONFIG moves it)
   JSONL      the dataset's rows: input, steps, answer, target, mistake_index (0-based; null
              = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
              stats, import and export read and write. The field's step-level formats are read

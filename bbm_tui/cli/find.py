@@ -59,7 +59,7 @@ def command(args: argparse.Namespace) -> int:
         spec = get_judge(args.method).spec(config.model_spec())
         shard = shard_of(args)
     batch = BatchCommand[FindOutcome](
-        "find", args.out, not args.no_progress, calls_detail, print_summary,
+        "find", args.out, not args.no_progress, find_detail, print_summary,
         progress_of=lambda outcome: outcome.progress)
     # find writes no sessions: the store's path is only there to refuse it as PREDS.
     outcome = drive_batch(batch, lambda on_progress: find_batch(
@@ -92,6 +92,13 @@ def command(args: argparse.Namespace) -> int:
         print_charts(args, lambda charts: [charts.finder_chart(
             outcome.report, paper, args.paper or "", _finder_name(args))], to_stderr=to_stderr)
     return EXIT_FAILURE if outcome.progress.failed else EXIT_OK
+
+
+def find_detail(progress: FindProgress) -> str:
+    """Beside the bar: calls and the cost, and a call being made again ("retry 2 of 4
+    (timed out)")."""
+    retrying = progress.retry_note()
+    return calls_detail(progress) + (f" · {retrying}" if retrying else "")
 
 
 def print_summary(out: Path, progress: FindProgress, stopped: bool = False) -> None:

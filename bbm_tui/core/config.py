@@ -10,6 +10,8 @@
     timeout = 60                     # seconds a call may wait to connect, per read, and
                                      # for a stream's first text (raise for reasoning models)
     step_timeout = 300               # seconds one step may take in all; then it is cut
+    idle_timeout = 30                # seconds a stream may go silent once it has begun
+    answer_timeout = 600             # seconds a finder's whole answer may take in all
     verify_live = true               # the task verifier marks each thought as it finishes
     caching = true                   # mark the few-shot prefix for the provider's prompt
                                      # cache where it needs a mark (Anthropic); false: don't
@@ -34,7 +36,9 @@ from typing import Any
 from bbm_tui.core.errors import UserError
 from bbm_tui.core.tomltext import line_of, toml_error_message, too_deep_message
 from bbm_tui.core.types import (
+    DEFAULT_ANSWER_TIMEOUT_S,
     DEFAULT_FINDER_MAX_TOKENS,
+    DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MODEL,
     DEFAULT_STEP_LIMIT,
     DEFAULT_STEP_MAX_TOKENS,
@@ -72,6 +76,8 @@ class Config:
     keymap: dict[str, str] = field(default_factory=dict)
     path: Path | None = None
     step_timeout: float = DEFAULT_STEP_TIMEOUT_S
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
+    answer_timeout: float = DEFAULT_ANSWER_TIMEOUT_S
     verify_live: bool = False
     temperature: float = 0.0  # generation's; the paper's is 0
     caching: bool = True  # mark prompts' unchanging prefixes for the provider's cache
@@ -93,7 +99,7 @@ class Config:
         call = CallSettings(temperature=self.temperature, max_tokens=self.max_tokens,
                             logprobs=self.logprobs,
                             timeout_s=self.timeout, step_timeout_s=self.step_timeout,
-                            caching=self.caching)
+                            idle_timeout_s=self.idle_timeout, caching=self.caching)
         return StepperSettings(step_limit=step_limit or self.step_limit, call=call,
                                one_call=self.one_call)
 
@@ -103,9 +109,10 @@ class Config:
 
     def finder_settings(self) -> CallSettings:
         """A mistake finder's calls: the paper's (temperature 0, no stop, room for CoT
-        reasoning), with this config's timeout."""
+        reasoning), with this config's timeouts."""
         return CallSettings(temperature=0.0, max_tokens=DEFAULT_FINDER_MAX_TOKENS,
-                            timeout_s=self.timeout, caching=self.caching)
+                            timeout_s=self.timeout, idle_timeout_s=self.idle_timeout,
+                            answer_timeout_s=self.answer_timeout, caching=self.caching)
 
 
 def config_path() -> Path:
@@ -164,8 +171,8 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
                 "environment (e.g. OPENAI_API_KEY)",
             )
     known = {"model", "api_base", "mode", "step_limit", "max_tokens", "temperature",
-             "logprobs", "timeout", "step_timeout", "verify_live", "caching", "keymap",
-             "router", "one_call"}
+             "logprobs", "timeout", "step_timeout", "idle_timeout", "answer_timeout",
+             "verify_live", "caching", "keymap", "router", "one_call"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise fail(
@@ -207,7 +214,7 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
             if not isinstance(data[key], bool):
                 raise fail(key, f"{key!r} must be true or false")
             values[key] = data[key]
-    for key in ("timeout", "step_timeout"):
+    for key in ("timeout", "step_timeout", "idle_timeout", "answer_timeout"):
         if key in data:
             value = data[key]
             if isinstance(value, bool) or not isinstance(value, int | float) or not (

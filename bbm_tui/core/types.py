@@ -22,6 +22,10 @@ DEFAULT_STEP_MAX_TOKENS = 1024
 # Seconds a call may wait to connect, for each read, and for a stream's first text.
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_STEP_TIMEOUT_S = 300.0
+# Longest silence of a stream once it has begun to write.
+DEFAULT_IDLE_TIMEOUT_S = 30.0
+# A whole answer (a finder's) at a slow local model's ~3 tokens a second: ~1,800 tokens.
+DEFAULT_ANSWER_TIMEOUT_S = 600.0
 DEFAULT_STEP_LIMIT = 160
 # The temperatures a person may set for generation (OpenAI's range; most providers share it).
 MIN_TEMPERATURE = 0.0
@@ -261,10 +265,13 @@ class CallSettings:
     timeout_s: float = DEFAULT_TIMEOUT_S
     # Longest silence between two chunks of a stream, once it has begun to write, before it
     # counts as a timeout (before its first text, `timeout_s` applies).
-    idle_timeout_s: float = 30.0
+    idle_timeout_s: float = DEFAULT_IDLE_TIMEOUT_S
     # Wall-clock limit of one generation step: a server dripping text with no newline is cut
     # here, the text kept and marked truncated, like a token-limit cut.
     step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S
+    # Wall-clock limit of one whole answer (a mistake finder's), streamed: what came by then
+    # is kept (finish reason "time_limit"), as a step's is.
+    answer_timeout_s: float = DEFAULT_ANSWER_TIMEOUT_S
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     # Mark the prompt's unchanging prefix for the provider's prompt cache, where the provider
     # needs a mark (Anthropic's `cache_control`; docs/DESIGN.md §3). Off: the same text, unmarked.

@@ -111,8 +111,13 @@ def fit_message(message: str, then: str, width: int, lines: int) -> str:
 
 def _cut(message: str, length: int, then: str) -> str:
     start = message[:length]
-    if length < len(message) and " " in start.strip():
-        start = start[:start.rstrip().rfind(" ")]  # at a word, not inside one
+    if length < len(message):
+        if " " not in start.strip() and then:
+            # Not even its first word fits: `then` alone ("Finish… Label the trace" said
+            # nothing in a side-by-side column).
+            return then
+        if " " in start.strip():
+            start = start[:start.rstrip().rfind(" ")]  # at a word, not inside one
     return f"{start.rstrip(' ,;:—-')}… {then}".strip()
 
 

@@ -7,6 +7,7 @@ reopened as it was, its streaming column going on; columns that do not fit one k
 from __future__ import annotations
 
 import threading
+from itertools import pairwise
 
 import pytest
 from textual.pilot import Pilot
@@ -20,8 +21,9 @@ from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace
 from bbm_tui.core.trace.side_by_side import SideBySide
 from bbm_tui.core.types import ModelBranchState
+from bbm_tui.ui.screens.model_column import ModelColumn
 from bbm_tui.ui.screens.new_session import NewSessionScreen
-from bbm_tui.ui.screens.side_by_side import ModelColumn, SideBySideScreen
+from bbm_tui.ui.screens.side_by_side import SideBySideScreen
 from bbm_tui.ui.screens.trace import TraceScreen
 from tests.fake_server import dataset_trace_responder, solver_responder
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
@@ -37,16 +39,17 @@ def question() -> NewTrace:
 
 
 def paced(responder, chunk_delay_s: float, *, drop_at: int | None = None,
-          hold_first: threading.Event | None = None):
+          hold: threading.Event | None = None, hold_at: int = 1):
     """Replies streamed word by word `chunk_delay_s` apart; with `drop_at`, the stream of
-    that thought and of every one after it is cut (retried, then given up); with
-    `hold_first`, Thought 1 is held until the test sets it (both columns out at once, however
-    slowly one of them starts)."""
+    that thought and of every one after it is cut (retried, then given up); with `hold`,
+    Thought `hold_at` is held until the test sets it (both columns out at once, however
+    slowly one of them starts; or both still out when the test acts on them, however fast
+    the other ran)."""
     def respond(path: str, body: dict) -> Reply:
         reply = responder(path, body)
         reply.chunk_delay_s = chunk_delay_s
-        if hold_first is not None and body_thought(body) == 1:
-            reply.hold = hold_first
+        if hold is not None and body_thought(body) == hold_at:
+            reply.hold, reply.hold_s = hold, 120.0
         if drop_at is not None and body_thought(body) >= drop_at:
             reply.drop_after_chunks = 2
         return reply
@@ -99,8 +102,8 @@ async def test_two_servers_race_one_fails_mid_trace_and_the_other_answers(
     two thoughts; the fast one answers right; the headers say each state and what it cost;
     the thoughts sit level by number."""
     both_out = threading.Event()
-    openai_server.responder = paced(dataset_responder, 0.02, drop_at=3, hold_first=both_out)
-    second_openai_server.responder = paced(solver_responder, 0.002, hold_first=both_out)
+    openai_server.responder = paced(dataset_responder, 0.02, drop_at=3, hold=both_out)
+    second_openai_server.responder = paced(solver_responder, 0.002, hold=both_out)
     specs = [llm.ModelSpec("openai/recorded", openai_server.base_url),
              llm.ModelSpec("openai/solver", second_openai_server.base_url)]
     app = make_app()
@@ -297,22 +300,36 @@ async def test_the_keys_of_a_trace_act_in_the_focused_column(store: Store) -> No
 async def test_n_and_esc_act_on_every_column_and_presenter_mode_on_all(
     store: Store, openai_server: FakeOpenAI, second_openai_server: FakeOpenAI
 ) -> None:
-    openai_server.responder = paced(dataset_responder, 0.05)
-    second_openai_server.responder = paced(solver_responder, 0.05)
+    # Thought 3 is held at both servers until esc has stopped both columns: neither can
+    # have answered by then, however slowly the app runs.
+    held = threading.Event()
+    openai_server.responder = paced(dataset_responder, 0.01, hold=held, hold_at=3)
+    second_openai_server.responder = paced(solver_responder, 0.01, hold=held, hold_at=3)
     specs = [llm.ModelSpec("openai/recorded", openai_server.base_url),
              llm.ModelSpec("openai/solver", second_openai_server.base_url)]
     app = make_app()
+    try:
+        await _n_and_esc_on_every_column(app, store, specs, openai_server,
+                                         second_openai_server)
+    finally:
+        held.set()
+
+
+async def _n_and_esc_on_every_column(app, store: Store, specs: list[llm.ModelSpec],
+                                     *servers: FakeOpenAI) -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await app.wait_for_store()
         screen = await open_race(pilot, store, specs)
         first, second = screen.columns
         await pilot.press("n")
         await wait_for(pilot, lambda: [len(c.trace.steps) for c in screen.columns] == [1, 1]
-                       and finished_runs(screen), timeout=30)
+                       and finished_runs(screen), timeout=60)
         assert "waiting" in first.title.plain
         await pilot.press("r")
-        await wait_for(pilot, lambda: first.view.running and second.view.running)
-        await wait_for(pilot, lambda: len(first.trace.steps) >= 2, timeout=30)
+        # Both at Thought 3, held at their servers.
+        await wait_for(pilot, lambda: all(
+            len(c.trace.steps) == 2 and c.view.running for c in screen.columns)
+            and all(len(server.requests) >= 3 for server in servers), timeout=60)
         await pilot.press("escape")
         await wait_for(pilot, lambda: finished_runs(screen))
         await wait_for(pilot, lambda: all(
@@ -413,7 +430,7 @@ async def test_m_on_a_trace_adds_a_model_and_the_session_goes_side_by_side(
         trace_screen = app.screen
         await pilot.press("r")
         await wait_for(pilot, lambda: trace_screen.view.trace.finished
-                       and not trace_screen.view.running, timeout=30)
+                       and not trace_screen.view.running, timeout=60)
         await pilot.press("m")
         await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
         await pilot.press("enter")
@@ -502,3 +519,150 @@ def test_four_models_snapshot(snap_compare, size: tuple[int, int]) -> None:
     app = make_app(task=TASK, question=QUESTION, models=models)
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
+
+
+async def test_a_column_switch_restyles_the_columns_not_every_widget_in_them(
+    store: Store,
+) -> None:
+    """tab moves the keys and the bright border to the next column without restyling the
+    columns and all their widgets (a CSS class on a column did: ~25 widgets each, a column
+    switch took ~100 ms while two columns streamed; the focus itself restyles only the trace
+    views it leaves and enters); the border follows the theme."""
+    from textual.color import Color
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        first, second = screen.columns
+        await pilot.pause()
+        restyled: list[object] = []
+        update_nodes = app.stylesheet.update_nodes
+
+        def counting(nodes, animate=False):  # type: ignore[no-untyped-def]
+            nodes = list(nodes)
+            restyled.extend(nodes)
+            return update_nodes(nodes, animate=animate)
+
+        app.stylesheet.update_nodes = counting  # type: ignore[method-assign]
+
+        def primary() -> Color:
+            return Color.parse(app.get_css_variables()["primary"])
+
+        await pilot.press("tab")
+        await wait_for(pilot, lambda: screen.focused is second.view)
+        await pilot.pause()
+        assert first not in restyled and second not in restyled
+        assert second.styles.border_top[1] == primary()
+        assert first.styles.border_top[1] != primary()
+        app.stylesheet.update_nodes = update_nodes  # type: ignore[method-assign]
+        app.theme = "nord" if app.theme != "nord" else "gruvbox"
+        await wait_for(pilot, lambda: second.styles.border_top[1] == primary())
+        assert first.styles.border_top[1] != primary()
+
+
+async def test_a_number_enter_and_x_typed_at_once_flag_that_thought(store: Store) -> None:
+    """"4⏎x" as a terminal sends it when typed fast (the keys queued before any is handled),
+    in the focused column: Thought 4 flagged. The jump ran when enter's binding did, after x
+    had reached the column and cleared the number, so the thought selected before was
+    flagged."""
+    from textual import events
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        replay, solver = screen.columns
+        await pilot.press("r")
+        await wait_for(pilot, lambda: replay.trace.finished and solver.trace.finished
+                       and finished_runs(screen), timeout=60)
+        await pilot.press("tab")
+        await wait_for(pilot, lambda: screen.focused is solver.view)
+        assert solver.view.selected == 7
+        for key, character in (("4", "4"), ("enter", "\r"), ("x", "x")):
+            app.post_message(events.Key(key, character))
+        await wait_for(pilot, lambda: solver.trace.mistake_number is not None)
+        assert solver.trace.mistake_number == 4 and solver.view.selected == 4
+        assert replay.trace.label is None
+
+
+async def test_facts_growing_in_one_column_leave_the_rows_level(store: Store) -> None:
+    """g shows the dataset's gold label under the focused column's thoughts (a fact the
+    other column does not show): every column's facts take as many rows, so that the thoughts
+    panes keep one height and their rows stay level; g again, and they shrink together."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        replay, solver = screen.columns
+        await pilot.press("r")
+        await wait_for(pilot, lambda: replay.trace.finished and solver.trace.finished
+                       and finished_runs(screen), timeout=60)
+
+        def panes() -> list[int]:
+            return [column.view.query_one("#thoughts-pane").region.height
+                    for column in screen.columns]
+
+        before = panes()
+        assert before[0] == before[1]
+        await pilot.press("g")
+        gold = replay.view.query_one("#gold")
+        await wait_for(pilot, lambda: gold.display and gold.region.height > 0)
+        await wait_for(pilot, lambda: panes()[0] < before[0])
+        await pilot.pause()
+        assert panes()[0] == panes()[1]
+        await wait_for(pilot, lambda: tops(replay) == tops(solver))
+        await pilot.press("g")
+        await wait_for(pilot, lambda: panes() == before)
+
+
+async def test_at_80_columns_the_footer_never_shows_keys_without_what_they_do(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the columns stream, esc (stop all) joins the footer at 80 columns and j/k's
+    "move" no longer fits: j/k go with it, not left as a bare "jk"."""
+    from textual.widgets._footer import FooterLabel, KeyGroup
+
+    from bbm_tui.ui.widgets.chrome import KeysFooter
+
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "20")
+    llm.set_replay_pace(None)
+    app = make_app()
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await app.wait_for_store()
+            screen = await open_race(pilot, store, OFFLINE)
+            await pilot.press("r")
+            footer = screen.query_one(KeysFooter)
+            await wait_for(pilot, lambda: any(
+                getattr(key, "action", None) == "stop_all" and key.display
+                for key in footer.children))
+            await pilot.pause()
+            children = list(footer.children)
+            for group, label in pairwise(children):
+                if isinstance(group, KeyGroup):
+                    assert isinstance(label, FooterLabel)
+                    assert group.display == label.display
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: finished_runs(screen))
+    finally:
+        monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
+        llm.set_replay_pace(None)
+
+
+async def test_a_tall_terminal_shows_the_whole_question_with_its_options(
+    store: Store,
+) -> None:
+    """At 250x50 the question above the columns shows whole, its options and target too (the
+    answers (E) and (B) name them); at 80x24 it takes two lines and scrolls (] and [)."""
+    app = make_app()
+    async with app.run_test(size=(250, 50)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        question = screen.query_one("#sbs-question")
+        await wait_for(pilot, lambda: question.region.height > 0)
+        await pilot.pause()
+        assert question.max_scroll_y == 0
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: question.max_scroll_y > 0)
+        assert question.region.height == 3  # two lines and the rule under them

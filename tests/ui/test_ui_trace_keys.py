@@ -756,6 +756,10 @@ def test_a_status_message_is_cut_with_an_ellipsis_never_its_instruction() -> Non
     assert len(Content(fitted).wrap(44)) == 3
     assert fit_message("Short.", then, 44, 3) == f"Short. {then}"
     assert fit_message(message, "", 200, 3) == message
+    # Where not even the message's first word fits beside the instruction (a side-by-side
+    # column, 36 cells and 2 lines), the instruction alone, not "Finish…".
+    then = "Label the trace: x flags the first mistake, c says there is none."
+    assert fit_message("Finished with an answer ✗ not the target.", then, 36, 2) == then
 
 
 @pytest.mark.parametrize("size", [(80, 24), SIZE])

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,13 @@ from bbm_tui.core.dataset import (
 )
 from bbm_tui.core.dataset.formats import origin_of
 from bbm_tui.core.errors import InvalidValue
-from bbm_tui.core.judging.finders import FindResult, Pace, final_result
+from bbm_tui.core.judging.finders import (
+    CallRetried,
+    FindEvent,
+    FindResult,
+    Pace,
+    final_result,
+)
 from bbm_tui.core.judging.judges import Judge, check_judge, get_judge
 from bbm_tui.core.judging.metrics import Judged, Report, report
 from bbm_tui.core.resources import prompts_dir
@@ -78,8 +84,22 @@ def trace_key(row: TraceRow) -> Key:
     return row.input, tuple(row.steps)
 
 
+@dataclass
 class FindProgress(Progress):
-    """A find batch's progress: the shared counts (calls, cost) are all it needs."""
+    """A find batch's progress: the shared counts (calls, cost), and the traces whose call
+    is being made again now, with what their progress line says of it ("retry 2 of 4
+    (timed out)"), the latest last."""
+
+    retrying: dict[Key, str] = field(default_factory=dict)
+
+    def retry_note(self) -> str:
+        """What the progress line says of the calls being retried ("" if none)."""
+        if not self.retrying:
+            return ""
+        latest = list(self.retrying.values())[-1]
+        others = len(self.retrying) - 1
+        return latest + (f", {others} more trace{'s' if others > 1 else ''} retrying"
+                         if others else "")
 
 
 @dataclass
@@ -216,7 +236,8 @@ async def find_batch(
 
     async def work(job: FindJob, progress: FindProgress,
                    notify: Callable[[FindProgress], None]) -> str | None:
-        result = await _find_one(job, judge, spec, settings, judge_all, pace, progress)
+        result = await _find_one(job, judge, spec, settings, judge_all, pace, progress,
+                                 notify)
         if result is None:
             return None
         judged[job.key] = (result.mistake_index, result.parsed)
@@ -248,11 +269,17 @@ async def _find_one(
     judge_all: bool,
     pace: Pace | None,
     progress: FindProgress,
+    notify: Callable[[FindProgress], None],
 ) -> FindResult | None:
+    def retried(retry: CallRetried) -> None:
+        progress.retrying.pop(job.key, None)  # the latest goes last
+        progress.retrying[job.key] = retry.words()
+        notify(progress)
+
+    events = judge.events(job.task, job.row.input, job.row.steps, spec, settings=settings,
+                          judge_all=judge_all, pace=pace, on_retry=retried)
     try:
-        result = await final_result(judge.events(job.task, job.row.input, job.row.steps, spec,
-                                                 settings=settings, judge_all=judge_all,
-                                                 pace=pace))
+        result = await final_result(_retries_ended(events, job.key, progress, notify))
     except llm.LLMError as error:
         if error.kind in llm.STOPS_A_BATCH:
             raise FatalFindError(error.message) from None
@@ -264,6 +291,19 @@ async def _find_one(
     for call in result.calls:
         progress.add_call(call, settings or llm.CallSettings())
     return result
+
+
+async def _retries_ended(events: AsyncIterator[FindEvent], key: Key, progress: FindProgress,
+                         notify: Callable[[FindProgress], None]) -> AsyncIterator[FindEvent]:
+    """A trace's events; a retry noted in the progress is taken off it once its call has
+    answered, or the trace has ended."""
+    try:
+        async for event in events:
+            if progress.retrying.pop(key, None) is not None:
+                notify(progress)
+            yield event
+    finally:
+        progress.retrying.pop(key, None)
 
 
 def score_jobs(jobs: Sequence[FindJob], preds: dict[Key, Prediction]) -> Report:

@@ -97,18 +97,55 @@ class FindFinished:
     result: FindResult
 
 
+# What failed, in a few words, for "retry 2 of 4 (timed out)": the kinds that are retried.
+RETRY_WORDS = {
+    "timeout": "timed out",
+    "rate_limit": "rate-limited",
+    "connection": "connection failed",
+    "server": "server error",
+    "stream": "answer cut short",
+}
+
+
+@dataclass(frozen=True)
+class CallRetried:
+    """A model call failed and is made again: attempt `attempt` of `attempts`, after
+    `delay_s`. `number` is the thought being judged (None: the whole trace); `reason` the
+    failure's message, `why` it in a few words."""
+
+    number: int | None
+    attempt: int
+    attempts: int
+    reason: str
+    why: str
+    delay_s: float
+
+    def words(self) -> str:
+        """"retry 2 of 4 (timed out)": the attempt being made now, of how many."""
+        return f"retry {self.attempt} of {self.attempts} ({self.why})"
+
+
 FindEvent = StepJudged | TraceJudged | FindFinished
+# Told of each retry of a model call as it is made (the app's status line, find's progress).
+OnRetry = Callable[[CallRetried], None]
 # Awaited before every model call, e.g. a batch's rate limiter.
 Pace = Callable[[], Awaitable[None]]
 
 
 async def _ask(
     spec: llm.ModelSpec, messages: list[dict[str, str]], settings: llm.CallSettings,
-    pace: Pace | None,
+    pace: Pace | None, number: int | None, on_retry: OnRetry | None,
 ) -> llm.Completion:
+    """One answer; `on_retry` is told of each retry of its call as it is made."""
     if pace is not None:
         await pace()
-    return await llm.complete(spec, messages, settings)
+    async for item in llm.complete_events(spec, messages, settings):
+        if isinstance(item, llm.Completion):
+            return item
+        if on_retry is not None:
+            on_retry(CallRetried(number, item.attempt, settings.retry.attempts, item.reason,
+                                 RETRY_WORDS.get(item.kind, "failed"), item.delay_s))
+    raise AssertionError("a whole answer's call ended without one")
 
 
 def finder_settings() -> llm.CallSettings:
@@ -126,11 +163,13 @@ async def find_mistake(
     settings: llm.CallSettings | None = None,
     judge_all: bool = False,
     pace: Pace | None = None,
+    on_retry: OnRetry | None = None,
 ) -> AsyncIterator[FindEvent]:
     """Run `method` on one trace. Yields a TraceJudged (trace-level) or one StepJudged per
     thought as each answer arrives (step-level), then one FindFinished. Step-level methods stop
     once the outcome is known (the first "No", or an unparseable answer before any "No")
-    unless `judge_all`. Raises MethodError before any call, LLMError from the model."""
+    unless `judge_all`. `on_retry` is told of each retry of a call as it is made. Raises
+    MethodError before any call, LLMError from the model."""
     found = check_method(task, method)
     settings = settings or finder_settings()
     if not steps:
@@ -140,11 +179,11 @@ async def find_mistake(
         raise refusal
     if found.step_level:
         async for event in _find_by_step(task, found, input_text, steps, spec, settings,
-                                         judge_all, pace):
+                                         judge_all, pace, on_retry):
             yield event
         return
     messages = build_messages(task, method, input_text, steps)
-    completion = await _ask(spec, messages, settings, pace)
+    completion = await _ask(spec, messages, settings, pace, None, on_retry)
     answer = (parse_critic_answer(completion.text, len(steps)) if found.critic
               else parse_trace_answer(completion.text, len(steps)))
     yield TraceJudged(answer, completion.text, completion.call)
@@ -162,12 +201,13 @@ async def _find_by_step(
     settings: llm.CallSettings,
     judge_all: bool,
     pace: Pace | None,
+    on_retry: OnRetry | None,
 ) -> AsyncIterator[FindEvent]:
     result = FindResult(method.name, spec.model, None, True)
     decided = False
     for number in range(1, len(steps) + 1):
         messages = build_messages(task, method.name, input_text, steps, number)
-        completion = await _ask(spec, messages, settings, pace)
+        completion = await _ask(spec, messages, settings, pace, number, on_retry)
         correct = parse_step_answer(completion.text, cot=method.cot)
         result.raw.append(completion.text)
         result.calls.append(completion.call)

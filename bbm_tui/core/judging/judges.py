@@ -21,7 +21,7 @@ from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.types import VERIFIER_MODEL, VERIFY, CallSettings, ModelSpec
 
 if TYPE_CHECKING:
-    from bbm_tui.core.judging.finders import FindEvent, Pace
+    from bbm_tui.core.judging.finders import FindEvent, OnRetry, Pace
 
 
 class JudgeRun(Protocol):
@@ -30,6 +30,7 @@ class JudgeRun(Protocol):
     def __call__(
         self, task: Task | str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec,
         *, settings: CallSettings | None, judge_all: bool, pace: Pace | None,
+        on_retry: OnRetry | None,
     ) -> AsyncIterator[FindEvent]: ...
 
 
@@ -72,27 +73,32 @@ class Judge:
     async def events(
         self, task: Task | str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
         settings: CallSettings | None = None, judge_all: bool = False, pace: Pace | None = None,
+        on_retry: OnRetry | None = None,
     ) -> AsyncIterator[FindEvent]:
-        """Its run on one trace. Raises ValueError (a trace with no thoughts) before any work,
-        LLMError from a model."""
+        """Its run on one trace; `on_retry` is told of each retry of a model call as it is
+        made. Raises ValueError (a trace with no thoughts) before any work, LLMError from a
+        model."""
         async for event in self.run(task, self.name, input_text, steps, self.spec(spec),
-                                    settings=settings, judge_all=judge_all, pace=pace):
+                                    settings=settings, judge_all=judge_all, pace=pace,
+                                    on_retry=on_retry):
             yield event
 
 
 def _paper_method(
     task: Task | str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
     settings: CallSettings | None, judge_all: bool, pace: Pace | None,
+    on_retry: OnRetry | None,
 ) -> AsyncIterator[FindEvent]:
     from bbm_tui.core.judging.finders import find_mistake
 
     return find_mistake(task, method, input_text, steps, spec, settings=settings,
-                        judge_all=judge_all, pace=pace)
+                        judge_all=judge_all, pace=pace, on_retry=on_retry)
 
 
 def _task_verifier(
     task: Task | str, method: str, input_text: str, steps: Sequence[str], spec: ModelSpec, *,
     settings: CallSettings | None, judge_all: bool, pace: Pace | None,
+    on_retry: OnRetry | None,
 ) -> AsyncIterator[FindEvent]:
     from bbm_tui.core.judging.verifier import verify_events
 

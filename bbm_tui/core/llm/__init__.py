@@ -3,7 +3,7 @@
 Everything the rest of the code needs comes out of here as plain dataclasses and `LLMError`s:
 
 - transport.py: one generation step, streamed and cut at its first line break; one whole
-  answer (the finders');
+  answer (the finders'), streamed and read to its end;
 - sampling.py: n candidates for one step, with their token log-probabilities (backtracking);
 - errors.py: one failure kind per `LLMError`, and our own bounded retries;
 - capabilities.py: what each provider accepts (native stop, temperature, log-probabilities);
@@ -60,6 +60,7 @@ from bbm_tui.core.llm.sampling import Arrived, Candidate, Samples, sample_steps
 from bbm_tui.core.llm.transport import (
     call_to_json,
     complete,
+    complete_events,
     stream_step,
     unicode_text,
 )
@@ -151,6 +152,7 @@ __all__ = [
     "check_group",
     "classify_error",
     "complete",
+    "complete_events",
     "gives_logprobs",
     "is_loaded",
     "is_offline",

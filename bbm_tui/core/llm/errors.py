@@ -178,8 +178,11 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
-    """One clear message per failure kind; authentication names the key's variable."""
+def classify_error(error: BaseException, spec: ModelSpec, *,
+                   whole_answer: bool = False) -> LLMError:
+    """One clear message per failure kind; authentication names the key's variable. A whole
+    answer's stream (`whole_answer`) that breaks is told as a whole answer's body was: cut
+    off (a connection fault) or malformed (a server fault), not as a step's stream."""
     if isinstance(error, LLMError):
         return error
     where = f" at {spec.api_base}" if spec.api_base else ""
@@ -229,8 +232,13 @@ def classify_error(error: BaseException, spec: ModelSpec) -> LLMError:
         if _timed_out(causes):  # the transport's read timeout, before our idle deadline
             return LLMError("timeout", f"{spec.model}{where} went silent mid-answer")
         if "delimiter" in detail or "JSON" in detail or "Expecting" in detail:
+            if whole_answer:
+                return LLMError("server", f"{spec.model}{where} sent a malformed response")
             return LLMError("stream", f"{spec.model}{where} sent a malformed stream chunk")
         # The provider's words here are the HTTP library's (class names and all): leave them.
+        if whole_answer:
+            return LLMError("connection", f"the connection to {spec.model}{where} broke off "
+                            "mid-answer")
         return LLMError("stream", f"the stream from {spec.model}{where} broke off mid-answer")
     not_an_answer = _not_an_answer(causes, detail)
     if not_an_answer is not None:

@@ -5,6 +5,7 @@ every reply is put behind the guard (http_guard.py)."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -39,6 +40,10 @@ def litellm_module() -> Any:
 
             http_guard.install(litellm)
             _register_offline_providers(litellm)
+            # litellm's ~300,000 objects (modules, classes, price map) live as long as the
+            # process: out of the cycle collector's sight, or each full collection walks them
+            # all, a pause of 100-350 ms here in the middle of streaming (docs/NOTES.md).
+            gc.freeze()
             _litellm = litellm
     return _litellm
 

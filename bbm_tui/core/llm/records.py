@@ -36,11 +36,13 @@ class TextDelta:
 
 @dataclass
 class Restart:
-    """The call is being retried after some text had streamed: discard what was shown."""
+    """The call is being retried (attempt `attempt` comes after `delay_s`): discard any text
+    shown of it. `reason` is the failure's message, `kind` its ErrorKind."""
 
     attempt: int
     reason: str
     delay_s: float
+    kind: str = "unknown"
 
 
 @dataclass

@@ -14,9 +14,9 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from bbm_tui.core.llm.caching import finder_messages, step_messages
 from bbm_tui.core.llm.capabilities import (
@@ -29,13 +29,20 @@ from bbm_tui.core.llm.capabilities import (
     sent_params,
     speaks_openai_wire,
 )
-from bbm_tui.core.llm.errors import ErrorKind, LLMError, StreamInterrupted, with_retries
+from bbm_tui.core.llm.errors import (
+    ErrorKind,
+    LLMError,
+    StreamInterrupted,
+    classify_error,
+    with_retries,
+)
 from bbm_tui.core.llm.records import (
     CHARS_PER_TOKEN_CAP,
     Completion,
     Restart,
     StepText,
     TextDelta,
+    UsageCounts,
     UsageWatch,
     usage_watch,
 )
@@ -52,6 +59,8 @@ from bbm_tui.core.types import (
     TokenLogprob,
     sane_logprob,
 )
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -87,21 +96,36 @@ async def stream_step(
     gets as marked blocks (caching.py). Behind a router, `pin` keeps the trace's calls on
     the deployment that served its last one. Raises LLMError."""
     settings = settings or CallSettings()
-    queue: asyncio.Queue[TextDelta | Restart | StepText | BaseException] = asyncio.Queue()
+
+    def attempt_once(attempt: int, queue: asyncio.Queue) -> Awaitable[StepText]:
+        return _stream_step_once(spec, prompt, parts, settings, attempt, queue, pin)
+
+    async for item in _retried_events(spec, settings, attempt_once):
+        yield item
+
+
+@dataclass
+class _Finished:
+    value: Any
+
+
+async def _retried_events(
+    spec: ModelSpec, settings: CallSettings,
+    attempt_once: Callable[[int, asyncio.Queue], Awaitable[Any]],
+) -> AsyncIterator[Any]:
+    """`attempt_once(attempt, queue)` made with our retries, in a task of its own: yields
+    what it puts on the queue and a Restart before each retry, as they come, then what it
+    returned, last. Raises LLMError."""
+    queue: asyncio.Queue[Any] = asyncio.Queue()
 
     async def on_retry(attempt: int, error: LLMError, delay: float) -> None:
-        await queue.put(Restart(attempt, error.message, delay))
+        await queue.put(Restart(attempt, error.message, delay, error.kind))
 
     async def run() -> None:
         try:
             result = await with_retries(
-                spec,
-                settings.retry,
-                lambda attempt: _stream_step_once(spec, prompt, parts, settings, attempt,
-                                                  queue, pin),
-                on_retry,
-            )
-            await queue.put(result)
+                spec, settings.retry, lambda attempt: attempt_once(attempt, queue), on_retry)
+            await queue.put(_Finished(result))
         except BaseException as error:  # handed to the consumer, cancellation included
             await queue.put(error)
 
@@ -111,9 +135,10 @@ async def stream_step(
             item = await queue.get()
             if isinstance(item, BaseException):
                 raise item
-            yield item
-            if isinstance(item, StepText):
+            if isinstance(item, _Finished):
+                yield item.value
                 return
+            yield item
     finally:
         if not task.done():
             task.cancel()
@@ -300,20 +325,21 @@ async def _read_step(
 
 
 def _check_the_stream_ended_well(stream: Any, state: _StreamState, text: str,
-                                 spec: ModelSpec) -> None:
-    """A stream that ended with no line break must have been ended by the provider (its own
-    finish reason). Without one it is a provider fault, retried: no choice and no text at
-    all (an HTML page, an event stream that is not one, `[DONE]` first) is not a model's
-    answer; text with no end is a stream cut short (llama-cpp-python ends an interrupted
-    generation with `[DONE]` and no finish reason, and litellm then reports "stop")."""
+                                 spec: ModelSpec, *, part: str = "step") -> None:
+    """A stream that ended with no line break (a step), or any whole answer, must have been
+    ended by the provider (its own finish reason), so that half an answer is never taken
+    for one. Without one it is a provider fault, retried: no choice and no text at all (an
+    HTML page, an event stream that is not one, `[DONE]` first) is not a model's answer;
+    text with no end is a stream cut short (llama-cpp-python ends an interrupted generation
+    with `[DONE]` and no finish reason, and litellm then reports "stop")."""
     if provider_finish_reason(stream, state.inner_stream, state.finish_reason) is not None:
         return
     where = f" at {spec.api_base}" if spec.api_base else ""
     if not text and not state.chunks:
         raise StreamInterrupted(f"the reply from {spec.model}{where} was not a model's answer "
                                 "(no choice, no text and no finish reason)")
-    raise StreamInterrupted(f"the stream from {spec.model}{where} ended mid-step without a "
-                            "finish reason (interrupted)")
+    raise StreamInterrupted(f"the stream from {spec.model}{where} ended mid-{part} without "
+                            "a finish reason (interrupted)")
 
 
 def not_an_answer(spec: ModelSpec, what: str, kind: ErrorKind = "server") -> LLMError:
@@ -359,15 +385,9 @@ def unicode_text(text: str) -> str:
 def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
     """Take what a chunk carries into the state; return the text to keep (cut at the first
     newline after leading whitespace), or None when there is none."""
-    usage = getattr(chunk, "usage", None)
-    if usage is not None and getattr(usage, "total_tokens", None):
-        state.usage = usage
-    choices = getattr(chunk, "choices", None) or []
-    if not choices:
+    choice = _chunk_choice(chunk, state)
+    if choice is None:
         return None
-    choice = choices[0]
-    if getattr(choice, "finish_reason", None):
-        state.finish_reason = choice.finish_reason
     if mode == "chat":
         delta = getattr(choice, "delta", None)
         text = getattr(delta, "content", None) if delta is not None else None
@@ -393,6 +413,21 @@ def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
         state.cut = True
     state.chars += len(text)
     return text
+
+
+def _chunk_choice(chunk: Any, state: _StreamState) -> Any:
+    """Take a chunk's usage and finish reason into the state; return its first choice, or
+    None when it has none."""
+    usage = getattr(chunk, "usage", None)
+    if usage is not None and getattr(usage, "total_tokens", None):
+        state.usage = usage
+    choices = getattr(chunk, "choices", None) or []
+    if not choices:
+        return None
+    choice = choices[0]
+    if getattr(choice, "finish_reason", None):
+        state.finish_reason = choice.finish_reason
+    return choice
 
 
 def _absorb_logprobs(logprobs: Any, state: _StreamState) -> None:
@@ -613,59 +648,180 @@ def _call_record(
     )
 
 
+# How far past our own limits the HTTP client's read timeout is set for a whole answer.
+_TRANSPORT_SLACK_S = 5.0
+
+
+async def _watching_usage(call: Callable[[UsageWatch], Awaitable[T]]) -> T:
+    """One attempt of a call, with the usage watch the reply guard reports into set around
+    it (records.usage_watch)."""
+    watch = UsageWatch()
+    token = usage_watch.set(watch)
+    try:
+        return await call(watch)
+    finally:
+        usage_watch.reset(token)
+
+
 async def complete(
     spec: ModelSpec,
     messages: Sequence[dict[str, str]],
     settings: CallSettings | None = None,
 ) -> Completion:
-    """One whole answer (no stop), e.g. for the mistake finders. Raises LLMError."""
+    """One whole answer (no stop), e.g. for the mistake finders: `complete_events` without
+    the retries' events. Raises LLMError."""
+    async for item in complete_events(spec, messages, settings):
+        if isinstance(item, Completion):
+            return item
+    raise AssertionError("a whole answer's call ended without one")
+
+
+async def complete_events(
+    spec: ModelSpec,
+    messages: Sequence[dict[str, str]],
+    settings: CallSettings | None = None,
+) -> AsyncIterator[Restart | Completion]:
+    """One whole answer (no stop), streamed and read to its end: yields a Restart before each
+    retry (nothing of a failed attempt is kept: a stream cut short is asked for again, whole),
+    then the Completion. Until its first text the call's timeout applies, then the idle
+    timeout between chunks (or the call's, where shorter: it bounds each read), and
+    `answer_timeout_s` the whole: an answer still being written then is kept as far as it
+    came (finish reason "time_limit"). Raises LLMError."""
     settings = settings or CallSettings(max_tokens=None)
 
-    async def once(attempt: int) -> Completion:
-        return await _complete_once(spec, list(messages), settings, attempt)
+    def attempt_once(attempt: int, _queue: asyncio.Queue) -> Awaitable[Completion]:
+        return _watching_usage(lambda watch: _complete_once(spec, list(messages), settings,
+                                                            attempt, watch))
 
-    return await with_retries(spec, settings.retry, once)
+    async for item in _retried_events(spec, settings, attempt_once):
+        yield item
 
 
 async def _complete_once(
-    spec: ModelSpec, messages: list[dict[str, str]], settings: CallSettings, attempt: int
+    spec: ModelSpec, messages: list[dict[str, str]], settings: CallSettings, attempt: int,
+    watch: UsageWatch,
 ) -> Completion:
     kwargs = call_kwargs(spec, settings)
+    # Our own limits below (the first text, each silence) are the ones that count; the HTTP
+    # client's, per read, is set past them so that it never fires first and a wait for
+    # the first text is not reported as a silence mid-answer.
+    kwargs["timeout"] = settings.timeout_s + _TRANSPORT_SLACK_S
+    kwargs["stream"] = True
+    if spec.mode == "chat" or not speaks_openai_wire(spec):
+        # As for a step (stream_step): the provider's usage, in a last chunk or mapped.
+        kwargs["stream_options"] = {"include_usage": True}
+    loop = asyncio.get_running_loop()
     started_at = time.perf_counter()
-    if spec.mode == "chat":
-        kwargs["messages"] = finder_messages(spec, settings, messages)
-    else:
-        kwargs["prompt"] = "\n\n".join(message["content"] for message in messages)
-    response = await asyncio.wait_for(start_call(spec, kwargs, chat=spec.mode == "chat"),
-                                      settings.timeout_s + 5)
-    choices = getattr(response, "choices", None) or []
-    if not choices:
-        raise not_an_answer(spec, "no choice")
-    choice = choices[0]
-    if spec.mode == "chat":
-        message = getattr(choice, "message", None)
-        text = getattr(message, "content", None) or ""
-    else:
-        text = getattr(choice, "text", None) or ""
-    if not text and getattr(choice, "finish_reason", None) is None:
-        raise not_an_answer(spec, "no text and no finish reason")
-    text = unicode_text(text)
-    latency = time.perf_counter() - started_at
-    counts = counts_from_litellm(getattr(response, "usage", None))
+    deadline = loop.time() + settings.answer_timeout_s
+    state = _StreamState()
+    stream: Any = None
+    deployment: str | None = None
+    try:
+        async with asyncio.timeout_at(min(loop.time() + settings.timeout_s, deadline)) as limit:
+            if spec.mode == "chat":
+                kwargs["messages"] = finder_messages(spec, settings, messages)
+            else:
+                kwargs["prompt"] = "\n\n".join(message["content"] for message in messages)
+            stream = await start_call(spec, kwargs, chat=spec.mode == "chat")
+            deployment = served_by(stream) if spec.router else None
+            if spec.router:
+                stream, state.inner_stream = unwrapped(stream)
+            await _read_answer(stream, state, settings, spec, limit, deadline)
+    except TimeoutError:
+        if not (state.pieces and loop.time() >= deadline - 0.01):
+            raise _silence(spec, settings, state) from None
+        state.time_cut = True  # the answer's wall-clock limit: kept as far as it came
+    finally:
+        if stream is not None:
+            await close_stream(stream)
+    text = "".join(state.pieces)
+    if not state.time_cut:
+        _check_the_stream_ended_well(stream, state, text, spec, part="answer")
+    counts = _answer_counts(state, watch)
     call = CallRecord(
         model=spec.model,
         params=sent_params(spec, settings),
-        latency_s=latency,
+        latency_s=time.perf_counter() - started_at,
         prompt_tokens=counts.prompt,
         completion_tokens=counts.completion,
         cost=cost_of(spec, counts),
-        finish_reason=getattr(choice, "finish_reason", None),
+        finish_reason="time_limit" if state.time_cut else state.finish_reason,
         attempts=attempt,
         cached_tokens=counts.cached,
         cache_write_tokens=counts.cache_write,
-        deployment=served_by(response) if spec.router else None,
+        deployment=deployment,
     )
     return Completion(text=text, call=call)
+
+
+def _answer_counts(state: _StreamState, watch: UsageWatch) -> UsageCounts:
+    """A whole answer's usage: the provider's own counts, as its events gave them (the reply
+    guard reads every wire's, usage_events.py); unknown where it sent none, or not all sane:
+    never litellm's own estimate, which a stream gets in their place. An in-process
+    provider (no HTTP reply) counts its own, handed on by litellm."""
+    if not watch.replies:
+        return counts_from_litellm(state.usage)
+    counts = watch.usage
+    if counts.prompt is None or counts.completion is None:
+        # A count missing or absurd (2**64, NaN): the usage as a whole is unknown, as the
+        # reply guard makes it for a whole answer sent in one piece.
+        return UsageCounts()
+    return counts
+
+
+async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings,
+                       spec: ModelSpec, limit: asyncio.Timeout, deadline: float) -> None:
+    """Read a whole answer's chunks to the stream's end. `limit` (the call's timeout until
+    the first text) is pushed on after each text by the idle timeout, or the call's own
+    where that is shorter (it is the wait "per read"), never past `deadline`; it raises
+    TimeoutError when either passes."""
+    loop = asyncio.get_running_loop()
+    silence_s = _longest_silence(settings)
+    iterator = stream.__aiter__()
+    while True:
+        try:
+            chunk = await iterator.__anext__()
+        except StopAsyncIteration:
+            return
+        except Exception as error:
+            if state.finish_reason is None:
+                raise classify_error(error, spec, whole_answer=True) from error
+            state.usage_lost = True  # as for a step: the answer was whole before it failed
+            return
+        if spec.mode == "completion" and state.inner_stream is None:
+            state.inner_stream = next(
+                (wrapper for wrapper in text_completion_closables(stream)
+                 if hasattr(wrapper, "received_finish_reason")), False)
+        choice = _chunk_choice(chunk, state)
+        if choice is None:
+            continue
+        if spec.mode == "chat":
+            delta = getattr(choice, "delta", None)
+            text = getattr(delta, "content", None) if delta is not None else None
+        else:
+            text = getattr(choice, "text", None)
+        if not text:
+            continue
+        text = unicode_text(text)
+        state.pieces.append(text)
+        state.chunks += 1
+        state.started = True
+        limit.reschedule(min(loop.time() + silence_s, deadline))
+
+
+def _longest_silence(settings: CallSettings) -> float:
+    return min(settings.timeout_s, settings.idle_timeout_s)
+
+
+def _silence(spec: ModelSpec, settings: CallSettings, state: _StreamState) -> LLMError:
+    """A whole answer's timeout, saying which: no text in the call's timeout, or a silence
+    mid-answer longer than the longest allowed."""
+    where = f" at {spec.api_base}" if spec.api_base else ""
+    if not state.started:
+        return LLMError("timeout", f"{spec.model}{where} did not answer in time (no text "
+                        f"in {settings.timeout_s:g} s)")
+    return LLMError("timeout", f"{spec.model}{where} did not answer in time (silent for "
+                    f"{_longest_silence(settings):g} s mid-answer)")
 
 
 def call_to_json(call: CallRecord) -> str:

@@ -8,7 +8,13 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 from bbm_tui.core import llm
-from bbm_tui.core.judging.finders import FindEvent, StepJudged, TraceJudged, finder_settings
+from bbm_tui.core.judging.finders import (
+    FindEvent,
+    OnRetry,
+    StepJudged,
+    TraceJudged,
+    finder_settings,
+)
 from bbm_tui.core.judging.judges import check_judge
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import Task
@@ -27,11 +33,13 @@ async def record_find(
     leaf_step_id: int | None = None,
     settings: llm.CallSettings | None = None,
     judge_all: bool = False,
+    on_retry: OnRetry | None = None,
 ) -> AsyncIterator[FindEvent]:
     """The judge `method`'s run (core/judging/judges.py), committing the run to `store`
     first and each verdict before its event is handed on, so whoever shows a verdict can rely
     on it being saved. Store calls run in a thread, never on the event loop. A run that fails
-    or is cancelled keeps the verdicts it got and has no result."""
+    or is cancelled keeps the verdicts it got and has no result. `on_retry` is told of each
+    retry of a model call as it is made."""
     settings = settings or finder_settings()
     judge = check_judge(task, method)
     spec = judge.spec(spec)
@@ -42,7 +50,7 @@ async def record_find(
     )
     try:
         async for event in judge.events(task, input_text, steps, spec, settings=settings,
-                                        judge_all=judge_all):
+                                        judge_all=judge_all, on_retry=on_retry):
             if isinstance(event, StepJudged):
                 await asyncio.to_thread(store.add_finder_verdict, run_id,
                                         step_number=event.number, raw=event.raw,

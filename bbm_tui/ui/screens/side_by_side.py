@@ -26,142 +26,42 @@ from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import ActiveBinding, Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.content import Content
-from textual.geometry import Size
 from textual.reactive import var
 from textual.timer import Timer
-from textual.widget import Widget
 from textual.widgets import Static
 
 from bbm_tui.core import llm
 from bbm_tui.core.store import Totals
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import OtherModelsBranch, TraceSession
-from bbm_tui.core.trace.side_by_side import MAX_MODELS, BranchFigures, SideBySide
+from bbm_tui.core.trace.side_by_side import MAX_MODELS, SideBySide
 from bbm_tui.core.types import ModelBranchState
 from bbm_tui.ui.context import context
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import SessionMissing, WorkerFailed
 from bbm_tui.ui.screens.base import BbmScreen
+from bbm_tui.ui.screens.model_column import ModelColumn
 from bbm_tui.ui.screens.trace.messages import TitleChanged
 from bbm_tui.ui.screens.trace.screen import PACES
 from bbm_tui.ui.screens.trace.view import TRACE_CSS, TraceView
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import COPY_QUESTION, MUTED, safe_cut, safe_line, styled, totals_forms
 from bbm_tui.ui.viewmodels.columns import (
-    column_title,
     columns_on_show,
-    figures_line,
-    filler_height,
     more_line,
     parting_line,
     row_heights,
-    shown_state,
 )
 from bbm_tui.ui.viewmodels.trace import question_text
-from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, StatusLine, TitleBar
-from bbm_tui.ui.widgets.thought import ThoughtView
+from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 
-# The lines of a column's status line (the trace view's own has three).
-STATUS_LINES = 2
 # From this many rows, the question above the columns shows more lines.
 TALL = 36
 # While any column streams, its rows are levelled again this often (a streaming thought grows
 # a line now and then; levelling on every token would cost a layout per token).
 LEVEL_EVERY_S = 0.2
-
-
-class Filler(Widget):
-    """The blank under a column's last thought: the rows the other columns have and it has
-    not, so that every column scrolls as far and its rows stay level."""
-
-    DEFAULT_CSS = """
-    Filler {
-        height: 0;
-    }
-    """
-
-    def set_rows(self, height: int) -> None:
-        if self.styles.height is None or self.styles.height.value != height:
-            self.styles.height = height
-
-
-class ModelColumn(Vertical):
-    """One model's column: its trace view, framed by a border that names the model, its state
-    and its figures."""
-
-    def __init__(self, trace: TraceSession, totals: Totals, position: int) -> None:
-        super().__init__(classes="model-column")
-        self.trace = trace
-        self.position = position
-        self.view = TraceView(trace, totals, id=f"column-{position}")
-        self.filler = Filler()
-        # What its border says (show_header): the title as shown, the figures as text.
-        self.title = Content()
-        self.figures = ""
-
-    def compose(self) -> ComposeResult:
-        yield self.view
-
-    def on_mount(self) -> None:
-        # Under the column's thoughts (after the window's last line: ThoughtList mounts its
-        # own thoughts before that line, so the filler stays last).
-        self.view.thoughts.mount(self.filler)
-        self.view.query_one("#thoughts-pane").border_title = ""
-        # Two lines of what happened, in every column alike (side_by_side.tcss): the
-        # thoughts panes stay one height, whatever each says.
-        self.view.query_one("#run-status", StatusLine).lines = STATUS_LINES
-        self.call_after_refresh(self._facts_only)
-
-    def _facts_only(self) -> None:
-        """Under the thoughts, the view's facts without the question and target (shown once
-        above the columns): the view shows its target when it mounts."""
-        pane = self.view.question_pane
-        pane.border_title = Content()
-        pane.query_one("#target").display = False
-
-    @property
-    def state(self) -> ModelBranchState:
-        return shown_state(self.trace, self.view.running)
-
-    def show_header(self, *, focused: bool, wall_clock: bool) -> None:
-        """The border: the model and its state above, its figures below."""
-        spec = self.trace.spec
-        self.title = column_title(spec.model, self.state, position=self.position,
-                                  focused=focused, mode=spec.mode)
-        self.figures = figures_line(BranchFigures.of(self.trace.steps), wall_clock=wall_clock)
-        self.border_title = self.title
-        self.border_subtitle = Content(self.figures)
-
-    def natural_heights(self) -> dict[int, int]:
-        """Each thought's own height here by number (the one streaming too), where laid out."""
-        thoughts = self.view.thoughts
-        views: list[ThoughtView] = [*thoughts.views()]
-        if thoughts.streaming is not None and thoughts.streaming.parent is not None:
-            views.append(thoughts.streaming)
-        found: dict[int, int] = {}
-        for view in views:
-            width = view.content_size.width
-            if width > 0:
-                found[view.number] = view.get_content_height(Size(0, 0), Size(0, 0), width)
-        return found
-
-    def level(self, rows: dict[int, int], gap: int) -> None:
-        """Give each thought its row's height and the column its filler."""
-        thoughts = self.view.thoughts
-        views = [*thoughts.views()]
-        if thoughts.streaming is not None and thoughts.streaming.parent is not None:
-            views.append(thoughts.streaming)
-        own = self.natural_heights()
-        for view in views:
-            height = rows.get(view.number)
-            current = view.styles.min_height
-            wanted = height if height is not None and height > own.get(view.number, 0) \
-                else None
-            if (current.value if current is not None else None) != wanted:
-                view.styles.min_height = wanted
-        self.filler.set_rows(filler_height(rows, own, gap))
 
 
 class SideBySideScreen(BbmScreen):
@@ -242,6 +142,8 @@ class SideBySideScreen(BbmScreen):
         for column in self.columns:
             self._follow_column(column)
         self.presenter = context(self).presenter
+        # The focused column's border follows the theme (it is an inline style).
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._show_headers())
         self.set_class(self.size.height >= TALL, "-tall")
         self._place_columns()
         self.set_focus(self.columns[0].view, scroll_visible=False)
@@ -253,6 +155,12 @@ class SideBySideScreen(BbmScreen):
         column.view.presenter = self.presenter
         self.watch(column.view, "running", self._running_changed, init=False)
         self.watch(column.view.thoughts, "scroll_y", self._scroll_follower(column), init=False)
+        # Its facts grow (a finder's verdict) or shrink: every column's facts as tall (the
+        # pane's content, its filler included, changes height either way).
+        self.watch(column.view.question_pane, "virtual_size", self._facts_changed, init=False)
+
+    def _facts_changed(self) -> None:
+        self.call_after_refresh(self.level_facts)
 
     def _scroll_follower(self, column: ModelColumn):
         return lambda: self._scrolled(column)
@@ -291,7 +199,6 @@ class SideBySideScreen(BbmScreen):
         for column in self.columns:
             column.show_header(focused=column.position == self._focused,
                                wall_clock=wall_clock)
-            column.set_class(column.position == self._focused, "-focused")
         self._show_summary()
 
     def _show_summary(self) -> None:
@@ -313,7 +220,21 @@ class SideBySideScreen(BbmScreen):
         gap = 1 if self.presenter else 0
         for column in shown:
             column.level(rows, gap)
+        self.level_facts()
         self.call_after_refresh(self._scrolled, self.columns[self._focused])
+
+    def level_facts(self) -> None:
+        """The facts under every column's thoughts as tall as the tallest, so that the
+        thoughts panes keep one height and their rows stay level."""
+        shown = [column for column in self.columns if column.display]
+        if not shown:
+            return
+        tallest = max(column.facts_height() for column in shown)
+        most = shown[0].view.question_pane.styles.max_height
+        if most is not None and most.is_cells:
+            tallest = min(tallest, int(most.value))
+        for column in shown:
+            column.level_facts(tallest)
 
     def _running_changed(self) -> None:
         self._show_headers()

@@ -9,7 +9,7 @@ from textual.content import Content
 from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Static
-from textual.widgets._footer import FooterKey, FooterLabel
+from textual.widgets._footer import FooterKey, FooterLabel, KeyGroup
 
 from bbm_tui.ui.text import fit_message, safe
 
@@ -116,17 +116,30 @@ class KeysFooter(Footer):
         pinned = {id(child) for child in items if _is_help(child)}
         room = width - sum(_cells(child) for child in self.children
                            if child.has_class("-command-palette") or id(child) in pinned)
-        for child in items:
-            if id(child) in pinned:
+        for unit in _units(items):
+            if any(id(child) in pinned for child in unit):
                 continue
-            cells = _cells(child)
+            cells = sum(_cells(child) for child in unit)
             fits = cells <= room
             if fits:
                 room -= cells
             else:
                 room = -1  # keep the order: nothing after a key left out
-            if child.display != fits:
-                child.display = fits
+            for child in unit:
+                if child.display != fits:
+                    child.display = fits
+
+
+def _units(items: list[Widget]) -> list[list[Widget]]:
+    """The footer's items as they are shown or left out: a group of keys (j and k) with the
+    label after it ("move") is one, so that the keys never show without what they do."""
+    units: list[list[Widget]] = []
+    for item in items:
+        if isinstance(item, FooterLabel) and units and isinstance(units[-1][-1], KeyGroup):
+            units[-1].append(item)
+        else:
+            units.append([item])
+    return units
 
 
 def _is_help(widget: Widget) -> bool:

@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import replace
 
 from bbm_tui.core import llm
-from bbm_tui.core.judging.finders import FindFinished, StepJudged, TraceJudged
+from bbm_tui.core.judging.finders import CallRetried, FindFinished, StepJudged, TraceJudged
 from bbm_tui.core.judging.judges import JUDGES, VERIFIER, default_judge, judges_for
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.recording import record_find
@@ -34,6 +34,8 @@ class MistakeFinding:
         self.last_request: FindRequest | None = None
         # Keep the thought being judged in view, until the reader moves the selection.
         self.follow = False
+        # "retry 2 of 4 (timed out)" while a call of the run on show is being made again.
+        self.retrying = ""
 
     # -- f: a model judges the trace; every answer is saved as it arrives
 
@@ -80,6 +82,7 @@ class MistakeFinding:
         view.collapse_answers()
         shown = FinderShown(request.method, request.spec.model, request.judge_all, steps[-1].id)
         self.follow = True
+        self.retrying = ""
         view.finding = True
         view.finder = shown
         stopped = False
@@ -92,6 +95,7 @@ class MistakeFinding:
                 trace.store, session.id, trace.task, request.method, session.input,
                 [step.text for step in steps], request.spec, leaf_step_id=steps[-1].id,
                 settings=view.context.config.finder_settings(), judge_all=request.judge_all,
+                on_retry=self._retried,
             ):
                 self._on_event(shown, event)
         except llm.LLMError as error:
@@ -116,6 +120,7 @@ class MistakeFinding:
 
     def _on_event(self, shown: FinderShown, event: object) -> None:
         view = self.view
+        self.retrying = ""  # the call that was retried has answered
         if isinstance(event, StepJudged):
             shown.verdicts[event.number] = (event.verdict, event.raw)
             view.post_message(CallsMade(event.call))
@@ -136,6 +141,11 @@ class MistakeFinding:
             return
         view.finder = shown
 
+    def _retried(self, retry: CallRetried) -> None:
+        """A call of the run is being made again: the status line says so until it answers."""
+        self.retrying = retry.words()
+        self._say_progress()
+
     def _say_progress(self) -> None:
         view = self.view
         shown = view.finder
@@ -144,13 +154,15 @@ class MistakeFinding:
         who = ("The task verifier" if finder_who(shown) == "Verifier"
                else f"The model ({finder_source(shown)})")
         count = len(view.trace.steps)
+        retrying = f" {self.retrying}" if self.retrying else ""
+        stops = f"  ({view.key('stop')} stops)"
         if not shown.step_level:
-            view.say(f"{who} is reading the whole trace…  ({view.key('stop')} stops)")
+            view.say(f"{who} is reading the whole trace…{retrying}{stops}")
             return
         number = shown.next_number
         if number > count:
             return
-        view.say(f"{who} is judging Thought {number} of {count}…  ({view.key('stop')} stops)")
+        view.say(f"{who} is judging Thought {number} of {count}…{retrying}{stops}")
         thought = view.reveal(number) if self.follow else None
         if thought is not None:
             view.thoughts.scroll_to_thought(thought)

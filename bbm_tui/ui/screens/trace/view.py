@@ -237,7 +237,14 @@ class TraceView(TraceHost):
             self.say("")
             event.stop()
             event.prevent_default()
-        elif self._typed_number and not self._goes_to_the_number(event.key):
+        elif self._typed_number and self._goes_to_the_number(event.key):
+            # The jump now, not by the key's binding: that runs once the key has bubbled up
+            # to the app, after the keys typed next have reached this handler, so "4⏎x"
+            # typed fast flagged the thought selected before (x cleared the number first).
+            self.action_jump()
+            event.stop()
+            event.prevent_default()
+        elif self._typed_number:
             # Any other key does what it does, and the number is forgotten: it stayed
             # behind a dialog (w, then esc) and made "2" "22" after.
             self._typed_number = ""

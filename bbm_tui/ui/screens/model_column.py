@@ -1,0 +1,142 @@
+"""One model's column on the side-by-side screen (side_by_side.py): its trace view in a border
+that names the model, its state and its figures, and the fillers that keep its rows and its
+facts level with the other columns'."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.color import Color
+from textual.containers import Vertical
+from textual.content import Content
+from textual.geometry import Size
+from textual.widget import Widget
+
+from bbm_tui.core.store import Totals
+from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.core.trace.side_by_side import BranchFigures
+from bbm_tui.core.types import ModelBranchState
+from bbm_tui.ui.screens.trace.view import TraceView
+from bbm_tui.ui.viewmodels.columns import column_title, figures_line, filler_height, shown_state
+from bbm_tui.ui.widgets.chrome import StatusLine
+from bbm_tui.ui.widgets.thought import ThoughtView
+
+# The lines of a column's status line (the trace view's own has three).
+STATUS_LINES = 2
+
+
+class Filler(Widget):
+    """The blank under a column's last thought: the rows the other columns have and it has
+    not, so that every column scrolls as far and its rows stay level."""
+
+    DEFAULT_CSS = """
+    Filler {
+        height: 0;
+    }
+    """
+
+    def set_rows(self, height: int) -> None:
+        if self.styles.height is None or self.styles.height.value != height:
+            self.styles.height = height
+
+
+class ModelColumn(Vertical):
+    """One model's column: its trace view, framed by a border that names the model, its state
+    and its figures."""
+
+    def __init__(self, trace: TraceSession, totals: Totals, position: int) -> None:
+        super().__init__(classes="model-column")
+        self.trace = trace
+        self.position = position
+        self.view = TraceView(trace, totals, id=f"column-{position}")
+        self.filler = Filler()
+        # Under its facts: the rows the other columns' facts take and its own do not.
+        self.facts_filler = Filler()
+        # What its border says (show_header): the title as shown, the figures as text.
+        self.title = Content()
+        self.figures = ""
+
+    def compose(self) -> ComposeResult:
+        yield self.view
+
+    def on_mount(self) -> None:
+        # Under the column's thoughts (after the window's last line: ThoughtList mounts its
+        # own thoughts before that line, so the filler stays last).
+        self.view.thoughts.mount(self.filler)
+        self.view.question_pane.mount(self.facts_filler)
+        self.view.query_one("#thoughts-pane").border_title = ""
+        # Two lines of what happened, in every column alike (side_by_side.tcss): the
+        # thoughts panes stay one height, whatever each says.
+        self.view.query_one("#run-status", StatusLine).lines = STATUS_LINES
+        self.call_after_refresh(self._facts_only)
+
+    def _facts_only(self) -> None:
+        """Under the thoughts, the view's facts without the question and target (shown once
+        above the columns): the view shows its target when it mounts."""
+        pane = self.view.question_pane
+        pane.border_title = Content()
+        pane.query_one("#target").display = False
+
+    @property
+    def state(self) -> ModelBranchState:
+        return shown_state(self.trace, self.view.running)
+
+    def show_header(self, *, focused: bool, wall_clock: bool) -> None:
+        """The border: the model and its state above, its figures below."""
+        spec = self.trace.spec
+        self.title = column_title(spec.model, self.state, position=self.position,
+                                  focused=focused, mode=spec.mode)
+        self.figures = figures_line(BranchFigures.of(self.trace.steps), wall_clock=wall_clock)
+        self.border_title = self.title
+        self.border_subtitle = Content(self.figures)
+        self.show_focus(focused)
+
+    def show_focus(self, focused: bool) -> None:
+        """The column with the keys has its border in the theme's primary colour. An inline
+        style, not a CSS class: a class change restyles every widget in the column (~25),
+        which made a column switch take ~100 ms while two columns streamed; this restyles
+        the column only."""
+        if focused:
+            primary = Color.parse(self.app.get_css_variables()["primary"])
+            self.styles.border = ("round", primary)
+        elif self.styles.inline.has_rule("border_top"):
+            self.styles.border = None  # the stylesheet's own
+
+    def natural_heights(self) -> dict[int, int]:
+        """Each thought's own height here by number (the one streaming too), where laid out."""
+        thoughts = self.view.thoughts
+        views: list[ThoughtView] = [*thoughts.views()]
+        if thoughts.streaming is not None and thoughts.streaming.parent is not None:
+            views.append(thoughts.streaming)
+        found: dict[int, int] = {}
+        for view in views:
+            width = view.content_size.width
+            if width > 0:
+                found[view.number] = view.get_content_height(Size(0, 0), Size(0, 0), width)
+        return found
+
+    def facts_height(self) -> int:
+        """The rows its facts under the thoughts take (answer, label, a finder's verdict...),
+        laid out as they are, whatever height the pane is given."""
+        pane = self.view.question_pane
+        return pane.gutter.height + sum(child.outer_size.height
+                                        for child in pane.displayed_children
+                                        if child is not self.facts_filler)
+
+    def level_facts(self, height: int) -> None:
+        self.facts_filler.set_rows(max(0, height - self.facts_height()))
+
+    def level(self, rows: dict[int, int], gap: int) -> None:
+        """Give each thought its row's height and the column its filler."""
+        thoughts = self.view.thoughts
+        views = [*thoughts.views()]
+        if thoughts.streaming is not None and thoughts.streaming.parent is not None:
+            views.append(thoughts.streaming)
+        own = self.natural_heights()
+        for view in views:
+            height = rows.get(view.number)
+            current = view.styles.min_height
+            wanted = height if height is not None and height > own.get(view.number, 0) \
+                else None
+            if (current.value if current is not None else None) != wanted:
+                view.styles.min_height = wanted
+        self.filler.set_rows(filler_height(rows, own, gap))
