@@ -251,3 +251,26 @@ def test_a_step_says_it_was_taken_from_one_call_and_which_deployment_served_it()
     assert "\x1b" not in one_line(meta) and "served by gpu-" in one_line(meta)
     own = shared._replace(one_call=None, deployment=None)
     assert "one call" not in step_meta(own) and "served by" not in step_meta(own)
+
+
+async def test_one_calls_prompt_is_counted_once_so_a_priced_model_has_a_cost(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The stream is closed at the answer, before the provider's usage: the prompt is counted
+    by litellm (an estimate, on the first share), so a model with a price has one, the call's
+    prompt paid once, its output by each share; never "cost unknown" for want of a count."""
+    openai_server.responder = dataset_trace_responder
+    spec = llm.ModelSpec("openai/gpt-4o-mini", openai_server.base_url)
+    index = longest_row("word_sorting")
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        trace, _ = await stored_trace(store, "word_sorting", index, spec, ONE_CALL)
+        first, *others = store.branch(trace.id)
+        assert others and len(openai_server.requests) == 1
+        assert first.prompt_tokens and first.prompt_tokens > 500 and first.prompt_estimated
+        assert all(step.prompt_tokens is None for step in others)
+        assert all(step.cost for step in [first, *others])
+        assert first.cost > max(step.cost or 0 for step in others)  # the prompt's price
+        totals = store.totals(trace.id)
+        assert (totals.calls, totals.unpriced_calls) == (1, 0)
+        assert totals.prompt_tokens == first.prompt_tokens and totals.prompt_estimated_calls
+        assert totals.cost == pytest.approx(sum(step.cost or 0 for step in [first, *others]))
