@@ -803,19 +803,20 @@ async def test_the_status_line_says_when_a_finders_call_is_retried(
     """A call that timed out is made again, and the status line says so while it runs
     ("retry 2 of 4 (timed out)"); the answer that then comes is the run's."""
     critic = "Thought 1 swaps the balls the question says. So the first mistake is \\boxed{1}"
-    openai_server.enqueue(Reply(critic, first_chunk_delay_s=5.0),
+    # Margins wide enough for a loaded machine: silent 12 s against a 3 s timeout.
+    openai_server.enqueue(Reply(critic, first_chunk_delay_s=12.0),
                           Reply(critic, chunk_chars=4, chunk_delay_s=0.15))
     trace = recorded_session(store, TRACKING, 0)
-    app = make_app(Config(timeout=1.0), session_id=trace.id)
+    app = make_app(Config(timeout=3.0), session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_screen(pilot)
         await run_finder(pilot, "critic", model="openai/test", api_base=openai_server.base_url,
                          wait=False)
         await wait_for(pilot, lambda: "retry 2 of 4 (timed out)"
-                       in text_of(screen, "#run-status"), timeout=20)
+                       in text_of(screen, "#run-status"), timeout=40)
         status = text_of(screen, "#run-status")
         assert status.startswith("The model (") and "is reading the whole trace…" in status
-        await wait_for(pilot, lambda: not screen.view.finding, timeout=30)
+        await wait_for(pilot, lambda: not screen.view.finding, timeout=60)
         assert screen.view.finder.state == "finished"
         assert screen.view.finder.mistake_number == 1
         assert "retry" not in text_of(screen, "#run-status")
