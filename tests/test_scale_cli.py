@@ -213,3 +213,24 @@ def test_the_configs_one_call_is_turned_off_for_one_run(openai_server: FakeOpenA
     asked = openai_server.requests[2:]
     assert len(asked) == steps and all("stop" in request.body for request in asked)
     assert (tmp_path / "one.jsonl").read_text().count("\n") == 2
+
+
+def test_find_on_two_machines_then_merge_writes_what_one_machine_writes(tmp_path: Path) -> None:
+    """--shard on find (the task verifiers: no model, the same on every machine): the two
+    shares are disjoint and merge into exactly one machine's PREDS, in the input's order (find
+    writes each trace as it finishes: one machine at --concurrency 1 writes that order)."""
+    source = tmp_path / "dyck_languages.jsonl"
+    source.write_text("".join(row.to_line() + "\n"
+                              for row in bundled_rows("dyck_languages")[:12]))
+    find = ("find", "--method", "verify", "--input", str(source), "--no-progress")
+    [whole] = run_all([(*find, "--concurrency", "1", "--out", str(tmp_path / "whole.jsonl"))])
+    assert whole.code == 0, whole.err
+    parts = [str(tmp_path / f"part{index}.jsonl") for index in (1, 2)]
+    results = run_all([(*find, "--shard", f"{index}/2", "--out", part)
+                       for index, part in enumerate(parts, start=1)])
+    assert all(result.code == 0 for result in results), [r.err for r in results]
+    counts = [len(Path(part).read_text().splitlines()) for part in parts]
+    assert all(counts) and sum(counts) == 12
+    [merged] = run_all([("merge", *parts, "--out", str(tmp_path / "merged.jsonl"))])
+    assert merged.code == 0, merged.err
+    assert (tmp_path / "merged.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
