@@ -23,7 +23,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
     run_steps,
 )
-from bbm_tui.core.store import Store
+from bbm_tui.core.store import Store, Totals
 from bbm_tui.core.tasks import TASK_NAMES
 from bbm_tui.core.trace.session import NewTrace, TraceSession, on_the_loop
 from bbm_tui.core.types import SessionSource, TraceEnd
@@ -263,7 +263,7 @@ async def test_one_calls_prompt_is_counted_once_so_a_priced_model_has_a_cost(
     spec = llm.ModelSpec("openai/gpt-4o-mini", openai_server.base_url)
     index = longest_row("word_sorting")
     with Store.open(tmp_path / "store.sqlite3") as store:
-        trace, _ = await stored_trace(store, "word_sorting", index, spec, ONE_CALL)
+        trace, events = await stored_trace(store, "word_sorting", index, spec, ONE_CALL)
         first, *others = store.branch(trace.id)
         assert others and len(openai_server.requests) == 1
         assert first.prompt_tokens and first.prompt_tokens > 500 and first.prompt_estimated
@@ -274,3 +274,11 @@ async def test_one_calls_prompt_is_counted_once_so_a_priced_model_has_a_cost(
         assert (totals.calls, totals.unpriced_calls) == (1, 0)
         assert totals.prompt_tokens == first.prompt_tokens and totals.prompt_estimated_calls
         assert totals.cost == pytest.approx(sum(step.cost or 0 for step in [first, *others]))
+        # What a screen keeps in step from the steps as they come (its title) is the same.
+        running = Totals(0, 0, 0, 0.0)
+        for event in events:
+            if isinstance(event, StepFinished):
+                running = running.plus(event.call)
+        assert (running.calls, running.unpriced_calls, running.prompt_tokens) == (
+            1, 0, totals.prompt_tokens)
+        assert running.cost == pytest.approx(totals.cost)

@@ -254,19 +254,21 @@ class Totals:
 
     def plus(self, call: CallRecord) -> Totals:
         """These totals and one more call, as the store will sum them once it is committed:
-        a screen keeps its totals in step without reading them again."""
+        a screen keeps its totals in step without reading them again. The steps one streamed
+        call gave (one-call mode) are its shares: the call counts once, at its first."""
+        first_share = call.one_call_share == 0
         unpriced = self.unpriced_models
         if call.cost is None and call.model not in unpriced:
             unpriced = tuple(sorted((*unpriced, call.model)))
         return Totals(
-            self.calls + 1,
+            self.calls + first_share,
             self.prompt_tokens + (call.prompt_tokens or 0),
             self.completion_tokens + (call.completion_tokens or 0),
             self.cost + (call.cost or 0.0),
             self.estimated_calls + call.usage_estimated,
             self.cached_tokens + (call.cached_tokens or 0),
             self.cache_write_tokens + (call.cache_write_tokens or 0),
-            self.unpriced_calls + (call.cost is None),
+            self.unpriced_calls + (call.cost is None and first_share),
             unpriced,
             self.prompt_estimated_calls + call.prompt_estimated,
         )
