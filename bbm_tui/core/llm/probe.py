@@ -31,5 +31,6 @@ async def check_connection(spec: ModelSpec, timeout_s: float) -> ConnectionCheck
         return ConnectionCheck(0.0, "", offline=True)
     settings = CallSettings(temperature=0.0, max_tokens=PROBE_MAX_TOKENS, timeout_s=timeout_s,
                             retry=RetryPolicy(attempts=1))
-    answer = await complete(spec, PROBE_MESSAGES, settings)
+    # A few tokens: one reply, not a stream (a slow model's long answers are the finders').
+    answer = await complete(spec, PROBE_MESSAGES, settings, streamed=False)
     return ConnectionCheck(answer.call.latency_s, answer.text)

@@ -667,9 +667,16 @@ async def complete(
     spec: ModelSpec,
     messages: Sequence[dict[str, str]],
     settings: CallSettings | None = None,
+    *,
+    streamed: bool = True,
 ) -> Completion:
     """One whole answer (no stop), e.g. for the mistake finders: `complete_events` without
-    the retries' events. Raises LLMError."""
+    the retries' events. `streamed=False` asks for it in one reply, for an answer of a few
+    tokens ("test connection"). Raises LLMError."""
+    if not streamed:
+        settings = settings or CallSettings(max_tokens=None)
+        return await with_retries(spec, settings.retry, lambda attempt: _complete_unstreamed(
+            spec, list(messages), settings, attempt))
     async for item in complete_events(spec, messages, settings):
         if isinstance(item, Completion):
             return item
@@ -822,6 +829,48 @@ def _silence(spec: ModelSpec, settings: CallSettings, state: _StreamState) -> LL
                         f"in {settings.timeout_s:g} s)")
     return LLMError("timeout", f"{spec.model}{where} did not answer in time (silent for "
                     f"{_longest_silence(settings):g} s mid-answer)")
+
+
+async def _complete_unstreamed(
+    spec: ModelSpec, messages: list[dict[str, str]], settings: CallSettings, attempt: int
+) -> Completion:
+    """One whole answer asked for in one reply (not streamed): a few tokens' probe."""
+    kwargs = call_kwargs(spec, settings)
+    started_at = time.perf_counter()
+    if spec.mode == "chat":
+        kwargs["messages"] = finder_messages(spec, settings, messages)
+    else:
+        kwargs["prompt"] = "\n\n".join(message["content"] for message in messages)
+    response = await asyncio.wait_for(start_call(spec, kwargs, chat=spec.mode == "chat"),
+                                      settings.timeout_s + 5)
+    choices = getattr(response, "choices", None) or []
+    if not choices:
+        raise not_an_answer(spec, "no choice")
+    choice = choices[0]
+    if spec.mode == "chat":
+        message = getattr(choice, "message", None)
+        text = getattr(message, "content", None) or ""
+    else:
+        text = getattr(choice, "text", None) or ""
+    if not text and getattr(choice, "finish_reason", None) is None:
+        raise not_an_answer(spec, "no text and no finish reason")
+    text = unicode_text(text)
+    latency = time.perf_counter() - started_at
+    counts = counts_from_litellm(getattr(response, "usage", None))
+    call = CallRecord(
+        model=spec.model,
+        params=sent_params(spec, settings),
+        latency_s=latency,
+        prompt_tokens=counts.prompt,
+        completion_tokens=counts.completion,
+        cost=cost_of(spec, counts),
+        finish_reason=getattr(choice, "finish_reason", None),
+        attempts=attempt,
+        cached_tokens=counts.cached,
+        cache_write_tokens=counts.cache_write,
+        deployment=served_by(response) if spec.router else None,
+    )
+    return Completion(text=text, call=call)
 
 
 def call_to_json(call: CallRecord) -> str:
