@@ -282,3 +282,10 @@ async def test_one_calls_prompt_is_counted_once_so_a_priced_model_has_a_cost(
         assert (running.calls, running.unpriced_calls, running.prompt_tokens) == (
             1, 0, totals.prompt_tokens)
         assert running.cost == pytest.approx(totals.cost)
+        # A column of models side by side, and a run's row: one call, its time once.
+        from bbm_tui.core.store import calls_latency
+        from bbm_tui.core.trace.side_by_side import BranchFigures
+
+        figures = BranchFigures.of([first, *others])
+        assert (figures.calls, figures.unpriced_calls) == (1, 0)
+        assert figures.latency_s == calls_latency([first, *others]) == others[-1].latency_s

@@ -274,6 +274,23 @@ class Totals:
         )
 
 
+def steps_calls(steps: Sequence[Step]) -> dict[object, list[Step]]:
+    """The calls that made these steps, each with its steps: a call of its own (by its id), or
+    one call that gave several (by its `one_call` id; its steps are its shares)."""
+    calls: dict[object, list[Step]] = {}
+    for step in steps:
+        if step.call_id is not None:
+            calls.setdefault(step.one_call or step.call_id, []).append(step)
+    return calls
+
+
+def calls_latency(steps: Sequence[Step]) -> float:
+    """The time the steps' calls took, each call once: a one-call step's latency is from its
+    call's start, so the call's is its last step's."""
+    return sum(max(step.latency_s or 0.0 for step in shares)
+               for shares in steps_calls(steps).values())
+
+
 def default_session_name(task: str, dataset_index: int | None, input_text: str) -> str:
     if dataset_index is not None:
         return f"{task} #{dataset_index}"
