@@ -40,11 +40,7 @@ from bbm_tui.ui.messages import (
     SessionRenamed,
     WorkerFailed,
 )
-from bbm_tui.ui.palette import (
-    app_commands,
-    help_rows,
-    save_screenshot,
-)
+from bbm_tui.ui.palette import app_commands, help_rows, save_screenshot, screenshot_once_drawn
 from bbm_tui.ui.queues import AnnotateRequest, Queues
 from bbm_tui.ui.screens.base import SplashScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
@@ -557,7 +553,8 @@ class BbmApp(App[int]):
         """Save a screenshot once the screen has been drawn again: from the palette, the
         screen below has just come back, and its footer recomposes after the next refresh
         (a screenshot taken at once had an empty footer row)."""
-        self.call_after_refresh(self.call_after_refresh, self.save_svg_now)
+        self.run_worker(screenshot_once_drawn(self), group="screenshot", exit_on_error=False,
+                        description="Saving a screenshot")
 
     def save_svg_now(self) -> None:
         save_screenshot(self)

@@ -8,6 +8,7 @@ the user's keymap binds them."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,6 +67,28 @@ def app_commands(app: Any, screen: Screen) -> Iterator[SystemCommand]:
     yield SystemCommand("Agreement", "Cohen's kappa between the annotators, as a matrix; "
                         "Krippendorff's alpha", app.action_agreement)
     yield from declared_commands(screen, app)
+
+
+async def screenshot_once_drawn(app: App[Any]) -> None:
+    """Save a screenshot once the screen has its footer again. From the palette, the screen
+    below has just come back and its footer recomposes a frame or two later: a screenshot
+    taken at once (or after a fixed two refreshes, on a busy machine) had an empty footer
+    row. Waits at most a second, then saves what there is."""
+    for _ in range(50):
+        if _footer_drawn(app.screen):
+            break
+        await asyncio.sleep(0.02)
+    save_screenshot(app)
+
+
+def _footer_drawn(screen: Screen) -> bool:
+    """The screen's footer (if it has one) shows keys, laid out where they will be drawn."""
+    from textual.widgets import Footer
+
+    footers = screen.query(Footer)
+    if not footers:
+        return True
+    return any(child.display and child.region.width for child in footers.first().children)
 
 
 def save_screenshot(app: App[Any]) -> None:
