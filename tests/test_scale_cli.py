@@ -135,6 +135,7 @@ def test_two_models_in_one_call_on_two_machines_then_merge_write_what_one_machin
     assert [(row["model"], row["steps"]) for row in rows] == [
         (model, steps) for steps in recorded for model in ("openai/a", "openai/b")]
     assert len(openai_server.requests) == 8  # one call a trace, each model's own
+    assert all(row["usage"]["calls"] == 1 for row in rows)  # and each row says so
     assert {request.body["model"] for request in openai_server.requests} == {"a", "b"}
     parts = []
     for index in (1, 2):
