@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -234,9 +234,9 @@ async def llama_part(count: int, folder: Path, base: str) -> None:
            judge=True)
 
 
-async def compare(count: int, folder: Path, base: str) -> None:
+async def compare(count: int, folder: Path, base: str, tasks: Sequence[str]) -> None:
     plain, labelled = tiny_specs(folder, base)
-    for task in TINY_TASKS:
+    for task in tasks:
         jobs = jobs_from_bundled(task, count)
         first = await batch_texts(jobs, plain, TINY, folder, f"{task}-per-step")
         again = await batch_texts(jobs, plain, TINY, folder, f"{task}-per-step-again")
@@ -273,6 +273,9 @@ def main() -> int:
     options.add_argument("--compare", type=int, metavar="N",
                          help="the faithfulness comparison on llama-server, N questions a task")
     options.add_argument("--no-llama", action="store_true", help="the local server only")
+    options.add_argument("--tasks", nargs="+", choices=TINY_TASKS, default=TINY_TASKS,
+                         metavar="TASK", help="--compare on these tasks only (default: "
+                         f"{', '.join(TINY_TASKS)})")
     args = options.parse_args()
     header("one call for many steps vs one call a step", args.quick)
     with private_home() as env, tempfile.TemporaryDirectory(prefix="bbm-one-call-") as tmp:
@@ -289,7 +292,7 @@ def main() -> int:
             return 0
         try:
             if args.compare is not None:
-                asyncio.run(compare(args.compare, folder, base))
+                asyncio.run(compare(args.compare, folder, base, args.tasks))
             else:
                 asyncio.run(llama_part(2 if args.quick else 8, folder, base))
         finally:

@@ -23,7 +23,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
     run_steps,
 )
-from bbm_tui.core.store import Store
+from bbm_tui.core.store import Store, Totals
 from bbm_tui.core.tasks import TASK_NAMES
 from bbm_tui.core.trace.session import NewTrace, TraceSession, on_the_loop
 from bbm_tui.core.types import SessionSource, TraceEnd
@@ -233,3 +233,59 @@ async def test_the_step_limit_and_the_steps_asked_for_close_the_call(
     assert finished_texts(events) == recorded[:4]
     assert isinstance(events[-1], TraceFinished) and events[-1].reason == TraceEnd.STEP_LIMIT
     assert len(openai_server.requests) == 2
+
+
+def test_a_step_says_it_was_taken_from_one_call_and_which_deployment_served_it() -> None:
+    """Under a thought: its share of one call, and the router deployment of its call."""
+    from bbm_tui.core.store import Step
+    from bbm_tui.ui.text import step_meta
+
+    shared = Step(1, 1, None, 2, "So the order is fig, pear.", "model", None, False, 0.0,
+                  latency_s=0.31, completion_tokens=9, usage_estimated=True, call_id=3,
+                  one_call="abc", deployment="gpu-\x1b[31m1")
+    meta = step_meta(shared)
+    assert "0.31 s · taken from one call · served by gpu-" in meta
+    assert "~9 tok" in meta
+    from bbm_tui.core.textsafe import one_line  # what the thought's view draws of it
+
+    assert "\x1b" not in one_line(meta) and "served by gpu-" in one_line(meta)
+    own = shared._replace(one_call=None, deployment=None)
+    assert "one call" not in step_meta(own) and "served by" not in step_meta(own)
+
+
+async def test_one_calls_prompt_is_counted_once_so_a_priced_model_has_a_cost(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The stream is closed at the answer, before the provider's usage: the prompt is counted
+    by litellm (an estimate, on the first share), so a model with a price has one, the call's
+    prompt paid once, its output by each share; never "cost unknown" for want of a count."""
+    openai_server.responder = dataset_trace_responder
+    spec = llm.ModelSpec("openai/gpt-4o-mini", openai_server.base_url)
+    index = longest_row("word_sorting")
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        trace, events = await stored_trace(store, "word_sorting", index, spec, ONE_CALL)
+        first, *others = store.branch(trace.id)
+        assert others and len(openai_server.requests) == 1
+        assert first.prompt_tokens and first.prompt_tokens > 500 and first.prompt_estimated
+        assert all(step.prompt_tokens is None for step in others)
+        assert all(step.cost for step in [first, *others])
+        assert first.cost > max(step.cost or 0 for step in others)  # the prompt's price
+        totals = store.totals(trace.id)
+        assert (totals.calls, totals.unpriced_calls) == (1, 0)
+        assert totals.prompt_tokens == first.prompt_tokens and totals.prompt_estimated_calls
+        assert totals.cost == pytest.approx(sum(step.cost or 0 for step in [first, *others]))
+        # What a screen keeps in step from the steps as they come (its title) is the same.
+        running = Totals(0, 0, 0, 0.0)
+        for event in events:
+            if isinstance(event, StepFinished):
+                running = running.plus(event.call)
+        assert (running.calls, running.unpriced_calls, running.prompt_tokens) == (
+            1, 0, totals.prompt_tokens)
+        assert running.cost == pytest.approx(totals.cost)
+        # A column of models side by side, and a run's row: one call, its time once.
+        from bbm_tui.core.store import calls_latency
+        from bbm_tui.core.trace.side_by_side import BranchFigures
+
+        figures = BranchFigures.of([first, *others])
+        assert (figures.calls, figures.unpriced_calls) == (1, 0)
+        assert figures.latency_s == calls_latency([first, *others]) == others[-1].latency_s

@@ -135,6 +135,7 @@ def test_two_models_in_one_call_on_two_machines_then_merge_write_what_one_machin
     assert [(row["model"], row["steps"]) for row in rows] == [
         (model, steps) for steps in recorded for model in ("openai/a", "openai/b")]
     assert len(openai_server.requests) == 8  # one call a trace, each model's own
+    assert all(row["usage"]["calls"] == 1 for row in rows)  # and each row says so
     assert {request.body["model"] for request in openai_server.requests} == {"a", "b"}
     parts = []
     for index in (1, 2):
@@ -165,7 +166,8 @@ def test_two_models_behind_one_router_file(openai_server: FakeOpenAI, tmp_path: 
     base = ("run", "--router", str(router), "--task", "word_sorting", "--dataset", "--limit",
             "2", "--no-progress")
     [both, unknown, api_base] = run_all([
-        (*base, "--model", "tiny", "--model", "small", "--out", str(tmp_path / "both.jsonl")),
+        (*base, "--model", "tiny", "--model", "small", "--json", "--out",
+         str(tmp_path / "both.jsonl")),
         (*base, "--model", "tiny", "--model", "openai/gpt-4o", "--out",
          str(tmp_path / "unknown.jsonl")),
         (*base, "--model", "tiny", "--api-base", openai_server.base_url, "--out",
@@ -175,7 +177,61 @@ def test_two_models_behind_one_router_file(openai_server: FakeOpenAI, tmp_path: 
     rows = [json.loads(line) for line in (tmp_path / "both.jsonl").read_text().splitlines()]
     assert [row["model"] for row in rows] == ["tiny", "small"] * 2
     assert {request.body["model"] for request in openai_server.requests} == {"tiny", "small"}
+    # Who served the calls: in --json's usage, and in the summary.
+    usage = json.loads(both.out)["usage"]
+    assert set(usage["calls_by_deployment"]) == {"tiny-server", "small-server"}
+    assert sum(usage["calls_by_deployment"].values()) == usage["calls"] == len(
+        openai_server.requests)
+    # A local model behind the file has no price: unknown, not $0 (litellm's Router puts an
+    # entry without a price in litellm's price map for each deployment's model).
+    assert usage["cost"] is None and both.err.strip().endswith("tokens, cost unknown")
+    halves = usage["calls_by_deployment"]
+    assert (f"bbm-tui: served by small-server {halves['small-server']} calls, tiny-server "
+            f"{halves['tiny-server']} calls") in both.err
     assert unknown.code == 2 and "no model group 'openai/gpt-4o'" in unknown.err
     assert api_base.code == 2 and "--api-base" in api_base.err and "--router" in api_base.err
     assert not (tmp_path / "unknown.jsonl").exists()
     assert not (tmp_path / "api_base.jsonl").exists()
+
+
+def test_the_configs_one_call_is_turned_off_for_one_run(openai_server: FakeOpenAI,
+                                                       tmp_path: Path) -> None:
+    """`one_call = true` in the config: a run makes one call a trace; --no-one-call makes it
+    one call a step (the paper's protocol) without touching the config."""
+    import os
+
+    Path(os.environ["BBM_TUI_CONFIG"]).write_text("one_call = true\n", encoding="utf-8")
+    openai_server.responder = dataset_trace_responder
+    run = ("run", "--model", "openai/test", "--api-base", openai_server.base_url, "--task",
+           "word_sorting", "--dataset", "--limit", "2", "--no-progress")
+    [configured] = run_all([(*run, "--out", str(tmp_path / "one.jsonl"))])
+    assert configured.code == 0, configured.err
+    assert len(openai_server.requests) == 2
+    [per_step] = run_all([(*run, "--no-one-call", "--out", str(tmp_path / "per-step.jsonl"))],
+                         machine(tmp_path, "other"))
+    assert per_step.code == 0, per_step.err
+    steps = sum(len(row.steps) for row in bundled_rows("word_sorting")[:2])
+    asked = openai_server.requests[2:]
+    assert len(asked) == steps and all("stop" in request.body for request in asked)
+    assert (tmp_path / "one.jsonl").read_text().count("\n") == 2
+
+
+def test_find_on_two_machines_then_merge_writes_what_one_machine_writes(tmp_path: Path) -> None:
+    """--shard on find (the task verifiers: no model, the same on every machine): the two
+    shares are disjoint and merge into exactly one machine's PREDS, in the input's order (find
+    writes each trace as it finishes: one machine at --concurrency 1 writes that order)."""
+    source = tmp_path / "dyck_languages.jsonl"
+    source.write_text("".join(row.to_line() + "\n"
+                              for row in bundled_rows("dyck_languages")[:12]))
+    find = ("find", "--method", "verify", "--input", str(source), "--no-progress")
+    [whole] = run_all([(*find, "--concurrency", "1", "--out", str(tmp_path / "whole.jsonl"))])
+    assert whole.code == 0, whole.err
+    parts = [str(tmp_path / f"part{index}.jsonl") for index in (1, 2)]
+    results = run_all([(*find, "--shard", f"{index}/2", "--out", part)
+                       for index, part in enumerate(parts, start=1)])
+    assert all(result.code == 0 for result in results), [r.err for r in results]
+    counts = [len(Path(part).read_text().splitlines()) for part in parts]
+    assert all(counts) and sum(counts) == 12
+    [merged] = run_all([("merge", *parts, "--out", str(tmp_path / "merged.jsonl"))])
+    assert merged.code == 0, merged.err
+    assert (tmp_path / "merged.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()

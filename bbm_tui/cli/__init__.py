@@ -446,7 +446,8 @@ def _add_model_options(parser: argparse.ArgumentParser, *, several: str = "") ->
                         help=f"chat (prompt as one user message) or text completion{each}")
     parser.add_argument("--router", metavar="FILE.yaml",
                         help="a litellm Router model_list (the LiteLLM proxy's): --model then "
-                        "names one of its model groups, spread over its deployments")
+                        "names one of its model groups, spread over its deployments "
+                        "(--router '': none, whatever the config's `router`)")
 
 
 def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> None:
@@ -455,10 +456,10 @@ def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> No
                         help="this machine is I of N sharing the input: it does its fixed "
                         "share (join the N OUT files with `bbm-tui merge`)")
     if one_call:
-        parser.add_argument("--one-call", action="store_true", default=None,
+        parser.add_argument("--one-call", action=argparse.BooleanOptionalAction, default=None,
                             help="one streamed call for many steps, each line taken while it "
-                            "begins with its Thought label (not the paper's one call a step; "
-                            "the config's `one_call`)")
+                            "begins with its Thought label (not the paper's one call a step); "
+                            "--no-one-call: one call a step whatever the config's `one_call`")
 
 
 def _add_pace_option(parser: argparse.ArgumentParser) -> None:

@@ -29,6 +29,7 @@ from bbm_tui.core.batch.runner import BatchStop
 from bbm_tui.core.batch.shard import Shard
 from bbm_tui.core.dataset import DatasetError
 from bbm_tui.core.store import Store
+from bbm_tui.core.textsafe import one_line
 
 R = TypeVar("R")
 OnProgress = Callable[[Any], None]
@@ -234,6 +235,10 @@ def print_batch_notes(out: Path, progress: Any) -> None:
     if progress.duplicates:
         print(f"bbm-tui: {progress.duplicates} duplicate(s) in the input were done once",
               file=sys.stderr)
+    if progress.deployments:  # behind a router file: who did the work
+        served = ", ".join(f"{one_line(name)} {count(calls, 'call')}"
+                           for name, calls in sorted(progress.deployments.items()))
+        print(f"bbm-tui: served by {served}", file=sys.stderr)
 
 
 def print_impossible_logprobs(number: int, noun: str) -> None:

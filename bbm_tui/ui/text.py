@@ -184,6 +184,11 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
     parts: list[str] = ["backtracked"] if step.origin == StepOrigin.BACKTRACK else []
     if wall_clock and step.latency_s is not None:
         parts.append(f"{step.latency_s:.2f} s")
+    if step.one_call is not None:
+        # Its latency is from the start of the call it shared with the steps around it.
+        parts.append("taken from one call")
+    if step.deployment is not None:
+        parts.append(f"served by {step.deployment}")
     if step.call_choices is not None and step.call_choices > 1:
         # Its call's latency is the samples' wait; its tokens (if shown) are its own.
         parts.append(f"1 of {step.call_choices} samples")

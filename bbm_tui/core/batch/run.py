@@ -33,7 +33,7 @@ from bbm_tui.core.batch.shard import Shard
 from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
-from bbm_tui.core.store import SessionBusy, SessionDeleted, Store, StoreError
+from bbm_tui.core.store import SessionBusy, SessionDeleted, Store, StoreError, calls_latency
 from bbm_tui.core.trace.session import NewTrace, TraceSession, digest_of, on_the_loop
 from bbm_tui.core.trace.side_by_side import BranchFigures
 from bbm_tui.core.types import SessionSource
@@ -233,8 +233,10 @@ def _row_extra(
 
 
 def _total_latency(store: Store, trace: TraceSession, fallback: float) -> float:
-    latencies = [step.latency_s for step in trace.steps if step.latency_s is not None]
-    return sum(latencies) if latencies else fallback
+    """The trace's calls' time, each call once (one call for many steps too)."""
+    if not any(step.latency_s is not None for step in trace.steps):
+        return fallback
+    return calls_latency(trace.steps)
 
 
 @dataclass

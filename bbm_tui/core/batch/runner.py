@@ -50,6 +50,8 @@ class Progress:
     unpriced_calls: int = 0
     # Their models, in the order first met.
     unpriced_models: list[str] = field(default_factory=list)
+    # Behind a router file: the calls each deployment served.
+    deployments: dict[str, int] = field(default_factory=dict)
     # Tokens as the providers counted them: every prompt token, the part read from the
     # prompt cache, the part written to it, and the answers'; calls whose counts are estimates.
     prompt_tokens: int = 0
@@ -77,6 +79,8 @@ class Progress:
         steps one streamed call gave (one-call mode) are its shares: the call counts once."""
         first_share = call.one_call_share == 0
         self.calls += first_share
+        if call.deployment is not None and first_share:
+            self.deployments[call.deployment] = self.deployments.get(call.deployment, 0) + 1
         self.prompt_tokens += call.prompt_tokens or 0
         self.cached_tokens += call.cached_tokens or 0
         self.cache_write_tokens += call.cache_write_tokens or 0
@@ -109,7 +113,8 @@ class Progress:
                 "prompt_estimated_calls": self.prompt_estimated_calls,
                 "cost": round(self.cost, 8) if known else None,
                 "unpriced_calls": self.unpriced_calls,
-                "cost_unknown_for": list(self.unpriced_models)}
+                "cost_unknown_for": list(self.unpriced_models),
+                "calls_by_deployment": dict(self.deployments)}
 
 
 @dataclass
@@ -143,6 +148,7 @@ class ProgressDelta:
     prompt_estimated_calls: int = 0
     impossible_logprobs: int = 0
     notes: list[str] = field(default_factory=list)
+    deployments: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, progress: StepsProgress) -> ProgressDelta:
@@ -152,7 +158,7 @@ class ProgressDelta:
                    progress.unpriced_models, progress.prompt_tokens, progress.cached_tokens,
                    progress.cache_write_tokens, progress.completion_tokens,
                    progress.estimated_calls, progress.prompt_estimated_calls,
-                   progress.impossible_logprobs, progress.notes)
+                   progress.impossible_logprobs, progress.notes, progress.deployments)
 
     def add_to(self, progress: StepsProgress) -> None:
         progress.calls += self.calls
@@ -171,6 +177,8 @@ class ProgressDelta:
         for model in self.unpriced_models:
             if model not in progress.unpriced_models:
                 progress.unpriced_models.append(model)
+        for deployment, calls in self.deployments.items():
+            progress.deployments[deployment] = progress.deployments.get(deployment, 0) + calls
         for endpoint in self.one_at_a_time:
             progress.note(one_at_a_time_note(endpoint, processes=True))
         for note in self.notes:

@@ -32,8 +32,15 @@ from typing import Any
 from bbm_tui.core.llm.caching import step_messages
 from bbm_tui.core.llm.capabilities import asks_logprobs, logprob_kwargs, sent_params
 from bbm_tui.core.llm.errors import classify_error, key_check
+from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.records import CHARS_PER_TOKEN_CAP, StepText, TextDelta, UsageCounts
-from bbm_tui.core.llm.router import DeploymentPin, served_by, start_call, unwrapped
+from bbm_tui.core.llm.router import (
+    DeploymentPin,
+    deployment_spec,
+    served_by,
+    start_call,
+    unwrapped,
+)
 from bbm_tui.core.llm.transport import (
     ImpossibleLogprobs,
     aligned_tokens,
@@ -53,6 +60,7 @@ from bbm_tui.core.types import (
     CallSettings,
     ModelSpec,
     TokenLogprob,
+    sane_tokens,
 )
 
 
@@ -222,6 +230,9 @@ class _Call:
     chunks_since_step: int = 0
     shares: int = 0
     inner_stream: Any = None
+    # litellm's count of the call's prompt (None: it could not count it): the provider's
+    # comes at the stream's end, which a call closed at a step never reaches.
+    prompt_tokens: int | None = None
 
 
 async def _read_call(spec: ModelSpec, prompt: str, parts: Sequence[str], first_number: int,
@@ -247,6 +258,8 @@ async def _read_call(spec: ModelSpec, prompt: str, parts: Sequence[str], first_n
         kwargs["messages"] = step_messages(spec, settings, prompt, parts)
     else:
         kwargs["prompt"] = prompt
+    # In a thread: the first count loads the tokenizer (the app's loop must not wait).
+    call.prompt_tokens = await asyncio.to_thread(_estimated_prompt_tokens, spec, kwargs)
     started_at = time.perf_counter()
     stream: Any = None
     reason = "the call ended"
@@ -342,6 +355,19 @@ def _absorb(chunk: Any, call: _Call, spec: ModelSpec) -> str:
     return unicode_text(text) if text else ""
 
 
+def _estimated_prompt_tokens(spec: ModelSpec, kwargs: dict[str, Any]) -> int | None:
+    """litellm's count of the prompt the call sends, with the model's tokenizer where litellm
+    has it (else tiktoken's); None when it cannot count it."""
+    model = deployment_spec(spec).model
+    try:
+        counter = litellm_module().token_counter
+        if "messages" in kwargs:
+            return sane_tokens(counter(model=model, messages=kwargs["messages"]))
+        return sane_tokens(counter(model=model, text=kwargs["prompt"]))
+    except Exception:  # a tokenizer litellm cannot load, content it cannot read
+        return None
+
+
 def _params(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:
     """The parameters the call was sent (no token limit), and that it gave several steps."""
     params = sent_params(spec, settings)
@@ -356,19 +382,24 @@ def _step_text(step: tuple[int, int, int], lines: _Lines, call: _Call, spec: Mod
     tokens = aligned_tokens(lines.raw, call.tokens, start, end) if call.tokens else None
     completion_tokens = call.chunks_since_step or None
     call.chunks_since_step = 0
+    # The call's prompt is the first share's (estimated); the others' cost is their output's.
+    prompt_tokens = call.prompt_tokens if call.shares == 0 else None
+    priced_prompt = prompt_tokens if call.shares == 0 else (
+        0 if call.prompt_tokens is not None else None)
     record = CallRecord(
         model=spec.model,
         params=_params(spec, settings),
         latency_s=time.perf_counter() - started_at,
-        prompt_tokens=None,
+        prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
-        cost=cost_of(spec, UsageCounts(completion=completion_tokens)),
+        cost=cost_of(spec, UsageCounts(prompt=priced_prompt, completion=completion_tokens)),
         logprobs=[token.logprob for token in tokens] if tokens else None,
         impossible_logprobs=call.impossible_logprobs,
         finish_reason="newline" if end < len(lines.raw) else call.finish_reason,
         native_stop=False,
         tokens=tokens,
         usage_estimated=completion_tokens is not None,
+        prompt_estimated=prompt_tokens is not None,
         one_call=call.id,
         one_call_share=call.shares,
         deployment=deployment,

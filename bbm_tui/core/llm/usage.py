@@ -82,11 +82,20 @@ def cost_of(spec: ModelSpec, counts: UsageCounts) -> float | None:
 _PRICED: dict[str, str | None] = {}
 
 
+def _has_price(entry: dict[str, Any]) -> bool:
+    """A price map entry that prices something (a token, a character, a second...)."""
+    return any("cost_per" in key and isinstance(value, int | float)
+               for key, value in entry.items())
+
+
 def priced_name(model: str) -> str | None:
-    """The name litellm prices `model` under, or None when its price map has no entry for it
+    """The name litellm prices `model` under, or None when its price map has no price for it
     (litellm then makes up a price of 0 for some models, e.g. an Anthropic model it does not
-    know: unknown, not free). `ollama_chat/…` is the same local model as `ollama/…`, which
-    litellm prices (at $0). Asked once per model: a lookup costs ~0.5 ms."""
+    know: unknown, not free). An entry without a price is none: litellm's Router adds one for
+    each deployment's model (and id) when it is built, and a local model behind a router file
+    was priced $0 by it, and so was the same model called directly after. `ollama_chat/…` is
+    the same local model as `ollama/…`, which litellm prices (at $0). Asked once per model: a
+    lookup costs ~0.5 ms."""
     if model in _PRICED:
         return _PRICED[model]
     litellm = litellm_module()
@@ -94,7 +103,8 @@ def priced_name(model: str) -> str | None:
         "ollama_chat/") else model
     try:
         info = litellm.get_model_info(name)
-        found = name if info.get("key") in litellm.model_cost else None
+        entry = litellm.model_cost.get(info.get("key"))
+        found = name if isinstance(entry, dict) and _has_price(entry) else None
     except Exception:
         found = None
     _PRICED[model] = found

@@ -38,7 +38,9 @@ if TYPE_CHECKING:
         StoredCandidate,
         TaskDefinition,
         Totals,
+        calls_latency,
         default_session_name,
+        steps_calls,
     )
     from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns
     from bbm_tui.core.store.sessions import CLAIM_HEARTBEAT_S, CLAIM_STALE_S
@@ -69,6 +71,8 @@ _MODULE_OF = {
     "TaskDefinition": "records",
     "Totals": "records",
     "default_session_name": "records",
+    "calls_latency": "records",
+    "steps_calls": "records",
     "MIGRATIONS": "schema",
     "SCHEMA_VERSION": "schema",
     "expected_columns": "schema",
@@ -105,11 +109,13 @@ __all__ = [
     "TaskDefinition",
     "Totals",
     "call_from_row",
+    "calls_latency",
     "default_path",
     "default_session_name",
     "expected_columns",
     "home_dir",
     "preflight",
+    "steps_calls",
     "system_error",
 ]
 

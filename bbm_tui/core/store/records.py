@@ -254,22 +254,41 @@ class Totals:
 
     def plus(self, call: CallRecord) -> Totals:
         """These totals and one more call, as the store will sum them once it is committed:
-        a screen keeps its totals in step without reading them again."""
+        a screen keeps its totals in step without reading them again. The steps one streamed
+        call gave (one-call mode) are its shares: the call counts once, at its first."""
+        first_share = call.one_call_share == 0
         unpriced = self.unpriced_models
         if call.cost is None and call.model not in unpriced:
             unpriced = tuple(sorted((*unpriced, call.model)))
         return Totals(
-            self.calls + 1,
+            self.calls + first_share,
             self.prompt_tokens + (call.prompt_tokens or 0),
             self.completion_tokens + (call.completion_tokens or 0),
             self.cost + (call.cost or 0.0),
             self.estimated_calls + call.usage_estimated,
             self.cached_tokens + (call.cached_tokens or 0),
             self.cache_write_tokens + (call.cache_write_tokens or 0),
-            self.unpriced_calls + (call.cost is None),
+            self.unpriced_calls + (call.cost is None and first_share),
             unpriced,
             self.prompt_estimated_calls + call.prompt_estimated,
         )
+
+
+def steps_calls(steps: Sequence[Step]) -> dict[object, list[Step]]:
+    """The calls that made these steps, each with its steps: a call of its own (by its id), or
+    one call that gave several (by its `one_call` id; its steps are its shares)."""
+    calls: dict[object, list[Step]] = {}
+    for step in steps:
+        if step.call_id is not None:
+            calls.setdefault(step.one_call or step.call_id, []).append(step)
+    return calls
+
+
+def calls_latency(steps: Sequence[Step]) -> float:
+    """The time the steps' calls took, each call once: a one-call step's latency is from its
+    call's start, so the call's is its last step's."""
+    return sum(max(step.latency_s or 0.0 for step in shares)
+               for shares in steps_calls(steps).values())
 
 
 def default_session_name(task: str, dataset_index: int | None, input_text: str) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from bbm_tui.core import llm
 from bbm_tui.core.generation.stepper import StepEvent, StepperSettings
 from bbm_tui.core.redact import redact_url
-from bbm_tui.core.store import ModelBranch, Session, Step, Store
+from bbm_tui.core.store import ModelBranch, Session, Step, Store, calls_latency, steps_calls
 from bbm_tui.core.trace.session import (
     NewTrace,
     SessionClaim,
@@ -58,14 +58,16 @@ class BranchFigures:
     def of(cls, steps: Sequence[Step]) -> BranchFigures:
         called = [step for step in steps if step.call_id is not None]
         own_cost = [step for step in called if not step.call_choices]
+        # One call for many steps is one call, whose latency its last step holds.
+        unpriced = {step.one_call or step.call_id for step in own_cost if step.cost is None}
         return cls(
             thoughts=len(steps),
-            calls=len(called),
-            latency_s=sum(step.latency_s or 0.0 for step in called),
+            calls=len(steps_calls(steps)),
+            latency_s=calls_latency(steps),
             prompt_tokens=sum(step.prompt_tokens or 0 for step in called),
             completion_tokens=sum(step.completion_tokens or 0 for step in called),
             cost=sum(step.cost or 0.0 for step in own_cost),
-            unpriced_calls=sum(step.cost is None for step in own_cost),
+            unpriced_calls=len(unpriced),
             cached_tokens=sum(step.cached_tokens or 0 for step in called),
             estimated=any(step.usage_estimated for step in called),
         )
