@@ -109,7 +109,10 @@ async def test_annotate_the_critics_preds_and_export_to_processbench(
     # In a thread: the command runs its own event loop, and this test's is running.
     assert await asyncio.to_thread(main, [
         "find", "--model", "openai/critic", "--api-base", openai_server.base_url, "--method",
-        "critic", "--input", str(source), "--out", str(preds), "--no-progress"]) == 0
+        "critic", "--input", str(source), "--out", str(preds), "--no-progress",
+        # PREDS rows are written as traces finish; one at a time, the queue's order is the
+        # file's, which the keys below rest on.
+        "--concurrency", "1"]) == 0
     capsys.readouterr()
     app = make_app(annotate=AnnotateRequest("alice", read_queue_file(preds)))
     async with app.run_test(size=SIZE) as pilot:
