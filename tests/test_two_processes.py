@@ -138,8 +138,10 @@ def test_the_app_and_headless_runs_share_the_store(server: ForkServer, tmp_path:
         # All at once on a store that does not exist yet: the app and two paced runs.
         app = server.spawn(["--task", APP_TASK, "--question", str(APP_QUESTION)], env,
                            tty=terminal.name)
-        first = {task: server.spawn(run_argv(task, runs[task], tmp_path / f"{task}.jsonl"),
-                                    env, stderr=tmp_path / f"{task}.err")
+        # Headless runs replay at full speed unless --pace: paced, they are still writing
+        # while the app generates (the overlap checked at the end).
+        first = {task: server.spawn([*run_argv(task, runs[task], tmp_path / f"{task}.jsonl"),
+                                     "--pace", "100"], env, stderr=tmp_path / f"{task}.err")
                  for task in ("word_sorting", "logical_deduction")}
         terminal.wait_for("n generates the next thought", alive=lambda: app.poll() is None)
         wait_until(lambda: committed_steps(db) >= 3, "the runs' first steps")
