@@ -153,6 +153,9 @@ class SideBySideScreen(BbmScreen):
     def _follow_column(self, column: ModelColumn) -> None:
         """The screen follows the column's runs and scrolling, and gives it presenter mode."""
         column.view.presenter = self.presenter
+        # A thought that takes a line more is levelled in the frame that draws it: levelled
+        # only by the timer, each line cost the columns a second layout.
+        column.view.on_thought_grew = self.level_rows
         self.watch(column.view, "running", self._running_changed, init=False)
         self.watch(column.view.thoughts, "scroll_y", self._scroll_follower(column), init=False)
         # Its facts grow (a finder's verdict) or shrink: every column's facts as tall (the

@@ -116,10 +116,11 @@ class ThoughtView(Widget):
 
     # -- what the stepper reports
 
-    def append(self, delta: str) -> None:
+    def append(self, delta: str) -> bool:
+        """Add streamed text; True when the thought took more (or fewer) lines for it."""
         self._raw += delta
         self._note = ""
-        self._changed()
+        return self._changed()
 
     def restart(self, reason: str) -> None:
         """A retry after text had streamed: what was shown is void."""
@@ -182,12 +183,13 @@ class ThoughtView(Widget):
 
     # -- drawing
 
-    def _changed(self) -> None:
+    def _changed(self) -> bool:
         width = self.content_size.width
         before = len(self._lines(width)) if self._lines_cache and width > 0 else -1
         self._lines_cache = None
         after = len(self._lines(width)) if width > 0 else -2
         self.refresh(layout=before != after)
+        return before != after
 
     def _meta_line(self) -> str:
         if self.presenter:

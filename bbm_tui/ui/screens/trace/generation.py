@@ -99,7 +99,8 @@ class Generation:
         thought = self._streaming.get(event.number)
         if thought is not None:
             self.view.thoughts.follow()
-            thought.append(event.text)
+            if thought.append(event.text) and self.view.on_thought_grew is not None:
+                self.view.on_thought_grew()
 
     def _step_restarted(self, event: StepRestarted) -> None:
         thought = self._streaming.get(event.number)

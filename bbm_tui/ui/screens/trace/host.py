@@ -12,7 +12,7 @@ is what the app names when it fails."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from textual.containers import Horizontal
 from textual.content import Content
@@ -67,6 +67,9 @@ class TraceHost(Horizontal, can_focus=True):
         # The selection follows new thoughts until the reader moves it (and again once they
         # go back to the last thought).
         self._moved = False
+        # Called when a streaming thought takes a line more: a screen that lines several
+        # traces up (side by side) levels them in the same frame, not in a layout of its own.
+        self.on_thought_grew: Callable[[], None] | None = None
 
     @property
     def context(self) -> AppContext:
