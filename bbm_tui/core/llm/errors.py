@@ -321,13 +321,12 @@ def _auth_error(spec: ModelSpec, where: str) -> LLMError:
 def _router_error(error: BaseException, spec: ModelSpec) -> LLMError | None:
     """What a router file or litellm's Router said: a broken file stops the batch; every
     deployment of the group cooling down is a wait (the Router's cooldown) and a retry."""
-    from litellm.types.router import RouterRateLimitError, RouterRateLimitErrorBasic
-
+    from bbm_tui.core.llm.loader import router_rate_limit_errors
     from bbm_tui.core.llm.router import RouterFileError
 
     if isinstance(error, RouterFileError):
         return LLMError("not_found", str(error))
-    if isinstance(error, RouterRateLimitError | RouterRateLimitErrorBasic):
+    if isinstance(error, router_rate_limit_errors()):
         cooldown = getattr(error, "cooldown_time", None)
         return LLMError("rate_limit", f"every deployment of {spec.model} in {spec.router} is "
                         "cooling down after failures",

@@ -68,6 +68,33 @@ def _quiet_loggers() -> None:
         logger.setLevel(logging.ERROR)
 
 
+def router_class() -> Any:
+    """litellm's Router (router.py builds one per router file)."""
+    litellm_module()
+    from litellm.router import Router
+
+    return Router
+
+
+def router_rate_limit_errors() -> tuple[type[BaseException], ...]:
+    """What litellm's Router raises when every deployment of a group is cooling down."""
+    litellm_module()
+    from litellm.types.router import RouterRateLimitError, RouterRateLimitErrorBasic
+
+    return (RouterRateLimitError, RouterRateLimitErrorBasic)
+
+
+def cooldown_deployments(router: Any) -> list[str]:
+    """The deployments `router` is cooling down now (litellm 1.103.7's own list; none where
+    another version keeps it elsewhere)."""
+    try:
+        from litellm.router_utils.cooldown_handlers import _get_cooldown_deployments
+
+        return [str(name) for name in _get_cooldown_deployments(router, None)]
+    except Exception:
+        return []
+
+
 def is_loaded() -> bool:
     return _litellm is not None
 

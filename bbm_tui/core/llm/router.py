@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.errors import UserError
-from bbm_tui.core.llm.loader import litellm_module
+from bbm_tui.core.llm.loader import cooldown_deployments, litellm_module, router_class
 from bbm_tui.core.redact import redact_url
 from bbm_tui.core.types import ModelSpec
 
@@ -221,9 +221,7 @@ def _router(path: str) -> tuple[RouterFile, Any]:
 
 
 def _build_router(parsed: RouterFile) -> Any:
-    litellm_module()
-    from litellm.router import Router
-
+    Router = router_class()
     accepted = set(inspect.signature(Router.__init__).parameters) - {"self", "model_list"}
     unknown = sorted(set(parsed.settings) - accepted)
     if unknown:
@@ -302,14 +300,9 @@ def _least_pinned(parsed: RouterFile, group: str, router: Any) -> str | None:
 
 
 def _cooling_down(router: Any) -> list[str]:
-    """The deployments the Router is cooling down now (litellm 1.103.7's own list; none
-    where another version has it elsewhere: a failed call then unpins as before)."""
-    try:
-        from litellm.router_utils.cooldown_handlers import _get_cooldown_deployments
-
-        return [str(name) for name in _get_cooldown_deployments(router, None)]
-    except Exception:
-        return []
+    """The deployments the Router is cooling down now (none where litellm keeps the list
+    elsewhere: a failed call then unpins as before)."""
+    return cooldown_deployments(router)
 
 
 async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
