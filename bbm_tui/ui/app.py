@@ -40,6 +40,7 @@ from bbm_tui.ui.messages import (
     SessionRenamed,
     WorkerFailed,
 )
+from bbm_tui.ui.paint_clock import PaintClock
 from bbm_tui.ui.palette import app_commands, help_rows, save_screenshot, screenshot_once_drawn
 from bbm_tui.ui.queues import AnnotateRequest, Queues
 from bbm_tui.ui.screens.base import SplashScreen
@@ -106,6 +107,7 @@ class BbmApp(App[int]):
         self.deleted_sessions: set[int] = set()
         self.notes_said: set[str] = set()
         self.presenter = False
+        self.paint_clock = PaintClock(self)
         # Sessions made in this run: one left with nothing done in it is deleted (on leaving
         # its screen, and at exit), not left behind in the sessions list.
         self._fresh_sessions: set[int] = set()

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from bbm_tui.core.config import Config
     from bbm_tui.core.store import Store
     from bbm_tui.core.types import ModelSpec, StepperSettings
+    from bbm_tui.ui.paint_clock import PaintClock
 
 
 class AppContext(Protocol):
@@ -31,6 +32,8 @@ class AppContext(Protocol):
     presenter: bool
     # Why the session store could not be opened (None: it is open, or opening).
     store_error: str | None
+    # Streamed text is painted on it: every trace's in the same frames.
+    paint_clock: PaintClock
 
     async def wait_for_store(self) -> Store | None:
         """The store once it is open, or None if it cannot be (the error is on show)."""

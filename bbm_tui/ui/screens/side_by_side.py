@@ -267,7 +267,10 @@ class SideBySideScreen(BbmScreen):
         self._scrolling = True
         try:
             for other in self.columns:
-                if other is not column and other.display:
+                # One already there is left alone: a scroll_to, even to where it is, lets go
+                # of its anchor, and a column following its end then lagged a line behind
+                # the focused one after each line, caught up by a scroll (a frame) of its own.
+                if other is not column and other.display and other.view.thoughts.scroll_y != y:
                     other.view.thoughts.scroll_to(y=y, animate=False, immediate=True)
         finally:
             self._scrolling = False

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from textual.content import Content
 from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widget import Widget
 
 from bbm_tui.core.textsafe import one_line
@@ -64,6 +65,12 @@ class ThoughtView(Widget):
     repaints this widget alone, and asks for a re-layout only when the thought grows a line.
     """
 
+    # A thought does not scroll: its virtual size is its size, given by the layout. Textual's
+    # own `virtual_size` asks for a layout when it changes, which is just after a layout gave
+    # the thought its new height: a second layout of the whole screen, for nothing, for each
+    # line a streaming thought gained.
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
     # Its lines come wrapped already (`_lines`, which the layout needs for the height): not
     # wrapped again when drawn, which took as long as the wrapping itself.
     DEFAULT_CSS = """
@@ -90,6 +97,8 @@ class ThoughtView(Widget):
         # Presenter mode (a trace screen's P): no latency or token lines, for a clean demo.
         self.presenter = False
         self._lines_cache: tuple[int, list[Content]] | None = None
+        # Text appended and not drawn yet (`paint_appended`).
+        self._unpainted = False
         self.set_class(streaming, "-streaming")
 
     @classmethod
@@ -116,11 +125,17 @@ class ThoughtView(Widget):
 
     # -- what the stepper reports
 
-    def append(self, delta: str) -> bool:
-        """Add streamed text; True when the thought took more (or fewer) lines for it."""
+    def append(self, delta: str) -> None:
+        """Add streamed text, drawn at the next `paint_appended` (the app's paint clock: one
+        frame for what every trace streamed meanwhile)."""
         self._raw += delta
         self._note = ""
-        return self._changed()
+        self._unpainted = True
+
+    def paint_appended(self) -> bool:
+        """Draw the text appended since it was last drawn; True when the thought took more
+        (or fewer) lines for it."""
+        return self._unpainted and self._changed()
 
     def restart(self, reason: str) -> None:
         """A retry after text had streamed: what was shown is void."""
@@ -184,6 +199,7 @@ class ThoughtView(Widget):
     # -- drawing
 
     def _changed(self) -> bool:
+        self._unpainted = False
         width = self.content_size.width
         before = len(self._lines(width)) if self._lines_cache and width > 0 else -1
         self._lines_cache = None

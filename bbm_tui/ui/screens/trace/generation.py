@@ -98,9 +98,20 @@ class Generation:
     def _step_delta(self, event: StepDelta) -> None:
         thought = self._streaming.get(event.number)
         if thought is not None:
-            self.view.thoughts.follow()
-            if thought.append(event.text) and self.view.on_thought_grew is not None:
-                self.view.on_thought_grew()
+            thought.append(event.text)
+            self.view.context.paint_clock.request(self, self._paint_streamed)
+
+    def _paint_streamed(self) -> None:
+        """Draw what streamed since the last tick of the app's paint clock (ui/paint_clock.py),
+        in the frame of every other trace's."""
+        if not self._streaming or not self.view.is_attached:
+            return
+        grew = False
+        for thought in self._streaming.values():
+            grew = thought.paint_appended() or grew
+        self.view.thoughts.follow()
+        if grew and self.view.on_thought_grew is not None:
+            self.view.on_thought_grew()
 
     def _step_restarted(self, event: StepRestarted) -> None:
         thought = self._streaming.get(event.number)
@@ -158,6 +169,8 @@ class Generation:
 
     def drop_unfinished(self) -> None:
         """Remove the thought being streamed (its step will not be committed)."""
+        if self._streaming and self.view.is_attached:
+            self.view.context.paint_clock.cancel(self)
         for thought in self._streaming.values():
             self.view.thoughts.drop(thought)
         self._streaming.clear()
