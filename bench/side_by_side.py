@@ -12,8 +12,14 @@ imported, connections open).
 
 - CPU: this process's CPU time (every thread: the event loop, the store's writes) for each
   second of streaming, with one model on the trace screen and with two side by side, the two
-  alternating, in fresh apps; and the app's CPU when idle on the same screen, for reference.
-  Target: two columns cost at most twice one (the sum of one).
+  alternating, in fresh apps run as `bbm-tui` runs them (the collector's schedule from the
+  first frame: ui/termination.py); and the app's CPU when idle on the same screen, for
+  reference. Measured twice: from Thought 1, and once every column's thoughts overflow its
+  pane and it follows their end (the steady state of a long trace: until then one column on
+  the trace screen scrolls nothing, for its first eight seconds here, while the side-by-side
+  columns, narrower and shorter, scroll from their second; from Thought 1 compares those two
+  regimes as well as the columns). Target, for each: two columns cost at most twice one (the
+  sum of one).
 - keys while both stream: `j`, `k`, `pagedown`, `pageup` (the selected thought moves and the
   columns scroll together) and `tab` / `shift+tab` (the keys go to the other column), each
   sent as the terminal sends it (`App.simulate_key`) at a random moment 50-200 ms after the

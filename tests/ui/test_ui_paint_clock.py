@@ -1,0 +1,144 @@
+"""Streamed text is painted on the app's one clock (ui/paint_clock.py): what came between two
+ticks, from every trace, is painted in one go; a thought that grows a line costs one layout of
+the screen, not two; side by side, a column that follows its end keeps following when the
+focused column's scroll is passed on to it; the collector runs on the app's schedule from
+the first frame (issue 25: two columns streaming cost no more than the sum of one)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+from textual.app import App, ComposeResult
+from textual.containers import VerticalScroll
+from ui_helpers import make_app, wait_for
+
+from bbm_tui.core.store import Store
+from bbm_tui.ui.paint_clock import PaintClock
+from bbm_tui.ui.termination import YOUNG_OBJECTS, collect_from_now_on
+from bbm_tui.ui.widgets.thought import ThoughtView
+from tests.ui.test_ui_side_by_side import OFFLINE, finished_runs, open_race
+
+
+class ClockApp(App[None]):
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = PaintClock(self, per_second=20)
+
+
+def recorder(order: list[str], name: str):
+    """A paint that notes itself, and notes again once the event loop has moved on: two paints
+    of one tick come before either's "after"."""
+    def paint() -> None:
+        order.append(name)
+        asyncio.get_running_loop().call_soon(order.append, f"after {name}")
+    return paint
+
+
+async def test_what_came_between_two_ticks_is_painted_in_one_go() -> None:
+    app = ClockApp()
+    async with app.run_test() as pilot:
+        order: list[str] = []
+        app.clock.request("a", recorder(order, "a"))
+        app.clock.request("b", recorder(order, "b"))
+        app.clock.request("a", recorder(order, "a again"))  # replaces a's: one paint each
+        await wait_for(pilot, lambda: len(order) == 4, timeout=5)
+        assert order == ["a again", "b", "after a again", "after b"]
+
+
+async def test_the_clock_paints_again_after_a_quiet_spell_and_forgets_what_is_cancelled(
+) -> None:
+    app = ClockApp()
+    async with app.run_test() as pilot:
+        order: list[str] = []
+        app.clock.request("a", recorder(order, "a"))
+        await wait_for(pilot, lambda: "after a" in order, timeout=5)
+        await asyncio.sleep(0.3)  # several ticks with nothing to paint: the clock pauses
+        app.clock.request("b", recorder(order, "b"))
+        app.clock.request("c", recorder(order, "c"))
+        app.clock.cancel("c")
+        await wait_for(pilot, lambda: "after b" in order, timeout=5)
+        await asyncio.sleep(0.2)
+        assert order == ["a", "after a", "b", "after b"]
+
+
+class OneThought(App[None]):
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield ThoughtView(1, streaming=True)
+
+
+async def test_a_thought_that_grows_a_line_costs_one_layout() -> None:
+    """Textual's own virtual size asked for a second layout of the whole screen after the one
+    that gave the thought its new height."""
+    app = OneThought()
+    async with app.run_test(size=(60, 20)) as pilot:
+        thought = app.query_one(ThoughtView)
+        thought.append("one line")
+        thought.paint_appended()
+        await pilot.pause()
+        await pilot.pause()
+        layouts: list[object] = []
+        app.screen.screen_layout_refresh_signal.subscribe(app.screen, layouts.append)
+        height = thought.size.height
+        thought.append(" and then enough words to wrap onto a second line of the thought")
+        assert thought.paint_appended(), "it took a line more"
+        await wait_for(pilot, lambda: thought.size.height == height + 1, timeout=5)
+        for _ in range(4):
+            await pilot.pause()
+        assert len(layouts) == 1
+
+
+async def test_text_appended_is_drawn_at_the_paint_not_before() -> None:
+    app = OneThought()
+    async with app.run_test(size=(60, 20)) as pilot:
+        thought = app.query_one(ThoughtView)
+        thought.append("first")
+        thought.paint_appended()
+        await pilot.pause()
+        thought.append(" second")
+        assert thought.text == "first second"  # kept at once
+        assert "second" not in thought.render().plain  # drawn at the clock's tick
+        thought.paint_appended()
+        assert "first second" in thought.render().plain
+        await pilot.pause()
+        assert "first second" in app.export_screenshot().replace("&#160;", " ")
+
+
+async def test_a_following_column_keeps_following_when_the_scroll_is_passed_on(
+        store: Store) -> None:
+    """The columns scroll with the focused one; passing its scroll on to a column already
+    there let go of that column's anchor, so that it lagged a line behind after each line
+    the columns gained, caught up by a scroll (a frame) of its own."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
+                       and finished_runs(screen), timeout=60)
+        focused, other = screen.columns[0], screen.columns[1]
+        for column in (focused, other):
+            column.view.thoughts.scroll_end(animate=False, immediate=True)
+            column.view.thoughts.anchor()
+        await pilot.pause()
+        thoughts = other.view.thoughts
+        assert thoughts.max_scroll_y > 0 and thoughts.scroll_y == thoughts.max_scroll_y
+        screen._scrolled(focused)  # what a scroll of the focused column does
+        end = thoughts.max_scroll_y
+        other.filler.set_rows((other.filler.styles.height.value  # type: ignore[union-attr]
+                               if other.filler.styles.height else 0) + 3)
+        await wait_for(pilot, lambda: thoughts.max_scroll_y == end + 3, timeout=5)
+        await pilot.pause()
+        assert thoughts.scroll_y == thoughts.max_scroll_y, "it no longer followed its end"
+
+
+def test_the_collector_runs_on_the_apps_schedule_from_the_first_frame() -> None:
+    before = gc.get_threshold()
+    try:
+        collect_from_now_on()
+        assert gc.get_threshold() == (YOUNG_OBJECTS, before[1], before[2])
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
