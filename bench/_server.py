@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -60,7 +61,16 @@ class BenchServer(FakeOpenAI):
             return await super()._handle(request, chat)
 
 
+def client_went_away(record: logging.LogRecord) -> bool:
+    """False for aiohttp's traceback of a write to a client that closed its stream (the app
+    stopping a stream: a benchmark window's end), which is no server error: it interleaved
+    with the benchmark's figures."""
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, ConnectionResetError)
+
+
 def main() -> None:
+    logging.getLogger("aiohttp.server").addFilter(client_went_away)
     options = argparse.ArgumentParser()
     options.add_argument("--latency-ms", type=float, default=0.0)
     options.add_argument("--trace", action="store_true",

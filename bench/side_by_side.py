@@ -61,6 +61,8 @@ KEY_TARGET_MS = 50.0
 CPU_TARGET = 2.0  # two columns: at most the sum of one
 # The keys, in turn (a key that cannot move where it is goes the other way: see `plan`).
 KEYS = ("k", "k", "pageup", "tab", "j", "pagedown", "k", "shift+tab", "j", "j")
+# When the CPU is measured: from Thought 1, and once every column follows its end (`steady`).
+REGIMES = ((False, "from Thought 1"), (True, "following the end"))
 
 
 @contextmanager
@@ -362,13 +364,13 @@ def main() -> int:
         idle = [asyncio.run(measure_cpu(urls, 3.0, idle=True))]
         windows: dict[tuple[bool, int], list[Window]] = {}
         for _ in range(rounds):
-            for steady in (False, True):
+            for steady, _ in REGIMES:
                 for count in (1, 2):
                     window = asyncio.run(measure_cpu(urls[:count], seconds, steady=steady))
                     windows.setdefault((steady, count), []).append(window)
         print("\nCPU of the app (this process, every thread):")
         print(window_line("idle, two columns", idle))
-        for steady, when in ((False, "from Thought 1"), (True, "following the end")):
+        for steady, when in REGIMES:
             print(f" {when}:")
             print(window_line("one model streaming", windows[steady, 1]))
             print(window_line("two side by side", windows[steady, 2]))
@@ -378,7 +380,7 @@ def main() -> int:
     for key, values in times.items():
         print(f"  {key:10} {figures(values)}")
     print(f"  {'all keys':10} {figures(every)}")
-    for steady, when in ((False, "from Thought 1"), (True, "following the end")):
+    for steady, when in REGIMES:
         ratio = (statistics.median(w.cpu_per_s for w in windows[steady, 2])
                  / statistics.median(w.cpu_per_s for w in windows[steady, 1]))
         verdict(f"CPU a second, two columns streaming / one, {when}", ratio, CPU_TARGET)
