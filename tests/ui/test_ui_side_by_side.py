@@ -683,11 +683,120 @@ async def test_levelling_leaves_a_min_height_that_does_nothing_in_place(store: S
         view = replay.view.thoughts.views()[0]
         own = replay.natural_heights()[view.number]
         view.styles.min_height = own  # as if it had been shorter than its row before
-        replay.level({view.number: own}, 0)
+        replay.level({view.number: own}, 0, replay)
         min_height = view.styles.min_height
         assert min_height is not None and min_height.value == own
-        replay.level({view.number: own - 1}, 0)  # the row shrank: nothing to hold up
+        replay.level({view.number: own - 1}, 0, replay)  # the row shrank: nothing to hold up
         assert view.styles.min_height is not None  # at its own height: harmless, kept
         view.styles.min_height = own + 2
-        replay.level({view.number: own}, 0)  # held taller than its row: cleared
+        replay.level({view.number: own}, 0, replay)  # held taller than its row: cleared
         assert view.styles.min_height is None
+
+
+DYCK_QUESTION = 25  # replay's recording ends at Thought 37, the solver's at Thought 54
+
+
+def dyck_question() -> NewTrace:
+    row = bundled_rows("dyck_languages")[DYCK_QUESTION]
+    return NewTrace("dyck_languages", row.input, row.target, DYCK_QUESTION, row.mistake_index)
+
+
+def screen_rows(column: ModelColumn) -> dict[int, int]:
+    """Where each thought on show starts on the screen (not in its pane)."""
+    return {view.number: view.region.y for view in column.view.thoughts.views()
+            if view.region.height}
+
+
+def level_and_selected_in_view(screen: SideBySideScreen) -> bool:
+    """Every thought number on show in two columns sits on one screen row, and the focused
+    column's selected thought is on show (not scrolled away, not out of the window)."""
+    shown = [column for column in screen.columns if column.display]
+    rows = [screen_rows(column) for column in shown]
+    for one, other in pairwise(rows):
+        if any(one[number] != other[number] for number in one.keys() & other.keys()):
+            return False
+    focused = next(column for column in shown if column.view is screen.focused)
+    selected = focused.view.thoughts.view(focused.view.selected)
+    if selected is None:
+        return False
+    pane = focused.view.thoughts.region
+    return selected.region.height > 0 and pane.y <= selected.region.y \
+        and selected.region.bottom <= pane.bottom
+
+
+async def test_columns_of_different_lengths_keep_their_numbers_level(store: Store) -> None:
+    """Issue 34, item 2: once replay (37 thoughts) and the solver (54) both answer, the
+    focused replay column showed a blank, held at the solver's rows 43-47 (the solver's
+    window of 40 thoughts started at 15, replay's at 1, and the focused column followed its
+    end into the blank under its last thought); `30 enter` showed Thought 30 beside Thought
+    43. Now the same numbers sit on the same rows and the focused selection is in view, after
+    a jump, a column switch and `m` adding a column too; and no column prints "Filler"
+    (item 6)."""
+    from bbm_tui.ui.dialogs import ModelScreen
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        session_id = SideBySide.create(store, dyck_question(), OFFLINE).id
+        screen = await open_race(pilot, store, OFFLINE, session_id)
+        replay, solver = screen.columns
+        await pilot.press("r")
+        await wait_for(pilot, lambda: replay.trace.finished and solver.trace.finished
+                       and finished_runs(screen), timeout=60)
+        assert (len(replay.trace.steps), len(solver.trace.steps)) == (37, 54)
+        await wait_for(pilot, lambda: level_and_selected_in_view(screen), timeout=10)
+        assert replay.view.selected == 37
+        await pilot.press("3", "0", "enter")
+        await wait_for(pilot, lambda: replay.view.selected == 30
+                       and level_and_selected_in_view(screen), timeout=10)
+        assert screen_rows(replay)[30] == screen_rows(solver)[30]
+        await pilot.press("tab", "G")
+        await wait_for(pilot, lambda: screen.focused is solver.view
+                       and solver.view.selected == 54
+                       and level_and_selected_in_view(screen), timeout=10)
+        # Replay's blank beside the solver's Thoughts 38-54 is on show.
+        await pilot.pause()
+        assert "Filler" not in app.export_screenshot()
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(screen.columns) == 3 and app.screen is screen)
+        added = screen.columns[2]
+        await wait_for(pilot, lambda: screen.focused is added.view)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: added.trace.finished and finished_runs(screen),
+                       timeout=60)
+        await wait_for(pilot, lambda: level_and_selected_in_view(screen), timeout=10)
+        await pilot.press("1", "6", "enter")
+        await wait_for(pilot, lambda: added.view.selected == 16
+                       and level_and_selected_in_view(screen), timeout=10)
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: level_and_selected_in_view(screen), timeout=10)
+        await pilot.press("shift+tab", "G")  # the solver, beside the added column's blank
+        await wait_for(pilot, lambda: screen.focused is solver.view
+                       and solver.view.selected == 54
+                       and level_and_selected_in_view(screen), timeout=10)
+        await pilot.pause()
+        assert "Filler" not in app.export_screenshot()
+
+
+async def test_the_blank_under_a_shorter_column_prints_nothing(store: Store) -> None:
+    """Issue 34, item 6: the blank a shorter column keeps beside the longer one's thoughts
+    printed its widget's class name, "Filler", at 80x24 and 120x40."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        session_id = SideBySide.create(store, dyck_question(), OFFLINE).id
+        screen = await open_race(pilot, store, OFFLINE, session_id)
+        replay, solver = screen.columns
+        await pilot.press("r")
+        await wait_for(pilot, lambda: replay.trace.finished and solver.trace.finished
+                       and finished_runs(screen), timeout=60)
+        await pilot.press("tab", "G")  # the solver's last thoughts, beside replay's blank
+        await wait_for(pilot, lambda: solver.view.selected == 54
+                       and replay.filler.region.height > 0, timeout=10)
+        for size in ((80, 24), (120, 40)):
+            await pilot.resize_terminal(*size)
+            await wait_for(pilot, lambda: replay.filler.region.height > 0, timeout=10)
+            await pilot.pause()
+            assert "Filler" not in app.export_screenshot()

@@ -551,19 +551,23 @@ def export_from_store(store: Store, fmt: str, out_path: Path,
 # ---------------------------------------------------------------------------- csv
 
 CSV_COLUMNS = ("session_id", "name", "task", "annotator", "status", "mistake_index",
-               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note", "branch")
+               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note", "branch",
+               "model")
 
 
 def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) -> ExportResult:
     """One row per annotator's label in force (the adjudicated ones under "(adjudicated)"),
     and one per flagged trace: `mistake_index` empty means "no mistake" on a labelled row.
     The app's own labels are one row per labelled branch, as the jsonl export has them
-    (`branch`: "on show", or "other" for another branch of the session)."""
+    (`branch`: "on show", or "other" for another branch of the session). `model`: the
+    model of the labelled trace (side by side, the model of the branch labelled; else the
+    session's models)."""
     import csv
 
     wanted = None if session_ids is None else set(session_ids)
     work = {(item.session_id, item.annotator): item for item in store.all_queue_work()}
-    sessions = {summary.session.id: summary.session for summary in store.sessions()}
+    summaries = {summary.session.id: summary for summary in store.sessions()}
+    sessions = {session_id: summary.session for session_id, summary in summaries.items()}
     rows: list[list[object]] = []
     for label in store.annotator_labels():
         if wanted is not None and label.session_id not in wanted:
@@ -571,19 +575,25 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
         session = sessions[label.session_id]
         done = work.get((label.session_id, label.annotator))
         spent = "" if done is None else f"{done.time_spent_s:.1f}"
+        models = summaries[label.session_id].model_names
         if label.annotator == DEFAULT_ANNOTATOR:
+            branch_models = {branch.id: branch.model
+                             for branch in store.model_branches(label.session_id)}
             for branch in TraceSession.load(store, label.session_id).labelled_branches():
+                model = branch_models.get(branch.steps[-1].model_branch_id or 0, models) \
+                    if branch.steps else models
                 rows.append([
                     label.session_id, session.name, session.task, label.annotator,
                     "labelled", "" if branch.mistake_index is None else branch.mistake_index,
                     spent, int(branch.label.assisted), _timestamp(branch.label.created_at),
-                    "", "", "on show" if branch.on_show else "other",
+                    "", "", "on show" if branch.on_show else "other", model,
                 ])
             continue
         rows.append([
             label.session_id, session.name, session.task, label.annotator, "labelled",
             "" if label.mistake_index is None else label.mistake_index,
             spent, int(label.assisted), _timestamp(label.created_at), "", "", "on show",
+            models,
         ])
     for (session_id, annotator), item in sorted(work.items()):
         if item.status != "flagged" or (wanted is not None and session_id not in wanted):
@@ -592,7 +602,7 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
         rows.append([session_id, session.name, session.task, annotator, "flagged", "",
                      f"{item.time_spent_s:.1f}", int(item.assisted),
                      _timestamp(item.updated_at), item.flag_reason or "", item.note or "",
-                     "on show"])
+                     "on show", summaries[session_id].model_names])
     with replacing(out_path) as out:
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)

@@ -34,6 +34,10 @@ class Filler(Widget):
     }
     """
 
+    def render(self) -> Content:
+        # Blank: a widget with nothing to render draws its class name ("Filler").
+        return Content("")
+
     def set_rows(self, height: int) -> None:
         if self.styles.height is None or self.styles.height.value != height:
             self.styles.height = height
@@ -62,6 +66,7 @@ class ModelColumn(Vertical):
         # Under the column's thoughts (after the window's last line: ThoughtList mounts its
         # own thoughts before that line, so the filler stays last).
         self.view.thoughts.mount(self.filler)
+        self.view.thoughts.share_window()  # every column mounts the same thought numbers
         self.view.question_pane.mount(self.facts_filler)
         self.view.query_one("#thoughts-pane").border_title = ""
         # Two lines of what happened, in every column alike (side_by_side.tcss): the
@@ -125,8 +130,10 @@ class ModelColumn(Vertical):
     def level_facts(self, height: int) -> None:
         self.facts_filler.set_rows(max(0, height - self.facts_height()))
 
-    def level(self, rows: dict[int, int], gap: int) -> None:
-        """Give each thought its row's height and the column its filler."""
+    def level(self, rows: dict[int, int], gap: int, lead: ModelColumn) -> None:
+        """Give each thought its row's height and the column its filler: the rows down to
+        the last of the column with the keys (`lead`), so that this one scrolls as far as
+        that one (which has none: it shows its own last thought at its end, never a blank)."""
         thoughts = self.view.thoughts
         views = [*thoughts.views()]
         if thoughts.streaming is not None and thoughts.streaming.parent is not None:
@@ -134,7 +141,17 @@ class ModelColumn(Vertical):
         own = self.natural_heights()
         for view in views:
             level_thought(view, rows.get(view.number), own.get(view.number, 0))
-        self.filler.set_rows(filler_height(rows, own, gap))
+        if lead is self:
+            self.filler.set_rows(0)
+            return
+        lead_thoughts = lead.view.thoughts
+        # The lead's line of later thoughts, where this column has none: a row of blank too.
+        later = int(lead_thoughts.later_line_shown and not thoughts.later_line_shown)
+        self.filler.set_rows(filler_height(rows, own, gap, until=lead.last_number()) + later)
+
+    def last_number(self) -> int:
+        """The number of the last thought on show in the column (the one streaming too)."""
+        return max(self.natural_heights(), default=0)
 
 
 def level_thought(view: ThoughtView, row: int | None, own: int) -> None:

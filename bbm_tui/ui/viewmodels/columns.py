@@ -118,9 +118,12 @@ def row_heights(columns: Sequence[Mapping[int, int]]) -> dict[int, int]:
     return rows
 
 
-def filler_height(rows: Mapping[int, int], own: Mapping[int, int], gap: int = 0) -> int:
+def filler_height(rows: Mapping[int, int], own: Mapping[int, int], gap: int = 0,
+                  until: int | None = None) -> int:
     """The blank a column keeps under its last thought: the rows other columns have and it
-    has not (each with `gap`, the space between thoughts), so that every column scrolls as
-    far and its rows stay level with theirs."""
+    has not, down to Thought `until` (None: all of them), each with `gap` (the space between
+    thoughts), so that it scrolls as far as the column it is scrolled with and its rows stay
+    level with theirs."""
     last = max(own, default=0)
-    return sum(height + gap for number, height in rows.items() if number > last)
+    return sum(height + gap for number, height in rows.items()
+               if number > last and (until is None or number <= until))
