@@ -800,3 +800,34 @@ async def test_the_blank_under_a_shorter_column_prints_nothing(store: Store) -> 
             await wait_for(pilot, lambda: replay.filler.region.height > 0, timeout=10)
             await pilot.pause()
             assert "Filler" not in app.export_screenshot()
+
+
+async def test_m_refuses_a_simulated_reward_model_as_a_column(store: Store) -> None:
+    """Issue 34, item 10: `m` took simulated/rm-0.65 as a generating column, which then
+    failed at its first thought. The dialog refuses it, on enter as on its Test (ctrl+t),
+    saying why, and no column is added."""
+    from textual.widgets import Input
+
+    from bbm_tui.ui.dialogs import ModelScreen
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        dialog = app.screen
+        dialog.query_one("#model", Input).value = "simulated/rm-0.65"
+        for key in ("ctrl+t", "enter"):
+            app.clear_notifications()
+            await pilot.press(key)
+            await wait_for(pilot, lambda: any(
+                "simulated reward model" in str(toast.message)
+                for toast in app._notifications))
+            assert app.screen is dialog
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await pilot.pause()
+        assert len(screen.columns) == 2
+    assert [b.model for b in store.model_branches(screen.race.id)] == [
+        "replay/bbm", "solver/bbm"]

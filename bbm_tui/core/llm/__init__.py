@@ -48,7 +48,7 @@ from bbm_tui.core.llm.records import (
     StepText,
     TextDelta,
 )
-from bbm_tui.core.llm.refusals import offline_refusal
+from bbm_tui.core.llm.refusals import generation_refusal, offline_refusal
 from bbm_tui.core.llm.router import (
     DeploymentPin,
     RouterFile,
@@ -153,6 +153,7 @@ __all__ = [
     "classify_error",
     "complete",
     "complete_events",
+    "generation_refusal",
     "gives_logprobs",
     "is_loaded",
     "is_offline",

@@ -26,3 +26,14 @@ def offline_refusal(spec: ModelSpec, task: Task | str) -> LLMError | None:
         "replay",
         f"{spec.model} {_OFFLINE_ONLY[provider]} only, and {found.name!r} is a task of your "
         "own: choose a model of a provider (--model, or ctrl+e on the new-session screen)")
+
+
+def generation_refusal(spec: ModelSpec) -> str | None:
+    """Why a model cannot write a trace's thoughts (None: it can, as far as is known before
+    any call): `simulated/rm-X` answers the mistake-finding prompts only."""
+    model = spec.model
+    if model.split("/", 1)[0] != "simulated":
+        return None
+    return (f"{model} is a simulated reward model: it finds mistakes (f), it writes no "
+            "thoughts. Choose a model that generates (replay/bbm, solver/bbm, or a "
+            "provider's).")
