@@ -831,3 +831,38 @@ async def test_m_refuses_a_simulated_reward_model_as_a_column(store: Store) -> N
         assert len(screen.columns) == 2
     assert [b.model for b in store.model_branches(screen.race.id)] == [
         "replay/bbm", "solver/bbm"]
+
+
+async def test_v_and_t_agree_with_the_line_under_the_columns(store: Store) -> None:
+    """Issue 34, item 4: with the line under the columns saying "The traces part at Thought
+    5", `v` said "They part at Thought 1" and showed Thoughts 1-4 unfolded on both sides
+    (two models' traces share no step), and `t` gave both branches the same snippet (their
+    word-for-word Thought 1). Now `v` folds Thoughts 1-4 and starts at Thought 5, and `t`
+    shows each branch's Thought 5, where they differ."""
+    from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+    from bbm_tui.ui.screens.compare import CompareScreen
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
+                       and finished_runs(screen), timeout=60)
+        summary = str(screen.query_one("#sbs-summary").render())
+        assert "The traces part at Thought 5." in summary
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        compare = app.screen
+        folded = str(compare.query_one("#compare-folded").render())
+        assert folded == ("Thoughts 1-4 are the same on both (folded); they part at "
+                          "Thought 5.")
+        assert compare.numbers == [5, 6, 7]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, BranchTreeScreen))
+        await pilot.pause()
+        shown = app.export_screenshot().replace("&#160;", " ")
+        assert "5: “…red, Dave: yellow, Eve: blue.”" in shown  # replay's Thought 5
+        assert "5: “…blue, Dave: red, Eve: yellow.”" in shown  # the solver's
