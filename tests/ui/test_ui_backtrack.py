@@ -332,6 +332,9 @@ async def test_the_papers_story_in_a_minute_offline() -> None:
     neither."""
     from bbm_tui.core.dataset import bundled_rows
     from bbm_tui.ui.dialogs import FindScreen
+    from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+    from bbm_tui.ui.screens.compare import CompareScreen
+    from bbm_tui.ui.screens.tokens import TokenScreen
 
     row = bundled_rows("multistep_arithmetic")[7]
     assert (row.mistake_index, row.answer, row.target) == (1, "0", "-7")
@@ -371,6 +374,46 @@ async def test_the_papers_story_in_a_minute_offline() -> None:
         assert screen.view.trace.answer == "0" and screen.view.trace.mistake_number == 2
         await wait_for(pilot, lambda: screen.view.finder is not None
                        and screen.view.finder.model == "simulated/rm-0.65")
+        # v and t (the two branches; the tree), then > and l: the new branch's Thought 2
+        # token by token, the chosen sample, which has log-probabilities (issue 34, item 11:
+        # the README had l on the original's Thought 2, the replay's, with none to show).
+        assert story_keys(5) == ["2", "enter", "<", "v", "t", ">", "l"]
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await pilot.press("escape", "t")
+        await wait_for(pilot, lambda: isinstance(app.screen, BranchTreeScreen))
+        await pilot.press("escape", "greater_than_sign")
+        await wait_for(pilot, lambda: app.screen is screen
+                       and screen.view.trace.answer == "-7")
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, TokenScreen))
+        tokens = app.screen
+        assert tokens.step.number == 2 and tokens.step.origin == "backtrack"
+        assert tokens.tokens and "No log-probabilities" not in tokens_text(tokens)
+
+
+def story_keys(item: int) -> list[str]:
+    """The keys that item `item` of the README's "The paper's story in a minute" gives, in
+    order (`esc`, which closes a dialog, left out), from the README or the docs site."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        start = text.find("The paper's story in a minute")
+        if start < 0:
+            continue
+        found = re.search(rf"^{item}\. (.*?)(?=^\d+\. |^\S|\Z)", text[start:],
+                          re.MULTILINE | re.DOTALL)
+        if found is not None:
+            return [key for key in re.findall(r"`([^`]+)`", found.group(1)) if key != "esc"]
+    raise AssertionError("no story in the README or the docs")
+
+
+def tokens_text(screen) -> str:  # type: ignore[no-untyped-def]
+    """What the token view says, all its lines."""
+    return " ".join(str(widget.render()) for widget in screen.query("Static"))
 
 
 def call_models(store: Store, session_id: int) -> list[str]:
