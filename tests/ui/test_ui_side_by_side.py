@@ -866,3 +866,32 @@ async def test_v_and_t_agree_with_the_line_under_the_columns(store: Store) -> No
         shown = app.export_screenshot().replace("&#160;", " ")
         assert "5: “…red, Dave: yellow, Eve: blue.”" in shown  # replay's Thought 5
         assert "5: “…blue, Dave: red, Eve: yellow.”" in shown  # the solver's
+
+
+def screen_text(app) -> str:  # type: ignore[no-untyped-def]
+    """The screen's text, its styles' runs joined (the SVG screenshot, tags left out)."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", app.export_screenshot())).replace(
+        "\xa0", " ")
+
+
+async def test_at_80_columns_a_columns_border_keeps_its_cost(store: Store) -> None:
+    """Issue 34, item 15: at 80x24 a column's border cut its figures at the end, "7 thoughts
+    · 1.4 s · 4,663 tok …": the cost, the figure that matters most, was the one lost. The
+    latency, then the tokens, give way; the cost stays."""
+    app = make_app(wall_clock=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
+                       and finished_runs(screen), timeout=60)
+        await pilot.pause()
+        await wait_for(pilot, lambda: screen_text(app).count("$0 ─╯") == 2, timeout=10)
+        for column in screen.columns:
+            assert column.figures.startswith("7 thoughts") and column.figures.endswith("$0")
+        await pilot.resize_terminal(250, 50)  # room for every figure, the latency too
+        await wait_for(pilot, lambda: all(" s · " in column.figures
+                                          for column in screen.columns), timeout=10)

@@ -22,6 +22,9 @@ from bbm_tui.ui.widgets.thought import ThoughtView
 
 # The lines of a column's status line (the trace view's own has three).
 STATUS_LINES = 2
+# What a column's border takes of its width around its figures (corners, the rule's ends
+# and a space either side).
+BORDER_ROOM = 6
 
 
 class Filler(Widget):
@@ -90,7 +93,10 @@ class ModelColumn(Vertical):
         spec = self.trace.spec
         self.title = column_title(spec.model, self.state, position=self.position,
                                   focused=focused, mode=spec.mode)
-        self.figures = figures_line(BranchFigures.of(self.trace.steps), wall_clock=wall_clock)
+        # The border's room: its corners and the space either side of the figures taken.
+        room = self.size.width - BORDER_ROOM if self.size.width else None
+        self.figures = figures_line(BranchFigures.of(self.trace.steps), wall_clock=wall_clock,
+                                    room=room)
         self.border_title = self.title
         self.border_subtitle = Content(self.figures)
         self.show_focus(focused)

@@ -190,6 +190,7 @@ class SideBySideScreen(BbmScreen):
 
     def _after_first_layout(self) -> None:
         self.level_rows()
+        self._show_headers()  # their figures fitted to the columns' widths
         for column in self.columns:
             branch = column.trace.model_branch
             if branch is not None and branch.state == ModelBranchState.FAILED \
@@ -206,6 +207,7 @@ class SideBySideScreen(BbmScreen):
         self.set_class(self.size.height >= TALL, "-tall")
         self._place_columns()
         self.call_after_refresh(self.level_rows)
+        self.call_after_refresh(self._show_headers)  # their figures fitted to the new widths
 
     def _place_columns(self) -> None:
         """Show the columns that fit (the focused one among them), say how many do not."""

@@ -53,17 +53,23 @@ def shown_state(trace: TraceSession, running: bool) -> ModelBranchState:
     return stored
 
 
-def figures_line(figures: BranchFigures, *, wall_clock: bool = True) -> str:
+def figures_line(figures: BranchFigures, *, wall_clock: bool = True,
+                 room: int | None = None) -> str:
     """"7 thoughts · 3.2 s · 4,210 tok · $0.0012"; the latency left out where the figures
     must not change between runs (screenshots); "≥$…" where some call's price is unknown,
-    "cost —" where none is."""
-    parts = [f"{figures.thoughts} thought" + ("" if figures.thoughts == 1 else "s")]
-    if wall_clock and figures.thoughts:
-        parts.append(f"{figures.latency_s:.1f} s")
-    parts.append(format_tokens(figures.tokens, estimated=figures.estimated))
-    parts.append(cost_phrase(format_total_cost(figures.cost, figures.calls,
-                                               figures.unpriced_calls)))
-    return " · ".join(parts)
+    "cost —" where none is. In `room` cells (a narrow column's border), the latency goes
+    first, then the tokens, then the thoughts: the cost stays (the border cut it off)."""
+    thoughts = f"{figures.thoughts} thought" + ("" if figures.thoughts == 1 else "s")
+    latency = f"{figures.latency_s:.1f} s" if wall_clock and figures.thoughts else ""
+    tokens = format_tokens(figures.tokens, estimated=figures.estimated)
+    cost = cost_phrase(format_total_cost(figures.cost, figures.calls, figures.unpriced_calls))
+    parts = [thoughts, latency, tokens, cost]
+    for dropped in (1, 2, 0):  # the latency, the tokens, the thoughts
+        line = " · ".join(part for part in parts if part)
+        if room is None or len(line) <= room:
+            return line
+        parts[dropped] = ""
+    return cost
 
 
 def column_title(model: str, state: ModelBranchState, *, position: int, focused: bool,
