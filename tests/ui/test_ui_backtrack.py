@@ -561,3 +561,31 @@ async def test_each_sample_shows_where_it_differs_and_whole_a_key_away(size) -> 
             await pilot.press("down")
             whole = str(dialog.query_one("#candidates-whole").render())
             assert one_line(stored[others[0]].text) in whole
+
+
+async def test_at_80x24_the_hand_over_is_said_in_the_dialog_not_over_its_legend() -> None:
+    """Issue 34, item 15: at 80x24, b on replay/bbm's trace put a toast ("replay/bbm can only
+    repeat its recorded trace…") over the samples dialog's legend, the line that says what
+    ★ and enter mean. The dialog says it on a line of its own; no toast covers the legend."""
+    from textual.widgets._toast import Toast
+
+    app = make_app(task="multistep_arithmetic", question=7)
+    # Toasts drawn (a test run leaves them out unless asked).
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
+                       timeout=30)
+        app.clear_notifications()
+        await pilot.press("2", "enter", "x", "b")
+        dialog = await samples_in(pilot)
+        await pilot.pause(0.5)
+        hint = dialog.query_one("#candidates-hint").region
+        assert hint.height > 0 and dialog.region.contains_region(hint)
+        toasts = [toast.region for toast in app.screen.query(Toast)]
+        assert not any(toast.overlaps(hint) for toast in toasts)
+        note = dialog.query_one("#candidates-note")
+        assert note.display and str(note.render()) == (
+            "solver/bbm samples and goes on: replay/bbm can only repeat its recording.")
+        assert "the highest log-probability" in str(
+            dialog.query_one("#candidates-hint").render())
