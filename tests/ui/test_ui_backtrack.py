@@ -584,6 +584,7 @@ async def test_at_80x24_the_hand_over_is_said_in_the_dialog_not_over_its_legend(
         assert hint.height > 0 and dialog.region.contains_region(hint)
         toasts = [toast.region for toast in app.screen.query(Toast)]
         assert not any(toast.overlaps(hint) for toast in toasts)
+        assert dialog.query_one("#candidates").max_scroll_y == 0  # the note's line fits
         note = dialog.query_one("#candidates-note")
         assert note.display and str(note.render()) == (
             "solver/bbm samples and goes on: replay/bbm can only repeat its recording.")

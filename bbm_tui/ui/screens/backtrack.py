@@ -181,6 +181,7 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         line = self.query_one("#candidates-note", Static)
         line.update(styled(note, MUTED))
         line.display = True
+        self.add_class("-noted")  # at 80x24 the whole sample gives it a line (dialogs.tcss)
 
     def arrived(self, sample: SampleArrived) -> None:
         """One sample is in: its row shows it (dropped or not); the choice waits for all."""

@@ -12,10 +12,12 @@ pace) are for the whole screen. A column that fails says why in its own status l
 leaves the others running.
 
 A thought number sits at one height in every column: each row takes the height of the
-tallest of its thoughts in the columns on show, a column with fewer thoughts keeps the blank
-of the ones it has not (a gap, not a shift), and the columns scroll together with the one that
-has the focus. Columns narrower than MIN_COLUMN_WIDTH are not shown: the others are one key
-away, and a line says how many.
+tallest of its thoughts in the columns on show, and the focused column leads: the others mount
+its window of thought numbers (widgets/thought_list.py) and take its scroll offset, a column
+with fewer thoughts keeping the blank of the ones it has not down to the focused one's last (a
+gap, not a shift). The focused column keeps no blank of its own, so that following its end, or
+its selection, never scrolls it into one. Columns narrower than MIN_COLUMN_WIDTH are not
+shown: the others are one key away, and a line says how many.
 """
 
 from __future__ import annotations
