@@ -402,11 +402,17 @@ def _add_import_parser(commands: Commands) -> None:
 def _add_merge_parser(commands: Commands) -> None:
     merge = commands.add_parser(
         "merge", help="join the OUT files of `--shard I/N` runs into what one machine writes",
-        description="Rows in the input's order, each once; two different rows for one input "
-        "row are a conflict, named, and nothing is written.",
+        description="Rows in the input's order, each once. Nothing is written when two "
+        "different rows claim one input row (a conflict, named), when the files are shares "
+        "of different batches (another input, task definition or model), when one is still "
+        "being written, or when no file holds a row of one of the shards.",
     )
     merge.add_argument("files", type=Path, nargs="+", metavar="OUT.jsonl")
-    merge.add_argument("--out", type=Path, required=True, metavar="MERGED.jsonl")
+    merge.add_argument("--out", type=Path, required=True, metavar="MERGED.jsonl",
+                       help="a new file (written 0600), or - for standard output")
+    merge.add_argument("--allow-missing", action="store_true",
+                       help="write the partial file when no file holds a row of some shard "
+                       "(said, and the exit is still 0)")
 
 
 # The commands that read dataset files: each takes BBM rows or any of the field's formats.

@@ -29,7 +29,7 @@ from typing import Any
 from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProgress
-from bbm_tui.core.batch.shard import Shard
+from bbm_tui.core.batch.shard import Shard, batch_digest
 from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import DatasetError, TraceRow, row_from_json
 from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings, TraceFinished
@@ -114,11 +114,20 @@ async def run_batch(
 
         batch = Batch(jobs=jobs, key=job_key, key_of_row=key_of_row, validate=run_row,
                       what=RUN_ROWS, work=work, progress=RunProgress(notes=list(notes)),
-                      ordered=True, shard=shard)
+                      ordered=True, shard=shard, shard_context=_share_of(jobs))
         progress, _ = await runner.run_batch(batch, out_path, concurrency=concurrency,
                                              store_path=store.path, inputs=inputs,
                                              on_progress=on_progress)
     return progress
+
+
+def _share_of(jobs: Sequence[RunJob]) -> dict[str, str]:
+    """What a shard's rows say they are a share of besides the input: the digest of the
+    task definitions (a task of one's own changes it when its file does) and the models."""
+    tasks = sorted({job.task for job in jobs})
+    models = sorted({job.spec.model for job in jobs if job.spec is not None})
+    return {"task": batch_digest([(task, digest_of(task)) for task in tasks]),
+            "model": ", ".join(models)}
 
 
 async def run_in_child(job: RunJob, store: Store,

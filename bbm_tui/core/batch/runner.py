@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from bbm_tui.core import llm
-from bbm_tui.core.batch.shard import Shard, ShardError, check_unsharded
+from bbm_tui.core.batch.shard import Shard, ShardError, batch_digest, check_unsharded
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.dataset.outfile import open_appended
 from bbm_tui.core.errors import UserError
@@ -217,6 +217,9 @@ class Batch(Generic[J, K, P]):
     ordered: bool = False
     # This machine's share of the jobs (core/batch/shard.py); None: all of them.
     shard: Shard | None = None
+    # What a shard's rows say they are a share of besides the input (its task definitions'
+    # digest, its models), so that `merge` refuses shares of different batches.
+    shard_context: Mapping[str, Any] = field(default_factory=dict)
 
 
 def unique(jobs: Sequence[J], key: Callable[[J], K]) -> list[J]:
@@ -246,15 +249,17 @@ async def run_batch(
     try:
         rows = list(out.rows)
         shard = batch.shard
+        jobs = unique(batch.jobs, batch.key)
+        share_of = {"input": batch_digest([batch.key(job) for job in jobs]),
+                    **batch.shard_context}
         try:
             if shard is not None:
-                shard.check_rows(out_path, rows)
+                shard.check_rows(out_path, rows, share_of)
             else:
                 check_unsharded(out_path, rows)
         except ShardError as error:
             raise BatchStop(str(error)) from None
         done = {batch.key_of_row(row) for row in rows}
-        jobs = unique(batch.jobs, batch.key)
         # Each job's place among all of them: what one machine writes, in order.
         placed = [(place, job) for place, job in enumerate(jobs)
                   if shard is None or shard.takes(batch.key(job))]
@@ -274,7 +279,7 @@ async def run_batch(
                 position, place, job = queue.get_nowait()
                 line = await batch.work(job, progress, notify)
                 if shard is not None and line is not None:
-                    line = shard.tag(line, place)
+                    line = shard.tag(line, place, share_of)
                 if writer is not None:
                     progress.done += writer.finished(position, line)
                 elif line is not None:
