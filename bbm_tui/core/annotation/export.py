@@ -58,7 +58,7 @@ from bbm_tui.core.dataset.outfile import OutputFileError
 from bbm_tui.core.store import SQLITE_HEADER, AnnotatorLabel, Label, QueueWork, Step, Store
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line, printable
-from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession
+from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession, session_task
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
     RECORDED_MODEL,
@@ -667,7 +667,9 @@ def dpo_rows(store: Store, session_ids: Sequence[int] | None) -> list[dict[str, 
     rows: list[dict[str, Any]] = []
     for session_id in session_ids:
         trace = TraceSession.load(store, session_id)
-        task = get_task(trace.session.task)
+        # A task of one's own is the definition the session keeps: its file need not be
+        # loaded (or may have changed since).
+        task, _ = session_task(store, trace.session)
         target = trace.session.target
         for mistake, flagged_by in _flagged_mistakes(trace).items():
             rejected = trace.tree.step(mistake)
@@ -766,7 +768,9 @@ def import_rows(
             store.set_origin(trace.id, with_digest(origin, row.input, row.steps))
         if labelled and row.labelled and row.mistake_index is not None:
             trace.flag_mistake(row.mistake_index + 1)
-        elif labelled and row.labelled and row.steps:
+        elif labelled and row.labelled:
+            # A trace with no thoughts keeps its label too (ProcessBench's -1 with no steps):
+            # `stats` counts it labelled, and the export writes it back.
             trace.mark_no_mistake()
         else:
             result.unlabelled += 1

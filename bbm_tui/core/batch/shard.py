@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.dataset import DatasetError, is_standard_output, replacing, row_from_json
+from bbm_tui.core.dataset import (
+    DatasetError,
+    is_standard_output,
+    number_problem,
+    replacing,
+    row_from_json,
+    standard_decoder,
+)
 from bbm_tui.core.errors import UserError
 
 try:  # POSIX; elsewhere a shard still being written is not detected
@@ -34,7 +41,9 @@ except ImportError:  # pragma: no cover - Windows
 SHARD_KEY = "shard"
 PLACE_KEY = "shard_row"
 OF_KEY = "shard_of"
-_SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+_STANDARD = standard_decoder()
+# At most 9 digits each: no split has more machines (and a 5,000-digit one is not converted).
+_SHARD = re.compile(r"\s*(\d{1,9})\s*/\s*(\d{1,9})\s*")
 
 
 class ShardError(UserError, ValueError):
@@ -54,8 +63,9 @@ class Shard:
     def parse(cls, text: str) -> Shard:
         match = _SHARD.fullmatch(text)
         if match is None:
+            shown = repr(text) if len(text) <= 40 else repr(text[:37]) + "..."
             raise ShardError(f"--shard takes I/N (this machine's number, then how many), "
-                             f"not {text!r}")
+                             f"not {shown}")
         index, count = int(match.group(1)), int(match.group(2))
         if not 1 <= index <= count:
             raise ShardError(f"--shard {index}/{count}: I must be from 1 to N")
@@ -197,10 +207,14 @@ def _shard_keys(row: dict, path: Path, number: int) -> tuple[Shard, int, dict | 
     (None: written before shards said)."""
     shard, place = row.pop(SHARD_KEY, None), row.pop(PLACE_KEY, None)
     of = row.pop(OF_KEY, None)
-    if not isinstance(shard, str) or _SHARD.fullmatch(shard) is None or isinstance(place, bool) \
-            or not isinstance(place, int) or place < 0:
+    if shard is None or place is None:
         raise ShardError(f"{path}, line {number}: not a row a --shard run wrote (no "
                          f"`{SHARD_KEY}` and `{PLACE_KEY}`)")
+    if not isinstance(shard, str) or _SHARD.fullmatch(shard) is None or isinstance(place, bool) \
+            or not isinstance(place, int) or place < 0:
+        said = repr(shard) if len(repr(shard)) <= 40 else repr(shard)[:37] + "..."
+        raise ShardError(f"{path}, line {number}: not a row a --shard run wrote (its "
+                         f"`{SHARD_KEY}` {said} is not I/N, or its `{PLACE_KEY}` not a place)")
     try:
         parsed = Shard.parse(shard)
     except ShardError as error:
@@ -249,10 +263,15 @@ def _rows(path: Path) -> list[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
-        except (ValueError, RecursionError):
+            value = _STANDARD.decode(line)
+        except json.JSONDecodeError:
             raise DatasetError(path, "not a JSON line (a run killed mid-write leaves one: go "
                                "on with that run to mend it)", number) from None
+        except ValueError as error:  # NaN, 1e400, an integer of 5,000 digits
+            raise DatasetError(path, number_problem(error) or str(error), number) from None
+        except RecursionError:
+            raise DatasetError(path, "nested too deeply to read (not a dataset row)",
+                               number) from None
         row_from_json(value, path, number)
         found.append((number, value))
     return found

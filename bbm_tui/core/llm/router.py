@@ -98,6 +98,10 @@ def read_router_file(path: str | Path) -> RouterFile:
         raise RouterFileError(f"{path}{where}: not valid YAML ({problem})") from None
     except RecursionError:
         raise RouterFileError(f"{path}: nested too deeply to read") from None
+    except ValueError:  # PyYAML's int() of more digits than Python converts
+        from bbm_tui.core.tomltext import too_long_number_message
+
+        raise RouterFileError(f"{path}, {too_long_number_message(text)}") from None
     if not isinstance(data, dict):
         raise RouterFileError(f"{path}: a router file is a mapping with a `model_list`")
     entries = data.get("model_list")

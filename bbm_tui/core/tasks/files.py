@@ -38,7 +38,13 @@ from bbm_tui.core.tasks import (
     zero_shot_instruction,
 )
 from bbm_tui.core.tasks.compare import CHOICE, EXACT, CompareError, parse_compare
-from bbm_tui.core.tomltext import key_line, toml_error_message, too_deep_message
+from bbm_tui.core.tomltext import (
+    key_line,
+    toml_error_message,
+    toml_text,
+    too_deep_message,
+    too_long_number_message,
+)
 
 KEYS = ("name", "title", "prompt", "question", "answer_regex", "compare", "finding_prompts",
         "description", "questions")
@@ -134,7 +140,7 @@ def load_task_file(path: Path | str) -> Task:
     except OSError as error:
         raise TaskFileError(path, f"cannot read the task file: {error.strerror}") from None
     try:
-        text = raw.decode("utf-8")
+        text = toml_text(raw)
     except UnicodeDecodeError:
         raise TaskFileError(path, "the task file is not UTF-8 text") from None
     try:
@@ -143,6 +149,8 @@ def load_task_file(path: Path | str) -> Task:
         raise TaskFileError(path, toml_error_message(error)) from None
     except RecursionError:  # tomllib recurses on each level of nesting
         raise TaskFileError(path, too_deep_message(text)) from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise TaskFileError(path, too_long_number_message(text)) from None
     return _task_from(_Reader(path.resolve(), text, data))
 
 
