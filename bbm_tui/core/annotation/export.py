@@ -454,10 +454,10 @@ def markdown(trace: LabelledTrace) -> str:
     title = one_line(trace.name) + ("" if trace.on_show else " (another branch)")
     lines = [f"## {_md_line(title)}", ""]
     lines.append(f"- task: {trace.task}")
-    lines.append(f"- model: `{_md_code(trace.model)}`")
+    lines.append(f"- model: {_md_code(trace.model)}")
     if trace.target is not None:
-        lines.append(f"- target: `{_md_code(trace.target)}`")
-    answer = "—" if trace.answer is None else f"`{_md_code(trace.answer)}`"
+        lines.append(f"- target: {_md_code(trace.target)}")
+    answer = "—" if trace.answer is None else _md_code(trace.answer)
     verdict = {True: " (correct)", False: " (wrong)", None: ""}[trace.correct]
     lines.append(f"- answer: {answer}{verdict}")
     if not trace.labelled:
@@ -516,9 +516,14 @@ def _md_text(text: str, indent: str) -> str:
 
 
 def _md_code(text: str) -> str:
-    """Text in a code span: one line (a newline could start a block), no backquote, never
-    empty ("``" would be two backquotes, not an empty span)."""
-    return one_line(text).replace("`", "'") or " "
+    """Text as a code span, its backquotes kept (a model's answer may hold some): one line (a
+    newline could start a block), fenced by one backquote more than its longest run of them,
+    and padded with a space where it begins or ends with one (CommonMark strips one space
+    each side); never empty ("``" would be two backquotes, not an empty span)."""
+    line = one_line(text) or " "
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", line)), default=0) + 1)
+    pad = " " if line.startswith("`") or line.endswith("`") else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
 
 
 def export_file(store: Store, fmt: str, out_path: Path, *,

@@ -183,8 +183,11 @@ class _Lines:
     def _decide(self, out: list) -> str | None:
         """Read the start of the current line once there is enough of it: set `decided`,
         or return why the call stops here."""
-        if self.after_cr and self.raw.startswith("\n", self.line_start):
-            self.line_start += 1
+        if self.after_cr:
+            if len(self.raw) == self.line_start:
+                return None  # the "\n" of a "\r\n" may come in the next chunk: wait for it
+            if self.raw.startswith("\n", self.line_start):
+                self.line_start += 1
         self.after_cr = False
         region = self.raw[self.line_start:]
         if self.number == self.first:

@@ -213,11 +213,28 @@ def _answer_pattern(reader: _Reader) -> str:
         compiled = re.compile(pattern)
     except re.error as error:
         raise reader.fail("answer_regex", f"not a valid regular expression: {error}") from None
-    if compiled.search("") is not None:
-        raise reader.fail("answer_regex", "matches a thought with no text, so every trace "
-                          "would end at Thought 1; it must match only the thought that "
-                          "states the answer, e.g. '(?<=[Tt]he answer is).*$'")
+    if compiled.search("") is not None or any(
+            _states_nothing(compiled.search(text)) for text in _THOUGHTS_WITH_NO_ANSWER):
+        raise reader.fail("answer_regex", "matches a thought with no text, or empty text in "
+                          "any thought, so every trace would end at Thought 1 with no answer; "
+                          "it must match only the thought that states the answer, e.g. "
+                          "'(?<=[Tt]he answer is).*$'")
     return pattern
+
+
+# Thoughts that state no answer: a pattern that matches empty text in them (`(?<=.)`, `\b`)
+# would read an answer "" in every thought.
+_THOUGHTS_WITH_NO_ANSWER = ("a", "I read the question, word by word.")
+
+
+def _states_nothing(match: re.Match[str] | None) -> bool:
+    """The match reads an empty answer (its whole text, or the group it would give, blank)."""
+    if match is None:
+        return False
+    if not match.re.groups:
+        return not match.group(0).strip()
+    found = next((group for group in match.groups() if group is not None), "")
+    return not found.strip()
 
 
 def _finding_prompts(reader: _Reader, found: Path) -> dict[str, Any]:
