@@ -34,7 +34,7 @@ def infinite(tmp_path: Path) -> Path:
     ("find", "--method", "verify", "--input", "{file}", "--out", "{out}"),
     ("backtrack", "--model", "solver/bbm", "--input", "{file}", "--locations", "gold",
      "--out", "{out}"),
-])
+], ids=["find", "backtrack"])
 def test_1e400_in_a_dataset_file_is_named(tmp_path: Path, infinite: Path,
                                           command: tuple[str, ...]) -> None:
     args = tuple(part.format(file=infinite, out=tmp_path / "out.jsonl") for part in command)
@@ -51,7 +51,7 @@ def test_1e400_in_a_shard_is_named(tmp_path: Path) -> None:
     assert_refused(refused, "part.jsonl:1", "1e400")
 
 
-@pytest.mark.parametrize("tokens", ["1e400", str(10 ** 400)])
+@pytest.mark.parametrize("tokens", ["1e400", str(10 ** 400)], ids=["1e400", "10**400"])
 def test_compare_takes_token_counts_past_the_float_range(tmp_path: Path, tokens: str) -> None:
     rows = tmp_path / "word_sorting.jsonl"
     lines = []
@@ -97,7 +97,7 @@ PRMBENCH = {"original_question": "Q", "modified_question": "Q", "original_proces
                                               "final_answer_correct": True}
                                              ).replace('"label": 0', f'"label": {BIG}'),
      "5,000 digits"),
-])
+], ids=["mr-ben", "mr-gsm8k", "prmbench", "processbench-text", "processbench-number"])
 def test_integers_of_5000_digits_in_the_fields_formats(
     tmp_path: Path, fmt: str, name: str, text: str, needle: str
 ) -> None:
