@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import assert_refused, run_all
+from tests.cli_helpers import ROOT, assert_refused, run_all
 
 RUN = ("run", "--task", "logical_deduction", "--dataset", "--no-progress", "--concurrency", "2")
 
@@ -83,7 +83,8 @@ def test_out_dash_is_standard_output_and_a_merged_file_is_private(tmp_path: Path
     parts = shards(tmp_path, "p")
     [to_stdout] = run_all([("merge", *parts, "--out", "-")])
     assert to_stdout.code == 0, to_stdout.err
-    assert not Path("-").exists() and not (tmp_path / "-").exists()
+    # No file named "-" (the commands run in the project's folder, as `main` is run there).
+    assert not (ROOT / "-").exists() and not (tmp_path / "-").exists()
     assert len(to_stdout.out.splitlines()) == 6 and "standard output" in to_stdout.err
     merged = tmp_path / "merged.jsonl"
     # Someone plants a link where the old temporary went: its target is never written.

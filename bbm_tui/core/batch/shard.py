@@ -162,7 +162,7 @@ def merge_outputs(paths: Sequence[Path], out: Path, *, allow_missing: bool = Fal
         for number, row in _rows(path):
             parsed, place, of = _shard_keys(row, path, number)
             counts.setdefault(parsed.count, (path, number))
-            batches.setdefault(json.dumps(of, sort_keys=True), (path, number))
+            batches.setdefault(json.dumps(of, sort_keys=True, allow_nan=False), (path, number))
             _check_one_batch(counts, batches)
             seen.add(str(parsed))
             text = json.dumps(row, allow_nan=False)
