@@ -144,3 +144,16 @@ def test_a_shard_of_5000_digits(tmp_path: Path) -> None:
     assert_refused(option, "--shard takes I/N")
     assert_refused(row, "part.jsonl, line 1", "is not I/N")
     assert len(option.err) < 300 and len(row.err) < 300
+
+
+@pytest.mark.parametrize("answer", [f"Thought {BIG}", BIG, f"The mistake is in Thought {BIG}.",
+                                    f"Thought {BIG} is wrong"],
+                         ids=["label", "bare", "prose", "wrong"])
+def test_a_finders_answer_of_5000_digits_is_unparsed_not_a_crash(answer: str) -> None:
+    """A model's answer alone could stop `find` with "internal error"."""
+    from bbm_tui.core.judging.parsing import parse_critic_answer, parse_trace_answer
+
+    assert parse_trace_answer(answer, 5).parsed is False
+    assert parse_critic_answer(f"\\boxed{{{BIG}}}", 5).parsed is False
+    assert parse_trace_answer("Thought 3", 5).mistake_number == 3  # as before
+    assert parse_critic_answer("\\boxed{-1}", 5).mistake_number is None
