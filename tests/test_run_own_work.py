@@ -150,3 +150,12 @@ def test_run_does_not_copy_a_questions_rows_own_dataset_index(tmp_path: Path) ->
     [row] = rows(out)
     assert "dataset_index" not in row
     assert row["source_index"] == 0 and row["note"] == "kept"
+
+
+def test_a_run_an_offline_model_refuses_leaves_no_session(tmp_path: Path, own_task: Path) -> None:
+    """solver/bbm writes no task of one's own: refused at each trace's first step."""
+    [refused] = run_all([("run", "--model", "solver/bbm", "--task-file", str(own_task),
+                          "--task", "sums", "--dataset", "--no-progress", "--out",
+                          str(tmp_path / "out.jsonl"))])
+    assert refused.code == 1 and "a task of your own" in refused.err, refused.err
+    assert session_count() == 0
