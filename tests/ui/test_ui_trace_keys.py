@@ -10,7 +10,15 @@ from rich.console import Console
 from textual.content import Content
 from textual.widgets import Static
 from textual.widgets._footer import FooterKey
-from ui_helpers import SIZE, make_app, notifications, recorded_session, thought, wait_for
+from ui_helpers import (
+    SIZE,
+    make_app,
+    notifications,
+    palette_commands,
+    recorded_session,
+    thought,
+    wait_for,
+)
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
@@ -494,7 +502,7 @@ async def test_the_command_palette_offers_the_main_actions(store: Store) -> None
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot)
-        commands = {command.title: command for command in app.get_system_commands(screen)}
+        commands = palette_commands(app, screen)
         for title in ("Step once", "Run to the answer", "Stop", "Flag the first mistake",
                       "No mistake", "Undo the label", "Copy the trace", "Find the mistake",
                       "Show the model's answer", "Gold label", "New session", "Sessions",
@@ -562,7 +570,8 @@ async def test_one_keys_entry_and_screenshots_in_the_data_folder(store: Store) -
     app = make_app(session_id=trace.id)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_recorded(pilot, store)
-        titles = [command.title for command in app.get_system_commands(screen)]
+        titles = [command.title.split(" · ")[0]
+                  for command in app.get_system_commands(screen)]
         assert titles.count("Keys") == 1 and titles.count("Screenshot") == 1
         assert {"Backtrack", "Branches", "Compare branches", "Tokens"} <= set(titles)
         app.save_svg_now()
