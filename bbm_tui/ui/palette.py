@@ -96,11 +96,19 @@ def _footer_drawn(screen: Screen) -> bool:
 
 
 def save_screenshot(app: App[Any]) -> None:
-    """An SVG of the screen in the data folder's screenshots/, said in a notification."""
+    """An SVG of the screen in the data folder's screenshots/, said in a notification; only
+    its owner can read it, as every file the project writes (a screen may show private
+    text; Textual's own save_screenshot wrote it 0644)."""
+    from datetime import datetime
+
+    from bbm_tui.core.dataset import replacing
+
     folder = screenshot_folder()
+    path = folder / f"bbm-tui_{datetime.now():%Y-%m-%dT%H_%M_%S_%f}.svg"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path = app.save_screenshot(path=str(folder))
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with replacing(path) as out:
+            out.write(app.export_screenshot())
     except OSError as error:
         app.notify(f"The screenshot could not be saved in {folder}: {error.strerror}",
                    severity="error", markup=False)
