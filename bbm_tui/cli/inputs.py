@@ -113,11 +113,13 @@ def check_json_beside(json_wanted: bool, out: Path | None, option: str) -> None:
                          "standard error)")
 
 
-def check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
+def check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = (), *,
+                          command: str = "export", flag: str = "--out") -> None:
     """What every file written whole is checked for: not the store, an input, a database, a
-    special file; not an existing file unless --force."""
+    special file; not an existing file unless --force (the message names `command` and the
+    `flag` that gave the file)."""
     with given():
         check_output_path(path, store_path=default_path(), inputs=inputs)
         check_not_a_database(path)
         if not force:
-            check_not_replacing(path)
+            check_not_replacing(path, command, flag)

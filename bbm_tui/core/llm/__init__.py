@@ -37,6 +37,7 @@ from bbm_tui.core.llm.errors import (
     ErrorKind,
     LLMError,
     classify_error,
+    key_check,
 )
 from bbm_tui.core.llm.loader import is_loaded, litellm_module, warm_up
 from bbm_tui.core.llm.one_call import CallStopped, LineStarted, stream_steps
@@ -157,6 +158,7 @@ __all__ = [
     "gives_logprobs",
     "is_loaded",
     "is_offline",
+    "key_check",
     "key_env_var",
     "key_env_vars",
     "litellm_module",

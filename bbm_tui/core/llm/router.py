@@ -142,6 +142,13 @@ def _checked_entry(entry: Any, where: str, taken: set[str]
                               "`litellm_params`")
     group = entry.get("model_name")
     params = entry.get("litellm_params")
+    if isinstance(group, bool | int | float):
+        # YAML 1.1 reads off/no/false (on/yes/true) and numbers as such, not as names.
+        read_as = repr(group) if not isinstance(group, bool) else (
+            "true (YAML reads on, yes and true so)" if group
+            else "false (YAML reads off, no and false so)")
+        raise RouterFileError(f"{where}: `model_name` was read as {read_as}, not as a name: "
+                              f"put the name in quotes, e.g. model_name: \"{_yaml_word(group)}\"")
     if not isinstance(group, str) or not group:
         raise RouterFileError(f"{where}: the deployment has no `model_name`")
     if not isinstance(params, dict) or not isinstance(params.get("model"), str):
@@ -162,6 +169,13 @@ def _checked_entry(entry: Any, where: str, taken: set[str]
         name = _unique(_default_name(params["model"], api_base), taken)
     entry = {**entry, "model_info": {**info, "id": name}}
     return Deployment(name, group, params["model"], api_base), entry
+
+
+def _yaml_word(value: bool | int | float) -> str:
+    """A word YAML reads as `value`, for the message's example (the file's own is lost)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 # Deployment parameters litellm's Router reads as numbers, and those it reads as text: one of

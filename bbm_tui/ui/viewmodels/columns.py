@@ -75,8 +75,10 @@ def figures_line(figures: BranchFigures, *, wall_clock: bool = True,
 def column_title(model: str, state: ModelBranchState, *, position: int, focused: bool,
                  mode: str = "chat") -> Content:
     """A column's border title: its number and model (and its mode where it is not chat:
-    two columns may ask one model both ways), and its state."""
-    number = styled(f"{position + 1} ", "bold $accent" if focused else MUTED)
+    two columns may ask one model both ways), and its state. The focused column's starts
+    with a marker ("▸"): the focus reads without colour too."""
+    number = styled(f"▸ {position + 1} ", "bold $accent") if focused else \
+        styled(f"{position + 1} ", MUTED)
     title = Content.assemble(number, safe_line(model, 60).stylize("bold"), " ")
     if mode != "chat":
         title = title.append(styled(f"{mode} ", MUTED))
