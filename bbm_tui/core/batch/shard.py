@@ -19,7 +19,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bbm_tui.core.dataset import DatasetError, row_from_json
+from bbm_tui.core.dataset import DatasetError, iter_jsonl, row_from_json
 from bbm_tui.core.errors import UserError
 
 SHARD_KEY = "shard"
@@ -162,20 +162,16 @@ def merge_outputs(paths: Sequence[Path], out: Path) -> Merged:
 
 def _rows(path: Path) -> list[tuple[int, dict]]:
     """Each line of a shard's OUT as a JSON object (checked as a dataset row), with its
-    1-based line number; blank lines are passed over."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise ShardError(f"{path}: cannot read it ({error})") from None
+    1-based line number; blank lines are passed over. Only a regular file is read, a line at
+    a time (iter_jsonl): a FIFO or /dev/zero named as a shard is refused at once."""
     found = []
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except (ValueError, RecursionError):
+    try:
+        for number, value in iter_jsonl(path):
+            row_from_json(value, path, number)
+            found.append((number, value))
+    except DatasetError as error:
+        if error.reason.startswith("malformed JSON") and error.line is not None:
             raise DatasetError(path, "not a JSON line (a run killed mid-write leaves one: go "
-                               "on with that run to mend it)", number) from None
-        row_from_json(value, path, number)
-        found.append((number, value))
+                               "on with that run to mend it)", error.line) from None
+        raise
     return found
