@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bbm_tui.cli import main
 from bbm_tui.core.batch.compare import compare_rows
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.tasks import Task
 from bbm_tui.core.tasks.files import TaskFileError, load_task_file
+from bbm_tui.core.types import Verdict
 from tests.openai_server import FakeOpenAI, Reply
 
 # Backtracks for ever in `re` (and past any limit in `regex`) on a run of a's that ends
@@ -194,3 +194,193 @@ def test_compare_never_matches_one_answer_against_another(tmp_path: Path) -> Non
     """One model's answer as the pattern of another's backtracked for ever."""
     done = child("-c", COMPARE_IN_A_CHILD, HANGS_ON, HANGING_TARGET)
     assert (done.returncode, done.stdout) == (0, "1\n"), done.stderr
+
+
+# --------------------------------------------------------------------------- 2. verifiers
+
+
+VERIFY_IN_A_CHILD = """
+import json, sys, time
+from bbm_tui.core.tasks.verify import verify_trace
+question = json.loads(sys.argv[2])
+started = time.monotonic()
+verdicts = verify_trace(sys.argv[1], question, [sys.stdin.read()])
+print(json.dumps([[v.kind.value, v.reason] for v in verdicts]))
+print(f"{time.monotonic() - started:.2f} s", file=sys.stderr)
+"""
+
+
+def _dataset_question(task: str) -> str:
+    from bbm_tui.core.dataset import bundled_rows
+
+    return bundled_rows(task)[0].input
+
+
+@pytest.mark.parametrize(("task", "step"), [
+    # The direction pattern tried every "from" against every " to " after it (cubic).
+    ("logical_deduction", "from a to " * 10_000),
+    ("logical_deduction", "from a " * 23_000),
+    # The paper's answer regex tried every "the answer is" to its line's end.
+    ("logical_deduction", "the answer is " * 11_500 + "\nx"),
+    # An item of "Alice: x" ended at white space before "So": a long run backtracked (5 KB
+    # of spaces took 198 s).
+    ("tracking_shuffled_objects", "Alice: x" + " " * 100_000 + "y"),
+    ("tracking_shuffled_objects", "Alice: x" + " " * 160_000 + "y"),
+], ids=["from-to", "from", "answer-lines", "spaces-100k", "spaces-160k"])
+def test_long_steps_verify_in_linear_time(task: str, step: str) -> None:
+    done = child("-c", VERIFY_IN_A_CHILD, task, json.dumps(_dataset_question(task)),
+                 stdin=step)
+    assert done.returncode == 0, done.stderr
+    [[kind, reason]] = json.loads(done.stdout)
+    print(f"{task}, {len(step):,} characters: {done.stderr.strip()} ({kind}: {reason})")
+
+
+def test_a_step_past_the_bound_is_too_long_to_verify() -> None:
+    from bbm_tui.core.tasks.verify import verify_trace
+
+    question = _dataset_question("tracking_shuffled_objects")
+    verdicts = verify_trace("tracking_shuffled_objects", question,
+                            ["x" * 300_000, "So the answer is (A)."])
+    assert [(v.kind, v.reason) for v in verdicts] == [
+        (Verdict.CANNOT_JUDGE, "too long to verify (300,000 characters; the verifiers read steps "
+                         "of up to 200,000)"),
+        (Verdict.CANNOT_JUDGE, "follows a step too long to verify")]
+
+
+# --------------------------------------------------------------------------- 3. router files
+
+
+def _laughs(levels: int) -> str:
+    lines = ["l0: &l0 [a, a, a, a, a, a, a, a, a]"]
+    lines += [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, levels)]
+    lines += ["model_list:", "  - model_name: g", "    litellm_params:",
+              "      model: openai/test", f"      laughs: *l{levels - 1}"]
+    return "\n".join(lines) + "\n"
+
+
+def _limited(memory_bytes: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+
+def test_a_router_files_aliases_may_not_expand_without_bound(tmp_path: Path) -> None:
+    """400 bytes of YAML aliases expanding to 9^8 values took 62 s and 4 GB (here the child
+    may take 2 GB at most, so a code that expands them fails)."""
+    path = tmp_path / "laughs.yaml"
+    path.write_text(_laughs(8), encoding="utf-8")
+    assert len(path.read_bytes()) < 600
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"input": "2 + 2", "target": "4"}\n', encoding="utf-8")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bbm_tui", "run", "--router", str(path), "--model", "g",
+             "--input", str(questions), "--task", "word_sorting", "--out",
+             str(tmp_path / "out.jsonl"), "--no-progress"],
+            capture_output=True, text=True, timeout=TIME_LIMIT_S,
+            preexec_fn=lambda: _limited(2 * 2**30))
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running after {TIME_LIMIT_S} s")
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr == (f"bbm-tui: {path}: its aliases expand to more than 1,000,000 "
+                           "values (or refer to themselves); a router file lists deployments: "
+                           "write them out\n")
+    # An alias inside its own anchor, the same.
+    path.write_text("model_list: &a\n  - *a\n", encoding="utf-8")
+    from bbm_tui.core.llm.router import RouterFileError, read_router_file
+
+    with pytest.raises(RouterFileError, match="refer to themselves"):
+        read_router_file(path)
+    # Ordinary aliases (a shared params block) read as before.
+    path.write_text("defaults: &p {model: openai/test, api_base: 'http://h/v1'}\n"
+                    "model_list:\n  - {model_name: g, litellm_params: *p}\n"
+                    "  - {model_name: g, litellm_params: *p, model_info: {id: two}}\n",
+                    encoding="utf-8")
+    assert [d.name for d in read_router_file(path).deployments] == ["http://h/v1", "two"]
+
+
+def test_a_router_file_past_the_size_bound_is_refused_at_once(tmp_path: Path) -> None:
+    from bbm_tui.core.llm.router import RouterFileError, read_router_file
+
+    path = tmp_path / "big.yaml"
+    entry = ("  - model_name: g\n    litellm_params:\n      model: openai/test\n"
+             "      api_base: http://127.0.0.1:1/v1\n")
+    path.write_text("model_list:\n" + entry * (10 * 2**20 // len(entry)), encoding="utf-8")
+    started = time.monotonic()
+    with pytest.raises(RouterFileError) as raised:
+        read_router_file(path)
+    assert str(raised.value) == (f"{path}: the router file is 10 MiB: larger than the 1 MiB "
+                                 "a file of this kind may be")
+    assert time.monotonic() - started < 5
+    # One of 4,000 deployments (~0.5 MiB) reads.
+    path.write_text("model_list:\n" + entry * 4000, encoding="utf-8")
+    assert len(read_router_file(path).deployments) == 4000
+
+
+# --------------------------------------------------------------------------- 4. what is read
+
+
+def _fifo(folder: Path, name: str) -> Path:
+    path = folder / name
+    os.mkfifo(path)
+    return path
+
+
+def test_a_fifo_or_a_device_is_refused_where_a_file_is_read(tmp_path: Path) -> None:
+    """A FIFO blocked the command for ever, /dev/zero filled the memory: as --task-file, as
+    --router and as a merge input."""
+    fifo = _fifo(tmp_path, "pipe")
+    shard = tmp_path / "shard.jsonl"
+    shard.write_text("", encoding="utf-8")
+    for special, kind in ((fifo, "a FIFO (named pipe)"), (Path("/dev/zero"), "a device")):
+        done = bbm("stats", "--task-file", str(special), str(shard))
+        assert done.stderr == f"bbm-tui: {special}: the task file is {kind}, not a regular file\n"
+        done = bbm("run", "--router", str(special), "--model", "g", "--input", str(shard),
+                   "--out", str(tmp_path / "out.jsonl"), "--no-progress")
+        assert f"{special}: the router file is {kind}, not a regular file" in done.stderr, \
+            done.stderr
+        done = bbm("merge", str(shard), str(special), "--out", str(tmp_path / "merged.jsonl"))
+        assert done.returncode != 0
+        assert f"{special}: is {kind}, not a regular file" in done.stderr, done.stderr
+        assert not (tmp_path / "merged.jsonl").exists()
+
+
+def test_a_huge_prompt_file_is_refused_from_its_size(tmp_path: Path) -> None:
+    """A 2 GB sparse prompt file was read whole (15 s, 4.2 GB), even for `stats`."""
+    prompt = tmp_path / "prompt.txt"
+    with prompt.open("wb") as handle:
+        handle.truncate(2 * 2**30)
+    path = task_file(tmp_path, extra='prompt = "prompt.txt"\n')
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"input": "x", "steps": ["answer: 1"], "answer": "1", "target": "1"}\n',
+                    encoding="utf-8")
+    done = bbm("stats", "--task-file", str(path), str(rows))
+    assert done.stderr == (f"bbm-tui: {path}: line 5: 'prompt': {prompt} is 2048 MiB: larger "
+                           "than the 16 MiB a file of this kind may be\n")
+
+
+# --------------------------------------------------------------------------- 5. templates
+
+
+@pytest.mark.parametrize("field", ["{steps:>2000000000}", "{steps:d}", "{input!r}",
+                                   "{steps!s:>3}"])
+def test_a_finding_template_takes_plain_fields_only(tmp_path: Path, field: str) -> None:
+    template = f"Q: {{input}} {field} {{steps}}" if "steps" not in field else f"Q: {field}"
+    (tmp_path / "finding.json").write_text(json.dumps({
+        "DIRECT_TEMPLATE": template, "DIRECT_MESSAGES": []}), encoding="utf-8")
+    path = task_file(tmp_path, extra='finding_prompts = "finding.json"\n')
+    with pytest.raises(TaskFileError) as raised:
+        load_task_file(path)
+    name = field[1:].split("!")[0].split(":")[0]
+    assert str(raised.value) == (
+        f"{path}: line 5: 'finding_prompts': {tmp_path / 'finding.json'}: DIRECT_TEMPLATE: the "
+        f"template's field {field} has a conversion or format spec; only plain fields such as "
+        f"{{{name}}} are filled")
+
+
+def test_plain_fields_and_doubled_braces_still_load(tmp_path: Path) -> None:
+    (tmp_path / "finding.json").write_text(json.dumps({
+        "DIRECT_TEMPLATE": "Q: {input}\n{steps}\nAnswer {{yes}} or {{no}}:",
+        "DIRECT_MESSAGES": []}), encoding="utf-8")
+    path = task_file(tmp_path, extra='finding_prompts = "finding.json"\n')
+    assert load_task_file(path).finding_prompts is not None
