@@ -126,8 +126,13 @@ AUTH_VALUE = "auth-5d8e2c4b9a"  # behind VLLM_AUTH: a name that does not look se
 NUMBER_KEY = "0x1F2E3D4C5B6A"  # YAML reads it as the number 34286586878826
 
 
-def router_file(tmp_path: Path, server: FakeOpenAI) -> Path:
+def router_file(tmp_path: Path, server: FakeOpenAI, *, number: bool = False) -> Path:
+    """Two deployments with a key each (as written, from a variable); with `number`, a third
+    whose key YAML reads as a number (the file check refuses it, naming no value)."""
     path = tmp_path / "servers.yaml"
+    third = f"""  - model_name: number
+    litellm_params: {{model: openai/test, api_base: "{server.base_url}", api_key: {NUMBER_KEY}}}
+""" if number else ""
     path.write_text(f"""model_list:
   - model_name: literal
     litellm_params: {{model: openai/test, api_base: "{server.base_url}", api_key: {LITERAL_KEY}}}
@@ -136,9 +141,7 @@ def router_file(tmp_path: Path, server: FakeOpenAI) -> Path:
       model: openai/test
       api_base: {server.base_url}
       api_key: os.environ/VLLM_AUTH
-  - model_name: number
-    litellm_params: {{model: openai/test, api_base: "{server.base_url}", api_key: {NUMBER_KEY}}}
-""", encoding="utf-8")
+{third}""", encoding="utf-8")
     return path
 
 
@@ -151,24 +154,27 @@ def test_a_router_files_keys_are_in_no_message_store_or_out(
     """A server that echoes the key it was sent (as some do in a 401), and litellm's own
     checks of a key YAML read as a number: every key of the file, and every variable it
     names, is redacted wherever text is shown or stored."""
-    echoed = " ".join(SECRETS)
+    secrets = SECRETS if group == "number" else (LITERAL_KEY, AUTH_VALUE)
+    echoed = " ".join(secrets)
     openai_server.responder = lambda path, body: Reply(
         status=400, error_message=f"invalid api key; you sent {echoed}")
     questions = tmp_path / "q.jsonl"
     questions.write_text('{"input": "b a", "target": "a b"}\n', encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    done = bbm("run", "--router", str(router_file(tmp_path, openai_server)), "--model", group,
+    path = router_file(tmp_path, openai_server, number=group == "number")
+    done = bbm("run", "--router", str(path), "--model", group,
                "--task", "word_sorting", "--input", str(questions), "--out", str(out),
                "--no-progress", env={"VLLM_AUTH": AUTH_VALUE})
     assert done.returncode != 0
     shown = done.stdout + done.stderr + (out.read_text() if out.exists() else "")
     stored = stored_bytes(isolated_home)
     bodies = json.dumps([request.body for request in openai_server.requests])
-    for secret in SECRETS:
+    for secret in secrets:
         assert secret not in shown, (secret, shown)
         assert secret.encode() not in stored, secret
         assert secret not in bodies, secret
-    assert REDACTED in shown, shown
+    if group != "number":  # the server's echo, redacted
+        assert REDACTED in shown, shown
 
 
 def test_declared_secrets_are_redacted_whatever_their_name(tmp_path: Path,
@@ -179,6 +185,6 @@ def test_declared_secrets_are_redacted_whatever_their_name(tmp_path: Path,
     monkeypatch.setenv("VLLM_AUTH", AUTH_VALUE)
     assert redact(f"got {AUTH_VALUE}") == f"got {AUTH_VALUE}"  # not a secret-looking name
     read_router_file(router_file(tmp_path, openai_server))
-    for secret in SECRETS:
+    for secret in (LITERAL_KEY, AUTH_VALUE):
         assert redact(f"got {secret}!") == f"got {REDACTED}!", secret
     assert redact("an ordinary sentence") == "an ordinary sentence"

@@ -148,6 +148,8 @@ def _parsed_yaml(path: Path, text: str) -> tuple[Any, Any]:
         raise RouterFileError(f"{path}{where}: not valid YAML ({redact(problem)})") from None
     except RecursionError:
         raise RouterFileError(f"{path}: nested too deeply to read") from None
+    except RouterFileError:
+        raise
     except ValueError:  # PyYAML's int() of more digits than Python converts
         from bbm_tui.core.tomltext import too_long_number_message
 
