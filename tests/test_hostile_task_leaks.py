@@ -180,8 +180,12 @@ def test_a_router_files_keys_are_in_no_message_store_or_out(
 def test_declared_secrets_are_redacted_whatever_their_name(tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch,
                                                           openai_server: FakeOpenAI) -> None:
+    from bbm_tui.core import redact as redaction
     from bbm_tui.core.llm.router import read_router_file
 
+    # Nothing declared yet in this process (a router file read by another test declares).
+    monkeypatch.setattr(redaction, "_declared_values", set())
+    monkeypatch.setattr(redaction, "_declared_variables", set())
     monkeypatch.setenv("VLLM_AUTH", AUTH_VALUE)
     assert redact(f"got {AUTH_VALUE}") == f"got {AUTH_VALUE}"  # not a secret-looking name
     read_router_file(router_file(tmp_path, openai_server))
