@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -384,3 +385,39 @@ def test_plain_fields_and_doubled_braces_still_load(tmp_path: Path) -> None:
         "DIRECT_MESSAGES": []}), encoding="utf-8")
     path = task_file(tmp_path, extra='finding_prompts = "finding.json"\n')
     assert load_task_file(path).finding_prompts is not None
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM],
+                         ids=["SIGINT", "SIGTERM"])
+def test_a_signal_ends_run_while_it_matches_a_pattern(
+        tmp_path: Path, openai_server: FakeOpenAI, signal_number: int) -> None:
+    """A signal sent while `run` compares a committed step with a pattern that backtracks for
+    ever ends it. (A guard, not a proof of the fix: here the match runs off the main thread,
+    so the signal ended `run` before the fix too; the tests above show the match itself
+    ending.)"""
+    openai_server.responder = lambda path, body: Reply(f" answer: {HANGS_ON}\n")
+    path = task_file(tmp_path, compare="regex")
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"input": "aaa", "target": HANGING_TARGET}) + "\n",
+                         encoding="utf-8")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bbm_tui", "run", "--model", "openai/test", "--api-base",
+         openai_server.base_url, "--task-file", str(path), "--input", str(questions), "--out",
+         str(tmp_path / "out.jsonl"), "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + TIME_LIMIT_S
+        while not openai_server.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert openai_server.requests, "run never called the model"
+        time.sleep(0.3)  # the step is in, the comparison under way
+        process.send_signal(signal_number)
+        try:
+            process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("run did not end within 60 s of the signal")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode != 0
