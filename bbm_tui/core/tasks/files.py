@@ -19,7 +19,6 @@ what a session stores (`task_definition`), so it reopens with the prompt it was 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import stat
@@ -425,6 +424,8 @@ def task_digest(task: Task) -> str:
                if key not in _NOT_CONTENT}
     text = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
                       allow_nan=False)
+    import hashlib  # here: it loads OpenSSL, which the app's first frame need not wait for
+
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

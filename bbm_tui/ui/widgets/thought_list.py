@@ -34,6 +34,8 @@ from textual import events
 from textual.await_remove import AwaitRemove
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widget import Widget
 
 from bbm_tui.core.trace.session import FREEZE_FROM
@@ -57,6 +59,10 @@ MARGIN = 8
 class OutOfWindow(Widget):
     """"↑ 9,880 earlier thoughts": what the window leaves out on one side. A click brings
     them in. One line, redrawn without a new layout when only its count changes."""
+
+    # It does not scroll: its virtual size, set in the layout that first shows it, need not
+    # ask for another layout (see ThoughtList.virtual_size).
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
     DEFAULT_CSS = """
     OutOfWindow {
@@ -98,6 +104,14 @@ class OutOfWindow(Widget):
 class ThoughtList(VerticalScroll, can_focus=False):
     """A scrolling pane of thoughts that never takes the focus (the screen's keys always reach
     the screen; the mouse wheel still scrolls it), mounting only a window of them."""
+
+    # Textual's `virtual_size` asks for a layout when it changes, and it changes in the layout
+    # that placed a moved window's thoughts: a second layout of the whole screen and a second
+    # frame, 20-30 ms after the first, for every G, home or jump (bench/big_store.py: a key
+    # "until settled"). Nothing in that second layout depends on it: the layout that set it
+    # placed the thoughts, updated the scrollbar (`_scroll_update`) and kept the anchor, and a
+    # scrollbar that comes or goes asks for its own layout (`show_vertical_scrollbar`).
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
     def __init__(
         self,
