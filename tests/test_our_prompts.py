@@ -115,10 +115,11 @@ def test_what_a_task_of_ones_own_is_offered(sums: Task, tmp_path: Path) -> None:
     with pytest.raises(MethodError, match="the task verifiers check the paper's five tasks"):
         check_judge("sums", "verify")
     # With few-shot finding prompts of its own: the paper's methods it has prompts for.
+    # A task file's paths stay in its folder (issue 33 item 6): the example's prompts beside it.
     example = Path(__file__).resolve().parents[1] / "examples" / "tasks"
-    (tmp_path / "f.toml").write_text(
-        f'name = "fs"\nfinding_prompts = "{example / "school_math_finding.json"}"\n',
-        encoding="utf-8")
+    (tmp_path / "finding.json").write_bytes((example / "school_math_finding.json").read_bytes())
+    (tmp_path / "f.toml").write_text('name = "fs"\nfinding_prompts = "finding.json"\n',
+                                     encoding="utf-8")
     few_shot = load_task_file(tmp_path / "f.toml")
     assert [judge.name for judge in judges_for(few_shot)] == [
         "direct-trace", "direct-step", "critic"]
