@@ -170,6 +170,8 @@ class AgreementScreen(BbmScreen):
             return True if self.result is not None else None
         if action == "adjudicate":  # the lead's screen only; elsewhere the palette has it
             return self.team is not None
+        if action == "back":  # served, the lead's own screen: nowhere to go back to
+            return self.team is None
         return True
 
     def action_page(self, step: int) -> None:
