@@ -125,7 +125,6 @@ class BbmApp(App[int]):
         # The model settings typed on the command line ("model", "api_base", "mode"): they
         # apply to the session named by --session, whatever its model (see resumed_spec).
         self._model_given = model_given
-        self._warm = warm_up
         self._signals = TerminationSignals()
         # `bbm-tui annotate` (its files read already) or `bbm-tui adjudicate`.
         self._start_annotate = annotate
@@ -133,6 +132,9 @@ class BbmApp(App[int]):
         self.served = annotate is not None and annotate.served
         self.served_lead = self.served and annotate is not None and annotate.lead
         self.use_command_palette = not self.served
+        # A served app calls no model: litellm (~175 MB, seconds of CPU) is never imported,
+        # for each of the team's app processes.
+        self._warm = warm_up and not self.served
         self.queues = Queues(self)
         self._after_first_frame: list[Callable[[], None]] = []
         # Task files in the config folder that did not load, each with its message.

@@ -123,3 +123,15 @@ def test_lead_screen_snapshots(snap_compare, tmp_path: Path, size) -> None:
     app = make_app(annotate=AnnotateRequest("lee", read_queue_file(path), served=True,
                                             lead=True))
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_a_served_app_never_imports_the_model_library(tmp_path: Path) -> None:
+    """No model is called in a served app: litellm (~175 MB an app process, seconds of CPU)
+    is not warmed up in any of the team's processes (bench/serve.py: 203 -> 51 MiB RSS)."""
+    path = queue_file(tmp_path)
+    served = make_app(annotate=AnnotateRequest("alice", read_queue_file(path), served=True),
+                      warm_up=True)
+    assert served._warm is False
+    terminal = make_app(annotate=AnnotateRequest("alice", read_queue_file(path)),
+                        warm_up=True)
+    assert terminal._warm is True
