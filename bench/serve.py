@@ -17,12 +17,14 @@ front's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import statistics
 import sys
 import tempfile
 import time
+from asyncio import Barrier
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +46,7 @@ def _key_and_change(number: int) -> tuple[str, str]:
 
 
 async def annotator(url: str, name: str, password: str, keys: int,
-                    seed: int) -> list[float]:
+                    seed: int, together: Barrier, released: asyncio.Event) -> list[float]:
     """Sign in, wait for the queue, then `keys` keys at a person's pace; each key's time to
     its first frame (seconds)."""
     pace = random.Random(seed)
@@ -53,6 +55,7 @@ async def annotator(url: str, name: str, password: str, keys: int,
     try:
         await client.wait_for("Judge Thought 1", timeout=120)
         await client.settle(quiet=1.0)
+        await together.wait()  # every app open: the keys start at once
         for number in range(keys):
             key, change = _key_and_change(number)
             start = len(client.seen)
@@ -64,6 +67,8 @@ async def annotator(url: str, name: str, password: str, keys: int,
             times.append(time.perf_counter() - sent)
             await client.settle(quiet=0.05, timeout=5)
             await asyncio.sleep(pace.uniform(0.15, 0.3))
+        await together.wait()  # every annotator done: their apps' CPU is read, then
+        await released.wait()  # they close
     finally:
         await client.close()
     return times
@@ -118,24 +123,39 @@ class Watched:
     """The app processes' memory while all are open, and their CPU time."""
 
     memory: list[tuple[float, float]] = field(default_factory=list)
-    cpu: dict[int, float] = field(default_factory=dict)
+    # Each app's CPU seconds when every app is open, and once every annotator is done.
+    cpu_open: dict[int, float] = field(default_factory=dict)
+    cpu_done: dict[int, float] = field(default_factory=dict)
+    # The front's CPU seconds over the same time (the relay of keys and frames).
+    front_cpu: float = 0.0
+
+    def keys_cpu(self) -> float:
+        """The CPU seconds every app spent from the first key to the last."""
+        return sum(self.cpu_done[pid] - self.cpu_open[pid] for pid in self.cpu_open
+                   if pid in self.cpu_done)
 
 
 async def run_all(url: str, names: list[str], keys: int, server_pid: int
                   ) -> tuple[list[list[float]], Watched]:
-    tasks = [asyncio.create_task(annotator(url, name, f"pw-{name}", keys, seed))
+    together = Barrier(len(names) + 1)
+    released = asyncio.Event()
+    tasks = [asyncio.create_task(annotator(url, name, f"pw-{name}", keys, seed, together,
+                                           released))
              for seed, name in enumerate(names)]
     watched = Watched()
-    while not all(task.done() for task in tasks):
+    await together.wait()
+    apps = app_processes(server_pid)
+    watched.cpu_open = {pid: cpu_s(pid) for pid in apps}
+    front_cpu = cpu_s(server_pid)
+    watched.memory = [memory_mb(pid) for pid in apps]
+    done = asyncio.create_task(together.wait())
+    while not done.done():
         await asyncio.sleep(0.5)
-        apps = app_processes(server_pid)
-        try:
-            if len(apps) == len(names):
-                watched.memory = [memory_mb(pid) for pid in apps]
-            for pid in apps:
-                watched.cpu[pid] = cpu_s(pid)
-        except (OSError, KeyError):
-            pass
+        with contextlib.suppress(OSError, KeyError):
+            watched.memory = [memory_mb(pid) for pid in apps]
+    watched.cpu_done = {pid: cpu_s(pid) for pid in apps}
+    watched.front_cpu = cpu_s(server_pid) - front_cpu
+    released.set()
     return [await task for task in tasks], watched
 
 
@@ -169,10 +189,10 @@ def main() -> int:
     print(f"all keys: median {median(every) * 1000:.1f} ms, p95 "
           f"{statistics.quantiles(every, n=20)[-1] * 1000:.1f} ms (n={len(every)}); the "
           f"slowest annotator's median {max(medians) * 1000:.1f} ms")
-    print(f"the app processes' CPU (start, sign-in wait and {keys} keys each): "
-          f"{sum(watched.cpu.values()):.1f} s in all, "
-          f"{sum(watched.cpu.values()) / len(names):.2f} s an annotator; load average now "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"the app processes' CPU from the first key to the last: "
+          f"{watched.keys_cpu():.1f} s in all, {watched.keys_cpu() / len(every) * 1000:.1f} ms "
+          f"a key; the front's {watched.front_cpu / len(every) * 1000:.1f} ms a key; load "
+          f"average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     memory = watched.memory
     if memory:
         rss = [value[0] for value in memory]

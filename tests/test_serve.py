@@ -290,3 +290,85 @@ def test_an_app_process_gets_its_user_and_none_of_the_servers_keys(
     assert "OPENAI_API_KEY" not in environment and "AWS_SECRET_ACCESS_KEY" not in environment
     assert "sk-server-key" not in environment.values()
     assert environment["TEXTUAL_DRIVER"].endswith("WebDriver")
+
+
+def _app_pids(server_pid: int) -> list[int]:
+    """The app processes (`served-app`) under a server process, from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = [], [server_pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            todo.append(child)
+            try:
+                if b"served-app" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(child)
+            except OSError:
+                pass
+    return found
+
+
+def test_the_server_restarted_each_annotator_resumes_at_their_next_trace(
+        tmp_path: Path, team) -> None:
+    """Labels given, the server stopped under an open app (its process ends with it) and
+    started again: each annotator signs in again and goes on at their own next trace."""
+    data, users = team
+    apps: list[int] = []
+
+    async def label_two(url: str, server_pid: int) -> None:
+        for name, keys in (("alice", ("x", "\r", "x", "\r")), ("bob", ("x", "\r"))):
+            client = await AppClient.open(url, name)
+            await client.wait_for("Judge Thought 1")
+            for key in keys:
+                await client.press(key)
+            await client.wait_for(f"{len(keys) // 2} / 6 done")
+            if name == "bob":  # left open: the server stops under it
+                apps.extend(_app_pids(server_pid))
+                return
+            await client.close()
+
+    async def resume(url: str) -> None:
+        for name, trace, done in (("alice", 3, 2), ("bob", 2, 1)):
+            client = await AppClient.open(url, name)
+            try:
+                await client.wait_for(f"word_sorting.jsonl:{trace}")
+                await client.wait_for(f"{done} / 6 done", fresh=False)
+            finally:
+                await client.close()
+
+    with serving(tmp_path, [data], users) as served:
+        asyncio.run(label_two(served.url, served.process.pid))
+    assert apps and not any(Path(f"/proc/{pid}").exists() for pid in apps)
+    with serving(tmp_path, [data], users) as served:
+        asyncio.run(resume(served.url))
+    from bbm_tui.core.store import Store
+
+    with Store.open() as store:
+        assert sorted(label.annotator for label in store.annotator_labels()) == [
+            "alice", "alice", "bob"]
+
+
+def test_a_user_taken_out_of_the_file_gets_no_new_app(tmp_path: Path, team) -> None:
+    data, users = team
+
+    async def scenario(url: str) -> None:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            signed = await http.post(f"{url}/login", allow_redirects=False,
+                                     data={"name": "bob", "password": PASSWORDS["bob"]})
+            assert signed.status == 303
+            kept = {name: user for name, user in load_users(users).items() if name != "bob"}
+            from bbm_tui.serve.users import save_users
+
+            save_users(users, kept)
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await http.ws_connect(f"{url.replace('http', 'ws')}/ws")
+            assert refused.value.status == 403
+            assert (await _get(http, f"{url}/")).headers["Location"] == "/login"
+
+    with serving(tmp_path, [data], users) as served:
+        asyncio.run(scenario(served.url))

@@ -189,6 +189,12 @@ class Front:
         if user is None or token is None:
             raise web.HTTPForbidden(text="Sign in first.")
         _same_origin(request, self.settings)
+        # A user taken out of the users file (or given another role) since signing in gets
+        # no new app: the file is read again for each.
+        current = (await asyncio.to_thread(load_users, self.settings.users_path)).get(user.name)
+        if current is None or current.role != user.role:
+            self.sessions.end(token)
+            raise web.HTTPForbidden(text="Sign in again.")
         if self._apps.get(user.name, 0) >= self.settings.apps_per_user:
             raise web.HTTPTooManyRequests(text="Too many windows open: close one first.")
         socket = web.WebSocketResponse(heartbeat=15, max_msg_size=64 * 1024)

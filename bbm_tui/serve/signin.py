@@ -19,6 +19,8 @@ FIRST_DELAY_S = 1.0
 MAX_DELAY_S = 30.0
 # Failures older than this are forgotten.
 FAILURE_MEMORY_S = 15 * 60.0
+# Past this many names and addresses with failures, the stale ones are dropped at once.
+MAX_KEYS = 10_000
 
 
 @dataclass
@@ -81,6 +83,9 @@ class Throttle:
 
     def failed(self, *keys: str) -> None:
         now = self.clock()
+        if len(self._failures) > MAX_KEYS:  # many made-up names: forget the stale ones
+            for key in list(self._failures):
+                self._recent(key, now)
         for key in keys:
             self._failures.setdefault(key, []).append(now)
 
