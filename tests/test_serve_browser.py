@@ -41,6 +41,7 @@ class Tab:
     def __init__(self, context) -> None:
         self.page = context.new_page()
         self.frames = bytearray()
+        self.sent: list[str] = []
         self.sockets = 0
         self.mark = 0
         self.page.on("websocket", self._socket)
@@ -48,6 +49,7 @@ class Tab:
     def _socket(self, socket) -> None:
         self.sockets += 1
         socket.on("framereceived", self._frame)
+        socket.on("framesent", lambda payload: self.sent.append(str(payload)))
 
     def _frame(self, payload) -> None:
         if isinstance(payload, bytes):
@@ -189,3 +191,24 @@ def test_a_wrong_password_and_a_forged_cookie_get_nothing(tmp_path: Path, team,
         })""", served.url.replace("http", "ws") + "/ws")
         assert opened == "refused" and not page.frames
     assert _labels() == []
+
+
+def test_a_small_window_gets_the_whole_app(tmp_path: Path, team, browser) -> None:
+    """A window of about 80x24 cells: the app is laid out to the size the page measures (sent
+    as the page sends it) and its footer's keys are drawn."""
+    import json
+
+    data, users = team
+    with serving(tmp_path, [data], users) as served:
+        tab = Tab(browser.new_context(viewport={"width": 800, "height": 500}))
+        tab.sign_in(served.url, "alice")
+        tab.ready()
+        tab.wait_for("Judge Thought 1", fresh=False)
+        tab.wait_for("c correct", fresh=False)
+        sizes = [json.loads(message)[1] for message in tab.sent
+                 if message.startswith('["resize"')]
+        assert sizes, tab.sent
+        width, height = sizes[-1]["width"], sizes[-1]["height"]
+        assert 78 <= width <= 90 and 22 <= height <= 28, sizes[-1]
+        tab.keys("x", "Enter")
+        tab.wait_for("1 / 6 done")
