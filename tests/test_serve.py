@@ -295,12 +295,12 @@ def test_an_app_process_gets_its_user_and_none_of_the_servers_keys(
 def _app_pids(server_pid: int) -> list[int]:
     """The app processes (`served-app`) under a server process, from /proc."""
     children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for status in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            fields = status.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        children.setdefault(int(fields[1]), []).append(int(status.parent.name))
     found, todo = [], [server_pid]
     while todo:
         for child in children.get(todo.pop(), []):
