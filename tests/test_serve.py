@@ -372,3 +372,63 @@ def test_a_user_taken_out_of_the_file_gets_no_new_app(tmp_path: Path, team) -> N
 
     with serving(tmp_path, [data], users) as served:
         asyncio.run(scenario(served.url))
+
+
+def _users_add_on_a_terminal(users: Path, answers: list[str]) -> tuple[int, str]:
+    """`bbm-tui users add carol` with a pseudo-terminal as its controlling terminal (where
+    getpass asks), answering its prompts in turn."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import termios
+
+    main_end, child_end = pty.openpty()
+
+    def take_the_terminal() -> None:  # in the child: its own session, the pty its terminal
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bbm_tui", "users", "add", "carol", "--role", "annotator",
+         "--users", str(users)],
+        stdin=child_end, stdout=child_end, stderr=child_end, preexec_fn=take_the_terminal)
+    os.close(child_end)
+    said = b""
+    answered = 0  # where the text after the last answer starts
+    pending = list(answers)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([main_end], [], [], 1.0)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(main_end, 1024)
+        except OSError:  # the child has ended and closed the terminal
+            break
+        if not chunk:
+            break
+        said += chunk
+        # Each answer only once its prompt is out: getpass flushes what was typed before.
+        if pending and said[answered:].rstrip().endswith(b":"):
+            os.write(main_end, (pending.pop(0) + "\n").encode())
+            answered = len(said)
+    os.close(main_end)
+    return process.wait(timeout=30), said.decode("utf-8", "replace")
+
+
+def test_users_add_asks_twice_on_a_terminal_and_echoes_nothing(tmp_path: Path) -> None:
+    users = tmp_path / "users.json"
+    code, said = _users_add_on_a_terminal(users, ["first secret", "other secret"])
+    assert code != 0 and "differ" in said and not users.exists()
+    assert "first secret" not in said  # typed, never echoed
+    code, said = _users_add_on_a_terminal(users, ["same secret", "same secret"])
+    assert code == 0 and "carol (annotator) saved" in said
+    assert check_sign_in(load_users(users), "carol", "same secret") is not None
+
+
+def test_users_add_refuses_an_empty_password(tmp_path: Path) -> None:
+    refused = subprocess.run(
+        [sys.executable, "-m", "bbm_tui", "users", "add", "dan", "--role", "annotator",
+         "--users", str(tmp_path / "users.json")], input="\n", text=True, capture_output=True)
+    assert refused.returncode != 0 and "the password is empty" in refused.stderr
