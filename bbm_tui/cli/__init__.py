@@ -162,14 +162,14 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_backtrack_parser(commands)
     _add_verify_parser(commands)
     _add_sessions_parser(commands)
-    _add_export_parser(commands)
+    _add_export_parser(commands, with_formats="export" in argv)
     _add_annotate_parser(commands)
     _add_adjudicate_parser(commands)
     _add_agreement_parser(commands)
     _add_import_parser(commands)
     _add_merge_parser(commands)
     _add_serve_parsers(commands)
-    _add_format_option(commands)
+    _add_format_option(commands, argv)
     add_plot_option(commands)
     return parser
 
@@ -177,7 +177,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def _add_run_parser(commands: Commands) -> None:
     run = commands.add_parser(
         "run", help="generate traces headless into a JSONL file in the dataset's format",
-        description="Generate traces headless. Rows already in OUT are skipped (resume).",
+        description="Generate traces headless. Rows already in OUT are skipped (resume); a "
+        "trace cut short goes on in the session this run made for OUT with the same "
+        "settings, never in another run's (unless --reuse-sessions).",
     )
     _add_model_options(run, several="every question runs on each, a row per model")
     _add_pace_option(run)
@@ -199,6 +201,10 @@ def _add_run_parser(commands: Commands) -> None:
     run.add_argument("--step-limit", type=int, metavar="N", help="at most N steps per trace")
     _add_scale_options(run, one_call=True)
     run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
+    run.add_argument("--reuse-sessions", action="store_true",
+                     help="take a question's trace from any earlier run's session of it by "
+                     "the same model (another OUT, other settings), said with how many and "
+                     "when they were made; by default a run goes on only with its own")
     run.add_argument("--json", action="store_true",
                      help="print what was done (traces, steps, tokens, cost) as one JSON object")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -328,14 +334,17 @@ def _add_sessions_parser(commands: Commands) -> None:
     sessions.add_argument("--json", action="store_true", help="one JSON object per line")
 
 
-def _add_export_parser(commands: Commands) -> None:
+def _add_export_parser(commands: Commands, *, with_formats: bool = True) -> None:
     export = commands.add_parser(
         "export", help="export sessions: dataset JSONL, ProcessBench, PRM800K, Markdown, or a CSV "
         "of every annotator's labels",
     )
     export.add_argument("--session", type=int, nargs="+", metavar="ID",
                         help="the sessions to export (default: all)")
-    export.add_argument("--format", choices=_export_formats(), default="jsonl",
+    # The formats are checked only when `export` is the command: their module brings the
+    # dataset formats and the trace session, which the app's first frame need not wait for.
+    export.add_argument("--format", choices=_export_formats() if with_formats else None,
+                        default="jsonl",
                         metavar="FORMAT",
                         help="jsonl (the BBM dataset's rows; the default), processbench, "
                         "prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl (stepwise "
@@ -406,11 +415,17 @@ def _add_import_parser(commands: Commands) -> None:
 def _add_merge_parser(commands: Commands) -> None:
     merge = commands.add_parser(
         "merge", help="join the OUT files of `--shard I/N` runs into what one machine writes",
-        description="Rows in the input's order, each once; two different rows for one input "
-        "row are a conflict, named, and nothing is written.",
+        description="Rows in the input's order, each once. Nothing is written when two "
+        "different rows claim one input row (a conflict, named), when the files are shares "
+        "of different batches (another input, task definition or model), when one is still "
+        "being written, or when no file holds a row of one of the shards.",
     )
     merge.add_argument("files", type=Path, nargs="+", metavar="OUT.jsonl")
-    merge.add_argument("--out", type=Path, required=True, metavar="MERGED.jsonl")
+    merge.add_argument("--out", type=Path, required=True, metavar="MERGED.jsonl",
+                       help="a new file (written 0600), or - for standard output")
+    merge.add_argument("--allow-missing", action="store_true",
+                       help="write the partial file when no file holds a row of some shard "
+                       "(said, and the exit is still 0)")
 
 
 def _add_serve_parsers(commands: Commands) -> None:
@@ -463,8 +478,14 @@ DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import",
                    "serve", "served-app")
 
 
-def _add_format_option(commands: Commands) -> None:
-    """`--format` on every command that reads dataset files (added here, once for all)."""
+def _add_format_option(commands: Commands, argv: Sequence[str]) -> None:
+    """`--format` on every command that reads dataset files (added here, once for all). The
+    formats are imported only when such a command is named (its choices are checked only
+    then): opening the app need not wait for them (bench/first_frame.py)."""
+    if not any(name in argv for name in DATASET_READERS):
+        for name in DATASET_READERS:
+            commands.choices[name].add_argument("--format", dest="dataset_format")
+        return
     from bbm_tui.core.dataset.formats import READ_FORMATS
 
     for name in DATASET_READERS:

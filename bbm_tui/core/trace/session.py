@@ -35,6 +35,7 @@ from bbm_tui.core.generation.backtrack import (
     resample_step,
 )
 from bbm_tui.core.generation.stepper import (
+    OneCallEnded,
     StepEvent,
     StepFailed,
     StepFinished,
@@ -42,7 +43,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
     run_steps,
 )
-from bbm_tui.core.redact import REDACTED, redact_url
+from bbm_tui.core.redact import REDACTED, redact_data, redact_url
 from bbm_tui.core.store import (
     CLAIM_HEARTBEAT_S,
     Label,
@@ -62,6 +63,7 @@ from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
     RECORDED_MODEL,
+    CallPurpose,
     ModelBranchState,
     SessionSource,
     StepOrigin,
@@ -138,7 +140,10 @@ def stored_definition(task: Task) -> TaskDefinition | None:
     and the digest of it; nothing for the paper's five (they ship with the app)."""
     if task.is_paper:
         return None
-    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True, allow_nan=False)
+    # Redacted as every stored text is: a prompt file may hold a key (issue 33); the digest is
+    # the task's own, so an unchanged file is still recognised.
+    text = json.dumps(redact_data(task_definition(task)), ensure_ascii=False, sort_keys=True,
+                      allow_nan=False)
     return TaskDefinition(task_digest(task), text)
 
 
@@ -324,6 +329,7 @@ class TraceSession:
         name: str | None = None,
         source: SessionSource = SessionSource.APP,
         store_work: StoreWork = asyncio.to_thread,
+        run_key: str | None = None,
     ) -> TraceSession:
         session = store.create_session(
             task=trace.task,
@@ -337,6 +343,7 @@ class TraceSession:
             mode=spec.mode,
             name=name,
             source=source,
+            run_key=run_key,
         )
         made = cls(store, session, spec, store_work=store_work)
         made.created_now = True
@@ -557,6 +564,11 @@ class TraceSession:
                         except asyncio.CancelledError:
                             await commit
                             raise
+                    if isinstance(event, OneCallEnded) and event.unkept is not None:
+                        # What one call cost beyond its steps is a call too (no step of its
+                        # own): the session's totals count every request made.
+                        await self.store_work(self.store.record_call, self.session.id,
+                                              CallPurpose.STEP, event.unkept)
                     if isinstance(event, StepFailed | TraceFinished):
                         last = event  # the last event: the claim goes before it is handed on
                         await self._keep_state(*_state_after(event))
