@@ -55,6 +55,9 @@ COMMANDS: dict[str | None, str] = {
     "import": "importer",
     "compare": "compare",
     "merge": "merge",
+    "serve": "serve",
+    "served-app": "served",
+    "users": "users",
 }
 
 
@@ -165,6 +168,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_agreement_parser(commands)
     _add_import_parser(commands)
     _add_merge_parser(commands)
+    _add_serve_parsers(commands)
     _add_format_option(commands, argv)
     add_plot_option(commands)
     return parser
@@ -424,8 +428,54 @@ def _add_merge_parser(commands: Commands) -> None:
                        "(said, and the exit is still 0)")
 
 
+def _add_serve_parsers(commands: Commands) -> None:
+    serve = commands.add_parser(
+        "serve", help="serve the annotation queue to a team's browsers, with a sign-in",
+        description="Serve the annotation queue over FILEs to browsers (one app process per "
+        "browser, through textual-serve), behind a sign-in (users from `bbm-tui users add`). "
+        "An annotator labels their own queue into the store; a lead sees the agreement, "
+        "every annotator's progress and the adjudication. For a team on a network, put it "
+        "behind a TLS reverse proxy (README: Serving to a browser).")
+    serve.add_argument("--annotate", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
+                       help="the dataset-format files to label")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="the address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="default 8000")
+    serve.add_argument("--users", type=Path, metavar="FILE",
+                       help="the users file (default: users.json in the data folder)")
+    serve.add_argument("--trusted-proxy", action="append", metavar="ADDRESS",
+                       help="a reverse proxy's address whose X-Forwarded-Proto and "
+                       "X-Forwarded-For are believed (again for more; default 127.0.0.1 "
+                       "and ::1)")
+    _add_queue_options(serve)
+    served = commands.add_parser("served-app")  # no help: started by `serve`, not typed
+    served.add_argument("files", type=Path, nargs="+")
+    _add_queue_options(served)
+    users = commands.add_parser("users", help="who may sign in to `bbm-tui serve`")
+    actions = users.add_subparsers(dest="users_action", metavar="ACTION", required=True)
+    add = actions.add_parser("add", help="add a user (or set their role and password): the "
+                             "password is asked twice on a terminal, else read as one line of "
+                             "standard input; only a salted hash (scrypt) is kept")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("--role", choices=("annotator", "lead"), required=True,
+                     help="annotator: their own queue; lead: agreement, progress, "
+                     "adjudication")
+    add.add_argument("--users", type=Path, metavar="FILE",
+                     help="the users file (default: users.json in the data folder); "
+                     "written 0600")
+
+
+def _add_queue_options(parser: argparse.ArgumentParser) -> None:
+    """The annotation queue's own options (as `annotate` takes them)."""
+    parser.add_argument("--task", help="the task of every file (else from each file's name)")
+    parser.add_argument("--protocol", choices=("paper", "per-step"), default="paper",
+                        help="paper (the default) or PRM800K's per-step")
+    _add_task_file_option(parser)
+
+
 # The commands that read dataset files: each takes BBM rows or any of the field's formats.
-DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement")
+DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement",
+                   "serve", "served-app")
 
 
 def _add_format_option(commands: Commands, argv: Sequence[str]) -> None:
