@@ -114,6 +114,16 @@ class Reply:
     # Send every alternative `alternatives` gives, however many the request asked for (a
     # hostile or broken server: 56,000 a choice).
     every_alternative: bool = False
+    # A thinking model: the reasoning it writes before `text`, streamed in pieces as the text
+    # is (`reasoning_pieces`), each wire carrying it in its own field (tests/*_server.py).
+    # On OpenAI's wire `reasoning_wire` says which: `reasoning_content` (DeepSeek,
+    # llama-server), vLLM's newer `reasoning`, or `think_tags` (`<think>…</think>` left in
+    # the content, as llama-server with `--reasoning-format none` and older vLLM send it).
+    reasoning: str = ""
+    reasoning_wire: str = "reasoning_content"
+    # Reasoning tokens the usage reports (None: one a reasoning piece). OpenAI's o-series
+    # send no reasoning text at all, only this count.
+    reasoning_tokens: int | None = None
 
 
 @dataclass
@@ -182,6 +192,8 @@ class Usage:
     completion: int
     cached: int = 0
     cache_write: int = 0
+    # Of `completion`: the tokens of the reasoning (a thinking model's).
+    reasoning: int = 0
 
     @property
     def uncached(self) -> int:
@@ -212,6 +224,17 @@ def pieces_of(text: str, chunk_chars: int | None) -> list[str]:
 # How a server splits text into tokens: words, unless a test or a benchmark gives a real
 # tokenizer (e.g. litellm's Claude one, for bench/prompt_cache.py).
 Tokenizer = Callable[[str], Sequence[object]]
+
+
+def reasoning_pieces(reply: Reply) -> list[str]:
+    """A thinking model's reasoning as it streams it, before the answer: as the text is
+    (word by word, or `chunk_chars` at a time)."""
+    return pieces_of(reply.reasoning, reply.chunk_chars)
+
+
+def reasoning_count(reply: Reply, sent: int) -> int:
+    """The reasoning tokens the usage reports, of `sent` reasoning pieces."""
+    return reply.reasoning_tokens if reply.reasoning_tokens is not None else sent
 
 
 def limited_text(reply: Reply, text: str, stops: Iterable[str], max_tokens: int | None
@@ -566,8 +589,10 @@ class FakeServer:
             pass
         return response
 
-    def usage_of(self, reply: Reply, asked: Asked, completion: int) -> Usage:
-        """The answer's usage: as scripted, else counted (and the prompt cache asked)."""
+    def usage_of(self, reply: Reply, asked: Asked, completion: int, reasoning: int = 0
+                 ) -> Usage:
+        """The answer's usage: as scripted, else counted (and the prompt cache asked).
+        `completion` counts every token written, `reasoning` those of the reasoning."""
         prompt = reply.prompt_tokens
         if prompt is None:  # the prompt's tokens, block by block as the cache counts them
             prompt = sum(len(self.tokenize(text))
@@ -580,7 +605,8 @@ class FakeServer:
             cached = reply.cached_tokens
         if reply.cache_write_tokens is not None:
             written = reply.cache_write_tokens
-        return Usage(prompt=prompt, completion=completion, cached=cached, cache_write=written)
+        return Usage(prompt=prompt, completion=completion, cached=cached, cache_write=written,
+                     reasoning=reasoning)
 
     async def _stream(self, request: web.Request, record: RecordedRequest, reply: Reply,
                       pieces: list[str], framing: Framing) -> web.StreamResponse:
