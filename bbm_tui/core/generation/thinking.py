@@ -10,7 +10,8 @@ A step is given the moment the splitter is sure of its end (the first character 
 so a kill loses at most the open step. Each StepFinished carries its raw slice (`raw`) and its
 share of the one call: the steps given while it streams are counted from the chunks they took
 (estimates); the last one, given when the call ends, carries the rest of the call's own
-figures (its prompt, the rest of its tokens and cost), so that the shares sum to the call.
+figures (its prompt, the rest of its tokens and cost), so that the shares sum to the call
+(the prompt is on the last share, not the first as in one-call mode: it is known only then).
 The answer is read from the final content by the task's answer rule (its last line that states
 one). A provider that sends no reasoning text (OpenAI's o-series) leaves the content as the
 only text: its steps are cut from the content.
@@ -227,8 +228,8 @@ def _share(trace: _Trace, spec: llm.ModelSpec, whole: CallRecord | None) -> Call
             0, whole.completion_tokens - trace.counted_tokens)
         cost = None if whole.cost is None or not trace.priced else max(
             0.0, whole.cost - trace.counted_cost)
+        # The prompt is counted once, here: the call's figures come only at its end.
         return replace(whole, completion_tokens=completion, cost=cost,
-                       prompt_tokens=whole.prompt_tokens if share == 0 else None,
                        one_call=trace.call_id, one_call_share=share)
     tokens = trace.pieces_since_step or None
     trace.pieces_since_step = 0
