@@ -124,6 +124,10 @@ class Reply:
     # Reasoning tokens the usage reports (None: one a reasoning piece). OpenAI's o-series
     # send no reasoning text at all, only this count.
     reasoning_tokens: int | None = None
+    # Anthropic: the thinking block's signature (sent just before the block ends), and the
+    # opaque data of `redacted_thinking` blocks sent before it.
+    signature: str = "c2lnbmF0dXJlLW9mLXRoZS10aGlua2luZw=="
+    redacted: tuple[str, ...] = ()
 
 
 @dataclass

@@ -6,6 +6,7 @@ are refused before any request; usage counts the reasoning's tokens."""
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -17,12 +18,16 @@ from bbm_tui.core.llm import (
     LLMError,
     ModelSpec,
     ReasoningDelta,
+    RedactedReasoning,
     RetryPolicy,
     ThinkingDone,
     ThinkingSettings,
 )
 from bbm_tui.core.types import ReasoningKind
+from tests.anthropic_server import FakeAnthropic
 from tests.fake_server import Reply, pieces_of
+from tests.gemini_server import FakeGemini
+from tests.ollama_server import FakeOllama
 from tests.openai_server import FakeOpenAI
 
 QUESTION = [{"role": "user", "content": "Is 17 prime? End with 'So the answer is ...'."}]
@@ -198,4 +203,355 @@ async def test_a_budget_is_refused_where_the_provider_takes_none(
         openai_server: FakeOpenAI) -> None:
     with pytest.raises(LLMError, match="--thinking-budget"):
         await think(openai_spec(openai_server), ThinkingSettings(budget_tokens=2000))
+    assert openai_server.requests == []
+
+
+# -- Anthropic: thinking blocks, their signature, redacted blocks
+
+ANTHROPIC_KEY = "test-key-123"
+
+
+def anthropic_spec(server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch,
+                   model: str = "anthropic/claude-sonnet-4-5") -> ModelSpec:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+    server.api_key = ANTHROPIC_KEY
+    return ModelSpec(model, api_base=server.base_url)
+
+
+async def test_anthropic_thinking_blocks_then_the_text(
+        anthropic_server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claude 4: a summary of the thinking in `thinking_delta`s, its signature kept opaque;
+    thinking switched on with the medium effort's budget and room for the answer after it;
+    no temperature sent (Anthropic takes only 1 with thinking on)."""
+    spec = anthropic_spec(anthropic_server, monkeypatch)
+    anthropic_server.enqueue(Reply(text=ANSWER, reasoning=REASONING, signature="c2lnLTE="))
+    events = await think(spec)
+    assert reasoning_of(events) == REASONING
+    assert answer_of(events) == ANSWER
+    assert in_order(events)
+    done = done_of(events)
+    assert done.reasoning_kind == ReasoningKind.SUMMARY
+    assert done.opaque == [{"type": "thinking", "signature": "c2lnLTE="}]
+    [request] = anthropic_server.requests
+    assert request.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert request.body["max_tokens"] == 2048 + 4096
+    assert "temperature" not in request.body
+    # Anthropic bills the thinking and counts it in output_tokens, not apart.
+    thought, written = len(pieces_of(REASONING, None)), len(pieces_of(ANSWER, None))
+    assert done.call.completion_tokens == thought + written
+    assert done.reasoning_tokens is None
+    assert done.call.params["thinking_budget"] == 2048
+
+
+async def test_anthropic_cost_includes_the_thinking(
+        anthropic_server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bbm_tui.core.llm.records import UsageCounts
+    from bbm_tui.core.llm.usage import cost_of
+
+    spec = anthropic_spec(anthropic_server, monkeypatch)
+    anthropic_server.enqueue(Reply(text=ANSWER, reasoning=REASONING))
+    done = done_of(await think(spec))
+    assert done.call.prompt_tokens is not None and done.call.completion_tokens is not None
+    answer_only = cost_of(spec, UsageCounts(done.call.prompt_tokens, len(ANSWER.split())))
+    assert done.call.cost is not None and answer_only is not None
+    assert done.call.cost == cost_of(spec, UsageCounts(done.call.prompt_tokens,
+                                                       done.call.completion_tokens))
+    assert done.call.cost > answer_only
+
+
+async def test_anthropic_redacted_blocks_stay_opaque(
+        anthropic_server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`redacted_thinking`: a RedactedReasoning event (shown as "[redacted by the
+    provider]"), its data kept verbatim with the call and never delivered as text."""
+    spec = anthropic_spec(anthropic_server, monkeypatch)
+    secret = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"
+    anthropic_server.enqueue(Reply(text=ANSWER, reasoning=REASONING,
+                                   redacted=(secret, secret[::-1])))
+    events = await think(spec)
+    assert [type(event) for event in events[:2]] == [RedactedReasoning, RedactedReasoning]
+    assert reasoning_of(events) == REASONING
+    assert not any(secret in event.text or secret[::-1] in event.text for event in events
+                   if isinstance(event, ReasoningDelta | AnswerDelta))
+    done = done_of(events)
+    assert {"type": "redacted_thinking", "data": secret} in done.opaque
+    assert {"type": "redacted_thinking", "data": secret[::-1]} in done.opaque
+
+
+async def test_claude_3_7_thinks_in_the_raw(
+        anthropic_server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = anthropic_spec(anthropic_server, monkeypatch, "anthropic/claude-3-7-sonnet-20250219")
+    anthropic_server.enqueue(Reply(text=ANSWER, reasoning=REASONING))
+    done = done_of(await think(spec))
+    assert done.reasoning_kind == ReasoningKind.RAW
+
+
+async def test_anthropic_budget_and_effort(
+        anthropic_server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = anthropic_spec(anthropic_server, monkeypatch)
+    anthropic_server.enqueue(Reply(text=ANSWER, reasoning=REASONING),
+                             Reply(text=ANSWER, reasoning=REASONING))
+    await think(spec, ThinkingSettings(budget_tokens=3000, max_tokens=8000))
+    await think(spec, ThinkingSettings(effort="high", temperature=1, top_p=0.97))
+    first, second = (request.body for request in anthropic_server.requests)
+    assert first["thinking"] == {"type": "enabled", "budget_tokens": 3000}
+    assert first["max_tokens"] == 8000
+    assert second["thinking"] == {"type": "enabled", "budget_tokens": 4096}
+    assert (second["temperature"], second["top_p"]) == (1, 0.97)
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    (ThinkingSettings(temperature=0.0), "temperature 0: Anthropic takes only temperature 1"),
+    (ThinkingSettings(top_p=0.9), "top_p 0.9: Anthropic takes top_p from 0.95"),
+    (ThinkingSettings(budget_tokens=512), "at least 1024 tokens"),
+    (ThinkingSettings(budget_tokens=4000, max_tokens=4000), "under max_tokens (4000)"),
+    (ThinkingSettings(effort="high", max_tokens=4096), "under max_tokens (4096)"),
+    (ThinkingSettings(n=2), "n=2"),
+    (ThinkingSettings(logprobs=True), "log-probabilities"),
+])
+async def test_anthropic_refusals_before_any_request(
+        anthropic_server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch,
+        settings: ThinkingSettings, said: str) -> None:
+    spec = anthropic_spec(anthropic_server, monkeypatch)
+    assert said in (llm.thinking_refusal(spec, QUICK, settings) or "")
+    with pytest.raises(LLMError) as caught:
+        await think(spec, settings)
+    assert said in caught.value.message
+    assert caught.value.kind == "bad_request"
+    assert anthropic_server.requests == []
+
+
+async def test_the_anthropic_server_refuses_what_the_api_refuses(
+        anthropic_server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's own refusal (so that the refusal above is the API's, not a guess): a
+    temperature of 0 with thinking on, sent anyway, is a 400."""
+    from bbm_tui.core.llm.loader import litellm_module
+
+    spec = anthropic_spec(anthropic_server, monkeypatch)
+    anthropic_server.enqueue(Reply(text=ANSWER, reasoning=REASONING))
+
+    with pytest.raises(Exception, match="temperature"):
+        await litellm_module().acompletion(
+            model=spec.model, api_base=spec.api_base, messages=QUESTION, temperature=0.0,
+            max_tokens=5000, thinking={"type": "enabled", "budget_tokens": 2048},
+            max_retries=0)
+
+
+async def test_anthropic_stream_cut_mid_thinking(
+        anthropic_server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = anthropic_spec(anthropic_server, monkeypatch)
+    anthropic_server.enqueue(Reply(text=ANSWER, reasoning=REASONING, drop_after_chunks=6))
+    events: list[Any] = []
+    with pytest.raises(LLMError):
+        async for event in llm.stream_thinking(spec, QUESTION, QUICK, ThinkingSettings()):
+            events.append(event)
+    assert reasoning_of(events) == "".join(pieces_of(REASONING, None)[:6])
+    assert len(anthropic_server.requests) == 1
+
+
+# -- Gemini: parts marked `thought: true`, summaries
+
+GEMINI_KEY = "test-key-456"
+
+
+def gemini_spec(server: FakeGemini, monkeypatch: pytest.MonkeyPatch,
+                model: str = "gemini/gemini-2.5-flash") -> ModelSpec:
+    monkeypatch.setenv("GEMINI_API_KEY", GEMINI_KEY)
+    server.api_key = GEMINI_KEY
+    return ModelSpec(model, api_base=server.base_url)
+
+
+def thinking_config(request: Any) -> dict[str, Any]:
+    return request.body["generationConfig"]["thinkingConfig"]
+
+
+async def test_gemini_thought_parts_are_a_summary(
+        gemini_server: FakeGemini, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = gemini_spec(gemini_server, monkeypatch)
+    gemini_server.enqueue(Reply(text=ANSWER, reasoning=REASONING))
+    events = await think(spec)
+    assert reasoning_of(events) == REASONING
+    assert answer_of(events) == ANSWER
+    assert in_order(events)
+    done = done_of(events)
+    assert done.reasoning_kind == ReasoningKind.SUMMARY
+    thought, written = len(pieces_of(REASONING, None)), len(pieces_of(ANSWER, None))
+    assert done.reasoning_tokens == thought
+    assert done.call.completion_tokens == thought + written  # both billed
+    [request] = gemini_server.requests
+    assert thinking_config(request)["includeThoughts"] is True
+
+
+async def test_gemini_that_shows_no_thoughts(
+        gemini_server: FakeGemini, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gemini 3 sometimes sends no thought summary at all: no reasoning text, kind none, the
+    thinking's tokens still counted and priced."""
+    spec = gemini_spec(gemini_server, monkeypatch)
+    gemini_server.enqueue(Reply(text=ANSWER, reasoning="", reasoning_tokens=300))
+    events = await think(spec)
+    assert reasoning_of(events) == ""
+    done = done_of(events)
+    assert done.reasoning_kind == ReasoningKind.NONE
+    assert done.reasoning_tokens == 300
+    assert done.call.completion_tokens == 300 + len(pieces_of(ANSWER, None))
+
+
+async def test_gemini_budget_and_effort(
+        gemini_server: FakeGemini, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = gemini_spec(gemini_server, monkeypatch)
+    gemini_server.enqueue(Reply(text=ANSWER, reasoning=REASONING),
+                          Reply(text=ANSWER, reasoning=REASONING))
+    await think(spec, ThinkingSettings(budget_tokens=3000))
+    await think(spec, ThinkingSettings(effort="low"))
+    first, second = (thinking_config(request) for request in gemini_server.requests)
+    assert first == {"includeThoughts": True, "thinkingBudget": 3000}
+    assert second["includeThoughts"] is True
+    assert second["thinkingBudget"] == 1024
+
+
+async def test_gemini_stream_cut_mid_thought(
+        gemini_server: FakeGemini, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = gemini_spec(gemini_server, monkeypatch)
+    gemini_server.enqueue(Reply(text=ANSWER, reasoning=REASONING, drop_after_chunks=5))
+    events: list[Any] = []
+    with pytest.raises(LLMError):
+        async for event in llm.stream_thinking(spec, QUESTION, QUICK, ThinkingSettings()):
+            events.append(event)
+    assert reasoning_of(events) == "".join(pieces_of(REASONING, None)[:5])
+    assert len(gemini_server.requests) == 1
+
+
+# -- Ollama: `think` in the request, `thinking` in the reply
+
+
+@pytest.mark.parametrize("model", ["ollama_chat/qwen3:8b", "ollama/qwen3:8b"])
+async def test_ollama_thinking_field(ollama_server: FakeOllama, model: str) -> None:
+    """Every chunk's `thinking` is read (older litellm kept only the first two: issues
+    #15463, #20737)."""
+    spec = ModelSpec(model, api_base=ollama_server.base_url)
+    ollama_server.enqueue(Reply(text=ANSWER, reasoning=REASONING))
+    events = await think(spec)
+    assert reasoning_of(events) == REASONING
+    assert answer_of(events) == ANSWER
+    assert in_order(events)
+    done = done_of(events)
+    assert done.reasoning_kind == ReasoningKind.RAW
+    assert done.call.completion_tokens == (len(pieces_of(REASONING, None))
+                                           + len(pieces_of(ANSWER, None)))
+    assert done.reasoning_tokens is None  # Ollama does not count them apart
+    [request] = ollama_server.requests
+    assert request.body["think"] is True
+
+
+async def test_ollama_gpt_oss_takes_an_effort(ollama_server: FakeOllama) -> None:
+    spec = ModelSpec("ollama_chat/gpt-oss:20b", api_base=ollama_server.base_url)
+    ollama_server.enqueue(Reply(text=ANSWER, reasoning=REASONING))
+    events = await think(spec, ThinkingSettings(effort="high"))
+    assert reasoning_of(events) == REASONING
+    assert ollama_server.requests[0].body["think"] == "high"
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    (ThinkingSettings(effort="low"), "--thinking-effort: Ollama's qwen3:8b thinks or not"),
+    (ThinkingSettings(budget_tokens=2000), "--thinking-budget"),
+    (ThinkingSettings(logprobs=True), "log-probabilities"),
+])
+async def test_ollama_refusals_before_any_request(ollama_server: FakeOllama,
+                                                  settings: ThinkingSettings,
+                                                  said: str) -> None:
+    spec = ModelSpec("ollama_chat/qwen3:8b", api_base=ollama_server.base_url)
+    with pytest.raises(LLMError, match="^" + re.escape(said)):
+        await think(spec, settings)
+    assert ollama_server.requests == []
+
+
+async def test_ollama_stream_cut_mid_thinking(ollama_server: FakeOllama) -> None:
+    spec = ModelSpec("ollama_chat/qwen3:8b", api_base=ollama_server.base_url)
+    ollama_server.enqueue(Reply(text=ANSWER, reasoning=REASONING, drop_after_chunks=7))
+    events: list[Any] = []
+    with pytest.raises(LLMError):
+        async for event in llm.stream_thinking(spec, QUESTION, QUICK, ThinkingSettings()):
+            events.append(event)
+    assert reasoning_of(events) == "".join(pieces_of(REASONING, None)[:7])
+    assert len(ollama_server.requests) == 1
+
+
+# -- OpenAI's o-series through chat completions: no reasoning text, only its count
+
+
+async def test_o_series_sends_no_reasoning_only_its_count(openai_server: FakeOpenAI) -> None:
+    from bbm_tui.core.llm.records import UsageCounts
+    from bbm_tui.core.llm.usage import cost_of
+
+    spec = openai_spec(openai_server, "openai/o4-mini")
+    openai_server.enqueue(Reply(text=ANSWER, reasoning_tokens=500))
+    events = await think(spec, ThinkingSettings(effort="low"))
+    assert reasoning_of(events) == ""
+    assert answer_of(events) == ANSWER
+    done = done_of(events)
+    assert done.reasoning_kind == ReasoningKind.NONE
+    assert done.reasoning_tokens == 500
+    written = len(pieces_of(ANSWER, None))
+    assert done.call.completion_tokens == 500 + written
+    assert done.call.prompt_tokens is not None
+    # Priced with the reasoning: far more than the answer alone.
+    assert done.call.cost == cost_of(spec, UsageCounts(done.call.prompt_tokens, 500 + written))
+    answer_only = cost_of(spec, UsageCounts(done.call.prompt_tokens, written))
+    assert done.call.cost is not None and answer_only is not None
+    assert done.call.cost > 5 * answer_only
+    body = openai_server.requests[0].body
+    assert body["reasoning_effort"] == "low"
+    assert "temperature" not in body and "stop" not in body
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    (ThinkingSettings(stop=("\n\n",)), "stop: OpenAI's reasoning models (o4-mini) refuse"),
+    (ThinkingSettings(temperature=0.2), "temperature 0.2"),
+    (ThinkingSettings(logprobs=True), "log-probabilities"),
+    (ThinkingSettings(budget_tokens=2048), "--thinking-budget"),
+    (ThinkingSettings(n=4), "n=4"),
+])
+async def test_o_series_refusals_before_any_request(openai_server: FakeOpenAI,
+                                                    settings: ThinkingSettings,
+                                                    said: str) -> None:
+    spec = openai_spec(openai_server, "openai/o4-mini")
+    with pytest.raises(LLMError, match="^" + re.escape(said)):
+        await think(spec, settings)
+    assert openai_server.requests == []
+
+
+# -- DeepSeek's reasoner: raw reasoning in `reasoning_content`
+
+
+def deepseek_spec(server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> ModelSpec:
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "test-key-789")
+    return ModelSpec("deepseek/deepseek-reasoner", api_base=server.base_url)
+
+
+async def test_deepseek_reasoner(openai_server: FakeOpenAI,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = deepseek_spec(openai_server, monkeypatch)
+    openai_server.enqueue(Reply(text=ANSWER, reasoning=REASONING))
+    events = await think(spec)
+    assert reasoning_of(events) == REASONING
+    assert answer_of(events) == ANSWER
+    done = done_of(events)
+    assert done.reasoning_kind == ReasoningKind.RAW
+    assert done.reasoning_tokens == len(pieces_of(REASONING, None))
+    assert done.call.cost is not None and done.call.cost > 0
+    body = openai_server.requests[0].body
+    assert "reasoning_effort" not in body and "thinking" not in body
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    (ThinkingSettings(logprobs=True), "log-probabilities: deepseek/deepseek-reasoner gives none"),
+    (ThinkingSettings(effort="high"), "--thinking-effort"),
+    (ThinkingSettings(budget_tokens=2048), "--thinking-budget"),
+])
+async def test_deepseek_refusals_before_any_request(openai_server: FakeOpenAI,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    settings: ThinkingSettings,
+                                                    said: str) -> None:
+    spec = deepseek_spec(openai_server, monkeypatch)
+    with pytest.raises(LLMError, match="^" + re.escape(said)):
+        await think(spec, settings)
     assert openai_server.requests == []

@@ -318,3 +318,9 @@ def takes_thinking_effort(spec: ModelSpec) -> bool:
         return False
     params = _supported_params(spec.model, spec.api_base)
     return params is None or "reasoning_effort" in params
+
+
+def takes_ollama_effort(spec: ModelSpec) -> bool:
+    """Ollama's `think` is on or off, except for gpt-oss, which takes low, medium or high
+    (litellm 1.103.7 sends the effort as it is only for a model named `gpt-oss…`)."""
+    return deployment_spec(spec).model.split("/", 1)[-1].startswith("gpt-oss")

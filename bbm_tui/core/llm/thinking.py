@@ -33,6 +33,7 @@ from bbm_tui.core.llm.capabilities import (
     auth_kwargs,
     is_offline,
     reasoning_is_summary,
+    takes_ollama_effort,
     takes_thinking_budget,
     takes_thinking_effort,
     thinking_wire,
@@ -150,6 +151,9 @@ def _provider_refusal(spec: ModelSpec, thinking: ThinkingSettings) -> str | None
                 "it thinks)")
     if wire == "anthropic":
         return _anthropic_refusal(spec, thinking)
+    if wire == "ollama" and thinking.effort is not None and not takes_ollama_effort(spec):
+        return (f"--thinking-effort: Ollama's {spec.model.split('/', 1)[-1]} thinks or not "
+                "(`think` on or off; only gpt-oss takes an effort): leave it unset")
     if wire == "openai_reasoning":
         return _openai_reasoning_refusal(spec, thinking)
     if thinking.logprobs and wire in ("deepseek", "ollama", "gemini"):
@@ -243,9 +247,9 @@ def _switch_on(spec: ModelSpec, thinking: ThinkingSettings) -> dict[str, Any]:
             return {"thinking": {"type": "enabled", "budget_tokens": thinking.budget_tokens}}
         return {"reasoning_effort": thinking.effort or DEFAULT_EFFORT}
     if wire == "ollama":
-        # litellm 1.103.7 maps an effort to `think` (as is for gpt-oss, else true); unasked,
-        # `think: true` is sent as it is.
-        return {"reasoning_effort": thinking.effort} if thinking.effort else {"think": True}
+        # litellm 1.103.7 maps an effort to Ollama's `think`: as it is for gpt-oss, `true`
+        # for the others. Unasked, the medium effort: gpt-oss's own default, `true` else.
+        return {"reasoning_effort": thinking.effort or DEFAULT_EFFORT}
     if thinking.effort is not None:
         return {"reasoning_effort": thinking.effort}
     return {}
