@@ -121,7 +121,8 @@ files:
              by the first row's keys, or --format) and written by export
 
 offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
-tasks), simulated/rm-X (a reward model right with probability X)
+tasks), solver/thinking (a thinking model for the five tasks: --mode thinking),
+simulated/rm-X (a reward model right with probability X)
 
 `bbm-tui COMMAND --help` for each command."""
 
