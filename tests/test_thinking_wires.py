@@ -555,3 +555,26 @@ async def test_deepseek_refusals_before_any_request(openai_server: FakeOpenAI,
     with pytest.raises(LLMError, match="^" + re.escape(said)):
         await think(spec, settings)
     assert openai_server.requests == []
+
+
+# -- The offline thinking model (solver/thinking), read as any OpenAI-compatible server
+
+
+async def test_the_offline_thinking_model_reads_as_any_other() -> None:
+    from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.core.llm.offline.thinking import MODEL, respond
+    from bbm_tui.core.prompts.thinking import thinking_messages
+
+    row = bundled_rows("word_sorting")[1]
+    messages = thinking_messages("word_sorting", row.input)
+    events = [event async for event in llm.stream_thinking(
+        ModelSpec(MODEL), messages, QUICK, ThinkingSettings(effort="high", temperature=0.0))]
+    expected = respond(MODEL, messages)
+    assert reasoning_of(events) == expected.reasoning
+    assert answer_of(events) == expected.content
+    assert in_order(events)
+    done = done_of(events)
+    assert done.reasoning_kind == ReasoningKind.RAW
+    assert done.reasoning_tokens is not None and done.reasoning_tokens > 20
+    assert done.call.cost == 0.0
+    assert done.call.finish_reason == "stop"
