@@ -9,7 +9,6 @@ shapes thinking models write; every expected value below is written out."""
 from __future__ import annotations
 
 import json
-from functools import partial
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,9 @@ from bbm_tui.cli.annotate import read_annotation_files
 from bbm_tui.core.dataset import DatasetError, read_input_rows
 from bbm_tui.core.dataset.formats import StepCut, detect_format, read_dataset
 from bbm_tui.core.dataset.formats.documents import iter_rows
-from bbm_tui.core.generation.splitting import split_text
+from bbm_tui.core.generation.cuts import step_cut
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.core.types import SplitRule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "formats"
 REASONING = FIXTURES / "reasoning.jsonl"
@@ -30,7 +28,7 @@ DELTABENCH = FIXTURES / "deltabench.csv"
 
 
 def cut(rule: str = "paragraph") -> StepCut:
-    return StepCut(rule, partial(split_text, rule=SplitRule(rule)))
+    return step_cut(rule)
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -270,3 +268,12 @@ def test_annotate_reads_reasoning_cut_by_split() -> None:
 def test_read_input_rows_without_a_cut_refuses() -> None:
     with pytest.raises(DatasetError, match="holds DeltaBench rows"):
         read_input_rows(DELTABENCH)
+
+
+def test_the_apps_annotate_files_cuts_by_paragraph() -> None:
+    """The app's "Annotate files" dialog has no --split: paragraphs, the default rule."""
+    from bbm_tui.core.annotation.queue import read_queue_file
+
+    [first, *_] = read_queue_file(REASONING)
+    assert first.row.steps == read_dataset(REASONING, cut=cut()).traces[0].steps
+    assert first.row.extra["split"] == "paragraph"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bbm_tui.cli.app import open_app
 from bbm_tui.cli.errors import UsageError, given
-from bbm_tui.cli.inputs import check_task, step_cut
+from bbm_tui.cli.inputs import check_task, reasoning_cut
 from bbm_tui.core.annotation.queue import QueuedTrace, read_queue_file
 from bbm_tui.core.dataset.formats import StepCut
 from bbm_tui.core.types import ADJUDICATOR
@@ -23,7 +23,7 @@ def command(args: argparse.Namespace) -> int:
     with given():
         check_task(args.task)
         traces = read_annotation_files(args.files, args.task, args.dataset_format,
-                                       step_cut(args))
+                                       reasoning_cut(args))
     from bbm_tui.ui.app import AnnotateRequest  # Textual: after the files (see open_app)
 
     return open_app(args, AnnotateRequest(annotator, traces, protocol=args.protocol))

@@ -14,6 +14,7 @@ from bbm_tui.core.annotation.export import check_not_a_database
 from bbm_tui.core.config import Config, load_config, tasks_folder
 from bbm_tui.core.dataset.formats import StepCut
 from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
+from bbm_tui.core.generation.cuts import step_cut
 from bbm_tui.core.store import default_path
 from bbm_tui.core.tasks import get_task, use_tasks
 from bbm_tui.core.tasks.files import load_user_tasks
@@ -124,13 +125,7 @@ def check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ()) 
             check_not_replacing(path)
 
 
-def step_cut(args: argparse.Namespace) -> StepCut:
+def reasoning_cut(args: argparse.Namespace) -> StepCut:
     """How the command cuts a reasoning it reads into steps (--split): the thinking
     generator's own split rules, so that an imported trace is cut as a live one."""
-    from functools import partial
-
-    from bbm_tui.core.generation.splitting import split_text
-    from bbm_tui.core.types import SplitRule
-
-    rule = SplitRule(args.split)
-    return StepCut(rule.value, partial(split_text, rule=rule))
+    return step_cut(args.split)

@@ -31,6 +31,7 @@ from bbm_tui.core.dataset.formats import (
     trace_digest,
     with_digest,
 )
+from bbm_tui.core.generation.cuts import step_cut
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.session import recorded_steps, stored_definition
@@ -101,9 +102,10 @@ def read_queue_file(path: Path, task: str | None = None, fmt: str | None = None,
                     cut: StepCut | None = None) -> list[QueuedTrace]:
     """Every row of a dataset file as a queued trace, under the row's own `task`, else
     `task`, else its format's (`processbench`, ...), else the file's name (as every command
-    reads it). A reasoning written elsewhere is cut into steps by `cut`."""
+    reads it). A reasoning written elsewhere is cut into steps by `cut` (by paragraph
+    unless told: the app's "Annotate files" has no --split)."""
     with collector_paused():
-        found = read_dataset(path, fmt, cut=cut).rows
+        found = read_dataset(path, fmt, cut=cut or step_cut()).rows
         tasks = rows_with_tasks(path, task, (row for _number, row in found))
         return [QueuedTrace(path, number, row_task, row, row.labelled)
                 for (number, row), (row_task, _row) in zip(found, tasks, strict=True)]
