@@ -578,3 +578,35 @@ async def test_the_offline_thinking_model_reads_as_any_other() -> None:
     assert done.reasoning_tokens is not None and done.reasoning_tokens > 20
     assert done.call.cost == 0.0
     assert done.call.finish_reason == "stop"
+
+
+# -- Waiting for the first text
+
+
+async def test_o_series_may_think_silently_past_the_calls_timeout(
+        openai_server: FakeOpenAI) -> None:
+    """o-series send nothing while they think: the wait for the first text is the whole
+    call's limit, not the call's timeout (which a model that streams its reasoning keeps)."""
+    slow = CallSettings(timeout_s=1, idle_timeout_s=1, answer_timeout_s=30,
+                        retry=RetryPolicy(attempts=1))
+    openai_server.enqueue(Reply(text=ANSWER, reasoning_tokens=900, first_chunk_delay_s=3))
+    events = await think(openai_spec(openai_server, "openai/o4-mini"), call=slow)
+    assert answer_of(events) == ANSWER
+    assert done_of(events).reasoning_tokens == 900
+    openai_server.enqueue(Reply(text=ANSWER, reasoning=REASONING, first_chunk_delay_s=3))
+    with pytest.raises(LLMError, match=r"no text in 1 s") as caught:
+        await think(openai_spec(openai_server), call=slow)
+    assert caught.value.kind == "timeout"
+
+
+async def test_a_silence_mid_reasoning_fails_after_what_came(openai_server: FakeOpenAI) -> None:
+    slow = CallSettings(timeout_s=20, idle_timeout_s=1, retry=RetryPolicy(attempts=2))
+    openai_server.enqueue(Reply(text=ANSWER, reasoning=REASONING, stall_s=4, stall_after=2))
+    events: list[Any] = []
+    with pytest.raises(LLMError, match="silent for 1 s mid-answer") as caught:
+        async for event in llm.stream_thinking(openai_spec(openai_server), QUESTION, slow,
+                                               ThinkingSettings()):
+            events.append(event)
+    assert caught.value.kind == "timeout"
+    assert reasoning_of(events) == "".join(pieces_of(REASONING, None)[:3])
+    assert len(openai_server.requests) == 1  # text was shown: no retry

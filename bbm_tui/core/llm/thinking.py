@@ -437,9 +437,10 @@ async def _read_call(spec: ModelSpec, messages: list[dict[str, Any]], call: Call
     watch = UsageWatch()
     usage_watch.set(watch)  # this task's own context
     kwargs = thinking_kwargs(spec, call, thinking)
+    first_wait = first_text_wait(spec, call)
     # Our own limits (the first text, each silence) are the ones that count; the HTTP
     # client's, per read, is set past them.
-    kwargs["timeout"] = call.timeout_s + 5.0
+    kwargs["timeout"] = max(first_wait, call.timeout_s) + 5.0
     kwargs["messages"] = messages
     loop = asyncio.get_running_loop()
     started_at = time.perf_counter()
@@ -447,7 +448,7 @@ async def _read_call(spec: ModelSpec, messages: list[dict[str, Any]], call: Call
     state = _CallState()
     stream: Any = None
     try:
-        async with asyncio.timeout_at(min(loop.time() + call.timeout_s, deadline)) as limit:
+        async with asyncio.timeout_at(min(loop.time() + first_wait, deadline)) as limit:
             stream = await start_call(spec, kwargs, chat=True)
             await _read_stream(stream, state, spec, call, limit, deadline, queue)
     except TimeoutError:
@@ -463,6 +464,16 @@ async def _read_call(spec: ModelSpec, messages: list[dict[str, Any]], call: Call
         _check_ended_well(stream, state, spec)
     await queue.put(_done(spec, thinking, state, watch, time.perf_counter() - started_at,
                           attempt))
+
+
+def first_text_wait(spec: ModelSpec, call: CallSettings) -> float:
+    """How long a thinking call may be silent before its first text: the call's timeout,
+    except where the provider sends none of its reasoning (OpenAI's o-series through chat
+    completions write nothing until the answer, after all their thinking): the whole
+    call's limit."""
+    if thinking_wire(spec) == "openai_reasoning":
+        return max(call.timeout_s, call.answer_timeout_s)
+    return call.timeout_s
 
 
 async def _read_stream(stream: Any, state: _CallState, spec: ModelSpec, call: CallSettings,
@@ -570,7 +581,7 @@ def _silence(spec: ModelSpec, call: CallSettings, state: _CallState) -> LLMError
     where = f" at {spec.api_base}" if spec.api_base else ""
     if not state.started:
         return LLMError("timeout", f"{spec.model}{where} did not answer in time (no text "
-                        f"in {call.timeout_s:g} s)")
+                        f"in {first_text_wait(spec, call):g} s)")
     return LLMError("timeout", f"{spec.model}{where} did not answer in time (silent for "
                     f"{min(call.timeout_s, call.idle_timeout_s):g} s mid-answer)")
 
