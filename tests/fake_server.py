@@ -122,8 +122,10 @@ class Reply:
     reasoning: str = ""
     reasoning_wire: str = "reasoning_content"
     # Reasoning tokens the usage reports (None: one a reasoning piece). OpenAI's o-series
-    # send no reasoning text at all, only this count.
+    # send no reasoning text at all, only this count. `reasoning_counted=False`: the usage
+    # says nothing of them (llama-server counts them in `completion_tokens` only).
     reasoning_tokens: int | None = None
+    reasoning_counted: bool = True
     # Anthropic: the thinking block's signature (sent just before the block ends), and the
     # opaque data of `redacted_thinking` blocks sent before it.
     signature: str = "c2lnbmF0dXJlLW9mLXRoZS10aGlua2luZw=="
@@ -237,7 +239,9 @@ def reasoning_pieces(reply: Reply) -> list[str]:
 
 
 def reasoning_count(reply: Reply, sent: int) -> int:
-    """The reasoning tokens the usage reports, of `sent` reasoning pieces."""
+    """The reasoning tokens the usage reports, of `sent` reasoning pieces (0: none)."""
+    if not reply.reasoning_counted:
+        return 0
     return reply.reasoning_tokens if reply.reasoning_tokens is not None else sent
 
 

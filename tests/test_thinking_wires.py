@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -610,3 +611,35 @@ async def test_a_silence_mid_reasoning_fails_after_what_came(openai_server: Fake
     assert caught.value.kind == "timeout"
     assert reasoning_of(events) == "".join(pieces_of(REASONING, None)[:3])
     assert len(openai_server.requests) == 1  # text was shown: no retry
+
+
+# -- llama-server as a thinking model (measured with ../shared/realsrv/start-thinking)
+
+# What llama-server sends first, before any text (OpenAI does too): the role, no content.
+ROLE_CHUNK = (b'{"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "tiny", '
+              b'"choices": [{"index": 0, "delta": {"role": "assistant", "content": null}, '
+              b'"finish_reason": null}]}')
+
+
+@pytest.mark.parametrize("reasoning_format", ["deepseek", "none"])
+async def test_llama_server_as_a_thinking_model(openai_server: FakeOpenAI,
+                                                reasoning_format: str) -> None:
+    """As measured: a role chunk first; `--reasoning-format deepseek` sends the reasoning
+    in `reasoning_content` (the newline after `<think>` and the blank line before the
+    answer dropped), `none` leaves `<think>\\n…</think>\\n\\n` in the content, the tag cut
+    across chunks ("<", "th", "in", "k>"); the usage counts the reasoning in
+    `completion_tokens` only, so its own count is unknown."""
+    reasoning = "on third part from order. each first part in. \n\nis need sort. \n\n"
+    if reasoning_format == "deepseek":
+        reply = Reply(text="So the answer is bz\n", reasoning=reasoning)
+    else:
+        reply = Reply(text="\n\nSo the answer is bz\n", reasoning="\n" + reasoning,
+                      reasoning_wire="think_tags", chunk_chars=2)
+    openai_server.enqueue(replace(reply, raw_events=[ROLE_CHUNK], reasoning_counted=False))
+    events = await think(openai_spec(openai_server, "openai/tiny"))
+    assert reasoning_of(events).strip() == reasoning.strip()
+    assert answer_of(events).strip() == "So the answer is bz"
+    done = done_of(events)
+    assert done.reasoning_kind == ReasoningKind.RAW
+    assert done.reasoning_tokens is None
+    assert done.call.completion_tokens is not None and done.call.completion_tokens > 10
