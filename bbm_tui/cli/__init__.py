@@ -143,6 +143,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bbm-tui {__version__}")
     _add_model_options(parser, several=f"with --task and --question, the models side by "
                        f"side, at most {MAX_SIDE_BY_SIDE}")
+    _add_thinking_options(parser)
     _add_logprobs_option(parser)
     parser.add_argument("--task", help="start a new session on this task")
     _add_task_file_option(parser, on_command=False)
@@ -180,6 +181,7 @@ def _add_run_parser(commands: Commands) -> None:
         description="Generate traces headless. Rows already in OUT are skipped (resume).",
     )
     _add_model_options(run, several="every question runs on each, a row per model")
+    _add_thinking_options(run)
     _add_pace_option(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
@@ -460,12 +462,28 @@ def _add_model_options(parser: argparse.ArgumentParser, *, several: str = "") ->
                         f"the offline replay of the bundled dataset){again}")
     parser.add_argument("--api-base", action=action,
                         help=f"base URL of an OpenAI-compatible server or proxy{each}")
-    parser.add_argument("--mode", choices=("chat", "completion"), action=action,
-                        help=f"chat (prompt as one user message) or text completion{each}")
+    parser.add_argument("--mode", choices=("chat", "completion", "thinking"), action=action,
+                        help="chat (prompt as one user message), text completion, or "
+                        "thinking (one call a trace: a thinking model's reasoning cut into "
+                        f"steps){each}")
     parser.add_argument("--router", metavar="FILE.yaml",
                         help="a litellm Router model_list (the LiteLLM proxy's): --model then "
                         "names one of its model groups, spread over its deployments "
                         "(--router '': none, whatever the config's `router`)")
+
+
+def _add_thinking_options(parser: argparse.ArgumentParser) -> None:
+    """--split, --thinking-effort, --thinking-budget: thinking mode's (docs/DESIGN.md §16)."""
+    parser.add_argument("--split", choices=("paragraph", "sentence", "line"),
+                        help="thinking mode: how the reasoning is cut into steps: at each "
+                        "blank line (paragraph, the default), after each sentence, or at "
+                        "each line")
+    parser.add_argument("--thinking-effort", choices=("low", "medium", "high"),
+                        help="thinking mode: how long the model thinks, where the provider "
+                        "takes an effort (OpenAI's, Gemini's, Ollama's gpt-oss)")
+    parser.add_argument("--thinking-budget", type=int, metavar="TOKENS",
+                        help="thinking mode: tokens the model may think, where the provider "
+                        "takes a budget (Anthropic: at least 1024; Gemini)")
 
 
 def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> None:

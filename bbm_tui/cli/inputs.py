@@ -54,6 +54,9 @@ def config_of(args: argparse.Namespace) -> Config:
             model=_first(args.model), api_base=_first(args.api_base), mode=_first(args.mode),
             logprobs=getattr(args, "logprobs", None), router=getattr(args, "router", None),
             one_call=getattr(args, "one_call", None),
+            split=getattr(args, "split", None),
+            thinking_effort=getattr(args, "thinking_effort", None),
+            thinking_budget=getattr(args, "thinking_budget", None),
         )
         if config.router is not None:
             if as_list(getattr(args, "api_base", None)):

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         Label,
         ModelBranch,
         QueueWork,
+        Reasoning,
         Session,
         SessionSummary,
         Step,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     )
     from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns
     from bbm_tui.core.store.sessions import CLAIM_HEARTBEAT_S, CLAIM_STALE_S
+    from bbm_tui.core.store.steps import ReasoningSlice
     from bbm_tui.core.store.store import BUSY_TIMEOUT_MS, Store
 
 # Each name this package offers, and the module of the package that defines it.
@@ -64,6 +66,8 @@ _MODULE_OF = {
     "Label": "records",
     "ModelBranch": "records",
     "QueueWork": "records",
+    "Reasoning": "records",
+    "ReasoningSlice": "steps",
     "Session": "records",
     "SessionSummary": "records",
     "Step": "records",
@@ -98,6 +102,8 @@ __all__ = [
     "Label",
     "ModelBranch",
     "QueueWork",
+    "Reasoning",
+    "ReasoningSlice",
     "Session",
     "SessionBusy",
     "SessionDeleted",
