@@ -21,6 +21,7 @@ from bbm_tui.core.dataset.formats.documents import iter_rows
 from bbm_tui.core.generation.cuts import step_cut
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.core.types import SplitRule
 
 FIXTURES = Path(__file__).parent / "fixtures" / "formats"
 REASONING = FIXTURES / "reasoning.jsonl"
@@ -64,8 +65,7 @@ def test_reasoning_rows_by_paragraph() -> None:
     origin = first.extra["origin"]
     assert origin["format"] == "reasoning"
     assert origin["fields"] == {"model": "deepseek-r1"}
-    assert origin["thinking"]["reasoning"] == first.extra["reasoning"]
-    assert origin["thinking"]["answer_text"] == "So the answer is Yes."
+    assert first.extra["answer_text"] == "So the answer is Yes."
     # `<think>` in a model's output: the reasoning between the tags, the answer after.
     assert second.input == "What is 12 * 12?"
     assert second.steps == ["12 * 12 = 144.", "Check: 12 * 10 = 120, plus 24 is 144."]
@@ -237,6 +237,8 @@ def test_a_csv_named_otherwise_is_told_by_its_header(tmp_path: Path) -> None:
 
 def test_import_cuts_by_split_and_keeps_the_reasoning(
         capsys: pytest.CaptureFixture[str]) -> None:
+    """Imported as a run stores a thinking trace (store v17): the reasoning whole, the
+    steps a view of it cut by --split, on show; labels as the file gives them."""
     code, _, err = run(capsys, "import", str(REASONING), "--split", "sentence")
     assert code == 0, err
     assert err.startswith("3 sessions imported (2 of them unlabelled)")
@@ -247,13 +249,26 @@ def test_import_cuts_by_split_and_keeps_the_reasoning(
         assert first.texts == ["17 is odd, so 2 does not divide it.",
                                "Wait, check 3: 1 + 7 = 8, not a multiple of 3.",
                                "E.g. 4 squared is 16 < 17.", "So only 1 and 17 divide it."]
-        origin = store.origin(1)
-        assert origin is not None and origin["thinking"]["split"] == "sentence"
-        assert origin["thinking"]["reasoning"].startswith("17 is odd")
+        assert [step.origin for step in first.steps] == ["thinking"] * 4
+        assert first.split_rule() == "sentence"
+        reasoning = first.reasoning()
+        assert reasoning is not None and reasoning.complete
+        assert reasoning.text == read_dataset(REASONING, cut=cut()).traces[0].extra["reasoning"]
+        assert (reasoning.kind, reasoning.answer_text) == ("raw", "So the answer is Yes.")
+        assert first.steps[-1].answer == "Yes"
+        third = TraceSession.load(store, 3)
+        assert third.mistake_number == 1
         delta = TraceSession.load(store, 4)
         assert delta.session.task == "deltabench"
         assert len(delta.texts) == 6
         assert delta.session.gold_mistake_index == 3
+        assert delta.mistake_number == 4
+        # Cut again by another rule: a new view of the same text, no call.
+        assert delta.recut(SplitRule.LINE)
+        assert len(delta.texts) == 7
+    # Imported twice: the same traces, not made again.
+    code, _, err = run(capsys, "import", str(REASONING), "--split", "sentence")
+    assert code == 0 and "3 traces already saved" in err, err
 
 
 def test_annotate_reads_reasoning_cut_by_split() -> None:
@@ -277,3 +292,28 @@ def test_the_apps_annotate_files_cuts_by_paragraph() -> None:
     [first, *_] = read_queue_file(REASONING)
     assert first.row.steps == read_dataset(REASONING, cut=cut()).traces[0].steps
     assert first.row.extra["split"] == "paragraph"
+
+
+def test_a_thinking_runs_rows_come_back_as_thinking_traces(tmp_path: Path) -> None:
+    """`run --mode thinking` writes BBM rows with the reasoning beside the steps: imported,
+    they are thinking traces again (their reasoning whole, the steps a view of it); a row
+    whose steps are no longer that reasoning's cut (edited since) comes in as recorded."""
+    from bbm_tui.core.annotation.export import import_rows
+
+    reasoning = "Plan first.\n\nThen do it. So the answer is 4."
+    row = {"input": "2 + 2?", "steps": ["Plan first.", "Then do it. So the answer is 4."],
+           "answer": "4", "target": "4", "mode": "thinking", "split": "paragraph",
+           "reasoning": reasoning, "reasoning_kind": "summary", "answer_text": "4",
+           "model": "anthropic/claude-sonnet-4-5"}
+    edited = dict(row, steps=["Plan first.", "Did it otherwise."])
+    path = write(tmp_path / "run.jsonl", row, edited)
+    with Store.open() as store:
+        ids = import_rows(store, "multistep_arithmetic", read_input_rows(path)).imported
+        thinking, recorded = (TraceSession.load(store, session_id) for session_id in ids)
+        stored = thinking.reasoning()
+        assert stored is not None
+        assert (stored.text, stored.kind, stored.model) == (
+            reasoning, "summary", "anthropic/claude-sonnet-4-5")
+        assert thinking.texts == row["steps"]
+        assert recorded.reasoning() is None
+        assert [step.origin for step in recorded.steps] == ["dataset", "dataset"]

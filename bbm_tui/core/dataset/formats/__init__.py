@@ -30,8 +30,6 @@ from bbm_tui.core.dataset.formats.positions import RowError
 from bbm_tui.core.tasks import get_task
 
 ORIGIN_KEY = "origin"
-# Where an origin keeps a thinking trace's raw reasoning, as read (ThinkingText.to_json).
-THINKING_KEY = "thinking"
 # A BBM row's per-step ratings (PRM800K's -1/0/+1), as `export --format jsonl` writes them.
 RATINGS_KEY = "ratings"
 BBM = "bbm"
@@ -379,12 +377,9 @@ def _trace_row(found: Format, value: dict, read: FieldRow, path: Path, line: int
         origin["layout"] = read.layout
     extra: dict[str, Any] = {ORIGIN_KEY: origin}
     if read.thinking is not None:
-        # Kept with the origin (so the store keeps it with the session) and beside it, in the
-        # keys a thinking run's rows carry (`mode`, `split`, `reasoning`, `reasoning_kind`).
-        origin[THINKING_KEY] = read.thinking.to_json()
-        extra |= {"mode": "thinking", "split": read.thinking.rule,
-                  "reasoning": read.thinking.reasoning,
-                  "reasoning_kind": read.thinking.kind}
+        # In the keys a thinking run's rows carry: `import` stores the reasoning whole with
+        # the session (store v17) and the steps as a view of it, as a run's.
+        extra |= read.thinking.to_json() | {"mode": "thinking"}
     row = TraceRow(read.question, read.steps, answer, read.target, read.mistake_index,
                    extra, labelled=read.labelled)
     _check_text(row, found, path, line)
