@@ -317,3 +317,23 @@ def test_a_thinking_runs_rows_come_back_as_thinking_traces(tmp_path: Path) -> No
         assert thinking.texts == row["steps"]
         assert recorded.reasoning() is None
         assert [step.origin for step in recorded.steps] == ["dataset", "dataset"]
+
+
+def test_annotating_a_reasoning_file_stores_the_reasoning_with_the_session() -> None:
+    """The queue makes a trace's session when it is first judged: a thinking trace's with
+    its reasoning whole and its steps a view of it, as `import` makes it."""
+    from bbm_tui.core.annotation.queue import AnnotationQueue
+
+    with Store.open() as store:
+        queue = AnnotationQueue(store, "ana", read_annotation_files(
+            [DELTABENCH], None, None, cut("sentence")))
+        queue.judge(True)
+        session_id = queue.session_id()
+        assert session_id is not None
+        trace = TraceSession.load(store, session_id)
+        assert trace.texts == queue.current.row.steps
+        assert trace.split_rule() == "sentence"
+        reasoning = trace.reasoning()
+        assert reasoning is not None and reasoning.complete
+        assert reasoning.text == queue.current.row.extra["reasoning"]
+        assert [step.origin for step in trace.steps] == ["thinking"] * 7

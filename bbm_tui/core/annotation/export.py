@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.reasonings import thinking_of
 from bbm_tui.core.dataset import TraceRow, is_standard_output, replacing
 from bbm_tui.core.dataset.formats import (
     FORMATS as FIELD_FORMATS,
@@ -55,9 +56,15 @@ from bbm_tui.core.dataset.formats import (
 from bbm_tui.core.dataset.formats.positions import ratings_for
 from bbm_tui.core.dataset.formats.prm800k import finish_reason as prm800k_reason
 from bbm_tui.core.dataset.outfile import OutputFileError
-from bbm_tui.core.generation.splitting import split_text
-from bbm_tui.core.generation.thinking import strip_view
-from bbm_tui.core.store import SQLITE_HEADER, AnnotatorLabel, Label, QueueWork, Step, Store
+from bbm_tui.core.store import (
+    SQLITE_HEADER,
+    AnnotatorLabel,
+    Label,
+    QueueWork,
+    RecordedReasoning,
+    Step,
+    Store,
+)
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession
@@ -65,9 +72,7 @@ from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
     RECORDED_MODEL,
     FlagReason,
-    ReasoningKind,
     SessionSource,
-    SplitRule,
     StepOrigin,
     WorkStatus,
 )
@@ -781,46 +786,18 @@ def import_rows(
     return result
 
 
-@dataclass(frozen=True)
-class RowReasoning:
-    """What a thinking trace's row carries beside its steps (a `run --mode thinking` row, or
-    a reasoning read from a file): the raw reasoning, whole, the rule its steps were cut by,
-    its kind, and the answer's text after it."""
-
-    text: str
-    split: str
-    kind: str
-    answer_text: str | None
-
-
-def thinking_of(row: TraceRow) -> RowReasoning | None:
-    """The reasoning a row's steps were cut from (None: a step-at-a-time trace, or a row
-    whose reasoning keys are not a thinking trace's: then its steps come in as recorded)."""
-    extra = row.extra
-    text, split, kind = extra.get("reasoning"), extra.get("split"), extra.get("reasoning_kind")
-    answer_text = extra.get("answer_text")
-    if (extra.get("mode") != "thinking" or not isinstance(text, str)
-            or split not in set(SplitRule) or kind not in set(ReasoningKind)
-            or not (answer_text is None or isinstance(answer_text, str))):
-        return None
-    if strip_view(split_text(text, SplitRule(split))) != list(row.steps):
-        return None  # the steps are not that reasoning cut by that rule (edited since)
-    return RowReasoning(text, str(split), str(kind), answer_text)
-
-
-def _load_reasoning(store: Store, trace: TraceSession, row: TraceRow, thinking: RowReasoning,
-                    model: str) -> None:
+def _load_reasoning(store: Store, trace: TraceSession, row: TraceRow,
+                    reasoning: RecordedReasoning, model: str) -> None:
     """A thinking trace written elsewhere, stored as a run stores one (store v17): its
     reasoning whole, and its steps a view of it cut by its rule, on show; re-cut later with
     no call."""
-    reasoning = store.add_reasoning(trace.id, model, thinking.kind)
-    store.finish_reasoning(reasoning.id, text=thinking.text, kind=thinking.kind,
-                           answer_text=thinking.answer_text, reasoning_tokens=None)
+    stored = store.add_reasoning(trace.id, model, reasoning.kind)
+    store.finish_reasoning(stored.id, text=reasoning.text, kind=reasoning.kind,
+                           answer_text=reasoning.answer_text, reasoning_tokens=None)
     last = len(row.steps) - 1
     steps = [(text, row.answer if index == last else None)
              for index, text in enumerate(row.steps)]
-    ids = store.add_view(trace.id, reasoning.id, thinking.split, steps,
-                         str(StepOrigin.THINKING))
+    ids = store.add_view(trace.id, stored.id, reasoning.split, steps, str(StepOrigin.THINKING))
     store.set_head(trace.id, ids[-1])
     trace.reload()
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.reasonings import thinking_of
 from bbm_tui.core.dataset import TraceRow, rows_with_tasks
 from bbm_tui.core.dataset.formats import (
     StepCut,
@@ -446,6 +447,7 @@ class AnnotationQueue:
                 gold_mistake_index=trace.gold if trace.has_gold else None,
                 steps=recorded_steps(task, trace.row.steps, trace.row.answer),
                 task_definition=stored_definition(task),
+                reasoning=thinking_of(trace.row),
             )
             origin = origin_of(trace.row)
             if origin is not None:  # a row of the field's formats: written back as it came
