@@ -156,7 +156,7 @@ def _provider_refusal(spec: ModelSpec, thinking: ThinkingSettings) -> str | None
                 "(`think` on or off; only gpt-oss takes an effort): leave it unset")
     if wire == "openai_reasoning":
         return _openai_reasoning_refusal(spec, thinking)
-    if thinking.logprobs and wire in ("deepseek", "ollama", "gemini"):
+    if thinking.logprobs and wire in ("deepseek", "ollama"):
         return (f"log-probabilities: {spec.model} gives none with thinking on "
                 f"({'DeepSeek answers 400' if wire == 'deepseek' else 'litellm refuses them'})")
     return None
