@@ -117,8 +117,10 @@ class Reply:
     # A thinking model: the reasoning it writes before `text`, streamed in pieces as the text
     # is (`reasoning_pieces`), each wire carrying it in its own field (tests/*_server.py).
     # On OpenAI's wire `reasoning_wire` says which: `reasoning_content` (DeepSeek,
-    # llama-server), vLLM's newer `reasoning`, or `think_tags` (`<think>…</think>` left in
-    # the content, as llama-server with `--reasoning-format none` and older vLLM send it).
+    # llama-server), vLLM's newer `reasoning`, `think_tags` (`<think>…</think>` left in
+    # the content, as llama-server with `--reasoning-format none` and older vLLM send it), or
+    # `think_closed` (only `…</think>` in the content: a chat template, DeepSeek-R1's, opened
+    # the reasoning in the prompt).
     reasoning: str = ""
     reasoning_wire: str = "reasoning_content"
     # Reasoning tokens the usage reports (None: one a reasoning piece). OpenAI's o-series

@@ -178,7 +178,8 @@ class FakeOpenAI(FakeServer):
             logprobs = self._whole_logprobs(reply, choice_text, index, chat, body, asked)
             if chat:
                 message = {"role": "assistant", "content": _content(reply, choice_text)}
-                if reply.reasoning and reply.reasoning_wire != "think_tags":
+                if reply.reasoning and reply.reasoning_wire not in ("think_tags",
+                                                                     "think_closed"):
                     message[reply.reasoning_wire] = reply.reasoning
                 choice = {"index": index, "message": message,
                           "finish_reason": reply.finish_reason, "logprobs": logprobs}
@@ -329,7 +330,8 @@ def openai_usage(usage: Usage) -> dict[str, Any]:
 def _thinking_pieces(reply: Reply) -> list[str]:
     """The reasoning's pieces, streamed in its own field before the content (none where the
     server leaves it in the content between `<think>` tags)."""
-    return [] if reply.reasoning_wire == "think_tags" else reasoning_pieces(reply)
+    return [] if reply.reasoning_wire in ("think_tags", "think_closed") else (
+        reasoning_pieces(reply))
 
 
 def _unshown(reply: Reply, shown: int) -> int:
@@ -340,9 +342,12 @@ def _unshown(reply: Reply, shown: int) -> int:
 
 def _content(reply: Reply, text: str) -> str:
     """The content the server sends: the text, after `<think>…</think>` where the server
-    leaves the reasoning in it."""
+    leaves the reasoning in it (`think_tags`), or after `…</think>` alone where the chat
+    template opened the reasoning in the prompt (`think_closed`: DeepSeek-R1's)."""
     if reply.reasoning and reply.reasoning_wire == "think_tags":
         return f"<think>{reply.reasoning}</think>{text}"
+    if reply.reasoning and reply.reasoning_wire == "think_closed":
+        return f"{reply.reasoning}</think>{text}"
     return text
 
 

@@ -11,6 +11,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bbm_tui.core import llm
 from bbm_tui.core.llm import (
@@ -115,6 +117,23 @@ async def test_think_tags_left_in_the_content_are_cut_out(openai_server: FakeOpe
                                 reasoning_wire="think_tags", chunk_chars=chunk_chars))
     events = await think(openai_spec(openai_server))
     assert reasoning_of(events) == "\n" + REASONING + "\n"
+    assert answer_of(events) == "\n\n" + ANSWER
+    assert in_order(events)
+    assert not any("think>" in event.text for event in events
+                   if isinstance(event, ReasoningDelta | AnswerDelta))
+    assert done_of(events).reasoning_kind == ReasoningKind.RAW
+
+
+@pytest.mark.parametrize("chunk_chars", [None, 1, 4])
+async def test_a_reasoning_opened_in_the_prompt_is_cut_at_its_closing_tag(
+        openai_server: FakeOpenAI, chunk_chars: int | None) -> None:
+    """DeepSeek-R1's template opens `<think>` in the prompt: the content holds only
+    `…</think>` then the answer. No tag reaches the consumer, and the reasoning is not
+    taken for the answer."""
+    openai_server.enqueue(Reply(text="\n\n" + ANSWER, reasoning=REASONING + "\n",
+                                reasoning_wire="think_closed", chunk_chars=chunk_chars))
+    events = await think(openai_spec(openai_server, "openai/deepseek-r1-distill-qwen-7b"))
+    assert reasoning_of(events) == REASONING + "\n"
     assert answer_of(events) == "\n\n" + ANSWER
     assert in_order(events)
     assert not any("think>" in event.text for event in events
@@ -643,3 +662,33 @@ async def test_llama_server_as_a_thinking_model(openai_server: FakeOpenAI,
     assert done.reasoning_kind == ReasoningKind.RAW
     assert done.reasoning_tokens is None
     assert done.call.completion_tokens is not None and done.call.completion_tokens > 10
+
+
+# -- ThinkTags alone: any cut of the content into pieces gives the same split
+
+
+@given(cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=12),
+       text=st.sampled_from([
+           "<think>\nplan.\n\nwork < 3.</think>\n\nSo the answer is 4.",
+           "  <think>a</think>b",
+           "plan </thi nk> then.</think>answer",
+           "no tags at all, just an answer",
+           "<thin>not a tag</thin> answer",
+           "<think>never closed",
+       ]))
+def test_think_tags_do_not_depend_on_how_the_content_is_cut(cuts: list[int],
+                                                            text: str) -> None:
+    from bbm_tui.core.llm.thinking import ThinkTags
+
+    def split_whole(pieces: list[str]) -> tuple[str, str]:
+        tags = ThinkTags()
+        found = [part for piece in pieces for part in tags.feed(piece)] + tags.close()
+        return ("".join(part for is_reasoning, part in found if is_reasoning),
+                "".join(part for is_reasoning, part in found if not is_reasoning))
+
+    bounds = sorted({min(cut, len(text)) for cut in cuts})
+    pieces = [text[start:end] for start, end in zip([0, *bounds], [*bounds, len(text)],
+                                                    strict=True)]
+    assert split_whole(pieces) == split_whole([text])
+    reasoning, answer = split_whole([text])
+    assert "think>" not in reasoning + answer or text.startswith("<thin>")

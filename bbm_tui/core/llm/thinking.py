@@ -277,13 +277,19 @@ CLOSE_TAG = "</think>"
 class ThinkTags:
     """Cuts `<think>…</think>` out of a content stream (servers that leave the reasoning in
     the content: llama-server with `--reasoning-format none`, older vLLM): fed the content's
-    pieces as they come, it hands back (is_reasoning, text) pieces, holding back only what
-    may be the start of a tag cut across chunks. The reasoning is what lies between the tags
-    when the content opens with `<think>` (after any whitespace); content that does not is
-    all answer."""
+    pieces as they come, it hands back (is_reasoning, text) pieces.
+
+    - Content that opens with `<think>` (after any whitespace): the reasoning streams live up
+      to `</think>`, only what may be the start of a tag cut across chunks held back.
+    - Content that does not: a chat template that opened the reasoning in the prompt
+      (DeepSeek-R1's) leaves only `</think>` in it, so the content is held until `</think>`
+      (all before it is the reasoning) or the stream's end (all of it is the answer). Not
+      live, but never a tag in the text, nor a reasoning taken for an answer.
+    - Once reasoning came in a field of its own (`answer_follows`), the content is the
+      answer, passed on as it comes."""
 
     def __init__(self) -> None:
-        self._state: Literal["start", "reasoning", "answer"] = "start"
+        self._state: Literal["start", "reasoning", "undecided", "answer"] = "start"
         self._held = ""
 
     def feed(self, text: str) -> list[tuple[bool, str]]:
@@ -294,14 +300,27 @@ class ThinkTags:
             if len(stripped) < len(OPEN_TAG) and OPEN_TAG.startswith(stripped):
                 self._held = held  # nothing yet, or maybe the tag's start
                 return []
-            if not stripped.startswith(OPEN_TAG):
-                self._state = "answer"
-                return [(False, held)]
-            self._state = "reasoning"
-            held = stripped[len(OPEN_TAG):]
+            if stripped.startswith(OPEN_TAG):
+                self._state = "reasoning"
+                held = stripped[len(OPEN_TAG):]
+            else:
+                self._state = "undecided"
         if self._state == "answer":
             return [(False, held)] if held else []
+        if self._state == "undecided":
+            if CLOSE_TAG not in held:
+                self._held = held
+                return []
         return self._reasoning(held)
+
+    def answer_follows(self) -> list[tuple[bool, str]]:
+        """The reasoning came in a field of its own: any content held is the answer, and so
+        is all that follows."""
+        if self._state == "reasoning":
+            return []
+        self._state = "answer"
+        held, self._held = self._held, ""
+        return [(False, held)] if held else []
 
     def _reasoning(self, text: str) -> list[tuple[bool, str]]:
         end = text.find(CLOSE_TAG)
@@ -317,7 +336,7 @@ class ThinkTags:
 
     def close(self) -> list[tuple[bool, str]]:
         """The stream ended: what was held back is what it seemed (a reasoning never
-        closed stays reasoning)."""
+        closed stays reasoning; content never closed by `</think>` is the answer)."""
         held, self._held = self._held, ""
         if not held:
             return []
@@ -527,6 +546,7 @@ def _chunk_events(chunk: Any, state: _CallState) -> list[ThinkingEvent]:
                                  "signature": block["signature"]})
     reasoning = _text_field(delta, "reasoning_content") or _text_field(delta, "reasoning")
     if reasoning:
+        events.extend(_tag_events(state, state.tags.answer_follows()))
         state.reasoning_chars += len(reasoning)
         events.append(ReasoningDelta(reasoning))
     content = _text_field(delta, "content")
