@@ -307,10 +307,9 @@ class ThinkTags:
                 self._state = "undecided"
         if self._state == "answer":
             return [(False, held)] if held else []
-        if self._state == "undecided":
-            if CLOSE_TAG not in held:
-                self._held = held
-                return []
+        if self._state == "undecided" and CLOSE_TAG not in held:
+            self._held = held
+            return []
         return self._reasoning(held)
 
     def answer_follows(self) -> list[tuple[bool, str]]:
