@@ -692,3 +692,13 @@ def test_think_tags_do_not_depend_on_how_the_content_is_cut(cuts: list[int],
     assert split_whole(pieces) == split_whole([text])
     reasoning, answer = split_whole([text])
     assert "think>" not in reasoning + answer or text.startswith("<thin>")
+
+
+async def test_an_openai_reasoning_models_text_is_a_summary(openai_server: FakeOpenAI) -> None:
+    """OpenAI never sends its reasoning models' own reasoning: text that comes (the Responses
+    API's summaries, through a proxy that maps them to `reasoning_content`) is a summary."""
+    openai_server.enqueue(Reply(text=ANSWER, reasoning="**Checking divisors**\n\nI check 2 "
+                                "and 3 and find neither divides 17."))
+    events = await think(openai_spec(openai_server, "openai/gpt-5-mini"))
+    assert reasoning_of(events).startswith("**Checking divisors**")
+    assert done_of(events).reasoning_kind == ReasoningKind.SUMMARY
