@@ -26,6 +26,8 @@ from bbm_tui.core.llm import (
     ThinkingDone,
     ThinkingSettings,
 )
+from bbm_tui.core.llm.records import UsageCounts
+from bbm_tui.core.llm.usage import cost_of
 from bbm_tui.core.types import ReasoningKind
 from tests.anthropic_server import FakeAnthropic
 from tests.fake_server import Reply, pieces_of
@@ -265,9 +267,6 @@ async def test_anthropic_thinking_blocks_then_the_text(
 
 async def test_anthropic_cost_includes_the_thinking(
         anthropic_server: FakeAnthropic, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bbm_tui.core.llm.records import UsageCounts
-    from bbm_tui.core.llm.usage import cost_of
-
     spec = anthropic_spec(anthropic_server, monkeypatch)
     anthropic_server.enqueue(Reply(text=ANSWER, reasoning=REASONING))
     done = done_of(await think(spec))
@@ -397,6 +396,12 @@ async def test_gemini_thought_parts_are_a_summary(
     thought, written = len(pieces_of(REASONING, None)), len(pieces_of(ANSWER, None))
     assert done.reasoning_tokens == thought
     assert done.call.completion_tokens == thought + written  # both billed
+    assert done.call.prompt_tokens is not None
+    assert done.call.cost == cost_of(spec, UsageCounts(done.call.prompt_tokens,
+                                                       thought + written))
+    answer_only = cost_of(spec, UsageCounts(done.call.prompt_tokens, written))
+    assert done.call.cost is not None and answer_only is not None
+    assert done.call.cost > answer_only
     [request] = gemini_server.requests
     assert thinking_config(request)["includeThoughts"] is True
 
@@ -499,9 +504,6 @@ async def test_ollama_stream_cut_mid_thinking(ollama_server: FakeOllama) -> None
 
 
 async def test_o_series_sends_no_reasoning_only_its_count(openai_server: FakeOpenAI) -> None:
-    from bbm_tui.core.llm.records import UsageCounts
-    from bbm_tui.core.llm.usage import cost_of
-
     spec = openai_spec(openai_server, "openai/o4-mini")
     openai_server.enqueue(Reply(text=ANSWER, reasoning_tokens=500))
     events = await think(spec, ThinkingSettings(effort="low"))
