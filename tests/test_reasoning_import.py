@@ -337,3 +337,17 @@ def test_annotating_a_reasoning_file_stores_the_reasoning_with_the_session() -> 
         assert reasoning is not None and reasoning.complete
         assert reasoning.text == queue.current.row.extra["reasoning"]
         assert [step.origin for step in trace.steps] == ["thinking"] * 7
+
+
+def test_a_bad_row_stops_import_with_one_message(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing is imported, and the message names file, line and format (no traceback)."""
+    path = tmp_path / "delta.csv"
+    path.write_text(CSV_HEADER + 'a,q,1,"section1: x\n\nsection2: y",[2]\n'
+                    + 'b,q,1,"section1: x",[5]\n', encoding="utf-8")
+    code, out, err = run(capsys, "import", str(path), "--split", "line")
+    assert (code, out) == (2, "")
+    assert err == (f"bbm-tui: {path}:5: DeltaBench row: 'reason_error_section_numbers': "
+                   "section 5 is outside the 1 sections (1-based)\n")
+    with Store.open() as store:
+        assert store.sessions() == []
