@@ -243,9 +243,15 @@ def _switch_on(spec: ModelSpec, thinking: ThinkingSettings) -> dict[str, Any]:
             found["max_tokens"] = budget + ANSWER_TOKENS_AFTER_BUDGET
         return found
     if wire == "gemini":
+        # `thinking` reaches Gemini as `thinkingConfig.includeThoughts` (with the budget,
+        # where one is given; without, the model's own dynamic budget); an effort as the
+        # budget litellm makes of it.
+        if thinking.effort is not None and thinking.budget_tokens is None:
+            return {"reasoning_effort": thinking.effort}
+        enabled: dict[str, Any] = {"type": "enabled"}
         if thinking.budget_tokens is not None:
-            return {"thinking": {"type": "enabled", "budget_tokens": thinking.budget_tokens}}
-        return {"reasoning_effort": thinking.effort or DEFAULT_EFFORT}
+            enabled["budget_tokens"] = thinking.budget_tokens
+        return {"thinking": enabled}
     if wire == "ollama":
         # litellm 1.103.7 maps an effort to Ollama's `think`: as it is for gpt-oss, `true`
         # for the others. Unasked, the medium effort: gpt-oss's own default, `true` else.
@@ -263,7 +269,7 @@ def sent_thinking_params(spec: ModelSpec, thinking: ThinkingSettings) -> dict[st
                  "think"):
         if name in kwargs:
             params[name] = kwargs[name]
-    if "thinking" in kwargs:
+    if "budget_tokens" in kwargs.get("thinking", {}):
         params["thinking_budget"] = kwargs["thinking"]["budget_tokens"]
     return params
 
