@@ -100,7 +100,7 @@ def asks_logprobs(spec: ModelSpec, settings: CallSettings, *, streamed: bool = T
     text completions (measured against the test server), so asking would be for nothing. A
     whole (non-streamed) text completion keeps them."""
     return (settings.logprobs and gives_logprobs(spec)
-            and (spec.mode == "chat" or not streamed))
+            and (spec.mode != "completion" or not streamed))
 
 
 # How many of the most likely tokens to ask for at each place, with log-probabilities (the
@@ -118,7 +118,7 @@ def logprob_kwargs(spec: ModelSpec) -> dict[str, Any]:
     where the provider gives no alternatives (Gemini)."""
     if not gives_alternatives(spec):
         return {"logprobs": True}
-    if spec.mode == "chat":
+    if spec.mode != "completion":
         return {"logprobs": True, "top_logprobs": TOP_ALTERNATIVES}
     return {"logprobs": TOP_ALTERNATIVES}
 

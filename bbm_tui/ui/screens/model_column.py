@@ -17,6 +17,7 @@ from bbm_tui.core.trace.side_by_side import BranchFigures
 from bbm_tui.core.types import ModelBranchState
 from bbm_tui.ui.screens.trace.view import TraceView
 from bbm_tui.ui.viewmodels.columns import column_title, figures_line, filler_height, shown_state
+from bbm_tui.ui.viewmodels.thinking import thinking_note
 from bbm_tui.ui.widgets.chrome import StatusLine
 from bbm_tui.ui.widgets.thought import ThoughtView
 
@@ -33,6 +34,11 @@ class Filler(Widget):
         height: 0;
     }
     """
+
+    def render(self) -> str:
+        # Blank: a Widget with no render of its own draws its class name ("Filler"), which
+        # showed under the shorter of two columns of different lengths.
+        return ""
 
     def set_rows(self, height: int) -> None:
         if self.styles.height is None or self.styles.height.value != height:
@@ -64,6 +70,7 @@ class ModelColumn(Vertical):
         self.view.thoughts.mount(self.filler)
         self.view.question_pane.mount(self.facts_filler)
         self.view.query_one("#thoughts-pane").border_title = ""
+        self.view.thoughts_titled = False  # the column's border says it (show_header)
         # Two lines of what happened, in every column alike (side_by_side.tcss): the
         # thoughts panes stay one height, whatever each says.
         self.view.query_one("#run-status", StatusLine).lines = STATUS_LINES
@@ -83,8 +90,10 @@ class ModelColumn(Vertical):
     def show_header(self, *, focused: bool, wall_clock: bool) -> None:
         """The border: the model and its state above, its figures below."""
         spec = self.trace.spec
+        note = thinking_note(self.trace, self.view.context.stepper_settings.split, short=True) \
+            if spec.mode == "thinking" else ""
         self.title = column_title(spec.model, self.state, position=self.position,
-                                  focused=focused, mode=spec.mode)
+                                  focused=focused, mode=spec.mode, note=note)
         self.figures = figures_line(BranchFigures.of(self.trace.steps), wall_clock=wall_clock)
         self.border_title = self.title
         self.border_subtitle = Content(self.figures)
