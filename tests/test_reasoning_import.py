@@ -351,3 +351,18 @@ def test_a_bad_row_stops_import_with_one_message(tmp_path: Path,
                    "section 5 is outside the 1 sections (1-based)\n")
     with Store.open() as store:
         assert store.sessions() == []
+
+
+def test_a_short_sentence_joined_across_sections_carries_the_label(tmp_path: Path) -> None:
+    """By sentence, a piece under 10 characters joins the next: section 1's "Done." goes
+    with section 2's first sentence, and that step holds the start of the wrong section."""
+    path = write(tmp_path / "delta.jsonl", {
+        "question": "q", "answer": "1",
+        "sections_content": "section1: A first sentence here. Done.\n\n\n"
+                            "section2: Wrong claim made here. More.\n\n\nsection3: \\boxed{1}",
+        "reason_error_section_numbers": [2]})
+    [row] = read_dataset(path, cut=cut("sentence")).traces
+    assert row.steps == ["A first sentence here.", "Done.\n\nWrong claim made here.",
+                         "More.\n\n\\boxed{1}"]
+    assert row.extra["origin"]["fields"]["step_sections"] == [1, 1, 2]
+    assert row.mistake_index == 1

@@ -11,9 +11,10 @@ and `error_type`.
 `sections_content` is the reasoning with each section headed `sectionN:` at the start of a
 line ("section1: Let's tackle…\\n\\n\\nsection2: …"). The reasoning read is the sections'
 texts joined by a blank line, cut into steps by the command's `--split` (a blank line ends a
-step under every rule, so no step spans two sections); the label is the first step of the
-first section DeltaBench marks wrong (`reason_error_section_numbers`), none when it marks
-none. Which section each step came from is kept, and every other column as the row had it.
+step under every rule, so a step spans two sections only where the sentence rule joins a
+short piece to the next); the label is the first step that holds text of the first section
+DeltaBench marks wrong (`reason_error_section_numbers`), none when it marks none. The section
+each step begins in is kept (`step_sections`), and every other column as the row had it.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ def read(row: dict[str, Any], cut: StepCut) -> FieldRow:
               for column in SECTION_COLUMNS if column in row}
     reasoning = SECTION_SEPARATOR.join(sections)
     slices, steps = cut.steps(reasoning)
-    step_sections = sections_of_steps(slices, sections)
+    spans = section_spans(slices, sections)
+    step_sections = [first for first, _last in spans]
     errors = labels.get(ERROR_SECTIONS)
     labelled = errors is not None
-    mistake = first_step_of(min(errors), step_sections) if errors else None
+    mistake = first_step_into(min(errors), spans) if errors else None
     fields = rest(row, "question", "answer", "sections_content", *labels)
     fields |= {column: numbers for column, numbers in labels.items()}
     fields["step_sections"] = step_sections
@@ -96,29 +98,32 @@ def section_numbers(value: object, column: str, sections: int) -> list[int]:
     return sorted(set(value))
 
 
-def sections_of_steps(slices: list[str], sections: list[str]) -> list[int]:
-    """The 1-based section each step (each slice with text) begins in."""
-    bounds, offset = [], 0
+def section_spans(slices: list[str], sections: list[str]) -> list[tuple[int, int]]:
+    """For each step (each slice with text): the 1-based sections its text begins and ends
+    in. A blank line ends a step under every rule, so a step spans two sections only where
+    a rule joins a short piece to the next (a sentence under 10 characters)."""
+    starts, offset = [], 0
     for section in sections:
-        offset += len(section)
-        bounds.append(offset)  # where the section's text ends in the reasoning
-        offset += len(SECTION_SEPARATOR)
-    found, position, current = [], 0, 0
+        starts.append(offset)  # where the section's text begins in the reasoning
+        offset += len(section) + len(SECTION_SEPARATOR)
+
+    def section_at(position: int) -> int:
+        return sum(1 for start in starts if start <= position)
+
+    spans, position = [], 0
     for piece in slices:
-        begins = position + (len(piece) - len(piece.lstrip()))
+        text_start = position + len(piece) - len(piece.lstrip())
+        text_end = position + len(piece.rstrip()) - 1
         position += len(piece)
-        if not piece.strip():
-            continue
-        while current < len(bounds) - 1 and begins >= bounds[current]:
-            current += 1
-        found.append(current + 1)
-    return found
+        if piece.strip():
+            spans.append((section_at(text_start), section_at(text_end)))
+    return spans
 
 
-def first_step_of(section: int, step_sections: list[int]) -> int | None:
-    """The 0-based index of the first step that begins in `section` (or after it, where a
-    step that began before runs into it: a rule that joins short pieces)."""
-    return next((index for index, number in enumerate(step_sections) if number >= section),
+def first_step_into(section: int, spans: list[tuple[int, int]]) -> int | None:
+    """The 0-based index of the first step that holds text of `section` (or of a later
+    one): the step DeltaBench's first wrong section begins in."""
+    return next((index for index, (_first, last) in enumerate(spans) if last >= section),
                 None)
 
 
