@@ -141,7 +141,7 @@ async def test_a_thinking_model_beside_a_step_at_a_time_one(
         assert isinstance(screen, SideBySideScreen)
         thinking, stepper = screen.columns
         await wait_for(pilot, lambda: thinking.view.is_mounted and stepper.view.is_mounted)
-        assert "thinking (paragraphs)" in thinking.title.plain
+        assert thinking.title.plain.endswith("(paragraphs)")
         await pilot.press("r")
         await wait_for(pilot, lambda: thinking.trace.finished and stepper.trace.finished
                        and not thinking.view.running and not stepper.view.running,

@@ -42,7 +42,7 @@ async def steady_while_streaming(pilot: Pilot, timeout: float = 10.0) -> None:
         still_cursors(pilot)
         await pilot.pause(0.1)
         frame = app.export_screenshot()
-        if frame == previous and footers_current(app):
+        if frame == previous and footers_current(app):  # type: ignore[arg-type]
             return
         previous = frame
     raise AssertionError("the screen never settled (it kept changing)")
@@ -69,7 +69,9 @@ def test_a_thinking_trace_streaming(snap_compare, openai_server: FakeOpenAI,
     async def run_before(pilot: Pilot) -> None:
         app = pilot.app
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
-        view = app.screen.view
+        screen = app.screen
+        assert isinstance(screen, TraceScreen)
+        view = screen.view
         await pilot.press("r")
         await wait_for(pilot, lambda: len(view.trace.steps) == 3
                        and view.thoughts.streaming is not None
@@ -92,7 +94,9 @@ def test_a_thinking_trace_flagged_and_verified(snap_compare, size: tuple[int, in
     async def run_before(pilot: Pilot) -> None:
         app = pilot.app
         await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
-        view = app.screen.view
+        screen = app.screen
+        assert isinstance(screen, TraceScreen)
+        view = screen.view
         await pilot.press("r")
         await wait_for(pilot, lambda: view.trace.finished and not view.running, timeout=60)
         await pilot.press("V")
@@ -119,6 +123,7 @@ def test_a_thinking_model_beside_a_step_at_a_time_one(snap_compare,
         await wait_for(pilot, lambda: isinstance(app.screen, SideBySideScreen)
                        and app.screen.is_mounted, timeout=30)
         screen = app.screen
+        assert isinstance(screen, SideBySideScreen)
         await wait_for(pilot, lambda: all(c.view.is_mounted for c in screen.columns))
         await pilot.press("r")
         await wait_for(pilot, lambda: all(c.trace.finished and not c.view.running
