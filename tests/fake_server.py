@@ -120,13 +120,21 @@ class Reply:
     # A thinking model: the reasoning it writes before `text`, streamed in pieces as the text
     # is (`reasoning_pieces`), each wire carrying it in its own field (tests/*_server.py).
     # On OpenAI's wire `reasoning_wire` says which: `reasoning_content` (DeepSeek,
-    # llama-server), vLLM's newer `reasoning`, or `think_tags` (`<think>…</think>` left in
-    # the content, as llama-server with `--reasoning-format none` and older vLLM send it).
+    # llama-server), vLLM's newer `reasoning`, `think_tags` (`<think>…</think>` left in
+    # the content, as llama-server with `--reasoning-format none` and older vLLM send it), or
+    # `think_closed` (only `…</think>` in the content: a chat template, DeepSeek-R1's, opened
+    # the reasoning in the prompt).
     reasoning: str = ""
     reasoning_wire: str = "reasoning_content"
     # Reasoning tokens the usage reports (None: one a reasoning piece). OpenAI's o-series
-    # send no reasoning text at all, only this count.
+    # send no reasoning text at all, only this count. `reasoning_counted=False`: the usage
+    # says nothing of them (llama-server counts them in `completion_tokens` only).
     reasoning_tokens: int | None = None
+    reasoning_counted: bool = True
+    # Anthropic: the thinking block's signature (sent just before the block ends), and the
+    # opaque data of `redacted_thinking` blocks sent before it.
+    signature: str = "c2lnbmF0dXJlLW9mLXRoZS10aGlua2luZw=="
+    redacted: tuple[str, ...] = ()
 
 
 @dataclass
@@ -236,7 +244,9 @@ def reasoning_pieces(reply: Reply) -> list[str]:
 
 
 def reasoning_count(reply: Reply, sent: int) -> int:
-    """The reasoning tokens the usage reports, of `sent` reasoning pieces."""
+    """The reasoning tokens the usage reports, of `sent` reasoning pieces (0: none)."""
+    if not reply.reasoning_counted:
+        return 0
     return reply.reasoning_tokens if reply.reasoning_tokens is not None else sent
 
 

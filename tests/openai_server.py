@@ -168,8 +168,8 @@ class FakeOpenAI(FakeServer):
                asked: Asked) -> dict:
         texts = choice_texts(reply, text, int(body.get("n") or 1), asked)
         counted = texts[:1] if reply.usage_one_choice else texts
-        thought = len(reasoning_pieces(reply))
-        usage = openai_usage(self.usage_of(reply, asked, thought + sum(
+        thought = len(_thinking_pieces(reply))
+        usage = openai_usage(self.usage_of(reply, asked, thought + _unshown(reply, thought) + sum(
             len(pieces_of(t, None)) for t in counted), reasoning_count(reply, thought)))
         if reply.usage_values is not None:
             usage = dict(reply.usage_values)
@@ -178,7 +178,8 @@ class FakeOpenAI(FakeServer):
             logprobs = self._whole_logprobs(reply, choice_text, index, chat, body, asked)
             if chat:
                 message = {"role": "assistant", "content": _content(reply, choice_text)}
-                if reply.reasoning and reply.reasoning_wire != "think_tags":
+                if reply.reasoning and reply.reasoning_wire not in ("think_tags",
+                                                                     "think_closed"):
                     message[reply.reasoning_wire] = reply.reasoning
                 choice = {"index": index, "message": message,
                           "finish_reason": reply.finish_reason, "logprobs": logprobs}
@@ -277,8 +278,9 @@ class _Framing:
         options = self.body.get("stream_options") or {}
         if reply.usage and options.get("include_usage"):
             thought = min(sent, self.thinking)
-            usage = openai_usage(self.server.usage_of(reply, self.asked, sent,
-                                                      reasoning_count(reply, thought)))
+            usage = openai_usage(self.server.usage_of(
+                reply, self.asked, sent + _unshown(reply, self.thinking),
+                reasoning_count(reply, thought)))
             events.append(_sse({
                 "id": "test-1", "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": self.body.get("model", "test"),
@@ -328,14 +330,24 @@ def openai_usage(usage: Usage) -> dict[str, Any]:
 def _thinking_pieces(reply: Reply) -> list[str]:
     """The reasoning's pieces, streamed in its own field before the content (none where the
     server leaves it in the content between `<think>` tags)."""
-    return [] if reply.reasoning_wire == "think_tags" else reasoning_pieces(reply)
+    return [] if reply.reasoning_wire in ("think_tags", "think_closed") else (
+        reasoning_pieces(reply))
+
+
+def _unshown(reply: Reply, shown: int) -> int:
+    """Reasoning tokens written but not sent as text (OpenAI's o-series): part of the
+    completion's count all the same."""
+    return (reply.reasoning_tokens or 0) if not shown else 0
 
 
 def _content(reply: Reply, text: str) -> str:
     """The content the server sends: the text, after `<think>…</think>` where the server
-    leaves the reasoning in it."""
+    leaves the reasoning in it (`think_tags`), or after `…</think>` alone where the chat
+    template opened the reasoning in the prompt (`think_closed`: DeepSeek-R1's)."""
     if reply.reasoning and reply.reasoning_wire == "think_tags":
         return f"<think>{reply.reasoning}</think>{text}"
+    if reply.reasoning and reply.reasoning_wire == "think_closed":
+        return f"{reply.reasoning}</think>{text}"
     return text
 
 

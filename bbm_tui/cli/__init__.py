@@ -118,7 +118,10 @@ files:
              = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
              stats, import and export read and write. The field's step-level formats are read
              too (processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl: told
-             by the first row's keys, or --format) and written by export
+             by the first row's keys, or --format) and written by export; a thinking
+             model's reasoning written elsewhere is read by import and annotate (reasoning:
+             question, reasoning or <think>…</think>, answer, target; deltabench: its CSV),
+             cut into steps by --split
 
 offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
 tasks), solver/thinking (a thinking model for the five tasks: --mode thinking),
@@ -365,6 +368,7 @@ def _add_annotate_parser(commands: Commands) -> None:
                           help="paper: each thought correct or not up to the first mistake "
                           "(the default); per-step: PRM800K's, every thought rated good, "
                           "neutral or bad to the end, with its finish reason")
+    _add_reasoning_split_option(annotate)
     _add_task_file_option(annotate)
 
 
@@ -402,6 +406,7 @@ def _add_import_parser(commands: Commands) -> None:
     )
     importer.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     importer.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_reasoning_split_option(importer)
     _add_task_file_option(importer)
     importer.add_argument("--unlabelled", action="store_true",
                           help="ignore every mistake_index: import every trace unlabelled "
@@ -422,6 +427,18 @@ def _add_merge_parser(commands: Commands) -> None:
     merge.add_argument("--allow-missing", action="store_true",
                        help="write the partial file when no file holds a row of some shard "
                        "(said, and the exit is still 0)")
+
+
+def _add_reasoning_split_option(parser: argparse.ArgumentParser) -> None:
+    """--split: how a reasoning written elsewhere (the reasoning and deltabench formats) is
+    cut into steps."""
+    from bbm_tui.core.types import DEFAULT_SPLIT_RULE, SplitRule
+
+    parser.add_argument(
+        "--split", choices=[rule.value for rule in SplitRule], default=DEFAULT_SPLIT_RULE.value,
+        help="how a thinking model's reasoning in the files (--format reasoning or "
+        "deltabench) is cut into steps: paragraph (a step ends at each blank line; the "
+        "default), sentence, or line")
 
 
 # The commands that read dataset files: each takes BBM rows or any of the field's formats.

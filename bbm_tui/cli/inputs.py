@@ -12,7 +12,9 @@ from bbm_tui.cli.errors import UsageError, fail, given
 from bbm_tui.cli.phrases import to_stdout
 from bbm_tui.core.annotation.export import check_not_a_database
 from bbm_tui.core.config import Config, load_config, tasks_folder
+from bbm_tui.core.dataset.formats import StepCut
 from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
+from bbm_tui.core.generation.cuts import step_cut
 from bbm_tui.core.store import default_path
 from bbm_tui.core.tasks import get_task, use_tasks
 from bbm_tui.core.tasks.files import load_user_tasks
@@ -124,3 +126,9 @@ def check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ()) 
         check_not_a_database(path)
         if not force:
             check_not_replacing(path)
+
+
+def reasoning_cut(args: argparse.Namespace) -> StepCut:
+    """How the command cuts a reasoning it reads into steps (--split): the thinking
+    generator's own split rules, so that an imported trace is cut as a live one."""
+    return step_cut(args.split)

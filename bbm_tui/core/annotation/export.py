@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.reasonings import thinking_of
 from bbm_tui.core.dataset import TraceRow, is_standard_output, replacing
 from bbm_tui.core.dataset.formats import (
     FORMATS as FIELD_FORMATS,
@@ -55,7 +56,15 @@ from bbm_tui.core.dataset.formats import (
 from bbm_tui.core.dataset.formats.positions import ratings_for
 from bbm_tui.core.dataset.formats.prm800k import finish_reason as prm800k_reason
 from bbm_tui.core.dataset.outfile import OutputFileError
-from bbm_tui.core.store import SQLITE_HEADER, AnnotatorLabel, Label, QueueWork, Step, Store
+from bbm_tui.core.store import (
+    SQLITE_HEADER,
+    AnnotatorLabel,
+    Label,
+    QueueWork,
+    RecordedReasoning,
+    Step,
+    Store,
+)
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession, session_task
@@ -766,7 +775,10 @@ def import_rows(
             ModelSpec(model),
             source=SessionSource.IMPORT,
         )
-        if row.steps:
+        thinking = thinking_of(row)
+        if row.steps and thinking is not None:
+            _load_reasoning(store, trace, row, thinking, model)
+        elif row.steps:
             trace.load_recorded(list(row.steps), row.answer)
         origin = origin_of(row)
         if origin is not None:
@@ -781,6 +793,22 @@ def import_rows(
             result.unlabelled += 1
         result.imported.append(trace.id)
     return result
+
+
+def _load_reasoning(store: Store, trace: TraceSession, row: TraceRow,
+                    reasoning: RecordedReasoning, model: str) -> None:
+    """A thinking trace written elsewhere, stored as a run stores one (store v17): its
+    reasoning whole, and its steps a view of it cut by its rule, on show; re-cut later with
+    no call."""
+    stored = store.add_reasoning(trace.id, model, reasoning.kind)
+    store.finish_reasoning(stored.id, text=reasoning.text, kind=reasoning.kind,
+                           answer_text=reasoning.answer_text, reasoning_tokens=None)
+    last = len(row.steps) - 1
+    steps = [(text, row.answer if index == last else None)
+             for index, text in enumerate(row.steps)]
+    ids = store.add_view(trace.id, stored.id, reasoning.split, steps, str(StepOrigin.THINKING))
+    store.set_head(trace.id, ids[-1])
+    trace.reload()
 
 
 def _saved_trace(store: Store, task: str, row: TraceRow, model: str) -> int | None:

@@ -288,13 +288,18 @@ def thinking_wire(spec: ModelSpec) -> ThinkingWire:
 def reasoning_is_summary(spec: ModelSpec) -> bool:
     """Whether the reasoning text this model's provider sends is a summary of its thinking
     rather than the thinking itself: Anthropic's Claude 4 models and later (Claude 3.7 sends
-    the whole), Gemini's thought parts, and a Claude or Gemini model reached through another
+    the whole), Gemini's thought parts, OpenAI's reasoning models' summaries (the Responses
+    API's; chat completions send none), and a Claude or Gemini model reached through another
     provider (OpenRouter, a proxy), which passes on what the model's maker sends. Told of a
     model nobody can place, a summary is the safer word: nobody takes it for the thinking."""
     spec = deployment_spec(spec)
     wire = thinking_wire(spec)
     name = model_basename(spec.model)
     if wire == "gemini" or "gemini" in name:
+        return True
+    if wire == "openai_reasoning":
+        # OpenAI never sends its reasoning models' own reasoning: any text of it (the
+        # Responses API's, through litellm's `openai/responses/…` or a proxy) is a summary.
         return True
     if wire == "anthropic" or "claude" in name:
         return _CLAUDE_RAW_THINKING.search(name) is None
@@ -318,3 +323,9 @@ def takes_thinking_effort(spec: ModelSpec) -> bool:
         return False
     params = _supported_params(spec.model, spec.api_base)
     return params is None or "reasoning_effort" in params
+
+
+def takes_ollama_effort(spec: ModelSpec) -> bool:
+    """Ollama's `think` is on or off, except for gpt-oss, which takes low, medium or high
+    (litellm 1.103.7 sends the effort as it is only for a model named `gpt-oss…`)."""
+    return deployment_spec(spec).model.split("/", 1)[-1].startswith("gpt-oss")

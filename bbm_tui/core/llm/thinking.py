@@ -33,6 +33,7 @@ from bbm_tui.core.llm.capabilities import (
     auth_kwargs,
     is_offline,
     reasoning_is_summary,
+    takes_ollama_effort,
     takes_thinking_budget,
     takes_thinking_effort,
     thinking_wire,
@@ -150,9 +151,12 @@ def _provider_refusal(spec: ModelSpec, thinking: ThinkingSettings) -> str | None
                 "it thinks)")
     if wire == "anthropic":
         return _anthropic_refusal(spec, thinking)
+    if wire == "ollama" and thinking.effort is not None and not takes_ollama_effort(spec):
+        return (f"--thinking-effort: Ollama's {spec.model.split('/', 1)[-1]} thinks or not "
+                "(`think` on or off; only gpt-oss takes an effort): leave it unset")
     if wire == "openai_reasoning":
         return _openai_reasoning_refusal(spec, thinking)
-    if thinking.logprobs and wire in ("deepseek", "ollama", "gemini"):
+    if thinking.logprobs and wire in ("deepseek", "ollama"):
         return (f"log-probabilities: {spec.model} gives none with thinking on "
                 f"({'DeepSeek answers 400' if wire == 'deepseek' else 'litellm refuses them'})")
     return None
@@ -239,13 +243,19 @@ def _switch_on(spec: ModelSpec, thinking: ThinkingSettings) -> dict[str, Any]:
             found["max_tokens"] = budget + ANSWER_TOKENS_AFTER_BUDGET
         return found
     if wire == "gemini":
+        # `thinking` reaches Gemini as `thinkingConfig.includeThoughts` (with the budget,
+        # where one is given; without, the model's own dynamic budget); an effort as the
+        # budget litellm makes of it.
+        if thinking.effort is not None and thinking.budget_tokens is None:
+            return {"reasoning_effort": thinking.effort}
+        enabled: dict[str, Any] = {"type": "enabled"}
         if thinking.budget_tokens is not None:
-            return {"thinking": {"type": "enabled", "budget_tokens": thinking.budget_tokens}}
-        return {"reasoning_effort": thinking.effort or DEFAULT_EFFORT}
+            enabled["budget_tokens"] = thinking.budget_tokens
+        return {"thinking": enabled}
     if wire == "ollama":
-        # litellm 1.103.7 maps an effort to `think` (as is for gpt-oss, else true); unasked,
-        # `think: true` is sent as it is.
-        return {"reasoning_effort": thinking.effort} if thinking.effort else {"think": True}
+        # litellm 1.103.7 maps an effort to Ollama's `think`: as it is for gpt-oss, `true`
+        # for the others. Unasked, the medium effort: gpt-oss's own default, `true` else.
+        return {"reasoning_effort": thinking.effort or DEFAULT_EFFORT}
     if thinking.effort is not None:
         return {"reasoning_effort": thinking.effort}
     return {}
@@ -259,7 +269,7 @@ def sent_thinking_params(spec: ModelSpec, thinking: ThinkingSettings) -> dict[st
                  "think"):
         if name in kwargs:
             params[name] = kwargs[name]
-    if "thinking" in kwargs:
+    if "budget_tokens" in kwargs.get("thinking", {}):
         params["thinking_budget"] = kwargs["thinking"]["budget_tokens"]
     return params
 
@@ -273,13 +283,19 @@ CLOSE_TAG = "</think>"
 class ThinkTags:
     """Cuts `<think>…</think>` out of a content stream (servers that leave the reasoning in
     the content: llama-server with `--reasoning-format none`, older vLLM): fed the content's
-    pieces as they come, it hands back (is_reasoning, text) pieces, holding back only what
-    may be the start of a tag cut across chunks. The reasoning is what lies between the tags
-    when the content opens with `<think>` (after any whitespace); content that does not is
-    all answer."""
+    pieces as they come, it hands back (is_reasoning, text) pieces.
+
+    - Content that opens with `<think>` (after any whitespace): the reasoning streams live up
+      to `</think>`, only what may be the start of a tag cut across chunks held back.
+    - Content that does not: a chat template that opened the reasoning in the prompt
+      (DeepSeek-R1's) leaves only `</think>` in it, so the content is held until `</think>`
+      (all before it is the reasoning) or the stream's end (all of it is the answer). Not
+      live, but never a tag in the text, nor a reasoning taken for an answer.
+    - Once reasoning came in a field of its own (`answer_follows`), the content is the
+      answer, passed on as it comes."""
 
     def __init__(self) -> None:
-        self._state: Literal["start", "reasoning", "answer"] = "start"
+        self._state: Literal["start", "reasoning", "undecided", "answer"] = "start"
         self._held = ""
 
     def feed(self, text: str) -> list[tuple[bool, str]]:
@@ -290,14 +306,26 @@ class ThinkTags:
             if len(stripped) < len(OPEN_TAG) and OPEN_TAG.startswith(stripped):
                 self._held = held  # nothing yet, or maybe the tag's start
                 return []
-            if not stripped.startswith(OPEN_TAG):
-                self._state = "answer"
-                return [(False, held)]
-            self._state = "reasoning"
-            held = stripped[len(OPEN_TAG):]
+            if stripped.startswith(OPEN_TAG):
+                self._state = "reasoning"
+                held = stripped[len(OPEN_TAG):]
+            else:
+                self._state = "undecided"
         if self._state == "answer":
             return [(False, held)] if held else []
+        if self._state == "undecided" and CLOSE_TAG not in held:
+            self._held = held
+            return []
         return self._reasoning(held)
+
+    def answer_follows(self) -> list[tuple[bool, str]]:
+        """The reasoning came in a field of its own: any content held is the answer, and so
+        is all that follows."""
+        if self._state == "reasoning":
+            return []
+        self._state = "answer"
+        held, self._held = self._held, ""
+        return [(False, held)] if held else []
 
     def _reasoning(self, text: str) -> list[tuple[bool, str]]:
         end = text.find(CLOSE_TAG)
@@ -313,7 +341,7 @@ class ThinkTags:
 
     def close(self) -> list[tuple[bool, str]]:
         """The stream ended: what was held back is what it seemed (a reasoning never
-        closed stays reasoning)."""
+        closed stays reasoning; content never closed by `</think>` is the answer)."""
         held, self._held = self._held, ""
         if not held:
             return []
@@ -433,9 +461,10 @@ async def _read_call(spec: ModelSpec, messages: list[dict[str, Any]], call: Call
     watch = UsageWatch()
     usage_watch.set(watch)  # this task's own context
     kwargs = thinking_kwargs(spec, call, thinking)
+    first_wait = first_text_wait(spec, call)
     # Our own limits (the first text, each silence) are the ones that count; the HTTP
     # client's, per read, is set past them.
-    kwargs["timeout"] = call.timeout_s + 5.0
+    kwargs["timeout"] = max(first_wait, call.timeout_s) + 5.0
     kwargs["messages"] = messages
     loop = asyncio.get_running_loop()
     started_at = time.perf_counter()
@@ -443,7 +472,7 @@ async def _read_call(spec: ModelSpec, messages: list[dict[str, Any]], call: Call
     state = _CallState()
     stream: Any = None
     try:
-        async with asyncio.timeout_at(min(loop.time() + call.timeout_s, deadline)) as limit:
+        async with asyncio.timeout_at(min(loop.time() + first_wait, deadline)) as limit:
             stream = await start_call(spec, kwargs, chat=True)
             await _read_stream(stream, state, spec, call, limit, deadline, queue)
     except TimeoutError:
@@ -459,6 +488,16 @@ async def _read_call(spec: ModelSpec, messages: list[dict[str, Any]], call: Call
         _check_ended_well(stream, state, spec)
     await queue.put(_done(spec, thinking, state, watch, time.perf_counter() - started_at,
                           attempt))
+
+
+def first_text_wait(spec: ModelSpec, call: CallSettings) -> float:
+    """How long a thinking call may be silent before its first text: the call's timeout,
+    except where the provider sends none of its reasoning (OpenAI's o-series through chat
+    completions write nothing until the answer, after all their thinking): the whole
+    call's limit."""
+    if thinking_wire(spec) == "openai_reasoning":
+        return max(call.timeout_s, call.answer_timeout_s)
+    return call.timeout_s
 
 
 async def _read_stream(stream: Any, state: _CallState, spec: ModelSpec, call: CallSettings,
@@ -512,6 +551,7 @@ def _chunk_events(chunk: Any, state: _CallState) -> list[ThinkingEvent]:
                                  "signature": block["signature"]})
     reasoning = _text_field(delta, "reasoning_content") or _text_field(delta, "reasoning")
     if reasoning:
+        events.extend(_tag_events(state, state.tags.answer_follows()))
         state.reasoning_chars += len(reasoning)
         events.append(ReasoningDelta(reasoning))
     content = _text_field(delta, "content")
@@ -566,7 +606,7 @@ def _silence(spec: ModelSpec, call: CallSettings, state: _CallState) -> LLMError
     where = f" at {spec.api_base}" if spec.api_base else ""
     if not state.started:
         return LLMError("timeout", f"{spec.model}{where} did not answer in time (no text "
-                        f"in {call.timeout_s:g} s)")
+                        f"in {first_text_wait(spec, call):g} s)")
     return LLMError("timeout", f"{spec.model}{where} did not answer in time (silent for "
                     f"{min(call.timeout_s, call.idle_timeout_s):g} s mid-answer)")
 

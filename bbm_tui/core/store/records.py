@@ -190,6 +190,18 @@ class ModelBranch:
 
 
 @dataclass(frozen=True)
+class RecordedReasoning:
+    """A thinking trace's reasoning written elsewhere (an imported or queued file's row),
+    stored whole with the session its steps come in with: the steps a view of it, cut by
+    `split`."""
+
+    text: str
+    kind: str
+    split: str
+    answer_text: str | None = None
+
+
+@dataclass(frozen=True)
 class Reasoning:
     """A thinking call's reasoning (store v17, docs/DESIGN.md §16): the raw text whole (as far
     as it was stored: `complete` once the call ended well), what kind it is (a ReasoningKind
