@@ -46,7 +46,7 @@ from bbm_tui.core.generation.stepper import (
 )
 from bbm_tui.core.generation.thinking import ReasoningFinished, run_thinking, strip_view
 from bbm_tui.core.llm.capabilities import reasoning_is_summary
-from bbm_tui.core.redact import REDACTED, redact_url
+from bbm_tui.core.redact import REDACTED, redact_data, redact_url
 from bbm_tui.core.store import (
     CLAIM_HEARTBEAT_S,
     Label,
@@ -147,7 +147,10 @@ def stored_definition(task: Task) -> TaskDefinition | None:
     and the digest of it; nothing for the paper's five (they ship with the app)."""
     if task.is_paper:
         return None
-    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True, allow_nan=False)
+    # Redacted as every stored text is: a prompt file may hold a key (issue 33); the digest is
+    # the task's own, so an unchanged file is still recognised.
+    text = json.dumps(redact_data(task_definition(task)), ensure_ascii=False, sort_keys=True,
+                      allow_nan=False)
     return TaskDefinition(task_digest(task), text)
 
 
