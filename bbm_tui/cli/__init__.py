@@ -121,10 +121,14 @@ files:
              = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
              stats, import and export read and write. The field's step-level formats are read
              too (processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl: told
-             by the first row's keys, or --format) and written by export
+             by the first row's keys, or --format) and written by export; a thinking
+             model's reasoning written elsewhere is read by import and annotate (reasoning:
+             question, reasoning or <think>…</think>, answer, target; deltabench: its CSV),
+             cut into steps by --split
 
 offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
-tasks), simulated/rm-X (a reward model right with probability X)
+tasks), solver/thinking (a thinking model for the five tasks: --mode thinking),
+simulated/rm-X (a reward model right with probability X)
 
 `bbm-tui COMMAND --help` for each command."""
 
@@ -142,6 +146,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bbm-tui {__version__}")
     _add_model_options(parser, several=f"with --task and --question, the models side by "
                        f"side, at most {MAX_SIDE_BY_SIDE}")
+    _add_thinking_options(parser)
     _add_logprobs_option(parser)
     parser.add_argument("--task", help="start a new session on this task")
     _add_task_file_option(parser, on_command=False)
@@ -182,6 +187,7 @@ def _add_run_parser(commands: Commands) -> None:
         "settings, never in another run's (unless --reuse-sessions).",
     )
     _add_model_options(run, several="every question runs on each, a row per model")
+    _add_thinking_options(run)
     _add_pace_option(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
@@ -369,6 +375,7 @@ def _add_annotate_parser(commands: Commands) -> None:
                           help="paper: each thought correct or not up to the first mistake "
                           "(the default); per-step: PRM800K's, every thought rated good, "
                           "neutral or bad to the end, with its finish reason")
+    _add_reasoning_split_option(annotate)
     _add_task_file_option(annotate)
 
 
@@ -406,6 +413,7 @@ def _add_import_parser(commands: Commands) -> None:
     )
     importer.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     importer.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_reasoning_split_option(importer)
     _add_task_file_option(importer)
     importer.add_argument("--unlabelled", action="store_true",
                           help="ignore every mistake_index: import every trace unlabelled "
@@ -473,6 +481,18 @@ def _add_queue_options(parser: argparse.ArgumentParser) -> None:
     _add_task_file_option(parser)
 
 
+def _add_reasoning_split_option(parser: argparse.ArgumentParser) -> None:
+    """--split: how a reasoning written elsewhere (the reasoning and deltabench formats) is
+    cut into steps."""
+    from bbm_tui.core.types import DEFAULT_SPLIT_RULE, SplitRule
+
+    parser.add_argument(
+        "--split", choices=[rule.value for rule in SplitRule], default=DEFAULT_SPLIT_RULE.value,
+        help="how a thinking model's reasoning in the files (--format reasoning or "
+        "deltabench) is cut into steps: paragraph (a step ends at each blank line; the "
+        "default), sentence, or line")
+
+
 # The commands that read dataset files: each takes BBM rows or any of the field's formats.
 DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement",
                    "serve", "served-app")
@@ -513,12 +533,28 @@ def _add_model_options(parser: argparse.ArgumentParser, *, several: str = "") ->
                         f"the offline replay of the bundled dataset){again}")
     parser.add_argument("--api-base", action=action,
                         help=f"base URL of an OpenAI-compatible server or proxy{each}")
-    parser.add_argument("--mode", choices=("chat", "completion"), action=action,
-                        help=f"chat (prompt as one user message) or text completion{each}")
+    parser.add_argument("--mode", choices=("chat", "completion", "thinking"), action=action,
+                        help="chat (prompt as one user message), text completion, or "
+                        "thinking (one call a trace: a thinking model's reasoning cut into "
+                        f"steps){each}")
     parser.add_argument("--router", metavar="FILE.yaml",
                         help="a litellm Router model_list (the LiteLLM proxy's): --model then "
                         "names one of its model groups, spread over its deployments "
                         "(--router '': none, whatever the config's `router`)")
+
+
+def _add_thinking_options(parser: argparse.ArgumentParser) -> None:
+    """--split, --thinking-effort, --thinking-budget: thinking mode's (docs/DESIGN.md §16)."""
+    parser.add_argument("--split", choices=("paragraph", "sentence", "line"),
+                        help="thinking mode: how the reasoning is cut into steps: at each "
+                        "blank line (paragraph, the default), after each sentence, or at "
+                        "each line")
+    parser.add_argument("--thinking-effort", choices=("low", "medium", "high"),
+                        help="thinking mode: how long the model thinks, where the provider "
+                        "takes an effort (OpenAI's, Gemini's, Ollama's gpt-oss)")
+    parser.add_argument("--thinking-budget", type=int, metavar="TOKENS",
+                        help="thinking mode: tokens the model may think, where the provider "
+                        "takes a budget (Anthropic: at least 1024; Gemini)")
 
 
 def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> None:

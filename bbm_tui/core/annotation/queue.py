@@ -23,8 +23,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.reasonings import thinking_of
 from bbm_tui.core.dataset import TraceRow, rows_with_tasks
-from bbm_tui.core.dataset.formats import origin_of, read_dataset, trace_digest, with_digest
+from bbm_tui.core.dataset.formats import (
+    StepCut,
+    origin_of,
+    read_dataset,
+    trace_digest,
+    with_digest,
+)
+from bbm_tui.core.generation.cuts import step_cut
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.session import recorded_steps, stored_definition
@@ -91,13 +99,14 @@ def read_labelled_rows(path: Path, fmt: str | None = None) -> list[tuple[int, Tr
     return [(number, row, row.labelled) for number, row in read_dataset(path, fmt).rows]
 
 
-def read_queue_file(path: Path, task: str | None = None,
-                    fmt: str | None = None) -> list[QueuedTrace]:
+def read_queue_file(path: Path, task: str | None = None, fmt: str | None = None,
+                    cut: StepCut | None = None) -> list[QueuedTrace]:
     """Every row of a dataset file as a queued trace, under the row's own `task`, else
     `task`, else its format's (`processbench`, ...), else the file's name (as every command
-    reads it)."""
+    reads it). A reasoning written elsewhere is cut into steps by `cut` (by paragraph
+    unless told: the app's "Annotate files" has no --split)."""
     with collector_paused():
-        found = read_dataset(path, fmt).rows
+        found = read_dataset(path, fmt, cut=cut or step_cut()).rows
         tasks = rows_with_tasks(path, task, (row for _number, row in found))
         return [QueuedTrace(path, number, row_task, row, row.labelled)
                 for (number, row), (row_task, _row) in zip(found, tasks, strict=True)]
@@ -491,6 +500,7 @@ class AnnotationQueue:
                 gold_mistake_index=trace.gold if trace.has_gold else None,
                 steps=recorded_steps(task, trace.row.steps, trace.row.answer),
                 task_definition=stored_definition(task),
+                reasoning=thinking_of(trace.row),
             )
             origin = origin_of(trace.row)
             if origin is not None:  # a row of the field's formats: written back as it came

@@ -11,7 +11,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from bbm_tui.core.store.base import StoreBase, inserted_id
-from bbm_tui.core.store.records import AnnotatorLabel, Label, QueueWork, TaskDefinition
+from bbm_tui.core.store.records import (
+    AnnotatorLabel,
+    Label,
+    QueueWork,
+    RecordedReasoning,
+    TaskDefinition,
+)
 from bbm_tui.core.store.sessions import keep_task_definition
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin, WorkStatus
 
@@ -183,9 +189,12 @@ class LabelQueries(StoreBase):
         self, trace_key: str, *, has_gold: bool, task: str, input: str, target: str | None,
         model: str, name: str, gold_mistake_index: int | None,
         steps: Sequence[tuple[str, str | None]], task_definition: TaskDefinition | None = None,
+        reasoning: RecordedReasoning | None = None,
     ) -> int:
         """The session of a queued trace, with its recorded steps, made once: a second caller
-        (another annotator's process) gets the one already there. All in one transaction."""
+        (another annotator's process) gets the one already there. All in one transaction. A
+        thinking trace's `reasoning` is stored whole with it, its steps a view of it (store
+        v17), as a thinking run stores them."""
         now = time.time()
         with self._write() as connection:
             found = connection.execute(
@@ -202,12 +211,22 @@ class LabelQueries(StoreBase):
                 (name, task, input, target, gold_mistake_index, model, SessionSource.ANNOTATE,
                  now, now, digest),
             ))
+            reasoning_id, split, origin = None, None, StepOrigin.DATASET
+            if reasoning is not None:
+                reasoning_id = inserted_id(connection.execute(
+                    """INSERT INTO reasonings (session_id, model, text, kind, answer_text,
+                           complete, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)""",
+                    (session_id, model, reasoning.text, reasoning.kind, reasoning.answer_text,
+                     now, now)))
+                split, origin = reasoning.split, StepOrigin.THINKING
             parent = None
             for number, (text, answer) in enumerate(steps, start=1):
                 parent = inserted_id(connection.execute(
                     """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
-                           truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
-                    (session_id, parent, number, text, StepOrigin.DATASET, answer, now),
+                           truncated, created_at, reasoning_id, split)
+                       VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)""",
+                    (session_id, parent, number, text, origin, answer, now, reasoning_id,
+                     split),
                 ))
             connection.execute("UPDATE sessions SET head_step_id = ? WHERE id = ?",
                                (parent, session_id))
