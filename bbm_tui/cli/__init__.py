@@ -297,6 +297,7 @@ def _add_backtrack_parser(commands: Commands) -> None:
                            "process imports litellm first (a few seconds)")
     backtrack.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
     _add_scale_options(backtrack, one_call=True)
+    _add_resampling_options(backtrack)
     backtrack.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     backtrack.add_argument("--json", action="store_true",
                            help='print {"tasks": {TASK: {"n", "delta_accuracy_correct", '
@@ -484,6 +485,23 @@ def _add_thinking_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thinking-budget", type=int, metavar="TOKENS",
                         help="thinking mode: tokens the model may think, where the provider "
                         "takes a budget (Anthropic: at least 1024; Gemini)")
+
+
+def _add_resampling_options(parser: argparse.ArgumentParser) -> None:
+    """Resampling a thinking step from a prefix of its reasoning (issue 35): on a server that
+    takes a raw prompt (llama-server, vLLM's /v1/completions, Ollama)."""
+    parser.add_argument("--samples", type=int, default=8, metavar="N",
+                        help="--mode thinking: samples of the step (default 8, the paper's)")
+    parser.add_argument("--temperature", type=float, default=1.0, metavar="T",
+                        help="--mode thinking: the samples' temperature (default 1; Thought "
+                        "Anchors' 0.6)")
+    parser.add_argument("--top-p", type=float, metavar="P",
+                        help="--mode thinking: the samples' top-p (the server's default "
+                        "unless given; Thought Anchors' 0.95)")
+    parser.add_argument("--chat-template", type=Path, metavar="FILE.jinja",
+                        help="--mode thinking: the model's own chat template (Jinja), applied "
+                        "here and sent to /v1/completions (vLLM) or Ollama's raw /api/generate; "
+                        "without it, llama-server applies its own (/apply-template)")
 
 
 def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> None:
