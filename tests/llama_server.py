@@ -10,7 +10,8 @@ llama.cpp's server answers them (measured against it, docs/NOTES.md "Going on fr
   top_logprobs}`; its counts `tokens_evaluated` and `tokens_predicted`, no `usage`; its
   `prompt` echoed with the BOS token in front.
 
-What the model writes after a prompt is the test's function (`continuation`), so a test can
+What the model writes after a prompt is the test's function of the prompt and the request
+(`continuation`), so a test can
 make the answers depend on which steps the prompt keeps.
 """
 
@@ -25,7 +26,7 @@ from aiohttp import web
 
 from tests.openai_server import FakeOpenAI
 
-Continuation = Callable[[str], str]
+Continuation = Callable[[str, dict[str, Any]], str]
 TokenLogprob = Callable[[str, int], float]
 
 _TOKEN = re.compile(r"\s*\S+|\s+")
@@ -50,7 +51,7 @@ class FakeLlamaServer(FakeOpenAI):
     def __init__(self, latency_s: float = 0.0) -> None:
         super().__init__(latency_s)
         self.template: Callable[[list[dict[str, Any]]], str] = qwen3_template
-        self.continuation: Continuation = lambda prompt: "</think>\n\nSo the answer is 0."
+        self.continuation: Continuation = lambda prompt, body: "</think>\n\nSo the answer is 0."
         # Each token's log-probability, by its text and place (default: -1.0 each).
         self.token_logprob: TokenLogprob = lambda token, place: -1.0
         self.send_logprobs = True
@@ -74,7 +75,7 @@ class FakeLlamaServer(FakeOpenAI):
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         prompt = body["prompt"]
-        tokens = tokens_of(self.continuation(prompt))
+        tokens = tokens_of(self.continuation(prompt, body))
         limit = int(body.get("n_predict", -1))
         cut = 0 <= limit < len(tokens)
         if cut:

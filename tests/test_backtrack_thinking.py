@@ -11,6 +11,7 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,7 +50,7 @@ def script(server: FakeLlamaServer) -> None:
     turn = itertools.cycle(SAMPLES)
     lock = threading.Lock()
 
-    def continuation(prompt: str) -> str:
+    def continuation(prompt: str, body: dict[str, Any]) -> str:
         if prompt.endswith("1 + 1 = 2. \n\n") or prompt.endswith("not three. \n\n"):
             return ENDING
         with lock:

@@ -34,7 +34,7 @@ def llama() -> Iterator[FakeLlamaServer]:
 
 def test_llama_server_prompt_is_its_template_the_opened_reasoning_and_the_raw_steps(
         llama: FakeLlamaServer) -> None:
-    llama.continuation = lambda prompt: "Next step here.\n\nMore."
+    llama.continuation = lambda prompt, body: "Next step here.\n\nMore."
     prefixer = Prefixer(llm.ModelSpec("openai/tiny", api_base=llama.base_url), MESSAGES)
     kept = "".join(RAW_STEPS[:2])
     continuation = asyncio.run(prefixer.go_on(kept, PrefixSettings(max_tokens=50)))
@@ -52,7 +52,7 @@ def test_llama_server_prompt_is_its_template_the_opened_reasoning_and_the_raw_st
 
 
 def test_the_token_limit_is_a_length_finish(llama: FakeLlamaServer) -> None:
-    llama.continuation = lambda prompt: "one two three four"
+    llama.continuation = lambda prompt, body: "one two three four"
     prefixer = Prefixer(llm.ModelSpec("openai/tiny", api_base=llama.base_url), MESSAGES)
     continuation = asyncio.run(prefixer.go_on("", PrefixSettings(max_tokens=2)))
     assert continuation.text == "one two"

@@ -46,6 +46,7 @@ COMMANDS: dict[str | None, str] = {
     "stats": "stats",
     "find": "find",
     "backtrack": "backtrack",
+    "anchors": "anchors",
     "verify": "verify",
     "sessions": "sessions",
     "export": "export",
@@ -162,6 +163,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_stats_parser(commands)
     _add_find_parser(commands, with_methods="find" in argv)
     _add_backtrack_parser(commands)
+    _add_anchors_parser(commands)
     _add_verify_parser(commands)
     _add_sessions_parser(commands)
     _add_export_parser(commands)
@@ -305,6 +307,47 @@ def _add_backtrack_parser(commands: Commands) -> None:
     backtrack.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _add_anchors_parser(commands: Commands) -> None:
+    anchors = commands.add_parser(
+        "anchors", help="each step's importance in thinking traces (Thought Anchors' "
+        "resampling), from rollouts that go on from prefixes of the reasoning",
+        description="For each step i of each thinking trace (rows of `run --mode thinking` or "
+        "`import`, with their raw reasoning), M rollouts that resample step i and go on to "
+        "the answer, and M that keep it (those that resample step i+1): per step the answer "
+        "distribution, accuracy kept and resampled (importance = kept - resampled) and the "
+        "KL between the answers of resamples that differ in meaning and those that keep it. "
+        "Needs a server that goes on from a raw prompt (llama-server; vLLM or Ollama with "
+        "--chat-template). Rollouts already in OUT are skipped (resume); the per-step rows "
+        "go to OUT's NAME.steps.jsonl.",
+    )
+    _add_model_options(anchors)
+    anchors.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
+                         help="thinking traces (with `reasoning` and `split`)")
+    anchors.add_argument("--task", help="the task of every file (else from each row or "
+                         "file name)")
+    _add_task_file_option(anchors)
+    anchors.add_argument("--rollouts", type=int, required=True, metavar="M",
+                         help="rollouts from each prefix")
+    anchors.add_argument("--embedding-model", metavar="MODEL",
+                         help="judge meaning by this embedding model (litellm; cosine < 0.8 "
+                         "differs); else by word overlap, named as such in the output")
+    anchors.add_argument("--embedding-api-base", metavar="URL",
+                         help="the embedding model's server")
+    anchors.add_argument("--concurrency", type=int, default=16, metavar="K",
+                         help="rollouts at once (default 16)")
+    anchors.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
+    anchors.add_argument("--yes", action="store_true",
+                         help="start without asking, however many calls")
+    _add_pace_option(anchors)
+    _add_scale_options(anchors, one_call=False)
+    _add_resampling_options(anchors, samples=False)
+    anchors.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl",
+                         help="the rollouts, one a line")
+    anchors.add_argument("--json", action="store_true",
+                         help="print each trace's steps with their figures as JSON")
+    anchors.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
 def _add_verify_parser(commands: Commands) -> None:
     verify = commands.add_parser(
         "verify", help="check labelled traces with the task verifiers: where they and the "
@@ -431,7 +474,8 @@ def _add_reasoning_split_option(parser: argparse.ArgumentParser) -> None:
 
 
 # The commands that read dataset files: each takes BBM rows or any of the field's formats.
-DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement")
+DATASET_READERS = ("stats", "find", "backtrack", "anchors", "verify", "annotate", "import",
+                   "agreement")
 
 
 def _add_format_option(commands: Commands) -> None:
@@ -487,11 +531,13 @@ def _add_thinking_options(parser: argparse.ArgumentParser) -> None:
                         "takes a budget (Anthropic: at least 1024; Gemini)")
 
 
-def _add_resampling_options(parser: argparse.ArgumentParser) -> None:
+def _add_resampling_options(parser: argparse.ArgumentParser, *, samples: bool = True) -> None:
     """Resampling a thinking step from a prefix of its reasoning (issue 35): on a server that
     takes a raw prompt (llama-server, vLLM's /v1/completions, Ollama)."""
-    parser.add_argument("--samples", type=int, default=8, metavar="N",
-                        help="--mode thinking: samples of the step (default 8, the paper's)")
+    if samples:
+        parser.add_argument("--samples", type=int, default=8, metavar="N",
+                            help="--mode thinking: samples of the step (default 8, the "
+                            "paper's)")
     parser.add_argument("--temperature", type=float, default=1.0, metavar="T",
                         help="--mode thinking: the samples' temperature (default 1; Thought "
                         "Anchors' 0.6)")

@@ -97,6 +97,9 @@ class PrefixSettings:
     max_tokens: int = 512
     logprobs: bool = True
     timeout_s: float = 120.0
+    # The server's sampling seed (None: its own): a rollout with a seed of its own is the same
+    # rollout again on a server that honours it (llama-server, vLLM, Ollama).
+    seed: int | None = None
 
 
 @dataclass
@@ -161,6 +164,8 @@ class Prefixer:
                 body["top_p"] = settings.top_p
             if settings.logprobs:
                 body["n_probs"] = 1
+            if settings.seed is not None:
+                body["seed"] = settings.seed
             reply = await _post(self.spec, "/completion", body, settings.timeout_s)
             return _llama_continuation(self.spec, reply, body, time.monotonic() - started)
         if self.wire == "ollama":
@@ -168,6 +173,8 @@ class Prefixer:
                                        "num_predict": settings.max_tokens}
             if settings.top_p is not None:
                 options["top_p"] = settings.top_p
+            if settings.seed is not None:
+                options["seed"] = settings.seed
             body = {"model": _model_name(self.spec), "prompt": prompt, "raw": True,
                     "stream": False, "options": options}
             reply = await _post(self.spec, "/api/generate", body, settings.timeout_s)
@@ -178,6 +185,8 @@ class Prefixer:
             body["top_p"] = settings.top_p
         if settings.logprobs:
             body["logprobs"] = 1
+        if settings.seed is not None:
+            body["seed"] = settings.seed
         reply = await _post(self.spec, "/v1/completions", body, settings.timeout_s)
         return _completions_continuation(self.spec, reply, body, time.monotonic() - started)
 
