@@ -55,11 +55,14 @@ class FakeLlamaServer(FakeOpenAI):
         # Each token's log-probability, by its text and place (default: -1.0 each).
         self.token_logprob: TokenLogprob = lambda token, place: -1.0
         self.send_logprobs = True
+        # An embedding model's vector for a text (`/v1/embeddings`, OpenAI's wire).
+        self.embed: Callable[[str], list[float]] = lambda text: [1.0, 0.0]
 
     def add_routes(self, app: web.Application) -> None:
         super().add_routes(app)
         app.router.add_post("/apply-template", self._apply_template)
         app.router.add_post("/completion", self._completion)
+        app.router.add_post("/v1/embeddings", self._embeddings)
 
     @property
     def prompts(self) -> list[str]:
@@ -69,6 +72,15 @@ class FakeLlamaServer(FakeOpenAI):
     async def _apply_template(self, request: web.Request) -> web.StreamResponse:
         _, body = await self._record(request)
         return web.json_response({"prompt": self.template(body["messages"])})
+
+    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
+        _, body = await self._record(request)
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = [{"object": "embedding", "index": index, "embedding": self.embed(text)}
+                for index, text in enumerate(texts)]
+        return web.json_response({"object": "list", "data": data, "model": body["model"],
+                                  "usage": {"prompt_tokens": len(texts), "total_tokens":
+                                            len(texts)}})
 
     async def _completion(self, request: web.Request) -> web.StreamResponse:
         _, body = await self._record(request)

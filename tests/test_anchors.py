@@ -207,3 +207,25 @@ def test_a_provider_that_cannot_go_on_is_refused_before_any_request(
     assert code != 0
     assert "Anthropic's API cannot go on" in capsys.readouterr().err
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_meaning_judged_by_an_embedding_model_when_named(
+        llama: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    script(llama)
+    # The embedding model finds "Different idea number 3." the same as the step it replaced
+    # (cosine 0.99) and "... number 1." far from it (cosine 0): one resample differs.
+    llama.embed = lambda text: ([0.0, 1.0] if text.endswith("number 1.")
+                                else [1.0, 0.1] if text.endswith("number 3.") else [1.0, 0.0])
+    out = tmp_path / "rollouts.jsonl"
+    args = anchors_args(llama, trace_file(tmp_path / "in.jsonl"), out)
+    code = main([*args, "--embedding-model", "openai/embedder", "--embedding-api-base",
+                 llama.base_url])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out)
+    assert result["meaning_by"].startswith("embedding openai/embedder (cosine < 0.8)")
+    step = result["traces"][0]["steps"][2]
+    assert step["different"] == 1
+    assert step["counterfactual_kl"] == pytest.approx(kl_divergence({"5": 1},
+                                                                    {"4": 3, "6": 1}))
+    assert any(record.path == "/v1/embeddings" for record in llama.requests)

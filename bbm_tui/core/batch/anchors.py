@@ -221,9 +221,13 @@ async def anchors_batch(
     batch = Batch(jobs=jobs, key=_key, key_of_row=_key_of_row, validate=out_validator,
                   what="rows written by `bbm-tui anchors`", work=work, progress=progress,
                   shard=shard)
-    progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
-                                            store_path=None, inputs=inputs,
-                                            on_progress=on_progress)
+    try:
+        progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
+                                                store_path=None, inputs=inputs,
+                                                on_progress=on_progress)
+    finally:
+        for prefixer in prefixers.values():
+            await prefixer.aclose()
     rows = [*rows, *written]
     texts = [step for trace in traces for step in trace.row.steps]
     texts += [str(row.extra["first_step"]) for row in rows]

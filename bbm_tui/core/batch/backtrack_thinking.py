@@ -132,6 +132,7 @@ async def backtrack_thinking_one(
         progress.fail(job.task, str(error))
         return None
     task = get_task(job.task)
+    prefixer: Prefixer | None = None
     try:
         prefixer = Prefixer(spec, thinking_messages(task, row.input), settings.chat_template)
         resample = await resample_thinking_step(prefixer, raw, job.location + 1, rule,
@@ -151,6 +152,9 @@ async def backtrack_thinking_one(
             raise FatalBacktrackError(error.message) from None
         progress.fail(job.task, error.message)
         return None
+    finally:
+        if prefixer is not None:
+            await prefixer.aclose()
     progress.add_call(ending.call, _recorded_settings(settings))
     new_reasoning = kept + ending.reasoning_rest
     new_steps = [step.strip() for step in split_text(new_reasoning, rule)]

@@ -22,8 +22,10 @@ every reply litellm reads (core/llm/http_guard.py: bounded, valid UTF-8).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,14 +129,26 @@ class Prefixer:
         self.chat_template = chat_template
         self.wire = prefix_wire(self.spec, chat_template)
         self._head: str | None = None
+        self._client: Any = None
+
+    async def aclose(self) -> None:
+        """Close the connections kept open between calls."""
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def _post(self, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        if self._client is None:
+            self._client = new_client(self.spec)
+        return await _post(self._client, _root(self.spec) + path, body, timeout_s, self.spec)
 
     async def head(self) -> str:
         """The chat template applied to the question and the reasoning opened."""
         if self._head is None:
             if self.wire == "llama_server":
                 try:
-                    reply = await _post(self.spec, "/apply-template",
-                                        {"messages": self.messages}, 60.0)
+                    reply = await self._post("/apply-template",
+                                             {"messages": self.messages}, 60.0)
                 except LLMError as error:
                     if error.kind != "not_found":
                         raise
@@ -166,7 +180,7 @@ class Prefixer:
                 body["n_probs"] = 1
             if settings.seed is not None:
                 body["seed"] = settings.seed
-            reply = await _post(self.spec, "/completion", body, settings.timeout_s)
+            reply = await self._post("/completion", body, settings.timeout_s)
             return _llama_continuation(self.spec, reply, body, time.monotonic() - started)
         if self.wire == "ollama":
             options: dict[str, Any] = {"temperature": settings.temperature,
@@ -177,7 +191,7 @@ class Prefixer:
                 options["seed"] = settings.seed
             body = {"model": _model_name(self.spec), "prompt": prompt, "raw": True,
                     "stream": False, "options": options}
-            reply = await _post(self.spec, "/api/generate", body, settings.timeout_s)
+            reply = await self._post("/api/generate", body, settings.timeout_s)
             return _ollama_continuation(self.spec, reply, body, time.monotonic() - started)
         body = {"model": _model_name(self.spec), "prompt": prompt,
                 "max_tokens": settings.max_tokens, "temperature": settings.temperature}
@@ -187,7 +201,7 @@ class Prefixer:
             body["logprobs"] = 1
         if settings.seed is not None:
             body["seed"] = settings.seed
-        reply = await _post(self.spec, "/v1/completions", body, settings.timeout_s)
+        reply = await self._post("/v1/completions", body, settings.timeout_s)
         return _completions_continuation(self.spec, reply, body, time.monotonic() - started)
 
 
@@ -235,40 +249,47 @@ def _model_name(spec: ModelSpec) -> str:
     return spec.model.split("/", 1)[1] if "/" in spec.model else spec.model
 
 
-async def _post(spec: ModelSpec, path: str, body: dict[str, Any],
-                timeout_s: float) -> dict[str, Any]:
+async def _post(client: Any, url: str, body: dict[str, Any], timeout_s: float,
+                spec: ModelSpec) -> dict[str, Any]:
     """One JSON request, retried as every call is (errors.with_retries)."""
 
     async def once(_attempt: int) -> dict[str, Any]:
-        return await _post_once(spec, path, body, timeout_s)
+        return await _post_once(client, url, body, timeout_s)
 
     return await with_retries(spec, RetryPolicy(), once)
 
 
-async def _post_once(spec: ModelSpec, path: str, body: dict[str, Any],
-                     timeout_s: float) -> dict[str, Any]:
-    """One JSON request through the reply guard; an error as LLMError."""
+def new_client(spec: ModelSpec) -> Any:
+    """An HTTP client whose replies go through the guard (core/llm/http_guard.py), keeping
+    its connections open between calls: a new connection a call cost more of the client's
+    CPU than the call's own work (bench/anchors.py)."""
     import httpx
 
     from bbm_tui.core.llm.http_guard import GuardedTransport
 
-    url = _root(spec) + path
     headers = {}
     key = os.environ.get(key_env_var(spec) or "")
     if key:
         headers["Authorization"] = f"Bearer {key}"
-    transport = GuardedTransport(httpx.AsyncHTTPTransport())
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    transport = GuardedTransport(httpx.AsyncHTTPTransport(verify=_tls_context(), limits=limits))
+    return httpx.AsyncClient(transport=transport, headers=headers)
+
+
+async def _post_once(client: Any, url: str, body: dict[str, Any],
+                     timeout_s: float) -> dict[str, Any]:
+    """One JSON request; an error as LLMError."""
+    import httpx
+
     try:
-        async with httpx.AsyncClient(transport=transport, timeout=timeout_s) as client:
-            response = await client.post(url, json=body, headers=headers)
-            if response.status_code >= 400:
-                kind = ("rate_limit" if response.status_code == 429 else
-                        "server" if response.status_code >= 500 else
-                        "not_found" if response.status_code == 404 else "bad_request")
-                raise LLMError(kind,
-                               f"{url} answered {response.status_code}: "
-                               f"{response.text[:300]}")
-            reply = response.json()
+        response = await client.post(url, json=body, timeout=timeout_s)
+        if response.status_code >= 400:
+            kind = ("rate_limit" if response.status_code == 429 else
+                    "server" if response.status_code >= 500 else
+                    "not_found" if response.status_code == 404 else "bad_request")
+            raise LLMError(kind, f"{url} answered {response.status_code}: "
+                           f"{response.text[:300]}")
+        reply = response.json()
     except httpx.TimeoutException:
         raise LLMError("timeout", f"{url} did not answer within {timeout_s:g} s") from None
     except httpx.HTTPError as error:
@@ -278,6 +299,16 @@ async def _post_once(spec: ModelSpec, path: str, body: dict[str, Any],
     if not isinstance(reply, dict):
         raise LLMError("unknown", f"{url} sent JSON that is not an object")
     return reply
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every call: httpx builds (and loads the CA bundle into) a new one
+    for each transport, ~tens of ms of CPU a call, which made the client, not the server, the
+    limit of `anchors` at concurrency 16 (bench/anchors.py)."""
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _finite(value: object) -> float | None:
