@@ -5,6 +5,7 @@ OpenAI-compatible server's /v1/completions and Ollama's /api/generate."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -146,3 +147,22 @@ def test_a_server_without_apply_template_says_to_name_the_template(
     prefixer = Prefixer(llm.ModelSpec("openai/r1", api_base=openai_server.base_url), MESSAGES)
     with pytest.raises(llm.LLMError, match="--chat-template"):
         asyncio.run(prefixer.head())
+
+
+def test_completions_read_llama_servers_chat_form_of_logprobs(openai_server: FakeOpenAI,
+                                                              tmp_path: Path) -> None:
+    """llama-server's /v1/completions sends log-probabilities in the chat form (measured:
+    `logprobs.content[i].token/logprob`), not OpenAI's `tokens`/`token_logprobs`."""
+    template = tmp_path / "chat.jinja"
+    template.write_text(TEMPLATE)
+    entry = {"id": 306, "token": " I", "bytes": [32, 73], "logprob": -1.01}
+    openai_server.enqueue(Reply(raw_body=json.dumps({
+        "choices": [{"text": " I", "index": 0, "finish_reason": "length",
+                     "logprobs": {"content": [{**entry, "top_logprobs": [entry]}]}}],
+        "usage": {"completion_tokens": 1, "prompt_tokens": 37, "total_tokens": 38},
+        "object": "text_completion"}).encode()))
+    spec = llm.ModelSpec("openai/tiny", api_base=openai_server.base_url)
+    continuation = asyncio.run(Prefixer(spec, MESSAGES, template).go_on("", PrefixSettings()))
+    assert continuation.tokens is not None
+    assert [(token.text, token.logprob) for token in continuation.tokens] == [(" I", -1.01)]
+    assert continuation.call.prompt_tokens == 37
