@@ -56,6 +56,9 @@ class Reply:
     hold_s: float = 10.0
     # Between streamed pieces: a model writing slowly (a whole answer waits for them all).
     chunk_delay_s: float = 0.0
+    # The first this many pieces go at once, the rest `chunk_delay_s` apart: a long stream
+    # already far along when a benchmark starts measuring (bench/thinking_stream.py).
+    fast_chunks: int = 0
     # After the stream's headers, before its first chunk: a model thinking before it writes.
     first_chunk_delay_s: float = 0.0
     # Close the socket abruptly after N chunks; a whole (non-streamed) answer is cut off
@@ -652,7 +655,7 @@ class FakeServer:
                 record.chunks_sent += 1
                 if reply.stall_s and index == reply.stall_after:
                     await asyncio.sleep(reply.stall_s)
-                if reply.chunk_delay_s:
+                if reply.chunk_delay_s and index >= reply.fast_chunks:
                     await asyncio.sleep(reply.chunk_delay_s)
             if request.transport is None or request.transport.is_closing():
                 record.client_closed_early = True

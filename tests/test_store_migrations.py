@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 16 open as the current version with nothing
+"""Stores written by schema versions 1 to 17 open as the current version with nothing
 lost (issue 9, item 4; issue 11); v9's impossible log-probabilities are mended (version 10).
 The old stores are frozen as SQL in tests/fixtures/, written by the code of their day, never
 built from today's."""
@@ -38,7 +38,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -536,15 +536,15 @@ def test_version_16_keeps_a_v15_store_and_marks_steps_taken_from_one_call(
         assert store.step(added[0].id).one_call == "abc"
 
 
-def test_version_17_keeps_a_v16_store_and_stores_a_thinking_calls_reasoning(
+def test_version_18_keeps_a_v17_store_and_stores_a_thinking_calls_reasoning(
     tmp_path: Path,
 ) -> None:
-    """v16 -> v17: every step stored before is a step of its own kind (cut from no
+    """v17 -> v18: every step stored before is a step of its own kind (cut from no
     reasoning, by no rule), one-call steps keep their call; a thinking call's reasoning is
     stored whole as its steps are, and a re-cut view points at it without a call."""
     from bbm_tui.core.store import ReasoningSlice
 
-    path = old_store(tmp_path, 16)
+    path = old_store(tmp_path, 17)
     with Store.open(path) as store:
         steps = store.branch(1)
         assert [step.text for step in steps[-2:]] == ["One of one call.", "Two of it."]

@@ -173,3 +173,29 @@ async def test_a_thinking_model_over_http_with_a_summary(
         stored = trace.reasoning()
         assert stored is not None and stored.kind == "summary" and stored.complete
         assert trace.texts == ["Sum it.", "It is 5."] and trace.correct
+
+
+async def test_a_thinking_trace_exports_in_every_step_level_format(tmp_path: Path) -> None:
+    """A thinking trace is ProcessBench's shape: the steps and the earliest wrong one."""
+    import json
+
+    from bbm_tui.cli import main
+    from bbm_tui.core.store import default_path
+
+    row = bundled_rows(TASK)[4]
+    with Store.open(default_path()) as store:
+        trace = TraceSession.create(store, NewTrace(TASK, row.input, row.target), THINKING)
+        async for _event in trace.generate():
+            pass
+        trace.flag_mistake(6)
+        steps = trace.texts
+    for fmt, check in (
+        ("jsonl", lambda r: r["steps"] == steps and r["mistake_index"] == 5),
+        ("processbench", lambda r: r["steps"] == steps and r["label"] == 5),
+        ("prm800k", lambda r: r["question"]["pre_generated_steps"] == steps
+         and [s["completions"][0]["rating"] for s in r["label"]["steps"]] == [1] * 5 + [-1]),
+    ):
+        out = tmp_path / f"out-{fmt}.jsonl"
+        assert main(["export", "--format", fmt, "--out", str(out)]) == 0, fmt
+        (exported,) = [json.loads(line) for line in out.read_text().splitlines()]
+        assert check(exported), (fmt, exported)

@@ -128,6 +128,10 @@ def test_a_thinking_model_beside_a_step_at_a_time_one(snap_compare,
         await pilot.press("r")
         await wait_for(pilot, lambda: all(c.trace.finished and not c.view.running
                                           for c in screen.columns), timeout=60)
+        # Thought 1 selected, the columns scrolled to their top: the same frame however the
+        # columns' follow of their end was timed under load.
+        await pilot.press("home")
+        await wait_for(pilot, lambda: screen.columns[0].view.selected == 1)
         await steady_frame(pilot)
 
     app = make_app(session_id=session.id)

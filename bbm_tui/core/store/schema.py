@@ -322,7 +322,15 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE calls ADD COLUMN deployment TEXT;
     CREATE INDEX calls_by_one_call ON calls(one_call) WHERE one_call IS NOT NULL;
     """,
-    # 17: thinking models (docs/DESIGN.md §16). A thinking call's reasoning is the record:
+    # 17: a `run` resumes only its own work (issue 34): a session `run` starts says which
+    # batch it is for, as a digest of its OUT file and the settings its trace depends on (the
+    # model, mode, temperature, step limit, one call, log-probabilities, the task's digest;
+    # core/batch/run.py). A later run into another OUT, or with other settings, makes its
+    # own trace. NULL: not a run's session, or one made before v17 (reused only when asked).
+    """
+    ALTER TABLE sessions ADD COLUMN run_key TEXT;
+    """,
+    # 18: thinking models (docs/DESIGN.md §16). A thinking call's reasoning is the record:
     # stored whole with the call (`text`, the raw reasoning, grown by each step's raw slice as
     # it is stored, so that a kill loses at most the open step), with what kind it is
     # (`kind`: raw, summary or none), the answer written after it (`answer_text`), the
