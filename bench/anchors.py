@@ -72,12 +72,16 @@ async def timed_run(batch: list, base_url: str, rollouts: int, concurrency: int,
         return similar_by_words
 
     spec = llm.ModelSpec("openai/tiny", api_base=base_url)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     result = await anchors_batch(batch, spec, folder / f"out-{concurrency}.jsonl",
                                  settings=AnchorsSettings(rollouts=rollouts),
                                  similar_for=words, concurrency=concurrency)
     elapsed = time.perf_counter() - started
     progress = result.progress
+    if progress.done:
+        # The client's own CPU a rollout: with 16 in flight it, with the server's, is the floor.
+        cpu_ms = (time.process_time() - cpu) * 1000 / progress.done
+        print(f"  concurrency {concurrency:2}: client CPU {cpu_ms:.2f} ms a rollout")
     if progress.failed or progress.done != progress.total:
         raise SystemExit(f"concurrency {concurrency}: {progress.failed} failed: "
                          f"{progress.errors[:3]}")
