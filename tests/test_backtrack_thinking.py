@@ -155,3 +155,12 @@ def test_providers_that_cannot_go_on_are_refused_before_any_request(
     assert says in capsys.readouterr().err
     assert openai_server.requests == []
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_processes_are_refused_with_thinking_mode(
+        llama: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code = backtrack(llama, thinking_file(tmp_path / "in.jsonl"), tmp_path / "out.jsonl",
+                     "--concurrency", "4", "--processes", "2")
+    assert code != 0
+    assert "--processes is for the paper's traces" in capsys.readouterr().err
+    assert llama.requests == []

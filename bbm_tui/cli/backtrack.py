@@ -91,6 +91,9 @@ def thinking_settings(args: argparse.Namespace,
     refusal = prefix_refusal(spec, args.chat_template)
     if refusal is not None:
         raise InvalidValue(f"--mode thinking: {refusal}")
+    if args.processes > 1:
+        raise InvalidValue("--processes is for the paper's traces; with --mode thinking the "
+                           "calls are light for the client: raise --concurrency instead")
     if args.samples < 1:
         raise InvalidValue(f"--samples must be at least 1 (got {args.samples})")
     if not 0.0 <= args.temperature <= 2.0:
