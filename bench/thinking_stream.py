@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PYTHON, ROOT, header, parser, private_home, verdict
@@ -77,11 +77,11 @@ def server(*extra: str) -> Iterator[str]:
 
 def make_app(url: str, mode: str, split: str = "paragraph") -> Any:
     from bbm_tui.core.config import Config
-    from bbm_tui.core.types import SplitRule
+    from bbm_tui.core.types import Mode, SplitRule
     from bbm_tui.ui.app import BbmApp
     from bbm_tui.ui.termination import collect_from_now_on
 
-    config = Config(model="openai/thinker", api_base=url, mode=mode,  # type: ignore[arg-type]
+    config = Config(model="openai/thinker", api_base=url, mode=cast(Mode, mode),
                     split=SplitRule(split))
     app = BbmApp(config, task=TASK, question=QUESTION, warm_up=False, wall_clock=False)
     app.call_after_first_frame(collect_from_now_on)

@@ -199,3 +199,68 @@ async def test_a_thinking_trace_exports_in_every_step_level_format(tmp_path: Pat
         assert main(["export", "--format", fmt, "--out", str(out)]) == 0, fmt
         (exported,) = [json.loads(line) for line in out.read_text().splitlines()]
         assert check(exported), (fmt, exported)
+
+
+def test_a_kill_mid_stream_loses_at_most_the_open_step(tmp_path: Path) -> None:
+    """A process streaming a thinking trace, SIGKILLed once a few steps are stored: every
+    stored step is one the reasoning's cut gives, in order; the stored reasoning is exactly
+    their raw slices joined (the text of the open step lost, nothing else); the store is
+    sound; and the session, opened again, makes a whole trace."""
+    import os
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    db = tmp_path / "store.sqlite3"
+    row = bundled_rows("word_sorting")[3]
+    env = {**os.environ, "BBM_TUI_REPLAY_TPS": "40"}
+    child = subprocess.Popen([sys.executable, "-m", "tests.kill_helpers", "think", str(db),
+                              "word_sorting", "3"], cwd=root, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            assert child.poll() is None, "the child ended before it was killed"
+            assert time.monotonic() < deadline, "the child never stored three steps"
+            if db.exists():
+                try:
+                    with sqlite3.connect(db) as connection:
+                        (count,) = connection.execute(
+                            "SELECT COUNT(*) FROM steps WHERE origin = 'thinking'").fetchone()
+                except sqlite3.Error:
+                    count = 0
+                if count >= 3:
+                    break
+            time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    reply = offline.respond(offline.MODEL, [{"role": "user", "content": thinking_prompt(
+        "word_sorting", row.input)}])
+    raw_steps = split_text(reply.reasoning, SplitRule.PARAGRAPH)
+    with Store.open(db) as store:
+        assert store.integrity_check() == "ok"
+        (session,) = store.sessions()
+        trace = TraceSession.load(store, session.session.id)
+        stored = trace.texts
+        assert 3 <= len(stored) < len(raw_steps)
+        assert stored == stripped_steps(raw_steps)[: len(stored)]
+        reasoning = trace.reasoning()
+        assert reasoning is not None and not reasoning.complete
+        assert reasoning.text == "".join(raw_steps[: len(stored)])
+    # Opened again, generating makes the whole trace (a new call, on a branch of its own).
+    with Store.open(db) as store:
+        trace = TraceSession.load(store, session.session.id)
+        trace.use_model(THINKING)
+
+        async def again() -> None:
+            async for _event in trace.generate():
+                pass
+
+        import asyncio
+
+        asyncio.run(again())
+        assert trace.texts == stripped_steps(raw_steps) and trace.finished

@@ -121,3 +121,22 @@ def test_a_bad_split_in_the_config_names_the_line(tmp_path: Path,
 
     with pytest.raises(ConfigError, match=r"line 2.*'split' must be one of"):
         load_config()
+
+
+def test_thinking_rows_are_dataset_rows_to_import_and_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`run --mode thinking`'s rows are dataset rows: `import` (what the annotation queue and
+    agreement read) knows them for the traces `run` saved, and `export` gives them back, steps
+    and all."""
+    out = tmp_path / "multistep_arithmetic.jsonl"
+    assert main(["run", "--task", "multistep_arithmetic", "--dataset", "--limit", "2",
+                 "--model", "solver/thinking", "--mode", "thinking", "--out", str(out)]) == 0
+    rows = rows_of(out)
+    assert main(["import", str(out)]) == 0
+    assert "2 traces already saved (by `run`" in capsys.readouterr().err
+    exported = tmp_path / "exported.jsonl"
+    assert main(["export", "--out", str(exported)]) == 0
+    back = {row["input"]: row for row in rows_of(exported)}
+    for row in rows:
+        assert back[row["input"]]["steps"] == row["steps"]

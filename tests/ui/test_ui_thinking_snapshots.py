@@ -4,6 +4,8 @@ task's verifier, and side by side with a step-at-a-time model; at 80x24, 120x40 
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import pytest
 from textual.pilot import Pilot
 from ui_helpers import footers_current, make_app, steady_frame, still_cursors, wait_for
@@ -14,6 +16,7 @@ from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.core.trace.side_by_side import SideBySide
+from bbm_tui.ui.app import BbmApp
 from bbm_tui.ui.screens.side_by_side import SideBySideScreen
 from bbm_tui.ui.screens.trace import TraceScreen
 from tests.openai_server import FakeOpenAI, Reply
@@ -42,10 +45,16 @@ async def steady_while_streaming(pilot: Pilot, timeout: float = 10.0) -> None:
         still_cursors(pilot)
         await pilot.pause(0.1)
         frame = app.export_screenshot()
-        if frame == previous and footers_current(app):  # type: ignore[arg-type]
+        if frame == previous and footers_current(cast(BbmApp, app)):
             return
         previous = frame
     raise AssertionError("the screen never settled (it kept changing)")
+
+
+def top(column: Any, number: int) -> int | None:
+    """The screen row Thought `number` starts on in a column (None: not mounted)."""
+    view = column.view.thoughts.view(number)
+    return None if view is None else view.region.y
 
 
 def thinking_trace(store: Store) -> TraceSession:
@@ -132,6 +141,9 @@ def test_a_thinking_model_beside_a_step_at_a_time_one(snap_compare,
         # columns' follow of their end was timed under load.
         await pilot.press("home")
         await wait_for(pilot, lambda: screen.columns[0].view.selected == 1)
+        # And levelled: Thought 2 starts on one screen row in both columns (the screen levels
+        # them on a timer, which a loaded machine runs late).
+        await wait_for(pilot, lambda: len({top(c, 2) for c in screen.columns}) == 1)
         await steady_frame(pilot)
 
     app = make_app(session_id=session.id)

@@ -38,6 +38,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
 )
 from bbm_tui.core.llm.records import UsageCounts
+from bbm_tui.core.llm.thinking import EFFORTS
 from bbm_tui.core.llm.usage import cost_of
 from bbm_tui.core.prompts.thinking import thinking_messages
 from bbm_tui.core.tasks import Task, get_task
@@ -68,10 +69,12 @@ class ReasoningFinished:
 
 
 def thinking_settings(settings: StepperSettings) -> llm.ThinkingSettings:
-    effort = settings.thinking_effort
-    return llm.ThinkingSettings(
-        effort=effort if effort in ("low", "medium", "high") else None,  # type: ignore[arg-type]
-        budget_tokens=settings.thinking_budget)
+    # The effort as the model-call package names it (the config and the command line allow
+    # only these words).
+    for word in EFFORTS:
+        if word == settings.thinking_effort:
+            return llm.ThinkingSettings(effort=word, budget_tokens=settings.thinking_budget)
+    return llm.ThinkingSettings(budget_tokens=settings.thinking_budget)
 
 
 def answer_of(task: Task, content: str) -> str | None:
