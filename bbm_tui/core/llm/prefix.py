@@ -172,37 +172,54 @@ class Prefixer:
         prompt = await self.prompt(kept)
         started = time.monotonic()
         if self.wire == "llama_server":
-            body: dict[str, Any] = {"prompt": prompt, "n_predict": settings.max_tokens,
-                                    "temperature": settings.temperature, "cache_prompt": True}
-            if settings.top_p is not None:
-                body["top_p"] = settings.top_p
-            if settings.logprobs:
-                body["n_probs"] = 1
-            if settings.seed is not None:
-                body["seed"] = settings.seed
+            body = _llama_body(prompt, settings)
             reply = await self._post("/completion", body, settings.timeout_s)
             return _llama_continuation(self.spec, reply, body, time.monotonic() - started)
         if self.wire == "ollama":
-            options: dict[str, Any] = {"temperature": settings.temperature,
-                                       "num_predict": settings.max_tokens}
-            if settings.top_p is not None:
-                options["top_p"] = settings.top_p
-            if settings.seed is not None:
-                options["seed"] = settings.seed
-            body = {"model": _model_name(self.spec), "prompt": prompt, "raw": True,
-                    "stream": False, "options": options}
+            body = _ollama_body(_model_name(self.spec), prompt, settings)
             reply = await self._post("/api/generate", body, settings.timeout_s)
             return _ollama_continuation(self.spec, reply, body, time.monotonic() - started)
-        body = {"model": _model_name(self.spec), "prompt": prompt,
-                "max_tokens": settings.max_tokens, "temperature": settings.temperature}
-        if settings.top_p is not None:
-            body["top_p"] = settings.top_p
-        if settings.logprobs:
-            body["logprobs"] = 1
-        if settings.seed is not None:
-            body["seed"] = settings.seed
+        body = _completions_body(_model_name(self.spec), prompt, settings)
         reply = await self._post("/v1/completions", body, settings.timeout_s)
         return _completions_continuation(self.spec, reply, body, time.monotonic() - started)
+
+
+def _llama_body(prompt: str, settings: PrefixSettings) -> dict[str, Any]:
+    """llama-server's /completion; `cache_prompt` lets a slot reuse the head it evaluated."""
+    body: dict[str, Any] = {"prompt": prompt, "n_predict": settings.max_tokens,
+                            "temperature": settings.temperature, "cache_prompt": True}
+    if settings.top_p is not None:
+        body["top_p"] = settings.top_p
+    if settings.logprobs:
+        body["n_probs"] = 1
+    if settings.seed is not None:
+        body["seed"] = settings.seed
+    return body
+
+
+def _ollama_body(model: str, prompt: str, settings: PrefixSettings) -> dict[str, Any]:
+    """Ollama's /api/generate, raw (no template of its own), whole (not streamed)."""
+    options: dict[str, Any] = {"temperature": settings.temperature,
+                               "num_predict": settings.max_tokens}
+    if settings.top_p is not None:
+        options["top_p"] = settings.top_p
+    if settings.seed is not None:
+        options["seed"] = settings.seed
+    return {"model": model, "prompt": prompt, "raw": True, "stream": False,
+            "options": options}
+
+
+def _completions_body(model: str, prompt: str, settings: PrefixSettings) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "prompt": prompt,
+                            "max_tokens": settings.max_tokens,
+                            "temperature": settings.temperature}
+    if settings.top_p is not None:
+        body["top_p"] = settings.top_p
+    if settings.logprobs:
+        body["logprobs"] = 1
+    if settings.seed is not None:
+        body["seed"] = settings.seed
+    return body
 
 
 def opened(prompt: str) -> str:
