@@ -46,6 +46,7 @@ COMMANDS: dict[str | None, str] = {
     "stats": "stats",
     "find": "find",
     "backtrack": "backtrack",
+    "anchors": "anchors",
     "verify": "verify",
     "sessions": "sessions",
     "export": "export",
@@ -165,6 +166,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_stats_parser(commands)
     _add_find_parser(commands, with_methods="find" in argv)
     _add_backtrack_parser(commands)
+    _add_anchors_parser(commands)
     _add_verify_parser(commands)
     _add_sessions_parser(commands)
     _add_export_parser(commands, with_formats="export" in argv)
@@ -307,11 +309,53 @@ def _add_backtrack_parser(commands: Commands) -> None:
                            "process imports litellm first (a few seconds)")
     backtrack.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
     _add_scale_options(backtrack, one_call=True)
+    _add_resampling_options(backtrack)
     backtrack.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     backtrack.add_argument("--json", action="store_true",
                            help='print {"tasks": {TASK: {"n", "delta_accuracy_correct", '
                            '"delta_accuracy_incorrect"}}} (percentage points)')
     backtrack.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_anchors_parser(commands: Commands) -> None:
+    anchors = commands.add_parser(
+        "anchors", help="each step's importance in thinking traces (Thought Anchors' "
+        "resampling), from rollouts that go on from prefixes of the reasoning",
+        description="For each step i of each thinking trace (rows of `run --mode thinking` or "
+        "`import`, with their raw reasoning), M rollouts that resample step i and go on to "
+        "the answer, and M that keep it (those that resample step i+1): per step the answer "
+        "distribution, accuracy kept and resampled (importance = kept - resampled) and the "
+        "KL between the answers of resamples that differ in meaning and those that keep it. "
+        "Needs a server that goes on from a raw prompt (llama-server; vLLM or Ollama with "
+        "--chat-template). Rollouts already in OUT are skipped (resume); the per-step rows "
+        "go to OUT's NAME.steps.jsonl.",
+    )
+    _add_model_options(anchors)
+    anchors.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
+                         help="thinking traces (with `reasoning` and `split`)")
+    anchors.add_argument("--task", help="the task of every file (else from each row or "
+                         "file name)")
+    _add_task_file_option(anchors)
+    anchors.add_argument("--rollouts", type=int, required=True, metavar="M",
+                         help="rollouts from each prefix")
+    anchors.add_argument("--embedding-model", metavar="MODEL",
+                         help="judge meaning by this embedding model (litellm; cosine < 0.8 "
+                         "differs); else by word overlap, named as such in the output")
+    anchors.add_argument("--embedding-api-base", metavar="URL",
+                         help="the embedding model's server")
+    anchors.add_argument("--concurrency", type=int, default=16, metavar="K",
+                         help="rollouts at once (default 16)")
+    anchors.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
+    anchors.add_argument("--yes", action="store_true",
+                         help="start without asking, however many calls")
+    _add_pace_option(anchors)
+    _add_scale_options(anchors, one_call=False)
+    _add_resampling_options(anchors, samples=False)
+    anchors.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl",
+                         help="the rollouts, one a line")
+    anchors.add_argument("--json", action="store_true",
+                         help="print each trace's steps with their figures as JSON")
+    anchors.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _add_verify_parser(commands: Commands) -> None:
@@ -494,8 +538,8 @@ def _add_reasoning_split_option(parser: argparse.ArgumentParser) -> None:
 
 
 # The commands that read dataset files: each takes BBM rows or any of the field's formats.
-DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement",
-                   "serve", "served-app")
+DATASET_READERS = ("stats", "find", "backtrack", "anchors", "verify", "annotate", "import",
+                   "agreement", "serve", "served-app")
 
 
 def _add_format_option(commands: Commands, argv: Sequence[str]) -> None:
@@ -555,6 +599,25 @@ def _add_thinking_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thinking-budget", type=int, metavar="TOKENS",
                         help="thinking mode: tokens the model may think, where the provider "
                         "takes a budget (Anthropic: at least 1024; Gemini)")
+
+
+def _add_resampling_options(parser: argparse.ArgumentParser, *, samples: bool = True) -> None:
+    """Resampling a thinking step from a prefix of its reasoning (issue 35): on a server that
+    takes a raw prompt (llama-server, vLLM's /v1/completions, Ollama)."""
+    if samples:
+        parser.add_argument("--samples", type=int, default=8, metavar="N",
+                            help="--mode thinking: samples of the step (default 8, the "
+                            "paper's)")
+    parser.add_argument("--temperature", type=float, default=1.0, metavar="T",
+                        help="--mode thinking: the samples' temperature (default 1; Thought "
+                        "Anchors' 0.6)")
+    parser.add_argument("--top-p", type=float, metavar="P",
+                        help="--mode thinking: the samples' top-p (the server's default "
+                        "unless given; Thought Anchors' 0.95)")
+    parser.add_argument("--chat-template", type=Path, metavar="FILE.jinja",
+                        help="--mode thinking: the model's own chat template (Jinja), applied "
+                        "here and sent to /v1/completions (vLLM) or Ollama's raw /api/generate; "
+                        "without it, llama-server applies its own (/apply-template)")
 
 
 def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> None:

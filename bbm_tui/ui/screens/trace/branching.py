@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import SAMPLES
+from bbm_tui.core.llm.prefix import prefix_refusal
 from bbm_tui.core.store import StoredCandidate
 from bbm_tui.core.trace.branches import BranchOrigin, Segment, other_branch, segments
 from bbm_tui.core.trace.session import BranchMade, SamplesReady
@@ -50,6 +51,11 @@ class Branching:
     async def _backtrack(self, number: int) -> None:
         view = self.view
         trace = view.trace
+        refusal = await self._thinking_refusal()
+        if refusal is not None:
+            view.say(f"Thought {number} is not resampled: {refusal}.", error=True,
+                     then=f"{view.key('trace_edit_model')} changes the model.")
+            return
         view.running = True
         # The samples dialog opens at once, its rows filled in as the calls return.
         dialog = CandidatesScreen(number, trace.steps[number - 1].text, SAMPLES)
@@ -98,6 +104,18 @@ class Branching:
                 dialog.dismiss(None)
             if view.is_attached:
                 view.end_generating()
+
+    async def _thinking_refusal(self) -> str | None:
+        """Why a thinking trace's step cannot be resampled with this model, said before any
+        call (issue 35): resampling a step of a thinking model's reasoning goes on from a
+        prefix of it, which Anthropic, OpenAI, Gemini and DeepSeek's API cannot do. None for
+        a step-at-a-time trace, and for the offline models (their own backtracking)."""
+        trace = self.view.trace
+        if await asyncio.to_thread(trace.split_rule) is None or llm.is_offline(trace.spec):
+            return None
+        if not llm.is_loaded():
+            await asyncio.to_thread(llm.warm_up)
+        return prefix_refusal(trace.spec)
 
     async def _sample(self, number: int, dialog: CandidatesScreen) -> SamplesReady:
         """Backtracking's samples, each shown in the dialog as it arrives, all saved once in.
