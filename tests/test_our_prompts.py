@@ -26,6 +26,8 @@ OURS_SHA256 = {
     "paper_task_descriptions.json":
         "555c99dc05a28b3b260102bec0cec73c81b33ed86ded38a7248d9fe9dc0ec313",
     "field_tasks.json": "663b4a6c08a8d5600436ff9b31b38e44fb356f4df8d1e30b07c21b65ae152e70",
+    "thinking_instruction.txt":
+        "ca88c2cc89bee04ebe8174d7338a754755ef652e97cb27d5dd172eac34d14cdc",
 }
 
 DESCRIPTION = "Add two numbers; the answer is their sum."

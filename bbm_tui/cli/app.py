@@ -51,7 +51,7 @@ def open_app(args: argparse.Namespace, annotate: AnnotateRequest | None = None) 
     # app, and walking them over and over cost a tenth of a second of the start here. So the
     # app is imported only now.
     gc.disable()
-    from bbm_tui.ui.app import run_app
+    from bbm_tui.ui.run import run_app
 
     # Typed next to --session, these win over that session's own settings (resumed_spec).
     given = frozenset(name for name in ("model", "api_base", "mode")

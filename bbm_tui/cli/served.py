@@ -31,8 +31,8 @@ def command(args: argparse.Namespace) -> int:
     preflight()
     gc.freeze()
     gc.disable()  # until the first frame (see cli/app.py's open_app)
-    from bbm_tui.ui.app import run_app
     from bbm_tui.ui.queues import AnnotateRequest
+    from bbm_tui.ui.run import run_app
 
     request = AnnotateRequest(name, traces, protocol=args.protocol, served=True,
                               lead=role == "lead")

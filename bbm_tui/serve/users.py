@@ -134,7 +134,7 @@ def save_users(path: Path, users: dict[str, User]) -> None:
         for user in sorted(users.values(), key=lambda user: user.name)}}
     path.parent.mkdir(parents=True, exist_ok=True)
     with replacing(path) as out:  # a 0600 temporary file renamed over the old one
-        out.write(json.dumps(data, indent=2) + "\n")
+        out.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
     os.chmod(path, 0o600)
 
 

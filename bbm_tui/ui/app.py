@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -46,8 +45,9 @@ from bbm_tui.ui.palette import app_commands, help_rows, save_screenshot, screens
 from bbm_tui.ui.queues import AnnotateRequest, Queues
 from bbm_tui.ui.screens.base import SplashScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
+from bbm_tui.ui.served import NOTHING_TO_LEAVE, served_may
 from bbm_tui.ui.styles import stylesheet
-from bbm_tui.ui.termination import TerminationSignals, collect_from_now_on
+from bbm_tui.ui.termination import TerminationSignals
 from bbm_tui.ui.text import failure_message, failure_title
 
 if TYPE_CHECKING:
@@ -58,11 +58,6 @@ if TYPE_CHECKING:
 
 EXIT_OK = 0
 EXIT_STORE_FAILED = 1
-# The app's actions a served app keeps (app.check_action): for everyone, and for a lead.
-SERVED_ACTIONS = frozenset({"help", "quit", "help_quit", "copy_text", "focus_next",
-                            "focus_previous", "bell",
-                            "simulate_key", "notify", "maximize", "minimize", "back"})
-SERVED_LEAD_ACTIONS = frozenset({"agreement", "adjudicate"})
 
 
 class BbmApp(KeepsMessages):
@@ -341,8 +336,7 @@ class BbmApp(KeepsMessages):
             if self.screen is screen and len(self.screen_stack) > 2:
                 self.pop_screen()
             elif self.screen is screen:
-                self.notify("Every label is saved as you give it: close the tab or sign out "
-                            "when you stop.", markup=False, timeout=5)
+                self.notify(NOTHING_TO_LEAVE, markup=False, timeout=5)
             return
         if self.can_leave(screen):
             self.pop_screen()
@@ -539,17 +533,9 @@ class BbmApp(KeepsMessages):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if self.served:
-            return self._served_may(action)
+            return served_may(action, lead=self.served_lead)
         # On the sessions screen already, `s` is left out of its Footer.
         return not (action == "sessions" and self._screen_in_view().has_class("sessions"))
-
-    def _served_may(self, action: str) -> bool:
-        """What the app's own keys may do in a browser: the help and quitting; a lead also
-        the agreement and the adjudication. No sessions, no new session (no model is called
-        on the server's keys), no palette (it opens files and exports on the server)."""
-        if action in SERVED_ACTIONS:
-            return True
-        return self.served_lead and action in SERVED_LEAD_ACTIONS
 
     def _screen_in_view(self) -> Screen:
         """The top screen that is not a dialog (a dialog shows the one below it)."""
@@ -598,31 +584,4 @@ class BbmApp(KeepsMessages):
             if command.title not in ("Keys", "Screenshot"):
                 yield command
         yield from app_commands(self, screen)
-
-
-def run_app(
-    config: Config,
-    task: str | None = None,
-    question: int | None = None,
-    session_id: int | None = None,
-    model_given: frozenset[str] = frozenset(),
-    annotate: AnnotateRequest | None = None,
-    task_problems: Iterable[str] = (),
-    models: Sequence[ModelSpec] = (),
-) -> int:
-    """Run the app; the exit code is non-zero when the session store could not be opened."""
-    app = BbmApp(config, task=task, question=question, session_id=session_id,
-                 model_given=model_given, annotate=annotate, task_problems=task_problems,
-                 models=models)
-    app.call_after_first_frame(collect_from_now_on)
-    with app.termination_signals_held():
-        app.run()
-    if app.store_error is not None:
-        # Said again once the app's screen is gone, so that the message stays in view.
-        from bbm_tui.core.redact import redact
-        from bbm_tui.core.textsafe import printable
-
-        print(f"bbm-tui: {printable(redact(app.store_error))}", file=sys.stderr)
-        return EXIT_STORE_FAILED
-    return app.return_code or EXIT_OK
 

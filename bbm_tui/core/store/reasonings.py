@@ -5,6 +5,7 @@ steps.split), re-cut into a new branch without a new call."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -43,7 +44,7 @@ class ReasoningQueries(StoreBase):
                          opaque: Sequence[dict[str, Any]] = ()) -> Reasoning:
         """The call ended well: its whole reasoning (the text after the last step too), kind,
         answer, token count and opaque blocks, in one transaction."""
-        blob = json.dumps(list(opaque), ensure_ascii=False).encode("utf-8") if opaque else None
+        blob = _opaque_json(opaque) if opaque else None
         with self._write() as connection:
             connection.execute(
                 """UPDATE reasonings SET text = ?, kind = ?, answer_text = ?,
@@ -93,3 +94,21 @@ class ReasoningQueries(StoreBase):
                 store_view(connection, parent, ReasoningSlice(reasoning_id, split), now)
                 ids.append(parent)
         return ids
+
+
+def _opaque_json(opaque: Sequence[dict[str, Any]]) -> bytes:
+    """The provider's opaque blocks as standard JSON (no NaN or Infinity, which no other
+    reader takes): a non-finite number, which no provider's signature or redacted data
+    holds, is kept as null rather than lose the blocks."""
+    return json.dumps(_finite(list(opaque)), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value

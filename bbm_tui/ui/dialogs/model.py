@@ -73,10 +73,11 @@ class ModelScreen(Dialog["ModelChoice | None"]):
                               tooltip="A thinking model: one call a trace, its reasoning cut "
                               "into steps as it streams (by the config's or --split's rule; "
                               "S on a trace cuts it by another)")
-                yield TickBox("Steps in one call", id="one-call",
+                yield TickBox("One call", id="one-call",
                               value=self._settings.one_call,
-                              tooltip="One streamed call goes on through the thoughts the "
-                              "model writes with their labels; at the first line without "
+                              tooltip="Steps in one call: one streamed call goes on through "
+                              "the thoughts the model writes with their labels; at the first "
+                              "line without "
                               "one, the trace goes on one call a step (the paper's way, "
                               "when this is off)")
             yield Static(id="model-test-result")
