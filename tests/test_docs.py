@@ -101,15 +101,21 @@ def binding_ids(screen: type) -> set[str]:
     return {binding.id for binding in screen.BINDINGS if getattr(binding, "id", None)}
 
 
-def test_the_new_session_sessions_and_chart_pages_table_every_key() -> None:
+def test_the_screen_pages_table_every_key() -> None:
+    """The key tables of the new-session, side-by-side, sessions and dataset-view pages list
+    their screen's binding ids, all of them and no other (the trace screen's, with the app's
+    keys, is checked through the help in tests/ui/test_ui_trace_keys.py)."""
     from bbm_tui.ui.screens.dataset import DatasetScreen
     from bbm_tui.ui.screens.new_session import NewSessionScreen
     from bbm_tui.ui.screens.sessions import SessionsScreen
+    from bbm_tui.ui.screens.side_by_side import SideBySideScreen
 
     screens = DOCS / "screens"
     assert documented_ids(screens / "new-session.md", "# New session") == binding_ids(
         NewSessionScreen)
     assert documented_ids(screens / "sessions.md", "## Keys") == binding_ids(SessionsScreen)
+    assert documented_ids(screens / "side-by-side.md", "## Keys") == binding_ids(
+        SideBySideScreen)
     assert documented_ids(screens / "charts.md", "## The dataset view") == binding_ids(
         DatasetScreen)
 
