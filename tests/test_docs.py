@@ -93,7 +93,7 @@ def documented_ids(page: Path, heading: str) -> set[str]:
     for row in section(page, heading).splitlines():
         cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[2].startswith("`"):
-            ids.update(re.findall(r"`([a-z_]+)`", cells[2]))
+            ids.update(re.findall(r"`([a-z_0-9]+)`", cells[2]))
     return ids
 
 
@@ -102,9 +102,12 @@ def binding_ids(screen: type) -> set[str]:
 
 
 def test_the_screen_pages_table_every_key() -> None:
-    """The key tables of the new-session, side-by-side, sessions and dataset-view pages list
-    their screen's binding ids, all of them and no other (the trace screen's, with the app's
-    keys, is checked through the help in tests/ui/test_ui_trace_keys.py)."""
+    """The key tables of the new-session, side-by-side, sessions, dataset-view, annotation and
+    adjudication pages list their screen's binding ids, all of them and no other (the trace
+    screen's, with the app's keys, is checked through the help in
+    tests/ui/test_ui_trace_keys.py)."""
+    from bbm_tui.ui.screens.adjudicate import AdjudicateScreen
+    from bbm_tui.ui.screens.annotate import AnnotateScreen, PerStepAnnotateScreen
     from bbm_tui.ui.screens.dataset import DatasetScreen
     from bbm_tui.ui.screens.new_session import NewSessionScreen
     from bbm_tui.ui.screens.sessions import SessionsScreen
@@ -118,6 +121,14 @@ def test_the_screen_pages_table_every_key() -> None:
         SideBySideScreen)
     assert documented_ids(screens / "charts.md", "## The dataset view") == binding_ids(
         DatasetScreen)
+    annotation = DOCS / "annotation.md"
+    assert documented_ids(annotation, "## Keys (annotation queue)") == binding_ids(
+        AnnotateScreen)
+    # The per-step protocol's table lists what it adds or changes; the rest are the queue's.
+    assert (documented_ids(annotation, "## Keys (annotation queue)")
+            | documented_ids(annotation, "## Per-step labelling (PRM800K's protocol)")
+            ) == binding_ids(PerStepAnnotateScreen)
+    assert documented_ids(annotation, "## Keys (adjudication)") == binding_ids(AdjudicateScreen)
 
 
 def test_the_readme_is_a_landing_page() -> None:
