@@ -102,16 +102,20 @@ def binding_ids(screen: type) -> set[str]:
 
 
 def test_the_screen_pages_table_every_key() -> None:
-    """The key tables of the new-session, side-by-side, sessions, dataset-view, annotation and
-    adjudication pages list their screen's binding ids, all of them and no other (the trace
-    screen's, with the app's keys, is checked through the help in
+    """The key tables of the screens' pages list their screen's binding ids, all of them and
+    no other (the trace screen's own, with the app's keys, is checked through the help in
     tests/ui/test_ui_trace_keys.py)."""
     from bbm_tui.ui.screens.adjudicate import AdjudicateScreen
+    from bbm_tui.ui.screens.agreement import AgreementScreen
+    from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
+    from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+    from bbm_tui.ui.screens.compare import CompareScreen
     from bbm_tui.ui.screens.annotate import AnnotateScreen, PerStepAnnotateScreen
     from bbm_tui.ui.screens.dataset import DatasetScreen
     from bbm_tui.ui.screens.new_session import NewSessionScreen
     from bbm_tui.ui.screens.sessions import SessionsScreen
     from bbm_tui.ui.screens.side_by_side import SideBySideScreen
+    from bbm_tui.ui.screens.tokens import TokenScreen
 
     screens = DOCS / "screens"
     assert documented_ids(screens / "new-session.md", "# New session") == binding_ids(
@@ -121,6 +125,15 @@ def test_the_screen_pages_table_every_key() -> None:
         SideBySideScreen)
     assert documented_ids(screens / "charts.md", "## The dataset view") == binding_ids(
         DatasetScreen)
+    assert documented_ids(screens / "charts.md", "## The agreement summary") == binding_ids(
+        AgreementScreen)
+    trace = screens / "trace.md"
+    for heading, screen in (("### Backtracking's samples (`b`)", CandidatesScreen),
+                            ("### Rewriting a thought (`w`)", EditThoughtScreen),
+                            ("### The branch tree (`t`)", BranchTreeScreen),
+                            ("### Two branches side by side (`v`)", CompareScreen),
+                            ("### Token by token (`l`)", TokenScreen)):
+        assert documented_ids(trace, heading) == binding_ids(screen), heading
     annotation = DOCS / "annotation.md"
     assert documented_ids(annotation, "## Keys (annotation queue)") == binding_ids(
         AnnotateScreen)
