@@ -107,10 +107,10 @@ def test_the_screen_pages_table_every_key() -> None:
     tests/ui/test_ui_trace_keys.py)."""
     from bbm_tui.ui.screens.adjudicate import AdjudicateScreen
     from bbm_tui.ui.screens.agreement import AgreementScreen
+    from bbm_tui.ui.screens.annotate import AnnotateScreen, PerStepAnnotateScreen
     from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
     from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
     from bbm_tui.ui.screens.compare import CompareScreen
-    from bbm_tui.ui.screens.annotate import AnnotateScreen, PerStepAnnotateScreen
     from bbm_tui.ui.screens.dataset import DatasetScreen
     from bbm_tui.ui.screens.new_session import NewSessionScreen
     from bbm_tui.ui.screens.sessions import SessionsScreen
