@@ -143,6 +143,28 @@ class FlagReason(StrEnum):
     GIVE_UP = "give up"  # per-step labelling (PRM800K's give_up): stuck, ratings kept
 
 
+class ReasoningKind(StrEnum):
+    """What a thinking model's reasoning text is (docs/DESIGN.md §16): its own words, a
+    provider's summary of them (Claude 4 and later, Gemini, OpenAI's summaries: billed for the
+    whole thinking, shown a digest), or none at all (OpenAI's o-series through chat completions
+    send only a count of reasoning tokens)."""
+
+    RAW = "raw"
+    SUMMARY = "summary"
+    NONE = "none"
+
+
+class SplitRule(StrEnum):
+    """How a thinking model's reasoning is cut into numbered steps (docs/DESIGN.md §16)."""
+
+    PARAGRAPH = "paragraph"  # ProcessBench's: a step ends at each blank line (the default)
+    SENTENCE = "sentence"  # Thought Anchors' unit: a step ends after a sentence
+    LINE = "line"  # PRM800K's: a step ends at each newline
+
+
+DEFAULT_SPLIT_RULE = SplitRule.PARAGRAPH
+
+
 class CallPurpose(StrEnum):
     """Why a model was called."""
 
