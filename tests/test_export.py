@@ -84,6 +84,19 @@ def test_markdown_keeps_hostile_text_literal(tmp_path: Path) -> None:
     assert "1. \\*\\*bold\\*\\* \\`code\\` \\#h ✗ **first mistake**" in text
 
 
+def test_markdown_keeps_the_backquotes_of_an_answer(tmp_path: Path) -> None:
+    """Code spans are fenced by one backquote more than the text's longest run (CommonMark),
+    instead of its backquotes turned into "'" (issue 33, item 15)."""
+    with Store.open(tmp_path / "s.sqlite3") as store:
+        from bbm_tui.core.dataset import TraceRow
+
+        row = TraceRow("Q", ["The answer is `a` ``b`` c"], "`a` ``b`` c", "`x", None)
+        (trace,) = load_traces(store, import_rows(store, "word_sorting", [row]).imported)
+    text = markdown(trace)
+    assert "- answer: ``` `a` ``b`` c ``` " in text
+    assert "- target: `` `x ``" in text
+
+
 def test_export_and_import_commands(tmp_path: Path, capsys) -> None:
     source = tmp_path / "logical_deduction.jsonl"
     source.write_text("\n".join(bundled_path("logical_deduction").read_text()

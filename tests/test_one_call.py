@@ -289,3 +289,18 @@ async def test_one_calls_prompt_is_counted_once_so_a_priced_model_has_a_cost(
         figures = BranchFigures.of([first, *others])
         assert (figures.calls, figures.unpriced_calls) == (1, 0)
         assert figures.latency_s == calls_latency([first, *others]) == others[-1].latency_s
+
+
+@pytest.mark.parametrize("chunk_chars", [None, 1, 3])
+async def test_a_model_that_writes_crlf_gives_every_step_from_its_call(
+    openai_server: FakeOpenAI, chunk_chars: int | None
+) -> None:
+    """Line breaks written "\\r\\n" (issue 33, item 15): before, a chunk that ended between
+    the "\\r" and the "\\n" read the "\\n" as an empty line, and the call ended at Thought 1."""
+    task, index = "word_sorting", longest_row("word_sorting")
+    recorded = bundled_rows(task)[index].steps
+    text = trace_text(task, index).replace("\n", "\r\n")
+    scripted_trace(openai_server, Reply(text=text, chunk_chars=chunk_chars))
+    events = await events_of(task, index, spec_of(openai_server))
+    assert finished_texts(events) == recorded
+    assert len(openai_server.requests) == 1  # every step from the one call

@@ -145,3 +145,42 @@ async def test_unknown_router_settings_are_refused(
     with pytest.raises(llm.LLMError, match="no_such_setting"):
         async for _ in llm.stream_step(spec, "Q\nThought 1:"):
             pass
+
+
+@pytest.mark.parametrize(("key", "said"), [
+    ("os.environ/VLLM_AUTH", "needs an API key: set VLLM_AUTH"),
+    ("sk-written-here", "rejected the API key in the `api_key` written in"),
+])
+async def test_a_401_through_a_router_names_where_its_key_comes_from(
+    openai_server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str,
+    said: str
+) -> None:
+    """Before: "set OPENAI_API_KEY", a variable the router file never reads (issue 33, item
+    15)."""
+    openai_server.responder = lambda path, body: Reply(status=401)
+    router = router_yaml(tmp_path / "router.yaml", ("only", openai_server))
+    router.write_text(router.read_text().replace("api_key: no-key", f"api_key: {key}"))
+    monkeypatch.setenv("OPENAI_API_KEY", "not-this-one")
+    spec = llm.ModelSpec("tiny", router=str(router))
+    with pytest.raises(llm.LLMError) as raised:
+        async for _ in llm.stream_step(spec, "Q\nThought 1:"):
+            pass
+    assert said in raised.value.message
+    assert "OPENAI_API_KEY" not in raised.value.message
+    assert "sk-written-here" not in raised.value.message
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("      max_parallel_requests: zz", "`litellm_params.max_parallel_requests` must be a number"),
+    ("      rpm: true", "`litellm_params.rpm` must be a number"),
+    ("      api_version: 2024", "`litellm_params.api_version` must be a string (quote it)"),
+])
+def test_router_params_of_the_wrong_type_are_named_by_the_file_check(
+    openai_server: FakeOpenAI, tmp_path: Path, line: str, said: str
+) -> None:
+    router = router_yaml(tmp_path / "router.yaml", ("only", openai_server))
+    router.write_text(router.read_text().replace("      api_key: no-key",
+                                                 f"      api_key: no-key\n{line}"))
+    with pytest.raises(llm.RouterFileError, match=r"router\.yaml, line 2: ") as raised:
+        read_router_file(router)
+    assert said in str(raised.value)

@@ -118,8 +118,12 @@ def test_merge_names_a_conflict_and_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ShardError, match=r"one.jsonl, line 2 and .*two.jsonl, line 1 .* job 3"):
         merge_outputs([one, two], out)
     assert not out.exists()
-    # The same row twice (a file given twice, a machine run with the wrong shard) is one.
-    merged = merge_outputs([one, one], out)
+    # The same row twice (a file given twice, a machine run with the wrong shard) is one;
+    # shard 2/2 missing, the partial file is written only when asked for.
+    with pytest.raises(ShardError, match="no file held a row of shard 2/2"):
+        merge_outputs([one, one], out)
+    assert not out.exists()
+    merged = merge_outputs([one, one], out, allow_missing=True)
     assert (merged.rows, merged.duplicates, merged.missing) == (2, 2, ["2/2"])
     assert out.read_text().splitlines() == [json.dumps(ROW), json.dumps(ROW | {"input": "R"})]
 

@@ -132,6 +132,10 @@ BROKEN = [
     ('name = "t"\nanswer_regex = "(unclosed"\n', 2, "answer_regex",
      "not a valid regular expression: missing ), unterminated subpattern at position 0"),
     ('name = "t"\nanswer_regex = ".*"\n', 2, "answer_regex", "matches a thought with no text"),
+    # Empty text at a position in any thought (issue 33, item 15): an answer "" at Thought 1.
+    ('name = "t"\nanswer_regex = "(?<=.)"\n', 2, "answer_regex", "or empty text in any"),
+    ('name = "t"\nanswer_regex = \'\\b\'\n', 2, "answer_regex", "or empty text in any"),
+    ('name = "t"\nanswer_regex = \'(?<=a)(x?)\'\n', 2, "answer_regex", "or empty text in any"),
     ('name = "t"\n\nprompt = "nowhere.txt"\n', 3, "prompt", "no such file: "),
     ('name = "t"\ncompare = "fuzzy"\n', 2, "compare",
      "unknown comparison 'fuzzy' (one of: exact, number, choice, regex:PATTERN)"),
@@ -160,6 +164,13 @@ def test_each_broken_file_says_file_line_and_key(tmp_path: Path, text: str, line
     assert message.startswith(f"{path.resolve()}: line {line}: {key!r}: "), message
     assert words in message
     assert "Traceback" not in message
+
+
+def test_a_utf8_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Some editors write one first; tomllib read it as an "Invalid statement"."""
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + b'name = "bom"\ntitle = "With a BOM"\n')
+    assert load_task_file(path).title == "With a BOM"
 
 
 def test_toml_syntax_errors_say_their_line(tmp_path: Path) -> None:

@@ -53,7 +53,7 @@ async def test_a_stream_closed_at_the_newline_is_counted_as_an_estimate(
     openai_server: FakeOpenAI
 ) -> None:
     """The server ignores `stop` and writes on; the step is cut at the newline and the
-    stream closed, before any usage could come."""
+    stream closed, before any usage could come: both counts are estimates."""
     openai_server.enqueue(Reply("4 + 4 = 8\nThought 2: and then more " + "words " * 200,
                                 honor_stop=False, chunk_delay_s=0.005))
     step = await one_step(llm.ModelSpec("openai/test-model", openai_server.base_url))
@@ -65,7 +65,8 @@ async def test_a_stream_closed_at_the_newline_is_counted_as_an_estimate(
         await asyncio.sleep(0.01)
     assert step.call.completion_tokens is not None
     assert step.call.usage_estimated is True
-    assert step.call.prompt_tokens is None and not step.call.prompt_estimated
+    # The prompt's count never came either: litellm's count stands in, marked (issue 33).
+    assert step.call.prompt_tokens and step.call.prompt_estimated
 
 
 async def test_an_offline_models_counts_are_its_own() -> None:

@@ -242,3 +242,18 @@ def test_ollamas_own_counts_are_stored(ollama_server, tmp_path: Path, model: str
         assert (call["prompt_tokens"], call["usage_estimated"], call["cost"]) == (2048, 0, 0.0)
         # The server counts a word a token; the step is the text before the stop.
         assert call["completion_tokens"] == len(step.split())
+
+
+def test_an_ollama_step_closed_before_its_last_line_has_its_prompt_estimated(
+    ollama_server, tmp_path: Path
+) -> None:
+    """Ollama counts only in its last line; a server that ignores the stop writes on, and the
+    client closes the stream at the step's newline, before that line: the prompt's count
+    is litellm's, marked an estimate, never left empty (issue 33, item 9)."""
+    ollama_server.responder = slow_tail(2048, 0, 0, honor_stop=False)
+    assert run_one_question(ollama_server, "ollama_chat/llama3", tmp_path, "chat") == 0
+    calls = calls_of()
+    assert calls
+    for call in calls:
+        assert call["prompt_tokens"] and call["prompt_tokens"] != 2048  # not the server's
+        assert call["prompt_estimated"] == 1 and call["usage_estimated"] == 1

@@ -175,7 +175,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def _add_run_parser(commands: Commands) -> None:
     run = commands.add_parser(
         "run", help="generate traces headless into a JSONL file in the dataset's format",
-        description="Generate traces headless. Rows already in OUT are skipped (resume).",
+        description="Generate traces headless. Rows already in OUT are skipped (resume); a "
+        "trace cut short goes on in the session this run made for OUT with the same "
+        "settings, never in another run's (unless --reuse-sessions).",
     )
     _add_model_options(run, several="every question runs on each, a row per model")
     _add_pace_option(run)
@@ -197,6 +199,10 @@ def _add_run_parser(commands: Commands) -> None:
     run.add_argument("--step-limit", type=int, metavar="N", help="at most N steps per trace")
     _add_scale_options(run, one_call=True)
     run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
+    run.add_argument("--reuse-sessions", action="store_true",
+                     help="take a question's trace from any earlier run's session of it by "
+                     "the same model (another OUT, other settings), said with how many and "
+                     "when they were made; by default a run goes on only with its own")
     run.add_argument("--json", action="store_true",
                      help="print what was done (traces, steps, tokens, cost) as one JSON object")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -404,11 +410,17 @@ def _add_import_parser(commands: Commands) -> None:
 def _add_merge_parser(commands: Commands) -> None:
     merge = commands.add_parser(
         "merge", help="join the OUT files of `--shard I/N` runs into what one machine writes",
-        description="Rows in the input's order, each once; two different rows for one input "
-        "row are a conflict, named, and nothing is written.",
+        description="Rows in the input's order, each once. Nothing is written when two "
+        "different rows claim one input row (a conflict, named), when the files are shares "
+        "of different batches (another input, task definition or model), when one is still "
+        "being written, or when no file holds a row of one of the shards.",
     )
     merge.add_argument("files", type=Path, nargs="+", metavar="OUT.jsonl")
-    merge.add_argument("--out", type=Path, required=True, metavar="MERGED.jsonl")
+    merge.add_argument("--out", type=Path, required=True, metavar="MERGED.jsonl",
+                       help="a new file (written 0600), or - for standard output")
+    merge.add_argument("--allow-missing", action="store_true",
+                       help="write the partial file when no file holds a row of some shard "
+                       "(said, and the exit is still 0)")
 
 
 # The commands that read dataset files: each takes BBM rows or any of the field's formats.

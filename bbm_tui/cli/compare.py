@@ -45,7 +45,8 @@ def print_comparison(comparison: Comparison) -> None:
         if figures.without_usage:
             notes.append(f"{figures.model} on {figures.task}: "
                          f"{count(figures.without_usage, 'row')} without usage (written "
-                         "before rows carried it): its tokens and cost are at least these")
+                         "before rows carried it, or with figures no call could have, past "
+                         "the range of a number): its tokens and cost are at least these")
         elif figures.unpriced:
             notes.append(f"{figures.model} on {figures.task}: a call of unknown price in "
                          f"{count(figures.unpriced, 'row')}: its cost is at least this")

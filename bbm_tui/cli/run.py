@@ -70,7 +70,7 @@ def command(args: argparse.Namespace) -> int:
         progress = drive_batch(batch, lambda on_progress: run_batch(
             jobs, spec, store, args.out, concurrency=args.concurrency, settings=settings,
             on_progress=on_progress, inputs=inputs, notes=notes, processes=args.processes,
-            shard=shard))
+            shard=shard, reuse_sessions=args.reuse_sessions))
     return EXIT_FAILURE if progress.failed else EXIT_OK
 
 

@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.errors import UserError
-from bbm_tui.core.tomltext import line_of, toml_error_message, too_deep_message
+from bbm_tui.core.tomltext import (
+    line_of,
+    toml_error_message,
+    toml_text,
+    too_deep_message,
+    too_long_number_message,
+)
 from bbm_tui.core.types import (
     DEFAULT_ANSWER_TIMEOUT_S,
     DEFAULT_FINDER_MAX_TOKENS,
@@ -153,7 +159,7 @@ def load_config(path: Path | None = None) -> Config:
     import tomllib  # here, not at the top: without a config file the start does without it
 
     try:
-        text = raw.decode("utf-8")
+        text = toml_text(raw)
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: the config file is not UTF-8 text") from None
     try:
@@ -162,6 +168,8 @@ def load_config(path: Path | None = None) -> Config:
         raise ConfigError(f"{path}: {toml_error_message(error)}") from None
     except RecursionError:  # tomllib recurses on each level of nesting
         raise ConfigError(f"{path}: {too_deep_message(text)}") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise ConfigError(f"{path}: {too_long_number_message(text)}") from None
     return _config_from(data, path, text)
 
 

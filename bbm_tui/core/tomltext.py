@@ -59,3 +59,24 @@ def too_deep_message(text: str) -> str:
             pass
         low = middle + 1
     return f"line {low}: nested too deeply to read (invalid TOML)"
+
+
+_LONG_NUMBER = re.compile(r"[0-9][0-9_]{4300,}")
+
+
+def too_long_number_message(text: str) -> str:
+    """"line 3: a number of 5,000 digits ...", for a text tomllib could not convert an integer
+    of (Python converts at most 4,300 digits; tomllib raises a bare ValueError, no place)."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        found = _LONG_NUMBER.search(line)
+        if found:
+            digits = sum(character.isdigit() for character in found.group())
+            return (f"line {number}: a number of {digits:,} digits is past what a number may "
+                    "have (4,300 digits)")
+    return "a number past what a number may have (4,300 digits)"
+
+
+def toml_text(raw: bytes) -> str:
+    """A TOML file's text: UTF-8, less the byte-order mark some editors write first (tomllib
+    reads it as an "Invalid statement"). Raises UnicodeDecodeError."""
+    return raw.decode("utf-8").removeprefix("\ufeff")

@@ -58,7 +58,7 @@ from bbm_tui.core.dataset.outfile import OutputFileError
 from bbm_tui.core.store import SQLITE_HEADER, AnnotatorLabel, Label, QueueWork, Step, Store
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line, printable
-from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession
+from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession, session_task
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
     RECORDED_MODEL,
@@ -454,10 +454,10 @@ def markdown(trace: LabelledTrace) -> str:
     title = one_line(trace.name) + ("" if trace.on_show else " (another branch)")
     lines = [f"## {_md_line(title)}", ""]
     lines.append(f"- task: {trace.task}")
-    lines.append(f"- model: `{_md_code(trace.model)}`")
+    lines.append(f"- model: {_md_code(trace.model)}")
     if trace.target is not None:
-        lines.append(f"- target: `{_md_code(trace.target)}`")
-    answer = "—" if trace.answer is None else f"`{_md_code(trace.answer)}`"
+        lines.append(f"- target: {_md_code(trace.target)}")
+    answer = "—" if trace.answer is None else _md_code(trace.answer)
     verdict = {True: " (correct)", False: " (wrong)", None: ""}[trace.correct]
     lines.append(f"- answer: {answer}{verdict}")
     if not trace.labelled:
@@ -516,9 +516,14 @@ def _md_text(text: str, indent: str) -> str:
 
 
 def _md_code(text: str) -> str:
-    """Text in a code span: one line (a newline could start a block), no backquote, never
-    empty ("``" would be two backquotes, not an empty span)."""
-    return one_line(text).replace("`", "'") or " "
+    """Text as a code span, its backquotes kept (a model's answer may hold some): one line (a
+    newline could start a block), fenced by one backquote more than its longest run of them,
+    and padded with a space where it begins or ends with one (CommonMark strips one space
+    each side); never empty ("``" would be two backquotes, not an empty span)."""
+    line = one_line(text) or " "
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", line)), default=0) + 1)
+    pad = " " if line.startswith("`") or line.endswith("`") else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
 
 
 def export_file(store: Store, fmt: str, out_path: Path, *,
@@ -667,7 +672,9 @@ def dpo_rows(store: Store, session_ids: Sequence[int] | None) -> list[dict[str, 
     rows: list[dict[str, Any]] = []
     for session_id in session_ids:
         trace = TraceSession.load(store, session_id)
-        task = get_task(trace.session.task)
+        # A task of one's own is the definition the session keeps: its file need not be
+        # loaded (or may have changed since).
+        task, _ = session_task(store, trace.session)
         target = trace.session.target
         for mistake, flagged_by in _flagged_mistakes(trace).items():
             rejected = trace.tree.step(mistake)
@@ -766,7 +773,9 @@ def import_rows(
             store.set_origin(trace.id, with_digest(origin, row.input, row.steps))
         if labelled and row.labelled and row.mistake_index is not None:
             trace.flag_mistake(row.mistake_index + 1)
-        elif labelled and row.labelled and row.steps:
+        elif labelled and row.labelled:
+            # A trace with no thoughts keeps its label too (ProcessBench's -1 with no steps):
+            # `stats` counts it labelled, and the export writes it back.
             trace.mark_no_mistake()
         else:
             result.unlabelled += 1

@@ -15,6 +15,7 @@ An OUT line is the input row plus `location` (0-based or null), `new_steps`, `ne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -39,7 +40,7 @@ from bbm_tui.core.dataset import (
 )
 from bbm_tui.core.errors import InvalidValue
 from bbm_tui.core.generation.backtrack import backtracking_model, choose
-from bbm_tui.core.generation.stepper import StepFailed, StepFinished, StepperSettings
+from bbm_tui.core.generation.stepper import OneCallEnded, StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
 from bbm_tui.core.store import (
     SessionBusy,
@@ -291,7 +292,13 @@ async def backtrack_one(
     spec = backtracking_model(spec, job.task)  # replay/bbm cannot write a new step
     try:
         trace, made = _open_session(store, job, spec)
-        return await _continue(job, trace, made, settings, progress, notify)
+        try:
+            return await _continue(job, trace, made, settings, progress, notify)
+        except BaseException:  # refused or stopped: a session made for nothing goes
+            if made:
+                with contextlib.suppress(StoreError):
+                    store.delete_session_if_empty(trace.id, recorded=True)
+            raise
     except (SessionDeleted, SessionBusy) as error:  # deleted, or being generated elsewhere
         progress.fail(job.task, str(error))
         return None
@@ -350,6 +357,9 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
             progress.steps += 1
             progress.add_call(event.call, settings.call)
             notify(progress)
+        elif isinstance(event, OneCallEnded) and event.unkept is not None:
+            progress.add_call(event.unkept, settings.call)  # a request's cost past its steps
+            notify(progress)
         elif isinstance(event, StepFailed):
             raise event.error
     if not any(c.step_id is not None for c in stored):
@@ -376,9 +386,18 @@ def _open_session(store: Store, job: BacktrackJob,
             trace = TraceSession(store, session, spec, store_work=on_the_loop)
             if [step.text for step in _original_path(trace)] == list(job.row.steps):
                 return trace, False
-    trace = TraceSession.create(store, NewTrace(job.task, job.row.input, job.row.target or None),
-                                spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
+    # The row's gold label is kept, as `import` keeps it: the session shows it, and a
+    # backtracked version of the flagged thought that reached the target is a DPO pair.
+    gold = job.row.mistake_index if job.row.labelled else None
+    trace = TraceSession.create(
+        store, NewTrace(job.task, job.row.input, job.row.target or None,
+                        gold_mistake_index=gold),
+        spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
     trace.load_recorded(list(job.row.steps), job.row.answer)
+    if job.row.labelled and gold is not None and 0 <= gold < len(job.row.steps):
+        trace.flag_mistake(gold + 1)
+    elif job.row.labelled and job.row.steps:
+        trace.mark_no_mistake()
     return trace, True
 
 

@@ -63,7 +63,9 @@ class ModelFigures:
             self.correct += row.answer is not None and task.is_correct(row.answer, row.target)
         self.latency_s += _figure(row.extra.get("latency_s")) or 0.0
         usage = row.extra.get("usage")
-        if not isinstance(usage, dict):
+        if not isinstance(usage, dict) or any(
+                _absurd(usage.get(key)) for key in ("prompt_tokens", "completion_tokens", "cost")):
+            # None, or figures no call could have (past the float range): unknown, said so
             self.without_usage += 1
             return
         self.prompt_tokens += int(_figure(usage.get("prompt_tokens")) or 0)
@@ -201,8 +203,21 @@ def _where(row: TraceRow) -> str:
     return ""
 
 
+# More tokens than any row's calls could take, or dollars than they could cost: a row that
+# says so holds no usage a sum can use (and 10**400 is past the float range).
+_MOST_A_ROW_SAYS = 1e15
+
+
 def _figure(value: object) -> float | None:
     """A count or cost a row gives (None: none, or not one a call could have)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, int | float) and not isinstance(value, bool) and not _absurd(value) \
+            and value >= 0:
         return float(value)
     return None
+
+
+def _absurd(value: object) -> bool:
+    """A number no call's usage could be: past the float range, infinite, NaN, or huge."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return not -_MOST_A_ROW_SAYS <= value <= _MOST_A_ROW_SAYS  # NaN too

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from bbm_tui.core import llm
-from bbm_tui.core.batch.shard import Shard, ShardError, check_unsharded
+from bbm_tui.core.batch.shard import Shard, ShardError, batch_digest, check_unsharded
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.dataset.outfile import open_appended
 from bbm_tui.core.errors import UserError
@@ -125,6 +125,11 @@ class StepsProgress(Progress):
     # Steps (run) or samples (backtrack) whose provider sent log-probabilities no model could
     # give: kept without them.
     impossible_logprobs: int = 0
+    # Traces taken from sessions earlier runs made (run --reuse-sessions): the day each was
+    # made, one a trace.
+    taken_from: list[str] = field(default_factory=list)
+    # One-call mode's calls that gave way to one call a step: why, one a trace.
+    one_call_fell_back: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -149,6 +154,8 @@ class ProgressDelta:
     impossible_logprobs: int = 0
     notes: list[str] = field(default_factory=list)
     deployments: dict[str, int] = field(default_factory=dict)
+    taken_from: list[str] = field(default_factory=list)
+    one_call_fell_back: list[str] = field(default_factory=list)
 
     @classmethod
     def of(cls, progress: StepsProgress) -> ProgressDelta:
@@ -158,7 +165,8 @@ class ProgressDelta:
                    progress.unpriced_models, progress.prompt_tokens, progress.cached_tokens,
                    progress.cache_write_tokens, progress.completion_tokens,
                    progress.estimated_calls, progress.prompt_estimated_calls,
-                   progress.impossible_logprobs, progress.notes, progress.deployments)
+                   progress.impossible_logprobs, progress.notes, progress.deployments,
+                   progress.taken_from, progress.one_call_fell_back)
 
     def add_to(self, progress: StepsProgress) -> None:
         progress.calls += self.calls
@@ -174,6 +182,8 @@ class ProgressDelta:
         progress.completion_tokens += self.completion_tokens
         progress.estimated_calls += self.estimated_calls
         progress.prompt_estimated_calls += self.prompt_estimated_calls
+        progress.taken_from.extend(self.taken_from)
+        progress.one_call_fell_back.extend(self.one_call_fell_back)
         for model in self.unpriced_models:
             if model not in progress.unpriced_models:
                 progress.unpriced_models.append(model)
@@ -217,6 +227,11 @@ class Batch(Generic[J, K, P]):
     ordered: bool = False
     # This machine's share of the jobs (core/batch/shard.py); None: all of them.
     shard: Shard | None = None
+    # What a shard's rows say they are a share of besides the input (its task definitions'
+    # digest, its models), so that `merge` refuses shares of different batches.
+    shard_context: Mapping[str, Any] = field(default_factory=dict)
+    # A command's own check of the rows OUT already holds (raises BatchStop to refuse it).
+    check_out: Callable[[Path, Sequence[TraceRow]], None] | None = None
 
 
 def unique(jobs: Sequence[J], key: Callable[[J], K]) -> list[J]:
@@ -246,15 +261,19 @@ async def run_batch(
     try:
         rows = list(out.rows)
         shard = batch.shard
+        jobs = unique(batch.jobs, batch.key)
+        share_of = {"input": batch_digest([batch.key(job) for job in jobs]),
+                    **batch.shard_context}
         try:
             if shard is not None:
-                shard.check_rows(out_path, rows)
+                shard.check_rows(out_path, rows, share_of)
             else:
                 check_unsharded(out_path, rows)
         except ShardError as error:
             raise BatchStop(str(error)) from None
+        if batch.check_out is not None:
+            batch.check_out(out_path, rows)
         done = {batch.key_of_row(row) for row in rows}
-        jobs = unique(batch.jobs, batch.key)
         # Each job's place among all of them: what one machine writes, in order.
         placed = [(place, job) for place, job in enumerate(jobs)
                   if shard is None or shard.takes(batch.key(job))]
@@ -274,7 +293,7 @@ async def run_batch(
                 position, place, job = queue.get_nowait()
                 line = await batch.work(job, progress, notify)
                 if shard is not None and line is not None:
-                    line = shard.tag(line, place)
+                    line = shard.tag(line, place, share_of)
                 if writer is not None:
                     progress.done += writer.finished(position, line)
                 elif line is not None:

@@ -13,6 +13,7 @@ A row may carry its `task` (files that mix tasks); it wins over the file's.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -284,9 +285,57 @@ def _refuse_constant(constant: str) -> Any:
     raise _NotANumber(constant)
 
 
+class _OutOfRange(ValueError):
+    """A JSON number Python cannot hold as it was meant: past the float range (`1e400` reads
+    as infinity, which the NaN/Infinity guard never saw), or an integer of more digits than
+    Python converts (4,300: its guard against quadratic conversion)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# Python's own limit on the digits of an integer read from text (sys.get_int_max_str_digits).
+MAX_INT_DIGITS = 4300
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise _OutOfRange(f"{shown} is past the range of a number (it would read as "
+                          "infinity)")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _OutOfRange(f"an integer of {digits:,} digits is past what a number may have "
+                          f"({MAX_INT_DIGITS:,} digits)")
+    return int(text)
+
+
+def standard_decoder() -> json.JSONDecoder:
+    """A JSON decoder for what files hold: no NaN or Infinity, no number past the float range,
+    no integer Python will not convert; each refused with an error a reader turns into a
+    message naming the file and line (`number_problem`)."""
+    return json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                            parse_int=_bounded_int)
+
+
+def number_problem(error: ValueError) -> str | None:
+    """What is wrong with a number, for an error `standard_decoder` raised (None: another)."""
+    if isinstance(error, _NotANumber):
+        return f"{error.constant} is not a JSON number (standard JSON has no NaN or Infinity)"
+    if isinstance(error, _OutOfRange):
+        return error.reason
+    return None
+
+
 # One decoder for every line: json.loads with an option builds a new one each call, a tenth
 # of reading 10,000 rows (bench/annotate_queue.py).
-_STANDARD_JSON = json.JSONDecoder(parse_constant=_refuse_constant)
+_STANDARD_JSON = standard_decoder()
 
 
 def json_value(text: str, path: Path | str, line: int) -> Any:
@@ -300,9 +349,8 @@ def json_value(text: str, path: Path | str, line: int) -> Any:
         raise DatasetError(
             path, f"malformed JSON: {error.msg} (column {error.colno})", line
         ) from None
-    except _NotANumber as error:
-        raise DatasetError(path, f"{error.constant} is not a JSON number (standard JSON has "
-                           "no NaN or Infinity)", line) from None
+    except (_NotANumber, _OutOfRange) as error:
+        raise DatasetError(path, number_problem(error) or str(error), line) from None
     except RecursionError:
         raise DatasetError(path, "nested too deeply to read (not a dataset row)", line) from None
 

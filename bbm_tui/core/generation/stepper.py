@@ -71,6 +71,17 @@ class StepFailed:
 
 
 @dataclass
+class OneCallEnded:
+    """One-call mode's call is over. `unkept`: what the request cost beyond the steps it gave
+    (all of it when it gave none; else the text streamed past its last whole step), to be
+    counted and stored as a call of its own; None: nothing. `fell_back`: why the trace goes on
+    with one call a step from here (None: a stop rule ended it on one of the call's steps)."""
+
+    unkept: llm.CallRecord | None
+    fell_back: str | None
+
+
+@dataclass
 class TraceFinished:
     reason: TraceEnd
     steps: list[str]
@@ -84,6 +95,7 @@ StepEvent = (
     | StepFinished
     | AnswerFound
     | StepFailed
+    | OneCallEnded
     | TraceFinished
 )
 
@@ -211,8 +223,11 @@ async def _one_call_steps(
     stops giving steps first, a StepRestarted voids the text of a step it had begun.
     `written` is the caller's list of steps, which it extends at each StepFinished."""
     added = 0
+    unkept: list[llm.CallRecord] = []
+    fell_back: str | None = None
+    ending: list[StepEvent] = []  # a stop rule's events, said once the call is closed
     async with aclosing(llm.stream_steps(spec, "".join(parts), number, settings.call, pin,
-                                         parts=parts)) as items:
+                                         parts=parts, unkept=unkept)) as items:
         async for item in items:
             if isinstance(item, llm.LineStarted):
                 number = item.number
@@ -222,20 +237,32 @@ async def _one_call_steps(
             elif isinstance(item, llm.CallStopped):
                 if item.voided is not None:
                     yield StepRestarted(item.voided, item.reason, 0.0)
-                return
+                fell_back = item.reason
+                break
             else:
                 answer = task.extract_answer(item.text)
                 yield StepFinished(number, item.text, item.call, answer)
                 added += 1
-                so_far = list(written)  # the caller has added the step by now
-                if answer is not None:
-                    yield AnswerFound(answer,
-                                      None if target is None else task.is_correct(answer, target))
-                    yield TraceFinished(TraceEnd.ANSWER, so_far, answer)
-                    return
-                if len(so_far) >= settings.step_limit:
-                    yield TraceFinished(TraceEnd.STEP_LIMIT, so_far, None)
-                    return
-                if max_new_steps is not None and added >= max_new_steps:
-                    yield TraceFinished(TraceEnd.PAUSED, so_far, None)
-                    return
+                ending = _stop_rule(task, answer, target, list(written), settings, added,
+                                    max_new_steps)
+                if ending:
+                    break
+    # The call is closed now: what it streamed past its last step is known.
+    yield OneCallEnded(unkept[0] if unkept else None, None if ending else fell_back)
+    for event in ending:
+        yield event
+
+
+def _stop_rule(task: Task, answer: str | None, target: str | None, so_far: list[str],
+               settings: StepperSettings, added: int,
+               max_new_steps: int | None) -> list[StepEvent]:
+    """The events that end a trace after one of the call's steps (none: it goes on).
+    `so_far`: the steps written, the caller having added this one."""
+    if answer is not None:
+        return [AnswerFound(answer, None if target is None else task.is_correct(answer, target)),
+                TraceFinished(TraceEnd.ANSWER, so_far, answer)]
+    if len(so_far) >= settings.step_limit:
+        return [TraceFinished(TraceEnd.STEP_LIMIT, so_far, None)]
+    if max_new_steps is not None and added >= max_new_steps:
+        return [TraceFinished(TraceEnd.PAUSED, so_far, None)]
+    return []

@@ -66,6 +66,18 @@ class TraceAnswer:
 UNPARSEABLE = TraceAnswer(None, False)
 
 
+# A thought number past this is no thought of any trace: read as this (out of range), never
+# converted whole (Python converts at most 4,300 digits; a model may write 5,000).
+_PAST_ANY_THOUGHT = 10 ** 18
+
+
+def _number(digits: str) -> int:
+    """A number a model wrote, as an int; one of more than 18 digits is past any thought."""
+    sign = -1 if digits[:1] in ("-", "−") else 1
+    body = digits.lstrip("+-−")
+    return sign * (int(body) if len(body) <= 18 else _PAST_ANY_THOUGHT)
+
+
 def _clean(text: str) -> str:
     text = _DECORATION.sub("", text)
     text = " ".join(text.split())
@@ -79,7 +91,7 @@ def _short_trace_answer(text: str) -> TraceAnswer | None:
     text = _clean(text)
     number = _LEAD_NUMBER.match(text)
     if number:
-        return TraceAnswer(int(number.group(1)), True)
+        return TraceAnswer(_number(number.group(1)), True)
     if _LEAD_NO.match(text) or _NO_MISTAKE.match(text):
         # "No, the mistake is in Thought 3": a "No" that names a mistake says two things.
         if _named_mistakes(text):
@@ -89,15 +101,15 @@ def _short_trace_answer(text: str) -> TraceAnswer | None:
 
 
 def _named_mistakes(text: str) -> set[int]:
-    named = {int(number) for _, number in _MISTAKE_IN.findall(text)}
-    return named | {int(number) for number in _THOUGHT_WRONG.findall(text)}
+    named = {_number(number) for _, number in _MISTAKE_IN.findall(text)}
+    return named | {_number(number) for number in _THOUGHT_WRONG.findall(text)}
 
 
 def _stated_trace_answer(text: str) -> TraceAnswer | None:
     """An answer stated in prose: exactly one thought named as the (first) mistake, or a plain
     statement that there is none. Several thoughts, or both, are unparseable."""
     text = _DECORATION.sub("", text)
-    first = {int(number) for first, number in _MISTAKE_IN.findall(text) if first}
+    first = {_number(number) for first, number in _MISTAKE_IN.findall(text) if first}
     named = first or _named_mistakes(text)
     if len(named) == 1:
         return TraceAnswer(named.pop(), True)
@@ -224,7 +236,7 @@ def parse_critic_answer(text: str, n_steps: int) -> TraceAnswer:
     content = " ".join(content.replace("$", "").split())
     number = _CRITIC_NUMBER.fullmatch(content)
     if number is not None:
-        value = int(number.group(1).replace("−", "-"))
+        value = _number(number.group(1))
         if value == -1:
             return TraceAnswer(None, True)
         return TraceAnswer(value, True) if 1 <= value <= n_steps else UNPARSEABLE

@@ -307,6 +307,17 @@ def _is_auth_failure(error: BaseException, detail: str, litellm: Any) -> bool:
 
 
 def _auth_error(spec: ModelSpec, where: str) -> LLMError:
+    from bbm_tui.core.llm.router import key_sources
+
+    sources = key_sources(spec)
+    if sources:  # behind a router: the file says where each deployment's key comes from
+        unset = [source for source in sources
+                 if source.isidentifier() and not os.environ.get(source)]
+        if unset:
+            return LLMError("auth", f"{spec.model} in {spec.router} needs an API key: set "
+                            f"{', '.join(unset)}")
+        return LLMError("auth", f"{spec.model} in {spec.router} rejected the API key in "
+                        f"{', '.join(sources)}")
     missing = missing_key(spec)
     variable = missing or key_env_var(spec)
     if missing or (variable and not os.environ.get(variable)):

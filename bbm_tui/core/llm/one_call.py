@@ -32,11 +32,9 @@ from typing import Any
 from bbm_tui.core.llm.caching import step_messages
 from bbm_tui.core.llm.capabilities import asks_logprobs, logprob_kwargs, sent_params
 from bbm_tui.core.llm.errors import classify_error, key_check
-from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.records import CHARS_PER_TOKEN_CAP, StepText, TextDelta, UsageCounts
 from bbm_tui.core.llm.router import (
     DeploymentPin,
-    deployment_spec,
     served_by,
     start_call,
     unwrapped,
@@ -46,6 +44,7 @@ from bbm_tui.core.llm.transport import (
     aligned_tokens,
     call_kwargs,
     close_stream,
+    estimated_prompt_tokens,
     provider_finish_reason,
     text_completion_closables,
     token_logprobs,
@@ -60,7 +59,6 @@ from bbm_tui.core.types import (
     CallSettings,
     ModelSpec,
     TokenLogprob,
-    sane_tokens,
 )
 
 
@@ -91,15 +89,23 @@ async def stream_steps(
     pin: DeploymentPin | None = None,
     *,
     parts: Sequence[str] = (),
+    unkept: list[CallRecord] | None = None,
 ) -> AsyncGenerator[OneCallEvent, None]:
     """The steps of one call, from Thought `first_number` on (see the module's docstring):
     TextDelta as a step's text arrives, LineStarted when a following line begins with its
     label, a StepText for each whole step, and a last CallStopped. Never raises an LLMError:
-    a failure is a CallStopped, and the per-step call after it reports it if it lasts."""
+    a failure is a CallStopped, and the per-step call after it reports it if it lasts.
+
+    Once the generator is over (read to its end, or closed), `unkept` holds the record of
+    what the request cost beyond the steps it gave, if anything: the whole request when it
+    gave no step (its prompt too), else the text streamed past its last whole step (a
+    step begun and voided, or what came after the step a stop rule ended on). Every request
+    made is then a call with its tokens and cost."""
     settings = settings or CallSettings()
     queue: asyncio.Queue[OneCallEvent] = asyncio.Queue()
+    call = _Call()
     reader = asyncio.ensure_future(_read_call(spec, prompt, parts, first_number, settings, pin,
-                                              queue))
+                                              queue, call))
     try:
         while True:
             item = await queue.get()
@@ -111,6 +117,10 @@ async def stream_steps(
             reader.cancel()
         with contextlib.suppress(BaseException):
             await reader
+        if unkept is not None:
+            record = _unkept_record(call, spec, settings)
+            if record is not None:
+                unkept.append(record)
 
 
 @dataclass
@@ -173,8 +183,11 @@ class _Lines:
     def _decide(self, out: list) -> str | None:
         """Read the start of the current line once there is enough of it: set `decided`,
         or return why the call stops here."""
-        if self.after_cr and self.raw.startswith("\n", self.line_start):
-            self.line_start += 1
+        if self.after_cr:
+            if len(self.raw) == self.line_start:
+                return None  # the "\n" of a "\r\n" may come in the next chunk: wait for it
+            if self.raw.startswith("\n", self.line_start):
+                self.line_start += 1
         self.after_cr = False
         region = self.raw[self.line_start:]
         if self.number == self.first:
@@ -233,11 +246,14 @@ class _Call:
     # litellm's count of the call's prompt (None: it could not count it): the provider's
     # comes at the stream's end, which a call closed at a step never reaches.
     prompt_tokens: int | None = None
+    # The request was sent (`started_at` its time), and who served it behind a router.
+    started_at: float | None = None
+    deployment: str | None = None
 
 
 async def _read_call(spec: ModelSpec, prompt: str, parts: Sequence[str], first_number: int,
                      settings: CallSettings, pin: DeploymentPin | None,
-                     queue: asyncio.Queue) -> None:
+                     queue: asyncio.Queue, call: _Call) -> None:
     """Make the call and put its events on `queue`, a CallStopped last."""
     missing = key_check(spec)
     if missing is not None:
@@ -246,7 +262,6 @@ async def _read_call(spec: ModelSpec, prompt: str, parts: Sequence[str], first_n
     max_tokens = settings.max_tokens or DEFAULT_STEP_MAX_TOKENS
     lines = _Lines(first_number, first_number, max_tokens * CHARS_PER_TOKEN_CAP,
                    settings.max_tokens)
-    call = _Call()
     kwargs = call_kwargs(spec, settings)
     # No stop, and no token limit for the call as a whole: each step keeps its own (cut on
     # the client, above), and a limit on the call would only end it mid-step.
@@ -259,14 +274,15 @@ async def _read_call(spec: ModelSpec, prompt: str, parts: Sequence[str], first_n
     else:
         kwargs["prompt"] = prompt
     # In a thread: the first count loads the tokenizer (the app's loop must not wait).
-    call.prompt_tokens = await asyncio.to_thread(_estimated_prompt_tokens, spec, kwargs)
+    call.prompt_tokens = await asyncio.to_thread(estimated_prompt_tokens, spec, kwargs)
     started_at = time.perf_counter()
     stream: Any = None
     reason = "the call ended"
     try:
         async with call_turn(spec):
+            call.started_at = started_at
             stream = await start_call(spec, kwargs, chat=spec.mode == "chat", pin=pin)
-            deployment = served_by(stream) if spec.router else None
+            deployment = call.deployment = served_by(stream) if spec.router else None
             if spec.router:
                 stream, call.inner_stream = unwrapped(stream)
             reason = await _read_lines(stream, lines, call, spec, settings, prompt, started_at,
@@ -355,17 +371,31 @@ def _absorb(chunk: Any, call: _Call, spec: ModelSpec) -> str:
     return unicode_text(text) if text else ""
 
 
-def _estimated_prompt_tokens(spec: ModelSpec, kwargs: dict[str, Any]) -> int | None:
-    """litellm's count of the prompt the call sends, with the model's tokenizer where litellm
-    has it (else tiktoken's); None when it cannot count it."""
-    model = deployment_spec(spec).model
-    try:
-        counter = litellm_module().token_counter
-        if "messages" in kwargs:
-            return sane_tokens(counter(model=model, messages=kwargs["messages"]))
-        return sane_tokens(counter(model=model, text=kwargs["prompt"]))
-    except Exception:  # a tokenizer litellm cannot load, content it cannot read
+def _unkept_record(call: _Call, spec: ModelSpec, settings: CallSettings) -> CallRecord | None:
+    """What the request cost beyond the steps it gave (see `stream_steps`); None: nothing
+    (no request was sent, or every chunk went into a step)."""
+    if call.started_at is None or (call.shares and not call.chunks_since_step):
         return None
+    completion_tokens = call.chunks_since_step or None
+    prompt_tokens = call.prompt_tokens if call.shares == 0 else None
+    priced_prompt = prompt_tokens if call.shares == 0 else (
+        0 if call.prompt_tokens is not None else None)
+    return CallRecord(
+        model=spec.model,
+        params=_params(spec, settings),
+        latency_s=time.perf_counter() - call.started_at,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=cost_of(spec, UsageCounts(prompt=priced_prompt,
+                                       completion=completion_tokens or 0)),
+        finish_reason=call.finish_reason,
+        native_stop=False,
+        usage_estimated=True,
+        prompt_estimated=prompt_tokens is not None,
+        one_call=call.id,
+        one_call_share=call.shares,
+        deployment=call.deployment,
+    )
 
 
 def _params(spec: ModelSpec, settings: CallSettings) -> dict[str, Any]:

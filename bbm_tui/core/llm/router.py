@@ -98,6 +98,10 @@ def read_router_file(path: str | Path) -> RouterFile:
         raise RouterFileError(f"{path}{where}: not valid YAML ({problem})") from None
     except RecursionError:
         raise RouterFileError(f"{path}: nested too deeply to read") from None
+    except ValueError:  # PyYAML's int() of more digits than Python converts
+        from bbm_tui.core.tomltext import too_long_number_message
+
+        raise RouterFileError(f"{path}, {too_long_number_message(text)}") from None
     if not isinstance(data, dict):
         raise RouterFileError(f"{path}: a router file is a mapping with a `model_list`")
     entries = data.get("model_list")
@@ -148,6 +152,7 @@ def _checked_entry(entry: Any, where: str, taken: set[str]
     api_base = params.get("api_base")
     if api_base is not None and not isinstance(api_base, str):
         raise RouterFileError(f"{where}: `api_base` must be a string")
+    _check_param_types(params, where)
     given = info.get("id")
     if given is not None:
         name = str(given)
@@ -157,6 +162,53 @@ def _checked_entry(entry: Any, where: str, taken: set[str]
         name = _unique(_default_name(params["model"], api_base), taken)
     entry = {**entry, "model_info": {**info, "id": name}}
     return Deployment(name, group, params["model"], api_base), entry
+
+
+# Deployment parameters litellm's Router reads as numbers, and those it reads as text: one of
+# another type passed the file check and failed every call (retried as a connection fault).
+_NUMBER_PARAMS = ("max_parallel_requests", "rpm", "tpm", "timeout", "stream_timeout",
+                  "max_retries", "weight", "order")
+_TEXT_PARAMS = ("api_key", "api_version", "organization")
+
+
+def _check_param_types(params: dict[str, Any], where: str) -> None:
+    for key in _NUMBER_PARAMS:
+        value = params.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise RouterFileError(f"{where}: `litellm_params.{key}` must be a number, not "
+                                  f"{type(value).__name__}")
+    for key in _TEXT_PARAMS:
+        value = params.get(key)
+        if value is not None and not isinstance(value, str):
+            # A key YAML reads as a number (`api_key: 0x1234`) is quoted to stay as written.
+            raise RouterFileError(f"{where}: `litellm_params.{key}` must be a string (quote "
+                                  f"it), not {type(value).__name__}")
+
+
+def key_sources(spec: ModelSpec) -> list[str]:
+    """Where the deployments of a router's model group take their API key: the variable an
+    `os.environ/NAME` names, or the file itself for a key written in it (never the key).
+    Empty: no deployment names one (each provider's own variable then)."""
+    if spec.router is None:
+        return []
+    try:
+        parsed = router_file(spec.router)
+    except RouterFileError:
+        return []
+    found: list[str] = []
+    for entry in parsed.model_list:
+        if entry.get("model_name") != spec.model:
+            continue
+        key = (entry.get("litellm_params") or {}).get("api_key")
+        if isinstance(key, str) and key.startswith("os.environ/"):
+            source = key.removeprefix("os.environ/")
+        elif key is not None:
+            source = f"the `api_key` written in {parsed.path}"
+        else:
+            continue
+        if source not in found:
+            found.append(source)
+    return found
 
 
 def _default_name(model: str, api_base: str | None) -> str:

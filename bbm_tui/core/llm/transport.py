@@ -36,6 +36,7 @@ from bbm_tui.core.llm.errors import (
     classify_error,
     with_retries,
 )
+from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.records import (
     CHARS_PER_TOKEN_CAP,
     Completion,
@@ -46,7 +47,13 @@ from bbm_tui.core.llm.records import (
     UsageWatch,
     usage_watch,
 )
-from bbm_tui.core.llm.router import DeploymentPin, served_by, start_call, unwrapped
+from bbm_tui.core.llm.router import (
+    DeploymentPin,
+    deployment_spec,
+    served_by,
+    start_call,
+    unwrapped,
+)
 from bbm_tui.core.llm.usage import cost_of, counts_from_litellm
 from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number, step_span
 from bbm_tui.core.types import (
@@ -58,6 +65,7 @@ from bbm_tui.core.types import (
     ModelSpec,
     TokenLogprob,
     sane_logprob,
+    sane_tokens,
 )
 
 T = TypeVar("T")
@@ -252,7 +260,36 @@ async def _stream_step_watched(
     call = _call_record(spec, settings, prompt, state, latency, attempt, native_stop, text,
                         number, watch)
     call.deployment = deployment
+    if call.prompt_tokens is None and state.chunks and watch.replies > 0:
+        # The stream was closed before the provider's count came (Ollama's is in its last
+        # chunk; a server that ignores `stop` never gets there): the prompt is counted by
+        # litellm, in a thread (the first count loads the tokenizer), marked an estimate.
+        await _estimate_prompt(call, spec, kwargs)
     return StepText(text=text, call=call, truncated=state.truncated)
+
+
+async def _estimate_prompt(call: CallRecord, spec: ModelSpec, kwargs: dict[str, Any]) -> None:
+    counted = await asyncio.to_thread(estimated_prompt_tokens, spec, kwargs)
+    if counted is None:
+        return
+    call.prompt_tokens = counted
+    call.prompt_estimated = call.usage_estimated = True
+    call.cost = cost_of(spec, UsageCounts(prompt=counted, completion=call.completion_tokens,
+                                          cached=call.cached_tokens,
+                                          cache_write=call.cache_write_tokens))
+
+
+def estimated_prompt_tokens(spec: ModelSpec, kwargs: dict[str, Any]) -> int | None:
+    """litellm's count of the prompt a call sends, with the model's tokenizer where litellm
+    has it (else tiktoken's); None when it cannot count it."""
+    model = deployment_spec(spec).model
+    try:
+        counter = litellm_module().token_counter
+        if "messages" in kwargs:
+            return sane_tokens(counter(model=model, messages=kwargs["messages"]))
+        return sane_tokens(counter(model=model, text=kwargs["prompt"]))
+    except Exception:  # a tokenizer litellm cannot load, content it cannot read
+        return None
 
 
 async def _read_step(

@@ -24,6 +24,19 @@ class CallQueries(StoreBase):
             self._require_session(connection, session_id)
             insert_call(connection, session_id, step_id, purpose, call, time.time())
 
+    def stepless_calls(self, session_id: int) -> list[CallRecord]:
+        """The session's generation calls that gave no step of their own: what one call
+        cost beyond the steps it gave (core/llm/one_call.py), each with its call's id."""
+        rows = self._read(
+            "SELECT * FROM calls WHERE session_id = ? AND step_id IS NULL AND purpose = ? "
+            "ORDER BY id", (session_id, CallPurpose.STEP))
+        found = []
+        for row in rows:
+            record = call_from_row(dict(row))
+            record.one_call = row["one_call"]
+            found.append(record)
+        return found
+
     def call_models(self, call_ids: Sequence[int]) -> dict[int, str]:
         """The model each of these calls asked, by call id."""
         found: dict[int, str] = {}

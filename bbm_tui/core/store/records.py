@@ -37,6 +37,9 @@ class Session:
     # A task of one's own: the digest of the definition it was made with (store v10 on; its
     # text: Store.task_definition). None: one of the paper's five.
     task_digest: str | None = None
+    # A session `run` started: the digest of its OUT file and settings (store v17 on; see
+    # core/batch/run.py). None: not a run's, or made before v17.
+    run_key: str | None = None
 
 
 class Step(NamedTuple):

@@ -322,6 +322,14 @@ MIGRATIONS: list[Migration] = [
     ALTER TABLE calls ADD COLUMN deployment TEXT;
     CREATE INDEX calls_by_one_call ON calls(one_call) WHERE one_call IS NOT NULL;
     """,
+    # 17: a `run` resumes only its own work (issue 34): a session `run` starts says which
+    # batch it is for, as a digest of its OUT file and the settings its trace depends on (the
+    # model, mode, temperature, step limit, one call, log-probabilities, the task's digest;
+    # core/batch/run.py). A later run into another OUT, or with other settings, makes its
+    # own trace. NULL: not a run's session, or one made before v17 (reused only when asked).
+    """
+    ALTER TABLE sessions ADD COLUMN run_key TEXT;
+    """,
 ]
 
 

@@ -47,6 +47,7 @@ class SessionQueries(StoreBase):
         name: str | None = None,
         source: SessionSource = SessionSource.APP,
         task_definition: TaskDefinition | None = None,
+        run_key: str | None = None,
     ) -> Session:
         """A new session. A task of one's own comes with its definition (digest and text),
         kept by its digest in the same transaction."""
@@ -58,10 +59,10 @@ class SessionQueries(StoreBase):
             cursor = connection.execute(
                 """INSERT INTO sessions (name, task, input, target, dataset_index,
                        gold_mistake_index, model, api_base, mode, source, created_at, updated_at,
-                       task_digest)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       task_digest, run_key)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (name, task, input, target, dataset_index, gold_mistake_index, model,
-                 redact_url(api_base), mode, source, now, now, digest),
+                 redact_url(api_base), mode, source, now, now, digest, run_key),
             )
             session_id = inserted_id(cursor)
         return self.session(session_id)
@@ -79,13 +80,16 @@ class SessionQueries(StoreBase):
         return session_from_row(rows[0])
 
     def find_session(self, *, task: str, input: str, model: str, source: SessionSource,
-                     task_digest: str | None = None) -> Session | None:
+                     task_digest: str | None = None, run_key: str | None = None,
+                     any_run: bool = True) -> Session | None:
         """The first session of one question by one model made by `source`, made with the
-        task definition `task_digest` (None: one of the paper's five)."""
+        task definition `task_digest` (None: one of the paper's five): one made for the run
+        `run_key` first, else any other; without `any_run`, only one made for `run_key`."""
         rows = self._read(
             """SELECT * FROM sessions WHERE task = ? AND input = ? AND model = ? AND source = ?
-                   AND task_digest IS ? ORDER BY id LIMIT 1""",
-            (task, input, model, source, task_digest),
+                   AND task_digest IS ? AND (run_key IS ? OR ?)
+                   ORDER BY run_key IS NOT ?, id LIMIT 1""",
+            (task, input, model, source, task_digest, run_key, any_run, run_key),
         )
         return session_from_row(rows[0]) if rows else None
 
@@ -119,14 +123,24 @@ class SessionQueries(StoreBase):
                 (name, time.time(), session_id),
             )
 
-    def delete_session_if_empty(self, session_id: int) -> bool:
+    def delete_session_if_empty(self, session_id: int, *, recorded: bool = False) -> bool:
         """Delete a session nothing was ever done in (no step, call, label, finder run or
-        annotation): one a person opened and left without generating. True if deleted."""
+        annotation): one a person opened and left without generating, or a batch's refused
+        before any call. `recorded`: what a batch loaded from a recorded row (its steps and
+        its gold label) does not count: nothing was generated. True if deleted."""
         with self._write() as connection:
             for table in _SESSION_HISTORY:
-                if connection.execute(f"SELECT 1 FROM {table} WHERE session_id = ? LIMIT 1",
-                                      (session_id,)).fetchone():
+                if recorded and table == "labels":
+                    continue
+                only = " AND origin != 'dataset'" if table == "steps" and recorded else ""
+                if connection.execute(f"SELECT 1 FROM {table} WHERE session_id = ?{only} "
+                                      "LIMIT 1", (session_id,)).fetchone():
                     return False
+            if recorded:
+                connection.execute("UPDATE sessions SET head_step_id = NULL WHERE id = ?",
+                                   (session_id,))
+                connection.execute("DELETE FROM labels WHERE session_id = ?", (session_id,))
+                connection.execute("DELETE FROM steps WHERE session_id = ?", (session_id,))
             deleted = connection.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
             return deleted.rowcount > 0
 

@@ -38,7 +38,13 @@ from bbm_tui.core.tasks import (
     zero_shot_instruction,
 )
 from bbm_tui.core.tasks.compare import CHOICE, EXACT, CompareError, parse_compare
-from bbm_tui.core.tomltext import key_line, toml_error_message, too_deep_message
+from bbm_tui.core.tomltext import (
+    key_line,
+    toml_error_message,
+    toml_text,
+    too_deep_message,
+    too_long_number_message,
+)
 
 KEYS = ("name", "title", "prompt", "question", "answer_regex", "compare", "finding_prompts",
         "description", "questions")
@@ -134,7 +140,7 @@ def load_task_file(path: Path | str) -> Task:
     except OSError as error:
         raise TaskFileError(path, f"cannot read the task file: {error.strerror}") from None
     try:
-        text = raw.decode("utf-8")
+        text = toml_text(raw)
     except UnicodeDecodeError:
         raise TaskFileError(path, "the task file is not UTF-8 text") from None
     try:
@@ -143,6 +149,8 @@ def load_task_file(path: Path | str) -> Task:
         raise TaskFileError(path, toml_error_message(error)) from None
     except RecursionError:  # tomllib recurses on each level of nesting
         raise TaskFileError(path, too_deep_message(text)) from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise TaskFileError(path, too_long_number_message(text)) from None
     return _task_from(_Reader(path.resolve(), text, data))
 
 
@@ -205,11 +213,28 @@ def _answer_pattern(reader: _Reader) -> str:
         compiled = re.compile(pattern)
     except re.error as error:
         raise reader.fail("answer_regex", f"not a valid regular expression: {error}") from None
-    if compiled.search("") is not None:
-        raise reader.fail("answer_regex", "matches a thought with no text, so every trace "
-                          "would end at Thought 1; it must match only the thought that "
-                          "states the answer, e.g. '(?<=[Tt]he answer is).*$'")
+    if compiled.search("") is not None or any(
+            _states_nothing(compiled.search(text)) for text in _THOUGHTS_WITH_NO_ANSWER):
+        raise reader.fail("answer_regex", "matches a thought with no text, or empty text in "
+                          "any thought, so every trace would end at Thought 1 with no answer; "
+                          "it must match only the thought that states the answer, e.g. "
+                          "'(?<=[Tt]he answer is).*$'")
     return pattern
+
+
+# Thoughts that state no answer: a pattern that matches empty text in them (`(?<=.)`, `\b`)
+# would read an answer "" in every thought.
+_THOUGHTS_WITH_NO_ANSWER = ("a", "I read the question, word by word.")
+
+
+def _states_nothing(match: re.Match[str] | None) -> bool:
+    """The match reads an empty answer (its whole text, or the group it would give, blank)."""
+    if match is None:
+        return False
+    if not match.re.groups:
+        return not match.group(0).strip()
+    found = next((group for group in match.groups() if group is not None), "")
+    return not found.strip()
 
 
 def _finding_prompts(reader: _Reader, found: Path) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from bbm_tui.core.generation.backtrack import (
     resample_step,
 )
 from bbm_tui.core.generation.stepper import (
+    OneCallEnded,
     StepEvent,
     StepFailed,
     StepFinished,
@@ -62,6 +63,7 @@ from bbm_tui.core.trace.tree import StepTree
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
     RECORDED_MODEL,
+    CallPurpose,
     ModelBranchState,
     SessionSource,
     StepOrigin,
@@ -324,6 +326,7 @@ class TraceSession:
         name: str | None = None,
         source: SessionSource = SessionSource.APP,
         store_work: StoreWork = asyncio.to_thread,
+        run_key: str | None = None,
     ) -> TraceSession:
         session = store.create_session(
             task=trace.task,
@@ -337,6 +340,7 @@ class TraceSession:
             mode=spec.mode,
             name=name,
             source=source,
+            run_key=run_key,
         )
         made = cls(store, session, spec, store_work=store_work)
         made.created_now = True
@@ -557,6 +561,11 @@ class TraceSession:
                         except asyncio.CancelledError:
                             await commit
                             raise
+                    if isinstance(event, OneCallEnded) and event.unkept is not None:
+                        # What one call cost beyond its steps is a call too (no step of its
+                        # own): the session's totals count every request made.
+                        await self.store_work(self.store.record_call, self.session.id,
+                                              CallPurpose.STEP, event.unkept)
                     if isinstance(event, StepFailed | TraceFinished):
                         last = event  # the last event: the claim goes before it is handed on
                         await self._keep_state(*_state_after(event))

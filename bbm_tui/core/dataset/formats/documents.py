@@ -15,7 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bbm_tui.core.dataset import DatasetError, _refuse_constant, check_regular_file, iter_jsonl
+from bbm_tui.core.dataset import (
+    DatasetError,
+    _refuse_constant,
+    check_regular_file,
+    iter_jsonl,
+    number_problem,
+    standard_decoder,
+)
 
 # A whole-document file is read into memory at once: the field's largest (Math-Shepherd's
 # JSON Lines aside, which stream) are a few MB; past this it is not a dataset.
@@ -107,7 +114,7 @@ class _Reader:
         self.path = path
         self.text = text
         self.end = 0
-        self._decoder = json.JSONDecoder(parse_constant=_refuse_constant)
+        self._decoder = standard_decoder()
         self._counted_to = 0
         self._lines_before = 0
 
@@ -130,9 +137,10 @@ class _Reader:
         except json.JSONDecodeError as error:
             raise DatasetError(self.path, f"malformed JSON: {error.msg} (column {error.colno})",
                                error.lineno) from None
-        except ValueError as error:  # NaN or Infinity, refused as the JSON Lines reader does
-            raise DatasetError(self.path, f"{error} is not a JSON number (standard JSON has "
-                               "no NaN or Infinity)", self.line(position)) from None
+        except ValueError as error:  # NaN, Infinity, 1e400, a 5,000-digit integer: refused
+            # as the JSON Lines reader does
+            raise DatasetError(self.path, number_problem(error) or str(error),
+                               self.line(position)) from None
         except RecursionError:
             raise DatasetError(self.path, "nested too deeply to read (not a dataset row)",
                                self.line(position)) from None

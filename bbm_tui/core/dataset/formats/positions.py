@@ -34,18 +34,30 @@ class RowError(ValueError):
     """A row a format's reader cannot take: the message names the key and what is wrong."""
 
 
+# The most digits a step number is read with: a longer one is no step of any trace (and
+# Python converts at most 4,300 digits).
+STEP_DIGITS = 18
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A value as a message quotes it: its repr, cut to `limit` characters (a 5,000-digit
+    label, a megabyte of text, is named, not printed)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 # --------------------------------------------------------------------------- ProcessBench
 
 def from_processbench(label: object, steps: int) -> int | None:
     """`label`: the earliest wrong step, 0-based; -1 for none."""
     if isinstance(label, bool) or not isinstance(label, int):
         raise RowError(f"'label' must be a whole number (0-based, -1 = no mistake), not "
-                       f"{label!r}")
+                       f"{shown(label)}")
     if label == -1:
         return None
     if not 0 <= label < steps:
-        raise RowError(f"'label' {label} is outside the {steps} steps (0-based; -1 = no "
-                       "mistake)")
+        raise RowError(f"'label' {shown(label)} is outside the {steps} steps (0-based; -1 = "
+                       "no mistake)")
     return label
 
 
@@ -79,15 +91,20 @@ def one_based_step(value: object, key: str) -> int | None:
     if value is None or (isinstance(value, str) and value.strip() in ("", NOT_APPLICABLE)):
         return None
     if isinstance(value, bool):
-        raise RowError(f"{key!r} must be a step number or {NOT_APPLICABLE!r}, not {value!r}")
+        raise RowError(f"{key!r} must be a step number or {NOT_APPLICABLE!r}, not "
+                       f"{shown(value)}")
     if isinstance(value, int):
         number = value
     elif isinstance(value, str) and value.strip().isdecimal():
-        number = int(value.strip())
+        digits = value.strip()
+        if len(digits) > STEP_DIGITS:
+            raise RowError(f"{key!r} is a number of {len(digits):,} digits, past any step")
+        number = int(digits)
     else:
-        raise RowError(f"{key!r} must be a step number or {NOT_APPLICABLE!r}, not {value!r}")
+        raise RowError(f"{key!r} must be a step number or {NOT_APPLICABLE!r}, not "
+                       f"{shown(value)}")
     if number < 1:
-        raise RowError(f"{key!r} {number} is not a step (steps count from 1)")
+        raise RowError(f"{key!r} {shown(number)} is not a step (steps count from 1)")
     return number
 
 
@@ -95,11 +112,12 @@ def from_one_based(number: int | None, steps: int, key: str) -> int | None:
     if number is None:
         return None
     if number > steps:
-        raise RowError(f"{key!r} {number} is past the {steps} steps (they count from 1)")
+        raise RowError(f"{key!r} {shown(number)} is past the {steps} steps (they count from "
+                       "1)")
     return number - 1
 
 
-_STEP_LABEL = re.compile(r"\s*step\s*(\d+)\s*[:.]", re.IGNORECASE)
+_STEP_LABEL = re.compile(rf"\s*step\s*(\d{{1,{STEP_DIGITS}}})\s*[:.]", re.IGNORECASE)
 
 
 def step_label(text: str) -> int | None:
@@ -136,13 +154,13 @@ def from_error_steps(value: object, steps: int) -> int | None:
     the smallest (the list is not always in order); an empty list is "no mistake"."""
     if not isinstance(value, list) or any(
             isinstance(item, bool) or not isinstance(item, int) for item in value):
-        raise RowError(f"'error_steps' must be a list of step numbers, not {value!r}")
+        raise RowError(f"'error_steps' must be a list of step numbers, not {shown(value)}")
     if not value:
         return None
     for number in value:
         if not 1 <= number <= steps:
-            raise RowError(f"'error_steps' holds {number}, outside the {steps} steps (they "
-                           "count from 1)")
+            raise RowError(f"'error_steps' holds {shown(number)}, outside the {steps} steps "
+                           "(they count from 1)")
     return min(value) - 1
 
 

@@ -27,7 +27,7 @@ from bbm_tui.core.dataset.formats.positions import (
 NAME = "prmbench"
 KEYS = ("original_question", "modified_question", "original_process", "modified_process",
         "modified_steps", "error_steps", "reason", "idx", "question", "classification")
-_NUMBER = re.compile(r"(\d+)\.\s+")
+_NUMBER = re.compile(r"(\d{1,18})\.\s+")
 
 
 def read(row: dict[str, Any]) -> FieldRow:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from bbm_tui.core import llm
 from bbm_tui.core.generation.stepper import (
     AnswerFound,
+    OneCallEnded,
     StepDelta,
     StepFailed,
     StepFinished,
@@ -82,6 +83,7 @@ class Generation:
             StepFinished: self._step_finished,
             AnswerFound: self._answer_found,
             StepFailed: self._step_failed,
+            OneCallEnded: self._one_call_ended,
             TraceFinished: self._trace_finished,
         }
         handlers[type(event)](event)
@@ -137,6 +139,11 @@ class Generation:
                         "give (positive, NaN or infinite): it was kept without them.",
                         severity="warning", markup=False, timeout=6)
         view.thought_finished(event.number)
+
+    def _one_call_ended(self, event: OneCallEnded) -> None:
+        """What the one call cost beyond its thoughts (stored already) joins the figures."""
+        if event.unkept is not None:
+            self.view.post_message(CallsMade(event.unkept))
 
     def _answer_found(self, event: AnswerFound) -> None:
         self.view.show_answer()
