@@ -15,6 +15,7 @@ way to the app's first frame nor by a command run without `--plot`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -181,9 +182,17 @@ def _tick_width(ticks: Sequence[float], chart: BarChart) -> int:
 
 
 def fit_labels(labels: Sequence[str], plot_width: int) -> list[str]:
-    """Category labels cut (with an ellipsis) to the room each has under its bars: plotext
-    leaves out a label that would run into the next."""
+    """Category labels fitted to the room each has under its bars (plotext leaves out a
+    label that would run into the next): whole where they fit; else each by its first word
+    ("tracking" for tracking_shuffled_objects), where those are told apart and fit; cut with
+    an ellipsis only then. The numbers table under the chart names each whole."""
     room = max(int(plot_width / (len(labels) + 0.4)) - 3, 3)
+    if all(len(label) <= room for label in labels):
+        return list(labels)
+    first_words = [re.split(r"[_\s/-]", label, maxsplit=1)[0] or label for label in labels]
+    if len(set(first_words)) == len(first_words):
+        labels = [label if len(label) <= room else word
+                  for label, word in zip(labels, first_words, strict=True)]
     return [label if len(label) <= room else label[: room - 1] + "…" for label in labels]
 
 

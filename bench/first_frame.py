@@ -1,7 +1,7 @@
 """Time to first frame: the real `bbm-tui` command against a bare Textual app (Header + Footer).
 
-The target: bbm-tui's first frame at most 1.2x the bare app's, measured in one run (it was 1.5x
-until the UX pass asked for 1.2x).
+The target: bbm-tui's first frame at most 1.15x the bare app's in the full run, 1.2x in the quick
+one (issue 36), measured in one run (it was 1.5x until the UX pass asked for 1.2x).
 
 Each app is spawned as a fresh process on a real pseudo-terminal (TERM=xterm-256color, a fixed
 size), the two alternating, and the clock runs from just before the spawn until the first
@@ -39,7 +39,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import PYTHON, ROOT, VENV_BIN, header, median, parser, private_home, spread, verdict
 
-TARGET = 1.2
+TARGET = 1.15  # the full run's (issue 36)
+QUICK_TARGET = 1.2  # --quick: 5 runs of each, a noisier median
 ROWS, COLS = 40, 120
 TIMEOUT_S = 30.0
 
@@ -241,7 +242,8 @@ def main() -> int:
     ratio = bbm_median / bare_median
     print(f"\nratio of medians: {bbm_median * 1000:.0f} ms / {bare_median * 1000:.0f} ms "
           f"= {ratio:.2f}x  (bbm-tui takes {(bbm_median - bare_median) * 1000:+.0f} ms more)")
-    verdict("bbm-tui first frame / bare Textual app first frame", ratio, TARGET)
+    verdict("bbm-tui first frame / bare Textual app first frame", ratio,
+            QUICK_TARGET if opts.quick else TARGET)
     return 0
 
 

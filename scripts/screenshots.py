@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))  # the backtracking shot drives the tests' local m
 SIZE = (120, 36)
 SHOTS = ("new-session", "streaming", "flagged", "flagged-80x24", "finder", "sessions",
          "backtrack", "backtracked", "branch-tree", "compare", "tokens", "annotate",
-         "adjudicate", "help-80x24", "dataset", "finder-vs-paper", "side-by-side-80x24",
+         "adjudicate", "help-80x24", "messages", "dataset", "finder-vs-paper", "side-by-side-80x24",
          "side-by-side-250x50")
 
 
@@ -399,6 +399,37 @@ async def help_small(out: Path) -> None:
         app.save_screenshot("help-80x24.svg", str(out))
 
 
+async def messages(out: Path) -> None:
+    """The messages screen (M): every notice, warning and error of the session, whole and
+    newest first; here a step that failed (cut in the status line) and two notices."""
+    from bbm_tui.core.llm import ModelSpec
+    from bbm_tui.core.store import Store
+    from bbm_tui.core.trace.session import NewTrace, TraceSession
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.dialogs import MessagesScreen
+    from bbm_tui.ui.screens.trace import TraceScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "0"
+    with Store.open() as store:
+        trace = TraceSession.create(store, NewTrace("word_sorting", "zebra apple mango"),
+                                    ModelSpec())
+        trace.load_recorded(["z comes after a and m.", "Now the list is sorted."])
+    app = BbmApp(session_id=trace.id, warm_up=False, wall_clock=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        await pilot.press("n")
+        await wait_for(pilot, lambda: screen.query_one("#run-status").has_class("-error"))
+        await pilot.press("Q", "Y")
+        await pilot.pause(0.2)
+        still(pilot)
+        await pilot.press("M")
+        await wait_for(pilot, lambda: isinstance(app.screen, MessagesScreen))
+        await pilot.pause(0.2)
+        still(pilot)
+        app.save_screenshot("messages.svg", str(out))
+
+
 async def dataset(out: Path) -> None:
     """The dataset view over the whole bundled dataset: where the first mistakes fall in the
     traces of each task, here Dyck languages, by place in the trace."""
@@ -477,7 +508,7 @@ def preserve_spaces(svg: Path) -> None:
 async def main(out: Path, only: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for shot in (new_session, streaming, flagged, flagged_small, finder, sessions, backtrack,
-                 annotate, adjudicate, help_small, dataset, finder_vs_paper,
+                 annotate, adjudicate, help_small, messages, dataset, finder_vs_paper,
                  side_by_side_small, side_by_side_wide):
         if only and shot.__name__ not in only:
             continue

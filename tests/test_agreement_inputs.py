@@ -71,7 +71,7 @@ def test_one_file_labelling_a_trace_twice_differently_is_said_and_left_out(
     bob = labels_file(tmp_path / "bob.jsonl", [1, 2, 0, None])
     code, printed, err = agreement(capsys, str(alice), str(bob), "--json")
     assert code == 0
-    assert err == (f"bbm-tui: {alice}: lines 1 and 5 label the same trace differently "
+    assert err == (f"note: {alice}: lines 1 and 5 label the same trace differently "
                    "(Thought 2, no mistake); that trace is left out of alice's labels\n")
     result = json.loads(printed)
     # Shared traces: 2, 3, 4 (the first is bob's alone now).

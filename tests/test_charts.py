@@ -349,3 +349,60 @@ def test_names_from_files_reach_the_terminal_as_text() -> None:
     console = Console(width=80, color_system=None, record=True, file=io.StringIO())
     console.print(drawn)
     assert "\x1b" not in console.export_text()
+
+
+# --------------------------------------------------------------------------- issue 34, item 14
+
+
+def test_backtracking_with_no_change_says_so_instead_of_an_empty_frame(capsys) -> None:
+    from argparse import Namespace
+
+    from bbm_tui.cli.plots import print_charts
+    from bbm_tui.core.judging.metrics import BacktrackDeltas
+
+    tables = {"dyck_languages": BacktrackDeltas(4, 2, 2, 0.0, 0.0)}
+    right, _wrong = charts.backtrack_charts(tables)
+    assert right.empty and right.note == "No change: Δ accuracy is +0.00 on every task."
+    print_charts(Namespace(plot="always"), lambda made: made.backtrack_charts(tables))
+    out = capsys.readouterr().out
+    assert "Backtracking, answer was right" in out and "No change" in out
+    assert "┌" not in out and "+1.25" not in out  # no frame scaled to a made-up top
+
+
+def test_the_offline_solvers_figures_beside_the_papers_carry_a_caveat() -> None:
+    from bbm_tui.core.judging.metrics import BacktrackDeltas
+
+    tables = {"dyck_languages": BacktrackDeltas(4, 2, 2, 0.0, 91.0)}
+    paper = {"mistake_location": {"dyck_languages": {"correct": -1.0, "incorrect": 18.0}}}
+    _, wrong = charts.backtrack_charts(tables, paper, "solver/bbm")
+    assert "solver/bbm is the offline solver" in wrong.note
+    assert "not comparable with PaLM 2's" in wrong.note
+    _, alone = charts.backtrack_charts(tables, None, "solver/bbm")
+    assert alone.note == ""  # no paper beside: nothing to compare with
+    _, real = charts.backtrack_charts(tables, paper, "openai/gpt-4o")
+    assert real.note == ""
+
+
+def test_first_mistake_bins_fit_the_data() -> None:
+    """Dyck's first mistakes run to Thought 40 and more: "11+" held 64% of them."""
+    stats = summarize([bundled_path("dyck_languages")]).stats
+    chart = charts.thought_chart(stats, "dyck_languages")
+    counts = chart.series[0].values
+    assert chart.categories[-1] != "11+"
+    total = sum(value or 0 for value in counts)
+    assert (counts[-1] or 0) / total < 0.2, dict(zip(chart.categories, counts, strict=True))
+    assert max(value or 0 for value in counts) / total < 0.5
+
+
+def test_task_names_are_not_cut_at_120_columns() -> None:
+    from bbm_tui.core.judging.metrics import Report, Scores
+
+    score = Scores(1, 50.0, None, None, None, None, 0)
+    report = Report({name: score for name in TASK_NAMES}, score)
+    chart = charts.finder_chart(report)
+    drawn = chart_text(chart, 120, 16, colour=False).plain
+    axis = drawn.splitlines()[-1]
+    assert "…" not in axis, axis
+    for word in ("word_sorting", "tracking", "logical", "multistep", "dyck_languages",
+                 "overall"):
+        assert word in axis, (word, axis)

@@ -119,3 +119,28 @@ def test_a_json_report_never_imports_rich_nor_a_headless_command_litellm(
             f"    assert main({args!r}) == 0")
         heavy = {name.split(".")[0] for name in modules} & {"rich", "textual", "litellm"}
         assert heavy == set(), (args, heavy)
+
+
+def test_opening_the_app_imports_only_what_its_first_screen_needs(tmp_path: Path) -> None:
+    """Everything `bbm-tui` (no command) runs before the app's first frame: the parser, the
+    task files, the config, the store's preflight, the app's module. The dataset formats, the
+    trace session, the model layer, the store's queries and OpenSSL (hashlib) are imported
+    after that frame, where they are used (bench/first_frame.py: they cost it ~90 ms)."""
+    modules = imported_by(
+        "import os",
+        f"os.environ['BBM_TUI_HOME'] = {str(tmp_path / 'home')!r}",
+        f"os.environ['BBM_TUI_CONFIG'] = {str(tmp_path / 'missing.toml')!r}",
+        "from bbm_tui.cli import build_parser",
+        "from bbm_tui.cli.inputs import config_of, use_task_files",
+        "args = build_parser([]).parse_args([])",
+        "use_task_files(args)",
+        "config_of(args)",
+        "import bbm_tui.cli.app",
+        "from bbm_tui.core.store import preflight",
+        "preflight()",
+        "import bbm_tui.ui.app")
+    late = {"bbm_tui.core.dataset", "bbm_tui.core.dataset.formats", "bbm_tui.core.llm",
+            "bbm_tui.core.trace.session", "bbm_tui.core.annotation.export",
+            "bbm_tui.core.generation.stepper", "bbm_tui.core.store.store", "hashlib", "sqlite3"}
+    assert modules & late == set()
+    assert "bbm_tui.ui.screens.new_session" in modules  # the first screen itself

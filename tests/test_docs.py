@@ -105,6 +105,7 @@ def test_the_screen_pages_table_every_key() -> None:
     """The key tables of the screens' pages list their screen's binding ids, all of them and
     no other (the trace screen's own, with the app's keys, is checked through the help in
     tests/ui/test_ui_trace_keys.py)."""
+    from bbm_tui.ui.dialogs import MessagesScreen
     from bbm_tui.ui.screens.adjudicate import AdjudicateScreen
     from bbm_tui.ui.screens.agreement import AgreementScreen
     from bbm_tui.ui.screens.annotate import AnnotateScreen, PerStepAnnotateScreen
@@ -132,6 +133,7 @@ def test_the_screen_pages_table_every_key() -> None:
                             ("### Rewriting a thought (`w`)", EditThoughtScreen),
                             ("### The branch tree (`t`)", BranchTreeScreen),
                             ("### Two branches side by side (`v`)", CompareScreen),
+                            ("### Messages (`M`)", MessagesScreen),
                             ("### Token by token (`l`)", TokenScreen)):
         assert documented_ids(trace, heading) == binding_ids(screen), heading
     annotation = DOCS / "annotation.md"

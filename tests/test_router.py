@@ -147,6 +147,62 @@ async def test_unknown_router_settings_are_refused(
             pass
 
 
+def test_a_group_named_off_is_told_to_be_quoted(tmp_path: Path) -> None:
+    """YAML reads `model_name: off` as false: the message says so, and how to write it (it
+    said "has no model_name", though the line plainly has one; issue 34, item 13)."""
+    path = tmp_path / "router.yaml"
+    path.write_text("model_list:\n  - model_name: off\n    litellm_params:\n      model: x\n",
+                    encoding="utf-8")
+    with pytest.raises(llm.RouterFileError) as raised:
+        read_router_file(path)
+    message = str(raised.value)
+    assert "line 2" in message and "read as false" in message
+    assert 'model_name: "off"' in message and "has no `model_name`" not in message
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def test_an_unreachable_deployment_is_said_without_the_routers_state(
+        tmp_path: Path) -> None:
+    """Nothing listens: the message is the connection's, without litellm's "Received Model
+    Group=… Available Model Group Fallbacks=…" (issue 34, item 13)."""
+    path = tmp_path / "router.yaml"
+    path.write_text("model_list:\n  - model_name: tiny\n    litellm_params:\n"
+                    "      model: openai/test\n"
+                    f"      api_base: http://127.0.0.1:{closed_port()}/v1\n"
+                    "      api_key: no-key\n", encoding="utf-8")
+    spec = llm.ModelSpec("tiny", router=str(path))
+    once = llm.CallSettings(retry=llm.RetryPolicy(attempts=1, base_delay_s=0.01,
+                                                  max_delay_s=0.01))
+    with pytest.raises(llm.LLMError) as raised:
+        async for _ in llm.stream_step(spec, "Q\nThought 1:", once):
+            pass
+    message = raised.value.message
+    assert message.startswith("cannot reach tiny: "), message
+    assert "Model Group" not in message and "Fallbacks" not in message and ".." not in message
+
+
+def test_an_unreachable_hosts_tls_context_is_left_out() -> None:
+    """aiohttp names the TLS context it would have used: not a person's business."""
+    from bbm_tui.core.llm.errors import classify_error
+    from bbm_tui.core.llm.loader import litellm_module
+
+    litellm = litellm_module()
+    error = litellm.APIConnectionError(
+        message="Cannot connect to host nowhere.invalid:443 ssl:<ssl.SSLContext object at "
+        "0x7f3a2c1b9e40> [Name or service not known]. Received Model Group=tiny\n"
+        "Available Model Group Fallbacks=None", llm_provider="openai", model="openai/test")
+    message = classify_error(error, llm.ModelSpec("tiny")).message
+    assert "SSLContext" not in message and "Model Group" not in message, message
+    assert "Cannot connect to host nowhere.invalid:443 [Name or service not known]" in message
+
+
 @pytest.mark.parametrize(("key", "said"), [
     ("os.environ/VLLM_AUTH", "needs an API key: set VLLM_AUTH"),
     ("sk-written-here", "rejected the API key in the `api_key` written in"),

@@ -186,7 +186,7 @@ def test_two_models_behind_one_router_file(openai_server: FakeOpenAI, tmp_path: 
     # entry without a price in litellm's price map for each deployment's model).
     assert usage["cost"] is None and both.err.strip().endswith("tokens, cost unknown")
     halves = usage["calls_by_deployment"]
-    assert (f"bbm-tui: served by small-server {halves['small-server']} calls, tiny-server "
+    assert (f"note: served by small-server {halves['small-server']} calls, tiny-server "
             f"{halves['tiny-server']} calls") in both.err
     assert unknown.code == 2 and "no model group 'openai/gpt-4o'" in unknown.err
     assert api_base.code == 2 and "--api-base" in api_base.err and "--router" in api_base.err

@@ -329,3 +329,26 @@ def test_export_writes_one_row_per_model_with_its_model_and_sessions_name_the_mo
     assert listed["models"] == ["replay/bbm", "solver/bbm"]
     assert main(["sessions"]) == 0
     assert "replay/bbm + solver/bbm" in capsys.readouterr().out
+
+
+def test_the_csv_export_names_each_labelled_traces_model(tmp_path: Path) -> None:
+    """Issue 34, item 3: `export --format csv` wrote a row per labelled model branch with
+    nothing to say whose trace it was; a `model` column says it."""
+    import csv
+
+    from bbm_tui.cli import main
+    from bbm_tui.core.store import default_path
+
+    with Store.open(default_path()) as opened:
+        race = SideBySide.create(opened, question(),
+                                 [llm.ModelSpec("replay/bbm"), llm.ModelSpec("solver/bbm")],
+                                 store_work=on_the_loop)
+        asyncio.run(race_all(race))
+        race.columns[0].flag_mistake(5)
+        race.columns[1].mark_no_mistake()
+    out = tmp_path / "labels.csv"
+    assert main(["export", "--format", "csv", "--out", str(out)]) == 0
+    with out.open(newline="") as opened_csv:
+        rows = list(csv.DictReader(opened_csv))
+    assert sorted((row["model"], row["mistake_index"]) for row in rows) == [
+        ("replay/bbm", "4"), ("solver/bbm", "")]

@@ -372,3 +372,38 @@ def test_the_task_verifiers_refuse_a_task_of_ones_own(tmp_path: Path, task_file:
         assert code == 2 and out == "", err
         assert "the task verifiers check the paper's five tasks only" in err
         assert err.count("\n") == 1 and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- offline (issue 34, 9)
+
+
+def test_replay_runs_the_readmes_own_task_with_no_key(tmp_path: Path, capsys) -> None:
+    """The README's own-task example runs offline: replay/bbm replays the traces recorded in
+    the task's questions file (rows with `steps`), thought by thought, as it does the
+    paper's dataset."""
+    example = Path(__file__).resolve().parents[1] / "examples" / "tasks"
+    out = tmp_path / "math.jsonl"
+    code, _, err = cli(capsys, "run", "--task-file", str(example / "school_math.toml"),
+                       "--dataset", "--model", "replay/bbm", "--out", str(out),
+                       "--no-progress")
+    assert code == 0, err
+    recorded = [json.loads(line) for line in
+                (example / "school_math_questions.jsonl").read_text().splitlines()]
+    written = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["steps"] for row in written] == [row["steps"] for row in recorded]
+    assert {row["model"] for row in written} == {"replay/bbm"}
+
+
+def test_replay_says_which_questions_it_can_replay(tmp_path: Path, task_file: Path,
+                                                    capsys) -> None:
+    questions = task_file.parent / "sums_questions.jsonl"
+    questions.write_text(
+        '{"input": "2 + 3", "steps": ["2 + 3 = 5.", "So the answer is 5."], "answer": "5",'
+        ' "target": "5", "mistake_index": null}\n{"input": "1,000 + 0", "target": "1,000"}\n',
+        encoding="utf-8")
+    out = tmp_path / "o.jsonl"
+    code, _, err = cli(capsys, "run", "--model", "replay/bbm", "--task-file", str(task_file),
+                       "--dataset", "--out", str(out), "--no-progress")
+    assert code == 1  # the question with no recorded trace stops the run, saying why
+    assert "replay/bbm does not know this sums question: it replays only recorded traces " \
+        "(rows with steps in the task's questions file)" in err, err

@@ -161,13 +161,13 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_backtrack_parser(commands)
     _add_verify_parser(commands)
     _add_sessions_parser(commands)
-    _add_export_parser(commands)
+    _add_export_parser(commands, with_formats="export" in argv)
     _add_annotate_parser(commands)
     _add_adjudicate_parser(commands)
     _add_agreement_parser(commands)
     _add_import_parser(commands)
     _add_merge_parser(commands)
-    _add_format_option(commands)
+    _add_format_option(commands, argv)
     add_plot_option(commands)
     return parser
 
@@ -332,14 +332,17 @@ def _add_sessions_parser(commands: Commands) -> None:
     sessions.add_argument("--json", action="store_true", help="one JSON object per line")
 
 
-def _add_export_parser(commands: Commands) -> None:
+def _add_export_parser(commands: Commands, *, with_formats: bool = True) -> None:
     export = commands.add_parser(
         "export", help="export sessions: dataset JSONL, ProcessBench, PRM800K, Markdown, or a CSV "
         "of every annotator's labels",
     )
     export.add_argument("--session", type=int, nargs="+", metavar="ID",
                         help="the sessions to export (default: all)")
-    export.add_argument("--format", choices=_export_formats(), default="jsonl",
+    # The formats are checked only when `export` is the command: their module brings the
+    # dataset formats and the trace session, which the app's first frame need not wait for.
+    export.add_argument("--format", choices=_export_formats() if with_formats else None,
+                        default="jsonl",
                         metavar="FORMAT",
                         help="jsonl (the BBM dataset's rows; the default), processbench, "
                         "prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl (stepwise "
@@ -427,8 +430,14 @@ def _add_merge_parser(commands: Commands) -> None:
 DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement")
 
 
-def _add_format_option(commands: Commands) -> None:
-    """`--format` on every command that reads dataset files (added here, once for all)."""
+def _add_format_option(commands: Commands, argv: Sequence[str]) -> None:
+    """`--format` on every command that reads dataset files (added here, once for all). The
+    formats are imported only when such a command is named (its choices are checked only
+    then): opening the app need not wait for them (bench/first_frame.py)."""
+    if not any(name in argv for name in DATASET_READERS):
+        for name in DATASET_READERS:
+            commands.choices[name].add_argument("--format", dest="dataset_format")
+        return
     from bbm_tui.core.dataset.formats import READ_FORMATS
 
     for name in DATASET_READERS:

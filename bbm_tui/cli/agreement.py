@@ -9,6 +9,7 @@ import sys
 from typing import TextIO
 
 from bbm_tui.cli.errors import EXIT_OK, CommandError, given
+from bbm_tui.cli.errors import note as say_note
 from bbm_tui.cli.inputs import check_json_beside, check_replaced_output
 from bbm_tui.cli.phrases import count, to_stdout, traces, where
 from bbm_tui.cli.plots import print_charts
@@ -20,7 +21,8 @@ from bbm_tui.core.store import Store
 def command(args: argparse.Namespace) -> int:
     check_json_beside(args.json, args.consensus, "--consensus")
     if args.consensus is not None:
-        check_replaced_output(args.consensus, args.force, inputs=args.files)
+        check_replaced_output(args.consensus, args.force, inputs=args.files,
+                              command="agreement --consensus", flag="--consensus file")
     if args.files:
         with given():
             data = report.from_files(args.files, args.gold, args.dataset_format)
@@ -28,14 +30,14 @@ def command(args: argparse.Namespace) -> int:
         with Store.open() as store:
             data = report.from_store(store, app_labels=args.app_labels)
     for note in data.notes:
-        print(f"bbm-tui: {note}", file=sys.stderr)
+        say_note(note)
     if data.app_left_out.total:
         # The consensus is the annotators'; a session's own label is in every export.
         export = ("; `export` writes each session with its own label"
                   if args.consensus is not None else "")
-        print(f"bbm-tui: {_app_labels_left_out(data.app_left_out)} are left out (no annotator "
-              "labelled those sessions); --app-labels counts them as the annotator \"app\""
-              f"{export}", file=sys.stderr)
+        say_note(f"{_app_labels_left_out(data.app_left_out)} are left out (no annotator "
+                 "labelled those sessions); --app-labels counts them as the annotator \"app\""
+                 f"{export}")
     result = report.report_json(data)
     if args.json:
         print(json.dumps(result, allow_nan=False))

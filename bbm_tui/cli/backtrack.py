@@ -20,7 +20,7 @@ from bbm_tui.cli.batch import (
     spend,
     steps_detail,
 )
-from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, given
+from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, given, note
 from bbm_tui.cli.inputs import check_json_beside, check_task, config_of
 from bbm_tui.cli.phrases import count, signed, to_stdout, traces, where
 from bbm_tui.cli.plots import print_charts
@@ -66,7 +66,7 @@ def command(args: argparse.Namespace) -> int:
         print_deltas(result, locations, to_stderr=to_stderr)
         print_charts(args, lambda charts: charts.backtrack_charts(
             result.tables, {locations.paper_key: paper_table_6(locations.paper_key)}
-            if locations.paper_key else None), to_stderr=to_stderr)
+            if locations.paper_key else None, spec.model), to_stderr=to_stderr)
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
 
 
@@ -74,8 +74,7 @@ def print_summary(out: Path, progress: BacktrackProgress, stopped: bool = False)
     print_batch_notes(out, progress)
     print_impossible_logprobs(progress.impossible_logprobs, "sample")
     if progress.unlabelled:
-        print(f"bbm-tui: {traces(progress.unlabelled)} unlabelled: no gold location, kept as "
-              "they are", file=sys.stderr)
+        note(f"{traces(progress.unlabelled)} unlabelled: no gold location, kept as they are")
     how = "stopped: " if stopped else ""
     print(f"{how}{traces(progress.done)} written to {where(out)}, {progress.skipped} "
           f"already there, {progress.failed} failed; {count(progress.steps, 'step')}, "

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from bbm_tui.cli.errors import CommandError, Stopped, UsageError, fail, given
+from bbm_tui.cli.errors import CommandError, Stopped, UsageError, fail, given, note
 from bbm_tui.cli.phrases import count, os_problem
 from bbm_tui.core import llm
 from bbm_tui.core.accounting import (
@@ -226,28 +226,25 @@ def print_batch_notes(out: Path, progress: Any) -> None:
     """What a batch did besides its work: a repaired OUT, questions listed twice, calls whose
     cost is unknown."""
     if progress.mended:
-        print(f"bbm-tui: {out}: {progress.mended}", file=sys.stderr)
-    for note in progress.notes:
-        print(f"bbm-tui: {note}", file=sys.stderr)
+        note(f"{out}: {progress.mended}")
+    for said in progress.notes:
+        note(said)
     if progress.unpriced_calls:
-        print(f"bbm-tui: {unknown_cost_note(progress.unpriced_models, progress.unpriced_calls)}",
-              file=sys.stderr)
+        note(unknown_cost_note(progress.unpriced_models, progress.unpriced_calls))
     if progress.duplicates:
-        print(f"bbm-tui: {progress.duplicates} duplicate(s) in the input were done once",
-              file=sys.stderr)
+        note(f"{progress.duplicates} duplicate(s) in the input were done once")
     if progress.deployments:  # behind a router file: who did the work
         served = ", ".join(f"{one_line(name)} {count(calls, 'call')}"
                            for name, calls in sorted(progress.deployments.items()))
-        print(f"bbm-tui: served by {served}", file=sys.stderr)
+        note(f"served by {served}")
 
 
 def print_impossible_logprobs(number: int, noun: str) -> None:
     if number:
-        print(f"bbm-tui: {count(number, noun)} came with log-probabilities no model could "
-              "give (positive, NaN, infinite or out of range); "
-              f"{'it was' if number == 1 else 'they were'} kept without log-probabilities "
-              "(null in OUT)" + (", and never chosen by them" if noun == "sample" else ""),
-              file=sys.stderr)
+        note(f"{count(number, noun)} came with log-probabilities no model could "
+             "give (positive, NaN, infinite or out of range); "
+             f"{'it was' if number == 1 else 'they were'} kept without log-probabilities "
+             "(null in OUT)" + (", and never chosen by them" if noun == "sample" else ""))
 
 
 def print_errors(errors: list[str]) -> None:

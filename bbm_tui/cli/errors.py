@@ -72,6 +72,12 @@ def fail(message: str, code: int = EXIT_FAILURE) -> int:
     return code
 
 
+def note(message: str) -> None:
+    """A line of information on stderr (a chart left out, who served the calls): said as
+    "note: …", not "bbm-tui: …", which is how a problem is said (issue 34, item 13)."""
+    print(f"note: {printable(redact(message))}", file=sys.stderr)
+
+
 def say_problem(error: UserError) -> int:
     """The one place a problem a person can act on is said: its message, and the exit code
     (2 for what they gave, else 1)."""

@@ -35,6 +35,8 @@ def _notes(args: argparse.Namespace, result: ExportResult) -> str:
     if result.unlabelled:
         notes.append(f"{result.unlabelled} of them unlabelled (no mistake_index key)"
                      if args.format == "jsonl" else f"{result.unlabelled} of them unlabelled")
+    if result.why_none:
+        notes.append(result.why_none)
     if result.skipped:
         notes.append(f"{traces(result.skipped)} left out: unlabelled, and {args.format} "
                      "needs a label")

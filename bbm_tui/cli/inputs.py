@@ -9,11 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bbm_tui.cli.errors import UsageError, fail, given
-from bbm_tui.cli.phrases import to_stdout
-from bbm_tui.core.annotation.export import check_not_a_database
 from bbm_tui.core.config import Config, load_config, tasks_folder
-from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
-from bbm_tui.core.store import default_path
 from bbm_tui.core.tasks import get_task, use_tasks
 from bbm_tui.core.tasks.files import load_user_tasks
 from bbm_tui.core.types import ModelSpec
@@ -107,17 +103,28 @@ def _first(value: object) -> object:
 
 def check_json_beside(json_wanted: bool, out: Path | None, option: str) -> None:
     """--json prints one object to standard output: not where the rows go already."""
+    from bbm_tui.cli.phrases import to_stdout  # see check_replaced_output
+
     if json_wanted and to_stdout(out):
         raise UsageError(f"--json and {option} - would both write to standard output: give "
                          f"{option} a file, or leave out --json (the table then goes to "
                          "standard error)")
 
 
-def check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = ()) -> None:
+def check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = (), *,
+                          command: str = "export", flag: str = "--out") -> None:
     """What every file written whole is checked for: not the store, an input, a database, a
-    special file; not an existing file unless --force."""
+    special file; not an existing file unless --force (the message names `command` and the
+    `flag` that gave the file)."""
+    # Imported here: opening the app imports this module, and these bring the dataset
+    # formats, the trace session and the model layer, which its first frame need not wait
+    # for (bench/first_frame.py).
+    from bbm_tui.core.annotation.export import check_not_a_database
+    from bbm_tui.core.dataset.outfile import check_not_replacing, check_output_path
+    from bbm_tui.core.store import default_path
+
     with given():
         check_output_path(path, store_path=default_path(), inputs=inputs)
         check_not_a_database(path)
         if not force:
-            check_not_replacing(path)
+            check_not_replacing(path, command, flag)

@@ -12,7 +12,6 @@ plotext is imported only when a chart is drawn (bbm_tui/plotting.py).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
 from itertools import groupby
 from types import ModuleType
@@ -53,16 +52,16 @@ def print_charts(args: argparse.Namespace, make: Callable[[ModuleType], Sequence
         return
     from rich.console import Console
 
+    from bbm_tui.cli.errors import note
     from bbm_tui.core import charts as chart_data
 
     console = Console(stderr=to_stderr)
     if when == "auto" and not console.is_terminal:
-        print("bbm-tui: charts left out: the output is not a terminal (--plot=always draws "
-              "them)", file=sys.stderr)
+        note("charts left out: the output is not a terminal (--plot=always draws them)")
         return
     charts = list(make(chart_data))
     if not charts:
-        print("bbm-tui: no chart to draw: nothing was scored", file=sys.stderr)
+        note("no chart to draw: nothing was scored")
         return
     for kind, group in groupby(charts, key=_kind):
         found = list(group)
@@ -94,6 +93,9 @@ def _print_one(console: Any, chart: Any) -> None:
             console.print(Text(f"n/a {pair.replace('|', ' / ')}: {why}", style="dim"))
         return
     console.print(Text(chart.title, style="bold"))
+    if chart.empty:  # a frame around nothing, scaled to a made-up top, said nothing
+        console.print(Text(chart.note or "Nothing to draw: every value is 0.", style="dim"))
+        return
     console.print(chart_text(chart, console.width, CHART_ROWS, colour=_colour(console)))
     if chart.note:
         console.print(Text(chart.note, style="dim"))
@@ -121,6 +123,10 @@ def _print_small_multiples(console: Any, charts: list[Any]) -> None:
         for chart in row:
             cell = Text(one_line(chart.subject, width), style="bold")
             cell.append("\n")
+            if chart.empty:
+                cell.append(chart.note or "Nothing to draw: every value is 0.", style="dim")
+                cells.append(cell)
+                continue
             cell.append_text(chart_text(chart, width, SMALL_ROWS, colour=_colour(console)))
             if chart.note:
                 cell.append("\n" + chart.note, style="dim")

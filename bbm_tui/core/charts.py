@@ -17,11 +17,6 @@ from typing import Any
 from bbm_tui.core.judging.metrics import POSITION_BINS, BacktrackDeltas, Report
 from bbm_tui.core.tasks import task_order
 
-# The first-mistake histogram's bins: Thought 1 to 10 apart, the rest together (as the
-# `stats` table prints it).
-THOUGHT_BINS = 10
-THOUGHT_LABELS = (*(str(number) for number in range(1, THOUGHT_BINS + 1)),
-                  f"{THOUGHT_BINS + 1}+")
 POSITION_LABELS = tuple(f"{100 * bin // POSITION_BINS}–{100 * (bin + 1) // POSITION_BINS}%"
                         for bin in range(POSITION_BINS))
 # At most this many trace-length bins (the last one open: "46+").
@@ -97,11 +92,9 @@ def _in_task_order(names: Iterable[str]) -> list[str]:
 # --------------------------------------------------------------------------- stats
 
 
-def thought_bins(histogram: Mapping[str, int]) -> tuple[int, ...]:
-    """A first-mistake histogram (0-based index as text -> traces) in THOUGHT_LABELS' bins."""
-    counts = [histogram.get(str(index), 0) for index in range(THOUGHT_BINS)]
-    later = sum(count for index, count in histogram.items() if int(index) >= THOUGHT_BINS)
-    return (*counts, later)
+def thought_numbers(histogram: Mapping[str, int]) -> dict[str, int]:
+    """A first-mistake histogram (0-based index as text -> traces) by thought number."""
+    return {str(int(index) + 1): count for index, count in histogram.items()}
 
 
 def length_bins(histogram: Mapping[str, int]) -> list[tuple[int, int | None]]:
@@ -179,9 +172,16 @@ def counts_chart(stats: Mapping[str, Any]) -> BarChart:
 
 def thought_chart(stats: Mapping[str, Any], task: str | None = None) -> BarChart:
     """Where the first mistakes are, by thought number (traces labelled with a mistake)."""
-    counts = thought_bins(_histogram(stats, "mistake_index_histogram", task))
+    # Bins that fit the data, as the trace lengths' (Dyck's first mistakes run to Thought 40
+    # and more: fixed bins of 1 to 10 and "11+" put most of them in the last one).
+    # Shared by every task of the stats (from all of their traces), so the tasks compare and
+    # the `stats` table has one header.
+    bins = length_bins(thought_numbers(stats["mistake_index_histogram"]["overall"]))
+    numbers = thought_numbers(_histogram(stats, "mistake_index_histogram", task))
+    counts = binned_lengths(numbers, bins)
     return BarChart("thought", f"First mistake at thought N · {_subject(task)}", "thought",
-                    THOUGHT_LABELS, (Series("traces", counts),), "traces", _subject(task),
+                    tuple(length_label(low, high) for low, high in bins),
+                    (Series("traces", counts),), "traces", _subject(task),
                     note=_no_mistakes(counts))
 
 
@@ -240,13 +240,29 @@ def finder_chart(report: Report, paper: Mapping[str, Mapping[str, float]] | None
 PAPER_LOCATIONS = {"mistake_location": "gold locations", "random_location": "random locations"}
 
 
+# Beside the paper's figures, what an offline model's are (core/llm/offline): not a model's.
+OFFLINE_CAVEATS = {
+    "solver/": "{model} is the offline solver: its resamples work the task out, so its "
+               "figures are no language model's and not comparable with PaLM 2's.",
+    "replay/": "{model} replays the dataset and cannot resample a step: its figures show the "
+               "pipeline, not a model.",
+}
+
+
+def offline_caveat(model: str) -> str:
+    """What an offline model's figures are, said under a chart that has the paper's beside."""
+    return next((caveat.format(model=model) for prefix, caveat in OFFLINE_CAVEATS.items()
+                 if model.startswith(prefix)), "")
+
+
 def backtrack_charts(tables: Mapping[str, BacktrackDeltas],
                      papers: Mapping[str, Mapping[str, Mapping[str, float]]] | None = None,
-                     ) -> list[BarChart]:
+                     model: str = "") -> list[BarChart]:
     """Backtracking's change in accuracy per task (the paper's Table 6), in percentage
     points: one chart for the traces whose answer was right, one for those whose answer was
     wrong; beside ours, the paper's PaLM 2 figures for each location kind in `papers`
-    ({"mistake_location" or "random_location": {task: {"correct", "incorrect"}}})."""
+    ({"mistake_location" or "random_location": {task: {"correct", "incorrect"}}}), with a
+    caveat where ours are an offline `model`'s; "No change" where ours are all +0.00."""
     tasks = _in_task_order(tables)
     charts = []
     for kind, key, attribute, what in (
@@ -258,9 +274,15 @@ def backtrack_charts(tables: Mapping[str, BacktrackDeltas],
             series.append(Series(f"paper: PaLM 2, {PAPER_LOCATIONS.get(location, location)}",
                                  tuple(figures.get(task, {}).get(key) for task in tasks),
                                  paper=True))
+        ours = series[0].values
+        notes = [] if any(ours) or not ours else [
+            "No change: Δ accuracy is +0.00 on every task."]
+        if papers:
+            notes.append(offline_caveat(model))
         charts.append(BarChart(kind, f"Backtracking, {what}: Δ accuracy (points; the "
                                "paper's Table 6)", "task", tuple(tasks),
-                               tuple(series), "points", ALL_TASKS, signed=True))
+                               tuple(series), "points", ALL_TASKS, signed=True,
+                               note=" ".join(note for note in notes if note)))
     return charts
 
 

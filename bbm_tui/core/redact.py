@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+from typing import Any
 from urllib.parse import quote
 
 REDACTED = "[redacted]"
@@ -34,12 +35,37 @@ _KEY_SHAPED = re.compile(
 )
 
 
+# Secrets declared as such (a router file's `api_key` values, and the variables it names as
+# `os.environ/NAME`, whatever the name): redacted like the key-like variables, from a shorter
+# length, since they are known to be keys.
+_declared_values: set[str] = set()
+_declared_variables: set[str] = set()
+_MIN_DECLARED = 6
+
+
+def declare_secret(value: str) -> None:
+    """`value` is a key: redact it from now on (in this process)."""
+    value = value.strip()
+    if len(value) >= _MIN_DECLARED:
+        _declared_values.add(value)
+
+
+def declare_secret_variable(name: str) -> None:
+    """The environment variable `name` holds a key, whatever its name says."""
+    if name:
+        _declared_variables.add(name)
+
+
 def secret_values() -> list[str]:
-    """The forms of every key-like environment variable's value, longest first."""
+    """The forms of every key-like environment variable's value, and of every declared
+    secret, longest first."""
+    values = {value.strip() for name, value in os.environ.items()
+              if len(value.strip()) >= _MIN_SECRET and _SECRET_NAME.search(name)}
+    values.update(os.environ.get(name, "").strip() for name in _declared_variables)
+    values.update(_declared_values)
     forms: set[str] = set()
-    for name, value in os.environ.items():
-        value = value.strip()
-        if len(value) < _MIN_SECRET or not _SECRET_NAME.search(name):
+    for value in values:
+        if len(value) < _MIN_DECLARED:
             continue
         encoded = base64.b64encode(value.encode()).decode()
         forms.update({value, quote(value, safe=""), encoded, encoded.rstrip("="),
@@ -51,6 +77,17 @@ def redact(text: str) -> str:
     """`text` with every secret it carries replaced by `[redacted]`."""
     text = _URL.sub(lambda match: _redact_url_parts(match.group(0)), _without_secret_values(text))
     return _KEY_SHAPED.sub(REDACTED, text)
+
+
+def redact_data(value: Any) -> Any:
+    """`value` (JSON-ready data) with redact() applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact_data(key): redact_data(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_data(item) for item in value]
+    return value
 
 
 def _without_secret_values(text: str) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import RenderableType
 from textual import work
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -40,6 +40,7 @@ from bbm_tui.ui.messages import (
     SessionRenamed,
     WorkerFailed,
 )
+from bbm_tui.ui.notices import KeepsMessages
 from bbm_tui.ui.paint_clock import PaintClock
 from bbm_tui.ui.palette import app_commands, help_rows, save_screenshot, screenshot_once_drawn
 from bbm_tui.ui.queues import AnnotateRequest, Queues
@@ -59,7 +60,7 @@ EXIT_OK = 0
 EXIT_STORE_FAILED = 1
 
 
-class BbmApp(App[int]):
+class BbmApp(KeepsMessages):
     """bbm-tui. `wall_clock=False` hides latencies and dates (for screenshots and snapshot
     tests that must not change between runs); `warm_up=False` skips importing litellm in the
     background (tests that never call a model)."""
@@ -73,10 +74,13 @@ class BbmApp(App[int]):
                 tooltip="Saved sessions: resume, rename, delete"),
         Binding("ctrl+n", "new_session", "new", id="new_session", tooltip="Start a new session"),
         Binding("q", "quit", "quit", id="quit", tooltip="Quit (everything finished is saved)"),
+        Binding("M", "messages", "messages", id="messages", show=False,
+                tooltip="Every notice, warning and error of the session, whole, newest first"),
     ]
     # The command palette's entries for these keys (ui/palette.py).
     PALETTE: ClassVar[dict[str, str]] = {
         "new_session": "New session", "sessions": "Sessions", "help": "Keys",
+        "messages": "Messages",
     }
 
     def __init__(
@@ -132,8 +136,7 @@ class BbmApp(App[int]):
         self._start_models = list(models)
 
     def get_default_screen(self) -> Screen:
-        """The bottom screen: the new-session screen itself (no screen before it to pay
-        for), or a line of text while a session given on the command line opens."""
+        """The new-session screen, or a line of text while a session given opens."""
         if (self._start_session is None and self._start_question is None
                 and self._start_annotate is None):
             return NewSessionScreen(self.config, task=self._start_task)
@@ -175,8 +178,7 @@ class BbmApp(App[int]):
             self.call_after_refresh(self._warm_up)
 
     def termination_signals_held(self) -> contextlib.AbstractContextManager[None]:
-        """Around `run()`: a SIGTERM or SIGHUP before the app runs is acted on once it does
-        (ui/termination.py)."""
+        """Around `run()`: a SIGTERM or SIGHUP before it is acted on once it runs."""
         return self._signals.held()
 
     def _terminate(self, signal_number: int) -> None:
@@ -443,8 +445,7 @@ class BbmApp(App[int]):
     @work(exclusive=True, group="open", exit_on_error=False,
           description="Leaving the deleted session")
     async def session_gone(self, message: str) -> None:
-        """The session on show was deleted by another process: say so, stop everything on
-        its screen (no more calls), and go to the sessions screen."""
+        """The session on show was deleted elsewhere: say so, stop its calls, show sessions."""
         from bbm_tui.ui.screens.sessions import SessionsScreen
 
         self.notify(one_line(message, 500), title="The session is gone", severity="error",

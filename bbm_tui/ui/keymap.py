@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,17 +22,39 @@ def screen_bindings() -> dict[str, list[Binding]]:
     trace view) act on it together with it: each is checked with the screen's bindings too,
     as "TraceView on TraceScreen". Imported here, not at module level: the check runs after
     the first frame."""
-    found: dict[str, list[Binding]] = {}
+    return {name: bindings for name, (bindings, _) in _keyed_classes().items()}
+
+
+def screen_places() -> dict[str, str]:
+    """What a person calls each place screen_bindings() checks: the screen's help title ("the
+    main screen"), else its class name in words ("the flag dialog"); a keyed widget on a
+    screen is that screen."""
+    return {name: place for name, (_, place) in _keyed_classes().items()}
+
+
+def _keyed_classes() -> dict[str, tuple[list[Binding], str]]:
+    found: dict[str, tuple[list[Binding], str]] = {}
+    keyed: set[str] = set()  # widgets checked with the screens they act on, not alone
     for module in ui_screen_modules():
         for name in dir(module):
             thing = getattr(module, name)
             if isinstance(thing, type) and thing.__module__ == module.__name__ and \
                     _bindings(thing):
-                found[name] = _bindings(thing)
+                place = _place(thing)
+                found[name] = (_bindings(thing), place)
                 for widget in getattr(thing, "KEYED_WIDGETS", ()):
-                    found[f"{widget.__name__} on {name}"] = [*_bindings(widget),
-                                                             *found[name]]
-    return found
+                    keyed.add(widget.__name__)
+                    found[f"{widget.__name__} on {name}"] = (
+                        [*_bindings(widget), *found[name][0]], place)
+    return {name: found[name] for name in found if name not in keyed}
+
+
+def _place(cls: type) -> str:
+    title = getattr(cls, "HELP_TITLE", None)
+    if isinstance(title, str) and title != "this screen":
+        return title
+    words = re.findall(r"[A-Z][a-z]*", cls.__name__.removesuffix("Screen")) or [cls.__name__]
+    return "the " + " ".join(word.lower() for word in words)
 
 
 def _bindings(owner: type) -> list[Binding]:
@@ -49,7 +72,10 @@ def ui_screen_modules() -> list[ModuleType]:
 
 
 def keymap_problems(keymap: dict[str, str], screens: dict[str, list[Binding]],
-                    app_bindings: Iterable[BindingType], path: Path | None) -> list[str]:
+                    app_bindings: Iterable[BindingType], path: Path | None,
+                    places: Mapping[str, str] | None = None) -> list[str]:
+    """Each problem once: an unknown id, or a key given to two actions, with the places
+    (`places`: what a person calls each of `screens`) where the two meet."""
     lines = _lines_of(path)
     where = str(path) if path else "the config"
     app = [b for b in app_bindings if isinstance(b, Binding) and b.id]
@@ -61,6 +87,8 @@ def keymap_problems(keymap: dict[str, str], screens: dict[str, list[Binding]],
             at = f"{where}:{line}" if line else where
             problems.append(f"{at}: [keymap] has no binding {binding_id!r}: it is ignored "
                             "(the help screen, ?, lists every binding id)")
+    # (key, the two ids) -> the places they meet: one conflict is said once, wherever it is.
+    clashes: dict[tuple[str, str, str], list[str]] = {}
     for screen, bindings in screens.items():
         taken: dict[str, str] = {}
         for binding in [*bindings, *app]:
@@ -70,12 +98,17 @@ def keymap_problems(keymap: dict[str, str], screens: dict[str, list[Binding]],
                 if other is not None and other != binding.id and (
                     binding.id in keymap or other in keymap
                 ):
-                    remapped = binding.id if binding.id in keymap else other
-                    line = lines.get(remapped)
-                    at = f"{where}:{line}" if line else where
-                    problems.append(f"{at}: [keymap] gives {key!r} to both {other!r} and "
-                                    f"{binding.id!r} ({screen}): only one of them can have it")
+                    place = (places or {}).get(screen, screen)
+                    met = clashes.setdefault((key, other, binding.id or ""), [])
+                    if place not in met:
+                        met.append(place)
                 taken.setdefault(key, binding.id or "")
+    for (key, other, binding_id), met in clashes.items():
+        remapped = binding_id if binding_id in keymap else other
+        line = lines.get(remapped)
+        at = f"{where}:{line}" if line else where
+        problems.append(f"{at}: [keymap] gives {key!r} to both {other!r} and {binding_id!r} "
+                        f"(on {', '.join(met)}): only one of them can have it")
     return problems
 
 
@@ -105,7 +138,7 @@ def check_keymap(app: Any) -> None:
     problems said in one notification. `app` is the BbmApp (not imported: the app imports
     this module)."""
     problems = keymap_problems(app.config.keymap, screen_bindings(), app.BINDINGS,
-                               app.config.path)
+                               app.config.path, screen_places())
     if problems:
         app.call_from_thread(app.notify, "\n".join(problems[:5]), title="Keymap",
                              severity="error", timeout=20, markup=False)

@@ -17,7 +17,7 @@ from textual.actions import parse
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 
-from bbm_tui.ui.keys import binding_owners, bindings_as_bound, declared_bindings
+from bbm_tui.ui.keys import NO_KEY, binding_owners, bindings_as_bound, declared_bindings, key_for
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -33,18 +33,22 @@ def declared_commands(screen: Screen, app: DOMNode) -> Iterator[SystemCommand]:
     for owner in node.ancestors_with_self:
         if owner is app:
             break
-        yield from _commands_of(owner)
-    yield from _commands_of(app)
+        yield from _commands_of(owner, node)
+    yield from _commands_of(app, node)
 
 
-def _commands_of(node: DOMNode) -> Iterator[SystemCommand]:
-    titles: dict[str, str] = getattr(type(node), "PALETTE", {})
+def _commands_of(owner: DOMNode, focused: DOMNode) -> Iterator[SystemCommand]:
+    """`owner`'s commands, each titled with its key as bound where the focus is ("Next trace
+    · n"), so that the palette teaches the key (issue 34, item 16)."""
+    titles: dict[str, str] = getattr(type(owner), "PALETTE", {})
     if not titles:
         return
-    bindings = {binding.id: binding for binding in declared_bindings(type(node)) if binding.id}
+    bindings = {binding.id: binding for binding in declared_bindings(type(owner)) if binding.id}
     for binding_id, title in titles.items():
         binding = bindings[binding_id]
-        yield SystemCommand(title, binding.tooltip, _action(node, binding.action))
+        key = key_for(focused, binding_id)
+        shown = title if key == NO_KEY else f"{title} · {key}"
+        yield SystemCommand(shown, binding.tooltip, _action(owner, binding.action))
 
 
 def _action(node: DOMNode, action: str) -> Callable[[], object]:
@@ -92,11 +96,19 @@ def _footer_drawn(screen: Screen) -> bool:
 
 
 def save_screenshot(app: App[Any]) -> None:
-    """An SVG of the screen in the data folder's screenshots/, said in a notification."""
+    """An SVG of the screen in the data folder's screenshots/, said in a notification; only
+    its owner can read it, as every file the project writes (a screen may show private
+    text; Textual's own save_screenshot wrote it 0644)."""
+    from datetime import datetime
+
+    from bbm_tui.core.dataset import replacing
+
     folder = screenshot_folder()
+    path = folder / f"bbm-tui_{datetime.now():%Y-%m-%dT%H_%M_%S_%f}.svg"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        path = app.save_screenshot(path=str(folder))
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with replacing(path) as out:
+            out.write(app.export_screenshot())
     except OSError as error:
         app.notify(f"The screenshot could not be saved in {folder}: {error.strerror}",
                    severity="error", markup=False)

@@ -166,5 +166,7 @@ class Queues:
                             severity="error", markup=False)
             return
         note = f" ({result.skipped} unlabelled left out)" if result.skipped else ""
+        if result.why_none:
+            note = f" ({result.why_none})"
         self.app.notify(f"{result.written} written to {path}{note}", title="Exported",
                         markup=False)

@@ -18,7 +18,7 @@ from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.store import Store
 from bbm_tui.core.types import ADJUDICATOR
 from bbm_tui.ui.app import AnnotateRequest
-from tests.ui.ui_helpers import SIZE, make_app, steady_frame, wait_for
+from tests.ui.ui_helpers import SIZE, make_app, notifications, steady_frame, wait_for
 
 TASK = "word_sorting"
 
@@ -160,9 +160,54 @@ async def test_two_annotators_then_adjudication(tmp_path: Path, store: Store) ->
         await keys(pilot, "u")
         assert "Not adjudicated" in text(pilot, "#j-state")
         await keys(pilot, "k", "k", "j", "x")  # set another: Thought 2 selected, then set
-        await keys(pilot, "c")  # then "no mistake" instead
+        await keys(pilot, "c", "y")  # then "no mistake" instead, once asked
     adjudicated = [label for label in store.annotator_labels() if label.annotator == ADJUDICATOR]
     assert [label.mistake_index for label in adjudicated] == [None]
+
+
+async def test_adjudication_says_where_it_goes_asks_before_replacing_and_sums_up(
+        tmp_path: Path, store: Store) -> None:
+    """Issue 34, item 5: accepting says which trace comes next; n at the last trace and p at
+    the first say so and stay (no wrapping); a settled trace's label is replaced only after a
+    yes; the last settle ends with a summary, kept on the screen."""
+    path = queue_file(tmp_path, 3)
+    rows = bundled_rows(TASK)[:3]
+    for name, labels in (("alice", [0, None, 0]), ("bob", [1, 1, 2])):
+        app = annotate_app(path, name)
+        async with app.run_test(size=SIZE) as pilot:
+            await opened(pilot, "AnnotateScreen")
+            for row, label in zip(rows, labels, strict=True):
+                await keys(pilot, *label_keys(label, len(row.steps)))
+    app = make_app(annotate=AnnotateRequest("", adjudicate=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await opened(pilot, "AdjudicateScreen")
+        assert "Trace 1 of 3" in text(pilot, "#j-position")
+        await keys(pilot, "p")
+        assert "Trace 1 of 3 is the first" in notifications(app)[-1]
+        assert "Trace 1 of 3" in text(pilot, "#j-position")
+        await keys(pilot, "1")
+        assert "Trace 1 adjudicated as Thought 1. On to trace 2 of 3" in notifications(app)[-1]
+        assert "Trace 2 of 3" in text(pilot, "#j-position")
+        await keys(pilot, "n", "n")
+        assert "Trace 3 of 3 is the last" in notifications(app)[-1]
+        assert "Trace 3 of 3" in text(pilot, "#j-position")
+        await keys(pilot, "c")
+        assert "On to trace 2 of 3" in notifications(app)[-1]
+        await keys(pilot, "2")
+        assert "All traces settled" in notifications(app)[-1]
+        assert "3 of 3 traces settled: 1 no mistake, 2 at a thought (1 not a candidate)" \
+            in notifications(app)[-1]
+        assert "All settled" in text(pilot, "#j-position")
+        # Trace 2 is settled: another label asks first, and "no" keeps the one there.
+        await keys(pilot, "x")
+        assert type(app.screen).__name__ == "ConfirmScreen"
+        await keys(pilot, "n")
+        assert "Adjudicated: Thought 2" in text(pilot, "#j-state")
+        await keys(pilot, "x", "y")
+        assert "Adjudicated: Thought" in text(pilot, "#j-state")
+    adjudicated = sorted((label.session_id, label.mistake_index)
+                         for label in store.annotator_labels() if label.annotator == ADJUDICATOR)
+    assert [index for _, index in adjudicated] == [0, 0, None]
 
 
 async def test_open_a_queue_from_the_palette(tmp_path: Path) -> None:

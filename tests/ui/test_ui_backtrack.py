@@ -332,6 +332,9 @@ async def test_the_papers_story_in_a_minute_offline() -> None:
     neither."""
     from bbm_tui.core.dataset import bundled_rows
     from bbm_tui.ui.dialogs import FindScreen
+    from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+    from bbm_tui.ui.screens.compare import CompareScreen
+    from bbm_tui.ui.screens.tokens import TokenScreen
 
     row = bundled_rows("multistep_arithmetic")[7]
     assert (row.mistake_index, row.answer, row.target) == (1, "0", "-7")
@@ -371,6 +374,46 @@ async def test_the_papers_story_in_a_minute_offline() -> None:
         assert screen.view.trace.answer == "0" and screen.view.trace.mistake_number == 2
         await wait_for(pilot, lambda: screen.view.finder is not None
                        and screen.view.finder.model == "simulated/rm-0.65")
+        # v and t (the two branches; the tree), then > and l: the new branch's Thought 2
+        # token by token, the chosen sample, which has log-probabilities (issue 34, item 11:
+        # the README had l on the original's Thought 2, the replay's, with none to show).
+        assert story_keys(5) == ["2", "enter", "<", "v", "t", ">", "l"]
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await pilot.press("escape", "t")
+        await wait_for(pilot, lambda: isinstance(app.screen, BranchTreeScreen))
+        await pilot.press("escape", "greater_than_sign")
+        await wait_for(pilot, lambda: app.screen is screen
+                       and screen.view.trace.answer == "-7")
+        await pilot.press("l")
+        await wait_for(pilot, lambda: isinstance(app.screen, TokenScreen))
+        tokens = app.screen
+        assert tokens.step.number == 2 and tokens.step.origin == "backtrack"
+        assert tokens.tokens and "No log-probabilities" not in tokens_text(tokens)
+
+
+def story_keys(item: int) -> list[str]:
+    """The keys that item `item` of the README's "The paper's story in a minute" gives, in
+    order (`esc`, which closes a dialog, left out), from the README or the docs site."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        start = text.find("The paper's story in a minute")
+        if start < 0:
+            continue
+        found = re.search(rf"^{item}\. (.*?)(?=^\d+\. |^\S|\Z)", text[start:],
+                          re.MULTILINE | re.DOTALL)
+        if found is not None:
+            return [key for key in re.findall(r"`([^`]+)`", found.group(1)) if key != "esc"]
+    raise AssertionError("no story in the README or the docs")
+
+
+def tokens_text(screen) -> str:  # type: ignore[no-untyped-def]
+    """What the token view says, all its lines."""
+    return " ".join(str(widget.render()) for widget in screen.query("Static"))
 
 
 def call_models(store: Store, session_id: int) -> list[str]:
@@ -518,3 +561,32 @@ async def test_each_sample_shows_where_it_differs_and_whole_a_key_away(size) -> 
             await pilot.press("down")
             whole = str(dialog.query_one("#candidates-whole").render())
             assert one_line(stored[others[0]].text) in whole
+
+
+async def test_at_80x24_the_hand_over_is_said_in_the_dialog_not_over_its_legend() -> None:
+    """Issue 34, item 15: at 80x24, b on replay/bbm's trace put a toast ("replay/bbm can only
+    repeat its recorded trace…") over the samples dialog's legend, the line that says what
+    ★ and enter mean. The dialog says it on a line of its own; no toast covers the legend."""
+    from textual.widgets._toast import Toast
+
+    app = make_app(task="multistep_arithmetic", question=7)
+    # Toasts drawn (a test run leaves them out unless asked).
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running,
+                       timeout=30)
+        app.clear_notifications()
+        await pilot.press("2", "enter", "x", "b")
+        dialog = await samples_in(pilot)
+        await pilot.pause(0.5)
+        hint = dialog.query_one("#candidates-hint").region
+        assert hint.height > 0 and dialog.region.contains_region(hint)
+        toasts = [toast.region for toast in app.screen.query(Toast)]
+        assert not any(toast.overlaps(hint) for toast in toasts)
+        assert dialog.query_one("#candidates").max_scroll_y == 0  # the note's line fits
+        note = dialog.query_one("#candidates-note")
+        assert note.display and str(note.render()) == (
+            "solver/bbm samples and goes on: replay/bbm can only repeat its recording.")
+        assert "the highest log-probability" in str(
+            dialog.query_one("#candidates-hint").render())

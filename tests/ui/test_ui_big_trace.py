@@ -149,6 +149,35 @@ async def test_a_moving_window_hands_its_views_on_instead_of_mounting_new_ones(
         await wait_for(pilot, lambda: pane.region.contains_region(view.region))
 
 
+async def test_a_moved_window_is_laid_out_once(store: Store) -> None:
+    """G, home and a jump lay the screen out once: the pane's new scrollable height, set in
+    that layout, asked Textual for a second layout of the whole screen (and a second frame,
+    20-30 ms later: bench/big_store.py's "until settled"), which changed nothing."""
+    session_id = big_session(default_path(), 500)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.pause(0.3)
+        layouts: list[bool] = []
+        # Counted at the screen's private layout method (Textual has no public hook for it);
+        # the test alone uses it.
+        original = screen._refresh_layout
+
+        def counted(*args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            layouts.append(True)
+            original(*args, **kwargs)
+
+        screen._refresh_layout = counted  # type: ignore[method-assign]
+        for key, number in (("G", 500), ("home", 1), ("G", 500)):
+            layouts.clear()
+            await pilot.press(key)
+            await wait_for(pilot, lambda number=number: screen.view.selected == number)
+            await pilot.pause(0.3)  # time for any later layout to come
+            assert len(layouts) == 1, key
+            assert screen.query_one("#thoughts").region.contains_region(
+                thought(screen, number).region)
+
+
 async def test_finder_marks_show_on_thoughts_that_enter_the_window(store: Store) -> None:
     session_id = big_session(default_path(), 2_000)
     app = make_app(session_id=session_id)

@@ -304,3 +304,15 @@ def test_stats_json_and_view_agree_on_a_file_of_two_tasks(tmp_path: Path) -> Non
     result = json.loads(command("stats", "--json", str(preds)))
     assert {task: figures["traces"] for task, figures in result["tasks"].items()} == {
         "word_sorting": 5, "dyck_languages": 5}
+
+
+async def test_a_file_of_one_task_offers_the_task_once() -> None:
+    """One task: "all tasks" and the task were one chart twice (issue 34, item 14)."""
+    from bbm_tui.core.dataset import bundled_path
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_view(pilot, [bundled_path("dyck_languages")])
+        assert screen.tasks == ["dyck_languages"]
+        await pilot.press("down")
+        assert screen.task == "dyck_languages"

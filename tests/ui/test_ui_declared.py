@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 from textual.worker import Worker
-from ui_helpers import SIZE, make_app, notifications, wait_for
+from ui_helpers import SIZE, make_app, notifications, palette_commands, wait_for
 
 from bbm_tui.ui.app import BbmApp
 from bbm_tui.ui.keymap import ui_screen_modules
@@ -124,7 +124,7 @@ async def test_each_screen_offers_its_own_commands_in_the_palette(store) -> None
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
         new = app.screen
-        commands = {command.title: command for command in app.get_system_commands(new)}
+        commands = palette_commands(app, new)
         assert {"Start the session", "Type a question", "Change the model"} <= set(commands)
         assert "Rename the session" not in commands
         commands["Type a question"].callback()
@@ -135,7 +135,7 @@ async def test_each_screen_offers_its_own_commands_in_the_palette(store) -> None
         await wait_for(pilot, lambda: isinstance(app.screen, SessionsScreen))
         sessions = app.screen
         await wait_for(pilot, lambda: sessions.query_one(DataTable).row_count == 1)
-        commands = {command.title: command for command in app.get_system_commands(sessions)}
+        commands = palette_commands(app, sessions)
         assert "Type a question" not in commands
         commands["Rename the session"].callback()
         await wait_for(pilot, lambda: isinstance(app.screen, RenameScreen))

@@ -28,6 +28,7 @@ from bbm_tui.core.trace.recording import record_find
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.ui.dialogs import ConfirmScreen, FindScreen
 from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.widgets.chrome import StatusLine
 from bbm_tui.ui.widgets.thought import ThoughtView
 from tests.openai_server import FakeOpenAI, Reply
 
@@ -293,8 +294,8 @@ async def test_the_oracle_on_a_trace_it_does_not_know_says_so(store: Store) -> N
         assert text_of(screen, "#run-status").endswith("choose another model. The run has "
                                                        "no result.")
         assert "failed: no result" in text_of(screen, "#finder")
-        [run] = store.finder_runs(trace.id)
-        assert not run.finished and not run.verdicts
+        # Refused before any answer: no failed run is stored (issue 34, item 9).
+        assert store.finder_runs(trace.id) == []
 
 
 async def test_escape_stops_a_finder_and_the_run_has_no_result(
@@ -823,3 +824,23 @@ async def test_the_status_line_says_when_a_finders_call_is_retried(
         [run] = store.finder_runs(trace.id)
         assert run.finished and [v.raw for v in run.verdicts] == [critic]
         assert len(openai_server.requests) == 2
+
+
+async def test_a_refused_finder_is_not_stored_and_its_reason_is_whole(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key: the finder is refused before any call. Nothing ran, so no failed run is
+    stored (each attempt was one, its reason cut at 400 characters; issue 34, item 9); the
+    reason is said whole (the messages screen has it all)."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    trace = recorded_session(store, TRACKING, 0)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_screen(pilot)
+        await run_finder(pilot, "direct-trace", model="openai/gpt-4o-mini", api_base="")
+        await wait_for(pilot, lambda: not screen.view.finding)
+        assert "needs an API key: set OPENAI_API_KEY" in \
+            screen.query_one("#run-status", StatusLine).said
+        assert store.finder_runs(trace.id) == []
+        kept = [entry.text for entry in app.message_log.newest_first()]
+        assert any("Mistake finding failed: openai/gpt-4o-mini needs an API key: set "
+                   "OPENAI_API_KEY" in text and "…" not in text for text in kept), kept

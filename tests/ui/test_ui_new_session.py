@@ -471,3 +471,43 @@ async def test_the_model_dialog_keeps_its_test_result_in_view_at_80x24(store: St
         assert box.max_scroll_y == 0
         for part in ("#model-test-result", "#model-keep", ".dialog-hint"):
             assert box.content_region.contains_region(dialog.query_one(part).region), part
+
+
+async def test_at_80x24_every_task_the_search_hint_and_start_are_in_view() -> None:
+    """Issue 34, item 15: at 80x24 with the two example tasks of one's own beside the
+    paper's five, the task list showed 4½ of the 7 (a title wrapped), the search line's
+    placeholder was cut, and Start sat behind the pane's scrollbar. Now all seven tasks
+    show, one line each, the placeholder is whole and the pane does not scroll."""
+    import shutil
+    from pathlib import Path
+
+    from rich.cells import cell_len
+    from textual.widgets import Button
+
+    from bbm_tui.core.config import tasks_folder
+    from bbm_tui.core.tasks import use_tasks
+    from bbm_tui.core.tasks.files import load_user_tasks
+
+    folder = tasks_folder()
+    folder.mkdir(parents=True)
+    for example in (Path(__file__).resolve().parents[2] / "examples" / "tasks").iterdir():
+        shutil.copy(example, folder)
+    use_tasks(load_user_tasks(folder).tasks)
+    try:
+        app = make_app()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+            screen = app.screen
+            await pilot.pause()
+            tasks = screen.query_one("#tasks", OptionList)
+            assert tasks.option_count == 7
+            assert tasks.max_scroll_y == 0 and tasks.scrollable_content_region.height >= 7
+            side = screen.query_one("#model-side")
+            assert side.max_scroll_y == 0
+            start = screen.query_one("#start", Button)
+            assert start.region.height > 0 and side.content_region.contains_region(
+                start.region)
+            search = screen.query_one("#search", Input)
+            assert cell_len(search.placeholder) <= search.content_region.width
+    finally:
+        use_tasks([])

@@ -287,13 +287,15 @@ ROW_0 = ("A school has 4 classes of 28 students each. 15 students are absent tod
 
 async def test_offline_models_are_refused_for_the_task_on_the_new_session_screen(
         math_task: str) -> None:
-    app = make_app()  # replay/bbm, the default
+    # replay/bbm replays the traces recorded in the task's questions file (issue 34, item
+    # 9): the solver, which knows only the paper's tasks, is the one refused.
+    app = make_app(Config(model="solver/bbm"))
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
         screen = app.screen
         screen.query_one("#tasks", OptionList).focus()
         await pilot.press(*["down"] * 5)
-        await wait_for(pilot, lambda: "replay/bbm cannot write steps for your task "
+        await wait_for(pilot, lambda: "solver/bbm cannot write steps for your task "
                        "school_math" in str(screen.query_one("#new-status").render()))
         await pilot.press("ctrl+r")
         await pilot.pause()
@@ -334,3 +336,24 @@ async def test_task_files_that_did_not_load_are_named_in_the_app() -> None:
         await wait_for(pilot, lambda: notifications(app) != [])
         assert notifications(app) == [
             f"A task file did not load: {problem}\nThe other tasks are listed."]
+
+
+async def test_replay_replays_a_recorded_trace_of_ones_own_task_in_the_app(
+        math_task: str) -> None:
+    """With no key: replay/bbm (the default) on the task's first question writes the trace
+    recorded in its questions file, thought by thought (issue 34, item 9)."""
+    import json
+
+    recorded = json.loads((ROOT / "examples" / "tasks" / "school_math_questions.jsonl")
+                          .read_text(encoding="utf-8").splitlines()[0])
+    app = make_app(task="school_math", question=0)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
+                       and app.screen.is_mounted)
+        screen = app.screen
+        assert isinstance(screen, TraceScreen)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == len(recorded["steps"])
+                       and not screen.view.running)
+        assert [step.text for step in screen.view.trace.steps] == recorded["steps"]
+        assert screen.view.trace.correct

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
+from textual.widgets._footer import FooterKey
 
 from bbm_tui.core.annotation.export import export_file
 from bbm_tui.core.annotation.queue import read_queue_file
@@ -50,7 +51,13 @@ def state(pilot: Pilot) -> str:
 
 async def finish_without_label(pilot: Pilot, *pressed: str) -> None:
     await pilot.press("f")
-    await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "FlagDialog")
+    await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "GiveUpDialog")
+    await pilot.pause()
+    # The footer names ctrl+u as the hint does (issue 34, item 13: it said "unsure").
+    footer = {key.description for key in pilot.app.screen.query(FooterKey)}
+    hint = str(pilot.app.screen.query_one("#flag-hint", Static).render())
+    assert "give up" in footer and "unsure" not in footer, footer
+    assert "^u: give up" in hint and "unsure" not in hint, hint
     await pilot.press(*pressed)
     await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == SCREEN)
     await settle(pilot)
@@ -123,6 +130,17 @@ async def test_resume_then_a_second_annotator_agreement_and_exports(
     assert rated["krippendorff_alpha_nominal"] == pytest.approx(1 - 13 * 6 / 102)
     # Interval: observed 2 + 2 + 4 + 4 = 12; expected 2 * (9*2*1 + 9*3*4 + 2*3*1) = 264.
     assert rated["krippendorff_alpha_interval"] == pytest.approx(1 - 13 * 12 / 264)
+    # The app's agreement summary shows them as the command prints them (issue 34, item 14).
+    summary = make_app()
+    async with summary.run_test(size=SIZE) as pilot:
+        await summary.action_agreement()
+        await wait_for(pilot, lambda: type(summary.screen).__name__ == "AgreementScreen"
+                       and summary.screen.result is not None, timeout=20)
+        await pilot.pause()
+        shown = " ".join(str(summary.screen.query_one("#agreement-alpha").render()).split())
+        assert ("Krippendorff's alpha over step ratings (-1/0/+1): nominal "
+                f"{1 - 13 * 6 / 102:.3f}, interval {1 - 13 * 12 / 264:.3f} (7 steps of 2 "
+                "traces rated by two annotators or more)") in shown, shown
     out = tmp_path / "prm.jsonl"
     assert export_file(store, "prm800k", out).written == 4
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]

@@ -64,3 +64,23 @@ async def test_shrinking_from_120_to_80_columns_keeps_the_selection_in_view() ->
         await pilot.pause()
         await pilot.pause()
         assert in_view(screen, 6)
+
+
+async def test_at_250_columns_the_trace_screen_uses_the_width() -> None:
+    """Issue 34, item 15: at 250 columns the trace screen stopped at ~200, its two panes
+    capped (80 and 120) and centred, 25 empty columns either side. The question keeps its
+    readable width; the thoughts take the rest, to the right edge."""
+    app = make_app(task="word_sorting", question=15)
+    async with app.run_test(size=(250, 50)) as pilot:
+        screen = await run_to_the_answer(pilot)
+        await pilot.pause()
+        question = screen.query_one("#question-pane").region
+        thoughts = screen.query_one("#thoughts-pane").region
+        assert question.x == 0 and question.right == thoughts.x
+        assert thoughts.right == 250
+        await pilot.resize_terminal(120, 40)  # narrower: the panes share it as before
+        await pilot.pause()
+        question = screen.query_one("#question-pane").region
+        thoughts = screen.query_one("#thoughts-pane").region
+        assert question.x == 0 and thoughts.right == 120
+        assert question.width * 3 // 2 - 2 <= thoughts.width <= question.width * 3 // 2 + 2

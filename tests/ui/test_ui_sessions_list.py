@@ -272,3 +272,63 @@ async def test_names_made_from_a_file_and_line_stay_apart(store: Store, tmp_path
             await pilot.pause()
             assert "labelled on another branch than the one the session shows" in \
                 status(screen)
+
+
+async def two_models_labelled(store: Store) -> int:
+    """A session of replay/bbm beside solver/bbm on tracking #3, both answered: replay's
+    trace flagged at Thought 5, the solver's labelled no mistake (labelled last)."""
+    from bbm_tui.core import llm
+    from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.core.generation.stepper import StepperSettings
+    from bbm_tui.core.trace.session import NewTrace, on_the_loop
+    from bbm_tui.core.trace.side_by_side import SideBySide
+
+    row = bundled_rows("tracking_shuffled_objects")[3]
+    race = SideBySide.create(
+        store, NewTrace("tracking_shuffled_objects", row.input, row.target, 3,
+                        row.mistake_index),
+        [llm.ModelSpec("replay/bbm"), llm.ModelSpec("solver/bbm")], store_work=on_the_loop)
+
+    async for _event in race.race(settings=StepperSettings()):
+        pass
+    race.columns[0].flag_mistake(5)
+    race.columns[1].mark_no_mistake()
+    return race.id
+
+
+def row_lines(screen: SessionsScreen, session_id: int) -> list[list[str]]:
+    """A session's row line by line, each line its cells' text (a cell of one line on the
+    first)."""
+    grid = table(screen)
+    cells = [cell.plain.split("\n") for cell in grid.get_row_at(grid.get_row_index(
+        str(session_id)))]
+    return [[cell[line] if line < len(cell) else "" for cell in cells]
+            for line in range(max(len(cell) for cell in cells))]
+
+
+def screen_text(screen: SessionsScreen) -> str:
+    return screen.app.export_screenshot().replace("&#160;", " ")
+
+
+async def test_a_session_of_two_models_lists_each_models_label_and_answer(
+        store: Store) -> None:
+    """Issue 34, items 3 and 15: a session of two models listed the label in force (the
+    solver's "no mistake", the newer) beside the session head's answer (replay's (E)), and at
+    80x24 its models as "replay/bb…". Now each model has a line of its own: its whole name,
+    its length, its own label and (where the column fits) its own answer."""
+    session_id = await two_models_labelled(store)
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_sessions(pilot)
+        lines = row_lines(screen, session_id)
+        # Name, task, model, steps, label, cost (no room for the answer at 80 columns).
+        assert [line[2:5] for line in lines] == [
+            ["replay/bbm", "7", "✗ mistake at 5"], ["solver/bbm", "7", "✓ no mistake"]]
+        await pilot.pause()
+        shown = screen_text(screen)
+        assert "replay/bbm" in shown and "solver/bbm" in shown and "replay/bb…" not in shown
+        await pilot.resize_terminal(120, 40)
+        await wait_for(pilot, lambda: len(row_lines(screen, session_id)[0]) == 8)
+        lines = row_lines(screen, session_id)
+        assert [(line[2], line[4], line[6]) for line in lines] == [
+            ("replay/bbm", "✗ mistake at 5", "(E)"), ("solver/bbm", "✓ no mistake", "(B)")]

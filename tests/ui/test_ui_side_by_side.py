@@ -683,11 +683,215 @@ async def test_levelling_leaves_a_min_height_that_does_nothing_in_place(store: S
         view = replay.view.thoughts.views()[0]
         own = replay.natural_heights()[view.number]
         view.styles.min_height = own  # as if it had been shorter than its row before
-        replay.level({view.number: own}, 0)
+        replay.level({view.number: own}, 0, replay)
         min_height = view.styles.min_height
         assert min_height is not None and min_height.value == own
-        replay.level({view.number: own - 1}, 0)  # the row shrank: nothing to hold up
+        replay.level({view.number: own - 1}, 0, replay)  # the row shrank: nothing to hold up
         assert view.styles.min_height is not None  # at its own height: harmless, kept
         view.styles.min_height = own + 2
-        replay.level({view.number: own}, 0)  # held taller than its row: cleared
+        replay.level({view.number: own}, 0, replay)  # held taller than its row: cleared
         assert view.styles.min_height is None
+
+
+DYCK_QUESTION = 25  # replay's recording ends at Thought 37, the solver's at Thought 54
+
+
+def dyck_question() -> NewTrace:
+    row = bundled_rows("dyck_languages")[DYCK_QUESTION]
+    return NewTrace("dyck_languages", row.input, row.target, DYCK_QUESTION, row.mistake_index)
+
+
+def screen_rows(column: ModelColumn) -> dict[int, int]:
+    """Where each thought on show starts on the screen (not in its pane)."""
+    return {view.number: view.region.y for view in column.view.thoughts.views()
+            if view.region.height}
+
+
+def level_and_selected_in_view(screen: SideBySideScreen) -> bool:
+    """Every thought number on show in two columns sits on one screen row, and the focused
+    column's selected thought is on show (not scrolled away, not out of the window)."""
+    shown = [column for column in screen.columns if column.display]
+    rows = [screen_rows(column) for column in shown]
+    for one, other in pairwise(rows):
+        if any(one[number] != other[number] for number in one.keys() & other.keys()):
+            return False
+    focused = next(column for column in shown if column.view is screen.focused)
+    selected = focused.view.thoughts.view(focused.view.selected)
+    if selected is None:
+        return False
+    pane = focused.view.thoughts.region
+    return selected.region.height > 0 and pane.y <= selected.region.y \
+        and selected.region.bottom <= pane.bottom
+
+
+async def test_columns_of_different_lengths_keep_their_numbers_level(store: Store) -> None:
+    """Issue 34, item 2: once replay (37 thoughts) and the solver (54) both answer, the
+    focused replay column showed a blank, held at the solver's rows 43-47 (the solver's
+    window of 40 thoughts started at 15, replay's at 1, and the focused column followed its
+    end into the blank under its last thought); `30 enter` showed Thought 30 beside Thought
+    43. Now the same numbers sit on the same rows and the focused selection is in view, after
+    a jump, a column switch and `m` adding a column too; and no column prints "Filler"
+    (item 6)."""
+    from bbm_tui.ui.dialogs import ModelScreen
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        session_id = SideBySide.create(store, dyck_question(), OFFLINE).id
+        screen = await open_race(pilot, store, OFFLINE, session_id)
+        replay, solver = screen.columns
+        await pilot.press("r")
+        await wait_for(pilot, lambda: replay.trace.finished and solver.trace.finished
+                       and finished_runs(screen), timeout=60)
+        assert (len(replay.trace.steps), len(solver.trace.steps)) == (37, 54)
+        await wait_for(pilot, lambda: level_and_selected_in_view(screen), timeout=10)
+        assert replay.view.selected == 37
+        await pilot.press("3", "0", "enter")
+        await wait_for(pilot, lambda: replay.view.selected == 30
+                       and level_and_selected_in_view(screen), timeout=10)
+        assert screen_rows(replay)[30] == screen_rows(solver)[30]
+        await pilot.press("tab", "G")
+        await wait_for(pilot, lambda: screen.focused is solver.view
+                       and solver.view.selected == 54
+                       and level_and_selected_in_view(screen), timeout=10)
+        # Replay's blank beside the solver's Thoughts 38-54 is on show.
+        await pilot.pause()
+        assert "Filler" not in app.export_screenshot()
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(screen.columns) == 3 and app.screen is screen)
+        added = screen.columns[2]
+        await wait_for(pilot, lambda: screen.focused is added.view)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: added.trace.finished and finished_runs(screen),
+                       timeout=60)
+        await wait_for(pilot, lambda: level_and_selected_in_view(screen), timeout=10)
+        await pilot.press("1", "6", "enter")
+        await wait_for(pilot, lambda: added.view.selected == 16
+                       and level_and_selected_in_view(screen), timeout=10)
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: level_and_selected_in_view(screen), timeout=10)
+        await pilot.press("shift+tab", "G")  # the solver, beside the added column's blank
+        await wait_for(pilot, lambda: screen.focused is solver.view
+                       and solver.view.selected == 54
+                       and level_and_selected_in_view(screen), timeout=10)
+        await pilot.pause()
+        assert "Filler" not in app.export_screenshot()
+
+
+async def test_the_blank_under_a_shorter_column_prints_nothing(store: Store) -> None:
+    """Issue 34, item 6: the blank a shorter column keeps beside the longer one's thoughts
+    printed its widget's class name, "Filler", at 80x24 and 120x40."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        session_id = SideBySide.create(store, dyck_question(), OFFLINE).id
+        screen = await open_race(pilot, store, OFFLINE, session_id)
+        replay, solver = screen.columns
+        await pilot.press("r")
+        await wait_for(pilot, lambda: replay.trace.finished and solver.trace.finished
+                       and finished_runs(screen), timeout=60)
+        await pilot.press("tab", "G")  # the solver's last thoughts, beside replay's blank
+        await wait_for(pilot, lambda: solver.view.selected == 54
+                       and replay.filler.region.height > 0, timeout=10)
+        for size in ((80, 24), (120, 40)):
+            await pilot.resize_terminal(*size)
+            await wait_for(pilot, lambda: replay.filler.region.height > 0, timeout=10)
+            await pilot.pause()
+            assert "Filler" not in app.export_screenshot()
+
+
+async def test_m_refuses_a_simulated_reward_model_as_a_column(store: Store) -> None:
+    """Issue 34, item 10: `m` took simulated/rm-0.65 as a generating column, which then
+    failed at its first thought. The dialog refuses it, on enter as on its Test (ctrl+t),
+    saying why, and no column is added."""
+    from textual.widgets import Input
+
+    from bbm_tui.ui.dialogs import ModelScreen
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        dialog = app.screen
+        dialog.query_one("#model", Input).value = "simulated/rm-0.65"
+        for key in ("ctrl+t", "enter"):
+            app.clear_notifications()
+            await pilot.press(key)
+            await wait_for(pilot, lambda: any(
+                "simulated reward model" in str(toast.message)
+                for toast in app._notifications))
+            assert app.screen is dialog
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await pilot.pause()
+        assert len(screen.columns) == 2
+    assert [b.model for b in store.model_branches(screen.race.id)] == [
+        "replay/bbm", "solver/bbm"]
+
+
+async def test_v_and_t_agree_with_the_line_under_the_columns(store: Store) -> None:
+    """Issue 34, item 4: with the line under the columns saying "The traces part at Thought
+    5", `v` said "They part at Thought 1" and showed Thoughts 1-4 unfolded on both sides
+    (two models' traces share no step), and `t` gave both branches the same snippet (their
+    word-for-word Thought 1). Now `v` folds Thoughts 1-4 and starts at Thought 5, and `t`
+    shows each branch's Thought 5, where they differ."""
+    from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+    from bbm_tui.ui.screens.compare import CompareScreen
+
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
+                       and finished_runs(screen), timeout=60)
+        summary = str(screen.query_one("#sbs-summary").render())
+        assert "The traces part at Thought 5." in summary
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen))
+        compare = app.screen
+        folded = str(compare.query_one("#compare-folded").render())
+        assert folded == ("Thoughts 1-4 are the same on both (folded); they part at "
+                          "Thought 5.")
+        assert compare.numbers == [5, 6, 7]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is screen)
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, BranchTreeScreen))
+        await pilot.pause()
+        shown = app.export_screenshot().replace("&#160;", " ")
+        assert "5: “…red, Dave: yellow, Eve: blue.”" in shown  # replay's Thought 5
+        assert "5: “…blue, Dave: red, Eve: yellow.”" in shown  # the solver's
+
+
+def screen_text(app) -> str:  # type: ignore[no-untyped-def]
+    """The screen's text, its styles' runs joined (the SVG screenshot, tags left out)."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", app.export_screenshot())).replace(
+        "\xa0", " ")
+
+
+async def test_at_80_columns_a_columns_border_keeps_its_cost(store: Store) -> None:
+    """Issue 34, item 15: at 80x24 a column's border cut its figures at the end, "7 thoughts
+    · 1.4 s · 4,663 tok …": the cost, the figure that matters most, was the one lost. The
+    latency, then the tokens, give way; the cost stays."""
+    app = make_app(wall_clock=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
+                       and finished_runs(screen), timeout=60)
+        await pilot.pause()
+        await wait_for(pilot, lambda: screen_text(app).count("$0 ─╯") == 2, timeout=10)
+        for column in screen.columns:
+            assert column.figures.startswith("7 thoughts") and column.figures.endswith("$0")
+        await pilot.resize_terminal(250, 50)  # room for every figure, the latency too
+        await wait_for(pilot, lambda: all(" s · " in column.figures
+                                          for column in screen.columns), timeout=10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from ui_helpers import SIZE, make_app, recorded_session, thought, wait_for
+from ui_helpers import SIZE, make_app, palette_commands, recorded_session, thought, wait_for
 
 from bbm_tui.core.store import SessionBusy, Store
 from bbm_tui.core.trace.session import TraceSession
@@ -151,7 +151,7 @@ async def test_the_palette_runs_a_command_on_the_focused_view(store: Store) -> N
         await pilot.press("tab", "j", "j")
         await wait_for(pilot, lambda: screen.focused is right and right.selected == 3)
         tooltips = {binding.id: binding.tooltip for binding in declared_bindings(TraceView)}
-        commands = {command.title: command for command in app.get_system_commands(screen)}
+        commands = palette_commands(app, screen)
         for binding_id, title in TraceView.PALETTE.items():
             assert commands[title].help == tooltips[binding_id] != "", title
         await pilot.press("ctrl+p")

@@ -195,3 +195,10 @@ async def run_finder(
         await wait_for(pilot, lambda: not screen.view.finding
                        and screen.view.finder.state != "running", timeout=30)
         await pilot.pause()
+
+
+def palette_commands(app: BbmApp, screen) -> dict[str, Any]:
+    """The palette's commands where `screen` is, by title without the key the palette shows
+    after it ("Step once · n" as "Step once")."""
+    return {command.title.split(" · ")[0]: command
+            for command in app.get_system_commands(screen)}

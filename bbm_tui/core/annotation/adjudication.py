@@ -113,8 +113,9 @@ class AdjudicationQueue:
             self._step_ids[session_id] = [step.id for step in self.store.branch(session_id)]
         return self._step_ids[session_id]
 
-    def settle(self, location: Location) -> None:
-        """Record `location` as the adjudicated label and move to the next unsettled trace."""
+    def settle(self, location: Location) -> int | None:
+        """Record `location` as the adjudicated label and move to the next unsettled trace:
+        its index, or None when every trace is settled (the position then stays)."""
         item = self.current
         step_ids = self.steps()
         if location is not None and not 0 <= location < len(step_ids):
@@ -127,6 +128,7 @@ class AdjudicationQueue:
         following = self.first_unsettled(self.position)
         if following is not None:
             self.position = following
+        return following
 
     def undo(self) -> None:
         """Withdraw the adjudicated label of the trace on show."""
@@ -139,5 +141,39 @@ class AdjudicationQueue:
         else:
             item.adjudicated = current.mistake_index(self.steps())
 
-    def move(self, delta: int) -> None:
-        self.position = (self.position + delta) % len(self.items)
+    def move(self, delta: int) -> bool:
+        """Move `delta` traces on; False (and no move) past either end: the queue does not
+        wrap, so that the last trace is never followed by the first unsaid."""
+        position = self.position + delta
+        if not 0 <= position < len(self.items):
+            return False
+        self.position = position
+        return True
+
+    def summary(self) -> AdjudicationSummary:
+        settled = [item for item in self.items if item.settled]
+        return AdjudicationSummary(
+            total=len(self.items), settled=len(settled),
+            no_mistake=sum(item.adjudicated is None for item in settled),
+            not_a_candidate=sum(item.adjudicated not in item.choices for item in settled))
+
+
+@dataclass(frozen=True)
+class AdjudicationSummary:
+    """How far adjudication has gone: of `total` traces, `settled` have a label, of them
+    `no_mistake` "no mistake" and `not_a_candidate` a location no annotator gave."""
+
+    total: int
+    settled: int
+    no_mistake: int
+    not_a_candidate: int
+
+    @property
+    def all_settled(self) -> bool:
+        return self.settled == self.total
+
+    def text(self) -> str:
+        at_thought = self.settled - self.no_mistake
+        own = f" ({self.not_a_candidate} not a candidate)" if self.not_a_candidate else ""
+        return (f"{self.settled} of {self.total} traces settled: {self.no_mistake} no mistake, "
+                f"{at_thought} at a thought{own}")

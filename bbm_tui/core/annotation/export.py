@@ -55,7 +55,15 @@ from bbm_tui.core.dataset.formats import (
 from bbm_tui.core.dataset.formats.positions import ratings_for
 from bbm_tui.core.dataset.formats.prm800k import finish_reason as prm800k_reason
 from bbm_tui.core.dataset.outfile import OutputFileError
-from bbm_tui.core.store import SQLITE_HEADER, AnnotatorLabel, Label, QueueWork, Step, Store
+from bbm_tui.core.store import (
+    SQLITE_HEADER,
+    AnnotatorLabel,
+    Label,
+    QueueWork,
+    Session,
+    Step,
+    Store,
+)
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession, session_task
@@ -252,6 +260,7 @@ class ExportResult:
     written: int = 0
     skipped: int = 0  # left out: unlabelled, in a format that needs a label
     unlabelled: int = 0  # written without a label (jsonl, markdown)
+    why_none: str = ""  # nothing written: why (dpo: what no session had)
 
 
 def load_traces(store: Store, session_ids: Sequence[int] | None, *,
@@ -555,20 +564,42 @@ def export_from_store(store: Store, fmt: str, out_path: Path,
 
 # ---------------------------------------------------------------------------- csv
 
+# Who a label of the app's own user (DEFAULT_ANNOTATOR) is credited to in the CSV exports: the
+# label an import brought in, as the file had it, or one made in the app (the name agreement's
+# --app-labels gives them).
+IMPORTED_CREDIT = "imported"
+APP_CREDIT = "app"
+
+
+def label_credit(store: Store, session: Session, label: Label) -> str:
+    """The annotator a CSV row names: an annotator's own name; for the app's own labels,
+    "imported" for the label an imported file gave (its session's first), else "app" (they
+    were all "me", whoever made them)."""
+    if label.annotator != DEFAULT_ANNOTATOR:
+        return label.annotator
+    if session.source == SessionSource.IMPORT and label.id == store.first_label_id(session.id):
+        return IMPORTED_CREDIT
+    return APP_CREDIT
+
+
 CSV_COLUMNS = ("session_id", "name", "task", "annotator", "status", "mistake_index",
-               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note", "branch")
+               "time_spent_s", "assisted", "labelled_at", "flag_reason", "note", "branch",
+               "model")
 
 
 def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) -> ExportResult:
     """One row per annotator's label in force (the adjudicated ones under "(adjudicated)"),
     and one per flagged trace: `mistake_index` empty means "no mistake" on a labelled row.
     The app's own labels are one row per labelled branch, as the jsonl export has them
-    (`branch`: "on show", or "other" for another branch of the session)."""
+    (`branch`: "on show", or "other" for another branch of the session). `model`: the
+    model of the labelled trace (side by side, the model of the branch labelled; else the
+    session's models)."""
     import csv
 
     wanted = None if session_ids is None else set(session_ids)
     work = {(item.session_id, item.annotator): item for item in store.all_queue_work()}
-    sessions = {summary.session.id: summary.session for summary in store.sessions()}
+    summaries = {summary.session.id: summary for summary in store.sessions()}
+    sessions = {session_id: summary.session for session_id, summary in summaries.items()}
     rows: list[list[object]] = []
     for label in store.annotator_labels():
         if wanted is not None and label.session_id not in wanted:
@@ -576,19 +607,26 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
         session = sessions[label.session_id]
         done = work.get((label.session_id, label.annotator))
         spent = "" if done is None else f"{done.time_spent_s:.1f}"
+        models = summaries[label.session_id].model_names
         if label.annotator == DEFAULT_ANNOTATOR:
+            branch_models = {branch.id: branch.model
+                             for branch in store.model_branches(label.session_id)}
             for branch in TraceSession.load(store, label.session_id).labelled_branches():
+                model = branch_models.get(branch.steps[-1].model_branch_id or 0, models) \
+                    if branch.steps else models
                 rows.append([
-                    label.session_id, session.name, session.task, label.annotator,
-                    "labelled", "" if branch.mistake_index is None else branch.mistake_index,
+                    label.session_id, session.name, session.task,
+                    label_credit(store, session, branch.label), "labelled",
+                    "" if branch.mistake_index is None else branch.mistake_index,
                     spent, int(branch.label.assisted), _timestamp(branch.label.created_at),
-                    "", "", "on show" if branch.on_show else "other",
+                    "", "", "on show" if branch.on_show else "other", model,
                 ])
             continue
         rows.append([
             label.session_id, session.name, session.task, label.annotator, "labelled",
             "" if label.mistake_index is None else label.mistake_index,
             spent, int(label.assisted), _timestamp(label.created_at), "", "", "on show",
+            models,
         ])
     for (session_id, annotator), item in sorted(work.items()):
         if item.status != "flagged" or (wanted is not None and session_id not in wanted):
@@ -597,7 +635,7 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
         rows.append([session_id, session.name, session.task, annotator, "flagged", "",
                      f"{item.time_spent_s:.1f}", int(item.assisted),
                      _timestamp(item.updated_at), item.flag_reason or "", item.note or "",
-                     "on show"])
+                     "on show", summaries[session_id].model_names])
     with replacing(out_path) as out:
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)
@@ -646,7 +684,8 @@ def export_step_csv(store: Store, session_ids: Sequence[int] | None,
         labels += 1
         for number, rating in enumerate(ratings, start=1):
             rows.append([
-                found.session_id, session.name, session.task, found.annotator, protocol,
+                found.session_id, session.name, session.task,
+                label_credit(store, session, label), protocol,
                 number, rating, steps[number - 1].text if number <= len(steps) else "",
                 "" if found.mistake_index is None else found.mistake_index,
                 found.finish_reason or "", _timestamp(found.created_at)])
@@ -659,7 +698,36 @@ def export_step_csv(store: Store, session_ids: Sequence[int] | None,
 
 # ---------------------------------------------------------------------------- dpo
 
-def dpo_rows(store: Store, session_ids: Sequence[int] | None) -> list[dict[str, Any]]:
+@dataclass
+class DpoFunnel:
+    """How far the sessions got towards preference pairs, to say why there are none."""
+
+    sessions: int = 0
+    flagged: int = 0  # thoughts flagged as a first mistake
+    versions: int = 0  # backtracked or rewritten versions of a flagged thought
+    pairs: int = 0  # versions whose branch reached the right answer
+
+    def why_none(self) -> str:
+        if self.pairs:
+            return ""
+        if not self.sessions:
+            return "the store has no sessions"
+        if not self.flagged:
+            return (f"none of the {traces_word(self.sessions)} has a thought flagged as the "
+                    "first mistake (x in the app, or a finder's or verifier's run)")
+        if not self.versions:
+            return (f"{self.flagged} flagged thought(s), none with a backtracked or rewritten "
+                    "version (b or w in the app, or `bbm-tui backtrack`)")
+        return (f"{self.versions} backtracked or rewritten version(s) of a flagged thought, "
+                "none whose branch reached the right answer (a pair needs one)")
+
+
+def traces_word(number: int) -> str:
+    return f"{number} session" if number == 1 else f"{number} sessions"
+
+
+def dpo_rows(store: Store, session_ids: Sequence[int] | None,
+             funnel: DpoFunnel | None = None) -> list[dict[str, Any]]:
     """Preference pairs from branches, in TRL's preference shape: where a person flagged a
     thought as the first mistake, or a finder or verifier did, and a backtracked or rewritten
     version of that thought went on to the right answer: `prompt` the question and the
@@ -669,6 +737,8 @@ def dpo_rows(store: Store, session_ids: Sequence[int] | None) -> list[dict[str, 
 
     if session_ids is None:
         session_ids = sorted(summary.session.id for summary in store.sessions())
+    funnel = funnel if funnel is not None else DpoFunnel()
+    funnel.sessions = len(session_ids)
     rows: list[dict[str, Any]] = []
     for session_id in session_ids:
         trace = TraceSession.load(store, session_id)
@@ -677,12 +747,14 @@ def dpo_rows(store: Store, session_ids: Sequence[int] | None) -> list[dict[str, 
         task, _ = session_task(store, trace.session)
         target = trace.session.target
         for mistake, flagged_by in _flagged_mistakes(trace).items():
+            funnel.flagged += 1
             rejected = trace.tree.step(mistake)
             shared = [step.text for step in trace.tree.path(rejected.parent_id)]
             for version in trace.tree.siblings(mistake):
                 if (version.id == mistake or version.text == rejected.text
                         or version.origin not in (StepOrigin.BACKTRACK, StepOrigin.EDIT)):
                     continue
+                funnel.versions += 1
                 branch = trace.tree.path(trace.tree.newest_leaf_under(version.id).id)
                 answer = next((step.answer for step in reversed(branch) if step.answer), None)
                 if not target or not task.is_correct(answer, target):
@@ -697,6 +769,7 @@ def dpo_rows(store: Store, session_ids: Sequence[int] | None) -> list[dict[str, 
                                 "flagged_by": sorted(flagged_by),
                                 "chosen_origin": version.origin},
                 })
+    funnel.pairs = len(rows)
     return rows
 
 
@@ -723,10 +796,11 @@ def _flagged_mistakes(trace: TraceSession) -> dict[int, set[str]]:
 
 def export_dpo(store: Store, session_ids: Sequence[int] | None,
                out_path: Path) -> ExportResult:
-    rows = dpo_rows(store, session_ids)
+    funnel = DpoFunnel()
+    rows = dpo_rows(store, session_ids, funnel)
     with replacing(out_path) as out:
         out.write("".join(json.dumps(row, allow_nan=False) + "\n" for row in rows))
-    return ExportResult(written=len(rows))
+    return ExportResult(written=len(rows), why_none=funnel.why_none())
 
 
 # ---------------------------------------------------------------------------- import

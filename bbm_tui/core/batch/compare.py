@@ -181,16 +181,8 @@ def compare_files(paths: Sequence[Path], task: str | None = None) -> Comparison:
 
 
 def _one_answer(task: Task, answers: list[str | None]) -> bool:
-    """Whether the answers are one (by the task's comparison, each way); no answer is one
-    only with no answer."""
-    first = answers[0]
-    for other in answers[1:]:
-        if first is None or other is None:
-            if first is not other:
-                return False
-        elif not (task.is_correct(first, other) or task.is_correct(other, first)):
-            return False
-    return True
+    """Whether the answers are one (Task.same_answer: never one read as a pattern)."""
+    return all(task.same_answer(answers[0], other) for other in answers[1:])
 
 
 def _where(row: TraceRow) -> str:

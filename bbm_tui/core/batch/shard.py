@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ from bbm_tui.core.dataset import (
     standard_decoder,
 )
 from bbm_tui.core.errors import UserError
+from bbm_tui.core.readfile import kind_of
 
 try:  # POSIX; elsewhere a shard still being written is not detected
     import fcntl
@@ -251,9 +254,18 @@ def _differences(first: dict | None, second: dict | None) -> str:
 
 def _rows(path: Path) -> list[tuple[int, dict]]:
     """Each line of a shard's OUT as a JSON object (checked as a dataset row), with its
-    1-based line number; blank lines are passed over."""
+    1-based line number; blank lines are passed over. Only a regular file is read, opened
+    without blocking: a FIFO named as a shard blocked merge for ever, /dev/zero filled the
+    memory (issue 33)."""
     try:
-        with open(path, "rb") as file:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        raise ShardError(f"{path}: cannot read it ({error.strerror})") from None
+    try:
+        with os.fdopen(descriptor, "rb") as file:
+            mode = os.fstat(descriptor).st_mode
+            if not stat.S_ISREG(mode):
+                raise DatasetError(path, f"is {kind_of(mode)}, not a regular file")
             _check_not_being_written(file.fileno(), path)
             text = file.read().decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:

@@ -278,9 +278,11 @@ def _lines(descriptor: int, path: Path) -> Iterator[tuple[int, int, bytes, bool]
 
 # --------------------------------------------------------------------------- replaced files
 
-def check_not_replacing(path: Path) -> None:
+def check_not_replacing(path: Path, command: str = "export", flag: str = "--out") -> None:
     """An export replaces its file whole, so an existing file with anything in it is refused
-    unless the person said to replace it (`--force`). Standard output replaces nothing."""
+    unless the person said to replace it (`--force`). Standard output replaces nothing.
+    `command` and `flag` are what the message names: the command that writes the file and
+    the flag that gave it (`agreement`'s `--consensus`)."""
     if is_standard_output(path):
         return
     try:
@@ -291,6 +293,6 @@ def check_not_replacing(path: Path) -> None:
         raise OutputFileError(path, f"cannot use it: {error.strerror}") from None
     if size:
         raise OutputFileError(
-            path, "already exists; export replaces a file whole, so it left this one "
-            "untouched: pass --force to replace it, or choose another --out"
+            path, f"already exists; {command} replaces a file whole, so it left this one "
+            f"untouched: pass --force to replace it, or choose another {flag}"
         )

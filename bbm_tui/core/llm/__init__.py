@@ -37,6 +37,7 @@ from bbm_tui.core.llm.errors import (
     ErrorKind,
     LLMError,
     classify_error,
+    key_check,
 )
 from bbm_tui.core.llm.loader import is_loaded, litellm_module, warm_up
 from bbm_tui.core.llm.one_call import CallStopped, LineStarted, stream_steps
@@ -48,7 +49,7 @@ from bbm_tui.core.llm.records import (
     StepText,
     TextDelta,
 )
-from bbm_tui.core.llm.refusals import offline_refusal
+from bbm_tui.core.llm.refusals import generation_refusal, offline_refusal
 from bbm_tui.core.llm.router import (
     DeploymentPin,
     RouterFile,
@@ -153,9 +154,11 @@ __all__ = [
     "classify_error",
     "complete",
     "complete_events",
+    "generation_refusal",
     "gives_logprobs",
     "is_loaded",
     "is_offline",
+    "key_check",
     "key_env_var",
     "key_env_vars",
     "litellm_module",

@@ -118,9 +118,18 @@ def _detail(error: BaseException) -> str:
     return _short(provider_words(_body_text(error)))
 
 
+# litellm's Router appends its own state to a deployment's error ("Received Model Group=tiny
+# Available Model Group Fallbacks=None"), and aiohttp names the TLS context it would have used
+# ("ssl:<ssl.SSLContext object at 0x7f…>", "ssl:default"): neither says anything to a person.
+_ROUTER_STATE = re.compile(r"\s*Received Model Group=.*$", re.DOTALL)
+_SSL_CONTEXT = re.compile(r"\s*ssl:(<ssl\.SSLContext object at 0x[0-9a-fA-F]+>|default)")
+
+
 def _body_text(error: BaseException) -> str:
     text = str(getattr(error, "message", None) or error)
     text = text.split("Traceback (most recent call last)")[0]
+    text = _SSL_CONTEXT.sub("", _ROUTER_STATE.sub("", text))
+    text = re.sub(r"\.\.+$", ".", text.strip())  # "Connection error.." once the tail is gone
     return _HANDLE_WITH.sub("", _NOISE.sub("", text.strip()))
 
 

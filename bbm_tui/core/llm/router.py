@@ -23,6 +23,7 @@ Reading the file needs no litellm; building the Router imports it (loader.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import os
 from dataclasses import dataclass, field, replace
@@ -31,7 +32,8 @@ from typing import Any
 
 from bbm_tui.core.errors import UserError
 from bbm_tui.core.llm.loader import cooldown_deployments, litellm_module, router_class
-from bbm_tui.core.redact import redact_url
+from bbm_tui.core.readfile import FileReadError, read_regular_file
+from bbm_tui.core.redact import declare_secret, declare_secret_variable, redact, redact_url
 from bbm_tui.core.types import ModelSpec
 
 # What bbm-tui sets unless the file's `router_settings` says otherwise: a deployment is
@@ -41,6 +43,12 @@ DEFAULT_ROUTER_SETTINGS: dict[str, Any] = {
     "allowed_fails": 0,
     "cooldown_time": 30,
 }
+# A router file lists deployments: a thousand of them take ~200 KiB. Bounds on what is read
+# (PyYAML reads ~1 MiB a second) and on what its aliases may expand to.
+MAX_ROUTER_FILE_BYTES = 2**20
+MAX_ROUTER_NODES = 1_000_000
+# How the file names a variable that holds a value (LiteLLM's proxy's form).
+ENVIRON_PREFIX = "os.environ/"
 # Retries are ours (errors.py), each of which goes through the Router again.
 FORCED_ROUTER_SETTINGS: dict[str, Any] = {"num_retries": 0}
 
@@ -80,28 +88,23 @@ def read_router_file(path: str | Path) -> RouterFile:
     """The file checked: a mapping with a non-empty `model_list` of deployments, each with a
     `model_name` and `litellm_params.model`; `router_settings` a mapping. Each deployment is
     given a name (its `model_info.id` if the file gives one, else its api base, else its
-    model), unique in the file. Raises RouterFileError."""
-    import yaml  # PyYAML, which litellm's proxy reads these files with too
-
+    model), unique in the file. Only a regular file of at most MAX_ROUTER_FILE_BYTES is read,
+    and a document whose aliases expand past MAX_ROUTER_NODES values is refused (a "billion
+    laughs" of 400 bytes took 62 s and 4 GB). Every key the file gives, and every variable it
+    names, is declared a secret (core/redact.py) before anything could print it. Raises
+    RouterFileError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise RouterFileError(f"{path}: cannot read the router file ({error})") from None
+        raw = read_regular_file(path, MAX_ROUTER_FILE_BYTES)
+    except FileNotFoundError:
+        raise RouterFileError(f"{path}: no such router file") from None
+    except FileReadError as error:
+        raise RouterFileError(f"{path}: the router file {error}") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f", line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise RouterFileError(f"{path}{where}: not valid YAML ({problem})") from None
-    except RecursionError:
-        raise RouterFileError(f"{path}: nested too deeply to read") from None
-    except ValueError:  # PyYAML's int() of more digits than Python converts
-        from bbm_tui.core.tomltext import too_long_number_message
-
-        raise RouterFileError(f"{path}, {too_long_number_message(text)}") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RouterFileError(f"{path}: the router file is not UTF-8 text") from None
+    node, data = _parsed_yaml(path, text)
     if not isinstance(data, dict):
         raise RouterFileError(f"{path}: a router file is a mapping with a `model_list`")
     entries = data.get("model_list")
@@ -123,6 +126,104 @@ def read_router_file(path: str | Path) -> RouterFile:
     return RouterFile(path, tuple(model_list), dict(settings), tuple(deployments))
 
 
+def _parsed_yaml(path: Path, text: str) -> tuple[Any, Any]:
+    """The document's node tree and its value, read once (libyaml's reader where PyYAML has
+    it: ~1 s a MiB, against ~4 s); the aliases' expansion is bounded before any value is
+    built, and the file's secrets declared."""
+    import yaml  # PyYAML, which litellm's proxy reads these files with too
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        if _expanded_values(node) > MAX_ROUTER_NODES:
+            raise RouterFileError(
+                f"{path}: its aliases expand to more than {MAX_ROUTER_NODES:,} values (or "
+                "refer to themselves); a router file lists deployments: write them out")
+        _declare_secrets(node)
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f", line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise RouterFileError(f"{path}{where}: not valid YAML ({redact(problem)})") from None
+    except RecursionError:
+        raise RouterFileError(f"{path}: nested too deeply to read") from None
+    except RouterFileError:
+        raise
+    except ValueError:  # PyYAML's int() of more digits than Python converts
+        from bbm_tui.core.tomltext import too_long_number_message
+
+        raise RouterFileError(f"{path}, {too_long_number_message(text)}") from None
+    finally:
+        loader.dispose()
+    return node, data
+
+
+def _children(node: Any) -> list[Any]:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _expanded_values(root: Any) -> int:
+    """How many values the document holds with every alias written out where it is used
+    (a node shared by aliases counts each time); past MAX_ROUTER_NODES, or for an alias
+    inside its own anchor, a number above it. Linear in the file: each node is sized once."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)] if root is not None else []
+    while stack:
+        node, children_sized = stack.pop()
+        key = id(node)
+        if children_sized:
+            total = 1 + sum(sizes[id(child)] for child in _children(node))
+            if total > MAX_ROUTER_NODES:
+                return total
+            sizes[key] = total
+            open_nodes.discard(key)
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:  # an alias inside its own anchor: endless
+            return MAX_ROUTER_NODES + 1
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+    return sizes.get(id(root), 0)
+
+
+def _declare_secrets(root: Any) -> None:
+    """Every `api_key` value (as written, and as YAML reads it: `0x1F` is 31) and every
+    variable named as `os.environ/NAME`, anywhere in the file, is redacted from then on
+    wherever text is shown or stored (a server may echo a key; litellm's checks print a key
+    YAML read as a number)."""
+    import yaml
+
+    constructor = yaml.constructor.SafeConstructor()
+    stack = [root] if root is not None else []
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode) and isinstance(node.value, str) \
+                and node.value.startswith(ENVIRON_PREFIX):
+            declare_secret_variable(node.value[len(ENVIRON_PREFIX):].strip())
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if getattr(key, "value", None) == "api_key" and isinstance(
+                        value, yaml.ScalarNode):
+                    declare_secret(value.value)
+                    with contextlib.suppress(yaml.YAMLError, ValueError, OverflowError):
+                        declare_secret(str(constructor.construct_object(value)))
+        stack.extend(_children(node))
+
+
 def _item_lines(node: Any) -> list[int]:
     """The 1-based line of each item of the document's `model_list`, for messages."""
     import yaml
@@ -142,6 +243,13 @@ def _checked_entry(entry: Any, where: str, taken: set[str]
                               "`litellm_params`")
     group = entry.get("model_name")
     params = entry.get("litellm_params")
+    if isinstance(group, bool | int | float):
+        # YAML 1.1 reads off/no/false (on/yes/true) and numbers as such, not as names.
+        read_as = repr(group) if not isinstance(group, bool) else (
+            "true (YAML reads on, yes and true so)" if group
+            else "false (YAML reads off, no and false so)")
+        raise RouterFileError(f"{where}: `model_name` was read as {read_as}, not as a name: "
+                              f"put the name in quotes, e.g. model_name: \"{_yaml_word(group)}\"")
     if not isinstance(group, str) or not group:
         raise RouterFileError(f"{where}: the deployment has no `model_name`")
     if not isinstance(params, dict) or not isinstance(params.get("model"), str):
@@ -162,6 +270,13 @@ def _checked_entry(entry: Any, where: str, taken: set[str]
         name = _unique(_default_name(params["model"], api_base), taken)
     entry = {**entry, "model_info": {**info, "id": name}}
     return Deployment(name, group, params["model"], api_base), entry
+
+
+def _yaml_word(value: bool | int | float) -> str:
+    """A word YAML reads as `value`, for the message's example (the file's own is lost)."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 # Deployment parameters litellm's Router reads as numbers, and those it reads as text: one of
@@ -212,7 +327,7 @@ def key_sources(spec: ModelSpec) -> list[str]:
 
 
 def _default_name(model: str, api_base: str | None) -> str:
-    if api_base and not api_base.startswith("os.environ/"):
+    if api_base and not api_base.startswith(ENVIRON_PREFIX):
         return redact_url(api_base) or model
     return model
 

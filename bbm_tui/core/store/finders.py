@@ -94,6 +94,15 @@ class FinderQueries(StoreBase):
                 (ended, error, run_id),
             )
 
+    def drop_unanswered_finder_run(self, run_id: int) -> bool:
+        """Delete a run that got no answer at all (refused before any: no key, a model that
+        does not know the trace): nothing ran, so nothing is kept. True if it was deleted."""
+        with self._write() as connection:
+            cursor = connection.execute(
+                """DELETE FROM finder_runs WHERE id = ? AND finished_at IS NULL AND NOT EXISTS
+                   (SELECT 1 FROM finder_verdicts WHERE run_id = ?)""", (run_id, run_id))
+            return cursor.rowcount > 0
+
     def finder_run(self, run_id: int) -> FinderRun:
         rows = self._read("SELECT * FROM finder_runs WHERE id = ?", (run_id,))
         if not rows:

@@ -93,6 +93,13 @@ class LabelQueries(StoreBase):
             connection.execute("UPDATE sessions SET updated_at = ? WHERE id = ?",
                                (time.time(), session_id))
 
+    def first_label_id(self, session_id: int) -> int | None:
+        """The id of the session's first label ever (withdrawn or not): an imported
+        session's is the one its file gave."""
+        rows = self._read("SELECT MIN(id) AS first FROM labels WHERE session_id = ?",
+                          (session_id,))
+        return rows[0]["first"] if rows else None
+
     def labels(self, session_id: int) -> list[Label]:
         """Every annotator's verdict in force on the session, one per annotator."""
         rows = self._read(

@@ -9,7 +9,7 @@ from typing import Any
 
 from bbm_tui.core.store.calls import CallQueries
 from bbm_tui.core.store.labels import label_from_row
-from bbm_tui.core.store.records import SessionSummary
+from bbm_tui.core.store.records import ModelSummary, SessionSummary
 from bbm_tui.core.store.sessions import session_from_row
 from bbm_tui.core.types import LabelFilter, SessionQuery, SessionSort
 
@@ -71,17 +71,60 @@ class SessionListing(CallQueries):
         return [_summary(row, on_branch, spend.get(row["id"], (0, 0.0, 0)),
                          models.get(row["id"], ())) for row in rows]
 
-    def _models_side_by_side(self, session_ids: list[int]) -> dict[int, tuple[str, ...]]:
-        """The models of each of these sessions that has several side by side, by column."""
-        found: dict[int, list[str]] = {}
+    def _models_side_by_side(self, session_ids: list[int]) -> dict[int, tuple[ModelSummary,
+                                                                              ...]]:
+        """Each of these sessions that has several models side by side: each model's length,
+        label in force (the newest not withdrawn whose leaf is on its branch) and answer, by
+        column."""
+        found: dict[int, list[sqlite3.Row]] = {}
         for start in range(0, len(session_ids), 500):  # under SQLite's limit on parameters
             chunk = session_ids[start:start + 500]
             marks = ",".join("?" * len(chunk))
-            for session_id, model in self._read_tuples(
-                    f"SELECT session_id, model FROM model_branches WHERE session_id IN ({marks})"
-                    " ORDER BY session_id, position", tuple(chunk)):
-                found.setdefault(session_id, []).append(model)
-        return {session_id: tuple(models) for session_id, models in found.items()}
+            for row in self._read(
+                    f"""SELECT b.id AS _branch, b.session_id AS _session, b.model AS _model,
+                               b.head_step_id AS _head, h.number AS _steps,
+                               h.answer AS _answer, {_LABEL_COLUMNS},
+                               m.number AS _mistake_number
+                        FROM model_branches AS b
+                        LEFT JOIN steps AS h ON h.id = b.head_step_id
+                        LEFT JOIN labels AS l ON l.id = (
+                            SELECT MAX(x.id) FROM labels AS x JOIN steps AS leaf
+                                ON leaf.id = x.leaf_step_id
+                            WHERE x.session_id = b.session_id AND x.undone = 0
+                                  AND leaf.model_branch_id = b.id)
+                        LEFT JOIN steps AS m ON m.id = l.mistake_step_id
+                        WHERE b.session_id IN ({marks})
+                        ORDER BY b.session_id, b.position""", tuple(chunk)):
+                found.setdefault(row["_session"], []).append(row)
+        flagged = [(row["_branch"], row["_head"], row["_label_mistake_step_id"])
+                   for rows in found.values() for row in rows
+                   if row["_label_mistake_step_id"] is not None]
+        on_branch = self._on_path(flagged)
+        return {session_id: tuple(_model_summary(row, on_branch) for row in rows)
+                for session_id, rows in found.items()}
+
+    def _on_path(self, heads: list[tuple[int, int | None, int]]) -> set[int]:
+        """Which of these (key, head step, flagged step) have the flagged step on the path
+        from the root to the head: one walk up from each head, all in one query."""
+        heads = [item for item in heads if item[1] is not None]
+        if not heads:
+            return set()
+        values = ",".join("(?, ?, ?)" for _ in heads)
+        rows = self._read(
+            f"""WITH RECURSIVE wanted(key, head, target) AS (VALUES {values}),
+                walk(key, step_id, parent_id, target, floor) AS (
+                    SELECT w.key, h.id, h.parent_id, w.target, m.number
+                    FROM wanted AS w JOIN steps AS h ON h.id = w.head
+                    JOIN steps AS m ON m.id = w.target
+                    WHERE h.number >= m.number
+                    UNION ALL
+                    SELECT w.key, p.id, p.parent_id, w.target, w.floor
+                    FROM walk AS w JOIN steps AS p ON p.id = w.parent_id
+                    WHERE w.step_id != w.target AND p.number >= w.floor)
+                SELECT key FROM walk WHERE step_id = target""",
+            tuple(value for item in heads for value in item),
+        )
+        return {row["key"] for row in rows}
 
     def session_position(self, query: SessionQuery, session_id: int) -> int | None:
         """Where session `session_id` is in the list `query` asks for (None: not in it)."""
@@ -118,13 +161,20 @@ class SessionListing(CallQueries):
 
 
 def _summary(row: sqlite3.Row, on_branch: set[int], spend: tuple[int, float, int],
-             models: tuple[str, ...] = ()) -> SessionSummary:
+             branches: tuple[ModelSummary, ...] = ()) -> SessionSummary:
     session = session_from_row(row)
     label = None if row["_label_id"] is None else label_from_row(row, "_label_")
     number = row["_mistake_number"] if session.id in on_branch else None
     calls, cost, unpriced = spend
     return SessionSummary(session, row["_steps"] or 0, label, number, row["_answer"], calls,
-                          cost, unpriced, models)
+                          cost, unpriced, tuple(branch.model for branch in branches),
+                          branches)
+
+
+def _model_summary(row: sqlite3.Row, on_branch: set[int]) -> ModelSummary:
+    label = None if row["_label_id"] is None else label_from_row(row, "_label_")
+    number = row["_mistake_number"] if row["_branch"] in on_branch else None
+    return ModelSummary(row["_model"], row["_steps"] or 0, label, number, row["_answer"])
 
 
 def _joins_for(query: SessionQuery) -> str:

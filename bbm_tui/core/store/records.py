@@ -162,11 +162,27 @@ class SessionSummary:
     cost: float = 0.0
     unpriced_calls: int = 0
     models: tuple[str, ...] = ()
+    # Side by side: each model's own length, label and answer, by column (issue 34: the
+    # session's label and its head's answer could be two models').
+    branches: tuple[ModelSummary, ...] = ()
 
     @property
     def model_names(self) -> str:
         """The session's model, or its models side by side ("a + b")."""
         return " + ".join(self.models) if self.models else self.session.model
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """One model's trace of a session side by side, as the sessions list shows it: its
+    length, the label in force on it (anyone's; `mistake_number` where it flags a thought
+    on the branch the column shows) and its answer."""
+
+    model: str
+    steps: int
+    label: Label | None
+    mistake_number: int | None
+    answer: str | None
 
 
 @dataclass(frozen=True)

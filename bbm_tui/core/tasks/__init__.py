@@ -21,9 +21,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bbm_tui.core import patterns
 from bbm_tui.core.errors import UserError
 from bbm_tui.core.resources import prompts_dir
-from bbm_tui.core.tasks.compare import EXACT, Comparison, exact_match, parse_compare
+from bbm_tui.core.tasks.compare import EXACT, REGEX, Comparison, exact_match, parse_compare
 
 # The paper's answer regex, applied to one step at a time (a step is a single line).
 PAPER_ANSWER_PATTERN = r"(?<=[Tt]he answer is).*$"
@@ -76,7 +77,7 @@ class Task:
         regex's first group that matched where it has groups, else its whole match."""
         if self.answer_pattern == PAPER_ANSWER_PATTERN:
             return extract_answer(step)
-        match = _compiled(self.answer_pattern).search(step)
+        match = patterns.search(self.answer_pattern, step, self.where("answer_regex"))
         if match is None:
             return None
         if not match.re.groups:
@@ -86,12 +87,25 @@ class Task:
 
     def is_correct(self, answer: str | None, target: str) -> bool:
         """The answer matches the target by the task's comparison (the paper's: exact)."""
-        return answer is not None and _comparison(self.compare).matches(answer, target)
+        return answer is not None and _comparison(self.compare).matches(
+            answer, target, self.where("compare"))
 
+    def same_answer(self, one: str | None, other: str | None) -> bool:
+        """Whether two answers (of two models) are one: by the task's comparison, each way,
+        except where that reads one as a pattern (`regex`): a model's output is never a
+        pattern (`.*` would agree with anything), so there they are compared as text. No
+        answer is one only with no answer."""
+        if one is None or other is None:
+            return one is other
+        if _comparison(self.compare).kind == REGEX:
+            return exact_match(one, other)
+        return self.is_correct(one, other) or self.is_correct(other, one)
 
-@cache
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+    def where(self, key: str) -> str:
+        """Where a key of the task comes from, for messages: its file, or the session that
+        stored it."""
+        source = str(self.path) if self.path is not None else f"the task {self.name!r}"
+        return f"{source}: {key!r}"
 
 
 @cache
@@ -245,8 +259,12 @@ def task_name(task: Task | str) -> str:
 
 
 def extract_answer(step: str) -> str | None:
-    """The answer a step states by the paper's regex, stripped, or None when it states none."""
-    match = ANSWER_RE.search(step)
+    """The answer a step states by the paper's regex, stripped, or None when it states none.
+    The regex's `.*$` matches only on the step's last line, so the search starts there: from
+    the start, every "the answer is" on an earlier line was tried to its line's end (a 160 KB
+    step of them with a line break near its end took 10 s)."""
+    end = len(step) - 1 if step.endswith("\n") else len(step)
+    match = ANSWER_RE.search(step, step.rfind("\n", 0, end) + 1)
     return match.group(0).strip() if match else None
 
 

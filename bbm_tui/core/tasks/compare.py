@@ -11,7 +11,8 @@
 - `regex:PATTERN`: the stripped answer must match all of PATTERN, in which `{target}` stands
   for the row's target, itself read as a regular expression; plain `regex` is
   `regex:{target}` (the target is the pattern). A target that is not a valid pattern
-  matches nothing.
+  matches nothing. Every match has a time limit (core/patterns.py): one that runs out is an
+  error naming the pattern, never a hang.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cache
+
+from bbm_tui.core.patterns import PatternError, check_pattern, fullmatch
 
 EXACT = "exact"
 NUMBER = "number"
@@ -40,13 +42,15 @@ class Comparison:
     kind: str
     pattern: str = ""
 
-    def matches(self, answer: str, target: str) -> bool:
+    def matches(self, answer: str, target: str, where: str = "the comparison") -> bool:
+        """Whether `answer` answers `target`; `where` names the comparison's file in the
+        message of a pattern that runs out of time (PatternTimeout)."""
         if self.kind == NUMBER:
             return numbers_match(answer, target)
         if self.kind == CHOICE:
             return choices_match(answer, target)
         if self.kind == REGEX:
-            return regex_matches(self.pattern, answer, target)
+            return regex_matches(self.pattern, answer, target, where)
         return exact_match(answer, target)
 
 
@@ -63,8 +67,8 @@ def parse_compare(text: str) -> Comparison:
                                "the target is the pattern)")
         # The target is not known here: an empty group stands in for it.
         try:
-            re.compile(pattern.replace(TARGET_FIELD, "(?:)"))
-        except re.error as error:
+            check_pattern(pattern.replace(TARGET_FIELD, "(?:)"))
+        except PatternError as error:
             raise CompareError(f"not a valid regular expression: {error}") from None
         return Comparison(REGEX, pattern)
     raise CompareError(f"unknown comparison {text!r} (one of: {', '.join(COMPARISONS)})")
@@ -132,14 +136,13 @@ def choices_match(answer: str, target: str) -> bool:
 # --------------------------------------------------------------------------- regex
 
 
-@cache
-def _compiled(pattern: str) -> re.Pattern[str] | None:
+def regex_matches(pattern: str, answer: str, target: str, where: str = "the comparison") -> bool:
+    """Whether the stripped answer matches all of `pattern` with `{target}` replaced (a target
+    that makes no valid pattern matches nothing); PatternTimeout when the match runs out of
+    time."""
+    full = pattern.replace(TARGET_FIELD, target)
     try:
-        return re.compile(pattern)
-    except re.error:
-        return None
-
-
-def regex_matches(pattern: str, answer: str, target: str) -> bool:
-    compiled = _compiled(pattern.replace(TARGET_FIELD, target))
-    return compiled is not None and compiled.fullmatch(answer.strip()) is not None
+        check_pattern(full)
+    except PatternError:
+        return False
+    return fullmatch(full, answer.strip(), where) is not None

@@ -19,9 +19,9 @@ what a session stores (`task_definition`), so it reopens with the prompt it was 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
+import stat
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.errors import UserError
+from bbm_tui.core.patterns import PatternError, PatternTimeout, check_pattern, search
+from bbm_tui.core.readfile import FileReadError, kind_of, read_regular_file
 from bbm_tui.core.tasks import (
     DEFAULT_QUESTION_TEMPLATE,
     INPUT_FIELD,
@@ -48,6 +50,8 @@ from bbm_tui.core.tomltext import (
 
 KEYS = ("name", "title", "prompt", "question", "answer_regex", "compare", "finding_prompts",
         "description", "questions")
+# A task file is a few keys; its prompts are files of their own (MAX_TEXT_FILE_BYTES each).
+MAX_TASK_FILE_BYTES = 2**20
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 # The paper's finding prompts, per method: the template key, its messages key, and whether
@@ -96,24 +100,38 @@ class _Reader:
         return value
 
     def file(self, key: str) -> Path | None:
-        """A file the key names, relative to the task file's folder; it must exist."""
+        """A file the key names, relative to the task file's folder and inside it (task files
+        are shared: one must not read /proc/self/environ, ~/.ssh or a symlink out of its
+        folder and send it to a model); it must be a regular file."""
         value = self.string(key)
         if value is None:
             return None
         if not value.strip():
             raise self.fail(key, "names no file (leave the key out instead)")
-        found = (self.path.parent / Path(value).expanduser()).resolve()
+        named = Path(value)
+        if named.is_absolute() or value.startswith("~") or ".." in named.parts:
+            raise self.fail(key, f"{value!r} must be a path relative to the task file's folder "
+                            "and inside it (no absolute path, no '~', no '..'), e.g. "
+                            "\"prompt.txt\" or \"prompts/prompt.txt\"")
+        folder = self.path.parent
+        found = (folder / named).resolve()
+        if not found.is_relative_to(folder):
+            raise self.fail(key, f"{value!r} leads out of the task file's folder (to {found}, "
+                            "through a symbolic link); copy the file into the folder")
         if not found.exists():
             raise self.fail(key, f"no such file: {found}")
-        if not found.is_file():
-            raise self.fail(key, f"not a file: {found}")
+        mode = found.stat().st_mode
+        if not stat.S_ISREG(mode):
+            raise self.fail(key, f"{found} is {kind_of(mode)}, not a regular file")
         return found
 
     def text_of(self, key: str, found: Path) -> str:
         try:
-            raw = found.read_bytes()
-        except OSError as error:
-            raise self.fail(key, f"cannot read {found}: {error.strerror}") from None
+            raw = read_regular_file(found)
+        except FileNotFoundError:
+            raise self.fail(key, f"no such file: {found}") from None
+        except FileReadError as error:
+            raise self.fail(key, f"{found} {error}") from None
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -132,13 +150,11 @@ def load_task_file(path: Path | str) -> Task:
 
     path = Path(path).expanduser()
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path, MAX_TASK_FILE_BYTES)
     except FileNotFoundError:
         raise TaskFileError(path, "no such task file") from None
-    except IsADirectoryError:
-        raise TaskFileError(path, "is a folder, not a task file") from None
-    except OSError as error:
-        raise TaskFileError(path, f"cannot read the task file: {error.strerror}") from None
+    except FileReadError as error:
+        raise TaskFileError(path, f"the task file {error}") from None
     try:
         text = toml_text(raw)
     except UnicodeDecodeError:
@@ -210,11 +226,16 @@ def _prompt_text(reader: _Reader, found: Path) -> str:
 def _answer_pattern(reader: _Reader) -> str:
     pattern = reader.string("answer_regex", PAPER_ANSWER_PATTERN) or ""
     try:
-        compiled = re.compile(pattern)
-    except re.error as error:
+        check_pattern(pattern)
+    except PatternError as error:
         raise reader.fail("answer_regex", f"not a valid regular expression: {error}") from None
-    if compiled.search("") is not None or any(
-            _states_nothing(compiled.search(text)) for text in _THOUGHTS_WITH_NO_ANSWER):
+    where = f"{reader.path}: 'answer_regex'"
+    try:
+        reads_nothing = search(pattern, "", where) is not None or any(
+            _states_nothing(search(pattern, text, where)) for text in _THOUGHTS_WITH_NO_ANSWER)
+    except PatternTimeout as error:
+        raise reader.fail("answer_regex", str(error).removeprefix(f"{where}: ")) from None
+    if reads_nothing:
         raise reader.fail("answer_regex", "matches a thought with no text, or empty text in "
                           "any thought, so every trace would end at Thought 1 with no answer; "
                           "it must match only the thought that states the answer, e.g. "
@@ -227,7 +248,7 @@ def _answer_pattern(reader: _Reader) -> str:
 _THOUGHTS_WITH_NO_ANSWER = ("a", "I read the question, word by word.")
 
 
-def _states_nothing(match: re.Match[str] | None) -> bool:
+def _states_nothing(match: Any) -> bool:
     """The match reads an empty answer (its whole text, or the group it would give, blank)."""
     if match is None:
         return False
@@ -288,10 +309,19 @@ def _template_problem(template: object, one_thought: bool) -> str | None:
     if not isinstance(template, str):
         return "the template must be a string"
     try:
-        fields = {name for _, name, _, _ in string.Formatter().parse(template)
-                  if name is not None}
+        parsed = [(name, spec, conversion) for _, name, spec, conversion
+                  in string.Formatter().parse(template) if name is not None]
     except ValueError as error:
         return f"the template's braces do not pair up ({error}); write a literal brace twice"
+    for name, spec, conversion in parsed:
+        # Only plain fields: a format spec can ask for a 2 GB padding ({steps:>2000000000}),
+        # fail on text ({steps:d}) or send a repr ({input!r}).
+        if spec or conversion:
+            written = "{" + name + (f"!{conversion}" if conversion else "") + (
+                f":{spec}" if spec else "") + "}"
+            return (f"the template's field {written} has a conversion or format spec; only "
+                    f"plain fields such as {{{name}}} are filled")
+    fields = {name for name, _, _ in parsed}
     allowed = {"input", "steps", "current_step"} if one_thought else {"input", "steps"}
     strange = sorted(fields - allowed)
     if strange:
@@ -394,6 +424,8 @@ def task_digest(task: Task) -> str:
                if key not in _NOT_CONTENT}
     text = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
                       allow_nan=False)
+    import hashlib  # here: it loads OpenSSL, which the app's first frame need not wait for
+
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -404,7 +436,7 @@ def task_from_definition(data: Mapping[str, Any]) -> Task:
         if finding is not None and finding_prompts_problem(finding) is not None:
             raise ValueError(finding_prompts_problem(finding))
         parse_compare(str(data["compare"]))
-        re.compile(str(data["answer_regex"]))
+        check_pattern(str(data["answer_regex"]))
         path = data.get("path")
         return Task(
             str(data["name"]), str(data["title"]), str(data["question"]), str(data["prompt"]),
@@ -413,6 +445,6 @@ def task_from_definition(data: Mapping[str, Any]) -> Task:
             finding_prompts=finding, multiple_choice=bool(data.get("multiple_choice")),
             path=Path(path) if isinstance(path, str) else None,
         )
-    except (KeyError, TypeError, re.error, CompareError) as error:
+    except (KeyError, TypeError, PatternError, CompareError) as error:
         raise ValueError(f"not a stored task definition: {error}") from None
 

@@ -66,6 +66,11 @@ def unknown(reason: str) -> Judgement:
     return Judgement(Verdict.CANNOT_JUDGE, reason)
 
 
+# The verifiers read a step in time linear in its length (~1 s for 160 KB at worst); the
+# dataset's longest step has 2,568 characters, and a row's line may hold 16 MiB.
+MAX_VERIFIED_STEP = 200_000
+
+
 def judge_steps(state: object, steps: Sequence[str],
                 check_step: Callable[[Any, str], None]) -> list[StepVerdict]:
     """Run a task's step checker over a trace: each step judged against the question and
@@ -74,6 +79,14 @@ def judge_steps(state: object, steps: Sequence[str],
     as it stands."""
     verdicts = []
     for index, step in enumerate(steps):
+        if len(step) > MAX_VERIFIED_STEP:
+            # What it claims is unread, so the steps after it have nothing to build on.
+            verdicts.append(cannot_judge(index, f"too long to verify ({len(step):,} "
+                                         f"characters; the verifiers read steps of up to "
+                                         f"{MAX_VERIFIED_STEP:,})"))
+            verdicts.extend(cannot_judge(later, "follows a step too long to verify")
+                            for later in range(index + 1, len(steps)))
+            break
         try:
             check_step(state, step)
         except Judgement as judgement:

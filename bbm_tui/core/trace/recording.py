@@ -20,6 +20,10 @@ from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import Task
 from bbm_tui.core.types import FinderEnd
 
+# An offline model refusing a trace it does not know (in process: nothing ran): the run it
+# refused is not kept when nothing answered.
+REFUSALS = frozenset({"replay"})
+
 
 async def record_find(
     store: Store,
@@ -43,6 +47,12 @@ async def record_find(
     settings = settings or finder_settings()
     judge = check_judge(task, method)
     spec = judge.spec(spec)
+    if judge.needs_model:
+        # Refused before any call (an offline model on a task it does not know, no key, no
+        # such router group): nothing runs, so no run is stored (issue 34, item 9).
+        refused = llm.offline_refusal(spec, task) or llm.key_check(spec)
+        if refused is not None:
+            raise refused
     run_id = await asyncio.to_thread(
         store.create_finder_run, session_id, method=method, model=spec.model,
         params=settings.params() | {"mode": spec.mode, "judge_all": judge_all},
@@ -64,8 +74,14 @@ async def record_find(
                                         parsed=event.result.parsed)
             yield event
     except llm.LLMError as error:
-        await asyncio.to_thread(store.end_finder_run, run_id, ended=FinderEnd.FAILED,
-                                error=error.message)
+        # An offline model that refused before any answer: nothing ran, so no failed run is
+        # left in the session's history (issue 34, item 9). A server that failed keeps its
+        # run, with the reason.
+        refused = error.kind in REFUSALS and await asyncio.to_thread(
+            store.drop_unanswered_finder_run, run_id)
+        if not refused:
+            await asyncio.to_thread(store.end_finder_run, run_id, ended=FinderEnd.FAILED,
+                                    error=error.message)
         raise
     except (asyncio.CancelledError, GeneratorExit):
         # No awaiting here: the task is being cancelled (or the caller let go of this

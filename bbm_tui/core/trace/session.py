@@ -43,7 +43,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
     run_steps,
 )
-from bbm_tui.core.redact import REDACTED, redact_url
+from bbm_tui.core.redact import REDACTED, redact_data, redact_url
 from bbm_tui.core.store import (
     CLAIM_HEARTBEAT_S,
     Label,
@@ -140,7 +140,10 @@ def stored_definition(task: Task) -> TaskDefinition | None:
     and the digest of it; nothing for the paper's five (they ship with the app)."""
     if task.is_paper:
         return None
-    text = json.dumps(task_definition(task), ensure_ascii=False, sort_keys=True, allow_nan=False)
+    # Redacted as every stored text is: a prompt file may hold a key (issue 33); the digest is
+    # the task's own, so an unchanged file is still recognised.
+    text = json.dumps(redact_data(task_definition(task)), ensure_ascii=False, sort_keys=True,
+                      allow_nan=False)
     return TaskDefinition(task_digest(task), text)
 
 

@@ -24,6 +24,19 @@ class BranchDiff:
         """The number of the first thought where the branches part (1 when from the start)."""
         return len(self.shared) + 1
 
+    @property
+    def alike(self) -> int:
+        """How many thoughts from the first read the same on both: those shared, then those
+        each branch has of its own word for word (two models' traces share no step, yet
+        their first thoughts can be the same words). The thought after them is where the
+        traces part, as the side-by-side screen says (side_by_side.first_difference)."""
+        count = len(self.shared)
+        for left, right in zip(self.left, self.right, strict=False):
+            if left.text != right.text:
+                break
+            count += 1
+        return count
+
 
 class StepTree:
     def __init__(self, steps: Iterable[Step] = ()) -> None:

@@ -7,6 +7,7 @@ from bbm_tui.ui.dialogs.base import Dialog
 from bbm_tui.ui.dialogs.confirm import ConfirmScreen, RenameScreen, StoreErrorScreen
 from bbm_tui.ui.dialogs.find import JUDGE_ALL, FindRequest, FindScreen, MethodSet, SpaceCheckbox
 from bbm_tui.ui.dialogs.help import HelpScreen, KeyHelp
+from bbm_tui.ui.dialogs.messages import MessagesScreen
 from bbm_tui.ui.dialogs.model import ModelChoice, ModelScreen
 from bbm_tui.ui.dialogs.question import TypedQuestionScreen
 
@@ -18,6 +19,7 @@ __all__ = [
     "FindScreen",
     "HelpScreen",
     "KeyHelp",
+    "MessagesScreen",
     "MethodSet",
     "ModelChoice",
     "ModelScreen",

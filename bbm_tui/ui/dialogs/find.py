@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
+from textual.geometry import Size
 from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
 
 from bbm_tui.core import llm
@@ -38,6 +39,23 @@ class SpaceCheckbox(TickBox, inherit_bindings=False):
     ]
 
 
+class MarkedRadioButton(RadioButton):
+    """A radio button that shows where the focus is with a marker ("▸" before the highlighted
+    one of a focused set), not only a tint: readable without colour (NO_COLOR, a monochrome
+    terminal, a screenshot in print)."""
+
+    MARKER = "▸"
+
+    def render(self) -> Content:
+        parent = self.parent
+        marked = self.has_class("-selected") and isinstance(parent, RadioSet) and \
+            parent.has_focus
+        return Content.assemble(self.MARKER if marked else " ", super().render())
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        return 1 + super().get_content_width(container, viewport)
+
+
 class MethodSet(RadioSet, inherit_bindings=False):
     """A RadioSet where the arrows choose (not just move a highlight) and enter is left to the
     dialog, which runs: f, then ↓ ↓, then enter."""
@@ -56,6 +74,21 @@ class MethodSet(RadioSet, inherit_bindings=False):
     def _highlight_pressed(self) -> None:
         if self.pressed_index >= 0:
             self._selected = self.pressed_index
+
+    def on_focus(self) -> None:
+        self._mark_focus()
+
+    def on_blur(self) -> None:
+        self._mark_focus()
+
+    def watch__selected(self) -> None:
+        super().watch__selected()
+        self._mark_focus()
+
+    def _mark_focus(self) -> None:
+        """The marker follows the focus and the highlight (MarkedRadioButton)."""
+        for button in self.query(MarkedRadioButton):
+            button.refresh()
 
     def action_choose(self, delta: int) -> None:
         buttons = list(self.query(RadioButton))
@@ -97,7 +130,7 @@ class FindScreen(Dialog[FindRequest | None]):
             with MethodSet(id="find-method"):
                 for method in self._methods:
                     label = Content.assemble((method.title, "bold"), (f"  {method.name}", MUTED))
-                    yield RadioButton(label, value=method.name == chosen,
+                    yield MarkedRadioButton(label, value=method.name == chosen,
                                       id=f"method-{method.name}",
                                       tooltip=method.hint)
             yield Static(id="find-method-hint")

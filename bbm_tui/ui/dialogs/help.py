@@ -1,4 +1,5 @@
-"""The help dialog (?): every key that works on the screen below, as the keymap binds it."""
+"""The help dialog (?): every key that works on the screen below, as the keymap binds it;
+typing filters the list (issue 34, item 16: as harlequin's and posting's help do)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from bbm_tui.ui.dialogs.base import Dialog
 from bbm_tui.ui.text import MUTED, styled
@@ -50,22 +51,41 @@ class HelpScreen(Dialog[None]):
         self.rows = rows
         self._title = title
         self._in_columns: bool | None = None  # the layout the table was last drawn in
+        self._filter = ""
+
+    @property
+    def shown_rows(self) -> list[KeyHelp]:
+        """The rows the filter keeps: every word typed is in the row's keys, name,
+        description or binding id (any case)."""
+        words = self._filter.casefold().split()
+        return [row for row in self.rows if all(
+            word in f"{row.keys} {row.description} {row.detail} {row.binding_id}".casefold()
+            for word in words)]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help", classes="dialog"):
             yield Static(styled(self._title, "bold"), classes="dialog-title")
+            yield Input(id="help-filter", compact=True,
+                        placeholder="type to filter: a key, a name, a word of what it does")
             with VerticalScroll(id="help-keys"):
                 # Drawn for the width it gets, once the dialog is laid out (_fit_keys).
                 yield Static(id="help-table")
             yield Static(
-                styled('Change a key in config.toml\'s [keymap] table: binding id = "keys", '
-                       'e.g. step = "n,space".', MUTED),
+                styled('Type to filter; esc closes. Change a key in config.toml\'s [keymap] '
+                       'table: binding id = "keys", e.g. step = "n,space".', MUTED),
                 classes="dialog-hint",
             )
 
     def on_mount(self) -> None:
         self._draw_table(self._expected_width())
         self.call_after_refresh(self._fit_keys)
+        self.query_one("#help-filter", Input).focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self._filter = event.value
+        self._in_columns = None  # drawn again, with the rows kept
+        self._draw_table(self.query_one("#help-table", Static).content_size.width
+                         or self._expected_width())
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._fit_keys)
@@ -97,7 +117,12 @@ class HelpScreen(Dialog[None]):
         in_columns = self._fits_in_columns(width)
         if in_columns != self._in_columns:
             self._in_columns = in_columns
-            table = self._columns_table() if in_columns else self._stacked_table()
+            rows = self.shown_rows
+            if not rows:
+                self.query_one("#help-table", Static).update(Text(
+                    f"No key matches “{self._filter.strip()}”.", style="italic"))
+                return
+            table = self._columns_table(rows) if in_columns else self._stacked_table(rows)
             self.query_one("#help-table", Static).update(table)
 
     def _fits_in_columns(self, width: int) -> bool:
@@ -110,7 +135,7 @@ class HelpScreen(Dialog[None]):
                   + widest(lambda row: row.binding_id) + HELP_GAP * 3)
         return width - beside >= HELP_MIN_DETAIL
 
-    def _columns_table(self) -> Table:
+    def _columns_table(self, rows: list[KeyHelp]) -> Table:
         """Four columns: keys, name, description (wrapped in its column), binding id."""
         # A Rich grid sizes the columns; every cell is our own text (a Text, never markup).
         table = Table.grid(padding=(0, HELP_GAP), expand=True)
@@ -118,18 +143,18 @@ class HelpScreen(Dialog[None]):
         table.add_column(no_wrap=True)
         table.add_column(ratio=1, overflow="fold")
         table.add_column(no_wrap=True)
-        for row in self.rows:
+        for row in rows:
             table.add_row(self._keys_text(row), Text(row.description, style="bold"),
                           Text(row.detail), Text(row.binding_id, style="dim"))
         return table
 
-    def _stacked_table(self) -> Table:
+    def _stacked_table(self, rows: list[KeyHelp]) -> Table:
         """Two columns: the keys, and beside them the name and binding id on one line and the
         description wrapped under them (a narrow dialog: 80 columns cut descriptions short)."""
         table = Table.grid(padding=(0, HELP_GAP), expand=True)
         table.add_column(justify="right", no_wrap=True)
         table.add_column(ratio=1, overflow="fold")
-        for row in self.rows:
+        for row in rows:
             about = Text.assemble((row.description, "bold"), "  ", (row.binding_id, "dim"),
                                   "\n", row.detail)
             table.add_row(self._keys_text(row), about)

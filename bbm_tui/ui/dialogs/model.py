@@ -113,6 +113,9 @@ class ModelScreen(Dialog["ModelChoice | None"]):
         model = self.query_one("#model", Input).value.strip()
         if not model:
             return self._refuse("#model", "Give a model (e.g. replay/bbm, the offline replay).")
+        refusal = llm.generation_refusal(llm.ModelSpec(model, router=self._spec.router))
+        if refusal is not None:
+            return self._refuse("#model", refusal)
         temperature = _number(self.query_one("#temperature", Input).value)
         if temperature is None or not MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE:
             return self._refuse("#temperature", f"The temperature is a number from "

@@ -54,9 +54,9 @@ class AdjudicateScreen(QueueScreen):
         Binding("u", "undo", "undo", id="adjudicate_undo",
                 tooltip="Withdraw this trace's adjudicated label"),
         Binding("n", "move(1)", "next trace", id="adjudicate_next_trace",
-                tooltip="The next trace in the queue"),
+                tooltip="The next trace in the queue (at the last one, it says so: no wrapping)"),
         Binding("p", "move(-1)", "prev trace", id="adjudicate_previous_trace",
-                tooltip="The previous trace in the queue"),
+                tooltip="The previous trace in the queue (no wrapping)"),
         Binding("a", "app.agreement", "agreement", id="adjudicate_agreement", show=False,
                 tooltip="The annotators' agreement: kappa between each two, as a matrix"),
         Binding("escape", "back", "back", id="adjudicate_back", tooltip="Leave"),
@@ -124,7 +124,6 @@ class AdjudicateScreen(QueueScreen):
             return
         rebuild = self._shown != item.session_id
         self._shown = item.session_id
-        settled = sum(entry.settled for entry in self.queue.items)
         self.query_one(TitleBar).set_left(Content(
             f"adjudicate · {one_line(session.name, 50)} · {session.task}"))
         if rebuild:  # a new title repaints the whole pane
@@ -138,15 +137,22 @@ class AdjudicateScreen(QueueScreen):
             safe_cut(session.target or "—", "the export has all of it", QUESTION_SHOWN)))
         self.query_one("#j-candidates", LeanStatic).show(self._candidates_text())
         self.query_one("#j-state", LeanStatic).show(self._state_text())
-        self.query_one("#j-position", LeanStatic).show(styled(
-            f"Trace {self.queue.position + 1} of {len(self.queue.items)} · {settled} settled",
-            MUTED))
+        self.query_one("#j-position", LeanStatic).show(self._position_text())
         if rebuild:
             pane = self.query_one("#j-thoughts", ThoughtsPane)
             await pane.remove_children()
             await pane.mount_all(HangingStatic(gutter_width=4, classes="a-thought")
                                  for _ in self._steps)
         self._show_thoughts()
+
+    def _position_text(self) -> Content:
+        """Where the queue stands; once every trace is settled, the summary."""
+        summary = self.queue.summary()
+        where = f"Trace {self.queue.position + 1} of {summary.total}"
+        if summary.all_settled:
+            return Content.assemble(styled(f"{where} · ", MUTED),
+                                    styled(f"All settled: {summary.text()}", "$text-success"))
+        return styled(f"{where} · {summary.settled} settled", MUTED)
 
     def _candidates_text(self) -> Content:
         item = self.queue.current
@@ -198,16 +204,21 @@ class AdjudicateScreen(QueueScreen):
 
     # -- actions
 
-    def _act(self, action: Callable[[], object]) -> None:
-        self._run_action(action)
+    def _act(self, action: Callable[[], object],
+             then: Callable[[object], None] | None = None) -> None:
+        self._run_action(action, then)
 
     @work(group="adjudicate", exit_on_error=False, description="Saving the adjudication")
-    async def _run_action(self, action: Callable[[], object]) -> None:
+    async def _run_action(self, action: Callable[[], object],
+                          then: Callable[[object], None] | None) -> None:
         async with self._lock:
             try:
-                await asyncio.to_thread(action)
+                result = await asyncio.to_thread(action)
             except ValueError as error:
                 self.notify(str(error), severity="warning", markup=False)
+            else:
+                if then is not None:
+                    then(result)
             await asyncio.to_thread(self._load)
             await self._show()
 
@@ -216,20 +227,70 @@ class AdjudicateScreen(QueueScreen):
         if index >= len(choices):
             self.notify(f"There are {len(choices)} candidates.", markup=False)
             return
-        self._act(lambda: self.queue.settle(choices[index]))
+        self._settle(choices[index])
 
     def action_set_selected(self) -> None:
-        selected = self.selected
-        self._act(lambda: self.queue.settle(selected))
+        self._settle(self.selected)
 
     def action_set_none(self) -> None:
-        self._act(lambda: self.queue.settle(None))
+        self._settle(None)
+
+    def _settle(self, location: int | None) -> None:
+        """Adjudicate the trace on show; a settled one is replaced only once the person says
+        so (a stray key on a trace looked at again lost its label unasked)."""
+        item = self.queue.current
+        number = self.queue.position + 1
+        if not item.settled:
+            self._act(lambda: self.queue.settle(location),
+                      lambda following: self._said_settled(number, location, following))
+            return
+        if item.adjudicated == location:
+            self.notify(f"Trace {number} is adjudicated as {location_text(location)} already.",
+                        markup=False, timeout=4)
+            return
+        from bbm_tui.ui.dialogs import ConfirmScreen
+
+        settled = location_text(item.adjudicated if not isinstance(item.adjudicated, str)
+                                else None)
+        question = Content.assemble(
+            styled(f"Trace {number} is adjudicated as {settled}.", "bold"),
+            f"\nReplace it with {location_text(location)}?")
+
+        def answered(replace: bool | None) -> None:
+            if replace:
+                self._act(lambda: self.queue.settle(location),
+                          lambda following: self._said_settled(number, location, following))
+
+        self.app.push_screen(ConfirmScreen(question, "Replace"), answered)
+
+    def _said_settled(self, number: int, location: int | None, following: object) -> None:
+        """Where the queue went after a label: the next unsettled trace, or the summary."""
+        done = f"Trace {number} adjudicated as {location_text(location)}."
+        if isinstance(following, int):
+            self.notify(f"{done} On to trace {following + 1} of {len(self.queue.items)}, "
+                        "the next not settled.", markup=False, timeout=5)
+            return
+        summary = self.queue.summary()
+        self.notify(f"{done} {summary.text()}. {key_for(self, 'adjudicate_back')} leaves; "
+                    "every label stays saved.", title="All traces settled", markup=False,
+                    timeout=10)
 
     def action_undo(self) -> None:
         self._act(self.queue.undo)
 
     def action_move(self, delta: int) -> None:
-        self._act(lambda: self.queue.move(delta))
+        if self.queue.move(delta):
+            self._act(lambda: None)
+            return
+        count = len(self.queue.items)
+        if delta > 0:
+            back = key_for(self, "adjudicate_previous_trace")
+            self.notify(f"Trace {count} of {count} is the last; {back} goes back.",
+                        markup=False, timeout=4)
+        else:
+            on = key_for(self, "adjudicate_next_trace")
+            self.notify(f"Trace 1 of {count} is the first; {on} goes on.", markup=False,
+                        timeout=4)
 
     def action_select(self, delta: int) -> None:
         if self._steps:

@@ -175,7 +175,25 @@ def _alpha_line(result: dict[str, Any]) -> Content:
         shown = Content.assemble(styled("undefined: ", MUTED), safe_line(why, 200))
     else:
         shown = Content(f"{alpha:.3f}")
-    return Content.assemble(styled("Krippendorff's alpha (nominal): ", "bold"), shown)
+    line = Content.assemble(styled("Krippendorff's alpha (nominal): ", "bold"), shown)
+    rated = result.get("step_ratings")
+    if rated is None:
+        return line
+    # Per-step labels: the alphas over the ratings, as `bbm-tui agreement` prints them.
+    return Content.assemble(line, "\n", _step_alphas(rated))
+
+
+def _step_alphas(rated: dict[str, Any]) -> Content:
+    def figure(value: float | None) -> str:
+        return "—" if value is None else f"{value:.3f}"
+
+    steps, traces = rated["n_steps"], rated["n_traces"]
+    return Content.assemble(
+        styled("Krippendorff's alpha over step ratings (-1/0/+1): ", "bold"),
+        f"nominal {figure(rated['krippendorff_alpha_nominal'])}, interval "
+        f"{figure(rated['krippendorff_alpha_interval'])} ",
+        styled(f"({steps} step{'s' * (steps != 1)} of {traces} trace{'s' * (traces != 1)} "
+               "rated by two annotators or more)", MUTED))
 
 
 def _gold_line(result: dict[str, Any]) -> Content:

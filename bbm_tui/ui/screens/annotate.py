@@ -357,7 +357,7 @@ class AnnotateScreen(QueueScreen):
             if flag is not None:
                 self._act(lambda: self.queue.flag(flag.reason, flag.note))
 
-        self.app.push_screen(FlagDialog(per_step=self.queue.per_step), flagged)
+        self.app.push_screen(FlagDialog.for_protocol(self.queue.per_step), flagged)
 
     def action_note(self) -> None:
         def noted(note: str | None) -> None:

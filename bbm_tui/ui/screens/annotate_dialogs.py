@@ -50,6 +50,11 @@ class FlagDialog(Dialog[Flag | None]):
             yield Input(placeholder="a note (optional)", id="flag-note")
             yield Static(id="flag-hint", classes="dialog-hint")
 
+    @classmethod
+    def for_protocol(cls, per_step: bool) -> FlagDialog:
+        """The paper protocol's dialog, or per-step labelling's (its key says "give up")."""
+        return GiveUpDialog() if per_step else cls()
+
     def on_mount(self) -> None:
         # The keys as bound (the user's keymap applied).
         unsure = key_for(self, "flag_unsure")
@@ -68,6 +73,18 @@ class FlagDialog(Dialog[Flag | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class GiveUpDialog(FlagDialog):
+    """Per-step labelling's FlagDialog: its ctrl+u gives up, and the footer says so (it said
+    "unsure" beside a hint that said "give up")."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+u", "flag('unsure')", "give up", id="flag_unsure", priority=True),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(per_step=True)
 
 
 class NoteDialog(Dialog[str | None]):

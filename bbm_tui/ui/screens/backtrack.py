@@ -129,6 +129,7 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
             yield Static(Content.assemble(styled("Original: ", "bold"),
                                           safe_line(self.original)),
                          id="candidates-original")
+            yield Static(id="candidates-note")
             yield OptionList(*(Option(waiting_row(index), id=f"sample-{index}", disabled=True)
                                for index in range(self.count)), id="candidates-list")
             with VerticalScroll(id="candidates-detail"):
@@ -173,6 +174,14 @@ class CandidatesScreen(Dialog[StoredCandidate | None]):
         # The footer says what esc does; ↑ ↓ and enter are the list's own keys.
         return styled(f"{GLYPH_CHOSEN} {rule} · ↑ ↓ each whole · enter goes on from the "
                       "highlighted one (a new branch)", MUTED)
+
+    def show_note(self, note: str) -> None:
+        """A line under the original about the sampling (which model writes the samples):
+        in the dialog, where a toast covered its legend at 80x24."""
+        line = self.query_one("#candidates-note", Static)
+        line.update(styled(note, MUTED))
+        line.display = True
+        self.add_class("-noted")  # at 80x24 the whole sample gives it a line (dialogs.tcss)
 
     def arrived(self, sample: SampleArrived) -> None:
         """One sample is in: its row shows it (dropped or not); the choice waits for all."""

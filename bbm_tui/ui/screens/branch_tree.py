@@ -86,7 +86,8 @@ class BranchTreeScreen(Dialog[int | None]):
     def _add_all(self, parent: TreeNode[int], segments: list[Segment] | tuple[Segment, ...]
                  ) -> None:
         for segment in segments:
-            others = [other.steps[0].text for other in segments if other is not segment]
+            others = [[step.text for step in other.steps]
+                      for other in segments if other is not segment]
             row = tree_row(segment, self.target, segment.end.id in self.shown,
                            self.origins.get(segment.steps[0].id), others, self.scored_by)
             if segment.children:

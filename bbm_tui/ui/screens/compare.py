@@ -1,7 +1,8 @@
-"""Two branches side by side (docs/DESIGN.md §5): the thoughts they share folded, then each
-one's own, a row per thought number (both versions of a thought start on the same line and
-scroll together), the words that differ between them marked, with both answers and which is
-right. Each column says what its branch is. The diff is core/trace/tree.py's."""
+"""Two branches side by side (docs/DESIGN.md §5): the thoughts they share (or each has word
+for word: two models' traces) folded, then each one's own, a row per thought number (both
+versions of a thought start on the same line and scroll together), the words that differ
+between them marked, with both answers and which is right. Each column says what its branch
+is. The diff is core/trace/tree.py's."""
 
 from __future__ import annotations
 
@@ -61,11 +62,11 @@ class CompareScreen(Dialog[None]):
         self.scored_by = task
         self.left_is = left_is  # what each branch is: "original · replay/bbm"
         self.right_is = right_is
-        self.numbers = _numbers(diff)
+        self.numbers = _numbers(diff, diff.alike)
         self.selected = 0  # a place in `numbers`, then the answers' row
 
     def compose(self) -> ComposeResult:
-        shared = len(self.diff.shared)
+        shared = self.diff.alike
         with Vertical(id="compare", classes="dialog"):
             yield Static(styled("Two branches side by side", "bold"), classes="dialog-title")
             same = "Thought 1 is" if shared == 1 else f"Thoughts 1-{shared} are"
@@ -134,9 +135,10 @@ class CompareScreen(Dialog[None]):
         self.dismiss(None)
 
 
-def _numbers(diff: BranchDiff) -> list[int]:
-    """The thought numbers either branch has beyond what they share, in order."""
-    return sorted({step.number for step in (*diff.left, *diff.right)})
+def _numbers(diff: BranchDiff, folded: int) -> list[int]:
+    """The thought numbers either branch has beyond the `folded` ones, in order."""
+    return sorted({step.number for step in (*diff.left, *diff.right)
+                   if step.number > folded})
 
 
 def _step(steps: tuple[Step, ...], number: int) -> Step | None:

@@ -71,7 +71,8 @@ def pages_of(summary: FileSummary, paper_model: Callable[[], str | None]) -> lis
 
         pages.append(Page("finder vs the paper", finder_chart))
     if summary.backtrack is not None:
-        right, wrong = charts.backtrack_charts(summary.backtrack, paper_backtracking())
+        right, wrong = charts.backtrack_charts(summary.backtrack, paper_backtracking(),
+                                               " / ".join(summary.models))
         pages.append(Page("backtracking: answer was right", lambda _task: right))
         pages.append(Page("backtracking: answer was wrong", lambda _task: wrong))
     return pages
@@ -151,7 +152,9 @@ class DatasetScreen(BbmScreen):
         self.paper_models = summary.paper_models()
         if "gpt-4" in self.paper_models:  # the paper's main model
             self.paper_index = self.paper_models.index("gpt-4")
-        self.tasks = [None, *charts.stats_tasks(summary.stats)]
+        found = charts.stats_tasks(summary.stats)
+        # One task: it is all the tasks; "all tasks" and it would be one chart twice.
+        self.tasks = [*found] if len(found) == 1 else [None, *found]
         if self._start_task in self.tasks:
             self.task_index = self.tasks.index(self._start_task)
         self.pages = pages_of(summary, self._paper_model)

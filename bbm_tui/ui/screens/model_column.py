@@ -22,6 +22,9 @@ from bbm_tui.ui.widgets.thought import ThoughtView
 
 # The lines of a column's status line (the trace view's own has three).
 STATUS_LINES = 2
+# What a column's border takes of its width around its figures (corners, the rule's ends
+# and a space either side).
+BORDER_ROOM = 6
 
 
 class Filler(Widget):
@@ -33,6 +36,10 @@ class Filler(Widget):
         height: 0;
     }
     """
+
+    def render(self) -> Content:
+        # Blank: a widget with nothing to render draws its class name ("Filler").
+        return Content("")
 
     def set_rows(self, height: int) -> None:
         if self.styles.height is None or self.styles.height.value != height:
@@ -62,6 +69,7 @@ class ModelColumn(Vertical):
         # Under the column's thoughts (after the window's last line: ThoughtList mounts its
         # own thoughts before that line, so the filler stays last).
         self.view.thoughts.mount(self.filler)
+        self.view.thoughts.share_window()  # every column mounts the same thought numbers
         self.view.question_pane.mount(self.facts_filler)
         self.view.query_one("#thoughts-pane").border_title = ""
         # Two lines of what happened, in every column alike (side_by_side.tcss): the
@@ -85,19 +93,23 @@ class ModelColumn(Vertical):
         spec = self.trace.spec
         self.title = column_title(spec.model, self.state, position=self.position,
                                   focused=focused, mode=spec.mode)
-        self.figures = figures_line(BranchFigures.of(self.trace.steps), wall_clock=wall_clock)
+        # The border's room: its corners and the space either side of the figures taken.
+        room = self.size.width - BORDER_ROOM if self.size.width else None
+        self.figures = figures_line(BranchFigures.of(self.trace.steps), wall_clock=wall_clock,
+                                    room=room)
         self.border_title = self.title
         self.border_subtitle = Content(self.figures)
         self.show_focus(focused)
 
     def show_focus(self, focused: bool) -> None:
-        """The column with the keys has its border in the theme's primary colour. An inline
+        """The column with the keys has a heavy border in the theme's primary colour (heavy:
+        it reads without colour too, beside the others' round ones). An inline
         style, not a CSS class: a class change restyles every widget in the column (~25),
         which made a column switch take ~100 ms while two columns streamed; this restyles
         the column only."""
         if focused:
             primary = Color.parse(self.app.get_css_variables()["primary"])
-            self.styles.border = ("round", primary)
+            self.styles.border = ("heavy", primary)
         elif self.styles.inline.has_rule("border_top"):
             self.styles.border = None  # the stylesheet's own
 
@@ -125,8 +137,10 @@ class ModelColumn(Vertical):
     def level_facts(self, height: int) -> None:
         self.facts_filler.set_rows(max(0, height - self.facts_height()))
 
-    def level(self, rows: dict[int, int], gap: int) -> None:
-        """Give each thought its row's height and the column its filler."""
+    def level(self, rows: dict[int, int], gap: int, lead: ModelColumn) -> None:
+        """Give each thought its row's height and the column its filler: the rows down to
+        the last of the column with the keys (`lead`), so that this one scrolls as far as
+        that one (which has none: it shows its own last thought at its end, never a blank)."""
         thoughts = self.view.thoughts
         views = [*thoughts.views()]
         if thoughts.streaming is not None and thoughts.streaming.parent is not None:
@@ -134,7 +148,17 @@ class ModelColumn(Vertical):
         own = self.natural_heights()
         for view in views:
             level_thought(view, rows.get(view.number), own.get(view.number, 0))
-        self.filler.set_rows(filler_height(rows, own, gap))
+        if lead is self:
+            self.filler.set_rows(0)
+            return
+        lead_thoughts = lead.view.thoughts
+        # The lead's line of later thoughts, where this column has none: a row of blank too.
+        later = int(lead_thoughts.later_line_shown and not thoughts.later_line_shown)
+        self.filler.set_rows(filler_height(rows, own, gap, until=lead.last_number()) + later)
+
+    def last_number(self) -> int:
+        """The number of the last thought on show in the column (the one streaming too)."""
+        return max(self.natural_heights(), default=0)
 
 
 def level_thought(view: ThoughtView, row: int | None, own: int) -> None:

@@ -187,6 +187,10 @@ class NewSessionScreen(BbmScreen):
     """
 
     HELP_TITLE = "the new-session screen"
+    # Under 30 rows (80x24) the task and model pane is compact (app.tcss): every task, the
+    # model and Start in view without scrolling.
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"),
+                                                                    (30, "-tall")]
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+r", "start", "start", id="new_start",
@@ -241,7 +245,8 @@ class NewSessionScreen(BbmScreen):
         with Horizontal(id="new-body"):
             with Vertical(id="question-side", classes="panel"):
                 yield Input(
-                    placeholder="/ to search the questions, or type a number (e.g. 17)",
+                    # Whole in the pane at 80 columns (a longer one was cut there).
+                    placeholder="/ to search, or a number (e.g. 17)",
                     id="search",
                 )
                 yield Static(id="match-count", classes="hint")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -23,7 +24,8 @@ from textual.content import Content
 from textual.widgets import DataTable, Input, Static
 
 from bbm_tui.core.accounting import UNKNOWN, format_total_cost
-from bbm_tui.core.store import SessionSummary
+from bbm_tui.core.store import Label, SessionSummary
+from bbm_tui.core.store.records import ModelSummary
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import SessionQuery, SessionSort
 from bbm_tui.ui.context import AppContext, context
@@ -73,20 +75,46 @@ ELSEWHERE_HELP = (f"{ELSEWHERE}: labelled on another branch than the one the ses
 
 
 def label_cell(summary: SessionSummary, colors: dict[str, str]) -> Text:
-    """The label status, coloured from the theme (DataTable cells are Rich text)."""
-    if summary.label is None:
+    """The label status, coloured from the theme (DataTable cells are Rich text); side by
+    side, each model's on its own line, beside its name in the Model cell."""
+    if summary.branches:
+        return lines_cell([label_text(branch.label, branch.mistake_number, colors)
+                           for branch in summary.branches])
+    return label_text(summary.label, summary.mistake_number, colors)
+
+
+def label_text(label: Label | None, mistake_number: int | None,
+               colors: dict[str, str]) -> Text:
+    if label is None:
         return Text("—", style="dim")
-    if summary.mistake_number is not None:
-        return Text(f"{GLYPH_MISTAKE} mistake at {summary.mistake_number}",
+    if mistake_number is not None:
+        return Text(f"{GLYPH_MISTAKE} mistake at {mistake_number}",
                     style=colors.get("text-error", "red"))
-    if summary.label.no_mistake:
+    if label.no_mistake:
         return Text(f"{GLYPH_OK} no mistake", style=colors.get("text-success", "green"))
     return Text(ELSEWHERE, style="dim")
 
 
+def lines_cell(lines: list[Text]) -> Text:
+    """A cell of several lines (a session side by side: a line for each model), each cut
+    at the column's width."""
+    justify = lines[0].justify if lines else None
+    return Text("\n", no_wrap=True, overflow="ellipsis", justify=justify).join(lines)
+
+
+def per_model(summary: SessionSummary, whole: Text, each: Callable[[ModelSummary], Text]
+              ) -> Text:
+    """`whole` for a session of one model; side by side, `each` model's on its own line."""
+    if not summary.branches:
+        return whole
+    return lines_cell([each(branch) for branch in summary.branches])
+
+
 def labelled_elsewhere(summary: SessionSummary) -> bool:
-    return (summary.label is not None and summary.mistake_number is None
-            and not summary.label.no_mistake)
+    labels = [(branch.label, branch.mistake_number) for branch in summary.branches] or \
+        [(summary.label, summary.mistake_number)]
+    return any(label is not None and number is None and not label.no_mistake
+               for label, number in labels)
 
 
 def name_cell(name: str, width: int) -> Text:
@@ -281,15 +309,19 @@ class SessionsScreen(BbmScreen):
             cells = {
                 "name": name_cell(session.name, self._widths.get("name", 60)),
                 "task": safe_cell(session.task),
-                "model": safe_cell(summary.model_names, 60),
-                "steps": Text(str(summary.steps), justify="right"),
+                # Side by side, a line for each model: its name, length, label and answer.
+                "model": per_model(summary, safe_cell(summary.model_names, 60),
+                                   lambda branch: safe_cell(branch.model, 60)),
+                "steps": per_model(summary, Text(str(summary.steps), justify="right"),
+                                   lambda branch: Text(str(branch.steps), justify="right")),
                 "label": label_cell(summary, colors),
                 "cost": cost_cell(summary),
-                "answer": safe_cell(summary.answer or "—", 40),
+                "answer": per_model(summary, safe_cell(summary.answer or "—", 40),
+                                    lambda branch: safe_cell(branch.answer or "—", 40)),
                 "updated": when_cell(session.updated_at, wall_clock=wall_clock),
             }
             table.add_row(*(cells[str(key.value)] for key in table.columns),
-                          key=str(session.id))
+                          key=str(session.id), height=max(1, len(summary.branches)))
 
     @on(DataTable.RowHighlighted)
     def _near_an_edge(self, event: DataTable.RowHighlighted) -> None:

@@ -12,10 +12,12 @@ pace) are for the whole screen. A column that fails says why in its own status l
 leaves the others running.
 
 A thought number sits at one height in every column: each row takes the height of the
-tallest of its thoughts in the columns on show, a column with fewer thoughts keeps the blank
-of the ones it has not (a gap, not a shift), and the columns scroll together with the one that
-has the focus. Columns narrower than MIN_COLUMN_WIDTH are not shown: the others are one key
-away, and a line says how many.
+tallest of its thoughts in the columns on show, and the focused column leads: the others mount
+its window of thought numbers (widgets/thought_list.py) and take its scroll offset, a column
+with fewer thoughts keeping the blank of the ones it has not down to the focused one's last (a
+gap, not a shift). The focused column keeps no blank of its own, so that following its end, or
+its selection, never scrolls it into one. Columns narrower than MIN_COLUMN_WIDTH are not
+shown: the others are one key away, and a line says how many.
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ class SideBySideScreen(BbmScreen):
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self._show_headers())
         self.set_class(self.size.height >= TALL, "-tall")
         self._place_columns()
+        self._set_lead()
         self.set_focus(self.columns[0].view, scroll_visible=False)
         self.show_title()
         self.call_after_refresh(self._after_first_layout)
@@ -153,6 +156,7 @@ class SideBySideScreen(BbmScreen):
     def _follow_column(self, column: ModelColumn) -> None:
         """The screen follows the column's runs and scrolling, and gives it presenter mode."""
         column.view.presenter = self.presenter
+        column.view.thoughts.on_window_moved = self._window_moved
         # A thought that takes a line more is levelled in the frame that draws it: levelled
         # only by the timer, each line cost the columns a second layout.
         column.view.on_thought_grew = self.level_rows
@@ -168,8 +172,27 @@ class SideBySideScreen(BbmScreen):
     def _scroll_follower(self, column: ModelColumn):
         return lambda: self._scrolled(column)
 
+    def _set_lead(self) -> None:
+        """The focused column leads: the others show its window of thought numbers and are
+        scrolled with it (widgets/thought_list.py)."""
+        lead = self.columns[self._focused].view.thoughts
+        lead.follow_lead(None)
+        for column in self.columns:
+            if column.position != self._focused:
+                column.view.thoughts.follow_lead(lead)
+
+    def _window_moved(self) -> None:
+        """The focused column's window moved (a jump, new thoughts): the others take it."""
+        if self._focused < len(self.columns):
+            lead = self.columns[self._focused].view.thoughts
+            for column in self.columns:
+                if column.position != self._focused:
+                    column.view.thoughts.follow_lead(lead)
+        self.call_after_refresh(self.level_rows)
+
     def _after_first_layout(self) -> None:
         self.level_rows()
+        self._show_headers()  # their figures fitted to the columns' widths
         for column in self.columns:
             branch = column.trace.model_branch
             if branch is not None and branch.state == ModelBranchState.FAILED \
@@ -186,6 +209,7 @@ class SideBySideScreen(BbmScreen):
         self.set_class(self.size.height >= TALL, "-tall")
         self._place_columns()
         self.call_after_refresh(self.level_rows)
+        self.call_after_refresh(self._show_headers)  # their figures fitted to the new widths
 
     def _place_columns(self) -> None:
         """Show the columns that fit (the focused one among them), say how many do not."""
@@ -221,8 +245,9 @@ class SideBySideScreen(BbmScreen):
         shown = [column for column in self.columns if column.display]
         rows = row_heights([column.natural_heights() for column in shown])
         gap = 1 if self.presenter else 0
+        lead = self.columns[self._focused]
         for column in shown:
-            column.level(rows, gap)
+            column.level(rows, gap, lead)
         self.level_facts()
         self.call_after_refresh(self._after_levelling)
 
@@ -393,6 +418,7 @@ class SideBySideScreen(BbmScreen):
         """Give the keys to column `position`, keeping the thought number selected."""
         before = self.columns[self._focused].view
         self._focused = position
+        self._set_lead()
         column = self.columns[position]
         if column.trace.steps and before.selected:
             column.view.select(before.selected)
@@ -409,7 +435,9 @@ class SideBySideScreen(BbmScreen):
                                         focused.ancestors):
                 if column.position != self._focused:
                     self._focused = column.position
+                    self._set_lead()
                     self._show_headers()
+                    self.call_after_refresh(self.level_rows)
                 return
 
     def action_scroll_question(self, lines: int) -> None:

@@ -179,12 +179,13 @@ def _cut(text: str, cells: int) -> str:
 
 
 def tree_row(segment: Segment, target: str | None, on_show: bool,
-             origin: BranchOrigin | None, others: list[str],
+             origin: BranchOrigin | None, others: list[list[str]],
              task: Task | None = None) -> TreeRow:
     """The row of `segment`: its span, its end's verdict and answer (a branch's end) or its
     versions (a branch point), what it is where it parts from other versions (`origin`), and
-    its first thought from the first word where it differs from `others` (its siblings'
-    first thoughts). Its answer is right or wrong by the task's comparison."""
+    its first thought that differs from `others` (its siblings' thoughts, each from their
+    first), from its first word that differs. Its answer is right or wrong by the task's
+    comparison."""
     span = (f"Thought {segment.first}" if segment.first == segment.last
             else f"Thoughts {segment.first}-{segment.last}")
     head: list[tuple[str, str]] = [("● " if on_show else "  ", "bold"), (f"{span}  ", "bold")]
@@ -205,8 +206,21 @@ def tree_row(segment: Segment, target: str | None, on_show: bool,
             colours: dict[bool | None, str] = {True: "green", False: "red"}
             answer = (one_line(end.answer), colours.get(right, ""))
     what, models = _origin_short(origin) if others else ("", "")
-    return TreeRow(tuple(head), answer, what, models,
-                   _parting(one_line(segment.steps[0].text), [one_line(t) for t in others]))
+    return TreeRow(tuple(head), answer, what, models, _snippet(segment, others))
+
+
+def _snippet(segment: Segment, others: list[list[str]]) -> str:
+    """The segment's first thought that is not word for word the same in every sibling (two
+    models' traces part after thoughts alike; a backtrack at its first), from its first
+    word that differs; numbered where it is not the segment's first."""
+    texts = [one_line(step.text) for step in segment.steps]
+    siblings = [[one_line(text) for text in other] for other in others]
+    index = 0
+    while index < len(texts) - 1 and siblings and all(
+            index < len(other) and other[index] == texts[index] for other in siblings):
+        index += 1
+    said = _parting(texts[index], [other[index] for other in siblings if index < len(other)])
+    return said if index == 0 else f"{segment.steps[index].number}: {said}"
 
 
 def _origin_short(origin: BranchOrigin | None) -> tuple[str, str]:

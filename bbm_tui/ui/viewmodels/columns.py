@@ -53,24 +53,32 @@ def shown_state(trace: TraceSession, running: bool) -> ModelBranchState:
     return stored
 
 
-def figures_line(figures: BranchFigures, *, wall_clock: bool = True) -> str:
+def figures_line(figures: BranchFigures, *, wall_clock: bool = True,
+                 room: int | None = None) -> str:
     """"7 thoughts · 3.2 s · 4,210 tok · $0.0012"; the latency left out where the figures
     must not change between runs (screenshots); "≥$…" where some call's price is unknown,
-    "cost —" where none is."""
-    parts = [f"{figures.thoughts} thought" + ("" if figures.thoughts == 1 else "s")]
-    if wall_clock and figures.thoughts:
-        parts.append(f"{figures.latency_s:.1f} s")
-    parts.append(format_tokens(figures.tokens, estimated=figures.estimated))
-    parts.append(cost_phrase(format_total_cost(figures.cost, figures.calls,
-                                               figures.unpriced_calls)))
-    return " · ".join(parts)
+    "cost —" where none is. In `room` cells (a narrow column's border), the latency goes
+    first, then the tokens, then the thoughts: the cost stays (the border cut it off)."""
+    thoughts = f"{figures.thoughts} thought" + ("" if figures.thoughts == 1 else "s")
+    latency = f"{figures.latency_s:.1f} s" if wall_clock and figures.thoughts else ""
+    tokens = format_tokens(figures.tokens, estimated=figures.estimated)
+    cost = cost_phrase(format_total_cost(figures.cost, figures.calls, figures.unpriced_calls))
+    parts = [thoughts, latency, tokens, cost]
+    for dropped in (1, 2, 0):  # the latency, the tokens, the thoughts
+        line = " · ".join(part for part in parts if part)
+        if room is None or len(line) <= room:
+            return line
+        parts[dropped] = ""
+    return cost
 
 
 def column_title(model: str, state: ModelBranchState, *, position: int, focused: bool,
                  mode: str = "chat") -> Content:
     """A column's border title: its number and model (and its mode where it is not chat:
-    two columns may ask one model both ways), and its state."""
-    number = styled(f"{position + 1} ", "bold $accent" if focused else MUTED)
+    two columns may ask one model both ways), and its state. The focused column's starts
+    with a marker ("▸"): the focus reads without colour too."""
+    number = styled(f"▸ {position + 1} ", "bold $accent") if focused else \
+        styled(f"{position + 1} ", MUTED)
     title = Content.assemble(number, safe_line(model, 60).stylize("bold"), " ")
     if mode != "chat":
         title = title.append(styled(f"{mode} ", MUTED))
@@ -118,9 +126,12 @@ def row_heights(columns: Sequence[Mapping[int, int]]) -> dict[int, int]:
     return rows
 
 
-def filler_height(rows: Mapping[int, int], own: Mapping[int, int], gap: int = 0) -> int:
+def filler_height(rows: Mapping[int, int], own: Mapping[int, int], gap: int = 0,
+                  until: int | None = None) -> int:
     """The blank a column keeps under its last thought: the rows other columns have and it
-    has not (each with `gap`, the space between thoughts), so that every column scrolls as
-    far and its rows stay level with theirs."""
+    has not, down to Thought `until` (None: all of them), each with `gap` (the space between
+    thoughts), so that it scrolls as far as the column it is scrolled with and its rows stay
+    level with theirs."""
     last = max(own, default=0)
-    return sum(height + gap for number, height in rows.items() if number > last)
+    return sum(height + gap for number, height in rows.items()
+               if number > last and (until is None or number <= until))

@@ -3,6 +3,8 @@ the first frame, and the one-line title bar."""
 
 from __future__ import annotations
 
+import re
+
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
 from textual.content import Content
@@ -11,7 +13,12 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Footer, Static
 from textual.widgets._footer import FooterKey, FooterLabel, KeyGroup
 
+from bbm_tui.ui.message_log import keep_message
 from bbm_tui.ui.text import fit_message, safe
+
+SHOWN_AT_MOST = 4_000
+# A progress line ("Generating Thought 4…  (esc stops)"): soon replaced, never worth keeping.
+PROGRESS = re.compile(r"…(\s+\([^)]*\))?$")
 
 
 class LeanStatic(Static):
@@ -50,6 +57,7 @@ class StatusLine(LeanStatic):
         super().__init__(**kwargs)
         self.lines = lines
         self._said = ("", "")
+        self._error = False
 
     @property
     def said(self) -> str:
@@ -58,7 +66,10 @@ class StatusLine(LeanStatic):
 
     def say(self, message: str, then: str = "", *, error: bool = False) -> None:
         self._said = (message, then)
+        self._error = error
         self.set_class(error, "-error")
+        if error:  # every error is kept whole for the messages screen, cut here or not
+            keep_message(self, self.said, severity="error")
         self._fit()
 
     def on_resize(self) -> None:
@@ -66,7 +77,15 @@ class StatusLine(LeanStatic):
 
     def _fit(self) -> None:
         message, then = self._said
-        self.show(safe(fit_message(message, then, self.content_size.width, self.lines)))
+        # Never more than a few lines' worth is shown: a huge message (a server's whole
+        # error page) is not measured whole on every resize.
+        fitted = fit_message(message[:SHOWN_AT_MOST], then, self.content_size.width,
+                             self.lines)
+        if fitted != self.said and not self._error and not PROGRESS.search(message):
+            # Cut here ("…"): kept whole for the messages screen (progress lines, soon
+            # replaced, are not).
+            keep_message(self, self.said)
+        self.show(safe(fitted))
 
 
 class KeysFooter(Footer):

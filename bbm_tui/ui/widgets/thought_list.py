@@ -13,6 +13,12 @@ follows the new thoughts as they come, so streaming and following work as before
 The screen talks to it through `reveal`, `view`, `views`, `sync`, `add_streaming`,
 `streaming_finished` and `drop`; it never mounts or queries thoughts itself.
 
+Side by side (screens/side_by_side.py), the columns share one window of thought numbers
+(`share_window`): it is always WINDOW numbers wide, a column mounting those of them it has;
+the column with the keys leads, and the others (`lead` set) take its window and its scroll
+offset, never scrolling or moving their window on their own. A column that ran out of
+thoughts or went on longer then still shows Thought N on Thought N's row.
+
 Views are looked up by the step they show, not by their number: a number is a
 place on the path from the root to the head, and two branches each have a "Thought 4". The
 window itself is a range of places on the path on show.
@@ -28,6 +34,8 @@ from textual import events
 from textual.await_remove import AwaitRemove
 from textual.containers import VerticalScroll
 from textual.content import Content
+from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widget import Widget
 
 from bbm_tui.core.trace.session import FREEZE_FROM
@@ -51,6 +59,10 @@ MARGIN = 8
 class OutOfWindow(Widget):
     """"↑ 9,880 earlier thoughts": what the window leaves out on one side. A click brings
     them in. One line, redrawn without a new layout when only its count changes."""
+
+    # It does not scroll: its virtual size, set in the layout that first shows it, need not
+    # ask for another layout (see ThoughtList.virtual_size).
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
 
     DEFAULT_CSS = """
     OutOfWindow {
@@ -93,6 +105,14 @@ class ThoughtList(VerticalScroll, can_focus=False):
     """A scrolling pane of thoughts that never takes the focus (the screen's keys always reach
     the screen; the mouse wheel still scrolls it), mounting only a window of them."""
 
+    # Textual's `virtual_size` asks for a layout when it changes, and it changes in the layout
+    # that placed a moved window's thoughts: a second layout of the whole screen and a second
+    # frame, 20-30 ms after the first, for every G, home or jump (bench/big_store.py: a key
+    # "until settled"). Nothing in that second layout depends on it: the layout that set it
+    # placed the thoughts, updated the scrollbar (`_scroll_update`) and kept the anchor, and a
+    # scrollbar that comes or goes asks for its own layout (`show_vertical_scrollbar`).
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+
     def __init__(
         self,
         steps: Callable[[], Sequence[Step]],
@@ -110,6 +130,12 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._shown: list[ThoughtView] = []
         self._views: dict[int, ThoughtView] = {}
         self._streaming: ThoughtView | None = None
+        # Side by side (share_window): the window is WINDOW numbers wide, whatever this
+        # trace's length; `lead` is the list whose window and scrolling this one follows
+        # (None: its own); `on_window_moved` is told when the window moved.
+        self.shared = False
+        self.lead: ThoughtList | None = None
+        self.on_window_moved: Callable[[], None] | None = None
         count = len(steps())
         # The number of steps the window was last fitted to: a window that reached the end
         # then takes in the steps added since.
@@ -128,8 +154,14 @@ class ThoughtList(VerticalScroll, can_focus=False):
 
     @property
     def window(self) -> tuple[int, int]:
-        """The first and last thought mounted (1-based; (1, 0) for none)."""
+        """The first and last thought number of the window (1-based; (1, 0) for none): the
+        thoughts mounted are those of them the trace has."""
         return self._lo, self._hi
+
+    @property
+    def last_mounted(self) -> int:
+        """The number of the last finished thought mounted (lo - 1 for none)."""
+        return min(self._hi, len(self._steps()))
 
     @property
     def at_end(self) -> bool:
@@ -157,7 +189,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
     def compose(self):
         yield self._before
         steps = self._steps()
-        for number in range(self._lo, self._hi + 1):
+        for number in range(self._lo, self.last_mounted + 1):
             view = ThoughtView.of_step(steps[number - 1], wall_clock=self._wall_clock)
             self._shown.append(view)
             yield view
@@ -184,14 +216,19 @@ class ThoughtList(VerticalScroll, can_focus=False):
             return None
         near_top = number - self._lo < MARGIN and self._lo > 1
         near_bottom = self._hi - number < MARGIN and self._hi < count
-        if number < self._lo or number > self._hi or near_top or near_bottom:
+        if (number < self._lo or number > self._hi or near_top or near_bottom) \
+                and self.lead is None:
             self._move_to(*self._window_around(number, count))
         return self.view(number)
 
     def scroll_to_thought(self, view: ThoughtView, *, center: bool = False) -> None:
         """Scroll `view` into sight: now if it is laid out and in place, else once it is (a
         view that just entered the window has no place yet, and views that entered or left
-        above it move it)."""
+        above it move it). A list that follows another's scrolling (`lead`) is left where
+        that one puts it."""
+        if self.lead is not None:
+            return
+
         def scroll() -> None:
             if center:
                 self.scroll_to_center(view, animate=False, immediate=True)
@@ -215,6 +252,8 @@ class ThoughtList(VerticalScroll, can_focus=False):
     def page(self, direction: int) -> None:
         """Bring in the thoughts beyond one edge (a click on "↑ N earlier thoughts")."""
         count = len(self._steps())
+        if self.lead is not None:
+            return
         if direction < 0 and self._lo > 1:
             self._move_to(*self._window_around(self._lo - WINDOW // 2 + MARGIN, count))
             view = self.view(self._lo + WINDOW // 2 - MARGIN)
@@ -230,10 +269,13 @@ class ThoughtList(VerticalScroll, can_focus=False):
         """Mount the committed steps the window should show and has no view for (new steps
         at the end while the window reaches it, a commit that finished as a run stopped)."""
         count = len(self._steps())
-        hi = count if self._hi >= self._count else min(self._hi, count)
+        if self._hi >= self._count:  # the window reached the end: it takes in the new steps
+            hi = max(count, self._hi) if self.shared else count
+        else:
+            hi = min(self._hi, count)
         lo = max(self._lo, hi - WINDOW + 1)
-        if lo > hi:  # the branch on show got shorter than where the window was
-            lo, hi = self._window_around(hi, count)
+        if lo > min(hi, count):  # the branch on show got shorter than where the window was
+            lo, hi = self._window_around(min(hi, count), count)
         self._move_to(lo, hi)
 
     async def replace_stale(self) -> None:
@@ -254,7 +296,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
 
     def _window_around(self, number: int, count: int) -> tuple[int, int]:
         if count <= WINDOW:
-            return (1, count)
+            return (1, WINDOW if self.shared else count)
         lo = min(max(number - WINDOW // 2, 1), count - WINDOW + 1)
         return lo, lo + WINDOW - 1
 
@@ -262,19 +304,25 @@ class ThoughtList(VerticalScroll, can_focus=False):
         """Show thoughts `lo` to `hi`: views that show one of them already stay as they are;
         the others are handed on to the thoughts without a view, in place (new ones mounted
         only when the window grew); views left over are removed (what their removal returns,
-        to wait for it)."""
+        to wait for it). A list that follows another (`lead`) takes that one's window."""
+        if self.lead is not None:
+            lo, hi = self.lead.window
+        elif self.shared:
+            hi = lo + WINDOW - 1
+        moved = (lo, hi) != (self._lo, self._hi)
         self._lo, self._hi = lo, hi
         steps = self._steps()
         self._count = len(steps)
+        last = min(hi, len(steps))
         # Kept: a view that shows the step the trace has at its number, in the window.
         kept = {view.step.id: view for view in self._shown
-                if view.step is not None and lo <= view.number <= hi and _shows(view, steps)}
+                if view.step is not None and lo <= view.number <= last and _shows(view, steps)}
         spare = [view for view in self._shown
                  if view.step is None or kept.get(view.step.id) is not view]
         spare.reverse()  # handed on from the top of the screen down
         order: list[ThoughtView] = []
         handed_on: list[ThoughtView] = []
-        for number in range(lo, hi + 1):
+        for number in range(lo, last + 1):
             step = steps[number - 1]
             view = kept.get(step.id)
             if view is None:
@@ -297,6 +345,8 @@ class ThoughtList(VerticalScroll, can_focus=False):
         if streaming is not None and streaming.parent is None and self.at_end:
             self.mount(streaming, before=self._after)  # the reader is back at the end
         self._show_counts()
+        if moved and self.on_window_moved is not None:
+            self.on_window_moved()
         return removed
 
     def _place(self, order: list[ThoughtView]) -> None:
@@ -316,8 +366,30 @@ class ThoughtList(VerticalScroll, can_focus=False):
 
     def _show_counts(self) -> None:
         count = len(self._steps())
-        self._before.set_count(self._lo - 1 if self._hi else 0)
-        self._after.set_count(count - self._hi)
+        self._before.set_count(min(self._lo - 1, count) if self._hi else 0)
+        self._after.set_count(max(0, count - self._hi))
+
+    @property
+    def later_line_shown(self) -> bool:
+        """The line "↓ N later thoughts" is on show under the window."""
+        return self._after.display
+
+    def share_window(self) -> None:
+        """Side by side: the window is WINDOW thought numbers wide from now on, whatever the
+        trace's length (see the module's docstring)."""
+        self.shared = True
+        self._move_to(self._lo, self._hi)
+
+    def follow_lead(self, lead: ThoughtList | None) -> None:
+        """Take `lead`'s window and scrolling (None: lead, with the window as it is). A list
+        that follows lets go of its own anchor: it is scrolled with the lead."""
+        self.lead = lead
+        if lead is None:
+            return
+        if self.is_anchored:
+            self.anchor(False)
+        if lead.window != self.window:
+            self._move_to(*lead.window)
 
     # -- following the end
 
@@ -329,6 +401,8 @@ class ThoughtList(VerticalScroll, can_focus=False):
         takes hold again back at the bottom); it also pins short content to the bottom, so
         it is only set once the thoughts overflow the pane.
         """
+        if self.lead is not None:
+            return  # scrolled with the list it follows (side by side)
         if not self.at_end:
             return  # the window is elsewhere in a long trace: nothing to follow there
         if self.is_anchored and not at_end:
@@ -342,7 +416,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
     def fit_after_resize(self) -> bool:
         """A taller or wider pane can fit every thought: the anchor that followed the end
         would then pin them to the bottom, under a blank band. Let go of it (True) then."""
-        if not (self.is_anchored and self.max_scroll_y == 0):
+        if self.lead is not None or not (self.is_anchored and self.max_scroll_y == 0):
             return False
         self.anchor(False)
         self._follow_pending = True  # anchored again once the thoughts overflow
@@ -353,7 +427,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
     def keep_in_view(self, view: ThoughtView | None, *, moved: bool) -> None:
         """After a resize: scroll `view` (the selection) back into sight if it left it, unless
         the pane follows the end and the reader has not moved away from it."""
-        if view is None or (self.is_anchored and not moved):
+        if view is None or self.lead is not None or (self.is_anchored and not moved):
             return  # following the end: the anchor keeps the last thought in view
         top, bottom = self.scroll_y, self.scroll_y + self.scrollable_content_region.height
         region = view.virtual_region
@@ -377,7 +451,8 @@ class ThoughtList(VerticalScroll, can_focus=False):
             self._shown.append(view)
             self._index()
             self._decorate([view])
-            self._move_to(max(self._lo, view.number - WINDOW + 1), view.number)
+            hi = max(self._hi, view.number) if self.shared else view.number
+            self._move_to(max(self._lo, hi - WINDOW + 1), hi)
         else:
             self.drop(view)
             self.sync()

@@ -1,8 +1,10 @@
 """The offline model `replay/bbm` (docs/DESIGN.md §6), without litellm.
 
 It recognises the question in a generation prompt, counts the thoughts already written, and
-answers with the next recorded step of the bundled dataset. It is deterministic and cannot
-invent a step: a trace that leaves the recorded one gets an error that says so. `llm.py` wraps
+answers with the next recorded step of the bundled dataset, or of a task of one's own whose
+questions file has recorded traces (rows with `steps`; issue 34, item 9). It is
+deterministic and cannot invent a step: a trace that leaves the recorded one gets an error
+that says so. `llm.py` wraps
 this engine in a litellm custom provider that streams the answer at a settable pace
 (`BBM_TUI_REPLAY_TPS` tokens per second, 0 = instant).
 """
@@ -20,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from bbm_tui.core.dataset import TraceRow, bundled_rows
+from bbm_tui.core.dataset import TraceRow, bundled_rows, question_rows
 from bbm_tui.core.prompts.generation import generation_prompt
 from bbm_tui.core.prompts.thoughts import label, split_thoughts, thought_line
-from bbm_tui.core.tasks import TASK_NAMES, get_task
+from bbm_tui.core.tasks import TASK_NAMES, get_task, user_tasks
 
 PROVIDERS = ("replay", "simulated")
 # simulated/ names are made up on the fly: rm-X for any X in 0.0..1.0 (SIMULATED_NAME).
@@ -61,19 +63,25 @@ class GenerationRequest:
 
 def parse_generation_prompt(prompt: str) -> GenerationRequest | None:
     """Split a next-step prompt (docs/DESIGN.md §3) back into task, question and steps so far."""
-    for task in TASK_NAMES:
+    return next(iter(generation_requests(prompt)), None)
+
+
+def generation_requests(prompt: str) -> list[GenerationRequest]:
+    """Every reading of a next-step prompt as a task's: the paper's five, then one's own
+    (two zero-shot tasks begin with the same instruction: their questions tell them apart)."""
+    found = []
+    for task in (*TASK_NAMES, *(task.name for task in user_tasks())):
         prefix = generation_prompt(task) + "\n\n"
         if not prompt.startswith(prefix):
             continue
         rest = prompt[len(prefix):]
         split = rest.find("\n" + label(1))
         if split < 0:
-            return None
+            continue
         steps = split_thoughts(rest[split + 1:])
-        if steps is None:
-            return None
-        return GenerationRequest(task, rest[:split], steps)
-    return None
+        if steps is not None:
+            found.append(GenerationRequest(task, rest[:split], steps))
+    return found
 
 
 def last_user_text(messages: Sequence[dict]) -> str:
@@ -102,21 +110,25 @@ class ReplayEngine:
         finder = self.parse_finder_prompt(last_user_text(messages))
         if finder is not None:
             return finder_answer(finder, finder.row.mistake_index)
-        request = parse_generation_prompt(last_user_text(messages))
-        if request is None:
+        requests = generation_requests(last_user_text(messages))
+        if not requests:
             raise ReplayError(
                 "replay/bbm does not know this prompt: it answers only the generation and "
-                "mistake-finding prompts of the bundled BIG-Bench Mistake questions"
+                "mistake-finding prompts of the bundled BIG-Bench Mistake questions, and the "
+                "generation prompts of recorded traces in a task's questions file"
             )
+        request = next((found for found in requests
+                        if self.rows_for(found.task, found.question)), requests[0])
         return self.next_step_text(request)
 
     def next_step_text(self, request: GenerationRequest) -> str:
         rows = self.rows_for(request.task, request.question)
         if not rows:
+            where = ("the bundled dataset" if request.task in TASK_NAMES else
+                     "recorded traces (rows with steps in the task's questions file)")
             raise ReplayError(
                 f"replay/bbm does not know this {get_task(request.task).title.lower()} question: "
-                "it replays only the bundled dataset; pick a question from it, or choose "
-                "another model"
+                f"it replays only {where}; pick a question from it, or choose another model"
             )
         written = list(request.steps)
         for row in rows:
@@ -129,6 +141,8 @@ class ReplayEngine:
         )
 
     def rows_for(self, task: str, question: str) -> list[TraceRow]:
+        if task not in TASK_NAMES:
+            return recorded_rows(task, question)
         index = self._question_index()
         rows = bundled_rows(task)
         return [rows[i] for i in index.get((task, question), [])]
@@ -241,6 +255,19 @@ def seconds_per_token() -> float:
     if rate < 0:
         raise ReplayError(f"replay/bbm: {PACE_ENV} must be 0 or more, not {raw!r}")
     return 0.0 if rate == 0 else 1.0 / rate
+
+
+def recorded_rows(task: str, question: str) -> list[TraceRow]:
+    """A task of one's own's recorded traces of `question`: the rows of its questions file
+    that have steps (read each time: the file is the user's, and small)."""
+    found = get_task(task)
+    return [row for row in question_rows(found)
+            if row.steps and found.question(row.input) == question]
+
+
+def has_recorded_traces(task: str) -> bool:
+    """Whether replay/bbm has anything to replay on a task of one's own."""
+    return any(row.steps for row in question_rows(task))
 
 
 def _continues(row: TraceRow, written: list[str]) -> bool:

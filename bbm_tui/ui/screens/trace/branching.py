@@ -111,7 +111,7 @@ class Branching:
                                      on_sample=dialog.arrived)
         view.post_message(CallsMade(*ready.resample.samples.calls))  # saved with the samples
         if trace.spec.model != model:
-            self._say_handed_over(model, "backtracking")
+            self._say_handed_over(model, "backtracking", dialog)
         view.say(f"Thought {number}: {len(ready.stored)} samples in and saved.")
         return ready
 
@@ -167,13 +167,21 @@ class Branching:
 
         await view.stream(after_the_branch())
 
-    def _say_handed_over(self, model: str, what: str) -> None:
+    def _say_handed_over(self, model: str, what: str,
+                         dialog: CandidatesScreen | None = None) -> None:
         """The session went on with another model than `model` (replay/bbm can only repeat
-        its recording): a note, and the title names the model now in use."""
+        its recording): a note (in the samples' dialog while it is up: a toast covered its
+        legend at 80x24), and the title names the model now in use."""
         view = self.view
-        view.notify(f"{model} can only repeat its recorded trace: {what} goes on with "
-                    f"{view.trace.spec.model} ({view.key('trace_edit_model')} changes the "
-                    "model).", markup=False, timeout=8)
+        now = view.trace.spec.model
+        if dialog is not None and dialog.is_attached:
+            # One line of the dialog at 80 columns.
+            dialog.show_note(f"{now} samples and goes on: {model} can only repeat its "
+                             "recording.")
+        else:
+            view.notify(f"{model} can only repeat its recorded trace: {what} goes on with "
+                        f"{now} ({view.key('trace_edit_model')} changes the model).",
+                        markup=False, timeout=8)
         view.show_title()
 
     # -- < >: the versions of a thought

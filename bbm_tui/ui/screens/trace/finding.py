@@ -189,7 +189,7 @@ class MistakeFinding:
     def _failed(self, shown: FinderShown, message: str) -> None:
         shown.state = "failed"
         shown.error = message
-        message = one_line(message, 400)
+        message = one_line(message)  # whole: the status line fits it, M shows it all
         saved = len(shown.verdicts)
         kept = (f"The {saved} answer{'s' if saved != 1 else ''} before it "
                 f"{'are' if saved != 1 else 'is'} saved; the run has no result." if saved

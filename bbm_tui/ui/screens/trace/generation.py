@@ -150,7 +150,7 @@ class Generation:
 
     def _step_failed(self, event: StepFailed) -> None:
         view = self.view
-        message = one_line(event.error.message, 400)
+        message = one_line(event.error.message)
         self.drop_unfinished()
         # One place for it: the status line, in red, until the next action.
         view.say(f"Thought {event.number} failed: {message.rstrip('.')}.",
