@@ -489,7 +489,7 @@ def _add_serve_parsers(commands: Commands) -> None:
         "browser, through textual-serve), behind a sign-in (users from `bbm-tui users add`). "
         "An annotator labels their own queue into the store; a lead sees the agreement, "
         "every annotator's progress and the adjudication. For a team on a network, put it "
-        "behind a TLS reverse proxy (README: Serving to a browser).")
+        "behind a TLS reverse proxy (docs/serve.md, Serving to a browser).")
     serve.add_argument("--annotate", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
                        help="the dataset-format files to label")
     serve.add_argument("--host", default="127.0.0.1",
