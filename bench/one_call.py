@@ -16,7 +16,7 @@ per trace, through `run_batch` (what `bbm-tui run` uses) one trace at a time.
 Prompt tokens are those of each call's prompt as the server counts them (the local server: a
 word is a token; llama-server: its /tokenize), summed over the calls a trace made.
 
-`--compare N` instead runs the faithfulness comparison of the README: N questions of each task
+`--compare N` instead runs the faithfulness comparison of docs/scale.md: N questions of each task
 the tiny model can run (multistep arithmetic's prompt is longer than its 2,048-token context),
 one call a step against one call (with the grammar) at temperature 0, and how many traces
 match step for step, with the first difference of each that does not.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Make SVG screenshots of the real app into screenshots/ (run with the project's venv):
+"""Make SVG screenshots of the real app into docs/screenshots/ (run with the project's venv):
 
-    .venv/bin/python scripts/screenshots.py [--out screenshots]
+    .venv/bin/python scripts/screenshots.py [--out docs/screenshots]
 
 Each shot drives the app headless through Textual's Pilot, on the offline replay model, with a
 throwaway session store, so the shots show what a person would see and touch nothing of theirs.
@@ -574,7 +574,7 @@ async def main(out: Path, only: list[str]) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     parser.add_argument("--only", nargs="+", default=[], metavar="SHOT",
                         help="make only these (the functions' names: dataset finder_vs_paper)")
     args = parser.parse_args()

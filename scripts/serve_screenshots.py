@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""PNG screenshots of `bbm-tui serve` in a real browser into screenshots/ (run with the
+"""PNG screenshots of `bbm-tui serve` in a real browser into docs/screenshots/ (run with the
 project's venv; needs the system's Chromium, Debian's `chromium`):
 
-    .venv/bin/python scripts/serve_screenshots.py [--out screenshots]
+    .venv/bin/python scripts/serve_screenshots.py [--out docs/screenshots]
 
 A real server over six word-sorting traces in a throwaway home, with three users; headless
 Chromium (through Playwright, the system's browser) signs in and labels, as a person would:
@@ -27,7 +27,7 @@ VIEWPORT = {"width": 1200, "height": 720}
 
 def main() -> int:
     arguments = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    arguments.add_argument("--out", type=Path, default=ROOT / "screenshots")
+    arguments.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
     options = arguments.parse_args()
     chromium = os.environ.get("BBM_TUI_CHROMIUM") or shutil.which("chromium")
     if chromium is None:

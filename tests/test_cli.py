@@ -282,6 +282,20 @@ def test_help_lists_the_tasks_and_explains_the_files(capsys) -> None:
         assert words in out
 
 
+def test_help_names_every_key_the_config_file_takes(capsys) -> None:
+    """`--help`'s files section lists the config's keys: all of them (it left out
+    temperature, router and one_call), each once, from the Config the file is read into."""
+    from bbm_tui.core.config import CONFIG_KEYS
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    config_lines = out.split("\n  config ", 1)[1].split("\n  JSONL ", 1)[0].splitlines()[1:]
+    keys = " ".join(" ".join(config_lines).split()).split(" and a [keymap]", 1)[0]
+    assert keys.split(", ") == list(CONFIG_KEYS)
+    assert {"temperature", "router", "one_call"} <= set(CONFIG_KEYS)
+
+
 @pytest.mark.parametrize("command", ["run", "find", "backtrack", "export", "annotate"])
 def test_a_commands_help_is_its_own(command: str, capsys) -> None:
     """A command's --help shows its options, without the main help's epilog run together

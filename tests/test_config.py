@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-from bbm_tui.core.config import Config, ConfigError, config_path, load_config
+from bbm_tui.core.config import Config, ConfigError, config_path, load_config, tasks_folder
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -101,3 +102,18 @@ def test_router_and_one_call(tmp_path: Path) -> None:
     path.write_text("one_call = 1\n")
     with pytest.raises(ConfigError, match=r"line 1.*'one_call' must be true or false"):
         load_config(path)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG is Linux's convention")
+def test_the_config_and_tasks_folder_follow_xdg_config_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without BBM_TUI_CONFIG, config.toml and tasks/ are under $XDG_CONFIG_HOME when it is
+    set (platformdirs), as the docs say; ~/.config only when it is not."""
+    monkeypatch.delenv("BBM_TUI_CONFIG")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert config_path() == tmp_path / "xdg" / "bbm-tui" / "config.toml"
+    assert tasks_folder() == tmp_path / "xdg" / "bbm-tui" / "tasks"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert tasks_folder() == tmp_path / "home" / ".config" / "bbm-tui" / "tasks"

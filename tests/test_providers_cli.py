@@ -21,7 +21,7 @@ from tests.test_backtrack_cli import dataset_file
 from tests.test_providers_http import BY_NAME, WIRES, Wire, connect, stop_sent
 
 # `ollama/` in chat mode sends litellm's own prompt template ("### User:\n…") to
-# /api/generate; a base model there is run in completion mode, the raw prompt (README).
+# /api/generate; a base model there is run in completion mode, the raw prompt (docs/providers.md).
 RUN_MODES = {"ollama": "completion"}
 NONE_ASKED = ("log-probabilities: none from this provider; the first differing sample was "
               "taken")

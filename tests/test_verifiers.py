@@ -349,7 +349,8 @@ def test_the_report_lists_rows_where_verifier_and_gold_disagree() -> None:
 # -- agreement with the gold labels ----------------------------------------------------------
 
 # Traces whose first mistake the verifier puts where the gold label does, all 2,186 traces
-# (README, "Task verifiers"). Reproduce: .venv/bin/python -m pytest tests/test_verifiers.py -m slow
+# (docs/fidelity.md, "Task verifiers").
+# Reproduce: .venv/bin/python -m pytest tests/test_verifiers.py -m slow
 GOLD_AGREEMENT = {
     "word_sorting": (289, 300),
     "tracking_shuffled_objects": (287, 300),

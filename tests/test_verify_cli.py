@@ -13,7 +13,8 @@ from bbm_tui.core.dataset import bundled_path, bundled_rows, read_rows
 from bbm_tui.core.judging.verifier import verify
 from bbm_tui.core.tasks import TASK_NAMES
 
-# The verifiers' first-mistake accuracy against the gold labels (README, "Task verifiers").
+# The verifiers' first-mistake accuracy against the gold labels (docs/fidelity.md, "Task
+# verifiers").
 ACCURACY = {"word_sorting": 96.33, "tracking_shuffled_objects": 95.67,
             "logical_deduction": 82.0, "multistep_arithmetic": 91.67, "dyck_languages": 98.48}
 
@@ -53,7 +54,7 @@ def test_verify_report_lists_where_verifier_and_label_part(tmp_path: Path, capsy
     agreeing = next(row for index, row in enumerate(rows)
                     if verify("multistep_arithmetic", row.input, row.steps)[0].mistake_index
                     == row.mistake_index)
-    wrong_label = rows[1]  # labelled "no mistake", the verifier finds one (README)
+    wrong_label = rows[1]  # labelled "no mistake", the verifier finds one (docs/fidelity.md)
     unlabelled = {k: v for k, v in rows[24].to_json().items() if k != "mistake_index"}
     source = tmp_path / "multistep_arithmetic.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in

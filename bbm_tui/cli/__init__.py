@@ -13,6 +13,7 @@ import argparse
 import importlib
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
@@ -101,13 +102,16 @@ class _MainParser(argparse.ArgumentParser):
 
 
 def _epilog() -> str:
-    from bbm_tui.core.config import config_path, tasks_folder
+    from bbm_tui.core.config import CONFIG_KEYS, config_path, tasks_folder
     from bbm_tui.core.store import default_path
     from bbm_tui.core.tasks import TASK_NAMES
     from bbm_tui.core.tasks.files import load_task_folder
 
     # Help is printed before the command reads the tasks: it reads the folder itself.
     yours = ", ".join(task.name for task in load_task_folder(tasks_folder()).tasks) or "none yet"
+    config_keys = textwrap.fill(
+        f"{', '.join(CONFIG_KEYS)} and a [keymap]; never API keys (BBM_TUI_CONFIG moves it)",
+        width=88, initial_indent=" " * 13, subsequent_indent=" " * 13)
     return f"""tasks: {", ".join(TASK_NAMES)}
 your tasks: {yours} (task files: {tasks_folder()}/*.toml, or --task-file)
 
@@ -115,9 +119,7 @@ files:
   sessions   {default_path()}
              every session, step, label and finder run (SQLite; BBM_TUI_HOME moves it)
   config     {config_path()}
-             model, api_base, mode, step_limit, max_tokens, logprobs, timeout,
-             step_timeout, idle_timeout, answer_timeout, verify_live, caching and a
-             [keymap]; never API keys (BBM_TUI_CONFIG moves it)
+{config_keys}
   JSONL      the dataset's rows: input, steps, answer, target, mistake_index (0-based; null
              = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
              stats, import and export read and write. The field's step-level formats are read
@@ -487,7 +489,7 @@ def _add_serve_parsers(commands: Commands) -> None:
         "browser, through textual-serve), behind a sign-in (users from `bbm-tui users add`). "
         "An annotator labels their own queue into the store; a lead sees the agreement, "
         "every annotator's progress and the adjudication. For a team on a network, put it "
-        "behind a TLS reverse proxy (README: Serving to a browser).")
+        "behind a TLS reverse proxy (docs/serve.md, Serving to a browser).")
     serve.add_argument("--annotate", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
                        help="the dataset-format files to label")
     serve.add_argument("--host", default="127.0.0.1",

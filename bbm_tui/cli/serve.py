@@ -39,7 +39,7 @@ def command(args: argparse.Namespace) -> int:
         dataset=", ".join(path.name for path in files))
     if not _loopback(args.host):
         print(f"bbm-tui serve: listening on {args.host} over plain HTTP; for a team on a "
-              "network put it behind a TLS proxy (README: Serving to a browser).",
+              "network put it behind a TLS proxy (docs/serve.md).",
               file=sys.stderr)
 
     def ready(url: str) -> None:

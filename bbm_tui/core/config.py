@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +134,12 @@ class Config:
         return CallSettings(temperature=0.0, max_tokens=DEFAULT_FINDER_MAX_TOKENS,
                             timeout_s=self.timeout, idle_timeout_s=self.idle_timeout,
                             answer_timeout_s=self.answer_timeout, caching=self.caching)
+
+
+# The keys config.toml takes besides its [keymap] table, in the order of the fields (what
+# `bbm-tui --help` lists; `path` is where the file was read from, not a key).
+CONFIG_KEYS: tuple[str, ...] = tuple(
+    item.name for item in fields(Config) if item.name not in ("path", "keymap"))
 
 
 def config_path() -> Path:

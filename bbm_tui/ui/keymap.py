@@ -1,4 +1,4 @@
-"""The user's [keymap] checked against the app's bindings (README, Config): an id no screen
+"""The user's [keymap] checked against the app's bindings (docs/config.md): an id no screen
 has, or a key given to two actions of one screen, gets one message naming the config file and
 the line, instead of being ignored (Textual's set_keymap skips unknown ids silently)."""
 

@@ -1,7 +1,7 @@
 """A new user's path with a task of their own, played with Pilot against the local server: the
-math task copied from the README into the config folder is listed, a typed question streams
-numbered thoughts, the first mistake is flagged, each zero-shot finder and the critic find it,
-`b` backtracks, `t` shows both branches, and the session reopens, with its own prompt after
+manual's math task (docs/tasks.md) copied into the config folder is listed, a typed question
+streams numbered thoughts, the first mistake is flagged, each zero-shot finder and the critic
+find it, `b` backtracks, `t` shows both branches, and the session reopens, with its own prompt after
 the file is edited. Snapshots of the new-session screen with the task at 80x24 and 120x40."""
 
 from __future__ import annotations
@@ -33,16 +33,17 @@ WRONG = "Each box holds 12 pens, so 3 boxes hold 3 + 12 = 15 pens."
 RIGHT = "Each box holds 12 pens, so 3 boxes hold 3 * 12 = 36 pens."
 
 
-def readme_example() -> tuple[str, str]:
-    """The math task's TOML and prompt as the README's "Your own tasks" shows them."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Your own tasks\n", 1)[1].split("\n## ", 1)[0]
+def docs_example() -> tuple[str, str]:
+    """The math task's TOML and prompt as the manual's "Your own tasks" (docs/tasks.md) shows
+    them, before its first section."""
+    text = (ROOT / "docs" / "tasks.md").read_text(encoding="utf-8")
+    section = text.split("\n# Your own tasks\n", 1)[-1].split("\n## ", 1)[0]
     blocks = dict(re.findall(r"```(toml|text)\n(.*?)```", section, re.DOTALL))
     return blocks["toml"], blocks["text"]
 
 
-def test_the_readme_shows_the_shipped_example() -> None:
-    toml, prompt = readme_example()
+def test_the_docs_show_the_shipped_example() -> None:
+    toml, prompt = docs_example()
     example = ROOT / "examples" / "tasks"
     assert toml == (example / "school_math.toml").read_text(encoding="utf-8")
     assert prompt == (example / "school_math_prompt.txt").read_text(encoding="utf-8") + "\n"
@@ -50,9 +51,9 @@ def test_the_readme_shows_the_shipped_example() -> None:
 
 @pytest.fixture
 def math_task() -> str:
-    """The README's math task copied into the config folder, read as the command line reads
-    it at start. Its prompt, as the README shows it."""
-    toml, prompt = readme_example()
+    """The manual's math task copied into the config folder, read as the command line reads
+    it at start. Its prompt, as the manual shows it."""
+    toml, prompt = docs_example()
     folder = tasks_folder()
     folder.mkdir(parents=True)
     (folder / "school_math.toml").write_text(toml, encoding="utf-8")

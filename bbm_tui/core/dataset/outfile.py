@@ -37,7 +37,7 @@ from bbm_tui.core.dataset import (
 T = TypeVar("T")
 READ_CHUNK = 1 << 20
 
-try:  # POSIX; elsewhere a second writer is not detected (documented in the README)
+try:  # POSIX; elsewhere a second writer is not detected (documented in docs/reliability.md)
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
