@@ -78,15 +78,52 @@ def main() -> None:
     options.add_argument("--serial", action="store_true", help="one request at a time")
     options.add_argument("--tokens-per-s", type=float, default=0.0,
                          help="stream a word every 1/N seconds (0: as fast as it can)")
+    options.add_argument("--thinking-words", type=int, default=0,
+                         help="answer as a thinking model: a reasoning of N words (bundled "
+                         "thoughts as paragraphs), then the answer")
+    options.add_argument("--fast-words", type=int, default=0,
+                         help="with --thinking-words: the first N words at once, the rest paced")
     args = options.parse_args()
     server = BenchServer(args.latency_ms / 1000, args.serial).start()
     responder = dataset_trace_responder if args.trace else dataset_responder
+    if args.thinking_words:
+        responder = thinking_responder(args.thinking_words, args.fast_words)
     server.responder = paced(responder, 1 / args.tokens_per_s) if args.tokens_per_s > 0 \
         else responder
     server.requests = _Discard()  # a long benchmark must not keep every request body
     print(server.base_url, flush=True)
     sys.stdin.read()
     server.stop()
+
+
+def long_reasoning(words: int) -> str:
+    """A thinking model's long reasoning of about `words` words: the bundled traces' thoughts,
+    three to a paragraph (~120 words), with a "Wait," now and then, as R1 writes."""
+    from bbm_tui.core.dataset import bundled_rows
+
+    thoughts = [step for task in ("logical_deduction", "multistep_arithmetic",
+                                  "tracking_shuffled_objects")
+                for row in bundled_rows(task)[:200] for step in row.steps if step.strip()]
+    paragraphs: list[str] = []
+    count = index = 0
+    while count < words:
+        paragraph = " ".join(thoughts[(index + i) % len(thoughts)] for i in range(3))
+        if len(paragraphs) % 7 == 6:
+            paragraph = "Wait, let me check that again. " + paragraph
+        index += 3
+        paragraphs.append(paragraph)
+        count += len(paragraph.split())
+    return "\n\n".join(paragraphs)
+
+
+def thinking_responder(words: int, fast_words: int) -> Callable[[str, dict], Reply]:
+    reasoning = long_reasoning(words)
+
+    def respond(path: str, body: dict) -> Reply:
+        del path, body
+        # Word by word, each piece a word and its space: `fast_words` of them at once.
+        return Reply(text="So the answer is (A)", reasoning=reasoning, fast_chunks=fast_words)
+    return respond
 
 
 def paced(responder: Callable[[str, dict], Reply],

@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))  # the backtracking shot drives the tests' local m
 SIZE = (120, 36)
 SHOTS = ("new-session", "streaming", "flagged", "flagged-80x24", "finder", "sessions",
          "backtrack", "backtracked", "branch-tree", "compare", "tokens", "annotate",
-         "adjudicate", "help-80x24", "messages", "dataset", "finder-vs-paper", "side-by-side-80x24",
-         "side-by-side-250x50")
+         "adjudicate", "help-80x24", "messages", "dataset", "finder-vs-paper",
+         "side-by-side-80x24", "side-by-side-250x50", "thinking-80x24", "thinking-250x50")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -161,6 +161,59 @@ async def side_by_side_wide(out: Path) -> None:
         await pilot.pause(0.3)
         still(pilot)
         app.save_screenshot("side-by-side-250x50.svg", str(out))
+
+
+THINKING = dict(task="multistep_arithmetic", question=4)  # the README's thinking demo
+
+
+async def thinking_small(out: Path) -> None:
+    """solver/thinking at 80x24 (`bbm-tui --model solver/thinking --mode thinking`): its
+    reasoning streaming in as numbered thoughts, the pane saying what they are cut from."""
+    from bbm_tui.core.config import Config
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.screens.trace import TraceScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "12"
+    app = BbmApp(Config(model="solver/thinking", mode="thinking"), **THINKING)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        await pilot.press("r")
+
+        def mid_stream() -> bool:
+            streaming = screen.view.thoughts.streaming
+            return (len(screen.view.trace.steps) >= 3 and streaming is not None
+                    and len(streaming.text) > 40)
+
+        await wait_for(pilot, mid_stream, timeout=120)
+        still(pilot)
+        app.save_screenshot("thinking-80x24.svg", str(out))
+        await pilot.press("escape")
+
+
+async def thinking_wide(out: Path) -> None:
+    """solver/thinking beside solver/bbm at 250x50, both finished: the thinking trace's slip
+    (Thought 6) flagged, the task verifier's marks on each thought of both columns."""
+    from bbm_tui.core.config import Config
+    from bbm_tui.core.types import ModelSpec
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.screens.side_by_side import SideBySideScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "0"
+    app = BbmApp(Config(model="solver/thinking", mode="thinking", verify_live=True),
+                 models=[ModelSpec("solver/thinking", mode="thinking"), ModelSpec("solver/bbm")],
+                 **THINKING)
+    async with app.run_test(size=(250, 50)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, SideBySideScreen))
+        screen = app.screen
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(column.trace.finished and not column.view.running
+                                          for column in screen.columns))
+        await pilot.press("6", "enter", "x")
+        await wait_for(pilot, lambda: screen.columns[0].trace.mistake_number == 6)
+        await pilot.pause(0.3)
+        still(pilot)
+        app.save_screenshot("thinking-250x50.svg", str(out))
 
 
 async def flagged_small(out: Path) -> None:
@@ -509,7 +562,7 @@ async def main(out: Path, only: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for shot in (new_session, streaming, flagged, flagged_small, finder, sessions, backtrack,
                  annotate, adjudicate, help_small, messages, dataset, finder_vs_paper,
-                 side_by_side_small, side_by_side_wide):
+                 side_by_side_small, side_by_side_wide, thinking_small, thinking_wide):
         if only and shot.__name__ not in only:
             continue
         await shot(out)

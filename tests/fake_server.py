@@ -56,6 +56,9 @@ class Reply:
     hold_s: float = 10.0
     # Between streamed pieces: a model writing slowly (a whole answer waits for them all).
     chunk_delay_s: float = 0.0
+    # The first this many pieces go at once, the rest `chunk_delay_s` apart: a long stream
+    # already far along when a benchmark starts measuring (bench/thinking_stream.py).
+    fast_chunks: int = 0
     # After the stream's headers, before its first chunk: a model thinking before it writes.
     first_chunk_delay_s: float = 0.0
     # Close the socket abruptly after N chunks; a whole (non-streamed) answer is cut off
@@ -114,6 +117,24 @@ class Reply:
     # Send every alternative `alternatives` gives, however many the request asked for (a
     # hostile or broken server: 56,000 a choice).
     every_alternative: bool = False
+    # A thinking model: the reasoning it writes before `text`, streamed in pieces as the text
+    # is (`reasoning_pieces`), each wire carrying it in its own field (tests/*_server.py).
+    # On OpenAI's wire `reasoning_wire` says which: `reasoning_content` (DeepSeek,
+    # llama-server), vLLM's newer `reasoning`, `think_tags` (`<think>…</think>` left in
+    # the content, as llama-server with `--reasoning-format none` and older vLLM send it), or
+    # `think_closed` (only `…</think>` in the content: a chat template, DeepSeek-R1's, opened
+    # the reasoning in the prompt).
+    reasoning: str = ""
+    reasoning_wire: str = "reasoning_content"
+    # Reasoning tokens the usage reports (None: one a reasoning piece). OpenAI's o-series
+    # send no reasoning text at all, only this count. `reasoning_counted=False`: the usage
+    # says nothing of them (llama-server counts them in `completion_tokens` only).
+    reasoning_tokens: int | None = None
+    reasoning_counted: bool = True
+    # Anthropic: the thinking block's signature (sent just before the block ends), and the
+    # opaque data of `redacted_thinking` blocks sent before it.
+    signature: str = "c2lnbmF0dXJlLW9mLXRoZS10aGlua2luZw=="
+    redacted: tuple[str, ...] = ()
 
 
 @dataclass
@@ -182,6 +203,8 @@ class Usage:
     completion: int
     cached: int = 0
     cache_write: int = 0
+    # Of `completion`: the tokens of the reasoning (a thinking model's).
+    reasoning: int = 0
 
     @property
     def uncached(self) -> int:
@@ -212,6 +235,19 @@ def pieces_of(text: str, chunk_chars: int | None) -> list[str]:
 # How a server splits text into tokens: words, unless a test or a benchmark gives a real
 # tokenizer (e.g. litellm's Claude one, for bench/prompt_cache.py).
 Tokenizer = Callable[[str], Sequence[object]]
+
+
+def reasoning_pieces(reply: Reply) -> list[str]:
+    """A thinking model's reasoning as it streams it, before the answer: as the text is
+    (word by word, or `chunk_chars` at a time)."""
+    return pieces_of(reply.reasoning, reply.chunk_chars)
+
+
+def reasoning_count(reply: Reply, sent: int) -> int:
+    """The reasoning tokens the usage reports, of `sent` reasoning pieces (0: none)."""
+    if not reply.reasoning_counted:
+        return 0
+    return reply.reasoning_tokens if reply.reasoning_tokens is not None else sent
 
 
 def limited_text(reply: Reply, text: str, stops: Iterable[str], max_tokens: int | None
@@ -566,8 +602,10 @@ class FakeServer:
             pass
         return response
 
-    def usage_of(self, reply: Reply, asked: Asked, completion: int) -> Usage:
-        """The answer's usage: as scripted, else counted (and the prompt cache asked)."""
+    def usage_of(self, reply: Reply, asked: Asked, completion: int, reasoning: int = 0
+                 ) -> Usage:
+        """The answer's usage: as scripted, else counted (and the prompt cache asked).
+        `completion` counts every token written, `reasoning` those of the reasoning."""
         prompt = reply.prompt_tokens
         if prompt is None:  # the prompt's tokens, block by block as the cache counts them
             prompt = sum(len(self.tokenize(text))
@@ -580,7 +618,8 @@ class FakeServer:
             cached = reply.cached_tokens
         if reply.cache_write_tokens is not None:
             written = reply.cache_write_tokens
-        return Usage(prompt=prompt, completion=completion, cached=cached, cache_write=written)
+        return Usage(prompt=prompt, completion=completion, cached=cached, cache_write=written,
+                     reasoning=reasoning)
 
     async def _stream(self, request: web.Request, record: RecordedRequest, reply: Reply,
                       pieces: list[str], framing: Framing) -> web.StreamResponse:
@@ -616,7 +655,7 @@ class FakeServer:
                 record.chunks_sent += 1
                 if reply.stall_s and index == reply.stall_after:
                     await asyncio.sleep(reply.stall_s)
-                if reply.chunk_delay_s:
+                if reply.chunk_delay_s and index >= reply.fast_chunks:
                     await asyncio.sleep(reply.chunk_delay_s)
             if request.transport is None or request.transport.is_closing():
                 record.client_closed_early = True

@@ -16,6 +16,11 @@ litellm builds `{api_base}/models/{model}:{action}`).
   `responseLogprobs` for each token's log-probability (`logprobsResult.chosenCandidates`,
   and `avgLogprobs`, from `Reply.logprob_per_token` or `choice_logprobs`; the most likely
   alternatives, `topCandidates`, only when `logprobs` asks for a number of them).
+- Thinking: a reply's `reasoning` is the model's thought summary. With
+  `generationConfig.thinkingConfig.includeThoughts` it streams first, in parts marked
+  `"thought": true`, then the text; without it the model thinks all the same and sends none of
+  it. Either way `usageMetadata.thoughtsTokenCount` counts the thinking, apart from
+  `candidatesTokenCount` (Google bills both).
 - Errors have Google's body, `{"error": {"code", "message", "status", "details"}}`: a wrong
   key (`x-goog-api-key` or `?key=`, when `api_key` is set) is 400 `INVALID_ARGUMENT` with
   the reason `API_KEY_INVALID`; `rate_limited(delay)` is a 429 `RESOURCE_EXHAUSTED` whose
@@ -39,6 +44,7 @@ from tests.fake_server import (
     choice_texts,
     pieces_of,
     prompt_of,
+    reasoning_pieces,
 )
 
 STATUSES = {
@@ -115,14 +121,15 @@ class FakeGemini(FakeServer):
         reply, asked, text = answer.reply, answer.asked, answer.text
         finish = answer.finish("STOP", "MAX_TOKENS")
         pieces = pieces_of(text, reply.chunk_chars)
+        thought = reasoning_pieces(reply) if _includes_thoughts(body) else []
         if asked.stream:
             if request.query.get("alt") != "sse":
                 return web.json_response(
                     gemini_error(400, "this server streams server-sent events only"),
                     status=400)
-            framing = _Framing(self, reply, model, asked, finish, len(pieces),
-                               _config(body))
-            return await self._stream(request, record, reply, pieces, framing)
+            framing = _Framing(self, reply, model, asked, finish, len(thought) + len(pieces),
+                               _config(body), len(thought))
+            return await self._stream(request, record, reply, thought + pieces, framing)
         await self.writing_time(reply, len(pieces))
         config = _config(body)
         texts = choice_texts(reply, text, int(config.get("candidateCount")
@@ -138,9 +145,16 @@ def _config(body: dict[str, Any]) -> dict[str, Any]:
     return body.get("generationConfig") or body.get("generation_config") or {}
 
 
+def _includes_thoughts(body: dict[str, Any]) -> bool:
+    config = _config(body)
+    thinking = config.get("thinkingConfig") or config.get("thinking_config") or {}
+    return bool(thinking.get("includeThoughts") or thinking.get("include_thoughts"))
+
+
 def _candidate(reply: Reply, text: str, finish: str | None, index: int,
-               config: dict[str, Any]) -> dict[str, Any]:
-    candidate: dict[str, Any] = {"content": {"parts": [{"text": text}], "role": "model"},
+               config: dict[str, Any], thought: bool = False) -> dict[str, Any]:
+    part: dict[str, Any] = {"text": text, "thought": True} if thought else {"text": text}
+    candidate: dict[str, Any] = {"content": {"parts": [part], "role": "model"},
                                  "index": index}
     if finish is not None:
         candidate["finishReason"] = finish
@@ -167,11 +181,14 @@ def _response(reply: Reply, model: str, candidates: list[dict[str, Any]], usage:
 
 
 def _usage_metadata(usage: Usage) -> dict[str, Any]:
+    """Gemini counts the thinking (`thoughtsTokenCount`) apart from the candidates."""
     metadata: dict[str, Any] = {"promptTokenCount": usage.prompt,
-                                "candidatesTokenCount": usage.completion,
+                                "candidatesTokenCount": usage.completion - usage.reasoning,
                                 "totalTokenCount": usage.prompt + usage.completion,
                                 "promptTokensDetails": [{"modality": "TEXT",
                                                          "tokenCount": usage.prompt}]}
+    if usage.reasoning:
+        metadata["thoughtsTokenCount"] = usage.reasoning
     if usage.cached:
         metadata["cachedContentTokenCount"] = usage.cached
         metadata["cacheTokensDetails"] = [{"modality": "TEXT", "tokenCount": usage.cached}]
@@ -182,23 +199,33 @@ class _Framing:
     content_type = "text/event-stream"
 
     def __init__(self, server: FakeGemini, reply: Reply, model: str, asked: Asked,
-                 finish: str, count: int, config: dict[str, Any]) -> None:
+                 finish: str, count: int, config: dict[str, Any], thinking: int = 0) -> None:
         self.reply, self.model, self.finish = reply, model, finish
         self.usage = server.usage_of(reply, asked, 0)
         self.count = count
         self.config = config
+        # The first `thinking` pieces are thought parts. A model that thought without
+        # showing it still counts its thinking's tokens.
+        self.thinking = thinking
+        self.unshown = 0 if thinking else (len(reasoning_pieces(reply))
+                                           if reply.reasoning_tokens is None
+                                           else reply.reasoning_tokens)
 
     def opening(self) -> list[bytes]:
         return []
 
-    def _event(self, text: str, sent: int, finish: str | None) -> bytes:
-        usage = Usage(self.usage.prompt, sent, self.usage.cached, self.usage.cache_write)
-        candidate = _candidate(self.reply, text, finish, 0, self.config)
+    def _event(self, text: str, sent: int, finish: str | None, thought: bool = False
+               ) -> bytes:
+        reasoning = min(sent, self.thinking) + self.unshown
+        usage = Usage(self.usage.prompt, sent + self.unshown, self.usage.cached,
+                      self.usage.cache_write, reasoning)
+        candidate = _candidate(self.reply, text, finish, 0, self.config, thought)
         payload = _response(self.reply, self.model, [candidate], usage)
         return b"data: " + json.dumps(payload).encode() + b"\r\n\r\n"
 
     def piece(self, text: str, index: int, last: bool) -> bytes:
-        return self._event(text, index + 1, self.finish if last else None)
+        return self._event(text, index + 1, self.finish if last else None,
+                           thought=index < self.thinking)
 
     def malformed(self) -> bytes:
         return b'data: {"candidates": [{"content": {"parts": [{"text": "x"\r\n\r\n'

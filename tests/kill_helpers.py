@@ -5,6 +5,8 @@ model through litellm), so that a test can kill one mid-trace or run several at 
 Modes:
   generate DB TASK INDEX     generate the dataset row's trace into a new session, step by step
   write DB GO N NAME         wait for the file GO, then commit N steps into a new session
+  think DB TASK INDEX         solver/thinking's one call for the row's question (thinking mode),
+                             its reasoning's steps committed as they are cut
   open DB GO                 say it is ready (GO.ready.PID), wait for the file GO, then open
                              the store and create a session
 """
@@ -37,6 +39,25 @@ def generate(db: str, task: str, index: str) -> None:
     session = TraceSession.create(
         store, NewTrace(task, row.input, row.target, int(index)), llm.ModelSpec("replay/bbm")
     )
+
+    async def run() -> None:
+        async for _ in session.generate():
+            pass
+
+    asyncio.run(run())
+    print("finished", flush=True)
+
+
+def think(db: str, task: str, index: str) -> None:
+    from bbm_tui.core import llm
+    from bbm_tui.core.dataset import bundled_rows
+    from bbm_tui.core.store import Store
+    from bbm_tui.core.trace.session import NewTrace, TraceSession
+
+    row = bundled_rows(task)[int(index)]
+    store = Store.open(db)
+    session = TraceSession.create(store, NewTrace(task, row.input, row.target, int(index)),
+                                  llm.ModelSpec("solver/thinking", mode="thinking"))
 
     async def run() -> None:
         async for _ in session.generate():
@@ -80,7 +101,7 @@ def open_store(db: str, go: str) -> None:
 def main(argv: list[str]) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     mode, *args = argv
-    {"generate": generate, "write": write, "open": open_store}[mode](*args)
+    {"generate": generate, "think": think, "write": write, "open": open_store}[mode](*args)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ it with `--api-base` (`FakeOllama.base_url`).
   `num_predict`) and the counts Ollama makes itself: `prompt_eval_count` (the prompt's
   tokens) and `eval_count` (the answer's), with their durations in nanoseconds.
 - `options.stop` and `options.num_predict` are honoured.
+- Thinking (a reply's `reasoning`), as Ollama 0.9 and later do it: with `"think": true` (or
+  an effort, "low" / "medium" / "high", for gpt-oss) in the request, the reasoning streams
+  first in its own field (`message.thinking` on /api/chat, `thinking` on /api/generate);
+  with no `think` it is left in the content between `<think>` tags, as before; with
+  `"think": false` the model does not think. Ollama counts no reasoning tokens apart.
 - Errors are `{"error": "..."}` (Ollama has no keys: nothing to refuse).
 """
 
@@ -28,6 +33,7 @@ from tests.fake_server import (
     Usage,
     pieces_of,
     prompt_of,
+    reasoning_pieces,
 )
 
 CONTENT_TYPE = "application/x-ndjson"
@@ -74,22 +80,36 @@ class FakeOllama(FakeServer):
             return answer
         reply, asked, text = answer.reply, answer.asked, answer.text
         done_reason = answer.finish("stop", "length")
+        think = body.get("think")
+        if reply.reasoning and think is None:
+            text = f"<think>{reply.reasoning}</think>{text}"
+        thought = reasoning_pieces(reply) if think not in (None, False) else []
         pieces = pieces_of(text, reply.chunk_chars)
-        framing = _Framing(self, reply, body, asked, chat, done_reason)
+        framing = _Framing(self, reply, body, asked, chat, done_reason, len(thought))
         if asked.stream:
-            return await self._stream(request, record, reply, pieces, framing)
-        await self.writing_time(reply, len(pieces))
-        return web.json_response(framing.line(text, done=True, sent=len(pieces)),
-                                 headers=reply.headers)
+            return await self._stream(request, record, reply, thought + pieces, framing)
+        await self.writing_time(reply, len(thought) + len(pieces))
+        whole = framing.line(text, done=True, sent=len(thought) + len(pieces))
+        if thought:
+            framing.put_thinking(whole, reply.reasoning)
+        return web.json_response(whole, headers=reply.headers)
 
 
 class _Framing:
     content_type = CONTENT_TYPE
 
     def __init__(self, server: FakeOllama, reply: Reply, body: dict[str, Any], asked: Asked,
-                 chat: bool, done_reason: str) -> None:
+                 chat: bool, done_reason: str, thinking: int = 0) -> None:
         self.server, self.reply, self.body, self.asked = server, reply, body, asked
         self.chat, self.done_reason = chat, done_reason
+        # The first `thinking` pieces are the reasoning, in its own field.
+        self.thinking = thinking
+
+    def put_thinking(self, line: dict[str, Any], text: str) -> None:
+        if self.chat:
+            line["message"]["thinking"] = text
+        else:
+            line["thinking"] = text
 
     def line(self, text: str, done: bool, sent: int = 0) -> dict[str, Any]:
         line: dict[str, Any] = {"model": self.body.get("model", "test"),
@@ -113,6 +133,10 @@ class _Framing:
         return []
 
     def piece(self, text: str, index: int, last: bool) -> bytes:
+        if index < self.thinking:
+            line = self.line("", done=False)
+            self.put_thinking(line, text)
+            return _ndjson(line)
         return _ndjson(self.line(text, done=False))
 
     def malformed(self) -> bytes:

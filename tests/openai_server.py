@@ -45,6 +45,8 @@ from tests.fake_server import (
     limited_text,
     pieces_of,
     prompt_of,
+    reasoning_count,
+    reasoning_pieces,
     token_logprob,
 )
 
@@ -119,9 +121,10 @@ class FakeOpenAI(FakeServer):
         if asked.stream:
             if reply.raw_text is not None:
                 return await self._raw_text(request, reply, body, chat, asked)
-            pieces = pieces_of(text, reply.chunk_chars)
-            framing = _Framing(reply, body, chat, asked, self)
-            return await self._stream(request, record, reply, pieces, framing)
+            thinking = _thinking_pieces(reply)
+            pieces = pieces_of(_content(reply, text), reply.chunk_chars)
+            framing = _Framing(reply, body, chat, asked, self, len(thinking))
+            return await self._stream(request, record, reply, thinking + pieces, framing)
         await self.writing_time(reply, len(pieces_of(text, reply.chunk_chars)))
         whole = self._whole(reply, text, chat, body, asked)
         if reply.drop_after_chunks is not None or reply.malformed_after_chunks is not None or (
@@ -165,16 +168,20 @@ class FakeOpenAI(FakeServer):
                asked: Asked) -> dict:
         texts = choice_texts(reply, text, int(body.get("n") or 1), asked)
         counted = texts[:1] if reply.usage_one_choice else texts
-        usage = openai_usage(self.usage_of(reply, asked, sum(
-            len(pieces_of(t, None)) for t in counted)))
+        thought = len(_thinking_pieces(reply))
+        usage = openai_usage(self.usage_of(reply, asked, thought + _unshown(reply, thought) + sum(
+            len(pieces_of(t, None)) for t in counted), reasoning_count(reply, thought)))
         if reply.usage_values is not None:
             usage = dict(reply.usage_values)
         choices = []
         for index, choice_text in enumerate(texts):
             logprobs = self._whole_logprobs(reply, choice_text, index, chat, body, asked)
             if chat:
-                choice = {"index": index,
-                          "message": {"role": "assistant", "content": choice_text},
+                message = {"role": "assistant", "content": _content(reply, choice_text)}
+                if reply.reasoning and reply.reasoning_wire not in ("think_tags",
+                                                                     "think_closed"):
+                    message[reply.reasoning_wire] = reply.reasoning
+                choice = {"index": index, "message": message,
                           "finish_reason": reply.finish_reason, "logprobs": logprobs}
             else:
                 choice = {"index": index, "text": choice_text,
@@ -246,15 +253,19 @@ class _Framing:
     content_type = "text/event-stream"
 
     def __init__(self, reply: Reply, body: dict[str, Any], chat: bool, asked: Asked,
-                 server: FakeOpenAI) -> None:
+                 server: FakeOpenAI, thinking: int = 0) -> None:
         self.server, self.reply, self.body, self.chat = server, reply, body, chat
         self.asked = asked
+        # The first `thinking` pieces are the reasoning, in the reply's reasoning field.
+        self.thinking = thinking
 
     def opening(self) -> list[bytes]:
         return [b"data: " + event + b"\n\n" for event in self.reply.raw_events or []]
 
     def piece(self, text: str, index: int, last: bool) -> bytes:
-        return _sse(self.chunk(text, None, place=index))
+        if index < self.thinking:
+            return _sse(self.chunk(text, None, field=self.reply.reasoning_wire))
+        return _sse(self.chunk(text, None, place=index - self.thinking))
 
     def malformed(self) -> bytes:
         return b'data: {"choices": [{"delta": {"content": "x"\n\ndata: [DONE]\n\n'
@@ -266,7 +277,10 @@ class _Framing:
             events.append(_sse(self.chunk("", reply.finish_reason)))
         options = self.body.get("stream_options") or {}
         if reply.usage and options.get("include_usage"):
-            usage = openai_usage(self.server.usage_of(reply, self.asked, sent))
+            thought = min(sent, self.thinking)
+            usage = openai_usage(self.server.usage_of(
+                reply, self.asked, sent + _unshown(reply, self.thinking),
+                reasoning_count(reply, thought)))
             events.append(_sse({
                 "id": "test-1", "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": self.body.get("model", "test"),
@@ -276,16 +290,17 @@ class _Framing:
         events.append(b"data: [DONE]\n\n")
         return events
 
-    def chunk(self, piece: str, finish: str | None, place: int = 0) -> dict:
+    def chunk(self, piece: str, finish: str | None, place: int = 0,
+              field: str = "content") -> dict:
         reply, body = self.reply, self.body
         if self.chat:
             choice: dict[str, Any] = {
                 "index": 0,
-                "delta": {"content": piece} if piece else {},
+                "delta": {field: piece} if piece else {},
                 "finish_reason": finish,
             }
             value = token_logprob(reply, place, reply.logprob_per_token)
-            if value is not None and piece:
+            if value is not None and piece and field == "content":
                 choice["logprobs"] = {"content": [_chat_logprob(piece, value, reply, body)]}
             kind = "chat.completion.chunk"
         else:
@@ -301,10 +316,39 @@ class _Framing:
 
 
 def openai_usage(usage: Usage) -> dict[str, Any]:
-    """OpenAI's usage object: the cached part of the prompt in `prompt_tokens_details`."""
-    return {"prompt_tokens": usage.prompt, "completion_tokens": usage.completion,
-            "total_tokens": usage.prompt + usage.completion,
-            "prompt_tokens_details": {"cached_tokens": usage.cached}}
+    """OpenAI's usage object: the cached part of the prompt in `prompt_tokens_details`, the
+    reasoning's part of the completion (a thinking model's) in `completion_tokens_details`."""
+    found: dict[str, Any] = {"prompt_tokens": usage.prompt,
+                             "completion_tokens": usage.completion,
+                             "total_tokens": usage.prompt + usage.completion,
+                             "prompt_tokens_details": {"cached_tokens": usage.cached}}
+    if usage.reasoning:
+        found["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning}
+    return found
+
+
+def _thinking_pieces(reply: Reply) -> list[str]:
+    """The reasoning's pieces, streamed in its own field before the content (none where the
+    server leaves it in the content between `<think>` tags)."""
+    return [] if reply.reasoning_wire in ("think_tags", "think_closed") else (
+        reasoning_pieces(reply))
+
+
+def _unshown(reply: Reply, shown: int) -> int:
+    """Reasoning tokens written but not sent as text (OpenAI's o-series): part of the
+    completion's count all the same."""
+    return (reply.reasoning_tokens or 0) if not shown else 0
+
+
+def _content(reply: Reply, text: str) -> str:
+    """The content the server sends: the text, after `<think>…</think>` where the server
+    leaves the reasoning in it (`think_tags`), or after `…</think>` alone where the chat
+    template opened the reasoning in the prompt (`think_closed`: DeepSeek-R1's)."""
+    if reply.reasoning and reply.reasoning_wire == "think_tags":
+        return f"<think>{reply.reasoning}</think>{text}"
+    if reply.reasoning and reply.reasoning_wire == "think_closed":
+        return f"{reply.reasoning}</think>{text}"
+    return text
 
 
 def _stopped_at_stop(reply: Reply, index: int, asked: Asked) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from bbm_tui.cli import main
 from bbm_tui.core.annotation import protocol
 from bbm_tui.core.annotation.adjudication import AdjudicationQueue, store_labels
 from bbm_tui.core.annotation.export import export, export_csv, load_traces
-from bbm_tui.core.annotation.queue import AnnotationQueue, read_queue_file
+from bbm_tui.core.annotation.queue import AnnotationQueue, FinishedElsewhere, read_queue_file
 from bbm_tui.core.annotation.report import from_files, from_store, report_json
 from bbm_tui.core.dataset import DatasetError, bundled_path, bundled_rows
 from bbm_tui.core.store import Store
@@ -534,3 +535,36 @@ def test_agreement_counts_a_queues_me_and_names_imported_labels(tmp_path: Path,
     with pytest.raises(SystemExit):
         main(["agreement", "--help"])
     assert "or brought in by `import`" in " ".join(capsys.readouterr().out.split())
+
+
+def test_two_windows_of_one_annotator_never_double_a_label(tmp_path: Path) -> None:
+    """`bbm-tui serve` runs one app per browser: two windows of alice's, each its own queue
+    and store connection over one file. A trace submitted in one is not labelled again in the
+    other; the other moves on to alice's next trace, and her judgements made in one window
+    are where the other goes on from."""
+    path = small_file(tmp_path)
+    traces = read_queue_file(path)
+    with Store.open(tmp_path / "s.sqlite3") as first_store, \
+            Store.open(tmp_path / "s.sqlite3") as second_store:
+        first = AnnotationQueue(first_store, "alice", traces)
+        second = AnnotationQueue(second_store, "alice", read_queue_file(path))
+        assert first.position == second.position == 0
+        label_as(first, 1)
+        # The second window still shows trace 0: its next key is refused, and it moves on.
+        with pytest.raises(FinishedElsewhere):
+            second.judge(True)
+        assert second.position == 1 and second.judged == ""
+        # A submit raced by the other window: the label is written once.
+        second.judge(True)
+        first.go_to(1)
+        assert first.judged == ""  # first's own view, read before the judgement
+        first.judge(False)  # read again first: the judgement made in the second is kept
+        assert first.judged == "+-" and first.complete
+        first.submit()
+        with pytest.raises(FinishedElsewhere):
+            second.submit()
+        assert second.position == 2
+    with sqlite3.connect(tmp_path / "s.sqlite3") as connection:
+        rows = connection.execute("SELECT session_id, COUNT(*) FROM labels "
+                                  "WHERE annotator = 'alice' GROUP BY session_id").fetchall()
+    assert sorted(count for _session, count in rows) == [1, 1]

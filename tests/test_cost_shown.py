@@ -73,7 +73,7 @@ def test_a_cost_no_one_knows_is_said_to_be_unknown(openai_server: FakeOpenAI, tm
     assert "$0.0000" not in captured.err and "$0" not in captured.err
     calls = json.loads(captured.out)["usage"]["calls"]
     assert captured.err.strip().splitlines()[-1].endswith(" tokens, cost unknown")
-    assert (f"bbm-tui: cost unknown for openai/my-local-model ({calls} calls): litellm has no "
+    assert (f"note: cost unknown for openai/my-local-model ({calls} calls): litellm has no "
             "price for the model, or the provider reported no usage") in captured.err
     usage = json.loads(captured.out)["usage"]
     assert (usage["cost"], usage["unpriced_calls"], usage["cost_unknown_for"]) == (

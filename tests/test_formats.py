@@ -192,7 +192,7 @@ def test_a_file_of_no_known_format_is_named_with_its_keys(tmp_path: Path) -> Non
     assert str(caught.value) == (
         f"{path}:1: cannot tell which dataset format this is: its keys are 'text', 'score'; "
         "the formats: bbm, processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, "
-        "prmbench, trl (--format FORMAT says which)")
+        "prmbench, trl, reasoning, deltabench (--format FORMAT says which)")
 
 
 def test_format_named_on_the_command_line_wins(tmp_path: Path) -> None:

@@ -164,8 +164,8 @@ def test_a_file_of_no_known_format_is_named(tmp_path: Path, capsys) -> None:
     assert code == 2
     assert err == (f"bbm-tui: {odd}:1: cannot tell which dataset format this is: its keys "
                    "are 'question', 'answer'; the formats: bbm, processbench, prm800k, "
-                   "mr-gsm8k, mr-ben, math-shepherd, prmbench, trl (--format FORMAT says "
-                   "which)\n")
+                   "mr-gsm8k, mr-ben, math-shepherd, prmbench, trl, reasoning, deltabench "
+                   "(--format FORMAT says which)\n")
 
 
 def _rewrite(store: Store, session_id: int, number: int, text: str) -> None:

@@ -25,7 +25,7 @@ OURS_SHA256 = {
     "finding_prompts.json": "9140202de73212d594ed031f5bd34eed19e71724df807f0935217790e1eaf46a",
     "paper_task_descriptions.json":
         "555c99dc05a28b3b260102bec0cec73c81b33ed86ded38a7248d9fe9dc0ec313",
-    "field_tasks.json": "b0406f3e0ea80c0913ee8d2202d8d4cd9f7089101e4c19d09f0f91252f3838a2",
+    "field_tasks.json": "663b4a6c08a8d5600436ff9b31b38e44fb356f4df8d1e30b07c21b65ae152e70",
 }
 
 DESCRIPTION = "Add two numbers; the answer is their sum."
@@ -115,10 +115,11 @@ def test_what_a_task_of_ones_own_is_offered(sums: Task, tmp_path: Path) -> None:
     with pytest.raises(MethodError, match="the task verifiers check the paper's five tasks"):
         check_judge("sums", "verify")
     # With few-shot finding prompts of its own: the paper's methods it has prompts for.
+    # A task file's paths stay in its folder (issue 33 item 6): the example's prompts beside it.
     example = Path(__file__).resolve().parents[1] / "examples" / "tasks"
-    (tmp_path / "f.toml").write_text(
-        f'name = "fs"\nfinding_prompts = "{example / "school_math_finding.json"}"\n',
-        encoding="utf-8")
+    (tmp_path / "finding.json").write_bytes((example / "school_math_finding.json").read_bytes())
+    (tmp_path / "f.toml").write_text('name = "fs"\nfinding_prompts = "finding.json"\n',
+                                     encoding="utf-8")
     few_shot = load_task_file(tmp_path / "f.toml")
     assert [judge.name for judge in judges_for(few_shot)] == [
         "direct-trace", "direct-step", "critic"]

@@ -130,7 +130,7 @@ def test_backtrack_without_log_probabilities_takes_the_first_that_differs_and_sa
     server.responder = backtrack_responder(logprobs=False)
     source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
     result, err = backtrack(server, wire, source, tmp_path / "out.jsonl", capsys)
-    assert f"bbm-tui: {NONE_ASKED}" in err.splitlines()
+    assert f"note: {NONE_ASKED}" in err.splitlines()
     assert result["notes"] == [NONE_ASKED]
     assert not any(asked_logprobs(wire, record.body) for record in server.requests)
     fixed = read_rows(tmp_path / "out.jsonl")[0].extra
@@ -184,6 +184,6 @@ def test_run_logprobs_on_a_provider_without_them_says_so(
                  "--out", str(out), "--no-progress"])
     err = capsys.readouterr().err
     assert code == 0, err
-    assert ("bbm-tui: log-probabilities: none from this provider; the steps are stored "
+    assert ("note: log-probabilities: none from this provider; the steps are stored "
             "without them") in err.splitlines()
     assert all("step_logprobs" not in row.extra for row in read_rows(out))

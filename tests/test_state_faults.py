@@ -484,7 +484,9 @@ def test_a_password_or_key_in_the_api_base_is_never_stored_or_printed(
         printed.err)
     with Store.open() as store:
         stored = {summary.session.api_base for summary in store.sessions()}
-    assert stored == {f"http://[redacted]@127.0.0.1:{openai_server.port}/v1?api-key=[redacted]"}
+    # A run whose every trace failed before a step keeps no session (issue 34 item 7); the
+    # store's bytes were searched above all the same.
+    assert stored <= {f"http://[redacted]@127.0.0.1:{openai_server.port}/v1?api-key=[redacted]"}
 
 
 def test_a_key_in_the_api_bases_path_is_redacted_in_the_store_too(

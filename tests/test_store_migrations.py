@@ -1,4 +1,4 @@
-"""Stores written by schema versions 1 to 15 open as the current version with nothing
+"""Stores written by schema versions 1 to 17 open as the current version with nothing
 lost (issue 9, item 4; issue 11); v9's impossible log-probabilities are mended (version 10).
 The old stores are frozen as SQL in tests/fixtures/, written by the code of their day, never
 built from today's."""
@@ -38,7 +38,7 @@ def table_rows(path: Path) -> dict[str, list[dict]]:
     return rows
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17])
 def test_an_old_store_opens_as_the_current_version_with_nothing_lost(
     tmp_path: Path, version: int
 ) -> None:
@@ -534,3 +534,43 @@ def test_version_16_keeps_a_v15_store_and_marks_steps_taken_from_one_call(
         added = store.branch(1)[-3:]
         assert [(s.one_call, s.deployment) for s in added] == [("abc", "gpu-1")] * 3
         assert store.step(added[0].id).one_call == "abc"
+
+
+def test_version_18_keeps_a_v17_store_and_stores_a_thinking_calls_reasoning(
+    tmp_path: Path,
+) -> None:
+    """v17 -> v18: every step stored before is a step of its own kind (cut from no
+    reasoning, by no rule), one-call steps keep their call; a thinking call's reasoning is
+    stored whole as its steps are, and a re-cut view points at it without a call."""
+    from bbm_tui.core.store import ReasoningSlice
+
+    path = old_store(tmp_path, 17)
+    with Store.open(path) as store:
+        steps = store.branch(1)
+        assert [step.text for step in steps[-2:]] == ["One of one call.", "Two of it."]
+        assert {step.one_call for step in steps[-2:]} == {"c0ffee"}
+        assert all(store.step_view(step.id) == (None, None) for step in steps)
+        assert store.reasonings(1) == []
+        totals = store.totals(1)
+        reasoning = store.add_reasoning(1, "solver/thinking", "raw")
+        parent = None
+        for number, raw in enumerate(["Plan it.\n\n", "Work it out.\n\n"], start=1):
+            call = CallRecord(model="solver/thinking", params={"mode": "thinking"},
+                              latency_s=0.1, completion_tokens=3, one_call="think",
+                              one_call_share=number - 1)
+            parent = store.add_step(1, parent_id=parent, number=number, text=raw.strip(),
+                                    origin="thinking", call=call,
+                                    view=ReasoningSlice(reasoning.id, "paragraph", raw)).id
+        assert store.reasoning(reasoning.id).text == "Plan it.\n\nWork it out.\n\n"
+        assert not store.reasoning(reasoning.id).complete
+        done = store.finish_reasoning(reasoning.id, text="Plan it.\n\nWork it out.\n\nEnd",
+                                      kind="summary", answer_text="So the answer is 5",
+                                      reasoning_tokens=9, opaque=[{"signature": "c2ln"}])
+        assert done.complete and done.kind == "summary"
+        assert done.opaque == b'[{"signature": "c2ln"}]'
+        assert store.totals(1).calls == totals.calls + 1
+        ids = store.add_view(1, reasoning.id, "sentence", [("Plan it.", None), ("End", "5")],
+                             "thinking")
+        assert [store.step_view(i) for i in ids] == [(reasoning.id, "sentence")] * 2
+        assert store.totals(1).calls == totals.calls + 1
+    assert table_rows(path)["reasonings"][0]["text"] == "Plan it.\n\nWork it out.\n\nEnd"

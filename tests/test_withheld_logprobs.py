@@ -105,7 +105,7 @@ def test_backtrack_on_a_server_that_withholds_ranks_by_log_probability_and_says_
                  "--locations", "gold"])
     err = capsys.readouterr().err
     assert code == 0, err
-    assert f"bbm-tui: {UNSCORED}" in err.splitlines()
+    assert f"note: {UNSCORED}" in err.splitlines()
     samples = read_rows(out)[0].extra["samples"]
     usable = [(sample["logprob"], index) for index, sample in enumerate(samples)
               if not sample["dropped"] and sample["text"].strip()]

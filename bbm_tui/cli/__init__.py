@@ -46,6 +46,7 @@ COMMANDS: dict[str | None, str] = {
     "stats": "stats",
     "find": "find",
     "backtrack": "backtrack",
+    "anchors": "anchors",
     "verify": "verify",
     "sessions": "sessions",
     "export": "export",
@@ -55,6 +56,9 @@ COMMANDS: dict[str | None, str] = {
     "import": "importer",
     "compare": "compare",
     "merge": "merge",
+    "serve": "serve",
+    "served-app": "served",
+    "users": "users",
 }
 
 
@@ -118,10 +122,14 @@ files:
              = no mistake; no key = unlabelled), optionally task; what run, find, backtrack,
              stats, import and export read and write. The field's step-level formats are read
              too (processbench, prm800k, mr-gsm8k, mr-ben, math-shepherd, prmbench, trl: told
-             by the first row's keys, or --format) and written by export
+             by the first row's keys, or --format) and written by export; a thinking
+             model's reasoning written elsewhere is read by import and annotate (reasoning:
+             question, reasoning or <think>…</think>, answer, target; deltabench: its CSV),
+             cut into steps by --split
 
 offline models: replay/bbm (the bundled dataset), solver/bbm (writes steps for four
-tasks), simulated/rm-X (a reward model right with probability X)
+tasks), solver/thinking (a thinking model for the five tasks: --mode thinking),
+simulated/rm-X (a reward model right with probability X)
 
 `bbm-tui COMMAND --help` for each command."""
 
@@ -139,6 +147,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"bbm-tui {__version__}")
     _add_model_options(parser, several=f"with --task and --question, the models side by "
                        f"side, at most {MAX_SIDE_BY_SIDE}")
+    _add_thinking_options(parser)
     _add_logprobs_option(parser)
     parser.add_argument("--task", help="start a new session on this task")
     _add_task_file_option(parser, on_command=False)
@@ -157,6 +166,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_stats_parser(commands)
     _add_find_parser(commands, with_methods="find" in argv)
     _add_backtrack_parser(commands)
+    _add_anchors_parser(commands)
     _add_verify_parser(commands)
     _add_sessions_parser(commands)
     _add_export_parser(commands, with_formats="export" in argv)
@@ -165,6 +175,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_agreement_parser(commands)
     _add_import_parser(commands)
     _add_merge_parser(commands)
+    _add_serve_parsers(commands)
     _add_format_option(commands, argv)
     add_plot_option(commands)
     return parser
@@ -178,6 +189,7 @@ def _add_run_parser(commands: Commands) -> None:
         "settings, never in another run's (unless --reuse-sessions).",
     )
     _add_model_options(run, several="every question runs on each, a row per model")
+    _add_thinking_options(run)
     _add_pace_option(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
@@ -297,11 +309,53 @@ def _add_backtrack_parser(commands: Commands) -> None:
                            "process imports litellm first (a few seconds)")
     backtrack.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
     _add_scale_options(backtrack, one_call=True)
+    _add_resampling_options(backtrack)
     backtrack.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
     backtrack.add_argument("--json", action="store_true",
                            help='print {"tasks": {TASK: {"n", "delta_accuracy_correct", '
                            '"delta_accuracy_incorrect"}}} (percentage points)')
     backtrack.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _add_anchors_parser(commands: Commands) -> None:
+    anchors = commands.add_parser(
+        "anchors", help="each step's importance in thinking traces (Thought Anchors' "
+        "resampling), from rollouts that go on from prefixes of the reasoning",
+        description="For each step i of each thinking trace (rows of `run --mode thinking` or "
+        "`import`, with their raw reasoning), M rollouts that resample step i and go on to "
+        "the answer, and M that keep it (those that resample step i+1): per step the answer "
+        "distribution, accuracy kept and resampled (importance = kept - resampled) and the "
+        "KL between the answers of resamples that differ in meaning and those that keep it. "
+        "Needs a server that goes on from a raw prompt (llama-server; vLLM or Ollama with "
+        "--chat-template). Rollouts already in OUT are skipped (resume); the per-step rows "
+        "go to OUT's NAME.steps.jsonl.",
+    )
+    _add_model_options(anchors)
+    anchors.add_argument("--input", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
+                         help="thinking traces (with `reasoning` and `split`)")
+    anchors.add_argument("--task", help="the task of every file (else from each row or "
+                         "file name)")
+    _add_task_file_option(anchors)
+    anchors.add_argument("--rollouts", type=int, required=True, metavar="M",
+                         help="rollouts from each prefix")
+    anchors.add_argument("--embedding-model", metavar="MODEL",
+                         help="judge meaning by this embedding model (litellm; cosine < 0.8 "
+                         "differs); else by word overlap, named as such in the output")
+    anchors.add_argument("--embedding-api-base", metavar="URL",
+                         help="the embedding model's server")
+    anchors.add_argument("--concurrency", type=int, default=16, metavar="K",
+                         help="rollouts at once (default 16)")
+    anchors.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
+    anchors.add_argument("--yes", action="store_true",
+                         help="start without asking, however many calls")
+    _add_pace_option(anchors)
+    _add_scale_options(anchors, one_call=False)
+    _add_resampling_options(anchors, samples=False)
+    anchors.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl",
+                         help="the rollouts, one a line")
+    anchors.add_argument("--json", action="store_true",
+                         help="print each trace's steps with their figures as JSON")
+    anchors.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _add_verify_parser(commands: Commands) -> None:
@@ -365,6 +419,7 @@ def _add_annotate_parser(commands: Commands) -> None:
                           help="paper: each thought correct or not up to the first mistake "
                           "(the default); per-step: PRM800K's, every thought rated good, "
                           "neutral or bad to the end, with its finish reason")
+    _add_reasoning_split_option(annotate)
     _add_task_file_option(annotate)
 
 
@@ -402,6 +457,7 @@ def _add_import_parser(commands: Commands) -> None:
     )
     importer.add_argument("files", type=Path, nargs="+", metavar="FILE.jsonl")
     importer.add_argument("--task", help="the task of every file (else from each file's name)")
+    _add_reasoning_split_option(importer)
     _add_task_file_option(importer)
     importer.add_argument("--unlabelled", action="store_true",
                           help="ignore every mistake_index: import every trace unlabelled "
@@ -424,8 +480,66 @@ def _add_merge_parser(commands: Commands) -> None:
                        "(said, and the exit is still 0)")
 
 
+def _add_serve_parsers(commands: Commands) -> None:
+    serve = commands.add_parser(
+        "serve", help="serve the annotation queue to a team's browsers, with a sign-in",
+        description="Serve the annotation queue over FILEs to browsers (one app process per "
+        "browser, through textual-serve), behind a sign-in (users from `bbm-tui users add`). "
+        "An annotator labels their own queue into the store; a lead sees the agreement, "
+        "every annotator's progress and the adjudication. For a team on a network, put it "
+        "behind a TLS reverse proxy (README: Serving to a browser).")
+    serve.add_argument("--annotate", type=Path, nargs="+", required=True, metavar="FILE.jsonl",
+                       help="the dataset-format files to label")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="the address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="default 8000")
+    serve.add_argument("--users", type=Path, metavar="FILE",
+                       help="the users file (default: users.json in the data folder)")
+    serve.add_argument("--trusted-proxy", action="append", metavar="ADDRESS",
+                       help="a reverse proxy's address whose X-Forwarded-Proto and "
+                       "X-Forwarded-For are believed (again for more; default 127.0.0.1 "
+                       "and ::1)")
+    _add_queue_options(serve)
+    served = commands.add_parser("served-app")  # no help: started by `serve`, not typed
+    served.add_argument("files", type=Path, nargs="+")
+    _add_queue_options(served)
+    users = commands.add_parser("users", help="who may sign in to `bbm-tui serve`")
+    actions = users.add_subparsers(dest="users_action", metavar="ACTION", required=True)
+    add = actions.add_parser("add", help="add a user (or set their role and password): the "
+                             "password is asked twice on a terminal, else read as one line of "
+                             "standard input; only a salted hash (scrypt) is kept")
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("--role", choices=("annotator", "lead"), required=True,
+                     help="annotator: their own queue; lead: agreement, progress, "
+                     "adjudication")
+    add.add_argument("--users", type=Path, metavar="FILE",
+                     help="the users file (default: users.json in the data folder); "
+                     "written 0600")
+
+
+def _add_queue_options(parser: argparse.ArgumentParser) -> None:
+    """The annotation queue's own options (as `annotate` takes them)."""
+    parser.add_argument("--task", help="the task of every file (else from each file's name)")
+    parser.add_argument("--protocol", choices=("paper", "per-step"), default="paper",
+                        help="paper (the default) or PRM800K's per-step")
+    _add_task_file_option(parser)
+
+
+def _add_reasoning_split_option(parser: argparse.ArgumentParser) -> None:
+    """--split: how a reasoning written elsewhere (the reasoning and deltabench formats) is
+    cut into steps."""
+    from bbm_tui.core.types import DEFAULT_SPLIT_RULE, SplitRule
+
+    parser.add_argument(
+        "--split", choices=[rule.value for rule in SplitRule], default=DEFAULT_SPLIT_RULE.value,
+        help="how a thinking model's reasoning in the files (--format reasoning or "
+        "deltabench) is cut into steps: paragraph (a step ends at each blank line; the "
+        "default), sentence, or line")
+
+
 # The commands that read dataset files: each takes BBM rows or any of the field's formats.
-DATASET_READERS = ("stats", "find", "backtrack", "verify", "annotate", "import", "agreement")
+DATASET_READERS = ("stats", "find", "backtrack", "anchors", "verify", "annotate", "import",
+                   "agreement", "serve", "served-app")
 
 
 def _add_format_option(commands: Commands, argv: Sequence[str]) -> None:
@@ -463,12 +577,47 @@ def _add_model_options(parser: argparse.ArgumentParser, *, several: str = "") ->
                         f"the offline replay of the bundled dataset){again}")
     parser.add_argument("--api-base", action=action,
                         help=f"base URL of an OpenAI-compatible server or proxy{each}")
-    parser.add_argument("--mode", choices=("chat", "completion"), action=action,
-                        help=f"chat (prompt as one user message) or text completion{each}")
+    parser.add_argument("--mode", choices=("chat", "completion", "thinking"), action=action,
+                        help="chat (prompt as one user message), text completion, or "
+                        "thinking (one call a trace: a thinking model's reasoning cut into "
+                        f"steps){each}")
     parser.add_argument("--router", metavar="FILE.yaml",
                         help="a litellm Router model_list (the LiteLLM proxy's): --model then "
                         "names one of its model groups, spread over its deployments "
                         "(--router '': none, whatever the config's `router`)")
+
+
+def _add_thinking_options(parser: argparse.ArgumentParser) -> None:
+    """--split, --thinking-effort, --thinking-budget: thinking mode's (docs/DESIGN.md §16)."""
+    parser.add_argument("--split", choices=("paragraph", "sentence", "line"),
+                        help="thinking mode: how the reasoning is cut into steps: at each "
+                        "blank line (paragraph, the default), after each sentence, or at "
+                        "each line")
+    parser.add_argument("--thinking-effort", choices=("low", "medium", "high"),
+                        help="thinking mode: how long the model thinks, where the provider "
+                        "takes an effort (OpenAI's, Gemini's, Ollama's gpt-oss)")
+    parser.add_argument("--thinking-budget", type=int, metavar="TOKENS",
+                        help="thinking mode: tokens the model may think, where the provider "
+                        "takes a budget (Anthropic: at least 1024; Gemini)")
+
+
+def _add_resampling_options(parser: argparse.ArgumentParser, *, samples: bool = True) -> None:
+    """Resampling a thinking step from a prefix of its reasoning (issue 35): on a server that
+    takes a raw prompt (llama-server, vLLM's /v1/completions, Ollama)."""
+    if samples:
+        parser.add_argument("--samples", type=int, default=8, metavar="N",
+                            help="--mode thinking: samples of the step (default 8, the "
+                            "paper's)")
+    parser.add_argument("--temperature", type=float, default=1.0, metavar="T",
+                        help="--mode thinking: the samples' temperature (default 1; Thought "
+                        "Anchors' 0.6)")
+    parser.add_argument("--top-p", type=float, metavar="P",
+                        help="--mode thinking: the samples' top-p (the server's default "
+                        "unless given; Thought Anchors' 0.95)")
+    parser.add_argument("--chat-template", type=Path, metavar="FILE.jinja",
+                        help="--mode thinking: the model's own chat template (Jinja), applied "
+                        "here and sent to /v1/completions (vLLM) or Ollama's raw /api/generate; "
+                        "without it, llama-server applies its own (/apply-template)")
 
 
 def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> None:

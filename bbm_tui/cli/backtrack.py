@@ -25,6 +25,7 @@ from bbm_tui.cli.inputs import check_json_beside, check_task, config_of
 from bbm_tui.cli.phrases import count, signed, to_stdout, traces, where
 from bbm_tui.cli.plots import print_charts
 from bbm_tui.cli.tables import Column, TextTable
+from bbm_tui.core import llm
 from bbm_tui.core.batch.backtrack import (
     BacktrackProgress,
     BacktrackResult,
@@ -35,6 +36,12 @@ from bbm_tui.core.batch.backtrack import (
     parse_locations,
     to_json,
 )
+from bbm_tui.core.batch.backtrack_thinking import (
+    ThinkingBacktrackSettings,
+    backtrack_thinking_batch,
+)
+from bbm_tui.core.errors import InvalidValue
+from bbm_tui.core.llm.prefix import PrefixSettings, prefix_refusal
 from bbm_tui.core.tasks import task_order
 
 
@@ -53,12 +60,19 @@ def command(args: argparse.Namespace) -> int:
     batch = BatchCommand[BacktrackResult](
         "backtrack", args.out, not args.no_progress, steps_detail, print_summary,
         progress_of=lambda result: result.progress)
-    with batch_store() as store:
-        result = drive_batch(batch, lambda on_progress: backtrack_batch(
-            jobs, spec, store, args.out, concurrency=args.concurrency, settings=settings,
-            on_progress=on_progress, inputs=args.input, processes=args.processes,
-            shard=shard,
-        ))
+    if spec.mode == "thinking":
+        with given():
+            thinking = thinking_settings(args, spec)
+        result = drive_batch(batch, lambda on_progress: backtrack_thinking_batch(
+            jobs, spec, args.out, settings=thinking, concurrency=args.concurrency,
+            on_progress=on_progress, inputs=args.input, shard=shard))
+    else:
+        with batch_store() as store:
+            result = drive_batch(batch, lambda on_progress: backtrack_batch(
+                jobs, spec, store, args.out, concurrency=args.concurrency, settings=settings,
+                on_progress=on_progress, inputs=args.input, processes=args.processes,
+                shard=shard,
+            ))
     if args.json:
         print(json.dumps(to_json(result, locations), indent=2, allow_nan=False))
     else:
@@ -68,6 +82,28 @@ def command(args: argparse.Namespace) -> int:
             result.tables, {locations.paper_key: paper_table_6(locations.paper_key)}
             if locations.paper_key else None, spec.model), to_stderr=to_stderr)
     return EXIT_FAILURE if result.progress.failed else EXIT_OK
+
+
+def thinking_settings(args: argparse.Namespace,
+                      spec: llm.ModelSpec) -> ThinkingBacktrackSettings:
+    """--samples, --temperature, --top-p, --chat-template; refused before any call where the
+    model cannot go on from a prefix of its reasoning. Raises InvalidValue."""
+    refusal = prefix_refusal(spec, args.chat_template)
+    if refusal is not None:
+        raise InvalidValue(f"--mode thinking: {refusal}")
+    if args.processes > 1:
+        raise InvalidValue("--processes is for the paper's traces; with --mode thinking the "
+                           "calls are light for the client: raise --concurrency instead")
+    if args.samples < 1:
+        raise InvalidValue(f"--samples must be at least 1 (got {args.samples})")
+    if not 0.0 <= args.temperature <= 2.0:
+        raise InvalidValue(f"--temperature must be from 0 to 2 (got {args.temperature:g})")
+    if args.top_p is not None and not 0.0 < args.top_p <= 1.0:
+        raise InvalidValue(f"--top-p must be above 0 and at most 1 (got {args.top_p:g})")
+    if args.chat_template is not None and not args.chat_template.is_file():
+        raise InvalidValue(f"--chat-template {args.chat_template}: no such file")
+    return ThinkingBacktrackSettings(PrefixSettings(args.temperature, args.top_p),
+                                     args.samples, args.chat_template)
 
 
 def print_summary(out: Path, progress: BacktrackProgress, stopped: bool = False) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from bbm_tui.cli.errors import EXIT_OK, given
-from bbm_tui.cli.inputs import check_task
+from bbm_tui.cli.inputs import check_task, reasoning_cut
 from bbm_tui.cli.phrases import traces
 from bbm_tui.core.annotation.export import import_rows
 from bbm_tui.core.dataset import TraceRow, read_input_rows, rows_with_tasks
@@ -19,7 +19,7 @@ def command(args: argparse.Namespace) -> int:
         check_task(args.task)
         for path in args.files:
             by_task: dict[str, list[TraceRow]] = {}
-            rows = read_input_rows(path, args.dataset_format)
+            rows = read_input_rows(path, args.dataset_format, reasoning_cut(args))
             for task, row in rows_with_tasks(path, args.task, rows):
                 by_task.setdefault(task, []).append(row)
             batches.extend(by_task.items())

@@ -7,12 +7,16 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bbm_tui.cli.errors import UsageError, fail, given
 from bbm_tui.core.config import Config, load_config, tasks_folder
 from bbm_tui.core.tasks import get_task, use_tasks
 from bbm_tui.core.tasks.files import load_user_tasks
 from bbm_tui.core.types import ModelSpec
+
+if TYPE_CHECKING:
+    from bbm_tui.core.dataset.formats import StepCut
 
 
 def use_task_files(args: argparse.Namespace) -> None:
@@ -48,6 +52,9 @@ def config_of(args: argparse.Namespace) -> Config:
             model=_first(args.model), api_base=_first(args.api_base), mode=_first(args.mode),
             logprobs=getattr(args, "logprobs", None), router=getattr(args, "router", None),
             one_call=getattr(args, "one_call", None),
+            split=getattr(args, "split", None),
+            thinking_effort=getattr(args, "thinking_effort", None),
+            thinking_budget=getattr(args, "thinking_budget", None),
         )
         if config.router is not None:
             if as_list(getattr(args, "api_base", None)):
@@ -128,3 +135,12 @@ def check_replaced_output(path: Path, force: bool, inputs: Sequence[Path] = (), 
         check_not_a_database(path)
         if not force:
             check_not_replacing(path, command, flag)
+
+
+def reasoning_cut(args: argparse.Namespace) -> StepCut:
+    """How the command cuts a reasoning it reads into steps (--split): the thinking
+    generator's own split rules, so that an imported trace is cut as a live one."""
+    # Imported here, as above: not before the app's first frame.
+    from bbm_tui.core.generation.cuts import step_cut
+
+    return step_cut(args.split)

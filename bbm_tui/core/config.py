@@ -2,7 +2,12 @@
 
     model = "openai/gpt-4o-mini"     # any litellm model string; default replay/bbm
     api_base = "http://localhost:8000/v1"
-    mode = "chat"                    # or "completion" (text completion, for base models)
+    mode = "chat"                    # or "completion" (text completion, for base models),
+                                     # or "thinking" (one call a trace, its reasoning cut
+                                     # into steps)
+    split = "paragraph"              # thinking mode's rule: paragraph, sentence or line
+    thinking_effort = "medium"       # thinking mode: low, medium or high, where taken
+    thinking_budget = 4096           # thinking mode: tokens it may think, where taken
     temperature = 0                  # generation's, 0 to 2 (the paper's: 0)
     step_limit = 160
     max_tokens = 1024                # per step
@@ -46,6 +51,7 @@ from bbm_tui.core.types import (
     DEFAULT_FINDER_MAX_TOKENS,
     DEFAULT_IDLE_TIMEOUT_S,
     DEFAULT_MODEL,
+    DEFAULT_SPLIT_RULE,
     DEFAULT_STEP_LIMIT,
     DEFAULT_STEP_MAX_TOKENS,
     DEFAULT_STEP_TIMEOUT_S,
@@ -56,8 +62,11 @@ from bbm_tui.core.types import (
     CallSettings,
     Mode,
     ModelSpec,
+    SplitRule,
     StepperSettings,
 )
+
+EFFORTS = ("low", "medium", "high")
 
 CONFIG_ENV = "BBM_TUI_CONFIG"
 
@@ -91,6 +100,10 @@ class Config:
     router: str | None = None
     # One streamed call for many steps, not the paper's one a step (opt-in).
     one_call: bool = False
+    # Thinking mode (docs/DESIGN.md §16): the split rule, and how long the model may think.
+    split: SplitRule = DEFAULT_SPLIT_RULE
+    thinking_effort: str | None = None
+    thinking_budget: int | None = None
 
     def with_overrides(self, **overrides: Any) -> Config:
         """Command-line values win over the file's; None means "not given"."""
@@ -107,7 +120,9 @@ class Config:
                             timeout_s=self.timeout, step_timeout_s=self.step_timeout,
                             idle_timeout_s=self.idle_timeout, caching=self.caching)
         return StepperSettings(step_limit=step_limit or self.step_limit, call=call,
-                               one_call=self.one_call)
+                               one_call=self.one_call, split=SplitRule(self.split),
+                               thinking_effort=self.thinking_effort,
+                               thinking_budget=self.thinking_budget)
 
     def model_spec(self) -> ModelSpec:
         """The model the config names, behind its router file if it gives one."""
@@ -180,20 +195,29 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
             )
     known = {"model", "api_base", "mode", "step_limit", "max_tokens", "temperature",
              "logprobs", "timeout", "step_timeout", "idle_timeout", "answer_timeout",
-             "verify_live", "caching", "keymap", "router", "one_call"}
+             "verify_live", "caching", "keymap", "router", "one_call", "split",
+             "thinking_effort", "thinking_budget"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise fail(
             unknown[0], f"unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})"
         )
     values: dict[str, Any] = {}
-    for key in ("model", "api_base", "mode", "router"):
+    for key in ("model", "api_base", "mode", "router", "split", "thinking_effort"):
         if key in data:
             if not isinstance(data[key], str):
                 raise fail(key, f"{key!r} must be a string")
             values[key] = data[key]
     if values.get("mode", "chat") not in MODES:
         raise fail("mode", f"'mode' must be one of {', '.join(MODES)}, not {values['mode']!r}")
+    if values.get("split", DEFAULT_SPLIT_RULE) not in tuple(SplitRule):
+        raise fail("split", "'split' must be one of paragraph, sentence, line, not "
+                   f"{values['split']!r}")
+    if "split" in values:
+        values["split"] = SplitRule(values["split"])
+    if values.get("thinking_effort", "low") not in EFFORTS:
+        raise fail("thinking_effort", "'thinking_effort' must be one of low, medium, high, "
+                   f"not {values['thinking_effort']!r}")
     if values.get("model") == "":
         raise fail("model", "'model' must not be empty")
     if values.get("api_base") == "":
@@ -203,7 +227,7 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
         router = Path(values["router"]).expanduser() if values["router"] else None
         values["router"] = str(router if router is None or router.is_absolute()
                                else path.parent / router) if router else None
-    for key in ("step_limit", "max_tokens"):
+    for key in ("step_limit", "max_tokens", "thinking_budget"):
         if key in data:
             value = data[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -14,8 +14,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal
 
-Mode = Literal["chat", "completion"]
-MODES: tuple[Mode, ...] = ("chat", "completion")
+# chat: one call a step, the prompt as a user message; completion: the same through text
+# completion (base models); thinking: one call a trace, the model's reasoning cut into steps
+# (docs/DESIGN.md §16).
+Mode = Literal["chat", "completion", "thinking"]
+MODES: tuple[Mode, ...] = ("chat", "completion", "thinking")
 
 DEFAULT_MODEL = "replay/bbm"
 DEFAULT_STEP_MAX_TOKENS = 1024
@@ -114,6 +117,7 @@ class StepOrigin(StrEnum):
     DATASET = "dataset"  # loaded from a recorded trace (to label it)
     EDIT = "edit"  # the person rewrote a model's step (a new branch)
     BACKTRACK = "backtrack"  # a resampled step chosen by backtracking (a new branch)
+    THINKING = "thinking"  # cut from a thinking model's reasoning (docs/DESIGN.md §16)
 
 
 class SessionSource(StrEnum):
@@ -318,6 +322,11 @@ class StepperSettings:
     # One streamed call for many steps (generation/stepper.py), not the paper's one call a
     # step: opt-in, never the default.
     one_call: bool = False
+    # Thinking mode (generation/thinking.py): how the reasoning is cut into steps, and how
+    # long the model may think (--thinking-effort, --thinking-budget; None: its default).
+    split: SplitRule = DEFAULT_SPLIT_RULE
+    thinking_effort: str | None = None
+    thinking_budget: int | None = None
 
 
 # One of the tokens a model weighed at a place in its text: (token text, log-probability).

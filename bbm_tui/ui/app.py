@@ -58,6 +58,11 @@ if TYPE_CHECKING:
 
 EXIT_OK = 0
 EXIT_STORE_FAILED = 1
+# The app's actions a served app keeps (app.check_action): for everyone, and for a lead.
+SERVED_ACTIONS = frozenset({"help", "quit", "help_quit", "copy_text", "focus_next",
+                            "focus_previous", "bell",
+                            "simulate_key", "notify", "maximize", "minimize", "back"})
+SERVED_LEAD_ACTIONS = frozenset({"agreement", "adjudicate"})
 
 
 class BbmApp(KeepsMessages):
@@ -124,10 +129,16 @@ class BbmApp(KeepsMessages):
         # The model settings typed on the command line ("model", "api_base", "mode"): they
         # apply to the session named by --session, whatever its model (see resumed_spec).
         self._model_given = model_given
-        self._warm = warm_up
         self._signals = TerminationSignals()
         # `bbm-tui annotate` (its files read already) or `bbm-tui adjudicate`.
         self._start_annotate = annotate
+        # `bbm-tui serve`'s app in a browser: the signed-in user's screens and nothing else.
+        self.served = annotate is not None and annotate.served
+        self.served_lead = self.served and annotate is not None and annotate.lead
+        self.use_command_palette = not self.served
+        # A served app calls no model: litellm (~175 MB, seconds of CPU) is never imported,
+        # for each of the team's app processes.
+        self._warm = warm_up and not self.served
         self.queues = Queues(self)
         self._after_first_frame: list[Callable[[], None]] = []
         # Task files in the config folder that did not load, each with its message.
@@ -324,7 +335,15 @@ class BbmApp(KeepsMessages):
     def leave_screen(self, screen: Screen) -> None:
         """Esc: back to the screen below, unless this is the one the app stands on. A queue
         (annotation, adjudication) is left for the new-session screen: what was done in it
-        is saved already, and below it is that screen or the splash."""
+        is saved already, and below it is that screen or the splash. Served, the user's own
+        screen (over the splash) is never left: the lead's adjudication goes back to it."""
+        if self.served:
+            if self.screen is screen and len(self.screen_stack) > 2:
+                self.pop_screen()
+            elif self.screen is screen:
+                self.notify("Every label is saved as you give it: close the tab or sign out "
+                            "when you stop.", markup=False, timeout=5)
+            return
         if self.can_leave(screen):
             self.pop_screen()
         elif self.screen is screen and isinstance(screen, HomeScreen):
@@ -498,7 +517,7 @@ class BbmApp(KeepsMessages):
             await self.push_screen(AgreementScreen())
 
     def action_adjudicate(self) -> None:
-        self.queues.adjudicate()
+        self.queues.adjudicate(served=self.served)
 
     def session_renamed(self, session_id: int) -> None:
         for screen in self.screen_stack:
@@ -519,8 +538,18 @@ class BbmApp(KeepsMessages):
         await self._show_instead(NewSessionScreen(self.config, task=task), home + 1)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.served:
+            return self._served_may(action)
         # On the sessions screen already, `s` is left out of its Footer.
         return not (action == "sessions" and self._screen_in_view().has_class("sessions"))
+
+    def _served_may(self, action: str) -> bool:
+        """What the app's own keys may do in a browser: the help and quitting; a lead also
+        the agreement and the adjudication. No sessions, no new session (no model is called
+        on the server's keys), no palette (it opens files and exports on the server)."""
+        if action in SERVED_ACTIONS:
+            return True
+        return self.served_lead and action in SERVED_LEAD_ACTIONS
 
     def _screen_in_view(self) -> Screen:
         """The top screen that is not a dialog (a dialog shows the one below it)."""

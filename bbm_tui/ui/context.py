@@ -34,6 +34,8 @@ class AppContext(Protocol):
     store_error: str | None
     # Streamed text is painted on it: every trace's in the same frames.
     paint_clock: PaintClock
+    # Served to a browser (`bbm-tui serve`): the user's own screen is never left.
+    served: bool
 
     async def wait_for_store(self) -> Store | None:
         """The store once it is open, or None if it cannot be (the error is on show)."""

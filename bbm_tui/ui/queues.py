@@ -36,6 +36,11 @@ class AnnotateRequest:
     adjudicate: bool = False
     # The labelling protocol: the paper's, or PRM800K's per-step one.
     protocol: str = "paper"
+    # Served to a browser (`bbm-tui serve`): the signed-in user's queue and nothing else;
+    # with `lead`, the agreement and every annotator's progress over `traces` instead, from
+    # which the lead adjudicates.
+    served: bool = False
+    lead: bool = False
 
     def __repr__(self) -> str:
         # Short: a worker's description is built from its arguments' reprs, and the default
@@ -72,7 +77,13 @@ class Queues:
         if store is None:
             return
         if request.adjudicate:
-            await self._adjudicate(store)
+            await self._adjudicate(store, request.served)
+            return
+        if request.lead:
+            from bbm_tui.ui.screens.agreement import AgreementScreen
+
+            await ask.pop_to(1)
+            await app.push_screen(AgreementScreen(team=request.traces))
             return
         from bbm_tui.core.annotation.queue import AnnotationQueue
         from bbm_tui.ui.screens.annotate import AnnotateScreen, PerStepAnnotateScreen
@@ -83,7 +94,7 @@ class Queues:
         screen = PerStepAnnotateScreen if queue.per_step else AnnotateScreen
         await app.push_screen(screen(queue))
 
-    async def _adjudicate(self, store: Store) -> None:
+    async def _adjudicate(self, store: Store, served: bool = False) -> None:
         from bbm_tui.core.annotation.adjudication import AdjudicationQueue
         from bbm_tui.ui.screens.adjudicate import AdjudicateScreen
 
@@ -95,12 +106,15 @@ class Queues:
             if isinstance(app.screen, SplashScreen):
                 await app.push_screen(NewSessionScreen(ask.config))
             return
-        await ask.pop_to(1)
+        if not served:
+            await ask.pop_to(1)
         await app.push_screen(AdjudicateScreen(adjudication))
 
-    def adjudicate(self) -> None:
+    def adjudicate(self, served: bool = False) -> None:
+        """The adjudication, over the bottom screen (served: over the lead's agreement
+        screen, which Esc comes back to)."""
         if context(self.app).store_error is None:
-            self.open(AnnotateRequest("", adjudicate=True))
+            self.open(AnnotateRequest("", adjudicate=True, served=served))
 
     async def annotate(self) -> None:
         """Ask for the files and the annotator, read them, open the queue."""

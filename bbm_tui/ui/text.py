@@ -210,6 +210,8 @@ def step_meta(step: Step, *, wall_clock: bool = True) -> str:
         parts.append(f"confidence {step.confidence:.0%}")
     if step.truncated:
         parts.append("cut at the token limit")
+    if not parts and step.origin == StepOrigin.THINKING:
+        return "cut again from the stored reasoning (no call)"  # a re-cut view's step
     return " · ".join(parts) if parts else "model"
 
 

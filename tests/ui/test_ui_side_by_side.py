@@ -111,7 +111,7 @@ async def test_two_servers_race_one_fails_mid_trace_and_the_other_answers(
         await app.wait_for_store()
         screen = await open_race(pilot, store, specs)
         slow, fast = screen.columns
-        assert slow.title.plain.startswith("1 openai/recorded")
+        assert slow.title.plain.removeprefix("▸ ").startswith("1 openai/recorded")
         assert "waiting" in slow.title.plain
         await pilot.press("r")
         # Both columns' Thought 1 is out at once (held at the servers until both asked).
@@ -454,7 +454,7 @@ async def test_m_on_a_trace_adds_a_model_and_the_session_goes_side_by_side(
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(screen.columns) == 3 and app.screen is screen)
         await wait_for(pilot, lambda: screen.focused is screen.columns[2].view)
-        assert screen.columns[2].title.plain.startswith("3 replay/bbm")
+        assert screen.columns[2].title.plain.startswith("▸ 3 replay/bbm")
     assert [b.model for b in store.model_branches(screen.race.id)] == [
         "replay/bbm", "solver/bbm", "replay/bbm"]
 
@@ -889,7 +889,9 @@ async def test_at_80_columns_a_columns_border_keeps_its_cost(store: Store) -> No
         await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
                        and finished_runs(screen), timeout=60)
         await pilot.pause()
-        await wait_for(pilot, lambda: screen_text(app).count("$0 ─╯") == 2, timeout=10)
+        # The focused column's border is heavy (its focus reads without colour too).
+        await wait_for(pilot, lambda: screen_text(app).count("$0 ─╯")
+                       + screen_text(app).count("$0 ━┛") == 2, timeout=10)
         for column in screen.columns:
             assert column.figures.startswith("7 thoughts") and column.figures.endswith("$0")
         await pilot.resize_terminal(250, 50)  # room for every figure, the latency too

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.reasonings import thinking_of
 from bbm_tui.core.dataset import TraceRow, is_standard_output, replacing
 from bbm_tui.core.dataset.formats import (
     FORMATS as FIELD_FORMATS,
@@ -60,6 +61,7 @@ from bbm_tui.core.store import (
     AnnotatorLabel,
     Label,
     QueueWork,
+    RecordedReasoning,
     Session,
     Step,
     Store,
@@ -840,7 +842,10 @@ def import_rows(
             ModelSpec(model),
             source=SessionSource.IMPORT,
         )
-        if row.steps:
+        thinking = thinking_of(row)
+        if row.steps and thinking is not None:
+            _load_reasoning(store, trace, row, thinking, model)
+        elif row.steps:
             trace.load_recorded(list(row.steps), row.answer)
         origin = origin_of(row)
         if origin is not None:
@@ -855,6 +860,22 @@ def import_rows(
             result.unlabelled += 1
         result.imported.append(trace.id)
     return result
+
+
+def _load_reasoning(store: Store, trace: TraceSession, row: TraceRow,
+                    reasoning: RecordedReasoning, model: str) -> None:
+    """A thinking trace written elsewhere, stored as a run stores one (store v17): its
+    reasoning whole, and its steps a view of it cut by its rule, on show; re-cut later with
+    no call."""
+    stored = store.add_reasoning(trace.id, model, reasoning.kind)
+    store.finish_reasoning(stored.id, text=reasoning.text, kind=reasoning.kind,
+                           answer_text=reasoning.answer_text, reasoning_tokens=None)
+    last = len(row.steps) - 1
+    steps = [(text, row.answer if index == last else None)
+             for index, text in enumerate(row.steps)]
+    ids = store.add_view(trace.id, stored.id, reasoning.split, steps, str(StepOrigin.THINKING))
+    store.set_head(trace.id, ids[-1])
+    trace.reload()
 
 
 def _saved_trace(store: Store, task: str, row: TraceRow, model: str) -> int | None:

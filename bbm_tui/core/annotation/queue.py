@@ -23,8 +23,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bbm_tui.core.annotation import protocol
+from bbm_tui.core.annotation.reasonings import thinking_of
 from bbm_tui.core.dataset import TraceRow, rows_with_tasks
-from bbm_tui.core.dataset.formats import origin_of, read_dataset, trace_digest, with_digest
+from bbm_tui.core.dataset.formats import (
+    StepCut,
+    origin_of,
+    read_dataset,
+    trace_digest,
+    with_digest,
+)
+from bbm_tui.core.generation.cuts import step_cut
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.session import recorded_steps, stored_definition
@@ -91,13 +99,14 @@ def read_labelled_rows(path: Path, fmt: str | None = None) -> list[tuple[int, Tr
     return [(number, row, row.labelled) for number, row in read_dataset(path, fmt).rows]
 
 
-def read_queue_file(path: Path, task: str | None = None,
-                    fmt: str | None = None) -> list[QueuedTrace]:
+def read_queue_file(path: Path, task: str | None = None, fmt: str | None = None,
+                    cut: StepCut | None = None) -> list[QueuedTrace]:
     """Every row of a dataset file as a queued trace, under the row's own `task`, else
     `task`, else its format's (`processbench`, ...), else the file's name (as every command
-    reads it)."""
+    reads it). A reasoning written elsewhere is cut into steps by `cut` (by paragraph
+    unless told: the app's "Annotate files" has no --split)."""
     with collector_paused():
-        found = read_dataset(path, fmt).rows
+        found = read_dataset(path, fmt, cut=cut or step_cut()).rows
         tasks = rows_with_tasks(path, task, (row for _number, row in found))
         return [QueuedTrace(path, number, row_task, row, row.labelled)
                 for (number, row), (row_task, _row) in zip(found, tasks, strict=True)]
@@ -116,6 +125,11 @@ def collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+class FinishedElsewhere(protocol.ProtocolError):
+    """The trace on show was submitted or flagged in another window of the same annotator:
+    nothing was done here, and the queue has moved on to the next unfinished trace."""
 
 
 @dataclass(frozen=True)
@@ -171,14 +185,9 @@ class AnnotationQueue:
         self.annotator = annotator
         self.traces = traces
         self._clock = clock
-        self._sessions: dict[str, int] = store.queue_links()
-        by_session = store.queue_work(annotator)
-        # An annotator who has worked on nothing needs no trace's key to start.
-        self._work: dict[str, QueueWork] = {
-            trace.key: by_session[self._sessions[trace.key]]
-            for trace in traces
-            if trace.key in self._sessions and self._sessions[trace.key] in by_session
-        } if by_session else {}
+        self._sessions: dict[str, int] = {}
+        self._work: dict[str, QueueWork] = {}
+        self._load_work()
         self._step_ids: dict[int, list[int]] = {}
         # Traces submitted or flagged in this sitting, latest last, so that undo can reopen
         # them (a flag moves on to the next trace, and the queue has no key to go back).
@@ -187,6 +196,50 @@ class AnnotationQueue:
         self._progress: Progress | None = None
         self.position = self.first_unfinished() or 0
         self._opened_at = self._clock()
+
+    def _load_work(self) -> None:
+        """Every trace's session and this annotator's work on it, as the store has them."""
+        self._sessions = self.store.queue_links()
+        by_session = self.store.queue_work(self.annotator)
+        # An annotator who has worked on nothing needs no trace's key to start.
+        self._work = {
+            trace.key: by_session[self._sessions[trace.key]]
+            for trace in self.traces
+            if trace.key in self._sessions and self._sessions[trace.key] in by_session
+        } if by_session else {}
+        self._progress = None
+
+    def _sync(self) -> None:
+        """Before each action: the trace on show as the store has it now. Another window of
+        the same annotator (`bbm-tui serve` runs one app per browser) may have judged,
+        submitted or flagged it since this one read it; a trace finished there is left here
+        for the next unfinished one (FinishedElsewhere), with every trace's work read again."""
+        trace = self.current
+        session_id, stored = self.store.queued_work(trace.key, self.annotator)
+        if session_id is None:
+            return
+        self._sessions[trace.key] = session_id
+        if stored is None:
+            return
+        before = self._work.get(trace.key)
+        finished = (WorkStatus.DONE, WorkStatus.FLAGGED)
+        if stored.status in finished and (before is None or before.status != stored.status):
+            self._finished_elsewhere()
+        if before is None or before.status != stored.status:
+            self._progress = None
+        # The time this window has banked on it is kept with the other's.
+        spent = before.time_spent_s if before is not None else 0.0
+        self._work[trace.key] = replace(stored,
+                                        time_spent_s=max(stored.time_spent_s, spent))
+
+    def _finished_elsewhere(self) -> None:
+        self._load_work()
+        self._opened_at = self._clock()
+        following = self.first_unfinished(self.position)
+        if following is not None:
+            self.position = following
+        raise FinishedElsewhere("That trace was finished in another window of yours; here "
+                                "is your next one.")
 
     @classmethod
     def open(cls, store: Store, paths: Sequence[Path], annotator: str,
@@ -291,6 +344,7 @@ class AnnotationQueue:
 
     def rate(self, rating: int) -> None:
         """Rate the unlocked thought +1, 0 (per-step only) or -1; the next one unlocks."""
+        self._sync()
         if self.unlocked is None:
             raise protocol.ProtocolError("nothing to judge here: the trace is complete, "
                                          "submitted or flagged")
@@ -302,6 +356,7 @@ class AnnotationQueue:
     def set_note(self, note: str) -> None:
         """A note on the trace on show (why its first mistake is one): it goes with the label
         when the trace is submitted."""
+        self._sync()
         work = self._bank_time()
         if work.status in (WorkStatus.DONE, WorkStatus.FLAGGED):
             raise protocol.ProtocolError("undo first: the trace is submitted or flagged")
@@ -312,6 +367,7 @@ class AnnotationQueue:
         trace submitted or flagged last in this sitting: a submitted one with its label
         withdrawn and its last judgement undone, a flagged one unflagged. False when there is
         nothing to undo."""
+        self._sync()
         work = self._bank_time()
         if work.status == WorkStatus.DONE:
             self._withdraw(self.position)
@@ -347,6 +403,7 @@ class AnnotationQueue:
     def submit(self) -> Submitted:
         """Record the label of the complete trace on show and move to the next unfinished
         one (the position stays when none is left)."""
+        self._sync()
         if not self.complete or self.status in (WorkStatus.DONE, WorkStatus.FLAGGED):
             raise protocol.ProtocolError("the trace is not complete: judge every thought up "
                                          "to the first incorrect one")
@@ -356,14 +413,17 @@ class AnnotationQueue:
         mistake = protocol.location(work.judged)
         step_ids = self._steps_of(session_id)
         finish = protocol.finish_reason(work.judged) if self.per_step else None
-        self.store.set_label(
-            session_id, None if mistake is None else step_ids[mistake],
-            step_ids[-1] if step_ids else None, annotator=self.annotator,
-            assisted=work.assisted,
+        work = replace(work, session_id=session_id, annotator=self.annotator)
+        label = self.store.submit_work(
+            work, None if mistake is None else step_ids[mistake],
+            step_ids[-1] if step_ids else None,
             ratings=protocol.ratings(work.judged) if self.per_step else None,
-            finish_reason=finish, note=work.note,
+            finish_reason=finish,
         )
-        self._save(replace(work, status=WorkStatus.DONE))
+        if label is None:  # submitted meanwhile in another window: its label stands alone
+            self._finished_elsewhere()
+        self._progress = None
+        self._work[trace.key] = replace(work, status=WorkStatus.DONE, updated_at=time.time())
         self._history.append(self.position)
         self._advance()
         return Submitted(trace, mistake, trace.has_gold, trace.gold if trace.has_gold else None,
@@ -371,6 +431,7 @@ class AnnotationQueue:
 
     def skip(self) -> None:
         """Put the trace off: the queue comes back to it when nothing else is left."""
+        self._sync()
         work = self._bank_time()
         if work.status == WorkStatus.OPEN:
             self._save(replace(work, status=WorkStatus.SKIPPED))
@@ -379,6 +440,7 @@ class AnnotationQueue:
     def flag(self, reason: FlagReason, note: str = "") -> None:
         """Set the trace aside, unlabelled, with why (per-step: PRM800K's bad_problem or
         give_up; the ratings made so far are kept)."""
+        self._sync()
         work = self._bank_time()
         if work.status == WorkStatus.DONE:
             self._withdraw(self.position)
@@ -438,6 +500,7 @@ class AnnotationQueue:
                 gold_mistake_index=trace.gold if trace.has_gold else None,
                 steps=recorded_steps(task, trace.row.steps, trace.row.answer),
                 task_definition=stored_definition(task),
+                reasoning=thinking_of(trace.row),
             )
             origin = origin_of(trace.row)
             if origin is not None:  # a row of the field's formats: written back as it came
@@ -466,3 +529,31 @@ class AnnotationQueue:
 def question_text(trace: QueuedTrace) -> str:
     """The question as the paper formats it for the task."""
     return get_task(trace.task).question(trace.row.input)
+
+
+@dataclass(frozen=True)
+class AnnotatorProgress:
+    """How far one annotator is through a team's queue (`bbm-tui serve`'s lead sees it)."""
+
+    annotator: str
+    done: int
+    flagged: int
+    total: int
+
+
+def team_progress(store: Store, traces: Sequence[QueuedTrace]) -> list[AnnotatorProgress]:
+    """Every annotator who has worked on these traces, by name: traces submitted and flagged
+    of all of them (as the store has it now; blocking)."""
+    links = store.queue_links()
+    sessions = {links[trace.key] for trace in traces if trace.key in links}
+    counts: dict[str, list[int]] = {}
+    for work in store.all_queue_work():
+        if work.session_id not in sessions:
+            continue
+        done_flagged = counts.setdefault(work.annotator, [0, 0])
+        if work.status == WorkStatus.DONE:
+            done_flagged[0] += 1
+        elif work.status == WorkStatus.FLAGGED:
+            done_flagged[1] += 1
+    return [AnnotatorProgress(name, done, flagged, len(traces))
+            for name, (done, flagged) in sorted(counts.items())]

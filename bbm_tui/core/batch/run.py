@@ -355,6 +355,13 @@ def _row_extra(
         "usage": _with_stepless_calls(figures, trace)}
     if settings is not None and llm.asks_logprobs(spec, settings.call):
         extra["step_logprobs"] = [step.logprob for step in trace.steps]
+    reasoning = trace.reasoning()
+    if spec.mode == "thinking" and reasoning is not None:
+        # A thinking trace (docs/DESIGN.md §16): the reasoning the steps were cut from, whole
+        # and raw, what kind it is (a summary is said so), and the rule that cut it.
+        extra |= {"mode": "thinking", "split": str(trace.split_rule()),
+                  "is_correct": trace.correct, "reasoning": reasoning.text,
+                  "reasoning_kind": reasoning.kind, "answer_text": reasoning.answer_text}
     return extra
 
 

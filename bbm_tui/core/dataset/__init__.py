@@ -24,12 +24,15 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bbm_tui.core.errors import UserError
 from bbm_tui.core.resources import dataset_dir
 from bbm_tui.core.tasks import TASK_NAMES, Task, get_task, task_names
 from bbm_tui.core.types import MAX_QUESTION_CHARS
+
+if TYPE_CHECKING:
+    from bbm_tui.core.dataset.formats import StepCut
 
 DATASET_KEYS = ("input", "steps", "answer", "target", "mistake_index")
 # Every row has these; `mistake_index` is there only when the row is labelled.
@@ -409,14 +412,16 @@ def read_questions(path: Path | str) -> Questions:
     return found
 
 
-def read_input_rows(path: Path | str, fmt: str | None = None) -> list[TraceRow]:
+def read_input_rows(path: Path | str, fmt: str | None = None,
+                    cut: StepCut | None = None) -> list[TraceRow]:
     """The traces of a file given to a command to work on, in the BBM dataset's format or any
     of the field's (`fmt`, else told by the keys of its first row: core/dataset/formats/). One
     with no rows at all is an error (an empty input is far more often a mistake than a
-    dataset)."""
+    dataset). A reasoning written elsewhere is cut into steps by `cut` (the command's
+    `--split`)."""
     from bbm_tui.core.dataset.formats import read_dataset
 
-    return read_dataset(path, fmt).traces
+    return read_dataset(path, fmt, cut=cut).traces
 
 
 def task_from_path(path: Path | str) -> str:

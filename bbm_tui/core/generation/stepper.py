@@ -56,6 +56,9 @@ class StepFinished:
     call: llm.CallRecord
     answer: str | None
     truncated: bool = False
+    # A thinking step (generation/thinking.py): its raw slice of the reasoning, whitespace
+    # and all (`text` is it stripped). None: a step of its own call.
+    raw: str | None = None
 
 
 @dataclass

@@ -13,6 +13,8 @@ Everything the rest of the code needs comes out of here as plain dataclasses and
 - loader.py: litellm imported lazily, once, with the offline providers registered;
 - http_guard.py: every reply body bounded and made valid UTF-8;
 - one_call.py: one streamed call for many steps (one-call mode, opt-in);
+- thinking.py: one thinking call (reasoning, then the answer) read back as one stream of
+  events, whatever the provider's wire;
 - router.py: many servers behind one model name (litellm's Router, from a file);
 - turns.py: calls to a server that serves one request at a time take turns;
 - offline/: `replay/bbm` and `simulated/rm-X`, served as a litellm custom provider.
@@ -58,6 +60,16 @@ from bbm_tui.core.llm.router import (
     read_router_file,
 )
 from bbm_tui.core.llm.sampling import Arrived, Candidate, Samples, sample_steps
+from bbm_tui.core.llm.thinking import (
+    AnswerDelta,
+    ReasoningDelta,
+    RedactedReasoning,
+    ThinkingDone,
+    ThinkingEvent,
+    ThinkingSettings,
+    stream_thinking,
+    thinking_refusal,
+)
 from bbm_tui.core.llm.transport import (
     call_to_json,
     complete,
@@ -123,6 +135,7 @@ __all__ = [
     "MODES",
     "RETRYABLE",
     "STOPS_A_BATCH",
+    "AnswerDelta",
     "Arrived",
     "CallRecord",
     "CallSettings",
@@ -136,6 +149,8 @@ __all__ = [
     "LineStarted",
     "Mode",
     "ModelSpec",
+    "ReasoningDelta",
+    "RedactedReasoning",
     "Restart",
     "RetryPolicy",
     "RouterFile",
@@ -143,6 +158,9 @@ __all__ = [
     "Samples",
     "StepText",
     "TextDelta",
+    "ThinkingDone",
+    "ThinkingEvent",
+    "ThinkingSettings",
     "accepts_native_stop",
     "accepts_temperature",
     "asks_logprobs",
@@ -175,6 +193,8 @@ __all__ = [
     "set_replay_pace",
     "stream_step",
     "stream_steps",
+    "stream_thinking",
+    "thinking_refusal",
     "unicode_text",
     "warm_up",
 ]

@@ -44,7 +44,7 @@ _PROVIDERS_WITH_A_MINIMUM = frozenset({"anthropic", "vertex_ai", "azure_ai", "be
 def marks_cache(spec: ModelSpec) -> bool:
     """Whether this model's provider caches only what carries `cache_control` (chat only:
     a text completion is one string)."""
-    return spec.mode == "chat" and _takes_cache_control(spec.model)
+    return spec.mode != "completion" and _takes_cache_control(spec.model)
 
 
 @functools.lru_cache(maxsize=256)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from typing import Any
+from typing import Any, Literal
 
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.router import deployment_spec
@@ -100,7 +100,7 @@ def asks_logprobs(spec: ModelSpec, settings: CallSettings, *, streamed: bool = T
     text completions (measured against the test server), so asking would be for nothing. A
     whole (non-streamed) text completion keeps them."""
     return (settings.logprobs and gives_logprobs(spec)
-            and (spec.mode == "chat" or not streamed))
+            and (spec.mode != "completion" or not streamed))
 
 
 # How many of the most likely tokens to ask for at each place, with log-probabilities (the
@@ -118,7 +118,7 @@ def logprob_kwargs(spec: ModelSpec) -> dict[str, Any]:
     where the provider gives no alternatives (Gemini)."""
     if not gives_alternatives(spec):
         return {"logprobs": True}
-    if spec.mode == "chat":
+    if spec.mode != "completion":
         return {"logprobs": True, "top_logprobs": TOP_ALTERNATIVES}
     return {"logprobs": TOP_ALTERNATIVES}
 
@@ -244,3 +244,88 @@ def accepts_n(spec: ModelSpec) -> bool:
     if is_offline(spec):
         return True  # the offline providers answer `n` themselves
     return _provider_of(spec) in _TAKES_N
+
+
+# -- Thinking models (docs/DESIGN.md §16; docs/NOTES.md, "Thinking models")
+
+# How a provider's thinking call is made and read, one name a family of wires:
+# - "anthropic": extended thinking (`thinking` with a budget), `thinking_delta` blocks with a
+#   signature, `redacted_thinking` blocks; Claude 4 and later send a summary;
+# - "gemini": `thinkingConfig` with `includeThoughts`, parts marked `thought: true` (summaries);
+# - "ollama": `think` in the request, `thinking` in the reply;
+# - "openai_reasoning": OpenAI's o-series and gpt-5 through chat completions: an effort, no
+#   reasoning text, only a count of reasoning tokens;
+# - "deepseek": `deepseek-reasoner`'s `reasoning_content`, always thinking;
+# - "openai_compatible": any other server on OpenAI's wire (llama-server, vLLM, the offline
+#   thinking model): `reasoning_content` or vLLM's `reasoning`, or `<think>` in the content.
+ThinkingWire = Literal["anthropic", "gemini", "ollama", "openai_reasoning", "deepseek",
+                       "openai_compatible"]
+
+_GEMINI_PROVIDERS = frozenset({"gemini", "vertex_ai", "vertex_ai_beta"})
+_OLLAMA_PROVIDERS = frozenset({"ollama", "ollama_chat"})
+# Claude 3.7 Sonnet returns its whole thinking; every later Claude model a summary of it.
+_CLAUDE_RAW_THINKING = re.compile(r"claude-3[-.]7")
+
+
+def thinking_wire(spec: ModelSpec) -> ThinkingWire:
+    """Which family of wires this model's thinking call goes over (asked of a router's first
+    deployment, as every question here is)."""
+    spec = deployment_spec(spec)
+    provider = _provider_of(spec)
+    if provider == "anthropic":
+        return "anthropic"
+    if provider in _GEMINI_PROVIDERS:
+        return "gemini"
+    if provider in _OLLAMA_PROVIDERS:
+        return "ollama"
+    if provider == "deepseek":
+        return "deepseek"
+    if _is_openai_reasoning(spec):
+        return "openai_reasoning"
+    return "openai_compatible"
+
+
+def reasoning_is_summary(spec: ModelSpec) -> bool:
+    """Whether the reasoning text this model's provider sends is a summary of its thinking
+    rather than the thinking itself: Anthropic's Claude 4 models and later (Claude 3.7 sends
+    the whole), Gemini's thought parts, OpenAI's reasoning models' summaries (the Responses
+    API's; chat completions send none), and a Claude or Gemini model reached through another
+    provider (OpenRouter, a proxy), which passes on what the model's maker sends. Told of a
+    model nobody can place, a summary is the safer word: nobody takes it for the thinking."""
+    spec = deployment_spec(spec)
+    wire = thinking_wire(spec)
+    name = model_basename(spec.model)
+    if wire == "gemini" or "gemini" in name:
+        return True
+    if wire == "openai_reasoning":
+        # OpenAI never sends its reasoning models' own reasoning: any text of it (the
+        # Responses API's, through litellm's `openai/responses/…` or a proxy) is a summary.
+        return True
+    if wire == "anthropic" or "claude" in name:
+        return _CLAUDE_RAW_THINKING.search(name) is None
+    return False
+
+
+def takes_thinking_budget(spec: ModelSpec) -> bool:
+    """Whether the provider's thinking call takes a budget of thinking tokens (Anthropic's
+    `budget_tokens`, Gemini's `thinkingBudget`); the others take an effort, or nothing."""
+    return thinking_wire(spec) in ("anthropic", "gemini")
+
+
+def takes_thinking_effort(spec: ModelSpec) -> bool:
+    """Whether the provider's thinking call takes an effort (low, medium, high): litellm
+    maps `reasoning_effort` to each provider's own field (Anthropic's and Gemini's budgets,
+    Ollama's `think`, OpenAI's `reasoning_effort`); DeepSeek's reasoner takes none."""
+    spec = deployment_spec(spec)
+    if is_offline(spec):
+        return False
+    if thinking_wire(spec) == "deepseek":
+        return False
+    params = _supported_params(spec.model, spec.api_base)
+    return params is None or "reasoning_effort" in params
+
+
+def takes_ollama_effort(spec: ModelSpec) -> bool:
+    """Ollama's `think` is on or off, except for gpt-oss, which takes low, medium or high
+    (litellm 1.103.7 sends the effort as it is only for a model named `gpt-oss…`)."""
+    return deployment_spec(spec).model.split("/", 1)[-1].startswith("gpt-oss")

@@ -269,7 +269,7 @@ async def _read_call(spec: ModelSpec, prompt: str, parts: Sequence[str], first_n
     kwargs["stream"] = True
     if asks_logprobs(spec, settings):
         kwargs |= logprob_kwargs(spec)
-    if spec.mode == "chat":
+    if spec.mode != "completion":
         kwargs["messages"] = step_messages(spec, settings, prompt, parts)
     else:
         kwargs["prompt"] = prompt
@@ -281,7 +281,7 @@ async def _read_call(spec: ModelSpec, prompt: str, parts: Sequence[str], first_n
     try:
         async with call_turn(spec):
             call.started_at = started_at
-            stream = await start_call(spec, kwargs, chat=spec.mode == "chat", pin=pin)
+            stream = await start_call(spec, kwargs, chat=spec.mode != "completion", pin=pin)
             deployment = call.deployment = served_by(stream) if spec.router else None
             if spec.router:
                 stream, call.inner_stream = unwrapped(stream)
@@ -356,7 +356,7 @@ def _absorb(chunk: Any, call: _Call, spec: ModelSpec) -> str:
     choice = choices[0]
     if getattr(choice, "finish_reason", None):
         call.finish_reason = choice.finish_reason
-    if spec.mode == "chat":
+    if spec.mode != "completion":
         delta = getattr(choice, "delta", None)
         text = getattr(delta, "content", None) if delta is not None else None
         logprobs = getattr(choice, "logprobs", None)

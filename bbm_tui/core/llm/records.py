@@ -49,12 +49,15 @@ class Restart:
 class UsageCounts:
     """A call's token counts as the provider gave them (None: unknown). `prompt` is every
     prompt token; `cached` (read from the provider's prompt cache) and `cache_write` (written
-    to it) are parts of it, as litellm counts them."""
+    to it) are parts of it, as litellm counts them; `reasoning` is part of `completion`."""
 
     prompt: int | None = None
     completion: int | None = None
     cached: int | None = None
     cache_write: int | None = None
+    # Of `completion`: a thinking model's reasoning tokens, where the provider counts them
+    # apart (OpenAI's `completion_tokens_details`, Gemini's `thoughtsTokenCount`).
+    reasoning: int | None = None
 
     def or_else(self, other: UsageCounts) -> UsageCounts:
         """Each count from here where known, else from `other`."""

@@ -183,11 +183,11 @@ async def _call_once(
     started = time.perf_counter()
     if logprobs:
         kwargs |= logprob_kwargs(spec)
-    if spec.mode == "chat":
+    if spec.mode != "completion":
         kwargs["messages"] = step_messages(spec, settings, prompt, parts)
     else:
         kwargs["prompt"] = prompt
-    response = await asyncio.wait_for(start_call(spec, kwargs, chat=spec.mode == "chat"),
+    response = await asyncio.wait_for(start_call(spec, kwargs, chat=spec.mode != "completion"),
                                       settings.timeout_s + 5)
     latency = time.perf_counter() - started
     number = asked_number(prompt)
@@ -220,7 +220,7 @@ async def _call_once(
 
 def _candidate(choice: Any, index: int, mode: str, number: int | None,
                native_stop: bool = False) -> Candidate:
-    if mode == "chat":
+    if mode != "completion":
         message = getattr(choice, "message", None)
         raw = getattr(message, "content", None) or ""
     else:

@@ -216,18 +216,18 @@ async def _stream_step_watched(
         kwargs["stop"] = ["\n"]
     if asks_logprobs(spec, settings):
         kwargs |= logprob_kwargs(spec)
-    if spec.mode == "chat" or not speaks_openai_wire(spec):
+    if spec.mode != "completion" or not speaks_openai_wire(spec):
         # The provider's own usage, in a last chunk (OpenAI's wire) or mapped from its own
         # fields (Ollama's counts, Gemini's usageMetadata): without this litellm passes none
         # on from a stream, text completions included. On OpenAI's wire the option goes to
         # the server, and not every text-completion server takes it.
         kwargs["stream_options"] = {"include_usage": True}
     started_at = time.perf_counter()
-    if spec.mode == "chat":
+    if spec.mode != "completion":
         kwargs["messages"] = step_messages(spec, settings, prompt, parts)
     else:
         kwargs["prompt"] = prompt
-    stream = await start_call(spec, kwargs, chat=spec.mode == "chat", pin=pin)
+    stream = await start_call(spec, kwargs, chat=spec.mode != "completion", pin=pin)
     deployment = served_by(stream) if spec.router else None
     state = _StreamState()
     if spec.router:
@@ -425,7 +425,7 @@ def _absorb_chunk(chunk: Any, state: _StreamState, mode: Mode) -> str | None:
     choice = _chunk_choice(chunk, state)
     if choice is None:
         return None
-    if mode == "chat":
+    if mode != "completion":
         delta = getattr(choice, "delta", None)
         text = getattr(delta, "content", None) if delta is not None else None
         _absorb_logprobs(getattr(choice, "logprobs", None), state)
@@ -751,7 +751,7 @@ async def _complete_once(
     # the first text is not reported as a silence mid-answer.
     kwargs["timeout"] = settings.timeout_s + _TRANSPORT_SLACK_S
     kwargs["stream"] = True
-    if spec.mode == "chat" or not speaks_openai_wire(spec):
+    if spec.mode != "completion" or not speaks_openai_wire(spec):
         # As for a step (stream_step): the provider's usage, in a last chunk or mapped.
         kwargs["stream_options"] = {"include_usage": True}
     loop = asyncio.get_running_loop()
@@ -762,11 +762,11 @@ async def _complete_once(
     deployment: str | None = None
     try:
         async with asyncio.timeout_at(min(loop.time() + settings.timeout_s, deadline)) as limit:
-            if spec.mode == "chat":
+            if spec.mode != "completion":
                 kwargs["messages"] = finder_messages(spec, settings, messages)
             else:
                 kwargs["prompt"] = "\n\n".join(message["content"] for message in messages)
-            stream = await start_call(spec, kwargs, chat=spec.mode == "chat")
+            stream = await start_call(spec, kwargs, chat=spec.mode != "completion")
             deployment = served_by(stream) if spec.router else None
             if spec.router:
                 stream, state.inner_stream = unwrapped(stream)
@@ -839,7 +839,7 @@ async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings,
         choice = _chunk_choice(chunk, state)
         if choice is None:
             continue
-        if spec.mode == "chat":
+        if spec.mode != "completion":
             delta = getattr(choice, "delta", None)
             text = getattr(delta, "content", None) if delta is not None else None
         else:
@@ -874,17 +874,17 @@ async def _complete_unstreamed(
     """One whole answer asked for in one reply (not streamed): a few tokens' probe."""
     kwargs = call_kwargs(spec, settings)
     started_at = time.perf_counter()
-    if spec.mode == "chat":
+    if spec.mode != "completion":
         kwargs["messages"] = finder_messages(spec, settings, messages)
     else:
         kwargs["prompt"] = "\n\n".join(message["content"] for message in messages)
-    response = await asyncio.wait_for(start_call(spec, kwargs, chat=spec.mode == "chat"),
+    response = await asyncio.wait_for(start_call(spec, kwargs, chat=spec.mode != "completion"),
                                       settings.timeout_s + 5)
     choices = getattr(response, "choices", None) or []
     if not choices:
         raise not_an_answer(spec, "no choice")
     choice = choices[0]
-    if spec.mode == "chat":
+    if spec.mode != "completion":
         message = getattr(choice, "message", None)
         text = getattr(message, "content", None) or ""
     else:

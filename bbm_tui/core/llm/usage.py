@@ -45,7 +45,9 @@ def counts_from_litellm(usage: Any) -> UsageCounts:
                           or getattr(details, "cache_write_tokens", None))
     if written is None:
         written = sane_tokens(getattr(usage, "cache_creation_input_tokens", None))
-    return UsageCounts(prompt, completion, cached, written)
+    completion_details = getattr(usage, "completion_tokens_details", None)
+    reasoning = sane_tokens(getattr(completion_details, "reasoning_tokens", None))
+    return UsageCounts(prompt, completion, cached, written, reasoning)
 
 
 def cost_of(spec: ModelSpec, counts: UsageCounts) -> float | None:

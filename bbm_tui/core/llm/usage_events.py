@@ -105,11 +105,18 @@ def _gemini(counts: UsageCounts, metadata: dict[str, Any]) -> None:
     thoughts = sane_tokens(metadata.get("thoughtsTokenCount") or 0)
     counts.completion = (None if candidates is None or thoughts is None
                          else candidates + thoughts)
+    if "thoughtsTokenCount" in metadata:
+        counts.reasoning = thoughts
 
 
 def _openai(counts: UsageCounts, usage: dict[str, Any]) -> None:
+    """`completion_tokens` counts the reasoning's tokens too (a thinking model's), which
+    `completion_tokens_details.reasoning_tokens` tells apart."""
     counts.prompt = sane_tokens(usage.get("prompt_tokens"))
     counts.completion = sane_tokens(usage.get("completion_tokens"))
+    completion_details = usage.get("completion_tokens_details")
+    if isinstance(completion_details, dict) and "reasoning_tokens" in completion_details:
+        counts.reasoning = sane_tokens(completion_details.get("reasoning_tokens") or 0)
     details = usage.get("prompt_tokens_details")
     if isinstance(details, dict) and "cached_tokens" in details:
         counts.cached = sane_tokens(details.get("cached_tokens") or 0)

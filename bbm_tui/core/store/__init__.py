@@ -32,6 +32,8 @@ if TYPE_CHECKING:
         Label,
         ModelBranch,
         QueueWork,
+        Reasoning,
+        RecordedReasoning,
         Session,
         SessionSummary,
         Step,
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     )
     from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns
     from bbm_tui.core.store.sessions import CLAIM_HEARTBEAT_S, CLAIM_STALE_S
+    from bbm_tui.core.store.steps import ReasoningSlice
     from bbm_tui.core.store.store import BUSY_TIMEOUT_MS, Store
 
 # Each name this package offers, and the module of the package that defines it.
@@ -64,6 +67,9 @@ _MODULE_OF = {
     "Label": "records",
     "ModelBranch": "records",
     "QueueWork": "records",
+    "Reasoning": "records",
+    "ReasoningSlice": "steps",
+    "RecordedReasoning": "records",
     "Session": "records",
     "SessionSummary": "records",
     "Step": "records",
@@ -98,6 +104,9 @@ __all__ = [
     "Label",
     "ModelBranch",
     "QueueWork",
+    "Reasoning",
+    "ReasoningSlice",
+    "RecordedReasoning",
     "Session",
     "SessionBusy",
     "SessionDeleted",

@@ -8,11 +8,18 @@ import json
 import sqlite3
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 from bbm_tui.core.store.base import StoreBase, inserted_id
-from bbm_tui.core.store.records import AnnotatorLabel, Label, QueueWork, TaskDefinition
+from bbm_tui.core.store.records import (
+    AnnotatorLabel,
+    Label,
+    QueueWork,
+    RecordedReasoning,
+    TaskDefinition,
+)
 from bbm_tui.core.store.sessions import keep_task_definition
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin, WorkStatus
 
 
 class LabelQueries(StoreBase):
@@ -34,20 +41,40 @@ class LabelQueries(StoreBase):
         kept = None if ratings is None else tuple(ratings)
         with self._write() as connection:
             self._require_session(connection, session_id)
-            cursor = connection.execute(
-                """INSERT INTO labels (session_id, leaf_step_id, mistake_step_id, created_at,
-                       annotator, assisted, ratings, finish_reason, note)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (session_id, leaf_step_id, mistake_step_id, now, annotator, int(assisted),
-                 None if kept is None else json.dumps(list(kept), allow_nan=False),
-                 finish_reason, note),
-            )
-            connection.execute(
-                "UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id)
-            )
-            label_id = inserted_id(cursor)
+            label_id = _insert_label(connection, session_id, mistake_step_id, leaf_step_id,
+                                     annotator, assisted, kept, finish_reason, note, now)
         return Label(label_id, session_id, mistake_step_id, leaf_step_id, now, annotator,
                      assisted, kept, finish_reason, note)
+
+    def submit_work(
+        self,
+        work: QueueWork,
+        mistake_step_id: int | None,
+        leaf_step_id: int | None,
+        *,
+        ratings: Sequence[int] | None = None,
+        finish_reason: str | None = None,
+    ) -> Label | None:
+        """A queued trace's label and its work marked done, in one transaction, once: None
+        (nothing written) when the annotator's work on it is done already, submitted from
+        another window of theirs (`bbm-tui serve` runs one app per browser), so that two
+        windows of one annotator never record a label twice."""
+        now = time.time()
+        kept = None if ratings is None else tuple(ratings)
+        with self._write() as connection:
+            self._require_session(connection, work.session_id)
+            found = connection.execute(
+                "SELECT status FROM annotation_work WHERE session_id = ? AND annotator = ?",
+                (work.session_id, work.annotator),
+            ).fetchone()
+            if found is not None and found[0] == WorkStatus.DONE:
+                return None
+            label_id = _insert_label(connection, work.session_id, mistake_step_id,
+                                     leaf_step_id, work.annotator, work.assisted, kept,
+                                     finish_reason, work.note, now)
+            _upsert_work(connection, replace(work, status=WorkStatus.DONE))
+        return Label(label_id, work.session_id, mistake_step_id, leaf_step_id, now,
+                     work.annotator, work.assisted, kept, finish_reason, work.note)
 
     def undo_label(self, session_id: int, annotator: str | None = None) -> Label | None:
         """Withdraw the latest verdict (of `annotator`, or anyone's); return the one now in
@@ -138,6 +165,19 @@ class LabelQueries(StoreBase):
         rows = self._read("SELECT trace_key, session_id FROM queue_items")
         return {row["trace_key"]: row["session_id"] for row in rows}
 
+    def queued_work(self, trace_key: str, annotator: str) -> tuple[int | None, QueueWork | None]:
+        """A queued trace's session (None: no one has worked on it) and `annotator`'s work
+        on it as stored now: what another window of theirs may have done since this one
+        last looked (two indexed reads)."""
+        found = self._read("SELECT session_id FROM queue_items WHERE trace_key = ?",
+                           (trace_key,))
+        if not found:
+            return None, None
+        session_id = found[0]["session_id"]
+        rows = self._read("SELECT * FROM annotation_work WHERE session_id = ? AND annotator = ?",
+                          (session_id, annotator))
+        return session_id, (work_from_row(rows[0]) if rows else None)
+
     def queue_gold(self) -> dict[int, int | None]:
         """The gold label of every queued session whose file carried one."""
         rows = self._read(
@@ -149,9 +189,12 @@ class LabelQueries(StoreBase):
         self, trace_key: str, *, has_gold: bool, task: str, input: str, target: str | None,
         model: str, name: str, gold_mistake_index: int | None,
         steps: Sequence[tuple[str, str | None]], task_definition: TaskDefinition | None = None,
+        reasoning: RecordedReasoning | None = None,
     ) -> int:
         """The session of a queued trace, with its recorded steps, made once: a second caller
-        (another annotator's process) gets the one already there. All in one transaction."""
+        (another annotator's process) gets the one already there. All in one transaction. A
+        thinking trace's `reasoning` is stored whole with it, its steps a view of it (store
+        v17), as a thinking run stores them."""
         now = time.time()
         with self._write() as connection:
             found = connection.execute(
@@ -168,12 +211,22 @@ class LabelQueries(StoreBase):
                 (name, task, input, target, gold_mistake_index, model, SessionSource.ANNOTATE,
                  now, now, digest),
             ))
+            reasoning_id, split, origin = None, None, StepOrigin.DATASET
+            if reasoning is not None:
+                reasoning_id = inserted_id(connection.execute(
+                    """INSERT INTO reasonings (session_id, model, text, kind, answer_text,
+                           complete, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 1, ?, ?)""",
+                    (session_id, model, reasoning.text, reasoning.kind, reasoning.answer_text,
+                     now, now)))
+                split, origin = reasoning.split, StepOrigin.THINKING
             parent = None
             for number, (text, answer) in enumerate(steps, start=1):
                 parent = inserted_id(connection.execute(
                     """INSERT INTO steps (session_id, parent_id, number, text, origin, answer,
-                           truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, 0, ?)""",
-                    (session_id, parent, number, text, StepOrigin.DATASET, answer, now),
+                           truncated, created_at, reasoning_id, split)
+                       VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)""",
+                    (session_id, parent, number, text, origin, answer, now, reasoning_id,
+                     split),
                 ))
             connection.execute("UPDATE sessions SET head_step_id = ? WHERE id = ?",
                                (parent, session_id))
@@ -195,17 +248,37 @@ class LabelQueries(StoreBase):
     def save_work(self, work: QueueWork) -> None:
         with self._write() as connection:
             self._require_session(connection, work.session_id)
-            connection.execute(
-                """INSERT INTO annotation_work (session_id, annotator, judged, status,
-                       flag_reason, note, time_spent_s, assisted, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                   ON CONFLICT (session_id, annotator) DO UPDATE SET judged = excluded.judged,
-                       status = excluded.status, flag_reason = excluded.flag_reason,
-                       note = excluded.note, time_spent_s = excluded.time_spent_s,
-                       assisted = excluded.assisted, updated_at = excluded.updated_at""",
-                (work.session_id, work.annotator, work.judged, work.status, work.flag_reason,
-                 work.note, work.time_spent_s, int(work.assisted), time.time()),
-            )
+            _upsert_work(connection, work)
+
+
+def _insert_label(connection: sqlite3.Connection, session_id: int, mistake_step_id: int | None,
+                  leaf_step_id: int | None, annotator: str, assisted: bool,
+                  ratings: tuple[int, ...] | None, finish_reason: str | None,
+                  note: str | None, now: float) -> int:
+    cursor = connection.execute(
+        """INSERT INTO labels (session_id, leaf_step_id, mistake_step_id, created_at,
+               annotator, assisted, ratings, finish_reason, note)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        (session_id, leaf_step_id, mistake_step_id, now, annotator, int(assisted),
+         None if ratings is None else json.dumps(list(ratings), allow_nan=False),
+         finish_reason, note),
+    )
+    connection.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+    return inserted_id(cursor)
+
+
+def _upsert_work(connection: sqlite3.Connection, work: QueueWork) -> None:
+    connection.execute(
+        """INSERT INTO annotation_work (session_id, annotator, judged, status,
+               flag_reason, note, time_spent_s, assisted, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (session_id, annotator) DO UPDATE SET judged = excluded.judged,
+               status = excluded.status, flag_reason = excluded.flag_reason,
+               note = excluded.note, time_spent_s = excluded.time_spent_s,
+               assisted = excluded.assisted, updated_at = excluded.updated_at""",
+        (work.session_id, work.annotator, work.judged, work.status, work.flag_reason,
+         work.note, work.time_spent_s, int(work.assisted), time.time()),
+    )
 
 
 def label_from_row(row: sqlite3.Row, prefix: str = "") -> Label:

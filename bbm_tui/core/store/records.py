@@ -206,6 +206,39 @@ class ModelBranch:
 
 
 @dataclass(frozen=True)
+class RecordedReasoning:
+    """A thinking trace's reasoning written elsewhere (an imported or queued file's row),
+    stored whole with the session its steps come in with: the steps a view of it, cut by
+    `split`."""
+
+    text: str
+    kind: str
+    split: str
+    answer_text: str | None = None
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """A thinking call's reasoning (store v17, docs/DESIGN.md §16): the raw text whole (as far
+    as it was stored: `complete` once the call ended well), what kind it is (a ReasoningKind
+    value), the answer written after it, the reasoning tokens counted, and the provider's
+    opaque blocks (JSON, never shown). Its steps are views of it, each cut by a rule."""
+
+    id: int
+    session_id: int
+    model_branch_id: int | None
+    model: str
+    text: str
+    kind: str
+    answer_text: str | None
+    reasoning_tokens: int | None
+    opaque: bytes | None
+    complete: bool
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
 class FinderVerdict:
     """One answer of a finder: about Thought `step_number` (step-level) or the whole trace
     (None). `verdict` is the parsed answer in the paper's format ("Yes"/"No" for a thought,

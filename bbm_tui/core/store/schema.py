@@ -330,6 +330,34 @@ MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE sessions ADD COLUMN run_key TEXT;
     """,
+    # 18: thinking models (docs/DESIGN.md §16). A thinking call's reasoning is the record:
+    # stored whole with the call (`text`, the raw reasoning, grown by each step's raw slice as
+    # it is stored, so that a kill loses at most the open step), with what kind it is
+    # (`kind`: raw, summary or none), the answer written after it (`answer_text`), the
+    # reasoning tokens the provider counted, and its opaque blocks (`opaque`: signatures and
+    # redacted data as JSON bytes, never shown); `complete` once the call ended well. Its
+    # steps are a view: each says which reasoning it was cut from and by which rule
+    # (`split`); re-cutting makes a new branch of the same reasoning, with no new call.
+    """
+    CREATE TABLE reasonings (
+        id INTEGER PRIMARY KEY,
+        session_id INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        model_branch_id INTEGER REFERENCES model_branches(id) ON DELETE SET NULL,
+        model TEXT NOT NULL,
+        text TEXT NOT NULL DEFAULT '',
+        kind TEXT NOT NULL,
+        answer_text TEXT,
+        reasoning_tokens INTEGER,
+        opaque BLOB,
+        complete INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX reasonings_by_session ON reasonings(session_id);
+    ALTER TABLE steps ADD COLUMN reasoning_id INTEGER
+        REFERENCES reasonings(id) ON DELETE SET NULL;
+    ALTER TABLE steps ADD COLUMN split TEXT;
+    """,
 ]
 
 

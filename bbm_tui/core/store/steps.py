@@ -10,6 +10,7 @@ import sqlite3
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from bbm_tui.core.store.base import StoreBase, inserted_id
 from bbm_tui.core.store.calls import insert_call
@@ -87,13 +88,16 @@ class StepQueries(StoreBase):
         tokens: Sequence[TokenLogprob] | None = None,
         candidate_id: int | None = None,
         model_branch_id: int | None = None,
+        view: ReasoningSlice | None = None,
     ) -> Step:
         """Append a finished step below `parent_id`, make it the head, and commit. It was made
         by `call` (recorded with it), or by the call `call_id` already recorded (a chosen
         candidate, `candidate_id`, marked chosen in the same transaction, so that a kill
         leaves no step its candidate does not point at), as its `choice`. Its tokens default
         to the call's. On a model branch (`model_branch_id`) it is that branch's head, and
-        the session's where the session's was on that branch (_move_heads)."""
+        the session's where the session's was on that branch (_move_heads). A thinking
+        step (`view`) says which reasoning it was cut from and by which rule, and its raw
+        slice is added to that reasoning's text in the same transaction."""
         now = time.time()
         with self._write() as connection:
             self._require_session(connection, session_id)
@@ -109,6 +113,8 @@ class StepQueries(StoreBase):
                     origin=origin, answer=answer, truncated=truncated, call=call,
                     call_id=call_id, choice=choice, tokens=tokens, candidate_id=candidate_id,
                     now=now, model_branch_id=model_branch_id)
+                if view is not None:
+                    store_view(connection, step_id, view, now)
         return self.step(step_id)
 
     def add_steps(
@@ -320,6 +326,26 @@ def _insert_step(connection: sqlite3.Connection, session_id: int, *,
                            (step_id, candidate_id))
     move_heads(connection, session_id, step_id, model_branch_id, now)
     return step_id
+
+
+@dataclass(frozen=True)
+class ReasoningSlice:
+    """Where a thinking step comes from (store v17): its reasoning, the rule that cut it, and
+    its raw slice (None: the reasoning's text holds it already, as for a re-cut view)."""
+
+    reasoning_id: int
+    split: str
+    raw: str | None = None
+
+
+def store_view(connection: sqlite3.Connection, step_id: int, view: ReasoningSlice,
+               now: float) -> None:
+    connection.execute("UPDATE steps SET reasoning_id = ?, split = ? WHERE id = ?",
+                       (view.reasoning_id, view.split, step_id))
+    if view.raw:
+        connection.execute(
+            "UPDATE reasonings SET text = text || ?, updated_at = ? WHERE id = ?",
+            (view.raw, now, view.reasoning_id))
 
 
 def move_heads(connection: sqlite3.Connection, session_id: int, step_id: int,

@@ -39,6 +39,7 @@ from bbm_tui.core.store.finders import FinderQueries
 from bbm_tui.core.store.labels import LabelQueries
 from bbm_tui.core.store.listing import SessionListing
 from bbm_tui.core.store.model_branches import ModelBranchQueries
+from bbm_tui.core.store.reasonings import ReasoningQueries
 from bbm_tui.core.store.schema import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -52,7 +53,7 @@ BUSY_TIMEOUT_MS = 10_000
 
 
 class Store(SessionQueries, SessionListing, StepQueries, LabelQueries, FinderQueries,
-            CallQueries, ModelBranchQueries):
+            CallQueries, ModelBranchQueries, ReasoningQueries):
     """One connection, shared by the threads of one process under a lock."""
 
     @classmethod

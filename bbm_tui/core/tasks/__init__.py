@@ -173,6 +173,8 @@ FIELD_TITLES: dict[str, str] = {
     "math-shepherd": "Math-Shepherd",
     "prmbench": "PRMBench",
     "trl": "TRL stepwise",
+    "reasoning": "Reasoning",
+    "deltabench": "DeltaBench",
 }
 FIELD_TASK_NAMES: tuple[str, ...] = tuple(FIELD_TITLES)
 

@@ -34,6 +34,7 @@ from bbm_tui.core.generation.backtrack import (
     backtracking_model,
     resample_step,
 )
+from bbm_tui.core.generation.splitting import split_text
 from bbm_tui.core.generation.stepper import (
     OneCallEnded,
     StepEvent,
@@ -43,11 +44,15 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
     run_steps,
 )
+from bbm_tui.core.generation.thinking import ReasoningFinished, run_thinking, strip_view
+from bbm_tui.core.llm.capabilities import reasoning_is_summary
 from bbm_tui.core.redact import REDACTED, redact_data, redact_url
 from bbm_tui.core.store import (
     CLAIM_HEARTBEAT_S,
     Label,
     ModelBranch,
+    Reasoning,
+    ReasoningSlice,
     Session,
     Step,
     Store,
@@ -65,7 +70,9 @@ from bbm_tui.core.types import (
     RECORDED_MODEL,
     CallPurpose,
     ModelBranchState,
+    ReasoningKind,
     SessionSource,
+    SplitRule,
     StepOrigin,
     TraceEnd,
 )
@@ -302,6 +309,9 @@ class TraceSession:
         # Who this is when it claims the session to generate it (store v13): another window
         # or process is another owner, and is told the session is busy.
         self.claim = claim or SessionClaim(store, session.id, store_work)
+        # Thinking mode: the reasoning the call now streaming writes into, and its rule.
+        self._reasoning_id: int | None = None
+        self._split = SplitRule.PARAGRAPH
 
     @property
     def owner(self) -> str:
@@ -544,16 +554,11 @@ class TraceSession:
             if self._model_unrecorded():  # usually not: no trip to a thread for nothing
                 await self.store_work(self._record_model)
             await self._keep_state(ModelBranchState.STREAMING)
-            async with aclosing(run_steps(
-                self.task,
-                self.session.input,
-                self._spec,
-                self.texts,
-                target=self.session.target,
-                max_new_steps=max_new_steps,
-                settings=settings,
-            )) as events:
+            async with aclosing(self._events(max_new_steps, settings)) as events:
                 async for event in events:
+                    if isinstance(event, ReasoningFinished):  # kept, not handed on
+                        await self._store_shielded(self._finish_reasoning, event)
+                        continue
                     if isinstance(event, StepFinished):
                         # A cancelled run still waits for the step it is saving, so that the
                         # session and the store agree when it is over (the next run neither
@@ -606,21 +611,119 @@ class TraceSession:
             return None
         return ModelBranchState(self.model_branch.state)
 
+    def _events(self, max_new_steps: int | None, settings: StepperSettings | None
+                ) -> AsyncGenerator[StepEvent | ReasoningFinished, None]:
+        """The stepper's events, or in thinking mode the thinking generator's (one call for
+        the whole trace, generation/thinking.py)."""
+        if self._spec.mode == "thinking":
+            return self._thinking_events(settings or StepperSettings())
+        return run_steps(self.task, self.session.input, self._spec, self.texts,
+                         target=self.session.target, max_new_steps=max_new_steps,
+                         settings=settings)
+
+    async def _thinking_events(self, settings: StepperSettings
+                               ) -> AsyncGenerator[StepEvent | ReasoningFinished, None]:
+        if self.finished:
+            yield TraceFinished(TraceEnd.ANSWER, self.texts, self.answer)
+            return
+        if self.steps:
+            # A thinking call cannot go on from a prefix here: it starts again, on a branch
+            # of its own; the steps of the call that stopped stay in the tree.
+            await self.store_work(self._set_head, None)
+        self._reasoning_id = None
+        self._split = SplitRule(settings.split)
+        async with aclosing(run_thinking(self.task, self.session.input, self._spec,
+                                         target=self.session.target,
+                                         settings=settings)) as events:
+            async for event in events:
+                yield event
+
+    async def _store_shielded(self, work: Callable[..., Any], *args: Any) -> Any:
+        """Store work that a cancelled run still waits for (the session and the store agree
+        when it is over)."""
+        commit = asyncio.ensure_future(self.store_work(work, *args))
+        try:
+            return await asyncio.shield(commit)
+        except asyncio.CancelledError:
+            await commit
+            raise
+
     def _commit(self, event: StepFinished) -> Step:
         parent = self.head_id
+        view = None
+        if event.raw is not None:
+            view = ReasoningSlice(self._reasoning_for_commit(), str(self._split), event.raw)
         step = self.store.add_step(
             self.session.id,
             parent_id=parent,
             number=event.number,
             text=event.text,
-            origin=StepOrigin.MODEL,
+            origin=StepOrigin.MODEL if view is None else StepOrigin.THINKING,
             answer=event.answer,
             truncated=event.truncated,
             call=event.call,
             model_branch_id=self.model_branch_id,
+            view=view,
         )
         self._append(step)
         return step
+
+    def _reasoning_for_commit(self) -> int:
+        """The reasoning the thinking call now streaming writes into (begun at its first
+        step, with the kind its provider sends: a summary is said so from the start)."""
+        if self._reasoning_id is None:
+            kind = ReasoningKind.SUMMARY if reasoning_is_summary(self._spec) \
+                else ReasoningKind.RAW
+            self._reasoning_id = self.store.add_reasoning(
+                self.session.id, self._spec.model, str(kind), self.model_branch_id).id
+        return self._reasoning_id
+
+    def _finish_reasoning(self, event: ReasoningFinished) -> None:
+        reasoning_id = self._reasoning_for_commit()
+        self.store.finish_reasoning(
+            reasoning_id, text=event.text, kind=str(event.kind), answer_text=event.answer_text,
+            reasoning_tokens=event.reasoning_tokens, opaque=event.opaque)
+
+    # -- thinking traces: the reasoning a branch is a view of, and other views of it
+
+    def reasoning(self) -> Reasoning | None:
+        """The reasoning the branch on show was cut from (None: not a thinking trace)."""
+        if not self.steps or self.steps[0].origin != StepOrigin.THINKING:
+            return None
+        reasoning_id, _split = self.store.step_view(self.steps[0].id)
+        return None if reasoning_id is None else self.store.reasoning(reasoning_id)
+
+    def split_rule(self) -> SplitRule | None:
+        """The rule the branch on show was cut by (None: not a thinking trace)."""
+        if not self.steps or self.steps[0].origin != StepOrigin.THINKING:
+            return None
+        _reasoning_id, split = self.store.step_view(self.steps[0].id)
+        return None if split is None else SplitRule(split)
+
+    def recut(self, rule: SplitRule) -> bool:
+        """Show the branch's reasoning cut by `rule`: a new view of the same text (a branch
+        of its own, no call), or the view already made by that rule. False: nothing to cut
+        (not a thinking trace, or its reasoning not stored whole yet)."""
+        reasoning = self.reasoning()
+        if reasoning is None or not reasoning.complete:
+            return False
+        for leaf in self.tree.leaves():
+            path = self.tree.path(leaf.id)
+            if path and path[0].origin == StepOrigin.THINKING and \
+                    self.store.step_view(path[0].id) == (reasoning.id, str(rule)):
+                self._set_head(leaf.id)
+                return True
+        steps = strip_view(split_text(reasoning.text, rule))
+        if not steps:
+            return False
+        answer = self.steps[-1].answer
+        rows = [(text, answer if index == len(steps) - 1 else None)
+                for index, text in enumerate(steps)]
+        ids = self.store.add_view(self.session.id, reasoning.id, str(rule), rows,
+                                  str(StepOrigin.THINKING), self.model_branch_id)
+        self.tree = StepTree(self.store.steps_of(self.session.id))
+        self._set_head(ids[-1])
+        return True
 
     def load_recorded(self, steps: list[str],
                       answer: str | ReadFromText | None = FROM_THE_TEXT) -> None:

@@ -65,10 +65,15 @@ class ModelScreen(Dialog["ModelChoice | None"]):
                 yield Input(value=str(self._settings.step_limit), id="step-limit",
                             type="integer")
             with Horizontal(classes="model-row"):
-                yield TickBox("Text completion (base model)", id="completion",
+                yield TickBox("Text completion", id="completion",
                               value=self._spec.mode == "completion",
-                              tooltip="Off: chat (the prompt as one user message)")
-                yield TickBox("One call, many steps", id="one-call",
+                              tooltip="For a base model; off: chat (the prompt as one "
+                              "user message)")
+                yield TickBox("Thinking", id="thinking", value=self._spec.mode == "thinking",
+                              tooltip="A thinking model: one call a trace, its reasoning cut "
+                              "into steps as it streams (by the config's or --split's rule; "
+                              "S on a trace cuts it by another)")
+                yield TickBox("Steps in one call", id="one-call",
                               value=self._settings.one_call,
                               tooltip="One streamed call goes on through the thoughts the "
                               "model writes with their labels; at the first line without "
@@ -127,7 +132,12 @@ class ModelScreen(Dialog["ModelChoice | None"]):
         if step_limit is None:
             return self._refuse("#step-limit", "The step limit: a whole number of at least 1.")
         api_base = self.query_one("#api-base", Input).value.strip() or None
-        mode = "completion" if self.query_one("#completion", Checkbox).value else "chat"
+        completion = self.query_one("#completion", Checkbox).value
+        thinking = self.query_one("#thinking", Checkbox).value
+        if completion and thinking:
+            return self._refuse("#thinking", "Thinking or text completion, not both: a "
+                                "thinking call is a chat call.")
+        mode = "completion" if completion else "thinking" if thinking else "chat"
         one_call = self.query_one("#one-call", Checkbox).value
         call = replace(self._settings.call, temperature=temperature, max_tokens=max_tokens)
         # The router file is the config's (`router = ...`), kept as it is.

@@ -8,7 +8,7 @@ each chart's numbers as a table. Annotators' names are shown as text, never mark
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.table import Table
 from rich.text import Text
@@ -29,6 +29,9 @@ from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, safe_line, styled
 from bbm_tui.ui.widgets.chart import ChartView
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
+
+if TYPE_CHECKING:
+    from bbm_tui.core.annotation.queue import AnnotatorProgress, QueuedTrace
 
 MATRIX = "kappa between annotators"
 ALPHA = "alpha per task vs the paper"
@@ -68,11 +71,21 @@ class AgreementScreen(BbmScreen):
                 show=False, tooltip="The previous chart"),
         Binding("t", "numbers", "numbers", id="agreement_numbers",
                 tooltip="The chart's numbers as a table (again: the chart)"),
+        Binding("d", "adjudicate", "adjudicate", id="agreement_adjudicate",
+                tooltip="Settle the traces the annotators disagree on"),
         Binding("escape", "back", "back", id="agreement_back", tooltip="Back"),
     ]
 
-    def __init__(self) -> None:
+    # How often a lead's screen reads the labels again (`bbm-tui serve`: they come in as the
+    # annotators work).
+    TEAM_REFRESH_S = 5.0
+
+    def __init__(self, team: list[QueuedTrace] | None = None) -> None:
         super().__init__(classes="agreement-screen")
+        # A team's queue (`bbm-tui serve`, the lead): each annotator's progress through it
+        # is shown too, read again every few seconds, and `d` adjudicates.
+        self.team = team
+        self.progress: list[AnnotatorProgress] = []
         self.result: dict[str, Any] | None = None
         self.annotators = 0
         self.pages: list[str] = []
@@ -83,6 +96,8 @@ class AgreementScreen(BbmScreen):
         yield TitleBar(id="title-bar")
         yield LeanStatic(id="agreement-alpha", classes="dataset-line")
         yield LeanStatic(id="agreement-gold", classes="dataset-line")
+        if self.team is not None:
+            yield LeanStatic(id="agreement-progress", classes="dataset-line")
         with MatrixPane(id="agreement-matrix-pane", classes="panel"):
             yield Static(id="agreement-matrix")
         yield ChartView(id="agreement-chart", classes="panel")
@@ -93,6 +108,8 @@ class AgreementScreen(BbmScreen):
         self.query_one("#agreement-alpha", LeanStatic).show(styled("Reading the labels…", MUTED))
         self.query_one(ChartView).display = False
         self._read()
+        if self.team is not None:
+            self.set_interval(self.TEAM_REFRESH_S, self._read)
 
     @work(exclusive=True, group="agreement", exit_on_error=False,
           description="Reading the annotators' labels")
@@ -103,6 +120,10 @@ class AgreementScreen(BbmScreen):
         if store is None:
             return
         result, annotators = await asyncio.to_thread(_report, store)
+        if self.team is not None:
+            from bbm_tui.core.annotation.queue import team_progress
+
+            self.progress = await asyncio.to_thread(team_progress, store, self.team)
         self.result = result
         self.annotators = annotators
         self.pages = [MATRIX] + ([ALPHA] if charts.alpha_chart(result) else [])
@@ -118,6 +139,9 @@ class AgreementScreen(BbmScreen):
             MUTED))
         self.query_one("#agreement-alpha", LeanStatic).show(_alpha_line(result))
         self.query_one("#agreement-gold", LeanStatic).show(_gold_line(result))
+        if self.team is not None:
+            self.query_one("#agreement-progress", LeanStatic).show(
+                _progress_line(self.progress, len(self.team)))
         matrix_pane = self.query_one(MatrixPane)
         view = self.query_one(ChartView)
         on_matrix = self.pages[self.page] == MATRIX
@@ -144,12 +168,19 @@ class AgreementScreen(BbmScreen):
             return True if len(self.pages) > 1 else None
         if action == "numbers":
             return True if self.result is not None else None
+        if action == "adjudicate":  # the lead's screen only; elsewhere the palette has it
+            return self.team is not None
+        if action == "back":  # served, the lead's own screen: nowhere to go back to
+            return self.team is None
         return True
 
     def action_page(self, step: int) -> None:
         if self.pages:
             self.page = (self.page + step) % len(self.pages)
             self._show()
+
+    async def action_adjudicate(self) -> None:
+        await self.app.run_action("app.adjudicate")
 
     def action_numbers(self) -> None:
         self.numbers = not self.numbers
@@ -194,6 +225,19 @@ def _step_alphas(rated: dict[str, Any]) -> Content:
         f"{figure(rated['krippendorff_alpha_interval'])} ",
         styled(f"({steps} step{'s' * (steps != 1)} of {traces} trace{'s' * (traces != 1)} "
                "rated by two annotators or more)", MUTED))
+
+
+def _progress_line(progress: list[AnnotatorProgress], total: int) -> Content:
+    if not progress:
+        return styled(f"Progress: no annotator has started the {total} traces yet.", MUTED)
+    parts: list[Content | tuple[str, str] | str] = [styled(f"Progress (of {total}): ", "bold")]
+    for index, annotator in enumerate(progress):
+        if index:
+            parts.append(", ")
+        parts.append(safe_line(annotator.annotator, 30))
+        flagged = f" +{annotator.flagged} flagged" if annotator.flagged else ""
+        parts.append(f" {annotator.done}{flagged}")
+    return Content.assemble(*parts)
 
 
 def _gold_line(result: dict[str, Any]) -> Content:

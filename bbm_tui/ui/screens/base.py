@@ -71,6 +71,13 @@ class QueueScreen(BbmScreen):
     def stop_work(self) -> None:
         pass  # its writes are to the queue's own sessions, never the one deleted
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Served (`bbm-tui serve`), the user's own screen has nowhere to go back to: Esc is
+        # left out of its footer (the lead's adjudication goes back to the agreement).
+        if action == "back" and context(self).served:
+            return len(self.app.screen_stack) > 2
+        return True
+
 
 def _declared_place(owner: type, binding: Binding) -> int:
     """Where `owner`'s class declares `binding`: by its id (its key may be remapped), else by

@@ -17,6 +17,7 @@ from bbm_tui.core.trace.side_by_side import BranchFigures
 from bbm_tui.core.types import ModelBranchState
 from bbm_tui.ui.screens.trace.view import TraceView
 from bbm_tui.ui.viewmodels.columns import column_title, figures_line, filler_height, shown_state
+from bbm_tui.ui.viewmodels.thinking import thinking_note
 from bbm_tui.ui.widgets.chrome import StatusLine
 from bbm_tui.ui.widgets.thought import ThoughtView
 
@@ -72,6 +73,7 @@ class ModelColumn(Vertical):
         self.view.thoughts.share_window()  # every column mounts the same thought numbers
         self.view.question_pane.mount(self.facts_filler)
         self.view.query_one("#thoughts-pane").border_title = ""
+        self.view.thoughts_titled = False  # the column's border says it (show_header)
         # Two lines of what happened, in every column alike (side_by_side.tcss): the
         # thoughts panes stay one height, whatever each says.
         self.view.query_one("#run-status", StatusLine).lines = STATUS_LINES
@@ -91,8 +93,10 @@ class ModelColumn(Vertical):
     def show_header(self, *, focused: bool, wall_clock: bool) -> None:
         """The border: the model and its state above, its figures below."""
         spec = self.trace.spec
+        note = thinking_note(self.trace, self.view.context.stepper_settings.split, short=True) \
+            if spec.mode == "thinking" else ""
         self.title = column_title(spec.model, self.state, position=self.position,
-                                  focused=focused, mode=spec.mode)
+                                  focused=focused, mode=spec.mode, note=note)
         # The border's room: its corners and the space either side of the figures taken.
         room = self.size.width - BORDER_ROOM if self.size.width else None
         self.figures = figures_line(BranchFigures.of(self.trace.steps), wall_clock=wall_clock,

@@ -282,6 +282,11 @@ class SideBySideScreen(BbmScreen):
         elif not running and self._leveller is not None:
             self._leveller.stop()
             self._leveller = None
+            # Once more when the last thoughts are laid out: a column's last thoughts are
+            # mounted as its run ends (sync_views), and a thought with no width yet is left
+            # out of the levelling after this refresh (seen under load: the rows stayed
+            # unlevel until the next run).
+            self.set_timer(LEVEL_EVERY_S, self.level_rows)
         self.call_after_refresh(self.level_rows)
 
     def _scrolled(self, column: ModelColumn) -> None:

@@ -73,16 +73,19 @@ def figures_line(figures: BranchFigures, *, wall_clock: bool = True,
 
 
 def column_title(model: str, state: ModelBranchState, *, position: int, focused: bool,
-                 mode: str = "chat") -> Content:
+                 mode: str = "chat", note: str = "") -> Content:
     """A column's border title: its number and model (and its mode where it is not chat:
-    two columns may ask one model both ways), and its state. The focused column's starts
+    two columns may ask one model both ways), its state, and a thinking model's `note`: what
+    its steps are cut from ("summary" where they are a summary). The focused column's starts
     with a marker ("▸"): the focus reads without colour too."""
     number = styled(f"▸ {position + 1} ", "bold $accent") if focused else \
         styled(f"{position + 1} ", MUTED)
     title = Content.assemble(number, safe_line(model, 60).stylize("bold"), " ")
     if mode != "chat":
         title = title.append(styled(f"{mode} ", MUTED))
-    return title.append(styled(STATE_WORDS[state], STATE_STYLES[state]))
+    title = title.append(styled(STATE_WORDS[state], STATE_STYLES[state]))
+    # After the state, which a narrow column must not lose to it.
+    return title.append(styled(f" ({note})", MUTED)) if note else title
 
 
 def columns_on_show(count: int, width: int, focused: int, first: int) -> range:

@@ -53,6 +53,40 @@ class FieldRow:
     ratings: list[int | None] | None = None
     # What else the writer needs to put the row back as it was (blank lines, separators).
     layout: dict[str, Any] = field(default_factory=dict)
+    # A thinking model's reasoning read from the row (the reasoning formats): the raw text
+    # the steps were cut from, kept whole.
+    thinking: ThinkingText | None = None
+
+
+@dataclass(frozen=True)
+class ThinkingText:
+    """A reasoning written elsewhere, as read: the raw text, whole (the steps are a view of
+    it, cut by `rule`), what kind it is, and the answer's text after it, where the row gives
+    one (the answer is read from it by the task's rule)."""
+
+    reasoning: str
+    rule: str
+    kind: str = "raw"
+    answer_text: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reasoning": self.reasoning, "split": self.rule, "reasoning_kind": self.kind,
+                "answer_text": self.answer_text}
+
+
+@dataclass(frozen=True)
+class StepCut:
+    """How a reasoning read from a file is cut into steps: the split rule's name and the cut
+    itself (raw slices that join to the text; core/generation/splitting.py's `split_text`,
+    handed down by the command that reads the file, which chose the rule)."""
+
+    rule: str
+    cut: Callable[[str], list[str]]
+
+    def steps(self, reasoning: str) -> tuple[list[str], list[str]]:
+        """(the raw slices, the steps as stored: each slice stripped)."""
+        slices = self.cut(reasoning)
+        return slices, [piece.strip() for piece in slices if piece.strip()]
 
 
 @dataclass(frozen=True)
@@ -216,6 +250,8 @@ def origin_ratings(row: TraceRow) -> list[int | None] | None:
 # --------------------------------------------------------------------------- the formats
 
 Reader = Callable[[dict[str, Any]], FieldRow]
+# The reasoning formats' readers: a row and how to cut its reasoning into steps.
+CuttingReader = Callable[[dict[str, Any], StepCut], FieldRow]
 Writer = Callable[[OutTrace], dict[str, Any] | None]
 
 
@@ -232,6 +268,10 @@ class Format:
     document: str = "jsonl"
     reader: Reader | None = None
     writer: Writer | None = None
+    # A reasoning format: read by cutting its reasoning (in place of `reader`), recognised by
+    # `detect` (in place of `marks`: its keys vary) where given.
+    cutting_reader: CuttingReader | None = None
+    detect: Callable[[dict[str, Any]], bool] | None = None
 
     @property
     def task(self) -> str:
@@ -255,10 +295,11 @@ class DatasetFile:
 
 
 def read_dataset(path: Path | str, fmt: str | None = None, *,
-                 allow_empty: bool = False) -> DatasetFile:
+                 allow_empty: bool = False, cut: StepCut | None = None) -> DatasetFile:
     """Every row of a dataset file in any format (named by `fmt`, else told by the keys of
     its first row), as traces. A bad row is one DatasetError naming the file, the line and
-    the format."""
+    the format. A reasoning format's rows are cut into steps by `cut` (the command's
+    `--split`); a command that takes none cannot read them, and says so."""
     from bbm_tui.core.dataset.formats.documents import iter_rows
 
     path = Path(path)
@@ -275,17 +316,23 @@ def read_dataset(path: Path | str, fmt: str | None = None, *,
                                    f"{', '.join(READ_FORMATS)} (--format FORMAT says which)",
                                    first[0])
             values = itertools.chain([first], values)
-    if chosen is not None and chosen.reader is None:  # the BBM dataset's rows: the fast path
+    if chosen is not None and chosen.cutting_reader is not None and cut is None:
+        raise DatasetError(path, f"holds {chosen.title} rows, whose reasoning is cut into "
+                           "steps by a split rule: `import` or `annotate` reads them "
+                           "(--split paragraph, sentence or line)")
+    if chosen is not None and chosen.reader is None and chosen.cutting_reader is None:
+        # the BBM dataset's rows: the fast path
         rows = [(line, row_from_json(value, path, line)) for line, value in values]
     elif chosen is not None:
-        rows = [(line, read_row(chosen, value, path, line)) for line, value in values]
+        rows = [(line, read_row(chosen, value, path, line, cut)) for line, value in values]
     if not rows and not allow_empty:
         raise DatasetError(path, "holds no traces (the file is empty)")
     return DatasetFile(path, chosen or FORMATS[BBM], rows)
 
 
-def read_row(found: Format, value: object, path: Path, line: int) -> TraceRow:
-    if found.reader is None:
+def read_row(found: Format, value: object, path: Path, line: int,
+             cut: StepCut | None = None) -> TraceRow:
+    if found.reader is None and found.cutting_reader is None:
         return row_from_json(value, path, line)
     if not isinstance(value, dict):
         raise DatasetError(path, f"{found.title} row: expected a JSON object, found "
@@ -295,16 +342,30 @@ def read_row(found: Format, value: object, path: Path, line: int) -> TraceRow:
         if missing:
             raise RowError(f"missing key{'s' if len(missing) > 1 else ''} "
                            f"{', '.join(repr(key) for key in missing)}")
-        read = found.reader(value)
+        read = _read_fields(found, value, cut)
     except RowError as error:
         raise DatasetError(path, f"{found.title} row: {error}", line) from None
     return _trace_row(found, value, read, path, line)
+
+
+def _read_fields(found: Format, value: dict[str, Any], cut: StepCut | None) -> FieldRow:
+    if found.cutting_reader is not None:
+        if cut is None:
+            raise RowError("a reasoning is cut into steps by a split rule, and none was given")
+        return found.cutting_reader(value, cut)
+    assert found.reader is not None
+    return found.reader(value)
 
 
 def _trace_row(found: Format, value: dict, read: FieldRow, path: Path, line: int) -> TraceRow:
     task = get_task(found.task)
     answer = next((stated for stated in map(task.extract_answer, reversed(read.steps))
                    if stated is not None), None)
+    if read.thinking is not None and read.thinking.answer_text is not None:
+        # A thinking trace's answer is in the text after its reasoning: as the task's rule
+        # reads it, else (a bare "30") that text itself.
+        answer_text = read.thinking.answer_text
+        answer = task.extract_answer(answer_text) or answer_text.strip() or answer
     # No digest of the trace yet (`with_digest` adds it where the row is kept: a session):
     # a row just read is the trace it came with, and hashing 10,000 rows' text took a fifth
     # of opening them (bench/annotate_queue.py).
@@ -314,8 +375,13 @@ def _trace_row(found: Format, value: dict, read: FieldRow, path: Path, line: int
         origin["ratings"] = read.ratings
     if read.layout:
         origin["layout"] = read.layout
+    extra: dict[str, Any] = {ORIGIN_KEY: origin}
+    if read.thinking is not None:
+        # In the keys a thinking run's rows carry: `import` stores the reasoning whole with
+        # the session (store v17) and the steps as a view of it, as a run's.
+        extra |= read.thinking.to_json() | {"mode": "thinking"}
     row = TraceRow(read.question, read.steps, answer, read.target, read.mistake_index,
-                   {ORIGIN_KEY: origin}, labelled=read.labelled)
+                   extra, labelled=read.labelled)
     _check_text(row, found, path, line)
     return row
 
@@ -410,12 +476,14 @@ def out_trace(row: TraceRow, task: str, **more: Any) -> OutTrace:
 
 def _registry() -> dict[str, Format]:
     from bbm_tui.core.dataset.formats import (
+        deltabench,
         math_shepherd,
         mr_ben,
         mr_gsm8k,
         prm800k,
         prmbench,
         processbench,
+        reasoning,
         trl,
     )
 
@@ -435,7 +503,11 @@ def _registry() -> dict[str, Format]:
                processbench.read, processbench.write),
         Format("math-shepherd", "Math-Shepherd", ("input", "label"), "jsonl",
                math_shepherd.read, math_shepherd.write),
+        Format("deltabench", "DeltaBench", deltabench.KEYS, "csv",
+               cutting_reader=deltabench.read),
         Format(BBM, "BBM", ("input", "steps")),
+        Format("reasoning", "Reasoning", (), "jsonl", cutting_reader=reasoning.read,
+               detect=reasoning.detect),
     )
     return {found.name: found for found in formats}
 
@@ -443,7 +515,8 @@ def _registry() -> dict[str, Format]:
 FORMATS: dict[str, Format] = _registry()
 # What `--format` takes when reading; "jsonl" is the BBM dataset's own, as `export` names it.
 READ_FORMATS: tuple[str, ...] = (BBM, "processbench", "prm800k", "mr-gsm8k", "mr-ben",
-                                  "math-shepherd", "prmbench", "trl")
+                                  "math-shepherd", "prmbench", "trl", "reasoning",
+                                  "deltabench")
 FORMAT_ALIASES = {"jsonl": BBM}
 
 
@@ -459,7 +532,10 @@ def detect_format(row: object) -> Format | None:
     if not isinstance(row, dict):
         return None
     for found in FORMATS.values():
-        if all(key in row for key in found.marks):
+        if found.detect is not None:
+            if found.detect(row):
+                return found
+        elif all(key in row for key in found.marks):
             return found
     return None
 

@@ -1,15 +1,19 @@
 """The rows of a dataset file, whatever its shape, each with the line it starts on.
 
-The field publishes its datasets in three shapes: JSON Lines (PRM800K, Math-Shepherd, PRMBench,
-TRL's, ours), one JSON array of rows (ProcessBench's and MR-GSM8K's `.json` files), and
-MR-BEN's object of arrays keyed by question (`{"<Question_UUID>": [row, row, row], ...}`).
-A file is JSON Lines when its first line is a whole JSON object on its own (and not MR-BEN's
-object written on one line); otherwise it is one JSON document. Rows of a document are read one
-at a time from their place in the text, so a bad row is named by the line it starts on.
+The field publishes its datasets in four shapes: JSON Lines (PRM800K, Math-Shepherd, PRMBench,
+TRL's, ours), one JSON array of rows (ProcessBench's and MR-GSM8K's `.json` files),
+MR-BEN's object of arrays keyed by question (`{"<Question_UUID>": [row, row, row], ...}`),
+and CSV with a header (DeltaBench's `.csv`: a file named so, or whose header names a column
+only such a file has). A file is JSON Lines when its first line is a whole JSON object on its
+own (and not MR-BEN's object written on one line); otherwise it is one JSON document. Rows of
+a document (or a CSV file) are read one at a time from their place in the text, so a bad row
+is named by the line it starts on.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,12 +35,70 @@ _WHITESPACE = " \t\r\n"
 
 
 def iter_rows(path: Path | str) -> Iterator[tuple[int, object]]:
-    """(line, decoded row) for every row of the file, in order."""
+    """(line, decoded row) for every row of the file, in order: JSON rows, or a CSV file's
+    (DeltaBench's), each a dict by its header's names."""
     path = Path(path)
-    if _is_document(path):
+    if _is_csv(path):
+        yield from _csv_rows(path)
+    elif _is_document(path):
         yield from _document_rows(path)
     else:
         yield from iter_jsonl(path)
+
+
+# A CSV file is told by its name, or by a header naming a column only a CSV dataset has
+# (DeltaBench's), so that a JSON file is never read as one.
+CSV_SUFFIX = ".csv"
+CSV_HEADER_MARKS = (b"sections_content",)
+# A CSV cell can hold a whole reasoning (DeltaBench's are up to a few hundred thousand
+# characters); past this it is not a dataset's.
+MAX_CSV_FIELD_CHARS = 1 << 26
+
+
+def _is_csv(path: Path) -> bool:
+    check_regular_file(path)
+    if path.suffix.lower() == CSV_SUFFIX:
+        return True
+    try:
+        with path.open("rb") as handle:
+            first_line = handle.readline(1 << 16)
+    except OSError as error:
+        raise DatasetError(path, f"cannot read: {error.strerror}") from None
+    start = first_line.lstrip(b"\xef\xbb\xbf").lstrip()
+    return not start.startswith((b"{", b"[")) and any(
+        mark in first_line for mark in CSV_HEADER_MARKS)
+
+
+def _csv_rows(path: Path) -> Iterator[tuple[int, object]]:
+    """The rows of a CSV file with a header, each with the line it starts on (a cell may
+    hold line breaks, inside quotes). Blank rows are skipped; a row with more cells than
+    the header has names, or a cell too long, is named by its line."""
+    text = _read_text(path)
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_CSV_FIELD_CHARS))
+    lines = io.StringIO(text, newline="")
+    reader = csv.reader(lines, strict=True)
+    try:
+        header = next(reader, None)
+    except csv.Error as error:
+        raise DatasetError(path, f"malformed CSV: {error}", 1) from None
+    if header is None:
+        return
+    header[0] = header[0].removeprefix("\ufeff")
+    names = [name.strip() for name in header]
+    line = reader.line_num + 1
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise DatasetError(path, f"malformed CSV: {error}", line) from None
+        if any(cell.strip() for cell in cells):
+            if len(cells) > len(names):
+                raise DatasetError(path, f"a CSV row of {len(cells)} cells, under a header "
+                                   f"of {len(names)} names", line)
+            yield line, dict(zip(names, cells, strict=False))
+        line = reader.line_num + 1
 
 
 def _is_document(path: Path) -> bool:

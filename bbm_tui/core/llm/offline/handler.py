@@ -1,5 +1,6 @@
-"""The offline models as a litellm custom provider (docs/DESIGN.md §6): `replay/bbm` and
-`simulated/rm-X`, served by the engine in replay.py."""
+"""The offline models as litellm custom providers (docs/DESIGN.md §6): `replay/bbm` and
+`simulated/rm-X`, served by the engine in replay.py; `solver/bbm` (solver.py) and
+`solver/thinking` (thinking.py, a thinking model: reasoning_content, then content)."""
 
 from __future__ import annotations
 
@@ -144,14 +145,23 @@ def make_solver_handler(litellm: Any) -> Any:
                 "finish_reason": "stop" if finished else None, "index": 0, "usage": usage_,
                 "tool_use": None}
 
+    thinking = _ThinkingModel(litellm)
+
     class SolverLLM(CustomLLM):
         def completion(self, *args: Any, **kwargs: Any) -> Any:
+            if thinking.serves(kwargs["model"]):
+                return thinking.full_response(kwargs["model"], kwargs["messages"])
             return full_response(kwargs["model"], kwargs["messages"], kwargs["optional_params"])
 
         async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
+            if thinking.serves(kwargs["model"]):
+                return thinking.full_response(kwargs["model"], kwargs["messages"])
             return full_response(kwargs["model"], kwargs["messages"], kwargs["optional_params"])
 
         def streaming(self, *args: Any, **kwargs: Any) -> Any:
+            if thinking.serves(kwargs["model"]):
+                yield from thinking.chunks(kwargs["model"], kwargs["messages"], time.sleep)
+                return
             messages = kwargs["messages"]
             text = choices(kwargs["model"], messages, kwargs["optional_params"])[0].text
             pace = engine().seconds_per_token()
@@ -162,6 +172,12 @@ def make_solver_handler(litellm: Any) -> Any:
             yield chunk("", True, usage(messages, [text]))
 
         async def astreaming(self, *args: Any, **kwargs: Any) -> Any:
+            if thinking.serves(kwargs["model"]):
+                for chunk_, pause in thinking.paced_chunks(kwargs["model"], kwargs["messages"]):
+                    if pause:
+                        await asyncio.sleep(pause)
+                    yield chunk_
+                return
             messages = kwargs["messages"]
             text = choices(kwargs["model"], messages, kwargs["optional_params"])[0].text
             pace = engine().seconds_per_token()
@@ -172,3 +188,76 @@ def make_solver_handler(litellm: Any) -> Any:
             yield chunk("", True, usage(messages, [text]))
 
     return SolverLLM()
+
+
+class _ThinkingModel:
+    """`solver/thinking` (offline/thinking.py) over litellm: the reasoning streamed as
+    `reasoning_content`, then the answer as `content`, at the replay's pace; the usage counts
+    the reasoning's tokens as reasoning tokens."""
+
+    def __init__(self, litellm: Any) -> None:
+        self.litellm = litellm
+
+    @staticmethod
+    def serves(model: str) -> bool:
+        from bbm_tui.core.llm.offline import thinking
+
+        return model.rpartition("/")[2] == thinking.NAME
+
+    def reply(self, model: str, messages: list[dict]) -> Any:
+        from bbm_tui.core.llm.offline import thinking
+
+        try:
+            return thinking.respond(model, messages)
+        except thinking.ThinkingModelError as error:
+            raise self.litellm.BadRequestError(
+                message=str(error), model=thinking.MODEL, llm_provider="solver") from None
+
+    def usage(self, messages: list[dict], reasoning: str, content: str) -> Any:
+        from bbm_tui.core.llm.offline.replay import tokens_of
+
+        prompt_tokens = sum(len(tokens_of(str(m.get("content", "")))) for m in messages)
+        reasoning_tokens = len(tokens_of(reasoning))
+        completion_tokens = reasoning_tokens + len(tokens_of(content))
+        return self.litellm.Usage(
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+            completion_tokens_details={"reasoning_tokens": reasoning_tokens})
+
+    def full_response(self, model: str, messages: list[dict]) -> Any:
+        reply = self.reply(model, messages)
+        return self.litellm.ModelResponse(
+            model=model,
+            choices=[{"index": 0, "finish_reason": "stop",
+                      "message": {"role": "assistant", "content": reply.content,
+                                  "reasoning_content": reply.reasoning}}],
+            usage=self.usage(messages, reply.reasoning, reply.content))
+
+    def paced_chunks(self, model: str, messages: list[dict]) -> Any:
+        """(chunk, seconds to wait before it): the reasoning's pieces, the answer's, the end."""
+        from bbm_tui.core.llm.offline.replay import engine, paced_pieces
+
+        types = self.litellm.types.utils
+        Delta, ModelResponseStream = types.Delta, types.ModelResponseStream
+        StreamingChoices = types.StreamingChoices
+
+        reply = self.reply(model, messages)
+        pace = engine().seconds_per_token()
+
+        def piece_chunk(delta: Any, finish_reason: str | None = None) -> Any:
+            return ModelResponseStream(model=model, choices=[
+                StreamingChoices(index=0, delta=delta, finish_reason=finish_reason)])
+
+        for piece in paced_pieces(reply.reasoning, pace):
+            yield piece_chunk(Delta(reasoning_content=piece, content=None)), pace
+        for piece in paced_pieces(reply.content, pace):
+            yield piece_chunk(Delta(content=piece)), pace
+        last = piece_chunk(Delta(), "stop")
+        last.usage = self.usage(messages, reply.reasoning, reply.content)
+        yield last, 0.0
+
+    def chunks(self, model: str, messages: list[dict], sleep: Any) -> Any:
+        for chunk, pause in self.paced_chunks(model, messages):
+            if pause:
+                sleep(pause)
+            yield chunk

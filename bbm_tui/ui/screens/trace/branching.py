@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import SAMPLES
+from bbm_tui.core.llm.prefix import prefix_refusal
 from bbm_tui.core.store import StoredCandidate
 from bbm_tui.core.trace.branches import BranchOrigin, Segment, other_branch, segments
 from bbm_tui.core.trace.session import BranchMade, SamplesReady
 from bbm_tui.core.trace.tree import BranchDiff
+from bbm_tui.core.types import SplitRule
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
 from bbm_tui.ui.screens.compare import CompareScreen
@@ -22,6 +24,7 @@ from bbm_tui.ui.screens.trace.host import TraceHost
 from bbm_tui.ui.screens.trace.messages import CallsMade
 from bbm_tui.ui.text import thoughts
 from bbm_tui.ui.viewmodels.branches import origin_words
+from bbm_tui.ui.viewmodels.thinking import NEXT_RULE, RULE_WORDS
 
 
 class Branching:
@@ -48,6 +51,11 @@ class Branching:
     async def _backtrack(self, number: int) -> None:
         view = self.view
         trace = view.trace
+        refusal = await self._thinking_refusal()
+        if refusal is not None:
+            view.say(f"Thought {number} is not resampled: {refusal}.", error=True,
+                     then=f"{view.key('trace_edit_model')} changes the model.")
+            return
         view.running = True
         # The samples dialog opens at once, its rows filled in as the calls return.
         dialog = CandidatesScreen(number, trace.steps[number - 1].text, SAMPLES)
@@ -96,6 +104,18 @@ class Branching:
                 dialog.dismiss(None)
             if view.is_attached:
                 view.end_generating()
+
+    async def _thinking_refusal(self) -> str | None:
+        """Why a thinking trace's step cannot be resampled with this model, said before any
+        call (issue 35): resampling a step of a thinking model's reasoning goes on from a
+        prefix of it, which Anthropic, OpenAI, Gemini and DeepSeek's API cannot do. None for
+        a step-at-a-time trace, and for the offline models (their own backtracking)."""
+        trace = self.view.trace
+        if await asyncio.to_thread(trace.split_rule) is None or llm.is_offline(trace.spec):
+            return None
+        if not llm.is_loaded():
+            await asyncio.to_thread(llm.warm_up)
+        return prefix_refusal(trace.spec)
 
     async def _sample(self, number: int, dialog: CandidatesScreen) -> SamplesReady:
         """Backtracking's samples, each shown in the dialog as it arrives, all saved once in.
@@ -254,6 +274,32 @@ class Branching:
         await view.switch_branch(step_id)
         await view.show_branch(view.selected or 1)
         view.say(f"A branch of {thoughts(len(view.trace.steps))} on show.")
+
+    # -- S: a thinking trace's reasoning cut by another rule (no new call)
+
+    def recut(self) -> None:
+        view = self.view
+        if view.running or view.finding:
+            return
+        rule = view.trace.split_rule()
+        if rule is None:
+            view.say("Only a thinking model's reasoning is cut into steps (--mode thinking): "
+                     "this trace's steps are its own calls.")
+            return
+        view.run_worker(self._recut(NEXT_RULE[rule]), name="recut", group="label",
+                        exclusive=True, exit_on_error=False,
+                        description="Cutting the reasoning again")
+
+    async def _recut(self, rule: SplitRule) -> None:
+        view = self.view
+        done = await asyncio.to_thread(view.trace.recut, rule)
+        if not done:
+            view.say("The reasoning is stored whole when its call ends; cut it again then.")
+            return
+        await view.show_branch(1)
+        view.show_thoughts_title()
+        view.say(f"The reasoning cut into {RULE_WORDS[rule]}: {thoughts(len(view.trace.steps))}"
+                 f", no new call.", then=f"{view.key('recut_reasoning')} cuts it again.")
 
     # -- v: two branches side by side
 

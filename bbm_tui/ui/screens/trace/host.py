@@ -24,6 +24,7 @@ from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.screens.trace.messages import BranchShown, TitleChanged
 from bbm_tui.ui.screens.trace.question_pane import QuestionPane
+from bbm_tui.ui.viewmodels.thinking import thoughts_title
 from bbm_tui.ui.viewmodels.trace import FinderShown, Judgement, describe_label, statuses
 from bbm_tui.ui.widgets.chrome import StatusLine
 from bbm_tui.ui.widgets.thought import ThoughtView
@@ -70,6 +71,8 @@ class TraceHost(Horizontal, can_focus=True):
         # Called when a streaming thought takes a line more: a screen that lines several
         # traces up (side by side) levels them in the same frame, not in a layout of its own.
         self.on_thought_grew: Callable[[], None] | None = None
+        # The thoughts pane has a title of its own (not in a column side by side).
+        self.thoughts_titled = True
 
     @property
     def context(self) -> AppContext:
@@ -196,9 +199,20 @@ class TraceHost(Horizontal, can_focus=True):
     def show_answer(self) -> None:
         self.question_pane.show_answer()
 
+    def show_thoughts_title(self) -> None:
+        """The thoughts pane's title: a thinking trace says what its steps are cut from (a
+        summary says "summary") and by which rule. In a column of models side by side the
+        column's border says it (model_column.py), which the screen redraws on TitleChanged."""
+        if self.thoughts_titled:
+            rule = self.context.stepper_settings.split
+            self.query_one("#thoughts-pane").border_title = thoughts_title(self.trace, rule)
+        elif self.trace.spec.mode == "thinking":
+            self.post_message(TitleChanged(self))
+
     def sync_views(self) -> None:
         """Show any committed step that has no view (a commit that finished just as a run was
         stopped), so the view matches the store."""
+        self.show_thoughts_title()
         self.thoughts.sync()
         self.show_label()
         self.question_pane.show_answer()

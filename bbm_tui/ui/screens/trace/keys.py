@@ -70,6 +70,9 @@ TRACE_BINDINGS: list[BindingType] = [
     Binding("V", "verify_live", "live verifier", id="verify_live", show=False,
             tooltip="Turn the task verifier's live marks on or off: each thought is "
             "checked the moment it finishes (e shows why); the config's verify_live"),
+    Binding("S", "recut", "re-cut", id="recut_reasoning", show=False,
+            tooltip="Cut a thinking model's reasoning into steps by the next rule "
+            "(paragraphs, sentences, lines): no new call"),
     Binding("t", "branch_tree", "branches", id="branch_tree", show=False,
             tooltip="The tree of the session's branches: where they part, each one's "
             "answer and whether it is right; enter shows one"),
@@ -98,6 +101,7 @@ TRACE_PALETTE: dict[str, str] = {
     "find_mistake": "Find the mistake",
     "show_answer": "Show the model's answer",
     "show_gold": "Gold label",
+    "recut_reasoning": "Cut the reasoning by another rule",
     "copy_trace": "Copy the trace",
     "backtrack": "Backtrack",
     "edit_thought": "Rewrite the thought",

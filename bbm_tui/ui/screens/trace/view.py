@@ -85,6 +85,7 @@ class TraceView(TraceHost):
 
     def on_mount(self) -> None:
         self.query_one("#thoughts-pane").border_title = "Thoughts"
+        self.show_thoughts_title()
         self.show_label()
         trace = self.trace
         if trace.task_change is not None:
@@ -402,6 +403,9 @@ class TraceView(TraceHost):
 
     def action_branch_tree(self) -> None:
         self.branching.open_tree()
+
+    def action_recut(self) -> None:
+        self.branching.recut()
 
     def action_compare(self) -> None:
         self.branching.compare()

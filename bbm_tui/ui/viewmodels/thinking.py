@@ -1,0 +1,46 @@
+"""What a thinking trace's views say beside its steps (docs/DESIGN.md §16): that the steps were
+cut from a thinking model's reasoning, by which rule, and, where the provider sends a summary
+rather than the reasoning itself, "summary", so that nobody takes it for the model's thinking."""
+
+from __future__ import annotations
+
+from bbm_tui.core.llm.capabilities import reasoning_is_summary
+from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.core.types import ReasoningKind, SplitRule
+
+# The rule a re-cut goes to from each (the key cycles through them).
+NEXT_RULE = {SplitRule.PARAGRAPH: SplitRule.SENTENCE, SplitRule.SENTENCE: SplitRule.LINE,
+             SplitRule.LINE: SplitRule.PARAGRAPH}
+RULE_WORDS = {SplitRule.PARAGRAPH: "paragraphs", SplitRule.SENTENCE: "sentences",
+              SplitRule.LINE: "lines"}
+KIND_WORDS = {ReasoningKind.RAW: "reasoning", ReasoningKind.SUMMARY: "summary",
+              ReasoningKind.NONE: "no reasoning text"}
+
+
+def reasoning_kind(trace: TraceSession) -> ReasoningKind | None:
+    """What the trace's text is: the stored reasoning's kind, or (before anything is stored)
+    what the model's provider sends. None: not a thinking trace."""
+    stored = trace.reasoning()
+    if stored is not None:
+        return ReasoningKind(stored.kind)
+    if trace.spec.mode != "thinking":
+        return None
+    return ReasoningKind.SUMMARY if reasoning_is_summary(trace.spec) else ReasoningKind.RAW
+
+
+def thinking_note(trace: TraceSession, default_rule: SplitRule, *, short: bool = False) -> str:
+    """"summary · paragraphs", "reasoning · sentences"; "" for a step-at-a-time trace.
+    `short` (a column's title, which says "thinking" already): the reasoning's kind only where
+    it is not the reasoning itself."""
+    kind = reasoning_kind(trace)
+    if kind is None:
+        return ""
+    rule = trace.split_rule() or default_rule
+    if short and kind == ReasoningKind.RAW:
+        return RULE_WORDS[rule]
+    return f"{KIND_WORDS[kind]} · {RULE_WORDS[rule]}"
+
+
+def thoughts_title(trace: TraceSession, default_rule: SplitRule) -> str:
+    note = thinking_note(trace, default_rule)
+    return f"Thoughts · {note}" if note else "Thoughts"

@@ -1,0 +1,142 @@
+"""`run --mode thinking` (issue 32, item 4's rows): one call a trace, rows with the steps
+(stripped), the answer and whether it is right, the model, the mode, the split rule, the raw
+reasoning whole and its kind; offline with solver/thinking and over HTTP against the tests'
+OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bbm_tui.cli import main
+from bbm_tui.core.dataset import bundled_path, bundled_rows
+from bbm_tui.core.generation.splitting import split_text, stripped_steps
+from bbm_tui.core.llm.offline import thinking as offline
+from bbm_tui.core.prompts.thinking import thinking_messages, thinking_prompt
+from bbm_tui.core.tasks import get_task
+from bbm_tui.core.types import SplitRule
+from tests.fake_server import pieces_of
+from tests.openai_server import FakeOpenAI, Reply
+
+
+def rows_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("rule", ["paragraph", "sentence"])
+def test_run_thinking_offline(tmp_path: Path, rule: str) -> None:
+    out = tmp_path / "out.jsonl"
+    code = main(["run", "--task", "multistep_arithmetic", "--dataset", "--limit", "3",
+                 "--model", "solver/thinking", "--mode", "thinking", "--split", rule,
+                 "--out", str(out)])
+    assert code == 0
+    rows = rows_of(out)
+    assert len(rows) == 3
+    by_input = {row.input: row for row in bundled_rows("multistep_arithmetic")[:3]}
+    for row in rows:
+        reply = offline.respond(offline.MODEL, thinking_messages("multistep_arithmetic",
+                                                                 row["input"]))
+        assert row["reasoning"] == reply.reasoning and row["reasoning_kind"] == "raw"
+        assert row["steps"] == stripped_steps(split_text(reply.reasoning, SplitRule(rule)))
+        assert row["mode"] == "thinking" and row["split"] == rule
+        assert row["model"] == "solver/thinking"
+        answer = get_task("multistep_arithmetic").extract_answer(reply.content)
+        assert row["answer"] == answer
+        assert row["is_correct"] == (answer == by_input[row["input"]].target)
+        assert row["usage"]["calls"] == 1
+
+
+def test_run_thinking_over_http(openai_server: FakeOpenAI, tmp_path: Path) -> None:
+    source = tmp_path / "multistep_arithmetic.jsonl"
+    source.write_text("\n".join(bundled_path("multistep_arithmetic").read_text()
+                                .splitlines()[:2]) + "\n")
+    reasoning = "Let me plan.  I add the parts first.\n\nA is 5.\n\nWait, check: A is 5."
+    for _ in range(2):
+        openai_server.enqueue(Reply(text="The sum holds.\nSo the answer is 5",
+                                    reasoning=reasoning, reasoning_tokens=40))
+    out = tmp_path / "out.jsonl"
+    code = main(["run", "--model", "openai/qwen3-8b", "--api-base", openai_server.base_url,
+                 "--mode", "thinking", "--thinking-effort", "high", "--input", str(source),
+                 "--concurrency", "2", "--out", str(out)])
+    assert code == 0
+    rows = rows_of(out)
+    assert len(rows) == 2 and len(openai_server.requests) == 2  # one call a trace
+    for row in rows:
+        assert row["steps"] == ["Let me plan.  I add the parts first.", "A is 5.",
+                                "Wait, check: A is 5."]
+        assert row["reasoning"] == reasoning and row["reasoning_kind"] == "raw"
+        assert row["answer"] == "5" and row["mode"] == "thinking" and row["split"] == "paragraph"
+        # The server's own counts, once: the shares of the one call sum to them.
+        assert row["usage"]["calls"] == 1 and row["usage"]["prompt_tokens"] > 20
+        assert row["usage"]["completion_tokens"] == len(pieces_of(reasoning, None)) + len(
+            pieces_of("The sum holds.\nSo the answer is 5", None))
+    questions = {row["input"] for row in rows}
+    for request in openai_server.requests:
+        content = request.body["messages"][0]["content"]
+        assert any(content == thinking_prompt("multistep_arithmetic", q) for q in questions)
+        assert request.body["reasoning_effort"] == "high"
+        assert "stop" not in request.body
+
+
+def test_run_thinking_a_summary_is_said_so(openai_server: FakeOpenAI, tmp_path: Path) -> None:
+    source = tmp_path / "multistep_arithmetic.jsonl"
+    source.write_text(bundled_path("multistep_arithmetic").read_text().splitlines()[0] + "\n")
+    openai_server.enqueue(Reply(text="So the answer is 5", reasoning="**Adding up**\n\nDone."))
+    out = tmp_path / "out.jsonl"
+    assert main(["run", "--model", "openai/claude-sonnet-4-5", "--api-base",
+                 openai_server.base_url, "--mode", "thinking", "--input", str(source),
+                 "--out", str(out)]) == 0
+    (row,) = rows_of(out)
+    assert row["reasoning_kind"] == "summary" and row["steps"] == ["**Adding up**", "Done."]
+
+
+def test_a_bad_split_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--dataset", "--task", "dyck_languages", "--split", "word",
+              "--out", str(tmp_path / "o.jsonl")])
+    assert "invalid choice: 'word'" in capsys.readouterr().err
+
+
+def test_the_config_says_thinking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('model = "solver/thinking"\nmode = "thinking"\nsplit = "line"\n'
+                      'thinking_effort = "low"\n', encoding="utf-8")
+    monkeypatch.setenv("BBM_TUI_CONFIG", str(config))
+    out = tmp_path / "out.jsonl"
+    assert main(["run", "--task", "dyck_languages", "--dataset", "--limit", "1",
+                 "--out", str(out)]) == 0
+    (row,) = rows_of(out)
+    assert row["mode"] == "thinking" and row["split"] == "line"
+    assert row["steps"] == stripped_steps(split_text(row["reasoning"], SplitRule.LINE))
+
+
+def test_a_bad_split_in_the_config_names_the_line(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('mode = "thinking"\nsplit = "words"\n', encoding="utf-8")
+    monkeypatch.setenv("BBM_TUI_CONFIG", str(config))
+    from bbm_tui.core.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"line 2.*'split' must be one of"):
+        load_config()
+
+
+def test_thinking_rows_are_dataset_rows_to_import_and_export(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`run --mode thinking`'s rows are dataset rows: `import` (what the annotation queue and
+    agreement read) knows them for the traces `run` saved, and `export` gives them back, steps
+    and all."""
+    out = tmp_path / "multistep_arithmetic.jsonl"
+    assert main(["run", "--task", "multistep_arithmetic", "--dataset", "--limit", "2",
+                 "--model", "solver/thinking", "--mode", "thinking", "--out", str(out)]) == 0
+    rows = rows_of(out)
+    assert main(["import", str(out)]) == 0
+    assert "2 traces already saved (by `run`" in capsys.readouterr().err
+    exported = tmp_path / "exported.jsonl"
+    assert main(["export", "--out", str(exported)]) == 0
+    back = {row["input"]: row for row in rows_of(exported)}
+    for row in rows:
+        assert back[row["input"]]["steps"] == row["steps"]
