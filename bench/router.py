@@ -44,7 +44,7 @@ def router_file(folder: Path, name: str, bases: list[str]) -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump({"model_list": [
         {"model_name": "bench",
-         # Each server takes one request at a time (llama-server with one slot): four
+         # Each server takes one request at a time (llama-server with one slot): three
          # live traces keep it busy, and the next trace goes to the first that frees
          # a place (not 8 and 8 of 16 from the start, blind to their lengths).
          "model_info": {"id": f"server-{index}", "max_traces": MAX_TRACES},
