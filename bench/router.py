@@ -28,6 +28,7 @@ from bbm_tui.core.store import Store
 LATENCY_MS = 50.0
 CONCURRENCY = 16
 TARGET = 1.8
+MAX_TRACES = 3
 
 
 def start_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
@@ -42,7 +43,11 @@ def start_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
 def router_file(folder: Path, name: str, bases: list[str]) -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump({"model_list": [
-        {"model_name": "bench", "model_info": {"id": f"server-{index}"},
+        {"model_name": "bench",
+         # Each server takes one request at a time (llama-server with one slot): three
+         # live traces keep it busy, and the next trace goes to the first that frees
+         # a place (not 8 and 8 of 16 from the start, blind to their lengths).
+         "model_info": {"id": f"server-{index}", "max_traces": MAX_TRACES},
          "litellm_params": {"model": "openai/test", "api_base": base, "api_key": "no-key"}}
         for index, base in enumerate(bases, start=1)]}))
     return path

@@ -240,3 +240,40 @@ def test_router_params_of_the_wrong_type_are_named_by_the_file_check(
     with pytest.raises(llm.RouterFileError, match=r"router\.yaml, line 2: ") as raised:
         read_router_file(router)
     assert said in str(raised.value)
+
+
+async def test_a_new_trace_goes_to_the_deployment_that_frees_a_place_first(
+    tmp_path: Path
+) -> None:
+    """Deployments that hold two live traces each (`model_info.max_traces: 2`): the
+    traces beyond wait and go to whichever frees a place first, rather than being split
+    by count when they all start at once: the fast server takes most of the batch."""
+    fast, slow = FakeOpenAI(), FakeOpenAI(latency_s=0.5)
+    fast.start()
+    slow.start()
+    try:
+        fast.responder = slow.responder = dataset_responder
+        router = router_yaml(tmp_path / "router.yaml", ("fast", fast), ("slow", slow))
+        text = router.read_text(encoding="utf-8").replace(
+            "    model_info:\n", "    model_info:\n      max_traces: 2\n")
+        router.write_text(text, encoding="utf-8")
+        spec = llm.ModelSpec("tiny", router=str(router))
+        with Store.open(tmp_path / "store.sqlite3") as store:
+            progress = await run_batch(jobs_from_bundled("dyck_languages", 8), spec, store,
+                                       tmp_path / "out.jsonl", concurrency=8,
+                                       settings=SETTINGS)
+            assert (progress.done, progress.failed) == (8, 0), progress.errors
+            traces_on: dict[str, int] = {}
+            for session in store.sessions():
+                deployments = {step.deployment for step in store.branch(session.session.id)}
+                assert len(deployments) == 1, deployments  # each trace on one deployment
+                name = str(deployments.pop())
+                traces_on[name] = traces_on.get(name, 0) + 1
+        # Split by count, the slow server would hold 4 of the 8 from the start; here it
+        # holds 2 and gets another only if it ends one (>= 9 steps, 4.5 s) before the fast
+        # server's 6 are all through.
+        assert traces_on.get("slow", 0) <= 3, traces_on
+        assert traces_on["fast"] >= 5, traces_on
+    finally:
+        fast.stop()
+        slow.stop()
