@@ -144,7 +144,7 @@ def make_app(urls: Sequence[str]) -> Any:
     config = Config(model=specs[0].model, api_base=specs[0].api_base)
     app = BbmApp(config, task=TASK, question=QUESTION, warm_up=False, wall_clock=False,
                  models=specs if len(specs) > 1 else ())
-    # As `bbm-tui` runs it (ui/app.py run_app): the collector on the app's schedule from the
+    # As `bbm-tui` runs it (ui/run.py run_app): the collector on the app's schedule from the
     # first frame on.
     app.call_after_first_frame(collect_from_now_on)
     return app

@@ -18,6 +18,7 @@ from bbm_tui.core import llm
 from bbm_tui.core.config import Config
 from bbm_tui.ui import app as app_module
 from bbm_tui.ui.dialogs import StoreErrorScreen
+from bbm_tui.ui.run import run_app
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 
 
@@ -35,7 +36,7 @@ def test_run_app_returns_zero_after_q(monkeypatch: pytest.MonkeyPatch) -> None:
         await pilot.press("q")
 
     run_headless(monkeypatch, quit_at_once)
-    assert app_module.run_app(Config()) == 0
+    assert run_app(Config()) == 0
 
 
 def test_run_app_returns_one_when_the_store_cannot_be_opened(
@@ -50,7 +51,7 @@ def test_run_app_returns_one_when_the_store_cannot_be_opened(
 
     run_headless(monkeypatch, read_and_quit)
     capfd.readouterr()
-    assert app_module.run_app(Config()) == 1
+    assert run_app(Config()) == 1
     # Said again on stderr once the app's screen is gone, so that it stays in view.
     lines = capfd.readouterr().err.splitlines()
     assert lines[-1].startswith("bbm-tui: ") and "not a SQLite file" in lines[-1]
