@@ -292,6 +292,26 @@ def test_an_app_process_gets_its_user_and_none_of_the_servers_keys(
     assert environment["TEXTUAL_DRIVER"].endswith("WebDriver")
 
 
+def _all_ended(pids: list[int], within_s: float = 20.0) -> bool:
+    """Whether every process has ended within `within_s` (an app process ends a moment after
+    the server under it stops: on a loaded machine, not at once). One that has ended but not
+    been reaped yet (a zombie: its parent, the server, is gone) has ended."""
+    deadline = time.monotonic() + within_s
+    while any(_running(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 def _app_pids(server_pid: int) -> list[int]:
     """The app processes (`served-app`) under a server process, from /proc."""
     children: dict[int, list[int]] = {}
@@ -343,7 +363,7 @@ def test_the_server_restarted_each_annotator_resumes_at_their_next_trace(
 
     with serving(tmp_path, [data], users) as served:
         asyncio.run(label_two(served.url, served.process.pid))
-    assert apps and not any(Path(f"/proc/{pid}").exists() for pid in apps)
+    assert apps and _all_ended(apps)
     with serving(tmp_path, [data], users) as served:
         asyncio.run(resume(served.url))
     from bbm_tui.core.store import Store
