@@ -218,7 +218,10 @@ async def streaming(app: Any, columns: int, *, until_following: bool = False) ->
     await until(lambda: all(view.running and len(view.trace.steps) >= 1 for view in views),
                 what="the columns never streamed")
     if until_following:
-        await until(lambda: all(following(view) for view in views),
+        # Side by side, the focused column follows its end and the others scroll with it
+        # (the same thought numbers on the same rows): each overflows, one is anchored.
+        await until(lambda: all(view.thoughts.max_scroll_y > 0 for view in views)
+                    and any(following(view) for view in views),
                     what="the columns never overflowed their panes")
     return views
 
