@@ -46,7 +46,13 @@ from bbm_tui.core.llm.errors import (
 )
 from bbm_tui.core.llm.records import UsageCounts, UsageWatch, usage_watch
 from bbm_tui.core.llm.router import start_call
-from bbm_tui.core.llm.transport import close_stream, provider_finish_reason, unicode_text
+from bbm_tui.core.llm.transport import (
+    answer_silence,
+    close_stream,
+    longest_silence,
+    provider_finish_reason,
+    unicode_text,
+)
 from bbm_tui.core.llm.turns import call_turn
 from bbm_tui.core.llm.usage import cost_of, counts_from_litellm
 from bbm_tui.core.types import CallRecord, CallSettings, ModelSpec, ReasoningKind
@@ -519,8 +525,7 @@ async def _read_stream(stream: Any, state: _CallState, spec: ModelSpec, call: Ca
         for event in events:
             await queue.put(event)
         if events:
-            limit.reschedule(min(loop.time() + min(call.timeout_s, call.idle_timeout_s),
-                                 deadline))
+            limit.reschedule(min(loop.time() + longest_silence(call), deadline))
 
 
 def _chunk_events(chunk: Any, state: _CallState) -> list[ThinkingEvent]:
@@ -603,12 +608,8 @@ def _check_ended_well(stream: Any, state: _CallState, spec: ModelSpec) -> None:
 
 
 def _silence(spec: ModelSpec, call: CallSettings, state: _CallState) -> LLMError:
-    where = f" at {spec.api_base}" if spec.api_base else ""
-    if not state.started:
-        return LLMError("timeout", f"{spec.model}{where} did not answer in time (no text "
-                        f"in {first_text_wait(spec, call):g} s)")
-    return LLMError("timeout", f"{spec.model}{where} did not answer in time (silent for "
-                    f"{min(call.timeout_s, call.idle_timeout_s):g} s mid-answer)")
+    return answer_silence(spec, call, started=state.started,
+                          first_text_s=first_text_wait(spec, call))
 
 
 def _counts(state: _CallState, watch: UsageWatch) -> UsageCounts:

@@ -820,7 +820,7 @@ async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings,
     where that is shorter (it is the wait "per read"), never past `deadline`; it raises
     TimeoutError when either passes."""
     loop = asyncio.get_running_loop()
-    silence_s = _longest_silence(settings)
+    silence_s = longest_silence(settings)
     iterator = stream.__aiter__()
     while True:
         try:
@@ -853,19 +853,26 @@ async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings,
         limit.reschedule(min(loop.time() + silence_s, deadline))
 
 
-def _longest_silence(settings: CallSettings) -> float:
+def longest_silence(settings: CallSettings) -> float:
+    """The longest a whole answer's stream may be silent once it has begun to write."""
     return min(settings.timeout_s, settings.idle_timeout_s)
 
 
 def _silence(spec: ModelSpec, settings: CallSettings, state: _StreamState) -> LLMError:
-    """A whole answer's timeout, saying which: no text in the call's timeout, or a silence
-    mid-answer longer than the longest allowed."""
+    return answer_silence(spec, settings, started=state.started,
+                          first_text_s=settings.timeout_s)
+
+
+def answer_silence(spec: ModelSpec, settings: CallSettings, *, started: bool,
+                   first_text_s: float) -> LLMError:
+    """A whole answer's timeout (a finder's, a thinking call's), saying which: no text in
+    `first_text_s`, or a silence mid-answer longer than the longest allowed."""
     where = f" at {spec.api_base}" if spec.api_base else ""
-    if not state.started:
+    if not started:
         return LLMError("timeout", f"{spec.model}{where} did not answer in time (no text "
-                        f"in {settings.timeout_s:g} s)")
+                        f"in {first_text_s:g} s)")
     return LLMError("timeout", f"{spec.model}{where} did not answer in time (silent for "
-                    f"{_longest_silence(settings):g} s mid-answer)")
+                    f"{longest_silence(settings):g} s mid-answer)")
 
 
 async def _complete_unstreamed(
