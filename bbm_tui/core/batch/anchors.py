@@ -25,6 +25,7 @@ from bbm_tui.core.batch.shard import Shard
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
+    limited_per_task,
     read_input_rows,
     replacing,
     row_from_json,
@@ -107,12 +108,9 @@ def traces_from_files(paths: Sequence[Path], task: str | None, limit: int | None
     """The thinking traces of the input files, at most `limit` per task. Raises DatasetError
     naming the file for a row with no raw reasoning to go on from."""
     traces: list[Trace] = []
-    per_task: dict[str, int] = {}
     for path in paths:
-        for row_task, row in rows_with_tasks(path, task, read_input_rows(path, fmt)):
-            if limit is not None and per_task.get(row_task, 0) >= limit:
-                continue
-            per_task[row_task] = per_task.get(row_task, 0) + 1
+        rows = rows_with_tasks(path, task, read_input_rows(path, fmt))
+        for row_task, row in limited_per_task(rows, limit):
             try:
                 raw, rule = raw_steps_of(row)
             except NotAThinkingTrace as error:

@@ -34,6 +34,7 @@ from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
     iter_jsonl,
+    limited_per_task,
     read_input_rows,
     row_from_json,
     rows_with_tasks,
@@ -181,12 +182,9 @@ def jobs_from_files(paths: Sequence[Path], task: str | None, locations: Location
     """The traces of dataset files (BBM or any of the field's formats: `fmt`, else told by
     their first row), at most `limit` per task."""
     jobs: list[BacktrackJob] = []
-    per_task: dict[str, int] = {}
     for path in paths:
-        for row_task, row in rows_with_tasks(path, task, read_input_rows(path, fmt)):
-            if limit is not None and per_task.get(row_task, 0) >= limit:
-                continue
-            per_task[row_task] = per_task.get(row_task, 0) + 1
+        rows = rows_with_tasks(path, task, read_input_rows(path, fmt))
+        for row_task, row in limited_per_task(rows, limit):
             jobs.append(BacktrackJob(row_task, row, location_of(locations, row_task, row)))
     return jobs
 

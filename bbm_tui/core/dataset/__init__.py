@@ -466,6 +466,17 @@ def rows_with_tasks(
         yield file_task, row
 
 
+def limited_per_task(pairs: Iterable[tuple[str, TraceRow]], limit: int | None
+                     ) -> Iterator[tuple[str, TraceRow]]:
+    """`rows_with_tasks`'s pairs, at most `limit` rows of each task (all: None)."""
+    taken: dict[str, int] = {}
+    for row_task, row in pairs:
+        if limit is not None and taken.get(row_task, 0) >= limit:
+            continue
+        taken[row_task] = taken.get(row_task, 0) + 1
+        yield row_task, row
+
+
 def write_rows(path: Path | str, rows: Iterable[TraceRow]) -> None:
     """Write a whole JSONL file atomically (a temporary file renamed over the target)."""
     with replacing(Path(path)) as out:
