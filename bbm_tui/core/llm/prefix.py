@@ -22,11 +22,13 @@ every reply litellm reads (core/llm/http_guard.py: bounded, valid UTF-8).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import math
 import os
 import ssl
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -191,6 +193,24 @@ class Prefixer:
         body = _completions_body(_model_name(self.spec), prompt, settings)
         reply = await self._post("/v1/completions", body, settings.timeout_s)
         return _completions_continuation(self.spec, reply, body, time.monotonic() - started)
+
+
+    async def stream(self, kept: str, settings: PrefixSettings
+                     ) -> AsyncIterator[str | Continuation]:
+        """One continuation after `kept` as it comes: its text in pieces, then the whole
+        Continuation. solver/thinking writes at the replay's pace (a token a piece, as its
+        thinking calls stream); a server's reply comes whole, as one piece."""
+        continuation = await self.go_on(kept, settings)
+        if self.wire == "offline":
+            from bbm_tui.core.llm.offline.replay import paced_pieces, seconds_per_token
+
+            pace = seconds_per_token()
+            for piece in paced_pieces(continuation.text, pace):
+                await asyncio.sleep(pace)
+                yield piece
+        elif continuation.text:
+            yield continuation.text
+        yield continuation
 
 
 def _llama_body(prompt: str, settings: PrefixSettings) -> dict[str, Any]:
