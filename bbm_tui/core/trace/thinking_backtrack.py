@@ -37,10 +37,17 @@ from bbm_tui.core.generation.splitting import split_text
 from bbm_tui.core.generation.stepper import StepEvent
 from bbm_tui.core.llm.prefix import Prefixer, PrefixSettings, prefix_refusal
 from bbm_tui.core.prompts.thinking import thinking_messages
-from bbm_tui.core.store import Step, StoredCandidate
+from bbm_tui.core.store import Step, Store, StoredCandidate
 from bbm_tui.core.store.steps import ReasoningSlice
-from bbm_tui.core.trace.session import BranchMade, SamplesReady, TraceSession
-from bbm_tui.core.types import ReasoningKind, SplitRule, StepOrigin
+from bbm_tui.core.trace.session import (
+    BranchMade,
+    NewTrace,
+    SamplesReady,
+    TraceSession,
+    digest_of,
+    on_the_loop,
+)
+from bbm_tui.core.types import CallPurpose, ReasoningKind, SessionSource, SplitRule, StepOrigin
 
 
 class NotContinuable(ValueError):
@@ -172,7 +179,8 @@ async def continue_thinking(
     reasoning and the answer, streamed at temperature 0 and stored as they come (the
     thinking mode's events)."""
     raw = samples.raw_of(candidate)
-    reasoning_id, step = await trace.store_work(_take_sample, trace, samples, candidate, raw)
+    reasoning_id, step = await trace.store_work(_take_sample, trace, samples.kept,
+                                                samples.rule, candidate, raw)
     yield BranchMade(step)
     events = go_on_streaming(prefixer, trace.task, samples.kept + raw, candidate.number + 1,
                              samples.rule, answer_settings(settings, temperature=0.0),
@@ -181,20 +189,124 @@ async def continue_thinking(
         yield event
 
 
-def _take_sample(trace: TraceSession, samples: ThinkingSamples, candidate: StoredCandidate,
-                 raw: str) -> tuple[int, Step]:
+def _take_sample(trace: TraceSession, kept: str, rule: SplitRule,
+                 candidate: StoredCandidate, raw: str) -> tuple[int, Step]:
     """The new branch's reasoning, begun with steps 1..k-1 raw, and its Thought k: the
     sample taken (its candidate marked chosen in the same transaction as the step)."""
     store = trace.store
     reasoning = store.add_reasoning(trace.session.id, trace.spec.model, str(ReasoningKind.RAW),
-                                    trace.model_branch_id, text=samples.kept)
+                                    trace.model_branch_id, text=kept)
     step = store.add_step(
         trace.session.id, parent_id=candidate.parent_id, number=candidate.number,
         text=candidate.text, origin=StepOrigin.BACKTRACK,
         answer=trace.task.extract_answer(candidate.text), call_id=candidate.call_id,
         choice=candidate.choice, tokens=candidate.tokens, candidate_id=candidate.id,
         model_branch_id=trace.model_branch_id,
-        view=ReasoningSlice(reasoning.id, str(samples.rule), raw))
+        view=ReasoningSlice(reasoning.id, str(rule), raw))
     trace.show_new_step(step)
     return reasoning.id, step
 
+
+
+# -- `backtrack --mode thinking`: its result as a branch in the store
+
+
+@dataclass(frozen=True)
+class RecordedBacktrack:
+    """What `backtrack --mode thinking` did to one row, to keep as a session: the row's
+    reasoning (raw, whole) and its rule, the step resampled (0-based `location`), the
+    samples, and (where one was chosen and went on) the new reasoning, whole, its answer's
+    text and answer, and the call that wrote its rest."""
+
+    task: str
+    input: str
+    target: str
+    gold: int | None  # the row's labelled first mistake (None: none, or unlabelled)
+    labelled: bool
+    reasoning: str
+    reasoning_kind: str
+    rule: SplitRule
+    answer: str | None
+    location: int
+    resample: ThinkingResample
+    settings: PrefixSettings
+    new_reasoning: str | None = None
+    new_answer_text: str | None = None
+    new_answer: str | None = None
+    ending_call: llm.CallRecord | None = None
+
+
+def record_backtrack(store: Store, spec: llm.ModelSpec, done: RecordedBacktrack) -> int:
+    """`backtrack --mode thinking`'s result as a session of the store (source "backtrack", as
+    the paper's traces' backtracking keeps): the row's trace as its first branch, a view of
+    its reasoning stored whole; the samples of the step (the `candidates`, their calls); and
+    the new branch from the chosen one, its reasoning stored whole too (re-cut by `S`). The
+    app opens it as any session: the tree, compare and exports. The session's id."""
+    trace = _row_session(store, spec, done)
+    number = done.location + 1
+    parent = trace.steps[number - 2].id if number > 1 else None
+    stored = trace.store_samples(_as_resample(done.resample, done.settings), parent)
+    chosen = done.resample.chosen
+    if chosen is None or done.new_reasoning is None:
+        return trace.id
+    candidate = stored[chosen]
+    kept = "".join(split_text(done.reasoning, done.rule)[: done.location])
+    new_raw = split_text(done.new_reasoning, done.rule)
+    reasoning_id, step = _take_sample(trace, kept, done.rule, candidate,
+                                      done.resample.samples[chosen].raw)
+    rest = new_raw[number:]
+    for offset, raw in enumerate(rest):
+        last = offset == len(rest) - 1
+        step = store.add_step(
+            trace.id, parent_id=step.id, number=number + 1 + offset, text=raw.strip(),
+            origin=StepOrigin.THINKING, answer=done.new_answer if last else None,
+            call=done.ending_call if last else None, model_branch_id=trace.model_branch_id,
+            view=ReasoningSlice(reasoning_id, str(done.rule), raw))
+    if done.ending_call is not None and not rest:
+        store.record_call(trace.id, CallPurpose.STEP, done.ending_call)
+    store.finish_reasoning(reasoning_id, text=done.new_reasoning, kind=str(ReasoningKind.RAW),
+                           answer_text=done.new_answer_text, reasoning_tokens=None)
+    return trace.id
+
+
+def _row_session(store: Store, spec: llm.ModelSpec, done: RecordedBacktrack) -> TraceSession:
+    """The batch's session of this row and model (found from an earlier run, or made), with
+    the row's trace as its first branch: a view of its reasoning, stored whole."""
+    digest = digest_of(done.task)
+    steps = [raw.strip() for raw in split_text(done.reasoning, done.rule)]
+    for session in store.sessions_of_question(task=done.task, input=done.input,
+                                              model=spec.model):
+        if session.source != SessionSource.BACKTRACK or session.task_digest != digest:
+            continue
+        trace = TraceSession(store, session, spec, store_work=on_the_loop)
+        first = _first_branch(trace)
+        if [step.text for step in first] == steps:
+            trace.switch_to(first[-1].id)
+            return trace
+    trace = TraceSession.create(
+        store, NewTrace(done.task, done.input, done.target or None,
+                        gold_mistake_index=done.gold if done.labelled else None),
+        spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
+    reasoning = store.add_reasoning(trace.id, spec.model, done.reasoning_kind)
+    store.finish_reasoning(reasoning.id, text=done.reasoning, kind=done.reasoning_kind,
+                           answer_text=None, reasoning_tokens=None)
+    rows = [(text, done.answer if index == len(steps) - 1 else None)
+            for index, text in enumerate(steps)]
+    # As `import` keeps a reasoning written elsewhere (annotation/export.py): thinking steps.
+    store.add_view(trace.id, reasoning.id, str(done.rule), rows, str(StepOrigin.THINKING))
+    trace.reload()
+    if done.labelled and done.gold is not None and 0 <= done.gold < len(steps):
+        trace.flag_mistake(done.gold + 1)
+    elif done.labelled and steps:
+        trace.mark_no_mistake()
+    return trace
+
+
+def _first_branch(trace: TraceSession) -> list[Step]:
+    """The row's trace: the first branch, the steps loaded from the row."""
+    path: list[Step] = []
+    children = trace.tree.children(None)
+    while children and children[0].origin == StepOrigin.THINKING:
+        path.append(children[0])
+        children = trace.tree.children(children[0].id)
+    return path
