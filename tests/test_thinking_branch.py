@@ -23,6 +23,7 @@ from bbm_tui.core.llm.prefix import PrefixSettings
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import BranchMade, NewTrace, TraceSession
 from bbm_tui.core.trace.thinking_backtrack import (
+    ThinkingSamples,
     continue_thinking,
     prefixer_for,
     resample_thinking,
@@ -91,7 +92,7 @@ def test_a_thinking_step_is_resampled_stored_and_goes_on_on_a_new_branch(
     llama.requests.clear()
     arrived: list[SampleArrived] = []
 
-    async def backtrack() -> list[object]:
+    async def backtrack() -> tuple[ThinkingSamples, list[object]]:
         prefixer = prefixer_for(trace)
         try:
             samples = await resample_thinking(trace, prefixer, 2, PrefixSettings(),
@@ -99,8 +100,8 @@ def test_a_thinking_step_is_resampled_stored_and_goes_on_on_a_new_branch(
             resample = samples.ready.resample
             assert resample.chosen is not None
             chosen = samples.ready.stored[resample.chosen]
-            return [samples, [event async for event in continue_thinking(
-                trace, prefixer, samples, chosen, PrefixSettings())]]
+            return samples, [event async for event in continue_thinking(
+                trace, prefixer, samples, chosen, PrefixSettings())]
         finally:
             await prefixer.aclose()
 
@@ -113,15 +114,17 @@ def test_a_thinking_step_is_resampled_stored_and_goes_on_on_a_new_branch(
     assert {record.body["prompt"] for record in completions[:8]} == {head + RAW[0]}
     assert all(record.body["temperature"] == 1.0 for record in completions[:8])
     assert len(arrived) == 8
-    ready = samples.ready  # type: ignore[attr-defined]
+    ready = samples.ready
+    chosen = ready.resample.chosen
+    assert chosen is not None
     stored = ready.stored
     # Cut at the paragraph rule; the original again dropped; the likeliest of the rest
     # ("1 + 1 = 2.": 5 tokens at -1.0) starred; all stored with their log-probabilities.
     assert {candidate.text for candidate in stored} == {
         "1 + 1 = 3.", "One and one make two, not three.", "1 + 1 = 2."}
     assert all(candidate.dropped == (candidate.text == "1 + 1 = 3.") for candidate in stored)
-    assert stored[ready.resample.chosen].text == "1 + 1 = 2."
-    assert stored[ready.resample.chosen].logprob == pytest.approx(-5.0)
+    assert stored[chosen].text == "1 + 1 = 2."
+    assert stored[chosen].logprob == pytest.approx(-5.0)
     assert ready.resample.chosen_by == "logprob"
     again = store.candidates(trace.id, original[0].id, 2)
     assert [candidate.id for candidate in again] == [candidate.id for candidate in stored]
@@ -129,6 +132,7 @@ def test_a_thinking_step_is_resampled_stored_and_goes_on_on_a_new_branch(
     (going_on,) = completions[8:]
     assert going_on.body["prompt"] == head + RAW[0] + "1 + 1 = 2. \n\n"
     assert going_on.body["temperature"] == 0.0
+    assert going_on.body["stream"] is True  # its thoughts shown as they come
     assert isinstance(events[0], BranchMade)
     assert isinstance(events[-1], TraceFinished) and events[-1].answer == "4"
     assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.", "So 4."]
@@ -137,7 +141,7 @@ def test_a_thinking_step_is_resampled_stored_and_goes_on_on_a_new_branch(
     assert trace.answer == "4" and trace.correct
     assert trace.steps[0].id == original[0].id  # Thought 1 shared with the original
     # The sample taken is marked chosen (the tree and compare say where the branch came from).
-    assert again[ready.resample.chosen].step_id == trace.steps[1].id
+    assert again[chosen].step_id == trace.steps[1].id
     # The new branch's reasoning is stored whole: step 1 raw, the sample raw, the rest.
     reasoning = trace.reasoning()
     assert reasoning is not None and reasoning.complete and reasoning.id != first_reasoning.id
@@ -175,6 +179,7 @@ def test_the_offline_thinking_model_backtracks_with_no_key() -> None:
         assert trace.answer == row.answer
         assert thinking_refusal(trace) is None
         prefixer = prefixer_for(trace)
+        assert row.mistake_index is not None
         number = 2 + row.mistake_index
         for seed in range(20):  # until a seed draws the right step among the 8
             samples = await resample_thinking(trace, prefixer, number,

@@ -128,7 +128,12 @@ async def test_b_enter_goes_on_from_a_thinking_sample_on_a_new_branch(
                    if record.path == "/completion"}
         assert len(prompts) == 1 and prompts.pop().endswith("<think>\nPlan: add, then "
                                                            "multiply.  \n\n")
+        llama.token_delay_s = 0.4  # the rest streams a token at a time
         await pilot.press("enter")
+        # Live: Thought 3 is in while the rest of the reasoning still streams.
+        await wait_for(pilot, lambda: len(view.trace.steps) >= 3 and view.running,
+                       timeout=60)
+        assert view.trace.answer is None
         await wait_for(pilot, lambda: view.trace.answer == "4" and not view.running,
                        timeout=60)
         assert isinstance(pilot.app.screen, TraceScreen)

@@ -24,6 +24,7 @@ from bbm_tui.core.generation.splitting import split_text
 from bbm_tui.core.generation.stepper import StepEvent
 from bbm_tui.core.generation.thinking import ReasoningFinished, answer_of, thinking_events
 from bbm_tui.core.llm.prefix import THINK_CLOSE, Continuation, Prefixer, PrefixSettings
+from bbm_tui.core.llm.prefix_stream import stream_continuation
 from bbm_tui.core.llm.thinking import AnswerDelta, ReasoningDelta, ThinkingDone
 from bbm_tui.core.tasks import Task
 from bbm_tui.core.types import ReasoningKind, SplitRule, TokenLogprob
@@ -183,7 +184,7 @@ async def go_on_streaming(
     async def pieces() -> AsyncGenerator[llm.ThinkingEvent, None]:
         held = ""  # text that may be the start of `</think>`
         closed = False
-        async for item in prefixer.stream(kept, settings):
+        async for item in stream_continuation(prefixer, kept, settings):
             if isinstance(item, Continuation):
                 if held:
                     yield AnswerDelta(held) if closed else ReasoningDelta(held)

@@ -22,19 +22,17 @@ every reply litellm reads (core/llm/http_guard.py: bounded, valid UTF-8).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
 import os
 import ssl
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from bbm_tui.core.llm.capabilities import _provider_of, is_offline, key_env_var, thinking_wire
-from bbm_tui.core.llm.errors import LLMError, with_retries
+from bbm_tui.core.llm.errors import ErrorKind, LLMError, with_retries
 from bbm_tui.core.llm.router import deployment_spec
 from bbm_tui.core.types import CallRecord, ModelSpec, RetryPolicy, TokenLogprob
 
@@ -144,10 +142,15 @@ class Prefixer:
             await self._client.aclose()
             self._client = None
 
-    async def _post(self, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def http_client(self) -> Any:
+        """The client kept open between this question's calls (httpx, through the guard)."""
         if self._client is None:
             self._client = new_client(self.spec)
-        return await _post(self._client, _root(self.spec) + path, body, timeout_s, self.spec)
+        return self._client
+
+    async def _post(self, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        return await _post(self.http_client(), _root(self.spec) + path, body, timeout_s,
+                           self.spec)
 
     async def head(self) -> str:
         """The chat template applied to the question and the reasoning opened."""
@@ -193,24 +196,6 @@ class Prefixer:
         body = _completions_body(_model_name(self.spec), prompt, settings)
         reply = await self._post("/v1/completions", body, settings.timeout_s)
         return _completions_continuation(self.spec, reply, body, time.monotonic() - started)
-
-
-    async def stream(self, kept: str, settings: PrefixSettings
-                     ) -> AsyncIterator[str | Continuation]:
-        """One continuation after `kept` as it comes: its text in pieces, then the whole
-        Continuation. solver/thinking writes at the replay's pace (a token a piece, as its
-        thinking calls stream); a server's reply comes whole, as one piece."""
-        continuation = await self.go_on(kept, settings)
-        if self.wire == "offline":
-            from bbm_tui.core.llm.offline.replay import paced_pieces, seconds_per_token
-
-            pace = seconds_per_token()
-            for piece in paced_pieces(continuation.text, pace):
-                await asyncio.sleep(pace)
-                yield piece
-        elif continuation.text:
-            yield continuation.text
-        yield continuation
 
 
 def _llama_body(prompt: str, settings: PrefixSettings) -> dict[str, Any]:
@@ -366,11 +351,8 @@ async def _post_once(client: Any, url: str, body: dict[str, Any],
     try:
         response = await client.post(url, json=body, timeout=timeout_s)
         if response.status_code >= 400:
-            kind = ("rate_limit" if response.status_code == 429 else
-                    "server" if response.status_code >= 500 else
-                    "not_found" if response.status_code == 404 else "bad_request")
-            raise LLMError(kind, f"{url} answered {response.status_code}: "
-                           f"{response.text[:300]}")
+            raise LLMError(error_kind(response.status_code), f"{url} answered "
+                           f"{response.status_code}: {response.text[:300]}")
         reply = response.json()
     except httpx.TimeoutException:
         raise LLMError("timeout", f"{url} did not answer within {timeout_s:g} s") from None
@@ -381,6 +363,12 @@ async def _post_once(client: Any, url: str, body: dict[str, Any],
     if not isinstance(reply, dict):
         raise LLMError("unknown", f"{url} sent JSON that is not an object")
     return reply
+
+
+def error_kind(status: int) -> ErrorKind:
+    """The kind of error an HTTP status says (a retry waits on some: errors.with_retries)."""
+    return ("rate_limit" if status == 429 else "server" if status >= 500 else
+            "not_found" if status == 404 else "bad_request")
 
 
 @functools.cache
