@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bbm_tui.core import llm
+from bbm_tui.core.annotation.export import dpo_rows, export_from_store
 from bbm_tui.core.generation.backtrack import SampleArrived
 from bbm_tui.core.generation.splitting import split_text
 from bbm_tui.core.generation.stepper import TraceFinished
@@ -82,12 +85,13 @@ def thinking_trace(store: Store, server: FakeLlamaServer) -> TraceSession:
 
 
 def test_a_thinking_step_is_resampled_stored_and_goes_on_on_a_new_branch(
-        llama: FakeLlamaServer, tmp_path: Any) -> None:
+        llama: FakeLlamaServer, tmp_path: Path) -> None:
     store = Store.open()
     trace = thinking_trace(store, llama)
     original = list(trace.steps)
     first_reasoning = trace.reasoning()
     assert first_reasoning is not None and first_reasoning.text == REASONING
+    trace.flag_mistake(2)
     script(llama)
     llama.requests.clear()
     arrived: list[SampleArrived] = []
@@ -138,7 +142,7 @@ def test_a_thinking_step_is_resampled_stored_and_goes_on_on_a_new_branch(
     assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.", "So 4."]
     assert [step.origin for step in trace.steps] == [
         StepOrigin.THINKING, StepOrigin.BACKTRACK, StepOrigin.THINKING, StepOrigin.THINKING]
-    assert trace.answer == "4" and trace.correct
+    assert trace.answer == "4" and trace.correct and trace.label is None
     assert trace.steps[0].id == original[0].id  # Thought 1 shared with the original
     # The sample taken is marked chosen (the tree and compare say where the branch came from).
     assert again[chosen].step_id == trace.steps[1].id
@@ -151,6 +155,18 @@ def test_a_thinking_step_is_resampled_stored_and_goes_on_on_a_new_branch(
     # The original branch is kept.
     assert len(trace.tree.children(original[0].id)) == 2
     assert [step.id for step in trace.tree.path(original[-1].id)] == [s.id for s in original]
+    # Exports take the new branch as they take a backtracked paper trace's: the branch on
+    # show, the flagged original as a row of its own, and a preference pair (the flagged
+    # thought rejected, the sample that went on to the target chosen).
+    out = tmp_path / "out.jsonl"
+    export_from_store(store, "jsonl", out, [trace.id])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(row["steps"], row.get("mistake_index")) for row in rows] == [
+        (["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.", "So 4."], None),
+        ([step.strip() for step in RAW], 1)]
+    (pair,) = dpo_rows(store, [trace.id])
+    assert (pair["rejected"], pair["chosen"]) == (" 1 + 1 = 3.", " 1 + 1 = 2.")
+    assert pair["bbm_tui"]["chosen_origin"] == StepOrigin.BACKTRACK
     # S re-cuts the new branch's reasoning, no new call.
     calls = store.totals(trace.id).calls
     assert trace.recut(SplitRule.SENTENCE)
