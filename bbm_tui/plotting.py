@@ -94,7 +94,9 @@ def draw(plot: Any, chart: BarChart, width: int, height: int, *, colour: bool = 
     values = [[0.0 if value is None else float(value) for value in series.values]
               for series in chart.series]
     low, high = _limits(chart, values)
-    ticks = nice_ticks(low, high)
+    # A tick every other row at most: on a short chart (80x24) six ticks on five rows were
+    # drawn over each other, a label beside the wrong line.
+    ticks = nice_ticks(low, high, most=max(2, min(5, (height - FRAME_ROWS) // 2)))
     labels = [one_line(category) for category in chart.categories]
     plot_width = width - _tick_width(ticks, chart) - 2
     labels = fit_labels(labels, plot_width)

@@ -145,6 +145,8 @@ async def test_I_rolls_out_each_prefix_and_fills_the_bars(
         assert [step.importance for step in view.steps] == pytest.approx(
             [0.0, 0.75, 0.0, 0.0])
         assert view.steps[1].answers_resampled == {"4": 1, "5": 3}
+        # Drawn on the next frame.
+        await wait_for(pilot, lambda: "Thought 2" in screen_text(pilot.app))
         shown = screen_text(pilot.app)
         # Step 2's bar: 0.75 of 20 cells (wide) is 15.
         assert "█" * 15 in shown and "█" * 16 not in shown

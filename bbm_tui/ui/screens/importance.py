@@ -199,9 +199,10 @@ class ImportanceScreen(BbmScreen):
 
     HELP_TITLE = "the importance view"
     CSS_PATH = stylesheet("charts")
-    # Narrow, the chart and the anchors go under the thoughts; wide, beside them.
+    # Under 160 columns the chart and the anchors go under the thoughts (whose text needs
+    # the width); wider, beside them.
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"),
-                                                                      (120, "-wide")]
+                                                                      (160, "-wide")]
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "start", "roll out", id="importance_start",
@@ -307,8 +308,9 @@ class ImportanceScreen(BbmScreen):
 
         def chosen(choice: RolloutChoice | None) -> None:
             if choice is None:
-                self.say("No rollout started.", then=f"{self.key('importance_start')} "
-                         "rolls out, esc goes back.")
+                done = len(self.rows)
+                self.say(f"No rollout started ({done} done).",
+                         then=f"{self.key('importance_start')} rolls out, esc goes back.")
                 return
             self.run_worker(self._run(choice), name="importance_run", group="importance",
                             exclusive=True, exit_on_error=False,
@@ -400,6 +402,10 @@ class ImportanceScreen(BbmScreen):
 
     # -- drawing
 
+    def on_resize(self) -> None:
+        # The thoughts' text takes what the figures leave of the new width.
+        self.call_after_refresh(self._draw)
+
     def _draw_if_dirty(self) -> None:
         if self._dirty:
             self._draw()
@@ -409,8 +415,13 @@ class ImportanceScreen(BbmScreen):
 
         self._dirty = False
         self.steps = live_importances(self.source.trace, self.rows)
-        bar_width = 20 if self.has_class("-wide") else 10
-        self.query_one("#importance-table", Static).update(steps_table(self.steps, bar_width))
+        # The pane's width inside its border, padding and scroll bar (before the first
+        # layout: unknown, the screen's roughly; drawn again on a resize).
+        width = self.query_one(StepsPane).scrollable_content_region.width or (
+            self.size.width - 6)
+        bar_width = 20 if width >= 100 else 10
+        self.query_one("#importance-table", Static).update(
+            steps_table(self.steps, bar_width, width))
         chart = charts.importance_chart(self.steps)
         view = self.query_one(ChartView)
         view.show(chart)
@@ -437,25 +448,31 @@ def _share(value: float | None, count: int) -> str:
     return "–" if value is None else f"{value:.0%} of {count}"
 
 
-def steps_table(steps: list[StepImportance], bar_width: int) -> Table:
+def steps_table(steps: list[StepImportance], bar_width: int, width: int) -> Table:
     """A row a thought: its number, its bar (█ keeping it helps, ░ it hurts), the figure,
-    the accuracy kept and resampled, and its text on one line (the model's: plain text)."""
+    the accuracy kept and resampled, and its text on one line (the model's: plain text) in
+    what the rest leave of `width` (every other column's width is set: Rich, left to fit a
+    long text, narrowed the figures to nothing)."""
     from bbm_tui.core.judging.anchors import importance_bar
 
-    table = Table(box=None, padding=(0, 1), expand=True, show_edge=False)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("importance", width=bar_width, no_wrap=True)
-    table.add_column("", justify="right", no_wrap=True)
-    table.add_column("kept", justify="right", no_wrap=True)
-    table.add_column("resampled", justify="right", no_wrap=True)
-    table.add_column("thought", ratio=1, no_wrap=True, overflow="ellipsis")
-    for step in steps:
+    headers = ("#", "importance", "", "kept", "resampled", "thought")
+    rows = [(str(step.index + 1), importance_bar(step.importance, bar_width),
+             _figure(step.importance), _share(step.accuracy_kept, step.kept),
+             _share(step.accuracy_resampled, step.resampled)) for step in steps]
+    widths = [max([len(headers[column])] + [len(row[column]) for row in rows])
+              for column in range(5)]
+    widths[1] = bar_width
+    gaps = 2 * (len(headers) - 1)
+    text_width = max(10, width - sum(widths) - gaps)
+    table = Table(box=None, padding=(0, 1), show_edge=False, pad_edge=False)
+    for column, header in enumerate(headers[:5]):
+        table.add_column(header, width=widths[column], no_wrap=True,
+                         justify="left" if column == 1 else "right")
+    table.add_column("thought", width=text_width, no_wrap=True, overflow="ellipsis")
+    for step, row in zip(steps, rows, strict=True):
         importance = step.importance
         colour = "" if importance is None else ("green" if importance >= 0 else "red")
-        table.add_row(str(step.index + 1),
-                      Text(importance_bar(importance, bar_width), style=colour),
-                      _figure(importance), _share(step.accuracy_kept, step.kept),
-                      _share(step.accuracy_resampled, step.resampled),
+        table.add_row(row[0], Text(row[1], style=colour), *row[2:],
                       Text(one_line(step.text), no_wrap=True, overflow="ellipsis"))
     return table
 
