@@ -254,3 +254,33 @@ async def test_I_on_a_step_at_a_time_trace_says_it_needs_a_thinking_one(store: S
         status = screen.query_one("#run-status")
         await wait_for(pilot, lambda: "thinking model's trace" in str(status.render()))
         assert pilot.app.screen is screen
+
+
+async def test_I_runs_offline_on_solver_thinking(store: Store) -> None:
+    """solver/thinking goes on from a prefix of its own reasoning (no key, no server): every
+    prefix's rollouts are made and each thought gets its figure, the trace's slip or check
+    among the anchors."""
+    from bbm_tui.core.dataset import bundled_rows
+
+    row = bundled_rows(TASK)[4]  # the README's thinking demo: a slip it may not catch
+    spec = llm.ModelSpec("solver/thinking", mode="thinking")
+    trace = TraceSession.create(store, NewTrace(TASK, row.input, row.target, 4), spec)
+    async for _event in trace.generate():
+        pass
+    steps = len(trace.steps)
+    app = make_app(Config(model=spec.model, mode="thinking"), session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen))
+        screen = pilot.app.screen
+        assert isinstance(screen, TraceScreen)
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == steps)
+        view, dialog = await dialog_up(pilot)
+        assert str(dialog.query_one("#rollouts-plan").render()).startswith(
+            f"{(steps + 1) * 4} calls")
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: len(view.rows) == (steps + 1) * 4 and not view.running,
+                       timeout=120)
+        assert all(step.kept == step.resampled == 4 for step in view.steps)
+        assert all(step.importance is not None for step in view.steps)
+        assert any(step.importance for step in view.steps), [
+            step.importance for step in view.steps]

@@ -24,6 +24,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
+from textual.geometry import Size
+from textual.widget import Widget
 from textual.widgets import Button, Input, Static
 
 from bbm_tui.core import charts, llm
@@ -34,12 +36,13 @@ from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, safe, safe_line, styled
 from bbm_tui.ui.widgets.chart import ChartView
-from bbm_tui.ui.widgets.chrome import KeysFooter, StatusLine, TitleBar
+from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, StatusLine, TitleBar
 
 if TYPE_CHECKING:
     from bbm_tui.core.batch.anchors import AnchorsProgress, Plan, Trace
     from bbm_tui.core.dataset import TraceRow
     from bbm_tui.core.judging.anchors import StepImportance
+    from bbm_tui.core.llm.prefix import PrefixSettings
 
 # The command's defaults (`bbm-tui anchors`): its --concurrency; M is the issue's test's 4.
 ROLLOUTS = 4
@@ -59,6 +62,10 @@ class ImportanceSource:
     spec: llm.ModelSpec
     path: Path
     heading: str  # "multistep_arithmetic #3"
+    # The rollouts' sampling (the command's defaults: temperature 1, the server's top-p) and
+    # the model's chat template where the server needs one (vLLM, Ollama).
+    prefix: PrefixSettings
+    chat_template: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +195,29 @@ class StepsPane(VerticalScroll, can_focus=False):
     """The thoughts with their bars, scrolled by the screen's keys."""
 
 
+class StepsTable(Widget):
+    """The thoughts' table, drawn at the width it has when it is painted (a table made
+    before the first layout, at a guessed width, stayed on screen until the next rollout)."""
+
+    DEFAULT_CSS = "StepsTable { height: auto; width: 1fr; }"
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.steps: list[StepImportance] = []
+
+    def show(self, steps: list[StepImportance]) -> None:
+        resized = len(steps) != len(self.steps)
+        self.steps = steps
+        self.refresh(layout=resized)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self.steps) + 1  # the header, then a line a thought (never wrapped)
+
+    def render(self) -> Table:
+        width = self.content_size.width
+        return steps_table(self.steps, 20 if width >= 100 else 10, width)
+
+
 class AnchorsPane(VerticalScroll, can_focus=False):
     """The top anchors' text."""
 
@@ -240,11 +270,11 @@ class ImportanceScreen(BbmScreen):
         yield StatusLine(lines=2, id="importance-status")
         with Horizontal(id="importance-body"):
             with StepsPane(id="importance-steps", classes="panel"):
-                yield Static(id="importance-table")
+                yield StepsTable(id="importance-table")
             with Vertical(id="importance-side"):
                 yield ChartView(id="importance-chart", classes="panel")
                 with AnchorsPane(id="importance-anchors", classes="panel"):
-                    yield Static(id="importance-anchors-text")
+                    yield LeanStatic(id="importance-anchors-text")
         yield KeysFooter()
 
     def on_mount(self) -> None:
@@ -283,7 +313,9 @@ class ImportanceScreen(BbmScreen):
         self.say(f"{done} rollout{'s' * (done != 1)} done so far." if done
                  else "No rollout yet.", then=f"{self.key('importance_start')} rolls out.")
         if self._ask:
-            self.action_start()
+            # Once the view is laid out with what is done (a screen under a dialog is not laid
+            # out again until the dialog closes).
+            self.call_after_refresh(self.action_start)
 
     def key(self, binding_id: str) -> str:
         return key_for(self, binding_id)
@@ -327,7 +359,6 @@ class ImportanceScreen(BbmScreen):
         from bbm_tui.core.batch.runner import BatchStop
         from bbm_tui.core.dataset import DatasetError
         from bbm_tui.core.judging.anchors import Similar, similar_by_words
-        from bbm_tui.core.llm.prefix import PrefixSettings
 
         source = self.source
         self.running = True
@@ -347,7 +378,7 @@ class ImportanceScreen(BbmScreen):
             self.rows.append(row)
             self._dirty = True
 
-        settings = AnchorsSettings(PrefixSettings(logprobs=False), choice.rollouts)
+        settings = AnchorsSettings(source.prefix, choice.rollouts, source.chat_template)
         try:
             await asyncio.to_thread(prepare_folder, source.path)
             result = await anchors_batch([source.trace], source.spec, source.path,
@@ -402,10 +433,6 @@ class ImportanceScreen(BbmScreen):
 
     # -- drawing
 
-    def on_resize(self) -> None:
-        # The thoughts' text takes what the figures leave of the new width.
-        self.call_after_refresh(self._draw)
-
     def _draw_if_dirty(self) -> None:
         if self._dirty:
             self._draw()
@@ -415,18 +442,12 @@ class ImportanceScreen(BbmScreen):
 
         self._dirty = False
         self.steps = live_importances(self.source.trace, self.rows)
-        # The pane's width inside its border, padding and scroll bar (before the first
-        # layout: unknown, the screen's roughly; drawn again on a resize).
-        width = self.query_one(StepsPane).scrollable_content_region.width or (
-            self.size.width - 6)
-        bar_width = 20 if width >= 100 else 10
-        self.query_one("#importance-table", Static).update(
-            steps_table(self.steps, bar_width, width))
+        self.query_one(StepsTable).show(self.steps)
         chart = charts.importance_chart(self.steps)
         view = self.query_one(ChartView)
         view.show(chart)
         view.border_title = "Importance along the trace"
-        self.query_one("#importance-anchors-text", Static).update(anchors_text(self.steps))
+        self.query_one("#importance-anchors-text", LeanStatic).show(anchors_text(self.steps))
         self._show_counts()
 
     def _show_counts(self) -> None:
