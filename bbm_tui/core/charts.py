@@ -289,15 +289,15 @@ def backtrack_charts(tables: Mapping[str, BacktrackDeltas],
 
 def importance_chart(steps: Sequence[StepImportance]) -> BarChart:
     """Each thought's resampling importance along a thinking trace (issue 35; accuracy kept
-    − accuracy resampled, from -1 to 1): a bar a thought, none yet where a side has no
-    rollout."""
+    − accuracy resampled, from -1 to 1, drawn on the scale of the figures there are: the
+    whole scale left a short chart too few rows for the bars): a bar a thought, none yet
+    where a side has no rollout."""
     values = tuple(step.importance for step in steps)
     note = ("" if any(value is not None for value in values) else
             "No thought has rollouts on both sides yet.")
     return BarChart("importance", "Importance along the trace (accuracy kept − resampled)",
                     "thought", tuple(str(step.index + 1) for step in steps),
-                    (Series("importance", values),), "points", signed=True, ceiling=1.0,
-                    note=note)
+                    (Series("importance", values),), "points", signed=True, note=note)
 
 
 # --------------------------------------------------------------------------- agreement
