@@ -59,6 +59,9 @@ class FakeLlamaServer(FakeOpenAI):
         # Each token's log-probability, by its text and place (default: -1.0 each).
         self.token_logprob: TokenLogprob = lambda token, place: -1.0
         self.send_logprobs = True
+        # How the model's text is cut into tokens (the real one cut `</think>` as `' </'`,
+        # `think`, `>`: a tag split across tokens).
+        self.tokenize: Callable[[str], list[str]] = tokens_of
         # A streamed /completion's wait before each token (seconds).
         self.token_delay_s = 0.0
         # An embedding model's vector for a text (`/v1/embeddings`, OpenAI's wire).
@@ -93,7 +96,7 @@ class FakeLlamaServer(FakeOpenAI):
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         prompt = body["prompt"]
-        tokens = tokens_of(self.continuation(prompt, body))
+        tokens = self.tokenize(self.continuation(prompt, body))
         limit = int(body.get("n_predict", -1))
         cut = 0 <= limit < len(tokens)
         if cut:

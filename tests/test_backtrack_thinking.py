@@ -210,3 +210,33 @@ def test_processes_are_refused_with_thinking_mode(
     assert code != 0
     assert "--processes is for the paper's traces" in capsys.readouterr().err
     assert llama.requests == []
+
+
+def test_solver_thinking_backtracks_offline_with_no_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run` then `backtrack --mode thinking` on the offline thinking model: each row's step
+    resampled from its raw prefix (offline/continuation.py), gone on from to an answer, and
+    kept as a session of the store."""
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
+    rows = tmp_path / "thinking.jsonl"
+    assert main(["run", "--model", "solver/thinking", "--mode", "thinking", "--task",
+                 "multistep_arithmetic", "--dataset", "--limit", "3", "--out", str(rows),
+                 "--no-progress"]) == 0, capsys.readouterr().err
+    out = tmp_path / "bt.jsonl"
+    code = main(["backtrack", "--mode", "thinking", "--model", "solver/thinking", "--input",
+                 str(rows), "--task", "multistep_arithmetic", "--locations", "random",
+                 "--out", str(out), "--no-progress", "--json"])
+    assert code == 0, capsys.readouterr().err
+    done = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(done) == 3
+    for row in done:
+        assert len(row["samples"]) == 8
+        assert all(sample["logprob"] is not None for sample in row["samples"])
+        if row["chosen_by"] is not None:
+            assert row["new_reasoning"].startswith(
+                "".join(split_text(row["reasoning"], RULE)[: row["location"]]))
+            assert row["new_answer"] is not None
+    with Store.open() as store:
+        backtracked = [summary.session for summary in store.sessions()
+                       if summary.session.source == SessionSource.BACKTRACK]
+        assert len(backtracked) == 3

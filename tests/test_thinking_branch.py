@@ -229,3 +229,33 @@ def test_a_summary_is_not_resampled(llama: FakeLlamaServer) -> None:
     refusal = thinking_refusal(trace)
     assert refusal is not None and "summary" in refusal
     store.close()
+
+
+def test_the_end_of_the_reasoning_is_found_when_its_tag_comes_in_pieces(
+        llama: FakeLlamaServer) -> None:
+    """llama-server cuts `</think>` across tokens: the going-on stream still ends the
+    reasoning there, and the answer after it is never a step."""
+    store = Store.open()
+    trace = thinking_trace(store, llama)
+    script(llama)
+    llama.tokenize = lambda text: [text[i:i + 3] for i in range(0, len(text), 3)]
+
+    async def backtrack() -> None:
+        prefixer = prefixer_for(trace)
+        try:
+            samples = await resample_thinking(trace, prefixer, 2, PrefixSettings(), n=3)
+            chosen = samples.ready.resample.chosen
+            assert chosen is not None
+            async for _event in continue_thinking(trace, prefixer, samples,
+                                                  samples.ready.stored[chosen],
+                                                  PrefixSettings()):
+                pass
+        finally:
+            await prefixer.aclose()
+
+    asyncio.run(backtrack())
+    assert trace.texts[2:] == ["2 * 2 = 4.", "So 4."] and trace.answer == "4"
+    reasoning = trace.reasoning()
+    assert reasoning is not None and reasoning.text.endswith("2 * 2 = 4.\n\nSo 4.")
+    assert reasoning.answer_text == "\n\nSo the answer is 4"
+    store.close()

@@ -183,6 +183,36 @@ async def test_esc_while_sampling_keeps_the_trace_and_saves_nothing(
     assert len(TraceSession.load(store, trace.id).tree.leaves()) == 1
 
 
+async def test_esc_while_the_new_branch_streams_keeps_what_came(
+        store: Store, llama: FakeLlamaServer) -> None:
+    """esc while the new branch goes on: the thoughts in so far stay on the new branch (its
+    reasoning not whole yet, so not re-cut nor resampled), the original as it was."""
+    trace = await served_thinking_trace(store, llama)
+    original = [step.id for step in trace.steps]
+    script(llama)
+    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking"),
+                   session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        view = screen.view
+        await wait_for(pilot, lambda: len(view.trace.steps) == 4)
+        await pilot.press("home", "j", "b")
+        await samples_in(pilot)
+        llama.token_delay_s = 2.0  # slow enough to stop it half-way
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                       and len(view.trace.steps) == 2 and view.running, timeout=60)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=60)
+        assert view.trace.texts[:2] == ["Plan: add, then multiply.", "1 + 1 = 2."]
+        assert view.trace.answer is None
+    reopened = TraceSession.load(store, trace.id)
+    assert [step.id for step in reopened.tree.path(original[-1])] == original
+    reasoning = reopened.reasoning()
+    assert reasoning is not None and not reasoning.complete
+    assert reasoning.text.startswith("Plan: add, then multiply.  \n\n1 + 1 = 2. \n\n")
+
+
 async def test_b_on_solver_thinking_needs_no_key(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The offline thinking model: b on its slip, the samples offline, enter goes on from the
