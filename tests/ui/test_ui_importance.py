@@ -24,7 +24,7 @@ from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.core.types import SplitRule
 from bbm_tui.ui.dialogs.confirm import ConfirmScreen
-from bbm_tui.ui.screens.importance import ImportanceScreen, RolloutsDialog
+from bbm_tui.ui.screens.importance import ImportanceScreen, RolloutsDialog, StepsTable
 from bbm_tui.ui.screens.trace import TraceScreen
 from tests.llama_server import FakeLlamaServer
 from tests.openai_server import FakeOpenAI, Reply
@@ -172,6 +172,9 @@ async def test_esc_stops_keeping_what_is_done_and_a_second_run_makes_none_again(
         await set_field(pilot, dialog, "#rollouts-concurrency", "1")
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: len(view.rows) >= 3, timeout=60)
+        # Filled in live: the table on screen counts the rollouts in so far, mid-run.
+        table = view.query_one(StepsTable)
+        await wait_for(pilot, lambda: view.running and table.steps[0].resampled >= 1)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not view.running, timeout=30)
         kept = len(view.rows)
