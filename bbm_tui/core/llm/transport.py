@@ -806,8 +806,9 @@ def _answer_counts(state: _StreamState, watch: UsageWatch) -> UsageCounts:
     """A whole answer's usage: the provider's own counts, as its events gave them (the reply
     guard reads every wire's, usage_events.py); unknown where it sent none, or not all sane:
     never litellm's own estimate, which a stream gets in their place. An in-process
-    provider (no HTTP reply) counts its own, handed on by litellm."""
-    if not watch.replies:
+    provider (no HTTP reply) counts its own: the offline models tell the watch, any other's
+    litellm hands on."""
+    if not watch.replies and not watch.provider_usage:
         return counts_from_litellm(state.usage)
     counts = watch.usage
     if counts.prompt is None or counts.completion is None:
