@@ -91,6 +91,21 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# The client's own CPU a trace at the top concurrency in one process, as each timed run saw
+# it: where the client spends less than litellm alone read to its end (it closes a stream
+# once the provider's last chunk is in), that lower cost is the one the ceiling is
+# computed from, so that the line is never set below what this client shows it can do.
+CLIENT_CPU_AT_TOP: list[float] = []
+
+
+def cpu_floor(litellm_alone_s: float) -> float:
+    """The CPU a trace the ceiling is computed from: litellm alone's, or the client's own
+    at the top concurrency (the median of its runs) where that is lower."""
+    if not CLIENT_CPU_AT_TOP:
+        return litellm_alone_s
+    return min(litellm_alone_s, statistics.median(CLIENT_CPU_AT_TOP))
+
+
 def line_under_ceiling(target: float, ceiling: float) -> float:
     """The line a speed-up must reach (issue 36): the target, or 90% of litellm's own ceiling
     for the processes used where that is lower (no client built on litellm can do better)."""
