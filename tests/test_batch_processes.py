@@ -214,8 +214,10 @@ def test_find_over_processes_stops_at_a_model_that_cannot_work(
 def test_find_over_processes_shares_the_rpm_out(
     tmp_path: Path, capsys: pytest.CaptureFixture, openai_server: FakeOpenAI
 ) -> None:
-    """--rpm 600 over 2 processes: each child starts at most 300 calls a minute, so its
-    two calls are 0.2 s apart (0.1 s if each took the whole 600)."""
+    """--rpm 600 over 2 processes: each child starts at most 300 calls a minute, so the one
+    with 5 or more of the 10 calls spends at least 0.8 s starting them (0.4 s if each child
+    took the whole 600); less its first call's own start (litellm's first call in a fresh
+    process), which the others wait behind."""
     arrived: list[float] = []
 
     def respond(path: str, body: dict) -> Reply:
@@ -225,8 +227,8 @@ def test_find_over_processes_shares_the_rpm_out(
     openai_server.responder = respond
     code = main(["find", "--model", "openai/test", "--api-base", openai_server.base_url,
                  "--method", "direct-trace", "--input", str(bundled_path("dyck_languages")),
-                 "--limit", "4", "--concurrency", "4", "--processes", "2", "--rpm", "600",
+                 "--limit", "10", "--concurrency", "4", "--processes", "2", "--rpm", "600",
                  "--no-progress", "--out", str(tmp_path / "p.jsonl")])
     assert code == 0, capsys.readouterr().err
-    assert len(arrived) == 4
-    assert max(arrived) - min(arrived) >= 0.18
+    assert len(arrived) == 10
+    assert max(arrived) - min(arrived) >= 0.55
