@@ -69,3 +69,64 @@ def header(title: str, quick: bool) -> None:
     print(f"== {title}{' (quick)' if quick else ''} ==")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
           f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def litellm_ceiling(latency_s: float, floor_s: float, processes: int, concurrency: int,
+                    server_s: float = 0.0) -> float:
+    """The most a batch at `concurrency` over `processes` can gain over one at a time, when
+    litellm alone costs `floor_s` of client CPU a trace and its calls wait `latency_s` in all:
+    one at a time a trace takes latency_s + floor_s; at `concurrency` each process finishes
+    at most one trace per floor_s of its CPU (and no more processes run at once than there
+    are CPUs), the CPUs are shared with the local server (`server_s` of its CPU a trace), and
+    no more than `concurrency` traces overlap."""
+    cpus = os.cpu_count() or 1
+    per_second = min(min(processes, cpus) / floor_s, cpus / (floor_s + server_s))
+    return min(per_second * (latency_s + floor_s), float(concurrency))
+
+
+def process_cpu_s(pid: int) -> float:
+    """A child process's CPU seconds so far (Linux /proc; 0 elsewhere): the local server's."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# The client's own CPU a trace at the top concurrency in one process, as each timed run saw
+# it: where the client spends less than litellm alone read to its end (it closes a stream
+# once the provider's last chunk is in), that lower cost is the one the ceiling is
+# computed from, so that the line is never set below what this client shows it can do.
+CLIENT_CPU_AT_TOP: list[float] = []
+
+
+def cpu_floor(litellm_alone_s: float) -> float:
+    """The CPU a trace the ceiling is computed from: litellm alone's, or the client's own
+    at the top concurrency (the median of its runs) where that is lower."""
+    if not CLIENT_CPU_AT_TOP:
+        return litellm_alone_s
+    return min(litellm_alone_s, statistics.median(CLIENT_CPU_AT_TOP))
+
+
+def line_under_ceiling(target: float, ceiling: float) -> float:
+    """The line a speed-up must reach (issue 36): the target, or 90% of litellm's own ceiling
+    for the processes used where that is lower (no client built on litellm can do better)."""
+    return min(target, 0.9 * ceiling)
+
+
+def verdict_at_least(name: str, ratio: float, line: float, target: float) -> bool:
+    """`verdict` for a figure that must be at least `line`; says when the line is 90% of
+    litellm's ceiling rather than the target."""
+    met = ratio >= line
+    why = (f"target >= {target:.0f}x" if line >= target
+           else f"line >= {line:.2f}x: 90% of litellm's own ceiling, under the {target:.0f}x "
+                "target")
+    print()
+    if met:
+        print(f"TARGET MET: {name} = {ratio:.2f}x ({why})")
+    else:
+        bar = "!" * 72
+        print(bar)
+        print(f"!!! TARGET MISSED: {name} = {ratio:.2f}x ({why})")
+        print(bar)
+    return met

@@ -1,10 +1,13 @@
 """`backtrack` throughput: 300 traces backtracked from their gold mistake against the local
 OpenAI-compatible server with 50 ms of latency per call, at concurrency 16 and at 1, in one run.
 
-The target: concurrency 16 at least 10x faster than concurrency 1. Concurrency 16 is timed
-twice: in one process, and shared out to two worker processes (`bbm-tui backtrack
---concurrency 16 --processes 2`, core/batch/workers.py), whose start (each imports litellm)
-is not timed, as litellm's import in this process is not. The target is judged on the faster.
+The target: concurrency 16 at least 12x faster than concurrency 1 (issue 36), or, where
+litellm's own CPU a trace caps the figure below that on this machine, 90% of that ceiling for
+the processes used (the floor below, measured in the same run). Concurrency 16 is timed twice:
+in one process, and shared out to two worker processes (`bbm-tui backtrack --concurrency 16
+--processes 2`, core/batch/workers.py), whose start (each imports litellm) is not timed, as
+litellm's import in this process is not. Each is judged against its own line, and the verdict
+is the better of the two.
 
 The server (tests/openai_server.py's FakeOpenAI) runs in its own process. It answers a
 sampling call (n=8, not streamed) with eight different steps with log-probabilities, and the
@@ -20,8 +23,12 @@ temporary folder. litellm is imported and warmed before either timing starts.
 After the two timings it measures the floor: the same two calls per trace made straight through
 `litellm.acompletion` (the eight samples in one call, then one streamed call read to its end)
 and nothing else, sequentially, and prints their client CPU per trace and the speed-up that
-floor allows one process: at concurrency 16 the client's CPU, not the latency, sets the pace,
-so no client built on litellm can be faster than (calls x latency + floor) / floor here.
+floor allows: at concurrency 16 the client's CPU, not the latency, sets the pace, so no client
+built on litellm can be faster than (calls x latency + floor) / floor in one process, P times
+that over P processes (at most one a CPU, the CPUs shared with the local server), and never
+more than the concurrency. Where the client itself spent less CPU a trace at 16 than litellm
+alone read to its end (it closes a stream at the provider's last chunk), the ceiling is
+computed from the client's figure (bench/_common.py's `cpu_floor`).
 
 `--profile` runs the traces at concurrency 1 only, where the parts of a trace run one after
 another, and splits the client's CPU (all its threads) by what was running: the sampling call,
@@ -46,9 +53,23 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PYTHON, ROOT, header, parser, private_home
+from _common import (
+    CLIENT_CPU_AT_TOP,
+    PYTHON,
+    ROOT,
+    cpu_floor,
+    header,
+    line_under_ceiling,
+    litellm_ceiling,
+    parser,
+    private_home,
+    process_cpu_s,
+    verdict_at_least,
+)
 
-TARGET = 10.0
+TARGET = 12.0
+CONCURRENCY = 16
+PROCESSES = 2
 LATENCY_MS = 50.0
 TRACES, QUICK_TRACES = 300, 64
 
@@ -125,6 +146,8 @@ async def timed_run(batch: list, base_url: str, concurrency: int, folder: Path,
         # commits): with 16 in flight it, not the latency, is the floor.
         cpu_ms = (time.process_time() - cpu) * 1000 / len(batch)
         print(f"  concurrency {concurrency:2}: client CPU {cpu_ms:.2f} ms per trace")
+        if concurrency == CONCURRENCY:
+            CLIENT_CPU_AT_TOP.append(cpu_ms / 1000)
     progress = result.progress
     if progress.failed or progress.done != len(batch):
         raise SystemExit(f"concurrency {concurrency}: {progress.failed} failed, "
@@ -132,14 +155,18 @@ async def timed_run(batch: list, base_url: str, concurrency: int, folder: Path,
     return elapsed
 
 
-async def measure(batch: list, base_url: str,
-                  folder: Path) -> tuple[float, float, float, float]:
+async def measure(batch: list, base_url: str, folder: Path,
+                  server_pid: int) -> tuple[float, float, float, float, float]:
+    """The three timings, litellm's floor, and the server's CPU a trace (it shares the CPUs)."""
     await timed_run(batch[:16], base_url, 16, folder / "warm")
-    fast = await timed_run(batch, base_url, 16, folder / "fast")
-    processes = await timed_run(batch, base_url, 16, folder / "processes", processes=2)
+    fast = await timed_run(batch, base_url, CONCURRENCY, folder / "fast")
+    processes = await timed_run(batch, base_url, CONCURRENCY, folder / "processes",
+                                processes=PROCESSES)
+    server_cpu = process_cpu_s(server_pid)
     slow = await timed_run(batch, base_url, 1, folder / "slow")
+    server_cpu = (process_cpu_s(server_pid) - server_cpu) / len(batch)
     floor = await litellm_floor(base_url, len(batch))
-    return fast, processes, slow, floor
+    return fast, processes, slow, floor, server_cpu
 
 
 async def litellm_floor(base_url: str, traces: int) -> float:
@@ -263,38 +290,45 @@ def main() -> int:
             if args.profile:
                 profile(batch, base_url, Path(tmp))
                 return 0
-            fast, processes, slow, floor = asyncio.run(measure(batch, base_url, Path(tmp)))
+            fast, processes, slow, floor, server_cpu = asyncio.run(
+                measure(batch, base_url, Path(tmp), server.pid))
         finally:
             server.stdin.close()
             server.wait(10)
-    report(len(batch), fast, processes, slow, floor, args.latency_ms / 1000)
+    report(len(batch), fast, processes, slow, floor, server_cpu, args.latency_ms / 1000)
     return 0
 
 
 def report(traces: int, fast: float, processes: float, slow: float, floor: float,
-           latency_s: float) -> None:
-    ratio = slow / min(fast, processes)
-    ceiling = (2 * latency_s + floor) / floor
+           server_cpu: float, latency_s: float) -> None:
+    one, over = slow / fast, slow / processes
+    used = cpu_floor(floor)
+    ceilings = {count: litellm_ceiling(2 * latency_s, used, count, CONCURRENCY, server_cpu)
+                for count in (1, PROCESSES)}
     print(f"traces:         {traces} (2 calls each: 8 samples in one call, the continuation)")
-    print(f"concurrency 16: {fast:8.2f} s  ({traces / fast:7.1f} traces/s)  one process: "
-          f"{slow / fast:.2f}x")
-    print(f"  over 2 processes: {processes:4.2f} s  ({traces / processes:7.1f} traces/s)  "
-          f"--processes 2: {slow / processes:.2f}x")
+    print(f"concurrency {CONCURRENCY}: {fast:8.2f} s  ({traces / fast:7.1f} traces/s)  one "
+          f"process: {one:.2f}x")
+    print(f"  over {PROCESSES} processes: {processes:4.2f} s  ({traces / processes:7.1f} "
+          f"traces/s)  --processes {PROCESSES}: {over:.2f}x")
     print(f"concurrency  1: {slow:8.2f} s  ({traces / slow:7.1f} traces/s)")
-    print(f"speed-up:       {ratio:8.2f}x (the faster concurrency 16 against concurrency 1)")
     print(f"litellm alone:  {floor * 1000:8.2f} ms of client CPU per trace (the same two calls, "
-          "nothing else)")
-    print(f"                so one process can be at most {ceiling:.2f}x faster at 16 than at 1 "
-          f"here ({os.cpu_count()} CPUs; the server takes its share)")
-    print()
-    if ratio >= TARGET:
-        print(f"TARGET MET: concurrency 16 is {ratio:.2f}x faster than 1 (target >= {TARGET:.0f}x)")
-    else:
-        bar = "!" * 72
-        print(bar)
-        print(f"!!! TARGET MISSED: concurrency 16 is {ratio:.2f}x faster than 1 "
-              f"(target >= {TARGET:.0f}x)")
-        print(bar)
+          "nothing else, measured in this run)")
+    if used < floor:
+        print(f"                this client spent {used * 1000:.2f} ms a trace at "
+              f"{CONCURRENCY}: the ceiling is computed from that")
+    print(f"                so concurrency {CONCURRENCY} can be at most {ceilings[1]:.2f}x "
+          f"faster than 1 in one process here, {ceilings[PROCESSES]:.2f}x over {PROCESSES} "
+          f"({os.cpu_count()} CPUs, shared with the server's {server_cpu * 1000:.2f} ms of CPU "
+          "a trace)")
+    sides = [(f"concurrency {CONCURRENCY} / 1, one process", one,
+              line_under_ceiling(TARGET, ceilings[1])),
+             (f"concurrency {CONCURRENCY} / 1, --processes {PROCESSES}", over,
+              line_under_ceiling(TARGET, ceilings[PROCESSES]))]
+    for name, ratio, line in sides:
+        print(f"  {name}: {ratio:.2f}x against a line of {line:.2f}x "
+              f"(the {TARGET:.0f}x target, or 90% of its ceiling where lower)")
+    name, ratio, line = max(sides, key=lambda side: side[1] / side[2])
+    verdict_at_least(name, ratio, line, TARGET)
 
 
 def argparse_hidden() -> str:

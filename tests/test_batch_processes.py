@@ -1,4 +1,5 @@
-"""`bbm-tui backtrack --processes P` and `run --processes P` (core/batch/workers.py): the
+"""`bbm-tui backtrack --processes P`, `run --processes P` and `find --processes P`
+(core/batch/workers.py): the
 traces shared out to child processes, each with its own event loop, litellm and store
 connection, against the local server through litellm (and on the replay model). The parent
 keeps OUT, the progress and the resume, so the batch writes what it writes in one process; a
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -22,10 +24,13 @@ from bbm_tui.core.batch.backtrack import (
     jobs_from_files,
     parse_locations,
 )
+from bbm_tui.core.batch.find import find_batch
+from bbm_tui.core.batch.find import jobs_from_files as find_jobs
 from bbm_tui.core.batch.workers import WorkerError, Workers, WorkerSetup
+from bbm_tui.core.dataset import bundled_path
 from bbm_tui.core.generation.stepper import StepperSettings
 from bbm_tui.core.store import Store
-from tests.openai_server import FakeOpenAI
+from tests.openai_server import FakeOpenAI, Reply
 from tests.test_backtrack import responder
 from tests.test_backtrack_cli import dataset_file
 
@@ -144,3 +149,86 @@ def test_a_run_over_two_processes_writes_what_one_writes(
     assert two_err.replace("two.jsonl", "one.jsonl") == one_err
     with Store.open(tmp_path / "second-home" / "bbm-tui.sqlite3") as store:
         assert len([s for s in store.sessions() if s.session.source == "run"]) == 6
+
+
+# --------------------------------------------------------------------------- find
+
+
+def test_find_over_two_processes_judges_what_one_judges(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`bbm-tui find --processes 2` on the replay model, a step-level method (a call a
+    judged thought): the same PREDS lines (in the order they finished), the same scores and
+    the same summary, the children's calls counted as the parent's own."""
+    def preds_of(out: Path) -> list[str]:
+        return sorted(out.read_text().splitlines())
+
+    args = ["find", "--method", "direct-step", "--input", str(bundled_path("dyck_languages")),
+            "--limit", "8", "--concurrency", "4", "--no-progress", "--json"]
+    assert main([*args, "--out", str(tmp_path / "one.jsonl")]) == 0
+    one = capsys.readouterr()
+    assert main([*args, "--processes", "2", "--out", str(tmp_path / "two.jsonl")]) == 0
+    two = capsys.readouterr()
+    assert preds_of(tmp_path / "two.jsonl") == preds_of(tmp_path / "one.jsonl")
+    assert len(preds_of(tmp_path / "one.jsonl")) == 8
+    assert json.loads(two.out) == json.loads(one.out)
+    assert json.loads(two.out)["usage"]["calls"] > 8
+    assert two.err.replace("two.jsonl", "one.jsonl") == one.err
+
+
+async def test_find_over_processes_counts_failures_and_calls(
+    tmp_path: Path, openai_server: FakeOpenAI
+) -> None:
+    jobs = find_jobs([bundled_path("multistep_arithmetic")], None, "direct-trace", limit=6)
+    failing = jobs[2].row.input
+
+    def respond(path: str, body: dict) -> Reply:
+        if failing in body["messages"][-1]["content"]:
+            return Reply(status=500)
+        return Reply("No")
+
+    openai_server.responder = respond
+    spec = llm.ModelSpec("openai/test", api_base=openai_server.base_url)
+    settings = llm.CallSettings(max_tokens=64, retry=llm.RetryPolicy(attempts=2,
+                                                                     base_delay_s=0.01))
+    outcome = await find_batch(jobs, "direct-trace", spec, tmp_path / "p.jsonl",
+                               concurrency=3, settings=settings, processes=2)
+    progress = outcome.progress
+    assert (progress.done, progress.failed, progress.calls) == (5, 1, 5)
+    assert "server error" in progress.errors[0]
+    assert outcome.report.tasks["multistep_arithmetic"].n == 5
+    assert len((tmp_path / "p.jsonl").read_text().splitlines()) == 5
+
+
+def test_find_over_processes_stops_at_a_model_that_cannot_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    code = main(["find", "--model", "replay/nope", "--method", "direct-trace", "--input",
+                 str(bundled_path("dyck_languages")), "--limit", "3", "--concurrency", "2",
+                 "--processes", "2", "--out", str(tmp_path / "p.jsonl")])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err
+    assert "find stopped" in err and "replay/nope" in err
+
+
+def test_find_over_processes_shares_the_rpm_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture, openai_server: FakeOpenAI
+) -> None:
+    """--rpm 600 over 2 processes: each child starts at most 300 calls a minute, so the one
+    with 5 or more of the 10 calls spends at least 0.8 s starting them (0.4 s if each child
+    took the whole 600); less its first call's own start (litellm's first call in a fresh
+    process), which the others wait behind."""
+    arrived: list[float] = []
+
+    def respond(path: str, body: dict) -> Reply:
+        arrived.append(time.monotonic())
+        return Reply("No")
+
+    openai_server.responder = respond
+    code = main(["find", "--model", "openai/test", "--api-base", openai_server.base_url,
+                 "--method", "direct-trace", "--input", str(bundled_path("dyck_languages")),
+                 "--limit", "10", "--concurrency", "4", "--processes", "2", "--rpm", "600",
+                 "--no-progress", "--out", str(tmp_path / "p.jsonl")])
+    assert code == 0, capsys.readouterr().err
+    assert len(arrived) == 10
+    assert max(arrived) - min(arrived) >= 0.55

@@ -29,6 +29,7 @@ from bbm_tui.core.judging.finders import (
     TraceJudged,
     find_mistake,
 )
+from bbm_tui.core.prompts.finding import build_messages
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.recording import record_find
 from tests.fake_server import FakeServer, Reply, is_streamed, pieces_of
@@ -290,3 +291,49 @@ def test_find_on_a_slow_model_stores_each_wires_usage_and_cost(
     [request_] = server.requests
     assert is_streamed(request_.path, request_.body)
 
+
+
+@pytest.fixture
+def assembled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times litellm assembled a streamed answer again at its end (its
+    `stream_chunk_builder`, which its stream wrapper runs in a thread before logging the call
+    and pricing it), counted while the test runs."""
+    litellm = llm.litellm_module()
+    builder = litellm.stream_chunk_builder
+    count = [0]
+
+    def counted(*args: object, **kwargs: object) -> object:
+        count[0] += 1
+        return builder(*args, **kwargs)
+
+    monkeypatch.setattr(litellm, "stream_chunk_builder", counted)
+    return count
+
+
+@pytest.mark.parametrize(("model", "assemblies"), [("openai/test", 0), ("replay/bbm", 0)])
+async def test_a_whole_answer_is_closed_after_the_providers_last_chunk(
+    openai_server: FakeServer, assembled: list[int], model: str, assemblies: int
+) -> None:
+    """litellm's work after the provider's stream has ended (the answer assembled again in
+    a thread, twice, its logging, its price: 2-3 ms of CPU a call, bench/finder_stream.py)
+    is not done: the stream is closed once litellm has handed on the provider's last chunk,
+    with the answer, the finish reason and the usage whole (the HTTP provider's from the
+    wire, the offline model's told by it: offline/handler.py)."""
+    openai_server.enqueue(Reply("No, it is not"))
+    call_spec = (spec(openai_server) if model == "openai/test"
+                 else llm.ModelSpec("replay/bbm"))
+    messages = ([{"role": "user", "content": "Is it right?"}] if model == "openai/test" else
+                build_messages(TASK, "direct-trace", ROW.input, ROW.steps))
+    completion = await llm.complete(call_spec, messages, settings())
+    assert completion.text.strip()
+    assert completion.call.finish_reason == "stop"
+    assert completion.call.prompt_tokens and completion.call.completion_tokens
+    assert assembled[0] == assemblies
+    # A stream read to its end through litellm alone is assembled twice.
+    openai_server.enqueue(Reply("No"))
+    stream = await llm.litellm_module().acompletion(
+        model="openai/test", api_base=openai_server.base_url, api_key="no-key",
+        messages=messages, stream=True, stream_options={"include_usage": True})
+    async for _chunk in stream:
+        pass
+    assert assembled[0] == assemblies + 2

@@ -239,10 +239,7 @@ def _add_run_parser(commands: Commands) -> None:
     run.add_argument("--limit", type=int, metavar="N", help="at most N questions per task")
     run.add_argument("--concurrency", type=int, default=4, metavar="K",
                      help="traces generated at once (default 4)")
-    run.add_argument("--processes", type=int, default=1, metavar="P",
-                     help="share the K traces out to P processes (default 1): for a fast "
-                     "local server, where one process's CPU is the limit; each process "
-                     "imports litellm first (a few seconds)")
+    _add_processes_option(run)
     run.add_argument("--step-limit", type=int, metavar="N", help="at most N steps per trace")
     _add_scale_options(run, one_call=True)
     run.add_argument("--out", type=Path, required=True, metavar="OUT.jsonl")
@@ -306,6 +303,7 @@ def _add_find_parser(commands: Commands, *, with_methods: bool = True) -> None:
     _add_task_file_option(find)
     find.add_argument("--concurrency", type=int, default=4, metavar="K",
                       help="traces judged at once (default 4)")
+    _add_processes_option(find)
     find.add_argument("--rpm", type=float, metavar="R", help="at most R model calls a minute")
     find.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
     find.add_argument("--all-steps", action="store_true",
@@ -340,10 +338,7 @@ def _add_backtrack_parser(commands: Commands) -> None:
     backtrack.add_argument("--seed", type=int, default=0, help="for random and rm:X")
     backtrack.add_argument("--concurrency", type=int, default=4, metavar="K",
                            help="traces backtracked at once (default 4)")
-    backtrack.add_argument("--processes", type=int, default=1, metavar="P",
-                           help="share the K traces out to P processes (default 1): for a "
-                           "fast local server, where one process's CPU is the limit; each "
-                           "process imports litellm first (a few seconds)")
+    _add_processes_option(backtrack)
     backtrack.add_argument("--limit", type=int, metavar="N", help="at most N traces per task")
     _add_scale_options(backtrack, one_call=True)
     _add_resampling_options(backtrack)
@@ -655,6 +650,13 @@ def _add_resampling_options(parser: argparse.ArgumentParser, *, samples: bool = 
                         help="--mode thinking: the model's own chat template (Jinja), applied "
                         "here and sent to /v1/completions (vLLM) or Ollama's raw /api/generate; "
                         "without it, llama-server applies its own (/apply-template)")
+
+
+def _add_processes_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--processes", type=int, default=1, metavar="P",
+                         help="share the K traces out to P processes (default 1): for a fast "
+                         "local server, where one process's CPU is the limit; each process "
+                         "imports litellm first (a few seconds)")
 
 
 def _add_scale_options(parser: argparse.ArgumentParser, *, one_call: bool) -> None:

@@ -66,6 +66,7 @@ def command(args: argparse.Namespace) -> int:
         jobs, args.method, spec, args.out, concurrency=args.concurrency, rpm=args.rpm,
         settings=config.finder_settings(), judge_all=args.all_steps,
         on_progress=on_progress, store_path=default_path(), inputs=args.input, shard=shard,
+        processes=args.processes,
     ))
     if paper is not None:
         paper = paper_figures_for_tasks(paper, outcome.report.tasks)

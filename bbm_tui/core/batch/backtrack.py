@@ -248,10 +248,11 @@ async def backtrack_batch(
     return BacktrackResult(progress, tables(ours, done))
 
 
-async def backtrack_in_child(job: BacktrackJob, store: Store,
+async def backtrack_in_child(job: BacktrackJob, store: Store | None,
                              setup: WorkerSetup) -> tuple[dict[str, Any] | None, ProgressDelta]:
     """One trace backtracked in a worker process (core/batch/workers.py): its OUT keys (None:
     it failed, the delta says why) and what it added to the progress."""
+    assert store is not None  # its setup names the batch's store
     progress = BacktrackProgress()
     extra = await backtrack_one(job, setup.spec, store, setup.settings, progress,
                                 lambda _progress: None)

@@ -10,9 +10,10 @@ stopped. The scores cover every trace of the inputs that PREDS holds, old and ne
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -20,8 +21,9 @@ from typing import Any
 
 from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
-from bbm_tui.core.batch.runner import Batch, BatchStop, Progress
+from bbm_tui.core.batch.runner import Batch, BatchStop, Progress, ProgressDelta
 from bbm_tui.core.batch.shard import Shard
+from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
@@ -213,6 +215,17 @@ class RateLimiter:
             await asyncio.sleep(start - now)
 
 
+@dataclass(frozen=True)
+class FinderSettings:
+    """What a worker process needs to judge a trace as this process would (`--processes`)."""
+
+    method: str
+    call: llm.CallSettings | None
+    judge_all: bool
+    # The calls a minute this process may start (the batch's --rpm shared out), or None.
+    rpm: float | None
+
+
 async def find_batch(
     jobs: Sequence[FindJob],
     method: str,
@@ -227,34 +240,96 @@ async def find_batch(
     store_path: Path | None = None,
     inputs: Sequence[Path] = (),
     shard: Shard | None = None,
+    processes: int = 1,
+    workers: Workers | None = None,
 ) -> FindOutcome:
     """Run `method` on every job not already in PREDS, writing each line when it is done
-    (with `shard`, this machine's share of them, and scored over that share)."""
-    pace = RateLimiter(rpm).wait if rpm else None
+    (with `shard`, this machine's share of them, and scored over that share): in this
+    process, or shared out to `processes` child processes (core/batch/workers.py, each
+    pacing its calls at its share of `rpm`; `workers`: children the caller started)."""
     judged: dict[Key, Prediction] = {}
-    judge = get_judge(method)
-
-    async def work(job: FindJob, progress: FindProgress,
-                   notify: Callable[[FindProgress], None]) -> str | None:
-        result = await _find_one(job, judge, spec, settings, judge_all, pace, progress,
-                                 notify)
-        if result is None:
-            return None
-        judged[job.key] = (result.mistake_index, result.parsed)
-        return pred_line(job, result)
-
-    batch = Batch(jobs=jobs, key=_key, key_of_row=trace_key,
-                  validate=pred_validator(method, spec.model),
-                  what=f"{method} predictions by {spec.model}", work=work,
-                  progress=FindProgress(), shard=shard)
-    progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
-                                            store_path=store_path, inputs=inputs,
-                                            on_progress=on_progress)
+    finder = FinderSettings(method, settings, judge_all, rpm)
+    # Each child paces its own calls: the batch's --rpm is shared out between them.
+    shared_rpm = rpm / (workers.count if workers else processes) if rpm else None
+    setup = WorkerSetup(None, spec, dataclasses.replace(finder, rpm=shared_rpm),
+                        find_in_child)
+    async with worker_processes(processes, setup, workers) as children:
+        if children is None:
+            work = _judged_here(judged, spec, finder)
+        else:
+            work = _judged_in(judged, children)
+        batch = Batch(jobs=jobs, key=_key, key_of_row=trace_key,
+                      validate=pred_validator(method, spec.model),
+                      what=f"{method} predictions by {spec.model}", work=work,
+                      progress=FindProgress(), shard=shard)
+        progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
+                                                store_path=store_path, inputs=inputs,
+                                                on_progress=on_progress)
     done = predictions(rows) | judged
     kept = [job for job in runner.unique(jobs, _key)
             if shard is None or shard.takes(_key(job))]
     unlabelled = sum(not job.row.labelled and job.key in done for job in kept)
     return FindOutcome(progress, score_jobs(kept, done), unlabelled)
+
+
+# A batch's work on one trace: its PREDS line, or None when it failed (the progress says why).
+FindWork = Callable[[FindJob, FindProgress, Callable[[FindProgress], None]],
+                    Awaitable[str | None]]
+
+
+def _judged_here(judged: dict[Key, Prediction], spec: llm.ModelSpec,
+                 finder: FinderSettings) -> FindWork:
+    """Each trace judged in this process, its prediction kept in `judged`."""
+    judge = get_judge(finder.method)
+    pace = RateLimiter(finder.rpm).wait if finder.rpm else None
+
+    async def work(job: FindJob, progress: FindProgress,
+                   notify: Callable[[FindProgress], None]) -> str | None:
+        result = await _find_one(job, judge, spec, finder.call, finder.judge_all, pace,
+                                 progress, notify)
+        if result is None:
+            return None
+        judged[job.key] = (result.mistake_index, result.parsed)
+        return pred_line(job, result)
+
+    return work
+
+
+def _judged_in(judged: dict[Key, Prediction], children: Workers) -> FindWork:
+    """Each trace judged in a worker process (find_in_child), its prediction kept in
+    `judged`. A call being retried there is not shown in this process's progress line."""
+
+    async def work(job: FindJob, progress: FindProgress,
+                   notify: Callable[[FindProgress], None]) -> str | None:
+        found = await children.work(job, progress, notify)
+        if found is None:
+            return None
+        line, prediction = found
+        judged[job.key] = prediction
+        return line
+
+    return work
+
+
+async def find_in_child(job: FindJob, store: object, setup: WorkerSetup
+                        ) -> tuple[tuple[str, Prediction] | None, ProgressDelta]:
+    """One trace judged in a worker process (core/batch/workers.py): its PREDS line and
+    prediction (None: it failed, the delta says why) and what it added to the progress."""
+    finder: FinderSettings = setup.settings
+    pace = _child_pace(finder.rpm).wait if finder.rpm else None
+    progress = FindProgress()
+    result = await _find_one(job, get_judge(finder.method), setup.spec, finder.call,
+                             finder.judge_all, pace, progress, lambda _progress: None)
+    found = None
+    if result is not None:
+        found = pred_line(job, result), (result.mistake_index, result.parsed)
+    return found, ProgressDelta.of(progress)
+
+
+@cache
+def _child_pace(per_minute: float) -> RateLimiter:
+    """A worker process's one pace for all its traces."""
+    return RateLimiter(per_minute)
 
 
 def _key(job: FindJob) -> Key:

@@ -220,10 +220,11 @@ def _share_of(jobs: Sequence[RunJob]) -> dict[str, str]:
             "model": ", ".join(models)}
 
 
-async def run_in_child(job: RunJob, store: Store,
+async def run_in_child(job: RunJob, store: Store | None,
                        setup: WorkerSetup) -> tuple[str | None, ProgressDelta]:
     """One question run in a worker process (core/batch/workers.py): its OUT line (None: it
     failed, the delta says why) and what it added to the progress."""
+    assert store is not None  # its setup names the batch's store
     progress = RunProgress()
     row = await _run_one(job, job.spec or setup.spec, store, setup.settings, progress,
                          lambda _progress: None)

@@ -158,22 +158,27 @@ class ProgressDelta:
     one_call_fell_back: list[str] = field(default_factory=list)
 
     @classmethod
-    def of(cls, progress: StepsProgress) -> ProgressDelta:
-        """A trace's own progress (counted from zero) and the child's one-at-a-time servers."""
-        return cls(progress.calls, progress.cost, progress.unpriced_calls, progress.steps,
+    def of(cls, progress: Progress) -> ProgressDelta:
+        """A trace's own progress (counted from zero) and the child's one-at-a-time servers.
+        A batch that writes no steps (find) has none of the steps' counts."""
+        steps = progress if isinstance(progress, StepsProgress) else StepsProgress()
+        return cls(progress.calls, progress.cost, progress.unpriced_calls, steps.steps,
                    progress.failed, progress.errors, one_at_a_time_endpoints(),
                    progress.unpriced_models, progress.prompt_tokens, progress.cached_tokens,
                    progress.cache_write_tokens, progress.completion_tokens,
                    progress.estimated_calls, progress.prompt_estimated_calls,
-                   progress.impossible_logprobs, progress.notes, progress.deployments,
-                   progress.taken_from, progress.one_call_fell_back)
+                   steps.impossible_logprobs, progress.notes, progress.deployments,
+                   steps.taken_from, steps.one_call_fell_back)
 
-    def add_to(self, progress: StepsProgress) -> None:
+    def add_to(self, progress: Progress) -> None:
+        if isinstance(progress, StepsProgress):
+            progress.steps += self.steps
+            progress.impossible_logprobs += self.impossible_logprobs
+            progress.taken_from.extend(self.taken_from)
+            progress.one_call_fell_back.extend(self.one_call_fell_back)
         progress.calls += self.calls
         progress.cost += self.cost
         progress.unpriced_calls += self.unpriced_calls
-        progress.steps += self.steps
-        progress.impossible_logprobs += self.impossible_logprobs
         progress.failed += self.failed
         progress.errors.extend(self.errors)
         progress.prompt_tokens += self.prompt_tokens
@@ -182,8 +187,6 @@ class ProgressDelta:
         progress.completion_tokens += self.completion_tokens
         progress.estimated_calls += self.estimated_calls
         progress.prompt_estimated_calls += self.prompt_estimated_calls
-        progress.taken_from.extend(self.taken_from)
-        progress.one_call_fell_back.extend(self.one_call_fell_back)
         for model in self.unpriced_models:
             if model not in progress.unpriced_models:
                 progress.unpriced_models.append(model)

@@ -1,11 +1,13 @@
-"""A batch's traces worked in child processes (`bbm-tui run` and `backtrack --processes P`).
+"""A batch's traces worked in child processes (`--processes P` of `bbm-tui run`, `backtrack` and
+`find`).
 
 Against a fast local server the client's CPU, most of it litellm's, is what limits a batch: one
 process runs its event loop on one core (bench/backtrack_concurrency.py). Each child here has
 its own event loop, litellm and connection to the store, and works the traces it is sent (the
 command's work function: `run_in_child` in core/batch/run.py, `backtrack_in_child` in
-core/batch/backtrack.py); the parent keeps everything else (the runner, OUT in the inputs'
-order, the progress, the resume), so a batch over processes writes what it writes in one.
+core/batch/backtrack.py, `find_in_child` in core/batch/find.py); the parent keeps everything
+else (the runner, OUT in the inputs' order, the progress, the resume), so a batch over
+processes writes what it writes in one.
 
 Each child is spawned (a fresh interpreter: forking a process that runs an event loop and
 litellm's HTTP clients is not safe) and imports litellm before it says it is ready, so a pool
@@ -28,17 +30,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bbm_tui.core import llm
-from bbm_tui.core.batch.runner import BatchStop, StepsProgress
+from bbm_tui.core.batch.runner import BatchStop, Progress
 from bbm_tui.core.tasks import Task, use_tasks, user_tasks
 
 if TYPE_CHECKING:
     from multiprocessing.process import BaseProcess
 
-    from bbm_tui.core.generation.stepper import StepperSettings
     from bbm_tui.core.store import Store
 
 # A batch's own progress (RunProgress, BacktrackProgress), handed back to its `notify`.
-ProgressT = TypeVar("ProgressT", bound=StepsProgress)
+ProgressT = TypeVar("ProgressT", bound=Progress)
 
 # How long a child may take to import litellm and open the store before the pool gives up.
 START_TIMEOUT_S = 120.0
@@ -50,18 +51,21 @@ class WorkerError(BatchStop):
 
 # A child's work on one job: what to send back to the parent (picklable; for `Workers.work`,
 # what the batch writes and the trace's ProgressDelta). It raises BatchStop for a fault that
-# stops the whole batch. A module-level function, so that it pickles.
-ChildWork = Callable[[Any, "Store", "WorkerSetup"], Awaitable[Any]]
+# stops the whole batch. A module-level function, so that it pickles. The store is None for a
+# command that writes no sessions (find).
+ChildWork = Callable[[Any, "Store | None", "WorkerSetup"], Awaitable[Any]]
 
 
 @dataclass(frozen=True)
 class WorkerSetup:
-    """What every child needs: the store to commit to, the model, the stepper's settings, the
-    work it does on each job, and the user's tasks (a spawned child has read no task file)."""
+    """What every child needs: the store to commit to (None: the work writes no sessions), the
+    model, the work's settings (the stepper's for run and backtrack, the finder's for find),
+    the work it does on each job, and the user's tasks (a spawned child has read no task
+    file)."""
 
-    store_path: Path
+    store_path: Path | None
     spec: llm.ModelSpec
-    settings: StepperSettings
+    settings: Any
     work: ChildWork
     tasks: tuple[Task, ...] = field(default_factory=user_tasks)
 
@@ -246,11 +250,11 @@ async def _serve(connection: Connection, setup: WorkerSetup) -> None:
     try:
         use_tasks(setup.tasks)
         llm.warm_up()
-        store = Store.open(setup.store_path)
+        store = None if setup.store_path is None else Store.open(setup.store_path)
     except Exception as error:  # said to the parent, which stops the batch with it
         connection.send(("failed", str(error) or type(error).__name__))
         return
-    with store:
+    with store if store is not None else contextlib.nullcontext():
         connection.send(("ready",))
         inbox: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -275,7 +279,7 @@ def _take(connection: Connection, inbox: asyncio.Queue[tuple[int, Any] | None]) 
         inbox.put_nowait(None)
 
 
-async def _work(connection: Connection, store: Store, setup: WorkerSetup, job_id: int,
+async def _work(connection: Connection, store: Store | None, setup: WorkerSetup, job_id: int,
                 job: Any) -> None:
     try:
         result = await setup.work(job, store, setup)

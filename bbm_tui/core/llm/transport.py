@@ -337,6 +337,8 @@ async def _read_step(
                      if hasattr(wrapper, "received_finish_reason")), False)
             text = _absorb_chunk(chunk, state, mode)
             if text is None:
+                if _provider_done(stream):
+                    return
                 continue
             wait_s = settings.idle_timeout_s
             if settings.max_tokens is not None and state.chars > char_cap:
@@ -358,6 +360,8 @@ async def _read_step(
                 state.chunks >= settings.max_tokens or state.chars >= char_cap
             ):
                 state.truncated = True
+                return
+            if _provider_done(stream):
                 return
 
 
@@ -802,8 +806,9 @@ def _answer_counts(state: _StreamState, watch: UsageWatch) -> UsageCounts:
     """A whole answer's usage: the provider's own counts, as its events gave them (the reply
     guard reads every wire's, usage_events.py); unknown where it sent none, or not all sane:
     never litellm's own estimate, which a stream gets in their place. An in-process
-    provider (no HTTP reply) counts its own, handed on by litellm."""
-    if not watch.replies:
+    provider (no HTTP reply) counts its own: the offline models tell the watch, any other's
+    litellm hands on."""
+    if not watch.replies and not watch.provider_usage:
         return counts_from_litellm(state.usage)
     counts = watch.usage
     if counts.prompt is None or counts.completion is None:
@@ -837,20 +842,39 @@ async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings,
                 (wrapper for wrapper in text_completion_closables(stream)
                  if hasattr(wrapper, "received_finish_reason")), False)
         choice = _chunk_choice(chunk, state)
-        if choice is None:
-            continue
-        if spec.mode != "completion":
-            delta = getattr(choice, "delta", None)
-            text = getattr(delta, "content", None) if delta is not None else None
-        else:
-            text = getattr(choice, "text", None)
-        if not text:
-            continue
-        text = unicode_text(text)
-        state.pieces.append(text)
-        state.chunks += 1
-        state.started = True
-        limit.reschedule(min(loop.time() + silence_s, deadline))
+        if choice is not None:
+            if spec.mode != "completion":
+                delta = getattr(choice, "delta", None)
+                text = getattr(delta, "content", None) if delta is not None else None
+            else:
+                text = getattr(choice, "text", None)
+            if text:
+                state.pieces.append(unicode_text(text))
+                state.chunks += 1
+                state.started = True
+                limit.reschedule(min(loop.time() + silence_s, deadline))
+        if _provider_done(stream):
+            return
+
+
+def _provider_done(stream: Any) -> bool:
+    """Whether litellm's stream wrapper has handed on all the provider sent: its stream ended
+    (the wrapper's last chunk is out) and, unless the provider's own counts came over HTTP
+    (the reply guard's, records.usage_watch), litellm's usage chunk is out too (an in-process
+    provider's counts, or litellm's estimate for a server that sent none). What litellm
+    does past that point (the answer assembled again in a thread, twice; its logging; its
+    price of the call) is for callbacks we do not register, and cost 2-3 ms of CPU a call
+    (bench/finder_stream.py): the stream is closed instead. Only a chat stream read directly
+    (litellm 1.103.7's CustomStreamWrapper: `sent_last_chunk`, `sent_stream_usage`,
+    `send_stream_usage`); a router's stream is read to its end, as its Router counts each
+    deployment's successes in those callbacks."""
+    if getattr(stream, "sent_last_chunk", False) is not True:
+        return False
+    watch = usage_watch.get()
+    if watch is not None and watch.provider_usage:
+        return True
+    return (getattr(stream, "sent_stream_usage", True) is True
+            or getattr(stream, "send_stream_usage", False) is not True)
 
 
 def longest_silence(settings: CallSettings) -> float:

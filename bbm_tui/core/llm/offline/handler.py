@@ -8,6 +8,22 @@ import asyncio
 import time
 from typing import Any
 
+from bbm_tui.core.llm.records import UsageCounts, usage_watch
+
+
+def _told(usage: dict[str, int]) -> dict[str, int]:
+    """An offline call's usage, told to the call's usage watch (records.usage_watch) as a
+    provider's own counts, as the reply guard tells an HTTP provider's: the reader then has
+    them when the stream ends, without litellm's usage chunk (the answer assembled again in
+    a thread: core/llm/transport.py's `_provider_done`). Returned for the last chunk, which
+    litellm's own readers count from."""
+    watch = usage_watch.get()
+    if watch is not None:
+        watch.usage = UsageCounts(prompt=usage["prompt_tokens"],
+                                  completion=usage["completion_tokens"])
+        watch.provider_usage = True
+    return usage
+
 
 def make_offline_handler(litellm: Any, engine: Any, provider: str = "replay") -> Any:
     """A litellm CustomLLM over the offline replay engine (docs/DESIGN.md §6)."""
@@ -91,7 +107,7 @@ def make_offline_handler(litellm: Any, engine: Any, provider: str = "replay") ->
                 if pace:
                     await asyncio.sleep(pace)
                 yield chunk(piece)
-            yield chunk("", True, usage(messages, text))
+            yield chunk("", True, _told(usage(messages, text)))
 
     return OfflineLLM()
 
@@ -185,7 +201,7 @@ def make_solver_handler(litellm: Any) -> Any:
                 if pace:
                     await asyncio.sleep(pace)
                 yield chunk(piece)
-            yield chunk("", True, usage(messages, [text]))
+            yield chunk("", True, _told(usage(messages, [text])))
 
     return SolverLLM()
 
