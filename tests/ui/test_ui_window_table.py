@@ -69,3 +69,23 @@ async def test_a_cursor_on_a_row_that_goes_lands_on_the_first_row() -> None:
         table.drop_first_rows(100)  # more than it has: every row goes
         await pilot.pause()
         assert table.row_count == 0
+
+
+async def test_the_rows_in_view_stay_in_view() -> None:
+    """The scroll moves up by the height of the rows that went: the same rows on screen, not
+    those that many lines further down (a frame of the wrong rows, then a second drawing)."""
+    app = Tables()
+    async with app.run_test(size=(80, 40)) as pilot:
+        table = app.query_one("#bulk", WindowTable)
+        fill(table, 60)  # rows 0, 3, 6, ... are two lines high
+        await pilot.pause()
+        table.move_cursor(row=50, animate=False)
+        await pilot.pause()
+        top = table.scroll_y
+        assert top > 0
+        first_in_view = table._get_offsets(int(top))[0].value
+        table.drop_first_rows(10)  # 14 lines: rows 0, 3, 6, 9 have two
+        await pilot.pause()
+        assert table.scroll_y == top - 14
+        assert table._get_offsets(int(table.scroll_y))[0].value == first_in_view
+        assert table.get_row_at(table.cursor_row) == ["session 50", "50"]

@@ -4,8 +4,9 @@ The sessions screen (screens/sessions.py) holds at most a few pages of a list of
 sessions: as the cursor goes down, the next page is appended and the first one let go.
 Textual's `remove_row` rebuilds the table's whole row index, and sets the cursor and the hover
 again (each a redraw of their cells and a pass over every row), for each row it removes: a
-page of 100 rows out of 300 took 30 ms of CPU, and the key that crossed a page 110-280 ms
-(bench/big_store.py). `drop_first_rows` lets go of them in one pass.
+page of 100 rows out of 400 took 30 ms of CPU in the key that crossed into the next page
+(bench/big_store.py). `drop_first_rows` lets go of them in one pass, and keeps the rows in
+view where they were.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class WindowTable(DataTable):
                 gone.append(key)
             else:
                 kept[key] = index - count
+        # The rows in view stay in view: the scroll moves up by the height that went (else
+        # the next frame draws the rows that many lines further down, and the cursor's
+        # scroll a frame later draws the right ones: every cell in view drawn twice).
+        gone_height = sum(self.rows[key].height for key in gone)
         for key in gone:
             for column_key in self._data[key]:
                 self._updated_cells.discard(CellKey(key, column_key))
@@ -47,5 +52,6 @@ class WindowTable(DataTable):
         self._update_count += 1
         self.check_idle()
         self.refresh(layout=True)
+        self.scroll_to(y=max(self.scroll_y - gone_height, 0), animate=False, immediate=True)
         self.move_cursor(row=max(cursor.row - count, 0), column=cursor.column, animate=False)
         self.hover_coordinate = self.hover_coordinate  # clamped, as remove_row does
