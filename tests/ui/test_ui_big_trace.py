@@ -178,6 +178,36 @@ async def test_a_moved_window_is_laid_out_once(store: Store) -> None:
                 thought(screen, number).region)
 
 
+async def test_a_moved_window_draws_each_thought_once(store: Store) -> None:
+    """After G, home or a jump each thought that entered the window is drawn once, in the
+    layout's frame: the new size the layout gave it (its `virtual_size`) asked for a repaint
+    of every one of them a frame later (bench/big_store.py: a second frame of ~30 views)."""
+    session_id = big_session(default_path(), 500)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.pause(0.3)
+        drawn: list[int] = []
+        # Counted where the compositor draws a widget's lines (Widget.render_lines).
+        original = ThoughtView.render_lines
+
+        def counted(view: ThoughtView, crop):  # type: ignore[no-untyped-def]
+            drawn.append(id(view))
+            return original(view, crop)
+
+        ThoughtView.render_lines = counted  # type: ignore[method-assign]
+        try:
+            for key, number in (("G", 500), ("home", 1), ("G", 500)):
+                drawn.clear()
+                await pilot.press(key)
+                await wait_for(pilot, lambda number=number: screen.view.selected == number)
+                await pilot.pause(0.3)  # time for any later frame to come
+                assert drawn, key
+                assert max(drawn.count(view) for view in drawn) == 1, key
+        finally:
+            ThoughtView.render_lines = original  # type: ignore[method-assign]
+
+
 async def test_finder_marks_show_on_thoughts_that_enter_the_window(store: Store) -> None:
     session_id = big_session(default_path(), 2_000)
     app = make_app(session_id=session_id)

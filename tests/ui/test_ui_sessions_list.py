@@ -98,6 +98,52 @@ async def test_a_thousand_sessions_are_held_a_window_of_pages_at_a_time(store: S
         assert screen._summaries[screen.selected_id()].session.name == name_at(grid.cursor_row)
 
 
+async def test_the_next_page_is_read_ahead_and_appended_by_the_key_that_reaches_it(
+        store: Store) -> None:
+    """The page after the table's last row is read while the reader is still above it, so
+    the key that comes near the end appends it at once (no store read then, no second
+    drawing of the screen when the page comes back: bench/big_store.py)."""
+    many_sessions(default_path(), 1_000)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sessions(pilot)
+        grid = table(screen)
+        reads_at_the_edge: list[int] = []
+        more = screen._more
+
+        def counted(query: SessionQuery, position: int) -> object:
+            reads_at_the_edge.append(position)
+            return more(query, position)
+
+        screen._more = counted  # type: ignore[method-assign]
+        for pages in (2, 3, 4):
+            await wait_for(pilot, lambda: screen._next_page is not None)
+            await pilot.press("ctrl+end")
+            await wait_for(pilot, lambda pages=pages: screen._offset + grid.row_count
+                           == pages * PAGE)
+        assert reads_at_the_edge == []
+        assert screen._offset == PAGE and grid.row_count == KEPT
+        assert names(screen) == [name_at(PAGE + row) for row in range(KEPT)]
+        # A delete fills the table anew: the page read ahead before it is not used, the one
+        # read after it is the list without the deleted session.
+        grid.move_cursor(row=grid.row_count - 30)
+        await pilot.pause()
+        selected = screen.selected_id()
+        assert selected is not None
+        deleted = screen._summaries[selected].session.name
+        fills = screen._fills
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: screen._fills > fills and screen._next_page is not None)
+        left = [name_at(position) for position in range(1_000) if name_at(position) != deleted]
+        assert names(screen) == left[screen._offset:screen._offset + grid.row_count]
+        assert screen._next_page is not None
+        _, position, page = screen._next_page
+        assert position == screen._offset + grid.row_count
+        assert [summary.session.name for summary in page] == left[position:position + PAGE]
+
+
 async def test_search_and_filters_narrow_the_list(store: Store) -> None:
     many_sessions(default_path(), 300)
     app = make_app()

@@ -45,6 +45,7 @@ from bbm_tui.ui.viewmodels.sessions import (
     sorted_by,
 )
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
+from bbm_tui.ui.widgets.window_table import WindowTable
 
 # (title, key, width from WIDE columns on, width below (0: left out), the order a click on
 # its header asks for). The widths fit 120 columns, and 80, with the cells' padding and the
@@ -196,6 +197,12 @@ class SessionsScreen(BbmScreen):
         self._everything: int | None = None  # all sessions, when a filter is on
         self._problems: tuple[str, ...] = ()
         self._loading_more = False
+        # The page after the table's last row, read ahead of the cursor (query and list
+        # position it was read for, and its rows): the key that crosses into it appends it at
+        # once, in the frame of its own move, rather than drawing the screen again when the
+        # page comes back from the store.
+        self._next_page: tuple[SessionQuery, int, list[SessionSummary]] | None = None
+        self._fills = 0  # how many times the table was filled anew: a page read before is stale
         self._widths: dict[str, int] = {}
 
     @property
@@ -208,7 +215,7 @@ class SessionsScreen(BbmScreen):
         yield Input(placeholder=f"{key_for(self, 'sessions_search')} search: {SEARCH_HELP}",
                     id="sessions-search", tooltip=f"{SEARCH_HELP}; {LABEL_HELP}")
         yield LeanStatic(id="sessions-status")
-        yield DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
+        yield WindowTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
         yield Static(id="sessions-empty", classes="hint")
         yield KeysFooter()
 
@@ -282,6 +289,8 @@ class SessionsScreen(BbmScreen):
         table = self.query_one(DataTable)
         table.loading = False
         table.clear()
+        self._next_page = None
+        self._fills += 1
         self._summaries = {}
         self._rows = []
         self._offset = offset
@@ -295,6 +304,7 @@ class SessionsScreen(BbmScreen):
         if target is not None and 0 <= target - offset < table.row_count:
             table.move_cursor(row=target - offset, animate=False)
         self._show_status()
+        self._read_ahead()
 
     def _add_rows(self, summaries: list[SessionSummary]) -> None:
         table = self.query_one(DataTable)
@@ -330,8 +340,13 @@ class SessionsScreen(BbmScreen):
             return
         if (event.cursor_row >= table.row_count - MARGIN
                 and self._offset + table.row_count < self._total):
+            position = self._offset + table.row_count
+            ahead = self._next_page
+            if ahead is not None and ahead[:2] == (self._query, position):
+                self._append_page(ahead[2])
+                return
             self._loading_more = True
-            self._more(self._query, self._offset + table.row_count)
+            self._more(self._query, position)
         elif event.cursor_row < MARGIN and self._offset > 0:
             self._loading_more = True
             self._earlier(self._query, self._offset)
@@ -346,24 +361,49 @@ class SessionsScreen(BbmScreen):
             page = await asyncio.to_thread(store.session_page, query, position, PAGE)
             table = self.query_one(DataTable)
             if query == self._query and position == self._offset + table.row_count:
-                self._add_rows(page)
-                self._let_go_of_the_first_page()
-                self._show_status()
+                self._append_page(page)
         finally:
             self._loading_more = False
 
-    def _let_go_of_the_first_page(self) -> None:
+    def _append_page(self, page: list[SessionSummary]) -> None:
+        """The page after the table's last row: appended, the first page let go of, and the
+        page after it read ahead."""
+        self._next_page = None
+        self._add_rows(page)
+        self._let_go_of_the_first_page()
+        self._show_status()
+        self._read_ahead()
+
+    def _read_ahead(self) -> None:
+        """Read the page after the table's last row, if the list goes on."""
+        position = self._offset + self.query_one(DataTable).row_count
+        if position < self._total:
+            self._read_next_page(self._query, position, self._fills)
+
+    @work(exclusive=True, group="sessions-ahead", exit_on_error=False,
+          description="Reading the next sessions ahead")
+    async def _read_next_page(self, query: SessionQuery, position: int, fills: int) -> None:
+        store = await self.bbm_app.wait_for_store()
+        if store is None:
+            return
+        page = await asyncio.to_thread(store.session_page, query, position, PAGE)
         table = self.query_one(DataTable)
+        # Kept only for the table it was read for: not one filled anew since (a delete, a
+        # rename, a search), whose rows may have moved.
+        if (fills, query) == (self._fills, self._query) \
+                and position == self._offset + table.row_count:
+            self._next_page = (query, position, page)
+
+    def _let_go_of_the_first_page(self) -> None:
+        table = self.query_one(WindowTable)
         extra = table.row_count - KEPT
         if extra <= 0:
             return
-        cursor = table.cursor_row
         for session_id in self._rows[:extra]:
-            table.remove_row(str(session_id))
             del self._summaries[session_id]
         self._rows = self._rows[extra:]
         self._offset += extra
-        table.move_cursor(row=max(cursor - extra, 0), animate=False)
+        table.drop_first_rows(extra)  # in one pass (remove_row's cost grows with the table)
 
     @work(group="sessions-more", exit_on_error=False, description="Listing the earlier sessions")
     async def _earlier(self, query: SessionQuery, offset: int) -> None:

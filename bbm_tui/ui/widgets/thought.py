@@ -68,8 +68,10 @@ class ThoughtView(Widget):
     # A thought does not scroll: its virtual size is its size, given by the layout. Textual's
     # own `virtual_size` asks for a layout when it changes, which is just after a layout gave
     # the thought its new height: a second layout of the whole screen, for nothing, for each
-    # line a streaming thought gained.
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+    # line a streaming thought gained. Nor a repaint: the layout that changed it drew the
+    # thought already (a new size marks it dirty), and the repaint drew every thought a moved
+    # window handed on a second time, a frame later (bench/big_store.py).
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False, repaint=False)
 
     # Its lines come wrapped already (`_lines`, which the layout needs for the height): not
     # wrapped again when drawn, which took as long as the wrapping itself.

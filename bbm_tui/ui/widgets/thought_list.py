@@ -110,8 +110,10 @@ class ThoughtList(VerticalScroll, can_focus=False):
     # frame, 20-30 ms after the first, for every G, home or jump (bench/big_store.py: a key
     # "until settled"). Nothing in that second layout depends on it: the layout that set it
     # placed the thoughts, updated the scrollbar (`_scroll_update`) and kept the anchor, and a
-    # scrollbar that comes or goes asks for its own layout (`show_vertical_scrollbar`).
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+    # scrollbar that comes or goes asks for its own layout (`show_vertical_scrollbar`). Nor a
+    # repaint: the pane draws nothing of its own that its scrollable height changes (its
+    # scrollbars are widgets of their own, updated by that layout).
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False, repaint=False)
 
     def __init__(
         self,
