@@ -182,3 +182,47 @@ async def test_the_model_dialog_switches_a_session_to_thinking(store: Store) -> 
                        timeout=60)
         assert all(s.origin == StepOrigin.THINKING for s in screen.view.trace.steps)
         await wait_for(pilot, lambda: pane_title(screen) == "Thoughts · reasoning · paragraphs")
+
+
+async def test_the_temperature_reaches_a_thinking_call_and_the_dialog_can_leave_it_out(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """The config's temperature is sent with a thinking call from the app; the model dialog
+    shows it for thinking, and emptied, the next call sends none (the provider's default),
+    while the step-at-a-time temperature is left as it was."""
+    from textual.widgets import Input
+
+    from bbm_tui.ui.dialogs import ModelScreen
+
+    for _ in range(2):
+        openai_server.enqueue(Reply(text="So the answer is 5", reasoning="A is 5.\n\nDone."))
+    spec = llm.ModelSpec("openai/qwen3-8b", api_base=openai_server.base_url, mode="thinking")
+    trace = TraceSession.create(store, NewTrace(TASK, "((1 + 4) * 1) =", "5"), spec)
+    config = Config(model=spec.model, api_base=spec.api_base, mode="thinking", temperature=0.7)
+    app = make_app(config, session_id=trace.id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await opened(pilot)
+        await wait_for(pilot, lambda: screen.view.is_mounted)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
+        assert openai_server.requests[-1].body["temperature"] == 0.7
+        await pilot.press("ctrl+e")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        field = app.screen.query_one("#temperature", Input)
+        assert field.value == "0.7"
+        field.value = ""
+        app.screen.query_one("#model", Input).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is screen)
+        settings = screen.view.context.stepper_settings
+        assert settings.thinking_temperature is None and settings.call.temperature == 0.7
+    row = bundled_rows(TASK)[QUESTION]
+    again = TraceSession.create(store, NewTrace(TASK, row.input, row.target, QUESTION), spec)
+    app = make_app(Config(model=spec.model, api_base=spec.api_base, mode="thinking"),
+                   session_id=again.id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await opened(pilot)
+        await wait_for(pilot, lambda: screen.view.is_mounted)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
+        assert "temperature" not in openai_server.requests[-1].body
