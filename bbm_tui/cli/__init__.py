@@ -526,6 +526,7 @@ def _add_queue_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", help="the task of every file (else from each file's name)")
     parser.add_argument("--protocol", choices=("paper", "per-step"), default="paper",
                         help="paper (the default) or PRM800K's per-step")
+    _add_reasoning_split_option(parser)
     _add_task_file_option(parser)
 
 
