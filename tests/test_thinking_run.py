@@ -197,3 +197,45 @@ def test_a_temperature_out_of_range_is_a_usage_error(
                  "--out", str(tmp_path / "o.jsonl")])
     assert code == 2
     assert capsys.readouterr().err == "bbm-tui: --temperature must be from 0 to 2 (got 2.5)\n"
+
+
+def test_an_exported_summary_says_so_and_comes_back_a_thinking_trace(
+        openai_server: FakeOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A provider's summary (Claude 4's) exported from the store: the JSONL row carries the
+    reasoning whole with `reasoning_kind: "summary"`, the split and the mode, as `run`'s row
+    does, and imported again it is a thinking trace of that summary; the Markdown export says
+    the thoughts are cut from a summary, not the reasoning."""
+    summary = "**Adding up**\n\nThe parts are 1 and 4.\n\nDone."
+    openai_server.enqueue(Reply(text="So the answer is 5", reasoning=summary))
+    out = tmp_path / "out.jsonl"
+    assert main(["run", "--model", "openai/claude-sonnet-4-5", "--api-base",
+                 openai_server.base_url, "--mode", "thinking", "--split", "sentence",
+                 "--input", str(one_question(tmp_path)), "--out", str(out)]) == 0
+    exported, markdown = tmp_path / "exported.jsonl", tmp_path / "exported.md"
+    assert main(["export", "--out", str(exported)]) == 0
+    assert main(["export", "--format", "markdown", "--out", str(markdown)]) == 0
+    (row,) = rows_of(exported)
+    assert (row["mode"], row["split"], row["reasoning"], row["reasoning_kind"]) == (
+        "thinking", "sentence", summary, "summary")
+    assert row["steps"] == stripped_steps(split_text(summary, SplitRule.SENTENCE))
+    assert ("- thoughts: the provider's summary of the model's reasoning (not the reasoning "
+            "itself), cut by sentence\n") in markdown.read_text(encoding="utf-8")
+    # Into another store: a thinking trace of the summary again, not a recorded one.
+    capsys.readouterr()
+    from bbm_tui.core.annotation.export import import_rows
+    from bbm_tui.core.dataset import read_input_rows
+    from bbm_tui.core.store import Store
+    from bbm_tui.core.trace.session import TraceSession
+
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BBM_TUI_HOME", str(other))
+        with Store.open() as store:
+            [session_id] = import_rows(store, "multistep_arithmetic",
+                                       read_input_rows(exported)).imported
+            trace = TraceSession.load(store, session_id)
+            reasoning = trace.reasoning()
+            assert reasoning is not None and (reasoning.text, reasoning.kind) == (
+                summary, "summary")
+            assert trace.split_rule() == SplitRule.SENTENCE and trace.texts == row["steps"]

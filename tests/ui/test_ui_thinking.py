@@ -226,3 +226,30 @@ async def test_the_temperature_reaches_a_thinking_call_and_the_dialog_can_leave_
         await pilot.press("r")
         await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
         assert "temperature" not in openai_server.requests[-1].body
+
+
+async def test_a_summary_beside_a_step_at_a_time_model_says_summary(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """Side by side, a thinking column whose provider sends a summary says "summary" in its
+    border, before its run and after it (from the stored reasoning's kind)."""
+    openai_server.enqueue(Reply(text="So the answer is 5",
+                                reasoning="**Adding the parts**\n\nThe sum is 5."))
+    specs = [llm.ModelSpec("openai/claude-sonnet-4-5", api_base=openai_server.base_url,
+                           mode="thinking"), llm.ModelSpec("solver/bbm")]
+    session = SideBySide.create(store, NewTrace(TASK, "((1 + 4) * 1) =", "5"), specs)
+    app = make_app()
+    async with app.run_test(size=(160, 40)) as pilot:
+        await app.wait_for_store()
+        app.open_session(session.id)
+        await wait_for(pilot, lambda: isinstance(app.screen, SideBySideScreen)
+                       and app.screen.is_mounted, timeout=30)
+        screen = app.screen
+        assert isinstance(screen, SideBySideScreen)
+        summary, _stepper = screen.columns
+        await wait_for(pilot, lambda: "summary · paragraphs" in summary.title.plain)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: summary.trace.finished and not summary.view.running,
+                       timeout=60)
+        assert summary.trace.texts == ["**Adding the parts**", "The sum is 5."]
+        await wait_for(pilot, lambda: "summary · paragraphs" in summary.title.plain)
