@@ -253,3 +253,47 @@ async def test_a_summary_beside_a_step_at_a_time_model_says_summary(
                        timeout=60)
         assert summary.trace.texts == ["**Adding the parts**", "The sum is 5."]
         await wait_for(pilot, lambda: "summary · paragraphs" in summary.title.plain)
+
+
+O_SERIES_ANSWER = ("The first part is 1 + 4 = 5.\n\nTimes 1 it stays 5.\n\n"
+                   "So the answer is 5")
+
+
+def o_series_trace(store: Store, openai_server: FakeOpenAI) -> TraceSession:
+    """OpenAI's o4-mini through chat completions: no reasoning text, 512 reasoning tokens."""
+    openai_server.enqueue(Reply(text=O_SERIES_ANSWER, reasoning_tokens=512))
+    spec = llm.ModelSpec("openai/o4-mini", api_base=openai_server.base_url, mode="thinking")
+    return TraceSession.create(store, NewTrace(TASK, "((1 + 4) * 1) =", "5"), spec)
+
+
+def reasoning_line(screen: TraceScreen) -> str:
+    shown = screen.view.query_one("#reasoning")
+    return str(shown.render()) if shown.display else ""
+
+
+async def test_an_o_series_trace_says_no_reasoning_text_came_and_counts_its_tokens(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """o-series send no reasoning text over chat completions: the pane says so from the start
+    (not "summary" or "reasoning"), the thoughts are the answer's paragraphs, and the line
+    under the answer says no text came and how many reasoning tokens were counted."""
+    trace = o_series_trace(store, openai_server)
+    app = make_app(Config(model=trace.spec.model, api_base=trace.spec.api_base,
+                          mode="thinking"), session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        await wait_for(pilot, lambda: pane_title(screen)
+                       == "Thoughts · no reasoning text · paragraphs")
+        await wait_for(pilot, lambda: reasoning_line(screen) != "")
+        assert reasoning_line(screen) == ("Reasoning: no reasoning text sent by the provider; "
+                                          "the thoughts are cut from the answer")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
+        assert screen.view.trace.texts == ["The first part is 1 + 4 = 5.",
+                                           "Times 1 it stays 5.", "So the answer is 5"]
+        assert pane_title(screen) == "Thoughts · no reasoning text · paragraphs"
+        await wait_for(pilot, lambda: "512" in reasoning_line(screen))
+        assert reasoning_line(screen) == (
+            "Reasoning: no reasoning text sent by the provider; the thoughts are cut from the "
+            "answer · 512 reasoning tokens (in the cost)")
+        assert openai_server.requests[-1].body.get("reasoning_effort") is None

@@ -238,7 +238,9 @@ def _share(trace: _Trace, spec: llm.ModelSpec, whole: CallRecord | None) -> Call
                        one_call=trace.call_id, one_call_share=share)
     tokens = trace.pieces_since_step or None
     trace.pieces_since_step = 0
-    cost = cost_of(spec, UsageCounts(prompt=0, completion=tokens))
+    # A step that took no piece of the stream (several given at once as the call ends) costs
+    # nothing of its own; priced as None, it left the whole call unpriced.
+    cost = cost_of(spec, UsageCounts(prompt=0, completion=tokens or 0))
     trace.counted_tokens += tokens or 0
     if cost is None:
         trace.priced = False

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from bbm_tui.core.annotation.reasonings import thinking_of
 from bbm_tui.core.dataset import TraceRow
-from bbm_tui.core.llm.capabilities import reasoning_is_summary
+from bbm_tui.core.llm.capabilities import reasoning_is_summary, sends_no_reasoning_text
 from bbm_tui.core.store import Step, Store
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.types import ReasoningKind, SplitRule, StepOrigin
@@ -30,7 +30,24 @@ def reasoning_kind(trace: TraceSession) -> ReasoningKind | None:
         return ReasoningKind(stored.kind)
     if trace.spec.mode != "thinking":
         return None
+    if sends_no_reasoning_text(trace.spec):
+        return ReasoningKind.NONE
     return ReasoningKind.SUMMARY if reasoning_is_summary(trace.spec) else ReasoningKind.RAW
+
+
+def reasoning_fact(trace: TraceSession) -> str | None:
+    """What the line "Reasoning: …" under a thinking trace's answer says where the provider
+    sent no text of the reasoning (OpenAI's reasoning models through chat completions): that
+    none came, so the thoughts are cut from the answer, and the reasoning tokens it counted
+    (billed, in the cost): all there is to see of its thinking. None: a trace whose reasoning
+    is on show as its thoughts, or a step-at-a-time one."""
+    stored = trace.reasoning()
+    kind = ReasoningKind(stored.kind) if stored is not None else reasoning_kind(trace)
+    if kind != ReasoningKind.NONE:
+        return None
+    said = "no reasoning text sent by the provider; the thoughts are cut from the answer"
+    tokens = stored.reasoning_tokens if stored is not None else None
+    return said + ("" if tokens is None else f" · {tokens:,} reasoning tokens (in the cost)")
 
 
 def thinking_note(trace: TraceSession, default_rule: SplitRule, *, short: bool = False) -> str:
