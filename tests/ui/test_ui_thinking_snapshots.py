@@ -141,11 +141,8 @@ def test_a_thinking_model_beside_a_step_at_a_time_one(snap_compare,
         # columns' follow of their end was timed under load.
         await pilot.press("home")
         await wait_for(pilot, lambda: screen.columns[0].view.selected == 1)
-        # And levelled: Thought 2 starts on one screen row in both columns. The screen levels
-        # them as runs end and titles change; under load a levelling can run before the last
-        # thoughts are laid out and nothing runs it again (left for the lead: see the report),
-        # so it is asked for once more here, as the screen's own timer would.
-        screen.level_rows()
+        # And levelled: Thought 2 starts on one screen row in both columns, by the
+        # screen's own levelling (no call of it here).
         await wait_for(pilot, lambda: len({top(c, 2) for c in screen.columns}) == 1)
         await steady_frame(pilot)
 
