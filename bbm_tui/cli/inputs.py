@@ -56,6 +56,7 @@ def config_of(args: argparse.Namespace) -> Config:
             thinking_effort=getattr(args, "thinking_effort", None),
             thinking_budget=getattr(args, "thinking_budget", None),
             temperature=_temperature(args),
+            chat_template=_chat_template(args),
         )
         if config.router is not None:
             if as_list(getattr(args, "api_base", None)):
@@ -73,6 +74,12 @@ def _temperature(args: argparse.Namespace) -> float | None:
         raise UsageError(f"--temperature must be from {MIN_TEMPERATURE:g} to "
                          f"{MAX_TEMPERATURE:g} (got {value:g})")
     return value
+
+
+def _chat_template(args: argparse.Namespace) -> str | None:
+    """The app's --chat-template (a string; backtrack's and anchors' own are read as Path)."""
+    given = getattr(args, "chat_template", None)
+    return given if isinstance(given, str) else None
 
 
 def check_router_groups(router: str, models: Sequence[str]) -> None:

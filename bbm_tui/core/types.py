@@ -304,6 +304,10 @@ class CallSettings:
     # Mark the prompt's unchanging prefix for the provider's prompt cache, where the provider
     # needs a mark (Anthropic's `cache_control`; docs/DESIGN.md §3). Off: the same text, unmarked.
     caching: bool = True
+    # With caching: a step's prompt is written to the cache for the next step to read. Off
+    # for a step no step can follow (the step limit's): its mark goes on the prompt the step
+    # before wrote, so that is read and nothing is written (a write costs 1.25x the input).
+    cache_for_next: bool = True
 
     def params(self) -> dict[str, Any]:
         """The parameters worth recording beside a call."""
@@ -334,6 +338,9 @@ class StepperSettings:
     # with thinking on (Anthropic's 1, OpenAI's reasoning models'); `call.temperature` is the
     # step-at-a-time mode's, the paper's 0 unless given.
     thinking_temperature: float | None = None
+    # The model's chat template (a Jinja file's path) for going on from a prefix of its
+    # reasoning (core/llm/prefix.py); None: the server applies its own (llama-server).
+    chat_template: str | None = None
 
 
 # One of the tokens a model weighed at a place in its text: (token text, log-probability).
