@@ -452,3 +452,26 @@ def test_users_add_refuses_an_empty_password(tmp_path: Path) -> None:
         [sys.executable, "-m", "bbm_tui", "users", "add", "dan", "--role", "annotator",
          "--users", str(tmp_path / "users.json")], input="\n", text=True, capture_output=True)
     assert refused.returncode != 0 and "the password is empty" in refused.stderr
+
+
+def test_served_apps_cut_a_reasoning_by_serves_split() -> None:
+    """`serve --split sentence` (as `annotate --split`): the served app process is started
+    with the same rule, so each browser's queue holds the steps the server checked, cut by
+    sentence, not by the default paragraph."""
+    from bbm_tui.cli import build_parser
+    from bbm_tui.cli.inputs import reasoning_cut
+    from bbm_tui.cli.serve import _app_argv
+    from bbm_tui.core.annotation.queue import read_queue_file
+
+    deltabench = Path(__file__).parent / "fixtures" / "formats" / "deltabench.csv"
+    serve = build_parser(["serve"]).parse_args(
+        ["serve", "--annotate", str(deltabench), "--split", "sentence"])
+    argv = _app_argv(serve, [deltabench])
+    assert argv[argv.index("--split") + 1] == "sentence"
+    served = build_parser(["served-app"]).parse_args(argv[3:])
+    checked = read_queue_file(deltabench, cut=reasoning_cut(serve))
+    shown = read_queue_file(deltabench, cut=reasoning_cut(served))
+    by_paragraph = read_queue_file(deltabench)
+    assert [trace.row.steps for trace in shown] == [trace.row.steps for trace in checked]
+    assert shown[0].row.extra["split"] == "sentence"
+    assert len(shown[0].row.steps) > len(by_paragraph[0].row.steps)

@@ -22,6 +22,8 @@ from bbm_tui.core.generation.stepper import (
 )
 from bbm_tui.core.generation.thinking import ReasoningFinished, answer_of, run_thinking
 from bbm_tui.core.llm.offline import thinking as offline
+from bbm_tui.core.llm.records import UsageCounts
+from bbm_tui.core.llm.usage import cost_of
 from bbm_tui.core.prompts.thinking import thinking_prompt
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import get_task
@@ -264,3 +266,31 @@ def test_a_kill_mid_stream_loses_at_most_the_open_step(tmp_path: Path) -> None:
 
         asyncio.run(again())
         assert trace.texts == stripped_steps(raw_steps) and trace.finished
+
+
+@pytest.mark.parametrize("reasoning", ["", "Plan.\n\nWork.\n\nCheck."], ids=["o-series", "tail"])
+async def test_the_steps_shares_sum_to_the_whole_calls_cost(
+    openai_server: FakeOpenAI, reasoning: str
+) -> None:
+    """Several steps given at once when the call ends (o-series' answer cut into steps, the
+    last steps a reasoning's end closes): the ones that took no piece of the stream cost
+    nothing of their own, and the last carries the rest of the call, so that the steps' costs
+    sum to what the call cost, the reasoning tokens priced (a share of no tokens once left the
+    whole call unpriced: an o-series trace showed 1 of its 1,560 tokens' cost)."""
+    openai_server.enqueue(Reply(text="A is 5.\n\nB is 1.\n\nSo the answer is 5",
+                                reasoning=reasoning, reasoning_tokens=1536))
+    spec = llm.ModelSpec("openai/o4-mini" if not reasoning else "openai/gpt-4o-mini",
+                         api_base=openai_server.base_url, mode="thinking")
+    events = await events_of(spec, TASK, "((1 + 4) * 1) =", target="5")
+    finished = [event for event in events if isinstance(event, StepFinished)]
+    assert len(finished) == 3
+    whole = finished[-1].call
+    assert whole.prompt_tokens is not None and whole.completion_tokens is not None
+    costs = [event.call.cost for event in finished]
+    assert all(cost is not None for cost in costs), costs
+    tokens = sum(event.call.completion_tokens or 0 for event in finished)
+    if not reasoning:  # o-series: the reasoning tokens are billed as output
+        assert tokens >= 1536
+    expected = cost_of(spec, UsageCounts(whole.prompt_tokens, tokens))
+    assert expected is not None
+    assert sum(cost for cost in costs if cost is not None) == pytest.approx(expected)

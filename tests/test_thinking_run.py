@@ -140,3 +140,102 @@ def test_thinking_rows_are_dataset_rows_to_import_and_export(
     back = {row["input"]: row for row in rows_of(exported)}
     for row in rows:
         assert back[row["input"]]["steps"] == row["steps"]
+
+
+# -- the temperature of a thinking call (--temperature, the config's `temperature`)
+
+
+def one_question(tmp_path: Path) -> Path:
+    source = tmp_path / "multistep_arithmetic.jsonl"
+    source.write_text(bundled_path("multistep_arithmetic").read_text().splitlines()[0] + "\n")
+    return source
+
+
+def test_the_temperature_given_reaches_the_thinking_call(
+        openai_server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--temperature is sent with the thinking call; the config's `temperature` too; unset,
+    none is sent (the provider's default, not the paper's 0 of the step-at-a-time mode)."""
+    source = one_question(tmp_path)
+    config = tmp_path / "config.toml"
+    monkeypatch.setenv("BBM_TUI_CONFIG", str(config))
+    sent: list[object] = []
+    for typed, in_config in ((["--temperature", "0.6"], ""), ([], "temperature = 0.3\n"),
+                             ([], "")):
+        config.write_text(in_config, encoding="utf-8")
+        openai_server.enqueue(Reply(text="So the answer is 5", reasoning="A is 5.\n\nDone."))
+        out = tmp_path / f"out-{len(sent)}.jsonl"
+        assert main(["run", "--model", "openai/qwen3-8b", "--api-base", openai_server.base_url,
+                     "--mode", "thinking", "--input", str(source), *typed,
+                     "--out", str(out)]) == 0
+        sent.append(openai_server.requests[-1].body.get("temperature", "unset"))
+        (row,) = rows_of(out)
+        assert row["answer"] == "5"
+    assert sent == [0.6, 0.3, "unset"]
+
+
+def test_a_temperature_anthropic_refuses_stops_the_run_before_any_call(
+        anthropic_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Anthropic takes only temperature 1 with thinking on: --temperature 0.5 is one usage
+    error saying which and why, and the server sees no request."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key-123")
+    anthropic_server.api_key = "test-key-123"
+    out = tmp_path / "out.jsonl"
+    code = main(["run", "--model", "anthropic/claude-sonnet-4-5", "--api-base",
+                 anthropic_server.base_url, "--mode", "thinking", "--temperature", "0.5",
+                 "--input", str(one_question(tmp_path)), "--out", str(out)])
+    assert code == 2
+    assert capsys.readouterr().err == ("bbm-tui: temperature 0.5: Anthropic takes only "
+                                       "temperature 1 with thinking on (leave it unset)\n")
+    assert anthropic_server.requests == [] and not out.exists()
+
+
+def test_a_temperature_out_of_range_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "--model", "solver/thinking", "--mode", "thinking", "--dataset",
+                 "--task", "dyck_languages", "--temperature", "2.5",
+                 "--out", str(tmp_path / "o.jsonl")])
+    assert code == 2
+    assert capsys.readouterr().err == "bbm-tui: --temperature must be from 0 to 2 (got 2.5)\n"
+
+
+def test_an_exported_summary_says_so_and_comes_back_a_thinking_trace(
+        openai_server: FakeOpenAI, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A provider's summary (Claude 4's) exported from the store: the JSONL row carries the
+    reasoning whole with `reasoning_kind: "summary"`, the split and the mode, as `run`'s row
+    does, and imported again it is a thinking trace of that summary; the Markdown export says
+    the thoughts are cut from a summary, not the reasoning."""
+    summary = "**Adding up**\n\nThe parts are 1 and 4.\n\nDone."
+    openai_server.enqueue(Reply(text="So the answer is 5", reasoning=summary))
+    out = tmp_path / "out.jsonl"
+    assert main(["run", "--model", "openai/claude-sonnet-4-5", "--api-base",
+                 openai_server.base_url, "--mode", "thinking", "--split", "sentence",
+                 "--input", str(one_question(tmp_path)), "--out", str(out)]) == 0
+    exported, markdown = tmp_path / "exported.jsonl", tmp_path / "exported.md"
+    assert main(["export", "--out", str(exported)]) == 0
+    assert main(["export", "--format", "markdown", "--out", str(markdown)]) == 0
+    (row,) = rows_of(exported)
+    assert (row["mode"], row["split"], row["reasoning"], row["reasoning_kind"]) == (
+        "thinking", "sentence", summary, "summary")
+    assert row["steps"] == stripped_steps(split_text(summary, SplitRule.SENTENCE))
+    assert ("- thoughts: the provider's summary of the model's reasoning (not the reasoning "
+            "itself), cut by sentence\n") in markdown.read_text(encoding="utf-8")
+    # Into another store: a thinking trace of the summary again, not a recorded one.
+    capsys.readouterr()
+    from bbm_tui.core.annotation.export import import_rows
+    from bbm_tui.core.dataset import read_input_rows
+    from bbm_tui.core.store import Store
+    from bbm_tui.core.trace.session import TraceSession
+
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BBM_TUI_HOME", str(other))
+        with Store.open() as store:
+            [session_id] = import_rows(store, "multistep_arithmetic",
+                                       read_input_rows(exported)).imported
+            trace = TraceSession.load(store, session_id)
+            reasoning = trace.reasoning()
+            assert reasoning is not None and (reasoning.text, reasoning.kind) == (
+                summary, "summary")
+            assert trace.split_rule() == SplitRule.SENTENCE and trace.texts == row["steps"]

@@ -150,6 +150,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_model_options(parser, several=f"with --task and --question, the models side by "
                        f"side, at most {MAX_SIDE_BY_SIDE}")
     _add_thinking_options(parser)
+    _add_temperature_option(parser)
     parser.add_argument("--chat-template", metavar="FILE.jinja",
                         help="thinking mode: the model's own chat template (Jinja), for `b` "
                         "on a thinking trace on vLLM (/v1/completions) or Ollama (raw); "
@@ -227,6 +228,7 @@ def _add_run_parser(commands: Commands) -> None:
     )
     _add_model_options(run, several="every question runs on each, a row per model")
     _add_thinking_options(run)
+    _add_temperature_option(run)
     _add_pace_option(run)
     _add_logprobs_option(run)
     run.add_argument("--task", help="the task (else taken from each input file's name)")
@@ -554,6 +556,7 @@ def _add_queue_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", help="the task of every file (else from each file's name)")
     parser.add_argument("--protocol", choices=("paper", "per-step"), default="paper",
                         help="paper (the default) or PRM800K's per-step")
+    _add_reasoning_split_option(parser)
     _add_task_file_option(parser)
 
 
@@ -631,6 +634,15 @@ def _add_thinking_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--thinking-budget", type=int, metavar="TOKENS",
                         help="thinking mode: tokens the model may think, where the provider "
                         "takes a budget (Anthropic: at least 1024; Gemini)")
+
+
+def _add_temperature_option(parser: argparse.ArgumentParser) -> None:
+    """--temperature: generation's (its own dest: backtrack's and anchors' --temperature is
+    their samples')."""
+    parser.add_argument("--temperature", type=float, metavar="T", dest="generation_temperature",
+                        help="generation's temperature, 0 to 2 (else the config's "
+                        "`temperature`; unset: the paper's 0 step at a time, and the "
+                        "provider's default on a thinking call)")
 
 
 def _add_resampling_options(parser: argparse.ArgumentParser, *, samples: bool = True) -> None:

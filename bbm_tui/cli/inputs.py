@@ -13,7 +13,7 @@ from bbm_tui.cli.errors import UsageError, fail, given
 from bbm_tui.core.config import Config, load_config, tasks_folder
 from bbm_tui.core.tasks import get_task, use_tasks
 from bbm_tui.core.tasks.files import load_user_tasks
-from bbm_tui.core.types import ModelSpec
+from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, ModelSpec
 
 if TYPE_CHECKING:
     from bbm_tui.core.dataset.formats import StepCut
@@ -55,6 +55,7 @@ def config_of(args: argparse.Namespace) -> Config:
             split=getattr(args, "split", None),
             thinking_effort=getattr(args, "thinking_effort", None),
             thinking_budget=getattr(args, "thinking_budget", None),
+            temperature=_temperature(args),
             chat_template=_chat_template(args),
         )
         if config.router is not None:
@@ -64,6 +65,15 @@ def config_of(args: argparse.Namespace) -> Config:
                                  "out --api-base, or --router")
             check_router_groups(config.router, as_list(args.model) or [config.model])
     return config
+
+
+def _temperature(args: argparse.Namespace) -> float | None:
+    """--temperature, checked as the config's `temperature` is (None: not given)."""
+    value = getattr(args, "generation_temperature", None)
+    if value is not None and not (MIN_TEMPERATURE <= value <= MAX_TEMPERATURE):
+        raise UsageError(f"--temperature must be from {MIN_TEMPERATURE:g} to "
+                         f"{MAX_TEMPERATURE:g} (got {value:g})")
+    return value
 
 
 def _chat_template(args: argparse.Namespace) -> str | None:

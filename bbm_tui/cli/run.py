@@ -32,7 +32,9 @@ from bbm_tui.core.batch.run import (
     run_batch,
 )
 from bbm_tui.core.dataset import bundled_path
+from bbm_tui.core.generation.thinking import thinking_settings
 from bbm_tui.core.tasks import TASK_NAMES, get_task
+from bbm_tui.core.types import StepperSettings
 
 RUN_WITHOUT_LOGPROBS = ("log-probabilities: none from this provider; the steps are stored "
                         "without them")
@@ -53,6 +55,7 @@ def command(args: argparse.Namespace) -> int:
         if len(specs) > 1:  # every question on each model, a row per model
             jobs = for_models(jobs, specs)
         settings = config.stepper_settings(args.step_limit)
+        check_thinking_refusals(specs, settings)
         shard = shard_of(args)
         if config.logprobs and not all(llm.gives_logprobs(spec) for spec in specs):
             notes = [*notes, RUN_WITHOUT_LOGPROBS]
@@ -72,6 +75,17 @@ def command(args: argparse.Namespace) -> int:
             on_progress=on_progress, inputs=inputs, notes=notes, processes=args.processes,
             shard=shard, reuse_sessions=args.reuse_sessions))
     return EXIT_FAILURE if progress.failed else EXIT_OK
+
+
+def check_thinking_refusals(specs: list[llm.ModelSpec], settings: StepperSettings) -> None:
+    """A parameter a thinking model's provider refuses (a temperature other than 1 on
+    Anthropic, ...) stops the run before any call, with the sentence saying which and why,
+    rather than failing every row."""
+    for spec in specs:
+        if spec.mode == "thinking":
+            refusal = llm.thinking_refusal(spec, settings.call, thinking_settings(settings))
+            if refusal is not None:
+                raise UsageError(refusal)
 
 
 def _jobs(args: argparse.Namespace) -> tuple[list[RunJob], list[str]]:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from bbm_tui.cli.errors import UsageError, given
-from bbm_tui.cli.inputs import check_task
+from bbm_tui.cli.inputs import check_task, reasoning_cut
 from bbm_tui.core.annotation.queue import read_queue_file
 from bbm_tui.core.store import preflight
 
@@ -23,7 +23,8 @@ def command(args: argparse.Namespace) -> int:
         check_task(args.task)
         files = [path.resolve() for path in args.annotate]
         traces = [trace for path in files
-                  for trace in read_queue_file(path, args.task, args.dataset_format)]
+                  for trace in read_queue_file(path, args.task, args.dataset_format,
+                                               reasoning_cut(args))]
         users = load_users(users_path)
     if not traces:
         raise UsageError("--annotate: the files hold no trace to label")
@@ -53,7 +54,7 @@ def command(args: argparse.Namespace) -> int:
 def _app_argv(args: argparse.Namespace, files: list[Path]) -> list[str]:
     """The app process's command line: this Python, `served-app`, the queue's options."""
     argv = [sys.executable, "-m", "bbm_tui", "served-app", *map(str, files),
-            "--protocol", args.protocol]
+            "--protocol", args.protocol, "--split", args.split]
     if args.task:
         argv += ["--task", args.task]
     if args.dataset_format:

@@ -10,7 +10,7 @@ import gc
 import os
 
 from bbm_tui.cli.errors import UsageError, given
-from bbm_tui.cli.inputs import check_task, config_of
+from bbm_tui.cli.inputs import check_task, config_of, reasoning_cut
 from bbm_tui.core.annotation.queue import read_queue_file
 from bbm_tui.core.store import preflight
 from bbm_tui.serve import ROLE_ENV, USER_ENV
@@ -26,7 +26,8 @@ def command(args: argparse.Namespace) -> int:
     with given():
         check_task(args.task)
         traces = [trace for path in args.files
-                  for trace in read_queue_file(path, args.task, args.dataset_format)]
+                  for trace in read_queue_file(path, args.task, args.dataset_format,
+                                               reasoning_cut(args))]
     config = config_of(args)
     preflight()
     gc.freeze()

@@ -8,7 +8,8 @@
     split = "paragraph"              # thinking mode's rule: paragraph, sentence or line
     thinking_effort = "medium"       # thinking mode: low, medium or high, where taken
     thinking_budget = 4096           # thinking mode: tokens it may think, where taken
-    temperature = 0                  # generation's, 0 to 2 (the paper's: 0)
+    temperature = 0                  # generation's, 0 to 2 (unset: the paper's 0, and a
+                                     # thinking call's provider default)
     step_limit = 160
     max_tokens = 1024                # per step
     logprobs = true                  # record each step's log-probabilities (chat mode)
@@ -61,6 +62,7 @@ from bbm_tui.core.types import (
     MAX_TEMPERATURE,
     MIN_TEMPERATURE,
     MODES,
+    PAPER_TEMPERATURE,
     CallSettings,
     Mode,
     ModelSpec,
@@ -96,7 +98,9 @@ class Config:
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
     answer_timeout: float = DEFAULT_ANSWER_TIMEOUT_S
     verify_live: bool = False
-    temperature: float = 0.0  # generation's; the paper's is 0
+    # Generation's; None: not given (the paper's 0 step at a time, the provider's default on
+    # a thinking call, which some providers require: Anthropic's 1).
+    temperature: float | None = None
     caching: bool = True  # mark prompts' unchanging prefixes for the provider's cache
     # A litellm Router file (core/llm/router.py); `model` then names one of its groups.
     router: str | None = None
@@ -120,7 +124,8 @@ class Config:
 
     def stepper_settings(self, step_limit: int | None = None) -> StepperSettings:
         """How a trace is generated: the step limit, and each step's call."""
-        call = CallSettings(temperature=self.temperature, max_tokens=self.max_tokens,
+        temperature = PAPER_TEMPERATURE if self.temperature is None else self.temperature
+        call = CallSettings(temperature=temperature, max_tokens=self.max_tokens,
                             logprobs=self.logprobs,
                             timeout_s=self.timeout, step_timeout_s=self.step_timeout,
                             idle_timeout_s=self.idle_timeout, caching=self.caching)
@@ -128,6 +133,7 @@ class Config:
                                one_call=self.one_call, split=SplitRule(self.split),
                                thinking_effort=self.thinking_effort,
                                thinking_budget=self.thinking_budget,
+                               thinking_temperature=self.temperature,
                                chat_template=self.chat_template)
 
     def model_spec(self) -> ModelSpec:

@@ -33,6 +33,8 @@ DEFAULT_STEP_LIMIT = 160
 # The temperatures a person may set for generation (OpenAI's range; most providers share it).
 MIN_TEMPERATURE = 0.0
 MAX_TEMPERATURE = 2.0
+# Generation's temperature step at a time unless given: the paper's.
+PAPER_TEMPERATURE = 0.0
 # Who labels, when nobody said: the app's own user.
 DEFAULT_ANNOTATOR = "me"
 # Whose label settles a trace the annotators disagree on (docs/DESIGN.md §11); the parentheses
@@ -285,7 +287,7 @@ class RetryPolicy:
 class CallSettings:
     """What one model call is made with: sampling, limits and timeouts, retries."""
 
-    temperature: float = 0.0
+    temperature: float = PAPER_TEMPERATURE
     max_tokens: int | None = DEFAULT_STEP_MAX_TOKENS
     logprobs: bool = False
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -331,6 +333,11 @@ class StepperSettings:
     split: SplitRule = DEFAULT_SPLIT_RULE
     thinking_effort: str | None = None
     thinking_budget: int | None = None
+    # A thinking call's temperature (--temperature, the config's `temperature`, the model
+    # dialog's): None leaves it out, the provider's default, which is the only one some take
+    # with thinking on (Anthropic's 1, OpenAI's reasoning models'); `call.temperature` is the
+    # step-at-a-time mode's, the paper's 0 unless given.
+    thinking_temperature: float | None = None
     # The model's chat template (a Jinja file's path) for going on from a prefix of its
     # reasoning (core/llm/prefix.py); None: the server applies its own (llama-server).
     chat_template: str | None = None

@@ -182,3 +182,118 @@ async def test_the_model_dialog_switches_a_session_to_thinking(store: Store) -> 
                        timeout=60)
         assert all(s.origin == StepOrigin.THINKING for s in screen.view.trace.steps)
         await wait_for(pilot, lambda: pane_title(screen) == "Thoughts · reasoning · paragraphs")
+
+
+async def test_the_temperature_reaches_a_thinking_call_and_the_dialog_can_leave_it_out(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """The config's temperature is sent with a thinking call from the app; the model dialog
+    shows it for thinking, and emptied, the next call sends none (the provider's default),
+    while the step-at-a-time temperature is left as it was."""
+    from textual.widgets import Input
+
+    from bbm_tui.ui.dialogs import ModelScreen
+
+    for _ in range(2):
+        openai_server.enqueue(Reply(text="So the answer is 5", reasoning="A is 5.\n\nDone."))
+    spec = llm.ModelSpec("openai/qwen3-8b", api_base=openai_server.base_url, mode="thinking")
+    trace = TraceSession.create(store, NewTrace(TASK, "((1 + 4) * 1) =", "5"), spec)
+    config = Config(model=spec.model, api_base=spec.api_base, mode="thinking", temperature=0.7)
+    app = make_app(config, session_id=trace.id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await opened(pilot)
+        await wait_for(pilot, lambda: screen.view.is_mounted)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
+        assert openai_server.requests[-1].body["temperature"] == 0.7
+        await pilot.press("ctrl+e")
+        await wait_for(pilot, lambda: isinstance(app.screen, ModelScreen))
+        field = app.screen.query_one("#temperature", Input)
+        assert field.value == "0.7"
+        field.value = ""
+        app.screen.query_one("#model", Input).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is screen)
+        settings = screen.view.context.stepper_settings
+        assert settings.thinking_temperature is None and settings.call.temperature == 0.7
+    row = bundled_rows(TASK)[QUESTION]
+    again = TraceSession.create(store, NewTrace(TASK, row.input, row.target, QUESTION), spec)
+    app = make_app(Config(model=spec.model, api_base=spec.api_base, mode="thinking"),
+                   session_id=again.id)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await opened(pilot)
+        await wait_for(pilot, lambda: screen.view.is_mounted)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
+        assert "temperature" not in openai_server.requests[-1].body
+
+
+async def test_a_summary_beside_a_step_at_a_time_model_says_summary(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """Side by side, a thinking column whose provider sends a summary says "summary" in its
+    border, before its run and after it (from the stored reasoning's kind)."""
+    openai_server.enqueue(Reply(text="So the answer is 5",
+                                reasoning="**Adding the parts**\n\nThe sum is 5."))
+    specs = [llm.ModelSpec("openai/claude-sonnet-4-5", api_base=openai_server.base_url,
+                           mode="thinking"), llm.ModelSpec("solver/bbm")]
+    session = SideBySide.create(store, NewTrace(TASK, "((1 + 4) * 1) =", "5"), specs)
+    app = make_app()
+    async with app.run_test(size=(160, 40)) as pilot:
+        await app.wait_for_store()
+        app.open_session(session.id)
+        await wait_for(pilot, lambda: isinstance(app.screen, SideBySideScreen)
+                       and app.screen.is_mounted, timeout=30)
+        screen = app.screen
+        assert isinstance(screen, SideBySideScreen)
+        summary, _stepper = screen.columns
+        await wait_for(pilot, lambda: "summary · paragraphs" in summary.title.plain)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: summary.trace.finished and not summary.view.running,
+                       timeout=60)
+        assert summary.trace.texts == ["**Adding the parts**", "The sum is 5."]
+        await wait_for(pilot, lambda: "summary · paragraphs" in summary.title.plain)
+
+
+O_SERIES_ANSWER = ("The first part is 1 + 4 = 5.\n\nTimes 1 it stays 5.\n\n"
+                   "So the answer is 5")
+
+
+def o_series_trace(store: Store, openai_server: FakeOpenAI) -> TraceSession:
+    """OpenAI's o4-mini through chat completions: no reasoning text, 512 reasoning tokens."""
+    openai_server.enqueue(Reply(text=O_SERIES_ANSWER, reasoning_tokens=512))
+    spec = llm.ModelSpec("openai/o4-mini", api_base=openai_server.base_url, mode="thinking")
+    return TraceSession.create(store, NewTrace(TASK, "((1 + 4) * 1) =", "5"), spec)
+
+
+def reasoning_line(screen: TraceScreen) -> str:
+    shown = screen.view.query_one("#reasoning")
+    return str(shown.render()) if shown.display else ""
+
+
+async def test_an_o_series_trace_says_no_reasoning_text_came_and_counts_its_tokens(
+    store: Store, openai_server: FakeOpenAI
+) -> None:
+    """o-series send no reasoning text over chat completions: the pane says so from the start
+    (not "summary" or "reasoning"), the thoughts are the answer's paragraphs, and the line
+    under the answer says no text came and how many reasoning tokens were counted."""
+    trace = o_series_trace(store, openai_server)
+    app = make_app(Config(model=trace.spec.model, api_base=trace.spec.api_base,
+                          mode="thinking"), session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        await wait_for(pilot, lambda: pane_title(screen)
+                       == "Thoughts · no reasoning text · paragraphs")
+        await wait_for(pilot, lambda: reasoning_line(screen) != "")
+        assert reasoning_line(screen) == ("Reasoning: no reasoning text sent by the provider; "
+                                          "the thoughts are cut from the answer")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: screen.view.trace.finished and not screen.view.running)
+        assert screen.view.trace.texts == ["The first part is 1 + 4 = 5.",
+                                           "Times 1 it stays 5.", "So the answer is 5"]
+        assert pane_title(screen) == "Thoughts · no reasoning text · paragraphs"
+        await wait_for(pilot, lambda: "512" in reasoning_line(screen))
+        assert reasoning_line(screen) == (
+            "Reasoning: no reasoning text sent by the provider; the thoughts are cut from the "
+            "answer · 512 reasoning tokens (in the cost)")
+        assert openai_server.requests[-1].body.get("reasoning_effort") is None

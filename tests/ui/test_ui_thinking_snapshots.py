@@ -141,13 +141,39 @@ def test_a_thinking_model_beside_a_step_at_a_time_one(snap_compare,
         # columns' follow of their end was timed under load.
         await pilot.press("home")
         await wait_for(pilot, lambda: screen.columns[0].view.selected == 1)
-        # And levelled: Thought 2 starts on one screen row in both columns. The screen levels
-        # them as runs end and titles change; under load a levelling can run before the last
-        # thoughts are laid out and nothing runs it again (left for the lead: see the report),
-        # so it is asked for once more here, as the screen's own timer would.
-        screen.level_rows()
+        # And levelled: Thought 2 starts on one screen row in both columns, by the
+        # screen's own levelling (no call of it here).
         await wait_for(pilot, lambda: len({top(c, 2) for c in screen.columns}) == 1)
         await steady_frame(pilot)
 
     app = make_app(session_id=session.id)
+    assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_an_o_series_trace_with_no_reasoning_text(snap_compare, openai_server: FakeOpenAI,
+                                                  size: tuple[int, int]) -> None:
+    """OpenAI's o4-mini through chat completions (the local OpenAI server): no reasoning
+    text, so the pane says "no reasoning text", the thoughts are the answer's paragraphs, and
+    the line under the answer says none was sent and counts the reasoning tokens."""
+    openai_server.enqueue(Reply(text="The first part is 4 + 6 = 10.\n\nThe second is 5.\n\n"
+                                "10 * 5 = 50. So the answer is 50", reasoning_tokens=1536))
+    spec = llm.ModelSpec("openai/o4-mini", api_base=openai_server.base_url, mode="thinking")
+    with Store.open() as store:
+        trace = TraceSession.create(store, NewTrace(TASK, "((4 + 2 * 3) * (9 - 5 + 1)) =",
+                                                    "50"), spec)
+
+    async def run_before(pilot: Pilot) -> None:
+        app = pilot.app
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        assert isinstance(screen, TraceScreen)
+        view = screen.view
+        await pilot.press("r")
+        await wait_for(pilot, lambda: view.trace.finished and not view.running, timeout=30)
+        await wait_for(pilot, lambda: "1,536" in str(view.query_one("#reasoning").render()))
+        await steady_frame(pilot)
+
+    app = make_app(Config(model=spec.model, api_base=spec.api_base, mode="thinking"),
+                   session_id=trace.id)
     assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -37,7 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.annotation import protocol
-from bbm_tui.core.annotation.reasonings import thinking_of
+from bbm_tui.core.annotation.reasonings import (
+    cut_from_sentence,
+    stored_thinking,
+    thinking_keys,
+    thinking_of,
+)
 from bbm_tui.core.dataset import TraceRow, is_standard_output, replacing
 from bbm_tui.core.dataset.formats import (
     FORMATS as FIELD_FORMATS,
@@ -124,6 +129,9 @@ class LabelledTrace:
     # One model's branch of a session of several side by side: its column (1-based), so
     # that each model's row is told apart and says its model. None: a session of one model.
     model_column: int | None = None
+    # A thinking trace's reasoning, whole, its kind ("summary" said so) and the rule its
+    # steps were cut by: its row carries them as a thinking run's does.
+    thinking: RecordedReasoning | None = None
 
     @classmethod
     def of(cls, trace: TraceSession) -> LabelledTrace:
@@ -149,6 +157,7 @@ class LabelledTrace:
             finish_reason=label.finish_reason if label is not None else None,
             reasons=(label.note,) if label is not None and label.note else (),
             rectified=rectified_of(trace, trace.steps, number),
+            thinking=stored_thinking(trace.store, trace.steps),
         )
 
     @classmethod
@@ -163,7 +172,8 @@ class LabelledTrace:
             alternatives=alternatives_of(trace, steps), ratings=label.ratings or (),
             finish_reason=label.finish_reason, reasons=(label.note,) if label.note else (),
             rectified=rectified_of(trace, steps, number), on_show=False,
-            branch_end=steps[-1].id if steps else None)
+            branch_end=steps[-1].id if steps else None,
+            thinking=stored_thinking(trace.store, list(steps)))
 
     @property
     def task_found(self) -> Task:
@@ -428,6 +438,8 @@ def dataset_row(trace: LabelledTrace, with_task: bool = False) -> TraceRow:
         extra[RATINGS_KEY] = list(trace.ratings)
     if trace.origin is not None:
         extra[ORIGIN_KEY] = trace.origin
+    if trace.thinking is not None:
+        extra |= thinking_keys(trace.thinking)
     return TraceRow(
         input=trace.input,
         steps=list(trace.steps),
@@ -468,6 +480,8 @@ def markdown(trace: LabelledTrace) -> str:
     lines.append(f"- model: {_md_code(trace.model)}")
     if trace.target is not None:
         lines.append(f"- target: {_md_code(trace.target)}")
+    if trace.thinking is not None:
+        lines.append(f"- thoughts: {cut_from_sentence(trace.thinking)}")
     answer = "—" if trace.answer is None else _md_code(trace.answer)
     verdict = {True: " (correct)", False: " (wrong)", None: ""}[trace.correct]
     lines.append(f"- answer: {answer}{verdict}")

@@ -38,7 +38,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
 )
 from bbm_tui.core.llm.records import UsageCounts
-from bbm_tui.core.llm.thinking import EFFORTS
+from bbm_tui.core.llm.thinking import EFFORTS, Effort
 from bbm_tui.core.llm.usage import cost_of
 from bbm_tui.core.prompts.thinking import thinking_messages
 from bbm_tui.core.tasks import Task, get_task
@@ -69,12 +69,14 @@ class ReasoningFinished:
 
 
 def thinking_settings(settings: StepperSettings) -> llm.ThinkingSettings:
+    """A thinking call's settings: the effort, the budget and the temperature given (None
+    for each not given: left out of the call, the provider's default)."""
     # The effort as the model-call package names it (the config and the command line allow
     # only these words).
-    for word in EFFORTS:
-        if word == settings.thinking_effort:
-            return llm.ThinkingSettings(effort=word, budget_tokens=settings.thinking_budget)
-    return llm.ThinkingSettings(budget_tokens=settings.thinking_budget)
+    effort: Effort | None = next(
+        (word for word in EFFORTS if word == settings.thinking_effort), None)
+    return llm.ThinkingSettings(effort=effort, budget_tokens=settings.thinking_budget,
+                                temperature=settings.thinking_temperature)
 
 
 def answer_of(task: Task, content: str) -> str | None:
@@ -254,7 +256,9 @@ def _share(trace: _Trace, spec: llm.ModelSpec, whole: CallRecord | None) -> Call
                        one_call=trace.call_id, one_call_share=share)
     tokens = trace.pieces_since_step or None
     trace.pieces_since_step = 0
-    cost = cost_of(spec, UsageCounts(prompt=0, completion=tokens))
+    # A step that took no piece of the stream (several given at once as the call ends) costs
+    # nothing of its own; priced as None, it left the whole call unpriced.
+    cost = cost_of(spec, UsageCounts(prompt=0, completion=tokens or 0))
     trace.counted_tokens += tokens or 0
     if cost is None:
         trace.priced = False

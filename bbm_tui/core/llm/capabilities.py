@@ -306,6 +306,14 @@ def reasoning_is_summary(spec: ModelSpec) -> bool:
     return False
 
 
+def sends_no_reasoning_text(spec: ModelSpec) -> bool:
+    """Whether this model's thinking call sends no text of its reasoning at all, only a count
+    of its tokens: OpenAI's reasoning models through chat completions (the Responses API,
+    `openai/responses/…`, sends a summary)."""
+    spec = deployment_spec(spec)
+    return thinking_wire(spec) == "openai_reasoning" and "responses/" not in spec.model
+
+
 def takes_thinking_budget(spec: ModelSpec) -> bool:
     """Whether the provider's thinking call takes a budget of thinking tokens (Anthropic's
     `budget_tokens`, Gemini's `thinkingBudget`); the others take an effort, or nothing."""

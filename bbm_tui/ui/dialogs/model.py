@@ -14,7 +14,12 @@ from textual.content import Content
 from textual.widgets import Button, Checkbox, Input, Static
 
 from bbm_tui.core import llm
-from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, StepperSettings
+from bbm_tui.core.types import (
+    MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
+    PAPER_TEMPERATURE,
+    StepperSettings,
+)
 from bbm_tui.ui.dialogs.base import Dialog, with_key
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_line, styled
@@ -60,7 +65,8 @@ class ModelScreen(Dialog["ModelChoice | None"]):
                 yield Input(value=self._spec.api_base or "", id="api-base",
                             placeholder="provider's default")
             with Horizontal(classes="model-row"):
-                yield Input(value=f"{call.temperature:g}", id="temperature", type="number")
+                yield Input(value=self._temperature_shown(self._spec.mode == "thinking"),
+                            id="temperature", type="number")
                 yield Input(value=str(call.max_tokens or ""), id="max-tokens", type="integer")
                 yield Input(value=str(self._settings.step_limit), id="step-limit",
                             type="integer")
@@ -95,11 +101,30 @@ class ModelScreen(Dialog["ModelChoice | None"]):
         self.query_one("#model").border_title = "Model (a litellm model string)"
         self.query_one("#api-base").border_title = "API base"
         self.query_one("#temperature").border_title = "Temperature"
-        self.query_one("#temperature").border_subtitle = "the paper's: 0"
+        self._show_temperature_hint(self._spec.mode == "thinking")
         self.query_one("#max-tokens").border_title = "Tokens a step"
         self.query_one("#step-limit").border_title = "Step limit"
         self.query_one("#model-test-result").display = False
         self.query_one("#model").focus()
+
+    def _temperature_shown(self, thinking: bool) -> str:
+        """The temperature the field opens with: a thinking call's (empty: the provider's
+        default), or the step-at-a-time mode's."""
+        if thinking:
+            given = self._settings.thinking_temperature
+            return "" if given is None else f"{given:g}"
+        return f"{self._settings.call.temperature:g}"
+
+    def _show_temperature_hint(self, thinking: bool) -> None:
+        self.query_one("#temperature").border_subtitle = (
+            "empty: the provider's" if thinking else "the paper's: 0")
+
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        """Thinking on or off: the field shows that mode's temperature (a thinking call's
+        is left out unless given: some providers take only their own)."""
+        if event.checkbox.id == "thinking":
+            self.query_one("#temperature", Input).value = self._temperature_shown(event.value)
+            self._show_temperature_hint(event.value)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "model-keep":
@@ -122,10 +147,15 @@ class ModelScreen(Dialog["ModelChoice | None"]):
         refusal = llm.generation_refusal(llm.ModelSpec(model, router=self._spec.router))
         if refusal is not None:
             return self._refuse("#model", refusal)
-        temperature = _number(self.query_one("#temperature", Input).value)
-        if temperature is None or not MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE:
+        thinking = self.query_one("#thinking", Checkbox).value
+        typed = self.query_one("#temperature", Input).value
+        temperature = _number(typed)
+        if (temperature is None and not (thinking and not typed.strip())) or (
+                temperature is not None
+                and not MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE):
             return self._refuse("#temperature", f"The temperature is a number from "
-                                f"{MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}.")
+                                f"{MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}" + (
+                                    " (empty: the provider's default)." if thinking else "."))
         max_tokens = _whole(self.query_one("#max-tokens", Input).value)
         if max_tokens is None:
             return self._refuse("#max-tokens", "Tokens a step: a whole number of at least 1.")
@@ -134,17 +164,21 @@ class ModelScreen(Dialog["ModelChoice | None"]):
             return self._refuse("#step-limit", "The step limit: a whole number of at least 1.")
         api_base = self.query_one("#api-base", Input).value.strip() or None
         completion = self.query_one("#completion", Checkbox).value
-        thinking = self.query_one("#thinking", Checkbox).value
         if completion and thinking:
             return self._refuse("#thinking", "Thinking or text completion, not both: a "
                                 "thinking call is a chat call.")
         mode = "completion" if completion else "thinking" if thinking else "chat"
         one_call = self.query_one("#one-call", Checkbox).value
-        call = replace(self._settings.call, temperature=temperature, max_tokens=max_tokens)
+        call = replace(self._settings.call, max_tokens=max_tokens)
+        settings = replace(self._settings, step_limit=step_limit, one_call=one_call)
+        if thinking:
+            settings = replace(settings, call=call, thinking_temperature=temperature)
+        else:
+            settings = replace(settings, call=replace(
+                call, temperature=PAPER_TEMPERATURE if temperature is None else temperature))
         # The router file is the config's (`router = ...`), kept as it is.
         return ModelChoice(llm.ModelSpec(model, api_base, mode, router=self._spec.router),
-                           replace(self._settings, step_limit=step_limit, call=call,
-                                   one_call=one_call))
+                           settings)
 
     def _refuse(self, field: str, message: str) -> None:
         self.notify(message, severity="warning", markup=False)

@@ -27,6 +27,7 @@ from bbm_tui.ui.screens.base import QueueScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import COPY_QUESTION, MUTED, QUESTION_SHOWN, safe, safe_cut, styled
 from bbm_tui.ui.viewmodels.annotate import location_text
+from bbm_tui.ui.viewmodels.thinking import stored_thinking_note
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 from bbm_tui.ui.widgets.hanging import HangingStatic
 
@@ -80,6 +81,7 @@ class AdjudicateScreen(QueueScreen):
         self._session: Session | None = None
         self._steps: list[Step] = []
         self._question = ""
+        self._note = ""  # a thinking trace's: what its steps are cut from, by which rule
         self._shown: int | None = None
 
     def compose(self) -> ComposeResult:
@@ -114,6 +116,7 @@ class AdjudicateScreen(QueueScreen):
             # A task of one's own as the session was made with it (its file may be gone).
             task, _ = session_task(self.queue.store, self._session)
             self._question = task.question(self._session.input)
+            self._note = stored_thinking_note(self.queue.store, self._steps)
             self.selected = min(item.choices[0] or 0, max(len(self._steps) - 1, 0)) \
                 if item.choices else 0
 
@@ -129,7 +132,7 @@ class AdjudicateScreen(QueueScreen):
         if rebuild:  # a new title repaints the whole pane
             self.query_one("#adjudicate-left").border_title = "Question"
             self.query_one("#adjudicate-right").border_title = (
-                f"Thoughts · {len(self._steps)}")
+                f"Thoughts · {len(self._steps)}" + (f" · {self._note}" if self._note else ""))
             self.query_one("#j-question", Static).update(
                 safe_cut(self._question, COPY_QUESTION, QUESTION_SHOWN))
         self.query_one("#j-target", LeanStatic).show(Content.assemble(

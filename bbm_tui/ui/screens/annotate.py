@@ -57,6 +57,7 @@ from bbm_tui.ui.viewmodels.annotate import (
     thought_content,
     thought_state,
 )
+from bbm_tui.ui.viewmodels.thinking import queued_thinking_note
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
 from bbm_tui.ui.widgets.hanging import HangingStatic
 
@@ -228,7 +229,11 @@ class AnnotateScreen(QueueScreen):
         await pane.mount_all(self._thought_widgets)
         self._painted = [None] * len(steps)
         # Set with the trace only: a new title repaints the whole pane, every thought in it.
-        self.query_one("#annotate-right").border_title = f"Thoughts · {len(steps)}"
+        # A thinking trace's says what its steps are cut from ("summary" where they are a
+        # summary's) and by which rule.
+        note = queued_thinking_note(self.queue.current.row)
+        self.query_one("#annotate-right").border_title = f"Thoughts · {len(steps)}" + (
+            f" · {note}" if note else "")
         self._painted_question = False
         pane.scroll_home(animate=False)
 

@@ -162,9 +162,19 @@ class SideBySideScreen(BbmScreen):
         column.view.on_thought_grew = self.level_rows
         self.watch(column.view, "running", self._running_changed, init=False)
         self.watch(column.view.thoughts, "scroll_y", self._scroll_follower(column), init=False)
+        # Its scrollbar comes or goes (its thoughts overflow, or no longer): every thought's
+        # width changes by the bar's, and with it the lines it wraps to. Levelled only at the
+        # end of the runs, a thought that gained a line after the last levelling (the bar
+        # came with the last thoughts, laid out after it) left its row unlevel until the
+        # next run (seen under load: the columns' Thought 2 a line apart).
+        self.watch(column.view.thoughts, "show_vertical_scrollbar", self._widths_changed,
+                   init=False)
         # Its facts grow (a finder's verdict) or shrink: every column's facts as tall (the
         # pane's content, its filler included, changes height either way).
         self.watch(column.view.question_pane, "virtual_size", self._facts_changed, init=False)
+
+    def _widths_changed(self) -> None:
+        self.call_after_refresh(self.level_rows)
 
     def _facts_changed(self) -> None:
         self.call_after_refresh(self.level_facts)

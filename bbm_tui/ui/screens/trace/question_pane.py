@@ -22,6 +22,7 @@ from bbm_tui.ui.text import (
     safe_line,
     styled,
 )
+from bbm_tui.ui.viewmodels.thinking import reasoning_fact
 from bbm_tui.ui.viewmodels.trace import (
     FinderShown,
     describe_agreement,
@@ -46,6 +47,7 @@ class QuestionPane(VerticalScroll, can_focus=False):
                               QUESTION_SHOWN), id="question")
         yield Static(id="target", classes="fact")
         yield LeanStatic(id="answer", classes="fact")
+        yield LeanStatic(id="reasoning", classes="fact")
         yield LeanStatic(id="label", classes="fact")
         yield LeanStatic(id="finder", classes="fact")
         yield LeanStatic(id="agreement", classes="fact")
@@ -98,6 +100,17 @@ class QuestionPane(VerticalScroll, can_focus=False):
                 line = line.append("  ").append(
                     styled(f"{GLYPH_MISTAKE} not the target", "$text-error"))
         self.query_one("#answer", LeanStatic).show(line)
+        self._show_reasoning()
+
+    def _show_reasoning(self) -> None:
+        """A thinking trace's reasoning, where there is something to say of it: none sent by
+        the provider (o-series), and the reasoning tokens it counted."""
+        fact = reasoning_fact(self.trace)
+        shown = self.query_one("#reasoning", LeanStatic)
+        shown.display = fact is not None
+        if fact is not None:
+            shown.show(Content.assemble(("Reasoning: ", "bold"),
+                                        styled(fact, MUTED)))
 
     def show_label(self, finder: FinderShown | None) -> None:
         """The person's label, and how it agrees with the finder's verdict."""
