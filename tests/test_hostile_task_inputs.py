@@ -346,18 +346,60 @@ def test_a_fifo_or_a_device_is_refused_where_a_file_is_read(tmp_path: Path) -> N
         assert not (tmp_path / "merged.jsonl").exists()
 
 
-def test_a_huge_prompt_file_is_refused_from_its_size(tmp_path: Path) -> None:
-    """A 2 GB sparse prompt file was read whole (15 s, 4.2 GB), even for `stats`."""
-    prompt = tmp_path / "prompt.txt"
-    with prompt.open("wb") as handle:
-        handle.truncate(2 * 2**30)
+def _sparse(path: Path, size: int) -> Path:
+    with path.open("wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+def test_a_huge_prompt_file_is_refused_from_its_size(tmp_path: Path,
+                                                       openai_server: FakeOpenAI) -> None:
+    """A 2 GB sparse prompt file was read whole (15 s, 4.2 GB): `run`, which uses it, refuses
+    it from its size, before a call or a session."""
+    prompt = _sparse(tmp_path / "prompt.txt", 2 * 2**30)
     path = task_file(tmp_path, extra='prompt = "prompt.txt"\n')
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"input": "x", "target": "1"}) + "\n", encoding="utf-8")
+    done = bbm("run", "--model", "openai/test", "--api-base", openai_server.base_url,
+               "--task-file", str(path), "--input", str(questions), "--out",
+               str(tmp_path / "out.jsonl"), "--no-progress")
+    assert done.returncode != 0
+    assert (f"bbm-tui: {path}: line 5: 'prompt': {prompt} is 2048 MiB: larger than the 16 MiB "
+            "a file of this kind may be\n") in done.stderr, done.stderr
+    assert not openai_server.requests
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("kind", ["sparse", "fifo"])
+def test_stats_never_reads_a_prompt_file(tmp_path: Path, kind: str) -> None:
+    """`stats` uses no prompt: a task file's prompt and finding prompts are read when first
+    needed, so a 2 GB sparse file or a FIFO there (which `run` refuses) does not stop it."""
+    if kind == "fifo":
+        _fifo(tmp_path, "prompt.txt")
+        _fifo(tmp_path, "finding.json")
+    else:
+        _sparse(tmp_path / "prompt.txt", 2 * 2**30)
+        _sparse(tmp_path / "finding.json", 2 * 2**30)
+    path = task_file(tmp_path, extra='prompt = "prompt.txt"\nfinding_prompts = "finding.json"\n')
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"input": "x", "steps": ["answer: 1"], "answer": "1", "target": "1"}\n',
                     encoding="utf-8")
     done = bbm("stats", "--task-file", str(path), str(rows))
-    assert done.stderr == (f"bbm-tui: {path}: line 5: 'prompt': {prompt} is 2048 MiB: larger "
-                           "than the 16 MiB a file of this kind may be\n")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert "hostile" in done.stdout
+
+
+def test_a_prompt_file_is_checked_when_it_is_first_needed(tmp_path: Path) -> None:
+    """A FIFO as a prompt file loads (nothing reads it yet); reading the prompt refuses it
+    with the task file's message, without blocking."""
+    fifo = _fifo(tmp_path, "prompt.txt")
+    path = task_file(tmp_path, extra='prompt = "prompt.txt"\n')
+    task = load_task_file(path)
+    assert task.few_shot
+    with pytest.raises(TaskFileError) as raised:
+        task.prompt  # noqa: B018 (reading it is the point)
+    assert str(raised.value) == (f"{path}: line 5: 'prompt': {fifo} is a FIFO (named pipe), "
+                                 "not a regular file")
 
 
 # --------------------------------------------------------------------------- 5. templates
@@ -371,7 +413,7 @@ def test_a_finding_template_takes_plain_fields_only(tmp_path: Path, field: str) 
         "DIRECT_TEMPLATE": template, "DIRECT_MESSAGES": []}), encoding="utf-8")
     path = task_file(tmp_path, extra='finding_prompts = "finding.json"\n')
     with pytest.raises(TaskFileError) as raised:
-        load_task_file(path)
+        load_task_file(path).read_files()
     name = field[1:].split("!")[0].split(":")[0]
     assert str(raised.value) == (
         f"{path}: line 5: 'finding_prompts': {tmp_path / 'finding.json'}: DIRECT_TEMPLATE: the "
