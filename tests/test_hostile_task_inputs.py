@@ -4,9 +4,11 @@ command or fills the memory. What hung before runs here in a child process under
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,6 +18,7 @@ import pytest
 
 from bbm_tui.core.batch.compare import compare_rows
 from bbm_tui.core.dataset import TraceRow
+from bbm_tui.core.store.files import DATABASE_NAME
 from bbm_tui.core.tasks import Task
 from bbm_tui.core.tasks.files import TaskFileError, load_task_file
 from bbm_tui.core.types import Verdict
@@ -183,6 +186,7 @@ COMPARE_IN_A_CHILD = """
 import sys
 from bbm_tui.core.batch.compare import compare_rows
 from bbm_tui.core.dataset import TraceRow
+from bbm_tui.core.store.files import DATABASE_NAME
 from bbm_tui.core.tasks import Task, use_tasks
 use_tasks([Task("hostile", "Hostile", "Q: {input}", "", compare="regex")])
 rows = [("hostile", TraceRow("q", ["x"], answer, "a+", None, {"model": model}))
@@ -429,14 +433,29 @@ def test_plain_fields_and_doubled_braces_still_load(tmp_path: Path) -> None:
     assert load_task_file(path).finding_prompts is not None
 
 
+def _steps_in_store(home: Path) -> int:
+    """How many steps the store under `home` holds (0: no store yet)."""
+    path = home / DATABASE_NAME
+    if not path.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True,
+                                                timeout=5)) as connection:
+            return connection.execute("SELECT count(*) FROM steps").fetchone()[0]
+    except sqlite3.OperationalError:  # the schema not made yet
+        return 0
+
+
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM],
                          ids=["SIGINT", "SIGTERM"])
 def test_a_signal_ends_run_while_it_matches_a_pattern(
-        tmp_path: Path, openai_server: FakeOpenAI, signal_number: int) -> None:
+        tmp_path: Path, isolated_home: Path, openai_server: FakeOpenAI,
+        signal_number: int) -> None:
     """A signal sent while `run` compares a committed step with a pattern that backtracks for
-    ever ends it. (A guard, not a proof of the fix: here the match runs off the main thread,
-    so the signal ended `run` before the fix too; the tests above show the match itself
-    ending.)"""
+    ever ends it: the signal goes the moment the step is in the store, which is when the
+    comparison starts. With Python's `re` there, the match runs in C, holding the
+    interpreter: Ctrl+C never ended `run` (checked by swapping `re` back into
+    core/patterns.py: this test then fails at SIGINT)."""
     openai_server.responder = lambda path, body: Reply(f" answer: {HANGS_ON}\n")
     path = task_file(tmp_path, compare="regex")
     questions = tmp_path / "q.jsonl"
@@ -449,13 +468,13 @@ def test_a_signal_ends_run_while_it_matches_a_pattern(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + TIME_LIMIT_S
-        while not openai_server.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert openai_server.requests, "run never called the model"
-        time.sleep(0.3)  # the step is in, the comparison under way
+        while (not _steps_in_store(isolated_home) and process.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.02)
+        assert _steps_in_store(isolated_home), "run never committed its step"
         process.send_signal(signal_number)
         try:
-            process.communicate(timeout=60)
+            _, stderr = process.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             pytest.fail("run did not end within 60 s of the signal")
     finally:
@@ -463,3 +482,4 @@ def test_a_signal_ends_run_while_it_matches_a_pattern(
             process.kill()
             process.communicate()
     assert process.returncode != 0
+    assert "Traceback" not in stderr, stderr
