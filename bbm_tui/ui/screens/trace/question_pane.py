@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.ui.message_log import keep_message
+from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.text import (
     COPY_QUESTION,
     GLYPH_MISTAKE,
@@ -74,7 +75,7 @@ class QuestionPane(VerticalScroll, can_focus=False):
             title = title.append(styled(" · file changed", "$text-warning"))
         elif not trace.task.is_paper:
             title = title.append(styled(" · yours", MUTED))
-        self.border_title = title
+        set_panel_title(self, title)
 
     def _show_target(self) -> None:
         target = self.trace.session.target
