@@ -23,7 +23,8 @@ SIZE = (120, 36)
 SHOTS = ("new-session", "streaming", "flagged", "flagged-80x24", "finder", "sessions",
          "backtrack", "backtracked", "branch-tree", "compare", "tokens", "annotate",
          "adjudicate", "help-80x24", "messages", "dataset", "finder-vs-paper",
-         "side-by-side-80x24", "side-by-side-250x50", "thinking-80x24", "thinking-250x50")
+         "side-by-side-80x24", "side-by-side-250x50", "thinking-80x24", "thinking-250x50",
+         "thinking-backtrack", "thinking-backtracked")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -214,6 +215,48 @@ async def thinking_wide(out: Path) -> None:
         await pilot.pause(0.3)
         still(pilot)
         app.save_screenshot("thinking-250x50.svg", str(out))
+
+
+async def thinking_backtrack(out: Path) -> None:
+    """`b` on solver/thinking's slip (Thought 6 of the demo), offline: 8 samples each from the
+    raw reasoning before it, the right step starred; then the new branch, streamed to the
+    answer. The samples are drawn at random: `b` again until one is the right step."""
+    from bbm_tui.core.config import Config
+    from bbm_tui.core.llm.offline.continuation import HESITATIONS
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.screens.backtrack import CandidatesScreen
+    from bbm_tui.ui.screens.trace import TraceScreen
+
+    os.environ["BBM_TUI_REPLAY_TPS"] = "0"
+    app = BbmApp(Config(model="solver/thinking", mode="thinking"), **THINKING)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen))
+        screen = app.screen
+        view = screen.view
+        await pilot.press("r")
+        await wait_for(pilot, lambda: view.trace.finished and not view.running)
+        await pilot.press("6", "enter", "x")
+        await wait_for(pilot, lambda: view.trace.mistake_number == 6)
+        for _ in range(10):
+            await pilot.press("b")
+            await wait_for(pilot, lambda: isinstance(app.screen, CandidatesScreen)
+                           and app.screen.all_arrived)
+            ready = app.screen.ready
+            chosen = None if ready is None else ready.resample.chosen
+            if chosen is not None and not ready.stored[chosen].text.startswith(HESITATIONS):
+                break
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
+                           and not view.running)
+        await pilot.pause(0.3)
+        still(pilot)
+        app.save_screenshot("thinking-backtrack.svg", str(out))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
+                       and view.trace.finished and not view.running)
+        await pilot.pause(0.3)
+        still(pilot)
+        app.save_screenshot("thinking-backtracked.svg", str(out))
 
 
 async def flagged_small(out: Path) -> None:
@@ -562,7 +605,8 @@ async def main(out: Path, only: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for shot in (new_session, streaming, flagged, flagged_small, finder, sessions, backtrack,
                  annotate, adjudicate, help_small, messages, dataset, finder_vs_paper,
-                 side_by_side_small, side_by_side_wide, thinking_small, thinking_wide):
+                 side_by_side_small, side_by_side_wide, thinking_small, thinking_wide,
+                 thinking_backtrack):
         if only and shot.__name__ not in only:
             continue
         await shot(out)

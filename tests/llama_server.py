@@ -4,6 +4,9 @@
 llama.cpp's server answers them (measured against it, docs/NOTES.md "Going on from a prefix"):
 
 - `/apply-template` gives Qwen3's prompt and leaves the reasoning for the model to open;
+- `/completion` with `stream: true` sends server-sent events: one `data: {…}` a token
+  (`content`, `tokens_predicted` so far, `completion_probabilities` of that token with
+  `n_probs`) and a last one with `stop: true`, its `stop_type` and counts, no `[DONE]`;
 - `/completion`'s `content` is the raw text after the prompt, `<think>`/`</think>` tags and
   all (no reasoning parser on this endpoint), its `stop_type` `limit` at `n_predict`, else
   `eos`; `completion_probabilities` (with `n_probs`) a list of `{id, token, bytes, logprob,
@@ -18,6 +21,7 @@ make the answers depend on which steps the prompt keeps.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +59,11 @@ class FakeLlamaServer(FakeOpenAI):
         # Each token's log-probability, by its text and place (default: -1.0 each).
         self.token_logprob: TokenLogprob = lambda token, place: -1.0
         self.send_logprobs = True
+        # How the model's text is cut into tokens (the real one cut `</think>` as `' </'`,
+        # `think`, `>`: a tag split across tokens).
+        self.tokenize: Callable[[str], list[str]] = tokens_of
+        # A streamed /completion's wait before each token (seconds).
+        self.token_delay_s = 0.0
         # An embedding model's vector for a text (`/v1/embeddings`, OpenAI's wire).
         self.embed: Callable[[str], list[float]] = lambda text: [1.0, 0.0]
 
@@ -87,11 +96,13 @@ class FakeLlamaServer(FakeOpenAI):
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
         prompt = body["prompt"]
-        tokens = tokens_of(self.continuation(prompt, body))
+        tokens = self.tokenize(self.continuation(prompt, body))
         limit = int(body.get("n_predict", -1))
         cut = 0 <= limit < len(tokens)
         if cut:
             tokens = tokens[:limit]
+        if body.get("stream"):
+            return await self._streamed(request, prompt, body, tokens, cut)
         reply: dict[str, Any] = {
             "index": 0, "content": "".join(tokens), "tokens": [], "id_slot": 0, "stop": True,
             "model": "tiny", "tokens_predicted": len(tokens),
@@ -105,6 +116,34 @@ class FakeLlamaServer(FakeOpenAI):
                 _probability(token, self.token_logprob(token, place))
                 for place, token in enumerate(tokens)]
         return web.json_response(reply)
+
+
+    async def _streamed(self, request: web.Request, prompt: str, body: dict[str, Any],
+                        tokens: list[str], cut: bool) -> web.StreamResponse:
+        """llama-server's stream (measured): a `data:` event a token, the last with `stop`."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        evaluated = len(tokens_of(prompt))
+        for place, token in enumerate(tokens):
+            if self.token_delay_s:
+                await asyncio.sleep(self.token_delay_s)
+            chunk: dict[str, Any] = {"index": 0, "content": token, "tokens": [0], "stop": False,
+                                     "id_slot": -1, "tokens_predicted": place + 1,
+                                     "tokens_evaluated": evaluated}
+            if int(body.get("n_probs", 0)) > 0 and self.send_logprobs:
+                chunk["completion_probabilities"] = [
+                    _probability(token, self.token_logprob(token, place))]
+            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+        last = {"index": 0, "content": "", "tokens": [], "id_slot": 0, "stop": True,
+                "model": "tiny", "tokens_predicted": len(tokens),
+                "tokens_evaluated": evaluated, "prompt": "<s> " + prompt,
+                "has_new_line": "\n" in "".join(tokens), "truncated": False,
+                "stop_type": "limit" if cut else "eos", "stopping_word": "",
+                "tokens_cached": 0, "timings": {"prompt_n": 1, "predicted_n": len(tokens)}}
+        await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
+        await response.write_eof()
+        return response
 
 
 def _probability(token: str, logprob: float) -> dict[str, Any]:

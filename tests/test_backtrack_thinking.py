@@ -17,7 +17,9 @@ import pytest
 
 from bbm_tui.cli import main
 from bbm_tui.core.generation.splitting import split_text
-from bbm_tui.core.types import SplitRule
+from bbm_tui.core.store import Store
+from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.core.types import SessionSource, SplitRule, StepOrigin
 from tests.llama_server import FakeLlamaServer, qwen3_template
 from tests.openai_server import FakeOpenAI
 
@@ -113,6 +115,50 @@ def test_a_thinking_step_is_resampled_from_its_raw_prefix_and_goes_on_to_the_ans
     assert result["tasks"]["multistep_arithmetic"]["delta_accuracy_incorrect"] == 100.0
 
 
+def test_the_result_is_a_session_in_the_store_with_both_reasonings_whole(
+        llama: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """As `backtrack` keeps the paper's traces: a session (source "backtrack") the app opens,
+    the row's trace as its first branch, the samples stored, and the new branch whose
+    reasoning is stored whole, so `S` re-cuts it; a second run into another OUT finds the
+    same session and adds its branch there."""
+    script(llama)
+    source = thinking_file(tmp_path / "in.jsonl")
+    assert backtrack(llama, source, tmp_path / "out.jsonl") == 0, capsys.readouterr().err
+    with Store.open() as store:
+        (session,) = store.sessions_of_question(task="multistep_arithmetic", input=QUESTION,
+                                                model="openai/tiny")
+        assert session.source == SessionSource.BACKTRACK
+        trace = TraceSession.load(store, session.id)
+        assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4."]
+        assert trace.answer == "4" and trace.steps[1].origin == StepOrigin.BACKTRACK
+        reasoning = trace.reasoning()
+        assert reasoning is not None and reasoning.complete
+        assert reasoning.text == RAW[0] + "1 + 1 = 2. \n\n" + "2 * 2 = 4.\n\n"
+        stored = store.candidates(session.id, trace.steps[0].id, 2)
+        assert len(stored) == 8
+        assert [c.text for c in stored if c.step_id is not None] == ["1 + 1 = 2."]
+        assert all(c.dropped == (c.text == "1 + 1 = 3.") for c in stored)
+        # The row's trace: the first branch, its reasoning whole, its gold flag kept.
+        leaves = trace.tree.leaves()
+        assert len(leaves) == 2
+        original = trace.tree.path(leaves[0].id)
+        assert [step.text for step in original] == [step.strip() for step in RAW]
+        trace.switch_to(original[-1].id)
+        first = trace.reasoning()
+        assert first is not None and first.text == REASONING and first.complete
+        assert trace.mistake_number == MISTAKE + 1
+        # S re-cuts the new branch's reasoning, no call.
+        trace.switch_to(leaves[1].id)
+        assert trace.recut(SplitRule.SENTENCE)
+        assert trace.texts[1] == "1 + 1 = 2."
+    assert backtrack(llama, source, tmp_path / "out2.jsonl") == 0, capsys.readouterr().err
+    with Store.open() as store:
+        (again,) = store.sessions_of_question(task="multistep_arithmetic", input=QUESTION,
+                                              model="openai/tiny")
+        assert again.id == session.id
+        assert len(store.candidates(session.id, original[0].id, 2)) == 16
+
+
 def test_without_log_probabilities_the_first_that_differs_is_chosen(
         llama: FakeLlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     script(llama)
@@ -164,3 +210,33 @@ def test_processes_are_refused_with_thinking_mode(
     assert code != 0
     assert "--processes is for the paper's traces" in capsys.readouterr().err
     assert llama.requests == []
+
+
+def test_solver_thinking_backtracks_offline_with_no_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run` then `backtrack --mode thinking` on the offline thinking model: each row's step
+    resampled from its raw prefix (offline/continuation.py), gone on from to an answer, and
+    kept as a session of the store."""
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
+    rows = tmp_path / "thinking.jsonl"
+    assert main(["run", "--model", "solver/thinking", "--mode", "thinking", "--task",
+                 "multistep_arithmetic", "--dataset", "--limit", "3", "--out", str(rows),
+                 "--no-progress"]) == 0, capsys.readouterr().err
+    out = tmp_path / "bt.jsonl"
+    code = main(["backtrack", "--mode", "thinking", "--model", "solver/thinking", "--input",
+                 str(rows), "--task", "multistep_arithmetic", "--locations", "random",
+                 "--out", str(out), "--no-progress", "--json"])
+    assert code == 0, capsys.readouterr().err
+    done = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(done) == 3
+    for row in done:
+        assert len(row["samples"]) == 8
+        assert all(sample["logprob"] is not None for sample in row["samples"])
+        if row["chosen_by"] is not None:
+            assert row["new_reasoning"].startswith(
+                "".join(split_text(row["reasoning"], RULE)[: row["location"]]))
+            assert row["new_answer"] is not None
+    with Store.open() as store:
+        backtracked = [summary.session for summary in store.sessions()
+                       if summary.session.source == SessionSource.BACKTRACK]
+        assert len(backtracked) == 3

@@ -129,7 +129,7 @@ def test_ollama_goes_on_through_generate_raw(ollama_server: FakeOllama,
     ("openai/o3", None, "OpenAI's reasoning models"),
     ("deepseek/deepseek-reasoner", None, "DeepSeek's API"),
     ("openai/gpt-4.1", None, "OpenAI's API"),
-    ("solver/thinking", None, "offline models"),
+    ("replay/bbm", None, "offline models"),
     ("ollama/qwen3", "http://127.0.0.1:9", "Go templates"),
 ])
 def test_providers_that_cannot_go_on_are_refused_before_any_request(

@@ -150,6 +150,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_model_options(parser, several=f"with --task and --question, the models side by "
                        f"side, at most {MAX_SIDE_BY_SIDE}")
     _add_thinking_options(parser)
+    parser.add_argument("--chat-template", metavar="FILE.jinja",
+                        help="thinking mode: the model's own chat template (Jinja), for `b` "
+                        "on a thinking trace on vLLM (/v1/completions) or Ollama (raw); "
+                        "llama-server applies its own")
     _add_logprobs_option(parser)
     parser.add_argument("--task", help="start a new session on this task")
     _add_task_file_option(parser, on_command=False)

@@ -63,9 +63,10 @@ def command(args: argparse.Namespace) -> int:
     if spec.mode == "thinking":
         with given():
             thinking = thinking_settings(args, spec)
-        result = drive_batch(batch, lambda on_progress: backtrack_thinking_batch(
-            jobs, spec, args.out, settings=thinking, concurrency=args.concurrency,
-            on_progress=on_progress, inputs=args.input, shard=shard))
+        with batch_store() as store:
+            result = drive_batch(batch, lambda on_progress: backtrack_thinking_batch(
+                jobs, spec, args.out, settings=thinking, concurrency=args.concurrency,
+                on_progress=on_progress, inputs=args.input, shard=shard, store=store))
     else:
         with batch_store() as store:
             result = drive_batch(batch, lambda on_progress: backtrack_batch(

@@ -55,6 +55,7 @@ def config_of(args: argparse.Namespace) -> Config:
             split=getattr(args, "split", None),
             thinking_effort=getattr(args, "thinking_effort", None),
             thinking_budget=getattr(args, "thinking_budget", None),
+            chat_template=_chat_template(args),
         )
         if config.router is not None:
             if as_list(getattr(args, "api_base", None)):
@@ -63,6 +64,12 @@ def config_of(args: argparse.Namespace) -> Config:
                                  "out --api-base, or --router")
             check_router_groups(config.router, as_list(args.model) or [config.model])
     return config
+
+
+def _chat_template(args: argparse.Namespace) -> str | None:
+    """The app's --chat-template (a string; backtrack's and anchors' own are read as Path)."""
+    given = getattr(args, "chat_template", None)
+    return given if isinstance(given, str) else None
 
 
 def check_router_groups(router: str, models: Sequence[str]) -> None:

@@ -21,6 +21,8 @@
     caching = true                   # mark the few-shot prefix for the provider's prompt
                                      # cache where it needs a mark (Anthropic); false: don't
     router = "~/servers.yaml"        # a litellm Router model_list: `model` names its group
+    chat_template = "~/qwen3.jinja"  # thinking mode's `b` on vLLM or Ollama: the model's
+                                     # chat template (Jinja) for going on from a prefix
     one_call = true                  # one call for many steps (opt-in; the paper's is one a step)
 
     [keymap]                         # binding id = keys, as in Textual's App.set_keymap
@@ -104,11 +106,14 @@ class Config:
     split: SplitRule = DEFAULT_SPLIT_RULE
     thinking_effort: str | None = None
     thinking_budget: int | None = None
+    # The model's chat template (a Jinja file) for going on from a prefix of its reasoning
+    # (`b` on a thinking trace, core/llm/prefix.py): vLLM's /v1/completions, Ollama's raw.
+    chat_template: str | None = None
 
     def with_overrides(self, **overrides: Any) -> Config:
         """Command-line values win over the file's; None means "not given"."""
         given = {key: value for key, value in overrides.items() if value is not None}
-        for key in ("api_base", "router"):
+        for key in ("api_base", "router", "chat_template"):
             if given.get(key) == "":
                 given[key] = None
         return replace(self, **given)
@@ -122,7 +127,8 @@ class Config:
         return StepperSettings(step_limit=step_limit or self.step_limit, call=call,
                                one_call=self.one_call, split=SplitRule(self.split),
                                thinking_effort=self.thinking_effort,
-                               thinking_budget=self.thinking_budget)
+                               thinking_budget=self.thinking_budget,
+                               chat_template=self.chat_template)
 
     def model_spec(self) -> ModelSpec:
         """The model the config names, behind its router file if it gives one."""
@@ -202,14 +208,15 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
     known = {"model", "api_base", "mode", "step_limit", "max_tokens", "temperature",
              "logprobs", "timeout", "step_timeout", "idle_timeout", "answer_timeout",
              "verify_live", "caching", "keymap", "router", "one_call", "split",
-             "thinking_effort", "thinking_budget"}
+             "thinking_effort", "thinking_budget", "chat_template"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise fail(
             unknown[0], f"unknown setting {unknown[0]!r} (known: {', '.join(sorted(known))})"
         )
     values: dict[str, Any] = {}
-    for key in ("model", "api_base", "mode", "router", "split", "thinking_effort"):
+    for key in ("model", "api_base", "mode", "router", "split", "thinking_effort",
+                "chat_template"):
         if key in data:
             if not isinstance(data[key], str):
                 raise fail(key, f"{key!r} must be a string")
@@ -228,11 +235,12 @@ def _config_from(data: dict[str, Any], path: Path, text: str) -> Config:
         raise fail("model", "'model' must not be empty")
     if values.get("api_base") == "":
         values["api_base"] = None
-    if "router" in values:
-        # A path from the config file: `~` is the user's home, a relative one is beside it.
-        router = Path(values["router"]).expanduser() if values["router"] else None
-        values["router"] = str(router if router is None or router.is_absolute()
-                               else path.parent / router) if router else None
+    for key in ("router", "chat_template"):
+        if key in values:
+            # A path from the config file: `~` is the user's home, a relative one beside it.
+            given = Path(values[key]).expanduser() if values[key] else None
+            values[key] = str(given if given is None or given.is_absolute()
+                              else path.parent / given) if given else None
     for key in ("step_limit", "max_tokens", "thinking_budget"):
         if key in data:
             value = data[key]

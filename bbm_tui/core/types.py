@@ -327,6 +327,9 @@ class StepperSettings:
     split: SplitRule = DEFAULT_SPLIT_RULE
     thinking_effort: str | None = None
     thinking_budget: int | None = None
+    # The model's chat template (a Jinja file's path) for going on from a prefix of its
+    # reasoning (core/llm/prefix.py); None: the server applies its own (llama-server).
+    chat_template: str | None = None
 
 
 # One of the tokens a model weighed at a place in its text: (token text, log-probability).

@@ -8,13 +8,16 @@ prefix: core/llm/prefix.py); the paper's choice among the samples that differ go
 temperature 0 to the end of the reasoning and the answer. Besides backtrack's own keys
 (`location`, `new_steps`, `new_answer`, `new_correct`, `samples`), an OUT line carries
 `new_reasoning` (raw, whole), `new_answer_text` and `chosen_by`. A trace is written when it is
-done: a kill loses at most the traces under way (their samples are drawn again).
+done: a kill loses at most the traces under way (their samples are drawn again). Each trace
+done is also a session of the store (source "backtrack", as the paper's backtracking keeps):
+the row's reasoning as its first branch, the samples, and the new branch, its reasoning stored
+whole (trace/thinking_backtrack.record_backtrack), so the app opens it with its tree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +46,10 @@ from bbm_tui.core.generation.resample_thinking import (
 from bbm_tui.core.generation.splitting import split_text
 from bbm_tui.core.llm.prefix import Prefixer, PrefixSettings
 from bbm_tui.core.prompts.thinking import thinking_messages
+from bbm_tui.core.store import Store, StoreError
 from bbm_tui.core.tasks import get_task
-from bbm_tui.core.types import DEFAULT_SPLIT_RULE, SplitRule
+from bbm_tui.core.trace.thinking_backtrack import RecordedBacktrack, record_backtrack
+from bbm_tui.core.types import DEFAULT_SPLIT_RULE, ReasoningKind, SplitRule
 
 
 @dataclass(frozen=True)
@@ -85,14 +90,16 @@ async def backtrack_thinking_batch(
     on_progress: Callable[[BacktrackProgress], None] | None = None,
     inputs: Sequence[Path] = (),
     shard: Shard | None = None,
+    store: Store | None = None,
 ) -> BacktrackResult:
-    """Backtrack every thinking trace OUT does not hold yet, `concurrency` at once."""
+    """Backtrack every thinking trace OUT does not hold yet, `concurrency` at once; each
+    one done is kept in `store` too (trace/thinking_backtrack.record_backtrack), where given."""
     written: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
     ours = [job for job in runner.unique(jobs, _key) if shard is None or shard.takes(_key(job))]
 
     async def work(job: BacktrackJob, progress: BacktrackProgress,
                    notify: Callable[[BacktrackProgress], None]) -> str | None:
-        extra = await backtrack_thinking_one(job, spec, settings, progress, notify)
+        extra = await backtrack_thinking_one(job, spec, settings, progress, notify, store)
         if extra is None:
             return None
         written[job.key] = extra
@@ -106,7 +113,8 @@ async def backtrack_thinking_batch(
                   what="rows written by `bbm-tui backtrack`", work=work, progress=progress,
                   ordered=True, shard=shard)
     progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
-                                            store_path=None, inputs=inputs,
+                                            store_path=None if store is None else store.path,
+                                            inputs=inputs,
                                             on_progress=on_progress)
     done = {trace_key(row): row.extra for row in rows} | written
     return BacktrackResult(progress, tables(ours, done))
@@ -122,6 +130,7 @@ async def backtrack_thinking_one(
     settings: ThinkingBacktrackSettings,
     progress: BacktrackProgress,
     notify: Callable[[BacktrackProgress], None],
+    store: Store | None = None,
 ) -> dict[str, Any] | None:
     row = job.row
     if job.location is None:
@@ -142,6 +151,7 @@ async def backtrack_thinking_one(
         notify(progress)
         chosen = resample.chosen_sample
         if chosen is None:  # no sample differed: the trace stays as it was
+            _keep(store, spec, _recorded(job, rule, resample, settings))
             return _extra(job.task, job.location, row.steps, row.answer, row.target,
                           samples_json(resample)) | {"chosen_by": None}
         kept = "".join(raw[: job.location]) + chosen.raw
@@ -157,6 +167,9 @@ async def backtrack_thinking_one(
             await prefixer.aclose()
     progress.add_call(ending.call, _recorded_settings(settings))
     new_reasoning = kept + ending.reasoning_rest
+    _keep(store, spec, replace(_recorded(job, rule, resample, settings),
+                               new_reasoning=new_reasoning, new_answer_text=ending.answer_text,
+                               new_answer=ending.answer, ending_call=ending.call))
     new_steps = [step.strip() for step in split_text(new_reasoning, rule)]
     progress.steps += len(new_steps) - job.location
     notify(progress)
@@ -164,6 +177,30 @@ async def backtrack_thinking_one(
                    samples_json(resample))
             | {"new_reasoning": new_reasoning, "new_answer_text": ending.answer_text,
                "chosen_by": resample.chosen_by})
+
+
+def _recorded(job: BacktrackJob, rule: SplitRule, resample: ThinkingResample,
+              settings: ThinkingBacktrackSettings) -> RecordedBacktrack:
+    row = job.row
+    assert job.location is not None
+    kind = row.extra.get("reasoning_kind")
+    return RecordedBacktrack(
+        task=job.task, input=row.input, target=row.target, gold=row.mistake_index,
+        labelled=row.labelled, reasoning=str(row.extra["reasoning"]),
+        reasoning_kind=kind if isinstance(kind, str) and kind else str(ReasoningKind.RAW),
+        rule=rule, answer=row.answer, location=job.location, resample=resample,
+        settings=settings.prefix)
+
+
+def _keep(store: Store | None, spec: llm.ModelSpec, done: RecordedBacktrack) -> None:
+    """The trace's backtracking as a session of the store (the app opens it: the tree,
+    compare, exports). A store that cannot be written stops the batch."""
+    if store is None:
+        return
+    try:
+        record_backtrack(store, spec, done)
+    except StoreError as error:
+        raise FatalBacktrackError(str(error)) from None
 
 
 def _recorded_settings(settings: ThinkingBacktrackSettings) -> llm.CallSettings:

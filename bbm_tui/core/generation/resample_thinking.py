@@ -14,16 +14,20 @@ reasoning and the answer after it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, replace
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import ChosenBy, choose
 from bbm_tui.core.generation.splitting import split_text
-from bbm_tui.core.generation.thinking import answer_of
+from bbm_tui.core.generation.stepper import StepEvent
+from bbm_tui.core.generation.thinking import ReasoningFinished, answer_of, thinking_events
 from bbm_tui.core.llm.prefix import THINK_CLOSE, Continuation, Prefixer, PrefixSettings
+from bbm_tui.core.llm.prefix_stream import stream_continuation
+from bbm_tui.core.llm.thinking import AnswerDelta, ReasoningDelta, ThinkingDone
 from bbm_tui.core.tasks import Task
-from bbm_tui.core.types import SplitRule, TokenLogprob
+from bbm_tui.core.types import ReasoningKind, SplitRule, TokenLogprob
 
 SAMPLES = 8
 # A step's sample is asked for this many tokens at most: more than any step of the field's
@@ -160,6 +164,63 @@ async def go_on_to_answer(prefixer: Prefixer, task: Task, kept: str,
     """One continuation from the kept reasoning (raw) to the end of the reasoning and the
     answer (`settings.max_tokens` for both: `answer_settings` gives room for them)."""
     return ending_of(task, await prefixer.go_on(kept, replace(settings, logprobs=False)))
+
+
+async def go_on_streaming(
+    prefixer: Prefixer,
+    task: Task,
+    kept: str,
+    first_number: int,
+    rule: SplitRule,
+    settings: PrefixSettings,
+    *,
+    target: str | None = None,
+) -> AsyncGenerator[StepEvent | ReasoningFinished, None]:
+    """The rest of a trace after `kept` (steps 1..first_number-1, raw) as the thinking mode's
+    events (generation/thinking.py): steps from `first_number` on, each as the splitter is
+    sure of it, then the answer. ReasoningFinished carries the whole reasoning, `kept` and
+    all (the new branch's record). Raises nothing: an error is a StepFailed."""
+
+    async def pieces() -> AsyncGenerator[llm.ThinkingEvent, None]:
+        held = ""  # text that may be the start of `</think>`
+        closed = False
+        async for item in stream_continuation(prefixer, kept, settings):
+            if isinstance(item, Continuation):
+                if held:
+                    yield AnswerDelta(held) if closed else ReasoningDelta(held)
+                yield ThinkingDone(item.call, ReasoningKind.RAW, None)
+                return
+            if closed:
+                yield AnswerDelta(item)
+                continue
+            held += item
+            before, found, after = held.partition(THINK_CLOSE)
+            if found:
+                closed, held = True, ""
+                if before:
+                    yield ReasoningDelta(before)
+                if after:
+                    yield AnswerDelta(after)
+                continue
+            keep = _partial_close(held)
+            if len(held) > keep:
+                yield ReasoningDelta(held[: len(held) - keep])
+                held = held[len(held) - keep:]
+
+    async with aclosing(thinking_events(task, prefixer.spec, pieces(), rule, target=target,
+                                        first_number=first_number)) as events:
+        async for event in events:
+            if isinstance(event, ReasoningFinished):
+                event = replace(event, text=kept + event.text)
+            yield event
+
+
+def _partial_close(text: str) -> int:
+    """How many characters at the end of `text` may begin `</think>`."""
+    for size in range(min(len(THINK_CLOSE) - 1, len(text)), 0, -1):
+        if THINK_CLOSE.startswith(text[-size:]):
+            return size
+    return 0
 
 
 def answer_settings(settings: PrefixSettings, temperature: float | None = None,

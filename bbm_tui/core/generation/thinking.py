@@ -128,13 +128,31 @@ async def run_thinking(
     if refusal is not None:
         yield StepFailed(1, refusal)
         return
-    trace = _Trace(SplitRule(settings.split))
+    stream = llm.stream_thinking(spec, thinking_messages(task, input_text), settings.call,
+                                 thinking_settings(settings))
+    async with aclosing(thinking_events(task, spec, stream, SplitRule(settings.split),
+                                        target=target)) as events:
+        async for event in events:
+            yield event
+
+
+async def thinking_events(
+    task: Task,
+    spec: llm.ModelSpec,
+    stream: AsyncGenerator[llm.ThinkingEvent, None],
+    split: SplitRule,
+    *,
+    target: str | None = None,
+    first_number: int = 1,
+) -> AsyncGenerator[StepEvent | ReasoningFinished, None]:
+    """A thinking call's events (`stream`: the reasoning's pieces, the answer's, the end) as
+    the stepper's, its steps numbered from `first_number` (a continuation of steps
+    1..first_number-1: generation/resample_thinking.py)."""
+    trace = _Trace(split, number=first_number)
     splitter = make_splitter(trace.split)
     done: llm.ThinkingDone | None = None
     try:
-        async with aclosing(llm.stream_thinking(
-                spec, thinking_messages(task, input_text), settings.call,
-                thinking_settings(settings))) as events:
+        async with aclosing(stream) as events:
             async for event in events:
                 if isinstance(event, llm.ReasoningDelta | llm.RedactedReasoning):
                     text = event.text if isinstance(event, llm.ReasoningDelta) else (
@@ -155,7 +173,7 @@ async def run_thinking(
     reasoning, content = "".join(trace.reasoning), "".join(trace.answer)
     answer = answer_of(task, content)
     last = splitter.close()
-    if not reasoning.strip():
+    if not reasoning.strip() and first_number == 1:
         # No reasoning text (o-series; or a model that did not think): the content is the
         # trace, cut by the same rule.
         last = split_text(content, trace.split)

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bbm_tui.core.llm.capabilities import _provider_of, is_offline, key_env_var, thinking_wire
-from bbm_tui.core.llm.errors import LLMError, with_retries
+from bbm_tui.core.llm.errors import ErrorKind, LLMError, with_retries
 from bbm_tui.core.llm.router import deployment_spec
 from bbm_tui.core.types import CallRecord, ModelSpec, RetryPolicy, TokenLogprob
 
-PrefixWire = Literal["llama_server", "completions", "ollama"]
+PrefixWire = Literal["llama_server", "completions", "ollama", "offline"]
 
 # The reasoning opened after the template's generation prompt (Qwen3's, QwQ's, gpt-oss-like
 # templates leave it to the model; DeepSeek-R1's writes it itself).
@@ -59,8 +59,11 @@ _REFUSALS = {
 _OPENAI_API = ("OpenAI's API cannot go on from a prefix of the reasoning: it takes no raw "
                "prompt for a chat model and hides its models' reasoning; use a server that "
                "takes one (llama-server, vLLM's /v1/completions, Ollama) with --api-base")
-_OFFLINE = ("the offline models cannot go on from a prefix of the reasoning (they write "
-            "whole traces); use llama-server, vLLM or Ollama")
+_OFFLINE = ("the offline models but solver/thinking cannot go on from a prefix of the "
+            "reasoning (they write whole traces); use solver/thinking, llama-server, vLLM or "
+            "Ollama")
+# The offline thinking model goes on from a prefix itself (offline/continuation.py).
+OFFLINE_THINKING = "solver/thinking"
 _OLLAMA_TEMPLATE = ("Ollama's raw prompts need the model's chat template as a Jinja file "
                     "(--chat-template FILE): Ollama's own templates are Go templates")
 
@@ -70,7 +73,7 @@ def prefix_refusal(spec: ModelSpec, chat_template: Path | None = None) -> str | 
     None: it can. Asked before any call."""
     spec = deployment_spec(spec)
     if is_offline(spec):
-        return _OFFLINE
+        return None if spec.model == OFFLINE_THINKING else _OFFLINE
     wire = thinking_wire(spec)
     if wire in _REFUSALS:
         return _REFUSALS[wire]
@@ -87,6 +90,8 @@ def prefix_wire(spec: ModelSpec, chat_template: Path | None) -> PrefixWire:
     OpenAI-compatible server's `/v1/completions`; else llama-server's template and
     `/completion`."""
     spec = deployment_spec(spec)
+    if spec.model == OFFLINE_THINKING:
+        return "offline"
     if _provider_of(spec) in _OLLAMA:
         return "ollama"
     return "completions" if chat_template is not None else "llama_server"
@@ -137,15 +142,22 @@ class Prefixer:
             await self._client.aclose()
             self._client = None
 
-    async def _post(self, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def http_client(self) -> Any:
+        """The client kept open between this question's calls (httpx, through the guard)."""
         if self._client is None:
             self._client = new_client(self.spec)
-        return await _post(self._client, _root(self.spec) + path, body, timeout_s, self.spec)
+        return self._client
+
+    async def _post(self, path: str, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        return await _post(self.http_client(), _root(self.spec) + path, body, timeout_s,
+                           self.spec)
 
     async def head(self) -> str:
         """The chat template applied to the question and the reasoning opened."""
         if self._head is None:
-            if self.wire == "llama_server":
+            if self.wire == "offline":
+                prompt = _offline_prompt(self.messages)
+            elif self.wire == "llama_server":
                 try:
                     reply = await self._post("/apply-template",
                                              {"messages": self.messages}, 60.0)
@@ -171,6 +183,8 @@ class Prefixer:
         """One continuation of the reasoning after `kept` (steps 1..k-1, raw)."""
         prompt = await self.prompt(kept)
         started = time.monotonic()
+        if self.wire == "offline":
+            return _offline_continuation(self.spec, self.messages, kept, prompt, settings)
         if self.wire == "llama_server":
             body = _llama_body(prompt, settings)
             reply = await self._post("/completion", body, settings.timeout_s)
@@ -220,6 +234,42 @@ def _completions_body(model: str, prompt: str, settings: PrefixSettings) -> dict
     if settings.seed is not None:
         body["seed"] = settings.seed
     return body
+
+
+def _offline_prompt(messages: list[dict[str, Any]]) -> str:
+    """What solver/thinking's prompt would be under a plain chat template (shown and counted;
+    the model reads the messages themselves)."""
+    turns = [f"<|{message.get('role', 'user')}|>\n{message.get('content', '')}\n"
+             for message in messages]
+    return "".join(turns) + "<|assistant|>\n"
+
+
+def _offline_continuation(spec: ModelSpec, messages: list[dict[str, Any]], kept: str,
+                          prompt: str, settings: PrefixSettings) -> Continuation:
+    """solver/thinking's continuation (offline/continuation.py), as a server's would come."""
+    import random
+
+    from bbm_tui.core.llm.offline.continuation import ContinuationError, continue_reasoning
+
+    started = time.monotonic()
+    rng = random.Random(settings.seed) if settings.seed is not None else random.Random()
+    try:
+        written = continue_reasoning(spec.model, messages, kept,
+                                     temperature=settings.temperature,
+                                     max_tokens=settings.max_tokens, rng=rng)
+    except ContinuationError as error:
+        raise LLMError("bad_request", str(error)) from None
+    tokens = written.tokens if settings.logprobs else None
+    params: dict[str, Any] = {"temperature": settings.temperature,
+                              "max_tokens": settings.max_tokens}
+    if settings.seed is not None:
+        params["seed"] = settings.seed
+    call = CallRecord(
+        model=spec.model, params=params, latency_s=time.monotonic() - started,
+        prompt_tokens=len(prompt.split()), completion_tokens=len(written.tokens), cost=0.0,
+        logprobs=[token.logprob for token in tokens] if tokens else None,
+        finish_reason=written.finish_reason, tokens=tokens)
+    return Continuation(written.text, tokens, written.finish_reason, call)
 
 
 def opened(prompt: str) -> str:
@@ -301,11 +351,8 @@ async def _post_once(client: Any, url: str, body: dict[str, Any],
     try:
         response = await client.post(url, json=body, timeout=timeout_s)
         if response.status_code >= 400:
-            kind = ("rate_limit" if response.status_code == 429 else
-                    "server" if response.status_code >= 500 else
-                    "not_found" if response.status_code == 404 else "bad_request")
-            raise LLMError(kind, f"{url} answered {response.status_code}: "
-                           f"{response.text[:300]}")
+            raise LLMError(error_kind(response.status_code), f"{url} answered "
+                           f"{response.status_code}: {response.text[:300]}")
         reply = response.json()
     except httpx.TimeoutException:
         raise LLMError("timeout", f"{url} did not answer within {timeout_s:g} s") from None
@@ -316,6 +363,12 @@ async def _post_once(client: Any, url: str, body: dict[str, Any],
     if not isinstance(reply, dict):
         raise LLMError("unknown", f"{url} sent JSON that is not an object")
     return reply
+
+
+def error_kind(status: int) -> ErrorKind:
+    """The kind of error an HTTP status says (a retry waits on some: errors.with_retries)."""
+    return ("rate_limit" if status == 429 else "server" if status >= 500 else
+            "not_found" if status == 404 else "bad_request")
 
 
 @functools.cache

@@ -27,15 +27,16 @@ def _reasoning(row: Any) -> Reasoning:
 
 class ReasoningQueries(StoreBase):
     def add_reasoning(self, session_id: int, model: str, kind: str,
-                      model_branch_id: int | None = None) -> Reasoning:
-        """A thinking call's reasoning, begun (its text grows with each stored step)."""
+                      model_branch_id: int | None = None, text: str = "") -> Reasoning:
+        """A thinking call's reasoning, begun (its text grows with each stored step); `text`:
+        what it begins with (a branch backtracked from Thought k: steps 1..k-1, raw)."""
         now = time.time()
         with self._write() as connection:
             self._require_session(connection, session_id)
             cursor = connection.execute(
-                """INSERT INTO reasonings (session_id, model_branch_id, model, kind,
-                       created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)""",
-                (session_id, model_branch_id, model, kind, now, now))
+                """INSERT INTO reasonings (session_id, model_branch_id, model, kind, text,
+                       created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                (session_id, model_branch_id, model, kind, text, now, now))
             reasoning_id = inserted_id(cursor)
         return self.reasoning(reasoning_id)
 

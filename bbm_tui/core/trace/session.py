@@ -538,7 +538,11 @@ class TraceSession:
         max_new_steps: int | None = None,
         settings: StepperSettings | None = None,
         spec: llm.ModelSpec | None = None,
+        source: AsyncGenerator[StepEvent | ReasoningFinished, None] | None = None,
     ) -> AsyncGenerator[StepEvent, None]:
+        """The model's next steps, stored as they come and handed on; `source`: events to
+        store instead of the model's own (a thinking branch going on from a prefix,
+        go_on_thinking)."""
         if spec is not None:
             self.use_model(spec)
         if self.needs_api_base:
@@ -554,7 +558,7 @@ class TraceSession:
             if self._model_unrecorded():  # usually not: no trip to a thread for nothing
                 await self.store_work(self._record_model)
             await self._keep_state(ModelBranchState.STREAMING)
-            async with aclosing(self._events(max_new_steps, settings)) as events:
+            async with aclosing(source or self._events(max_new_steps, settings)) as events:
                 async for event in events:
                     if isinstance(event, ReasoningFinished):  # kept, not handed on
                         await self._store_shielded(self._finish_reasoning, event)
@@ -687,18 +691,34 @@ class TraceSession:
     # -- thinking traces: the reasoning a branch is a view of, and other views of it
 
     def reasoning(self) -> Reasoning | None:
-        """The reasoning the branch on show was cut from (None: not a thinking trace)."""
-        if not self.steps or self.steps[0].origin != StepOrigin.THINKING:
-            return None
-        reasoning_id, _split = self.store.step_view(self.steps[0].id)
+        """The reasoning the branch on show was cut from (None: not a thinking trace). A
+        branch backtracked from Thought k shares steps 1..k-1 with the one it came from: its
+        own reasoning, whole, is its last step's."""
+        reasoning_id, _split = self._view()
         return None if reasoning_id is None else self.store.reasoning(reasoning_id)
 
     def split_rule(self) -> SplitRule | None:
         """The rule the branch on show was cut by (None: not a thinking trace)."""
-        if not self.steps or self.steps[0].origin != StepOrigin.THINKING:
-            return None
-        _reasoning_id, split = self.store.step_view(self.steps[0].id)
+        _reasoning_id, split = self._view()
         return None if split is None else SplitRule(split)
+
+    def _view(self) -> tuple[int | None, str | None]:
+        if not self.steps or self.steps[0].origin != StepOrigin.THINKING:
+            return None, None
+        found = self.store.step_view(self.steps[-1].id)
+        return found if found[0] is not None else self.store.step_view(self.steps[0].id)
+
+    async def go_on_thinking(
+        self, reasoning_id: int, rule: SplitRule,
+        events: AsyncGenerator[StepEvent | ReasoningFinished, None],
+    ) -> AsyncGenerator[StepEvent, None]:
+        """A thinking branch going on from a prefix of its reasoning (trace/thinking_backtrack.py):
+        `events` (as the thinking mode's) stored into reasoning `reasoning_id`, cut by `rule`,
+        as generate stores a thinking call's."""
+        self._reasoning_id, self._split = reasoning_id, rule
+        async with aclosing(self.generate(source=events)) as stored:
+            async for event in stored:
+                yield event
 
     def recut(self, rule: SplitRule) -> bool:
         """Show the branch's reasoning cut by `rule`: a new view of the same text (a branch
@@ -710,7 +730,7 @@ class TraceSession:
         for leaf in self.tree.leaves():
             path = self.tree.path(leaf.id)
             if path and path[0].origin == StepOrigin.THINKING and \
-                    self.store.step_view(path[0].id) == (reasoning.id, str(rule)):
+                    self.store.step_view(path[-1].id) == (reasoning.id, str(rule)):
                 self._set_head(leaf.id)
                 return True
         steps = strip_view(split_text(reasoning.text, rule))
@@ -798,7 +818,7 @@ class TraceSession:
             # Cancelled while saving, the samples are saved all the same (the store and the
             # screen then agree that they are), then the cancellation goes on.
             store = asyncio.ensure_future(
-                self.store_work(self._store_samples, resample, parent))
+                self.store_work(self.store_samples, resample, parent))
             try:
                 stored = await asyncio.shield(store)
             except asyncio.CancelledError:
@@ -837,7 +857,7 @@ class TraceSession:
         if not 1 <= number <= len(self.steps):
             raise ValueError(f"there is no Thought {number} (the trace has {len(self.steps)})")
 
-    def _store_samples(self, resample: Resample, parent: int | None) -> list[StoredCandidate]:
+    def store_samples(self, resample: Resample, parent: int | None) -> list[StoredCandidate]:
         candidates = resample.samples.candidates
         return self.store.add_candidates(
             self.session.id, parent_id=parent, number=resample.number,
@@ -857,7 +877,7 @@ class TraceSession:
             choice=candidate.choice, tokens=candidate.tokens, candidate_id=candidate.id,
             model_branch_id=self.model_branch_id,
         )
-        self._show_new_step(step)
+        self.show_new_step(step)
         return step
 
     def _add_branch_step(self, parent: int | None, number: int, text: str) -> Step:
@@ -866,10 +886,10 @@ class TraceSession:
             origin=StepOrigin.EDIT, answer=self.task.extract_answer(text),
             model_branch_id=self.model_branch_id,
         )
-        self._show_new_step(step)
+        self.show_new_step(step)
         return step
 
-    def _show_new_step(self, step: Step) -> None:
+    def show_new_step(self, step: Step) -> None:
         """The step just saved, on show as the head: one of the tree's already where another
         window stored the same step at this place first (the store keeps it once)."""
         if step.id not in self.tree:

@@ -7,13 +7,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import SAMPLES
-from bbm_tui.core.llm.prefix import prefix_refusal
+from bbm_tui.core.llm.prefix import Prefixer, PrefixSettings
 from bbm_tui.core.store import StoredCandidate
 from bbm_tui.core.trace.branches import BranchOrigin, Segment, other_branch, segments
 from bbm_tui.core.trace.session import BranchMade, SamplesReady
+from bbm_tui.core.trace.thinking_backtrack import (
+    NotContinuable,
+    ThinkingSamples,
+    continue_thinking,
+    prefixer_for,
+    resample_thinking,
+    thinking_refusal,
+)
 from bbm_tui.core.trace.tree import BranchDiff
 from bbm_tui.core.types import SplitRule
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
@@ -25,6 +35,16 @@ from bbm_tui.ui.screens.trace.messages import CallsMade
 from bbm_tui.ui.text import thoughts
 from bbm_tui.ui.viewmodels.branches import origin_words
 from bbm_tui.ui.viewmodels.thinking import NEXT_RULE, RULE_WORDS
+
+
+@dataclass
+class _ThinkingBacktrack:
+    """One `b` on a thinking trace: the model going on from prefixes of its reasoning, the
+    samples' settings, and the samples once in (what going on from one needs)."""
+
+    prefixer: Prefixer
+    settings: PrefixSettings
+    samples: ThinkingSamples | None = None
 
 
 class Branching:
@@ -51,11 +71,11 @@ class Branching:
     async def _backtrack(self, number: int) -> None:
         view = self.view
         trace = view.trace
-        refusal = await self._thinking_refusal()
-        if refusal is not None:
-            view.say(f"Thought {number} is not resampled: {refusal}.", error=True,
-                     then=f"{view.key('trace_edit_model')} changes the model.")
-            return
+        thinking: _ThinkingBacktrack | None = None
+        if await asyncio.to_thread(trace.split_rule) is not None:
+            thinking = await self._thinking_backtrack(number)
+            if thinking is None:  # refused, said why
+                return
         view.running = True
         # The samples dialog opens at once, its rows filled in as the calls return.
         dialog = CandidatesScreen(number, trace.steps[number - 1].text, SAMPLES)
@@ -67,7 +87,9 @@ class Branching:
                 answer.set_result(candidate)
 
         view.app.push_screen(dialog, picked)
-        sampling = asyncio.ensure_future(self._sample(number, dialog))
+        sampling = asyncio.ensure_future(
+            self._sample(number, dialog) if thinking is None
+            else self._sample_thinking(number, dialog, thinking))
         try:
             await asyncio.wait({sampling, answer}, return_when=asyncio.FIRST_COMPLETED)
             if not sampling.done():  # esc before every sample was in
@@ -77,10 +99,11 @@ class Branching:
                 return
             try:
                 ready = sampling.result()
-            except llm.LLMError as error:
+            except (llm.LLMError, NotContinuable) as error:
                 if not answer.done():
                     dialog.dismiss(None)
-                view.say(f"Backtracking failed: {error.message}", error=True,
+                message = error.message if isinstance(error, llm.LLMError) else str(error)
+                view.say(f"Backtracking failed: {message}", error=True,
                          then=f"{view.key('trace_edit_model')} changes the model.")
                 return
             dialog.all_in(ready)
@@ -93,8 +116,14 @@ class Branching:
                 view.say(f"Kept the trace as it was; the {len(ready.stored)} samples of "
                          f"Thought {number} are saved.")
                 return
-            await self._continue_branch(trace.continue_with(
-                candidate, settings=view.context.stepper_settings))
+            if thinking is None:
+                events = trace.continue_with(candidate,
+                                             settings=view.context.stepper_settings)
+            else:
+                assert thinking.samples is not None
+                events = continue_thinking(trace, thinking.prefixer, thinking.samples,
+                                           candidate, thinking.settings)
+            await self._continue_branch(events)
         except asyncio.CancelledError:
             view.say_stopped()
             raise
@@ -102,20 +131,30 @@ class Branching:
             await _cancelled(sampling)
             if not answer.done() and dialog.is_current:  # the worker itself was stopped
                 dialog.dismiss(None)
+            if thinking is not None:
+                await thinking.prefixer.aclose()
             if view.is_attached:
                 view.end_generating()
 
-    async def _thinking_refusal(self) -> str | None:
-        """Why a thinking trace's step cannot be resampled with this model, said before any
-        call (issue 35): resampling a step of a thinking model's reasoning goes on from a
-        prefix of it, which Anthropic, OpenAI, Gemini and DeepSeek's API cannot do. None for
-        a step-at-a-time trace, and for the offline models (their own backtracking)."""
-        trace = self.view.trace
-        if await asyncio.to_thread(trace.split_rule) is None or llm.is_offline(trace.spec):
-            return None
+    async def _thinking_backtrack(self, number: int) -> _ThinkingBacktrack | None:
+        """What resampling a step of a thinking trace needs: the model going on from a prefix
+        of its reasoning (issue 35). None, said before any call, where it cannot: Anthropic,
+        OpenAI, Gemini and DeepSeek's API, a summary, a reasoning not yet whole."""
+        view = self.view
+        trace = view.trace
         if not llm.is_loaded():
             await asyncio.to_thread(llm.warm_up)
-        return prefix_refusal(trace.spec)
+        settings = view.context.stepper_settings
+        template = Path(settings.chat_template) if settings.chat_template else None
+        refusal = await asyncio.to_thread(thinking_refusal, trace, template)
+        if refusal is not None:
+            view.say(f"Thought {number} is not resampled: {refusal}.", error=True,
+                     then=f"{view.key('trace_edit_model')} changes the model.")
+            return None
+        # The paper's samples at temperature 1; a call may take as long as a step may.
+        prefix = PrefixSettings(timeout_s=max(PrefixSettings.timeout_s,
+                                              settings.call.step_timeout_s))
+        return _ThinkingBacktrack(prefixer_for(trace, template), prefix)
 
     async def _sample(self, number: int, dialog: CandidatesScreen) -> SamplesReady:
         """Backtracking's samples, each shown in the dialog as it arrives, all saved once in.
@@ -134,6 +173,25 @@ class Branching:
             self._say_handed_over(model, "backtracking", dialog)
         view.say(f"Thought {number}: {len(ready.stored)} samples in and saved.")
         return ready
+
+    async def _sample_thinking(self, number: int, dialog: CandidatesScreen,
+                               thinking: _ThinkingBacktrack) -> SamplesReady:
+        """A thinking step's samples, each from the raw reasoning before it, shown in the
+        dialog as it arrives, all saved once in. Raises LLMError, NotContinuable."""
+        view = self.view
+        trace = view.trace
+        rule = await asyncio.to_thread(trace.split_rule)
+        if dialog.is_attached:
+            dialog.show_note(f"Each goes on from the raw reasoning before it, cut by the "
+                             f"{rule} rule.")
+        view.say(f"Sampling Thought {number} {SAMPLES} times at temperature 1 from the "
+                 "reasoning before it…  (esc stops)")
+        samples = await resample_thinking(trace, thinking.prefixer, number, thinking.settings,
+                                          on_sample=dialog.arrived)
+        thinking.samples = samples
+        view.post_message(CallsMade(*samples.ready.resample.samples.calls))
+        view.say(f"Thought {number}: {len(samples.ready.stored)} samples in and saved.")
+        return samples.ready
 
     # -- w: a thought rewritten by hand
 

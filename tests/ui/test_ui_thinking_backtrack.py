@@ -1,0 +1,310 @@
+"""`b` on a thinking trace in the app (issue 35, item 2): the samples of a step, each from the
+raw reasoning before it, shown in the paper's backtracking dialog (log-probabilities, the
+original's repeats dropped, the paper's choice starred); enter goes on from one to the answer
+on a new branch, streamed as thinking steps, the original kept; the tree and compare show
+both. Over HTTP against the suite's llama-server, and offline with solver/thinking (no key).
+Snapshots of the thinking samples dialog at 80x24 and 120x40."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import OptionList
+from ui_helpers import make_app, steady_frame, wait_for
+
+from bbm_tui.core import llm
+from bbm_tui.core.config import Config
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.generation.resample_thinking import StepSample, ThinkingResample
+from bbm_tui.core.generation.splitting import split_text
+from bbm_tui.core.llm.offline import thinking
+from bbm_tui.core.llm.prefix import PrefixSettings
+from bbm_tui.core.store import Store
+from bbm_tui.core.trace.session import NewTrace, SamplesReady, TraceSession
+from bbm_tui.core.trace.thinking_backtrack import _as_resample
+from bbm_tui.core.types import CallRecord, SplitRule, StepOrigin, TokenLogprob
+from bbm_tui.ui.screens.backtrack import CandidatesScreen
+from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
+from bbm_tui.ui.screens.compare import CompareScreen
+from bbm_tui.ui.screens.trace import TraceScreen
+from tests.llama_server import FakeLlamaServer
+from tests.openai_server import Reply
+
+TASK = "multistep_arithmetic"
+QUESTION = "((1 + 1) * 2) ="
+TARGET = "4"
+REASONING = "Plan: add, then multiply.  \n\n1 + 1 = 3.\r\n\n3 * 2 = 6. \n\nSo 6."
+SAMPLES = ["1 + 1 = 3.\r\n\nmore", "One and one make two, not three. \n\nmore",
+           "1 + 1 = 2. \n\nmore"]
+ENDING = "2 * 2 = 4.\n\nSo 4.</think>\n\nSo the answer is 4"
+
+
+@pytest.fixture
+def llama() -> Iterator[FakeLlamaServer]:
+    server = FakeLlamaServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def script(server: FakeLlamaServer) -> None:
+    turn = itertools.cycle(SAMPLES)
+    lock = threading.Lock()
+
+    def continuation(prompt: str, body: dict[str, Any]) -> str:
+        if prompt.endswith(("1 + 1 = 2. \n\n", "not three. \n\n")):
+            return ENDING
+        with lock:
+            return next(turn)
+
+    server.continuation = continuation
+
+
+async def generated(trace: TraceSession) -> TraceSession:
+    async for _event in trace.generate():
+        pass
+    return trace
+
+
+async def served_thinking_trace(store: Store, server: FakeLlamaServer) -> TraceSession:
+    server.enqueue(Reply(text="So the answer is 6", reasoning=REASONING))
+    spec = llm.ModelSpec("openai/qwen3", api_base=server.base_url, mode="thinking")
+    return await generated(TraceSession.create(store, NewTrace(TASK, QUESTION, TARGET), spec))
+
+
+async def opened(pilot: Pilot) -> TraceScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                   and pilot.app.screen.is_mounted)
+    screen = pilot.app.screen
+    assert isinstance(screen, TraceScreen)
+    return screen
+
+
+async def samples_in(pilot: Pilot) -> CandidatesScreen:
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, CandidatesScreen)
+                   and pilot.app.screen.all_arrived, timeout=60)
+    screen = pilot.app.screen
+    assert isinstance(screen, CandidatesScreen)
+    return screen
+
+
+def rows(dialog: CandidatesScreen) -> list[str]:
+    options = dialog.query_one(OptionList)
+    return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
+
+
+async def test_b_enter_goes_on_from_a_thinking_sample_on_a_new_branch(
+        store: Store, llama: FakeLlamaServer) -> None:
+    trace = await served_thinking_trace(store, llama)
+    original = [step.id for step in trace.steps]
+    script(llama)
+    llama.requests.clear()
+    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking"),
+                   session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        view = screen.view
+        await wait_for(pilot, lambda: len(view.trace.steps) == 4)
+        await pilot.press("home", "j", "x")  # Thought 2 flagged: b starts there
+        await wait_for(pilot, lambda: view.trace.mistake_number == 2)
+        await pilot.press("b")
+        dialog = await samples_in(pilot)
+        shown = rows(dialog)
+        assert len(shown) == 8
+        assert all("= the original (dropped)" in row for row in shown if "3." in row
+                   and "not three" not in row)
+        starred = [row for row in shown if "★ chosen" in row]
+        assert len(starred) == 1 and "1 + 1 = 2." in starred[0] and "-5.00" in starred[0]
+        assert "raw reasoning before it" in str(
+            dialog.query_one("#candidates-note").render())
+        prompts = {record.body["prompt"] for record in llama.requests
+                   if record.path == "/completion"}
+        assert len(prompts) == 1 and prompts.pop().endswith("<think>\nPlan: add, then "
+                                                           "multiply.  \n\n")
+        llama.token_delay_s = 0.4  # the rest streams a token at a time
+        await pilot.press("enter")
+        # Live: Thought 3 is in while the rest of the reasoning still streams.
+        await wait_for(pilot, lambda: len(view.trace.steps) >= 3 and view.running,
+                       timeout=60)
+        assert view.trace.answer is None
+        await wait_for(pilot, lambda: view.trace.answer == "4" and not view.running,
+                       timeout=60)
+        assert isinstance(pilot.app.screen, TraceScreen)
+        assert view.trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.",
+                                    "So 4."]
+        assert view.trace.steps[1].origin == StepOrigin.BACKTRACK
+        assert [view_.number for view_ in view.thoughts.views()] == [1, 2, 3, 4]
+        assert view.trace.label is None  # the flag stays on the original branch
+        # The original branch is kept, with its flag.
+        assert [step.id for step in view.trace.tree.path(original[-1])] == original
+        # t: the tree shows both branches; v: the two side by side.
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, BranchTreeScreen))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen))
+        await pilot.press("v")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, CompareScreen))
+        compare = pilot.app.screen
+        assert isinstance(compare, CompareScreen)
+        assert {tuple(step.text for step in compare.diff.left),
+                tuple(step.text for step in compare.diff.right)} == {
+            ("1 + 1 = 3.", "3 * 2 = 6.", "So 6."), ("1 + 1 = 2.", "2 * 2 = 4.", "So 4.")}
+        await pilot.press("escape")
+    reasoning = TraceSession.load(store, trace.id).reasoning()
+    assert reasoning is not None and reasoning.complete
+    assert reasoning.text == "Plan: add, then multiply.  \n\n1 + 1 = 2. \n\n2 * 2 = 4.\n\nSo 4."
+
+
+async def test_esc_while_sampling_keeps_the_trace_and_saves_nothing(
+        store: Store, llama: FakeLlamaServer) -> None:
+    trace = await served_thinking_trace(store, llama)
+    llama.latency_s = 30.0  # the samples never come back in time
+    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking"),
+                   session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 4)
+        await pilot.press("home", "j", "b")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, CandidatesScreen))
+        await wait_for(pilot, lambda: any(r.path == "/completion" for r in llama.requests),
+                       timeout=30)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                       and not screen.view.running, timeout=30)
+        assert "Stopped sampling Thought 2" in str(screen.query_one("#run-status").render())
+    assert store.candidates(trace.id, trace.steps[0].id, 2) == []
+    assert len(TraceSession.load(store, trace.id).tree.leaves()) == 1
+
+
+async def test_esc_while_the_new_branch_streams_keeps_what_came(
+        store: Store, llama: FakeLlamaServer) -> None:
+    """esc while the new branch goes on: the thoughts in so far stay on the new branch (its
+    reasoning not whole yet, so not re-cut nor resampled), the original as it was."""
+    trace = await served_thinking_trace(store, llama)
+    original = [step.id for step in trace.steps]
+    script(llama)
+    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking"),
+                   session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        view = screen.view
+        await wait_for(pilot, lambda: len(view.trace.steps) == 4)
+        await pilot.press("home", "j", "b")
+        await samples_in(pilot)
+        llama.token_delay_s = 2.0  # slow enough to stop it half-way
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                       and len(view.trace.steps) == 2 and view.running, timeout=60)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=60)
+        assert view.trace.texts[:2] == ["Plan: add, then multiply.", "1 + 1 = 2."]
+        assert view.trace.answer is None
+    reopened = TraceSession.load(store, trace.id)
+    assert [step.id for step in reopened.tree.path(original[-1])] == original
+    reasoning = reopened.reasoning()
+    assert reasoning is not None and not reasoning.complete
+    assert reasoning.text.startswith("Plan: add, then multiply.  \n\n1 + 1 = 2. \n\n")
+
+
+async def test_b_on_solver_thinking_needs_no_key(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline thinking model: b on its slip, the samples offline, enter goes on from the
+    starred one to an answer on a new branch, streamed as thinking steps."""
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
+    row = next(row for row in bundled_rows(TASK)
+               if row.labelled and row.mistake_index is not None and row.answer != row.target)
+    assert row.mistake_index is not None
+    spec = llm.ModelSpec(thinking.MODEL, mode="thinking")
+    trace = await generated(TraceSession.create(store, NewTrace(TASK, row.input, row.target), spec))
+    steps = len(trace.steps)
+    slip = 2 + row.mistake_index
+    app = make_app(Config(model=thinking.MODEL, mode="thinking"), session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        view = screen.view
+        await wait_for(pilot, lambda: len(view.trace.steps) == steps)
+        await pilot.press("home", *["j"] * (slip - 1), "x")
+        await wait_for(pilot, lambda: view.trace.mistake_number == slip)
+        await pilot.press("b")
+        dialog = await samples_in(pilot)
+        if dialog.ready is not None and dialog.ready.resample.chosen is None:
+            pytest.skip("all eight samples were the original (1 in ~1,500)")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not view.running and view.trace.finished, timeout=60)
+        assert view.trace.steps[slip - 1].origin == StepOrigin.BACKTRACK
+        assert view.trace.steps[slip - 1].id not in {step.id for step in trace.steps}
+        assert view.trace.answer is not None
+    reopened = TraceSession.load(store, trace.id)
+    assert len(reopened.tree.leaves()) == 2
+    reasoning = reopened.reasoning()
+    assert reasoning is not None and reasoning.complete
+    assert [step.strip() for step in split_text(reasoning.text, SplitRule.PARAGRAPH)] == \
+        reopened.texts
+
+
+def thinking_samples(store: Store) -> tuple[int, SamplesReady]:
+    """A thinking trace and eight samples of its Thought 2 as a server sends them, stored."""
+    trace = TraceSession.create(store, NewTrace(TASK, QUESTION, TARGET),
+                                llm.ModelSpec("openai/qwen3", "http://127.0.0.1:9",
+                                              mode="thinking"))
+    reasoning = store.add_reasoning(trace.id, "openai/qwen3", "raw",
+                                    text="")
+    raws = split_text(REASONING, SplitRule.PARAGRAPH)
+    from bbm_tui.core.store.steps import ReasoningSlice
+
+    parent = None
+    for number, raw in enumerate(raws, start=1):
+        parent = store.add_step(trace.id, parent_id=parent and parent.id, number=number,
+                                text=raw.strip(), origin=str(StepOrigin.THINKING),
+                                view=ReasoningSlice(reasoning.id, "paragraph", raw))
+    texts = ["1 + 1 = 3.\r\n\n", "One and one make two, not three. \n\n", "1 + 1 = 2. \n\n",
+             "1 + 1 = 3.\r\n\n", "So 1 + 1 is 2, then. \n\n", "1 + 1 = 2. \n\n",
+             "Hmm, one plus one: two. \n\n", "1 + 1 = 3.\r\n\n"]
+
+    def sample(raw: str) -> StepSample:
+        tokens = [TokenLogprob(piece, -0.8) for piece in raw.split(" ")]
+        call = CallRecord(model="openai/qwen3", params={}, latency_s=0.5, prompt_tokens=40,
+                          completion_tokens=len(tokens), cost=None,
+                          logprobs=[token.logprob for token in tokens], finish_reason="stop",
+                          tokens=tokens)
+        return StepSample(raw, tokens, False, call)
+
+    samples = [sample(raw) for raw in texts]
+    dropped = [raw.strip() == "1 + 1 = 3." for raw in texts]
+    resample = _as_resample(ThinkingResample(2, raws[1], samples, dropped, 2, "logprob"),
+                            PrefixSettings())
+    loaded = TraceSession.load(store, trace.id)
+    stored = loaded.store_samples(resample, loaded.steps[0].id)
+    return trace.id, SamplesReady(2, resample, stored)
+
+
+def _dialog_snapshot(snap_compare, size: tuple[int, int]) -> bool:
+    with Store.open() as store:
+        session_id, ready = thinking_samples(store)
+
+    async def run_before(pilot: Pilot) -> None:
+        await opened(pilot)
+        dialog = CandidatesScreen.showing(ready)
+        pilot.app.push_screen(dialog)
+        await wait_for(pilot, lambda: pilot.app.screen is dialog and dialog.is_mounted)
+        dialog.show_note("Each goes on from the raw reasoning before it, cut by the "
+                         "paragraph rule.")
+        await steady_frame(pilot)
+
+    return snap_compare(make_app(session_id=session_id), terminal_size=size,
+                        run_before=run_before)
+
+
+def test_thinking_samples_dialog_at_80x24(snap_compare) -> None:
+    assert _dialog_snapshot(snap_compare, (80, 24))
+
+
+def test_thinking_samples_dialog_at_120x40(snap_compare) -> None:
+    assert _dialog_snapshot(snap_compare, (120, 40))
