@@ -29,6 +29,7 @@ async def test_the_main_screens_focused_panel_has_a_marker_and_a_heavy_border(
                        and app.screen.is_mounted)
         await pilot.pause()
         screen = app.screen
+        assert isinstance(screen, TraceScreen)
         thoughts, question = screen.query_one("#thoughts-pane"), screen.query_one("#question-pane")
         await pilot.pause()
         # The focus is on the trace view, whose keys act on the thoughts.
