@@ -184,9 +184,8 @@ class ReplayEngine:
                 return FinderRequest(task, method, row, number)
         if matched:
             raise ReplayError(
-                f"{model} does not know this trace: it finds mistakes only in the bundled "
-                "dataset's traces (from their gold labels) and in the labelled traces recorded "
-                "in a task's questions file (from their `mistake_index`); choose another model"
+                f"{model} does not know this trace: it knows only the labelled traces of the "
+                "dataset and of a task's questions file; choose another model"
             )
         return None
 
@@ -347,9 +346,9 @@ _own_patterns: dict[Task, list[tuple[str, str, str, re.Pattern[str]]]] = {}
 
 
 def _own_finder_patterns() -> list[tuple[str, str, str, re.Pattern[str]]]:
-    """The patterns of the finder prompts of the user's tasks that record traces in their
-    questions file (what replay/bbm can answer for them): the task's own few-shot templates,
-    and our zero-shot ones and the critic filled with its description and question."""
+    """The patterns of the finder prompts of the user's tasks (replay/bbm answers them for
+    the traces recorded in a task's questions file): the task's own few-shot templates, and
+    our zero-shot ones and the critic filled with its description and question."""
     from bbm_tui.core.prompts.finding import (
         ALL_METHODS,
         check_method,
@@ -360,8 +359,7 @@ def _own_finder_patterns() -> list[tuple[str, str, str, re.Pattern[str]]]:
 
     patterns = []
     for found in user_tasks():
-        if not has_recorded_traces(found.name):
-            continue
+        # Made once per task; its questions file is read only when one of them matches.
         if found not in _own_patterns:
             made = []
             for name in (*methods_for(found), *our_methods_for(found)):
