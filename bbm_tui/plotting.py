@@ -94,7 +94,7 @@ def draw(plot: Any, chart: BarChart, width: int, height: int, *, colour: bool = 
     values = [[0.0 if value is None else float(value) for value in series.values]
               for series in chart.series]
     low, high = _limits(chart, values)
-    ticks = nice_ticks(low, high, whole=chart.unit == "traces")
+    ticks = fitting_ticks(low, high, height, whole=chart.unit == "traces")
     labels = [one_line(category) for category in chart.categories]
     plot_width = width - _tick_width(ticks, chart) - 2
     labels = fit_labels(labels, plot_width)
@@ -154,6 +154,18 @@ def _limits(chart: BarChart, values: Sequence[Sequence[float]]) -> tuple[float, 
     if chart.ceiling is not None and max(flat) > 0.6 * chart.ceiling:
         high = chart.ceiling  # near the top of a bounded scale: the whole scale
     return low, high
+
+
+def fitting_ticks(low: float, high: float, height: int, *, whole: bool = False) -> list[float]:
+    """`nice_ticks` with a row at least between two labels on a chart of `height` rows: on a
+    short chart (80x24) six ticks on five rows were drawn next to and over each other, a
+    label beside the wrong line. The most that fit, down to one step."""
+    allowed = max(1, (height - FRAME_ROWS - 1) // 2)
+    for most in range(min(5, allowed), 0, -1):
+        ticks = nice_ticks(low, high, most, whole=whole)
+        if len(ticks) - 1 <= allowed:
+            return ticks
+    return nice_ticks(low, high, 1, whole=whole)
 
 
 def nice_ticks(low: float, high: float, most: int = 5, *, whole: bool = False) -> list[float]:

@@ -37,17 +37,19 @@ def spread(values: Sequence[float], scale: float = 1000.0, unit: str = "ms") -> 
     )
 
 
-def verdict(name: str, ratio: float, target: float) -> bool:
-    """Print the ratio against its target; a miss is loud. Never raises: a missed target is a
-    figure to report, not a crash."""
+def verdict(name: str, ratio: float, target: float, digits: int = 2) -> bool:
+    """Print the ratio against its target (`digits` after the point: more where the line
+    is a measured floor); a miss is loud. Never raises: a missed target is a figure to
+    report, not a crash."""
     met = ratio <= target
+    shown = f"{ratio:.{max(3, digits)}f}x (target <= {target:.{digits}f}x)"
     print()
     if met:
-        print(f"TARGET MET: {name} = {ratio:.3f}x (target <= {target:.2f}x)")
+        print(f"TARGET MET: {name} = {shown}")
     else:
         bar = "!" * 72
         print(bar)
-        print(f"!!! TARGET MISSED: {name} = {ratio:.3f}x (target <= {target:.2f}x)")
+        print(f"!!! TARGET MISSED: {name} = {shown}")
         print(bar)
     return met
 

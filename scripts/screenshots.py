@@ -24,7 +24,7 @@ SHOTS = ("new-session", "streaming", "flagged", "flagged-80x24", "finder", "sess
          "backtrack", "backtracked", "branch-tree", "compare", "tokens", "annotate",
          "adjudicate", "help-80x24", "messages", "dataset", "finder-vs-paper",
          "side-by-side-80x24", "side-by-side-250x50", "thinking-80x24", "thinking-250x50",
-         "thinking-backtrack", "thinking-backtracked")
+         "thinking-backtrack", "thinking-backtracked", "importance", "importance-80x24")
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 60.0) -> None:
@@ -216,6 +216,49 @@ async def thinking_wide(out: Path) -> None:
         still(pilot)
         app.save_screenshot("thinking-250x50.svg", str(out))
 
+
+async def importance(out: Path) -> None:
+    """Each thought's importance (I) on a thinking trace of a model scripted on the local
+    llama-server (tests/importance_scenario.py: its answers depend on the thoughts kept, so
+    the shot needs no key): every rollout in, at 120x36 and 80x24."""
+    from tests.importance_scenario import script
+    from tests.llama_server import FakeLlamaServer
+
+    server = FakeLlamaServer()
+    server.start()
+    try:
+        script(server)
+        await importance_shot(server, "importance", SIZE, out)
+        await importance_shot(server, "importance-80x24", (80, 24), out)
+    finally:
+        server.stop()
+
+
+async def importance_shot(server, name: str, size: tuple[int, int], out: Path) -> None:  # type: ignore[no-untyped-def]
+    """One shot, on a session of its own (none of its rollouts done yet)."""
+    from bbm_tui.core.config import Config
+    from bbm_tui.core.store import Store
+    from bbm_tui.ui.app import BbmApp
+    from bbm_tui.ui.screens.importance import ImportanceScreen, RolloutsDialog
+    from bbm_tui.ui.screens.trace import TraceScreen
+    from tests.importance_scenario import MODEL, STEPS, thinking_trace
+
+    with Store.open() as store:
+        trace = await thinking_trace(store, server)
+    app = BbmApp(Config(model=MODEL, api_base=server.base_url, mode="thinking"),
+                 session_id=trace.id)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
+                       and len(app.screen.view.trace.steps) == len(STEPS))
+        await pilot.press("I")
+        await wait_for(pilot, lambda: isinstance(app.screen, RolloutsDialog))
+        view = app.screen_stack[-2]
+        assert isinstance(view, ImportanceScreen)
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: len(view.rows) == 36 and not view.running)
+        await pilot.pause(0.5)
+        still(pilot)
+        app.save_screenshot(f"{name}.svg", str(out))
 
 async def thinking_backtrack(out: Path) -> None:
     """`b` on solver/thinking's slip (Thought 6 of the demo), offline: 8 samples each from the
@@ -606,7 +649,7 @@ async def main(out: Path, only: list[str]) -> None:
     for shot in (new_session, streaming, flagged, flagged_small, finder, sessions, backtrack,
                  annotate, adjudicate, help_small, messages, dataset, finder_vs_paper,
                  side_by_side_small, side_by_side_wide, thinking_small, thinking_wide,
-                 thinking_backtrack):
+                 thinking_backtrack, importance):
         if only and shot.__name__ not in only:
             continue
         await shot(out)

@@ -8,6 +8,7 @@ bench/big_reply.py, not here."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import pytest
 
@@ -54,6 +55,35 @@ def test_the_guard_keeps_at_most_the_alternatives_asked_for() -> None:
             token["top_logprobs"] = token["top_logprobs"][:5]
     assert kept == original  # everything else as it was
     assert len(trimmed_alternatives(body, 5)) < len(body) / 100
+
+
+def test_the_guard_cuts_a_big_reply_without_a_second_copy_of_it() -> None:
+    """The body is read as text a list at a time: decoding it whole held a second copy of a
+    30 MB reply beside the first (bench/big_reply.py's peak RSS went past its 300 MB)."""
+    body = json.dumps(chat_body(20_000)).encode()
+    tracemalloc.start()
+    try:
+        kept = trimmed_alternatives(body, 5)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(kept) < len(body) / 100
+    assert peak < len(body) / 3, (peak, len(body))
+
+
+def test_a_list_holding_the_key_again_is_cut_whole() -> None:
+    """An alternative that carries a `top_logprobs` of its own (a hostile server's): the list
+    read so far ends at that key, so it is read further until it ends."""
+    body = chat_body(50)
+    for choice in body["choices"]:
+        for token in choice["logprobs"]["content"]:
+            for alternative in token["top_logprobs"]:
+                alternative["top_logprobs"] = [{"token": "x", "logprob": -9.0}]
+    kept = json.loads(trimmed_alternatives(json.dumps(body).encode(), 5))
+    for choice in body["choices"]:
+        for token in choice["logprobs"]["content"]:
+            token["top_logprobs"] = token["top_logprobs"][:5]
+    assert kept == body
 
 
 def test_the_legacy_form_keeps_the_most_likely_of_each_place() -> None:
@@ -114,6 +144,7 @@ async def test_samples_from_such_a_reply_are_whole(openai_server: FakeOpenAI) ->
     assert [c.text for c in samples.candidates] == ["2 + 2 = 4"] * 8
     for candidate in samples.candidates:
         assert candidate.logprob == pytest.approx(-2.5)
+        assert candidate.tokens is not None
         assert all(len(token.alternatives) == TOP_ALTERNATIVES for token in candidate.tokens)
 
 

@@ -10,6 +10,7 @@ sequence through.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import math
 import re
@@ -472,3 +473,33 @@ def test_a_limit_1_run_and_backtrack_plot_ticks_from_zero(tmp_path: Path, capsys
     # wrong: ours +100 and the paper's +18.06, so none.
     wrong = y_ticks(out.split("Backtracking, answer was wrong", 1)[1])
     assert wrong and all(not tick.startswith("-") for tick in wrong), out
+
+
+def test_the_importance_chart_is_each_thoughts_figure_along_the_trace() -> None:
+    """Issue 35, item 3: a bar a thought, signed (keeping a thought can hurt), from -1 to 1;
+    a thought with no rollouts on one side has no bar, and a chart with none says so."""
+    from bbm_tui.core.judging.anchors import StepImportance
+
+    steps = [StepImportance(0, "a", 4, 4, 0.75, 0.25), StepImportance(1, "b", 4, 4, 0.5, 0.75),
+             StepImportance(2, "c", 0, 4, None, 0.5)]
+    chart = charts.importance_chart(steps)
+    assert chart.categories == ("1", "2", "3")
+    assert chart.series[0].values == (0.5, -0.25, None)
+    assert chart.signed and not chart.note
+    empty = charts.importance_chart([StepImportance(0, "a", 0, 0, None, None)])
+    assert empty.empty and empty.note == "No thought has rollouts on both sides yet."
+
+
+def test_a_short_chart_has_a_tick_every_other_row_at_most() -> None:
+    """At 80x24 the importance chart has ~8 rows: six ticks on five rows were drawn over each
+    other (a label beside the wrong line). Each tick label is on a row of its own, with a
+    row between."""
+    from bbm_tui.core.judging.anchors import StepImportance
+
+    steps = [StepImportance(i, "x", 4, 4, kept, 0.5)
+             for i, kept in enumerate((1.0, 0.25, 0.5, 1.0))]
+    text = chart_text(charts.importance_chart(steps), 40, 9, colour=False).plain
+    rows = [number for number, line in enumerate(text.splitlines())
+            if re.match(r"\s*[-+]?\d[\d.]*\s*[┤├]", line)]
+    assert len(rows) >= 2
+    assert all(later - earlier >= 2 for earlier, later in itertools.pairwise(rows))

@@ -141,6 +141,23 @@ def test_opening_the_app_imports_only_what_its_first_screen_needs(tmp_path: Path
         "import bbm_tui.ui.app")
     late = {"bbm_tui.core.dataset", "bbm_tui.core.dataset.formats", "bbm_tui.core.llm",
             "bbm_tui.core.trace.session", "bbm_tui.core.annotation.export",
-            "bbm_tui.core.generation.stepper", "bbm_tui.core.store.store", "hashlib", "sqlite3"}
+            "bbm_tui.core.generation.stepper", "bbm_tui.core.store.store", "hashlib", "sqlite3",
+            "regex"}
     assert modules & late == set()
     assert "bbm_tui.ui.screens.new_session" in modules  # the first screen itself
+
+
+def test_opening_the_app_builds_no_commands_options() -> None:
+    """With no command named (the app opens), each command is its name and help line only
+    (bench/first_frame.py: building every command's options cost ~10 ms of the start); a
+    command named builds its parser whole."""
+    def run_parser(argv: list[str]) -> argparse.ArgumentParser:
+        [commands] = [action for action in build_parser(argv)._actions
+                      if isinstance(action, argparse._SubParsersAction)]
+        return commands.choices["run"]
+
+    assert [action.dest for action in run_parser([])._actions] == ["help"]
+    assert "out" in [action.dest for action in run_parser(["run"])._actions]
+    with pytest.raises(SystemExit):
+        build_parser([]).parse_args(["typo"])
+

@@ -113,6 +113,7 @@ def test_the_screen_pages_table_every_key() -> None:
     from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
     from bbm_tui.ui.screens.compare import CompareScreen
     from bbm_tui.ui.screens.dataset import DatasetScreen
+    from bbm_tui.ui.screens.importance import ImportanceScreen, RolloutsDialog
     from bbm_tui.ui.screens.new_session import NewSessionScreen
     from bbm_tui.ui.screens.sessions import SessionsScreen
     from bbm_tui.ui.screens.side_by_side import SideBySideScreen
@@ -134,6 +135,8 @@ def test_the_screen_pages_table_every_key() -> None:
                             ("### The branch tree (`t`)", BranchTreeScreen),
                             ("### Two branches side by side (`v`)", CompareScreen),
                             ("### Messages (`M`)", MessagesScreen),
+                            ("### Each thought's importance (`I`)", ImportanceScreen),
+                            ("### The rollouts' dialog (`I`, `s`)", RolloutsDialog),
                             ("### Token by token (`l`)", TokenScreen)):
         assert documented_ids(trace, heading) == binding_ids(screen), heading
     annotation = DOCS / "annotation.md"

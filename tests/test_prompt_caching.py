@@ -153,6 +153,26 @@ def test_each_step_reads_the_whole_prompt_of_the_step_before_from_the_cache(
             call["cache_write_tokens"], call["completion_tokens"]), rel=1e-9)
 
 
+def test_the_step_limits_step_reads_the_step_befores_prompt_and_writes_nothing(
+    caching_anthropic, tmp_path: Path, capsys,
+) -> None:
+    """A step no step can follow (the step limit's, the trace's last) marks the prompt the
+    step before wrote, not its own last block: it reads that whole, and writes nothing that
+    no one would read (its thought and label are paid once, not written at 1.25x)."""
+    limit = 3
+    code = main(["run", "--model", ANTHROPIC, "--api-base", caching_anthropic.base_url,
+                 "--task", "word_sorting", "--dataset", "--limit", "1", "--step-limit",
+                 str(limit), "--out", str(tmp_path / "out.jsonl"), "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    words = words_of_prompts(bundled_rows("word_sorting")[0])[:limit]
+    calls = anthropic_calls()
+    assert [(c["cached_tokens"], c["cache_write_tokens"]) for c in calls] == [
+        (0, words[0]), (words[0], words[1] - words[0]), (words[1], 0)]
+    last = blocks_of(caching_anthropic.requests[-1].body)
+    marked = [index for index, block in enumerate(last) if "cache_control" in block]
+    assert marked == [0, len(last) - 2]
+
+
 def test_when_thought_1s_prompt_is_below_the_minimum_thought_2_writes_it_all(
     anthropic_server, monkeypatch, tmp_path: Path, capsys,
 ) -> None:

@@ -16,7 +16,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from bbm_tui import __version__
 from bbm_tui.cli.errors import (
@@ -166,6 +166,11 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     # their formatter would run together into one paragraph.
     commands = parser.add_subparsers(dest="command", metavar="COMMAND",
                                      parser_class=argparse.ArgumentParser)
+    if not any(name in argv for name in COMMANDS if name is not None):
+        # No command named (the app opens): each command is its name and help line, what the
+        # main help and a mistyped command show, without its options; building them all took
+        # ~10 ms of the app's start (bench/first_frame.py).
+        commands = cast("Commands", _CommandNames(commands))
 
     _add_run_parser(commands)
     _add_compare_parser(commands)
@@ -185,6 +190,32 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _add_format_option(commands, argv)
     add_plot_option(commands)
     return parser
+
+
+class _CommandNames:
+    """Stands in for the subparsers when no command is named: each command is added with its
+    help line only, and what would be added to it goes nowhere (`_Unbuilt`)."""
+
+    def __init__(self, commands: Commands) -> None:
+        self._commands = commands
+        self.choices = commands.choices
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        # `help` present (even None) lists the command in the main help; absent, it is hidden.
+        shown = {"help": kwargs["help"]} if "help" in kwargs else {}
+        self._commands.add_parser(name, **shown)
+        return _Unbuilt()
+
+
+class _Unbuilt:
+    """A command's parser that is never used: every call on it (add_argument, a group, its
+    own subparsers) does nothing and returns it."""
+
+    def __getattr__(self, _name: str) -> Any:
+        return self._ignore
+
+    def _ignore(self, *_args: Any, **_kwargs: Any) -> _Unbuilt:
+        return self
 
 
 def _add_run_parser(commands: Commands) -> None:

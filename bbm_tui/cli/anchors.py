@@ -24,6 +24,7 @@ from bbm_tui.cli.inputs import check_json_beside, check_task, config_of
 from bbm_tui.cli.phrases import count, to_stdout, where
 from bbm_tui.core import llm
 from bbm_tui.core.batch.anchors import (
+    CONFIRM_ABOVE_CALLS,
     AnchorsProgress,
     AnchorsResult,
     AnchorsSettings,
@@ -40,14 +41,13 @@ from bbm_tui.core.judging.anchors import (
     WORD_OVERLAP,
     Similar,
     StepImportance,
+    importance_bar,
     similar_by_words,
     top_anchors,
 )
 from bbm_tui.core.llm.prefix import PrefixSettings, prefix_refusal
 from bbm_tui.core.textsafe import one_line
 
-# Runs above this many calls ask first (--yes: do not ask).
-CONFIRM_ABOVE_CALLS = 200
 BAR_WIDTH = 20
 
 
@@ -146,11 +146,7 @@ def _figure(value: float | None, digits: int = 2) -> str:
 
 
 def bar(importance: float | None) -> str:
-    """A bar of |importance| (0..1): █ for a step whose keeping helps, ░ for one that hurts."""
-    if importance is None:
-        return ""
-    filled = round(min(abs(importance), 1.0) * BAR_WIDTH)
-    return ("█" if importance >= 0 else "░") * filled
+    return importance_bar(importance, BAR_WIDTH)
 
 
 def print_importances(result: AnchorsResult, measure: str, *, to_stderr: bool) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bbm_tui.core.judging.anchors import StepImportance
 from bbm_tui.core.judging.metrics import POSITION_BINS, BacktrackDeltas, Report
 from bbm_tui.core.tasks import task_order
 
@@ -284,6 +285,19 @@ def backtrack_charts(tables: Mapping[str, BacktrackDeltas],
                                tuple(series), "points", ALL_TASKS, signed=True,
                                note=" ".join(note for note in notes if note)))
     return charts
+
+
+def importance_chart(steps: Sequence[StepImportance]) -> BarChart:
+    """Each thought's resampling importance along a thinking trace (issue 35; accuracy kept
+    − accuracy resampled, from -1 to 1, drawn on the scale of the figures there are: the
+    whole scale left a short chart too few rows for the bars): a bar a thought, none yet
+    where a side has no rollout."""
+    values = tuple(step.importance for step in steps)
+    note = ("" if any(value is not None for value in values) else
+            "No thought has rollouts on both sides yet.")
+    return BarChart("importance", "Importance along the trace (accuracy kept − resampled)",
+                    "thought", tuple(str(step.index + 1) for step in steps),
+                    (Series("importance", values),), "points", signed=True, note=note)
 
 
 # --------------------------------------------------------------------------- agreement

@@ -15,8 +15,6 @@ import re
 from functools import lru_cache
 from typing import Any
 
-import regex
-
 from bbm_tui.core.errors import UserError
 
 # A sane pattern matches one thought in microseconds; one second is far beyond any of them and
@@ -52,6 +50,10 @@ class PatternTimeout(UserError, ValueError):
 def compiled(pattern: str) -> Any:
     """The pattern compiled as Python's `re` would read it; PatternError when it is not one
     (with `re`'s reason: the syntax users know is Python's)."""
+    # Imported here: the package takes ~10 ms to import, and the app's start (which reads the
+    # tasks) matches no user pattern before its first frame (bench/first_frame.py).
+    import regex
+
     try:
         re.compile(pattern)
         return regex.compile(pattern, regex.VERSION0)

@@ -302,6 +302,10 @@ class CallSettings:
     # Mark the prompt's unchanging prefix for the provider's prompt cache, where the provider
     # needs a mark (Anthropic's `cache_control`; docs/DESIGN.md §3). Off: the same text, unmarked.
     caching: bool = True
+    # With caching: a step's prompt is written to the cache for the next step to read. Off
+    # for a step no step can follow (the step limit's): its mark goes on the prompt the step
+    # before wrote, so that is read and nothing is written (a write costs 1.25x the input).
+    cache_for_next: bool = True
 
     def params(self) -> dict[str, Any]:
         """The parameters worth recording beside a call."""

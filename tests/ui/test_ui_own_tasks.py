@@ -106,7 +106,9 @@ async def test_a_new_users_task_from_the_config_folder_end_to_end(
     app = make_app(config_for(openai_server))
     async with app.run_test(size=(120, 40)) as pilot:
         # Listed after the paper's five, marked as the user's, its questions file listed.
-        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        # The task list is mounted a frame after the screen (its first frame holds less).
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen)
+                       and bool(app.screen.query("#tasks")))
         screen = app.screen
         tasks = screen.query_one("#tasks", OptionList)
         assert tasks.option_count == 6
@@ -291,7 +293,9 @@ async def test_offline_models_are_refused_for_the_task_on_the_new_session_screen
     # 9): the solver, which knows only the paper's tasks, is the one refused.
     app = make_app(Config(model="solver/bbm"))
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        # The task list is mounted a frame after the screen (its first frame holds less).
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen)
+                       and bool(app.screen.query("#tasks")))
         screen = app.screen
         screen.query_one("#tasks", OptionList).focus()
         await pilot.press(*["down"] * 5)

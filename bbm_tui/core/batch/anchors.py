@@ -11,6 +11,7 @@ The rollouts from prefix i resample step i; those from prefix i+1 keep it
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,12 +32,20 @@ from bbm_tui.core.dataset import (
     row_from_json,
     rows_with_tasks,
 )
+from bbm_tui.core.dataset.outfile import open_appended
 from bbm_tui.core.generation.resample_thinking import (
     answer_settings,
     first_step,
     go_on_to_answer,
 )
-from bbm_tui.core.judging.anchors import Rollout, Similar, StepImportance, importances
+from bbm_tui.core.generation.splitting import split_text
+from bbm_tui.core.judging.anchors import (
+    Rollout,
+    Similar,
+    StepImportance,
+    importances,
+    similar_by_words,
+)
 from bbm_tui.core.llm.prefix import Prefixer, PrefixSettings
 from bbm_tui.core.llm.records import UsageCounts
 from bbm_tui.core.llm.usage import cost_of
@@ -45,6 +54,9 @@ from bbm_tui.core.tasks import get_task
 from bbm_tui.core.types import SplitRule
 
 OUT_KEYS = ("prefix", "rollout", "first_step", "is_correct")
+WHAT = "rows written by `bbm-tui anchors`"
+# Runs above this many calls ask first (the command's --yes, the app's confirmation).
+CONFIRM_ABOVE_CALLS = 200
 TraceKey = tuple[str, tuple[str, ...]]
 # Tokens a rollout's answer after the reasoning is guessed at, for the estimate.
 ANSWER_TOKENS_GUESS = 30
@@ -177,10 +189,12 @@ async def anchors_batch(
     on_progress: Callable[[AnchorsProgress], None] | None = None,
     inputs: Sequence[Path] = (),
     shard: Shard | None = None,
+    on_rollout: Callable[[TraceRow], None] | None = None,
 ) -> AnchorsResult:
     """Every rollout OUT does not hold yet, `concurrency` at once; then each step's
     importance from all the rollouts OUT holds (`similar_for`: given every step and
-    resampled step, the test of whether two say the same)."""
+    resampled step, the test of whether two say the same). `on_rollout` hears of each new
+    row as it is written (the app fills its bars in from them)."""
     jobs = jobs_of(traces, settings.rollouts)
     prefixers: dict[TraceKey, Prefixer] = {}
     go_on = answer_settings(settings.prefix, max_tokens=settings.answer_max_tokens)
@@ -213,11 +227,14 @@ async def anchors_batch(
                         "is_correct": task.is_correct(ending.answer, job.row.target)},
                        labelled=job.row.labelled)
         written.append(row)
+        if on_rollout is not None:
+            # The runner writes the line as soon as this returns, with no await between.
+            on_rollout(row)
         return row.to_line()
 
     progress = AnchorsProgress()
     batch = Batch(jobs=jobs, key=_key, key_of_row=_key_of_row, validate=out_validator,
-                  what="rows written by `bbm-tui anchors`", work=work, progress=progress,
+                  what=WHAT, work=work, progress=progress,
                   shard=shard)
     try:
         progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
@@ -266,3 +283,63 @@ def write_steps(path: Path, result: AnchorsResult, measure: str) -> None:
                 row: dict[str, Any] = {"task": trace.task, "input": trace.row.input,
                                        **step.to_json(), "meaning_by": measure}
                 out.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+# -- the app's importance view (`I` on a thinking trace): one session's trace, its rollouts
+#    in a file of their own beside the store, the same rows as the command's OUT.
+
+ROLLOUTS_FOLDER = "anchors"
+
+
+def session_trace(task: str, question: str, target: str, answer: str | None,
+                  reasoning: str, rule: SplitRule) -> Trace:
+    """A session's thinking trace as `anchors` takes one: its steps the stored reasoning cut
+    by the branch's rule (raw, and stripped as the trace shows them). Raises
+    NotAThinkingTrace when the cut leaves no step."""
+    raw = split_text(reasoning, rule)
+    if not raw:
+        raise NotAThinkingTrace("its reasoning is empty: no step to resample")
+    row = TraceRow(question, [step.strip() for step in raw], answer, target, None,
+                   {"task": task, "mode": "thinking", "split": str(rule),
+                    "reasoning": reasoning}, labelled=False)
+    return Trace(task, row, tuple(raw), rule)
+
+
+def rollouts_path(store_path: Path, session_id: int, model: str) -> Path:
+    """Where the app keeps a session's rollouts with one model: beside the store, one file a
+    session and model (a second model's rollouts are not the first's, so never mixed)."""
+    digest = hashlib.sha256(model.encode("utf-8")).hexdigest()[:12]
+    return store_path.parent / ROLLOUTS_FOLDER / f"session-{session_id}-{digest}.jsonl"
+
+
+def read_rollouts(path: Path) -> list[TraceRow]:
+    """Blocking: the rollouts a file holds (none where there is no file yet). Raises
+    DatasetError naming the file and line for one that is not a rollout, OutputFileError
+    when another process is writing it."""
+    if not path.exists():
+        return []
+    with open_appended(path, out_validator, what=WHAT, store_path=None) as out:
+        return list(out.rows)
+
+
+def prepare_folder(path: Path) -> None:
+    """Blocking: the rollouts' folder, made 0700 where it is missing."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
+def rollouts_of_trace(trace: Trace, rows: Sequence[TraceRow]) -> list[TraceRow]:
+    """The rows that are this trace's (a file may hold another cut's too)."""
+    key = trace_key(trace.row)
+    return [row for row in rows if trace_key(row) == key]
+
+
+def done_jobs(trace: Trace, rows: Sequence[TraceRow], rollouts: int) -> int:
+    """How many of the jobs for `rollouts` a step the rows already hold."""
+    wanted = {job.key for job in jobs_of([trace], rollouts)}
+    return len(wanted & {_key_of_row(row) for row in rows})
+
+
+def live_importances(trace: Trace, rows: Sequence[TraceRow]) -> list[StepImportance]:
+    """Each step's importance from the rollouts in so far, meaning judged by word overlap
+    (the app names no embedding model)."""
+    return importances_of([trace], rows, similar_by_words)[0].steps

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bbm_tui.core import llm
 from bbm_tui.core.prompts.generation import next_step_parts
@@ -169,8 +169,8 @@ async def run_steps(
             streaming = None
             result: llm.StepText | None = None
             try:
-                async for item in llm.stream_step(spec, prompt, settings.call, pin,
-                                                  parts=parts):
+                async for item in llm.stream_step(spec, prompt, _call_settings(settings, number),
+                                                  pin, parts=parts):
                     if isinstance(item, llm.TextDelta):
                         yield StepDelta(number, item.text)
                     elif isinstance(item, llm.Restart):
@@ -254,6 +254,14 @@ async def _one_call_steps(
     yield OneCallEnded(unkept[0] if unkept else None, None if ending else fell_back)
     for event in ending:
         yield event
+
+
+def _call_settings(settings: StepperSettings, number: int) -> llm.CallSettings:
+    """Step `number`'s call settings: the step limit's step leaves nothing in the prompt
+    cache for a next step (caching.step_messages)."""
+    if number < settings.step_limit:
+        return settings.call
+    return replace(settings.call, cache_for_next=False)
 
 
 def _stop_rule(task: Task, answer: str | None, target: str | None, so_far: list[str],

@@ -130,3 +130,12 @@ def top_anchors(rows: Sequence[StepImportance], count: int = 5) -> list[StepImpo
     """The steps whose resampling moved the answer most (the largest |importance|)."""
     scored = [row for row in rows if row.importance is not None]
     return sorted(scored, key=lambda row: (-abs(row.importance or 0.0), row.index))[:count]
+
+
+def importance_bar(importance: float | None, width: int) -> str:
+    """A bar of |importance| (0..1) in `width` cells at most: █ for a step whose keeping
+    helps, ░ for one that hurts (told apart without colour); "" where there is no figure."""
+    if importance is None:
+        return ""
+    filled = round(min(abs(importance), 1.0) * width)
+    return ("█" if importance >= 0 else "░") * filled

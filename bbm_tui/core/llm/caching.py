@@ -15,7 +15,9 @@ prompt the last one plus a thought: the exact case providers' prompt caches are 
   its whole prompt and the next reads it whole (Anthropic looks for a cached prefix at each
   block boundary up to 20 blocks before a mark: a step whose predecessor's write was lost
   reads the last one before it). A step pays full price for nothing, once its prompt is
-  past the minimum. A finder's few-shot messages get one mark, on the last of them.
+  past the minimum. The step the step limit makes the last marks the prompt before its own
+  new block instead: it reads that, and writes nothing no step would read. A finder's
+  few-shot messages get one mark, on the last of them.
 - Nothing is cached below the model's minimum (litellm knows some; else Anthropic's and
   OpenAI's 1,024 tokens): `below_caching_minimum` says when a prompt was, for a note (for the
   models litellm's map knows: of another, its caching is not known).
@@ -71,7 +73,10 @@ def step_messages(spec: ModelSpec, settings: CallSettings, prompt: str,
         raise ValueError("the prompt's parts do not join to the prompt")
     blocks: list[dict[str, Any]] = [{"type": "text", "text": part} for part in parts if part]
     blocks[0]["cache_control"] = EPHEMERAL
-    blocks[-1]["cache_control"] = EPHEMERAL
+    # The last step of a trace (settings.cache_for_next off) marks the step before's prompt:
+    # read whole, and its own thought-and-label block paid once instead of written.
+    last = -1 if settings.cache_for_next or len(blocks) < 3 else -2
+    blocks[last]["cache_control"] = EPHEMERAL
     return [{"role": "user", "content": blocks}]
 
 

@@ -246,7 +246,7 @@ def asked_alternatives(request: httpx.Request) -> int:
     return int(found.group(1)) if found else 0
 
 
-_ALTERNATIVES = re.compile(r'"top_logprobs"\s*:\s*\[')
+_ALTERNATIVES = re.compile(rb'"top_logprobs"\s*:\s*\[')
 _SPACE = re.compile(r"\s*")
 
 
@@ -261,30 +261,53 @@ def trimmed_alternatives(body: bytes | bytearray, keep: int) -> bytes:
     list of the chat form cut to its first `keep` (the most likely first, as servers send
     them), each place of the legacy form (a {token: log-probability} object) to its `keep`
     most likely. The rest of the text is copied as it came; the alternatives are read one at
-    a time, never all at once. The body itself where there is nothing to cut, or where it is
-    not such JSON (litellm says what it is)."""
+    a time, never all at once, and the body is read as text a list at a time (decoding a
+    30 MB body whole held a second copy of it: bench/big_reply.py's peak). The body itself
+    where there is nothing to cut, or where it is not such JSON (litellm says what it is)."""
     if b'"top_logprobs"' not in body:
         return bytes(body)
-    text = body.decode("utf-8", "replace")
     decoder = json.JSONDecoder()
-    pieces: list[str] = []
+    view = memoryview(body)
+    lists = [found.end() for found in _ALTERNATIVES.finditer(body)]
+    pieces: list[bytes] = []
     copied = 0
     changed = False
     try:
-        for found in _ALTERNATIVES.finditer(text):
-            if found.start() < copied:
+        for index, start in enumerate(lists):
+            if start < copied:
                 continue  # inside a list already cut (a token text spelling the key)
-            kept, end, cut = _cut_list(text, found.end(), decoder, keep)
+            kept, end, cut = _cut_list_in(view, start, lists[index + 1:], decoder, keep)
             if cut:
-                pieces += [text[copied:found.end()], kept]
+                pieces += [bytes(view[copied:start]), kept]
                 copied = end
                 changed = True
     except (ValueError, RecursionError):
         return bytes(body)
+    finally:
+        view.release()
     if not changed:
         return bytes(body)
-    pieces.append(text[copied:])
-    return "".join(pieces).encode("utf-8")
+    pieces.append(bytes(body[copied:]))
+    return b"".join(pieces)
+
+
+def _cut_list_in(body: memoryview, start: int, later: list[int], decoder: json.JSONDecoder,
+                 keep: int) -> tuple[bytes, int, bool]:
+    """`_cut_list` on the list whose "[" ends at byte `start`, read as text from there to the
+    next list's start (the list ends before it unless a token's text spells the key: then to
+    the one after, and so on); the kept bytes, the byte where the list ended, whether it was
+    cut. The body is valid UTF-8 (the guard made it so), and every cut falls on ASCII."""
+    for stop in [*later, len(body)]:
+        text = str(body[start:stop], "utf-8", "replace")
+        try:
+            kept, end, cut = _cut_list(text, 0, decoder, keep)
+        except ValueError:
+            if stop == len(body):
+                raise
+            continue  # the list goes on past the next key: read further
+        read = end if text.isascii() else len(text[:end].encode("utf-8"))
+        return kept.encode("utf-8"), start + read, cut
+    raise ValueError("not a JSON list")  # unreachable: the last stop is the body's end
 
 
 def _cut_list(text: str, start: int, decoder: json.JSONDecoder, keep: int

@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
+from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
@@ -253,36 +254,44 @@ class NewSessionScreen(BbmScreen):
                 yield Static(id="match-count", classes="hint")
                 yield OptionList(id="questions")
                 yield Static(id="question-preview")
-            with Vertical(id="model-side", classes="panel"):
-                yield OptionList(
-                    *[Option(task_option(name, title), id=name)
-                      for name, title in task_titles().items()],
-                    id="tasks",
-                )
-                yield Static(spec_line(self.spec, self.bbm_app.stepper_settings),
-                             id="model-line")
-                yield Static(styled(f"{key_for(self, 'new_edit_model')} changes or tests it",
-                                    MUTED), classes="hint")
-                yield Static(self._beside_line(), id="beside-line", classes="hint")
-                recorded = self.bbm_app.recorded_trace
-                yield TickBox(recorded_label(recorded), recorded, id="recorded",
-                               tooltip="On: the session starts with the dataset's own steps, "
-                               "to label without generating. Off: the model writes the "
-                               "steps (n, r).")
-                yield Button("Start", variant="primary", id="start",
-                             tooltip="Create the session and open it "
-                             f"({key_for(self, 'new_start')})")
-                yield Static(id="new-status", classes="hint")
+            # Filled after the first frame (_fill_model_side).
+            yield Vertical(id="model-side", classes="panel")
         yield KeysFooter()
+
+    def _model_side(self) -> list[Widget]:
+        """The task and model pane's widgets: the tasks, the model, Start."""
+        recorded = self.bbm_app.recorded_trace
+        return [
+            OptionList(*[Option(task_option(name, title), id=name)
+                         for name, title in task_titles().items()], id="tasks"),
+            Static(spec_line(self.spec, self.bbm_app.stepper_settings), id="model-line"),
+            Static(styled(f"{key_for(self, 'new_edit_model')} changes or tests it", MUTED),
+                   classes="hint"),
+            Static(self._beside_line(), id="beside-line", classes="hint"),
+            TickBox(recorded_label(recorded), recorded, id="recorded",
+                    tooltip="On: the session starts with the dataset's own steps, to label "
+                    "without generating. Off: the model writes the steps (n, r)."),
+            Button("Start", variant="primary", id="start",
+                   tooltip=f"Create the session and open it ({key_for(self, 'new_start')})"),
+            Static(id="new-status", classes="hint"),
+        ]
 
     def on_mount(self) -> None:
         set_panel_title(self.query_one("#question-side"), "Question")
         set_panel_title(self.query_one("#model-side"), "Task and model")
-        self.query_one("#tasks", OptionList).highlighted = list(task_titles()).index(
-            self.task_name)
         self._show_loading()
-        # After the first frame: hundreds of options are work the first frame can do without.
-        self.call_after_refresh(self._load_rows, self.task_name)
+        # After the first frame: the task and model pane (a list, a checkbox and a button:
+        # their styles, layout and painting were a third of the first screen's CPU), then the
+        # questions (hundreds of options). The pane's frame and title are in the first frame.
+        self.call_after_refresh(self._fill_model_side)
+
+    async def _fill_model_side(self) -> None:
+        widgets = self._model_side()
+        tasks = widgets[0]
+        assert isinstance(tasks, OptionList)
+        tasks.highlighted = list(task_titles()).index(self.task_name)
+        await self.query_one("#model-side").mount_all(widgets)
+        self._load_rows(self.task_name)
 
     def action_search(self) -> None:
         self.query_one("#search", Input).focus()

@@ -25,7 +25,7 @@ from bbm_tui.core.trace.thinking_backtrack import (
     thinking_refusal,
 )
 from bbm_tui.core.trace.tree import BranchDiff
-from bbm_tui.core.types import SplitRule
+from bbm_tui.core.types import SessionSource, SplitRule
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
 from bbm_tui.ui.screens.compare import CompareScreen
@@ -192,6 +192,59 @@ class Branching:
         view.post_message(CallsMade(*samples.ready.resample.samples.calls))
         view.say(f"Thought {number}: {len(samples.ready.stored)} samples in and saved.")
         return samples.ready
+
+    # -- I: each thought's importance (a thinking trace; ui/screens/importance.py)
+
+    def importance(self) -> None:
+        view = self.view
+        if self._can_branch():
+            view.run_worker(self._open_importance(), name="importance", group="compare",
+                            exclusive=True, exit_on_error=False,
+                            description="Opening the importance view")
+
+    async def _open_importance(self) -> None:
+        """The importance view of the branch on show, once it is known to be a thinking
+        trace whose model can go on from a prefix of its reasoning (said before any call
+        otherwise)."""
+        from bbm_tui.core.batch.anchors import rollouts_path, session_trace
+        from bbm_tui.core.batch.backtrack_thinking import NotAThinkingTrace
+        from bbm_tui.ui.screens.importance import ImportanceScreen, ImportanceSource
+
+        view = self.view
+        trace = view.trace
+        reasoning = await asyncio.to_thread(trace.reasoning)
+        rule = await asyncio.to_thread(trace.split_rule)
+        if reasoning is None or rule is None:
+            view.say("Each thought's importance is measured on a thinking model's trace "
+                     "(--mode thinking): this trace's steps are its own calls.")
+            return
+        if not llm.is_loaded():
+            await asyncio.to_thread(llm.warm_up)
+        # What `b` on a thinking trace refuses, refused here too, before any call: a model
+        # that cannot go on from a prefix, a summary, a reasoning not stored whole yet.
+        settings = view.context.stepper_settings
+        template = Path(settings.chat_template) if settings.chat_template else None
+        refusal = await asyncio.to_thread(thinking_refusal, trace, template)
+        if refusal is not None:
+            view.say(f"No thought's importance is measured: {refusal}.", error=True,
+                     then=f"{view.key('trace_edit_model')} changes the model.")
+            return
+        session = trace.session
+        try:
+            anchored = session_trace(session.task, session.input, session.target or "",
+                                     trace.answer, reasoning.text, rule)
+        except NotAThinkingTrace as error:
+            view.say(f"No thought's importance is measured: {error}.", error=True)
+            return
+        # As the trace's title says it: a question of the dataset by its number, else typed
+        # in the app or read from a file.
+        where = (f"#{session.dataset_index}" if session.dataset_index is not None
+                 else "typed" if session.source == SessionSource.APP else "from a file")
+        path = rollouts_path(trace.store.path, trace.id, trace.spec.model)
+        prefix = PrefixSettings(logprobs=False, timeout_s=max(
+            PrefixSettings.timeout_s, settings.call.step_timeout_s))
+        await view.app.push_screen(ImportanceScreen(ImportanceSource(
+            anchored, trace.spec, path, f"{session.task} {where}", prefix, template)))
 
     # -- w: a thought rewritten by hand
 

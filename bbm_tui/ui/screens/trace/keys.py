@@ -61,6 +61,10 @@ TRACE_BINDINGS: list[BindingType] = [
             tooltip="Backtrack from the flagged (else the selected) thought: sample it "
             "8 times at temperature 1, continue from the best that differs (a new "
             "branch; paper §4)"),
+    Binding("I", "importance", "importance", id="step_importance", show=False,
+            tooltip="A thinking trace's thoughts by importance: M rollouts from each prefix "
+            "of the reasoning go on to the answer; accuracy keeping a thought minus "
+            "resampling it (Thought Anchors)"),
     Binding("w", "rewrite", "rewrite", id="edit_thought", show=False,
             tooltip="Rewrite the selected thought yourself and let the model go on from "
             "it (a new branch)"),
@@ -104,6 +108,7 @@ TRACE_PALETTE: dict[str, str] = {
     "recut_reasoning": "Cut the reasoning by another rule",
     "copy_trace": "Copy the trace",
     "backtrack": "Backtrack",
+    "step_importance": "Each thought's importance",
     "edit_thought": "Rewrite the thought",
     "branch_tree": "Branches",
     "compare_branches": "Compare branches",

@@ -306,7 +306,7 @@ class TraceView(TraceHost):
             return shown is not None and (bool(shown.verdicts) or shown.trace_raw is not None)
         if action in ("copy", "copy_trace"):
             return True if self.trace.steps else None
-        if action in ("backtrack", "rewrite", "version"):
+        if action in ("backtrack", "rewrite", "version", "importance"):
             return None if busy or not self.trace.steps else True
         if action == "edit_model":  # a run goes on with the model it started with
             return None if busy else True
@@ -399,6 +399,9 @@ class TraceView(TraceHost):
 
     def action_rewrite(self) -> None:
         self.branching.rewrite()
+
+    def action_importance(self) -> None:
+        self.branching.importance()
 
     def action_version(self, delta: int) -> None:
         self.branching.version(delta)
