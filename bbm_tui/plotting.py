@@ -94,7 +94,7 @@ def draw(plot: Any, chart: BarChart, width: int, height: int, *, colour: bool = 
     values = [[0.0 if value is None else float(value) for value in series.values]
               for series in chart.series]
     low, high = _limits(chart, values)
-    ticks = fitting_ticks(low, high, height)
+    ticks = fitting_ticks(low, high, height, whole=chart.unit == "traces")
     labels = [one_line(category) for category in chart.categories]
     plot_width = width - _tick_width(ticks, chart) - 2
     labels = fit_labels(labels, plot_width)
@@ -156,25 +156,30 @@ def _limits(chart: BarChart, values: Sequence[Sequence[float]]) -> tuple[float, 
     return low, high
 
 
-def fitting_ticks(low: float, high: float, height: int) -> list[float]:
+def fitting_ticks(low: float, high: float, height: int, *, whole: bool = False) -> list[float]:
     """`nice_ticks` with a row at least between two labels on a chart of `height` rows: on a
     short chart (80x24) six ticks on five rows were drawn next to and over each other, a
     label beside the wrong line. The most that fit, down to one step."""
     allowed = max(1, (height - FRAME_ROWS - 1) // 2)
     for most in range(min(5, allowed), 0, -1):
-        ticks = nice_ticks(low, high, most)
+        ticks = nice_ticks(low, high, most, whole=whole)
         if len(ticks) - 1 <= allowed:
             return ticks
-    return nice_ticks(low, high, 1)
+    return nice_ticks(low, high, 1, whole=whole)
 
 
-def nice_ticks(low: float, high: float, most: int = 5) -> list[float]:
+def nice_ticks(low: float, high: float, most: int = 5, *, whole: bool = False) -> list[float]:
     """Round ticks from at or below `low` to at or above `high`, `most` of them at most (plus
-    the ends): steps of 1, 2, 2.5 or 5 times a power of ten."""
+    the ends): steps of 1, 2, 2.5 or 5 times a power of ten; with `whole` (a count of
+    traces), whole numbers only (a histogram of ones and zeros had ticks 0.2, 0.4, ...)."""
     span = high - low
     magnitude = 10 ** math.floor(math.log10(span / most)) if span > 0 else 1.0
     step = next(magnitude * factor for factor in (1, 2, 2.5, 5, 10)
                 if span / (magnitude * factor) <= most)
+    if whole and step < 1:
+        step = 1.0
+    elif whole and step != int(step):  # 2.5, 25, ...: the next whole step that is round
+        step = magnitude * 5 if magnitude >= 1 else 1.0
     first = math.floor(low / step) * step
     last = math.ceil(high / step) * step
     count = round((last - first) / step)

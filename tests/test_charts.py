@@ -409,6 +409,72 @@ def test_task_names_are_not_cut_at_120_columns() -> None:
         assert word in axis, (word, axis)
 
 
+# --------------------------------------------------------------------------- ticks
+
+Y_TICK = re.compile(r"^\s*([-+]?[0-9][0-9.]*)┤")
+
+
+def y_ticks(out: str) -> list[str]:
+    """Every y-axis tick label drawn in a command's charts."""
+    return [found.group(1) for line in out.splitlines() if (found := Y_TICK.match(line))]
+
+
+def rows_file(path: Path, mistakes: list[int | None], steps: int = 4) -> Path:
+    path.write_text("".join(json.dumps({
+        "input": f"q{number}", "steps": [f"s{i}" for i in range(steps)], "answer": "a",
+        "target": "a" if mistake is None else "b", "mistake_index": mistake}) + "\n"
+        for number, mistake in enumerate(mistakes)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("mistakes", [
+    [None, None, None],  # no mistake anywhere: the mistake charts say so
+    [0],  # one trace, one bucket
+    [0, 1, 2, 3],  # every bar a 1
+    [1, 1],  # one bucket of 2
+    [0, None, 3, None],  # zeros and ones
+], ids=["no-mistake", "single", "all-ones", "one-bucket", "zeros-and-ones"])
+@pytest.mark.parametrize("width", [40, 80, 250])
+def test_stats_count_axes_tick_whole_numbers_from_zero(
+        tmp_path: Path, capsys, monkeypatch, mistakes: list[int | None], width: int) -> None:
+    """Issue 33 item 15: a count axis (the first-mistake histogram, lengths, counts) ticks
+    0, 1, 2, ... never below zero and never between whole traces (a histogram of ones had
+    ticks 0.2, 0.4, ... traces)."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    path = rows_file(tmp_path / "dyck_languages.jsonl", mistakes)
+    code, out, err = run(capsys, "stats", "--task", "dyck_languages", "--plot=always",
+                         str(path))
+    assert code == 0, err
+    ticks = y_ticks(out)
+    assert ticks, out
+    assert all(re.fullmatch(r"[0-9]+", tick) for tick in ticks), ticks
+    assert "0" in ticks
+
+
+def test_a_limit_1_run_and_backtrack_plot_ticks_from_zero(tmp_path: Path, capsys,
+                                                           monkeypatch) -> None:
+    """A one-trace run's stats and a one-trace backtrack: no tick below zero where no value
+    is."""
+    monkeypatch.setenv("COLUMNS", "80")
+    out_file = tmp_path / "run.jsonl"
+    code, _, err = run(capsys, "run", "--model", "replay/bbm", "--task", "dyck_languages",
+                       "--dataset", "--limit", "1", "--out", str(out_file), "--no-progress")
+    assert code == 0, err
+    code, out, err = run(capsys, "stats", "--task", "dyck_languages", "--plot=always",
+                         str(out_file))
+    assert code == 0, err
+    assert y_ticks(out) and all(re.fullmatch(r"[0-9]+", t) for t in y_ticks(out)), out
+    code, out, err = run(capsys, "backtrack", "--model", "replay/bbm", "--input",
+                         str(bundled_path("dyck_languages")), "--locations", "gold",
+                         "--limit", "1", "--out", str(tmp_path / "bt.jsonl"), "--no-progress",
+                         "--plot=always")
+    assert code == 0, err
+    # Answer was right: the paper's -6.82 goes below zero, and so may its ticks. Answer was
+    # wrong: ours +100 and the paper's +18.06, so none.
+    wrong = y_ticks(out.split("Backtracking, answer was wrong", 1)[1])
+    assert wrong and all(not tick.startswith("-") for tick in wrong), out
+
+
 def test_the_importance_chart_is_each_thoughts_figure_along_the_trace() -> None:
     """Issue 35, item 3: a bar a thought, signed (keeping a thought can hurt), from -1 to 1;
     a thought with no rollouts on one side has no bar, and a chart with none says so."""

@@ -4,9 +4,11 @@ command or fills the memory. What hung before runs here in a child process under
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -16,6 +18,7 @@ import pytest
 
 from bbm_tui.core.batch.compare import compare_rows
 from bbm_tui.core.dataset import TraceRow
+from bbm_tui.core.store.files import DATABASE_NAME
 from bbm_tui.core.tasks import Task
 from bbm_tui.core.tasks.files import TaskFileError, load_task_file
 from bbm_tui.core.types import Verdict
@@ -183,6 +186,7 @@ COMPARE_IN_A_CHILD = """
 import sys
 from bbm_tui.core.batch.compare import compare_rows
 from bbm_tui.core.dataset import TraceRow
+from bbm_tui.core.store.files import DATABASE_NAME
 from bbm_tui.core.tasks import Task, use_tasks
 use_tasks([Task("hostile", "Hostile", "Q: {input}", "", compare="regex")])
 rows = [("hostile", TraceRow("q", ["x"], answer, "a+", None, {"model": model}))
@@ -346,18 +350,60 @@ def test_a_fifo_or_a_device_is_refused_where_a_file_is_read(tmp_path: Path) -> N
         assert not (tmp_path / "merged.jsonl").exists()
 
 
-def test_a_huge_prompt_file_is_refused_from_its_size(tmp_path: Path) -> None:
-    """A 2 GB sparse prompt file was read whole (15 s, 4.2 GB), even for `stats`."""
-    prompt = tmp_path / "prompt.txt"
-    with prompt.open("wb") as handle:
-        handle.truncate(2 * 2**30)
+def _sparse(path: Path, size: int) -> Path:
+    with path.open("wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+def test_a_huge_prompt_file_is_refused_from_its_size(tmp_path: Path,
+                                                       openai_server: FakeOpenAI) -> None:
+    """A 2 GB sparse prompt file was read whole (15 s, 4.2 GB): `run`, which uses it, refuses
+    it from its size, before a call or a session."""
+    prompt = _sparse(tmp_path / "prompt.txt", 2 * 2**30)
     path = task_file(tmp_path, extra='prompt = "prompt.txt"\n')
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"input": "x", "target": "1"}) + "\n", encoding="utf-8")
+    done = bbm("run", "--model", "openai/test", "--api-base", openai_server.base_url,
+               "--task-file", str(path), "--input", str(questions), "--out",
+               str(tmp_path / "out.jsonl"), "--no-progress")
+    assert done.returncode != 0
+    assert (f"bbm-tui: {path}: line 5: 'prompt': {prompt} is 2048 MiB: larger than the 16 MiB "
+            "a file of this kind may be\n") in done.stderr, done.stderr
+    assert not openai_server.requests
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("kind", ["sparse", "fifo"])
+def test_stats_never_reads_a_prompt_file(tmp_path: Path, kind: str) -> None:
+    """`stats` uses no prompt: a task file's prompt and finding prompts are read when first
+    needed, so a 2 GB sparse file or a FIFO there (which `run` refuses) does not stop it."""
+    if kind == "fifo":
+        _fifo(tmp_path, "prompt.txt")
+        _fifo(tmp_path, "finding.json")
+    else:
+        _sparse(tmp_path / "prompt.txt", 2 * 2**30)
+        _sparse(tmp_path / "finding.json", 2 * 2**30)
+    path = task_file(tmp_path, extra='prompt = "prompt.txt"\nfinding_prompts = "finding.json"\n')
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"input": "x", "steps": ["answer: 1"], "answer": "1", "target": "1"}\n',
                     encoding="utf-8")
     done = bbm("stats", "--task-file", str(path), str(rows))
-    assert done.stderr == (f"bbm-tui: {path}: line 5: 'prompt': {prompt} is 2048 MiB: larger "
-                           "than the 16 MiB a file of this kind may be\n")
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert "hostile" in done.stdout
+
+
+def test_a_prompt_file_is_checked_when_it_is_first_needed(tmp_path: Path) -> None:
+    """A FIFO as a prompt file loads (nothing reads it yet); reading the prompt refuses it
+    with the task file's message, without blocking."""
+    fifo = _fifo(tmp_path, "prompt.txt")
+    path = task_file(tmp_path, extra='prompt = "prompt.txt"\n')
+    task = load_task_file(path)
+    assert task.few_shot
+    with pytest.raises(TaskFileError) as raised:
+        task.prompt  # noqa: B018 (reading it is the point)
+    assert str(raised.value) == (f"{path}: line 5: 'prompt': {fifo} is a FIFO (named pipe), "
+                                 "not a regular file")
 
 
 # --------------------------------------------------------------------------- 5. templates
@@ -371,7 +417,7 @@ def test_a_finding_template_takes_plain_fields_only(tmp_path: Path, field: str) 
         "DIRECT_TEMPLATE": template, "DIRECT_MESSAGES": []}), encoding="utf-8")
     path = task_file(tmp_path, extra='finding_prompts = "finding.json"\n')
     with pytest.raises(TaskFileError) as raised:
-        load_task_file(path)
+        load_task_file(path).read_files()
     name = field[1:].split("!")[0].split(":")[0]
     assert str(raised.value) == (
         f"{path}: line 5: 'finding_prompts': {tmp_path / 'finding.json'}: DIRECT_TEMPLATE: the "
@@ -387,14 +433,29 @@ def test_plain_fields_and_doubled_braces_still_load(tmp_path: Path) -> None:
     assert load_task_file(path).finding_prompts is not None
 
 
+def _steps_in_store(home: Path) -> int:
+    """How many steps the store under `home` holds (0: no store yet)."""
+    path = home / DATABASE_NAME
+    if not path.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True,
+                                                timeout=5)) as connection:
+            return connection.execute("SELECT count(*) FROM steps").fetchone()[0]
+    except sqlite3.OperationalError:  # the schema not made yet
+        return 0
+
+
 @pytest.mark.parametrize("signal_number", [signal.SIGINT, signal.SIGTERM],
                          ids=["SIGINT", "SIGTERM"])
 def test_a_signal_ends_run_while_it_matches_a_pattern(
-        tmp_path: Path, openai_server: FakeOpenAI, signal_number: int) -> None:
+        tmp_path: Path, isolated_home: Path, openai_server: FakeOpenAI,
+        signal_number: int) -> None:
     """A signal sent while `run` compares a committed step with a pattern that backtracks for
-    ever ends it. (A guard, not a proof of the fix: here the match runs off the main thread,
-    so the signal ended `run` before the fix too; the tests above show the match itself
-    ending.)"""
+    ever ends it: the signal goes the moment the step is in the store, which is when the
+    comparison starts. With Python's `re` there, the match runs in C, holding the
+    interpreter: Ctrl+C never ended `run` (checked by swapping `re` back into
+    core/patterns.py: this test then fails at SIGINT)."""
     openai_server.responder = lambda path, body: Reply(f" answer: {HANGS_ON}\n")
     path = task_file(tmp_path, compare="regex")
     questions = tmp_path / "q.jsonl"
@@ -407,13 +468,13 @@ def test_a_signal_ends_run_while_it_matches_a_pattern(
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + TIME_LIMIT_S
-        while not openai_server.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert openai_server.requests, "run never called the model"
-        time.sleep(0.3)  # the step is in, the comparison under way
+        while (not _steps_in_store(isolated_home) and process.poll() is None
+               and time.monotonic() < deadline):
+            time.sleep(0.02)
+        assert _steps_in_store(isolated_home), "run never committed its step"
         process.send_signal(signal_number)
         try:
-            process.communicate(timeout=60)
+            _, stderr = process.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             pytest.fail("run did not end within 60 s of the signal")
     finally:
@@ -421,3 +482,4 @@ def test_a_signal_ends_run_while_it_matches_a_pattern(
             process.kill()
             process.communicate()
     assert process.returncode != 0
+    assert "Traceback" not in stderr, stderr

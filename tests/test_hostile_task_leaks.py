@@ -69,7 +69,7 @@ def test_a_device_or_fifo_in_the_folder_is_no_prompt(tmp_path: Path) -> None:
     path = task_folder(tmp_path, "pipe")
     os.mkfifo(path.parent / "pipe")
     with pytest.raises(TaskFileError, match="is a FIFO \\(named pipe\\), not a regular file"):
-        load_task_file(path)
+        load_task_file(path).read_files()
     (path.parent / "pipe").unlink()
     (path.parent / "pipe").symlink_to("/dev/zero")
     with pytest.raises(TaskFileError, match="leads out of the task file's folder"):

@@ -139,6 +139,41 @@ def test_run_rows_carry_the_task_digest_and_another_version_is_refused(
     assert len(rows(out)) == 1
 
 
+def test_new_out_starts_over_and_keeps_the_old_file_aside(
+    tmp_path: Path, own_task: Path, openai_server: FakeOpenAI
+) -> None:
+    """Issue 33 item 10: `--new-out` starts an OUT a resume refuses over; the old file is
+    moved aside, byte for byte, to a name said on stderr, and never over another file."""
+    openai_server.responder = lambda path, body: Reply(" So the answer is 5.\n")
+    out = tmp_path / "out.jsonl"
+    run = ("run", "--task-file", str(own_task), "--task", "sums", "--dataset", "--limit", "1",
+           "--no-progress", "--out", str(out), "--model", "openai/test", "--api-base",
+           openai_server.base_url)
+    [first] = run_all([run])
+    assert first.code == 0, first.err
+    before = out.read_bytes()
+    (own_task.parent / "prompt.txt").write_text("Add them.\n\nQ: 1 + 1\nThought 1: So the "
+                                                "answer is 2.\n")
+    [refused] = run_all([run])
+    assert refused.code == 1 and "--new-out" in refused.err, refused.err
+    (tmp_path / "out.jsonl.old").write_text("someone else's file\n")
+    calls = len(openai_server.requests)
+    [started_over] = run_all([(*run, "--new-out")])
+    assert started_over.code == 0, started_over.err
+    aside = tmp_path / "out.jsonl.old.2"
+    assert (f"note: {out} was moved aside to {aside} (--new-out), with its unfinished "
+            f"traces; {out} starts over") in started_over.err
+    assert aside.read_bytes() == before
+    assert (tmp_path / "out.jsonl.old").read_text() == "someone else's file\n"
+    [row] = rows(out)
+    assert row["task_digest"] != json.loads(before)["task_digest"]
+    assert len(openai_server.requests) > calls  # generated anew, not copied
+    # Resuming the new OUT goes on as ever; the moved file resumes where it now is.
+    [again] = run_all([run])
+    assert again.code == 0 and "1 already there" in again.err, again.err
+    assert (aside.stat().st_mode & 0o777, out.stat().st_mode & 0o777) == (0o600, 0o600)
+
+
 def test_run_does_not_copy_a_questions_rows_own_dataset_index(tmp_path: Path) -> None:
     questions = tmp_path / "questions.jsonl"
     questions.write_text(json.dumps({"input": "( [ ] ", "target": ")",

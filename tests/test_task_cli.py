@@ -6,14 +6,17 @@ out here in full."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from bbm_tui.cli import build_parser, main
+from bbm_tui.core.store.files import default_path
 from tests.openai_server import FakeOpenAI, Reply
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -407,3 +410,57 @@ def test_replay_says_which_questions_it_can_replay(tmp_path: Path, task_file: Pa
     assert code == 1  # the question with no recorded trace stops the run, saying why
     assert "replay/bbm does not know this sums question: it replays only recorded traces " \
         "(rows with steps in the task's questions file)" in err, err
+
+
+def test_find_on_your_own_recorded_traces_runs_with_no_key(tmp_path: Path, capsys) -> None:
+    """Issue 34 item 9: the manual's own-task commands run end to end with no key. replay/bbm
+    answers every method the task offers from the recorded label of a trace in its questions
+    file (as it answers the paper's from their gold labels), so each method scores 100%."""
+    example = tmp_path / "tasks"
+    shutil.copytree(ROOT / "examples" / "tasks", example)
+    task = str(example / "school_math.toml")
+    traces = tmp_path / "math.jsonl"
+    code, _, err = cli(capsys, "run", "--task-file", task, "--dataset", "--model",
+                       "replay/bbm", "--out", str(traces), "--no-progress")
+    assert code == 0, err
+    recorded = [json.loads(line) for line in
+                (example / "school_math_questions.jsonl").read_text().splitlines()]
+    labelled = traces.with_name("labelled.jsonl")
+    labelled.write_text("".join(
+        json.dumps({**json.loads(line), "mistake_index": row["mistake_index"]}) + "\n"
+        for line, row in zip(traces.read_text().splitlines(), recorded, strict=True)))
+    assert any(row["mistake_index"] is not None for row in recorded)
+    methods = ["direct-trace-zero-shot", "direct-step-zero-shot", "critic", "direct-trace",
+               "direct-step"]
+    for method in methods:
+        if method == "direct-trace":  # the paper's methods, with the task's own prompts
+            with (example / "school_math.toml").open("a", encoding="utf-8") as out:
+                out.write('finding_prompts = "school_math_finding.json"\n')
+        code, out, err = cli(capsys, "find", "--task-file", task, "--method", method,
+                             "--model", "replay/bbm", "--input", str(labelled), "--out",
+                             str(tmp_path / f"{method}.jsonl"), "--json", "--no-progress")
+        assert code == 0, (method, err)
+        figures = json.loads(out)["tasks"]["school_math"]
+        assert (figures["n"], figures["accuracy"]) == (len(recorded), 100.0), (method, figures)
+
+
+def test_replay_refuses_a_trace_it_has_no_label_for_and_stores_no_run(
+        tmp_path: Path, task_file: Path, capsys) -> None:
+    """A recorded trace without `mistake_index`, or a trace not recorded: refused, saying
+    why, and nothing is stored."""
+    questions = task_file.parent / "sums_questions.jsonl"
+    questions.write_text(
+        '{"input": "2 + 3", "steps": ["2 + 3 = 5.", "So the answer is 5."], "answer": "5",'
+        ' "target": "5"}\n', encoding="utf-8")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        '{"input": "2 + 3", "steps": ["2 + 3 = 5.", "So the answer is 5."], "answer": "5",'
+        ' "target": "5", "mistake_index": null}\n', encoding="utf-8")
+    code, _, err = cli(capsys, "find", "--task-file", str(task_file), "--method", "critic",
+                       "--model", "replay/bbm", "--input", str(rows), "--out",
+                       str(tmp_path / "p.jsonl"), "--no-progress")
+    assert code != 0
+    assert "no `mistake_index` in its row of" in err and "sums_questions.jsonl" in err, err
+    if default_path().exists():
+        with contextlib.closing(sqlite3.connect(default_path())) as connection:
+            assert connection.execute("SELECT count(*) FROM finder_runs").fetchone() == (0,)

@@ -199,7 +199,7 @@ def test_finding_prompts_nested_too_deep(tmp_path: Path) -> None:
     path = write(tmp_path, "t.toml", 'name = "t"\nfinding_prompts = "deep.json"\n')
     with pytest.raises(TaskFileError, match=r"line 2: 'finding_prompts': .*deep\.json: nested "
                                             r"too deeply to read"):
-        load_task_file(path)
+        load_task_file(path).read_files()
 
 
 def test_a_missing_name_a_missing_file_and_not_utf8(tmp_path: Path) -> None:
@@ -213,7 +213,8 @@ def test_a_missing_name_a_missing_file_and_not_utf8(tmp_path: Path) -> None:
         load_task_file(tmp_path / "latin.toml")
     write(tmp_path, "empty.txt", "\n\n")
     with pytest.raises(TaskFileError, match=r"line 2: 'prompt': .*empty\.txt is empty"):
-        load_task_file(write(tmp_path, "e.toml", 'name = "e"\nprompt = "empty.txt"\n'))
+        task = load_task_file(write(tmp_path, "e.toml", 'name = "e"\nprompt = "empty.txt"\n'))
+        task.read_files()
 
 
 @pytest.mark.parametrize(("content", "words"), [
@@ -237,7 +238,7 @@ def test_bad_finding_prompts_are_named_with_the_json_problem(tmp_path: Path, con
     json_path = write(tmp_path, "f.json", content)
     path = write(tmp_path, "t.toml", 'name = "t"\n\nfinding_prompts = "f.json"\n')
     with pytest.raises(TaskFileError) as raised:
-        load_task_file(path)
+        load_task_file(path).read_files()
     message = str(raised.value)
     assert message.startswith(f"{path}: line 3: 'finding_prompts': {json_path}: "), message
     assert words in message

@@ -249,6 +249,10 @@ def _add_run_parser(commands: Commands) -> None:
                      help="take a question's trace from any earlier run's session of it by "
                      "the same model (another OUT, other settings), said with how many and "
                      "when they were made; by default a run goes on only with its own")
+    run.add_argument("--new-out", action="store_true",
+                     help="start OUT over: a file already there (say, one written with "
+                     "another version of the task file, which a resume refuses) is moved "
+                     "aside to OUT.old (OUT.old.2, ...: never over a file), named on stderr")
     run.add_argument("--json", action="store_true",
                      help="print what was done (traces, steps, tokens, cost) as one JSON object")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")

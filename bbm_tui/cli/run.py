@@ -19,7 +19,7 @@ from bbm_tui.cli.batch import (
     spend,
     steps_detail,
 )
-from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, UsageError, given
+from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, UsageError, given, note
 from bbm_tui.cli.inputs import check_task, config_of, model_specs
 from bbm_tui.cli.phrases import count, traces, where
 from bbm_tui.core import llm
@@ -73,7 +73,8 @@ def command(args: argparse.Namespace) -> int:
         progress = drive_batch(batch, lambda on_progress: run_batch(
             jobs, spec, store, args.out, concurrency=args.concurrency, settings=settings,
             on_progress=on_progress, inputs=inputs, notes=notes, processes=args.processes,
-            shard=shard, reuse_sessions=args.reuse_sessions))
+            shard=shard, reuse_sessions=args.reuse_sessions, new_out=args.new_out,
+            on_moved_aside=_say_moved_aside))
     return EXIT_FAILURE if progress.failed else EXIT_OK
 
 
@@ -86,6 +87,11 @@ def check_thinking_refusals(specs: list[llm.ModelSpec], settings: StepperSetting
             refusal = llm.thinking_refusal(spec, settings.call, thinking_settings(settings))
             if refusal is not None:
                 raise UsageError(refusal)
+
+
+def _say_moved_aside(out: Path, aside: Path) -> None:
+    note(f"{out} was moved aside to {aside} (--new-out), with its unfinished traces; "
+         f"{out} starts over")
 
 
 def _jobs(args: argparse.Namespace) -> tuple[list[RunJob], list[str]]:

@@ -29,10 +29,15 @@ class MessageLog:
     def __init__(self, kept: int = KEPT) -> None:
         self._entries: deque[LoggedMessage] = deque(maxlen=kept)
 
-    def add(self, text: str, *, title: str = "", severity: str = "information") -> None:
+    def add(self, text: str, *, title: str = "", severity: str = "information",
+            once: bool = False) -> None:
         """Keep `text` as said; the same message said twice in a row is kept once (a status
-        line fitted again after a resize says nothing new)."""
+        line fitted again after a resize says nothing new), and with `once` not at all if it
+        is kept already (a pane shown again)."""
         entry = LoggedMessage(datetime.now().astimezone(), severity, title, text)
+        if once and any((kept.severity, kept.title, kept.text) == (severity, title, text)
+                        for kept in self._entries):
+            return
         last = self._entries[-1] if self._entries else None
         if last is not None and (last.severity, last.title, last.text) == (
                 severity, title, text):
@@ -46,9 +51,11 @@ class MessageLog:
         return len(self._entries)
 
 
-def keep_message(node: DOMNode, text: str, *, severity: str = "information") -> None:
+def keep_message(node: DOMNode, text: str, *, severity: str = "information",
+                 once: bool = False) -> None:
     """Keep a message said elsewhere than in a notification (a status line) in the app's log,
-    whole; an app that keeps none (a widget tested on its own) is left alone."""
+    whole (with `once`, unless it is there already); an app that keeps none (a widget tested
+    on its own) is left alone."""
     log = getattr(node.app, "message_log", None)
     if isinstance(log, MessageLog):
-        log.add(text, severity=severity)
+        log.add(text, severity=severity, once=once)

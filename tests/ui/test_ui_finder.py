@@ -844,3 +844,28 @@ async def test_a_refused_finder_is_not_stored_and_its_reason_is_whole(
         kept = [entry.text for entry in app.message_log.newest_first()]
         assert any("Mistake finding failed: openai/gpt-4o-mini needs an API key: set "
                    "OPENAI_API_KEY" in text and "…" not in text for text in kept), kept
+
+
+async def test_a_long_finder_error_is_cut_in_the_pane_and_whole_in_the_messages(
+        store: Store) -> None:
+    """Issue 34 item 12: the pane cuts a failed run's reason at 100 characters; it says the
+    messages screen has it, and there it is whole (a run read back from the store too)."""
+    trace = recorded_session(store, TRACKING, 0)
+    reason = ("the server said: " + "every word of a long reason " * 12 + "END").strip()
+    run_id = store.create_finder_run(trace.id, method="direct-trace", model="openai/test",
+                                     params={})
+    store.end_finder_run(run_id, ended="failed", error=reason)
+    app = make_app(session_id=trace.id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_screen(pilot)
+        await wait_for(pilot, lambda: screen.view.finder is not None)
+        await pilot.pause()
+        shown = text_of(screen, "#finder")
+        assert "END" not in shown
+        assert "(whole in messages, M)" in shown, shown
+        assert [entry.text for entry in app.message_log.newest_first()
+                if reason in entry.text], app.message_log.newest_first()
+        # Shown again (another branch, a resize), it is kept once.
+        screen.view.finder = screen.view.finder
+        await pilot.pause()
+        assert sum(reason in entry.text for entry in app.message_log.newest_first()) == 1

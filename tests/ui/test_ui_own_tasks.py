@@ -361,3 +361,23 @@ async def test_replay_replays_a_recorded_trace_of_ones_own_task_in_the_app(
                        and not screen.view.running)
         assert [step.text for step in screen.view.trace.steps] == recorded["steps"]
         assert screen.view.trace.correct
+
+
+@pytest.mark.parametrize("method", ["critic", "direct-step-zero-shot"])
+async def test_replay_finds_the_recorded_label_of_ones_own_trace_in_the_app(
+        math_task: str, method: str) -> None:
+    """With no key: f with replay/bbm on a replayed trace of one's own task answers from the
+    label its questions file records (issue 34, item 9): Thought 1, as recorded."""
+    app = make_app(task="school_math", question=3)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
+                       and app.screen.is_mounted)
+        screen = app.screen
+        assert isinstance(screen, TraceScreen)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: len(screen.view.trace.steps) == 2
+                       and not screen.view.running)
+        await run_finder(pilot, method, model="replay/bbm")
+        finder = screen.view.finder
+        assert finder is not None
+        assert (finder.state, finder.mistake_number) == ("finished", 1), finder.error

@@ -131,12 +131,16 @@ async def run_batch(
     workers: Workers | None = None,
     shard: Shard | None = None,
     reuse_sessions: bool = False,
+    new_out: bool = False,
+    on_moved_aside: Callable[[Path, Path], None] | None = None,
 ) -> RunProgress:
     """Generate every question OUT does not hold yet (one row per finished trace), in this
     process or shared out to `processes` child processes (core/batch/workers.py; `workers`:
     children the caller started, with the same store, model and settings). A trace goes on
     in the session made for this OUT with these settings, or in a new one; with
-    `reuse_sessions`, in any earlier run's session of its question and model (said)."""
+    `reuse_sessions`, in any earlier run's session of its question and model (said). With
+    `new_out`, an OUT already there is moved aside (`on_moved_aside(out, aside)` is told
+    where) with its sessions, and the run starts a new one."""
     setup = WorkerSetup(store.path, spec, settings or StepperSettings(), run_in_child)
     jobs = [job if job.spec is not None else replace(job, spec=spec) for job in jobs]
     jobs = [replace(job, run_key=run_key(out_path, job.spec or spec, settings, job.task),
@@ -146,6 +150,16 @@ async def run_batch(
 
     def key_of_row(row: TraceRow) -> tuple[str, str, str]:
         return row.task or only_task, row.input, str(row.extra["model"])
+
+    def moved_aside(out: Path, aside: Path) -> None:
+        # The old file's unfinished traces go on if one resumes into it where it now is,
+        # never in the new OUT (which starts over).
+        handed = {job.run_key: run_key(aside, job.spec or spec, settings, job.task)
+                  for job in jobs if job.run_key is not None}
+        for old, new in handed.items():
+            store.hand_run_sessions_over(old, new)
+        if on_moved_aside is not None:
+            on_moved_aside(out, aside)
 
     async with worker_processes(processes, setup, workers) as children:
 
@@ -159,7 +173,8 @@ async def run_batch(
         batch = Batch(jobs=jobs, key=job_key, key_of_row=key_of_row, validate=run_row,
                       what=RUN_ROWS, work=work, progress=RunProgress(notes=list(notes)),
                       ordered=True, shard=shard, shard_context=_share_of(jobs),
-                      check_out=_check_task_digests)
+                      check_out=_check_task_digests, start_over=new_out,
+                      moved_aside=moved_aside)
         progress, _ = await runner.run_batch(batch, out_path, concurrency=concurrency,
                                              store_path=store.path, inputs=inputs,
                                              on_progress=on_progress)
@@ -207,8 +222,9 @@ def _check_task_digests(path: Path, rows: Sequence[TraceRow]) -> None:
             raise BatchStop(
                 f"{path}: row {number} was made with another version of task {row.task!r}'s "
                 f"file (digest {str(said)[:12]}, now {str(now)[:12] if now else 'none'}): "
-                "going on would mix two prompts in one file; write to a new --out, or put "
-                "the task file back as it was")
+                "going on would mix two prompts in one file; start it over with --new-out "
+                "(the old file is moved aside), write to a new --out, or put the task file "
+                "back as it was")
 
 
 def _share_of(jobs: Sequence[RunJob]) -> dict[str, str]:

@@ -235,6 +235,10 @@ class Batch(Generic[J, K, P]):
     shard_context: Mapping[str, Any] = field(default_factory=dict)
     # A command's own check of the rows OUT already holds (raises BatchStop to refuse it).
     check_out: Callable[[Path, Sequence[TraceRow]], None] | None = None
+    # Start OUT over (`--new-out`): a file already there is moved aside, never overwritten;
+    # `moved_aside(out, aside)` is told where it went (run hands the old file's sessions on).
+    start_over: bool = False
+    moved_aside: Callable[[Path, Path], None] | None = None
 
 
 def unique(jobs: Sequence[J], key: Callable[[J], K]) -> list[J]:
@@ -260,8 +264,10 @@ async def run_batch(
     """Work every job OUT does not hold yet; returns the progress and every row OUT holds at
     the end (the old ones first)."""
     out = open_appended(out_path, batch.validate, what=batch.what, store_path=store_path,
-                        inputs=inputs)
+                        inputs=inputs, start_over=batch.start_over)
     try:
+        if out.moved_to is not None and batch.moved_aside is not None:
+            batch.moved_aside(out_path, out.moved_to)
         rows = list(out.rows)
         shard = batch.shard
         jobs = unique(batch.jobs, batch.key)

@@ -99,6 +99,8 @@ class AppendedFile(Generic[T]):
     descriptor: int
     rows: list[T] = field(default_factory=list)
     mended: str | None = None  # what was repaired, if anything, for the command to say
+    # Where the file that was here went, with `start_over` (None: nothing was moved).
+    moved_to: Path | None = None
     # Standard output instead of a file (`-`): each row written to it as it comes.
     stream: TextIO | None = None
 
@@ -135,15 +137,19 @@ def open_appended(
     what: str,
     store_path: Path | None,
     inputs: Sequence[Path] = (),
+    start_over: bool = False,
 ) -> AppendedFile[T]:
     """Open (creating it 0600 if absent) and lock an output file, check every line it holds
     with `validate` (which raises DatasetError for a line that is not one of `what`), and
     drop a cut-off last line if that is the only damage. Raises OutputFileError (or
     DatasetError) with the file untouched otherwise. Standard output (`-`) holds no rows
-    and is not locked: each row is written to it as it comes."""
+    and is not locked: each row is written to it as it comes. With `start_over` a file
+    already there (not empty) is first moved aside, byte for byte (move_aside), and a new
+    one begun."""
     if is_standard_output(path):
         return AppendedFile(path, -1, stream=sys.stdout)
     check_output_path(path, store_path=store_path, inputs=inputs)
+    moved_to = move_aside(path) if start_over else None
     try:
         descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     except OSError as error:  # a folder, a folder that does not exist, no permission
@@ -152,12 +158,51 @@ def open_appended(
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # swapped in since the check
             raise OutputFileError(path, "is not a regular file")
         _lock(descriptor, path)
-        output: AppendedFile[T] = AppendedFile(path, descriptor)
+        output: AppendedFile[T] = AppendedFile(path, descriptor, moved_to=moved_to)
         output.rows, output.mended = _check_and_mend(descriptor, path, validate, what)
         return output
     except BaseException:
         os.close(descriptor)
         raise
+
+
+# How many names move_aside tries (OUT.old, OUT.old.2, ...) before it gives up.
+_ASIDE_NAMES = 1000
+
+
+def move_aside(path: Path) -> Path | None:
+    """Move a file that is not empty out of the way, to the first free name of PATH.old,
+    PATH.old.2, ... (returned; None: nothing there to move). Never over another file: the new
+    name is made as a hard link, which fails where a file is; then the old name goes. Locked
+    meanwhile, like a file being appended to: another command writing it stops this."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise OutputFileError(path, f"cannot use it: {error.strerror}") from None
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise OutputFileError(path, "is not a regular file")
+        if status.st_size == 0:
+            return None
+        _lock(descriptor, path)
+        for number in range(1, _ASIDE_NAMES + 1):
+            aside = path.with_name(f"{path.name}.old" + (f".{number}" if number > 1 else ""))
+            try:
+                os.link(path, aside)
+            except FileExistsError:
+                continue
+            except OSError as error:
+                raise OutputFileError(path, f"cannot move it aside to {aside}: "
+                                      f"{error.strerror}") from None
+            os.unlink(path)
+            return aside
+        raise OutputFileError(path, f"cannot move it aside: {path.name}.old to "
+                              f"{path.name}.old.{_ASIDE_NAMES} are all taken")
+    finally:
+        os.close(descriptor)
 
 
 def _lock(descriptor: int, path: Path) -> None:

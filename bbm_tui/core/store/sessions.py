@@ -101,6 +101,13 @@ class SessionQueries(StoreBase):
         )
         return [session_from_row(row) for row in rows]
 
+    def hand_run_sessions_over(self, run_key: str, to_run_key: str) -> int:
+        """The sessions made for the run `run_key` are the run `to_run_key`'s from now on (an
+        OUT moved aside by `run --new-out` takes its sessions with it); how many."""
+        with self._write() as connection:
+            return connection.execute("UPDATE sessions SET run_key = ? WHERE run_key = ?",
+                                      (to_run_key, run_key)).rowcount
+
     def update_session_model(
         self, session_id: int, *, model: str, api_base: str | None, mode: str
     ) -> Session:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -34,28 +34,80 @@ INPUT_FIELD = "{input}"
 DEFAULT_QUESTION_TEMPLATE = "Q: {input}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Task:
     """One task: how its question is written, what precedes it, how answers are read and
     scored. `prompt` is the text every generation prompt begins with (the few-shot prompt, or
     with `few_shot` False our zero-shot instruction); `finding_prompts` is one task's entry in
     the shape of the paper's mistake_finding_prompts.json (None: it has none); `path` is the
-    task file it was read from (None: one of the paper's, or a task a session stored)."""
+    task file it was read from (None: one of the paper's, or a task a session stored).
+
+    A task file's prompt files are read when the task first needs them (`prompt_source`,
+    `finding_source`), not when it loads: `stats`, `export` and the sessions list never use
+    a prompt, and a huge or blocking prompt file must not stop them (issue 33)."""
 
     name: str
     title: str
     question_template: str
-    prompt: str
+    # The prompt's text, or None: `prompt_source` reads it when it is first needed.
+    prompt_text: str | None
     few_shot: bool = True
     answer_pattern: str = PAPER_ANSWER_PATTERN
     compare: str = EXACT
     description: str = ""
-    finding_prompts: Mapping[str, Any] | None = field(default=None, hash=False, repr=False)
+    # The finding prompts themselves, unless `finding_source` reads them when first needed.
+    finding_given: Mapping[str, Any] | None = field(default=None, repr=False)
     multiple_choice: bool = False
-    path: Path | None = field(default=None, compare=False)
+    path: Path | None = None
     # A file of questions for it (dataset JSONL, or rows of `input` and `target`), which the
     # new-session screen lists as it lists the paper's dataset.
-    questions_path: Path | None = field(default=None, compare=False)
+    questions_path: Path | None = None
+    # Readers of a task file's prompt files (picklable: tasks go to batch workers); each
+    # raises the task file's own error (naming file, line and key) when the file cannot be
+    # used.
+    prompt_source: Callable[[], str] | None = field(default=None, repr=False)
+    finding_source: Callable[[], Mapping[str, Any]] | None = field(default=None, repr=False)
+
+    @cached_property
+    def prompt(self) -> str:
+        if self.prompt_text is not None:
+            return self.prompt_text
+        if self.prompt_source is None:
+            raise ValueError(f"the task {self.name!r} has no prompt")
+        return self.prompt_source()
+
+    @cached_property
+    def finding_prompts(self) -> Mapping[str, Any] | None:
+        if self.finding_source is not None:
+            return self.finding_source()
+        return self.finding_given
+
+    @property
+    def has_finding_prompts(self) -> bool:
+        """Whether it brings few-shot finding prompts, known without reading them."""
+        return self.finding_source is not None or self.finding_given is not None
+
+    def read_files(self) -> Task:
+        """The task, its prompt files read (and checked) now: what a command about to use
+        them calls before its first call or session, so a bad file stops it there."""
+        _ = self.prompt, self.finding_prompts
+        return self
+
+    def _content(self) -> tuple[object, ...]:
+        return (self.name, self.title, self.question_template, self.prompt, self.few_shot,
+                self.answer_pattern, self.compare, self.description, self.finding_prompts,
+                self.multiple_choice)
+
+    def __eq__(self, other: object) -> bool:
+        # What the task is (prompt texts read if need be), not where it was read from.
+        if not isinstance(other, Task):
+            return NotImplemented
+        return self is other or self._content() == other._content()
+
+    def __hash__(self) -> int:
+        # Equal tasks have equal hashes without reading a prompt file.
+        return hash((self.name, self.title, self.question_template, self.answer_pattern,
+                     self.compare))
 
     @property
     def is_paper(self) -> bool:
@@ -148,7 +200,7 @@ def paper_tasks() -> dict[str, Task]:
     for name, title, multiple_choice, prefix in _PAPER:
         prompt = (prompts_dir() / "generation_prompts" / f"{name}_prompt.txt").read_bytes()
         tasks[name] = Task(name, title, prefix + INPUT_FIELD, prompt.decode("utf-8"),
-                           description=descriptions[name], finding_prompts=findings[name],
+                           description=descriptions[name], finding_given=findings[name],
                            multiple_choice=multiple_choice)
     return tasks
 

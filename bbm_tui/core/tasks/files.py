@@ -25,6 +25,7 @@ import stat
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +100,11 @@ class _Reader:
             raise self.fail(key, f"must be a string, not {_toml_type(value)}")
         return value
 
-    def file(self, key: str) -> Path | None:
+    def file(self, key: str, *, regular_now: bool = True) -> Path | None:
         """A file the key names, relative to the task file's folder and inside it (task files
         are shared: one must not read /proc/self/environ, ~/.ssh or a symlink out of its
-        folder and send it to a model); it must be a regular file."""
+        folder and send it to a model); it must be a regular file (checked now, or with
+        `regular_now` False when it is read: read_regular_file refuses any other)."""
         value = self.string(key)
         if value is None:
             return None
@@ -120,6 +122,8 @@ class _Reader:
                             "through a symbolic link); copy the file into the folder")
         if not found.exists():
             raise self.fail(key, f"no such file: {found}")
+        if not regular_now:
+            return found
         mode = found.stat().st_mode
         if not stat.S_ISREG(mode):
             raise self.fail(key, f"{found} is {kind_of(mode)}, not a regular file")
@@ -180,22 +184,25 @@ def _task_from(reader: _Reader) -> Task:
     if INPUT_FIELD not in question:
         raise reader.fail("question", "the template has no {input} (where the question's "
                           "text goes), e.g. \"Q: {input}\"")
-    prompt_file = reader.file("prompt")
-    prompt = _prompt_text(reader, prompt_file) if prompt_file else zero_shot_instruction()
+    # Prompt files are read when first needed (Task.prompt): a command that uses no prompt
+    # never reads them, however large they are or whatever they are.
+    prompt_file = reader.file("prompt", regular_now=False)
     answer_pattern = _answer_pattern(reader)
     compare = reader.string("compare", EXACT) or ""
     try:
         parse_compare(compare)
     except CompareError as error:
         raise reader.fail("compare", str(error)) from None
-    finding_file = reader.file("finding_prompts")
-    finding = _finding_prompts(reader, finding_file) if finding_file else None
+    finding_file = reader.file("finding_prompts", regular_now=False)
     description = " ".join((reader.string("description") or "").split())
     return Task(
-        name, title, question, prompt, few_shot=prompt_file is not None,
-        answer_pattern=answer_pattern, compare=compare, description=description,
-        finding_prompts=finding, multiple_choice=compare == CHOICE, path=reader.path,
+        name, title, question, None if prompt_file else zero_shot_instruction(),
+        few_shot=prompt_file is not None, answer_pattern=answer_pattern, compare=compare,
+        description=description, multiple_choice=compare == CHOICE, path=reader.path,
         questions_path=reader.file("questions"),
+        prompt_source=partial(_prompt_text, reader, prompt_file) if prompt_file else None,
+        finding_source=(partial(_finding_prompts, reader, finding_file) if finding_file
+                        else None),
     )
 
 
@@ -442,7 +449,7 @@ def task_from_definition(data: Mapping[str, Any]) -> Task:
             str(data["name"]), str(data["title"]), str(data["question"]), str(data["prompt"]),
             few_shot=bool(data["few_shot"]), answer_pattern=str(data["answer_regex"]),
             compare=str(data["compare"]), description=str(data.get("description", "")),
-            finding_prompts=finding, multiple_choice=bool(data.get("multiple_choice")),
+            finding_given=finding, multiple_choice=bool(data.get("multiple_choice")),
             path=Path(path) if isinstance(path, str) else None,
         )
     except (KeyError, TypeError, PatternError, CompareError) as error:

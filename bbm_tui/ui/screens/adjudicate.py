@@ -22,6 +22,7 @@ from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import session_task
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack
+from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.screens.annotate import ThoughtsPane, WheelScroll, reveal
 from bbm_tui.ui.screens.base import QueueScreen
 from bbm_tui.ui.styles import stylesheet
@@ -130,9 +131,10 @@ class AdjudicateScreen(QueueScreen):
         self.query_one(TitleBar).set_left(Content(
             f"adjudicate · {one_line(session.name, 50)} · {session.task}"))
         if rebuild:  # a new title repaints the whole pane
-            self.query_one("#adjudicate-left").border_title = "Question"
-            self.query_one("#adjudicate-right").border_title = (
-                f"Thoughts · {len(self._steps)}" + (f" · {self._note}" if self._note else ""))
+            set_panel_title(self.query_one("#adjudicate-left"), "Question")
+            set_panel_title(self.query_one("#adjudicate-right"),
+                            f"Thoughts · {len(self._steps)}"
+                            + (f" · {self._note}" if self._note else ""))
             self.query_one("#j-question", Static).update(
                 safe_cut(self._question, COPY_QUESTION, QUESTION_SHOWN))
         self.query_one("#j-target", LeanStatic).show(Content.assemble(

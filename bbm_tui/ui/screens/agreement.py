@@ -24,6 +24,7 @@ from bbm_tui.core.textsafe import one_line
 from bbm_tui.plotting import matrix_table
 from bbm_tui.ui.context import context
 from bbm_tui.ui.messages import GoBack
+from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, safe_line, styled
@@ -149,7 +150,7 @@ class AgreementScreen(BbmScreen):
         view.display = not on_matrix
         if on_matrix:
             matrix = charts.kappa_matrix(result)
-            matrix_pane.border_title = one_line(matrix.title)
+            set_panel_title(matrix_pane, one_line(matrix.title))
             shown: Any = styled("Fewer than two annotators have labelled traces: no pair to "
                                 "compare.", MUTED)
             if matrix.names:
@@ -160,7 +161,7 @@ class AgreementScreen(BbmScreen):
             chart = charts.alpha_chart(result)
             if chart is not None:
                 view.show(chart)
-                view.border_title = one_line(chart.title)
+                set_panel_title(view, one_line(chart.title))
                 view.show_numbers(self.numbers)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -29,6 +29,7 @@ from bbm_tui.core.types import WorkStatus
 from bbm_tui.ui.context import context
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack
+from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.screens.annotate_dialogs import (
     Flag,
     FlagDialog,
@@ -197,7 +198,7 @@ class AnnotateScreen(QueueScreen):
         yield KeysFooter(show_command_palette=False)
 
     async def on_mount(self) -> None:
-        self.query_one("#annotate-left").border_title = "Question"
+        set_panel_title(self.query_one("#annotate-left"), "Question")
         await self.refresh_trace()
         self.call_after_refresh(self._index)
 
@@ -232,8 +233,8 @@ class AnnotateScreen(QueueScreen):
         # A thinking trace's says what its steps are cut from ("summary" where they are a
         # summary's) and by which rule.
         note = queued_thinking_note(self.queue.current.row)
-        self.query_one("#annotate-right").border_title = f"Thoughts · {len(steps)}" + (
-            f" · {note}" if note else "")
+        set_panel_title(self.query_one("#annotate-right"),
+                        f"Thoughts · {len(steps)}" + (f" · {note}" if note else ""))
         self._painted_question = False
         pane.scroll_home(animate=False)
 

@@ -15,6 +15,7 @@ from textual.worker import Worker, WorkerState
 from bbm_tui.ui.context import context
 from bbm_tui.ui.keys import declared_bindings
 from bbm_tui.ui.messages import WorkerFailed
+from bbm_tui.ui.panels import mark_panels
 from bbm_tui.ui.text import MUTED, styled
 
 
@@ -32,6 +33,13 @@ class BbmScreen(Screen[None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR:
             self.post_message(WorkerFailed(event.worker))
+
+    # The focused panel's marker (ui/panels.py) follows the focus.
+    def on_descendant_focus(self) -> None:
+        mark_panels(self)
+
+    def on_descendant_blur(self) -> None:
+        mark_panels(self)
 
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:

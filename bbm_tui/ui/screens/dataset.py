@@ -33,6 +33,7 @@ from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.dialogs import Dialog
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack
+from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.styles import stylesheet
 from bbm_tui.ui.text import MUTED, safe_line, styled
@@ -183,7 +184,7 @@ class DatasetScreen(BbmScreen):
         chart = page.make(self.task if page.per_task else None)
         view = self.query_one(ChartView)
         view.show(chart)
-        view.border_title = one_line(chart.title, 200)
+        set_panel_title(view, one_line(chart.title, 200))
         self.query_one("#dataset-where", LeanStatic).show(self._where_line(page))
         self.query_one("#dataset-counts", LeanStatic).show(self._counts_line())
 

@@ -15,6 +15,7 @@ from bbm_tui.core.store import Totals
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.trace.side_by_side import BranchFigures
 from bbm_tui.core.types import ModelBranchState
+from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.screens.trace.view import TraceView
 from bbm_tui.ui.viewmodels.columns import column_title, figures_line, filler_height, shown_state
 from bbm_tui.ui.viewmodels.thinking import thinking_note
@@ -72,7 +73,7 @@ class ModelColumn(Vertical):
         self.view.thoughts.mount(self.filler)
         self.view.thoughts.share_window()  # every column mounts the same thought numbers
         self.view.question_pane.mount(self.facts_filler)
-        self.view.query_one("#thoughts-pane").border_title = ""
+        set_panel_title(self.view.query_one("#thoughts-pane"), "")
         self.view.thoughts_titled = False  # the column's border says it (show_header)
         # Two lines of what happened, in every column alike (side_by_side.tcss): the
         # thoughts panes stay one height, whatever each says.
@@ -83,7 +84,7 @@ class ModelColumn(Vertical):
         """Under the thoughts, the view's facts without the question and target (shown once
         above the columns): the view shows its target when it mounts."""
         pane = self.view.question_pane
-        pane.border_title = Content()
+        set_panel_title(pane, Content())
         pane.query_one("#target").display = False
 
     @property

@@ -28,6 +28,7 @@ from bbm_tui.core.types import MODES, ModelSpec
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack, ModelChosen, OpenModels, OpenTrace
+from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.text import MUTED, safe, safe_line, settings_line, styled
 from bbm_tui.ui.widgets.chrome import KeysFooter, TickBox, TitleBar
@@ -276,8 +277,8 @@ class NewSessionScreen(BbmScreen):
         ]
 
     def on_mount(self) -> None:
-        self.query_one("#question-side").border_title = "Question"
-        self.query_one("#model-side").border_title = "Task and model"
+        set_panel_title(self.query_one("#question-side"), "Question")
+        set_panel_title(self.query_one("#model-side"), "Task and model")
         self._show_loading()
         # After the first frame: the task and model pane (a list, a checkbox and a button:
         # their styles, layout and painting were a third of the first screen's CPU), then the

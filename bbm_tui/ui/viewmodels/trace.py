@@ -217,6 +217,15 @@ def finder_source(shown: FinderShown) -> str:
     return f"{shown.method} · {one_line(shown.model, 40)}"
 
 
+# How much of a failed finder's reason its pane shows.
+FINDER_ERROR_SHOWN = 100
+
+
+def error_cut(error: str) -> bool:
+    """Whether the pane cuts this reason (and the messages screen must show it whole)."""
+    return len(one_line(error)) > FINDER_ERROR_SHOWN
+
+
 def describe_finder(shown: FinderShown, trace: TraceSession) -> Content:
     """The finder's verdict for the question pane, with the method and model under it."""
     line = Content.assemble((f"{finder_who(shown)}: ", "bold"))
@@ -231,8 +240,12 @@ def describe_finder(shown: FinderShown, trace: TraceSession) -> Content:
         after = f" after {answers}" if shown.step_level and count else ""
         line = line.append(styled(f"{what}{after}: no result", "$text-warning"))
         if shown.error:
+            # The pane keeps to a line or two; the whole reason is in the messages screen
+            # (question_pane keeps it there), and the pane says so when it cuts it.
+            cut = error_cut(shown.error)
             line = line.append(styled(" (", MUTED)).append(
-                safe_line(shown.error, 100).stylize(MUTED)).append(styled(")", MUTED))
+                safe_line(shown.error, FINDER_ERROR_SHOWN).stylize(MUTED)).append(
+                styled(") (whole in messages, M)" if cut else ")", MUTED))
     elif not shown.parsed:
         line = line.append(styled(f"{GLYPH_UNPARSED} unparseable", "bold $text-warning"))
         if shown.step_level:

@@ -25,7 +25,7 @@ from functools import cache
 from bbm_tui.core.dataset import TraceRow, bundled_rows, question_rows
 from bbm_tui.core.prompts.generation import generation_prompt
 from bbm_tui.core.prompts.thoughts import label, split_thoughts, thought_line
-from bbm_tui.core.tasks import TASK_NAMES, get_task, user_tasks
+from bbm_tui.core.tasks import INPUT_FIELD, TASK_NAMES, Task, get_task, user_tasks
 
 PROVIDERS = ("replay", "simulated")
 # simulated/ names are made up on the fly: rm-X for any X in 0.0..1.0 (SIMULATED_NAME).
@@ -167,7 +167,7 @@ class ReplayEngine:
         """Recognise a finder template filled with a bundled trace; None when the text is not
         a finder prompt. Raises ReplayError for a finder prompt about an unknown trace."""
         matched = False
-        for task, method, tail, pattern in _finder_patterns():
+        for task, method, tail, pattern in [*_finder_patterns(), *_own_finder_patterns()]:
             # The literal after a template's last field is a cheap first filter.
             match = pattern.fullmatch(text) if text.endswith(tail) else None
             if match is None:
@@ -175,13 +175,17 @@ class ReplayEngine:
             matched = True
             current = match.groupdict().get("current_step")
             number = int(current) if current is not None else None
-            row = self._finder_row(task, match.group("input"), match.group("steps"), number)
+            if task in TASK_NAMES:
+                row = self._finder_row(task, match.group("input"), match.group("steps"), number)
+            else:
+                row = _own_finder_row(task, match.group("input"), match.group("steps"), number,
+                                      model)
             if row is not None:
                 return FinderRequest(task, method, row, number)
         if matched:
             raise ReplayError(
-                f"{model} does not know this trace: it finds mistakes only in the bundled "
-                "dataset's traces (from their gold labels); choose another model"
+                f"{model} does not know this trace: it knows only the labelled traces of the "
+                "dataset and of a task's questions file; choose another model"
             )
         return None
 
@@ -213,7 +217,7 @@ class ReplayEngine:
     def simulated_answer(self, name: str, text: str) -> str:
         accuracy = simulated_accuracy(name)
         request = self.parse_finder_prompt(text, f"simulated/{name}")
-        if request is None:
+        if request is None or request.task not in TASK_NAMES:
             raise ReplayError(
                 f"simulated/{name} answers only the mistake-finding prompts of the bundled "
                 "BIG-Bench Mistake traces"
@@ -334,6 +338,68 @@ def _finder_patterns() -> list[tuple[str, str, str, re.Pattern[str]]]:
                  "input": re.escape(found.question_prefix) + r"(?P<input>.*?)"}
         patterns.append((task, CRITIC, *_template_pattern(critic, fixed)))
     return patterns
+
+
+# A task of one's own's finder patterns, made when first needed (its prompt files are read
+# then), for as long as the task is the one loaded.
+_own_patterns: dict[Task, list[tuple[str, str, str, re.Pattern[str]]]] = {}
+
+
+def _own_finder_patterns() -> list[tuple[str, str, str, re.Pattern[str]]]:
+    """The patterns of the finder prompts of the user's tasks (replay/bbm answers them for
+    the traces recorded in a task's questions file): the task's own few-shot templates, and
+    our zero-shot ones and the critic filled with its description and question."""
+    from bbm_tui.core.prompts.finding import (
+        ALL_METHODS,
+        check_method,
+        methods_for,
+        our_finding_prompts,
+        our_methods_for,
+    )
+
+    patterns = []
+    for found in user_tasks():
+        # Made once per task; its questions file is read only when one of them matches.
+        if found not in _own_patterns:
+            made = []
+            for name in (*methods_for(found), *our_methods_for(found)):
+                method = check_method(found, name)
+                if method.ours:
+                    template = our_finding_prompts()[ALL_METHODS[name].template_key]
+                    prefix, _, suffix = found.question_template.partition(INPUT_FIELD)
+                    fixed = {"description": re.escape(found.description or found.title),
+                             "input": re.escape(prefix) + r"(?P<input>.*?)" + re.escape(suffix)}
+                else:
+                    template = (found.finding_prompts or {})[method.template_key]
+                    fixed = {}
+                made.append((found.name, name, *_template_pattern(template, fixed)))
+            _own_patterns[found] = made
+        patterns += _own_patterns[found]
+    return patterns
+
+
+def _own_finder_row(task: str, input_text: str, steps_text: str, current_step: int | None,
+                    model: str) -> TraceRow | None:
+    """The recorded trace of a task of one's own that a finder prompt shows (None: none);
+    ReplayError when its row has no label to answer from."""
+    from bbm_tui.core.prompts.thoughts import format_steps
+
+    found = get_task(task)
+    for row in question_rows(found):
+        if not row.steps or row.input != input_text:
+            continue
+        if current_step is not None and not 1 <= current_step <= len(row.steps):
+            continue
+        shown = row.steps if current_step is None else row.steps[:current_step]
+        if format_steps(shown) != steps_text:
+            continue
+        if not row.labelled:
+            raise ReplayError(
+                f"{model} answers a finder on a recorded trace from its label, and this "
+                f"trace of {task!r} has no `mistake_index` in its row of "
+                f"{found.questions_path}: add one (null: no mistake), or choose another model")
+        return row
+    return None
 
 
 def _template_pattern(template: str, fixed: dict[str, str]) -> tuple[str, re.Pattern[str]]:

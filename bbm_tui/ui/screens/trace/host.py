@@ -22,6 +22,7 @@ from bbm_tui.core.store import SessionBusy, Totals
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.keys import key_for
+from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.screens.trace.messages import BranchShown, TitleChanged
 from bbm_tui.ui.screens.trace.question_pane import QuestionPane
 from bbm_tui.ui.viewmodels.thinking import thoughts_title
@@ -205,7 +206,7 @@ class TraceHost(Horizontal, can_focus=True):
         column's border says it (model_column.py), which the screen redraws on TitleChanged."""
         if self.thoughts_titled:
             rule = self.context.stepper_settings.split
-            self.query_one("#thoughts-pane").border_title = thoughts_title(self.trace, rule)
+            set_panel_title(self.query_one("#thoughts-pane"), thoughts_title(self.trace, rule))
         elif self.trace.spec.mode == "thinking":
             self.post_message(TitleChanged(self))
 

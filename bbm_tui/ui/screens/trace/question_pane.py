@@ -11,6 +11,8 @@ from textual.content import Content
 from textual.widgets import Static
 
 from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.ui.message_log import keep_message
+from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.text import (
     COPY_QUESTION,
     GLYPH_MISTAKE,
@@ -28,6 +30,8 @@ from bbm_tui.ui.viewmodels.trace import (
     describe_agreement,
     describe_finder,
     describe_label,
+    error_cut,
+    finder_source,
     question_text,
 )
 from bbm_tui.ui.widgets.chrome import LeanStatic
@@ -73,7 +77,7 @@ class QuestionPane(VerticalScroll, can_focus=False):
             title = title.append(styled(" · file changed", "$text-warning"))
         elif not trace.task.is_paper:
             title = title.append(styled(" · yours", MUTED))
-        self.border_title = title
+        set_panel_title(self, title)
 
     def _show_target(self) -> None:
         target = self.trace.session.target
@@ -124,6 +128,11 @@ class QuestionPane(VerticalScroll, can_focus=False):
         line.display = finder is not None
         if finder is not None:
             line.show(describe_finder(finder, self.trace))
+            if finder.state == "failed" and finder.error and error_cut(finder.error):
+                # Cut in the pane: whole in the messages screen, as the pane says (a run
+                # read back from the store was never said in this session).
+                keep_message(self, f"Mistake finding failed ({finder_source(finder)}): "
+                             f"{finder.error}", severity="error", once=True)
         answer = self.query_one("#finder-answer", Static)
         raw = finder.trace_raw if finder is not None and not finder.step_level else None
         answer.display = raw is not None and answer_open

@@ -35,6 +35,7 @@ from bbm_tui.core.store import SessionBusy, Totals
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.ui.messages import ModelChosen, WorkerFailed
+from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.screens.trace.branching import Branching
 from bbm_tui.ui.screens.trace.finding import MistakeFinding
 from bbm_tui.ui.screens.trace.generation import Generation
@@ -75,7 +76,8 @@ class TraceView(TraceHost):
 
     def compose(self) -> ComposeResult:
         yield QuestionPane(self.trace, id="question-pane", classes="panel")
-        with Vertical(id="thoughts-pane", classes="panel"):
+        # The keys of the focused view act on the thoughts: that pane is marked as focused.
+        with Vertical(id="thoughts-pane", classes="panel keys-here"):
             # Only a window of the thoughts is mounted: a trace may have 10^5 of them.
             yield ThoughtList(lambda: self.trace.steps, around=self.selected,
                               wall_clock=self.context.wall_clock,
@@ -84,7 +86,7 @@ class TraceView(TraceHost):
             yield StatusLine(lines=3, id="run-status")
 
     def on_mount(self) -> None:
-        self.query_one("#thoughts-pane").border_title = "Thoughts"
+        set_panel_title(self.query_one("#thoughts-pane"), "Thoughts")
         self.show_thoughts_title()
         self.show_label()
         trace = self.trace
