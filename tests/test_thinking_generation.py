@@ -26,7 +26,7 @@ from bbm_tui.core.llm.records import UsageCounts
 from bbm_tui.core.llm.usage import cost_of
 from bbm_tui.core.prompts.thinking import thinking_prompt
 from bbm_tui.core.store import Store
-from bbm_tui.core.tasks import get_task
+from bbm_tui.core.tasks import TASK_NAMES, get_task
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.core.types import ReasoningKind, SplitRule, StepOrigin, StepperSettings, TraceEnd
 from tests.fake_server import Reply
@@ -97,6 +97,16 @@ def test_the_answer_is_the_last_line_that_states_one() -> None:
     task = get_task("tracking_shuffled_objects")
     assert answer_of(task, "So the answer is (A)\nActually, so the answer is (B)") == "(B)"
     assert answer_of(task, "I could not say.") is None
+
+
+def test_a_paper_tasks_answer_ends_without_the_sentences_full_stop() -> None:
+    arithmetic = get_task("multistep_arithmetic")
+    assert answer_of(arithmetic, "So the answer is 12.") == "12"
+    assert arithmetic.is_correct(answer_of(arithmetic, "So the answer is -12."), "-12")
+    assert answer_of(get_task("dyck_languages"), "So the answer is ) ].") == ") ]"
+    # No target of the paper's ends with a full stop, in the shipped dataset either.
+    assert not any(row.target.strip().endswith(".") for name in TASK_NAMES
+                   for row in bundled_rows(name))
 
 
 async def test_a_session_stores_the_reasoning_whole_and_re_cuts_it_without_a_call(

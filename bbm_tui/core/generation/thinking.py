@@ -85,8 +85,18 @@ def answer_of(task: Task, content: str) -> str | None:
     for line in reversed(content.splitlines()):
         found = task.extract_answer(line)
         if found is not None:
-            return found
+            return _without_full_stop(task, found)
     return None
+
+
+def _without_full_stop(task: Task, answer: str) -> str:
+    """Our instruction asks for the answer alone, yet thinking models often end that line
+    as a sentence ("So the answer is 12."). No target of the paper's five ends with a full
+    stop (nor do the paper's own traces write one), so there it is the sentence's, not the
+    answer's. A task of one's own keeps its answer as its rule read it."""
+    if task.is_paper and answer.endswith(".") and not answer.endswith(".."):
+        return answer[:-1].rstrip()
+    return answer
 
 
 def strip_view(raw_steps: list[str]) -> list[str]:
