@@ -95,6 +95,9 @@ async def test_a_step_is_one_line_ended_at_the_stop_where_the_provider_takes_one
     assert result.call.native_stop is wire.native_stop
     assert result.call.attempts == 1
     if wire.native_stop:  # the provider stopped at the line break and ended the stream
+        # The client closes the stream once the provider's last chunk is in, which can be
+        # before the server's thread has marked its reply finished.
+        await wait_until(lambda: record.finished, limit_s=30.0)
         assert record.finished and record.chunks_sent == len(LINE.split())
     else:  # the client cut the line and closed the stream: the provider stopped writing
         await wait_until(lambda: record.client_closed_early)

@@ -18,6 +18,7 @@ from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.core.trace.side_by_side import SideBySide
 from bbm_tui.core.types import SplitRule, StepOrigin
 from bbm_tui.ui.screens.side_by_side import SideBySideScreen
+from bbm_tui.ui.panels import FOCUS_MARKER
 from bbm_tui.ui.screens.trace import TraceScreen
 from tests.openai_server import FakeOpenAI, Reply
 
@@ -27,7 +28,9 @@ THINKING = Config(model="solver/thinking", mode="thinking")
 
 
 def pane_title(screen: TraceScreen) -> str:
-    return str(screen.view.query_one("#thoughts-pane").border_title)
+    """The thoughts pane's title without the focus marker (the pane has the trace view's keys,
+    so it is marked as focused)."""
+    return str(screen.view.query_one("#thoughts-pane").border_title).removeprefix(FOCUS_MARKER)
 
 
 async def opened(pilot: Pilot) -> TraceScreen:
