@@ -17,8 +17,8 @@ from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, TraceSession
 from bbm_tui.core.trace.side_by_side import SideBySide
 from bbm_tui.core.types import SplitRule, StepOrigin
-from bbm_tui.ui.screens.side_by_side import SideBySideScreen
 from bbm_tui.ui.panels import FOCUS_MARKER
+from bbm_tui.ui.screens.side_by_side import SideBySideScreen
 from bbm_tui.ui.screens.trace import TraceScreen
 from tests.openai_server import FakeOpenAI, Reply
 
