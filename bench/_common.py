@@ -130,3 +130,29 @@ def verdict_at_least(name: str, ratio: float, line: float, target: float) -> boo
         print(f"!!! TARGET MISSED: {name} = {ratio:.2f}x ({why})")
         print(bar)
     return met
+
+
+def judge_against_ceilings(*, floor: float, used: float, ceilings: dict[int, float],
+                           server_cpu: float, one: float, over: float, concurrency: int,
+                           processes: int, target: float, calls: str) -> None:
+    """The batch benchmarks' closing lines (issue 36): litellm's own CPU a trace and the
+    ceilings it allows in one process and over `processes`, each ratio against its line (the
+    target, or 90% of its ceiling where lower), and the verdict on the nearer of the two."""
+    print(f"litellm alone:  {floor * 1000:8.2f} ms of client CPU per trace ({calls}, nothing "
+          "else, measured in this run)")
+    if used < floor:
+        print(f"                this client spent {used * 1000:.2f} ms a trace at "
+              f"{concurrency}: the ceiling is computed from that")
+    print(f"                so concurrency {concurrency} can be at most {ceilings[1]:.2f}x "
+          f"faster than 1 in one process here, {ceilings[processes]:.2f}x over {processes} "
+          f"({os.cpu_count()} CPUs, shared with the server's {server_cpu * 1000:.2f} ms of CPU "
+          "a trace)")
+    sides = [(f"concurrency {concurrency} / 1, one process", one,
+              line_under_ceiling(target, ceilings[1])),
+             (f"concurrency {concurrency} / 1, --processes {processes}", over,
+              line_under_ceiling(target, ceilings[processes]))]
+    for name, ratio, line in sides:
+        print(f"  {name}: {ratio:.2f}x against a line of {line:.2f}x "
+              f"(the {target:.0f}x target, or 90% of its ceiling where lower)")
+    name, ratio, line = max(sides, key=lambda side: side[1] / side[2])
+    verdict_at_least(name, ratio, line, target)

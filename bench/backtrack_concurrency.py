@@ -59,12 +59,11 @@ from _common import (
     ROOT,
     cpu_floor,
     header,
-    line_under_ceiling,
+    judge_against_ceilings,
     litellm_ceiling,
     parser,
     private_home,
     process_cpu_s,
-    verdict_at_least,
 )
 
 TARGET = 12.0
@@ -311,24 +310,9 @@ def report(traces: int, fast: float, processes: float, slow: float, floor: float
     print(f"  over {PROCESSES} processes: {processes:4.2f} s  ({traces / processes:7.1f} "
           f"traces/s)  --processes {PROCESSES}: {over:.2f}x")
     print(f"concurrency  1: {slow:8.2f} s  ({traces / slow:7.1f} traces/s)")
-    print(f"litellm alone:  {floor * 1000:8.2f} ms of client CPU per trace (the same two calls, "
-          "nothing else, measured in this run)")
-    if used < floor:
-        print(f"                this client spent {used * 1000:.2f} ms a trace at "
-              f"{CONCURRENCY}: the ceiling is computed from that")
-    print(f"                so concurrency {CONCURRENCY} can be at most {ceilings[1]:.2f}x "
-          f"faster than 1 in one process here, {ceilings[PROCESSES]:.2f}x over {PROCESSES} "
-          f"({os.cpu_count()} CPUs, shared with the server's {server_cpu * 1000:.2f} ms of CPU "
-          "a trace)")
-    sides = [(f"concurrency {CONCURRENCY} / 1, one process", one,
-              line_under_ceiling(TARGET, ceilings[1])),
-             (f"concurrency {CONCURRENCY} / 1, --processes {PROCESSES}", over,
-              line_under_ceiling(TARGET, ceilings[PROCESSES]))]
-    for name, ratio, line in sides:
-        print(f"  {name}: {ratio:.2f}x against a line of {line:.2f}x "
-              f"(the {TARGET:.0f}x target, or 90% of its ceiling where lower)")
-    name, ratio, line = max(sides, key=lambda side: side[1] / side[2])
-    verdict_at_least(name, ratio, line, TARGET)
+    judge_against_ceilings(floor=floor, used=used, ceilings=ceilings, server_cpu=server_cpu,
+                           one=one, over=over, concurrency=CONCURRENCY, processes=PROCESSES,
+                           target=TARGET, calls="the same two calls")
 
 
 def argparse_hidden() -> str:

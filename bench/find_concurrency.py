@@ -34,7 +34,6 @@ limit; `--model openai/test` measures that path.
 from __future__ import annotations
 
 import asyncio
-import os
 import statistics
 import subprocess
 import sys
@@ -49,12 +48,11 @@ from _common import (
     ROOT,
     cpu_floor,
     header,
-    line_under_ceiling,
+    judge_against_ceilings,
     litellm_ceiling,
     parser,
     private_home,
     process_cpu_s,
-    verdict_at_least,
 )
 
 TARGET = 12.0
@@ -244,24 +242,9 @@ def report(traces: int, fast: float, over: float, slow: float, floor: float,
     print(f"  over {PROCESSES} processes: {over:4.2f} s  ({traces / over:7.1f} traces/s)  "
           f"--processes {PROCESSES}: {two:.2f}x")
     print(f"concurrency  1: {slow:8.2f} s  ({traces / slow:7.1f} traces/s)")
-    print(f"litellm alone:  {floor * 1000:8.2f} ms of client CPU per trace (the same call, "
-          "nothing else, measured in this run)")
-    if used < floor:
-        print(f"                this client spent {used * 1000:.2f} ms a trace at "
-              f"{CONCURRENCY}: the ceiling is computed from that")
-    print(f"                so concurrency {CONCURRENCY} can be at most {ceilings[1]:.2f}x "
-          f"faster than 1 in one process here, {ceilings[PROCESSES]:.2f}x over {PROCESSES} "
-          f"({os.cpu_count()} CPUs, shared with the server's {server_cpu * 1000:.2f} ms of CPU "
-          "a trace)")
-    sides = [(f"concurrency {CONCURRENCY} / 1, one process", one,
-              line_under_ceiling(TARGET, ceilings[1])),
-             (f"concurrency {CONCURRENCY} / 1, --processes {PROCESSES}", two,
-              line_under_ceiling(TARGET, ceilings[PROCESSES]))]
-    for name, ratio, line in sides:
-        print(f"  {name}: {ratio:.2f}x against a line of {line:.2f}x "
-              f"(the {TARGET:.0f}x target, or 90% of its ceiling where lower)")
-    name, ratio, line = max(sides, key=lambda side: side[1] / side[2])
-    verdict_at_least(name, ratio, line, TARGET)
+    judge_against_ceilings(floor=floor, used=used, ceilings=ceilings, server_cpu=server_cpu,
+                           one=one, over=two, concurrency=CONCURRENCY, processes=PROCESSES,
+                           target=TARGET, calls="the same call")
 
 
 def argparse_hidden() -> str:
