@@ -419,7 +419,9 @@ def test_a_signal_to_the_app_restores_the_terminal(signal_number: int, when: byt
 
 @pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_to_run_prints_its_summary(tmp_path: Path, signal_number: int) -> None:
-    source = source_file(tmp_path, 3)
+    # Enough rows that the run is still going when the signal comes after the first row
+    # (with three, a quick machine finished the last two first).
+    source = source_file(tmp_path, 12)
     out = tmp_path / "out.jsonl"
     process = launch("run", "--input", str(source), "--out", str(out), "--no-progress",
                      "--concurrency", "1", env={"BBM_TUI_REPLAY_TPS": "30"})
@@ -430,7 +432,8 @@ def test_a_signal_to_run_prints_its_summary(tmp_path: Path, signal_number: int) 
     process.send_signal(signal_number)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 128 + signal_number, err
-    assert "stopped: 1 trace written to" in err or "stopped: 2 traces written to" in err, err
+    stopped = re.search(r"stopped: (\d+) traces? written to", err)
+    assert stopped and 1 <= int(stopped.group(1)) < 12, err  # stopped before the end
     assert "Traceback" not in err
     written = read_rows(out)
     assert written and all(row.steps == next(r.steps for r in ROWS if r.input == row.input)
