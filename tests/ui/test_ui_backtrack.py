@@ -105,7 +105,11 @@ async def test_a_backtracked_thought_shows_its_own_tokens_and_its_confidence(
         step = screen.view.trace.steps[1]
         [sample_call] = [r for r in openai_server.requests if r.body.get("n") == 8]
         own = step.ntokens
-        assert step.call_choices == 8 and own == len(step.tokens) == step.completion_tokens
+        # The branch holds its steps without their tokens (read a window at a time from the
+        # store, issue 36); the store has them (`t` reads them there).
+        tokens = store.step(step.id).tokens
+        assert tokens is not None
+        assert step.call_choices == 8 and own == len(tokens) == step.completion_tokens
         confidence = math.exp(step.logprob / own)
         meta = thought(screen, 2).meta
         # Its prompt is the samples' call's; its cost is the call's, for all eight: none here.

@@ -5,6 +5,8 @@ with the session, the steps a view of it, as a thinking run stores them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.generation.splitting import split_text
 from bbm_tui.core.generation.thinking import strip_view
@@ -39,7 +41,7 @@ def thinking_of(row: TraceRow) -> RecordedReasoning | None:
     return RecordedReasoning(text, str(kind), str(split), answer_text)
 
 
-def stored_thinking(store: Store, steps: list[Step]) -> RecordedReasoning | None:
+def stored_thinking(store: Store, steps: Sequence[Step]) -> RecordedReasoning | None:
     """The reasoning a stored branch's steps are a view of, whole, with its kind and rule, as
     a thinking run's row carries it (None: a step-at-a-time branch, or a reasoning not
     stored whole: a call cut short)."""

@@ -8,6 +8,7 @@ import gc
 import json
 import sqlite3
 import time
+from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from bbm_tui.core.store.base import StoreBase, inserted_id
 from bbm_tui.core.store.calls import insert_call
 from bbm_tui.core.store.errors import SessionDeleted, StoreError
+from bbm_tui.core.store.files import system_error
 from bbm_tui.core.store.records import Step, StoredCandidate
 from bbm_tui.core.types import CallPurpose, CallRecord, TokenLogprob, sane_logprob
 
@@ -165,6 +167,98 @@ class StepQueries(StoreBase):
         with _collector_paused():
             rows = self._read_tuples(_BRANCH_SELECT, {"leaf": leaf_id, "session": session_id})
             return [step_from_row(row) for row in rows]
+
+    def branch_ids(self, session_id: int, leaf_id: int | None) -> array[int]:
+        """The ids of the steps from the root to `leaf_id`, in order (empty for None, or a
+        step not in the session): the branch as 8 bytes a step, for a session of 10^5 steps
+        read a window at a time (`steps_by_ids`). One pass down the session's ids from the
+        leaf, each parent met on the way (a parent is older than its child: its id is
+        smaller); the recursive walk of _BRANCH_SELECT, an index lookup a step, took twice
+        as long on 10^5 steps (bench/big_store.py)."""
+        ids: array[int] = array("q")
+        if leaf_id is None:
+            return ids
+        wanted: int | None = leaf_id
+        with self._lock:
+            try:
+                rows = self._connection.execute(
+                    "SELECT id, parent_id FROM steps WHERE session_id = ? AND id <= ? "
+                    "ORDER BY id DESC", (session_id, leaf_id))
+                try:
+                    for step_id, parent_id in rows:
+                        if step_id == wanted:
+                            ids.append(step_id)
+                            wanted = parent_id
+                            if wanted is None:
+                                break
+                finally:
+                    rows.close()  # no statement left open on the connection
+            except sqlite3.OperationalError as error:
+                raise system_error(self.path, error) from None
+        ids.reverse()
+        return ids
+
+    def steps_by_ids(self, ids: Sequence[int]) -> list[Step]:
+        """The steps `ids` (of one session), in that order, without their tokens; a missing
+        one is a StoreError."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self._read_tuples(_STEPS_SELECT + f" WHERE s.id IN ({marks})", tuple(ids))
+        by_id = {row[0]: row for row in rows}
+        missing = [step_id for step_id in ids if step_id not in by_id]
+        if missing:
+            raise StoreError(f"{self.path}: there is no step {missing[0]}")
+        return [step_from_row(by_id[step_id]) for step_id in ids]
+
+    def step_children(self, session_id: int, parent_id: int | None) -> list[Step]:
+        """The steps under `parent_id` (None: the first thoughts), oldest first, without
+        their tokens."""
+        rows = self._read_tuples(
+            _STEPS_SELECT + " WHERE s.session_id = ? AND s.parent_id IS ? ORDER BY s.id",
+            (session_id, parent_id))
+        return [step_from_row(row) for row in rows]
+
+    def step_count(self, session_id: int) -> int:
+        """How many steps the session has, on every branch."""
+        return self._read_tuples("SELECT COUNT(*) FROM steps WHERE session_id = ?",
+                                 (session_id,))[0][0]
+
+    def has_step(self, session_id: int, step_id: int) -> bool:
+        return bool(self._read_tuples("SELECT 1 FROM steps WHERE id = ? AND session_id = ?",
+                                      (step_id, session_id)))
+
+    def leaf_steps(self, session_id: int) -> list[Step]:
+        """The ends of every branch of the session (steps with no child), oldest first."""
+        rows = self._read_tuples(
+            _STEPS_SELECT + " WHERE s.session_id = ? AND NOT EXISTS (SELECT 1 FROM steps "
+            "AS child WHERE child.session_id = s.session_id AND child.parent_id = s.id) "
+            "ORDER BY s.id", (session_id,))
+        return [step_from_row(row) for row in rows]
+
+    def newest_leaf_under(self, session_id: int, step_id: int) -> int:
+        """The newest end of a branch through `step_id` (itself if a leaf): its id."""
+        rows = self._read_tuples(
+            """WITH RECURSIVE under(id) AS (
+                   SELECT id FROM steps WHERE id = :step AND session_id = :session
+                   UNION ALL
+                   SELECT child.id FROM under JOIN steps AS child
+                   ON child.session_id = :session AND child.parent_id = under.id
+               )
+               SELECT MAX(under.id) FROM under WHERE NOT EXISTS (SELECT 1 FROM steps AS child
+                   WHERE child.session_id = :session AND child.parent_id = under.id)""",
+            {"step": step_id, "session": session_id})
+        if not rows or rows[0][0] is None:
+            raise StoreError(f"{self.path}: there is no step {step_id}")
+        return rows[0][0]
+
+    def branch_point_steps(self, session_id: int) -> list[Step]:
+        """The steps with more than one child, oldest first."""
+        rows = self._read_tuples(
+            _STEPS_SELECT + " WHERE s.id IN (SELECT parent_id FROM steps WHERE session_id = ? "
+            "AND parent_id IS NOT NULL GROUP BY parent_id HAVING COUNT(*) > 1) ORDER BY s.id",
+            (session_id,))
+        return [step_from_row(row) for row in rows]
 
     def step_ids(self, session_id: int) -> list[int]:
         """The ids of the branch on show, Thought 1 first (a queued trace has one branch)."""

@@ -11,7 +11,7 @@ from enum import StrEnum
 
 from bbm_tui.core.store import Step, StoredCandidate
 from bbm_tui.core.tasks import Task, is_correct
-from bbm_tui.core.trace.tree import BranchDiff, StepTree
+from bbm_tui.core.trace.tree import BranchDiff, Tree
 from bbm_tui.core.types import StepOrigin, TokenLogprob, sane_logprob_sum
 
 
@@ -36,7 +36,7 @@ class Segment:
         return self.steps[-1]
 
 
-def segments(tree: StepTree, parent_id: int | None = None) -> list[Segment]:
+def segments(tree: Tree, parent_id: int | None = None) -> list[Segment]:
     """The tree under `parent_id` as segments, oldest first. Iterative over the chains, so a
     100,000-thought trace costs one pass and no deep recursion."""
     found = []
@@ -68,7 +68,7 @@ class Leaf:
     on_show: bool
 
 
-def leaves(tree: StepTree, head_id: int | None, target: str | None,
+def leaves(tree: Tree, head_id: int | None, target: str | None,
            task: Task | None = None) -> list[Leaf]:
     """Every branch's end, oldest first, with its answer and whether it is right."""
     shown = tree.path(head_id)[-1].id if head_id is not None and head_id in tree else None
@@ -76,11 +76,11 @@ def leaves(tree: StepTree, head_id: int | None, target: str | None,
             for step in tree.leaves()]
 
 
-def compare(tree: StepTree, left_leaf: int, right_leaf: int) -> BranchDiff:
+def compare(tree: Tree, left_leaf: int, right_leaf: int) -> BranchDiff:
     return tree.diff(left_leaf, right_leaf)
 
 
-def other_branch(tree: StepTree, steps: Sequence[Step], number: int) -> int | None:
+def other_branch(tree: Tree, steps: Sequence[Step], number: int) -> int | None:
     """The branch to compare with the one on show: the newest one that parts from it at
     Thought `number` (another version of it), else the newest other branch anywhere."""
     if not steps:
@@ -123,7 +123,7 @@ class BranchOrigin:
 
 
 def branch_origin(
-    tree: StepTree,
+    tree: Tree,
     own: Sequence[Step],
     sampled: Sequence[StoredCandidate] = (),
     call_models: Mapping[int, str] | None = None,

@@ -9,17 +9,15 @@ batches run them on their loop (`on_the_loop`), where nothing waits for a frame.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import secrets
 import socket
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
     aclosing,
     asynccontextmanager,
-    contextmanager,
     suppress,
 )
 from dataclasses import dataclass, replace
@@ -64,7 +62,7 @@ from bbm_tui.core.store import (
 from bbm_tui.core.tasks import Task, UnknownTaskError, get_task
 from bbm_tui.core.tasks.files import task_definition, task_digest, task_from_definition
 from bbm_tui.core.trace.branches import BranchOrigin, branch_origin, one_sampling
-from bbm_tui.core.trace.tree import StepTree
+from bbm_tui.core.trace.tree import Branch, StoredTree
 from bbm_tui.core.types import (
     DEFAULT_ANNOTATOR,
     RECORDED_MODEL,
@@ -128,7 +126,7 @@ class BranchLabel:
     """A branch (its steps from the root) and the session annotator's label in force on
     it: `mistake_index` 0-based on the branch, None for "no mistake"."""
 
-    steps: list[Step]
+    steps: Sequence[Step]
     label: Label
     mistake_index: int | None
     on_show: bool
@@ -281,7 +279,7 @@ class TraceSession:
         *,
         model_branch: ModelBranch | None = None,
         claim: SessionClaim | None = None,
-        tree: StepTree | None = None,
+        tree: StoredTree | None = None,
     ) -> None:
         self.store = store
         self.store_work = store_work
@@ -291,17 +289,11 @@ class TraceSession:
         # Made by `create` in this process (not loaded): left with nothing done in it, it is
         # deleted rather than left behind in the sessions list.
         self.created_now = False
-        # Every step on every branch; `steps` is the branch on show, from the root to the
-        # head, and new steps hang under the head.
-        with _collector_paused():
-            self.tree = tree if tree is not None else StepTree(store.steps_of(session.id))
-            self.steps: list[Step] = self.tree.path(self._stored_head())
-            if tree is None and len(self.tree) >= FREEZE_FROM:
-                # Out of the collector's sight before it runs again: its first passes after
-                # the load walked every step three times over (generations 0, 1 and 2), a
-                # second at 10^5 steps on a busy machine. They hold no cycle, and are freed
-                # as ever when let go; the app's trace screen unfreezes when it goes.
-                gc.freeze()
+        # Every step on every branch, in the store; `steps` is the branch on show, from the
+        # root to the head (its ids, each step read when asked for), and new steps hang
+        # under the head.
+        self.tree = tree if tree is not None else StoredTree(store, session.id)
+        self.steps: Branch = self.tree.path(self._stored_head())
         self.label: Label | None = self._branch_label()
         self._spec = spec or (_branch_spec(model_branch) if model_branch is not None
                               else _stored_spec(session))
@@ -393,7 +385,6 @@ class TraceSession:
         self.session = self.store.session(self.session.id)
         if self.model_branch is not None:
             self.model_branch = self.store.model_branch(self.model_branch.id)
-        self.tree = StepTree(self.store.steps_of(self.session.id))
         self.steps = self.tree.path(self._stored_head())
         self.label = self._branch_label()
 
@@ -409,12 +400,11 @@ class TraceSession:
         # show, or goes on from it).
         others = [self.tree.path(leaf.id) for leaf in self.tree.leaves()]
         branches = [shown] + [path for path in others
-                              if not shown or shown[-1].id not in {s.id for s in path}]
+                              if not shown or shown.ids[-1] not in path.ids]
         found = []
         for steps in branches:
-            ids = [step.id for step in steps]
-            on_branch = set(ids)
-            label = next((label for label in history if label.leaf_step_id in on_branch
+            ids = steps.ids
+            label = next((label for label in history if label.leaf_step_id in ids
                           or (label.leaf_step_id is None and not steps)), None)
             if label is None:
                 continue
@@ -427,7 +417,7 @@ class TraceSession:
     def _branch_label(self) -> Label | None:
         """The annotator's verdict on the branch on show: labels stay with the branch they
         were made on (the leaf they saw is on it)."""
-        on_branch = {step.id for step in self.steps}
+        on_branch = self.steps.ids
         for label in self.store.label_history(self.session.id, self.annotator):
             if label.leaf_step_id in on_branch or (label.leaf_step_id is None
                                                    and not self.steps):
@@ -438,7 +428,7 @@ class TraceSession:
 
     @property
     def head_id(self) -> int | None:
-        return self.steps[-1].id if self.steps else None
+        return self.steps.ids[-1] if self.steps else None
 
     def alternatives(self, number: int) -> list[Step]:
         """Thought `number` of the branch on show and its siblings: every version of it (on a
@@ -519,7 +509,7 @@ class TraceSession:
         if step_id is None or step_id not in self.tree:
             return None
         number = self.tree.step(step_id).number
-        if 1 <= number <= len(self.steps) and self.steps[number - 1].id == step_id:
+        if 1 <= number <= len(self.steps) and self.steps.ids[number - 1] == step_id:
             return number
         return None
 
@@ -741,7 +731,6 @@ class TraceSession:
                 for index, text in enumerate(steps)]
         ids = self.store.add_view(self.session.id, reasoning.id, str(rule), rows,
                                   str(StepOrigin.THINKING), self.model_branch_id)
-        self.tree = StepTree(self.store.steps_of(self.session.id))
         self._set_head(ids[-1])
         return True
 
@@ -770,12 +759,12 @@ class TraceSession:
 
     def _append(self, step: Step) -> None:
         """A step saved below the head, on show. The tree holds it already where another
-        window stored the same step at this place first (the store keeps it once)."""
-        if step.id in self.tree:
-            self.steps = self.tree.path(step.id)
-        else:
-            self.tree.add(step)
+        window stored the same step at this place first (the store keeps it once): a child
+        of the head all the same."""
+        if step.parent_id == self.head_id and step.number == len(self.steps) + 1:
             self.steps.append(step)
+        else:
+            self.steps = self.tree.path(step.id)
 
     # -- new branches: backtracking, another candidate, a rewritten thought. Each adds a
     #    version of Thought k beside the old one (the old branch stays in the tree, with its
@@ -892,8 +881,6 @@ class TraceSession:
     def show_new_step(self, step: Step) -> None:
         """The step just saved, on show as the head: one of the tree's already where another
         window stored the same step at this place first (the store keeps it once)."""
-        if step.id not in self.tree:
-            self.tree.add(step)
         self.session = self.store.session(self.session.id)
         if self.model_branch is not None:
             self.model_branch = self.store.model_branch(self.model_branch.id)
@@ -979,24 +966,6 @@ def resumed_spec(
     api_base = configured.api_base if ours or "api_base" in given else session.api_base
     mode = configured.mode if ours or "mode" in given else session.mode
     return llm.ModelSpec(model, api_base, mode)
-
-
-# From this many steps, a loaded trace is set aside from the cyclic garbage collector
-# (`gc.freeze`): a full collection walks every live object, 10^5 steps and their texts.
-FREEZE_FROM = 10_000
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a trace's tree is built: 10^5 steps and their
-    dicts hold no cycle, yet the collector would walk them over and over."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _stored_spec(session: Session) -> llm.ModelSpec:

@@ -24,7 +24,7 @@ from bbm_tui.core.trace.session import (
     StoreWork,
     TraceSession,
 )
-from bbm_tui.core.trace.tree import StepTree
+from bbm_tui.core.trace.tree import StoredTree
 from bbm_tui.core.types import DEFAULT_ANNOTATOR, ModelBranchState, SessionSource
 
 # The most models one session runs side by side (four columns fit 250 columns of terminal).
@@ -115,7 +115,7 @@ class SideBySide:
         self.annotator = annotator
         self.store_work = store_work
         self.claim = SessionClaim(store, session.id, store_work)
-        self.tree = StepTree(store.steps_of(session.id))
+        self.tree = StoredTree(store, session.id)
         self.columns: list[TraceSession] = []
         for position, branch in enumerate(store.model_branches(session.id)):
             spec = specs[position] if position < len(specs) else None

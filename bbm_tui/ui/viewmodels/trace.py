@@ -263,11 +263,11 @@ def describe_finder(shown: FinderShown, trace: TraceSession) -> Content:
     where = finder_source(shown)
     if shown.step_level and shown.judge_all:
         where += " · every step"
-    ids = {step.id: step.number for step in trace.steps}
-    if shown.leaf_step_id is not None and shown.leaf_step_id not in ids:
+    leaf = trace.place_of(shown.leaf_step_id)
+    if shown.leaf_step_id is not None and leaf is None:
         where += " · on another branch"
-    elif shown.leaf_step_id is not None and ids[shown.leaf_step_id] < len(trace.steps):
-        where += f" · on Thoughts 1–{ids[shown.leaf_step_id]}"
+    elif leaf is not None and leaf < len(trace.steps):
+        where += f" · on Thoughts 1–{leaf}"
     return line.append("\n").append(styled(f"({where})", MUTED))
 
 
@@ -333,7 +333,8 @@ def describe_gold(trace: TraceSession, recorded: list[str] | None) -> Content:
     else:
         line = line.append(styled(f"{GLYPH_MISTAKE} first mistake in Thought {gold + 1}",
                                   "$text-error"))
-    texts = trace.texts
+    # A thought past the recorded ones is all it takes to tell (not 10^5 of them read).
+    texts = [step.text for step in trace.steps[:len(recorded) + 1]]
     if texts == recorded:
         return line
     if recorded[: len(texts)] == texts:

@@ -26,7 +26,6 @@ window itself is a range of places on the path on show.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -38,7 +37,6 @@ from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.widget import Widget
 
-from bbm_tui.core.trace.session import FREEZE_FROM
 from bbm_tui.ui.text import MUTED, styled
 from bbm_tui.ui.widgets.thought import ThoughtView
 
@@ -50,10 +48,6 @@ if TYPE_CHECKING:
 # mounted whole, as before.
 WINDOW = 40
 MARGIN = 8
-# From FREEZE_FROM steps, the objects alive once the trace is on screen (its steps above all,
-# which the load set aside already) are set aside from the cyclic garbage collector while the
-# pane is up: a full collection walks every one of them (60 ms at 10^5 steps, a pause in the
-# middle of a key).
 
 
 class OutOfWindow(Widget):
@@ -145,7 +139,6 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._lo, self._hi = self._window_around(around, count)
         # The window changed since the last layout: places read now are stale.
         self._reflowing = False
-        self._frozen = False
         self._before = OutOfWindow("before")
         self._after = OutOfWindow("after")
         # Everything fitted when the end was last to be followed: anchor once it no longer
@@ -200,13 +193,6 @@ class ThoughtList(VerticalScroll, can_focus=False):
 
     def on_mount(self) -> None:
         self._show_counts()
-        self._frozen = len(self._steps()) >= FREEZE_FROM
-        if self._frozen:
-            gc.freeze()
-
-    def on_unmount(self) -> None:
-        if self._frozen:
-            gc.unfreeze()  # collectable again once the screen is gone
 
     # -- moving the window
 

@@ -363,7 +363,7 @@ class Branching:
         # What each segment that parts from others is (its sampling, its calls' models:
         # read from the store).
         origins = await asyncio.to_thread(self._origins, roots)
-        shown = {step.id for step in trace.steps}
+        shown = set(trace.steps.ids)
         await view.app.push_screen(BranchTreeScreen(roots, shown, trace.session.target,
                                                     origins, trace.task), chosen)
 

@@ -212,9 +212,8 @@ class MistakeFinding:
         runs = await asyncio.to_thread(trace.store.finder_runs, trace.id)
         if view.finding or view.verify_live or not view.is_attached:
             return  # a new run, or the live verifier, is on show
-        on_branch = {step.id for step in trace.steps}
         mine = [run for run in runs
-                if run.leaf_step_id is None or run.leaf_step_id in on_branch]
+                if run.leaf_step_id is None or trace.place_of(run.leaf_step_id) is not None]
         view.finder = FinderShown.of_run(mine[-1]) if mine else None
 
     # -- V: the task verifier's live marks

@@ -138,8 +138,8 @@ class TraceHost(Horizontal, can_focus=True):
         shown = self.finder
         if shown is None:
             return {}
-        on_branch = shown.leaf_step_id is None or any(
-            step.id == shown.leaf_step_id for step in reversed(self.trace.steps))
+        on_branch = (shown.leaf_step_id is None
+                     or self.trace.place_of(shown.leaf_step_id) is not None)
         return shown.judgements(len(self.trace.steps)) if on_branch else {}
 
     def _show_finder(self) -> None:
