@@ -95,3 +95,22 @@ async def test_the_finder_dialog_highlights_the_chosen_method() -> None:
         choice = MethodSet(RadioButton("a"), RadioButton("b", value=True))
         await app.screen.mount(choice)
         await wait_for(pilot, lambda: choice._selected == 1)  # type: ignore[attr-defined]
+
+
+def test_a_scroll_bars_repaint_in_the_layouts_frame_still_works() -> None:
+    """bbm_tui/ui/widgets/thought_list.py ThoughtList._scroll_update paints the scroll bar in
+    the layout's frame: it overrides Widget._scroll_update (called by `_size_updated` in the
+    screen's layout), reads the bar's `_repaint_required` and hands it to the screen's
+    compositor (`_compositor.update_widgets`, `visible_widgets`)."""
+    import inspect
+
+    from textual._compositor import Compositor
+    from textual.scrollbar import ScrollBar
+    from textual.widget import Widget
+
+    assert "self._scroll_update(virtual_size)" in inspect.getsource(Widget._size_updated)
+    assert "self.vertical_scrollbar.refresh()" in inspect.getsource(Widget._scroll_update)
+    assert "_repaint_required" in inspect.getsource(Widget._check_refresh)
+    assert "_repaint_required" in vars(ScrollBar(vertical=True))
+    assert callable(Compositor.update_widgets)
+    assert isinstance(vars(Compositor).get("visible_widgets"), property)

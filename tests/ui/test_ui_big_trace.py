@@ -208,6 +208,45 @@ async def test_a_moved_window_draws_each_thought_once(store: Store) -> None:
             ThoughtView.render_lines = original  # type: ignore[method-assign]
 
 
+async def test_a_jump_settles_in_one_frame(store: Store) -> None:
+    """G, home, a page and digits+enter each make one frame: the jump that moved the window
+    scrolled once laid out (a second layout and frame), and the scroll bar, its thumb moved,
+    was repainted a frame after that (bench/big_store.py's "until settled", 47-66 ms where
+    the first frame took 25). The thought is in sight and the thumb where the pane is."""
+    session_id = big_session(default_path(), 500)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.pause(0.3)
+        frames: list[bool] = []
+        # Counted where the app writes a frame (App._display), as the bench counts them.
+        original = app._display
+
+        def display(screen_, renderable) -> None:  # type: ignore[no-untyped-def]
+            if renderable is not None:
+                frames.append(True)
+            original(screen_, renderable)
+
+        app._display = display  # type: ignore[method-assign]
+        pane = screen.query_one(ThoughtList)
+        for keys in (["G"], ["home"], ["pagedown"], ["2", "5", "0", "enter"], ["pagedown"],
+                     ["G"], ["1", "2", "enter"]):
+            *digits, key = keys
+            for digit in digits:
+                await pilot.press(digit)
+            await pilot.pause(0.3)
+            before = screen.view.selected
+            frames.clear()
+            await pilot.press(key)
+            await wait_for(pilot, lambda before=before: screen.view.selected != before
+                           and bool(frames))
+            await pilot.pause(0.3)  # time for any later frame to come
+            assert len(frames) == 1, keys
+            view = thought(screen, screen.view.selected)
+            assert pane.region.contains_region(view.region), keys
+            assert pane.vertical_scrollbar.position == pane.scroll_y, keys
+
+
 async def test_finder_marks_show_on_thoughts_that_enter_the_window(store: Store) -> None:
     session_id = big_session(default_path(), 2_000)
     app = make_app(session_id=session_id)

@@ -208,6 +208,11 @@ class StoredTree:
     def add(self, step: Step) -> None:
         """Nothing to do: the step is in the store, so in the tree."""
 
+    def in_memory(self) -> StepTree:
+        """Every step of every branch read at once, as a StepTree: for a view of the whole
+        tree (the branch tree), which would otherwise ask the store once a step."""
+        return StepTree(self._store.steps_of(self.session_id))
+
     def __contains__(self, step_id: object) -> bool:
         return isinstance(step_id, int) and self._store.has_step(self.session_id, step_id)
 

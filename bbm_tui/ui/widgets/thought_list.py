@@ -27,7 +27,7 @@ window itself is a range of places on the path on show.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from textual import events
 from textual.await_remove import AwaitRemove
@@ -35,12 +35,15 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.geometry import Size
 from textual.reactive import Reactive
+from textual.scrollbar import ScrollBar
 from textual.widget import Widget
 
 from bbm_tui.ui.text import MUTED, styled
 from bbm_tui.ui.widgets.thought import ThoughtView
 
 if TYPE_CHECKING:
+    from textual.layout import DockArrangeResult
+
     from bbm_tui.core.store import Step
 
 # Finished thoughts mounted at most; a move that comes within MARGIN of an edge of the window
@@ -55,8 +58,9 @@ class OutOfWindow(Widget):
     them in. One line, redrawn without a new layout when only its count changes."""
 
     # It does not scroll: its virtual size, set in the layout that first shows it, need not
-    # ask for another layout (see ThoughtList.virtual_size).
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
+    # ask for another layout (see ThoughtList.virtual_size), nor a repaint after it (a second
+    # frame after a jump): that layout paints a line whose size changed.
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False, repaint=False)
 
     DEFAULT_CSS = """
     OutOfWindow {
@@ -139,6 +143,9 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._lo, self._hi = self._window_around(around, count)
         # The window changed since the last layout: places read now are stale.
         self._reflowing = False
+        # A view to scroll into sight (centred or not) in the layout that places it: see
+        # `arrange`.
+        self._scroll_pending: tuple[ThoughtView, bool] | None = None
         self._before = OutOfWindow("before")
         self._after = OutOfWindow("after")
         # Everything fitted when the end was last to be followed: anchor once it no longer
@@ -231,11 +238,77 @@ class ThoughtList(VerticalScroll, can_focus=False):
         elif view.virtual_region.height and not self._reflowing:
             scroll()
         else:
+            # Scrolled in the layout that places it (`arrange`), in the same frame; scrolled
+            # after that layout only if it did not (the view not laid out there). Side by
+            # side, always after: the other columns follow this one's scrolling through its
+            # watchers, which the scroll set in the layout does not call.
+            if not self.shared:
+                self._scroll_pending = (view, center)
+
             def settled() -> None:
                 self._reflowing = False
-                scroll()
+                pending = self._scroll_pending
+                if self.shared or (pending is not None and pending[0] is view):
+                    self._scroll_pending = None
+                    scroll()
 
             self.call_after_refresh(settled)
+
+    def _scroll_update(self, virtual_size: Size) -> None:
+        """Textual's update of the scroll bar after a layout changed the pane's scrollable
+        height (every jump that moves the window), with its repaint in that layout's frame.
+        Textual asks for that repaint with a message handled after the frame: a second frame,
+        20-30 ms after the first (at most 60 a second), for the scroll bar alone
+        (bench/big_store.py, "until settled"). Called only from the screen's layout, which
+        paints the compositor's dirty regions right after (Screen._refresh_layout)."""
+        super()._scroll_update(virtual_size)
+        bar = self.vertical_scrollbar
+        compositor = self.screen._compositor
+        if bar._repaint_required and bar in compositor.visible_widgets:
+            compositor.update_widgets({bar})
+            bar._repaint_required = False
+
+    def arrange(self, size: Size, optimal: bool = False) -> DockArrangeResult:
+        """Place the thoughts, and scroll a view that waited for its place (a jump that moved
+        the window) to it, in this same layout, as Textual's anchor keeps the bottom: the
+        compositor places the thoughts by the scroll offset set here. Scrolled once laid out
+        instead (`call_after_refresh`), the jump took a second layout and frame, 20-40 ms
+        after the first (bench/big_store.py, "until settled")."""
+        arrangement = super().arrange(size, optimal)
+        if optimal:
+            return arrangement
+        # The places read from now on are this layout's (the compositor's map of it).
+        self._reflowing = False
+        pending = self._scroll_pending
+        if pending is None:
+            return arrangement
+        view, center = pending
+        placed = next((placement for placement in arrangement.placements
+                       if placement.widget is view), None)
+        if placed is None:
+            return arrangement
+        self._scroll_pending = None
+        region = placed.region + placed.offset
+        height = size.height
+        if center:
+            y = region.y - (height - region.height) // 2
+        elif region.y < self.scroll_y or region.height > height:
+            y = region.y
+        elif region.bottom > self.scroll_y + height:
+            y = region.bottom - height
+        else:
+            y = round(self.scroll_y)
+        y = max(0, min(y, arrangement.total_region.bottom - height))
+        # As a scroll to a widget does: an anchor (set by G) would put the bottom back.
+        self.release_anchor()
+        # Without their watchers (which would ask for another layout): the compositor reads
+        # the offset right after this; the scroll bar's thumb is drawn from its position.
+        self.set_reactive(cast("Reactive[float]", Widget.scroll_y), float(y))
+        self.set_reactive(cast("Reactive[float]", Widget.scroll_target_y), float(y))
+        self.vertical_scrollbar.set_reactive(cast("Reactive[float]", ScrollBar.position),
+                                             float(y))
+        self.vertical_scrollbar.refresh()  # painted in this layout's frame: _scroll_update
+        return arrangement
 
     def page(self, direction: int) -> None:
         """Bring in the thoughts beyond one edge (a click on "↑ N earlier thoughts")."""

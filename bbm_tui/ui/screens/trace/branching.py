@@ -359,7 +359,9 @@ class Branching:
                                 exclusive=True, exit_on_error=False,
                                 description="Showing the branch")
 
-        roots = segments(trace.tree)
+        # Every step of every branch, read at once (in a thread): the tree shows them all,
+        # and a question a step to the store would take seconds on 10^5 of them.
+        roots = await asyncio.to_thread(lambda: segments(trace.tree.in_memory()))
         # What each segment that parts from others is (its sampling, its calls' models:
         # read from the store).
         origins = await asyncio.to_thread(self._origins, roots)
