@@ -50,11 +50,21 @@ ROWS_KEPT = 200
 
 @dataclass
 class Frame:
-    """What every line of a frame is drawn with: the columns' widths, and each kind of row's
-    styles (worked out at its first line)."""
+    """What every line of a frame is drawn with (the table's settings, read once a frame
+    rather than for each line and each cell), and each kind of row's styles (worked out at
+    its first line)."""
 
     widths: list[int]
     table_width: int
+    width: int
+    simple: bool  # a row cursor, no fixed rows or columns, no row labels
+    show_cursor: bool
+    show_hover_cursor: bool
+    css_foreground: bool
+    css_background: bool
+    padding: int
+    options: ConsoleOptions
+    console: Console
     row_styles: dict[tuple[object, ...], tuple[Style, Style]] = field(default_factory=dict)
 
 
@@ -77,7 +87,7 @@ class WindowTable(DataTable):
         # the content version is the update count less these.
         self._unchanging_updates = 0
         self._line_style = Style()
-        self._frame = Frame([], 0)
+        self._frame: Frame | None = None  # while a frame is drawn
         super().__init__(*args, **kwargs)
         self._cell_render_cache = LRUCache(CELLS_KEPT)
         self._row_render_cache = LRUCache(ROWS_KEPT)
@@ -117,95 +127,95 @@ class WindowTable(DataTable):
         super().notify_style_update()
         self._lines.clear()
 
-    def _render_cell(self, row_index: int, column_index: int, base_style: Style, width: int,
-                     cursor: bool = False, hover: bool = False) -> SegmentLines:
-        """A data cell of rich Text drawn on one line a row's line (no wrapping): the lines
-        DataTable draws (its `Styled(Padding(cell))` through the console), made without the
-        console's general renderable machinery, which was most of a new row's cost (a `pgdn`
-        draws ~30 new rows of 8 cells). Anything else is DataTable's own."""
-        if row_index < max(self.fixed_rows, 0) or column_index < max(self.fixed_columns, 0):
-            return super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                        hover)
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        assert row_key is not None and column_key is not None
-        # DataTable's own cell cache and key (Textual 8.2's `_render_cell`).
-        cache_key = (row_key, column_key, base_style, cursor, hover, self._show_hover_cursor,
-                     self._update_count, self._pseudo_class_state)
-        cached = self._cell_render_cache.get(cache_key)
-        if cached is not None:
-            return cached
-        row = self.rows[row_key]
-        cell = self._get_row_renderables(row_index).cells[column_index]
-        options = self.app.console_options.update_dimensions(width, row.height)
-        if row.height == 1:
-            options = options.update(no_wrap=True)
-        if not isinstance(cell, Text) or row.height < 1 \
-                or not (options.no_wrap if cell.no_wrap is None else cell.no_wrap) \
-                or width - 2 * self.cell_padding < 1:
-            return super()._render_cell(row_index, column_index, base_style, width, cursor,
-                                        hover)
-        component_style, post_style = self._get_styles_to_render_cell(
-            False, False, False, hover, cursor, self.show_cursor, self._show_hover_cursor,
-            self.cursor_foreground_priority == "css", self.cursor_background_priority == "css")
-        # Most cells repeat from row to row (a task, a model, a label, "—"): their text is
-        # laid out once; the row's styles (and its mouse meta) are put on each time.
-        text = text_key(cell, options, self.cell_padding)
-        unstyled = self._texts.get(text)
-        if unstyled is None:
-            if len(self._texts) >= TEXTS_KEPT:
-                self._texts.clear()
-            unstyled = text_cell_lines(self.app.console, options, cell, self.cell_padding)
-            self._texts[text] = unstyled
-        pre_style = base_style + Style.from_meta({"row": row_index, "column": column_index})
-        pre_style += component_style
-        lines = [list(Segment.apply_style(line, pre_style, post_style)) for line in unstyled]
-        self._cell_render_cache[cache_key] = lines
-        return lines
-
     def _render_line_in_row(self, row_key: RowKey, line_no: int, base_style: Style,
                             cursor_location: Coordinate, hover_location: Coordinate
                             ) -> tuple[SegmentLines, SegmentLines]:
-        """DataTable's for a data row under a row cursor with no fixed columns and no labels,
-        with the row's styles and the columns' widths worked out once a frame (DataTable
-        works them out again for each line: a third of a line's cost once its cells are
-        drawn)."""
+        """DataTable's, for a data row under a row cursor with no fixed columns and no labels:
+        with what is the same for every line worked out once a frame (DataTable works out the
+        row's styles and the columns' widths again for each line), and its cells drawn by
+        `_draw_cell`."""
+        frame = self._frame
         row_index = self._row_locations.get(row_key)
-        if row_index is None or self.fixed_rows or self.cursor_type != "row" \
-                or self.fixed_columns or (self._labelled_row_exists and self.show_row_labels):
+        if frame is None or row_index is None or not frame.simple:
             return super()._render_line_in_row(row_key, line_no, base_style, cursor_location,
                                                hover_location)
         cursor = row_index == cursor_location.row
         hover = row_index == hover_location.row
-        row_style, extend_style = self._row_styles(row_index % 2, cursor, hover, base_style)
-        render_cell = self._render_cell
-        scrollable = [render_cell(row_index, index, row_style, width, cursor=cursor,
-                                  hover=hover)[line_no]
-                      for index, width in enumerate(self._frame.widths)]
-        remaining = max(0, self.size.width - self._frame.table_width)
+        row_style, extend_style = self._row_styles(frame, row_index % 2, cursor, hover,
+                                                   base_style)
+        component_style, post_style = self._get_styles_to_render_cell(
+            False, False, False, hover, cursor, frame.show_cursor, frame.show_hover_cursor,
+            frame.css_foreground, frame.css_background)
+        row = self.rows[row_key]
+        cells = self._get_row_renderables(row_index).cells
+        scrollable = [self._draw_cell(frame, row_index, index, cells[index], row.height,
+                                      row_style, component_style, post_style, width, cursor,
+                                      hover)[line_no]
+                      for index, width in enumerate(frame.widths)]
+        remaining = max(0, frame.width - frame.table_width)
         scrollable.append([Segment(" " * remaining, extend_style + Style.from_meta(
             {"row": row_index, "column": 0, "out_of_bounds": True}))])
         return [], scrollable
 
-    def _row_styles(self, odd: int, cursor: bool, hover: bool, base_style: Style
-                    ) -> tuple[Style, Style]:
+    def _draw_cell(self, frame: Frame, row_index: int, column_index: int, cell: object,
+                   height: int, row_style: Style, component_style: Style, post_style: Style,
+                   width: int, cursor: bool, hover: bool) -> SegmentLines:
+        """A data cell, as DataTable's `_render_cell` draws it. A Text on one line a row's
+        line (no wrapping) is laid out without Rich's general renderable path (its
+        `Styled(Padding(cell))` through the console), which was most of a new row's cost (a
+        `pgdn` draws ~30 new rows of 8 cells), and its text once for every row that shows the
+        same (a task, a model, a label, "—"); the row's styles and its mouse meta are put on
+        each time. Anything else is DataTable's own."""
+        options = frame.options.update_dimensions(width, height)
+        if height == 1:
+            options = options.update(no_wrap=True)
+        if not isinstance(cell, Text) or height < 1 \
+                or not (options.no_wrap if cell.no_wrap is None else cell.no_wrap) \
+                or width - 2 * frame.padding < 1:
+            return self._render_cell(row_index, column_index, row_style, width, cursor, hover)
+        text = text_key(cell, options, frame.padding)
+        unstyled = self._texts.get(text)
+        if unstyled is None:
+            if len(self._texts) >= TEXTS_KEPT:
+                self._texts.clear()
+            unstyled = text_cell_lines(frame.console, options, cell, frame.padding)
+            self._texts[text] = unstyled
+        pre_style = row_style + Style.from_meta({"row": row_index, "column": column_index})
+        pre_style += component_style
+        return [list(Segment.apply_style(line, pre_style, post_style)) for line in unstyled]
+
+    def _row_styles(self, frame: Frame, odd: int, cursor: bool, hover: bool,
+                    base_style: Style) -> tuple[Style, Style]:
         """A row's style and the style past its last column (DataTable's `_get_row_style`
         and its `extend_style`), once a frame for each kind of row."""
         key = (odd, cursor, hover, base_style)
-        styles = self._frame.row_styles.get(key)
+        styles = frame.row_styles.get(key)
         if styles is None:
             row_style = self._get_row_style(odd, base_style)  # only the parity counts here
             extend, _ = self._get_styles_to_render_cell(
-                False, False, False, hover, cursor, self.show_cursor, self._show_hover_cursor,
-                False, False)
-            styles = self._frame.row_styles[key] = (row_style, row_style + extend)
+                False, False, False, hover, cursor, frame.show_cursor,
+                frame.show_hover_cursor, False, False)
+            styles = frame.row_styles[key] = (row_style, row_style + extend)
         return styles
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._line_style = self.rich_style  # once a frame (it walks the ancestors' styles)
         widths = [column.get_render_width(self) for column in self.ordered_columns]
-        self._frame = Frame(widths, sum(widths) + self._row_label_column_width)
-        return super().render_lines(crop)
+        self._frame = Frame(
+            widths=widths, table_width=sum(widths) + self._row_label_column_width,
+            width=self.size.width,
+            simple=(self.cursor_type == "row" and not self.fixed_rows
+                    and not self.fixed_columns
+                    and not (self._labelled_row_exists and self.show_row_labels)),
+            show_cursor=self.show_cursor, show_hover_cursor=self._show_hover_cursor,
+            css_foreground=self.cursor_foreground_priority == "css",
+            css_background=self.cursor_background_priority == "css",
+            padding=self.cell_padding, options=self.app.console_options,
+            console=self.app.console)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame = None
 
     def render_line(self, y: int) -> Strip:
         header = self.header_height if self.show_header else 0
