@@ -39,8 +39,10 @@ from textual.widgets.data_table import CellKey, Row, RowKey
 # row or not: the row (key, index: the cells' mouse meta carries it), the line in the row, the
 # horizontal scroll and width, the styles, and the table's content version.
 LineKey = tuple[object, ...]
-LINES_KEPT = 1000  # lines of rows the table keeps drawn (a few screens)
-TEXTS_KEPT = 5000  # cells' texts the table keeps laid out
+# Lines of rows the table keeps drawn (a few screens: a page further on is drawn anew), and
+# cells' texts kept laid out; the least recently drawn go first, one at a time.
+LINES_KEPT = 400
+TEXTS_KEPT = 2000
 # DataTable's own caches, smaller: its drawn lines and rows are keyed on the cursor's place and
 # its cells on the update count (which each appended row moves on), so past a screen or two
 # they held only what would not be asked for again: 11 MB more RSS after 20 pages of 100.
@@ -81,8 +83,8 @@ class WindowTable(DataTable):
 
     def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
         # Before DataTable's own: it clears its caches (and so these) as it starts.
-        self._lines: dict[LineKey, Strip] = {}
-        self._texts: dict[tuple[object, ...], SegmentLines] = {}
+        self._lines: LRUCache[LineKey, Strip] = LRUCache(LINES_KEPT)
+        self._texts: LRUCache[tuple[object, ...], SegmentLines] = LRUCache(TEXTS_KEPT)
         # The update count's bumps that changed no drawn row (rows appended or let go of):
         # the content version is the update count less these.
         self._unchanging_updates = 0
@@ -176,10 +178,8 @@ class WindowTable(DataTable):
         text = text_key(cell, options, frame.padding)
         unstyled = self._texts.get(text)
         if unstyled is None:
-            if len(self._texts) >= TEXTS_KEPT:
-                self._texts.clear()
             unstyled = text_cell_lines(frame.console, options, cell, frame.padding)
-            self._texts[text] = unstyled
+            self._texts.set(text, unstyled)
         pre_style = row_style + Style.from_meta({"row": row_index, "column": column_index})
         pre_style += component_style
         return [list(Segment.apply_style(line, pre_style, post_style)) for line in unstyled]
@@ -236,10 +236,8 @@ class WindowTable(DataTable):
                self._update_count - self._unchanging_updates)
         strip = self._lines.get(key)
         if strip is None:
-            if len(self._lines) >= LINES_KEPT:
-                self._lines.clear()
             strip = self._render_line(line, scroll_x, scroll_x + width, self._line_style)
-            self._lines[key] = strip
+            self._lines.set(key, strip)
         return strip
 
     def drop_first_rows(self, count: int) -> None:
