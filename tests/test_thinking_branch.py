@@ -175,6 +175,74 @@ def test_a_thinking_step_is_resampled_stored_and_goes_on_on_a_new_branch(
     store.close()
 
 
+def test_a_stopped_branch_goes_on_from_its_reasoning_so_far(llama: FakeLlamaServer) -> None:
+    """The new branch stopped once Thought 3 is stored (esc in the app): it is a stopped
+    branch whose reasoning so far is its steps raw; going on sends exactly that after the
+    template and stores the rest below Thought 3, in the same reasoning, whole at the end.
+    The original branch, whole, is no stopped branch."""
+    from collections.abc import AsyncGenerator
+    from contextlib import aclosing
+    from typing import cast
+
+    from bbm_tui.core.generation.stepper import StepFinished
+    from bbm_tui.core.trace.thinking_backtrack import go_on_from_stopped, stopped_branch
+
+    store = Store.open()
+    trace = thinking_trace(store, llama)
+    assert stopped_branch(trace) is None  # whole, finished
+    script(llama)
+    so_far = RAW[0] + "1 + 1 = 2. \n\n" + "2 * 2 = 4.\n\n"
+
+    async def stopped_after_thought_3() -> None:
+        prefixer = prefixer_for(trace)
+        try:
+            samples = await resample_thinking(trace, prefixer, 2, PrefixSettings())
+            chosen = samples.ready.resample.chosen
+            assert chosen is not None
+            # Closed as the app's esc closes it (an async generator).
+            events = cast(AsyncGenerator[object, None], continue_thinking(
+                trace, prefixer, samples, samples.ready.stored[chosen], PrefixSettings()))
+            async with aclosing(events):
+                async for event in events:
+                    if isinstance(event, StepFinished) and event.number == 3:
+                        break
+        finally:
+            await prefixer.aclose()
+
+    asyncio.run(stopped_after_thought_3())
+    assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4."]
+    kept = [step.id for step in trace.steps]
+    stopped = stopped_branch(trace)
+    assert stopped is not None and stopped.text == so_far
+    assert stopped.rule == SplitRule.PARAGRAPH
+    llama.requests.clear()
+    llama.continuation = lambda prompt, body: "So 4.</think>\n\nSo the answer is 4"
+
+    async def go_on() -> list[object]:
+        prefixer = prefixer_for(trace)
+        try:
+            return [event async for event in go_on_from_stopped(trace, prefixer, stopped,
+                                                                PrefixSettings())]
+        finally:
+            await prefixer.aclose()
+
+    events = asyncio.run(go_on())
+    head = qwen3_template([{"role": "user",
+                            "content": llama.requests[0].body["messages"][0]["content"]}])
+    (completion,) = [record for record in llama.requests if record.path == "/completion"]
+    assert completion.body["prompt"] == head + "<think>\n" + so_far
+    assert completion.body["temperature"] == 0.0
+    assert isinstance(events[-1], TraceFinished) and events[-1].answer == "4"
+    assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.", "So 4."]
+    assert [step.id for step in trace.steps[:3]] == kept
+    reasoning = trace.reasoning()
+    assert reasoning is not None and reasoning.complete and reasoning.id == stopped.reasoning_id
+    assert reasoning.text == so_far + "So 4."
+    assert stopped_branch(trace) is None
+    assert len(trace.tree.leaves()) == 2
+    store.close()
+
+
 def test_the_offline_thinking_model_backtracks_with_no_key() -> None:
     """solver/thinking's trace: its slip resampled offline, the right step starred, and the
     new branch reaches the target."""
