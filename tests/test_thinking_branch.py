@@ -33,7 +33,7 @@ from bbm_tui.core.trace.thinking_backtrack import (
     thinking_refusal,
 )
 from bbm_tui.core.types import SplitRule, StepOrigin
-from tests.llama_server import FakeLlamaServer, qwen3_template
+from tests.llama_server import FakeLlamaServer, Fault, qwen3_template
 from tests.openai_server import Reply
 
 TASK = "multistep_arithmetic"
@@ -240,6 +240,63 @@ def test_a_stopped_branch_goes_on_from_its_reasoning_so_far(llama: FakeLlamaServ
     assert reasoning.text == so_far + "So 4."
     assert stopped_branch(trace) is None
     assert len(trace.tree.leaves()) == 2
+    store.close()
+
+
+def went_on(trace: TraceSession, server: FakeLlamaServer, fault: Fault) -> list[object]:
+    """Thought 2 resampled, then the branch going on from the chosen sample, its first
+    request failing with `fault`: the going on's events."""
+    async def backtrack() -> list[object]:
+        prefixer = prefixer_for(trace)
+        try:
+            samples = await resample_thinking(trace, prefixer, 2, PrefixSettings())
+            chosen = samples.ready.resample.chosen
+            assert chosen is not None
+            server.faults.append(fault)
+            return [event async for event in continue_thinking(
+                trace, prefixer, samples, samples.ready.stored[chosen], PrefixSettings())]
+        finally:
+            await prefixer.aclose()
+
+    return asyncio.run(backtrack())
+
+
+def test_going_on_is_retried_when_the_server_is_not_ready(llama: FakeLlamaServer) -> None:
+    """llama-server answers the going-on call 503 (its model loading) with Retry-After: the
+    call is made again, and the branch goes on to its answer."""
+    store = Store.open()
+    trace = thinking_trace(store, llama)
+    script(llama)
+    events = went_on(trace, llama, Fault(503, {"Retry-After": "0"}))
+    going_on = [record for record in llama.requests
+                if record.path == "/completion" and record.body.get("stream")]
+    assert len(going_on) == 2 and going_on[0].body == going_on[1].body
+    assert isinstance(events[-1], TraceFinished) and events[-1].answer == "4"
+    assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.", "So 4."]
+    store.close()
+
+
+def test_a_going_on_cut_after_text_keeps_what_came_and_says_so(
+        llama: FakeLlamaServer) -> None:
+    """The connection reset once Thought 3 has come: not retried (another text would follow
+    it); Thought 3 kept, Thought 4 failed with the reason; the branch is a stopped one that
+    `r` goes on from."""
+    from bbm_tui.core.generation.stepper import StepFailed
+    from bbm_tui.core.trace.thinking_backtrack import stopped_branch
+
+    store = Store.open()
+    trace = thinking_trace(store, llama)
+    script(llama)
+    events = went_on(trace, llama, Fault(after_tokens=6))  # "2 * 2 = 4.\n\nSo" sent
+    going_on = [record for record in llama.requests
+                if record.path == "/completion" and record.body.get("stream")]
+    assert len(going_on) == 1
+    failed = events[-1]
+    assert isinstance(failed, StepFailed) and failed.number == 4
+    assert failed.error.kind == "connection"
+    assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4."]
+    stopped = stopped_branch(trace)
+    assert stopped is not None and stopped.text == RAW[0] + "1 + 1 = 2. \n\n2 * 2 = 4.\n\n"
     store.close()
 
 
