@@ -11,7 +11,11 @@ What bbm-tui adds: the steps of one trace stay on one deployment while it is hea
 the healthy deployment of its group (not cooling down) that holds the fewest traces now: the
 Router's own strategies count requests, and with every trace held to one deployment it is
 the traces that must be spread (a batch's first sixteen traces, started at once, all went to
-one server of two under `least-busy`). A call on the pinned deployment that fails unpins the
+one server of two under `least-busy`). At a batch's tail, a deployment with `max_traces` (a
+server whose live traces take turns) that holds two or more hands one over to a deployment of
+its group that holds none, when no new trace is waiting for a place (`_idle_deployment`): the
+moved trace gives up its prompt cache on the first server once, so that the second does not
+sit idle while the first's traces queue. A call on the pinned deployment that fails unpins the
 trace, and its next attempt goes to the group through the Router, which skips deployments
 cooling down; the trace is then pinned where that attempt was served. Retries stay ours
 (errors.py): the Router's own are off. Each call records the deployment that served it
@@ -354,8 +358,22 @@ _files: dict[tuple[str, int, int], RouterFile] = {}
 _routers: dict[tuple[tuple[str, int, int], int], Any] = {}
 # How many live traces are pinned to each deployment, by deployment name (one process).
 _pinned: dict[str, int] = {}
-# New traces waiting for a deployment with room (each wakes when a trace is unpinned).
-_waiting: set[asyncio.Future[None]] = set()
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """A new trace waiting for a place in its model group (`group`: the router file as the
+    command named it, and the group's name); `woken` is set when a trace is unpinned."""
+
+    group: tuple[str, str]
+    woken: asyncio.Future[None]
+
+
+# New traces waiting for a deployment with room, the longest waiting first: each keeps its
+# place in the line until it has a deployment, so that a batch's traces start in the order
+# it started them (a set woke them in no order: a 40-step trace that asked eighth started
+# last of sixteen, and its server's partner sat idle for its last two seconds).
+_waiting: list[_Waiter] = []
 # A deployment with `model_info.max_traces` holds that many live traces at once; a new
 # trace beyond waits for whichever deployment frees a place first, so that traces of unknown
 # length even out as they end rather than being split by count when they start
@@ -470,9 +488,48 @@ class DeploymentPin:
 
 
 def _wake_waiting() -> None:
+    """Wake every waiting new trace, in the line's order (each looks for room in turn)."""
     for waiter in list(_waiting):
-        if not waiter.done() and not waiter.get_loop().is_closed():
-            waiter.set_result(None)
+        if not waiter.woken.done() and not waiter.woken.get_loop().is_closed():
+            waiter.woken.set_result(None)
+
+
+def _waiting_in(group: tuple[str, str], before: _Waiter | None = None) -> bool:
+    """Whether a new trace of `group` is waiting on this event loop (ahead of `before` in
+    the line, if given); one of another loop never wakes here, and must hold no one up."""
+    loop = asyncio.get_running_loop()
+    for waiter in _waiting:
+        if waiter is before:
+            return False
+        if waiter.group == group and waiter.woken.get_loop() is loop:
+            return True
+    return False
+
+
+def _idle_deployment(parsed: RouterFile, spec: ModelSpec, router: Any, current: str
+                     ) -> str | None:
+    """The deployment a live trace pinned to `current` moves to before its next call, or None
+    (it stays). It moves only at a batch's tail: `current` sets `max_traces` (its live traces
+    take turns at one server) and holds two or more, no new trace is waiting for a place
+    (a new trace has the first claim on one: it has no prompt cache anywhere yet), and another
+    healthy deployment of the group holds no trace at all. Idle, not merely holding fewer:
+    moving from 3 to 1 gains little (a server with one trace is busy but for the client's
+    moment between steps) and, mid-batch, a deployment that just ended a trace is about to get
+    a new one, so a move then would only throw a prompt cache away."""
+    if _pinned.get(current, 0) < 2 or _waiting_in((spec.router or "", spec.model)):
+        return None
+    deployments = parsed.group(spec.model)
+    here = next((deployment for deployment in deployments if deployment.name == current), None)
+    if here is None or here.max_traces is None:
+        # No `max_traces`: nothing says its traces queue (a provider that runs calls in
+        # parallel gains nothing from a move and would pay the prompt's cache write again).
+        return None
+    idle = [deployment.name for deployment in deployments
+            if deployment.name != current and _pinned.get(deployment.name, 0) == 0]
+    if not idle:
+        return None
+    cooling = set(_cooling_down(router))
+    return next((name for name in idle if name not in cooling), None)
 
 
 def _has_room(deployment: Deployment) -> bool:
@@ -502,19 +559,29 @@ class _NoRoom(Exception):
 async def _free_deployment(spec: ModelSpec) -> str | None:
     """The deployment a new trace goes to: the least pinned healthy one with room, waiting
     for one to free a place (without a time limit of its own, as a call waits its turn at a
-    one-request server: the trace's timeouts start with its request)."""
-    while True:
-        parsed, router = _router(spec.router or "")
-        try:
-            return _least_pinned(parsed, spec.model, router)
-        except _NoRoom:
-            pass
-        waiter = asyncio.get_running_loop().create_future()
-        _waiting.add(waiter)
-        try:
-            await waiter
-        finally:
-            _waiting.discard(waiter)
+    one-request server: the trace's timeouts start with its request). New traces of a group
+    get places in the order they asked: one that finds others of its group waiting wakes
+    them and goes behind them."""
+    group = (spec.router or "", spec.model)
+    me: _Waiter | None = None
+    try:
+        while True:
+            if me is None and _waiting_in(group):
+                _wake_waiting()  # room may have come without a trace unpinned (a cooldown over)
+            elif not _waiting_in(group, before=me):
+                parsed, router = _router(spec.router or "")
+                with contextlib.suppress(_NoRoom):
+                    return _least_pinned(parsed, spec.model, router)
+            woken = asyncio.get_running_loop().create_future()
+            if me is None:
+                me = _Waiter(group, woken)
+                _waiting.append(me)
+            else:
+                me.woken = woken  # its place in the line kept
+            await woken
+    finally:
+        if me is not None:
+            _waiting.remove(me)
 
 
 def _cooling_down(router: Any) -> list[str]:
@@ -526,9 +593,10 @@ def _cooling_down(router: Any) -> list[str]:
 async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
                      pin: DeploymentPin | None = None) -> Any:
     """litellm's `acompletion` (chat) or `atext_completion` with `kwargs`, directly or, with a
-    router, through it: to the pinned deployment if there is one, else (a new trace) to the
-    healthy deployment holding the fewest traces, else (an attempt after a failure) to the
-    model group. The trace is pinned where the call was served; a failure unpins it."""
+    router, through it: to the pinned deployment if there is one (or, at a batch's tail, to
+    an idle one it moves to), else (a new trace) to the healthy deployment holding the fewest
+    traces, else (an attempt after a failure) to the model group. The trace is pinned where
+    the call was served; a failure unpins it."""
     if spec.router is None:
         litellm = litellm_module()
         return await (litellm.acompletion if chat else litellm.atext_completion)(**kwargs)
@@ -541,6 +609,11 @@ async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
         # A new trace (after a failure the Router chooses): held to its deployment from now,
         # before the call goes out, so that traces starting at once spread over them.
         pin.keep(await _free_deployment(spec))
+    elif pin is not None and pin.deployment is not None:
+        # A live trace: moved at the tail to a deployment left idle (kept from now on there).
+        moved_to = _idle_deployment(parsed, spec, router, pin.deployment)
+        if moved_to is not None:
+            pin.keep(moved_to)
     kwargs["model"] = pin.deployment if pin is not None and pin.deployment else spec.model
     try:
         stream = await (router.acompletion if chat else router.atext_completion)(**kwargs)
