@@ -31,7 +31,7 @@ import contextlib
 import inspect
 import os
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -425,7 +425,16 @@ def _file_key(path: str) -> tuple[str, int, int]:
         status = os.stat(path)
     except OSError as error:
         raise RouterFileError(f"{path}: cannot read the router file ({error})") from None
-    return str(Path(path).resolve()), status.st_mtime_ns, status.st_size
+    return _resolved(path, "" if os.path.isabs(path) else os.getcwd()), \
+        status.st_mtime_ns, status.st_size
+
+
+@lru_cache(maxsize=64)
+def _resolved(path: str, cwd: str) -> str:
+    """The file's absolute path, its links followed, worked out once per spelling (and
+    working folder): a step asks for the file ~7 times (its Router, the questions asked of
+    its model), and resolving took ~80 us each at load 10, the stat 7 us."""
+    return str((Path(cwd) / path).resolve())
 
 
 def router_file(path: str) -> RouterFile:
