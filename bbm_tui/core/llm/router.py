@@ -535,23 +535,28 @@ class DeploymentPin:
     release = forget
 
 
-def _wake_waiting() -> None:
-    """Wake every waiting new trace, in the line's order (each looks for room in turn)."""
-    for waiter in list(_waiting):
-        if not waiter.woken.done() and not waiter.woken.get_loop().is_closed():
-            waiter.woken.set_result(None)
-
-
-def _waiting_in(group: tuple[str, str], before: _Waiter | None = None) -> bool:
-    """Whether a new trace of `group` is waiting on this event loop (ahead of `before` in
-    the line, if given); one of another loop never wakes here, and must hold no one up."""
-    loop = asyncio.get_running_loop()
+def _wake_waiting(group: tuple[str, str] | None = None) -> None:
+    """Wake the first waiting new trace of each group (of `group` only, if given) that is not
+    woken yet: one a place freed, so that a release costs the same however long the line.
+    One that takes a place wakes the next of its group (room may be left); one that finds
+    none waits again in its place."""
+    woken: set[tuple[tuple[str, str], int]] = set()
     for waiter in _waiting:
-        if waiter is before:
-            return False
-        if waiter.group == group and waiter.woken.get_loop() is loop:
-            return True
-    return False
+        loop = waiter.woken.get_loop()
+        key = (waiter.group, id(loop))
+        if key in woken or (group is not None and waiter.group != group) \
+                or waiter.woken.done() or loop.is_closed():
+            continue
+        waiter.woken.set_result(None)
+        woken.add(key)
+
+
+def _waiting_in(group: tuple[str, str]) -> bool:
+    """Whether a new trace of `group` is waiting on this event loop (one of another loop
+    never wakes here, and must hold no one up)."""
+    loop = asyncio.get_running_loop()
+    return any(waiter.group == group and waiter.woken.get_loop() is loop
+               for waiter in _waiting)
 
 
 def _idle_deployment(parsed: RouterFile, spec: ModelSpec, router: Any, current: str
@@ -608,18 +613,21 @@ async def _free_deployment(spec: ModelSpec) -> str | None:
     """The deployment a new trace goes to: the least pinned healthy one with room, waiting
     for one to free a place (without a time limit of its own, as a call waits its turn at a
     one-request server: the trace's timeouts start with its request). New traces of a group
-    get places in the order they asked: one that finds others of its group waiting wakes
-    them and goes behind them."""
+    get places in the order they asked: one that finds others of its group waiting goes
+    behind them, and only the first in line is woken when a place frees."""
     group = (spec.router or "", spec.model)
     me: _Waiter | None = None
+    placed = False
     try:
         while True:
             if me is None and _waiting_in(group):
-                _wake_waiting()  # room may have come without a trace unpinned (a cooldown over)
-            elif not _waiting_in(group, before=me):
+                _wake_waiting(group)  # room may have come with no trace unpinned (a cooldown over)
+            else:
                 parsed, router = _router(spec.router or "")
                 with contextlib.suppress(_NoRoom):
-                    return _least_pinned(parsed, spec.model, router)
+                    found = _least_pinned(parsed, spec.model, router)
+                    placed = True
+                    return found
             woken = asyncio.get_running_loop().create_future()
             if me is None:
                 me = _Waiter(group, woken)
@@ -630,6 +638,10 @@ async def _free_deployment(spec: ModelSpec) -> str | None:
     finally:
         if me is not None:
             _waiting.remove(me)
+            if placed or me.woken.done():
+                # The next in line looks for room too (this one's wake is not lost when it
+                # was woken and then cancelled); the caller holds its place before that runs.
+                _wake_waiting(group)
 
 
 def _cooling_down(router: Any) -> list[str]:
