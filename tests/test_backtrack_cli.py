@@ -14,6 +14,8 @@ import pytest
 from bbm_tui.cli import main
 from bbm_tui.core import llm
 from bbm_tui.core.batch.backtrack import (
+    BacktrackJob,
+    FatalBacktrackError,
     backtrack_batch,
     jobs_from_files,
     location_of,
@@ -205,3 +207,19 @@ async def test_a_trace_stays_claimed_once_from_its_samples_to_its_end(
     assert all(len(claims) == 1 for claims in claims_seen)
     assert len({claims[0] for claims in claims_seen}) == 1
 
+
+async def test_a_trace_the_store_refuses_leaves_no_session_behind(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    # The session, its recorded steps and its gold label were three commits: a step the
+    # store refuses (a lone surrogate) left an empty session in the sessions list.
+    openai_server.responder = responder()
+    row = TraceRow(QUESTION, [ORIGINAL[0], "2 + 2 = \ud800"], "5", TARGET, 1)
+    job = BacktrackJob("multistep_arithmetic", row, 1)
+    spec = llm.ModelSpec("openai/test", openai_server.base_url)
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        with pytest.raises(FatalBacktrackError, match="not valid Unicode"):
+            await backtrack_batch([job], spec, store, tmp_path / "out.jsonl")
+        assert store.sessions_of_question(task="multistep_arithmetic", input=QUESTION,
+                                          model="openai/test") == []
+    assert openai_server.requests == []

@@ -395,15 +395,18 @@ def _open_session(store: Store, job: BacktrackJob,
     # The row's gold label is kept, as `import` keeps it: the session shows it, and a
     # backtracked version of the flagged thought that reached the target is a DPO pair.
     gold = job.row.mistake_index if job.row.labelled else None
-    trace = TraceSession.create(
-        store, NewTrace(job.task, job.row.input, job.row.target or None,
-                        gold_mistake_index=gold),
-        spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
-    trace.load_recorded(list(job.row.steps), job.row.answer)
-    if job.row.labelled and gold is not None and 0 <= gold < len(job.row.steps):
-        trace.flag_mistake(gold + 1)
-    elif job.row.labelled and job.row.steps:
-        trace.mark_no_mistake()
+    # Made whole or not at all, in one commit (three before: each a turn at the store's
+    # write lock, which --processes' children queue for).
+    with store.transaction():
+        trace = TraceSession.create(
+            store, NewTrace(job.task, job.row.input, job.row.target or None,
+                            gold_mistake_index=gold),
+            spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
+        trace.load_recorded(list(job.row.steps), job.row.answer)
+        if job.row.labelled and gold is not None and 0 <= gold < len(job.row.steps):
+            trace.flag_mistake(gold + 1)
+        elif job.row.labelled and job.row.steps:
+            trace.mark_no_mistake()
     return trace, True
 
 
