@@ -34,7 +34,8 @@ class StoreBase:
     def transaction(self) -> Iterator[None]:
         """The store's writes in the block as one transaction: all kept or none, and one
         commit (one turn at the file's write lock, which other processes on the store queue
-        for) rather than one each."""
+        for) rather than one each. Nothing may await inside it: on an event loop's thread,
+        another task's writes would join it (the lock is per thread)."""
         with self._write():
             self._joined += 1
             try:
