@@ -4,17 +4,27 @@ on hand-made outcomes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from bbm_tui.cli import main
-from bbm_tui.core.batch.backtrack import location_of, parse_locations
+from bbm_tui.core import llm
+from bbm_tui.core.batch.backtrack import (
+    BacktrackJob,
+    FatalBacktrackError,
+    backtrack_batch,
+    jobs_from_files,
+    location_of,
+    parse_locations,
+)
 from bbm_tui.core.dataset import TraceRow, bundled_rows
 from bbm_tui.core.judging.metrics import BacktrackOutcome, backtrack_deltas
 from bbm_tui.core.store import Store
-from tests.openai_server import FakeOpenAI
+from tests.openai_server import FakeOpenAI, Reply
 from tests.test_backtrack import ORIGINAL, QUESTION, TARGET, responder
 
 RIGHT = ["2 + 2 = 4", "4 * 1 = 4", "So the answer is 4"]
@@ -166,3 +176,52 @@ def test_an_unparsed_prediction_is_no_location_whatever_its_index(tmp_path: Path
                                  "predicted_mistake_index": None, "parsed": False,
                                  "raw": ["?"]}) + "\n")
     assert location_of(parse_locations(f"finder:{preds}"), "word_sorting", row) is None
+
+
+async def test_a_trace_stays_claimed_once_from_its_samples_to_its_end(
+    openai_server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sampling call and the going on each took and dropped their own claim: two commits
+    # more a trace, and the session left unclaimed between them. No heartbeat renews the
+    # claim meanwhile on a loaded machine: each claim is then seen by its one time.
+    monkeypatch.setattr("bbm_tui.core.trace.session.CLAIM_HEARTBEAT_S", 3600.0)
+    store_path = tmp_path / "store.sqlite3"
+    answer = responder()
+    claims_seen: list[list[tuple]] = []
+
+    def respond(path: str, body: dict) -> Reply:
+        with contextlib.closing(sqlite3.connect(store_path)) as other:  # as another process
+            claims_seen.append(
+                other.execute("SELECT owner, heartbeat_at FROM session_claims").fetchall())
+        return answer(path, body)
+
+    openai_server.responder = respond
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    jobs = jobs_from_files([source], None, parse_locations("gold"))
+    spec = llm.ModelSpec("openai/test", openai_server.base_url)
+    with Store.open(store_path) as store:
+        result = await backtrack_batch(jobs, spec, store, tmp_path / "out.jsonl")
+        assert (result.progress.done, result.progress.errors) == (2, [])
+    with contextlib.closing(sqlite3.connect(store_path)) as other:  # released at the end
+        assert other.execute("SELECT COUNT(*) FROM session_claims").fetchall() == [(0,)]
+    # The sampling call, then the continuation's calls (one a thought): one claim all along.
+    assert len(claims_seen) >= 3
+    assert all(len(claims) == 1 for claims in claims_seen)
+    assert len({claims[0] for claims in claims_seen}) == 1
+
+
+async def test_a_trace_the_store_refuses_leaves_no_session_behind(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    # The session, its recorded steps and its gold label were three commits: a step the
+    # store refuses (a lone surrogate) left an empty session in the sessions list.
+    openai_server.responder = responder()
+    row = TraceRow(QUESTION, [ORIGINAL[0], "2 + 2 = \ud800"], "5", TARGET, 1)
+    job = BacktrackJob("multistep_arithmetic", row, 1)
+    spec = llm.ModelSpec("openai/test", openai_server.base_url)
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        with pytest.raises(FatalBacktrackError, match="not valid Unicode"):
+            await backtrack_batch([job], spec, store, tmp_path / "out.jsonl")
+        assert store.sessions_of_question(task="multistep_arithmetic", input=QUESTION,
+                                          model="openai/test") == []
+    assert openai_server.requests == []

@@ -338,29 +338,36 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
         if trace.head_id != original[-1].id:
             trace.switch_to(original[-1].id)
         events = trace.backtrack(number, settings=settings)
-    async for event in events:
-        if isinstance(event, SamplesReady):
-            # What the store now holds; the chosen one gets its step below.
-            stored, chosen_index = list(event.stored), event.resample.chosen
-            for note in (event.resample.without_logprobs, event.resample.partly_scored):
-                if note:
-                    progress.note(note)
-            progress.impossible_logprobs += sum(
-                candidate.impossible_logprobs for candidate in event.resample.samples.candidates)
-            for call in event.resample.samples.calls:
-                progress.add_call(call, settings.call)
-            notify(progress)
-        elif isinstance(event, BranchMade) and chosen_index is not None:
-            stored[chosen_index] = replace(stored[chosen_index], step_id=event.step.id)
-        elif isinstance(event, StepFinished):
-            progress.steps += 1
-            progress.add_call(event.call, settings.call)
-            notify(progress)
-        elif isinstance(event, OneCallEnded) and event.unkept is not None:
-            progress.add_call(event.unkept, settings.call)  # a request's cost past its steps
-            notify(progress)
-        elif isinstance(event, StepFailed):
-            raise event.error
+    # One claim from the samples to the continuation's end: the sampling and the going on
+    # would otherwise each take and drop their own (four of a trace's ten commits, each a turn
+    # at the store's write lock that --processes' children queue for), and leave the
+    # session unclaimed between them.
+    async with trace.claimed():
+        async for event in events:
+            if isinstance(event, SamplesReady):
+                # What the store now holds; the chosen one gets its step below.
+                stored, chosen_index = list(event.stored), event.resample.chosen
+                for note in (event.resample.without_logprobs, event.resample.partly_scored):
+                    if note:
+                        progress.note(note)
+                progress.impossible_logprobs += sum(
+                    candidate.impossible_logprobs
+                    for candidate in event.resample.samples.candidates)
+                for call in event.resample.samples.calls:
+                    progress.add_call(call, settings.call)
+                notify(progress)
+            elif isinstance(event, BranchMade) and chosen_index is not None:
+                stored[chosen_index] = replace(stored[chosen_index], step_id=event.step.id)
+            elif isinstance(event, StepFinished):
+                progress.steps += 1
+                progress.add_call(event.call, settings.call)
+                notify(progress)
+            elif isinstance(event, OneCallEnded) and event.unkept is not None:
+                # A request's cost past its steps.
+                progress.add_call(event.unkept, settings.call)
+                notify(progress)
+            elif isinstance(event, StepFailed):
+                raise event.error
     if not any(c.step_id is not None for c in stored):
         return _extra(job.task, job.location, job.row.steps, job.row.answer, job.row.target,
                       _samples_json(stored))
@@ -388,15 +395,18 @@ def _open_session(store: Store, job: BacktrackJob,
     # The row's gold label is kept, as `import` keeps it: the session shows it, and a
     # backtracked version of the flagged thought that reached the target is a DPO pair.
     gold = job.row.mistake_index if job.row.labelled else None
-    trace = TraceSession.create(
-        store, NewTrace(job.task, job.row.input, job.row.target or None,
-                        gold_mistake_index=gold),
-        spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
-    trace.load_recorded(list(job.row.steps), job.row.answer)
-    if job.row.labelled and gold is not None and 0 <= gold < len(job.row.steps):
-        trace.flag_mistake(gold + 1)
-    elif job.row.labelled and job.row.steps:
-        trace.mark_no_mistake()
+    # Made whole or not at all, in one commit (three before: each a turn at the store's
+    # write lock, which --processes' children queue for).
+    with store.transaction():
+        trace = TraceSession.create(
+            store, NewTrace(job.task, job.row.input, job.row.target or None,
+                            gold_mistake_index=gold),
+            spec, source=SessionSource.BACKTRACK, store_work=on_the_loop)
+        trace.load_recorded(list(job.row.steps), job.row.answer)
+        if job.row.labelled and gold is not None and 0 <= gold < len(job.row.steps):
+            trace.flag_mistake(gold + 1)
+        elif job.row.labelled and job.row.steps:
+            trace.mark_no_mistake()
     return trace, True
 
 

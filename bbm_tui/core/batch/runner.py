@@ -311,7 +311,7 @@ async def run_batch(
                     progress.done += 1
                 notify(progress)
 
-        with _young_objects_collected_less_often():
+        with young_objects_collected_less_often():
             await _all(worker, concurrency)
         for endpoint in one_at_a_time_endpoints():
             progress.note(one_at_a_time_note(endpoint))
@@ -348,12 +348,13 @@ BATCH_GC_THRESHOLD = 20_000
 
 
 @contextmanager
-def _young_objects_collected_less_often() -> Iterator[None]:
+def young_objects_collected_less_often() -> Iterator[None]:
     """A batch is CPU-bound on one core (bench/README.md), and litellm builds hundreds of
     short-lived pydantic objects a call (every streamed chunk is several): at the default
     threshold the collector walked the youngest generation every call or two, some 6% of a
     backtrack batch's CPU. Nearly all of them die young, freed by reference counting, so
-    collecting less often finds as much garbage for less work. Put back when the batch ends."""
+    collecting less often finds as much garbage for less work. Put back when the batch ends.
+    A worker process of `--processes` (core/batch/workers.py) runs its traces under it too."""
     before = gc.get_threshold()
     gc.set_threshold(max(before[0], BATCH_GC_THRESHOLD), *before[1:])
     try:

@@ -27,12 +27,31 @@ class StoreBase:
         self.path = path
         self._connection = connection
         self._lock = threading.RLock()
+        # Inside `transaction()` (on the thread holding the lock): writes join its one.
+        self._joined = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """The store's writes in the block as one transaction: all kept or none, and one
+        commit (one turn at the file's write lock, which other processes on the store queue
+        for) rather than one each. Nothing may await inside it: on an event loop's thread,
+        another task's writes would join it (the lock is per thread)."""
+        with self._write():
+            self._joined += 1
+            try:
+                yield
+            finally:
+                self._joined -= 1
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One transaction: committed at the end of the block, rolled back on any error."""
+        """One transaction: committed at the end of the block, rolled back on any error
+        (within `transaction()`, part of its: an error rolls all of it back)."""
         with self._lock:
             connection = self._connection
+            if self._joined:
+                yield connection
+                return
             retry_locked(lambda: connection.execute("BEGIN IMMEDIATE"))
             try:
                 yield connection
