@@ -174,12 +174,13 @@ def test_import_keeps_labels_and_unlabelled_rows_apart(tmp_path: Path, capsys) -
                          [no_mistake.to_json(), with_mistake.to_json(), unlabelled])
     assert main(["import", str(source)]) == 0
     assert "3 sessions imported (1 of them unlabelled)" in capsys.readouterr().err
+    # A loaded trace reads its steps from the store as it needs them: read while it is open.
     with Store.open() as store:
         traces = [TraceSession.load(store, s.session.id) for s in store.sessions()]
-    by_input = {trace.session.input: trace for trace in traces}
-    assert by_input[no_mistake.input].no_mistake
-    assert by_input[with_mistake.input].mistake_number == with_mistake.mistake_index + 1
-    assert by_input[rows[5].input].label is None
+        by_input = {trace.session.input: trace for trace in traces}
+        assert by_input[no_mistake.input].no_mistake
+        assert by_input[with_mistake.input].mistake_number == with_mistake.mistake_index + 1
+        assert by_input[rows[5].input].label is None
     # Imported twice: nothing new.
     assert main(["import", str(source)]) == 0
     assert "0 sessions imported (3 traces already saved" in capsys.readouterr().err

@@ -169,7 +169,9 @@ class Branch(Sequence[Step]):
             return len(other) == len(self.ids) and list(self) == list(other)
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]  # equal to a list of the same steps
+    def __hash__(self) -> int:
+        # Equal to a list of the same steps, so unhashable as a list is.
+        raise TypeError("unhashable type: 'Branch'")
 
     def __repr__(self) -> str:
         return f"Branch({len(self.ids)} steps)"

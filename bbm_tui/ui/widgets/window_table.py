@@ -21,11 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import islice
+from typing import Any
 
 from rich.console import Console, ConsoleOptions
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import DEFAULT_JUSTIFY, DEFAULT_OVERFLOW, Text
+from rich.text import DEFAULT_JUSTIFY, DEFAULT_OVERFLOW, Text, TextType
 from textual._two_way_dict import TwoWayDict
 from textual._types import SegmentLines
 from textual.cache import LRUCache
@@ -81,7 +82,7 @@ class WindowTable(DataTable):
     and with fixed-width columns, appending rows at the end, or letting go of the first ones
     (the line's row index is in its key), changes no other row's line."""
 
-    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Before DataTable's own: it clears its caches (and so these) as it starts.
         self._lines: LRUCache[LineKey, Strip] = LRUCache(LINES_KEPT)
         self._texts: LRUCache[tuple[object, ...], SegmentLines] = LRUCache(TEXTS_KEPT)
@@ -96,9 +97,9 @@ class WindowTable(DataTable):
         self._line_cache = LRUCache(ROWS_KEPT)
 
     def add_row(self, *cells: object, height: int | None = 1, key: str | None = None,
-                label: object = None) -> RowKey:
+                label: TextType | None = None) -> RowKey:
         before = self._update_count
-        row_key = super().add_row(*cells, height=height, key=key, label=label)  # type: ignore[arg-type]
+        row_key = super().add_row(*cells, height=height, key=key, label=label)
         if self._fixed_widths():
             self._unchanging_updates += self._update_count - before
         return row_key
