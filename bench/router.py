@@ -81,6 +81,10 @@ async def measure(count: int, bases: list[str], folder: Path) -> None:
     llm.warm_up()  # litellm's import (seconds) is not the batch's
     one = router_file(folder, "one", bases[:1])
     two = router_file(folder, "two", bases)
+    # Nor is what litellm loads at its first call (the openai SDK's resources, the
+    # tokenizer: ~1 s, 1-2 s at load 4), which the first batch measured, always a
+    # one-server one, paid alone: two traces, not measured.
+    await one_batch(jobs(2), one, folder, "warm-up")
     rounds = []
     for round_number in range(2):  # alternating, as the load changes minute to minute
         single = await one_batch(batch, one, folder, f"one-{round_number}")

@@ -15,7 +15,10 @@ llama.cpp's server answers them (measured against it, docs/NOTES.md "Going on fr
 
 What the model writes after a prompt is the test's function of the prompt and the request
 (`continuation`), so a test can
-make the answers depend on which steps the prompt keeps.
+make the answers depend on which steps the prompt keeps. A `/completion` can be made to fail
+(`faults`, first in first out): an error status with llama-server's error body (a 503 while
+the model loads, a 429) and its headers (`Retry-After`), or the connection reset, before a
+byte of the reply or after some tokens of its stream.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -49,6 +54,17 @@ def tokens_of(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
+@dataclass(frozen=True)
+class Fault:
+    """What one `/completion` does instead of answering: an error `status` with its
+    `headers`; or (no status) the connection reset after `after_tokens` tokens of its stream
+    (0: before a byte of the reply)."""
+
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    after_tokens: int = 0
+
+
 class FakeLlamaServer(FakeOpenAI):
     thread_name = "fake-llama-server"
 
@@ -66,6 +82,8 @@ class FakeLlamaServer(FakeOpenAI):
         self.token_delay_s = 0.0
         # An embedding model's vector for a text (`/v1/embeddings`, OpenAI's wire).
         self.embed: Callable[[str], list[float]] = lambda text: [1.0, 0.0]
+        # The next /completion requests' failures, first in first out.
+        self.faults: deque[Fault] = deque()
 
     def add_routes(self, app: web.Application) -> None:
         super().add_routes(app)
@@ -95,6 +113,14 @@ class FakeLlamaServer(FakeOpenAI):
         _, body = await self._record(request)
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
+        fault = self.faults.popleft() if self.faults else None
+        if fault is not None and fault.status is not None:
+            # llama-server's error body (a 503 while the model loads: "Loading model").
+            error = {"error": {"code": fault.status, "message": "Loading model",
+                               "type": "unavailable_error"}}
+            return web.json_response(error, status=fault.status, headers=fault.headers)
+        if fault is not None and fault.after_tokens == 0:
+            return _reset(request)
         prompt = body["prompt"]
         tokens = self.tokenize(self.continuation(prompt, body))
         limit = int(body.get("n_predict", -1))
@@ -102,7 +128,8 @@ class FakeLlamaServer(FakeOpenAI):
         if cut:
             tokens = tokens[:limit]
         if body.get("stream"):
-            return await self._streamed(request, prompt, body, tokens, cut)
+            return await self._streamed(request, prompt, body, tokens, cut,
+                                        None if fault is None else fault.after_tokens)
         reply: dict[str, Any] = {
             "index": 0, "content": "".join(tokens), "tokens": [], "id_slot": 0, "stop": True,
             "model": "tiny", "tokens_predicted": len(tokens),
@@ -119,13 +146,18 @@ class FakeLlamaServer(FakeOpenAI):
 
 
     async def _streamed(self, request: web.Request, prompt: str, body: dict[str, Any],
-                        tokens: list[str], cut: bool) -> web.StreamResponse:
-        """llama-server's stream (measured): a `data:` event a token, the last with `stop`."""
+                        tokens: list[str], cut: bool, reset_after: int | None = None
+                        ) -> web.StreamResponse:
+        """llama-server's stream (measured): a `data:` event a token, the last with `stop`;
+        the connection reset after `reset_after` tokens where given."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
         evaluated = len(tokens_of(prompt))
         for place, token in enumerate(tokens):
+            if place == reset_after:
+                _reset(request)
+                return response
             if self.token_delay_s:
                 await asyncio.sleep(self.token_delay_s)
             chunk: dict[str, Any] = {"index": 0, "content": token, "tokens": [0], "stop": False,
@@ -144,6 +176,13 @@ class FakeLlamaServer(FakeOpenAI):
         await response.write(b"data: " + json.dumps(last).encode() + b"\n\n")
         await response.write_eof()
         return response
+
+
+def _reset(request: web.Request) -> web.StreamResponse:
+    """The connection closed abruptly, with nothing more written."""
+    if request.transport is not None:
+        request.transport.abort()
+    return web.StreamResponse()
 
 
 def _probability(token: str, logprob: float) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 from bbm_tui.core import llm
 from bbm_tui.core.llm.prefix import Prefixer, PrefixSettings, prefix_refusal
 from tests.fake_server import Reply
-from tests.llama_server import FakeLlamaServer, qwen3_template
+from tests.llama_server import FakeLlamaServer, Fault, qwen3_template
 from tests.ollama_server import FakeOllama
 from tests.openai_server import FakeOpenAI
 
@@ -50,6 +50,21 @@ def test_llama_server_prompt_is_its_template_the_opened_reasoning_and_the_raw_st
                                                              "\n\nMore."]
     assert continuation.finish_reason == "stop"
     assert continuation.call.completion_tokens == 4
+
+
+def test_a_429s_retry_after_is_waited_before_the_next_attempt(llama: FakeLlamaServer) -> None:
+    """A sample's call (not streamed) answered 429 with Retry-After: 1 is retried after that
+    second, not after the 0.5 s backoff (the wait was read from the body's status alone)."""
+    import time
+
+    llama.continuation = lambda prompt, body: "Next step here."
+    llama.faults.append(Fault(429, {"Retry-After": "1"}))
+    prefixer = Prefixer(llm.ModelSpec("openai/tiny", api_base=llama.base_url), MESSAGES)
+    started = time.monotonic()
+    continuation = asyncio.run(prefixer.go_on("", PrefixSettings()))
+    assert time.monotonic() - started >= 1.0
+    assert continuation.text == "Next step here."
+    assert len(llama.prompts) == 2
 
 
 def test_the_token_limit_is_a_length_finish(llama: FakeLlamaServer) -> None:

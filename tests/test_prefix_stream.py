@@ -15,7 +15,7 @@ from bbm_tui.core import llm
 from bbm_tui.core.llm.prefix import Continuation, Prefixer, PrefixSettings
 from bbm_tui.core.llm.prefix_stream import stream_continuation
 from tests.fake_server import Reply
-from tests.llama_server import FakeLlamaServer, qwen3_template
+from tests.llama_server import FakeLlamaServer, Fault, qwen3_template
 from tests.ollama_server import FakeOllama
 from tests.openai_server import FakeOpenAI
 
@@ -111,6 +111,64 @@ def test_an_error_status_is_an_llm_error(openai_server: FakeOpenAI, tmp_path: Pa
     with pytest.raises(llm.LLMError, match="400") as raised:
         streamed(Prefixer(spec, MESSAGES, template), PrefixSettings())
     assert raised.value.kind == "bad_request"
+
+
+@pytest.mark.parametrize("fault", [Fault(), Fault(503, {"Retry-After": "1"}),
+                                   Fault(429, {"Retry-After": "1"}), Fault(500)],
+                         ids=["reset-before-a-byte", "503-retry-after", "429-retry-after",
+                              "500"])
+def test_a_transient_failure_before_the_first_text_is_retried(
+        llama: FakeLlamaServer, fault: Fault) -> None:
+    """A connection reset before a byte of the reply, a 503 or 429 with Retry-After, a 500:
+    retried as every call is (errors.with_retries), waiting what Retry-After asks; the
+    continuation is the second request's, whole."""
+    import time
+
+    llama.continuation = lambda prompt, body: "Then a b.\n\n</think>\n\nSo the answer is a b"
+    llama.faults.append(fault)
+    prefixer = Prefixer(llm.ModelSpec("openai/tiny", api_base=llama.base_url), MESSAGES)
+    started = time.monotonic()
+    pieces, whole = streamed(prefixer, PrefixSettings())
+    waited = time.monotonic() - started
+    completions = [record for record in llama.requests if record.path == "/completion"]
+    assert len(completions) == 2
+    assert completions[0].body == completions[1].body
+    assert "".join(pieces) == whole.text == "Then a b.\n\n</think>\n\nSo the answer is a b"
+    assert whole.finish_reason == "stop"
+    if "Retry-After" in fault.headers:
+        assert waited >= 1.0  # the server's wait honoured (not the 0.5 s backoff)
+
+
+def test_a_failure_after_text_has_come_is_not_retried(llama: FakeLlamaServer) -> None:
+    """The connection reset after three tokens: the three are delivered, then the error; no
+    second request (it would write another text after what is on screen)."""
+    llama.continuation = lambda prompt, body: "Then a b.\n\n</think>\n\nSo the answer is a b"
+    llama.faults.append(Fault(after_tokens=3))
+    prefixer = Prefixer(llm.ModelSpec("openai/tiny", api_base=llama.base_url), MESSAGES)
+    pieces: list[str] = []
+
+    async def run() -> None:
+        try:
+            async for item in stream_continuation(prefixer, KEPT, PrefixSettings()):
+                assert isinstance(item, str), "the stream ended whole"
+                pieces.append(item)
+        finally:
+            await prefixer.aclose()
+
+    with pytest.raises(llm.LLMError) as raised:
+        asyncio.run(run())
+    assert raised.value.kind == "connection" and raised.value.attempts == 1
+    assert pieces == ["Then", " a", " b."]
+    assert len([record for record in llama.requests if record.path == "/completion"]) == 1
+
+
+def test_a_refusal_is_not_retried(llama: FakeLlamaServer) -> None:
+    llama.faults.append(Fault(400))
+    prefixer = Prefixer(llm.ModelSpec("openai/tiny", api_base=llama.base_url), MESSAGES)
+    with pytest.raises(llm.LLMError, match="400") as raised:
+        streamed(prefixer, PrefixSettings())
+    assert raised.value.kind == "bad_request"
+    assert len([record for record in llama.requests if record.path == "/completion"]) == 1
 
 
 def test_solver_thinking_streams_at_the_replay_pace(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -33,7 +33,7 @@ from bbm_tui.core.trace.thinking_backtrack import (
     thinking_refusal,
 )
 from bbm_tui.core.types import SplitRule, StepOrigin
-from tests.llama_server import FakeLlamaServer, qwen3_template
+from tests.llama_server import FakeLlamaServer, Fault, qwen3_template
 from tests.openai_server import Reply
 
 TASK = "multistep_arithmetic"
@@ -172,6 +172,131 @@ def test_a_thinking_step_is_resampled_stored_and_goes_on_on_a_new_branch(
     assert trace.recut(SplitRule.SENTENCE)
     assert trace.texts[:2] == ["Plan: add, then multiply.", "1 + 1 = 2."]
     assert store.totals(trace.id).calls == calls
+    store.close()
+
+
+def test_a_stopped_branch_goes_on_from_its_reasoning_so_far(llama: FakeLlamaServer) -> None:
+    """The new branch stopped once Thought 3 is stored (esc in the app): it is a stopped
+    branch whose reasoning so far is its steps raw; going on sends exactly that after the
+    template and stores the rest below Thought 3, in the same reasoning, whole at the end.
+    The original branch, whole, is no stopped branch."""
+    from collections.abc import AsyncGenerator
+    from contextlib import aclosing
+    from typing import cast
+
+    from bbm_tui.core.generation.stepper import StepFinished
+    from bbm_tui.core.trace.thinking_backtrack import go_on_from_stopped, stopped_branch
+
+    store = Store.open()
+    trace = thinking_trace(store, llama)
+    assert stopped_branch(trace) is None  # whole, finished
+    script(llama)
+    so_far = RAW[0] + "1 + 1 = 2. \n\n" + "2 * 2 = 4.\n\n"
+
+    async def stopped_after_thought_3() -> None:
+        prefixer = prefixer_for(trace)
+        try:
+            samples = await resample_thinking(trace, prefixer, 2, PrefixSettings())
+            chosen = samples.ready.resample.chosen
+            assert chosen is not None
+            # Closed as the app's esc closes it (an async generator).
+            events = cast(AsyncGenerator[object, None], continue_thinking(
+                trace, prefixer, samples, samples.ready.stored[chosen], PrefixSettings()))
+            async with aclosing(events):
+                async for event in events:
+                    if isinstance(event, StepFinished) and event.number == 3:
+                        break
+        finally:
+            await prefixer.aclose()
+
+    asyncio.run(stopped_after_thought_3())
+    assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4."]
+    kept = [step.id for step in trace.steps]
+    stopped = stopped_branch(trace)
+    assert stopped is not None and stopped.text == so_far
+    assert stopped.rule == SplitRule.PARAGRAPH
+    llama.requests.clear()
+    llama.continuation = lambda prompt, body: "So 4.</think>\n\nSo the answer is 4"
+
+    async def go_on() -> list[object]:
+        prefixer = prefixer_for(trace)
+        try:
+            return [event async for event in go_on_from_stopped(trace, prefixer, stopped,
+                                                                PrefixSettings())]
+        finally:
+            await prefixer.aclose()
+
+    events = asyncio.run(go_on())
+    head = qwen3_template([{"role": "user",
+                            "content": llama.requests[0].body["messages"][0]["content"]}])
+    (completion,) = [record for record in llama.requests if record.path == "/completion"]
+    assert completion.body["prompt"] == head + "<think>\n" + so_far
+    assert completion.body["temperature"] == 0.0
+    assert isinstance(events[-1], TraceFinished) and events[-1].answer == "4"
+    assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.", "So 4."]
+    assert [step.id for step in trace.steps[:3]] == kept
+    reasoning = trace.reasoning()
+    assert reasoning is not None and reasoning.complete and reasoning.id == stopped.reasoning_id
+    assert reasoning.text == so_far + "So 4."
+    assert stopped_branch(trace) is None
+    assert len(trace.tree.leaves()) == 2
+    store.close()
+
+
+def went_on(trace: TraceSession, server: FakeLlamaServer, fault: Fault) -> list[object]:
+    """Thought 2 resampled, then the branch going on from the chosen sample, its first
+    request failing with `fault`: the going on's events."""
+    async def backtrack() -> list[object]:
+        prefixer = prefixer_for(trace)
+        try:
+            samples = await resample_thinking(trace, prefixer, 2, PrefixSettings())
+            chosen = samples.ready.resample.chosen
+            assert chosen is not None
+            server.faults.append(fault)
+            return [event async for event in continue_thinking(
+                trace, prefixer, samples, samples.ready.stored[chosen], PrefixSettings())]
+        finally:
+            await prefixer.aclose()
+
+    return asyncio.run(backtrack())
+
+
+def test_going_on_is_retried_when_the_server_is_not_ready(llama: FakeLlamaServer) -> None:
+    """llama-server answers the going-on call 503 (its model loading) with Retry-After: the
+    call is made again, and the branch goes on to its answer."""
+    store = Store.open()
+    trace = thinking_trace(store, llama)
+    script(llama)
+    events = went_on(trace, llama, Fault(503, {"Retry-After": "0"}))
+    going_on = [record for record in llama.requests
+                if record.path == "/completion" and record.body.get("stream")]
+    assert len(going_on) == 2 and going_on[0].body == going_on[1].body
+    assert isinstance(events[-1], TraceFinished) and events[-1].answer == "4"
+    assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.", "So 4."]
+    store.close()
+
+
+def test_a_going_on_cut_after_text_keeps_what_came_and_says_so(
+        llama: FakeLlamaServer) -> None:
+    """The connection reset once Thought 3 has come: not retried (another text would follow
+    it); Thought 3 kept, Thought 4 failed with the reason; the branch is a stopped one that
+    `r` goes on from."""
+    from bbm_tui.core.generation.stepper import StepFailed
+    from bbm_tui.core.trace.thinking_backtrack import stopped_branch
+
+    store = Store.open()
+    trace = thinking_trace(store, llama)
+    script(llama)
+    events = went_on(trace, llama, Fault(after_tokens=6))  # "2 * 2 = 4.\n\nSo" sent
+    going_on = [record for record in llama.requests
+                if record.path == "/completion" and record.body.get("stream")]
+    assert len(going_on) == 1
+    failed = events[-1]
+    assert isinstance(failed, StepFailed) and failed.number == 4
+    assert failed.error.kind == "connection"
+    assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4."]
+    stopped = stopped_branch(trace)
+    assert stopped is not None and stopped.text == RAW[0] + "1 + 1 = 2. \n\n2 * 2 = 4.\n\n"
     store.close()
 
 

@@ -239,3 +239,56 @@ def test_an_exported_summary_says_so_and_comes_back_a_thinking_trace(
             assert reasoning is not None and (reasoning.text, reasoning.kind) == (
                 summary, "summary")
             assert trace.split_rule() == SplitRule.SENTENCE and trace.texts == row["steps"]
+
+
+def test_the_csv_exports_name_each_labelled_traces_reasoning_kind(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`export --format csv` and `csv-steps` carry `reasoning_kind` as the JSONL rows name it:
+    "raw" for a thinking model's reasoning, "summary" for a provider's summary (so that a
+    spreadsheet of labels does not pass a summary off as the model's thinking), empty for a
+    step-at-a-time trace; for the app's labels, an imported file's and an annotator's."""
+    import csv
+
+    from bbm_tui.core.store import Store
+    from bbm_tui.core.trace.session import TraceSession
+
+    raw = "A is 4 + 6 = 10.\n\nB is 9 - 5 + 1 = 5.\n\nSo the product is 10 * 5 = 50."
+    summary = "**Working out the parts**\n\nThe parts are 10 and 5.\n\nTheir product is 50."
+
+    def thinking_row(question: str, reasoning: str, kind: str, mistake: int | None) -> dict:
+        return {"input": question, "steps": stripped_steps(split_text(reasoning,
+                                                                      SplitRule.PARAGRAPH)),
+                "answer": "50", "target": "50", "mistake_index": mistake, "mode": "thinking",
+                "split": "paragraph", "reasoning": reasoning, "reasoning_kind": kind,
+                "answer_text": "So the answer is 50"}
+
+    path = tmp_path / "labelled.jsonl"
+    rows = [thinking_row("((4 + 6) * (9 - 5 + 1)) =", raw, "raw", 1),
+            thinking_row("((4 + 6) * (9 - 4)) =", summary, "summary", None),
+            {"input": "((1 + 4) * 2) =", "steps": ["1 + 4 = 5.", "5 * 2 = 12."],
+             "answer": "12", "target": "10", "mistake_index": 1}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    assert main(["import", str(path), "--task", "multistep_arithmetic"]) == 0
+    with Store.open() as store:
+        ids = sorted(summary.session.id for summary in store.sessions())
+        kinds = dict(zip(ids, ["raw", "summary", ""], strict=True))
+        # An annotator's label on the summary: its first mistake at Thought 2.
+        trace = TraceSession.load(store, ids[1])
+        store.set_label(ids[1], trace.steps[1].id, trace.steps[-1].id, annotator="alice")
+    capsys.readouterr()
+
+    def exported(fmt: str) -> list[dict[str, str]]:
+        out = tmp_path / f"labels-{fmt}.csv"
+        assert main(["export", "--format", fmt, "--out", str(out)]) == 0
+        with out.open(newline="", encoding="utf-8") as opened:
+            return list(csv.DictReader(opened))
+
+    labels = exported("csv")
+    assert sorted((int(row["session_id"]), row["annotator"], row["reasoning_kind"])
+                  for row in labels) == [
+        (ids[0], "imported", "raw"), (ids[1], "alice", "summary"),
+        (ids[1], "imported", "summary"), (ids[2], "imported", "")]
+    ratings = exported("csv-steps")
+    assert {(int(row["session_id"]), row["reasoning_kind"]) for row in ratings} == set(
+        kinds.items())
+    assert all(row["reasoning_kind"] == kinds[int(row["session_id"])] for row in ratings)

@@ -215,6 +215,49 @@ async def test_esc_while_the_new_branch_streams_keeps_what_came(
     assert reasoning.text.startswith("Plan: add, then multiply.  \n\n1 + 1 = 2. \n\n")
 
 
+async def test_r_on_a_stopped_backtracked_branch_goes_on_from_where_it_stopped(
+        store: Store, llama: FakeLlamaServer) -> None:
+    """esc while the new branch goes on, then r: the branch goes on from its reasoning so far
+    (the server receives the template, the opened reasoning and exactly the branch's steps,
+    raw), below the steps that came, to the answer; no fresh call, no third branch."""
+    trace = await served_thinking_trace(store, llama)
+    script(llama)
+    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking"),
+                   session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        view = screen.view
+        await wait_for(pilot, lambda: len(view.trace.steps) == 4)
+        await pilot.press("home", "j", "b")
+        await samples_in(pilot)
+        llama.token_delay_s = 2.0  # slow enough to stop it half-way
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                       and len(view.trace.steps) == 2 and view.running, timeout=60)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=60)
+        kept = [step.id for step in view.trace.steps]
+        assert view.trace.steps[1].origin == StepOrigin.BACKTRACK
+        llama.token_delay_s = 0.0
+        llama.requests.clear()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: not view.running and view.trace.answer == "4",
+                       timeout=60)
+        assert view.trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.",
+                                    "So 4."]
+        assert [step.id for step in view.trace.steps[:2]] == kept
+        assert [thought.number for thought in view.thoughts.views()] == [1, 2, 3, 4]
+    assert [record.path for record in llama.requests] == ["/apply-template", "/completion"]
+    assert len(llama.prompts) == 1 and llama.prompts[0].endswith(
+        "<think>\nPlan: add, then multiply.  \n\n1 + 1 = 2. \n\n")
+    assert llama.requests[1].body["temperature"] == 0.0
+    reopened = TraceSession.load(store, trace.id)
+    assert len(reopened.tree.leaves()) == 2
+    reasoning = reopened.reasoning()
+    assert reasoning is not None and reasoning.complete
+    assert reasoning.text == "Plan: add, then multiply.  \n\n1 + 1 = 2. \n\n2 * 2 = 4.\n\nSo 4."
+
+
 async def test_b_on_solver_thinking_needs_no_key(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The offline thinking model: b on its slip, the samples offline, enter goes on from the
@@ -310,3 +353,46 @@ def test_thinking_samples_dialog_at_80x24(snap_compare) -> None:
 
 def test_thinking_samples_dialog_at_120x40(snap_compare) -> None:
     assert _dialog_snapshot(snap_compare, (120, 40))
+
+
+async def test_r_on_a_stopped_backtracked_branch_goes_on_offline(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """solver/thinking, no key: b on its slip, enter, esc while the new branch streams, r:
+    the branch goes on from what came to an answer, its steps kept, its reasoning whole."""
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
+    row = next(row for row in bundled_rows(TASK)
+               if row.labelled and row.mistake_index is not None and row.answer != row.target)
+    assert row.mistake_index is not None
+    spec = llm.ModelSpec(thinking.MODEL, mode="thinking")
+    trace = await generated(TraceSession.create(store, NewTrace(TASK, row.input, row.target), spec))
+    steps = len(trace.steps)
+    slip = 2 + row.mistake_index
+    app = make_app(Config(model=thinking.MODEL, mode="thinking"), session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        view = screen.view
+        await wait_for(pilot, lambda: len(view.trace.steps) == steps)
+        await pilot.press("home", *["j"] * (slip - 1), "b")
+        dialog = await samples_in(pilot)
+        if dialog.ready is not None and dialog.ready.resample.chosen is None:
+            pytest.skip("all eight samples were the original (1 in ~1,500)")
+        monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "4")  # slow enough to stop it half-way
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                       and len(view.trace.steps) == slip + 1 and view.running, timeout=60)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=60)
+        assert view.trace.answer is None
+        kept = [step.id for step in view.trace.steps]
+        assert view.trace.steps[slip - 1].origin == StepOrigin.BACKTRACK
+        monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: not view.running and view.trace.finished, timeout=60)
+        assert [step.id for step in view.trace.steps[:len(kept)]] == kept
+        assert len(view.trace.steps) > len(kept)
+    reopened = TraceSession.load(store, trace.id)
+    assert len(reopened.tree.leaves()) == 2
+    reasoning = reopened.reasoning()
+    assert reasoning is not None and reasoning.complete
+    assert [step.strip() for step in split_text(reasoning.text, SplitRule.PARAGRAPH)] == \
+        reopened.texts

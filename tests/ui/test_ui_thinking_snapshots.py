@@ -150,7 +150,7 @@ def test_a_thinking_model_beside_a_step_at_a_time_one(snap_compare,
     assert snap_compare(app, terminal_size=size, run_before=run_before)
 
 
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+@SIZES
 def test_an_o_series_trace_with_no_reasoning_text(snap_compare, openai_server: FakeOpenAI,
                                                   size: tuple[int, int]) -> None:
     """OpenAI's o4-mini through chat completions (the local OpenAI server): no reasoning

@@ -1,10 +1,15 @@
-"""WindowTable.drop_first_rows (ui/widgets/window_table.py): the first rows of a table let go
-of in one pass leave the table as Textual's remove_row, row by row, leaves it."""
+"""WindowTable (ui/widgets/window_table.py): the first rows of a table let go of in one pass
+leave the table as Textual's remove_row, row by row, leaves it; its lines are DataTable's own,
+and a cursor move or rows appended out of sight draw no other row again."""
 
 from __future__ import annotations
 
+from rich.segment import Segment
+from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.coordinate import Coordinate
+from textual.geometry import Region
+from textual.widgets import DataTable
 
 from bbm_tui.ui.widgets.window_table import WindowTable
 
@@ -89,3 +94,123 @@ async def test_the_rows_in_view_stay_in_view() -> None:
         assert table.scroll_y == top - 14
         assert table._get_offsets(int(table.scroll_y))[0].value == first_in_view
         assert table.get_row_at(table.cursor_row) == ["session 50", "50"]
+
+
+# -- drawing: the same lines as DataTable's, and only the lines that changed drawn again
+
+class SideBySide(App[None]):
+    """A WindowTable and a DataTable holding the same rows, one above the other."""
+
+    CSS = "DataTable { height: 12; }"
+    AUTO_FOCUS = None  # the focus changes the header's and the cursor's colours: set by hand
+
+    def compose(self) -> ComposeResult:
+        yield WindowTable(id="window", cursor_type="row", zebra_stripes=True)
+        yield DataTable(id="plain", cursor_type="row", zebra_stripes=True)
+
+
+WIDTHS = (("name", 14), ("task", 9), ("steps", 5), ("label", 12))
+
+
+def row_cells(number: int) -> list[Text]:
+    """Cells as the sessions screen makes them: cut, dim, right-justified, coloured spans,
+    wide characters, empty, and (every fifth row) a cell of two lines."""
+    name = Text(f"session {number} " + "名前" * (number % 4), no_wrap=True,
+                overflow="ellipsis")
+    task = Text("word_sorting" if number % 2 else "", style="dim" if number % 3 else "")
+    steps = Text(str(number * 7), justify="right")
+    label = Text.assemble(("✗ ", "red"), f"mistake at {number % 9}") if number % 4 else \
+        Text("—", style="dim")
+    if number % 5 == 0:
+        label = Text("\n", no_wrap=True, overflow="ellipsis").join(
+            [Text("✓ no mistake", style="green"), Text("↪ other branch", style="dim")])
+    return [name, task, steps, label]
+
+
+def fill_both(app: SideBySide, rows: range) -> None:
+    for table in app.query(DataTable):
+        if not table.columns:
+            for key, width in WIDTHS:
+                table.add_column(key, key=key, width=width)
+        for number in rows:
+            table.add_row(*row_cells(number), key=str(number),
+                          height=2 if number % 5 == 0 else 1)
+
+
+def drawn(table: DataTable) -> list[list[Segment]]:
+    return [list(strip) for strip in table.render_lines(Region(0, 0, *table.size))]
+
+
+async def test_the_window_table_draws_what_datatable_draws() -> None:
+    """Every line in view, segment for segment (text, colours and the mouse's row and column
+    meta), as a DataTable holding the same rows draws it: after cursor moves, rows appended,
+    the first rows let go of (removed one by one from the DataTable), a cell changed, the
+    focus on either, and a scroll."""
+    app = SideBySide()
+    async with app.run_test(size=(60, 30)) as pilot:
+        window = app.query_one(WindowTable)
+        plain = app.query_one("#plain", DataTable)
+        fill_both(app, range(40))
+        await pilot.pause()
+
+        async def same() -> None:
+            await pilot.pause()
+            assert drawn(window) == drawn(plain)
+
+        await same()
+        for row in (1, 2, 5, 9, 3):
+            for table in (window, plain):
+                table.move_cursor(row=row, animate=False)
+            await same()
+        fill_both(app, range(40, 50))
+        await same()
+        window.drop_first_rows(6)
+        for number in range(6):
+            plain.remove_row(str(number))
+        plain.move_cursor(row=window.cursor_row, animate=False)
+        await same()
+        for table in (window, plain):
+            table.update_cell("10", "task", Text("multistep_arithmetic", style="bold"))
+            table.move_cursor(row=20, animate=False)
+        await same()
+        for table in (window, plain):
+            table.scroll_to(y=7, animate=False, immediate=True)
+        await same()
+        window.focus()
+        await pilot.pause()
+        focused = drawn(window)
+        plain.focus()
+        await pilot.pause()
+        assert focused == drawn(plain)
+
+
+def count_rows_drawn(table: DataTable) -> list[int]:
+    """How many lines of rows (not the header) the table assembles from here on (its
+    `_render_line_in_row`)."""
+    drawn_rows = [0]
+    assemble = table._render_line_in_row
+
+    def counted(row_key, *args, **kwargs):  # type: ignore[no-untyped-def]
+        drawn_rows[0] += row_key is not table._header_row_key
+        return assemble(row_key, *args, **kwargs)
+
+    table._render_line_in_row = counted  # type: ignore[method-assign]
+    return drawn_rows
+
+
+async def test_a_cursor_move_draws_again_only_the_rows_it_leaves_and_enters() -> None:
+    """DataTable drew every line in view again for a move of its cursor (its lines are keyed
+    on the cursor's place), and again for each row appended out of sight."""
+    app = SideBySide()
+    async with app.run_test(size=(60, 30)) as pilot:
+        window = app.query_one(WindowTable)
+        fill_both(app, range(1, 40))  # rows 4, 9, ... are two lines high
+        window.move_cursor(row=1, animate=False)
+        await pilot.pause()
+        drawn_rows = count_rows_drawn(window)
+        window.move_cursor(row=2, animate=False)  # rows 1 and 2: one line each
+        await pilot.pause()
+        assert drawn_rows[0] == 2
+        fill_both(app, range(40, 60))  # below the view
+        await pilot.pause()
+        assert drawn_rows[0] == 2

@@ -600,7 +600,15 @@ def label_credit(store: Store, session: Session, label: Label) -> str:
 
 CSV_COLUMNS = ("session_id", "name", "task", "annotator", "status", "mistake_index",
                "time_spent_s", "assisted", "labelled_at", "flag_reason", "note", "branch",
-               "model")
+               "model", "reasoning_kind")
+
+
+def reasoning_kind_cell(store: Store, steps: Sequence[Step]) -> str:
+    """A CSV row's `reasoning_kind`, as the JSONL rows name it: what a thinking trace's
+    thoughts are cut from ("raw", "summary" said so, or "none": the answer), empty for a
+    step-at-a-time trace (or a reasoning not stored whole, which the JSONL row leaves out)."""
+    thinking = stored_thinking(store, list(steps))
+    return "" if thinking is None else thinking.kind
 
 
 def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) -> ExportResult:
@@ -609,7 +617,7 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
     The app's own labels are one row per labelled branch, as the jsonl export has them
     (`branch`: "on show", or "other" for another branch of the session). `model`: the
     model of the labelled trace (side by side, the model of the branch labelled; else the
-    session's models)."""
+    session's models); `reasoning_kind`: the labelled trace's, for a thinking trace."""
     import csv
 
     wanted = None if session_ids is None else set(session_ids)
@@ -636,13 +644,17 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
                     "" if branch.mistake_index is None else branch.mistake_index,
                     spent, int(branch.label.assisted), _timestamp(branch.label.created_at),
                     "", "", "on show" if branch.on_show else "other", model,
+                    reasoning_kind_cell(store, branch.steps),
                 ])
             continue
+        in_force = store.current_label(label.session_id, label.annotator)
+        labelled = store.branch(label.session_id,
+                                None if in_force is None else in_force.leaf_step_id)
         rows.append([
             label.session_id, session.name, session.task, label.annotator, "labelled",
             "" if label.mistake_index is None else label.mistake_index,
             spent, int(label.assisted), _timestamp(label.created_at), "", "", "on show",
-            models,
+            models, reasoning_kind_cell(store, labelled),
         ])
     for (session_id, annotator), item in sorted(work.items()):
         if item.status != "flagged" or (wanted is not None and session_id not in wanted):
@@ -651,7 +663,8 @@ def export_csv(store: Store, session_ids: Sequence[int] | None, out_path: Path) 
         rows.append([session_id, session.name, session.task, annotator, "flagged", "",
                      f"{item.time_spent_s:.1f}", int(item.assisted),
                      _timestamp(item.updated_at), item.flag_reason or "", item.note or "",
-                     "on show", summaries[session_id].model_names])
+                     "on show", summaries[session_id].model_names,
+                     reasoning_kind_cell(store, store.branch(session_id))])
     with replacing(out_path) as out:
         writer = csv.writer(out)
         writer.writerow(CSV_COLUMNS)
@@ -669,7 +682,8 @@ def _csv_cell(value: object) -> object:
 
 
 STEP_CSV_COLUMNS = ("session_id", "name", "task", "annotator", "protocol", "thought",
-                    "rating", "text", "mistake_index", "finish_reason", "labelled_at")
+                    "rating", "text", "mistake_index", "finish_reason", "labelled_at",
+                    "reasoning_kind")
 
 
 def export_step_csv(store: Store, session_ids: Sequence[int] | None,
@@ -677,7 +691,7 @@ def export_step_csv(store: Store, session_ids: Sequence[int] | None,
     """One row per step an annotator's label in force rates: the per-step protocol's -1, 0 or
     +1; a first-mistake label's +1 up to its mistake and -1 at it (protocol
     "first-mistake": nothing is said of the steps after it). `mistake_index` empty means "no
-    mistake"."""
+    mistake"; `reasoning_kind` as in `export_csv`."""
     import csv
 
     wanted = None if session_ids is None else set(session_ids)
@@ -697,6 +711,7 @@ def export_step_csv(store: Store, session_ids: Sequence[int] | None,
             protocol = "first-mistake"
             ratings = ratings_for(found.mistake_index, len(steps))
         session = sessions[found.session_id]
+        kind = reasoning_kind_cell(store, steps)
         labels += 1
         for number, rating in enumerate(ratings, start=1):
             rows.append([
@@ -704,7 +719,7 @@ def export_step_csv(store: Store, session_ids: Sequence[int] | None,
                 label_credit(store, session, label), protocol,
                 number, rating, steps[number - 1].text if number <= len(steps) else "",
                 "" if found.mistake_index is None else found.mistake_index,
-                found.finish_reason or "", _timestamp(found.created_at)])
+                found.finish_reason or "", _timestamp(found.created_at), kind])
     with replacing(out_path) as out:
         writer = csv.writer(out)
         writer.writerow(STEP_CSV_COLUMNS)

@@ -82,7 +82,7 @@ def _retry_after_seconds(error: BaseException, detail: str = "") -> float | None
             continue
         value = headers.get("retry-after") or headers.get("Retry-After")
         if value is not None:
-            return _parse_retry_after(str(value))
+            return parse_retry_after(str(value))
     delay = _RETRY_DELAY.search(str(getattr(error, "message", None) or error) + detail)
     return float(delay.group(1)) if delay else None
 
@@ -91,7 +91,8 @@ def _retry_after_seconds(error: BaseException, detail: str = "") -> float | None
 _RETRY_DELAY = re.compile(r'"retryDelay"\s*:\s*"(\d+(?:\.\d+)?)s"')
 
 
-def _parse_retry_after(value: str) -> float | None:
+def parse_retry_after(value: str) -> float | None:
+    """Retry-After's seconds (a number, or an HTTP date); None: neither."""
     try:
         return max(0.0, float(value))
     except ValueError:

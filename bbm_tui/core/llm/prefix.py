@@ -27,12 +27,13 @@ import math
 import os
 import ssl
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from bbm_tui.core.llm.capabilities import _provider_of, is_offline, key_env_var, thinking_wire
-from bbm_tui.core.llm.errors import ErrorKind, LLMError, with_retries
+from bbm_tui.core.llm.errors import ErrorKind, LLMError, parse_retry_after, with_retries
 from bbm_tui.core.llm.router import deployment_spec
 from bbm_tui.core.types import CallRecord, ModelSpec, RetryPolicy, TokenLogprob
 
@@ -351,8 +352,7 @@ async def _post_once(client: Any, url: str, body: dict[str, Any],
     try:
         response = await client.post(url, json=body, timeout=timeout_s)
         if response.status_code >= 400:
-            raise LLMError(error_kind(response.status_code), f"{url} answered "
-                           f"{response.status_code}: {response.text[:300]}")
+            raise status_error(url, response.status_code, response.text, response.headers)
         reply = response.json()
     except httpx.TimeoutException:
         raise LLMError("timeout", f"{url} did not answer within {timeout_s:g} s") from None
@@ -369,6 +369,14 @@ def error_kind(status: int) -> ErrorKind:
     """The kind of error an HTTP status says (a retry waits on some: errors.with_retries)."""
     return ("rate_limit" if status == 429 else "server" if status >= 500 else
             "not_found" if status == 404 else "bad_request")
+
+
+def status_error(url: str, status: int, text: str, headers: Mapping[str, str]) -> LLMError:
+    """A server's error status as an LLMError, with the wait its Retry-After asks for (a 429
+    or 503's: errors.with_retries waits that long before the next attempt)."""
+    after = headers.get("retry-after")
+    return LLMError(error_kind(status), f"{url} answered {status}: {text[:300]}",
+                    None if after is None else parse_retry_after(after))
 
 
 @functools.cache

@@ -12,19 +12,23 @@ as prefix.py, each asked to stream (measured against llama.cpp's llama-server, d
 - `ollama`: `/api/generate` streams newline-delimited JSON (`response`, and `done: true` with
   `done_reason` and the counts on the last).
 
-The replies are read through the same guard as every reply (core/llm/http_guard.py).
+The replies are read through the same guard as every reply (core/llm/http_guard.py). A call
+is retried as every call is (errors.with_retries: a connection reset, a timeout, a 429 or 5xx,
+waiting what Retry-After says) up to its first text; after text has come, a failure is raised
+after it (the caller keeps what came and says so).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from bbm_tui.core.llm.errors import LLMError
+from bbm_tui.core.llm.errors import LLMError, with_retries
 from bbm_tui.core.llm.prefix import (
     Continuation,
     Prefixer,
@@ -37,9 +41,9 @@ from bbm_tui.core.llm.prefix import (
     _ollama_body,
     _record,
     _root,
-    error_kind,
+    status_error,
 )
-from bbm_tui.core.types import TokenLogprob
+from bbm_tui.core.types import RetryPolicy, TokenLogprob
 
 _FINISH = {"limit": "length", "eos": "stop", "word": "stop", "length": "length",
            "stop": "stop"}
@@ -72,31 +76,93 @@ async def _offline(prefixer: Prefixer, kept: str, settings: PrefixSettings
 
 async def _served(prefixer: Prefixer, kept: str, settings: PrefixSettings
                   ) -> AsyncIterator[str | Continuation]:
-    import httpx
-
     prompt = await prefixer.prompt(kept)
     path, body = _request(prefixer, prompt, settings)
     url = _root(prefixer.spec) + path
-    reader = _Reader(prefixer.wire, url)
     started = time.monotonic()
-    try:
-        async with prefixer.http_client().stream("POST", url, json=body,
-                                                 timeout=settings.timeout_s) as response:
-            if response.status_code >= 400:
-                text = (await response.aread()).decode("utf-8", "replace")
-                raise LLMError(error_kind(response.status_code),
-                               f"{url} answered {response.status_code}: {text[:300]}")
-            async for line in response.aiter_lines():
-                piece = reader.line(line)
-                if piece:
-                    yield piece
-                if reader.done:
-                    break
-    except httpx.TimeoutException:
-        raise LLMError("timeout", f"{url} went silent for {settings.timeout_s:g} s") from None
-    except httpx.HTTPError as error:
-        raise LLMError("connection", f"{url}: {error}") from None
+
+    async def attempt(_attempt: int) -> _Opened:
+        return await _open(prefixer, url, body, settings)
+
+    # Retried only until its first text: then it is on screen and stored, and a new call
+    # would write another text after it.
+    opened: _Opened = await with_retries(prefixer.spec, RetryPolicy(), attempt)
+    reader = opened.reader
+    async with opened.stream:
+        if opened.first:
+            yield opened.first
+        while not reader.done:
+            piece = await _read(opened, url, settings)
+            if piece is None:
+                break
+            if piece:
+                yield piece
     yield reader.continuation(prefixer, body, time.monotonic() - started)
+
+
+@dataclass
+class _Opened:
+    """A stream that has begun: its response held open (`stream` closes it), its lines, what
+    it has sent so far and its first text ("": it ended before any)."""
+
+    stream: contextlib.AsyncExitStack
+    lines: AsyncIterator[str]
+    reader: _Reader
+    first: str = ""
+
+
+async def _open(prefixer: Prefixer, url: str, body: dict[str, Any],
+                settings: PrefixSettings) -> _Opened:
+    """One attempt: the request sent and its stream read up to its first text (or its end).
+    Raises LLMError (an error status, a connection reset, a timeout), the stream closed."""
+    stream = contextlib.AsyncExitStack()
+    try:
+        try:
+            response = await stream.enter_async_context(prefixer.http_client().stream(
+                "POST", url, json=body, timeout=settings.timeout_s))
+        except Exception as error:
+            raise _http_error(error, url, settings) from None
+        if response.status_code >= 400:
+            try:
+                text = (await response.aread()).decode("utf-8", "replace")
+            except Exception as error:
+                raise _http_error(error, url, settings) from None
+            raise status_error(url, response.status_code, text, response.headers)
+        opened = _Opened(stream, response.aiter_lines(), _Reader(prefixer.wire, url))
+        while not opened.reader.done:
+            piece = await _read(opened, url, settings)
+            if piece is None:
+                break
+            if piece:
+                opened.first = piece
+                break
+        return opened
+    except BaseException:
+        await stream.aclose()
+        raise
+
+
+async def _read(opened: _Opened, url: str, settings: PrefixSettings) -> str | None:
+    """The text the stream's next line adds ("" for none); None: the stream ended. Raises
+    LLMError."""
+    try:
+        line = await anext(opened.lines)
+    except StopAsyncIteration:
+        return None
+    except Exception as error:
+        raise _http_error(error, url, settings) from None
+    return opened.reader.line(line)
+
+
+def _http_error(error: Exception, url: str, settings: PrefixSettings) -> Exception:
+    """httpx's failure as an LLMError (others as they are)."""
+    import httpx
+
+    if isinstance(error, httpx.TimeoutException):
+        return LLMError("timeout", f"{url} went silent for {settings.timeout_s:g} s")
+    if isinstance(error, httpx.HTTPError):
+        return LLMError("connection", f"{url}: {error}")
+    return error
 
 
 def _request(prefixer: Prefixer, prompt: str, settings: PrefixSettings

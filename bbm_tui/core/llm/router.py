@@ -11,7 +11,11 @@ What bbm-tui adds: the steps of one trace stay on one deployment while it is hea
 the healthy deployment of its group (not cooling down) that holds the fewest traces now: the
 Router's own strategies count requests, and with every trace held to one deployment it is
 the traces that must be spread (a batch's first sixteen traces, started at once, all went to
-one server of two under `least-busy`). A call on the pinned deployment that fails unpins the
+one server of two under `least-busy`). At a batch's tail, a deployment with `max_traces` (a
+server whose live traces take turns) that holds two or more hands one over to a deployment of
+its group that holds none, when no new trace is waiting for a place (`_idle_deployment`): the
+moved trace gives up its prompt cache on the first server once, so that the second does not
+sit idle while the first's traces queue. A call on the pinned deployment that fails unpins the
 trace, and its next attempt goes to the group through the Router, which skips deployments
 cooling down; the trace is then pinned where that attempt was served. Retries stay ours
 (errors.py): the Router's own are off. Each call records the deployment that served it
@@ -27,6 +31,7 @@ import contextlib
 import inspect
 import os
 from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +76,19 @@ class Deployment:
     max_traces: int | None = None
 
 
+# `router_settings` under which litellm's Router (1.103.7) uses nothing its success callbacks
+# count at a stream's end: with `allowed_fails` set its cooldown counts failures only, the
+# default strategy (simple-shuffle) weighs deployments by their configured weights, fallbacks
+# act on failures. Any other setting (a strategy that counts usage, latency or requests in
+# flight; `allowed_fails: null`, whose cooldown weighs failures against successes) keeps
+# every stream read to its end.
+_SETTINGS_BLIND_TO_STREAM_ENDS = frozenset({
+    "allowed_fails", "cooldown_time", "num_retries", "retry_after", "timeout",
+    "stream_timeout", "fallbacks", "context_window_fallbacks", "content_policy_fallbacks",
+    "default_fallbacks", "routing_strategy", "set_verbose", "debug_level",
+})
+
+
 @dataclass(frozen=True)
 class RouterFile:
     path: Path
@@ -78,12 +96,37 @@ class RouterFile:
     settings: dict[str, Any]
     deployments: tuple[Deployment, ...]
 
+    @cached_property
+    def counts_stream_ends(self) -> bool:
+        """Whether its Router needs each streamed call read to its end: there litellm runs
+        the success callbacks through which the Router counts a deployment's tokens and
+        requests (for `tpm`/`rpm` limits), latencies and requests in flight (for strategies
+        that route by them) and successes (for a cooldown by failure rate). Otherwise a
+        stream is closed once the provider's last chunk is in, as a direct call's is
+        (transport.py's `_provider_done`): the callbacks' work cost ~5 ms of CPU a call
+        (bench/router.py: 16 ms a step through a one-deployment file, 9 ms direct)."""
+        settings = {**DEFAULT_ROUTER_SETTINGS, **self.settings}
+        if not set(settings) <= _SETTINGS_BLIND_TO_STREAM_ENDS:
+            return True
+        if settings.get("routing_strategy", "simple-shuffle") != "simple-shuffle" \
+                or settings.get("allowed_fails") is None:
+            return True
+        return any(_counts_usage(entry) for entry in self.model_list)
+
     @property
     def groups(self) -> list[str]:
         return list(dict.fromkeys(deployment.group for deployment in self.deployments))
 
     def group(self, name: str) -> list[Deployment]:
         return [deployment for deployment in self.deployments if deployment.group == name]
+
+
+def _counts_usage(entry: dict[str, Any]) -> bool:
+    """Whether a deployment sets a limit the Router counts on success (`tpm`, `rpm`, and
+    their input and output kinds), at its top, in `litellm_params` or in `model_info`."""
+    parts = (entry, entry.get("litellm_params") or {}, entry.get("model_info") or {})
+    return any(isinstance(key, str) and key.endswith(("tpm", "rpm"))
+               for part in parts if isinstance(part, dict) for key in part)
 
 
 def read_router_file(path: str | Path) -> RouterFile:
@@ -354,8 +397,22 @@ _files: dict[tuple[str, int, int], RouterFile] = {}
 _routers: dict[tuple[tuple[str, int, int], int], Any] = {}
 # How many live traces are pinned to each deployment, by deployment name (one process).
 _pinned: dict[str, int] = {}
-# New traces waiting for a deployment with room (each wakes when a trace is unpinned).
-_waiting: set[asyncio.Future[None]] = set()
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """A new trace waiting for a place in its model group (`group`: the router file as the
+    command named it, and the group's name); `woken` is set when a trace is unpinned."""
+
+    group: tuple[str, str]
+    woken: asyncio.Future[None]
+
+
+# New traces waiting for a deployment with room, the longest waiting first: each keeps its
+# place in the line until it has a deployment, so that a batch's traces start in the order
+# it started them (a set woke them in no order: a 40-step trace that asked eighth started
+# last of sixteen, and its server's partner sat idle for its last two seconds).
+_waiting: list[_Waiter] = []
 # A deployment with `model_info.max_traces` holds that many live traces at once; a new
 # trace beyond waits for whichever deployment frees a place first, so that traces of unknown
 # length even out as they end rather than being split by count when they start
@@ -368,7 +425,16 @@ def _file_key(path: str) -> tuple[str, int, int]:
         status = os.stat(path)
     except OSError as error:
         raise RouterFileError(f"{path}: cannot read the router file ({error})") from None
-    return str(Path(path).resolve()), status.st_mtime_ns, status.st_size
+    return _resolved(path, "" if os.path.isabs(path) else os.getcwd()), \
+        status.st_mtime_ns, status.st_size
+
+
+@lru_cache(maxsize=64)
+def _resolved(path: str, cwd: str) -> str:
+    """The file's absolute path, its links followed, worked out once per spelling (and
+    working folder): a step asks for the file ~7 times (its Router, the questions asked of
+    its model), and resolving took ~80 us each at load 10, the stat 7 us."""
+    return str((Path(cwd) / path).resolve())
 
 
 def router_file(path: str) -> RouterFile:
@@ -469,10 +535,54 @@ class DeploymentPin:
     release = forget
 
 
-def _wake_waiting() -> None:
-    for waiter in list(_waiting):
-        if not waiter.done() and not waiter.get_loop().is_closed():
-            waiter.set_result(None)
+def _wake_waiting(group: tuple[str, str] | None = None) -> None:
+    """Wake the first waiting new trace of each group (of `group` only, if given) that is not
+    woken yet: one a place freed, so that a release costs the same however long the line.
+    One that takes a place wakes the next of its group (room may be left); one that finds
+    none waits again in its place."""
+    woken: set[tuple[tuple[str, str], int]] = set()
+    for waiter in _waiting:
+        loop = waiter.woken.get_loop()
+        key = (waiter.group, id(loop))
+        if key in woken or (group is not None and waiter.group != group) \
+                or waiter.woken.done() or loop.is_closed():
+            continue
+        waiter.woken.set_result(None)
+        woken.add(key)
+
+
+def _waiting_in(group: tuple[str, str]) -> bool:
+    """Whether a new trace of `group` is waiting on this event loop (one of another loop
+    never wakes here, and must hold no one up)."""
+    loop = asyncio.get_running_loop()
+    return any(waiter.group == group and waiter.woken.get_loop() is loop
+               for waiter in _waiting)
+
+
+def _idle_deployment(parsed: RouterFile, spec: ModelSpec, router: Any, current: str
+                     ) -> str | None:
+    """The deployment a live trace pinned to `current` moves to before its next call, or None
+    (it stays). It moves only at a batch's tail: `current` sets `max_traces` (its live traces
+    take turns at one server) and holds two or more, no new trace is waiting for a place
+    (a new trace has the first claim on one: it has no prompt cache anywhere yet), and another
+    healthy deployment of the group holds no trace at all. Idle, not merely holding fewer:
+    moving from 3 to 1 gains little (a server with one trace is busy but for the client's
+    moment between steps) and, mid-batch, a deployment that just ended a trace is about to get
+    a new one, so a move then would only throw a prompt cache away."""
+    if _pinned.get(current, 0) < 2 or _waiting_in((spec.router or "", spec.model)):
+        return None
+    deployments = parsed.group(spec.model)
+    here = next((deployment for deployment in deployments if deployment.name == current), None)
+    if here is None or here.max_traces is None:
+        # No `max_traces`: nothing says its traces queue (a provider that runs calls in
+        # parallel gains nothing from a move and would pay the prompt's cache write again).
+        return None
+    idle = [deployment.name for deployment in deployments
+            if deployment.name != current and _pinned.get(deployment.name, 0) == 0]
+    if not idle:
+        return None
+    cooling = set(_cooling_down(router))
+    return next((name for name in idle if name not in cooling), None)
 
 
 def _has_room(deployment: Deployment) -> bool:
@@ -502,19 +612,36 @@ class _NoRoom(Exception):
 async def _free_deployment(spec: ModelSpec) -> str | None:
     """The deployment a new trace goes to: the least pinned healthy one with room, waiting
     for one to free a place (without a time limit of its own, as a call waits its turn at a
-    one-request server: the trace's timeouts start with its request)."""
-    while True:
-        parsed, router = _router(spec.router or "")
-        try:
-            return _least_pinned(parsed, spec.model, router)
-        except _NoRoom:
-            pass
-        waiter = asyncio.get_running_loop().create_future()
-        _waiting.add(waiter)
-        try:
-            await waiter
-        finally:
-            _waiting.discard(waiter)
+    one-request server: the trace's timeouts start with its request). New traces of a group
+    get places in the order they asked: one that finds others of its group waiting goes
+    behind them, and only the first in line is woken when a place frees."""
+    group = (spec.router or "", spec.model)
+    me: _Waiter | None = None
+    placed = False
+    try:
+        while True:
+            if me is None and _waiting_in(group):
+                _wake_waiting(group)  # room may have come with no trace unpinned (a cooldown over)
+            else:
+                parsed, router = _router(spec.router or "")
+                with contextlib.suppress(_NoRoom):
+                    found = _least_pinned(parsed, spec.model, router)
+                    placed = True
+                    return found
+            woken = asyncio.get_running_loop().create_future()
+            if me is None:
+                me = _Waiter(group, woken)
+                _waiting.append(me)
+            else:
+                me.woken = woken  # its place in the line kept
+            await woken
+    finally:
+        if me is not None:
+            _waiting.remove(me)
+            if placed or me.woken.done():
+                # The next in line looks for room too (this one's wake is not lost when it
+                # was woken and then cancelled); the caller holds its place before that runs.
+                _wake_waiting(group)
 
 
 def _cooling_down(router: Any) -> list[str]:
@@ -526,9 +653,10 @@ def _cooling_down(router: Any) -> list[str]:
 async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
                      pin: DeploymentPin | None = None) -> Any:
     """litellm's `acompletion` (chat) or `atext_completion` with `kwargs`, directly or, with a
-    router, through it: to the pinned deployment if there is one, else (a new trace) to the
-    healthy deployment holding the fewest traces, else (an attempt after a failure) to the
-    model group. The trace is pinned where the call was served; a failure unpins it."""
+    router, through it: to the pinned deployment if there is one (or, at a batch's tail, to
+    an idle one it moves to), else (a new trace) to the healthy deployment holding the fewest
+    traces, else (an attempt after a failure) to the model group. The trace is pinned where
+    the call was served; a failure unpins it."""
     if spec.router is None:
         litellm = litellm_module()
         return await (litellm.acompletion if chat else litellm.atext_completion)(**kwargs)
@@ -541,6 +669,11 @@ async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
         # A new trace (after a failure the Router chooses): held to its deployment from now,
         # before the call goes out, so that traces starting at once spread over them.
         pin.keep(await _free_deployment(spec))
+    elif pin is not None and pin.deployment is not None:
+        # A live trace: moved at the tail to a deployment left idle (kept from now on there).
+        moved_to = _idle_deployment(parsed, spec, router, pin.deployment)
+        if moved_to is not None:
+            pin.keep(moved_to)
     kwargs["model"] = pin.deployment if pin is not None and pin.deployment else spec.model
     try:
         stream = await (router.acompletion if chat else router.atext_completion)(**kwargs)
@@ -566,6 +699,12 @@ def unwrapped(stream: Any) -> tuple[Any, Any]:
     frame = getattr(getattr(stream, "_async_generator", None), "ag_frame", None)
     provider = frame.f_locals.get("model_response") if frame is not None else None
     return stream, provider if hasattr(provider, "received_finish_reason") else None
+
+
+def closes_at_the_last_chunk(spec: ModelSpec) -> bool:
+    """Whether a streamed call of `spec` through its router may be closed once the
+    provider's last chunk is in (its Router counts nothing at the stream's end)."""
+    return spec.router is not None and not router_file(spec.router).counts_stream_ends
 
 
 def served_by(response: Any) -> str | None:

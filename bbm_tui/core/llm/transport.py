@@ -49,6 +49,7 @@ from bbm_tui.core.llm.records import (
 )
 from bbm_tui.core.llm.router import (
     DeploymentPin,
+    closes_at_the_last_chunk,
     deployment_spec,
     served_by,
     start_call,
@@ -92,6 +93,10 @@ class _StreamState:
     impossible_logprobs: bool = False
     # Text completion: litellm's chat stream wrapper under the text one (False: none found).
     inner_stream: Any = None
+    # Whose end says the provider is done (`_provider_done`): a router's chat stream is
+    # judged by the provider's wrapper under it where its Router counts nothing at the end
+    # (router.closes_at_the_last_chunk); None: the stream itself.
+    done_by: Any = None
 
 
 async def stream_step(
@@ -232,6 +237,8 @@ async def _stream_step_watched(
     state = _StreamState()
     if spec.router:
         stream, state.inner_stream = unwrapped(stream)
+        if closes_at_the_last_chunk(spec):
+            state.done_by = state.inner_stream
     stripper = EchoStripper()
     number = asked_number(prompt)
     char_cap = (settings.max_tokens or DEFAULT_STEP_MAX_TOKENS) * CHARS_PER_TOKEN_CAP
@@ -337,7 +344,7 @@ async def _read_step(
                      if hasattr(wrapper, "received_finish_reason")), False)
             text = _absorb_chunk(chunk, state, mode)
             if text is None:
-                if _provider_done(stream):
+                if _provider_done(state.done_by or stream):
                     return
                 continue
             wait_s = settings.idle_timeout_s
@@ -361,7 +368,7 @@ async def _read_step(
             ):
                 state.truncated = True
                 return
-            if _provider_done(stream):
+            if _provider_done(state.done_by or stream):
                 return
 
 
@@ -774,6 +781,8 @@ async def _complete_once(
             deployment = served_by(stream) if spec.router else None
             if spec.router:
                 stream, state.inner_stream = unwrapped(stream)
+                if closes_at_the_last_chunk(spec):
+                    state.done_by = state.inner_stream
             await _read_answer(stream, state, settings, spec, limit, deadline)
     except TimeoutError:
         if not (state.pieces and loop.time() >= deadline - 0.01):
@@ -853,7 +862,7 @@ async def _read_answer(stream: Any, state: _StreamState, settings: CallSettings,
                 state.chunks += 1
                 state.started = True
                 limit.reschedule(min(loop.time() + silence_s, deadline))
-        if _provider_done(stream):
+        if _provider_done(state.done_by or stream):
             return
 
 
@@ -866,8 +875,9 @@ def _provider_done(stream: Any) -> bool:
     price of the call) is for callbacks we do not register, and cost 2-3 ms of CPU a call
     (bench/finder_stream.py): the stream is closed instead. Only a chat stream read directly
     (litellm 1.103.7's CustomStreamWrapper: `sent_last_chunk`, `sent_stream_usage`,
-    `send_stream_usage`); a router's stream is read to its end, as its Router counts each
-    deployment's successes in those callbacks."""
+    `send_stream_usage`); a router's stream likewise by the provider's wrapper under it
+    (`_StreamState.done_by`), unless its Router counts something in those callbacks (a
+    `tpm`/`rpm` limit, a strategy by usage or latency): then it is read to its end."""
     if getattr(stream, "sent_last_chunk", False) is not True:
         return False
     watch = usage_watch.get()

@@ -13,6 +13,10 @@ compare and exports read them as they read the paper's. Going on from one makes 
 - Thought k, the sample taken (origin `backtrack`, pointing at its candidate), then the rest as
   the thinking mode's steps (origin `thinking`), streamed at greedy (temperature 0), as the
   paper goes on after backtracking; the original branch stays in the tree.
+
+Stopped before its answer (esc, a failure), the new branch keeps what came, and goes on from
+its reasoning so far (`stopped_branch`, `go_on_from_stopped`: the app's `r`), not from a
+fresh call.
 """
 
 from __future__ import annotations
@@ -186,6 +190,52 @@ async def continue_thinking(
                              samples.rule, answer_settings(settings, temperature=0.0),
                              target=trace.session.target)
     async for event in trace.go_on_thinking(reasoning_id, samples.rule, events):
+        yield event
+
+
+@dataclass(frozen=True)
+class StoppedBranch:
+    """A backtracked thinking branch whose going on stopped before its answer: its own
+    reasoning (not whole), which holds exactly its steps' raw slices so far, and its rule."""
+
+    reasoning_id: int
+    text: str
+    rule: SplitRule
+
+
+def stopped_branch(trace: TraceSession) -> StoppedBranch | None:
+    """The branch on show, if `b` then `enter` made it and its going on stopped (esc, a
+    failure) before the answer; None for any other branch. Reads the store."""
+    steps = trace.steps
+    backtracked = [step for step in steps if step.origin == StepOrigin.BACKTRACK]
+    if trace.finished or not backtracked:
+        return None
+    rule = trace.split_rule()
+    reasoning = trace.reasoning()
+    if rule is None or reasoning is None or reasoning.complete \
+            or reasoning.kind != str(ReasoningKind.RAW):
+        return None
+    # The branch's own reasoning: begun when its sample was taken (a branch backtracked
+    # again from one of its steps has a reasoning of its own).
+    if trace.store.step_view(backtracked[-1].id)[0] != reasoning.id:
+        return None
+    return StoppedBranch(reasoning.id, reasoning.text, rule)
+
+
+async def go_on_from_stopped(
+    trace: TraceSession,
+    prefixer: Prefixer,
+    stopped: StoppedBranch,
+    settings: PrefixSettings,
+) -> AsyncIterator[StepEvent]:
+    """A stopped backtracked branch going on from where it stopped, as `enter` went on: the
+    rest of the reasoning after its stored steps (raw) and the answer, streamed at
+    temperature 0 and stored into the same reasoning, below its last step (the steps that
+    came are kept; the thought that was streaming when it stopped is written again)."""
+    events = go_on_streaming(prefixer, trace.task, stopped.text, len(trace.steps) + 1,
+                             stopped.rule, answer_settings(settings, temperature=0.0),
+                             target=trace.session.target)
+    async for event in trace.go_on_thinking(stopped.reasoning_id, stopped.rule, events):
         yield event
 
 

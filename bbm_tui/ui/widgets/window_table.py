@@ -7,17 +7,238 @@ again (each a redraw of their cells and a pass over every row), for each row it 
 page of 100 rows out of 400 took 30 ms of CPU in the key that crossed into the next page
 (bench/big_store.py). `drop_first_rows` lets go of them in one pass, and keeps the rows in
 view where they were.
+
+It also draws less (issue 36: every key of the sessions screen under 50 ms until settled): a
+line of a row is drawn once and kept while the cursor moves and rows come and go, a new row's
+cells are laid out without Rich's general renderable path (and a cell's text once for all the
+rows that show the same), and new rows are not measured (the columns' widths are fixed). Each
+draws exactly what DataTable draws (tests/ui/test_ui_window_table.py compares them segment for
+segment); each leans on Textual 8.2's DataTable internals, as `drop_first_rows` does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import islice
+
+from rich.console import Console, ConsoleOptions
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import DEFAULT_JUSTIFY, DEFAULT_OVERFLOW, Text
 from textual._two_way_dict import TwoWayDict
+from textual._types import SegmentLines
+from textual.cache import LRUCache
+from textual.coordinate import Coordinate
+from textual.geometry import Region, Size
+from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellKey, RowKey
+from textual.widgets.data_table import CellKey, Row, RowKey
+
+# What a data row's line is drawn from, besides the cursor's and the hover's row being that
+# row or not: the row (key, index: the cells' mouse meta carries it), the line in the row, the
+# horizontal scroll and width, the styles, and the table's content version.
+LineKey = tuple[object, ...]
+# Lines of rows the table keeps drawn (a few screens: a page further on is drawn anew), and
+# cells' texts kept laid out; the least recently drawn go first, one at a time.
+LINES_KEPT = 400
+TEXTS_KEPT = 2000
+# DataTable's own caches, smaller: its drawn lines and rows are keyed on the cursor's place and
+# its cells on the update count (which each appended row moves on), so past a screen or two
+# they held only what would not be asked for again: 11 MB more RSS after 20 pages of 100.
+CELLS_KEPT = 1000
+ROWS_KEPT = 200
+
+
+@dataclass
+class Frame:
+    """What every line of a frame is drawn with (the table's settings, read once a frame
+    rather than for each line and each cell), and each kind of row's styles (worked out at
+    its first line)."""
+
+    widths: list[int]
+    table_width: int
+    width: int
+    simple: bool  # a row cursor, no fixed rows or columns, no row labels
+    show_cursor: bool
+    show_hover_cursor: bool
+    css_foreground: bool
+    css_background: bool
+    padding: int
+    options: ConsoleOptions
+    console: Console
+    row_styles: dict[tuple[object, ...], tuple[Style, Style]] = field(default_factory=dict)
 
 
 class WindowTable(DataTable):
-    """A DataTable whose first rows can be let go of at once (`drop_first_rows`)."""
+    """A DataTable whose first rows can be let go of at once (`drop_first_rows`), and whose
+    row lines stay drawn while the cursor moves (for a row cursor and fixed-width columns).
+
+    DataTable keys every drawn line on the cursor's coordinate and on its update count, so a
+    cursor move drew every line in view again (~37 lines of 8 cells: 15 ms of CPU a `down`
+    in bench/big_store.py), and each appended row (a page of 100 as the cursor goes down)
+    drew them all again too. A line of a row is the same whichever other row has the cursor;
+    and with fixed-width columns, appending rows at the end, or letting go of the first ones
+    (the line's row index is in its key), changes no other row's line."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        # Before DataTable's own: it clears its caches (and so these) as it starts.
+        self._lines: LRUCache[LineKey, Strip] = LRUCache(LINES_KEPT)
+        self._texts: LRUCache[tuple[object, ...], SegmentLines] = LRUCache(TEXTS_KEPT)
+        # The update count's bumps that changed no drawn row (rows appended or let go of):
+        # the content version is the update count less these.
+        self._unchanging_updates = 0
+        self._line_style = Style()
+        self._frame: Frame | None = None  # while a frame is drawn
+        super().__init__(*args, **kwargs)
+        self._cell_render_cache = LRUCache(CELLS_KEPT)
+        self._row_render_cache = LRUCache(ROWS_KEPT)
+        self._line_cache = LRUCache(ROWS_KEPT)
+
+    def add_row(self, *cells: object, height: int | None = 1, key: str | None = None,
+                label: object = None) -> RowKey:
+        before = self._update_count
+        row_key = super().add_row(*cells, height=height, key=key, label=label)  # type: ignore[arg-type]
+        if self._fixed_widths():
+            self._unchanging_updates += self._update_count - before
+        return row_key
+
+    def _fixed_widths(self) -> bool:
+        return not any(column.auto_width for column in self.columns.values())
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        """DataTable's, less the measuring of every new cell's width (800 measures, 9 ms a
+        page of 100 rows), which only auto-width columns use: with fixed widths, new rows of a
+        fixed height change only the table's height."""
+        rows = [self.rows[key] for key in new_rows if key in self.rows]
+        if not self._fixed_widths() or any(row.auto_height or row.label is not None
+                                           for row in rows):
+            super()._update_dimensions(rows_keys(rows))
+            return
+        width = sum(column.get_render_width(self) for column in self.columns.values())
+        header = self.header_height if self.show_header else 0
+        self.virtual_size = Size(width + self._row_label_column_width,
+                                 self._total_row_height + header)
+
+    def _clear_caches(self) -> None:
+        super()._clear_caches()
+        self._lines.clear()
+        self._texts.clear()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._lines.clear()
+
+    def _render_line_in_row(self, row_key: RowKey, line_no: int, base_style: Style,
+                            cursor_location: Coordinate, hover_location: Coordinate
+                            ) -> tuple[SegmentLines, SegmentLines]:
+        """DataTable's, for a data row under a row cursor with no fixed columns and no labels:
+        with what is the same for every line worked out once a frame (DataTable works out the
+        row's styles and the columns' widths again for each line), and its cells drawn by
+        `_draw_cell`."""
+        frame = self._frame
+        row_index = self._row_locations.get(row_key)
+        if frame is None or row_index is None or not frame.simple:
+            return super()._render_line_in_row(row_key, line_no, base_style, cursor_location,
+                                               hover_location)
+        cursor = row_index == cursor_location.row
+        hover = row_index == hover_location.row
+        row_style, extend_style = self._row_styles(frame, row_index % 2, cursor, hover,
+                                                   base_style)
+        component_style, post_style = self._get_styles_to_render_cell(
+            False, False, False, hover, cursor, frame.show_cursor, frame.show_hover_cursor,
+            frame.css_foreground, frame.css_background)
+        row = self.rows[row_key]
+        cells = self._get_row_renderables(row_index).cells
+        scrollable = [self._draw_cell(frame, row_index, index, cells[index], row.height,
+                                      row_style, component_style, post_style, width, cursor,
+                                      hover)[line_no]
+                      for index, width in enumerate(frame.widths)]
+        remaining = max(0, frame.width - frame.table_width)
+        scrollable.append([Segment(" " * remaining, extend_style + Style.from_meta(
+            {"row": row_index, "column": 0, "out_of_bounds": True}))])
+        return [], scrollable
+
+    def _draw_cell(self, frame: Frame, row_index: int, column_index: int, cell: object,
+                   height: int, row_style: Style, component_style: Style, post_style: Style,
+                   width: int, cursor: bool, hover: bool) -> SegmentLines:
+        """A data cell, as DataTable's `_render_cell` draws it. A Text on one line a row's
+        line (no wrapping) is laid out without Rich's general renderable path (its
+        `Styled(Padding(cell))` through the console), which was most of a new row's cost (a
+        `pgdn` draws ~30 new rows of 8 cells), and its text once for every row that shows the
+        same (a task, a model, a label, "—"); the row's styles and its mouse meta are put on
+        each time. Anything else is DataTable's own."""
+        options = frame.options.update_dimensions(width, height)
+        if height == 1:
+            options = options.update(no_wrap=True)
+        if not isinstance(cell, Text) or height < 1 \
+                or not (options.no_wrap if cell.no_wrap is None else cell.no_wrap) \
+                or width - 2 * frame.padding < 1:
+            return self._render_cell(row_index, column_index, row_style, width, cursor, hover)
+        text = text_key(cell, options, frame.padding)
+        unstyled = self._texts.get(text)
+        if unstyled is None:
+            unstyled = text_cell_lines(frame.console, options, cell, frame.padding)
+            self._texts.set(text, unstyled)
+        pre_style = row_style + Style.from_meta({"row": row_index, "column": column_index})
+        pre_style += component_style
+        return [list(Segment.apply_style(line, pre_style, post_style)) for line in unstyled]
+
+    def _row_styles(self, frame: Frame, odd: int, cursor: bool, hover: bool,
+                    base_style: Style) -> tuple[Style, Style]:
+        """A row's style and the style past its last column (DataTable's `_get_row_style`
+        and its `extend_style`), once a frame for each kind of row."""
+        key = (odd, cursor, hover, base_style)
+        styles = frame.row_styles.get(key)
+        if styles is None:
+            row_style = self._get_row_style(odd, base_style)  # only the parity counts here
+            extend, _ = self._get_styles_to_render_cell(
+                False, False, False, hover, cursor, frame.show_cursor,
+                frame.show_hover_cursor, False, False)
+            styles = frame.row_styles[key] = (row_style, row_style + extend)
+        return styles
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._line_style = self.rich_style  # once a frame (it walks the ancestors' styles)
+        widths = [column.get_render_width(self) for column in self.ordered_columns]
+        self._frame = Frame(
+            widths=widths, table_width=sum(widths) + self._row_label_column_width,
+            width=self.size.width,
+            simple=(self.cursor_type == "row" and not self.fixed_rows
+                    and not self.fixed_columns
+                    and not (self._labelled_row_exists and self.show_row_labels)),
+            show_cursor=self.show_cursor, show_hover_cursor=self._show_hover_cursor,
+            css_foreground=self.cursor_foreground_priority == "css",
+            css_background=self.cursor_background_priority == "css",
+            padding=self.cell_padding, options=self.app.console_options,
+            console=self.app.console)
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame = None
+
+    def render_line(self, y: int) -> Strip:
+        header = self.header_height if self.show_header else 0
+        if self.cursor_type != "row" or self.fixed_rows or self.fixed_columns or y < header \
+                or self._labelled_row_exists:
+            return super().render_line(y)
+        width = self.size.width
+        scroll_x, scroll_y = self.scroll_offset
+        line = y + scroll_y
+        try:
+            row_key, line_no = self._get_offsets(line)
+        except LookupError:
+            return Strip.blank(width, self._line_style)
+        row = self._row_locations.get(row_key)
+        key = (row_key, row, line_no, scroll_x, width, row == self.cursor_coordinate.row,
+               row == self.hover_coordinate.row, self.show_cursor, self._show_hover_cursor,
+               self._line_style, self._pseudo_class_state,
+               self._update_count - self._unchanging_updates)
+        strip = self._lines.get(key)
+        if strip is None:
+            strip = self._render_line(line, scroll_x, scroll_x + width, self._line_style)
+            self._lines.set(key, strip)
+        return strip
 
     def drop_first_rows(self, count: int) -> None:
         """Remove the first `count` rows (in the order on screen), keeping the cursor on the
@@ -50,8 +271,41 @@ class WindowTable(DataTable):
         self._row_locations = TwoWayDict(kept)
         self._require_update_dimensions = True
         self._update_count += 1
+        self._unchanging_updates += 1  # the rows kept are drawn as they were
         self.check_idle()
         self.refresh(layout=True)
         self.scroll_to(y=max(self.scroll_y - gone_height, 0), animate=False, immediate=True)
         self.move_cursor(row=max(cursor.row - count, 0), column=cursor.column, animate=False)
         self.hover_coordinate = self.hover_coordinate  # clamped, as remove_row does
+
+
+def rows_keys(rows: list[Row]) -> list[RowKey]:
+    return [row.key for row in rows]
+
+
+def text_cell_lines(console: Console, options: ConsoleOptions, cell: Text,
+                    padding: int) -> SegmentLines:
+    """The lines `console.render_lines(Padding(cell, (0, padding)), options)` gives for a Text
+    that is not wrapped (Rich 14: Padding, Text's `__rich_console__` and `render_lines` done in
+    line), segment for segment. `options` has the cell's width and its row's height."""
+    assert options.height is not None
+    inner = options.max_width - 2 * padding
+    blank = console.get_style("none")  # Padding's style
+    tab_size = console.tab_size if cell.tab_size is None else cell.tab_size
+    wrapped = cell.wrap(console, inner, justify=cell.justify or options.justify or DEFAULT_JUSTIFY,
+                        overflow=cell.overflow or options.overflow or DEFAULT_OVERFLOW,
+                        tab_size=tab_size or 8, no_wrap=True)
+    segments = Text("\n").join(wrapped).render(console, end=cell.end)
+    lines = list(islice(Segment.split_and_crop_lines(segments, inner, style=blank,
+                                                     include_new_lines=False),
+                        options.height))
+    lines.extend([Segment(" " * inner, blank)] for _ in range(options.height - len(lines)))
+    side = [Segment(" " * padding, blank)] if padding else []
+    return [[*side, *line, *side] for line in lines]
+
+
+def text_key(cell: Text, options: ConsoleOptions, padding: int) -> tuple[object, ...]:
+    """What a Text cell's lines (`text_cell_lines`) are made from."""
+    return (cell.plain, cell.style, tuple(cell.spans), cell.justify, cell.overflow, cell.end,
+            cell.tab_size, options.justify, options.overflow, options.max_width,
+            options.height, padding)

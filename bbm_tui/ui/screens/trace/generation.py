@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.stepper import (
@@ -19,8 +20,15 @@ from bbm_tui.core.generation.stepper import (
     StepStarted,
     TraceFinished,
 )
+from bbm_tui.core.llm.prefix import PrefixSettings, prefix_refusal
 from bbm_tui.core.store import SessionBusy
 from bbm_tui.core.textsafe import one_line
+from bbm_tui.core.trace.thinking_backtrack import (
+    StoppedBranch,
+    go_on_from_stopped,
+    prefixer_for,
+    stopped_branch,
+)
 from bbm_tui.core.types import TraceEnd
 from bbm_tui.ui.screens.trace.host import TraceHost
 from bbm_tui.ui.screens.trace.messages import CallsMade
@@ -52,9 +60,13 @@ class Generation:
                 # The first call imports litellm (seconds); never on the event loop.
                 view.say("Loading the model library…")
                 await asyncio.to_thread(llm.warm_up)
-            view.say("Generating…")
-            await self.stream(view.trace.generate(max_new_steps=max_new_steps,
-                                                  settings=view.context.stepper_settings))
+            stopped = await asyncio.to_thread(stopped_branch, view.trace)
+            if stopped is not None:
+                await self._go_on(stopped)
+            else:
+                view.say("Generating…")
+                await self.stream(view.trace.generate(
+                    max_new_steps=max_new_steps, settings=view.context.stepper_settings))
         except SessionBusy as busy:  # another window got to it first: nothing was done
             view.read_only(busy)
         except asyncio.CancelledError:
@@ -63,6 +75,31 @@ class Generation:
         finally:
             if view.is_attached:  # not when the view itself is going away
                 self.end()
+
+    async def _go_on(self, stopped: StoppedBranch) -> None:
+        """A backtracked thinking branch stopped before its answer goes on from its reasoning
+        so far, as `enter` went on from the sample (a fresh call would start the trace again
+        and drop the branch's point). Refused, said why, before any call where the model can
+        no longer go on from a prefix (changed since)."""
+        view = self.view
+        trace = view.trace
+        settings = view.context.stepper_settings
+        template = Path(settings.chat_template) if settings.chat_template else None
+        refusal = await asyncio.to_thread(prefix_refusal, trace.spec, template)
+        if refusal is not None:
+            view.say(f"The backtracked branch does not go on: {refusal}.", error=True,
+                     then=f"{view.key('trace_edit_model')} changes the model.")
+            return
+        # As `b` sets them: a call may take as long as a step may.
+        prefix = PrefixSettings(timeout_s=max(PrefixSettings.timeout_s,
+                                              settings.call.step_timeout_s))
+        prefixer = prefixer_for(trace, template)
+        try:
+            view.say(f"The backtracked branch goes on after Thought {len(trace.steps)}, where "
+                     "it stopped…")
+            await self.stream(go_on_from_stopped(trace, prefixer, stopped, prefix))
+        finally:
+            await prefixer.aclose()
 
     def end(self) -> None:
         """A run ended (finished, failed or stopped): the thought still streaming is dropped
