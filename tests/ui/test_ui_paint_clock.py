@@ -11,6 +11,8 @@ import gc
 
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
+from textual.strip import Strip
+from textual.visual import Visual
 from ui_helpers import make_app, wait_for
 
 from bbm_tui.core.store import Store
@@ -103,6 +105,62 @@ async def test_text_appended_is_drawn_at_the_paint_not_before() -> None:
         assert "first second" in thought.render().plain
         await pilot.pause()
         assert "first second" in app.export_screenshot().replace("&#160;", " ")
+
+
+def drawn_lines(thought: ThoughtView) -> list[Strip]:
+    """The thought's lines as Textual draws them when it renders the whole widget."""
+    width, height = thought.size
+    return Visual.to_strips(thought, thought.render(), width, height, thought.visual_style)
+
+
+async def test_a_token_redraws_only_the_lines_it_changed(monkeypatch) -> None:
+    """Textual rendered every line of the streaming thought again for each frame's tokens,
+    though a token changes its last line or two (the thinking mode's paragraphs are ten
+    lines and more: bench/thinking_stream.py)."""
+    app = OneThought()
+    async with app.run_test(size=(60, 20)) as pilot:
+        thought = app.query_one(ThoughtView)
+        thought.append(" ".join(f"word{number}" for number in range(40)))
+        thought.paint_appended()
+        await wait_for(pilot, lambda: thought.size.height > 4, timeout=5)
+        await pilot.pause()
+        rendered: list[int] = []
+        original = Visual.to_strips
+
+        def to_strips(widget, visual, width, height, style, **kwargs):  # type: ignore[no-untyped-def]
+            strips = original(widget, visual, width, height, style, **kwargs)
+            if widget is thought:  # the lines with text (a line is drawn under blank ones)
+                rendered.append(len([strip for strip in strips if strip.text.strip()]))
+            return strips
+
+        monkeypatch.setattr(Visual, "to_strips", to_strips)
+        height = thought.size.height
+        thought.append("x")  # the last word grows: the same height
+        assert not thought.paint_appended()
+        await pilot.pause()
+        await pilot.pause()
+        assert thought.size.height == height
+        assert rendered == [1], f"lines rendered for one token: {rendered}"
+        assert thought._render_cache.lines == drawn_lines(thought)
+
+
+async def test_a_streaming_thought_draws_as_a_whole_render_would() -> None:
+    """The lines redrawn alone are those a whole render draws, token after token (the cursor,
+    new lines, the figures once finished, a status)."""
+    app = OneThought()
+    async with app.run_test(size=(50, 30)) as pilot:
+        thought = app.query_one(ThoughtView)
+        words = ["so", "the", "answer", "is", "12", "because", "3", "×", "4", "=", "12,",
+                 "and", "[bold]not[/]", "13;", "then", "\\", "we", "check\n\nagain"] * 6
+        for word in words:
+            thought.append(word + " ")
+            thought.paint_appended()
+            await pilot.pause()
+            assert thought._render_cache.lines == drawn_lines(thought), word
+        thought.set_status("mistake")
+        await pilot.pause()
+        assert thought._render_cache.lines == drawn_lines(thought)
+        assert "[bold]not[/]" in app.export_screenshot().replace("&#160;", " ")
 
 
 async def test_a_following_column_keeps_following_when_the_scroll_is_passed_on(

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from textual.content import Content
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.reactive import Reactive
+from textual.strip import Strip
+from textual.visual import Visual
 from textual.widget import Widget
 
 from bbm_tui.core.textsafe import one_line
@@ -201,13 +203,28 @@ class ThoughtView(Widget):
     # -- drawing
 
     def _changed(self) -> bool:
+        """Redraw the thought after its text or state changed; True when it took more (or
+        fewer) lines. When it keeps its height, only the lines that differ are redrawn (a
+        token changes the last line or two of a thought of ten or more: redrawing all of them
+        a frame was the biggest part of a streaming frame, bench/thinking_stream.py)."""
         self._unpainted = False
         width = self.content_size.width
-        before = len(self._lines(width)) if self._lines_cache and width > 0 else -1
+        cached = self._lines_cache
+        before = self._lines(width) if cached and width > 0 else None
         self._lines_cache = None
-        after = len(self._lines(width)) if width > 0 else -2
-        self.refresh(layout=before != after)
-        return before != after
+        after = self._lines(width) if width > 0 else None
+        if before is None or after is None or len(before) != len(after):
+            self.refresh(layout=True)
+            return True
+        if cached is None or cached[0] != width:  # drawn at another width: all of it
+            self.refresh()
+            return False
+        changed = [Region(0, y, width, 1)
+                   for y, (old, new) in enumerate(zip(before, after, strict=True))
+                   if not _same_line(old, new)]
+        if changed:
+            self.refresh(*changed)
+        return False
 
     def _meta_line(self) -> str:
         if self.presenter:
@@ -272,3 +289,42 @@ class ThoughtView(Widget):
 
     def render(self) -> Content:
         return Content("\n").join(self._lines(self.content_size.width))
+
+    def render_line(self, y: int) -> Strip:
+        # Textual renders every line of a widget again when any part of it is dirty; the
+        # lines `_changed` marked are redrawn alone (the others are the same strips).
+        if self._dirty_regions:
+            self._render_dirty_lines()
+        return super().render_line(y)
+
+    def _render_dirty_lines(self) -> None:
+        """Render the dirty lines into Textual's render cache, in place, when only some lines
+        are dirty; otherwise (the whole widget dirty, a new size, a text selection) leave
+        them to Textual, which renders them all."""
+        cache, size = self._render_cache, self.size
+        if (cache.size != size or self.text_selection is not None
+                or self.outer_size.region in self._dirty_regions):
+            return
+        lines = self._lines(size.width)
+        if len(cache.lines) != min(len(lines), size.height):
+            return
+        offset = self.content_offset
+        drawn: dict[int, Strip] = {}
+        for region in self._dirty_regions:
+            for y in region.translate(-offset).line_range:
+                if 0 <= y < len(cache.lines) and y not in drawn:
+                    # Under y empty lines: its text's offsets (which a mouse selection reads)
+                    # say line y, as in a whole render.
+                    line = Content("\n" * y).append(lines[y])
+                    strips = Visual.to_strips(self, line, size.width, y + 1, self.visual_style)
+                    if len(strips) != y + 1:
+                        return  # not one line: Textual renders them all
+                    drawn[y] = strips[y]
+        for y, strip in drawn.items():
+            cache.lines[y] = strip
+        self._dirty_regions.clear()
+
+
+def _same_line(old: Content, new: Content) -> bool:
+    """The two lines draw the same (Content's == compares the text alone)."""
+    return old.plain == new.plain and old.spans == new.spans
