@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 from ui_helpers import make_app, wait_for
 
+from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.ui.termination import EARLY_PASSES, IdleCollector, collect_from_now_on
 
 
@@ -27,7 +28,11 @@ class Cycle:
 
 @pytest.fixture
 def collector_put_back() -> Iterator[None]:
-    """The process's collector as it was (collect_from_now_on freezes and sets a threshold)."""
+    """The process's collector as it was (collect_from_now_on freezes and sets a threshold).
+    litellm is imported first: its import ends with a gc.freeze() (core/llm/loader.py), and
+    one still under way in a thread an earlier test of this worker started would freeze the
+    test's garbage out of every pass (a CI run caught that: never collected)."""
+    litellm_module()  # waits for an import under way, or makes its own
     threshold, enabled = gc.get_threshold(), gc.isenabled()
     yield
     if IdleCollector._running is not None:
