@@ -33,6 +33,12 @@ def collector_put_back() -> Iterator[None]:
     one still under way in a thread an earlier test of this worker started would freeze the
     test's garbage out of every pass (a CI run caught that: never collected)."""
     litellm_module()  # waits for an import under way, or makes its own
+    # An earlier test's app (any that ran collect_from_now_on) leaves its collector as the
+    # running one: waiting for "a collector" would then go on before this app's first frame,
+    # whose gc.freeze() froze the test's garbage out of every pass (ci54 caught that).
+    if IdleCollector._running is not None:
+        IdleCollector._running.stop()
+        IdleCollector._running = None
     threshold, enabled = gc.get_threshold(), gc.isenabled()
     yield
     if IdleCollector._running is not None:
