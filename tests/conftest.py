@@ -169,3 +169,22 @@ def shared_bbm() -> Path:
     if not shared_bbm_present():
         pytest.skip("../shared/bbm is not present (a user's clone has no reference data)")
     return SHARED_BBM
+
+
+@pytest.fixture
+def assembled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times litellm assembled a streamed answer again at its end (its
+    `stream_chunk_builder`, which its stream wrapper runs before logging and pricing the call,
+    and through which a Router's success callbacks count usage), counted while the test runs."""
+    from bbm_tui.core import llm
+
+    litellm = llm.litellm_module()
+    builder = litellm.stream_chunk_builder
+    count = [0]
+
+    def counted(*args: object, **kwargs: object) -> object:
+        count[0] += 1
+        return builder(*args, **kwargs)
+
+    monkeypatch.setattr(litellm, "stream_chunk_builder", counted)
+    return count

@@ -293,23 +293,6 @@ def test_find_on_a_slow_model_stores_each_wires_usage_and_cost(
 
 
 
-@pytest.fixture
-def assembled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many times litellm assembled a streamed answer again at its end (its
-    `stream_chunk_builder`, which its stream wrapper runs in a thread before logging the call
-    and pricing it), counted while the test runs."""
-    litellm = llm.litellm_module()
-    builder = litellm.stream_chunk_builder
-    count = [0]
-
-    def counted(*args: object, **kwargs: object) -> object:
-        count[0] += 1
-        return builder(*args, **kwargs)
-
-    monkeypatch.setattr(litellm, "stream_chunk_builder", counted)
-    return count
-
-
 @pytest.mark.parametrize(("model", "assemblies"), [("openai/test", 0), ("replay/bbm", 0)])
 async def test_a_whole_answer_is_closed_after_the_providers_last_chunk(
     openai_server: FakeServer, assembled: list[int], model: str, assemblies: int

@@ -384,22 +384,6 @@ async def test_waiting_traces_get_places_in_the_order_they_asked(
     assert order == list(range(8))
 
 
-@pytest.fixture
-def assembled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many times litellm assembles a streamed answer again after its end (its success
-    callbacks, through which a Router counts usage, do), counted while the test runs."""
-    litellm = llm.litellm_module()
-    builder = litellm.stream_chunk_builder
-    count = [0]
-
-    def counted(*args: object, **kwargs: object) -> object:
-        count[0] += 1
-        return builder(*args, **kwargs)
-
-    monkeypatch.setattr(litellm, "stream_chunk_builder", counted)
-    return count
-
-
 @pytest.mark.parametrize(("limit", "assemblies"), [("", 0), ("      rpm: 600\n", 2)])
 async def test_a_routers_stream_is_closed_at_the_last_chunk_unless_the_router_counts(
     openai_server: FakeOpenAI, tmp_path: Path, assembled: list[int], limit: str,
