@@ -114,3 +114,21 @@ def test_a_scroll_bars_repaint_in_the_layouts_frame_still_works() -> None:
     assert "_repaint_required" in vars(ScrollBar(vertical=True))
     assert callable(Compositor.update_widgets)
     assert isinstance(vars(Compositor).get("visible_widgets"), property)
+
+
+def test_the_anchors_height_in_a_layout_is_still_read_from_container_size() -> None:
+    """bbm_tui/ui/widgets/thought_list.py ThoughtList._anchor_to_this_height sets the pane's
+    `_container_size` height in its `arrange`, because the compositor's anchor, right after
+    `arrange`, scrolls to the bottom by `widget.container_size` (the last layout's), and
+    `Widget.container_size` returns `_container_size`, which `_size_updated` sets later."""
+    import inspect
+
+    from textual._compositor import Compositor
+    from textual.widget import Widget
+
+    arrange_root = inspect.getsource(Compositor._arrange_root)
+    assert "widget._anchored and not widget._anchor_released" in arrange_root
+    assert "widget.container_size.height" in arrange_root
+    assert "return self._container_size" in inspect.getsource(
+        Widget.container_size.fget)  # type: ignore[attr-defined]
+    assert "self._container_size = container_size" in inspect.getsource(Widget._size_updated)

@@ -4,9 +4,10 @@ in view when the thoughts get taller."""
 
 from __future__ import annotations
 
-from ui_helpers import make_app, thought, wait_for
+from ui_helpers import make_app, steady_frame, thought, wait_for
 
 from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.widgets.thought_list import ThoughtList
 
 
 async def run_to_the_answer(pilot) -> TraceScreen:
@@ -84,3 +85,44 @@ async def test_at_250_columns_the_trace_screen_uses_the_width() -> None:
         thoughts = screen.query_one("#thoughts-pane").region
         assert question.x == 0 and thoughts.right == 120
         assert question.width * 3 // 2 - 2 <= thoughts.width <= question.width * 3 // 2 + 2
+
+
+async def test_the_scroll_bar_is_drawn_at_the_bottom_when_the_pane_got_shorter() -> None:
+    """At 80x24 the thoughts pane loses a line as a step finishes, while it follows the end.
+    Textual's anchor scrolled by the pane's height of the layout before: the pane stopped a
+    line short of the bottom and its scroll bar was painted there; the next layout scrolled
+    the last line in but left the bar as drawn, its thumb part of a cell above the bottom
+    (the snapshot test_main_screen_after_a_few_steps caught it). The bar as drawn is the bar
+    drawn again."""
+    app = make_app(task="word_sorting", question=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, TraceScreen)
+                       and app.screen.query_one(ThoughtList).is_mounted)
+        screen = app.screen
+        assert isinstance(screen, TraceScreen)
+        pane = screen.query_one(ThoughtList)
+        # Each frame written (App._display, as test_ui_big_trace.py counts them) while the
+        # pane follows the end: where it is and where its end is.
+        short: list[tuple[float, int]] = []
+        original = app._display
+
+        def display(screen_, renderable) -> None:  # type: ignore[no-untyped-def]
+            original(screen_, renderable)
+            if renderable is not None and pane.is_anchored and pane.scroll_y < pane.max_scroll_y:
+                short.append((pane.scroll_y, pane.max_scroll_y))
+
+        app._display = display  # type: ignore[method-assign]
+        for count in (1, 2, 3):
+            await pilot.press("n")
+            await wait_for(pilot, lambda count=count: len(screen.view.trace.steps) == count
+                           and not screen.view.running)
+        await steady_frame(pilot)
+        # And a line less for it, every time: the terminal one line shorter.
+        await pilot.resize_terminal(80, 23)
+        await steady_frame(pilot)
+        assert pane.scroll_y == pane.max_scroll_y > 0  # following the end, at the bottom
+        assert short == []  # no frame stopped short of the bottom
+        drawn = app.export_screenshot()
+        pane.vertical_scrollbar.refresh()
+        await steady_frame(pilot)
+        assert app.export_screenshot() == drawn

@@ -277,6 +277,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
         arrangement = super().arrange(size, optimal)
         if optimal:
             return arrangement
+        self._anchor_to_this_height(size)
         # The places read from now on are this layout's (the compositor's map of it).
         self._reflowing = False
         pending = self._scroll_pending
@@ -309,6 +310,21 @@ class ThoughtList(VerticalScroll, can_focus=False):
                                              float(y))
         self.vertical_scrollbar.refresh()  # painted in this layout's frame: _scroll_update
         return arrangement
+
+    def _anchor_to_this_height(self, size: Size) -> None:
+        """Keep the bottom in view in a layout that changed the pane's height (a line under
+        it came or went as a thought finished). Textual's anchor, right after this arrange,
+        scrolls to the bottom by `container_size`, which is still the last layout's until the
+        screen's layout updates it (`_size_updated`): the pane stopped a line short of the
+        bottom, its scroll bar painted there, and the next layout scrolled the last line in
+        without repainting the bar (the anchor sets the bar's position without a refresh):
+        the thumb stayed drawn part of a cell above the bottom. The height `size` gives (the
+        pane's own, less a horizontal bar) is the one the layout is about to set."""
+        if not self._anchored or self._anchor_released:
+            return
+        height = size.height + self.scrollbar_size_horizontal
+        if self._container_size.height != height:
+            self._container_size = self._container_size.with_height(height)
 
     def page(self, direction: int) -> None:
         """Bring in the thoughts beyond one edge (a click on "↑ N earlier thoughts")."""
