@@ -396,3 +396,80 @@ async def test_r_on_a_stopped_backtracked_branch_goes_on_offline(
     assert reasoning is not None and reasoning.complete
     assert [step.strip() for step in split_text(reasoning.text, SplitRule.PARAGRAPH)] == \
         reopened.texts
+
+
+async def test_r_on_a_stopped_thinking_trace_goes_on_from_its_reasoning_so_far(
+        store: Store, llama: FakeLlamaServer) -> None:
+    """A thinking trace (no b) stopped by esc once Thought 2 is in, then r: it goes on from its
+    reasoning so far as a stopped backtracked branch does (the server receives the template,
+    the opened reasoning and exactly the trace's steps, raw; at the trace's temperature),
+    below the steps that came, to the answer; no fresh call, no second branch."""
+    spec = llm.ModelSpec("openai/qwen3", api_base=llama.base_url, mode="thinking")
+    trace = TraceSession.create(store, NewTrace(TASK, QUESTION, TARGET), spec)
+    # A reasoning piece a second: esc lands between Thought 2 and Thought 3.
+    llama.enqueue(Reply(text="So the answer is 6", reasoning=REASONING, chunk_delay_s=1.0))
+    llama.continuation = lambda prompt, body: "3 * 2 = 6. \n\nSo 6.</think>\n\nSo the answer is 6"
+    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking",
+                          temperature=0.6), session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        view = screen.view
+        await pilot.press("r")
+        await wait_for(pilot, lambda: len(view.trace.steps) == 2 and view.running, timeout=60)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=60)
+        kept = [step.id for step in view.trace.steps]
+        stopped = view.trace.reasoning()
+        assert stopped is not None and not stopped.complete
+        assert view.trace.texts == ["Plan: add, then multiply.", "1 + 1 = 3."]
+        llama.requests.clear()
+        await pilot.press("r")
+        await wait_for(pilot, lambda: not view.running and view.trace.answer == "6",
+                       timeout=60)
+        assert view.trace.texts == ["Plan: add, then multiply.", "1 + 1 = 3.", "3 * 2 = 6.",
+                                    "So 6."]
+        assert [step.id for step in view.trace.steps[:2]] == kept
+    assert [record.path for record in llama.requests] == ["/apply-template", "/completion"]
+    assert len(llama.prompts) == 1 and llama.prompts[0].endswith(
+        "<think>\nPlan: add, then multiply.  \n\n1 + 1 = 3.\r\n\n")
+    assert llama.requests[1].body["temperature"] == 0.6
+    reopened = TraceSession.load(store, trace.id)
+    assert len(reopened.tree.leaves()) == 1
+    reasoning = reopened.reasoning()
+    assert reasoning is not None and reasoning.complete and reasoning.id == stopped.id
+    assert reasoning.text == REASONING
+
+
+async def test_r_on_a_stopped_solver_thinking_trace_goes_on_offline(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offline thinking model, stopped by esc after some thoughts, then r: it goes on
+    from its reasoning so far, into the same reasoning (a fresh call wrote a reasoning of its
+    own; solver/thinking writes the same thoughts again, so the store took them for the ones
+    it had and the branch looked the same), to an answer, on the same branch."""
+    monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "4")  # slow enough to stop it half-way
+    row = bundled_rows(TASK)[0]
+    spec = llm.ModelSpec(thinking.MODEL, mode="thinking")
+    trace = TraceSession.create(store, NewTrace(TASK, row.input, row.target), spec)
+    app = make_app(Config(model=thinking.MODEL, mode="thinking"), session_id=trace.id)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await opened(pilot)
+        view = screen.view
+        await pilot.press("r")
+        await wait_for(pilot, lambda: len(view.trace.steps) >= 2 and view.running, timeout=60)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not view.running, timeout=60)
+        kept = [step.id for step in view.trace.steps]
+        stopped = view.trace.reasoning()
+        assert not view.trace.finished and stopped is not None and not stopped.complete
+        monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
+        await pilot.press("r")
+        await wait_for(pilot, lambda: not view.running and view.trace.finished, timeout=60)
+        assert [step.id for step in view.trace.steps[:len(kept)]] == kept
+        assert view.trace.answer is not None
+    reopened = TraceSession.load(store, trace.id)
+    assert len(reopened.tree.leaves()) == 1
+    reasoning = reopened.reasoning()
+    assert reasoning is not None and reasoning.complete and reasoning.id == stopped.id
+    assert reasoning.text.startswith(stopped.text)
+    assert [step.strip() for step in split_text(reasoning.text, SplitRule.PARAGRAPH)] == \
+        reopened.texts

@@ -16,7 +16,8 @@ compare and exports read them as they read the paper's. Going on from one makes 
 
 Stopped before its answer (esc, a failure), the new branch keeps what came, and goes on from
 its reasoning so far (`stopped_branch`, `go_on_from_stopped`: the app's `r`), not from a
-fresh call.
+fresh call. So does a plain thinking trace whose call stopped, where the model can go on from
+a prefix.
 """
 
 from __future__ import annotations
@@ -195,31 +196,37 @@ async def continue_thinking(
 
 @dataclass(frozen=True)
 class StoppedBranch:
-    """A backtracked thinking branch whose going on stopped before its answer: its own
-    reasoning (not whole), which holds exactly its steps' raw slices so far, and its rule."""
+    """A thinking branch that stopped before its answer: its own reasoning (not whole), which
+    holds exactly its steps' raw slices so far, and its rule. `backtracked`: `b` then `enter`
+    made it (it goes on greedily, as the paper's backtracking does); else a plain thinking
+    call's (it goes on at the trace's own temperature)."""
 
     reasoning_id: int
     text: str
     rule: SplitRule
+    backtracked: bool = True
 
 
 def stopped_branch(trace: TraceSession) -> StoppedBranch | None:
-    """The branch on show, if `b` then `enter` made it and its going on stopped (esc, a
-    failure) before the answer; None for any other branch. Reads the store."""
+    """The branch on show, if its thinking call, or its going on after `b` then `enter`,
+    stopped (esc, a failure) before the answer with its raw reasoning so far stored; None
+    for any other branch. Reads the store."""
     steps = trace.steps
-    backtracked = [step for step in steps if step.origin == StepOrigin.BACKTRACK]
-    if trace.finished or not backtracked:
+    if trace.finished or not steps:
         return None
     rule = trace.split_rule()
+    if rule is None:
+        return None  # not a thinking trace (known without the store)
     reasoning = trace.reasoning()
-    if rule is None or reasoning is None or reasoning.complete \
-            or reasoning.kind != str(ReasoningKind.RAW):
+    if reasoning is None or reasoning.complete or reasoning.kind != str(ReasoningKind.RAW):
         return None
     # The branch's own reasoning: begun when its sample was taken (a branch backtracked
-    # again from one of its steps has a reasoning of its own).
-    if trace.store.step_view(backtracked[-1].id)[0] != reasoning.id:
+    # again from one of its steps has a reasoning of its own), or by its call's first step.
+    backtracked = [step for step in steps if step.origin == StepOrigin.BACKTRACK]
+    own = backtracked[-1] if backtracked else steps[0]
+    if trace.store.step_view(own.id)[0] != reasoning.id:
         return None
-    return StoppedBranch(reasoning.id, reasoning.text, rule)
+    return StoppedBranch(reasoning.id, reasoning.text, rule, backtracked=bool(backtracked))
 
 
 async def go_on_from_stopped(
@@ -228,12 +235,14 @@ async def go_on_from_stopped(
     stopped: StoppedBranch,
     settings: PrefixSettings,
 ) -> AsyncIterator[StepEvent]:
-    """A stopped backtracked branch going on from where it stopped, as `enter` went on: the
-    rest of the reasoning after its stored steps (raw) and the answer, streamed at
-    temperature 0 and stored into the same reasoning, below its last step (the steps that
-    came are kept; the thought that was streaming when it stopped is written again)."""
+    """A stopped branch going on from where it stopped: the rest of the reasoning after its
+    stored steps (raw) and the answer, streamed and stored into the same reasoning, below
+    its last step (the steps that came are kept; the thought that was streaming when it
+    stopped is written again). A backtracked branch at temperature 0, as `enter` went on; a
+    plain trace at `settings`' temperature (its own)."""
+    temperature = 0.0 if stopped.backtracked else None
     events = go_on_streaming(prefixer, trace.task, stopped.text, len(trace.steps) + 1,
-                             stopped.rule, answer_settings(settings, temperature=0.0),
+                             stopped.rule, answer_settings(settings, temperature=temperature),
                              target=trace.session.target)
     async for event in trace.go_on_thinking(stopped.reasoning_id, stopped.rule, events):
         yield event

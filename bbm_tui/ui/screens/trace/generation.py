@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from pathlib import Path
 
 from bbm_tui.core import llm
@@ -61,9 +62,7 @@ class Generation:
                 view.say("Loading the model library…")
                 await asyncio.to_thread(llm.warm_up)
             stopped = await asyncio.to_thread(stopped_branch, view.trace)
-            if stopped is not None:
-                await self._go_on(stopped)
-            else:
+            if stopped is None or not await self._go_on(stopped):
                 view.say("Generating…")
                 await self.stream(view.trace.generate(
                     max_new_steps=max_new_steps, settings=view.context.stepper_settings))
@@ -76,30 +75,38 @@ class Generation:
             if view.is_attached:  # not when the view itself is going away
                 self.end()
 
-    async def _go_on(self, stopped: StoppedBranch) -> None:
-        """A backtracked thinking branch stopped before its answer goes on from its reasoning
-        so far, as `enter` went on from the sample (a fresh call would start the trace again
-        and drop the branch's point). Refused, said why, before any call where the model can
-        no longer go on from a prefix (changed since)."""
+    async def _go_on(self, stopped: StoppedBranch) -> bool:
+        """A thinking branch stopped before its answer goes on from its reasoning so far: a
+        backtracked one as `enter` went on from the sample (a fresh call would start the
+        trace again and drop the branch's point), a plain trace's as its call would have (a
+        fresh call would throw away the thoughts that came). Where the model cannot go on
+        from a prefix (said before any call): a backtracked branch is refused, said why; a
+        plain trace starts again as it always could (False: not gone on)."""
         view = self.view
         trace = view.trace
         settings = view.context.stepper_settings
         template = Path(settings.chat_template) if settings.chat_template else None
         refusal = await asyncio.to_thread(prefix_refusal, trace.spec, template)
+        if refusal is not None and not stopped.backtracked:
+            return False
         if refusal is not None:
             view.say(f"The backtracked branch does not go on: {refusal}.", error=True,
                      then=f"{view.key('trace_edit_model')} changes the model.")
-            return
-        # As `b` sets them: a call may take as long as a step may.
+            return True
+        # As `b` sets them: a call may take as long as a step may. A plain trace goes on at
+        # its thinking call's temperature where one was given.
         prefix = PrefixSettings(timeout_s=max(PrefixSettings.timeout_s,
                                               settings.call.step_timeout_s))
+        if settings.thinking_temperature is not None:
+            prefix = replace(prefix, temperature=settings.thinking_temperature)
         prefixer = prefixer_for(trace, template)
+        what = "The backtracked branch" if stopped.backtracked else "The trace"
         try:
-            view.say(f"The backtracked branch goes on after Thought {len(trace.steps)}, where "
-                     "it stopped…")
+            view.say(f"{what} goes on after Thought {len(trace.steps)}, where it stopped…")
             await self.stream(go_on_from_stopped(trace, prefixer, stopped, prefix))
         finally:
             await prefixer.aclose()
+        return True
 
     def end(self) -> None:
         """A run ended (finished, failed or stopped): the thought still streaming is dropped
