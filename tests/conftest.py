@@ -1,17 +1,20 @@
 """Shared fixtures: an isolated home for every test, the local provider servers (OpenAI-compatible,
-Anthropic, Gemini, Ollama), and the reference data of ../shared/bbm where it exists."""
+llama-server, Anthropic, Gemini, Ollama), and the reference data of ../shared/bbm where it
+exists."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from tests.anthropic_server import FakeAnthropic
 from tests.fake_server import FakeServer
 from tests.gemini_server import FakeGemini
+from tests.llama_server import FakeLlamaServer
 from tests.ollama_server import FakeOllama
 from tests.openai_server import FakeOpenAI
 from tests.reference import build_reference_tree, mismatches_in_shipped
@@ -68,13 +71,17 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         assert not found, "files that are not standard JSON:\n" + "\n".join(found)
 
 
-def _serving(server: FakeServer) -> Iterator[FakeServer]:
+# A server of any of the kinds (the fixtures keep its own type).
+Served = TypeVar("Served", bound=FakeServer)
+
+
+def _serving(server: Served) -> Iterator[Served]:
     server.start()
     yield server
     server.stop()
 
 
-def _fresh(server: FakeServer) -> Iterator[FakeServer]:
+def _fresh(server: Served) -> Iterator[Served]:
     server.reset()
     yield server
     server.reset()
@@ -111,6 +118,13 @@ def second_openai_server(_second_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
     """Another local OpenAI-compatible server (another model, elsewhere: several models side
     by side), with an empty script for this test."""
     yield from _fresh(_second_server)
+
+
+@pytest.fixture
+def llama() -> Iterator[FakeLlamaServer]:
+    """The suite's llama-server (tests/llama_server.py), one for this test alone: tests set
+    its continuations, latencies and faults as they go."""
+    yield from _serving(FakeLlamaServer())
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ import json
 import math
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +51,6 @@ def rule_first_step(kept: int, rollout: int) -> str:
     if kept < len(STEPS) and rollout % 2 == 0:
         return STEPS[kept]
     return f"Different idea number {rollout}."
-
-
-@pytest.fixture
-def llama() -> Iterator[FakeLlamaServer]:
-    server = FakeLlamaServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def script(server: FakeLlamaServer) -> None:

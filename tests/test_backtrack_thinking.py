@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +35,6 @@ MISTAKE = 1  # "1 + 1 = 3."
 SAMPLES = ["1 + 1 = 3.\r\n\nmore", "One and one make two, not three. \n\nmore",
            "1 + 1 = 2. \n\nmore"]
 ENDING = "2 * 2 = 4.\n\n</think>\n\nSo the answer is 4"
-
-
-@pytest.fixture
-def llama() -> Iterator[FakeLlamaServer]:
-    server = FakeLlamaServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def script(server: FakeLlamaServer) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,16 +20,6 @@ from tests.openai_server import FakeOpenAI
 MESSAGES = [{"role": "user", "content": "Sort: b a"}]
 # Raw slices of a reasoning as the paragraph rule cut it: odd whitespace, CRLF, all kept.
 RAW_STEPS = ["First, the words.  \n\n", "Then a\r\nand b. \n\n\n", "So: a b.\n\n"]
-
-
-@pytest.fixture
-def llama() -> Iterator[FakeLlamaServer]:
-    server = FakeLlamaServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_llama_server_prompt_is_its_template_the_opened_reasoning_and_the_raw_steps(

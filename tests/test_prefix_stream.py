@@ -6,7 +6,6 @@ server's /v1/completions and Ollama's /api/generate; solver/thinking at the repl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,16 +22,6 @@ MESSAGES = [{"role": "user", "content": "Sort: b a"}]
 KEPT = "First, the words.  \n\n"
 TEMPLATE = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
             "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-
-
-@pytest.fixture
-def llama() -> Iterator[FakeLlamaServer]:
-    server = FakeLlamaServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def streamed(prefixer: Prefixer, settings: PrefixSettings) -> tuple[list[str], Continuation]:

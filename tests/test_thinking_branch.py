@@ -11,7 +11,6 @@ import asyncio
 import itertools
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,16 +43,6 @@ RAW = split_text(REASONING, SplitRule.PARAGRAPH)
 SAMPLES = ["1 + 1 = 3.\r\n\nmore", "One and one make two, not three. \n\nmore",
            "1 + 1 = 2. \n\nmore"]
 ENDING = "2 * 2 = 4.\n\nSo 4.</think>\n\nSo the answer is 4"
-
-
-@pytest.fixture
-def llama() -> Iterator[FakeLlamaServer]:
-    server = FakeLlamaServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def script(server: FakeLlamaServer) -> None:

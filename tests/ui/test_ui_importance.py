@@ -8,7 +8,6 @@ provider that cannot go on from a prefix, with no request made."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -59,16 +58,6 @@ def script(server: FakeLlamaServer) -> None:
                 + rule_answer(kept, rollout))
 
     server.continuation = continuation
-
-
-@pytest.fixture
-def llama() -> Iterator[FakeLlamaServer]:
-    server = FakeLlamaServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def thinking_trace(store: Store, server: FakeOpenAI,

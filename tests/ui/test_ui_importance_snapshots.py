@@ -6,7 +6,6 @@ yet), and the dialog before a run; at 80x24, 120x40 and 250x50."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from textual.pilot import Pilot
@@ -21,16 +20,6 @@ from tests.llama_server import FakeLlamaServer
 
 SIZES = pytest.mark.parametrize("size", [(80, 24), (120, 40), (250, 50)],
                                 ids=["80x24", "120x40", "250x50"])
-
-
-@pytest.fixture
-def llama() -> Iterator[FakeLlamaServer]:
-    server = FakeLlamaServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def app_with_rollouts(llama: FakeLlamaServer, prefixes: int | None = None):  # type: ignore[no-untyped-def]
