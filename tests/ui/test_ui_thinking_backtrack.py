@@ -7,9 +7,6 @@ Snapshots of the thinking samples dialog at 80x24 and 120x40."""
 
 from __future__ import annotations
 
-import itertools
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,6 +25,7 @@ from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, SamplesReady, TraceSession
 from bbm_tui.core.trace.thinking_backtrack import _as_resample
 from bbm_tui.core.types import CallRecord, SplitRule, StepOrigin, TokenLogprob
+from bbm_tui.ui.app import BbmApp
 from bbm_tui.ui.screens.backtrack import CandidatesScreen
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
 from bbm_tui.ui.screens.compare import CompareScreen
@@ -35,36 +33,8 @@ from bbm_tui.ui.screens.trace import TraceScreen
 from tests.llama_server import FakeLlamaServer
 from tests.openai_server import Reply
 
-TASK = "multistep_arithmetic"
-QUESTION = "((1 + 1) * 2) ="
-TARGET = "4"
-REASONING = "Plan: add, then multiply.  \n\n1 + 1 = 3.\r\n\n3 * 2 = 6. \n\nSo 6."
-SAMPLES = ["1 + 1 = 3.\r\n\nmore", "One and one make two, not three. \n\nmore",
-           "1 + 1 = 2. \n\nmore"]
-ENDING = "2 * 2 = 4.\n\nSo 4.</think>\n\nSo the answer is 4"
-
-
-@pytest.fixture
-def llama() -> Iterator[FakeLlamaServer]:
-    server = FakeLlamaServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-def script(server: FakeLlamaServer) -> None:
-    turn = itertools.cycle(SAMPLES)
-    lock = threading.Lock()
-
-    def continuation(prompt: str, body: dict[str, Any]) -> str:
-        if prompt.endswith(("1 + 1 = 2. \n\n", "not three. \n\n")):
-            return ENDING
-        with lock:
-            return next(turn)
-
-    server.continuation = continuation
+# The question, the thinking trace and the server's script of the core tests of `b` on it.
+from tests.test_thinking_branch import QUESTION, REASONING, TARGET, TASK, script
 
 
 async def generated(trace: TraceSession) -> TraceSession:
@@ -77,6 +47,12 @@ async def served_thinking_trace(store: Store, server: FakeLlamaServer) -> TraceS
     server.enqueue(Reply(text="So the answer is 6", reasoning=REASONING))
     spec = llm.ModelSpec("openai/qwen3", api_base=server.base_url, mode="thinking")
     return await generated(TraceSession.create(store, NewTrace(TASK, QUESTION, TARGET), spec))
+
+
+def served_app(llama: FakeLlamaServer, session_id: int, **config: Any) -> BbmApp:
+    """The app on session `session_id`, its model the suite's llama-server's thinking one."""
+    return make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking",
+                           **config), session_id=session_id)
 
 
 async def opened(pilot: Pilot) -> TraceScreen:
@@ -95,6 +71,23 @@ async def samples_in(pilot: Pilot) -> CandidatesScreen:
     return screen
 
 
+async def the_new_branch_stopped(pilot: Pilot, llama: FakeLlamaServer) -> TraceScreen:
+    """b on Thought 2 of the trace open, enter on the starred sample, and esc while the new
+    branch goes on, once its Thought 2 is in."""
+    screen = await opened(pilot)
+    view = screen.view
+    await wait_for(pilot, lambda: len(view.trace.steps) == 4)
+    await pilot.press("home", "j", "b")
+    await samples_in(pilot)
+    llama.token_delay_s = 2.0  # slow enough to stop it half-way
+    await pilot.press("enter")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                   and len(view.trace.steps) == 2 and view.running, timeout=60)
+    await pilot.press("escape")
+    await wait_for(pilot, lambda: not view.running, timeout=60)
+    return screen
+
+
 def rows(dialog: CandidatesScreen) -> list[str]:
     options = dialog.query_one(OptionList)
     return [str(options.get_option_at_index(i).prompt) for i in range(options.option_count)]
@@ -106,8 +99,7 @@ async def test_b_enter_goes_on_from_a_thinking_sample_on_a_new_branch(
     original = [step.id for step in trace.steps]
     script(llama)
     llama.requests.clear()
-    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking"),
-                   session_id=trace.id)
+    app = served_app(llama, trace.id)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await opened(pilot)
         view = screen.view
@@ -168,8 +160,7 @@ async def test_esc_while_sampling_keeps_the_trace_and_saves_nothing(
         store: Store, llama: FakeLlamaServer) -> None:
     trace = await served_thinking_trace(store, llama)
     llama.latency_s = 30.0  # the samples never come back in time
-    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking"),
-                   session_id=trace.id)
+    app = served_app(llama, trace.id)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await opened(pilot)
         await wait_for(pilot, lambda: len(screen.view.trace.steps) == 4)
@@ -192,20 +183,9 @@ async def test_esc_while_the_new_branch_streams_keeps_what_came(
     trace = await served_thinking_trace(store, llama)
     original = [step.id for step in trace.steps]
     script(llama)
-    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking"),
-                   session_id=trace.id)
+    app = served_app(llama, trace.id)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await opened(pilot)
-        view = screen.view
-        await wait_for(pilot, lambda: len(view.trace.steps) == 4)
-        await pilot.press("home", "j", "b")
-        await samples_in(pilot)
-        llama.token_delay_s = 2.0  # slow enough to stop it half-way
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
-                       and len(view.trace.steps) == 2 and view.running, timeout=60)
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: not view.running, timeout=60)
+        view = (await the_new_branch_stopped(pilot, llama)).view
         assert view.trace.texts[:2] == ["Plan: add, then multiply.", "1 + 1 = 2."]
         assert view.trace.answer is None
     reopened = TraceSession.load(store, trace.id)
@@ -222,20 +202,9 @@ async def test_r_on_a_stopped_backtracked_branch_goes_on_from_where_it_stopped(
     raw), below the steps that came, to the answer; no fresh call, no third branch."""
     trace = await served_thinking_trace(store, llama)
     script(llama)
-    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking"),
-                   session_id=trace.id)
+    app = served_app(llama, trace.id)
     async with app.run_test(size=(120, 40)) as pilot:
-        screen = await opened(pilot)
-        view = screen.view
-        await wait_for(pilot, lambda: len(view.trace.steps) == 4)
-        await pilot.press("home", "j", "b")
-        await samples_in(pilot)
-        llama.token_delay_s = 2.0  # slow enough to stop it half-way
-        await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
-                       and len(view.trace.steps) == 2 and view.running, timeout=60)
-        await pilot.press("escape")
-        await wait_for(pilot, lambda: not view.running, timeout=60)
+        view = (await the_new_branch_stopped(pilot, llama)).view
         kept = [step.id for step in view.trace.steps]
         assert view.trace.steps[1].origin == StepOrigin.BACKTRACK
         llama.token_delay_s = 0.0
@@ -409,8 +378,7 @@ async def test_r_on_a_stopped_thinking_trace_goes_on_from_its_reasoning_so_far(
     # A reasoning piece a second: esc lands between Thought 2 and Thought 3.
     llama.enqueue(Reply(text="So the answer is 6", reasoning=REASONING, chunk_delay_s=1.0))
     llama.continuation = lambda prompt, body: "3 * 2 = 6. \n\nSo 6.</think>\n\nSo the answer is 6"
-    app = make_app(Config(model="openai/qwen3", api_base=llama.base_url, mode="thinking",
-                          temperature=0.6), session_id=trace.id)
+    app = served_app(llama, trace.id, temperature=0.6)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await opened(pilot)
         view = screen.view
