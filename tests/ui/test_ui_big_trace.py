@@ -3,7 +3,11 @@ far end (issue 8 item 13); the keyboard flow of issue 10 item 6."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
+from textual.pilot import Pilot
 from ui_helpers import SIZE, make_app, recorded_session, thought, wait_for
 
 from bbm_tui.core.store import Store, default_path
@@ -14,6 +18,8 @@ from bbm_tui.ui.widgets.thought_list import WINDOW, ThoughtList
 from tests.big_stores import big_session
 
 STEPS = 10_000
+# G, home and G again on a trace of 500 thoughts, each with the thought it selects.
+JUMPS = (("G", 500), ("home", 1), ("G", 500))
 
 
 async def open_trace(pilot) -> TraceScreen:
@@ -21,6 +27,23 @@ async def open_trace(pilot) -> TraceScreen:
                    and pilot.app.screen.is_mounted, timeout=30)
     await pilot.pause()
     return pilot.app.screen
+
+
+@asynccontextmanager
+async def settled_trace(steps: int) -> AsyncIterator[tuple[Pilot, TraceScreen]]:
+    """The app on a stored trace of `steps` thoughts, open, given time to draw itself."""
+    app = make_app(session_id=big_session(default_path(), steps))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await pilot.pause(0.3)
+        yield pilot, screen
+
+
+async def jump(pilot: Pilot, screen: TraceScreen, key: str, number: int) -> None:
+    """`key`, once it selected thought `number`, and time for any later layout or frame."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: screen.view.selected == number)
+    await pilot.pause(0.3)
 
 
 def mounted(screen: TraceScreen) -> list[ThoughtView]:
@@ -153,11 +176,7 @@ async def test_a_moved_window_is_laid_out_once(store: Store) -> None:
     """G, home and a jump lay the screen out once: the pane's new scrollable height, set in
     that layout, asked Textual for a second layout of the whole screen (and a second frame,
     20-30 ms later: bench/big_store.py's "until settled"), which changed nothing."""
-    session_id = big_session(default_path(), 500)
-    app = make_app(session_id=session_id)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_trace(pilot)
-        await pilot.pause(0.3)
+    async with settled_trace(500) as (pilot, screen):
         layouts: list[bool] = []
         # Counted at the screen's private layout method (Textual has no public hook for it);
         # the test alone uses it.
@@ -168,11 +187,9 @@ async def test_a_moved_window_is_laid_out_once(store: Store) -> None:
             original(*args, **kwargs)
 
         screen._refresh_layout = counted  # type: ignore[method-assign]
-        for key, number in (("G", 500), ("home", 1), ("G", 500)):
+        for key, number in JUMPS:
             layouts.clear()
-            await pilot.press(key)
-            await wait_for(pilot, lambda number=number: screen.view.selected == number)
-            await pilot.pause(0.3)  # time for any later layout to come
+            await jump(pilot, screen, key, number)
             assert len(layouts) == 1, key
             assert screen.query_one("#thoughts").region.contains_region(
                 thought(screen, number).region)
@@ -182,11 +199,7 @@ async def test_a_moved_window_draws_each_thought_once(store: Store) -> None:
     """After G, home or a jump each thought that entered the window is drawn once, in the
     layout's frame: the new size the layout gave it (its `virtual_size`) asked for a repaint
     of every one of them a frame later (bench/big_store.py: a second frame of ~30 views)."""
-    session_id = big_session(default_path(), 500)
-    app = make_app(session_id=session_id)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_trace(pilot)
-        await pilot.pause(0.3)
+    async with settled_trace(500) as (pilot, screen):
         drawn: list[int] = []
         # Counted where the compositor draws a widget's lines (Widget.render_lines).
         original = ThoughtView.render_lines
@@ -197,11 +210,9 @@ async def test_a_moved_window_draws_each_thought_once(store: Store) -> None:
 
         ThoughtView.render_lines = counted  # type: ignore[method-assign]
         try:
-            for key, number in (("G", 500), ("home", 1), ("G", 500)):
+            for key, number in JUMPS:
                 drawn.clear()
-                await pilot.press(key)
-                await wait_for(pilot, lambda number=number: screen.view.selected == number)
-                await pilot.pause(0.3)  # time for any later frame to come
+                await jump(pilot, screen, key, number)
                 assert drawn, key
                 assert max(drawn.count(view) for view in drawn) == 1, key
         finally:
@@ -213,13 +224,10 @@ async def test_a_jump_settles_in_one_frame(store: Store) -> None:
     scrolled once laid out (a second layout and frame), and the scroll bar, its thumb moved,
     was repainted a frame after that (bench/big_store.py's "until settled", 47-66 ms where
     the first frame took 25). The thought is in sight and the thumb where the pane is."""
-    session_id = big_session(default_path(), 500)
-    app = make_app(session_id=session_id)
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_trace(pilot)
-        await pilot.pause(0.3)
+    async with settled_trace(500) as (pilot, screen):
         frames: list[bool] = []
         # Counted where the app writes a frame (App._display), as the bench counts them.
+        app = pilot.app
         original = app._display
 
         def display(screen_, renderable) -> None:  # type: ignore[no-untyped-def]
