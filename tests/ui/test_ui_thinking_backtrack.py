@@ -55,6 +55,22 @@ def served_app(llama: FakeLlamaServer, session_id: int, **config: Any) -> BbmApp
                            **config), session_id=session_id)
 
 
+# The offline thinking model's app (no key).
+OFFLINE = Config(model=thinking.MODEL, mode="thinking")
+
+
+async def offline_trace_with_a_slip(store: Store) -> tuple[TraceSession, int]:
+    """solver/thinking's trace of a labelled question whose answer is wrong, and the number
+    of the thought it slipped on."""
+    row = next(row for row in bundled_rows(TASK)
+               if row.labelled and row.mistake_index is not None and row.answer != row.target)
+    assert row.mistake_index is not None
+    spec = llm.ModelSpec(thinking.MODEL, mode="thinking")
+    trace = await generated(TraceSession.create(store, NewTrace(TASK, row.input, row.target),
+                                                spec))
+    return trace, 2 + row.mistake_index
+
+
 async def opened(pilot: Pilot) -> TraceScreen:
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
                    and pilot.app.screen.is_mounted)
@@ -232,14 +248,9 @@ async def test_b_on_solver_thinking_needs_no_key(
     """The offline thinking model: b on its slip, the samples offline, enter goes on from the
     starred one to an answer on a new branch, streamed as thinking steps."""
     monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
-    row = next(row for row in bundled_rows(TASK)
-               if row.labelled and row.mistake_index is not None and row.answer != row.target)
-    assert row.mistake_index is not None
-    spec = llm.ModelSpec(thinking.MODEL, mode="thinking")
-    trace = await generated(TraceSession.create(store, NewTrace(TASK, row.input, row.target), spec))
+    trace, slip = await offline_trace_with_a_slip(store)
     steps = len(trace.steps)
-    slip = 2 + row.mistake_index
-    app = make_app(Config(model=thinking.MODEL, mode="thinking"), session_id=trace.id)
+    app = make_app(OFFLINE, session_id=trace.id)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await opened(pilot)
         view = screen.view
@@ -329,14 +340,9 @@ async def test_r_on_a_stopped_backtracked_branch_goes_on_offline(
     """solver/thinking, no key: b on its slip, enter, esc while the new branch streams, r:
     the branch goes on from what came to an answer, its steps kept, its reasoning whole."""
     monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
-    row = next(row for row in bundled_rows(TASK)
-               if row.labelled and row.mistake_index is not None and row.answer != row.target)
-    assert row.mistake_index is not None
-    spec = llm.ModelSpec(thinking.MODEL, mode="thinking")
-    trace = await generated(TraceSession.create(store, NewTrace(TASK, row.input, row.target), spec))
+    trace, slip = await offline_trace_with_a_slip(store)
     steps = len(trace.steps)
-    slip = 2 + row.mistake_index
-    app = make_app(Config(model=thinking.MODEL, mode="thinking"), session_id=trace.id)
+    app = make_app(OFFLINE, session_id=trace.id)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await opened(pilot)
         view = screen.view
@@ -418,7 +424,7 @@ async def test_r_on_a_stopped_solver_thinking_trace_goes_on_offline(
     row = bundled_rows(TASK)[0]
     spec = llm.ModelSpec(thinking.MODEL, mode="thinking")
     trace = TraceSession.create(store, NewTrace(TASK, row.input, row.target), spec)
-    app = make_app(Config(model=thinking.MODEL, mode="thinking"), session_id=trace.id)
+    app = make_app(OFFLINE, session_id=trace.id)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await opened(pilot)
         view = screen.view
