@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import SAMPLES
@@ -32,6 +31,7 @@ from bbm_tui.ui.screens.compare import CompareScreen
 from bbm_tui.ui.screens.tokens import TokenScreen
 from bbm_tui.ui.screens.trace.host import TraceHost
 from bbm_tui.ui.screens.trace.messages import CallsMade
+from bbm_tui.ui.screens.trace.prefixing import chat_template, prefix_settings, say_refused
 from bbm_tui.ui.text import thoughts
 from bbm_tui.ui.viewmodels.branches import origin_words
 from bbm_tui.ui.viewmodels.thinking import NEXT_RULE, RULE_WORDS
@@ -145,16 +145,13 @@ class Branching:
         if not llm.is_loaded():
             await asyncio.to_thread(llm.warm_up)
         settings = view.context.stepper_settings
-        template = Path(settings.chat_template) if settings.chat_template else None
+        template = chat_template(settings)
         refusal = await asyncio.to_thread(thinking_refusal, trace, template)
         if refusal is not None:
-            view.say(f"Thought {number} is not resampled: {refusal}.", error=True,
-                     then=f"{view.key('trace_edit_model')} changes the model.")
+            say_refused(view, f"Thought {number} is not resampled", refusal)
             return None
-        # The paper's samples at temperature 1; a call may take as long as a step may.
-        prefix = PrefixSettings(timeout_s=max(PrefixSettings.timeout_s,
-                                              settings.call.step_timeout_s))
-        return _ThinkingBacktrack(prefixer_for(trace, template), prefix)
+        # The paper's samples at temperature 1.
+        return _ThinkingBacktrack(prefixer_for(trace, template), prefix_settings(settings))
 
     async def _sample(self, number: int, dialog: CandidatesScreen) -> SamplesReady:
         """Backtracking's samples, each shown in the dialog as it arrives, all saved once in.
@@ -223,11 +220,10 @@ class Branching:
         # What `b` on a thinking trace refuses, refused here too, before any call: a model
         # that cannot go on from a prefix, a summary, a reasoning not stored whole yet.
         settings = view.context.stepper_settings
-        template = Path(settings.chat_template) if settings.chat_template else None
+        template = chat_template(settings)
         refusal = await asyncio.to_thread(thinking_refusal, trace, template)
         if refusal is not None:
-            view.say(f"No thought's importance is measured: {refusal}.", error=True,
-                     then=f"{view.key('trace_edit_model')} changes the model.")
+            say_refused(view, "No thought's importance is measured", refusal)
             return
         session = trace.session
         try:
@@ -241,8 +237,7 @@ class Branching:
         where = (f"#{session.dataset_index}" if session.dataset_index is not None
                  else "typed" if session.source == SessionSource.APP else "from a file")
         path = rollouts_path(trace.store.path, trace.id, trace.spec.model)
-        prefix = PrefixSettings(logprobs=False, timeout_s=max(
-            PrefixSettings.timeout_s, settings.call.step_timeout_s))
+        prefix = prefix_settings(settings, logprobs=False)
         await view.app.push_screen(ImportanceScreen(ImportanceSource(
             anchored, trace.spec, path, f"{session.task} {where}", prefix, template)))
 

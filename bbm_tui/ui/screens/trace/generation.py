@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
-from pathlib import Path
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.stepper import (
@@ -21,7 +19,7 @@ from bbm_tui.core.generation.stepper import (
     StepStarted,
     TraceFinished,
 )
-from bbm_tui.core.llm.prefix import PrefixSettings, prefix_refusal
+from bbm_tui.core.llm.prefix import prefix_refusal
 from bbm_tui.core.store import SessionBusy
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.thinking_backtrack import (
@@ -33,6 +31,7 @@ from bbm_tui.core.trace.thinking_backtrack import (
 from bbm_tui.core.types import TraceEnd
 from bbm_tui.ui.screens.trace.host import TraceHost
 from bbm_tui.ui.screens.trace.messages import CallsMade
+from bbm_tui.ui.screens.trace.prefixing import chat_template, prefix_settings, say_refused
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, thoughts
 from bbm_tui.ui.viewmodels.trace import FINISH_MESSAGES
 from bbm_tui.ui.widgets.thought import ThoughtView
@@ -85,20 +84,15 @@ class Generation:
         view = self.view
         trace = view.trace
         settings = view.context.stepper_settings
-        template = Path(settings.chat_template) if settings.chat_template else None
+        template = chat_template(settings)
         refusal = await asyncio.to_thread(prefix_refusal, trace.spec, template)
         if refusal is not None and not stopped.backtracked:
             return False
         if refusal is not None:
-            view.say(f"The backtracked branch does not go on: {refusal}.", error=True,
-                     then=f"{view.key('trace_edit_model')} changes the model.")
+            say_refused(view, "The backtracked branch does not go on", refusal)
             return True
-        # As `b` sets them: a call may take as long as a step may. A plain trace goes on at
-        # its thinking call's temperature where one was given.
-        prefix = PrefixSettings(timeout_s=max(PrefixSettings.timeout_s,
-                                              settings.call.step_timeout_s))
-        if settings.thinking_temperature is not None:
-            prefix = replace(prefix, temperature=settings.thinking_temperature)
+        # A plain trace goes on at its thinking call's temperature where one was given.
+        prefix = prefix_settings(settings, temperature=settings.thinking_temperature)
         prefixer = prefixer_for(trace, template)
         what = "The backtracked branch" if stopped.backtracked else "The trace"
         try:
