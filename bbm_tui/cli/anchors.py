@@ -20,7 +20,7 @@ from bbm_tui.cli.batch import (
     spend,
 )
 from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, UsageError, given
-from bbm_tui.cli.inputs import check_json_beside, check_task, config_of
+from bbm_tui.cli.inputs import check_json_beside, check_task, config_of, prefix_sampling
 from bbm_tui.cli.phrases import count, to_stdout, where
 from bbm_tui.core import llm
 from bbm_tui.core.batch.anchors import (
@@ -45,7 +45,7 @@ from bbm_tui.core.judging.anchors import (
     similar_by_words,
     top_anchors,
 )
-from bbm_tui.core.llm.prefix import PrefixSettings, prefix_refusal
+from bbm_tui.core.llm.prefix import prefix_refusal
 from bbm_tui.core.textsafe import one_line
 
 BAR_WIDTH = 20
@@ -84,14 +84,8 @@ def anchors_settings(args: argparse.Namespace, spec: llm.ModelSpec) -> AnchorsSe
         raise InvalidValue(refusal)
     if args.rollouts < 1:
         raise InvalidValue(f"--rollouts must be at least 1 (got {args.rollouts})")
-    if not 0.0 <= args.temperature <= 2.0:
-        raise InvalidValue(f"--temperature must be from 0 to 2 (got {args.temperature:g})")
-    if args.top_p is not None and not 0.0 < args.top_p <= 1.0:
-        raise InvalidValue(f"--top-p must be above 0 and at most 1 (got {args.top_p:g})")
-    if args.chat_template is not None and not args.chat_template.is_file():
-        raise InvalidValue(f"--chat-template {args.chat_template}: no such file")
-    return AnchorsSettings(PrefixSettings(args.temperature, args.top_p, logprobs=False),
-                           args.rollouts, args.chat_template)
+    return AnchorsSettings(prefix_sampling(args, logprobs=False), args.rollouts,
+                           args.chat_template)
 
 
 def confirm(planned: Plan, yes: bool) -> None:

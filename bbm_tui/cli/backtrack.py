@@ -21,7 +21,7 @@ from bbm_tui.cli.batch import (
     steps_detail,
 )
 from bbm_tui.cli.errors import EXIT_FAILURE, EXIT_OK, given, note
-from bbm_tui.cli.inputs import check_json_beside, check_task, config_of
+from bbm_tui.cli.inputs import check_json_beside, check_task, config_of, prefix_sampling
 from bbm_tui.cli.phrases import count, signed, to_stdout, traces, where
 from bbm_tui.cli.plots import print_charts
 from bbm_tui.cli.tables import Column, TextTable
@@ -41,7 +41,7 @@ from bbm_tui.core.batch.backtrack_thinking import (
     backtrack_thinking_batch,
 )
 from bbm_tui.core.errors import InvalidValue
-from bbm_tui.core.llm.prefix import PrefixSettings, prefix_refusal
+from bbm_tui.core.llm.prefix import prefix_refusal
 from bbm_tui.core.tasks import task_order
 
 
@@ -97,14 +97,7 @@ def thinking_settings(args: argparse.Namespace,
                            "calls are light for the client: raise --concurrency instead")
     if args.samples < 1:
         raise InvalidValue(f"--samples must be at least 1 (got {args.samples})")
-    if not 0.0 <= args.temperature <= 2.0:
-        raise InvalidValue(f"--temperature must be from 0 to 2 (got {args.temperature:g})")
-    if args.top_p is not None and not 0.0 < args.top_p <= 1.0:
-        raise InvalidValue(f"--top-p must be above 0 and at most 1 (got {args.top_p:g})")
-    if args.chat_template is not None and not args.chat_template.is_file():
-        raise InvalidValue(f"--chat-template {args.chat_template}: no such file")
-    return ThinkingBacktrackSettings(PrefixSettings(args.temperature, args.top_p),
-                                     args.samples, args.chat_template)
+    return ThinkingBacktrackSettings(prefix_sampling(args), args.samples, args.chat_template)
 
 
 def print_summary(out: Path, progress: BacktrackProgress, stopped: bool = False) -> None:

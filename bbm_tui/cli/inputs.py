@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING
 
 from bbm_tui.cli.errors import UsageError, fail, given
 from bbm_tui.core.config import Config, load_config, tasks_folder
+from bbm_tui.core.errors import InvalidValue
 from bbm_tui.core.tasks import get_task, use_tasks
 from bbm_tui.core.tasks.files import load_user_tasks
 from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, ModelSpec
 
 if TYPE_CHECKING:
     from bbm_tui.core.dataset.formats import StepCut
+    from bbm_tui.core.llm.prefix import PrefixSettings
 
 
 def use_task_files(args: argparse.Namespace) -> None:
@@ -80,6 +82,21 @@ def _chat_template(args: argparse.Namespace) -> str | None:
     """The app's --chat-template (a string; backtrack's and anchors' own are read as Path)."""
     given = getattr(args, "chat_template", None)
     return given if isinstance(given, str) else None
+
+
+def prefix_sampling(args: argparse.Namespace, *, logprobs: bool = True) -> PrefixSettings:
+    """--temperature, --top-p and --chat-template of the commands that go on from a prefix of
+    a thinking trace's reasoning (backtrack --mode thinking, anchors). Raises InvalidValue."""
+    # Here, not at the top: every command reads this module, few call a model.
+    from bbm_tui.core.llm.prefix import PrefixSettings
+
+    if not 0.0 <= args.temperature <= 2.0:
+        raise InvalidValue(f"--temperature must be from 0 to 2 (got {args.temperature:g})")
+    if args.top_p is not None and not 0.0 < args.top_p <= 1.0:
+        raise InvalidValue(f"--top-p must be above 0 and at most 1 (got {args.top_p:g})")
+    if args.chat_template is not None and not args.chat_template.is_file():
+        raise InvalidValue(f"--chat-template {args.chat_template}: no such file")
+    return PrefixSettings(args.temperature, args.top_p, logprobs=logprobs)
 
 
 def check_router_groups(router: str, models: Sequence[str]) -> None:
