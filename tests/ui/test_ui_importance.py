@@ -87,7 +87,11 @@ async def opened(pilot: Pilot) -> TraceScreen:
 
 async def dialog_up(pilot: Pilot) -> tuple[ImportanceScreen, RolloutsDialog]:
     await pilot.press("I")
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, RolloutsDialog), timeout=60)
+    # Its plan is written once it is mounted, after it became the screen (under load a test
+    # read the line still empty).
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, RolloutsDialog)
+                   and bool(str(pilot.app.screen.query_one("#rollouts-plan").render())),
+                   timeout=60)
     view = pilot.app.screen_stack[-2]
     dialog = pilot.app.screen
     assert isinstance(view, ImportanceScreen) and isinstance(dialog, RolloutsDialog)
