@@ -373,3 +373,28 @@ def test_the_end_of_the_reasoning_is_found_when_its_tag_comes_in_pieces(
     assert reasoning is not None and reasoning.text.endswith("2 * 2 = 4.\n\nSo 4.")
     assert reasoning.answer_text == "\n\nSo the answer is 4"
     store.close()
+
+
+def test_a_stopped_thinking_trace_goes_on_with_its_own_model_only() -> None:
+    """A thinking call stopped after two thoughts (its reasoning so far stored, not whole) is
+    a stopped branch of its own (not backtracked) whose text is exactly those thoughts, raw;
+    once another model is chosen it is not: that model starts its own call."""
+    from bbm_tui.core.store.steps import ReasoningSlice
+    from bbm_tui.core.trace.thinking_backtrack import stopped_branch
+
+    store = Store.open()
+    spec = llm.ModelSpec("openai/qwen3", "http://127.0.0.1:9", mode="thinking")
+    trace = TraceSession.create(store, NewTrace(TASK, QUESTION, TARGET), spec)
+    reasoning = store.add_reasoning(trace.id, "openai/qwen3", "raw")
+    parent = None
+    for number, raw in enumerate(RAW[:2], start=1):
+        parent = store.add_step(trace.id, parent_id=parent and parent.id, number=number,
+                                text=raw.strip(), origin=str(StepOrigin.THINKING),
+                                view=ReasoningSlice(reasoning.id, "paragraph", raw))
+    loaded = TraceSession.load(store, trace.id)
+    stopped = stopped_branch(loaded)
+    assert stopped is not None and not stopped.backtracked
+    assert stopped.reasoning_id == reasoning.id and stopped.text == RAW[0] + RAW[1]
+    loaded.use_model(llm.ModelSpec("openai/other", "http://127.0.0.1:9", mode="thinking"))
+    assert stopped_branch(loaded) is None
+    store.close()

@@ -226,6 +226,8 @@ def stopped_branch(trace: TraceSession) -> StoppedBranch | None:
     own = backtracked[-1] if backtracked else steps[0]
     if trace.store.step_view(own.id)[0] != reasoning.id:
         return None
+    if not backtracked and reasoning.model != trace.spec.model:
+        return None  # another model since: its own call, from the start (as before)
     return StoppedBranch(reasoning.id, reasoning.text, rule, backtracked=bool(backtracked))
 
 
