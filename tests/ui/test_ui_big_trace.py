@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 from ui_helpers import SIZE, make_app, recorded_session, thought, wait_for
 
-from bbm_tui.core.store import Store, default_path
+from bbm_tui.core.store import Store, Totals, default_path
 from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.screens.trace.host import TOTALS_LATER_FROM_STEPS
 from bbm_tui.ui.viewmodels.trace import FinderShown
 from bbm_tui.ui.widgets.thought import ThoughtView
 from bbm_tui.ui.widgets.thought_list import WINDOW, ThoughtList
@@ -356,3 +357,29 @@ async def test_a_branch_switch_shows_the_new_branchs_thoughts(store: Store) -> N
         assert not [view for view in screen.query(ThoughtView) if view.step == old_third]
         assert not screen.query_one("#thoughts-before").display
         assert not screen.query_one("#thoughts-after").display
+
+
+async def test_a_big_sessions_totals_are_read_after_its_first_frame(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every call of a session of thousands of steps summed costs SQLite tens of ms (57 on
+    10^5 steps): the trace screen is on show before they are read, and its title shows
+    them as soon as they are (a small session's are read before, tests/ui/test_ui_cost.py)."""
+    session_id = big_session(default_path(), TOTALS_LATER_FROM_STEPS + 1)
+    app = make_app(session_id=session_id)
+    screens_when_read: list[object] = []
+    read = Store.totals
+
+    def totals(self: Store, session: int) -> Totals:
+        screens_when_read.append(app.screen)
+        return read(self, session)
+
+    monkeypatch.setattr(Store, "totals", totals)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        right = screen.query_one("#title-bar .title-right")
+        await wait_for(pilot, lambda: str(right.render()).startswith(
+            f"{TOTALS_LATER_FROM_STEPS + 1:,} calls"))
+        assert screen.view.totals.calls == TOTALS_LATER_FROM_STEPS + 1
+        assert screens_when_read == [screen]
+
