@@ -7,6 +7,7 @@ import pytest
 from ui_helpers import SIZE, make_app, recorded_session, thought, wait_for
 
 from bbm_tui.core.store import Store, Totals, default_path
+from bbm_tui.core.trace.tree import CHUNK
 from bbm_tui.ui.screens.trace import TraceScreen
 from bbm_tui.ui.screens.trace.host import TOTALS_LATER_FROM_STEPS
 from bbm_tui.ui.viewmodels.trace import FinderShown
@@ -383,3 +384,30 @@ async def test_a_big_sessions_totals_are_read_after_its_first_frame(
         assert screen.view.totals.calls == TOTALS_LATER_FROM_STEPS + 1
         assert screens_when_read == [screen]
 
+
+async def test_n_reads_a_long_branch_once_a_key_not_twice(store: Store) -> None:
+    """Whether `n` goes on from a stopped backtracked thinking branch is the trace's state,
+    known since it was loaded (core/trace/session.py `stopped`): before, every n and r asked
+    the store in a thread first, and the question read every step of the branch, besides
+    the read the prompt makes (counted on the real SQLite store's connection)."""
+    steps = 2_000
+    session_id = big_session(default_path(), steps)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        assert app.store is not None
+        statements: list[str] = []
+        app.store._connection.set_trace_callback(statements.append)
+        try:
+            for _ in range(3):  # each at once at the step limit (160), with no call
+                screen.view.say("")
+                await pilot.press("n")
+                await wait_for(pilot, lambda: "step limit" in status_text(screen)
+                               and not screen.view.running)
+        finally:
+            app.store._connection.set_trace_callback(None)
+    step_reads = [sql for sql in statements if "s.id IN (" in sql]
+    # Each key reads the branch once, for the prompt (its thoughts so far: 32 windows of 64
+    # steps), and once more before for the question, its windows gone from the cache by then.
+    windows = -(-steps // CHUNK)
+    assert len(step_reads) <= 3 * windows + 3, (len(step_reads), windows)
