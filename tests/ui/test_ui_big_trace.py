@@ -411,3 +411,44 @@ async def test_n_reads_a_long_branch_once_a_key_not_twice(store: Store) -> None:
     # steps), and once more before for the question, its windows gone from the cache by then.
     windows = -(-steps // CHUNK)
     assert len(step_reads) <= 3 * windows + 3, (len(step_reads), windows)
+
+
+async def test_a_call_made_while_a_big_sessions_totals_are_read_is_counted_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call saved while the totals are still being read (after the first frame) reads them
+    again: the read under way may have missed it, the next one counts it, once."""
+    import threading
+
+    from bbm_tui.core.types import CallPurpose, CallRecord
+    from bbm_tui.ui.screens.trace.messages import CallsMade
+
+    calls = TOTALS_LATER_FROM_STEPS + 1
+    session_id = big_session(default_path(), calls)
+    app = make_app(session_id=session_id)
+    first_read_may_end = threading.Event()
+    reads: list[int] = []
+    read = Store.totals
+
+    def totals(self: Store, session: int) -> Totals:
+        reads.append(session)
+        found = read(self, session)
+        if len(reads) == 1:  # the first read ends after the call below is saved: stale
+            first_read_may_end.wait(30)
+        return found
+
+    monkeypatch.setattr(Store, "totals", totals)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await wait_for(pilot, lambda: len(reads) == 1)
+        call = CallRecord(model="replay/bbm", params={}, latency_s=0.1, prompt_tokens=9,
+                              completion_tokens=3, cost=0.0)
+        store.record_call(session_id, CallPurpose.FIND, call)
+        screen.view.post_message(CallsMade(call))
+        await wait_for(pilot, lambda: len(reads) == 2)
+        first_read_may_end.set()  # without the call: dropped
+        right = screen.query_one("#title-bar .title-right")
+        await wait_for(pilot, lambda: str(right.render()).startswith(f"{calls + 1:,} calls"))
+        await pilot.pause(0.2)
+        assert screen.view.totals.calls == calls + 1
+        assert str(right.render()).startswith(f"{calls + 1:,} calls")
