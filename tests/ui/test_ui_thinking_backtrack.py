@@ -396,6 +396,9 @@ async def test_r_on_a_stopped_thinking_trace_goes_on_from_its_reasoning_so_far(
         stopped = view.trace.reasoning()
         assert stopped is not None and not stopped.complete
         assert view.trace.texts == ["Plan: add, then multiply.", "1 + 1 = 3."]
+        # Kept in step as the thoughts came: what the store says, loaded afresh.
+        assert view.trace.stopped is not None and not view.trace.stopped.backtracked
+        assert TraceSession.load(store, trace.id).stopped == view.trace.stopped
         llama.requests.clear()
         await pilot.press("r")
         await wait_for(pilot, lambda: not view.running and view.trace.answer == "6",
@@ -435,6 +438,7 @@ async def test_r_on_a_stopped_solver_thinking_trace_goes_on_offline(
         kept = [step.id for step in view.trace.steps]
         stopped = view.trace.reasoning()
         assert not view.trace.finished and stopped is not None and not stopped.complete
+        assert TraceSession.load(store, trace.id).stopped == view.trace.stopped is not None
         monkeypatch.setenv("BBM_TUI_REPLAY_TPS", "0")
         await pilot.press("r")
         await wait_for(pilot, lambda: not view.running and view.trace.finished, timeout=60)

@@ -190,6 +190,21 @@ def session_task(store: Store, session: Session) -> tuple[Task, str | None]:
     return current, None
 
 
+@dataclass(frozen=True)
+class StoppedBranch:
+    """A thinking branch that stopped before its answer: its own reasoning (not whole), which
+    holds exactly its steps' raw slices so far, its rule, and the model that wrote it.
+    `backtracked`: `b` then `enter` made it (it goes on greedily, as the paper's
+    backtracking does); else a plain thinking call's (it goes on at the trace's own
+    temperature, with its own model only)."""
+
+    reasoning_id: int
+    text: str
+    rule: SplitRule
+    backtracked: bool = True
+    model: str | None = None
+
+
 class OtherModelsBranch(ValueError):
     """A branch of another model of the session (side by side), asked to be shown in this
     model's column: `model_branch_id` is its model branch (None: no model's), `leaf_id` its
@@ -295,6 +310,12 @@ class TraceSession:
         self.tree = tree if tree is not None else StoredTree(store, session.id)
         self.steps: Branch = self.tree.path(self._stored_head())
         self.label: Label | None = self._branch_label()
+        # The branch on show, if a backtracked thinking branch whose going on stopped before
+        # its answer (what `r` goes on from): learnt from the store when the branch on show
+        # is loaded or changed, kept in step as its steps are saved, so that a key asks
+        # nothing (a query and a trip to a thread a key before, and on a branch of 10^5
+        # steps a read of every one).
+        self.stopped: StoppedBranch | None = self._find_stopped()
         self._spec = spec or (_branch_spec(model_branch) if model_branch is not None
                               else _stored_spec(session))
         self.task, self.task_change = session_task(store, session)
@@ -387,6 +408,7 @@ class TraceSession:
             self.model_branch = self.store.model_branch(self.model_branch.id)
         self.steps = self.tree.path(self._stored_head())
         self.label = self._branch_label()
+        self.stopped = self._find_stopped()
 
     def labelled_branches(self) -> list[BranchLabel]:
         """Every branch with a label of the annotator's in force, the branch on show first,
@@ -460,6 +482,7 @@ class TraceSession:
         self.session = self.store.session(self.session.id)
         self.steps = self.tree.path(step_id)
         self.label = self._branch_label()
+        self.stopped = self._find_stopped()
 
     # -- what it holds
 
@@ -660,6 +683,17 @@ class TraceSession:
             view=view,
         )
         self._append(step)
+        stopped = self.stopped
+        if stopped is not None and view is not None and view.reasoning_id == stopped.reasoning_id:
+            # Going on from where it stopped: its reasoning holds this step's slice too (the
+            # store appends it), until the answer ends it.
+            self.stopped = None if step.answer is not None else replace(
+                stopped, text=stopped.text + (view.raw or ""))
+        elif view is not None and event.number == 1 and step.answer is None \
+                and not reasoning_is_summary(self._spec):
+            # A thinking call's first thought: stopped from now on, it goes on from here.
+            self.stopped = StoppedBranch(view.reasoning_id, view.raw or "", self._split,
+                                         backtracked=False, model=self._spec.model)
         return step
 
     def _reasoning_for_commit(self) -> int:
@@ -677,8 +711,34 @@ class TraceSession:
         self.store.finish_reasoning(
             reasoning_id, text=event.text, kind=str(event.kind), answer_text=event.answer_text,
             reasoning_tokens=event.reasoning_tokens, opaque=event.opaque)
+        if self.stopped is not None and self.stopped.reasoning_id == reasoning_id:
+            self.stopped = None  # whole now: nothing to go on from
 
     # -- thinking traces: the reasoning a branch is a view of, and other views of it
+
+    def _find_stopped(self) -> StoppedBranch | None:
+        """The branch on show, if its thinking call, or its going on after `b` then `enter`,
+        stopped (esc, a failure) before the answer with its raw reasoning so far stored; None
+        for any other branch. Reads the store: `stopped` holds the answer. A trace that is no
+        thinking trace is told by its first step (a branch of 10^5 steps is not read
+        through)."""
+        steps = self.steps
+        if not steps or steps[0].origin != StepOrigin.THINKING or self.finished:
+            return None
+        rule = self.split_rule()
+        reasoning = self.reasoning()
+        if rule is None or reasoning is None or reasoning.complete \
+                or reasoning.kind != str(ReasoningKind.RAW):
+            return None
+        # The branch's own reasoning: begun when its sample was taken (a branch backtracked
+        # again from one of its steps has a reasoning of its own), or by its call's first
+        # thought.
+        backtracked = [step for step in steps if step.origin == StepOrigin.BACKTRACK]
+        own = backtracked[-1] if backtracked else steps[0]
+        if self.store.step_view(own.id)[0] != reasoning.id:
+            return None
+        return StoppedBranch(reasoning.id, reasoning.text, rule, backtracked=bool(backtracked),
+                             model=reasoning.model)
 
     def reasoning(self) -> Reasoning | None:
         """The reasoning the branch on show was cut from (None: not a thinking trace). A
@@ -755,6 +815,7 @@ class TraceSession:
             model_branch_id=self.model_branch_id,
         )
         self._append(step)
+        self.stopped = self._find_stopped()
         return step
 
     def _append(self, step: Step) -> None:
@@ -886,6 +947,7 @@ class TraceSession:
             self.model_branch = self.store.model_branch(self.model_branch.id)
         self.steps = self.tree.path(step.id)
         self.label = self._branch_label()
+        self.stopped = self._find_stopped()
 
     def branch_origin(self, own: Sequence[Step]) -> BranchOrigin | None:
         """Where the branch whose own thoughts are `own` came from (reads the store: its

@@ -48,6 +48,7 @@ from bbm_tui.core.trace.session import (
     BranchMade,
     NewTrace,
     SamplesReady,
+    StoppedBranch,
     TraceSession,
     digest_of,
     on_the_loop,
@@ -194,41 +195,16 @@ async def continue_thinking(
         yield event
 
 
-@dataclass(frozen=True)
-class StoppedBranch:
-    """A thinking branch that stopped before its answer: its own reasoning (not whole), which
-    holds exactly its steps' raw slices so far, and its rule. `backtracked`: `b` then `enter`
-    made it (it goes on greedily, as the paper's backtracking does); else a plain thinking
-    call's (it goes on at the trace's own temperature)."""
-
-    reasoning_id: int
-    text: str
-    rule: SplitRule
-    backtracked: bool = True
-
-
 def stopped_branch(trace: TraceSession) -> StoppedBranch | None:
     """The branch on show, if its thinking call, or its going on after `b` then `enter`,
-    stopped (esc, a failure) before the answer with its raw reasoning so far stored; None
-    for any other branch. Reads the store."""
-    steps = trace.steps
-    if trace.finished or not steps:
+    stopped (esc, a failure) before the answer with its raw reasoning so far stored; None for
+    any other branch, and for a plain trace once another model is chosen (that model makes
+    its own call, from the start, as before). The trace knows it (learnt when its branch was
+    loaded, kept in step as steps are saved): no query."""
+    stopped = trace.stopped
+    if stopped is not None and not stopped.backtracked and stopped.model != trace.spec.model:
         return None
-    rule = trace.split_rule()
-    if rule is None:
-        return None  # not a thinking trace (known without the store)
-    reasoning = trace.reasoning()
-    if reasoning is None or reasoning.complete or reasoning.kind != str(ReasoningKind.RAW):
-        return None
-    # The branch's own reasoning: begun when its sample was taken (a branch backtracked
-    # again from one of its steps has a reasoning of its own), or by its call's first step.
-    backtracked = [step for step in steps if step.origin == StepOrigin.BACKTRACK]
-    own = backtracked[-1] if backtracked else steps[0]
-    if trace.store.step_view(own.id)[0] != reasoning.id:
-        return None
-    if not backtracked and reasoning.model != trace.spec.model:
-        return None  # another model since: its own call, from the start (as before)
-    return StoppedBranch(reasoning.id, reasoning.text, rule, backtracked=bool(backtracked))
+    return stopped
 
 
 async def go_on_from_stopped(

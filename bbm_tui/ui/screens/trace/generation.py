@@ -60,7 +60,7 @@ class Generation:
                 # The first call imports litellm (seconds); never on the event loop.
                 view.say("Loading the model library…")
                 await asyncio.to_thread(llm.warm_up)
-            stopped = await asyncio.to_thread(stopped_branch, view.trace)
+            stopped = stopped_branch(view.trace)  # known: no query, no trip to a thread a key
             if stopped is None or not await self._go_on(stopped):
                 view.say("Generating…")
                 await self.stream(view.trace.generate(
