@@ -582,11 +582,14 @@ def _emptier_deployment(parsed: RouterFile, spec: ModelSpec, router: Any, curren
         # No `max_traces`: nothing says its traces queue (a provider that runs calls in
         # parallel gains nothing from a move and would pay the prompt's cache write again).
         return None
-    cooling = set(_cooling_down(router))
     emptier = [deployment.name for deployment in deployments
-               if deployment.name != current and deployment.name not in cooling
-               and _has_room(deployment) and _pinned.get(deployment.name, 0) <= here_count - 2]
-    return min(emptier, key=lambda name: _pinned.get(name, 0), default=None)
+               if deployment.name != current and _has_room(deployment)
+               and _pinned.get(deployment.name, 0) <= here_count - 2]
+    if not emptier:
+        return None
+    cooling = set(_cooling_down(router))  # asked only when there is somewhere to move to
+    return min((name for name in emptier if name not in cooling),
+               key=lambda name: _pinned.get(name, 0), default=None)
 
 
 def _has_room(deployment: Deployment) -> bool:
