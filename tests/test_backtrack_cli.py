@@ -225,3 +225,30 @@ async def test_a_trace_the_store_refuses_leaves_no_session_behind(
         assert store.sessions_of_question(task="multistep_arithmetic", input=QUESTION,
                                           model="openai/test") == []
     assert openai_server.requests == []
+
+
+async def test_a_trace_made_now_is_backtracked_without_walking_its_original(
+    openai_server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A session made for the trace holds the original as its one branch, its head the last
+    # step: walking that branch down from its first thought cost a read a step (13.5 a
+    # trace in bench/backtrack_concurrency.py), each on the batch's busy loop.
+    openai_server.responder = responder()
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    jobs = jobs_from_files([source], None, parse_locations("gold"))
+    spec = llm.ModelSpec("openai/test", openai_server.base_url)
+    walked: list[int | None] = []
+    read_children = Store.step_children
+
+    def counted(store: Store, session_id: int, step_id: int | None) -> list:
+        walked.append(step_id)
+        return read_children(store, session_id, step_id)
+
+    monkeypatch.setattr(Store, "step_children", counted)
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        result = await backtrack_batch(jobs, spec, store, tmp_path / "out.jsonl")
+        assert (result.progress.done, result.progress.errors) == (2, [])
+    assert walked == []
+    fixed = json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])
+    assert fixed["new_steps"] == ["Let me work it out.", "2 + 2 = 4", "4 * 1 = 4",
+                                  "So the answer is 4"]

@@ -170,6 +170,42 @@ def test_each_tokens_alternatives_survive_a_reopen(db: Path) -> None:
     assert stored[other.id] is None and stored[step.id].startswith('[[[" 2", -0.01]')
 
 
+def test_samples_come_back_from_their_commit_as_a_read_gives_them_without_a_read(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """add_candidates hands back what it stored as a later read of it gives it (tokens,
+    their alternatives, the summed log-probability, dropped, the call), without reading it
+    back: a read each sampling on a backtracking batch's busy loop."""
+    from bbm_tui.core.types import TokenLogprob
+
+    tokens = [TokenLogprob(" 2", -0.01, ((" 2", -0.01), (" two", -4.5))),
+              TokenLogprob(" +", -1, ()), TokenLogprob(" 5", -2.9, ((" 4", -0.1),))]
+    plain = [TokenLogprob("So", -0.25)]
+    impossible = [TokenLogprob("x", 3.0)]  # stored as no tokens
+    with Store.open(db) as store:
+        session = new_session(store)
+        reads: list[str] = []
+        read = Store._read
+        monkeypatch.setattr(Store, "_read", lambda self, sql, *args: (
+            reads.append(sql), read(self, sql, *args))[1])
+        given = store.add_candidates(
+            session, parent_id=None, number=1,
+            calls=[call(params={"n": 2}), call(params={"n": 2})],
+            candidates=[(0, 0, " 2 + 5", tokens, False), (0, 1, "So", plain, True),
+                        (1, 0, "x", impossible, False), (1, 1, "", None, False)])
+        assert reads == []
+        monkeypatch.undo()
+        assert given == store.candidates(session, None, 1)
+    with Store.open(db) as store:
+        assert given == store.candidates(session, None, 1)
+    assert [g.tokens for g in given] == [tuple(tokens), tuple(plain), None, None]
+    assert [g.logprob for g in given] == [-3.91, -0.25, None, None]
+    first = given[0].tokens
+    assert first is not None and isinstance(first[1].logprob, float)
+    assert [g.dropped for g in given] == [False, True, False, False]
+    assert given[0].call_id == given[1].call_id != given[2].call_id
+
+
 def test_an_older_store_is_migrated_forward_keeping_its_data(db: Path) -> None:
     db.parent.mkdir()
     connection = raw(db)

@@ -318,7 +318,9 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
     (each read costs the batch's one busy core, bench/README.md)."""
     assert job.location is not None
     number = job.location + 1
-    original = _original_path(trace)
+    # A session made just now is the original, its head the original's last step: walking
+    # the branch down from its first thought (a read a step) would find what was loaded.
+    original = [] if made else _original_path(trace)
     stored = [] if made else _stored_samples(trace, number, original)
     chosen_index: int | None = None
     if stored:
@@ -335,7 +337,7 @@ async def _continue(job: BacktrackJob, trace: TraceSession, made: bool,
                               _samples_json(stored))
             events = trace.continue_with(stored[chosen_index], settings=settings)
     else:
-        if trace.head_id != original[-1].id:
+        if original and trace.head_id != original[-1].id:
             trace.switch_to(original[-1].id)
         events = trace.backtrack(number, settings=settings)
     # One claim from the samples to the continuation's end: the sampling and the going on

@@ -312,27 +312,39 @@ class StepQueries(StoreBase):
         """Commit the calls that sampled Thought `number` after `parent_id`, and each
         candidate as (index of its call in `calls`, choice, text, tokens, dropped)."""
         now = time.time()
+        # Encoded before the write: the write lock, which other processes queue for, is
+        # held for the inserts alone.
+        rows = []
+        for call_index, choice, text, tokens, dropped in candidates:
+            tokens = _sane_tokens(tokens)
+            rows.append((call_index, choice, text, tokens, tokens_json(tokens),
+                         alternatives_json(tokens),
+                         float(sum(t.logprob for t in tokens)) if tokens else None,
+                         bool(dropped)))
         with self._write() as connection:
             self._require_session(connection, session_id)
             call_ids = [insert_call(connection, session_id, None, CallPurpose.SAMPLE, call, now)
                         for call in calls]
             ids = []
-            for call_index, choice, text, tokens, dropped in candidates:
-                tokens = _sane_tokens(tokens)
+            for call_index, choice, text, _tokens, encoded, alternatives, logprob, dropped in rows:
                 cursor = connection.execute(
                     """INSERT INTO candidates (session_id, call_id, choice, parent_id, number,
                            text, tokens, alternatives, logprob, dropped, created_at)
                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                     (session_id, call_ids[call_index], choice, parent_id, number, text,
-                     tokens_json(tokens), alternatives_json(tokens),
-                     sum(t.logprob for t in tokens) if tokens else None,
-                     int(dropped), now),
+                     encoded, alternatives, logprob, int(dropped), now),
                 )
                 ids.append(inserted_id(cursor))
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        return self._candidates(f"c.id IN ({marks})", tuple(ids))
+        # As a read of them would give them back (not read: a read a sampling, on the
+        # batch's busy loop).
+        return [
+            StoredCandidate(id=candidate_id, session_id=session_id,
+                            call_id=call_ids[call_index], choice=choice, parent_id=parent_id,
+                            number=number, text=text, tokens=_as_read(tokens),
+                            logprob=logprob, dropped=dropped, step_id=None, created_at=now)
+            for candidate_id, (call_index, choice, text, tokens, *_stored, logprob, dropped)
+            in zip(ids, rows, strict=True)
+        ]
 
     def candidates(self, session_id: int, parent_id: int | None, number: int
                    ) -> list[StoredCandidate]:
@@ -502,6 +514,19 @@ def _sane_tokens(tokens: Sequence[TokenLogprob] | None) -> Sequence[TokenLogprob
     if tokens and all(sane_logprob(token.logprob) is not None for token in tokens):
         return tokens
     return None
+
+
+def _as_read(tokens: Sequence[TokenLogprob] | None) -> tuple[TokenLogprob, ...] | None:
+    """`tokens` as `tokens_from_json` reads them back from `tokens_json` and
+    `alternatives_json` (without encoding them and decoding them again)."""
+    if not tokens:
+        return None
+    return tuple(
+        TokenLogprob(token.text, float(token.logprob),
+                     tuple((str(alternative), float(logprob))
+                           for alternative, logprob in token.alternatives))
+        for token in tokens
+    )
 
 
 def tokens_json(tokens: Sequence[TokenLogprob] | None) -> str | None:
