@@ -28,7 +28,7 @@ from bbm_tui.core.store import Store
 LATENCY_MS = 50.0
 CONCURRENCY = 16
 TARGET = 1.8
-MAX_TRACES = 3
+MAX_TRACES = 4  # what the manual (docs/scale.md) recommends for a server of one request at a time
 
 
 def start_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
@@ -44,9 +44,10 @@ def router_file(folder: Path, name: str, bases: list[str]) -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump({"model_list": [
         {"model_name": "bench",
-         # Each server takes one request at a time (llama-server with one slot): three
-         # live traces keep it busy, and the next trace goes to the first that frees
-         # a place (not 8 and 8 of 16 from the start, blind to their lengths).
+         # Each server takes one request at a time (llama-server with one slot): four
+         # live traces keep it busy while the client is slow to send a trace's next step,
+         # and the next trace goes to the first that frees a place (not 8 and 8 of 16
+         # from the start, blind to their lengths).
          "model_info": {"id": f"server-{index}", "max_traces": MAX_TRACES},
          "litellm_params": {"model": "openai/test", "api_base": base, "api_key": "no-key"}}
         for index, base in enumerate(bases, start=1)]}))

@@ -343,6 +343,67 @@ async def test_at_the_tail_a_busy_deployment_hands_a_live_trace_to_an_idle_one(
     assert len(right.requests) == 2
 
 
+async def test_at_the_tail_a_deployment_hands_a_trace_to_one_holding_two_fewer(
+    two_servers: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path
+) -> None:
+    """Five traces on two deployments of `max_traces: 3`: the left holds three, the right
+    two, one of which ends at once; the other stays live (its first call held). Nothing
+    waits for a place any more and the left holds two traces more than the right, so one of
+    the left's three goes on at the right while the right's own trace is still live: the
+    right's turns are shared out rather than one server's three taking turns to the end.
+    Before, a trace moved only to an idle deployment, and all three stayed left. Each step
+    names the deployment that served it (the store against the servers' own requests)."""
+    left, right = two_servers
+    jobs = jobs_from_bundled("dyck_languages", 5)
+    answered, moved = threading.Event(), threading.Event()
+    first_on_right: list[int] = []  # the traces that started on the right, by job index
+
+    def trace_of(body: dict[str, Any]) -> int:
+        prompt = last_prompt(body)
+        return next(index for index, job in enumerate(jobs) if job.row.input in prompt)
+
+    def right_serves(path: str, body: dict[str, Any]) -> Reply:
+        trace = trace_of(body)
+        if "We go on." not in last_prompt(body):  # a trace's first step: it started here
+            first_on_right.append(trace)
+            if len(first_on_right) == 1:
+                answered.set()
+                return Reply(text=" So the answer is ) ].\n")
+            return Reply(text=" We go on.\n", hold=moved, hold_s=30)  # live until a move
+        if trace not in first_on_right:
+            moved.set()  # a trace that started on the left
+        return Reply(text=" We go on.\n")
+
+    left.responder = lambda path, body: Reply(text=" We go on.\n", hold=answered, hold_s=30)
+    right.responder = right_serves
+    router = with_max_traces(router_yaml(tmp_path / "router.yaml", ("left", left),
+                                         ("right", right)), 3)
+    spec = llm.ModelSpec("tiny", router=str(router))
+    settings = StepperSettings(step_limit=TAIL_STEPS, call=SETTINGS.call)
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        progress = await run_batch(jobs, spec, store, tmp_path / "out.jsonl", concurrency=5,
+                                   settings=settings)
+        assert (progress.done, progress.failed) == (5, 0), progress.errors
+        recorded = {next(index for index, job in enumerate(jobs)
+                         if job.row.input == summary.session.input):
+                    [step.deployment for step in store.branch(summary.session.id)]
+                    for summary in store.sessions()}
+    ended_at_once, stayed_live = first_on_right
+    on_right = [trace_of(request.body) for request in right.requests]
+    on_left = [trace_of(request.body) for request in left.requests]
+    movers = [trace for trace in range(5) if trace not in first_on_right and trace in on_right]
+    assert len(movers) == 1, on_right
+    # It moved while the right's other trace was live: its first call there came before
+    # that trace's second (whose first was held until the move).
+    assert on_right.index(movers[0]) < [
+        place for place, trace in enumerate(on_right) if trace == stayed_live][1], on_right
+    assert recorded[ended_at_once] == ["right"]
+    # Each step names the deployment that served it, a moved trace's too.
+    for trace, deployments in recorded.items():
+        assert deployments.count("right") == on_right.count(trace), (trace, deployments)
+        assert deployments.count("left") == on_left.count(trace), (trace, deployments)
+
+
 async def test_a_deployment_without_max_traces_keeps_its_traces_to_the_end(
     two_servers: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path
 ) -> None:

@@ -13,13 +13,13 @@ Router's own strategies count requests, and with every trace held to one deploym
 the traces that must be spread (a batch's first sixteen traces, started at once, all went to
 one server of two under `least-busy`). At a batch's tail, a deployment with `max_traces` (a
 server whose live traces take turns) that holds two or more hands one over to a deployment of
-its group that holds none, when no new trace is waiting for a place (`_idle_deployment`): the
-moved trace gives up its prompt cache on the first server once, so that the second does not
-sit idle while the first's traces queue. A call on the pinned deployment that fails unpins the
-trace, and its next attempt goes to the group through the Router, which skips deployments
-cooling down; the trace is then pinned where that attempt was served. Retries stay ours
-(errors.py): the Router's own are off. Each call records the deployment that served it
-(`served_by`).
+its group that holds at least two fewer, when no new trace is waiting for a place
+(`_emptier_deployment`): the moved trace gives up its prompt cache on the first server once,
+so that the traces left do not queue at one server while the other has turns to spare. A call
+on the pinned deployment that fails unpins the trace, and its next attempt goes to the group
+through the Router, which skips deployments cooling down; the trace is then pinned where that
+attempt was served. Retries stay ours (errors.py): the Router's own are off. Each call records
+the deployment that served it (`served_by`).
 
 Reading the file needs no litellm; building the Router imports it (loader.py).
 """
@@ -559,17 +559,22 @@ def _waiting_in(group: tuple[str, str]) -> bool:
                for waiter in _waiting)
 
 
-def _idle_deployment(parsed: RouterFile, spec: ModelSpec, router: Any, current: str
-                     ) -> str | None:
+def _emptier_deployment(parsed: RouterFile, spec: ModelSpec, router: Any, current: str
+                        ) -> str | None:
     """The deployment a live trace pinned to `current` moves to before its next call, or None
     (it stays). It moves only at a batch's tail: `current` sets `max_traces` (its live traces
     take turns at one server) and holds two or more, no new trace is waiting for a place
     (a new trace has the first claim on one: it has no prompt cache anywhere yet), and another
-    healthy deployment of the group holds no trace at all. Idle, not merely holding fewer:
-    moving from 3 to 1 gains little (a server with one trace is busy but for the client's
-    moment between steps) and, mid-batch, a deployment that just ended a trace is about to get
-    a new one, so a move then would only throw a prompt cache away."""
-    if _pinned.get(current, 0) < 2 or _waiting_in((spec.router or "", spec.model)):
+    healthy deployment of the group with room holds at least two traces fewer (the fewest
+    first; the file's order breaks ties), so that the move evens the two out and never turns
+    the difference round. At the tail each server's traces take turns, so the traces left on
+    the fuller one go at a fraction of its pace while the other has turns to spare: in
+    bench/router.py --quick the 40-step trace shared its server with two others until their
+    end while the other server held one (an idle one only, before: 1.76x; see DESIGN §9).
+    Mid-batch nothing moves: a deployment that has just ended a trace is about to get a new
+    one, so a move then would only throw a prompt cache away."""
+    here_count = _pinned.get(current, 0)
+    if here_count < 2 or _waiting_in((spec.router or "", spec.model)):
         return None
     deployments = parsed.group(spec.model)
     here = next((deployment for deployment in deployments if deployment.name == current), None)
@@ -577,12 +582,14 @@ def _idle_deployment(parsed: RouterFile, spec: ModelSpec, router: Any, current: 
         # No `max_traces`: nothing says its traces queue (a provider that runs calls in
         # parallel gains nothing from a move and would pay the prompt's cache write again).
         return None
-    idle = [deployment.name for deployment in deployments
-            if deployment.name != current and _pinned.get(deployment.name, 0) == 0]
-    if not idle:
+    emptier = [deployment.name for deployment in deployments
+               if deployment.name != current and _has_room(deployment)
+               and _pinned.get(deployment.name, 0) <= here_count - 2]
+    if not emptier:
         return None
-    cooling = set(_cooling_down(router))
-    return next((name for name in idle if name not in cooling), None)
+    cooling = set(_cooling_down(router))  # asked only when there is somewhere to move to
+    return min((name for name in emptier if name not in cooling),
+               key=lambda name: _pinned.get(name, 0), default=None)
 
 
 def _has_room(deployment: Deployment) -> bool:
@@ -654,9 +661,9 @@ async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
                      pin: DeploymentPin | None = None) -> Any:
     """litellm's `acompletion` (chat) or `atext_completion` with `kwargs`, directly or, with a
     router, through it: to the pinned deployment if there is one (or, at a batch's tail, to
-    an idle one it moves to), else (a new trace) to the healthy deployment holding the fewest
-    traces, else (an attempt after a failure) to the model group. The trace is pinned where
-    the call was served; a failure unpins it."""
+    one holding two traces fewer that it moves to), else (a new trace) to the healthy
+    deployment holding the fewest traces, else (an attempt after a failure) to the model
+    group. The trace is pinned where the call was served; a failure unpins it."""
     if spec.router is None:
         litellm = litellm_module()
         return await (litellm.acompletion if chat else litellm.atext_completion)(**kwargs)
@@ -670,8 +677,8 @@ async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
         # before the call goes out, so that traces starting at once spread over them.
         pin.keep(await _free_deployment(spec))
     elif pin is not None and pin.deployment is not None:
-        # A live trace: moved at the tail to a deployment left idle (kept from now on there).
-        moved_to = _idle_deployment(parsed, spec, router, pin.deployment)
+        # A live trace: moved at the tail to a deployment holding two fewer (kept there).
+        moved_to = _emptier_deployment(parsed, spec, router, pin.deployment)
         if moved_to is not None:
             pin.keep(moved_to)
     kwargs["model"] = pin.deployment if pin is not None and pin.deployment else spec.model
