@@ -18,9 +18,9 @@ segment); each leans on Textual 8.2's DataTable internals, as `drop_first_rows` 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import islice, zip_longest
 from typing import Any
 
 from rich.console import Console, ConsoleOptions
@@ -34,12 +34,14 @@ from textual.coordinate import Coordinate
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellKey, Row, RowKey
+from textual.widgets.data_table import CellKey, DuplicateKey, Row, RowKey
 
 # What a data row's line is drawn from, besides the cursor's and the hover's row being that
 # row or not: the row (key, index: the cells' mouse meta carries it), the line in the row, the
 # horizontal scroll and width, the styles, and the table's content version.
 LineKey = tuple[object, ...]
+# A row to append: its cells (in the columns' order), its key and its height in lines.
+NewRow = tuple[Sequence[object], str, int]
 # Lines of rows the table keeps drawn (a few screens: a page further on is drawn anew), and
 # cells' texts kept laid out; the least recently drawn go first, one at a time.
 LINES_KEPT = 400
@@ -103,6 +105,37 @@ class WindowTable(DataTable):
         if self._fixed_widths():
             self._unchanging_updates += self._update_count - before
         return row_key
+
+    def add_rows_at_once(self, rows: Sequence[NewRow]) -> None:
+        """Append `rows`, as `add_row` appends each (Textual 8.2: the row index, data, rows,
+        new rows and update count), once for all of them: `add_row` also orders the columns,
+        clamps the cursor and asks for an idle pass again for each row (a page of 100: 2 ms of
+        CPU in the key that crosses into it, bench/big_store.py)."""
+        if not rows:
+            return
+        columns = self.ordered_columns
+        was_empty = self.row_count == 0
+        index = self.row_count
+        for cells, key, height in rows:
+            row_key = RowKey(key)
+            if row_key in self._row_locations:
+                raise DuplicateKey(f"The row key {row_key!r} already exists.")
+            if len(cells) > len(columns):
+                raise ValueError("More values provided than there are columns.")
+            self._row_locations[row_key] = index
+            self._data[row_key] = {column.key: cell
+                                   for column, cell in zip_longest(columns, cells)}
+            self.rows[row_key] = Row(row_key, height, None, False)
+            self._new_rows.add(row_key)
+            index += 1
+        self._require_update_dimensions = True
+        self.cursor_coordinate = self.cursor_coordinate
+        if was_empty and self.columns and self.show_cursor and self.cursor_type != "none":
+            self._highlight_cursor()  # a cursor can show now: add_row posts its highlight
+        self._update_count += 1
+        if self._fixed_widths():
+            self._unchanging_updates += 1
+        self.check_idle()
 
     def _fixed_widths(self) -> bool:
         return not any(column.auto_width for column in self.columns.values())
@@ -274,7 +307,11 @@ class WindowTable(DataTable):
         self._update_count += 1
         self._unchanging_updates += 1  # the rows kept are drawn as they were
         self.check_idle()
-        self.refresh(layout=True)
+        # A repaint, not a layout (remove_row's): the table's height is set again when idle
+        # (`_update_dimensions`), a layout only if it changed. A page appended and one let go
+        # in the same key leave it as it was; a layout asked for here came a frame after the
+        # key's own (the screen lays out on a later tick), 40-50 ms later at load 0.3.
+        self.refresh()
         self.scroll_to(y=max(self.scroll_y - gone_height, 0), animate=False, immediate=True)
         self.move_cursor(row=max(cursor.row - count, 0), column=cursor.column, animate=False)
         self.hover_coordinate = self.hover_coordinate  # clamped, as remove_row does
