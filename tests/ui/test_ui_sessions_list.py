@@ -174,6 +174,27 @@ async def test_a_key_that_crosses_into_the_next_page_lays_nothing_out_again(
             await wait_for(pilot, lambda: screen._next_page is not None)
 
 
+async def test_a_page_read_ahead_before_a_resize_is_laid_out_again(store: Store) -> None:
+    """The page read ahead is laid out for the columns of its time: after a resize (80
+    columns show fewer, narrower ones) the key that crosses into it lays it out again."""
+    many_sessions(default_path(), 1_000)
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sessions(pilot)
+        grid = table(screen)
+        await wait_for(pilot, lambda: screen._next_page is not None)
+        ahead = screen._next_page
+        assert ahead is not None and len(ahead.rows[0].cells) == len(grid.columns)
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: len(grid.columns) < len(ahead.rows[0].cells))
+        await pilot.press("ctrl+end")
+        await wait_for(pilot, lambda: screen._offset == PAGE)
+        assert names(screen) == [name_at(PAGE + row) for row in range(KEPT)]
+        assert shown_names(screen)[-1] == name_at(PAGE + KEPT - 1)
+        assert all(len(grid.get_row_at(row)) == len(grid.columns)
+                   for row in range(grid.row_count))
+
+
 async def test_search_and_filters_narrow_the_list(store: Store) -> None:
     many_sessions(default_path(), 300)
     app = make_app()
