@@ -1,5 +1,6 @@
 """WindowTable (ui/widgets/window_table.py): the first rows of a table let go of in one pass
-leave the table as Textual's remove_row, row by row, leaves it; its lines are DataTable's own,
+leave the table as Textual's remove_row, row by row, leaves it, and rows appended in one pass
+as its add_row does; its lines are DataTable's own,
 and a cursor move or rows appended out of sight draw no other row again."""
 
 from __future__ import annotations
@@ -58,6 +59,45 @@ async def test_dropping_the_first_rows_at_once_is_removing_them_one_by_one() -> 
         bulk.move_cursor(row=bulk.row_count - 1, animate=False)
         await pilot.pause()
         assert bulk.coordinate_to_cell_key(bulk.cursor_coordinate).row_key.value == "30"
+
+
+class NotedTables(Tables):
+    """The tables, and each row highlighted (table, row) in turn."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.highlighted: list[tuple[str | None, int]] = []
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.highlighted.append((event.data_table.id, event.cursor_row))
+
+
+async def test_appending_rows_at_once_is_adding_them_one_by_one() -> None:
+    """`add_rows_at_once` (a page of the sessions list appended in the key that crosses
+    into it) leaves the table as `add_row` for each row does: to an empty table (whose cursor
+    shows from its first row) and after rows it has, with rows of two lines among them."""
+    app = NotedTables()
+    async with app.run_test(size=(80, 40)) as pilot:
+        bulk = app.query_one("#bulk", WindowTable)
+        one_by_one = app.query_one("#one-by-one", WindowTable)
+        app.set_focus(None)  # the cursor drawn the same in both (a focused one is brighter)
+        for start, count in ((0, 12), (12, 20)):
+            rows = [((f"session {number}", str(number)), str(number),
+                     2 if number % 3 == 0 else 1) for number in range(start, start + count)]
+            if start == 0:
+                for table in (bulk, one_by_one):
+                    table.add_columns("name", "steps")
+            bulk.add_rows_at_once(rows)
+            for cells, key, height in rows:
+                one_by_one.add_row(*cells, key=key, height=height)
+            await pilot.pause()
+            assert state(bulk) == state(one_by_one)
+            assert [list(bulk.render_line(y)) for y in range(bulk.size.height)] == \
+                [list(one_by_one.render_line(y)) for y in range(one_by_one.size.height)]
+        assert sorted(app.highlighted) == [("bulk", 0), ("one-by-one", 0)]
+        bulk.move_cursor(row=bulk.row_count - 1, animate=False)
+        await pilot.pause()
+        assert bulk.coordinate_to_cell_key(bulk.cursor_coordinate).row_key.value == "31"
 
 
 async def test_a_cursor_on_a_row_that_goes_lands_on_the_first_row() -> None:

@@ -2,9 +2,9 @@
 delete one.
 
 The list is paged (issue 8, item 13): the store answers one SQL query for a page of rows
-(filters, search and order included) and the table holds a window of at most KEPT rows of the
-list, from `_offset` on. As the cursor comes within MARGIN rows of the window's end the next
-page is read and appended (and the first page let go); near its start, the page before is read
+(filters, search and order included) and the table holds a window of KEPT rows of the list,
+from `_offset` on. The page after it is read ahead; the key that comes within MARGIN rows of
+the window's end appends it and lets the first page go. Near its start, the page before is read
 and the window built again around it. A store of 100,000 sessions opens as fast as one of ten.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.cells import cell_len
@@ -45,7 +46,7 @@ from bbm_tui.ui.viewmodels.sessions import (
     sorted_by,
 )
 from bbm_tui.ui.widgets.chrome import KeysFooter, LeanStatic, TitleBar
-from bbm_tui.ui.widgets.window_table import WindowTable
+from bbm_tui.ui.widgets.window_table import NewRow, WindowTable
 
 # (title, key, width from WIDE columns on, width below (0: left out), the order a click on
 # its header asks for). The widths fit 120 columns, and 80, with the cells' padding and the
@@ -67,6 +68,25 @@ GROWS = {"name": 60, "task": 26, "model": 40, "answer": 40}
 PAGE = 100  # rows a query brings
 MARGIN = 20  # the next page is asked for this many rows before an edge
 KEPT = 3 * PAGE  # rows the table holds at most: past it, the far side's page is let go
+
+
+@dataclass(frozen=True)
+class ListedRow:
+    """A session's row, laid out for the table's columns."""
+
+    summary: SessionSummary
+    cells: tuple[Text, ...]
+    height: int
+
+
+@dataclass(frozen=True)
+class NextPage:
+    """The page read ahead: the query, list position and column widths it is for."""
+
+    query: SessionQuery
+    position: int
+    widths: dict[str, int]
+    rows: list[ListedRow]
 
 
 # A label on a branch that is not the one on show (the session was left on another).
@@ -197,11 +217,10 @@ class SessionsScreen(BbmScreen):
         self._everything: int | None = None  # all sessions, when a filter is on
         self._problems: tuple[str, ...] = ()
         self._loading_more = False
-        # The page after the table's last row, read ahead of the cursor (query and list
-        # position it was read for, and its rows): the key that crosses into it appends it at
-        # once, in the frame of its own move, rather than drawing the screen again when the
-        # page comes back from the store.
-        self._next_page: tuple[SessionQuery, int, list[SessionSummary]] | None = None
+        # The page after the table's last row, read ahead of the cursor and laid out while
+        # idle: the key that crosses into it appends it at once, in the frame of its own
+        # move, rather than drawing the screen again when the page comes back.
+        self._next_page: NextPage | None = None
         self._fills = 0  # how many times the table was filled anew: a page read before is stale
         self._widths: dict[str, int] = {}
 
@@ -251,7 +270,7 @@ class SessionsScreen(BbmScreen):
         self._add_columns()
         summaries = [self._summaries[session_id] for session_id in self._rows]
         self._summaries, self._rows = {}, []
-        self._add_rows(summaries)
+        self._add_rows(self._lay_out(summaries))
         if table.row_count:
             table.move_cursor(row=min(row, table.row_count - 1), animate=False)
 
@@ -274,10 +293,11 @@ class SessionsScreen(BbmScreen):
             position = store.session_position(query, select) if select is not None else None
             wanted = row if position is None else position
             target = None if wanted is None else max(min(wanted, total - 1), 0)
-            # A window with the target in it, a page of the list either side at most.
+            # A whole window with the target in it, a page before it at most: the table does
+            # not grow as the cursor goes down (a taller table is laid out again, in a frame
+            # after the key's), it takes a page at its end and lets one go at its start.
             offset = max(0, (target or 0) - PAGE)
-            size = PAGE + (target or 0) - offset  # the target, and a page after it
-            return (total, everything, offset, store.session_page(query, offset, size), target)
+            return (total, everything, offset, store.session_page(query, offset, KEPT), target)
 
         total, everything, offset, summaries, target = await asyncio.to_thread(read)
         if query != self._query:
@@ -294,7 +314,7 @@ class SessionsScreen(BbmScreen):
         self._summaries = {}
         self._rows = []
         self._offset = offset
-        self._add_rows(summaries)
+        self._add_rows(self._lay_out(summaries))
         empty = self.query_one("#sessions-empty", Static)
         empty.display = not summaries
         empty.update(styled(
@@ -306,16 +326,14 @@ class SessionsScreen(BbmScreen):
         self._show_status()
         self._read_ahead()
 
-    def _add_rows(self, summaries: list[SessionSummary]) -> None:
-        table = self.query_one(DataTable)
+    def _lay_out(self, summaries: list[SessionSummary]) -> list[ListedRow]:
+        """Each session's row for the table's columns."""
+        columns = [str(key.value) for key in self.query_one(DataTable).columns]
         wall_clock = self.bbm_app.wall_clock
         colors = self.app.theme_variables
+        rows: list[ListedRow] = []
         for summary in summaries:
             session = summary.session
-            if session.id in self._summaries:
-                continue  # a page moved under a change made meanwhile
-            self._summaries[session.id] = summary
-            self._rows.append(session.id)
             cells = {
                 "name": name_cell(session.name, self._widths.get("name", 60)),
                 "task": safe_cell(session.task),
@@ -330,8 +348,21 @@ class SessionsScreen(BbmScreen):
                                     lambda branch: safe_cell(branch.answer or "—", 40)),
                 "updated": when_cell(session.updated_at, wall_clock=wall_clock),
             }
-            table.add_row(*(cells[str(key.value)] for key in table.columns),
-                          key=str(session.id), height=max(1, len(summary.branches)))
+            rows.append(ListedRow(summary, tuple(cells[key] for key in columns),
+                                  max(1, len(summary.branches))))
+        return rows
+
+    def _add_rows(self, rows: list[ListedRow]) -> None:
+        table = self.query_one(WindowTable)
+        new: list[NewRow] = []
+        for row in rows:
+            session = row.summary.session
+            if session.id in self._summaries:
+                continue  # a page moved under a change made meanwhile
+            self._summaries[session.id] = row.summary
+            self._rows.append(session.id)
+            new.append((row.cells, str(session.id), row.height))
+        table.add_rows_at_once(new)
 
     @on(DataTable.RowHighlighted)
     def _near_an_edge(self, event: DataTable.RowHighlighted) -> None:
@@ -342,8 +373,10 @@ class SessionsScreen(BbmScreen):
                 and self._offset + table.row_count < self._total):
             position = self._offset + table.row_count
             ahead = self._next_page
-            if ahead is not None and ahead[:2] == (self._query, position):
-                self._append_page(ahead[2])
+            if ahead is not None and (ahead.query, ahead.position) == (self._query, position):
+                rows = ahead.rows if ahead.widths == self._widths else \
+                    self._lay_out([row.summary for row in ahead.rows])  # resized since
+                self._append_page(rows)
                 return
             self._loading_more = True
             self._more(self._query, position)
@@ -361,18 +394,20 @@ class SessionsScreen(BbmScreen):
             page = await asyncio.to_thread(store.session_page, query, position, PAGE)
             table = self.query_one(DataTable)
             if query == self._query and position == self._offset + table.row_count:
-                self._append_page(page)
+                self._append_page(self._lay_out(page))
         finally:
             self._loading_more = False
 
-    def _append_page(self, page: list[SessionSummary]) -> None:
+    def _append_page(self, rows: list[ListedRow]) -> None:
         """The page after the table's last row: appended, the first page let go of, and the
-        page after it read ahead."""
+        page after it read ahead once this key's frame is drawn (read in a thread meanwhile,
+        it took the interpreter from the frame's drawing: 10-30 ms of wall time for 2-3 of
+        CPU at load 5)."""
         self._next_page = None
-        self._add_rows(page)
+        self._add_rows(rows)
         self._let_go_of_the_first_page()
         self._show_status()
-        self._read_ahead()
+        self.call_after_refresh(self._read_ahead)
 
     def _read_ahead(self) -> None:
         """Read the page after the table's last row, if the list goes on."""
@@ -389,10 +424,11 @@ class SessionsScreen(BbmScreen):
         page = await asyncio.to_thread(store.session_page, query, position, PAGE)
         table = self.query_one(DataTable)
         # Kept only for the table it was read for: not one filled anew since (a delete, a
-        # rename, a search), whose rows may have moved.
+        # rename, a search), whose rows may have moved. Laid out now, while the app is idle,
+        # not in the key that crosses into it.
         if (fills, query) == (self._fills, self._query) \
                 and position == self._offset + table.row_count:
-            self._next_page = (query, position, page)
+            self._next_page = NextPage(query, position, dict(self._widths), self._lay_out(page))
 
     def _let_go_of_the_first_page(self) -> None:
         table = self.query_one(WindowTable)
