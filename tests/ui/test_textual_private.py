@@ -6,9 +6,15 @@ from __future__ import annotations
 
 import pytest
 import textual
-from textual.widgets import Footer, RadioButton, RadioSet
+from textual._compositor import ChopsUpdate, Compositor, LayoutUpdate
+from textual.app import App, ComposeResult
+from textual.containers import VerticalScroll
+from textual.geometry import Region
+from textual.screen import Screen
+from textual.widgets import Footer, RadioButton, RadioSet, Static
 from textual.widgets._footer import FooterKey
 
+from bbm_tui.ui.compositor import ScrollAfterLayoutCompositor
 from bbm_tui.ui.widgets.chrome import KeysFooter
 from tests.ui.ui_helpers import make_app, wait_for
 
@@ -114,3 +120,75 @@ def test_a_scroll_bars_repaint_in_the_layouts_frame_still_works() -> None:
     assert "_repaint_required" in vars(ScrollBar(vertical=True))
     assert callable(Compositor.update_widgets)
     assert isinstance(vars(Compositor).get("visible_widgets"), property)
+
+
+def _scrolling_app(compositor: type[Compositor]) -> tuple[App[None], list[object]]:
+    """An app whose screen (a title line above a pane of 40 lines, 10 on show) uses
+    `compositor`, and the updates it paints."""
+
+    class Pane(Screen[None]):
+        def __init__(self) -> None:
+            super().__init__()
+            self._compositor = compositor()
+
+        def compose(self) -> ComposeResult:
+            yield Static("the title")
+            with VerticalScroll(id="pane"):
+                for number in range(40):
+                    yield Static(f"line {number}")
+
+    class Scrolling(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(Pane())
+
+    app = Scrolling()
+    painted: list[object] = []
+    original = app._display
+
+    def display(screen, renderable) -> None:  # type: ignore[no-untyped-def]
+        if renderable is not None:
+            painted.append(renderable)
+        original(screen, renderable)
+
+    app._display = display  # type: ignore[method-assign]
+    return app, painted
+
+
+async def _scroll_after_a_layout(compositor: type[Compositor]) -> tuple[object, Region]:
+    """A line mounted in the pane (a layout, painted), then a scroll of a line on its own
+    (the side-by-side columns following a line a column gained): the scroll's update, and
+    the pane's region."""
+    app, painted = _scrolling_app(compositor)
+    async with app.run_test(size=(30, 12)) as pilot:
+        pane = app.screen.query_one("#pane", VerticalScroll)
+        await wait_for(pilot, lambda: pane.max_scroll_y > 0)
+        await pane.mount(Static("line 40"))
+        await pilot.pause()
+        before = len(painted)
+        pane.scroll_to(y=pane.scroll_y + 1, animate=False, immediate=True)
+        await wait_for(pilot, lambda: len(painted) > before)
+        return painted[before], pane.region
+
+
+def test_the_compositor_names_the_scroll_after_a_layout_reads() -> None:
+    """bbm_tui/ui/compositor.py reads Compositor._visible_map and _full_map, and overrides
+    reflow and reflow_visible."""
+    compositor = Compositor()
+    assert compositor._visible_map is None
+    assert compositor._full_map == {}
+    assert callable(Compositor.reflow) and callable(Compositor.reflow_visible)
+
+
+async def test_textual_repaints_the_whole_screen_on_a_scroll_after_a_layout() -> None:
+    """What ScrollAfterLayoutCompositor is for: Textual's own compositor paints the whole
+    screen (a LayoutUpdate), title and all, for a scroll that comes after a layout."""
+    update, _pane = await _scroll_after_a_layout(Compositor)
+    assert isinstance(update, LayoutUpdate)
+
+
+async def test_a_scroll_after_a_layout_repaints_the_pane_alone() -> None:
+    update, pane = await _scroll_after_a_layout(ScrollAfterLayoutCompositor)
+    assert isinstance(update, ChopsUpdate)
+    lines = {y for y, _start, _end in update.spans}
+    # Every line of the pane (the scroll moved them all), none of the title's.
+    assert lines == set(pane.line_range)
