@@ -4,17 +4,25 @@ renames or drops them, so that whoever upgrades looks again."""
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Callable
+
 import pytest
 import textual
+from rich.segment import Segment
 from textual._compositor import ChopsUpdate, Compositor, LayoutUpdate
 from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.geometry import Region
 from textual.screen import Screen
+from textual.strip import Strip
 from textual.widgets import Footer, RadioButton, RadioSet, Static
 from textual.widgets._footer import FooterKey
 
-from bbm_tui.ui.compositor import ScrollAfterLayoutCompositor
+from bbm_tui.ui.compositor import (
+    ScrollAfterLayoutCompositor,
+    strips_divided_whole_make_no_cycle,
+)
 from bbm_tui.ui.widgets.chrome import KeysFooter
 from tests.ui.ui_helpers import make_app, wait_for
 
@@ -192,3 +200,35 @@ async def test_a_scroll_after_a_layout_repaints_the_pane_alone() -> None:
     lines = {y for y, _start, _end in update.spans}
     # Every line of the pane (the scroll moved them all), none of the title's.
     assert lines == set(pane.line_range)
+
+
+def _cycles_left_by_a_whole_division(divide: Callable[[Strip, list[int]], object]) -> int:
+    """How many objects the collector finds after a strip divided at its own end alone (as
+    the compositor divides every line it paints) is let go."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        strip = Strip([Segment("a line")], 6)
+        assert list(divide(strip, [6])) == [strip]  # type: ignore[arg-type]
+        del strip
+        return gc.collect()
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_textual_keeps_a_strip_divided_whole_in_a_cycle() -> None:
+    """What strips_divided_whole_make_no_cycle is for: Textual's Strip.divide caches the
+    strip in its own cache, a cycle only the collector frees. It reads Strip._divide_cache."""
+    textual_divide = getattr(Strip.divide, "__wrapped__", Strip.divide)
+    assert _cycles_left_by_a_whole_division(textual_divide) > 0
+    assert hasattr(Strip([], 0), "_divide_cache")
+
+
+def test_a_strip_divided_whole_is_freed_without_the_collector() -> None:
+    strips_divided_whole_make_no_cycle()
+    assert _cycles_left_by_a_whole_division(Strip.divide) == 0
+    # Divisions elsewhere are Textual's own.
+    strip = Strip([Segment("a line")], 6)
+    assert [piece.text for piece in strip.divide([2, 6])] == ["a ", "line"]
