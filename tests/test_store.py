@@ -29,6 +29,7 @@ from bbm_tui.core.store import (
 )
 from bbm_tui.core.tasks import extract_answer
 from bbm_tui.core.trace.session import TraceSession
+from bbm_tui.core.trace.tree import StepTree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -328,6 +329,32 @@ def test_a_branch_is_read_without_the_rest_of_its_tree(db: Path) -> None:
             return ticks[0]
 
         assert cost(crowded, crowded_tip) <= 2 * cost(alone, alone_tip) + 5
+
+
+def test_a_branchs_ids_are_its_path_however_its_steps_were_written(db: Path) -> None:
+    """`branch_ids` reads a branch as runs of consecutive ids: every leaf's ids are its path
+    in the tree all the same when forks, two branches written in turn and another
+    session's steps break the runs; a step of another session or none has no branch."""
+    with Store.open(db) as store:
+        session = new_session(store)
+        other = new_session(store)
+        trunk = add_chain(store, session, ["one", "two", "three", "four"])
+        add_chain(store, other, ["elsewhere"])  # an id between two of the session's
+        # A fork at Thought 2, then two branches from Thought 3 written one step each in turn.
+        fork = store.add_step(session, parent_id=trunk[0], number=2, text="two again").id
+        left = right = trunk[2]
+        for number in range(4, 8):
+            left = store.add_step(session, parent_id=left, number=number, text="l").id
+            right = store.add_step(session, parent_id=right, number=number, text="r").id
+        tail = add_chain(store, session, ["a new first thought"])
+        tree = StepTree(store.steps_of(session))
+        leaves = [step.id for step in tree.leaves()]
+        assert {trunk[3], fork, left, right, tail[0]} <= set(leaves)
+        for leaf in leaves + trunk + [fork]:
+            assert list(store.branch_ids(session, leaf)) == [s.id for s in tree.path(leaf)]
+        assert len(store.branch_ids(session, right)) == 7
+        assert list(store.branch_ids(other, trunk[3])) == []
+        assert list(store.branch_ids(session, None)) == []
 
 
 def test_labels_set_undo_current(db: Path) -> None:

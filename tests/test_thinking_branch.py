@@ -215,6 +215,8 @@ def test_a_stopped_branch_goes_on_from_its_reasoning_so_far(llama: FakeLlamaServ
     stopped = stopped_branch(trace)
     assert stopped is not None and stopped.text == so_far
     assert stopped.rule == SplitRule.PARAGRAPH
+    # Kept in step as the steps came: what the store says, loaded afresh.
+    assert TraceSession.load(store, trace.id).stopped == stopped
     llama.requests.clear()
     llama.continuation = lambda prompt, body: "So 4.</think>\n\nSo the answer is 4"
 
@@ -239,6 +241,7 @@ def test_a_stopped_branch_goes_on_from_its_reasoning_so_far(llama: FakeLlamaServ
     assert reasoning is not None and reasoning.complete and reasoning.id == stopped.reasoning_id
     assert reasoning.text == so_far + "So 4."
     assert stopped_branch(trace) is None
+    assert TraceSession.load(store, trace.id).stopped is None
     assert len(trace.tree.leaves()) == 2
     store.close()
 
@@ -297,6 +300,7 @@ def test_a_going_on_cut_after_text_keeps_what_came_and_says_so(
     assert trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4."]
     stopped = stopped_branch(trace)
     assert stopped is not None and stopped.text == RAW[0] + "1 + 1 = 2. \n\n2 * 2 = 4.\n\n"
+    assert TraceSession.load(store, trace.id).stopped == stopped
     store.close()
 
 

@@ -354,7 +354,9 @@ class BbmApp(KeepsMessages):
         await self._present(trace, totals)
 
     async def _present(self, trace: TraceSession, totals: Totals | None) -> None:
-        if totals is None:
+        from bbm_tui.ui.screens.trace.host import totals_later
+
+        if totals is None and not totals_later(trace):  # else the view reads them itself
             totals = await asyncio.to_thread(trace.totals)
         if trace.created_now:
             self._fresh_sessions.add(trace.id)
@@ -419,7 +421,9 @@ class BbmApp(KeepsMessages):
                     SideBySide.load_resumed, store, session_id, self.configured_spec), None)
                 return
             trace = await asyncio.to_thread(TraceSession.load, store, session_id)
-            totals = await asyncio.to_thread(trace.totals)
+            from bbm_tui.ui.screens.trace.host import totals_later
+
+            totals = None if totals_later(trace) else await asyncio.to_thread(trace.totals)
         except StoreError as error:
             self.notify(str(error), title="Cannot open the session", severity="error",
                         markup=False)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 from ui_helpers import SIZE, make_app, recorded_session, thought, wait_for
 
-from bbm_tui.core.store import Store, default_path
+from bbm_tui.core.store import Store, Totals, default_path
+from bbm_tui.core.trace.tree import CHUNK
 from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.screens.trace.host import TOTALS_LATER_FROM_STEPS
 from bbm_tui.ui.viewmodels.trace import FinderShown
 from bbm_tui.ui.widgets.thought import ThoughtView
 from bbm_tui.ui.widgets.thought_list import WINDOW, ThoughtList
@@ -356,3 +358,97 @@ async def test_a_branch_switch_shows_the_new_branchs_thoughts(store: Store) -> N
         assert not [view for view in screen.query(ThoughtView) if view.step == old_third]
         assert not screen.query_one("#thoughts-before").display
         assert not screen.query_one("#thoughts-after").display
+
+
+async def test_a_big_sessions_totals_are_read_after_its_first_frame(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every call of a session of thousands of steps summed costs SQLite tens of ms (57 on
+    10^5 steps): the trace screen is on show before they are read, and its title shows
+    them as soon as they are (a small session's are read before, tests/ui/test_ui_cost.py)."""
+    session_id = big_session(default_path(), TOTALS_LATER_FROM_STEPS + 1)
+    app = make_app(session_id=session_id)
+    screens_when_read: list[object] = []
+    read = Store.totals
+
+    def totals(self: Store, session: int) -> Totals:
+        screens_when_read.append(app.screen)
+        return read(self, session)
+
+    monkeypatch.setattr(Store, "totals", totals)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        right = screen.query_one("#title-bar .title-right")
+        await wait_for(pilot, lambda: str(right.render()).startswith(
+            f"{TOTALS_LATER_FROM_STEPS + 1:,} calls"))
+        assert screen.view.totals.calls == TOTALS_LATER_FROM_STEPS + 1
+        assert screens_when_read == [screen]
+
+
+async def test_n_reads_a_long_branch_once_a_key_not_twice(store: Store) -> None:
+    """Whether `n` goes on from a stopped backtracked thinking branch is the trace's state,
+    known since it was loaded (core/trace/session.py `stopped`): before, every n and r asked
+    the store in a thread first, and the question read every step of the branch, besides
+    the read the prompt makes (counted on the real SQLite store's connection)."""
+    steps = 2_000
+    session_id = big_session(default_path(), steps)
+    app = make_app(session_id=session_id)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        assert app.store is not None
+        statements: list[str] = []
+        app.store._connection.set_trace_callback(statements.append)
+        try:
+            for _ in range(3):  # each at once at the step limit (160), with no call
+                screen.view.say("")
+                await pilot.press("n")
+                await wait_for(pilot, lambda: "step limit" in status_text(screen)
+                               and not screen.view.running)
+        finally:
+            app.store._connection.set_trace_callback(None)
+    step_reads = [sql for sql in statements if "s.id IN (" in sql]
+    # Each key reads the branch once, for the prompt (its thoughts so far: 32 windows of 64
+    # steps), and once more before for the question, its windows gone from the cache by then.
+    windows = -(-steps // CHUNK)
+    assert len(step_reads) <= 3 * windows + 3, (len(step_reads), windows)
+
+
+async def test_a_call_made_while_a_big_sessions_totals_are_read_is_counted_once(
+    store: Store, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call saved while the totals are still being read (after the first frame) reads them
+    again: the read under way may have missed it, the next one counts it, once."""
+    import threading
+
+    from bbm_tui.core.types import CallPurpose, CallRecord
+    from bbm_tui.ui.screens.trace.messages import CallsMade
+
+    calls = TOTALS_LATER_FROM_STEPS + 1
+    session_id = big_session(default_path(), calls)
+    app = make_app(session_id=session_id)
+    first_read_may_end = threading.Event()
+    reads: list[int] = []
+    read = Store.totals
+
+    def totals(self: Store, session: int) -> Totals:
+        reads.append(session)
+        found = read(self, session)
+        if len(reads) == 1:  # the first read ends after the call below is saved: stale
+            first_read_may_end.wait(30)
+        return found
+
+    monkeypatch.setattr(Store, "totals", totals)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        await wait_for(pilot, lambda: len(reads) == 1)
+        call = CallRecord(model="replay/bbm", params={}, latency_s=0.1, prompt_tokens=9,
+                              completion_tokens=3, cost=0.0)
+        store.record_call(session_id, CallPurpose.FIND, call)
+        screen.view.post_message(CallsMade(call))
+        await wait_for(pilot, lambda: len(reads) == 2)
+        first_read_may_end.set()  # without the call: dropped
+        right = screen.query_one("#title-bar .title-right")
+        await wait_for(pilot, lambda: str(right.render()).startswith(f"{calls + 1:,} calls"))
+        await pilot.pause(0.2)
+        assert screen.view.totals.calls == calls + 1
+        assert str(right.render()).startswith(f"{calls + 1:,} calls")

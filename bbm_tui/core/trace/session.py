@@ -190,6 +190,16 @@ def session_task(store: Store, session: Session) -> tuple[Task, str | None]:
     return current, None
 
 
+@dataclass(frozen=True)
+class StoppedBranch:
+    """A backtracked thinking branch whose going on stopped before its answer: its own
+    reasoning (not whole), which holds exactly its steps' raw slices so far, and its rule."""
+
+    reasoning_id: int
+    text: str
+    rule: SplitRule
+
+
 class OtherModelsBranch(ValueError):
     """A branch of another model of the session (side by side), asked to be shown in this
     model's column: `model_branch_id` is its model branch (None: no model's), `leaf_id` its
@@ -295,6 +305,12 @@ class TraceSession:
         self.tree = tree if tree is not None else StoredTree(store, session.id)
         self.steps: Branch = self.tree.path(self._stored_head())
         self.label: Label | None = self._branch_label()
+        # The branch on show, if a backtracked thinking branch whose going on stopped before
+        # its answer (what `r` goes on from): learnt from the store when the branch on show
+        # is loaded or changed, kept in step as its steps are saved, so that a key asks
+        # nothing (a query and a trip to a thread a key before, and on a branch of 10^5
+        # steps a read of every one).
+        self.stopped: StoppedBranch | None = self._find_stopped()
         self._spec = spec or (_branch_spec(model_branch) if model_branch is not None
                               else _stored_spec(session))
         self.task, self.task_change = session_task(store, session)
@@ -387,6 +403,7 @@ class TraceSession:
             self.model_branch = self.store.model_branch(self.model_branch.id)
         self.steps = self.tree.path(self._stored_head())
         self.label = self._branch_label()
+        self.stopped = self._find_stopped()
 
     def labelled_branches(self) -> list[BranchLabel]:
         """Every branch with a label of the annotator's in force, the branch on show first,
@@ -460,6 +477,7 @@ class TraceSession:
         self.session = self.store.session(self.session.id)
         self.steps = self.tree.path(step_id)
         self.label = self._branch_label()
+        self.stopped = self._find_stopped()
 
     # -- what it holds
 
@@ -660,6 +678,12 @@ class TraceSession:
             view=view,
         )
         self._append(step)
+        stopped = self.stopped
+        if stopped is not None and view is not None and view.reasoning_id == stopped.reasoning_id:
+            # Going on from where it stopped: its reasoning holds this step's slice too (the
+            # store appends it), until the answer ends it.
+            self.stopped = None if step.answer is not None else replace(
+                stopped, text=stopped.text + (view.raw or ""))
         return step
 
     def _reasoning_for_commit(self) -> int:
@@ -677,8 +701,32 @@ class TraceSession:
         self.store.finish_reasoning(
             reasoning_id, text=event.text, kind=str(event.kind), answer_text=event.answer_text,
             reasoning_tokens=event.reasoning_tokens, opaque=event.opaque)
+        if self.stopped is not None and self.stopped.reasoning_id == reasoning_id:
+            self.stopped = None  # whole now: nothing to go on from
 
     # -- thinking traces: the reasoning a branch is a view of, and other views of it
+
+    def _find_stopped(self) -> StoppedBranch | None:
+        """The branch on show, if `b` then `enter` made it and its going on stopped (esc, a
+        failure) before the answer; None for any other branch. Reads the store: `stopped`
+        holds the answer. A trace that is no thinking trace is told by its first step (a
+        branch of 10^5 steps is not read through)."""
+        steps = self.steps
+        if not steps or steps[0].origin != StepOrigin.THINKING or self.finished:
+            return None
+        backtracked = [step for step in steps if step.origin == StepOrigin.BACKTRACK]
+        if not backtracked:
+            return None
+        rule = self.split_rule()
+        reasoning = self.reasoning()
+        if rule is None or reasoning is None or reasoning.complete \
+                or reasoning.kind != str(ReasoningKind.RAW):
+            return None
+        # The branch's own reasoning: begun when its sample was taken (a branch backtracked
+        # again from one of its steps has a reasoning of its own).
+        if self.store.step_view(backtracked[-1].id)[0] != reasoning.id:
+            return None
+        return StoppedBranch(reasoning.id, reasoning.text, rule)
 
     def reasoning(self) -> Reasoning | None:
         """The reasoning the branch on show was cut from (None: not a thinking trace). A
@@ -755,6 +803,7 @@ class TraceSession:
             model_branch_id=self.model_branch_id,
         )
         self._append(step)
+        self.stopped = self._find_stopped()
         return step
 
     def _append(self, step: Step) -> None:
@@ -886,6 +935,7 @@ class TraceSession:
             self.model_branch = self.store.model_branch(self.model_branch.id)
         self.steps = self.tree.path(step.id)
         self.label = self._branch_label()
+        self.stopped = self._find_stopped()
 
     def branch_origin(self, own: Sequence[Step]) -> BranchOrigin | None:
         """Where the branch whose own thoughts are `own` came from (reads the store: its

@@ -47,6 +47,7 @@ from bbm_tui.core.trace.session import (
     BranchMade,
     NewTrace,
     SamplesReady,
+    StoppedBranch,
     TraceSession,
     digest_of,
     on_the_loop,
@@ -193,33 +194,11 @@ async def continue_thinking(
         yield event
 
 
-@dataclass(frozen=True)
-class StoppedBranch:
-    """A backtracked thinking branch whose going on stopped before its answer: its own
-    reasoning (not whole), which holds exactly its steps' raw slices so far, and its rule."""
-
-    reasoning_id: int
-    text: str
-    rule: SplitRule
-
-
 def stopped_branch(trace: TraceSession) -> StoppedBranch | None:
     """The branch on show, if `b` then `enter` made it and its going on stopped (esc, a
-    failure) before the answer; None for any other branch. Reads the store."""
-    steps = trace.steps
-    backtracked = [step for step in steps if step.origin == StepOrigin.BACKTRACK]
-    if trace.finished or not backtracked:
-        return None
-    rule = trace.split_rule()
-    reasoning = trace.reasoning()
-    if rule is None or reasoning is None or reasoning.complete \
-            or reasoning.kind != str(ReasoningKind.RAW):
-        return None
-    # The branch's own reasoning: begun when its sample was taken (a branch backtracked
-    # again from one of its steps has a reasoning of its own).
-    if trace.store.step_view(backtracked[-1].id)[0] != reasoning.id:
-        return None
-    return StoppedBranch(reasoning.id, reasoning.text, rule)
+    failure) before the answer; None for any other branch. The trace knows it (learnt when
+    its branch was loaded, kept in step as steps are saved): no query."""
+    return trace.stopped
 
 
 async def go_on_from_stopped(

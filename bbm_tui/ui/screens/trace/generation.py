@@ -27,7 +27,6 @@ from bbm_tui.core.trace.thinking_backtrack import (
     StoppedBranch,
     go_on_from_stopped,
     prefixer_for,
-    stopped_branch,
 )
 from bbm_tui.core.types import TraceEnd
 from bbm_tui.ui.screens.trace.host import TraceHost
@@ -60,7 +59,7 @@ class Generation:
                 # The first call imports litellm (seconds); never on the event loop.
                 view.say("Loading the model library…")
                 await asyncio.to_thread(llm.warm_up)
-            stopped = await asyncio.to_thread(stopped_branch, view.trace)
+            stopped = view.trace.stopped  # known: no query, no trip to a thread a key
             if stopped is not None:
                 await self._go_on(stopped)
             else:

@@ -31,6 +31,17 @@ from bbm_tui.ui.widgets.chrome import StatusLine
 from bbm_tui.ui.widgets.thought import ThoughtView
 from bbm_tui.ui.widgets.thought_list import ThoughtList
 
+# A branch longer than this has its session's totals read after the first frame: every call
+# of the session summed takes SQLite 57 ms on 10^5 steps, on the way to the first frame (the
+# big session opened at 1.8x the small one's time, bench/big_store.py); a small session's
+# are read before it, so that its title never shows without them.
+TOTALS_LATER_FROM_STEPS = 5_000
+
+
+def totals_later(trace: TraceSession) -> bool:
+    """Whether the trace's view reads its totals itself, after its first frame."""
+    return len(trace.steps) > TOTALS_LATER_FROM_STEPS
+
 
 class TraceHost(Horizontal, can_focus=True):
     """One trace on show. `trace`: its session (the branch on show, its store, its model);
@@ -57,10 +68,12 @@ class TraceHost(Horizontal, can_focus=True):
     busy_elsewhere: var[SessionBusy | None] = var(None, init=False, bindings=True,
                                                   toggle_class="-read-only")
 
-    def __init__(self, trace: TraceSession, totals: Totals, **kwargs) -> None:
+    def __init__(self, trace: TraceSession, totals: Totals | None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.trace = trace
-        self.set_reactive(TraceHost.totals, totals)
+        # None: not read yet, the view reads them after its first frame (`totals_later`).
+        self.totals_known = totals is not None
+        self.set_reactive(TraceHost.totals, totals or Totals(0, 0, 0, 0.0))
         # On resume, start at the flagged mistake: that is what a reviewer looks at first.
         self.set_reactive(TraceHost.selected,
                           trace.mistake_number or (1 if trace.steps else 0))

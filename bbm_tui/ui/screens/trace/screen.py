@@ -50,7 +50,9 @@ class TraceScreen(BbmScreen):
     # For every trace view on the screen (bound to theirs).
     presenter: var[bool] = var(False, init=False, toggle_class="-presenter")
 
-    def __init__(self, trace: TraceSession, totals: Totals) -> None:
+    def __init__(self, trace: TraceSession, totals: Totals | None) -> None:
+        """`totals`: the session's calls so far; None: the view reads them after its first
+        frame (a big session's, host.py `totals_later`)."""
         super().__init__(classes="trace-screen")
         self._view = TraceView(trace, totals, id="trace")
 
@@ -125,7 +127,9 @@ class TraceScreen(BbmScreen):
         # Narrow, the app's name goes first, then the figures shorten, so that the model stays
         # whole.
         title.set_left(app_name + what, what, keep=model_end)
-        title.set_right(*(Content(form) for form in totals_forms(totals)))
+        # Nothing until a big session's totals are read (just after the first frame).
+        title.set_right(*(Content(form) for form in totals_forms(totals)
+                          if self._view.totals_known))
 
     # -- m: another model beside this one (the session goes side by side)
 

@@ -62,7 +62,7 @@ class TraceView(TraceHost):
     BINDINGS: ClassVar[list[BindingType]] = TRACE_BINDINGS
     PALETTE: ClassVar[dict[str, str]] = TRACE_PALETTE
 
-    def __init__(self, trace: TraceSession, totals: Totals, **kwargs) -> None:
+    def __init__(self, trace: TraceSession, totals: Totals | None, **kwargs) -> None:
         super().__init__(trace, totals, **kwargs)
         self.generation = Generation(self)
         self.finding_part = MistakeFinding(self)
@@ -101,6 +101,10 @@ class TraceView(TraceHost):
         # Scrolled to once laid out (before that, the thought has no place to scroll to).
         self.call_after_refresh(self._show_selection, scroll=True)
         self.sharing.check_claim()  # another window generating this session: read-only here
+        if not self.totals_known:
+            # After the first frame: a read meanwhile would hold the store from the reads
+            # the first frame waits for (the thoughts in view), and take a core from it.
+            self.call_after_refresh(self.read_totals)
         if not trace.steps:
             self.say(f"{self.key('step')} generates the next thought, "
                      f"{self.key('run')} runs to the answer.")
@@ -140,6 +144,16 @@ class TraceView(TraceHost):
         self.trace.session = await asyncio.to_thread(self.trace.store.session, self.trace.id)
         self.show_title()
 
+    @work(group="totals", exclusive=True, exit_on_error=False,
+          description="Summing the session's calls")
+    async def read_totals(self) -> None:
+        """The session's totals, read after the first frame (a big session's, `totals_later`).
+        Calls made meanwhile read them again: the last read began after they were saved."""
+        totals = await asyncio.to_thread(self.trace.totals)
+        self.totals_known = True
+        self.totals = totals
+        self.show_title()  # also when they equal the placeholder: no change to watch
+
     # -- the reactive state, shown
 
     def watch_selected(self) -> None:
@@ -174,10 +188,14 @@ class TraceView(TraceHost):
     def on_calls_made(self, message: CallsMade) -> None:
         # Kept in step with the store's totals without a read per step: the calls just
         # committed are exactly the ones that add to them.
+        for call in message.calls:
+            self._note_caching(call)
+        if not self.totals_known:
+            self.read_totals()  # they are saved: a read from now on counts them
+            return
         totals = self.totals
         for call in message.calls:
             totals = totals.plus(call)
-            self._note_caching(call)
         self.totals = totals
 
     def _note_caching(self, call: llm.CallRecord) -> None:
