@@ -26,6 +26,7 @@ from textual.worker import Worker, WorkerState
 from bbm_tui.core.config import Config
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import ModelSpec
+from bbm_tui.ui.compositor import strips_divided_whole_make_no_cycle
 from bbm_tui.ui.context import HomeScreen
 from bbm_tui.ui.messages import (
     AddModel,
@@ -99,6 +100,7 @@ class BbmApp(KeepsMessages):
         models: Sequence[ModelSpec] = (),
     ) -> None:
         super().__init__()
+        strips_divided_whole_make_no_cycle()  # the collector's biggest find while text streams
         self.config = config or Config()
         self.wall_clock = wall_clock
         self.stepper_settings = self.config.stepper_settings()

@@ -4,11 +4,25 @@ renames or drops them, so that whoever upgrades looks again."""
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Callable
+
 import pytest
 import textual
-from textual.widgets import Footer, RadioButton, RadioSet
+from rich.segment import Segment
+from textual._compositor import ChopsUpdate, Compositor, LayoutUpdate
+from textual.app import App, ComposeResult
+from textual.containers import VerticalScroll
+from textual.geometry import Region
+from textual.screen import Screen
+from textual.strip import Strip
+from textual.widgets import Footer, RadioButton, RadioSet, Static
 from textual.widgets._footer import FooterKey
 
+from bbm_tui.ui.compositor import (
+    ScrollAfterLayoutCompositor,
+    strips_divided_whole_make_no_cycle,
+)
 from bbm_tui.ui.widgets.chrome import KeysFooter
 from tests.ui.ui_helpers import make_app, wait_for
 
@@ -132,3 +146,107 @@ def test_the_anchors_height_in_a_layout_is_still_read_from_container_size() -> N
     assert "return self._container_size" in inspect.getsource(
         Widget.container_size.fget)  # type: ignore[attr-defined]
     assert "self._container_size = container_size" in inspect.getsource(Widget._size_updated)
+
+
+def _scrolling_app(compositor: type[Compositor]) -> tuple[App[None], list[object]]:
+    """An app whose screen (a title line above a pane of 40 lines, 10 on show) uses
+    `compositor`, and the updates it paints."""
+
+    class Pane(Screen[None]):
+        def __init__(self) -> None:
+            super().__init__()
+            self._compositor = compositor()
+
+        def compose(self) -> ComposeResult:
+            yield Static("the title")
+            with VerticalScroll(id="pane"):
+                for number in range(40):
+                    yield Static(f"line {number}")
+
+    class Scrolling(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(Pane())
+
+    app = Scrolling()
+    painted: list[object] = []
+    original = app._display
+
+    def display(screen, renderable) -> None:  # type: ignore[no-untyped-def]
+        if renderable is not None:
+            painted.append(renderable)
+        original(screen, renderable)
+
+    app._display = display  # type: ignore[method-assign]
+    return app, painted
+
+
+async def _scroll_after_a_layout(compositor: type[Compositor]) -> tuple[object, Region]:
+    """A line mounted in the pane (a layout, painted), then a scroll of a line on its own
+    (the side-by-side columns following a line a column gained): the scroll's update, and
+    the pane's region."""
+    app, painted = _scrolling_app(compositor)
+    async with app.run_test(size=(30, 12)) as pilot:
+        pane = app.screen.query_one("#pane", VerticalScroll)
+        await wait_for(pilot, lambda: pane.max_scroll_y > 0)
+        await pane.mount(Static("line 40"))
+        await pilot.pause()
+        before = len(painted)
+        pane.scroll_to(y=pane.scroll_y + 1, animate=False, immediate=True)
+        await wait_for(pilot, lambda: len(painted) > before)
+        return painted[before], pane.region
+
+
+def test_the_compositor_names_the_scroll_after_a_layout_reads() -> None:
+    """bbm_tui/ui/compositor.py reads Compositor._visible_map and _full_map, and overrides
+    reflow and reflow_visible."""
+    compositor = Compositor()
+    assert compositor._visible_map is None
+    assert compositor._full_map == {}
+    assert callable(Compositor.reflow) and callable(Compositor.reflow_visible)
+
+
+async def test_textual_repaints_the_whole_screen_on_a_scroll_after_a_layout() -> None:
+    """What ScrollAfterLayoutCompositor is for: Textual's own compositor paints the whole
+    screen (a LayoutUpdate), title and all, for a scroll that comes after a layout."""
+    update, _pane = await _scroll_after_a_layout(Compositor)
+    assert isinstance(update, LayoutUpdate)
+
+
+async def test_a_scroll_after_a_layout_repaints_the_pane_alone() -> None:
+    update, pane = await _scroll_after_a_layout(ScrollAfterLayoutCompositor)
+    assert isinstance(update, ChopsUpdate)
+    lines = {y for y, _start, _end in update.spans}
+    # Every line of the pane (the scroll moved them all), none of the title's.
+    assert lines == set(pane.line_range)
+
+
+def _cycles_left_by_a_whole_division(divide: Callable[[Strip, list[int]], object]) -> int:
+    """How many objects the collector finds after a strip divided at its own end alone (as
+    the compositor divides every line it paints) is let go."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        strip = Strip([Segment("a line")], 6)
+        assert list(divide(strip, [6])) == [strip]  # type: ignore[arg-type]
+        del strip
+        return gc.collect()
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_textual_keeps_a_strip_divided_whole_in_a_cycle() -> None:
+    """What strips_divided_whole_make_no_cycle is for: Textual's Strip.divide caches the
+    strip in its own cache, a cycle only the collector frees. It reads Strip._divide_cache."""
+    textual_divide = getattr(Strip.divide, "__wrapped__", Strip.divide)
+    assert _cycles_left_by_a_whole_division(textual_divide) > 0
+    assert hasattr(Strip([], 0), "_divide_cache")
+
+
+def test_a_strip_divided_whole_is_freed_without_the_collector() -> None:
+    strips_divided_whole_make_no_cycle()
+    assert _cycles_left_by_a_whole_division(Strip.divide) == 0
+    # Divisions elsewhere are Textual's own.
+    strip = Strip([Segment("a line")], 6)
+    assert [piece.text for piece in strip.divide([2, 6])] == ["a ", "line"]

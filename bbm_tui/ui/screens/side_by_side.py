@@ -40,6 +40,7 @@ from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import OtherModelsBranch, TraceSession
 from bbm_tui.core.trace.side_by_side import MAX_MODELS, SideBySide
 from bbm_tui.core.types import ModelBranchState
+from bbm_tui.ui.compositor import ScrollAfterLayoutCompositor
 from bbm_tui.ui.context import context
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import SessionMissing, WorkerFailed
@@ -110,6 +111,9 @@ class SideBySideScreen(BbmScreen):
 
     def __init__(self, race: SideBySide, totals: Totals, *, resume: bool = True) -> None:
         super().__init__(classes="side-by-side")
+        # A scroll right after a layout (the columns following a line one of them gained)
+        # repaints what it moved, not the whole screen.
+        self._compositor = ScrollAfterLayoutCompositor()
         self.race = race
         self.totals_at_start = totals
         self.columns = [ModelColumn(trace, totals, position)
