@@ -17,6 +17,7 @@ import pytest
 from bbm_tui.core import llm
 from bbm_tui.core.batch.run import jobs_from_bundled, run_batch
 from bbm_tui.core.generation.stepper import StepperSettings
+from bbm_tui.core.llm.loader import cooldown_deployments, router_class
 from bbm_tui.core.llm.router import read_router_file
 from bbm_tui.core.store import Store
 from tests.fake_server import last_prompt
@@ -500,3 +501,79 @@ def test_a_router_file_is_read_again_when_it_changes_and_resolved_once_per_spell
                     "  - {model_name: b, litellm_params: {model: y}}\n", encoding="utf-8")
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
     assert [d.group for d in router_file(str(path)).deployments] == ["a", "b"]
+
+
+@pytest.fixture
+def router_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The model each call entering litellm's `Router.acompletion` named (its fallbacks,
+    retries and per-call count around the call of a deployment), while the test runs."""
+    router = router_class()
+    outer = router.acompletion
+    named: list[str] = []
+
+    async def counted(self: Any, model: str, *args: Any, **kwargs: Any) -> Any:
+        named.append(model)
+        return await outer(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(router, "acompletion", counted)
+    return named
+
+
+def one_trace_of_steps() -> list[Any]:
+    return jobs_from_bundled("logical_deduction", 1)
+
+
+@pytest.mark.parametrize(("extra", "through_the_router"), [
+    ("", False), ("router_settings:\n  default_fallbacks: [tiny]\n", True)])
+async def test_a_pinned_call_skips_the_routers_outer_layers_unless_the_file_sets_fallbacks(
+    openai_server: FakeOpenAI, tmp_path: Path, router_calls: list[str], extra: str,
+    through_the_router: bool
+) -> None:
+    """A call of a trace pinned to its deployment goes to the Router's call of that
+    deployment without the layers around it (~1 ms of CPU a call) where the file sets
+    nothing they act on; with fallbacks every call goes through them, as before."""
+    openai_server.responder = dataset_responder
+    router = router_yaml(tmp_path / "router.yaml", ("only", openai_server), extra=extra)
+    spec = llm.ModelSpec("tiny", router=str(router))
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        progress = await run_batch(one_trace_of_steps(), spec, store, tmp_path / "out.jsonl",
+                                   concurrency=1, settings=SETTINGS)
+        assert (progress.done, progress.failed) == (1, 0), progress.errors
+        [steps] = steps_by_deployment(store)
+    assert len(steps) >= 2 and set(steps) == {"only"}
+    assert len(openai_server.requests) == len(steps)
+    assert router_calls == (["only"] * len(steps) if through_the_router else [])
+
+
+async def test_a_pinned_call_that_fails_cools_its_deployment_down_and_goes_elsewhere(
+    two_servers: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path, router_calls: list[str]
+) -> None:
+    """A call that skipped the Router's outer layers fails as one through them: the Router
+    cools the deployment down (its failure callback), the trace is unpinned, and its next
+    attempt goes to the model group through the Router, which serves it elsewhere; the
+    trace is then pinned there, and its later calls skip the outer layers again."""
+    from bbm_tui.core.llm import router as router_module
+
+    left, right = two_servers
+    served = {"left": 0}
+
+    def left_fails_at_its_second(path: str, body: dict[str, Any]) -> Reply:
+        served["left"] += 1
+        if served["left"] >= 2:
+            return Reply(status=500, error_message="the server broke")
+        return dataset_responder(path, body)
+
+    left.responder = left_fails_at_its_second
+    right.responder = dataset_responder
+    router = router_yaml(tmp_path / "router.yaml", ("left", left), ("right", right))
+    spec = llm.ModelSpec("tiny", router=str(router))
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        progress = await run_batch(one_trace_of_steps(), spec, store, tmp_path / "out.jsonl",
+                                   concurrency=1, settings=SETTINGS)
+        assert (progress.done, progress.failed) == (1, 0), progress.errors
+        [steps] = steps_by_deployment(store)
+        _, built = router_module._router(str(router))
+        assert "left" in cooldown_deployments(built)
+    assert steps[0] == "left" and set(steps[1:]) == {"right"} and len(steps) >= 3, steps
+    assert served["left"] == 2  # the failed call was not sent there again
+    assert router_calls == ["tiny"]  # only the attempt after the failure chose through it

@@ -76,6 +76,24 @@ def router_class() -> Any:
     return Router
 
 
+def calls_a_deployment(router: Any) -> bool:
+    """Whether `router` (litellm 1.103.7's Router) has the inner call `call_deployment` uses."""
+    return callable(getattr(router, "_acompletion", None)) \
+        and callable(getattr(router, "_update_kwargs_before_fallbacks", None))
+
+
+async def call_deployment(router: Any, kwargs: dict[str, Any]) -> Any:
+    """The chat call of the deployment `kwargs["model"]` names (its id) through `router`'s
+    own call of one deployment (`Router._acompletion`: the deployment looked up by its id,
+    its parameters and client, the metadata through which litellm's failure callback cools
+    the deployment down, the stream wrapped as `acompletion` wraps it), without the layers
+    `acompletion` puts around it: fallbacks, retries, the per-call usage count (a deep copy
+    of the model's information), the response headers, the prompt-management check. The
+    caller checks that the file sets nothing those layers act on (router.py)."""
+    router._update_kwargs_before_fallbacks(model=kwargs["model"], kwargs=kwargs)
+    return await router._acompletion(**kwargs)
+
+
 def router_rate_limit_errors() -> tuple[type[BaseException], ...]:
     """What litellm's Router raises when every deployment of a group is cooling down."""
     litellm_module()

@@ -19,7 +19,10 @@ so that the traces left do not queue at one server while the other has turns to 
 on the pinned deployment that fails unpins the trace, and its next attempt goes to the group
 through the Router, which skips deployments cooling down; the trace is then pinned where that
 attempt was served. Retries stay ours (errors.py): the Router's own are off. Each call records
-the deployment that served it (`served_by`).
+the deployment that served it (`served_by`). A pinned chat call skips the layers the Router
+puts around its call of one deployment (fallbacks, retries, a per-call usage count: ~1 ms of
+CPU a call) where the file sets nothing they act on (`calls_pinned_deployments`); the
+deployment is still called, and cooled down when it fails, by the Router.
 
 Reading the file needs no litellm; building the Router imports it (loader.py).
 """
@@ -36,7 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from bbm_tui.core.errors import UserError
-from bbm_tui.core.llm.loader import cooldown_deployments, litellm_module, router_class
+from bbm_tui.core.llm.loader import (
+    call_deployment,
+    calls_a_deployment,
+    cooldown_deployments,
+    litellm_module,
+    router_class,
+)
 from bbm_tui.core.readfile import FileReadError, read_regular_file
 from bbm_tui.core.redact import declare_secret, declare_secret_variable, redact, redact_url
 from bbm_tui.core.types import ModelSpec
@@ -89,6 +98,13 @@ _SETTINGS_BLIND_TO_STREAM_ENDS = frozenset({
 })
 
 
+# `router_settings` whose fallbacks litellm's Router applies around its call of a deployment
+# (`acompletion`), which a pinned call then keeps going through.
+_FALLBACK_SETTINGS = frozenset({
+    "fallbacks", "context_window_fallbacks", "content_policy_fallbacks", "default_fallbacks",
+})
+
+
 @dataclass(frozen=True)
 class RouterFile:
     path: Path
@@ -112,6 +128,17 @@ class RouterFile:
                 or settings.get("allowed_fails") is None:
             return True
         return any(_counts_usage(entry) for entry in self.model_list)
+
+    @cached_property
+    def calls_pinned_deployments(self) -> bool:
+        """Whether a call of a trace pinned to a deployment may skip the layers litellm's
+        Router puts around its call of one deployment (loader.py's `call_deployment`): they
+        act on nothing this file sets (no fallbacks; nothing counted at a call's end, as
+        for `counts_stream_ends`; our own retries), and cost ~1 ms of CPU a call
+        (bench/router.py --quick: ~10.4 ms a step through a one-deployment file, 9.7 after;
+        a direct call ~8-9). The deployment still fails as the Router's: its failure
+        callback cools it down, and the trace's next attempt goes through the Router."""
+        return not self.counts_stream_ends and not set(self.settings) & _FALLBACK_SETTINGS
 
     @property
     def groups(self) -> list[str]:
@@ -663,7 +690,9 @@ async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
     router, through it: to the pinned deployment if there is one (or, at a batch's tail, to
     one holding two traces fewer that it moves to), else (a new trace) to the healthy
     deployment holding the fewest traces, else (an attempt after a failure) to the model
-    group. The trace is pinned where the call was served; a failure unpins it."""
+    group. The trace is pinned where the call was served; a failure unpins it. A pinned chat
+    call goes to the Router's call of its deployment without the layers around it, where
+    the file allows (`RouterFile.calls_pinned_deployments`)."""
     if spec.router is None:
         litellm = litellm_module()
         return await (litellm.acompletion if chat else litellm.atext_completion)(**kwargs)
@@ -683,7 +712,11 @@ async def start_call(spec: ModelSpec, kwargs: dict[str, Any], *, chat: bool,
             pin.keep(moved_to)
     kwargs["model"] = pin.deployment if pin is not None and pin.deployment else spec.model
     try:
-        stream = await (router.acompletion if chat else router.atext_completion)(**kwargs)
+        if chat and pin is not None and pin.deployment and parsed.calls_pinned_deployments \
+                and calls_a_deployment(router):
+            stream = await call_deployment(router, kwargs)
+        else:
+            stream = await (router.acompletion if chat else router.atext_completion)(**kwargs)
     except BaseException:
         if pin is not None:
             pin.forget()
