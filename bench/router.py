@@ -84,8 +84,12 @@ async def measure(count: int, bases: list[str], folder: Path) -> None:
     two = router_file(folder, "two", bases)
     # Nor is what litellm loads at its first call (the openai SDK's resources, the
     # tokenizer: ~1 s, 1-2 s at load 4), which the first batch measured, always a
-    # one-server one, paid alone: two traces, not measured.
+    # one-server one, paid alone: two traces, not measured. Each side is warmed alike: the
+    # two-server file's Router, and the second server's first calls and connections, were
+    # paid in the first two-server batch only (0.4 s more than the second on average, 7
+    # runs at load 2-9; the one-server batches equal), two traces on each file.
     await one_batch(jobs(2), one, folder, "warm-up")
+    await one_batch(jobs(2), two, folder, "warm-up-two")
     rounds = []
     for round_number in range(2):  # alternating, as the load changes minute to minute
         single = await one_batch(batch, one, folder, f"one-{round_number}")
