@@ -16,6 +16,7 @@ from bbm_tui.core import llm
 from bbm_tui.core.batch.backtrack import (
     BacktrackJob,
     FatalBacktrackError,
+    _open_session,
     backtrack_batch,
     jobs_from_files,
     location_of,
@@ -252,3 +253,60 @@ async def test_a_trace_made_now_is_backtracked_without_walking_its_original(
     fixed = json.loads((tmp_path / "out.jsonl").read_text().splitlines()[0])
     assert fixed["new_steps"] == ["Let me work it out.", "2 + 2 = 4", "4 * 1 = 4",
                                   "So the answer is 4"]
+
+
+async def test_a_backtracked_trace_commits_its_claim_and_its_choice_with_what_they_join(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    # Each commit is a turn at the store's write lock, which --processes' children queue for
+    # (bench/backtrack_concurrency.py). The session's claim was a commit of its own after the
+    # session's, and the chosen sample one after the samples': two more a trace.
+    openai_server.responder = responder()
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    jobs = jobs_from_files([source], None, parse_locations("gold"))
+    assert [job.location for job in jobs] == [1, None]  # one trace backtracked
+    spec = llm.ModelSpec("openai/test", openai_server.base_url)
+    statements: list[str] = []
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        store._connection.set_trace_callback(statements.append)
+        result = await backtrack_batch(jobs, spec, store, tmp_path / "out.jsonl")
+        store._connection.set_trace_callback(None)
+        assert (result.progress.done, result.progress.errors) == (2, [])
+    with contextlib.closing(sqlite3.connect(tmp_path / "store.sqlite3")) as other:
+        continued = other.execute(
+            "SELECT COUNT(*) FROM steps WHERE origin = 'model'").fetchone()[0]
+        assert other.execute("SELECT COUNT(*) FROM session_claims").fetchall() == [(0,)]
+    assert continued == 2
+    # The session with its original, gold label and claim; the samples with the chosen one;
+    # each continued thought (a crash loses at most the one being streamed); the claim let go.
+    assert statements.count("COMMIT") == 1 + 1 + continued + 1
+    assert [s for s in statements if s.startswith("BEGIN")] == ["BEGIN IMMEDIATE"] * 5
+
+
+async def test_samples_left_without_a_choice_are_taken_by_the_rule(
+    openai_server: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Samples stored with none taken (left in the app with esc, or a kill between their two
+    commits in an earlier version): the batch takes the rule's choice and finishes the new
+    branch, sampling nothing again."""
+    openai_server.responder = responder()
+    source = dataset_file(tmp_path / "multistep_arithmetic.jsonl")
+    jobs = jobs_from_files([source], None, parse_locations("gold"))
+    spec = llm.ModelSpec("openai/test", openai_server.base_url)
+    out = tmp_path / "out.jsonl"
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        trace, made = _open_session(store, jobs[0], spec)
+        assert made and jobs[0].location == 1
+        ready = await trace.resample(2)
+        assert ready.resample.chosen is not None
+        assert all(c.step_id is None for c in store.candidates(trace.id, trace.steps[0].id, 2))
+        sampled = len(openai_server.requests)
+        result = await backtrack_batch(jobs, spec, store, out)
+        assert (result.progress.done, result.progress.errors) == (2, [])
+        assert [c.step_id is not None for c in store.candidates(
+            trace.id, trace.steps[0].id, 2)].count(True) == 1
+    assert not any(request.body.get("n") for request in openai_server.requests[sampled:])
+    fixed = json.loads(out.read_text().splitlines()[0])
+    assert fixed["new_steps"] == ["Let me work it out.", "2 + 2 = 4", "4 * 1 = 4",
+                                  "So the answer is 4"]
+    assert [sample["chosen"] for sample in fixed["samples"]].count(True) == 1

@@ -63,10 +63,11 @@ YOUNG_OBJECTS = 10_000
 # key until settled 104-230 ms on main at load 1.1-4.9); taken in a pause after a key, the
 # worst `down` is 18-22 ms CPU and the worst key until settled 80-129 ms, a `pgdn` that loads
 # the next page (issue 36, bench/big_store.py). Why early rather than instead: Python's
-# schedule stays as it is, so an app that is never idle (two columns streaming) collects as
-# before and its memory is bounded as before (side_by_side's CPU a second and peak RSS the
-# same); and no threshold changes, so nothing is to be put back when an app ends. Why not all
-# young passes too: 10,000 objects take ~1 ms, less than a frame.
+# schedule of middle passes stays as it is, so an app that is never idle (two columns
+# streaming) collects its young and middle garbage as before, and its full pass on a schedule
+# of its own (`DEFERRED_FULL_PASS`); the thresholds are set once, at the first frame, so
+# nothing is to be put back when an app ends. Why not all young passes too: 10,000 objects
+# take ~1 ms, less than a frame.
 IDLE_TICK_S = 0.010  # how often the app's thread is looked at while a pass is near due
 QUIET_CPU_S = 0.0005  # at most this much CPU of the app's thread in a tick: a quiet tick
 # A middle pass is taken after this many quiet ticks in a row (40 ms): longer than the gap
@@ -86,18 +87,29 @@ EARLY_PASSES = 8
 # walks everything the app holds, and Python runs it only once what outlived the middle passes
 # grew by a quarter of what the last one kept (a rule `gc.collect` skips), so full passes taken
 # at every short pause could be several times Python's while text streams. Without a real
-# pause, Python's own schedule and its rule run it, as before.
+# pause, Python's own schedule and its rule run it, ten times as seldom (`DEFERRED_FULL_PASS`).
 FULL_PASS_QUIET_TICKS = 20
+# Python's own full pass is put off to this many middle passes (its default: 10), while the app
+# takes one when idle at Python's usual count (`FULL_PASS_AFTER`). A full pass walks everything
+# the app made since its first frame (a long thinking trace's ~220 thoughts: 190-530 ms of CPU
+# at once), and a stream never leaves the app idle, so Python's schedule ran it mid-stream: one
+# in a 4 s window took a round of bench/thinking_stream.py from ~0.9x to 1.62x. At 100 a stream
+# still has a full pass, bounding its memory, ten times as seldom: what outlived the middle
+# passes (garbage in cycles among it) waits for it, which the peak RSS of a whole stream
+# measured (docs/benchmarks.md, thinking_stream's row).
+DEFERRED_FULL_PASS = 100
+FULL_PASS_AFTER = 10  # middle passes: when an idle app takes its full pass (Python's default)
 
 
 def collect_from_now_on() -> None:
     """After the first frame: what the start made (modules, classes, the first screen) is
     moved out of the collector's sight for good (`gc.freeze`), and the collector, paused by
     the command line while the app started, runs again on what is made from now on, on the
-    app's own schedule (`YOUNG_OBJECTS`, and the older passes when idle: `IdleCollector`)."""
+    app's own schedule (`YOUNG_OBJECTS`, Python's full pass put off to `DEFERRED_FULL_PASS`,
+    and the older passes when idle: `IdleCollector`)."""
     gc.freeze()
-    _, middle, oldest = gc.get_threshold()
-    gc.set_threshold(YOUNG_OBJECTS, middle, oldest)
+    _, middle, _ = gc.get_threshold()
+    gc.set_threshold(YOUNG_OBJECTS, middle, DEFERRED_FULL_PASS)
     gc.enable()
     with contextlib.suppress(RuntimeError):  # no event loop: Python's schedule alone
         IdleCollector.start(asyncio.get_running_loop())
@@ -171,9 +183,11 @@ class IdleCollector:
     @staticmethod
     def due() -> int | None:
         """The older generation whose pass is due within `EARLY_PASSES` young passes, if
-        any: 2 when the middle pass Python would run next is a full one."""
+        any: 2 when `FULL_PASS_AFTER` middle passes have run since the last full one (Python's
+        own full pass waits for `DEFERRED_FULL_PASS`: an idle app takes it at the usual count,
+        a busy one, streaming, has it put off)."""
         _, middle, oldest = gc.get_threshold()
         _, young_passes, middle_passes = gc.get_count()
         if young_passes + EARLY_PASSES <= middle:
             return None
-        return 2 if middle_passes >= oldest else 1
+        return 2 if middle_passes >= min(oldest, FULL_PASS_AFTER) else 1

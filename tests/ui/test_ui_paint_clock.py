@@ -17,7 +17,7 @@ from ui_helpers import make_app, wait_for
 
 from bbm_tui.core.store import Store
 from bbm_tui.ui.paint_clock import PaintClock
-from bbm_tui.ui.termination import YOUNG_OBJECTS, collect_from_now_on
+from bbm_tui.ui.termination import DEFERRED_FULL_PASS, YOUNG_OBJECTS, collect_from_now_on
 from bbm_tui.ui.widgets.thought import ThoughtView
 from tests.ui.test_ui_side_by_side import OFFLINE, finished_runs, open_race
 
@@ -209,7 +209,7 @@ def test_the_collector_runs_on_the_apps_schedule_from_the_first_frame() -> None:
     before = gc.get_threshold()
     try:
         collect_from_now_on()
-        assert gc.get_threshold() == (YOUNG_OBJECTS, before[1], before[2])
+        assert gc.get_threshold() == (YOUNG_OBJECTS, before[1], DEFERRED_FULL_PASS)
         assert gc.isenabled()
     finally:
         gc.unfreeze()

@@ -397,8 +397,9 @@ def _open_session(store: Store, job: BacktrackJob,
     # The row's gold label is kept, as `import` keeps it: the session shows it, and a
     # backtracked version of the flagged thought that reached the target is a DPO pair.
     gold = job.row.mistake_index if job.row.labelled else None
-    # Made whole or not at all, in one commit (three before: each a turn at the store's
-    # write lock, which --processes' children queue for).
+    # Made whole or not at all, and claimed for the backtracking to come (`_continue`), in
+    # one commit (four before: each a turn at the store's write lock, which --processes'
+    # children queue for).
     with store.transaction():
         trace = TraceSession.create(
             store, NewTrace(job.task, job.row.input, job.row.target or None,
@@ -409,6 +410,7 @@ def _open_session(store: Store, job: BacktrackJob,
             trace.flag_mistake(gold + 1)
         elif job.row.labelled and job.row.steps:
             trace.mark_no_mistake()
+        trace.claim.take_now()
     return trace, True
 
 

@@ -230,6 +230,16 @@ class SessionClaim:
         self._holders = 0
         self._heartbeat: asyncio.Future[None] | None = None
         self._changing = asyncio.Lock()
+        # Claimed by `take_now` and not yet held: the next `held()` holds that claim.
+        self._taken = False
+
+    def take_now(self) -> None:
+        """Claim the session here and now, joining the caller's transaction (the one that
+        makes the session, say): the next `held()` holds this claim instead of taking it in
+        a commit of its own (a turn at the store's write lock, which --processes' children
+        queue for). Raises SessionBusy as `held()` does."""
+        self.store.claim_session(self.session_id, self.owner)
+        self._taken = True
 
     @asynccontextmanager
     async def held(self) -> AsyncIterator[None]:
@@ -237,7 +247,11 @@ class SessionClaim:
         another window or process holds it: two windows stored the same step twice."""
         async with self._changing:
             if self._holders == 0:
-                await self.store_work(self.store.claim_session, self.session_id, self.owner)
+                if self._taken:
+                    self._taken = False
+                else:
+                    await self.store_work(self.store.claim_session, self.session_id,
+                                          self.owner)
                 self._heartbeat = asyncio.ensure_future(self._renew())
             self._holders += 1
         try:
@@ -837,12 +851,10 @@ class TraceSession:
         """The paper's backtracking from a mistake at Thought `number`. Raises LLMError when
         the sampling call fails (nothing is stored then)."""
         settings = settings or StepperSettings()
-        ready = await self.resample(number, settings=settings, n=n)
+        ready, step = await self._sample(number, settings, n, None, take_chosen=True)
         yield ready
-        if ready.resample.chosen is None:
+        if step is None:  # no sample differed from the thought
             return
-        step = await self.store_work(self._take_candidate,
-                                       ready.stored[ready.resample.chosen])
         yield BranchMade(step)
         async for event in self.generate(settings=greedy(settings)):
             yield event
@@ -855,7 +867,17 @@ class TraceSession:
         and the paper's choice; the trace is unchanged (continue_with takes one).
         `on_sample` hears of each sample as it arrives. The samples are stored together once
         all are in: cancelled before, the session stores none of them (nor their calls)."""
-        settings = settings or StepperSettings()
+        ready, _ = await self._sample(number, settings or StepperSettings(), n, on_sample,
+                                      take_chosen=False)
+        return ready
+
+    async def _sample(
+        self, number: int, settings: StepperSettings, n: int, on_sample: OnSample | None,
+        *, take_chosen: bool,
+    ) -> tuple[SamplesReady, Step | None]:
+        """resample's work; with `take_chosen`, backtrack's too: the paper's choice made the
+        head in the samples' own transaction (the step it is taken as, None where no sample
+        differed)."""
         self._check_number(number)
         # From replay/bbm (which can only repeat the recorded trace) on with solver/bbm.
         self.use_model(backtracking_model(self._spec, self.task))
@@ -867,14 +889,14 @@ class TraceSession:
             )
             # Cancelled while saving, the samples are saved all the same (the store and the
             # screen then agree that they are), then the cancellation goes on.
-            store = asyncio.ensure_future(
-                self.store_work(self.store_samples, resample, parent))
+            store = asyncio.ensure_future(self.store_work(
+                self._store_samples_taking, resample, parent, take_chosen))
             try:
-                stored = await asyncio.shield(store)
+                stored, step = await asyncio.shield(store)
             except asyncio.CancelledError:
                 await store
                 raise
-        return SamplesReady(number, resample, stored)
+        return SamplesReady(number, resample, stored), step
 
     async def continue_with(
         self, candidate: StoredCandidate, *, settings: StepperSettings | None = None
@@ -916,19 +938,38 @@ class TraceSession:
                         for i, c in enumerate(candidates)],
         )
 
+    def _store_samples_taking(self, resample: Resample, parent: int | None, take_chosen: bool
+                              ) -> tuple[list[StoredCandidate], Step | None]:
+        """The samples stored; with `take_chosen`, the paper's choice taken as the head in
+        the same transaction (one commit, one turn at the store's write lock where two were:
+        --processes' children queue for it). A kill leaves the old branch and no samples, or
+        the samples and the new branch."""
+        chosen = resample.chosen
+        if not take_chosen or chosen is None:
+            return self.store_samples(resample, parent), None
+        with self.store.transaction():
+            stored = self.store_samples(resample, parent)
+            step = self._add_candidate_step(stored[chosen])
+        self.show_new_step(step)
+        return stored, step
+
     def _take_candidate(self, candidate: StoredCandidate) -> Step:
         """One transaction makes the step, its head and the candidate's mark as chosen, so a
         kill leaves either the old branch on show or the new one, never a trace cut short nor
         a step its candidate does not point at (a resumed batch looks for that mark)."""
-        step = self.store.add_step(
+        step = self._add_candidate_step(candidate)
+        self.show_new_step(step)
+        return step
+
+    def _add_candidate_step(self, candidate: StoredCandidate) -> Step:
+        """The candidate's step in the store, marked chosen (the caller shows it)."""
+        return self.store.add_step(
             self.session.id, parent_id=candidate.parent_id, number=candidate.number,
             text=candidate.text, origin=StepOrigin.BACKTRACK,
             answer=self.task.extract_answer(candidate.text), call_id=candidate.call_id,
             choice=candidate.choice, tokens=candidate.tokens, candidate_id=candidate.id,
             model_branch_id=self.model_branch_id,
         )
-        self.show_new_step(step)
-        return step
 
     def _add_branch_step(self, parent: int | None, number: int, text: str) -> Step:
         step = self.store.add_step(
