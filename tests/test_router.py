@@ -519,8 +519,16 @@ def router_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return named
 
 
-def one_trace_of_steps() -> list[Any]:
-    return jobs_from_bundled("logical_deduction", 1)
+async def one_trace_through(router: Path, tmp_path: Path) -> list[str | None]:
+    """One trace run to its end through `router`'s group "tiny", a call at a time: the
+    deployment that served each of its steps, in order."""
+    spec = llm.ModelSpec("tiny", router=str(router))
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        progress = await run_batch(jobs_from_bundled("logical_deduction", 1), spec, store,
+                                   tmp_path / "out.jsonl", concurrency=1, settings=SETTINGS)
+        assert (progress.done, progress.failed) == (1, 0), progress.errors
+        [steps] = steps_by_deployment(store)
+    return steps
 
 
 @pytest.mark.parametrize(("extra", "through_the_router"), [
@@ -534,12 +542,7 @@ async def test_a_pinned_call_skips_the_routers_outer_layers_unless_the_file_sets
     nothing they act on; with fallbacks every call goes through them, as before."""
     openai_server.responder = dataset_responder
     router = router_yaml(tmp_path / "router.yaml", ("only", openai_server), extra=extra)
-    spec = llm.ModelSpec("tiny", router=str(router))
-    with Store.open(tmp_path / "store.sqlite3") as store:
-        progress = await run_batch(one_trace_of_steps(), spec, store, tmp_path / "out.jsonl",
-                                   concurrency=1, settings=SETTINGS)
-        assert (progress.done, progress.failed) == (1, 0), progress.errors
-        [steps] = steps_by_deployment(store)
+    steps = await one_trace_through(router, tmp_path)
     assert len(steps) >= 2 and set(steps) == {"only"}
     assert len(openai_server.requests) == len(steps)
     assert router_calls == (["only"] * len(steps) if through_the_router else [])
@@ -566,14 +569,9 @@ async def test_a_pinned_call_that_fails_cools_its_deployment_down_and_goes_elsew
     left.responder = left_fails_at_its_second
     right.responder = dataset_responder
     router = router_yaml(tmp_path / "router.yaml", ("left", left), ("right", right))
-    spec = llm.ModelSpec("tiny", router=str(router))
-    with Store.open(tmp_path / "store.sqlite3") as store:
-        progress = await run_batch(one_trace_of_steps(), spec, store, tmp_path / "out.jsonl",
-                                   concurrency=1, settings=SETTINGS)
-        assert (progress.done, progress.failed) == (1, 0), progress.errors
-        [steps] = steps_by_deployment(store)
-        _, built = router_module._router(str(router))
-        assert "left" in cooldown_deployments(built)
+    steps = await one_trace_through(router, tmp_path)
+    _, built = router_module._router(str(router))
+    assert "left" in cooldown_deployments(built)
     assert steps[0] == "left" and set(steps[1:]) == {"right"} and len(steps) >= 3, steps
     assert served["left"] == 2  # the failed call was not sent there again
     assert router_calls == ["tiny"]  # only the attempt after the failure chose through it
