@@ -261,6 +261,55 @@ async def test_a_following_column_keeps_following_when_the_scroll_is_passed_on(
         assert len(scrolled) == 1 and thoughts.scroll_y == 0
 
 
+async def test_a_following_column_scrolls_in_the_layout_that_moved_the_focused_one(
+        store: Store) -> None:
+    """Side by side, the focused column follows its end: lines more in each column move it
+    in a layout (Textual's anchor), and the other column is scrolled with it in that same
+    layout, not by a scroll (and a frame) of its own after it. Textual lays the right-hand
+    column out before the focused left-hand one: it took the offset a frame late, 7-10
+    frames in 5 s of two columns streaming (bench/side_by_side.py)."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
+                       and finished_runs(screen), timeout=60)
+        lead, other = screen.columns[0].view.thoughts, screen.columns[1].view.thoughts
+        lead.scroll_end(animate=False, immediate=True)
+        lead.anchor()
+        await wait_for(pilot, lambda: lead.max_scroll_y > 0
+                       and other.scroll_y == lead.scroll_y == lead.max_scroll_y, timeout=10)
+        for _ in range(4):
+            await pilot.pause()
+        start = lead.scroll_y
+        seen: list[tuple[float, float]] = []
+        screen.screen_layout_refresh_signal.subscribe(
+            screen, lambda _screen: seen.append((lead.scroll_y, other.scroll_y)))
+        scrolls: list[object] = []
+        compositor = screen._compositor
+        reflow_visible = compositor.reflow_visible
+
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            scrolls.append(args)
+            return reflow_visible(*args, **kwargs)
+
+        compositor.reflow_visible = counted  # type: ignore[method-assign]
+        # The last thought of each column two lines longer (a finder's verdict and its
+        # answer shown under it): one layout.
+        for thoughts in (lead, other):
+            last = thoughts.views()[-1]
+            last.set_judgement("yes", raw="right")
+            last.set_expanded(True)
+        await wait_for(pilot, lambda: lead.scroll_y > start, timeout=10)
+        for _ in range(4):
+            await pilot.pause()
+        assert seen and seen[0][0] > start, seen
+        assert seen[0][1] == seen[0][0], f"the other column was not moved with it: {seen}"
+        assert other.scroll_y == lead.scroll_y
+        assert scrolls == [], "the other column scrolled after the layout"
+
+
 def test_the_collector_runs_on_the_apps_schedule_from_the_first_frame() -> None:
     before = gc.get_threshold()
     try:
