@@ -13,7 +13,7 @@ from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.strip import Strip
 from textual.visual import Visual
-from ui_helpers import make_app, wait_for
+from ui_helpers import make_app, on_each_frame, wait_for
 
 from bbm_tui.core.store import Store
 from bbm_tui.ui.paint_clock import PaintClock
@@ -308,6 +308,33 @@ async def test_a_following_column_scrolls_in_the_layout_that_moved_the_focused_o
         assert seen[0][1] == seen[0][0], f"the other column was not moved with it: {seen}"
         assert other.scroll_y == lead.scroll_y
         assert scrolls == [], "the other column scrolled after the layout"
+
+
+async def test_headers_shown_again_unchanged_paint_no_frame(store: Store) -> None:
+    """The columns' headers are shown again each time a column finishes a step (both
+    columns, whichever finished): their border titles and the focused column's heavy
+    border, set again as they were, repainted both columns, a frame for nothing, while both
+    streamed (bench/side_by_side.py)."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
+                       and finished_runs(screen), timeout=60)
+        for _ in range(8):
+            await pilot.pause()
+        frames: list[object] = []
+        on_each_frame(app, lambda _screen, update: frames.append(update))
+        screen._show_headers()
+        for _ in range(4):
+            await pilot.pause()
+        assert frames == []
+        # A column given the keys is still drawn so (and the other one no longer).
+        screen.action_column(1)
+        await wait_for(pilot, lambda: bool(frames), timeout=10)
+        assert screen.columns[1].styles.border_top[0] == "heavy"
+        assert screen.columns[0].styles.border_top[0] != "heavy"
 
 
 def test_the_collector_runs_on_the_apps_schedule_from_the_first_frame() -> None:
