@@ -32,7 +32,7 @@ from bbm_tui.core.batch.backtrack import (
 from bbm_tui.core.batch.find import find_batch
 from bbm_tui.core.batch.find import jobs_from_files as find_jobs
 from bbm_tui.core.batch.runner import BATCH_GC_THRESHOLD
-from bbm_tui.core.batch.workers import WorkerError, Workers, WorkerSetup, _serve
+from bbm_tui.core.batch.workers import WorkerError, Workers, WorkerSetup, _ChildJobs, _serve
 from bbm_tui.core.dataset import bundled_path
 from bbm_tui.core.generation.stepper import StepperSettings
 from bbm_tui.core.store import Store
@@ -322,3 +322,35 @@ async def _until(condition: Callable[[], bool]) -> None:
     while not condition():
         assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
+
+
+async def test_a_job_sent_as_another_ends_starts_in_the_slot_it_freed() -> None:
+    # The child counted its jobs under way by their tasks, which leave that set a turn of
+    # the loop after they end: a job the parent sent meanwhile (its answer to the result
+    # just sent) waited for one more to end, with a slot free (3 of 8 running, 6 waiting,
+    # in bench/backtrack_concurrency.py --quick).
+    release = {1: asyncio.Event(), 2: asyncio.Event()}
+    started: list[int] = []
+
+    async def work(job: int, _store: Store | None, _setup: WorkerSetup) -> int:
+        started.append(job)
+        await release[job].wait()
+        return job
+
+    parent, child = multiprocessing.Pipe()
+    setup = WorkerSetup(None, llm.ModelSpec("openai/test"), StepperSettings(), work)
+    jobs = _ChildJobs(child, None, setup)
+    try:
+        jobs._take((0, 1, 1))  # a share of one
+        [first] = jobs.running
+        release[1].set()
+        while not first.done():
+            await asyncio.sleep(0)
+        jobs._take((1, 2, 1))  # in the turn the first ended
+        await _until(lambda: started == [1, 2])
+        release[2].set()
+        await asyncio.gather(*jobs.running)
+        assert [parent.recv(), parent.recv()] == [("done", 0, 1), ("done", 1, 2)]
+    finally:
+        parent.close()
+        child.close()

@@ -310,6 +310,9 @@ class _ChildJobs:
         self.store = store
         self.setup = setup
         self.running: set[asyncio.Task[None]] = set()
+        # Jobs under way: counted here, not by `running`, whose tasks leave it a turn of the
+        # loop after they end (a job sent meanwhile would wait for a slot that is free).
+        self.busy = 0
         self.waiting: deque[tuple[int, Any]] = deque()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -327,20 +330,24 @@ class _ChildJobs:
 
     def _take(self, message: tuple[int, Any, int | None]) -> None:
         job_id, job, share = message
-        if share is not None and len(self.running) >= share:
+        if share is not None and self.busy >= share:
             self.waiting.append((job_id, job))
             return
+        self.busy += 1
         task = asyncio.ensure_future(self._in_turn(job_id, job))
         self.running.add(task)
         task.add_done_callback(self.running.discard)
 
     async def _in_turn(self, job_id: int, job: Any) -> None:
         """The job, then each one waiting, in this task."""
-        while True:
-            await _work(self.connection, self.store, self.setup, job_id, job)
-            if not self.waiting:
-                return
-            job_id, job = self.waiting.popleft()
+        try:
+            while True:
+                await _work(self.connection, self.store, self.setup, job_id, job)
+                if not self.waiting:
+                    return
+                job_id, job = self.waiting.popleft()
+        finally:
+            self.busy -= 1
 
 
 async def _work(connection: Connection, store: Store | None, setup: WorkerSetup, job_id: int,
