@@ -328,13 +328,7 @@ async def test_at_the_tail_a_busy_deployment_hands_a_live_trace_to_an_idle_one(
     left_goes_on_right_answers(left, right)
     router = with_max_traces(router_yaml(tmp_path / "router.yaml", ("left", left),
                                          ("right", right)), 2)
-    spec = llm.ModelSpec("tiny", router=str(router))
-    settings = StepperSettings(step_limit=TAIL_STEPS, call=SETTINGS.call)
-    with Store.open(tmp_path / "store.sqlite3") as store:
-        progress = await run_batch(jobs_from_bundled("dyck_languages", 3), spec, store,
-                                   tmp_path / "out.jsonl", concurrency=3, settings=settings)
-        assert (progress.done, progress.failed) == (3, 0), progress.errors
-        alone, moved, stayed = steps_by_deployment(store)
+    alone, moved, stayed = await three_dyck_traces_by_deployment(router, tmp_path)
     # The first trace to ask went left, the second right, the third left (the file's order
     # breaks the tie).
     assert alone == ["right"]
@@ -405,6 +399,18 @@ async def test_at_the_tail_a_deployment_hands_a_trace_to_one_holding_two_fewer(
         assert deployments.count("left") == on_left.count(trace), (trace, deployments)
 
 
+async def three_dyck_traces_by_deployment(router: Path, tmp_path: Path) -> list[list[str | None]]:
+    """Three dyck_languages traces of TAIL_STEPS steps through `router`, three at once: the
+    deployment that served each step, trace by trace."""
+    spec = llm.ModelSpec("tiny", router=str(router))
+    settings = StepperSettings(step_limit=TAIL_STEPS, call=SETTINGS.call)
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        progress = await run_batch(jobs_from_bundled("dyck_languages", 3), spec, store,
+                                   tmp_path / "out.jsonl", concurrency=3, settings=settings)
+        assert (progress.done, progress.failed) == (3, 0), progress.errors
+        return steps_by_deployment(store)
+
+
 async def test_a_deployment_without_max_traces_keeps_its_traces_to_the_end(
     two_servers: tuple[FakeOpenAI, FakeOpenAI], tmp_path: Path
 ) -> None:
@@ -414,14 +420,8 @@ async def test_a_deployment_without_max_traces_keeps_its_traces_to_the_end(
     left, right = two_servers
     left_goes_on_right_answers(left, right)
     router = router_yaml(tmp_path / "router.yaml", ("left", left), ("right", right))
-    spec = llm.ModelSpec("tiny", router=str(router))
-    settings = StepperSettings(step_limit=TAIL_STEPS, call=SETTINGS.call)
-    with Store.open(tmp_path / "store.sqlite3") as store:
-        progress = await run_batch(jobs_from_bundled("dyck_languages", 3), spec, store,
-                                   tmp_path / "out.jsonl", concurrency=3, settings=settings)
-        assert (progress.done, progress.failed) == (3, 0), progress.errors
-        assert steps_by_deployment(store) == [
-            ["right"], ["left"] * TAIL_STEPS, ["left"] * TAIL_STEPS]
+    assert await three_dyck_traces_by_deployment(router, tmp_path) == [
+        ["right"], ["left"] * TAIL_STEPS, ["left"] * TAIL_STEPS]
     assert len(right.requests) == 1
 
 
@@ -519,8 +519,16 @@ def router_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return named
 
 
-def one_trace_of_steps() -> list[Any]:
-    return jobs_from_bundled("logical_deduction", 1)
+async def one_trace_through(router: Path, tmp_path: Path) -> list[str | None]:
+    """One trace run to its end through `router`'s group "tiny", a call at a time: the
+    deployment that served each of its steps, in order."""
+    spec = llm.ModelSpec("tiny", router=str(router))
+    with Store.open(tmp_path / "store.sqlite3") as store:
+        progress = await run_batch(jobs_from_bundled("logical_deduction", 1), spec, store,
+                                   tmp_path / "out.jsonl", concurrency=1, settings=SETTINGS)
+        assert (progress.done, progress.failed) == (1, 0), progress.errors
+        [steps] = steps_by_deployment(store)
+    return steps
 
 
 @pytest.mark.parametrize(("extra", "through_the_router"), [
@@ -534,12 +542,7 @@ async def test_a_pinned_call_skips_the_routers_outer_layers_unless_the_file_sets
     nothing they act on; with fallbacks every call goes through them, as before."""
     openai_server.responder = dataset_responder
     router = router_yaml(tmp_path / "router.yaml", ("only", openai_server), extra=extra)
-    spec = llm.ModelSpec("tiny", router=str(router))
-    with Store.open(tmp_path / "store.sqlite3") as store:
-        progress = await run_batch(one_trace_of_steps(), spec, store, tmp_path / "out.jsonl",
-                                   concurrency=1, settings=SETTINGS)
-        assert (progress.done, progress.failed) == (1, 0), progress.errors
-        [steps] = steps_by_deployment(store)
+    steps = await one_trace_through(router, tmp_path)
     assert len(steps) >= 2 and set(steps) == {"only"}
     assert len(openai_server.requests) == len(steps)
     assert router_calls == (["only"] * len(steps) if through_the_router else [])
@@ -566,14 +569,9 @@ async def test_a_pinned_call_that_fails_cools_its_deployment_down_and_goes_elsew
     left.responder = left_fails_at_its_second
     right.responder = dataset_responder
     router = router_yaml(tmp_path / "router.yaml", ("left", left), ("right", right))
-    spec = llm.ModelSpec("tiny", router=str(router))
-    with Store.open(tmp_path / "store.sqlite3") as store:
-        progress = await run_batch(one_trace_of_steps(), spec, store, tmp_path / "out.jsonl",
-                                   concurrency=1, settings=SETTINGS)
-        assert (progress.done, progress.failed) == (1, 0), progress.errors
-        [steps] = steps_by_deployment(store)
-        _, built = router_module._router(str(router))
-        assert "left" in cooldown_deployments(built)
+    steps = await one_trace_through(router, tmp_path)
+    _, built = router_module._router(str(router))
+    assert "left" in cooldown_deployments(built)
     assert steps[0] == "left" and set(steps[1:]) == {"right"} and len(steps) >= 3, steps
     assert served["left"] == 2  # the failed call was not sent there again
     assert router_calls == ["tiny"]  # only the attempt after the failure chose through it

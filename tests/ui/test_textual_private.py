@@ -24,7 +24,7 @@ from bbm_tui.ui.compositor import (
     strips_divided_whole_make_no_cycle,
 )
 from bbm_tui.ui.widgets.chrome import KeysFooter
-from tests.ui.ui_helpers import make_app, wait_for
+from tests.ui.ui_helpers import make_app, on_each_frame, wait_for
 
 
 def test_the_pinned_textual() -> None:
@@ -42,14 +42,12 @@ async def test_the_keys_are_in_the_first_frame() -> None:
     # recompose later on (the screen announcing its bindings) may be half done by then.
     app = make_app()
     keys_at_first_frame: list[int] = []
-    original = app._display
 
-    def display(screen, renderable) -> None:  # type: ignore[no-untyped-def]
-        if renderable is not None and not keys_at_first_frame:
+    def noted(screen: Screen[object], update: object) -> None:
+        if not keys_at_first_frame:
             keys_at_first_frame.append(len(screen.query(KeysFooter).first().query(FooterKey)))
-        original(screen, renderable)
 
-    app._display = display  # type: ignore[method-assign]
+    on_each_frame(app, noted)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: bool(keys_at_first_frame))
     assert keys_at_first_frame[0] > 0, "the footer drew no keys in its first frame"
@@ -169,14 +167,7 @@ def _scrolling_app(compositor: type[Compositor]) -> tuple[App[None], list[object
 
     app = Scrolling()
     painted: list[object] = []
-    original = app._display
-
-    def display(screen, renderable) -> None:  # type: ignore[no-untyped-def]
-        if renderable is not None:
-            painted.append(renderable)
-        original(screen, renderable)
-
-    app._display = display  # type: ignore[method-assign]
+    on_each_frame(app, lambda screen, update: painted.append(update))
     return app, painted
 
 

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 from textual.pilot import Pilot
-from ui_helpers import SIZE, make_app, recorded_session, thought, wait_for
+from ui_helpers import SIZE, make_app, on_each_frame, recorded_session, thought, wait_for
 
 from bbm_tui.core.store import Store, Totals, default_path
 from bbm_tui.core.trace.tree import CHUNK
@@ -227,17 +227,8 @@ async def test_a_jump_settles_in_one_frame(store: Store) -> None:
     was repainted a frame after that (bench/big_store.py's "until settled", 47-66 ms where
     the first frame took 25). The thought is in sight and the thumb where the pane is."""
     async with settled_trace(500) as (pilot, screen):
-        frames: list[bool] = []
-        # Counted where the app writes a frame (App._display), as the bench counts them.
-        app = pilot.app
-        original = app._display
-
-        def display(screen_, renderable) -> None:  # type: ignore[no-untyped-def]
-            if renderable is not None:
-                frames.append(True)
-            original(screen_, renderable)
-
-        app._display = display  # type: ignore[method-assign]
+        frames: list[bool] = []  # counted where the app writes a frame, as the bench does
+        on_each_frame(pilot.app, lambda screen_, update: frames.append(True))
         pane = screen.query_one(ThoughtList)
         for keys in (["G"], ["home"], ["pagedown"], ["2", "5", "0", "enter"], ["pagedown"],
                      ["G"], ["1", "2", "enter"]):

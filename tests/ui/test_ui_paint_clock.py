@@ -17,6 +17,7 @@ from ui_helpers import make_app, wait_for
 
 from bbm_tui.core.store import Store
 from bbm_tui.ui.paint_clock import PaintClock
+from bbm_tui.ui.screens.model_column import Filler
 from bbm_tui.ui.termination import DEFERRED_FULL_PASS, YOUNG_OBJECTS, collect_from_now_on
 from bbm_tui.ui.widgets.thought import ThoughtView
 from tests.ui.test_ui_side_by_side import OFFLINE, finished_runs, open_race
@@ -86,6 +87,61 @@ async def test_a_thought_that_grows_a_line_costs_one_layout() -> None:
         thought.append(" and then enough words to wrap onto a second line of the thought")
         assert thought.paint_appended(), "it took a line more"
         await wait_for(pilot, lambda: thought.size.height == height + 1, timeout=5)
+        for _ in range(4):
+            await pilot.pause()
+        assert len(layouts) == 1
+
+
+async def test_a_thought_that_grows_within_its_rows_height_costs_no_layout() -> None:
+    """Side by side, a thought held at its row's height (`min-height`: the other column's
+    thought of its number is taller) that gains a line within it keeps its height: it is
+    drawn again where it is, as a whole render would draw it. It asked for a layout of the
+    whole screen, as a thought that grows does (bench/side_by_side.py)."""
+    app = OneThought()
+    async with app.run_test(size=(60, 20)) as pilot:
+        thought = app.query_one(ThoughtView)
+        thought.styles.min_height = 4  # its row: the other column's thought has 4 lines
+        thought.append("one line")
+        thought.paint_appended()
+        await wait_for(pilot, lambda: thought.size.height == 4, timeout=5)
+        await pilot.pause()
+        layouts: list[object] = []
+        app.screen.screen_layout_refresh_signal.subscribe(app.screen, layouts.append)
+        lines = len(thought._lines(thought.content_size.width))
+        thought.append(" and then enough words to wrap onto a second line of the thought")
+        assert not thought.paint_appended(), "laid out again"
+        assert len(thought._lines(thought.content_size.width)) == lines + 1
+        for _ in range(4):
+            await pilot.pause()
+        assert layouts == [] and thought.size.height == 4
+        assert thought._render_cache.lines == drawn_lines(thought)
+        # Past its row's height it is laid out again.
+        thought.append(" and many more words, enough of them to wrap onto a third line and a"
+                       " fourth line and a fifth line of the thought at this width")
+        assert thought.paint_appended()
+        await wait_for(pilot, lambda: thought.size.height > 4, timeout=5)
+        assert len(layouts) == 1
+
+
+class OneFiller(App[None]):
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield ThoughtView(1)
+            yield Filler()
+
+
+async def test_a_filler_that_grows_costs_one_layout() -> None:
+    """The blank under a column's last thought grows as the other columns' rows do: its
+    own virtual size asked for a second layout of the whole screen, and a second frame,
+    after the one that gave it its height."""
+    app = OneFiller()
+    async with app.run_test(size=(60, 20)) as pilot:
+        filler = app.query_one(Filler)
+        await pilot.pause()
+        layouts: list[object] = []
+        app.screen.screen_layout_refresh_signal.subscribe(app.screen, layouts.append)
+        filler.set_rows(3)
+        await wait_for(pilot, lambda: filler.size.height == 3, timeout=5)
         for _ in range(4):
             await pilot.pause()
         assert len(layouts) == 1

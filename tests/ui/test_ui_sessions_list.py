@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
+from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 from ui_helpers import SIZE, make_app, recorded_session, wait_for
 
@@ -56,12 +59,17 @@ def name_at(position: int, count: int = 1_000) -> str:
     return f"{TASKS[index % 5]} #{index}"
 
 
-async def test_a_thousand_sessions_are_held_a_window_of_pages_at_a_time(store: Store) -> None:
+@asynccontextmanager
+async def a_thousand_sessions() -> AsyncIterator[tuple[Pilot, SessionsScreen, DataTable]]:
+    """The app's sessions screen on 1,000 sessions (tests/big_stores.py), and its table."""
     many_sessions(default_path(), 1_000)
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
+    async with make_app().run_test(size=SIZE) as pilot:
         screen = await open_sessions(pilot)
-        grid = table(screen)
+        yield pilot, screen, table(screen)
+
+
+async def test_a_thousand_sessions_are_held_a_window_of_pages_at_a_time(store: Store) -> None:
+    async with a_thousand_sessions() as (pilot, screen, grid):
         # A whole window at once: the table does not grow as the cursor goes down.
         assert grid.row_count == KEPT
         assert "1,000 sessions · newest first" in status(screen)
@@ -81,7 +89,7 @@ async def test_a_thousand_sessions_are_held_a_window_of_pages_at_a_time(store: S
         position = PAGE + grid.cursor_row - 5
         grid.move_cursor(row=grid.cursor_row - 5)
         await pilot.press("d")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen))
         await pilot.press("y")
         following = name_at(position + 1)
         await wait_for(pilot, lambda: screen.selected_id() is not None and screen._summaries[
@@ -100,11 +108,7 @@ async def test_the_next_page_is_read_ahead_and_appended_by_the_key_that_reaches_
     """The page after the table's last row is read while the reader is still above it, so
     the key that comes near the end appends it at once (no store read then, no second
     drawing of the screen when the page comes back: bench/big_store.py)."""
-    many_sessions(default_path(), 1_000)
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_sessions(pilot)
-        grid = table(screen)
+    async with a_thousand_sessions() as (pilot, screen, grid):
         reads_at_the_edge: list[int] = []
         more = screen._more
 
@@ -130,7 +134,7 @@ async def test_the_next_page_is_read_ahead_and_appended_by_the_key_that_reaches_
         deleted = screen._summaries[selected].session.name
         fills = screen._fills
         await pilot.press("d")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen))
         await pilot.press("y")
         await wait_for(pilot, lambda: screen._fills > fills and screen._next_page is not None)
         left = [name_at(position) for position in range(1_000) if name_at(position) != deleted]
@@ -148,11 +152,7 @@ async def test_a_key_that_crosses_into_the_next_page_lays_nothing_out_again(
     once, so the table stays as tall as it was and asks for no layout: the screen laid out
     again a frame after the key's own, 40-50 ms later (bench/big_store.py). The table is
     filled a whole window at once for that (it does not grow as the cursor goes down)."""
-    many_sessions(default_path(), 1_000)
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_sessions(pilot)
-        grid = table(screen)
+    async with a_thousand_sessions() as (pilot, screen, grid):
         await wait_for(pilot, lambda: screen._next_page is not None)
         await pilot.pause()
         height = grid.virtual_size.height
@@ -177,11 +177,7 @@ async def test_a_key_that_crosses_into_the_next_page_lays_nothing_out_again(
 async def test_a_page_read_ahead_before_a_resize_is_laid_out_again(store: Store) -> None:
     """The page read ahead is laid out for the columns of its time: after a resize (80
     columns show fewer, narrower ones) the key that crosses into it lays it out again."""
-    many_sessions(default_path(), 1_000)
-    app = make_app()
-    async with app.run_test(size=SIZE) as pilot:
-        screen = await open_sessions(pilot)
-        grid = table(screen)
+    async with a_thousand_sessions() as (pilot, screen, grid):
         await wait_for(pilot, lambda: screen._next_page is not None)
         ahead = screen._next_page
         assert ahead is not None and len(ahead.rows[0].cells) == len(grid.columns)

@@ -30,6 +30,7 @@ from bbm_tui.ui.screens.backtrack import CandidatesScreen
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
 from bbm_tui.ui.screens.compare import CompareScreen
 from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.screens.trace.view import TraceView
 from tests.llama_server import FakeLlamaServer
 from tests.openai_server import Reply
 
@@ -102,6 +103,20 @@ async def the_new_branch_stopped(pilot: Pilot, llama: FakeLlamaServer) -> TraceS
     await pilot.press("escape")
     await wait_for(pilot, lambda: not view.running, timeout=60)
     return screen
+
+
+async def r_goes_on_in_one_call(pilot: Pilot, llama: FakeLlamaServer, view: TraceView,
+                                answer: str, texts: list[str]) -> None:
+    """r on the stopped trace `view` shows: it goes on to `answer` in one call (the template
+    applied, then one completion; the server's requests before r are let go), its thoughts
+    `texts`, those that came before r kept as they were."""
+    kept = [step.id for step in view.trace.steps]
+    llama.requests.clear()
+    await pilot.press("r")
+    await wait_for(pilot, lambda: not view.running and view.trace.answer == answer, timeout=60)
+    assert view.trace.texts == texts
+    assert [step.id for step in view.trace.steps[:len(kept)]] == kept
+    assert [record.path for record in llama.requests] == ["/apply-template", "/completion"]
 
 
 def rows(dialog: CandidatesScreen) -> list[str]:
@@ -221,18 +236,11 @@ async def test_r_on_a_stopped_backtracked_branch_goes_on_from_where_it_stopped(
     app = served_app(llama, trace.id)
     async with app.run_test(size=(120, 40)) as pilot:
         view = (await the_new_branch_stopped(pilot, llama)).view
-        kept = [step.id for step in view.trace.steps]
         assert view.trace.steps[1].origin == StepOrigin.BACKTRACK
         llama.token_delay_s = 0.0
-        llama.requests.clear()
-        await pilot.press("r")
-        await wait_for(pilot, lambda: not view.running and view.trace.answer == "4",
-                       timeout=60)
-        assert view.trace.texts == ["Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.",
-                                    "So 4."]
-        assert [step.id for step in view.trace.steps[:2]] == kept
+        await r_goes_on_in_one_call(pilot, llama, view, "4", [
+            "Plan: add, then multiply.", "1 + 1 = 2.", "2 * 2 = 4.", "So 4."])
         assert [thought.number for thought in view.thoughts.views()] == [1, 2, 3, 4]
-    assert [record.path for record in llama.requests] == ["/apply-template", "/completion"]
     assert len(llama.prompts) == 1 and llama.prompts[0].endswith(
         "<think>\nPlan: add, then multiply.  \n\n1 + 1 = 2. \n\n")
     assert llama.requests[1].body["temperature"] == 0.0
@@ -392,21 +400,14 @@ async def test_r_on_a_stopped_thinking_trace_goes_on_from_its_reasoning_so_far(
         await wait_for(pilot, lambda: len(view.trace.steps) == 2 and view.running, timeout=60)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not view.running, timeout=60)
-        kept = [step.id for step in view.trace.steps]
         stopped = view.trace.reasoning()
         assert stopped is not None and not stopped.complete
         assert view.trace.texts == ["Plan: add, then multiply.", "1 + 1 = 3."]
         # Kept in step as the thoughts came: what the store says, loaded afresh.
         assert view.trace.stopped is not None and not view.trace.stopped.backtracked
         assert TraceSession.load(store, trace.id).stopped == view.trace.stopped
-        llama.requests.clear()
-        await pilot.press("r")
-        await wait_for(pilot, lambda: not view.running and view.trace.answer == "6",
-                       timeout=60)
-        assert view.trace.texts == ["Plan: add, then multiply.", "1 + 1 = 3.", "3 * 2 = 6.",
-                                    "So 6."]
-        assert [step.id for step in view.trace.steps[:2]] == kept
-    assert [record.path for record in llama.requests] == ["/apply-template", "/completion"]
+        await r_goes_on_in_one_call(pilot, llama, view, "6", [
+            "Plan: add, then multiply.", "1 + 1 = 3.", "3 * 2 = 6.", "So 6."])
     assert len(llama.prompts) == 1 and llama.prompts[0].endswith(
         "<think>\nPlan: add, then multiply.  \n\n1 + 1 = 3.\r\n\n")
     assert llama.requests[1].body["temperature"] == 0.6

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from textual.app import App
 from textual.css.query import NoMatches
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, Input, TextArea
@@ -138,21 +139,27 @@ def thought(screen: Any, number: int) -> ThoughtView:
     return view
 
 
+def on_each_frame(app: App[Any], noted: Callable[[Any, Any], object]) -> None:
+    """Call `noted(screen, update)` with each frame the app writes, before it is written:
+    wraps the app's `_display`, which Textual's compositor calls with each update it renders
+    (a private hook, for tests only: a frame is what a person sees, and no public API says
+    when one was written, nor of which screen). The benchmarks count frames there too."""
+    original = app._display
+
+    def display(screen: Any, renderable: Any) -> None:
+        if renderable is not None:
+            noted(screen, renderable)
+        original(screen, renderable)
+
+    app._display = display  # type: ignore[method-assign]
+
+
 class ScreensShown:
-    """The screen each frame shows, in order: wraps the app's `_display`, which Textual's
-    compositor calls with each update it renders (a private hook, for tests only: a frame is
-    what a person sees, and no public API says which screen it was of)."""
+    """The screen each frame shows, in order (`on_each_frame`)."""
 
     def __init__(self, app: BbmApp) -> None:
         self.frames: list[Any] = []
-        original = app._display
-
-        def display(screen: Any, renderable: Any) -> None:
-            if renderable is not None:
-                self.frames.append(screen)
-            original(screen, renderable)
-
-        app._display = display  # type: ignore[method-assign]
+        on_each_frame(app, lambda screen, update: self.frames.append(screen))
 
     def since(self, mark: int) -> list[Any]:
         """The screens of the frames after `mark` (a length of `frames`), repeats folded."""

@@ -9,6 +9,7 @@ from textual.color import Color
 from textual.containers import Vertical
 from textual.content import Content
 from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widget import Widget
 
 from bbm_tui.core.store import Totals
@@ -38,6 +39,13 @@ class Filler(Widget):
         height: 0;
     }
     """
+
+    # Textual's own `virtual_size` asks for a layout when it changes, which is in the layout
+    # that gave the filler its new height: a second layout of the whole screen, and a second
+    # frame, for nothing (the filler draws blank, whatever its size), each time the other
+    # columns' rows grew under a column's last thought (9 in 5 s of two columns streaming,
+    # bench/side_by_side.py). As ThoughtView's.
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False, repaint=False)
 
     def render(self) -> Content:
         # Blank: a widget with nothing to render draws its class name ("Filler").

@@ -203,28 +203,44 @@ class ThoughtView(Widget):
     # -- drawing
 
     def _changed(self) -> bool:
-        """Redraw the thought after its text or state changed; True when it took more (or
-        fewer) lines. When it keeps its height, only the lines that differ are redrawn (a
-        token changes the last line or two of a thought of ten or more: redrawing all of them
-        a frame was the biggest part of a streaming frame, bench/thinking_stream.py)."""
+        """Redraw the thought after its text or state changed; True when it is laid out
+        again (it took more, or fewer, lines than its height). When it keeps its height,
+        only the lines that differ are redrawn (a token changes the last line or two of a
+        thought of ten or more: redrawing all of them a frame was the biggest part of a
+        streaming frame, bench/thinking_stream.py)."""
         self._unpainted = False
         width = self.content_size.width
         cached = self._lines_cache
         before = self._lines(width) if cached and width > 0 else None
         self._lines_cache = None
         after = self._lines(width) if width > 0 else None
-        if before is None or after is None or len(before) != len(after):
+        if before is None or after is None or (
+                len(before) != len(after)
+                and self._height_for(len(after)) != self.content_size.height):
             self.refresh(layout=True)
             return True
+        # Its height is kept: its lines are as many, or they grew (or shrank) within the
+        # height its row gives it side by side (a thought gains the line another column's
+        # thought of its number gained before it: `min-height`, ui/screens/model_column.py).
+        # A layout of the whole screen for that one, as for the first, made a third of two
+        # columns' layouts while they streamed (bench/side_by_side.py).
         if cached is None or cached[0] != width:  # drawn at another width: all of it
             self.refresh()
             return False
-        changed = [Region(0, y, width, 1)
-                   for y, (old, new) in enumerate(zip(before, after, strict=True))
-                   if not _same_line(old, new)]
+        changed = [Region(0, y, width, 1) for y in range(max(len(before), len(after)))
+                   if y >= min(len(before), len(after)) or not _same_line(before[y], after[y])]
         if changed:
             self.refresh(*changed)
         return False
+
+    def _height_for(self, lines: int) -> int:
+        """The height of its content a layout would give it for `lines` lines: at least
+        its min-height (less its border and padding: box-sizing border-box), where set in
+        cells."""
+        floor = self.styles.min_height
+        if floor is None or not floor.is_cells:
+            return lines
+        return max(lines, int(floor.value) - self.styles.gutter.height)
 
     def _meta_line(self) -> str:
         if self.presenter:
