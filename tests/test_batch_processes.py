@@ -7,15 +7,11 @@ child that dies stops it with one message."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
-import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
@@ -32,7 +28,7 @@ from bbm_tui.core.batch.backtrack import (
 from bbm_tui.core.batch.find import find_batch
 from bbm_tui.core.batch.find import jobs_from_files as find_jobs
 from bbm_tui.core.batch.runner import BATCH_GC_THRESHOLD
-from bbm_tui.core.batch.workers import WorkerError, Workers, WorkerSetup, _ChildJobs, _serve
+from bbm_tui.core.batch.workers import WorkerError, Workers, WorkerSetup
 from bbm_tui.core.dataset import bundled_path
 from bbm_tui.core.generation.stepper import StepperSettings
 from bbm_tui.core.store import Store
@@ -254,103 +250,3 @@ def test_find_over_processes_shares_the_rpm_out(
     assert code == 0, capsys.readouterr().err
     assert len(arrived) == 10
     assert max(arrived) - min(arrived) >= 0.55
-
-
-async def _running_here(_job: object, _store: Store | None, _setup: WorkerSetup) -> int:
-    """A child's work that reports how many jobs its child runs as it starts (itself
-    included), after a turn of the loop in which any other job sent could start too."""
-    await asyncio.sleep(0.2)
-    return len(_running_in_this_child())
-
-
-def _running_in_this_child() -> list[asyncio.Task]:
-    return [task for task in asyncio.all_tasks()
-            if getattr(task.get_coro(), "__qualname__", "") == "_ChildJobs._in_turn"]
-
-
-async def test_each_child_runs_its_share_and_holds_its_next_job() -> None:
-    # A child's next trace was sent only once the parent had the last one's result: the
-    # trace waited for the pipe both ways and both loops (some 20 ms a trace over 2
-    # processes at 16 in bench/backtrack_concurrency.py). Now the parent sends each child
-    # one more than its share, which waits there for the first of its traces to end.
-    setup = WorkerSetup(None, llm.ModelSpec("openai/test"), StepperSettings(), _running_here)
-    async with Workers(2, setup) as workers:
-        at_once = workers.share(2)
-        running = await asyncio.gather(*(workers.run(index) for index in range(at_once)))
-    assert at_once == 4  # two traces in flight, and one waiting in each child
-    assert running == [1, 1, 1, 1]  # each child one at a time: its share of the two
-
-
-async def test_a_child_starts_its_waiting_job_as_one_ends_before_the_parent_answers() -> None:
-    release = {1: asyncio.Event(), 2: asyncio.Event()}
-    started: list[int] = []
-
-    async def work(job: int, _store: Store | None, _setup: WorkerSetup) -> int:
-        started.append(job)
-        await release[job].wait()
-        return job
-
-    parent, child = multiprocessing.Pipe()
-    setup = WorkerSetup(None, llm.ModelSpec("openai/test"), StepperSettings(), work)
-    serving = asyncio.ensure_future(_serve(child, setup))
-    try:
-        assert await _received(parent) == ("ready",)
-        parent.send((0, 1, 1))  # a share of one: the second job waits for the first
-        parent.send((1, 2, 1))
-        await _until(lambda: started == [1])
-        for _ in range(20):  # turns of the loop: the second is not started
-            await asyncio.sleep(0)
-        assert started == [1]
-        release[1].set()
-        await _until(lambda: started == [1, 2])
-        # Started with the first's result unread by the parent: no round trip.
-        assert parent.poll() and parent.recv() == ("done", 0, 1)
-        release[2].set()
-        assert await _received(parent) == ("done", 1, 2)
-    finally:
-        parent.close()
-        await asyncio.wait_for(serving, 10)
-
-
-async def _received(connection: Connection) -> object:
-    await _until(connection.poll)
-    return connection.recv()
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 30
-    while not condition():
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
-
-
-async def test_a_job_sent_as_another_ends_starts_in_the_slot_it_freed() -> None:
-    # The child counted its jobs under way by their tasks, which leave that set a turn of
-    # the loop after they end: a job the parent sent meanwhile (its answer to the result
-    # just sent) waited for one more to end, with a slot free (3 of 8 running, 6 waiting,
-    # in bench/backtrack_concurrency.py --quick).
-    release = {1: asyncio.Event(), 2: asyncio.Event()}
-    started: list[int] = []
-
-    async def work(job: int, _store: Store | None, _setup: WorkerSetup) -> int:
-        started.append(job)
-        await release[job].wait()
-        return job
-
-    parent, child = multiprocessing.Pipe()
-    setup = WorkerSetup(None, llm.ModelSpec("openai/test"), StepperSettings(), work)
-    jobs = _ChildJobs(child, None, setup)
-    try:
-        jobs._take((0, 1, 1))  # a share of one
-        [first] = jobs.running
-        release[1].set()
-        while not first.done():
-            await asyncio.sleep(0)
-        jobs._take((1, 2, 1))  # in the turn the first ended
-        await _until(lambda: started == [1, 2])
-        release[2].set()
-        await asyncio.gather(*jobs.running)
-        assert [parent.recv(), parent.recv()] == [("done", 0, 1), ("done", 1, 2)]
-    finally:
-        parent.close()
-        child.close()

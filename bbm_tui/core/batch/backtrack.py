@@ -29,7 +29,7 @@ from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.find import trace_key
 from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProgress
 from bbm_tui.core.batch.shard import Shard
-from bbm_tui.core.batch.workers import Workers, WorkerSetup, jobs_at_once, worker_processes
+from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
@@ -241,8 +241,7 @@ async def backtrack_batch(
         batch = Batch(jobs=jobs, key=_key, key_of_row=trace_key, validate=out_validator,
                       what="rows written by `bbm-tui backtrack`", work=work,
                       progress=progress, ordered=True, shard=shard)
-        progress, rows = await runner.run_batch(batch, out_path,
-                                                concurrency=jobs_at_once(concurrency, children),
+        progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
                                                 store_path=store.path, inputs=inputs,
                                                 on_progress=on_progress)
     done = {trace_key(row): row.extra for row in rows} | written

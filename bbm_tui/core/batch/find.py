@@ -23,7 +23,7 @@ from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.runner import Batch, BatchStop, Progress, ProgressDelta
 from bbm_tui.core.batch.shard import Shard
-from bbm_tui.core.batch.workers import Workers, WorkerSetup, jobs_at_once, worker_processes
+from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import (
     DatasetError,
     TraceRow,
@@ -262,8 +262,7 @@ async def find_batch(
                       validate=pred_validator(method, spec.model),
                       what=f"{method} predictions by {spec.model}", work=work,
                       progress=FindProgress(), shard=shard)
-        progress, rows = await runner.run_batch(batch, out_path,
-                                                concurrency=jobs_at_once(concurrency, children),
+        progress, rows = await runner.run_batch(batch, out_path, concurrency=concurrency,
                                                 store_path=store_path, inputs=inputs,
                                                 on_progress=on_progress)
     done = predictions(rows) | judged

@@ -33,7 +33,7 @@ from bbm_tui.core import llm
 from bbm_tui.core.batch import runner
 from bbm_tui.core.batch.runner import Batch, BatchStop, ProgressDelta, StepsProgress
 from bbm_tui.core.batch.shard import Shard, batch_digest
-from bbm_tui.core.batch.workers import Workers, WorkerSetup, jobs_at_once, worker_processes
+from bbm_tui.core.batch.workers import Workers, WorkerSetup, worker_processes
 from bbm_tui.core.dataset import DatasetError, TraceRow, is_standard_output, row_from_json
 from bbm_tui.core.generation.stepper import (
     OneCallEnded,
@@ -175,8 +175,7 @@ async def run_batch(
                       ordered=True, shard=shard, shard_context=_share_of(jobs),
                       check_out=_check_task_digests, start_over=new_out,
                       moved_aside=moved_aside)
-        progress, _ = await runner.run_batch(batch, out_path,
-                                             concurrency=jobs_at_once(concurrency, children),
+        progress, _ = await runner.run_batch(batch, out_path, concurrency=concurrency,
                                              store_path=store.path, inputs=inputs,
                                              on_progress=on_progress)
     for note in (taken_from_note(progress.taken_from),

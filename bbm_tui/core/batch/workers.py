@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import multiprocessing
 import signal
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -77,15 +76,11 @@ class _Child:
     connection: Connection
     ready: asyncio.Future[None]  # set by its first message: ready, or why it cannot be
     pending: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
-    # The most jobs it runs at once (its share of the batch's concurrency, `Workers.share`);
-    # None: all it is sent.
-    share: int | None = None
 
 
 class Workers:
     """`count` children, used as `async with Workers(...) as workers:` and handed to the batch
-    (e.g. `backtrack_batch(..., workers=workers)`), which first says how many traces may be
-    in flight (`share`). A job goes to the child with the fewest for its share."""
+    (e.g. `backtrack_batch(..., workers=workers)`). A job goes to the child with the fewest."""
 
     def __init__(self, count: int, setup: WorkerSetup) -> None:
         if count < 2:
@@ -94,19 +89,6 @@ class Workers:
         self.setup = setup
         self._children: list[_Child] = []
         self._next_id = 0
-
-    def share(self, concurrency: int) -> int:
-        """Share `concurrency` traces in flight among the children (each runs at most its
-        share at once) and return how many jobs the batch's runner should hand them at once:
-        one more for each child with a share, which waits in the child and starts the moment
-        one of its traces ends. Handed over only when the parent had the result, a child's
-        next trace waited for the parent's loop, the pipe both ways and the child's busy loop
-        (some 20 ms a trace over 2 processes at 16, bench/backtrack_concurrency.py)."""
-        shares = [concurrency // self.count + (index < concurrency % self.count)
-                  for index in range(self.count)]
-        for child, share in zip(self._children, shares, strict=True):
-            child.share = share
-        return concurrency + sum(1 for share in shares if share)
 
     async def __aenter__(self) -> Workers:
         try:
@@ -146,14 +128,13 @@ class Workers:
     async def run(self, job: Any) -> Any:
         """What a child's work made of `job`. Raises WorkerError (a BatchStop) when the work
         stopped the batch or the child died."""
-        child = min((each for each in self._children if each.share != 0),
-                    key=lambda each: len(each.pending) - (each.share or 0))
+        child = min(self._children, key=lambda each: len(each.pending))
         job_id = self._next_id
         self._next_id += 1
         result = asyncio.get_running_loop().create_future()
         child.pending[job_id] = result
         try:
-            child.connection.send((job_id, job, child.share))
+            child.connection.send((job_id, job))
         except OSError:
             child.pending.pop(job_id, None)
             raise WorkerError(f"a worker process ended "
@@ -174,16 +155,11 @@ class Workers:
         return value
 
     def _receive(self, child: _Child) -> None:
-        """Every message the child has sent (a reader callback reads one, and the next waits
-        for the loop's next turn)."""
         try:
-            self._take(child, child.connection.recv())
-            while child.connection.poll():
-                self._take(child, child.connection.recv())
+            message = child.connection.recv()
         except (EOFError, OSError):
             self._lost(child)
-
-    def _take(self, child: _Child, message: tuple[Any, ...]) -> None:
+            return
         if not child.ready.done():  # its first word: ready, or why it cannot be
             if message[0] == "ready":
                 child.ready.set_result(None)
@@ -249,12 +225,6 @@ async def worker_processes(processes: int, setup: WorkerSetup,
         yield workers
 
 
-def jobs_at_once(concurrency: int, children: Workers | None) -> int:
-    """How many jobs a batch's runner works at once for `concurrency` traces in flight: as
-    many in one process; over `children`, one more for each child (`Workers.share`)."""
-    return concurrency if children is None else children.share(concurrency)
-
-
 def _how_it_ended(process: BaseProcess) -> str:
     code = process.exitcode
     if code is None:
@@ -289,65 +259,27 @@ async def _serve(connection: Connection, setup: WorkerSetup) -> None:
     with store if store is not None else contextlib.nullcontext(), \
             young_objects_collected_less_often():
         connection.send(("ready",))
-        jobs = _ChildJobs(connection, store, setup)
+        inbox: asyncio.Queue[tuple[int, Any] | None] = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        loop.add_reader(connection.fileno(), jobs.take)
-        await jobs.closed
+        loop.add_reader(connection.fileno(), _take, connection, inbox)
+        running: set[asyncio.Task[None]] = set()
+        while (message := await inbox.get()) is not None:
+            job_id, job = message
+            task = asyncio.ensure_future(_work(connection, store, setup, job_id, job))
+            running.add(task)
+            task.add_done_callback(running.discard)
         loop.remove_reader(connection.fileno())
-        for task in jobs.running:
+        for task in running:
             task.cancel()
-        await asyncio.gather(*jobs.running, return_exceptions=True)
+        await asyncio.gather(*running, return_exceptions=True)
 
 
-class _ChildJobs:
-    """The jobs a child is sent: each started as it comes while fewer than its share run,
-    else waiting here, taken up in the task of the job that ends (no round trip to the
-    parent, no turn of the loop: see Workers.share)."""
-
-    def __init__(self, connection: Connection, store: Store | None,
-                 setup: WorkerSetup) -> None:
-        self.connection = connection
-        self.store = store
-        self.setup = setup
-        self.running: set[asyncio.Task[None]] = set()
-        # Jobs under way: counted here, not by `running`, whose tasks leave it a turn of the
-        # loop after they end (a job sent meanwhile would wait for a slot that is free).
-        self.busy = 0
-        self.waiting: deque[tuple[int, Any]] = deque()
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def take(self) -> None:
-        """Every job the parent has sent (a reader callback reads one, and the next waits for
-        the loop's next turn); the pipe closed, the child's work is over."""
-        try:
-            self._take(self.connection.recv())
-            while self.connection.poll():
-                self._take(self.connection.recv())
-        except (EOFError, OSError):  # the parent closed the pipe, or is gone
-            asyncio.get_running_loop().remove_reader(self.connection.fileno())
-            if not self.closed.done():
-                self.closed.set_result(None)
-
-    def _take(self, message: tuple[int, Any, int | None]) -> None:
-        job_id, job, share = message
-        if share is not None and self.busy >= share:
-            self.waiting.append((job_id, job))
-            return
-        self.busy += 1
-        task = asyncio.ensure_future(self._in_turn(job_id, job))
-        self.running.add(task)
-        task.add_done_callback(self.running.discard)
-
-    async def _in_turn(self, job_id: int, job: Any) -> None:
-        """The job, then each one waiting, in this task."""
-        try:
-            while True:
-                await _work(self.connection, self.store, self.setup, job_id, job)
-                if not self.waiting:
-                    return
-                job_id, job = self.waiting.popleft()
-        finally:
-            self.busy -= 1
+def _take(connection: Connection, inbox: asyncio.Queue[tuple[int, Any] | None]) -> None:
+    try:
+        inbox.put_nowait(connection.recv())
+    except (EOFError, OSError):  # the parent closed the pipe, or is gone
+        asyncio.get_running_loop().remove_reader(connection.fileno())
+        inbox.put_nowait(None)
 
 
 async def _work(connection: Connection, store: Store | None, setup: WorkerSetup, job_id: int,
