@@ -346,3 +346,47 @@ def test_the_collector_runs_on_the_apps_schedule_from_the_first_frame() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+async def test_side_by_side_frames_render_only_the_widgets_on_their_lines(
+        store: Store, monkeypatch) -> None:
+    """Side by side, as on the trace screen (ui/compositor.py, LinesOnlyCompositor): a frame
+    that repaints some lines renders only the widgets that show on them (a token streamed
+    into one column rendered every thought of both, the footer and the title too)."""
+    from bbm_tui.core import llm
+
+    before = llm.replay_pace()
+    llm.set_replay_pace(30.0)  # streamed over seconds, a token at a time
+    try:
+        await _frames_of_two_columns_streaming(store, monkeypatch)
+    finally:
+        llm.set_replay_pace(before)
+
+
+async def _frames_of_two_columns_streaming(store: Store, monkeypatch) -> None:
+    from tests.ui.test_ui_thinking_cpu import RendersByFrame
+    from textual._compositor import ChopsUpdate
+    from textual.geometry import Region
+
+    app = make_app()
+    frames = RendersByFrame(app, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: any(len(c.trace.steps) >= 2 for c in screen.columns),
+                       timeout=60)
+        mark = len(frames.frames)
+        await wait_for(pilot, lambda: len(frames.frames) >= mark + 20
+                       or finished_runs(screen), timeout=60)
+        partial = [(update, rendered) for update, rendered in frames.frames[mark:]
+                   if isinstance(update, ChopsUpdate)]
+        assert len(partial) >= 5, "too few frames of tokens to tell"
+        for update, rendered in partial:
+            repainted = Region.from_union([Region(start, y, end - start, 1)
+                                           for y, start, end in update.spans])
+            for name, regions in rendered.items():
+                for shown in regions:
+                    assert shown.overlaps(repainted), (
+                        f"{name} ({shown}) rendered for {repainted}, which it is not on")
+        await pilot.press("escape")
