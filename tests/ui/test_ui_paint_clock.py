@@ -13,7 +13,7 @@ from textual.app import App, ComposeResult
 from textual.containers import VerticalScroll
 from textual.strip import Strip
 from textual.visual import Visual
-from ui_helpers import make_app, wait_for
+from ui_helpers import make_app, on_each_frame, wait_for
 
 from bbm_tui.core.store import Store
 from bbm_tui.ui.paint_clock import PaintClock
@@ -261,6 +261,82 @@ async def test_a_following_column_keeps_following_when_the_scroll_is_passed_on(
         assert len(scrolled) == 1 and thoughts.scroll_y == 0
 
 
+async def test_a_following_column_scrolls_in_the_layout_that_moved_the_focused_one(
+        store: Store) -> None:
+    """Side by side, the focused column follows its end: lines more in each column move it
+    in a layout (Textual's anchor), and the other column is scrolled with it in that same
+    layout, not by a scroll (and a frame) of its own after it. Textual lays the right-hand
+    column out before the focused left-hand one: it took the offset a frame late, 7-10
+    frames in 5 s of two columns streaming (bench/side_by_side.py)."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
+                       and finished_runs(screen), timeout=60)
+        lead, other = screen.columns[0].view.thoughts, screen.columns[1].view.thoughts
+        lead.scroll_end(animate=False, immediate=True)
+        lead.anchor()
+        await wait_for(pilot, lambda: lead.max_scroll_y > 0
+                       and other.scroll_y == lead.scroll_y == lead.max_scroll_y, timeout=10)
+        for _ in range(4):
+            await pilot.pause()
+        start = lead.scroll_y
+        seen: list[tuple[float, float]] = []
+        screen.screen_layout_refresh_signal.subscribe(
+            screen, lambda _screen: seen.append((lead.scroll_y, other.scroll_y)))
+        scrolls: list[object] = []
+        compositor = screen._compositor
+        reflow_visible = compositor.reflow_visible
+
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            scrolls.append(args)
+            return reflow_visible(*args, **kwargs)
+
+        compositor.reflow_visible = counted  # type: ignore[method-assign]
+        # The last thought of each column two lines longer (a finder's verdict and its
+        # answer shown under it): one layout.
+        for thoughts in (lead, other):
+            last = thoughts.views()[-1]
+            last.set_judgement("yes", raw="right")
+            last.set_expanded(True)
+        await wait_for(pilot, lambda: lead.scroll_y > start, timeout=10)
+        for _ in range(4):
+            await pilot.pause()
+        assert seen and seen[0][0] > start, seen
+        assert seen[0][1] == seen[0][0], f"the other column was not moved with it: {seen}"
+        assert other.scroll_y == lead.scroll_y
+        assert scrolls == [], "the other column scrolled after the layout"
+
+
+async def test_headers_shown_again_unchanged_paint_no_frame(store: Store) -> None:
+    """The columns' headers are shown again each time a column finishes a step (both
+    columns, whichever finished): their border titles and the focused column's heavy
+    border, set again as they were, repainted both columns, a frame for nothing, while both
+    streamed (bench/side_by_side.py)."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
+                       and finished_runs(screen), timeout=60)
+        for _ in range(8):
+            await pilot.pause()
+        frames: list[object] = []
+        on_each_frame(app, lambda _screen, update: frames.append(update))
+        screen._show_headers()
+        for _ in range(4):
+            await pilot.pause()
+        assert frames == []
+        # A column given the keys is still drawn so (and the other one no longer).
+        screen.action_column(1)
+        await wait_for(pilot, lambda: bool(frames), timeout=10)
+        assert screen.columns[1].styles.border_top[0] == "heavy"
+        assert screen.columns[0].styles.border_top[0] != "heavy"
+
+
 def test_the_collector_runs_on_the_apps_schedule_from_the_first_frame() -> None:
     before = gc.get_threshold()
     try:
@@ -270,3 +346,47 @@ def test_the_collector_runs_on_the_apps_schedule_from_the_first_frame() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+async def test_side_by_side_frames_render_only_the_widgets_on_their_lines(
+        store: Store, monkeypatch) -> None:
+    """Side by side, as on the trace screen (ui/compositor.py, LinesOnlyCompositor): a frame
+    that repaints some lines renders only the widgets that show on them (a token streamed
+    into one column rendered every thought of both, the footer and the title too)."""
+    from bbm_tui.core import llm
+
+    before = llm.replay_pace()
+    llm.set_replay_pace(30.0)  # streamed over seconds, a token at a time
+    try:
+        await _frames_of_two_columns_streaming(store, monkeypatch)
+    finally:
+        llm.set_replay_pace(before)
+
+
+async def _frames_of_two_columns_streaming(store: Store, monkeypatch) -> None:
+    from tests.ui.test_ui_thinking_cpu import RendersByFrame
+    from textual._compositor import ChopsUpdate
+    from textual.geometry import Region
+
+    app = make_app()
+    frames = RendersByFrame(app, monkeypatch)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.wait_for_store()
+        screen = await open_race(pilot, store, OFFLINE)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: any(len(c.trace.steps) >= 2 for c in screen.columns),
+                       timeout=60)
+        mark = len(frames.frames)
+        await wait_for(pilot, lambda: len(frames.frames) >= mark + 20
+                       or finished_runs(screen), timeout=60)
+        partial = [(update, rendered) for update, rendered in frames.frames[mark:]
+                   if isinstance(update, ChopsUpdate)]
+        assert len(partial) >= 5, "too few frames of tokens to tell"
+        for update, rendered in partial:
+            repainted = Region.from_union([Region(start, y, end - start, 1)
+                                           for y, start, end in update.spans])
+            for name, regions in rendered.items():
+                for shown in regions:
+                    assert shown.overlaps(repainted), (
+                        f"{name} ({shown}) rendered for {repainted}, which it is not on")
+        await pilot.press("escape")

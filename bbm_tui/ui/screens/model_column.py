@@ -104,14 +104,22 @@ class ModelColumn(Vertical):
         spec = self.trace.spec
         note = thinking_note(self.trace, self.view.context.stepper_settings.split, short=True) \
             if spec.mode == "thinking" else ""
-        self.title = column_title(spec.model, self.state, position=self.position,
-                                  focused=focused, mode=spec.mode, note=note)
+        title = column_title(spec.model, self.state, position=self.position,
+                             focused=focused, mode=spec.mode, note=note)
         # The border's room: its corners and the space either side of the figures taken.
         room = self.size.width - BORDER_ROOM if self.size.width else None
-        self.figures = figures_line(BranchFigures.of(self.trace.steps), wall_clock=wall_clock,
-                                    room=room)
-        self.border_title = self.title
-        self.border_subtitle = Content(self.figures)
+        figures = figures_line(BranchFigures.of(self.trace.steps), wall_clock=wall_clock,
+                               room=room)
+        # Set again only what changed: Textual repaints the whole column for a border title
+        # set, even as it was, and the headers are shown again each time either column
+        # finishes a step (a frame of both columns for nothing, bench/side_by_side.py).
+        # Content's == compares the text alone: its styles too here.
+        if self.border_title is None or (title.plain, title.spans) != (self.title.plain,
+                                                                       self.title.spans):
+            self.border_title = title
+        if self.border_subtitle is None or figures != self.figures:
+            self.border_subtitle = Content(figures)
+        self.title, self.figures = title, figures
         self.show_focus(focused)
 
     def show_focus(self, focused: bool) -> None:
@@ -122,7 +130,11 @@ class ModelColumn(Vertical):
         the column only."""
         if focused:
             primary = Color.parse(self.app.get_css_variables()["primary"])
-            self.styles.border = ("heavy", primary)
+            # Set again only if it changed: Textual repaints the whole column for a border
+            # set, even as it was (the headers are shown again each time a column finishes a
+            # step: a frame of the whole column for nothing, bench/side_by_side.py).
+            if self.styles.border_top != ("heavy", primary):
+                self.styles.border = ("heavy", primary)
         elif self.styles.inline.has_rule("border_top"):
             self.styles.border = None  # the stylesheet's own
 

@@ -292,6 +292,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._anchor_to_this_height(size)
         # The places read from now on are this layout's (the compositor's map of it).
         self._reflowing = False
+        self._take_leads_offset(arrangement, size)
         pending = self._scroll_pending
         if pending is None:
             return arrangement
@@ -322,6 +323,33 @@ class ThoughtList(VerticalScroll, can_focus=False):
                                              float(y))
         self.vertical_scrollbar.refresh()  # painted in this layout's frame: _scroll_update
         return arrangement
+
+    def _take_leads_offset(self, arrangement: DockArrangeResult, size: Size) -> None:
+        """Side by side, a list that follows another (`lead`) takes its scroll offset in the
+        layout that moved it, as the lead's anchor moved it there (Textual sets an anchored
+        list's offset in the layout, without its watchers: the screen passed it on once laid
+        out, a scroll and a frame of their own after each line the columns gained: 7-10 in
+        5 s of two columns streaming, bench/side_by_side.py). Textual lays the columns out
+        right to left, so the lead's offset is worked out here as its anchor will set it:
+        the bottom of its thoughts less its height, from its arrangement, which Textual keeps
+        for the lead's own layout that follows (the same size, the same children)."""
+        lead = self.lead
+        if lead is None or not (lead._anchored and not lead._anchor_released):
+            return
+        lead_size = lead.scrollable_content_region.size
+        if not lead_size.height:
+            return  # not laid out yet
+        lead_y = Widget.arrange(lead, lead_size).total_region.bottom - lead_size.height
+        y = max(0, min(lead_y, arrangement.total_region.bottom - size.height))
+        if y == round(self.scroll_y):
+            return
+        # As `arrange` scrolls to a pending view: the compositor places the thoughts by the
+        # offset set here, and the scroll bar's thumb is drawn from its position.
+        self.set_reactive(cast("Reactive[float]", Widget.scroll_y), float(y))
+        self.set_reactive(cast("Reactive[float]", Widget.scroll_target_y), float(y))
+        self.vertical_scrollbar.set_reactive(cast("Reactive[float]", ScrollBar.position),
+                                             float(y))
+        self.vertical_scrollbar.refresh()
 
     def _anchor_to_this_height(self, size: Size) -> None:
         """Keep the bottom in view in a layout that changed the pane's height (a line under
