@@ -364,9 +364,10 @@ async def test_side_by_side_frames_render_only_the_widgets_on_their_lines(
 
 
 async def _frames_of_two_columns_streaming(store: Store, monkeypatch) -> None:
-    from tests.ui.test_ui_thinking_cpu import RendersByFrame
     from textual._compositor import ChopsUpdate
     from textual.geometry import Region
+
+    from tests.ui.test_ui_thinking_cpu import RendersByFrame
 
     app = make_app()
     frames = RendersByFrame(app, monkeypatch)
