@@ -451,3 +451,25 @@ async def test_a_call_made_while_a_big_sessions_totals_are_read_is_counted_once(
         await pilot.pause(0.2)
         assert screen.view.totals.calls == calls + 1
         assert str(right.render()).startswith(f"{calls + 1:,} calls")
+
+
+async def test_a_click_on_the_line_of_later_thoughts_brings_them_in(store: Store) -> None:
+    """"↓ N later thoughts (…)" under the window is a button: a click moves the window down
+    (and "↑ N earlier thoughts" appears above it); a click on that one moves it back up."""
+    app = make_app(session_id=big_session(default_path(), 300))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_trace(pilot)
+        pane = screen.query_one(ThoughtList)
+        assert pane.window[0] == 1 and pane.view(WINDOW + 1) is None
+        pane.scroll_end(animate=False, immediate=True)  # the line is under the window
+        await pilot.pause()
+        await pilot.click("#thoughts-after")
+        await wait_for(pilot, lambda: pane.view(WINDOW + 1) is not None)
+        assert pane.window[0] > 1 and len(mounted(screen)) <= WINDOW
+        earlier = screen.query_one("#thoughts-before")
+        assert earlier.display and "earlier thoughts" in str(earlier.render())
+        pane.scroll_home(animate=False, immediate=True)
+        await pilot.pause()
+        await pilot.click("#thoughts-before")
+        await wait_for(pilot, lambda: pane.window[0] == 1)
+        assert not screen.query_one("#thoughts-before").display

@@ -132,7 +132,9 @@ async def test_escape_mid_stream_drops_the_half_thought(
             views = [v for v in screen.query(ThoughtView) if v.streaming and v.text]
             return bool(views) and views[0].number >= 2
 
-        await wait_for(pilot, streaming_second, timeout=20)
+        # The first step imports litellm (3-5 s, many more with the suite's workers on two
+        # cores): a generous limit, as wait_for's own.
+        await wait_for(pilot, streaming_second, timeout=60)
         streaming = next(v for v in screen.query(ThoughtView) if v.streaming)
         assert streaming.text and "▌" in streaming.shown
         await pilot.press("escape")

@@ -38,16 +38,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, cast
 
-from textual import events
 from textual.await_remove import AwaitRemove
 from textual.containers import VerticalScroll
-from textual.content import Content
 from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.scrollbar import ScrollBar
 from textual.widget import Widget
 
-from bbm_tui.ui.text import MUTED, styled
+from bbm_tui.ui.widgets.out_of_window import OutOfWindow
 from bbm_tui.ui.widgets.thought import ThoughtView
 
 if TYPE_CHECKING:
@@ -60,52 +58,6 @@ if TYPE_CHECKING:
 # mounted whole, as before.
 WINDOW = 40
 MARGIN = 8
-
-
-class OutOfWindow(Widget):
-    """"↑ 9,880 earlier thoughts": what the window leaves out on one side. A click brings
-    them in. One line, redrawn without a new layout when only its count changes."""
-
-    # It does not scroll: its virtual size, set in the layout that first shows it, need not
-    # ask for another layout (see ThoughtList.virtual_size), nor a repaint after it (a second
-    # frame after a jump): that layout paints a line whose size changed.
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False, repaint=False)
-
-    DEFAULT_CSS = """
-    OutOfWindow {
-        height: 1;
-        padding: 0 1;
-    }
-    """
-
-    def __init__(self, side: str) -> None:
-        super().__init__(id=f"thoughts-{side}", classes="out-of-window")
-        self.side = side
-        self.count = 0
-        self.display = False
-
-    def set_count(self, count: int) -> None:
-        if count == self.count:
-            return
-        self.count = count
-        if self.display != (count > 0):
-            self.display = count > 0
-        self.refresh()
-
-    def render(self) -> Content:
-        if not self.count:
-            return Content("")
-        word = "earlier" if self.side == "before" else "later"
-        keys = "k, pgup or home" if self.side == "before" else "j, pgdn or G"
-        arrow = "↑" if self.side == "before" else "↓"
-        noun = "thought" if self.count == 1 else "thoughts"
-        return styled(f"{arrow} {self.count:,} {word} {noun} ({keys})", f"italic {MUTED}")
-
-    def on_click(self, event: events.Click) -> None:
-        event.stop()
-        parent = self.parent
-        if isinstance(parent, ThoughtList):
-            parent.page(-1 if self.side == "before" else 1)
 
 
 class ThoughtList(VerticalScroll, can_focus=False):
@@ -365,6 +317,10 @@ class ThoughtList(VerticalScroll, can_focus=False):
         height = size.height + self.scrollbar_size_horizontal
         if self._container_size.height != height:
             self._container_size = self._container_size.with_height(height)
+
+    def on_out_of_window_clicked(self, message: OutOfWindow.Clicked) -> None:
+        message.stop()
+        self.page(message.direction)
 
     def page(self, direction: int) -> None:
         """Bring in the thoughts beyond one edge (a click on "↑ N earlier thoughts")."""
