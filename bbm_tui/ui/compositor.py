@@ -50,11 +50,9 @@ class LinesOnlyCompositor(Compositor):
             yield region, lines, widget.render_lines(lines.translate(-region.offset))
 
 
-class ScrollAfterLayoutCompositor(LinesOnlyCompositor):
-    """The trace screen's compositor (a frame renders only the widgets on its lines: a token
-    streamed into one column rendered every widget of both, and the screen's title and
-    footer), with one difference more: a scroll's repaint is worked out against the last
-    layout's map when no scroll came since that layout.
+class ScrollAfterLayoutCompositor(Compositor):
+    """Textual's compositor, with one difference: a scroll's repaint is worked out against
+    the last layout's map when no scroll came since that layout.
 
     A scroll's quick path (`reflow_visible`) marks dirty what moved since the last map of the
     visible widgets. A layout (`reflow`) drops that map, and Textual's scroll then compares

@@ -111,9 +111,8 @@ class SideBySideScreen(BbmScreen):
 
     def __init__(self, race: SideBySide, totals: Totals, *, resume: bool = True) -> None:
         super().__init__(classes="side-by-side")
-        # A frame renders only the widgets on the lines it repaints, and a scroll right after
-        # a layout (the columns following a line one of them gained) repaints what it moved,
-        # not the whole screen.
+        # A scroll right after a layout (the columns following a line one of them gained)
+        # repaints what it moved, not the whole screen.
         self._compositor = ScrollAfterLayoutCompositor()
         self.race = race
         self.totals_at_start = totals
