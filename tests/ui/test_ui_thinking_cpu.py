@@ -15,23 +15,18 @@ import pytest
 from rich.segment import Segment
 from rich.style import Style
 from textual._compositor import ChopsUpdate, Compositor
-from textual.app import App, ComposeResult
-from textual.containers import VerticalScroll
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
-from ui_helpers import make_app, recorded_session, wait_for
+from ui_helpers import make_app, wait_for
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
-from bbm_tui.core.store import Step, Store
 from bbm_tui.core.types import SplitRule
 from bbm_tui.ui.compositor import LinesOnlyCompositor
-from bbm_tui.ui.keys import key_for
-from bbm_tui.ui.screens.trace import TraceScreen, host
-from bbm_tui.ui.screens.trace.view import TRACE_CSS, TraceView
-from bbm_tui.ui.widgets.thought import ThoughtView
-from bbm_tui.ui.widgets.thought_list import WINDOW, ThoughtList
+from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.screens.trace.view import TraceView
+from bbm_tui.ui.widgets.thought_list import WINDOW
 from tests.openai_server import FakeOpenAI, Reply
 
 TASK, QUESTION = "logical_deduction", 15
@@ -178,133 +173,3 @@ async def test_each_frame_paints_what_textuals_own_rendering_paints(
         await pilot.pause(0.2)
     assert len(compared) >= 50, "too few frames to tell"
     assert not differing, f"{len(differing)} of {len(compared)} frames differ: {differing[:3]}"
-
-
-async def test_past_the_window_each_thought_streams_in_the_view_that_left_its_top(
-    openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Once the window is full, each thought that finished pushed the window's first view out:
-    it was removed and a new view mounted for the next thought, and the forty views between
-    were each moved a place (the one leaving was still above them). Now the view leaving is
-    handed on to the next thought: none mounted, none removed, one moved a thought."""
-    app = thinking_app(openai_server, long_reasoning(WINDOW + 16), chunk_delay_s=0.004)
-    made: list[ThoughtView] = []
-    moved: list[Widget] = []
-    removed: list[Widget] = []
-    init, move_child, remove_children = (ThoughtView.__init__, ThoughtList.move_child,
-                                         ThoughtList.remove_children)
-
-    def made_one(view: ThoughtView, *args: Any, **kwargs: Any) -> None:
-        made.append(view)
-        init(view, *args, **kwargs)
-
-    def moved_one(pane: ThoughtList, child: Widget, **kwargs: Any) -> None:
-        moved.append(child)
-        move_child(pane, child, **kwargs)
-
-    def removed_some(pane: ThoughtList, children: Any) -> Any:
-        removed.extend(children)
-        return remove_children(pane, children)
-
-    monkeypatch.setattr(ThoughtView, "__init__", made_one)
-    monkeypatch.setattr(ThoughtList, "move_child", moved_one)
-    monkeypatch.setattr(ThoughtList, "remove_children", removed_some)
-    async with app.run_test(size=SIZE) as pilot:
-        view = await started(pilot)
-        await wait_for(pilot, lambda: len(view.trace.steps) >= WINDOW + 2, timeout=60)
-        steps, counts = len(view.trace.steps), (len(made), len(moved), len(removed))
-        await wait_for(pilot, lambda: len(view.trace.steps) >= WINDOW + 10, timeout=60)
-        finished = len(view.trace.steps) - steps
-        assert view.running, "the reasoning ended too soon to tell"
-        assert (len(made), len(removed)) == counts[::2], "a view mounted or removed"
-        assert len(moved) - counts[1] <= finished + 1, "more views moved than thoughts"
-        pane = view.thoughts
-        await wait_for(pilot, lambda: not view.running, timeout=60)
-        # The view left over once the run ended is gone: the pane holds its window alone.
-        await wait_for(pilot, lambda: list(pane.query(ThoughtView)) == pane.views())
-        lo, hi = pane.window
-        assert [shown.number for shown in pane.views()] == list(range(lo, hi + 1))
-        assert [shown.text for shown in pane.views()] == view.trace.texts[lo - 1:hi]
-
-
-class TwoThoughts(App[None]):
-    """A finished thought (flagged as the mistake, judged, its judgement open, selected) and
-    a new streaming one."""
-
-    CSS_PATH = TRACE_CSS
-
-    def __init__(self, step: Step) -> None:
-        super().__init__()
-        self.step = step
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            finished = ThoughtView.of_step(self.step, wall_clock=False)
-            finished.set_status("mistake")
-            finished.set_judgement("no", "It is wrong.")
-            finished.set_expanded(True)
-            finished.add_class("-selected")
-            yield finished
-            yield ThoughtView(7, streaming=True)
-
-
-async def test_a_view_handed_on_to_a_streaming_thought_is_as_a_new_one(store: Store) -> None:
-    step = recorded_session(store).steps[0]
-    app = TwoThoughts(step)
-    async with app.run_test(size=(60, 20)) as pilot:
-        handed_on, new = app.query(ThoughtView)
-        handed_on.stream_as(7)
-        await pilot.pause()
-        await pilot.pause()
-        assert handed_on.classes == new.classes
-        assert (handed_on.number, handed_on.streaming, handed_on.step, handed_on.status,
-                handed_on.judgement, handed_on.judge_raw, handed_on.expanded) == (
-            new.number, new.streaming, new.step, new.status, new.judgement, new.judge_raw,
-            new.expanded)
-        assert handed_on.size == new.size
-        assert [handed_on.render_line(y).text for y in range(handed_on.size.height)] == \
-            [new.render_line(y).text for y in range(new.size.height)]
-        assert handed_on.styles.background == new.styles.background
-        # It streams as a new one does.
-        for thought in (handed_on, new):
-            thought.append("A is 4.")
-            thought.paint_appended()
-        assert handed_on.shown == new.shown
-
-
-async def test_a_thought_finished_touches_the_selection_of_two_rows_and_no_key_lookup(
-    openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Each thought finished set the selected class on every view of the window (forty),
-    twice (the selection's watcher, then again), and each thought started looked the stop
-    key up through every binding of the keymap for the status line. Now the selection is
-    set on the row it leaves and the row it comes to, and the key is looked up once a run."""
-    app = thinking_app(openai_server, long_reasoning(WINDOW + 16), chunk_delay_s=0.004)
-    selections: list[bool] = []
-    lookups: list[str] = []
-    set_class = ThoughtView.set_class
-
-    def counted_class(thought: ThoughtView, add: bool, *names: str, **kwargs: Any) -> Any:
-        if "-selected" in names:
-            selections.append(add)
-        return set_class(thought, add, *names, **kwargs)
-
-    def counted_key(node: Any, binding_id: str) -> str:
-        lookups.append(binding_id)
-        return key_for(node, binding_id)
-
-    monkeypatch.setattr(ThoughtView, "set_class", counted_class)
-    monkeypatch.setattr(host, "key_for", counted_key)
-    async with app.run_test(size=SIZE) as pilot:
-        view = await started(pilot)
-        await wait_for(pilot, lambda: len(view.trace.steps) >= WINDOW + 2, timeout=60)
-        steps, counts = len(view.trace.steps), (len(selections), len(lookups))
-        await wait_for(pilot, lambda: len(view.trace.steps) >= WINDOW + 10, timeout=60)
-        finished = len(view.trace.steps) - steps
-        assert view.running, "the reasoning ended too soon to tell"
-        # The new view dressed as it joins the window, the row left, the row come to.
-        assert len(selections) - counts[0] <= 3 * (finished + 1), (
-            f"{len(selections) - counts[0]} selections set for {finished} thoughts")
-        assert lookups[counts[1]:] == [], "keys looked up while the reasoning streamed"
-        assert [shown.number for shown in view.views() if shown.has_class("-selected")] == [
-            view.selected]

@@ -88,9 +88,7 @@ class ThoughtView(Widget):
     def __init__(self, number: int, *, streaming: bool = False) -> None:
         # No id: the thoughts pane hands a view on to another step when its window moves
         # (ui/widgets/thought_list.py), and a widget's id cannot change. `step` says which.
-        # The classes given here, not set after: a class set works the styles out at once,
-        # for a view that is not even mounted yet (a streamed thought's, 0.3 ms a thought).
-        super().__init__(classes="thought -streaming" if streaming else "thought")
+        super().__init__(classes="thought")
         self.number = number
         self.streaming = streaming
         self.status: Status = "plain"
@@ -105,6 +103,7 @@ class ThoughtView(Widget):
         self._lines_cache: tuple[int, list[Content]] | None = None
         # Text appended and not drawn yet (`paint_appended`).
         self._unpainted = False
+        self.set_class(streaming, "-streaming")
 
     @classmethod
     def of_step(cls, step: Step, *, wall_clock: bool = True) -> ThoughtView:
@@ -171,33 +170,12 @@ class ThoughtView(Widget):
         self._lines_cache = None
         self.refresh(layout=True)
 
-    def stream_as(self, number: int) -> None:
-        """Show thought `number` starting to stream in this view, as a new
-        `ThoughtView(number, streaming=True)` would (presenter mode aside, which the view
-        keeps): the thoughts pane hands the view that last left its window on to the thought
-        starting, rather than removing one view and mounting another for each thought
-        (ui/widgets/thought_list.py `start_streaming`)."""
-        self.number = number
-        self.streaming = True
-        self.status = "plain"
-        self.step = None
-        self._raw = ""
-        self._note = ""
-        self.judgement = None
-        self.judge_raw = None
-        self.expanded = False
-        self._lines_cache = None
-        self._unpainted = False
-        # One working out of the styles for them all.
-        self.update_classes({"-streaming": True, "-selected": False,
-                             **{f"-{status}": False for status in _GLYPHS}})
-        self.refresh(layout=True)
-
     def set_status(self, status: Status) -> None:
         if status == self.status:
             return
         self.status = status
-        self.update_classes({f"-{name}": name == status for name in _GLYPHS})
+        for name in ("plain", "ok", "mistake", "after"):
+            self.set_class(name == status, f"-{name}")
         self._changed()
 
     def set_judgement(self, judgement: Judgement | None, raw: str | None = None) -> None:

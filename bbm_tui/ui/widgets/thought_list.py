@@ -10,17 +10,8 @@ widgets' styles (`G` and `home` took 57-84 ms, bench/big_store.py); then the scr
 them through `decorate` (status, finder mark, selection). At the end of the trace the window
 follows the new thoughts as they come, so streaming and following work as before.
 
-The screen talks to it through `reveal`, `view`, `views`, `sync`, `start_streaming`,
+The screen talks to it through `reveal`, `view`, `views`, `sync`, `add_streaming`,
 `streaming_finished` and `drop`; it never mounts or queries thoughts itself.
-
-While a trace streams at its end, each thought that finishes pushes the window's first thought
-out: that view is kept (`_leaving`) and handed on to the next thought to start streaming
-(`ThoughtView.stream_as`), moved to the bottom, rather than removed and a new view mounted for
-each thought (a mount and a removal, with their styles and events, and a second layout when a
-frame fell between them: a reasoning cut by sentence finishes four or five thoughts a second,
-bench/thinking_stream.py). It stays where it was until then (off screen, above the window), and
-goes at the next move of the window (`sync` once the run ends). Not side by side (`shared`),
-where the columns' windows and scrolling move together.
 
 Side by side (screens/side_by_side.py), the columns share one window of thought numbers
 (`share_window`): it is always WINDOW numbers wide, a column mounting those of them it has;
@@ -91,9 +82,6 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._shown: list[ThoughtView] = []
         self._views: dict[int, ThoughtView] = {}
         self._streaming: ThoughtView | None = None
-        # The view that last left the window's top as a thought finished: the next thought to
-        # stream takes it (see the module's docstring).
-        self._leaving: ThoughtView | None = None
         # Side by side (share_window): the window is WINDOW numbers wide, whatever this
         # trace's length; `lead` is the list whose window and scrolling this one follows
         # (None: its own); `on_window_moved` is told when the window moved.
@@ -373,13 +361,11 @@ class ThoughtList(VerticalScroll, can_focus=False):
         lo = min(max(number - WINDOW // 2, 1), count - WINDOW + 1)
         return lo, lo + WINDOW - 1
 
-    def _move_to(self, lo: int, hi: int, *, keep_leaving: bool = False) -> AwaitRemove | None:
+    def _move_to(self, lo: int, hi: int) -> AwaitRemove | None:
         """Show thoughts `lo` to `hi`: views that show one of them already stay as they are;
         the others are handed on to the thoughts without a view, in place (new ones mounted
         only when the window grew); views left over are removed (what their removal returns,
-        to wait for it), but for one kept for the next thought to stream where
-        `keep_leaving` (a thought finished at the end). A list that follows another (`lead`)
-        takes that one's window."""
+        to wait for it). A list that follows another (`lead`) takes that one's window."""
         if self.lead is not None:
             lo, hi = self.lead.window
         elif self.shared:
@@ -394,9 +380,6 @@ class ThoughtList(VerticalScroll, can_focus=False):
                 if view.step is not None and lo <= view.number <= last and _shows(view, steps)}
         spare = [view for view in self._shown
                  if view.step is None or kept.get(view.step.id) is not view]
-        if self._leaving is not None:  # the next thought did not take it: handed on or gone
-            spare.append(self._leaving)
-            self._leaving = None
         spare.reverse()  # handed on from the top of the screen down
         order: list[ThoughtView] = []
         handed_on: list[ThoughtView] = []
@@ -414,8 +397,6 @@ class ThoughtList(VerticalScroll, can_focus=False):
         self._place(order)
         self._shown = order
         self._index()
-        if keep_leaving and spare:
-            self._leaving = spare.pop()
         removed = self.remove_children(spare) if spare else None
         if handed_on:
             self._decorate(handed_on)
@@ -432,20 +413,8 @@ class ThoughtList(VerticalScroll, can_focus=False):
     def _place(self, order: list[ThoughtView]) -> None:
         """Put the views in `order` on screen, one after the other under the line of
         earlier thoughts: new ones mounted there, the others moved only if out of place
-        (after a window moved down, the views handed on from the top go to the bottom).
-        Views that are not in `order` (leaving it) may stay between them meanwhile: they
-        move none (a thought finished at the end moved all forty, each a layout's
-        request, because the view leaving was still above them)."""
-        placing = set(order)
-        if [child for child in self.children if child in placing] == \
-                [view for view in order if view.parent is not None]:
-            previous: Widget = self._before
-            for view in order:  # in order already: only the new views to mount
-                if view.parent is None:
-                    self.mount(view, after=previous)
-                previous = view
-            return
-        previous = self._before
+        (after a window moved down, the views handed on from the top go to the bottom)."""
+        previous: Widget = self._before
         for view in order:
             if view.parent is None:
                 self.mount(view, after=previous)
@@ -528,24 +497,12 @@ class ThoughtList(VerticalScroll, can_focus=False):
 
     # -- streaming
 
-    def start_streaming(self, number: int, *, presenter: bool) -> ThoughtView:
-        """Thought `number` starting to stream: its view, on show if the window reaches the
-        end (the view that last left the window's top, handed on to it, if there is one);
-        otherwise it streams unseen until the reader comes back to the end."""
-        view, self._leaving = self._leaving, None
-        if view is not None and self.at_end:
-            view.stream_as(number)
-            self.move_child(view, before=self._after)
-            self._reflowing = True  # the views under its old place moved up
-        else:
-            if view is not None:
-                view.remove()
-            view = ThoughtView(number, streaming=True)
-            if self.at_end:
-                self.mount(view, before=self._after)
-        view.set_presenter(presenter)
+    def add_streaming(self, view: ThoughtView) -> None:
+        """A thought starting to stream: on show if the window reaches the end; otherwise it
+        streams unseen until the reader comes back to the end."""
         self._streaming = view
-        return view
+        if self.at_end:
+            self.mount(view, before=self._after)
 
     def streaming_finished(self, view: ThoughtView) -> None:
         """Its step is committed (and in the steps): it is one of the window's thoughts now."""
@@ -556,9 +513,7 @@ class ThoughtList(VerticalScroll, can_focus=False):
             self._index()
             self._decorate([view])
             hi = max(self._hi, view.number) if self.shared else view.number
-            # Side by side, the columns' windows move together (and scroll with the lead's):
-            # a view left behind there is removed as before.
-            self._move_to(max(self._lo, hi - WINDOW + 1), hi, keep_leaving=not self.shared)
+            self._move_to(max(self._lo, hi - WINDOW + 1), hi)
         else:
             self.drop(view)
             self.sync()
