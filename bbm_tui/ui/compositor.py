@@ -1,9 +1,7 @@
 """Textual's painting, made cheaper where it costs the streaming screens most: a compositor
-that renders, for a frame that repaints a few lines, only the widgets on those lines (the
-trace screen: screens/trace/screen.py); one that repaints, on a scroll right after a layout,
-only what the scroll moved, not the whole screen (the side-by-side screen's columns:
-side_by_side.py); and strips that do not hold themselves
-(`strips_divided_whole_make_no_cycle`)."""
+that repaints, on a scroll right after a layout, only what the scroll moved, not the whole
+screen (the side-by-side screen's columns: side_by_side.py); and strips that do not hold
+themselves (`strips_divided_whole_make_no_cycle`)."""
 
 from __future__ import annotations
 
@@ -11,43 +9,9 @@ import functools
 from collections.abc import Iterable, Sequence
 
 from textual._compositor import Compositor, CompositorMap, ReflowResult
-from textual.geometry import Region, Size
+from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
-
-
-class LinesOnlyCompositor(Compositor):
-    """Textual's compositor, with one difference: a frame that repaints part of the screen
-    renders only the widgets that show on its lines, and only those lines of them.
-
-    Textual renders, for such a frame, every widget whose clip (its container's visible
-    region) meets the lines to repaint, and the whole of each: a token streamed into a thought
-    repaints one line, yet every thought on show was rendered again (from their caches), the
-    footer and the title too (their clip is the screen), and all but that line thrown away.
-    With a dozen short thoughts on show (a reasoning cut by sentence), that was half the
-    cost of a streaming frame (bench/thinking_stream.py). What reaches the terminal is the
-    same: the frame paints only the lines and columns it repaints, and a widget that does
-    not show there gave nothing to them."""
-
-    def _get_renders(
-        self, crop: Region | None = None
-    ) -> Iterable[tuple[Region, Region, list[Strip]]]:
-        if crop is None or crop == self.size.region:
-            yield from super()._get_renders(crop)
-            return
-        top, bottom = crop.y, crop.bottom
-        overlaps = crop.overlaps
-        for widget, (region, clip) in self.visible_widgets.items():
-            shown = region.intersection(clip)
-            if not overlaps(shown):
-                continue  # nothing of it on the lines and columns repainted
-            # Its part on the lines repainted, the whole width it shows (the compositor cuts
-            # each line at every widget's edges, as for a whole render).
-            first, last = max(shown.y, top), min(shown.bottom, bottom)
-            lines = Region(shown.x, first, shown.width, last - first)
-            # As Textual's: the region, a clip (the part rendered: the compositor paints
-            # `region ∩ clip`, line by line from its top) and that part's lines.
-            yield region, lines, widget.render_lines(lines.translate(-region.offset))
 
 
 class ScrollAfterLayoutCompositor(Compositor):

@@ -187,23 +187,6 @@ async def _scroll_after_a_layout(compositor: type[Compositor]) -> tuple[object, 
         return painted[before], pane.region
 
 
-def test_the_compositors_renders_are_still_read_as_lines_only_compositor_gives_them() -> None:
-    """bbm_tui/ui/compositor.py LinesOnlyCompositor overrides Compositor._get_renders (called
-    with the crop of a frame's repainted regions, None or the screen for a whole render) and
-    yields what Textual's does: a widget's region, a clip, and the lines of `region ∩ clip`
-    from its top, which `_render_chops` paints line by line from that top."""
-    import inspect
-
-    assert list(inspect.signature(Compositor._get_renders).parameters) == ["self", "crop"]
-    chops = inspect.getsource(Compositor._render_chops)
-    assert "renders = self._get_renders(crop)" in chops
-    assert "for region, clip, strips in renders:" in chops
-    assert "render_region = intersection(region, clip)" in chops
-    assert "zip(render_region.line_range, strips)" in chops
-    partial = inspect.getsource(Compositor.render_partial_update)
-    assert "crop = Region.from_union(update_regions).intersection(screen_region)" in partial
-
-
 def test_the_compositor_names_the_scroll_after_a_layout_reads() -> None:
     """bbm_tui/ui/compositor.py reads Compositor._visible_map and _full_map, and overrides
     reflow and reflow_visible."""

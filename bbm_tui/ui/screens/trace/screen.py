@@ -16,7 +16,6 @@ from bbm_tui.core import llm
 from bbm_tui.core.store import Totals, default_session_name
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.types import SessionSource
-from bbm_tui.ui.compositor import LinesOnlyCompositor
 from bbm_tui.ui.context import context
 from bbm_tui.ui.messages import AddModel, SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
@@ -55,8 +54,6 @@ class TraceScreen(BbmScreen):
         """`totals`: the session's calls so far; None: the view reads them after its first
         frame (a big session's, host.py `totals_later`)."""
         super().__init__(classes="trace-screen")
-        # A frame that repaints a few lines (a token streamed) renders only what is on them.
-        self._compositor = LinesOnlyCompositor()
         self._view = TraceView(trace, totals, id="trace")
 
     @property
