@@ -20,7 +20,7 @@ from bbm_tui.ui.paint_clock import PaintClock
 from bbm_tui.ui.screens.model_column import Filler
 from bbm_tui.ui.termination import DEFERRED_FULL_PASS, YOUNG_OBJECTS, collect_from_now_on
 from bbm_tui.ui.widgets.thought import ThoughtView
-from tests.ui.test_ui_side_by_side import OFFLINE, finished_runs, open_race
+from tests.ui.test_ui_side_by_side import raced_offline
 
 
 class ClockApp(App[None]):
@@ -227,10 +227,7 @@ async def test_a_following_column_keeps_following_when_the_scroll_is_passed_on(
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await app.wait_for_store()
-        screen = await open_race(pilot, store, OFFLINE)
-        await pilot.press("r")
-        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
-                       and finished_runs(screen), timeout=60)
+        screen = await raced_offline(pilot, store)
         focused, other = screen.columns[0], screen.columns[1]
         for column in (focused, other):
             column.view.thoughts.scroll_end(animate=False, immediate=True)
@@ -271,10 +268,7 @@ async def test_a_following_column_scrolls_in_the_layout_that_moved_the_focused_o
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await app.wait_for_store()
-        screen = await open_race(pilot, store, OFFLINE)
-        await pilot.press("r")
-        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
-                       and finished_runs(screen), timeout=60)
+        screen = await raced_offline(pilot, store)
         lead, other = screen.columns[0].view.thoughts, screen.columns[1].view.thoughts
         lead.scroll_end(animate=False, immediate=True)
         lead.anchor()
@@ -318,10 +312,7 @@ async def test_headers_shown_again_unchanged_paint_no_frame(store: Store) -> Non
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await app.wait_for_store()
-        screen = await open_race(pilot, store, OFFLINE)
-        await pilot.press("r")
-        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
-                       and finished_runs(screen), timeout=60)
+        screen = await raced_offline(pilot, store)
         for _ in range(8):
             await pilot.pause()
         frames: list[object] = []

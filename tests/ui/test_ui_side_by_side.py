@@ -94,6 +94,15 @@ def finished_runs(screen: SideBySideScreen) -> bool:
     return not any(column.view.running for column in screen.columns)
 
 
+async def raced_offline(pilot: Pilot, store: Store) -> SideBySideScreen:
+    """A race of the offline models opened, run with `r`, and both columns at their end."""
+    screen = await open_race(pilot, store, OFFLINE)
+    await pilot.press("r")
+    await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
+                   and finished_runs(screen), timeout=60)
+    return screen
+
+
 async def test_two_servers_race_one_fails_mid_trace_and_the_other_answers(
     store: Store, openai_server: FakeOpenAI, second_openai_server: FakeOpenAI
 ) -> None:
@@ -845,10 +854,7 @@ async def test_v_and_t_agree_with_the_line_under_the_columns(store: Store) -> No
     app = make_app()
     async with app.run_test(size=(120, 40)) as pilot:
         await app.wait_for_store()
-        screen = await open_race(pilot, store, OFFLINE)
-        await pilot.press("r")
-        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
-                       and finished_runs(screen), timeout=60)
+        screen = await raced_offline(pilot, store)
         summary = str(screen.query_one("#sbs-summary").render())
         assert "The traces part at Thought 5." in summary
         await pilot.press("v")
@@ -884,10 +890,7 @@ async def test_at_80_columns_a_columns_border_keeps_its_cost(store: Store) -> No
     app = make_app(wall_clock=True)
     async with app.run_test(size=(80, 24)) as pilot:
         await app.wait_for_store()
-        screen = await open_race(pilot, store, OFFLINE)
-        await pilot.press("r")
-        await wait_for(pilot, lambda: all(c.trace.finished for c in screen.columns)
-                       and finished_runs(screen), timeout=60)
+        screen = await raced_offline(pilot, store)
         await pilot.pause()
         # The focused column's border is heavy (its focus reads without colour too).
         await wait_for(pilot, lambda: screen_text(app).count("$0 ─╯")
