@@ -166,7 +166,7 @@ class Generation:
         if step is None or thought is None:
             return
         thought.finish(step, wall_clock=view.context.wall_clock)
-        view.thoughts.streaming_finished(thought)
+        view.thoughts.streaming_finished(thought, selected=view.selected)
         # Its last line (the figures) can be the one that makes the thoughts overflow: the
         # end is followed from then on, as it is from a token's (a trace that just overflowed
         # at its end stayed scrolled to the top, its answer a line out of sight).

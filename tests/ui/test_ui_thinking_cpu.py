@@ -1,0 +1,106 @@
+"""What a thinking model's long reasoning costs the app (issue 36, bench/thinking_stream.py:
+the app's CPU a token against the step-at-a-time mode's). Counted through the real app, never
+timed: while the pane follows the end of the reasoning, it mounts only the last thoughts that
+fill it twice over (each line a streaming thought gains is a layout of every thought mounted),
+and a key that leaves the end widens the window again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+from ui_helpers import make_app, wait_for
+
+from bbm_tui.core.config import Config
+from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.types import SplitRule
+from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.screens.trace.view import TraceView
+from bbm_tui.ui.widgets.out_of_window import OutOfWindow
+from bbm_tui.ui.widgets.thought import ThoughtView
+from bbm_tui.ui.widgets.thought_list import FOLLOWED, WINDOW, ThoughtList
+from tests.openai_server import FakeOpenAI, Reply
+
+TASK, QUESTION = "logical_deduction", 15
+SIZE = (120, 40)
+
+
+def long_reasoning(sentences: int) -> str:
+    """A reasoning of about `sentences` sentences (the bundled thoughts, three a paragraph),
+    as bench/_server.py's."""
+    thoughts = [step.strip() for row in bundled_rows(TASK)[:40] for step in row.steps
+                if step.strip().endswith(".")]
+    picked = thoughts[:sentences]
+    return "\n\n".join(" ".join(picked[i:i + 3]) for i in range(0, len(picked), 3))
+
+
+def thinking_app(server: FakeOpenAI, reasoning: str, *, chunk_delay_s: float) -> Any:
+    server.enqueue(Reply(text="So the answer is (A)", reasoning=reasoning,
+                         chunk_delay_s=chunk_delay_s))
+    config = Config(model="openai/thinker", api_base=server.base_url, mode="thinking",
+                    split=SplitRule("sentence"))
+    return make_app(config, task=TASK, question=QUESTION)
+
+
+async def started(pilot: Pilot) -> TraceView:
+    """The trace screen open and `r` pressed: its view."""
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, TraceScreen)
+                   and pilot.app.screen.view.is_mounted)
+    screen = pilot.app.screen
+    assert isinstance(screen, TraceScreen)
+    await pilot.press("r")
+    return screen.view
+
+
+def assert_window_shows_its_steps(view: TraceView) -> None:
+    pane = view.thoughts
+    lo, hi = pane.window
+    shown = pane.views()
+    assert [thought.number for thought in shown] == list(range(lo, hi + 1))
+    assert [thought.text for thought in shown] == view.trace.texts[lo - 1:hi]
+    mounted = [thought for thought in pane.query(ThoughtView) if thought is not pane.streaming]
+    assert mounted == shown
+
+
+async def test_following_the_end_mounts_only_the_thoughts_that_fill_the_pane_twice(
+    openai_server: FakeOpenAI,
+) -> None:
+    """A reasoning cut by sentence mounted every thought up to the window's 40 while the pane
+    followed its end (a layout for each line the streaming thought gained placed them all).
+    Now the window keeps the last of them that fill the pane twice over, at least FOLLOWED;
+    the end stays in sight, the line above says how many are out of the window, and a key
+    that goes back up widens the window again."""
+    app = thinking_app(openai_server, long_reasoning(WINDOW + 15), chunk_delay_s=0.004)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await started(pilot)
+        pane = view.query_one(ThoughtList)
+        counts: list[tuple[int, int]] = []  # (thoughts, mounted) as each one finished
+        while view.running or not counts:
+            await pilot.pause(0.02)
+            steps = len(view.trace.steps)
+            if view.running and pane.is_anchored and (not counts or counts[-1][0] != steps):
+                counts.append((steps, len(pane.views())))
+        assert counts[-1][0] >= WINDOW + 5, "the reasoning ended too soon to tell"
+        height = pane.scrollable_content_region.height
+        # Past the window's size: FOLLOWED at least, far fewer than the window's 40 (all of
+        # them before).
+        late = [mounted for steps, mounted in counts if steps >= WINDOW]
+        assert late and max(late) < WINDOW - 5, counts
+        assert min(late) >= FOLLOWED
+        # Filled still (twice over as laid out when the last thought finished).
+        assert sum(thought.outer_size.height for thought in pane.views()) > height
+        assert_window_shows_its_steps(view)
+        lo, hi = pane.window
+        assert hi == len(view.trace.steps) and view.selected == hi
+        assert pane.query_one("#thoughts-before", OutOfWindow).count == lo - 1 > 0
+        assert pane.scroll_y == pane.max_scroll_y > 0  # the end in sight
+        # Back up past the window's margin: the window widens around the selection again.
+        for _ in range(hi - lo - 6):
+            await pilot.press("k")
+        await pilot.pause(0.1)
+        low, high = pane.window
+        assert high - low + 1 == WINDOW and low <= view.selected <= high
+        assert_window_shows_its_steps(view)
+        selected = pane.view(view.selected)
+        assert selected is not None and selected.has_class("-selected")
+        await wait_for(pilot, lambda: pane.region.contains_region(selected.region))
