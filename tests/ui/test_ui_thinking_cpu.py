@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from ui_helpers import make_app, wait_for
 
 from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.types import SplitRule
-from bbm_tui.ui.screens.trace import TraceScreen
+from bbm_tui.ui.keys import key_for
+from bbm_tui.ui.screens.trace import TraceScreen, host
 from bbm_tui.ui.screens.trace.view import TraceView
 from bbm_tui.ui.widgets.out_of_window import OutOfWindow
 from bbm_tui.ui.widgets.thought import ThoughtView
@@ -104,3 +106,57 @@ async def test_following_the_end_mounts_only_the_thoughts_that_fill_the_pane_twi
         selected = pane.view(view.selected)
         assert selected is not None and selected.has_class("-selected")
         await wait_for(pilot, lambda: pane.region.contains_region(selected.region))
+
+
+async def test_a_thought_finished_works_out_the_styles_of_three_rows_and_looks_no_key_up(
+    openai_server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each thought finished set the selected class on every view of the window, twice (the
+    selection's watcher, then again); the next thought's view worked its styles out for its
+    streaming class before it was even mounted; and each thought started looked the stop key
+    up through every binding of the keymap for the status line (a reasoning cut by sentence
+    finishes four or five thoughts a second). Now the selection is set on the row it leaves
+    and the row it comes to, a streaming view has its class from the start, and the key is
+    looked up once a run: the styles of three rows worked out a thought (the one finished,
+    the selection's two), not four."""
+    app = thinking_app(openai_server, long_reasoning(WINDOW + 16), chunk_delay_s=0.004)
+    selections: list[bool] = []
+    styled_views: list[ThoughtView] = []
+    lookups: list[str] = []
+    set_class, update_node_styles = ThoughtView.set_class, ThoughtView.update_node_styles
+
+    def counted_class(thought: ThoughtView, add: bool, *names: str, **kwargs: Any) -> Any:
+        if "-selected" in names:
+            selections.append(add)
+        return set_class(thought, add, *names, **kwargs)
+
+    def counted_styles(thought: ThoughtView, animate: bool = True) -> None:
+        styled_views.append(thought)
+        update_node_styles(thought, animate)
+
+    def counted_key(node: Any, binding_id: str) -> str:
+        lookups.append(binding_id)
+        return key_for(node, binding_id)
+
+    monkeypatch.setattr(ThoughtView, "set_class", counted_class)
+    monkeypatch.setattr(ThoughtView, "update_node_styles", counted_styles)
+    monkeypatch.setattr(host, "key_for", counted_key)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await started(pilot)
+        await wait_for(pilot, lambda: len(view.trace.steps) >= 4, timeout=60)
+        steps = len(view.trace.steps)
+        counts = (len(selections), len(styled_views), len(lookups))
+        await wait_for(pilot, lambda: len(view.trace.steps) >= steps + 12, timeout=60)
+        finished = len(view.trace.steps) - steps
+        assert view.running, "the reasoning ended too soon to tell"
+        # The new view dressed as it joins the window, the row left, the row come to.
+        assert len(selections) - counts[0] <= 3 * (finished + 1), (
+            f"{len(selections) - counts[0]} selections set for {finished} thoughts")
+        assert len(styled_views) - counts[1] <= 3 * (finished + 1), (
+            f"{len(styled_views) - counts[1]} styles worked out for {finished} thoughts")
+        assert lookups[counts[2]:] == [], "keys looked up while the reasoning streamed"
+        assert [shown.number for shown in view.views() if shown.has_class("-selected")] == [
+            view.selected]
+        streaming = view.thoughts.streaming
+        assert streaming is not None and streaming.has_class("-streaming")
+        assert streaming.styles.background != view.views()[0].styles.background
