@@ -152,11 +152,14 @@ async def test_a_thought_finished_works_out_the_styles_of_three_rows_and_looks_n
         # The new view dressed as it joins the window, the row left, the row come to.
         assert len(selections) - counts[0] <= 3 * (finished + 1), (
             f"{len(selections) - counts[0]} selections set for {finished} thoughts")
-        assert len(styled_views) - counts[1] <= 3 * (finished + 1), (
+        # (A few more where Textual works a sibling's styles out again as views come and go.)
+        assert len(styled_views) - counts[1] <= 3 * finished + 6, (
             f"{len(styled_views) - counts[1]} styles worked out for {finished} thoughts")
         assert lookups[counts[2]:] == [], "keys looked up while the reasoning streamed"
         assert [shown.number for shown in view.views() if shown.has_class("-selected")] == [
             view.selected]
+        # Between a thought finished and the next started none streams: wait for the next.
+        await wait_for(pilot, lambda: view.thoughts.streaming is not None, timeout=30)
         streaming = view.thoughts.streaming
         assert streaming is not None and streaming.has_class("-streaming")
         assert streaming.styles.background != view.views()[0].styles.background
