@@ -156,8 +156,24 @@ def test_opening_the_app_builds_no_commands_options() -> None:
                       if isinstance(action, argparse._SubParsersAction)]
         return commands.choices["run"]
 
-    assert [action.dest for action in run_parser([])._actions] == ["help"]
+    assert [action.dest for action in run_parser(["--task", "dyck"])._actions] == ["help"]
     assert "out" in [action.dest for action in run_parser(["run"])._actions]
     with pytest.raises(SystemExit):
-        build_parser([]).parse_args(["typo"])
+        build_parser(["typo"]).parse_args(["typo"])
+
+
+def test_bbm_tui_alone_builds_no_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    """`bbm-tui` with nothing after it (the app): not even the commands' names are added
+    (bench/first_frame.py: ~2 ms of the start), and the app gets the same options as with
+    the commands there; a mistyped command still lists them."""
+    alone = build_parser([])
+    assert not [action for action in alone._actions
+                if isinstance(action, argparse._SubParsersAction)]
+    with_commands = build_parser(["--task", "dyck"]).parse_args([])
+    assert vars(alone.parse_args([])) == vars(with_commands)
+    assert alone.parse_args([]).command is None
+    with pytest.raises(SystemExit):
+        main_parser = build_parser(["typo"])
+        main_parser.parse_args(["typo"])
+    assert "invalid choice: 'typo'" in capsys.readouterr().err
 
