@@ -12,8 +12,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # `tests.openai_server`, and bbm_tui from a clean clone
-    sys.path.insert(0, str(ROOT))
+# `tests.openai_server`, and bbm_tui from a clean clone. Appended, not put first: a PYTHONPATH
+# naming another checkout (`PYTHONPATH=<tree at an older commit> .venv/bin/python bench/X.py`,
+# the "before" of a before/after) must win, or both sides would measure this tree's code.
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
 
 VENV_BIN = ROOT / ".venv" / "bin"
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
@@ -65,10 +68,20 @@ def private_home() -> Iterator[dict[str, str]]:
         yield env
 
 
-def header(title: str, quick: bool) -> None:
+def header(title: str, quick: bool, code: Path | None = None) -> None:
+    """The run's title, machine and load, and the checkout measured (`code`, where the
+    benchmark runs another checkout's bbm_tui in its children)."""
     print(f"== {title}{' (quick)' if quick else ''} ==")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average "
           f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"code: {code or code_measured()}")
+
+
+def code_measured() -> Path:
+    """The checkout whose bbm_tui this run measures (another one's under PYTHONPATH)."""
+    import bbm_tui
+
+    return Path(bbm_tui.__file__).resolve().parent.parent
 
 
 def litellm_ceiling(latency_s: float, floor_s: float, processes: int, concurrency: int,

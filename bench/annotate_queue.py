@@ -228,7 +228,6 @@ def main() -> int:
     header("annotation queue, 10,000 traces", args.quick)
     keys = 60 if args.quick else 400
     with tempfile.TemporaryDirectory(prefix="bbm-annotate-") as folder:
-        sys.path.insert(0, str(ROOT))
         files = make_files(Path(folder))
         with private_home() as env:
             idle = child("idle", files["BBM JSONL"][0], 0, "-", env)

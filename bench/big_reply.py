@@ -136,8 +136,7 @@ def main() -> int:
     options.add_argument("--code", type=Path, default=ROOT,
                          help="the checkout whose bbm_tui runs the command (default: this one)")
     args = options.parse_args()
-    header("backtrack, a reply of 56,000 alternatives a choice", args.quick)
-    print(f"code: {args.code}")
+    header("backtrack, a reply of 56,000 alternatives a choice", args.quick, args.code)
     for per_token in (5, PER_TOKEN):
         reply = big_reply(per_token)
         print(f"the sampling call's reply: {len(reply) / 2**20:.1f} MiB, {CHOICES} choices x "

@@ -336,9 +336,6 @@ def main() -> int:
         env = {**os.environ, "PYTHONPATH": f"{code}:{ROOT}"}
         return subprocess.run([PYTHON, __file__, *(["--quick"] if args.quick else [])],
                               env=env, cwd=ROOT).returncode
-    import bbm_tui
-
-    print(f"code: {Path(bbm_tui.__file__).resolve().parent.parent}")
     count = 10_000 if args.quick else 100_000
     header(f"big stores: one session of {count:,} steps, {count:,} sessions", args.quick)
     with private_home() as env:

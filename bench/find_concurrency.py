@@ -254,5 +254,4 @@ def argparse_hidden() -> str:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     raise SystemExit(main())

@@ -124,8 +124,9 @@ def test_a_json_report_never_imports_rich_nor_a_headless_command_litellm(
 def test_opening_the_app_imports_only_what_its_first_screen_needs(tmp_path: Path) -> None:
     """Everything `bbm-tui` (no command) runs before the app's first frame: the parser, the
     task files, the config, the store's preflight, the app's module. The dataset formats, the
-    trace session, the model layer, the store's queries and OpenSSL (hashlib) are imported
-    after that frame, where they are used (bench/first_frame.py: they cost it ~90 ms)."""
+    trace session, the model layer, the store's queries, OpenSSL (hashlib) and the records and
+    named values of the store and the calls (core/records.py) are imported after that frame,
+    where they are used (bench/first_frame.py: they cost it ~90 ms, the records ~3.5 ms)."""
     modules = imported_by(
         "import os",
         f"os.environ['BBM_TUI_HOME'] = {str(tmp_path / 'home')!r}",
@@ -142,7 +143,7 @@ def test_opening_the_app_imports_only_what_its_first_screen_needs(tmp_path: Path
     late = {"bbm_tui.core.dataset", "bbm_tui.core.dataset.formats", "bbm_tui.core.llm",
             "bbm_tui.core.trace.session", "bbm_tui.core.annotation.export",
             "bbm_tui.core.generation.stepper", "bbm_tui.core.store.store", "hashlib", "sqlite3",
-            "regex"}
+            "regex", "bbm_tui.core.records"}
     assert modules & late == set()
     assert "bbm_tui.ui.screens.new_session" in modules  # the first screen itself
 
@@ -156,8 +157,44 @@ def test_opening_the_app_builds_no_commands_options() -> None:
                       if isinstance(action, argparse._SubParsersAction)]
         return commands.choices["run"]
 
-    assert [action.dest for action in run_parser([])._actions] == ["help"]
+    assert [action.dest for action in run_parser(["--task", "dyck"])._actions] == ["help"]
     assert "out" in [action.dest for action in run_parser(["run"])._actions]
     with pytest.raises(SystemExit):
-        build_parser([]).parse_args(["typo"])
+        build_parser(["typo"]).parse_args(["typo"])
 
+
+def test_bbm_tui_alone_builds_no_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    """`bbm-tui` with nothing after it (the app): not even the commands' names are added
+    (bench/first_frame.py: ~2 ms of the start), and the app gets the same options as with
+    the commands there; a mistyped command still lists them."""
+    alone = build_parser([])
+    assert not [action for action in alone._actions
+                if isinstance(action, argparse._SubParsersAction)]
+    with_commands = build_parser(["--task", "dyck"]).parse_args([])
+    assert vars(alone.parse_args([])) == vars(with_commands)
+    assert alone.parse_args([]).command is None
+    with pytest.raises(SystemExit):
+        main_parser = build_parser(["typo"])
+        main_parser.parse_args(["typo"])
+    assert "invalid choice: 'typo'" in capsys.readouterr().err
+
+
+
+def test_opening_the_app_builds_none_of_the_records() -> None:
+    """The names core/types.py gives from core/records.py (the store's and the calls' enums
+    and records) are made when first asked for: not on the way to the app's first frame
+    (bench/first_frame.py: ~3.5 ms), and the same classes once asked for."""
+    script = "\n".join([
+        "import sys",
+        "from bbm_tui.cli.inputs import config_of",
+        "import bbm_tui.ui.app",
+        "types = sys.modules['bbm_tui.core.types']",
+        "print(sorted(set(vars(types)) & {'CallRecord', 'Verdict', 'SessionQuery'}))",
+        "from bbm_tui.core.types import CallRecord, Verdict",
+        "from bbm_tui.core import records",
+        "print(CallRecord is records.CallRecord and Verdict.CORRECT == 'Yes')",
+    ])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]", "True"]

@@ -139,7 +139,8 @@ simulated/rm-X (a reward model right with probability X)
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The whole command line. `argv` only says which command's heavier parts to build: the
     methods `find` takes are read from the judges, whose import the app's first frame need
-    not wait for when `find` is not the command."""
+    not wait for when `find` is not the command; with `argv` empty (the app, nothing else
+    asked), the main options only."""
     parser = _MainParser(
         prog="bbm-tui",
         description="Step through chain-of-thought traces the way BIG-Bench Mistake made them. "
@@ -163,6 +164,12 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         help="with --task: start on question N (0-based) of the bundled dataset",
     )
     parser.add_argument("--session", type=int, metavar="ID", help="resume session ID")
+    if not argv:
+        # `bbm-tui` alone opens the app: nothing on the line can name a command, mistype one
+        # or ask for help, so the commands are not added at all (even as names and help
+        # lines, they took ~2 ms of the app's start: bench/first_frame.py).
+        parser.set_defaults(command=None)
+        return parser
     # The commands' own help leaves out the main help's epilog (the tasks, the files), which
     # their formatter would run together into one paragraph.
     commands = parser.add_subparsers(dest="command", metavar="COMMAND",

@@ -511,3 +511,46 @@ async def test_at_80x24_every_task_the_search_hint_and_start_are_in_view() -> No
             assert cell_len(search.placeholder) <= search.content_region.width
     finally:
         use_tasks([])
+
+
+def footer_cells(app) -> list[tuple[str, object]]:
+    """The screen's bottom row as it is drawn now: each cell's character and style (without
+    the mouse offsets Textual puts in a style, which are the widget's own)."""
+    strip = app.screen._compositor.render_strips()[-1]
+    return [(char, segment.style and segment.style.clear_meta_and_links())
+            for segment in strip for char in segment.text]
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_the_first_frame_draws_the_footer_keys_as_one_line(
+        size: tuple[int, int]) -> None:
+    """The first frame's footer is its keys drawn as one widget (KeysLine) beside the palette
+    key, not a widget a key (bench/first_frame.py: ten keys were a third of the first
+    screen's work); it looks exactly as the footer of keys does once the screen announces
+    its bindings, keys left out where they do not fit (80 columns) included; then the keys
+    themselves are there, each taking clicks."""
+    from textual.widgets._footer import FooterKey
+    from ui_helpers import footers_current, on_each_frame
+
+    from bbm_tui.ui.widgets.chrome import KeysFooter, KeysLine
+
+    app = make_app()
+    first: list[tuple[int, list[tuple[str, object]]]] = []
+
+    def noted(screen, update) -> None:
+        if not first:
+            footer = screen.query_one(KeysFooter)
+            first.append((len(footer.children), footer_cells(app)))
+
+    on_each_frame(app, noted)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: bool(first))
+        await wait_for(pilot, lambda: footers_current(app))
+        await pilot.pause()
+        footer = app.screen.query_one(KeysFooter)
+        assert not footer.query(KeysLine)
+        assert len(footer.query(FooterKey)) > 5
+        widgets_at_first_frame, cells_at_first_frame = first[0]
+        assert widgets_at_first_frame == 2  # the line and the palette key
+        assert cells_at_first_frame == footer_cells(app)
+        assert "? help" in "".join(char for char, _style in cells_at_first_frame)

@@ -256,7 +256,7 @@ class NewSessionScreen(BbmScreen):
                 yield Static(id="question-preview")
             # Filled after the first frame (_fill_model_side).
             yield Vertical(id="model-side", classes="panel")
-        yield KeysFooter()
+        yield KeysFooter(drawn_first=True)  # the app's first frame: its keys as one line
 
     def _model_side(self) -> list[Widget]:
         """The task and model pane's widgets: the tasks, the model, Start."""

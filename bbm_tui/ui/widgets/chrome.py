@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from rich.style import Style
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import HorizontalGroup
 from textual.content import Content
@@ -17,6 +19,8 @@ from bbm_tui.ui.message_log import keep_message
 from bbm_tui.ui.text import fit_message, safe
 
 SHOWN_AT_MOST = 4_000
+# A footer drawn as one line first (KeysLine) has its keys by then, whatever happens.
+KEYS_LINE_AT_MOST_S = 1.0
 # A progress line ("Generating Thought 4…  (esc stops)"): soon replaced, never worth keeping.
 PROGRESS = re.compile(r"…(\s+\([^)]*\))?$")
 
@@ -101,11 +105,27 @@ class KeysFooter(Footer):
     always keeping help.
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, *, drawn_first: bool = False, **kwargs) -> None:
+        """`drawn_first`: the screen's first compose draws its keys as one line (`KeysLine`),
+        replaced by the keys themselves at the first recompose (the screen announcing its
+        bindings, a refresh later). For the app's first screen: ten keys, each a widget with
+        its styles, events and task, were a third of the first frame's work."""
         super().__init__(**kwargs)
         self._bindings_ready = True  # Textual's own flag (textual 8): "bindings are known"
+        self._draw_first = drawn_first
 
     def compose(self) -> ComposeResult:
+        if self._draw_first and not self._grouped_keys():
+            self._draw_first = False
+            # Footer.compose yields the keys one by one here (no group: no `with` nesting).
+            widgets = list(super().compose())
+            keys = [widget for widget in widgets if isinstance(widget, FooterKey)
+                    and not widget.has_class("-command-palette")]
+            if keys:
+                yield KeysLine(keys, compact=self.compact)
+            yield from (widget for widget in widgets if widget not in keys)
+            return
+        self._draw_first = False
         for widget in super().compose():
             if isinstance(widget, FooterKey) and not widget.has_class("-command-palette"):
                 # A FooterKey starts compact and is then bound to the Footer's own setting
@@ -115,12 +135,25 @@ class KeysFooter(Footer):
                 widget.set_reactive(FooterKey.compact, self.compact)
             yield widget
 
+    def _grouped_keys(self) -> bool:
+        """Some key shown is in a group (j/k with one label: a KeyGroup and a FooterLabel)."""
+        return any(binding.group is not None for _node, binding, _enabled, _tooltip
+                   in self.screen.active_bindings.values() if binding.show)
+
     def on_resize(self) -> None:
         self._fit()
 
     def on_mount(self) -> None:
         super().on_mount()
         self.call_after_refresh(self._fit)
+        if self.query(KeysLine):
+            # The screen announces its bindings after its first frame, and that recompose
+            # brings the keys themselves; should it never come, they come here.
+            self.set_timer(KEYS_LINE_AT_MOST_S, self._keys_instead_of_line)
+
+    async def _keys_instead_of_line(self) -> None:
+        if self.query(KeysLine):
+            await self.recompose()
 
     async def recompose(self) -> None:
         await super().recompose()
@@ -129,7 +162,7 @@ class KeysFooter(Footer):
     def _fit(self) -> None:
         """Show the keys, in their order, that fit beside help and the palette key."""
         width = self.size.width
-        if not width:
+        if not width or self.query(KeysLine):  # the line fits its keys itself
             return
         items = [child for child in self.children if not child.has_class("-command-palette")]
         pinned = {id(child) for child in items if _is_help(child)}
@@ -147,6 +180,74 @@ class KeysFooter(Footer):
             for child in unit:
                 if child.display != fits:
                     child.display = fits
+
+
+class KeysLine(FooterKey):
+    """A footer's keys drawn by one widget, as its FooterKeys draw them side by side (FooterKey's
+    styles apply to it: each key and description in theirs, a disabled key dim), the keys that
+    do not fit left out as KeysFooter leaves them out (from the end, help kept). What the
+    app's first frame shows; the screen's first recompose of its footer puts the FooterKeys
+    in its place (they take clicks and show tooltips: this one does neither)."""
+
+    def __init__(self, keys: list[FooterKey], *, compact: bool) -> None:
+        super().__init__("", "", "", "")
+        self.set_reactive(FooterKey.compact, compact)
+        # Each key: what it shows, its description, whether it is disabled, whether it is help.
+        self._keys = [(key.key_display, key.description, key.has_class("-disabled"),
+                       _is_help(key)) for key in keys]
+        self._shown = [True] * len(self._keys)
+
+    def get_content_width(self, container: Size, viewport: Size) -> int:
+        self._fit(container.width)
+        return self._line().cell_len
+
+    def render(self) -> Text:
+        return self._line()
+
+    def on_mouse_down(self) -> None:
+        """Not a key: a click does nothing (the keys come a refresh later)."""
+
+    def _fit(self, width: int) -> None:
+        """KeysFooter._fit on the line's keys, in `width` (the footer's, less the palette
+        key docked at its right): beside help."""
+        cells = [part.cell_len for part in self._parts()]
+        room = width - sum(cell for cell, key in zip(cells, self._keys, strict=True) if key[3])
+        shown = []
+        for cell, key in zip(cells, self._keys, strict=True):
+            is_help = key[3]
+            fits = is_help or cell <= room
+            if not is_help:
+                room = room - cell if fits else -1  # nothing after a key left out
+            shown.append(fits)
+        self._shown = shown
+
+    def _line(self) -> Text:
+        line = Text()
+        for part, shown in zip(self._parts(), self._shown, strict=True):
+            if shown:
+                line.append_text(part)
+        return line
+
+    def _parts(self) -> list[Text]:
+        """Each key as FooterKey.render draws it."""
+        key_style = self.get_component_rich_style("footer-key--key")
+        description_style = self.get_component_rich_style("footer-key--description")
+        key_padding = self.get_component_styles("footer-key--key").padding
+        description_padding = self.get_component_styles("footer-key--description").padding
+        parts = []
+        for key_display, description, disabled, _help in self._keys:
+            if description:
+                part = Text.assemble(
+                    (" " * key_padding.left + key_display + " " * key_padding.right,
+                     key_style),
+                    (" " * description_padding.left + description
+                     + " " * description_padding.right, description_style))
+            else:
+                part = Text.assemble((key_display, key_style))
+            part.stylize_before(self.rich_style + Style(dim=True) if disabled
+                                else self.rich_style)
+            parts.append(part)
+        return parts
 
 
 def _units(items: list[Widget]) -> list[list[Widget]]:
