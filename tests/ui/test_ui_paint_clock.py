@@ -200,6 +200,49 @@ async def test_a_token_redraws_only_the_lines_it_changed(monkeypatch) -> None:
         assert thought._render_cache.lines == drawn_lines(thought)
 
 
+async def test_a_thought_laid_out_for_a_line_it_gained_renders_only_the_lines_after_those_kept(
+        monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A thought that gains a line is laid out again, and Textual rendered all its lines for
+    its new height: a paragraph of ten lines and more, about ten times a second as a
+    reasoning streams (bench/thinking_stream.py). Now the lines still as drawn are kept, and
+    the lines drawn are those a whole render draws."""
+    app = OneThought()
+    async with app.run_test(size=(60, 20)) as pilot:
+        thought = app.query_one(ThoughtView)
+        thought.append(" ".join(f"word{number}" for number in range(40)))
+        thought.paint_appended()
+        await wait_for(pilot, lambda: thought.size.height > 4, timeout=5)
+        await pilot.pause()
+        rendered: list[int] = []
+        original = Visual.to_strips
+
+        def to_strips(widget, visual, width, height, style, **kwargs):  # type: ignore[no-untyped-def]
+            strips = original(widget, visual, width, height, style, **kwargs)
+            if widget is thought:  # the lines with text (a line is drawn under blank ones)
+                rendered.append(len([strip for strip in strips if strip.text.strip()]))
+            return strips
+
+        monkeypatch.setattr(Visual, "to_strips", to_strips)
+        for _ in range(3):
+            height = thought.size.height
+            rendered.clear()
+            thought.append(" " + " ".join(["more"] * 12))  # a line more, at least
+            assert thought.paint_appended()
+            await wait_for(pilot, lambda height=height: thought.size.height > height,
+                           timeout=5)
+            await pilot.pause()
+            # The line the cursor left, the new ones and the figures under them: not all.
+            assert 0 < sum(rendered) <= thought.size.height - height + 2, rendered
+            assert thought._render_cache.lines == drawn_lines(thought)
+        # A new style (the selection's background): every line rendered again.
+        rendered.clear()
+        thought.add_class("-selected")
+        thought.styles.background = "red"
+        await pilot.pause()
+        await pilot.pause()
+        assert thought._render_cache.lines == drawn_lines(thought)
+
+
 async def test_a_streaming_thought_draws_as_a_whole_render_would() -> None:
     """The lines redrawn alone are those a whole render draws, token after token (the cursor,
     new lines, the figures once finished, a status)."""

@@ -9,8 +9,9 @@ from textual.content import Content
 from textual.geometry import Region, Size
 from textual.reactive import Reactive
 from textual.strip import Strip
+from textual.style import Style as VisualStyle
 from textual.visual import Visual
-from textual.widget import Widget
+from textual.widget import Widget, _RenderCache
 
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.ui.text import (
@@ -88,7 +89,9 @@ class ThoughtView(Widget):
     def __init__(self, number: int, *, streaming: bool = False) -> None:
         # No id: the thoughts pane hands a view on to another step when its window moves
         # (ui/widgets/thought_list.py), and a widget's id cannot change. `step` says which.
-        super().__init__(classes="thought")
+        # The classes given here, not set after: a class set works the styles out at once,
+        # for a view that is not even mounted yet (a streamed thought's, 0.3 ms a thought).
+        super().__init__(classes="thought -streaming" if streaming else "thought")
         self.number = number
         self.streaming = streaming
         self.status: Status = "plain"
@@ -103,7 +106,11 @@ class ThoughtView(Widget):
         self._lines_cache: tuple[int, list[Content]] | None = None
         # Text appended and not drawn yet (`paint_appended`).
         self._unpainted = False
-        self.set_class(streaming, "-streaming")
+        # How many of the first lines Textual's render cache holds are still those to draw
+        # (`_changed` lowers it, a render raises it), and the style they were drawn in: a
+        # thought that grew a line and was laid out again draws only the lines after them.
+        self._lines_as_rendered = 0
+        self._rendered_style: VisualStyle | None = None
 
     @classmethod
     def of_step(cls, step: Step, *, wall_clock: bool = True) -> ThoughtView:
@@ -168,6 +175,7 @@ class ThoughtView(Widget):
         self.judge_raw = None
         self.expanded = False
         self._lines_cache = None
+        self._lines_as_rendered = 0
         self.refresh(layout=True)
 
     def set_status(self, status: Status) -> None:
@@ -214,6 +222,7 @@ class ThoughtView(Widget):
         before = self._lines(width) if cached and width > 0 else None
         self._lines_cache = None
         after = self._lines(width) if width > 0 else None
+        self._lines_as_rendered = min(self._lines_as_rendered, _same_lines(before, after))
         if before is None or after is None or (
                 len(before) != len(after)
                 and self._height_for(len(after)) != self.content_size.height):
@@ -313,13 +322,28 @@ class ThoughtView(Widget):
             self._render_dirty_lines()
         return super().render_line(y)
 
+    def _render_content(self) -> None:
+        """Textual's render of every line, remembered as drawn (`_lines_as_rendered`)."""
+        super()._render_content()
+        self._rendered()
+
+    def _rendered(self) -> None:
+        self._lines_as_rendered = len(self._render_cache.lines)
+        self._rendered_style = self.visual_style
+
     def _render_dirty_lines(self) -> None:
         """Render the dirty lines into Textual's render cache, in place, when only some lines
-        are dirty; otherwise (the whole widget dirty, a new size, a text selection) leave
-        them to Textual, which renders them all."""
+        are dirty, or when the thought was laid out again at its width for lines it gained
+        (or lost): the lines before them are kept. Otherwise (the whole widget dirty at its
+        size, another width or style, a text selection) leave them to Textual, which renders
+        them all."""
         cache, size = self._render_cache, self.size
-        if (cache.size != size or self.text_selection is not None
-                or self.outer_size.region in self._dirty_regions):
+        if self.text_selection is not None:
+            return
+        if cache.size != size:
+            self._render_resized()
+            return
+        if self.outer_size.region in self._dirty_regions:
             return
         lines = self._lines(size.width)
         if len(cache.lines) != min(len(lines), size.height):
@@ -329,16 +353,57 @@ class ThoughtView(Widget):
         for region in self._dirty_regions:
             for y in region.translate(-offset).line_range:
                 if 0 <= y < len(cache.lines) and y not in drawn:
-                    # Under y empty lines: its text's offsets (which a mouse selection reads)
-                    # say line y, as in a whole render.
-                    line = Content("\n" * y).append(lines[y])
-                    strips = Visual.to_strips(self, line, size.width, y + 1, self.visual_style)
-                    if len(strips) != y + 1:
+                    strip = self._render_one_line(lines, y)
+                    if strip is None:
                         return  # not one line: Textual renders them all
-                    drawn[y] = strips[y]
+                    drawn[y] = strip
         for y, strip in drawn.items():
             cache.lines[y] = strip
         self._dirty_regions.clear()
+
+    def _render_resized(self) -> None:
+        """A thought laid out again for the lines it gained, at the width it was drawn at: a
+        paragraph is ten lines and more, and it is laid out for each it gains (about ten a
+        second as a reasoning streams), each time rendered whole (bench/thinking_stream.py).
+        The lines still as drawn are kept, the others rendered; the same strips a whole
+        render draws (tests/ui/test_ui_paint_clock.py)."""
+        cache, size = self._render_cache, self.size
+        if (cache.size.width != size.width or not cache.lines
+                or self.visual_style != self._rendered_style):
+            return
+        lines = self._lines(size.width)
+        if len(lines) != size.height:
+            return  # a floor (min-height) or a cut: Textual renders them all
+        kept = min(self._lines_as_rendered, len(cache.lines), len(lines))
+        strips = list(cache.lines[:kept])
+        for y in range(kept, len(lines)):
+            strip = self._render_one_line(lines, y)
+            if strip is None:
+                return
+            strips.append(strip)
+        self._render_cache = _RenderCache(size, strips)
+        self._dirty_regions.clear()
+        self._rendered()
+
+    def _render_one_line(self, lines: list[Content], y: int) -> Strip | None:
+        """Line y as a whole render draws it (None: it does not draw as one line)."""
+        # Under y empty lines: its text's offsets (which a mouse selection reads) say line y,
+        # as in a whole render.
+        line = Content("\n" * y).append(lines[y])
+        strips = Visual.to_strips(self, line, self.size.width, y + 1, self.visual_style)
+        return strips[y] if len(strips) == y + 1 else None
+
+
+def _same_lines(before: list[Content] | None, after: list[Content] | None) -> int:
+    """How many of the first lines are drawn the same (none where either is unknown)."""
+    if before is None or after is None:
+        return 0
+    same = 0
+    for old, new in zip(before, after, strict=False):
+        if not _same_line(old, new):
+            break
+        same += 1
+    return same
 
 
 def _same_line(old: Content, new: Content) -> bool:

@@ -10,6 +10,14 @@ widgets' styles (`G` and `home` took 57-84 ms, bench/big_store.py); then the scr
 them through `decorate` (status, finder mark, selection). At the end of the trace the window
 follows the new thoughts as they come, so streaming and following work as before.
 
+While the pane follows the end of a trace being generated (anchored), it mounts fewer: only
+the last thoughts that fill it twice over, and at least `FOLLOWED` of them. Each line a
+streaming thought gains is a layout of every thought mounted: a thinking model's reasoning,
+whose window is full (40 paragraphs, or sentences), laid out twice the thoughts of a trace
+generated a step at a time at the same pace, whose window fills as it goes
+(bench/thinking_stream.py). The window widens again (to `WINDOW`) as soon as a key or a
+click moves it.
+
 The screen talks to it through `reveal`, `view`, `views`, `sync`, `add_streaming`,
 `streaming_finished` and `drop`; it never mounts or queries thoughts itself.
 
@@ -49,6 +57,9 @@ if TYPE_CHECKING:
 # mounted whole, as before.
 WINDOW = 40
 MARGIN = 8
+# While following the end (see the module's docstring): at least this many thoughts mounted
+# (more than MARGIN, so that the selection following the last thought never moves the window).
+FOLLOWED = 2 * MARGIN
 
 
 class ThoughtList(VerticalScroll, can_focus=False):
@@ -504,8 +515,10 @@ class ThoughtList(VerticalScroll, can_focus=False):
         if self.at_end:
             self.mount(view, before=self._after)
 
-    def streaming_finished(self, view: ThoughtView) -> None:
-        """Its step is committed (and in the steps): it is one of the window's thoughts now."""
+    def streaming_finished(self, view: ThoughtView, *, selected: int = 0) -> None:
+        """Its step is committed (and in the steps): it is one of the window's thoughts now.
+        While the pane follows the end, the window keeps only the last thoughts that fill it
+        (see the module's docstring), and thought `selected` (the selection) with them."""
         if self._streaming is view:
             self._streaming = None
         if view.parent is self and self._hi >= view.number - 1 and view.step is not None:
@@ -513,10 +526,34 @@ class ThoughtList(VerticalScroll, can_focus=False):
             self._index()
             self._decorate([view])
             hi = max(self._hi, view.number) if self.shared else view.number
-            self._move_to(max(self._lo, hi - WINDOW + 1), hi)
+            lo = max(self._lo, hi - WINDOW + 1)
+            if self._following_the_end():
+                followed = self._followed_from()
+                lo = max(lo, min(followed, selected) if selected >= 1 else followed)
+            self._move_to(lo, hi)
         else:
             self.drop(view)
             self.sync()
+
+    def _following_the_end(self) -> bool:
+        """The pane follows the end of its own trace (anchored there, the reader has not
+        scrolled away); never side by side, where the columns share one window."""
+        return (not self.shared and self.lead is None and self._anchored
+                and not self._anchor_released)
+
+    def _followed_from(self) -> int:
+        """The first of the last thoughts mounted that fill the pane twice over (their
+        heights as last laid out), at least FOLLOWED of them: the window's first thought
+        while the pane follows the end."""
+        height = self.scrollable_content_region.height
+        if not height:
+            return self._lo  # not laid out yet
+        rows = 0
+        for count, shown in enumerate(reversed(self._shown), start=1):
+            rows += shown.outer_size.height
+            if count >= FOLLOWED and rows >= 2 * height:
+                return shown.number
+        return self._lo
 
     def drop(self, view: ThoughtView) -> None:
         """A thought that stopped streaming without being committed."""

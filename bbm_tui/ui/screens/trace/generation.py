@@ -45,6 +45,10 @@ class Generation:
         self.view = view
         # The thought being streamed, by number: a token goes straight to its view, no query.
         self._streaming: dict[int, ThoughtView] = {}
+        # The key that stops a run, as the status line names it while a thought streams:
+        # looked up once a run (the keymap's every binding is worked through for it, 0.5 ms
+        # a thought; a reasoning cut by sentence starts four or five a second).
+        self._stop_key: str | None = None
 
     def generate(self, max_new_steps: int | None) -> None:
         """One step (1), or a run to the answer (None)."""
@@ -110,6 +114,7 @@ class Generation:
         self.view.sync_views()
 
     async def stream(self, events: AsyncIterator[object]) -> None:
+        self._stop_key = None  # looked up again for this run (the keymap may have changed)
         async for event in events:
             self.on_event(event)
 
@@ -133,7 +138,9 @@ class Generation:
         self._streaming[event.number] = thought
         view.thoughts.follow()
         view.thoughts.add_streaming(thought)
-        view.say(f"Generating Thought {event.number}…  ({view.key('stop')} stops)")
+        if self._stop_key is None:
+            self._stop_key = view.key("stop")
+        view.say(f"Generating Thought {event.number}…  ({self._stop_key} stops)")
 
     def _step_delta(self, event: StepDelta) -> None:
         thought = self._streaming.get(event.number)
@@ -166,7 +173,7 @@ class Generation:
         if step is None or thought is None:
             return
         thought.finish(step, wall_clock=view.context.wall_clock)
-        view.thoughts.streaming_finished(thought)
+        view.thoughts.streaming_finished(thought, selected=view.selected)
         # Its last line (the figures) can be the one that makes the thoughts overflow: the
         # end is followed from then on, as it is from a token's (a trace that just overflowed
         # at its end stayed scrolled to the top, its answer a line out of sight).

@@ -205,7 +205,11 @@ class TraceHost(Horizontal, can_focus=True):
     def _show_selection(self, *, scroll: bool = False) -> ThoughtView | None:
         view = self.reveal(self.selected)  # into the window first
         for shown in self.views():
-            shown.set_class(shown.number == self.selected, "-selected")
+            # Only the rows it leaves and the row it comes to (a class set checks its name
+            # every time, forty views twice a thought finished).
+            selected = shown.number == self.selected
+            if shown.has_class("-selected") != selected:
+                shown.set_class(selected, "-selected")
         if scroll and view is not None:
             self.thoughts.scroll_to_thought(view)
         return view

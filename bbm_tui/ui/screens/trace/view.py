@@ -355,9 +355,10 @@ class TraceView(TraceHost):
         # The selection follows generation until the reader moves it (x right after r flags
         # the newest thought).
         self.show_label()
-        if self.selected == 0 or not self._moved:
-            self.selected = number
-        self._show_selection()
+        if (self.selected == 0 or not self._moved) and self.selected != number:
+            self.selected = number  # shown by its watcher
+        else:
+            self._show_selection()
         if self.verify_live:
             self.finding_part.verify_now()
 
