@@ -167,3 +167,19 @@ async def test_a_thought_finished_works_out_the_styles_of_three_rows_and_looks_n
         # took its screen down found no thoughts pane (NoMatches), 1 run in 10 at -n 2.
         await pilot.press("escape")
         await wait_for(pilot, lambda: not view.running, timeout=30)
+
+
+async def test_a_paint_due_as_the_screen_is_taken_down_does_nothing(
+    openai_server: FakeOpenAI,
+) -> None:
+    """The app closed while a thought streamed: Textual takes the screen's widgets away before
+    the trace view itself, and the paint clock's next tick found the view still attached and
+    its thoughts pane gone (NoMatches('#thoughts'), an error on the way out)."""
+    app = thinking_app(openai_server, long_reasoning(30), chunk_delay_s=0.02)
+    async with app.run_test(size=SIZE) as pilot:
+        view = await started(pilot)
+        await wait_for(pilot, lambda: view.thoughts.streaming is not None)
+        view.action_stop()
+        await view.thoughts.remove()
+        assert view.is_attached
+        view.generation._paint_streamed()  # the tick the clock had due: nothing to paint on

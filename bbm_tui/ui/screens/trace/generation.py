@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 
+from textual.css.query import NoMatches
+
 from bbm_tui.core import llm
 from bbm_tui.core.generation.stepper import (
     AnswerFound,
@@ -153,10 +155,14 @@ class Generation:
         in the frame of every other trace's."""
         if not self._streaming or not self.view.is_attached:
             return
+        try:
+            thoughts = self.view.thoughts
+        except NoMatches:  # the screen being taken down: its widgets go before the view
+            return
         grew = False
         for thought in self._streaming.values():
             grew = thought.paint_appended() or grew
-        self.view.thoughts.follow()
+        thoughts.follow()
         if grew and self.view.on_thought_grew is not None:
             self.view.on_thought_grew()
 
