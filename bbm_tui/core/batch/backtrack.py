@@ -290,7 +290,9 @@ async def backtrack_one(
         return _extra(job.task, None, row.steps, row.answer, row.target, [])
     spec = backtracking_model(spec, job.task)  # replay/bbm cannot write a new step
     try:
-        trace, made = _open_session(store, job, spec)
+        # On the loop as the trace's other store work is: the session is made in the
+        # child's first write of it, which must not wait for another process's lock there.
+        trace, made = await on_the_loop(_open_session, store, job, spec)
         try:
             return await _continue(job, trace, made, settings, progress, notify)
         except BaseException:  # refused or stopped: a session made for nothing goes
@@ -386,7 +388,8 @@ def _stored_samples(trace: TraceSession, number: int,
 def _open_session(store: Store, job: BacktrackJob,
                   spec: llm.ModelSpec) -> tuple[TraceSession, bool]:
     """The batch's session of this trace and model, the original as its first branch, and
-    whether it was made just now (not found from an earlier run)."""
+    whether it was made just now (not found from an earlier run). Only reads before its one
+    write (`on_the_loop` may begin it again)."""
     digest = digest_of(job.task)
     for session in store.sessions_of_question(task=job.task, input=job.row.input,
                                               model=spec.model):

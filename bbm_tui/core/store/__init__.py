@@ -14,6 +14,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bbm_tui.core.store.base import (
+        BUSY_TIMEOUT_MS,
+        WriteLockBusy,
+        first_write_without_waiting,
+    )
     from bbm_tui.core.store.calls import call_from_row
     from bbm_tui.core.store.errors import SessionBusy, SessionDeleted, StoreError
     from bbm_tui.core.store.files import (
@@ -47,7 +52,7 @@ if TYPE_CHECKING:
     from bbm_tui.core.store.schema import MIGRATIONS, SCHEMA_VERSION, expected_columns
     from bbm_tui.core.store.sessions import CLAIM_HEARTBEAT_S, CLAIM_STALE_S
     from bbm_tui.core.store.steps import ReasoningSlice
-    from bbm_tui.core.store.store import BUSY_TIMEOUT_MS, Store
+    from bbm_tui.core.store.store import Store
 
 # Each name this package offers, and the module of the package that defines it.
 _MODULE_OF = {
@@ -82,7 +87,9 @@ _MODULE_OF = {
     "MIGRATIONS": "schema",
     "SCHEMA_VERSION": "schema",
     "expected_columns": "schema",
-    "BUSY_TIMEOUT_MS": "store",
+    "BUSY_TIMEOUT_MS": "base",
+    "WriteLockBusy": "base",
+    "first_write_without_waiting": "base",
     "CLAIM_HEARTBEAT_S": "sessions",
     "CLAIM_STALE_S": "sessions",
     "Store": "store",
@@ -117,11 +124,13 @@ __all__ = [
     "StoredCandidate",
     "TaskDefinition",
     "Totals",
+    "WriteLockBusy",
     "call_from_row",
     "calls_latency",
     "default_path",
     "default_session_name",
     "expected_columns",
+    "first_write_without_waiting",
     "home_dir",
     "preflight",
     "steps_calls",

@@ -1,7 +1,8 @@
 """What every area of the store's queries stands on: the one connection, shared by the
 threads of one process under a lock; writes in transactions that take the lock up front
-(`BEGIN IMMEDIATE`) and wait out another process's; reads; and the errors SQLite's own
-become (store.py opens the connection, migrates it and composes the areas)."""
+(`BEGIN IMMEDIATE`) and wait out another process's (or, asked to, refuse to wait:
+`first_write_without_waiting`); reads; and the errors SQLite's own become (store.py opens
+the connection, migrates it and composes the areas)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,35 @@ from bbm_tui.core.store.errors import SessionDeleted, StoreError
 from bbm_tui.core.store.files import system_error
 
 T = TypeVar("T")
+
+# How long a write waits for another connection's write lock (SQLite's busy handler).
+BUSY_TIMEOUT_MS = 10_000
+
+
+class WriteLockBusy(BaseException):
+    """Raised by the first write within `first_write_without_waiting()` when another
+    connection (another process) holds the store's write lock: that write began nothing.
+    A BaseException, so that a work's own `except Exception` cannot swallow it on its way
+    to whoever tries the work again."""
+
+
+# Per thread: whether this thread's next write is to refuse to wait (armed by
+# first_write_without_waiting, disarmed by that write).
+_fail_fast = threading.local()
+
+
+@contextmanager
+def first_write_without_waiting() -> Iterator[None]:
+    """Within the block, on this thread: the first write to open a transaction tries the
+    store's write lock once and raises WriteLockBusy if another connection holds it, rather
+    than wait in SQLite's busy handler (which would hold an event loop's thread, and every
+    task on it, for as long). The writes after it wait as every write does: a work that has
+    committed something must not be begun again."""
+    _fail_fast.armed = True
+    try:
+        yield
+    finally:
+        _fail_fast.armed = False
 
 
 class StoreBase:
@@ -52,7 +82,11 @@ class StoreBase:
             if self._joined:
                 yield connection
                 return
-            retry_locked(lambda: connection.execute("BEGIN IMMEDIATE"))
+            if getattr(_fail_fast, "armed", False):
+                _fail_fast.armed = False
+                _begin_without_waiting(connection)
+            else:
+                retry_locked(lambda: connection.execute("BEGIN IMMEDIATE"))
             try:
                 yield connection
             except UnicodeEncodeError as error:
@@ -124,6 +158,25 @@ def inserted_id(cursor: sqlite3.Cursor) -> int:
     return row_id
 
 
+def _begin_without_waiting(connection: sqlite3.Connection) -> None:
+    """`BEGIN IMMEDIATE`, or WriteLockBusy at once (nothing begun) if another connection
+    holds the write lock."""
+    connection.execute("PRAGMA busy_timeout = 0")
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as error:
+        if not _is_busy(error):
+            raise
+        raise WriteLockBusy from None
+    finally:
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+
+
+def _is_busy(error: sqlite3.OperationalError) -> bool:
+    message = str(error).lower()
+    return "locked" in message or "busy" in message
+
+
 def retry_locked(action: Callable[[], T]) -> T:
     """busy_timeout covers most waits; this covers the rest ("database is locked" can still
     surface, e.g. when a checkpoint holds the lock longer than the timeout)."""
@@ -133,8 +186,7 @@ def retry_locked(action: Callable[[], T]) -> T:
         try:
             return action()
         except sqlite3.OperationalError as error:
-            message = str(error).lower()
-            if "locked" not in message and "busy" not in message:
+            if not _is_busy(error):
                 raise
             if time.monotonic() > deadline:
                 raise StoreError(f"the session store stayed locked for a minute: {error}") from None

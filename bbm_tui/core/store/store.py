@@ -23,7 +23,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from bbm_tui.core.store.base import retry_locked
+from bbm_tui.core.store.base import BUSY_TIMEOUT_MS, retry_locked
 from bbm_tui.core.store.calls import CallQueries
 from bbm_tui.core.store.errors import StoreError
 from bbm_tui.core.store.files import (
@@ -48,8 +48,6 @@ from bbm_tui.core.store.schema import (
 )
 from bbm_tui.core.store.sessions import SessionQueries
 from bbm_tui.core.store.steps import StepQueries
-
-BUSY_TIMEOUT_MS = 10_000
 
 
 class Store(SessionQueries, SessionListing, StepQueries, LabelQueries, FinderQueries,

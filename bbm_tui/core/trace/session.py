@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import socket
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
@@ -46,6 +47,7 @@ from bbm_tui.core.generation.thinking import ReasoningFinished, run_thinking, st
 from bbm_tui.core.llm.capabilities import reasoning_is_summary
 from bbm_tui.core.redact import REDACTED, redact_data, redact_url
 from bbm_tui.core.store import (
+    BUSY_TIMEOUT_MS,
     CLAIM_HEARTBEAT_S,
     Label,
     ModelBranch,
@@ -58,6 +60,8 @@ from bbm_tui.core.store import (
     StoreError,
     TaskDefinition,
     Totals,
+    WriteLockBusy,
+    first_write_without_waiting,
 )
 from bbm_tui.core.tasks import Task, UnknownTaskError, get_task
 from bbm_tui.core.tasks.files import task_definition, task_digest, task_from_definition
@@ -91,12 +95,42 @@ FROM_THE_TEXT = ReadFromText.FROM_THE_TEXT
 StoreWork = Callable[..., Awaitable[Any]]
 
 
+# A batch's store work that found another process's write under way is tried again after
+# this pause (growing to the longest): another process's transactions last a millisecond or
+# less, and an event loop's timers are good to a millisecond.
+FIRST_RETRY_S = 0.001
+LONGEST_RETRY_S = 0.02
+
+
 async def on_the_loop(function: Callable[..., T], /, *args: Any) -> T:
     """Store work run right where it is asked for. For the headless batches: a commit takes a
     fraction of a millisecond, while its trip to a thread and back (and the wait for the GIL
     and the store's lock there) kept each backtracked trace out of its next call longer than
-    the call's own CPU (bench/backtrack_concurrency.py)."""
-    return function(*args)
+    the call's own CPU (bench/backtrack_concurrency.py).
+
+    Its first write does not wait for the store's write lock while another process holds it
+    (another `--processes` child): SQLite would wait inside the call, holding the loop and
+    every trace on it (35-50 times a child in that benchmark). The work is begun again a
+    moment later instead, while the loop goes on; nothing of it was written, as only its
+    first `BEGIN` refuses to wait (one that has written waits at its next, as every write
+    does). So a work handed here does nothing but read before its first write. Cancelled
+    while it waits, the work is done at once, waiting as every write does, and the
+    cancellation goes on: work handed over is done, as it would be in a thread."""
+    pause = FIRST_RETRY_S
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while time.monotonic() < deadline:
+        try:
+            with first_write_without_waiting():
+                return function(*args)
+        except WriteLockBusy:
+            pass
+        try:
+            await asyncio.sleep(pause)
+        except asyncio.CancelledError:
+            function(*args)
+            raise
+        pause = min(pause * 1.5, LONGEST_RETRY_S)
+    return function(*args)  # still held after the busy timeout: wait as every write does
 
 
 @dataclass(frozen=True)
