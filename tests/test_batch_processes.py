@@ -7,13 +7,10 @@ child that dies stops it with one message."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
 import os
 import signal
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -31,7 +28,7 @@ from bbm_tui.core.batch.backtrack import (
 from bbm_tui.core.batch.find import find_batch
 from bbm_tui.core.batch.find import jobs_from_files as find_jobs
 from bbm_tui.core.batch.runner import BATCH_GC_THRESHOLD
-from bbm_tui.core.batch.workers import InPlace, WorkerError, Workers, WorkerSetup
+from bbm_tui.core.batch.workers import WorkerError, Workers, WorkerSetup
 from bbm_tui.core.dataset import bundled_path
 from bbm_tui.core.generation.stepper import StepperSettings
 from bbm_tui.core.store import Store
@@ -253,39 +250,3 @@ def test_find_over_processes_shares_the_rpm_out(
     assert code == 0, capsys.readouterr().err
     assert len(arrived) == 10
     assert max(arrived) - min(arrived) >= 0.55
-
-
-async def _threads_of_the_default_executor(_job: object, _store: Store | None,
-                                           _setup: WorkerSetup) -> tuple[bool, bool]:
-    """A child's work: whether what its loop hands to the default executor (litellm's
-    set-up of a call, `asyncio.to_thread`) runs on the loop's own thread."""
-    loop = asyncio.get_running_loop()
-    here = threading.get_ident()
-    handed = await loop.run_in_executor(None, threading.get_ident)
-    to_thread = await asyncio.to_thread(threading.get_ident)
-    return handed == here, to_thread == here
-
-
-async def test_a_worker_runs_what_its_loop_would_hand_to_a_thread_in_place() -> None:
-    # litellm's set-up of each call went to a thread and back: --processes 2 ran 4% faster
-    # in place (bench/backtrack_concurrency.py).
-    setup = WorkerSetup(None, llm.ModelSpec("openai/test"), StepperSettings(),
-                        _threads_of_the_default_executor)
-    async with Workers(2, setup) as workers:
-        answers = [await workers.run(index) for index in range(2)]
-    assert answers == [(True, True), (True, True)]
-
-
-def test_name_resolution_still_goes_to_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    """It may wait on the network, and every trace of the child with it."""
-    resolved_on: list[int] = []
-
-    def getaddrinfo(*_args: object) -> list:
-        resolved_on.append(threading.get_ident())
-        return []
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    with InPlace(max_workers=1) as executor:
-        assert executor.submit(threading.get_ident).result() == threading.get_ident()
-        executor.submit(socket.getaddrinfo, "localhost", 80).result()
-    assert resolved_on and resolved_on[0] != threading.get_ident()

@@ -20,11 +20,9 @@ at most the steps being streamed.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import multiprocessing
 import signal
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -42,7 +40,6 @@ if TYPE_CHECKING:
 
 # A batch's own progress (RunProgress, BacktrackProgress), handed back to its `notify`.
 ProgressT = TypeVar("ProgressT", bound=Progress)
-T = TypeVar("T")
 
 # How long a child may take to import litellm and open the store before the pool gives up.
 START_TIMEOUT_S = 120.0
@@ -247,31 +244,9 @@ def child_main(connection: Connection, setup: WorkerSetup) -> None:
     asyncio.run(_serve(connection, setup))
 
 
-class InPlace(concurrent.futures.ThreadPoolExecutor):
-    """A child's default executor: what its loop would hand to a thread runs in place, on
-    the loop's own thread. litellm sets up every call in one (`run_in_executor`), and the
-    trip there and back, with the GIL going to and fro between that thread and the loop,
-    kept a child's traces waiting longer than the set-up's own CPU
-    (bench/backtrack_concurrency.py: --processes 2 4% faster in place). A child has no screen
-    to keep painting. Name resolution alone still goes to a thread: it may wait on the
-    network, and every trace in the child with it."""
-
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
-               ) -> concurrent.futures.Future[T]:
-        if fn in (socket.getaddrinfo, socket.getnameinfo):
-            return super().submit(fn, *args, **kwargs)
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as error:  # handed on to whoever awaits it, as a thread's
-            future.set_exception(error)
-        return future
-
-
 async def _serve(connection: Connection, setup: WorkerSetup) -> None:
     from bbm_tui.core.store import Store
 
-    asyncio.get_running_loop().set_default_executor(InPlace(max_workers=1))
     try:
         use_tasks(setup.tasks)
         llm.warm_up()
