@@ -169,27 +169,35 @@ def drawn_lines(thought: ThoughtView) -> list[Strip]:
     return Visual.to_strips(thought, thought.render(), width, height, thought.visual_style)
 
 
+async def forty_words_counting_renders(app: OneThought, pilot, monkeypatch
+                                       ) -> tuple[ThoughtView, list[int]]:  # type: ignore[no-untyped-def]
+    """The app's thought holding forty words, laid out; and, from now on, the lines with text
+    each render of it by Textual draws (a line is drawn under blank ones)."""
+    thought = app.query_one(ThoughtView)
+    thought.append(" ".join(f"word{number}" for number in range(40)))
+    thought.paint_appended()
+    await wait_for(pilot, lambda: thought.size.height > 4, timeout=5)
+    await pilot.pause()
+    rendered: list[int] = []
+    original = Visual.to_strips
+
+    def to_strips(widget, visual, width, height, style, **kwargs):  # type: ignore[no-untyped-def]
+        strips = original(widget, visual, width, height, style, **kwargs)
+        if widget is thought:
+            rendered.append(len([strip for strip in strips if strip.text.strip()]))
+        return strips
+
+    monkeypatch.setattr(Visual, "to_strips", to_strips)
+    return thought, rendered
+
+
 async def test_a_token_redraws_only_the_lines_it_changed(monkeypatch) -> None:
     """Textual rendered every line of the streaming thought again for each frame's tokens,
     though a token changes its last line or two (the thinking mode's paragraphs are ten
     lines and more: bench/thinking_stream.py)."""
     app = OneThought()
     async with app.run_test(size=(60, 20)) as pilot:
-        thought = app.query_one(ThoughtView)
-        thought.append(" ".join(f"word{number}" for number in range(40)))
-        thought.paint_appended()
-        await wait_for(pilot, lambda: thought.size.height > 4, timeout=5)
-        await pilot.pause()
-        rendered: list[int] = []
-        original = Visual.to_strips
-
-        def to_strips(widget, visual, width, height, style, **kwargs):  # type: ignore[no-untyped-def]
-            strips = original(widget, visual, width, height, style, **kwargs)
-            if widget is thought:  # the lines with text (a line is drawn under blank ones)
-                rendered.append(len([strip for strip in strips if strip.text.strip()]))
-            return strips
-
-        monkeypatch.setattr(Visual, "to_strips", to_strips)
+        thought, rendered = await forty_words_counting_renders(app, pilot, monkeypatch)
         height = thought.size.height
         thought.append("x")  # the last word grows: the same height
         assert not thought.paint_appended()
@@ -208,21 +216,7 @@ async def test_a_thought_laid_out_for_a_line_it_gained_renders_only_the_lines_af
     the lines drawn are those a whole render draws."""
     app = OneThought()
     async with app.run_test(size=(60, 20)) as pilot:
-        thought = app.query_one(ThoughtView)
-        thought.append(" ".join(f"word{number}" for number in range(40)))
-        thought.paint_appended()
-        await wait_for(pilot, lambda: thought.size.height > 4, timeout=5)
-        await pilot.pause()
-        rendered: list[int] = []
-        original = Visual.to_strips
-
-        def to_strips(widget, visual, width, height, style, **kwargs):  # type: ignore[no-untyped-def]
-            strips = original(widget, visual, width, height, style, **kwargs)
-            if widget is thought:  # the lines with text (a line is drawn under blank ones)
-                rendered.append(len([strip for strip in strips if strip.text.strip()]))
-            return strips
-
-        monkeypatch.setattr(Visual, "to_strips", to_strips)
+        thought, rendered = await forty_words_counting_renders(app, pilot, monkeypatch)
         for _ in range(3):
             height = thought.size.height
             rendered.clear()
