@@ -198,3 +198,32 @@ def test_opening_the_app_builds_none_of_the_records() -> None:
                           cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[]", "True"]
+
+
+def test_bbm_tui_alone_reads_its_start_with_the_collector_off() -> None:
+    """`bbm-tui` alone (the app): the cycle collector is off from the start of `main`, so the
+    parser, the config and the task table are read without its passes (bench/first_frame.py:
+    ~7 ms of the start), until the app's first frame (ui/run.py turns it on); where the app
+    never opens (no terminal here) it is on again after; a command runs with it on."""
+    script = "\n".join([
+        "import gc, sys",
+        "seen = {}",
+        "def hook(event, args):",
+        "    if event == 'import' and args[0] == 'bbm_tui.cli.inputs' and 'start' not in seen:",
+        "        seen['start'] = gc.isenabled()",
+        "sys.addaudithook(hook)",
+        "from bbm_tui.cli import main",
+        "code = main([])",
+        "print(code, seen['start'], gc.isenabled())",
+        "import bbm_tui.cli.stats as stats",
+        "def command(args):",
+        "    seen['stats'] = gc.isenabled()",
+        "    return 0",
+        "stats.command = command",
+        "print(main(['stats', 'dataset/word_sorting.jsonl']), seen['stats'], gc.isenabled())",
+    ])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert "the app needs a terminal" in done.stderr
+    assert done.stdout.split() == ["2", "False", "True", "0", "True", "True"]
