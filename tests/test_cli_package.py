@@ -126,7 +126,9 @@ def test_opening_the_app_imports_only_what_its_first_screen_needs(tmp_path: Path
     task files, the config, the store's preflight, the app's module. The dataset formats, the
     trace session, the model layer, the store's queries, OpenSSL (hashlib) and the records and
     named values of the store and the calls (core/records.py) are imported after that frame,
-    where they are used (bench/first_frame.py: they cost it ~90 ms, the records ~3.5 ms)."""
+    where they are used (bench/first_frame.py: they cost it ~90 ms, the records ~3.5 ms); so
+    are the task files' reader when there is no task file, the redaction (for what goes
+    wrong) and Textual's checkboxes (the task and model pane's, filled after the frame)."""
     modules = imported_by(
         "import os",
         f"os.environ['BBM_TUI_HOME'] = {str(tmp_path / 'home')!r}",
@@ -143,7 +145,8 @@ def test_opening_the_app_imports_only_what_its_first_screen_needs(tmp_path: Path
     late = {"bbm_tui.core.dataset", "bbm_tui.core.dataset.formats", "bbm_tui.core.llm",
             "bbm_tui.core.trace.session", "bbm_tui.core.annotation.export",
             "bbm_tui.core.generation.stepper", "bbm_tui.core.store.store", "hashlib", "sqlite3",
-            "regex", "bbm_tui.core.records"}
+            "regex", "bbm_tui.core.records", "bbm_tui.core.tasks.files", "bbm_tui.core.redact",
+            "textual.widgets._toggle_button"}
     assert modules & late == set()
     assert "bbm_tui.ui.screens.new_session" in modules  # the first screen itself
 

@@ -16,12 +16,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widget import Widget
-from textual.widgets import Button, Checkbox, Input, OptionList, Static
+from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from bbm_tui.core.config import Config
-from bbm_tui.core.redact import redact_url
 from bbm_tui.core.tasks import TASK_NAMES, get_task, task_names, task_titles
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import MODES, ModelSpec
@@ -31,12 +30,13 @@ from bbm_tui.ui.messages import GoBack, ModelChosen, OpenModels, OpenTrace
 from bbm_tui.ui.panels import FOCUS_COMING, mark_panels, set_panel_title
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.text import MUTED, safe, safe_line, settings_line, styled
-from bbm_tui.ui.widgets.chrome import KeysFooter, TickBox, TitleBar
+from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
 
 if TYPE_CHECKING:
     # At run time these are imported where used: this module is on the way to the first
     # frame, and they are not.
     from textual.timer import Timer
+    from textual.widgets import Checkbox
 
     from bbm_tui.core.dataset import TraceRow
     from bbm_tui.core.store import Store
@@ -165,6 +165,8 @@ def spec_line(spec: ModelSpec, settings: StepperSettings | None = None) -> Conte
     password or key in it never shown); under it, how it generates."""
     line = Content.assemble(safe_line(spec.model, 40).stylize("bold"), (f" · {spec.mode}", MUTED))
     if spec.api_base:
+        from bbm_tui.core.redact import redact_url  # after the first frame (the model pane)
+
         shown = redact_url(spec.api_base) or ""
         line = line.append(styled(" · ", MUTED)).append(safe_line(shown, 40))
     if spec.router:
@@ -265,6 +267,8 @@ class NewSessionScreen(BbmScreen):
 
     def _model_side(self) -> list[Widget]:
         """The task and model pane's widgets: the tasks, the model, Start."""
+        from bbm_tui.ui.widgets.tickbox import TickBox  # after the first frame, as the pane
+
         recorded = self.bbm_app.recorded_trace
         return [
             OptionList(*[Option(task_option(name, title), id=name)
@@ -383,8 +387,11 @@ class NewSessionScreen(BbmScreen):
     # -- the task, and the dataset's questions (read in a thread: the first read parses a
     # JSONL file)
 
-    @on(Checkbox.Changed, "#recorded")
-    def _recorded_changed(self, event: Checkbox.Changed) -> None:
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        # Not @on(Checkbox.Changed, ...): Textual's toggle buttons are imported with the task
+        # and model pane, after the first frame.
+        if event.checkbox.id != "recorded":
+            return
         event.checkbox.label = recorded_label(event.value)
         self.bbm_app.recorded_trace = event.value  # the next new session starts the same
 
@@ -547,7 +554,9 @@ class NewSessionScreen(BbmScreen):
         entry = self.selected_entry()
         if entry is None:
             return self._refuse("Pick a question first.")
-        recorded = self.query_one("#recorded", Checkbox).value
+        from bbm_tui.ui.widgets.tickbox import TickBox
+
+        recorded = self.query_one("#recorded", TickBox).value
         return dataset_request(self.task_name, entry.index, entry.row, self.spec,
                                recorded=recorded, beside=self.beside)
 
