@@ -91,7 +91,8 @@ def test_a_core_error_from_any_command_is_one_line(tmp_path: Path,
 def imported_by(*code: str) -> set[str]:
     """The modules a fresh interpreter holds after running `code` (the project's and the
     heavy libraries' names)."""
-    script = "\n".join([*code, "import json, sys", "print(json.dumps(sorted(sys.modules)))"])
+    script = "\n".join([*code, "import sys", "held = sorted(sys.modules)",  # before json's
+                         "import json", "print(json.dumps(held))"])
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
@@ -128,7 +129,8 @@ def test_opening_the_app_imports_only_what_its_first_screen_needs(tmp_path: Path
     named values of the store and the calls (core/records.py) are imported after that frame,
     where they are used (bench/first_frame.py: they cost it ~90 ms, the records ~3.5 ms); so
     are the task files' reader when there is no task file, the redaction (for what goes
-    wrong) and Textual's checkboxes (the task and model pane's, filled after the frame)."""
+    wrong), Textual's checkboxes (the task and model pane's, filled after the frame), json
+    and importlib.resources (for the shipped prompt files, read when a task is used)."""
     modules = imported_by(
         "import os",
         f"os.environ['BBM_TUI_HOME'] = {str(tmp_path / 'home')!r}",
@@ -146,7 +148,7 @@ def test_opening_the_app_imports_only_what_its_first_screen_needs(tmp_path: Path
             "bbm_tui.core.trace.session", "bbm_tui.core.annotation.export",
             "bbm_tui.core.generation.stepper", "bbm_tui.core.store.store", "hashlib", "sqlite3",
             "regex", "bbm_tui.core.records", "bbm_tui.core.tasks.files", "bbm_tui.core.redact",
-            "textual.widgets._toggle_button"}
+            "textual.widgets._toggle_button", "json", "importlib.resources"}
     assert modules & late == set()
     assert "bbm_tui.ui.screens.new_session" in modules  # the first screen itself
 
