@@ -261,7 +261,7 @@ class NewSessionScreen(BbmScreen):
                 yield Static(id="match-count", classes="hint")
                 # The question list goes here after the first frame.
                 yield Static(id="question-preview")
-            # Filled after the first frame (_fill_model_side).
+            # Filled after the first frame (_fill_after_first_frame).
             yield Vertical(id="model-side", classes="panel")
         yield KeysFooter(drawn_first=True)  # the app's first frame: its keys as one line
 
