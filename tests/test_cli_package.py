@@ -91,7 +91,8 @@ def test_a_core_error_from_any_command_is_one_line(tmp_path: Path,
 def imported_by(*code: str) -> set[str]:
     """The modules a fresh interpreter holds after running `code` (the project's and the
     heavy libraries' names)."""
-    script = "\n".join([*code, "import json, sys", "print(json.dumps(sorted(sys.modules)))"])
+    script = "\n".join([*code, "import sys", "held = sorted(sys.modules)",  # before json's
+                         "import json", "print(json.dumps(held))"])
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
@@ -126,7 +127,10 @@ def test_opening_the_app_imports_only_what_its_first_screen_needs(tmp_path: Path
     task files, the config, the store's preflight, the app's module. The dataset formats, the
     trace session, the model layer, the store's queries, OpenSSL (hashlib) and the records and
     named values of the store and the calls (core/records.py) are imported after that frame,
-    where they are used (bench/first_frame.py: they cost it ~90 ms, the records ~3.5 ms)."""
+    where they are used (bench/first_frame.py: they cost it ~90 ms, the records ~3.5 ms); so
+    are the task files' reader when there is no task file, the redaction (for what goes
+    wrong), Textual's checkboxes (the task and model pane's, filled after the frame), json
+    and importlib.resources (for the shipped prompt files, read when a task is used)."""
     modules = imported_by(
         "import os",
         f"os.environ['BBM_TUI_HOME'] = {str(tmp_path / 'home')!r}",
@@ -143,7 +147,8 @@ def test_opening_the_app_imports_only_what_its_first_screen_needs(tmp_path: Path
     late = {"bbm_tui.core.dataset", "bbm_tui.core.dataset.formats", "bbm_tui.core.llm",
             "bbm_tui.core.trace.session", "bbm_tui.core.annotation.export",
             "bbm_tui.core.generation.stepper", "bbm_tui.core.store.store", "hashlib", "sqlite3",
-            "regex", "bbm_tui.core.records"}
+            "regex", "bbm_tui.core.records", "bbm_tui.core.tasks.files", "bbm_tui.core.redact",
+            "textual.widgets._toggle_button", "json", "importlib.resources"}
     assert modules & late == set()
     assert "bbm_tui.ui.screens.new_session" in modules  # the first screen itself
 
@@ -198,3 +203,32 @@ def test_opening_the_app_builds_none_of_the_records() -> None:
                           cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[]", "True"]
+
+
+def test_bbm_tui_alone_reads_its_start_with_the_collector_off() -> None:
+    """`bbm-tui` alone (the app): the cycle collector is off from the start of `main`, so the
+    parser, the config and the task table are read without its passes (bench/first_frame.py:
+    ~7 ms of the start), until the app's first frame (ui/run.py turns it on); where the app
+    never opens (no terminal here) it is on again after; a command runs with it on."""
+    script = "\n".join([
+        "import gc, sys",
+        "seen = {}",
+        "def hook(event, args):",
+        "    if event == 'import' and args[0] == 'bbm_tui.cli.inputs' and 'start' not in seen:",
+        "        seen['start'] = gc.isenabled()",
+        "sys.addaudithook(hook)",
+        "from bbm_tui.cli import main",
+        "code = main([])",
+        "print(code, seen['start'], gc.isenabled())",
+        "import bbm_tui.cli.stats as stats",
+        "def command(args):",
+        "    seen['stats'] = gc.isenabled()",
+        "    return 0",
+        "stats.command = command",
+        "print(main(['stats', 'dataset/word_sorting.jsonl']), seen['stats'], gc.isenabled())",
+    ])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert "the app needs a terminal" in done.stderr
+    assert done.stdout.split() == ["2", "False", "True", "0", "True", "True"]

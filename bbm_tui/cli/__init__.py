@@ -10,6 +10,7 @@ prints at once and `bbm-tui stats` never pays for litellm or Textual.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -65,7 +66,24 @@ COMMANDS: dict[str | None, str] = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    collecting = gc.isenabled()
+    # The cycle collector is off while the command line, the config and the task table are
+    # read, and for the app (no command) until its first frame is on screen (ui/run.py turns
+    # it back on): its passes over what they make, which all lives as long as the process,
+    # cost ~7 ms of the app's start (bench/first_frame.py). A command has it back before it
+    # runs; whatever ends here (--help, a usage error) leaves it as it was found.
+    gc.disable()
+    try:
+        return _command(argv, collecting)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _command(argv: list[str], collecting: bool) -> int:
     args = build_parser(argv).parse_args(argv)
+    if args.command is not None and collecting:
+        gc.enable()
     try:
         # Imported once the command is known (--help and a typo end above, without them):
         # each brings the parts of the core it needs, and only the app brings Textual.

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from bbm_tui.core.errors import UserError
-from bbm_tui.core.redact import redact
 from bbm_tui.core.textsafe import printable
 
 EXIT_OK = 0
@@ -68,6 +67,8 @@ class Stopped(Exception):
 def fail(message: str, code: int = EXIT_FAILURE) -> int:
     """One clear line on stderr; never a traceback, never a key. Untrusted parts are made
     printable."""
+    from bbm_tui.core.redact import redact  # here: not on the way to the app's first frame
+
     print(f"bbm-tui: {printable(redact(message))}", file=sys.stderr)
     return code
 
@@ -75,6 +76,8 @@ def fail(message: str, code: int = EXIT_FAILURE) -> int:
 def note(message: str) -> None:
     """A line of information on stderr (a chart left out, who served the calls): said as
     "note: …", not "bbm-tui: …", which is how a problem is said (issue 34, item 13)."""
+    from bbm_tui.core.redact import redact
+
     print(f"note: {printable(redact(message))}", file=sys.stderr)
 
 

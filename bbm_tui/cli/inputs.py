@@ -13,7 +13,6 @@ from bbm_tui.cli.errors import UsageError, fail, given
 from bbm_tui.core.config import Config, load_config, tasks_folder
 from bbm_tui.core.errors import InvalidValue
 from bbm_tui.core.tasks import get_task, use_tasks
-from bbm_tui.core.tasks.files import load_user_tasks
 from bbm_tui.core.types import MAX_TEMPERATURE, MIN_TEMPERATURE, ModelSpec
 
 if TYPE_CHECKING:
@@ -28,14 +27,32 @@ def use_task_files(args: argparse.Namespace) -> None:
     shows it too), and the other tasks load. With one --task-file and no --task, that task
     is the one meant."""
     named = getattr(args, "task_files", None) or []
+    folder = tasks_folder()
+    if not named and not _may_hold_tasks(folder):
+        # Nothing of one's own to read: the task files' reader is not even imported (on the
+        # way to the app's first frame, with its TOML and JSON checks: bench/first_frame.py).
+        args.task_problems = []
+        use_tasks([])
+        return
+    from bbm_tui.core.tasks.files import load_user_tasks
+
     with given():
-        loaded = load_user_tasks(tasks_folder(), named)
+        loaded = load_user_tasks(folder, named)
     args.task_problems = [str(problem) for problem in loaded.problems]
     for problem in args.task_problems:
         fail(f"{problem} (that task is left out; the others load)")
     use_tasks(loaded.tasks)
     if len(named) == 1 and getattr(args, "task", None) is None and hasattr(args, "task"):
         args.task = loaded.tasks[-1].name
+
+
+def _may_hold_tasks(folder: Path) -> bool:
+    """Whether the tasks folder has a `*.toml` in it (what load_task_folder reads); an
+    unreadable or missing folder holds none, as there."""
+    try:
+        return any(True for _ in folder.glob("*.toml"))
+    except OSError:
+        return False
 
 
 def check_task(name: str | None) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 
 
 def _package_dir(name: str) -> Path:
+    # importlib.resources here, where a file is looked for: the app's first frame reads none.
+    from importlib import resources
+
     # In a wheel, `prompts/` and `dataset/` are installed as sub-packages of bbm_tui; in an
     # editable install or a plain checkout they stay at the project root.
     installed = resources.files("bbm_tui").joinpath(name)

@@ -16,6 +16,9 @@ from textual.dom import DOMNode
 from textual.widget import Widget
 
 FOCUS_MARKER = "▸ "
+# A panel of this class is drawn as focused while the widget that will have the focus is not
+# mounted yet (the new-session screen's question list, after the app's first frame).
+FOCUS_COMING = "-focus-coming"
 
 # Each panel's title as set, without the marker, and whether the marker is on it now.
 _titles: WeakKeyDictionary[Widget, str | Content] = WeakKeyDictionary()
@@ -41,7 +44,7 @@ def mark_panels(root: DOMNode) -> None:
 def _focused(panel: Widget) -> bool:
     """The focus is in the panel, or (a panel of class `keys-here`: the main screen's
     thoughts) on the widget it belongs to, whose keys act on it."""
-    if panel.has_focus_within:
+    if panel.has_focus_within or panel.has_class(FOCUS_COMING):
         return True
     parent = panel.parent
     return panel.has_class("keys-here") and isinstance(parent, Widget) and parent.has_focus

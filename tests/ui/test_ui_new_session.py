@@ -513,12 +513,17 @@ async def test_at_80x24_every_task_the_search_hint_and_start_are_in_view() -> No
         use_tasks([])
 
 
-def footer_cells(app) -> list[tuple[str, object]]:
-    """The screen's bottom row as it is drawn now: each cell's character and style (without
-    the mouse offsets Textual puts in a style, which are the widget's own)."""
-    strip = app.screen._compositor.render_strips()[-1]
+def row_cells(app, row: int) -> list[tuple[str, object]]:
+    """A row of the screen as it is drawn now: each cell's character and style (without the
+    mouse offsets Textual puts in a style, which are the widget's own)."""
+    strip = app.screen._compositor.render_strips()[row]
     return [(char, segment.style and segment.style.clear_meta_and_links())
             for segment in strip for char in segment.text]
+
+
+def footer_cells(app) -> list[tuple[str, object]]:
+    """The screen's bottom row as it is drawn now."""
+    return row_cells(app, -1)
 
 
 @pytest.mark.parametrize("size", [(120, 40), (80, 24)])
@@ -554,3 +559,48 @@ async def test_the_first_frame_draws_the_footer_keys_as_one_line(
         assert widgets_at_first_frame == 2  # the line and the palette key
         assert cells_at_first_frame == footer_cells(app)
         assert "? help" in "".join(char for char, _style in cells_at_first_frame)
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)])
+async def test_the_question_list_comes_after_the_first_frame_its_pane_drawn_focused(
+        size: tuple[int, int]) -> None:
+    """The question list, empty until the task's questions are read, is mounted after the
+    app's first frame and gets the focus then (bench/first_frame.py: the list and its focus
+    were ~10 ms of the first screen's ~50 ms of CPU). The first frame draws its pane as the
+    focused one (heavy border, "▸ Question") exactly as it is once the list has the focus."""
+    from ui_helpers import on_each_frame
+
+    app = make_app()
+    first: list[tuple[bool, list[tuple[str, object]]]] = []
+
+    def noted(screen, update) -> None:
+        if not first and isinstance(screen, NewSessionScreen):
+            first.append((bool(screen.query("#questions")), row_cells(app, 1)))
+
+    on_each_frame(app, noted)
+    async with app.run_test(size=size) as pilot:
+        screen = await new_session_screen(pilot)
+        await pilot.pause()
+        assert screen.focused is screen.query_one("#questions", OptionList)
+        list_at_first_frame, pane_tops_at_first_frame = first[0]
+        assert not list_at_first_frame
+        assert pane_tops_at_first_frame == row_cells(app, 1)
+        assert "┏" in "".join(char for char, _style in pane_tops_at_first_frame)
+        assert "▸ Question" in "".join(char for char, _style in pane_tops_at_first_frame)
+
+
+async def test_a_key_before_the_question_list_is_there_keeps_its_focus() -> None:
+    """The search box focused (/) before the question list is mounted keeps the focus: the
+    list takes it only where nothing has it, and its pane is marked as it really is."""
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen))
+        screen = app.screen
+        search = screen.query_one("#search", Input)
+        search.focus()
+        screen = await new_session_screen(pilot)
+        await pilot.pause()
+        assert screen.focused is search
+        side = screen.query_one("#question-side")
+        assert not side.has_class("-focus-coming")
+        assert str(side.border_title).startswith("▸ ")

@@ -13,7 +13,6 @@ task named after their format: zero-shot, described in prompts/ours/field_tasks.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -183,18 +182,24 @@ TASK_NAMES: tuple[str, ...] = tuple(name for name, *_ in _PAPER)
 PAPER_TITLES: dict[str, str] = {name: title for name, title, *_ in _PAPER}
 
 
+def _shipped_json(*parts: str) -> Any:
+    """A shipped prompts/ JSON file, parsed (json imported here: the app's first frame, which
+    lists the tasks by name, reads none)."""
+    import json
+
+    return json.loads(prompts_dir().joinpath(*parts).read_bytes().decode("utf-8"))
+
+
 @cache
 def paper_finding_prompts() -> dict[str, dict[str, Any]]:
     """prompts/mistake_finding_prompts.json, as shipped."""
-    return json.loads((prompts_dir() / "mistake_finding_prompts.json").read_bytes()
-                      .decode("utf-8"))
+    return _shipped_json("mistake_finding_prompts.json")
 
 
 @cache
 def paper_tasks() -> dict[str, Task]:
     """The paper's five, from the shipped prompts (read once, when first asked for)."""
-    descriptions = json.loads((prompts_dir() / "ours" / "paper_task_descriptions.json")
-                              .read_bytes().decode("utf-8"))
+    descriptions = _shipped_json("ours", "paper_task_descriptions.json")
     findings = paper_finding_prompts()
     tasks = {}
     for name, title, multiple_choice, prefix in _PAPER:
@@ -234,8 +239,7 @@ FIELD_TASK_NAMES: tuple[str, ...] = tuple(FIELD_TITLES)
 @cache
 def field_tasks() -> dict[str, Task]:
     """The field's tasks, from prompts/ours/field_tasks.json (read when first asked for)."""
-    data = json.loads((prompts_dir() / "ours" / "field_tasks.json").read_bytes()
-                      .decode("utf-8"))
+    data = _shipped_json("ours", "field_tasks.json")
     return {
         name: Task(name, title, INPUT_FIELD, zero_shot_instruction(), few_shot=False,
                    answer_pattern=data[name]["answer_regex"], compare=data[name]["compare"],

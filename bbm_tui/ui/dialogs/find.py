@@ -18,7 +18,7 @@ from bbm_tui.core.judging.judges import Judge
 from bbm_tui.ui.dialogs.base import Dialog, with_key
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import MUTED, styled
-from bbm_tui.ui.widgets.chrome import TickBox
+from bbm_tui.ui.widgets.tickbox import TickBox
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from bbm_tui.core.types import (
 from bbm_tui.ui.dialogs.base import Dialog, with_key
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import GLYPH_MISTAKE, GLYPH_OK, MUTED, safe_line, styled
-from bbm_tui.ui.widgets.chrome import TickBox
+from bbm_tui.ui.widgets.tickbox import TickBox
 
 
 @dataclass(frozen=True)

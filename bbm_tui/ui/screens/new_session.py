@@ -16,27 +16,27 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.widget import Widget
-from textual.widgets import Button, Checkbox, Input, OptionList, Static
+from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from bbm_tui.core.config import Config
-from bbm_tui.core.redact import redact_url
 from bbm_tui.core.tasks import TASK_NAMES, get_task, task_names, task_titles
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.types import MODES, ModelSpec
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack, ModelChosen, OpenModels, OpenTrace
-from bbm_tui.ui.panels import set_panel_title
+from bbm_tui.ui.panels import FOCUS_COMING, mark_panels, set_panel_title
 from bbm_tui.ui.screens.base import BbmScreen
 from bbm_tui.ui.text import MUTED, safe, safe_line, settings_line, styled
-from bbm_tui.ui.widgets.chrome import KeysFooter, TickBox, TitleBar
+from bbm_tui.ui.widgets.chrome import KeysFooter, TitleBar
 
 if TYPE_CHECKING:
     # At run time these are imported where used: this module is on the way to the first
     # frame, and they are not.
     from textual.timer import Timer
+    from textual.widgets import Checkbox
 
     from bbm_tui.core.dataset import TraceRow
     from bbm_tui.core.store import Store
@@ -165,6 +165,8 @@ def spec_line(spec: ModelSpec, settings: StepperSettings | None = None) -> Conte
     password or key in it never shown); under it, how it generates."""
     line = Content.assemble(safe_line(spec.model, 40).stylize("bold"), (f" · {spec.mode}", MUTED))
     if spec.api_base:
+        from bbm_tui.core.redact import redact_url  # after the first frame (the model pane)
+
         shown = redact_url(spec.api_base) or ""
         line = line.append(styled(" · ", MUTED)).append(safe_line(shown, 40))
     if spec.router:
@@ -235,6 +237,10 @@ class NewSessionScreen(BbmScreen):
         self._task_timer: Timer | None = None
         # The models beside the first, each in a column of its own (side by side).
         self.beside: list[ModelSpec] = []
+        # Mounted, and given the focus, after the first frame (_fill_after_first_frame): empty
+        # until the task's questions are read, it was a fifth of the first screen's work, its
+        # focus (the pane's styles worked out again) another.
+        self._questions = OptionList(id="questions")
 
     @property
     def bbm_app(self) -> AppContext:
@@ -245,21 +251,24 @@ class NewSessionScreen(BbmScreen):
             self.spec = self.bbm_app.chosen_spec
         yield TitleBar(styled("bbm-tui — new session", "bold"), id="title-bar")
         with Horizontal(id="new-body"):
-            with Vertical(id="question-side", classes="panel"):
+            # Drawn as focused (FOCUS_COMING) until its question list has the focus.
+            with Vertical(id="question-side", classes=f"panel {FOCUS_COMING}"):
                 yield Input(
                     # Whole in the pane at 80 columns (a longer one was cut there).
                     placeholder="/ to search, or a number (e.g. 17)",
                     id="search",
                 )
                 yield Static(id="match-count", classes="hint")
-                yield OptionList(id="questions")
+                # The question list goes here after the first frame.
                 yield Static(id="question-preview")
-            # Filled after the first frame (_fill_model_side).
+            # Filled after the first frame (_fill_after_first_frame).
             yield Vertical(id="model-side", classes="panel")
         yield KeysFooter(drawn_first=True)  # the app's first frame: its keys as one line
 
     def _model_side(self) -> list[Widget]:
         """The task and model pane's widgets: the tasks, the model, Start."""
+        from bbm_tui.ui.widgets.tickbox import TickBox  # after the first frame, as the pane
+
         recorded = self.bbm_app.recorded_trace
         return [
             OptionList(*[Option(task_option(name, title), id=name)
@@ -280,12 +289,21 @@ class NewSessionScreen(BbmScreen):
         set_panel_title(self.query_one("#question-side"), "Question")
         set_panel_title(self.query_one("#model-side"), "Task and model")
         self._show_loading()
-        # After the first frame: the task and model pane (a list, a checkbox and a button:
-        # their styles, layout and painting were a third of the first screen's CPU), then the
-        # questions (hundreds of options). The pane's frame and title are in the first frame.
-        self.call_after_refresh(self._fill_model_side)
+        # After the first frame: the question list, then the task and model pane (a list, a
+        # checkbox and a button: their styles, layout and painting were a third of the first
+        # screen's CPU), then the questions (hundreds of options). The panes' frames and
+        # titles are in the first frame.
+        self.call_after_refresh(self._fill_after_first_frame)
 
-    async def _fill_model_side(self) -> None:
+    async def _fill_after_first_frame(self) -> None:
+        side = self.query_one("#question-side")
+        if not side.is_attached:  # the app closed before its first frame was out (q at once)
+            return
+        await side.mount(self._questions, before="#question-preview")
+        if self.focused is None:  # where AUTO_FOCUS puts it (unless a key moved it first)
+            self.set_focus(self._questions)
+        side.remove_class(FOCUS_COMING)
+        mark_panels(self)
         widgets = self._model_side()
         tasks = widgets[0]
         assert isinstance(tasks, OptionList)
@@ -369,8 +387,11 @@ class NewSessionScreen(BbmScreen):
     # -- the task, and the dataset's questions (read in a thread: the first read parses a
     # JSONL file)
 
-    @on(Checkbox.Changed, "#recorded")
-    def _recorded_changed(self, event: Checkbox.Changed) -> None:
+    def on_checkbox_changed(self, event: Checkbox.Changed) -> None:
+        # Not @on(Checkbox.Changed, ...): Textual's toggle buttons are imported with the task
+        # and model pane, after the first frame.
+        if event.checkbox.id != "recorded":
+            return
         event.checkbox.label = recorded_label(event.value)
         self.bbm_app.recorded_trace = event.value  # the next new session starts the same
 
@@ -389,7 +410,7 @@ class NewSessionScreen(BbmScreen):
 
     @on(OptionList.OptionSelected, "#tasks")
     def _task_chosen(self) -> None:
-        self.query_one("#questions", OptionList).focus()
+        self._questions.focus()
 
     @work(thread=True, exclusive=True, group="dataset", exit_on_error=False,
           description="Reading the dataset")
@@ -448,7 +469,7 @@ class NewSessionScreen(BbmScreen):
     def _apply_filter(self) -> None:
         query = self.query_one("#search", Input).value
         self._shown = filter_entries(self._entries, query)
-        questions = self.query_one("#questions", OptionList)
+        questions = self._questions
         questions.clear_options()
         questions.add_options(
             Option(entry_prompt(entry), id=str(entry.index)) for entry in self._shown
@@ -475,7 +496,7 @@ class NewSessionScreen(BbmScreen):
     @on(Input.Submitted, "#search")
     def _search_submitted(self) -> None:
         query = self.query_one("#search", Input).value.strip().lstrip("#")
-        questions = self.query_one("#questions", OptionList)
+        questions = self._questions
         if query.isdigit():
             # /17 enter: question 17 itself, at once.
             found = next((i for i, entry in enumerate(self._shown)
@@ -492,7 +513,7 @@ class NewSessionScreen(BbmScreen):
         self.action_start()
 
     def selected_entry(self) -> Entry | None:
-        highlighted = self.query_one("#questions", OptionList).highlighted
+        highlighted = self._questions.highlighted
         if highlighted is None or not 0 <= highlighted < len(self._shown):
             return None
         return self._shown[highlighted]
@@ -533,7 +554,9 @@ class NewSessionScreen(BbmScreen):
         entry = self.selected_entry()
         if entry is None:
             return self._refuse("Pick a question first.")
-        recorded = self.query_one("#recorded", Checkbox).value
+        from bbm_tui.ui.widgets.tickbox import TickBox
+
+        recorded = self.query_one("#recorded", TickBox).value
         return dataset_request(self.task_name, entry.index, entry.row, self.spec,
                                recorded=recorded, beside=self.beside)
 

@@ -1,5 +1,6 @@
 """The screens' chrome: a static line without a line-cache, the footer that shows its keys in
-the first frame, and the one-line title bar."""
+the first frame, and the one-line title bar (the tick box is in ui/widgets/tickbox.py: the
+app's first frame has none)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from textual.containers import HorizontalGroup
 from textual.content import Content
 from textual.geometry import Size
 from textual.widget import Widget
-from textual.widgets import Checkbox, Footer, Static
+from textual.widgets import Footer, Static
 from textual.widgets._footer import FooterKey, FooterLabel, KeyGroup
 
 from bbm_tui.ui.message_log import keep_message
@@ -196,6 +197,13 @@ class KeysLine(FooterKey):
         self._keys = [(key.key_display, key.description, key.has_class("-disabled"),
                        _is_help(key)) for key in keys]
         self._shown = [True] * len(self._keys)
+        # Each key drawn in the styles of now (three times before the first frame, else):
+        # made again once the styles change.
+        self._drawn: list[Text] | None = None
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._drawn = None
 
     def get_content_width(self, container: Size, viewport: Size) -> int:
         self._fit(container.width)
@@ -230,6 +238,11 @@ class KeysLine(FooterKey):
 
     def _parts(self) -> list[Text]:
         """Each key as FooterKey.render draws it."""
+        if self._drawn is None:
+            self._drawn = self._draw_parts()
+        return self._drawn
+
+    def _draw_parts(self) -> list[Text]:
         key_style = self.get_component_rich_style("footer-key--key")
         description_style = self.get_component_rich_style("footer-key--description")
         key_padding = self.get_component_styles("footer-key--key").padding
@@ -338,20 +351,3 @@ class TitleBar(HorizontalGroup):
             return
         fits = (form for form in self._left_forms if form.cell_length <= room)
         self._left.show(next(fits, self._left_forms[-1]))
-
-
-class TickBox(Checkbox):
-    """A checkbox that reads as what it is: a tick when on, nothing when off. Textual's shows
-    an X either way and only changes its colour, and an X reads as ticked."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._show_mark()
-
-    def watch_value(self) -> None:
-        super().watch_value()
-        self._show_mark()
-
-    def _show_mark(self) -> None:
-        self.BUTTON_INNER = "✓" if self.value else " "
-        self.refresh()
