@@ -88,14 +88,20 @@ def test_a_core_error_from_any_command_is_one_line(tmp_path: Path,
     assert "Traceback" not in "".join(err)
 
 
+def run_fresh(script: str) -> subprocess.CompletedProcess[str]:
+    """`script` run by a fresh interpreter in the checkout, which must end well."""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def imported_by(*code: str) -> set[str]:
     """The modules a fresh interpreter holds after running `code` (the project's and the
     heavy libraries' names)."""
     script = "\n".join([*code, "import sys", "held = sorted(sys.modules)",  # before json's
                          "import json", "print(json.dumps(held))"])
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr
+    done = run_fresh(script)
     return set(json.loads(done.stdout.splitlines()[-1]))
 
 
@@ -199,9 +205,7 @@ def test_opening_the_app_builds_none_of_the_records() -> None:
         "from bbm_tui.core import records",
         "print(CallRecord is records.CallRecord and Verdict.CORRECT == 'Yes')",
     ])
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr
+    done = run_fresh(script)
     assert done.stdout.split() == ["[]", "True"]
 
 
@@ -227,8 +231,6 @@ def test_bbm_tui_alone_reads_its_start_with_the_collector_off() -> None:
         "stats.command = command",
         "print(main(['stats', 'dataset/word_sorting.jsonl']), seen['stats'], gc.isenabled())",
     ])
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, done.stderr
+    done = run_fresh(script)
     assert "the app needs a terminal" in done.stderr
     assert done.stdout.split() == ["2", "False", "True", "0", "True", "True"]
