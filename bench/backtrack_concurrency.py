@@ -131,11 +131,11 @@ async def timed_run(batch: list, base_url: str, concurrency: int, folder: Path,
             workers = Workers(processes, setup)
             await workers.start()
             stack.callback(workers.close)
-            # Warm, as this process's litellm is before either timing: each child's first
-            # calls build litellm's caches.
-            await backtrack_batch(batch[-2 * processes:], spec, store,
-                                  folder / "warm.jsonl", concurrency=2 * processes,
-                                  workers=workers)
+            # Warm, as this process is before either timing (measure(): 16 traces at 16):
+            # each child's first calls build litellm's caches and open the connections its
+            # share of the 16 in flight will use.
+            await backtrack_batch(batch[:CONCURRENCY], spec, store, folder / "warm.jsonl",
+                                  concurrency=CONCURRENCY, workers=workers)
         started, cpu = time.perf_counter(), time.process_time()
         result = await backtrack_batch(batch, spec, store, folder / "out.jsonl",
                                        concurrency=concurrency, workers=workers)

@@ -19,9 +19,10 @@ from bbm_tui.core.annotation.export import export, export_csv, load_traces
 from bbm_tui.core.annotation.queue import AnnotationQueue, FinishedElsewhere, read_queue_file
 from bbm_tui.core.annotation.report import from_files, from_store, report_json
 from bbm_tui.core.dataset import DatasetError, bundled_path, bundled_rows
+from bbm_tui.core.records import FlagReason, WorkStatus
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import TASK_NAMES
-from bbm_tui.core.types import ADJUDICATOR, FlagReason, WorkStatus
+from bbm_tui.core.types import ADJUDICATOR
 from tests.test_export import meaning
 
 

@@ -16,9 +16,10 @@ import pytest
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import choose
 from bbm_tui.core.generation.stepper import StepFinished, StepperSettings, TraceFinished
+from bbm_tui.core.records import TokenLogprob
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import BranchMade, NewTrace, SamplesReady, TraceSession
-from bbm_tui.core.types import StepOrigin, TokenLogprob
+from bbm_tui.core.types import StepOrigin
 from tests.openai_server import FakeOpenAI, Reply
 
 QUESTION, TARGET = "((2 + 2) * 1) =", "4"

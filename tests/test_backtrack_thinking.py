@@ -16,9 +16,10 @@ import pytest
 
 from bbm_tui.cli import main
 from bbm_tui.core.generation.splitting import split_text
+from bbm_tui.core.records import SessionSource
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.core.types import SessionSource, SplitRule, StepOrigin
+from bbm_tui.core.types import SplitRule, StepOrigin
 from tests.llama_server import FakeLlamaServer, qwen3_template
 from tests.openai_server import FakeOpenAI
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.generation.stepper import OneCallEnded, StepFinished, StepperSettings
+from bbm_tui.core.records import SessionSource
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, TraceSession, on_the_loop
-from bbm_tui.core.types import SessionSource
 from tests.cli_helpers import run_all
 from tests.fake_server import dataset_responder, dataset_trace_responder
 from tests.openai_server import FakeOpenAI, Reply

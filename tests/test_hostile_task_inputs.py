@@ -18,10 +18,10 @@ import pytest
 
 from bbm_tui.core.batch.compare import compare_rows
 from bbm_tui.core.dataset import TraceRow
+from bbm_tui.core.records import Verdict
 from bbm_tui.core.store.files import DATABASE_NAME
 from bbm_tui.core.tasks import Task
 from bbm_tui.core.tasks.files import TaskFileError, load_task_file
-from bbm_tui.core.types import Verdict
 from tests.openai_server import FakeOpenAI, Reply
 
 # Backtracks for ever in `re` (and past any limit in `regex`) on a run of a's that ends

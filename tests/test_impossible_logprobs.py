@@ -16,10 +16,11 @@ from bbm_tui.cli import main
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import choose
 from bbm_tui.core.llm.sampling import sample_steps
+from bbm_tui.core.records import TokenLogprob
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.branches import band, confidence
 from bbm_tui.core.trace.session import NewTrace, TraceSession
-from bbm_tui.core.types import TokenLogprob, plausible_logprob
+from bbm_tui.core.types import plausible_logprob
 from tests.openai_server import FakeOpenAI, Reply
 from tests.strict_json import strict_json_lines
 from tests.test_backtrack import LOGPROBS, ORIGINAL, QUESTION, SAMPLED, TARGET, responder

@@ -23,10 +23,10 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
     run_steps,
 )
+from bbm_tui.core.records import SessionSource, TraceEnd
 from bbm_tui.core.store import Store, Totals
 from bbm_tui.core.tasks import TASK_NAMES
 from bbm_tui.core.trace.session import NewTrace, TraceSession, on_the_loop
-from bbm_tui.core.types import SessionSource, TraceEnd
 from tests.fake_server import dataset_trace_responder
 from tests.openai_server import FakeOpenAI, Reply
 

@@ -16,8 +16,8 @@ from bbm_tui.core.annotation import protocol
 from bbm_tui.core.annotation.export import export, export_step_csv, load_traces
 from bbm_tui.core.annotation.queue import AnnotationQueue, read_queue_file
 from bbm_tui.core.annotation.report import from_store, report_json
+from bbm_tui.core.records import FlagReason, WorkStatus
 from bbm_tui.core.store import Store
-from bbm_tui.core.types import FlagReason, WorkStatus
 from tests.test_formats import FILES
 
 GOOD, NEUTRAL, BAD = 1, 0, -1

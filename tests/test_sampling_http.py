@@ -16,7 +16,7 @@ from bbm_tui.core.llm.capabilities import TOP_ALTERNATIVES
 from bbm_tui.core.llm.sampling import sample_steps
 from bbm_tui.core.llm.transport import aligned_tokens
 from bbm_tui.core.prompts.thoughts import cut_step
-from bbm_tui.core.types import TokenLogprob
+from bbm_tui.core.records import TokenLogprob
 from tests.openai_server import FakeOpenAI, Reply
 
 PROMPT = "Q: 2 + 2 = ?\nThought 1: Let me add.\nThought 2: Now\nThought 3:"

@@ -19,6 +19,7 @@ from bbm_tui.core.generation.stepper import (
     StepperSettings,
     TraceFinished,
 )
+from bbm_tui.core.records import ModelBranchState
 from bbm_tui.core.store import SessionBusy, Store
 from bbm_tui.core.trace.session import NewTrace, TraceSession, on_the_loop
 from bbm_tui.core.trace.side_by_side import (
@@ -27,7 +28,6 @@ from bbm_tui.core.trace.side_by_side import (
     TooManyModels,
     first_difference,
 )
-from bbm_tui.core.types import ModelBranchState
 from tests.fake_server import solver_responder
 from tests.openai_server import FakeOpenAI, Reply, dataset_responder
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 import pytest
 
 from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.records import Verdict
 from bbm_tui.core.tasks import arithmetic, dyck, extract_answer, tracking, word_sorting
 from bbm_tui.core.tasks.solver import SolverError, next_step
 from bbm_tui.core.tasks.verify import first_mistake, verify_trace
-from bbm_tui.core.types import Verdict
 
 SOLVED = ("word_sorting", "tracking_shuffled_objects", "multistep_arithmetic", "dyck_languages")
 QUESTIONS_PER_TASK = 200

@@ -144,7 +144,7 @@ def test_each_tokens_alternatives_survive_a_reopen(db: Path) -> None:
     """A step's and a sample's tokens keep their top alternatives, in the provider's order,
     aligned to the tokens, after the store is closed and opened again; tokens without any
     store none (NULL), as a store before v8 has."""
-    from bbm_tui.core.types import TokenLogprob
+    from bbm_tui.core.records import TokenLogprob
 
     tokens = [TokenLogprob(" 2", -0.01, ((" 2", -0.01), (" two", -4.5), (" 3", -6.0))),
               TokenLogprob(" +\n", -0.5, ()),  # a token the provider sent none for
@@ -176,7 +176,7 @@ def test_samples_come_back_from_their_commit_as_a_read_gives_them_without_a_read
     """add_candidates hands back what it stored as a later read of it gives it (tokens,
     their alternatives, the summed log-probability, dropped, the call), without reading it
     back: a read each sampling on a backtracking batch's busy loop."""
-    from bbm_tui.core.types import TokenLogprob
+    from bbm_tui.core.records import TokenLogprob
 
     tokens = [TokenLogprob(" 2", -0.01, ((" 2", -0.01), (" two", -4.5))),
               TokenLogprob(" +", -1, ()), TokenLogprob(" 5", -2.9, ((" 4", -0.1),))]

@@ -8,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from bbm_tui.core.records import CallRecord, LabelFilter, SessionQuery, SessionSort, TokenLogprob
 from bbm_tui.core.store import Store
-from bbm_tui.core.types import (
-    CallRecord,
-    LabelFilter,
-    SessionQuery,
-    SessionSort,
-    TokenLogprob,
-)
 
 
 @pytest.fixture

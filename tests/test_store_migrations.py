@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bbm_tui.core.records import CallRecord, TokenLogprob
 from bbm_tui.core.store import SCHEMA_VERSION, Store
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.core.types import CallRecord, TokenLogprob
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -90,7 +90,7 @@ def test_what_the_app_reads_from_a_migrated_store(tmp_path: Path, version: int) 
 
 
 def test_version_4_keeps_tokens_candidates_and_annotators(tmp_path: Path) -> None:
-    from bbm_tui.core.types import CallRecord
+    from bbm_tui.core.records import CallRecord
 
     with Store.open(old_store(tmp_path, 3)) as store:
         tokens = [TokenLogprob("4 ", -0.25), TokenLogprob("+ 4", -0.5)]
@@ -327,8 +327,8 @@ def test_version_11_keeps_a_v10_store_and_keeps_a_tasks_definition_by_its_digest
         tmp_path: Path) -> None:
     """v10 -> v11: every session before is one of the paper's five (no digest); a session of
     a task of one's own keeps its definition, once for every session made with it."""
+    from bbm_tui.core.records import SessionSource
     from bbm_tui.core.store import TaskDefinition
-    from bbm_tui.core.types import SessionSource
 
     path = old_store(tmp_path, 10)
     with Store.open(path) as store:
@@ -448,7 +448,7 @@ def test_version_15_keeps_a_v14_store_and_gives_a_session_several_models(
     head, every step of it) and the new ones follow in their columns, each step stored on its
     own branch (two models writing the same first thought keep a step each), each head moving
     with its branch, the session's with the branch it was on."""
-    from bbm_tui.core.types import ModelBranchState
+    from bbm_tui.core.records import ModelBranchState
 
     path = old_store(tmp_path, 14)
     with Store.open(path) as store:
@@ -493,7 +493,7 @@ def test_version_15_keeps_a_v14_store_and_gives_a_session_several_models(
         assert summary.models == ("openai/m", "openai/other", "openai/x", "m4")
         assert summary.model_names == "openai/m + openai/other + openai/x + m4"
         assert next(s for s in store.sessions() if s.session.id == 1).models == ()
-        from bbm_tui.core.types import SessionQuery
+        from bbm_tui.core.records import SessionQuery
 
         assert [s.session.id for s in store.sessions(SessionQuery(model="other"))] == [3]
         store.delete_session(3)

@@ -25,10 +25,11 @@ from bbm_tui.core.llm.offline import thinking as offline
 from bbm_tui.core.llm.records import UsageCounts
 from bbm_tui.core.llm.usage import cost_of
 from bbm_tui.core.prompts.thinking import thinking_prompt
+from bbm_tui.core.records import ReasoningKind, TraceEnd
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import TASK_NAMES, get_task
 from bbm_tui.core.trace.session import NewTrace, TraceSession
-from bbm_tui.core.types import ReasoningKind, SplitRule, StepOrigin, StepperSettings, TraceEnd
+from bbm_tui.core.types import SplitRule, StepOrigin, StepperSettings
 from tests.fake_server import Reply
 from tests.openai_server import FakeOpenAI
 

@@ -28,7 +28,7 @@ from bbm_tui.core.llm import (
 )
 from bbm_tui.core.llm.records import UsageCounts
 from bbm_tui.core.llm.usage import cost_of
-from bbm_tui.core.types import ReasoningKind
+from bbm_tui.core.records import ReasoningKind
 from tests.anthropic_server import FakeAnthropic
 from tests.fake_server import Reply, pieces_of
 from tests.gemini_server import FakeGemini

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bbm_tui.core.dataset import bundled_rows
+from bbm_tui.core.records import Verdict
 from bbm_tui.core.tasks import UnknownTaskError
 from bbm_tui.core.tasks.verify import (
     Disagreement,
@@ -16,7 +17,6 @@ from bbm_tui.core.tasks.verify import (
     first_mistake,
     verify_trace,
 )
-from bbm_tui.core.types import Verdict
 
 # -- word sorting ------------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from bbm_tui.cli import main
 from bbm_tui.core import llm
 from bbm_tui.core.dataset import read_rows
 from bbm_tui.core.llm.transport import aligned_tokens_short_of_stop
-from bbm_tui.core.types import TokenLogprob
+from bbm_tui.core.records import TokenLogprob
 from tests.openai_server import FakeOpenAI, Reply
 from tests.test_backtrack_cli import dataset_file
 from tests.test_providers_cli import backtrack_responder

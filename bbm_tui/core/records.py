@@ -1,8 +1,7 @@
 """The records and named values of the store, the traces and the model calls: a leaf, as
-core/types.py is, which gives every name here too (import them from there). Apart from it so
-that the app's first frame, which needs the model's settings and none of these, does not
-build them: eleven enums and three dataclasses were ~3.5 ms of the start
-(bench/first_frame.py)."""
+core/types.py is. Apart from it so that the app's first frame, which needs the model's
+settings and none of these, does not build them: eleven enums and three dataclasses were
+~3.5 ms of the start (bench/first_frame.py)."""
 
 from __future__ import annotations
 

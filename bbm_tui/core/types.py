@@ -1,6 +1,8 @@
 """The records and named values every layer shares (docs/DESIGN.md §7). A leaf: it imports nothing
 of the project, so the store, the model-call boundary, the batch commands and the app can all
-speak of a model, a call, a step's origin or a verdict without importing each other.
+speak of a model, a call or a step's origin without importing each other. The store's and the
+calls' records and named values (a verdict, a call's record, a session's source...) are in
+core/records.py, the other leaf, which the app's first frame does not import.
 
 The named values are `StrEnum`s: each member *is* its string, which is what the store keeps
 and the JSONL files carry.
@@ -12,42 +14,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    # Named as themselves: given by this module too (__getattr__).
-    from bbm_tui.core.records import Alternative as Alternative
-    from bbm_tui.core.records import CallPurpose as CallPurpose
-    from bbm_tui.core.records import CallRecord as CallRecord
-    from bbm_tui.core.records import FinderEnd as FinderEnd
-    from bbm_tui.core.records import FlagReason as FlagReason
-    from bbm_tui.core.records import LabelFilter as LabelFilter
-    from bbm_tui.core.records import ModelBranchState as ModelBranchState
-    from bbm_tui.core.records import ReasoningKind as ReasoningKind
-    from bbm_tui.core.records import SessionQuery as SessionQuery
-    from bbm_tui.core.records import SessionSort as SessionSort
-    from bbm_tui.core.records import SessionSource as SessionSource
-    from bbm_tui.core.records import TokenLogprob as TokenLogprob
-    from bbm_tui.core.records import TraceEnd as TraceEnd
-    from bbm_tui.core.records import Verdict as Verdict
-    from bbm_tui.core.records import WorkStatus as WorkStatus
-
-# Given here, made in core/records.py when first asked for (the app's first frame asks for
-# none of them).
-_IN_RECORDS = frozenset({
-    "Alternative", "CallPurpose", "CallRecord", "FinderEnd", "FlagReason", "LabelFilter",
-    "ModelBranchState", "ReasoningKind", "SessionQuery", "SessionSort", "SessionSource",
-    "TokenLogprob", "TraceEnd", "Verdict", "WorkStatus",
-})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _IN_RECORDS:
-        from bbm_tui.core import records
-
-        return getattr(records, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from typing import Any, Literal
 
 # chat: one call a step, the prompt as a user message; completion: the same through text
 # completion (base models); thinking: one call a trace, the model's reasoning cut into steps

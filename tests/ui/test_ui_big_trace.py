@@ -419,7 +419,7 @@ async def test_a_call_made_while_a_big_sessions_totals_are_read_is_counted_once(
     again: the read under way may have missed it, the next one counts it, once."""
     import threading
 
-    from bbm_tui.core.types import CallPurpose, CallRecord
+    from bbm_tui.core.records import CallPurpose, CallRecord
     from bbm_tui.ui.screens.trace.messages import CallsMade
 
     calls = TOTALS_LATER_FROM_STEPS + 1

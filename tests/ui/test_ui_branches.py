@@ -13,10 +13,10 @@ from textual.widgets import Tree
 from ui_helpers import SIZE, make_app, steady_frame, thought, wait_for
 
 from bbm_tui.core import llm
+from bbm_tui.core.records import TokenLogprob
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.branches import band, confidence, leaves, other_branch, segments
 from bbm_tui.core.trace.session import NewTrace, TraceSession
-from bbm_tui.core.types import TokenLogprob
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
 from bbm_tui.ui.screens.compare import CompareScreen
 from bbm_tui.ui.screens.tokens import (

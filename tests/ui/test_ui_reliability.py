@@ -111,7 +111,7 @@ async def test_samples_left_with_esc_are_chosen_from_by_the_next_batch(
     differed" (kept as it was, every `chosen` false though 7 differ, 0 calls); it now applies
     the rule to the stored samples and continues, sampling nothing again."""
     from bbm_tui.cli import main
-    from bbm_tui.core.types import SessionSource
+    from bbm_tui.core.records import SessionSource
     from tests.strict_json import strict_json_lines
 
     openai_server.responder = responder()

@@ -12,8 +12,8 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input
 from ui_helpers import SIZE, make_app, recorded_session, wait_for
 
+from bbm_tui.core.records import LabelFilter, SessionQuery
 from bbm_tui.core.store import Store, default_path
-from bbm_tui.core.types import LabelFilter, SessionQuery
 from bbm_tui.ui.dialogs import ConfirmScreen
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.screens.sessions import KEPT, PAGE, SessionsScreen

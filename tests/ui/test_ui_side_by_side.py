@@ -17,10 +17,10 @@ from bbm_tui.core import llm
 from bbm_tui.core.config import Config
 from bbm_tui.core.dataset import bundled_rows
 from bbm_tui.core.generation.stepper import StepFinished
+from bbm_tui.core.records import ModelBranchState
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace
 from bbm_tui.core.trace.side_by_side import SideBySide
-from bbm_tui.core.types import ModelBranchState
 from bbm_tui.ui.screens.model_column import ModelColumn
 from bbm_tui.ui.screens.new_session import NewSessionScreen
 from bbm_tui.ui.screens.side_by_side import SideBySideScreen

@@ -21,10 +21,11 @@ from bbm_tui.core.generation.resample_thinking import StepSample, ThinkingResamp
 from bbm_tui.core.generation.splitting import split_text
 from bbm_tui.core.llm.offline import thinking
 from bbm_tui.core.llm.prefix import PrefixSettings
+from bbm_tui.core.records import CallRecord, TokenLogprob
 from bbm_tui.core.store import Store
 from bbm_tui.core.trace.session import NewTrace, SamplesReady, TraceSession
 from bbm_tui.core.trace.thinking_backtrack import _as_resample
-from bbm_tui.core.types import CallRecord, SplitRule, StepOrigin, TokenLogprob
+from bbm_tui.core.types import SplitRule, StepOrigin
 from bbm_tui.ui.app import BbmApp
 from bbm_tui.ui.screens.backtrack import CandidatesScreen
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen

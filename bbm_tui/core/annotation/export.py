@@ -61,6 +61,7 @@ from bbm_tui.core.dataset.formats import (
 from bbm_tui.core.dataset.formats.positions import ratings_for
 from bbm_tui.core.dataset.formats.prm800k import finish_reason as prm800k_reason
 from bbm_tui.core.dataset.outfile import OutputFileError
+from bbm_tui.core.records import FlagReason, SessionSource, WorkStatus
 from bbm_tui.core.store import (
     SQLITE_HEADER,
     AnnotatorLabel,
@@ -74,14 +75,7 @@ from bbm_tui.core.store import (
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line, printable
 from bbm_tui.core.trace.session import BranchLabel, NewTrace, TraceSession, session_task
-from bbm_tui.core.types import (
-    DEFAULT_ANNOTATOR,
-    RECORDED_MODEL,
-    FlagReason,
-    SessionSource,
-    StepOrigin,
-    WorkStatus,
-)
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, RECORDED_MODEL, StepOrigin
 
 # The field's formats a session can be written in (the BBM dataset's is `jsonl`).
 STEP_FORMATS = tuple(name for name in READ_FORMATS if FIELD_FORMATS[name].writer is not None)

@@ -33,16 +33,11 @@ from bbm_tui.core.dataset.formats import (
     with_digest,
 )
 from bbm_tui.core.generation.cuts import step_cut
+from bbm_tui.core.records import FlagReason, WorkStatus
 from bbm_tui.core.store import QueueWork, Store
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.session import recorded_steps, stored_definition
-from bbm_tui.core.types import (
-    ADJUDICATOR,
-    RECORDED_MODEL,
-    VERIFIER_MODEL,
-    FlagReason,
-    WorkStatus,
-)
+from bbm_tui.core.types import ADJUDICATOR, RECORDED_MODEL, VERIFIER_MODEL
 
 # How far back the estimate to finish looks: the mean of the latest submitted traces.
 _RECENT = 50

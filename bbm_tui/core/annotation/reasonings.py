@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.generation.splitting import split_text
 from bbm_tui.core.generation.thinking import strip_view
+from bbm_tui.core.records import ReasoningKind
 from bbm_tui.core.store import RecordedReasoning, Step, Store
-from bbm_tui.core.types import ReasoningKind, SplitRule, StepOrigin
+from bbm_tui.core.types import SplitRule, StepOrigin
 
 # What an export says a thinking trace's steps are cut from, by its reasoning's kind: a
 # summary is said so, so that nobody takes it for the model's thinking.

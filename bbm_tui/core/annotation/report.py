@@ -36,9 +36,10 @@ from bbm_tui.core.dataset import (
     replacing,
 )
 from bbm_tui.core.dataset.formats import row_ratings
+from bbm_tui.core.records import SessionSource
 from bbm_tui.core.resources import prompts_dir
 from bbm_tui.core.store import Store
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource
+from bbm_tui.core.types import DEFAULT_ANNOTATOR
 
 
 @dataclass

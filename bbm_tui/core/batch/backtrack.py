@@ -43,6 +43,7 @@ from bbm_tui.core.errors import InvalidValue
 from bbm_tui.core.generation.backtrack import backtracking_model, choose
 from bbm_tui.core.generation.stepper import OneCallEnded, StepFailed, StepFinished, StepperSettings
 from bbm_tui.core.judging.metrics import BacktrackDeltas, BacktrackOutcome, backtrack_deltas
+from bbm_tui.core.records import SessionSource
 from bbm_tui.core.store import (
     SessionBusy,
     SessionDeleted,
@@ -61,7 +62,7 @@ from bbm_tui.core.trace.session import (
     greedy,
     on_the_loop,
 )
-from bbm_tui.core.types import SessionSource, StepOrigin
+from bbm_tui.core.types import StepOrigin
 
 OUT_KEYS = ("location", "new_steps", "new_answer", "new_correct", "samples")
 

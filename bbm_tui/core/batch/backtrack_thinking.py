@@ -46,10 +46,11 @@ from bbm_tui.core.generation.resample_thinking import (
 from bbm_tui.core.generation.splitting import split_text
 from bbm_tui.core.llm.prefix import Prefixer, PrefixSettings
 from bbm_tui.core.prompts.thinking import thinking_messages
+from bbm_tui.core.records import ReasoningKind
 from bbm_tui.core.store import Store, StoreError
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.trace.thinking_backtrack import RecordedBacktrack, record_backtrack
-from bbm_tui.core.types import DEFAULT_SPLIT_RULE, ReasoningKind, SplitRule
+from bbm_tui.core.types import DEFAULT_SPLIT_RULE, SplitRule
 
 
 @dataclass(frozen=True)

@@ -42,12 +42,12 @@ from bbm_tui.core.generation.stepper import (
     StepperSettings,
     TraceFinished,
 )
+from bbm_tui.core.records import SessionSource
 from bbm_tui.core.store import SessionBusy, SessionDeleted, Store, StoreError, calls_latency
 from bbm_tui.core.tasks import UnknownTaskError
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import NewTrace, TraceSession, digest_of, on_the_loop
 from bbm_tui.core.trace.side_by_side import BranchFigures
-from bbm_tui.core.types import SessionSource
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,9 @@ from bbm_tui.core.generation.thinking import ReasoningFinished, answer_of, think
 from bbm_tui.core.llm.prefix import THINK_CLOSE, Continuation, Prefixer, PrefixSettings
 from bbm_tui.core.llm.prefix_stream import stream_continuation
 from bbm_tui.core.llm.thinking import AnswerDelta, ReasoningDelta, ThinkingDone
+from bbm_tui.core.records import ReasoningKind, TokenLogprob
 from bbm_tui.core.tasks import Task
-from bbm_tui.core.types import ReasoningKind, SplitRule, TokenLogprob
+from bbm_tui.core.types import SplitRule
 
 SAMPLES = 8
 # A step's sample is asked for this many tokens at most: more than any step of the field's

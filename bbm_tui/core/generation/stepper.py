@@ -24,8 +24,9 @@ from dataclasses import dataclass, replace
 
 from bbm_tui.core import llm
 from bbm_tui.core.prompts.generation import next_step_parts
+from bbm_tui.core.records import TraceEnd
 from bbm_tui.core.tasks import Task, get_task
-from bbm_tui.core.types import DEFAULT_STEP_LIMIT, StepperSettings, TraceEnd
+from bbm_tui.core.types import DEFAULT_STEP_LIMIT, StepperSettings
 
 __all__ = ["DEFAULT_STEP_LIMIT", "StepperSettings"]  # re-exported: the stepper's settings
 

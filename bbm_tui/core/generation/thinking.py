@@ -41,14 +41,9 @@ from bbm_tui.core.llm.records import UsageCounts
 from bbm_tui.core.llm.thinking import EFFORTS, Effort
 from bbm_tui.core.llm.usage import cost_of
 from bbm_tui.core.prompts.thinking import thinking_messages
+from bbm_tui.core.records import CallRecord, ReasoningKind, TraceEnd
 from bbm_tui.core.tasks import Task, get_task
-from bbm_tui.core.types import (
-    CallRecord,
-    ReasoningKind,
-    SplitRule,
-    StepperSettings,
-    TraceEnd,
-)
+from bbm_tui.core.types import SplitRule, StepperSettings
 
 # What stands in the reasoning where the provider sent a block encrypted (Anthropic's
 # redacted_thinking): a paragraph of its own, never the block's data.

@@ -20,8 +20,9 @@ from bbm_tui.core.judging.parsing import (
     parse_trace_answer,
 )
 from bbm_tui.core.prompts.finding import Method, build_messages, check_method
+from bbm_tui.core.records import Verdict
 from bbm_tui.core.tasks import Task
-from bbm_tui.core.types import DEFAULT_FINDER_MAX_TOKENS, Verdict
+from bbm_tui.core.types import DEFAULT_FINDER_MAX_TOKENS
 
 FINDER_MAX_TOKENS = DEFAULT_FINDER_MAX_TOKENS
 NO_THOUGHTS = "the trace has no thoughts to judge"

@@ -19,9 +19,10 @@ from bbm_tui.core.judging.finders import (
     FindResult,
     StepJudged,
 )
+from bbm_tui.core.records import Verdict
 from bbm_tui.core.tasks.verdicts import StepVerdict
 from bbm_tui.core.tasks.verify import verify_trace
-from bbm_tui.core.types import VERIFIER_MODEL, VERIFY, Verdict
+from bbm_tui.core.types import VERIFIER_MODEL, VERIFY
 
 # A trace of at most this many thoughts verifies in under 3 ms on the 2-CPU machine (the
 # slowest of the bundled ones: bench/verify_speed.py), less than a frame, so it runs on the

@@ -78,6 +78,7 @@ from bbm_tui.core.llm.transport import (
     unicode_text,
 )
 from bbm_tui.core.llm.turns import one_at_a_time_endpoints
+from bbm_tui.core.records import CallRecord
 from bbm_tui.core.types import (
     DEFAULT_MODEL,
     DEFAULT_STEP_MAX_TOKENS,
@@ -86,7 +87,6 @@ from bbm_tui.core.types import (
     MAX_CALL_COST,
     MAX_CALL_TOKENS,
     MODES,
-    CallRecord,
     CallSettings,
     Mode,
     ModelSpec,

@@ -33,7 +33,8 @@ from typing import Any
 
 from bbm_tui.core.llm.loader import litellm_module
 from bbm_tui.core.llm.usage import priced_name
-from bbm_tui.core.types import CallRecord, CallSettings, ModelSpec
+from bbm_tui.core.records import CallRecord
+from bbm_tui.core.types import CallSettings, ModelSpec
 
 EPHEMERAL = {"type": "ephemeral"}
 # The providers' documented minimum, where litellm's map has none for the model: Anthropic's

@@ -53,13 +53,8 @@ from bbm_tui.core.llm.transport import (
 from bbm_tui.core.llm.turns import call_turn
 from bbm_tui.core.llm.usage import cost_of
 from bbm_tui.core.prompts.thoughts import LINE_BREAK, leading_label
-from bbm_tui.core.types import (
-    DEFAULT_STEP_MAX_TOKENS,
-    CallRecord,
-    CallSettings,
-    ModelSpec,
-    TokenLogprob,
-)
+from bbm_tui.core.records import CallRecord, TokenLogprob
+from bbm_tui.core.types import DEFAULT_STEP_MAX_TOKENS, CallSettings, ModelSpec
 
 
 @dataclass

@@ -35,7 +35,8 @@ from typing import Any, Literal
 from bbm_tui.core.llm.capabilities import _provider_of, is_offline, key_env_var, thinking_wire
 from bbm_tui.core.llm.errors import ErrorKind, LLMError, parse_retry_after, with_retries
 from bbm_tui.core.llm.router import deployment_spec
-from bbm_tui.core.types import CallRecord, ModelSpec, RetryPolicy, TokenLogprob
+from bbm_tui.core.records import CallRecord, TokenLogprob
+from bbm_tui.core.types import ModelSpec, RetryPolicy
 
 PrefixWire = Literal["llama_server", "completions", "ollama", "offline"]
 

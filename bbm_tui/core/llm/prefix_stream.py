@@ -43,7 +43,8 @@ from bbm_tui.core.llm.prefix import (
     _root,
     status_error,
 )
-from bbm_tui.core.types import RetryPolicy, TokenLogprob
+from bbm_tui.core.records import TokenLogprob
+from bbm_tui.core.types import RetryPolicy
 
 _FINISH = {"limit": "length", "eos": "stop", "word": "stop", "length": "length",
            "stop": "stop"}

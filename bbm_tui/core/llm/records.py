@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 
-from bbm_tui.core.types import CallRecord
+from bbm_tui.core.records import CallRecord
 
 # Past this many characters without a newline, a step is cut even if the server ignores
 # max_tokens; a token is rarely more than a few characters.

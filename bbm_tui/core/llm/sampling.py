@@ -40,7 +40,8 @@ from bbm_tui.core.llm.transport import (
 )
 from bbm_tui.core.llm.usage import cost_of, counts_from_litellm
 from bbm_tui.core.prompts.thoughts import asked_number, step_span
-from bbm_tui.core.types import CallRecord, CallSettings, ModelSpec, TokenLogprob
+from bbm_tui.core.records import CallRecord, TokenLogprob
+from bbm_tui.core.types import CallSettings, ModelSpec
 
 
 @dataclass

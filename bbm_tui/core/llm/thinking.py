@@ -55,7 +55,8 @@ from bbm_tui.core.llm.transport import (
 )
 from bbm_tui.core.llm.turns import call_turn
 from bbm_tui.core.llm.usage import cost_of, counts_from_litellm
-from bbm_tui.core.types import CallRecord, CallSettings, ModelSpec, ReasoningKind
+from bbm_tui.core.records import CallRecord, ReasoningKind
+from bbm_tui.core.types import CallSettings, ModelSpec
 
 Effort = Literal["low", "medium", "high"]
 EFFORTS: tuple[Effort, ...] = ("low", "medium", "high")

@@ -57,14 +57,12 @@ from bbm_tui.core.llm.router import (
 )
 from bbm_tui.core.llm.usage import cost_of, counts_from_litellm
 from bbm_tui.core.prompts.thoughts import LINE_BREAK, EchoStripper, asked_number, step_span
+from bbm_tui.core.records import Alternative, CallRecord, TokenLogprob
 from bbm_tui.core.types import (
     DEFAULT_STEP_MAX_TOKENS,
-    Alternative,
-    CallRecord,
     CallSettings,
     Mode,
     ModelSpec,
-    TokenLogprob,
     sane_logprob,
     sane_tokens,
 )

@@ -10,9 +10,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bbm_tui.core.records import CallPurpose, CallRecord
 from bbm_tui.core.store.base import StoreBase, inserted_id
 from bbm_tui.core.store.records import Totals
-from bbm_tui.core.types import CallPurpose, CallRecord, sane_cost, sane_logprob, sane_tokens
+from bbm_tui.core.types import sane_cost, sane_logprob, sane_tokens
 
 
 class CallQueries(StoreBase):

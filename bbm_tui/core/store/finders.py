@@ -8,11 +8,11 @@ import sqlite3
 import time
 from typing import Any
 
+from bbm_tui.core.records import CallPurpose, CallRecord
 from bbm_tui.core.store.base import StoreBase, inserted_id
 from bbm_tui.core.store.calls import call_from_row, insert_call
 from bbm_tui.core.store.errors import SessionDeleted, StoreError
 from bbm_tui.core.store.records import FinderRun, FinderVerdict
-from bbm_tui.core.types import CallPurpose, CallRecord
 
 # A run's verdicts, each beside the columns of the call that gave it (if any).
 _VERDICTS_SELECT = """

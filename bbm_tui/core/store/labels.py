@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import replace
 
+from bbm_tui.core.records import SessionSource, WorkStatus
 from bbm_tui.core.store.base import StoreBase, inserted_id
 from bbm_tui.core.store.records import (
     AnnotatorLabel,
@@ -19,7 +20,7 @@ from bbm_tui.core.store.records import (
     TaskDefinition,
 )
 from bbm_tui.core.store.sessions import keep_task_definition
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, SessionSource, StepOrigin, WorkStatus
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, StepOrigin
 
 
 class LabelQueries(StoreBase):

@@ -7,11 +7,11 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from bbm_tui.core.records import LabelFilter, SessionQuery, SessionSort
 from bbm_tui.core.store.calls import CallQueries
 from bbm_tui.core.store.labels import label_from_row
 from bbm_tui.core.store.records import ModelSummary, SessionSummary
 from bbm_tui.core.store.sessions import session_from_row
-from bbm_tui.core.types import LabelFilter, SessionQuery, SessionSort
 
 # Each session's head step (its number is the branch's length), the label in force (the
 # latest not withdrawn, anyone's) and the thought it flags.

@@ -7,13 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from bbm_tui.core.types import (
-    DEFAULT_ANNOTATOR,
-    CallRecord,
-    Mode,
-    TokenLogprob,
-    sane_logprob_sum,
-)
+from bbm_tui.core.records import CallRecord, TokenLogprob
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, Mode, sane_logprob_sum
 
 
 @dataclass(frozen=True)

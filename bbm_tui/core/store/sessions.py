@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bbm_tui.core.records import SessionSource
 from bbm_tui.core.redact import redact_url
 from bbm_tui.core.store.base import StoreBase, inserted_id
 from bbm_tui.core.store.errors import SessionBusy, SessionDeleted
 from bbm_tui.core.store.records import Session, TaskDefinition, default_session_name
-from bbm_tui.core.types import SessionSource
 
 # A session's claim (claim_session): renewed every CLAIM_HEARTBEAT_S by whoever generates it,
 # and held by nobody once it is CLAIM_STALE_S old (a holder on another machine that died),

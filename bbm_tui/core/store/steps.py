@@ -14,12 +14,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from bbm_tui.core.records import CallPurpose, CallRecord, TokenLogprob
 from bbm_tui.core.store.base import StoreBase, inserted_id
 from bbm_tui.core.store.calls import insert_call
 from bbm_tui.core.store.errors import SessionDeleted, StoreError
 from bbm_tui.core.store.files import system_error
 from bbm_tui.core.store.records import Step, StoredCandidate
-from bbm_tui.core.types import CallPurpose, CallRecord, TokenLogprob, sane_logprob
+from bbm_tui.core.types import sane_logprob
 
 # A step's completion tokens and cost are its call's, except for a step chosen among a call's
 # several samples (`call_choices` > 1): the call's figures are for all of them, so it counts

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
+from bbm_tui.core.records import TokenLogprob
 from bbm_tui.core.tasks import arithmetic, dyck, get_task, tracking, word_sorting
 from bbm_tui.core.tasks.verdicts import Judgement, QuestionError
-from bbm_tui.core.types import TokenLogprob
 
 # The tasks the solver writes; each module reads a question (`start`), replays a step
 # (`check_step`), writes the next one (`write_step`) and wrong versions of it (`mistakes`).

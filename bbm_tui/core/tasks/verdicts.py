@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bbm_tui.core.types import Verdict
+from bbm_tui.core.records import Verdict
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from bbm_tui.core.records import TokenLogprob
 from bbm_tui.core.store import Step, StoredCandidate
 from bbm_tui.core.tasks import Task, is_correct
 from bbm_tui.core.trace.tree import BranchDiff, Tree
-from bbm_tui.core.types import StepOrigin, TokenLogprob, sane_logprob_sum
+from bbm_tui.core.types import StepOrigin, sane_logprob_sum
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from bbm_tui.core.judging.finders import (
     finder_settings,
 )
 from bbm_tui.core.judging.judges import check_judge
+from bbm_tui.core.records import FinderEnd
 from bbm_tui.core.store import Store
 from bbm_tui.core.tasks import Task
-from bbm_tui.core.types import FinderEnd
 
 # An offline model refusing a trace it does not know (in process: nothing ran): the run it
 # refused is not kept when nothing answered.

@@ -45,6 +45,13 @@ from bbm_tui.core.generation.stepper import (
 )
 from bbm_tui.core.generation.thinking import ReasoningFinished, run_thinking, strip_view
 from bbm_tui.core.llm.capabilities import reasoning_is_summary
+from bbm_tui.core.records import (
+    CallPurpose,
+    ModelBranchState,
+    ReasoningKind,
+    SessionSource,
+    TraceEnd,
+)
 from bbm_tui.core.redact import REDACTED, redact_data, redact_url
 from bbm_tui.core.store import (
     BUSY_TIMEOUT_MS,
@@ -67,17 +74,7 @@ from bbm_tui.core.tasks import Task, UnknownTaskError, get_task
 from bbm_tui.core.tasks.files import task_definition, task_digest, task_from_definition
 from bbm_tui.core.trace.branches import BranchOrigin, branch_origin, one_sampling
 from bbm_tui.core.trace.tree import Branch, StoredTree
-from bbm_tui.core.types import (
-    DEFAULT_ANNOTATOR,
-    RECORDED_MODEL,
-    CallPurpose,
-    ModelBranchState,
-    ReasoningKind,
-    SessionSource,
-    SplitRule,
-    StepOrigin,
-    TraceEnd,
-)
+from bbm_tui.core.types import DEFAULT_ANNOTATOR, RECORDED_MODEL, SplitRule, StepOrigin
 
 T = TypeVar("T")
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from bbm_tui.core import llm
 from bbm_tui.core.generation.stepper import StepEvent, StepperSettings
+from bbm_tui.core.records import ModelBranchState, SessionSource
 from bbm_tui.core.redact import redact_url
 from bbm_tui.core.store import ModelBranch, Session, Step, Store, calls_latency, steps_calls
 from bbm_tui.core.trace.session import (
@@ -25,7 +26,7 @@ from bbm_tui.core.trace.session import (
     TraceSession,
 )
 from bbm_tui.core.trace.tree import StoredTree
-from bbm_tui.core.types import DEFAULT_ANNOTATOR, ModelBranchState, SessionSource
+from bbm_tui.core.types import DEFAULT_ANNOTATOR
 
 # The most models one session runs side by side (four columns fit 250 columns of terminal).
 MAX_MODELS = 4

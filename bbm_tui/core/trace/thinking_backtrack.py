@@ -42,6 +42,7 @@ from bbm_tui.core.generation.splitting import split_text
 from bbm_tui.core.generation.stepper import StepEvent
 from bbm_tui.core.llm.prefix import Prefixer, PrefixSettings, prefix_refusal
 from bbm_tui.core.prompts.thinking import thinking_messages
+from bbm_tui.core.records import CallPurpose, ReasoningKind, SessionSource
 from bbm_tui.core.store import Step, Store, StoredCandidate
 from bbm_tui.core.store.steps import ReasoningSlice
 from bbm_tui.core.trace.session import (
@@ -53,7 +54,7 @@ from bbm_tui.core.trace.session import (
     digest_of,
     on_the_loop,
 )
-from bbm_tui.core.types import CallPurpose, ReasoningKind, SessionSource, SplitRule, StepOrigin
+from bbm_tui.core.types import SplitRule, StepOrigin
 
 
 class NotContinuable(ValueError):

@@ -24,8 +24,8 @@ from textual.widgets import Static
 
 from bbm_tui.core.annotation.protocol import ProtocolError
 from bbm_tui.core.annotation.queue import AnnotationQueue, Suggestion, question_text
+from bbm_tui.core.records import WorkStatus
 from bbm_tui.core.textsafe import one_line
-from bbm_tui.core.types import WorkStatus
 from bbm_tui.ui.context import context
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.messages import GoBack

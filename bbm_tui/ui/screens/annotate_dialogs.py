@@ -11,7 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from bbm_tui.core.types import FlagReason
+from bbm_tui.core.records import FlagReason
 from bbm_tui.ui.dialogs import Dialog
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import MUTED, safe, styled

@@ -12,10 +12,10 @@ from textual.geometry import Size
 from textual.reactive import Reactive
 from textual.widget import Widget
 
+from bbm_tui.core.records import ModelBranchState
 from bbm_tui.core.store import Totals
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.trace.side_by_side import BranchFigures
-from bbm_tui.core.types import ModelBranchState
 from bbm_tui.ui.panels import set_panel_title
 from bbm_tui.ui.screens.trace.view import TraceView
 from bbm_tui.ui.viewmodels.columns import column_title, figures_line, filler_height, shown_state

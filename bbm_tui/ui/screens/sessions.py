@@ -25,10 +25,10 @@ from textual.content import Content
 from textual.widgets import DataTable, Input, Static
 
 from bbm_tui.core.accounting import UNKNOWN, format_total_cost
+from bbm_tui.core.records import SessionQuery, SessionSort
 from bbm_tui.core.store import Label, SessionSummary
 from bbm_tui.core.store.records import ModelSummary
 from bbm_tui.core.textsafe import one_line
-from bbm_tui.core.types import SessionQuery, SessionSort
 from bbm_tui.ui.context import AppContext, context
 from bbm_tui.ui.dialogs import ConfirmScreen, RenameScreen
 from bbm_tui.ui.keys import key_for

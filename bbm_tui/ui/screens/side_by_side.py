@@ -35,11 +35,11 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from bbm_tui.core import llm
+from bbm_tui.core.records import ModelBranchState
 from bbm_tui.core.store import Totals
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import OtherModelsBranch, TraceSession
 from bbm_tui.core.trace.side_by_side import MAX_MODELS, SideBySide
-from bbm_tui.core.types import ModelBranchState
 from bbm_tui.ui.compositor import ScrollAfterLayoutCompositor
 from bbm_tui.ui.context import context
 from bbm_tui.ui.keys import key_for

@@ -14,10 +14,10 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
+from bbm_tui.core.records import TokenLogprob
 from bbm_tui.core.store import Step
 from bbm_tui.core.textsafe import printable
 from bbm_tui.core.trace.branches import band, confidence
-from bbm_tui.core.types import TokenLogprob
 from bbm_tui.ui.dialogs import Dialog
 from bbm_tui.ui.keys import key_for
 from bbm_tui.ui.text import MUTED, styled

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from textual.content import Content
 
 from bbm_tui.core.accounting import format_total_cost
+from bbm_tui.core.records import ModelBranchState
 from bbm_tui.core.trace.session import TraceSession
 from bbm_tui.core.trace.side_by_side import MAX_MODELS, BranchFigures
-from bbm_tui.core.types import ModelBranchState
 from bbm_tui.ui.text import MUTED, cost_phrase, format_tokens, safe_line, styled
 
 # The narrowest a column may be: thoughts wrapped narrower read poorly. 80 columns of

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from bbm_tui.core.types import LabelFilter, SessionQuery, SessionSort
+from bbm_tui.core.records import LabelFilter, SessionQuery, SessionSort
 
 # Short enough for the search line at 80 columns; LABEL_HELP goes in its tooltip.
 SEARCH_HELP = "words · task:… model:… label:… since:YYYY-MM-DD before:… date:…"

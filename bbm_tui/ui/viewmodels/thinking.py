@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from bbm_tui.core.annotation.reasonings import thinking_of
 from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.llm.capabilities import reasoning_is_summary, sends_no_reasoning_text
+from bbm_tui.core.records import ReasoningKind
 from bbm_tui.core.store import Step, Store
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.core.types import ReasoningKind, SplitRule, StepOrigin
+from bbm_tui.core.types import SplitRule, StepOrigin
 
 # The rule a re-cut goes to from each (the key cycles through them).
 NEXT_RULE = {SplitRule.PARAGRAPH: SplitRule.SENTENCE, SplitRule.SENTENCE: SplitRule.LINE,

@@ -12,11 +12,12 @@ from typing import Literal, overload
 from textual.content import Content
 
 from bbm_tui.core.judging.judges import JUDGES
+from bbm_tui.core.records import FinderEnd, TraceEnd, Verdict
 from bbm_tui.core.store import FinderRun
 from bbm_tui.core.tasks import Task, get_task
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.core.types import VERIFY, FinderEnd, TraceEnd, Verdict
+from bbm_tui.core.types import VERIFY
 from bbm_tui.ui.text import (
     GLYPH_MISTAKE,
     GLYPH_OK,

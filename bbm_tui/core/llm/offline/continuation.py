@@ -35,9 +35,9 @@ from bbm_tui.core.dataset import TraceRow
 from bbm_tui.core.llm.offline import thinking
 from bbm_tui.core.llm.offline.replay import engine, last_user_text
 from bbm_tui.core.prompts.thinking import question_of_thinking_prompt
+from bbm_tui.core.records import TokenLogprob
 from bbm_tui.core.tasks import TASK_NAMES, extract_answer, get_task
 from bbm_tui.core.tasks.solver import SOLVED, SolverError, next_step
-from bbm_tui.core.types import TokenLogprob
 
 THINK_CLOSE = "</think>"
 PARAGRAPH = "\n\n"

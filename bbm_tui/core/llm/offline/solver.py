@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bbm_tui.core.llm.offline.replay import last_user_text, parse_generation_prompt
+from bbm_tui.core.records import TokenLogprob
 from bbm_tui.core.tasks import get_task
 from bbm_tui.core.tasks.solver import SolverError, next_step
-from bbm_tui.core.types import TokenLogprob
 
 PROVIDER = "solver"
 MODEL = "solver/bbm"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from bbm_tui.core import llm
 from bbm_tui.core.generation.backtrack import SAMPLES
 from bbm_tui.core.llm.prefix import Prefixer, PrefixSettings
+from bbm_tui.core.records import SessionSource
 from bbm_tui.core.store import StoredCandidate
 from bbm_tui.core.trace.branches import BranchOrigin, Segment, other_branch, segments
 from bbm_tui.core.trace.session import BranchMade, SamplesReady
@@ -24,7 +25,7 @@ from bbm_tui.core.trace.thinking_backtrack import (
     thinking_refusal,
 )
 from bbm_tui.core.trace.tree import BranchDiff
-from bbm_tui.core.types import SessionSource, SplitRule
+from bbm_tui.core.types import SplitRule
 from bbm_tui.ui.screens.backtrack import CandidatesScreen, EditThoughtScreen
 from bbm_tui.ui.screens.branch_tree import BranchTreeScreen
 from bbm_tui.ui.screens.compare import CompareScreen

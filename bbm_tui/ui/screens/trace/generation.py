@@ -22,6 +22,7 @@ from bbm_tui.core.generation.stepper import (
     TraceFinished,
 )
 from bbm_tui.core.llm.prefix import prefix_refusal
+from bbm_tui.core.records import TraceEnd
 from bbm_tui.core.store import SessionBusy
 from bbm_tui.core.textsafe import one_line
 from bbm_tui.core.trace.thinking_backtrack import (
@@ -30,7 +31,6 @@ from bbm_tui.core.trace.thinking_backtrack import (
     prefixer_for,
     stopped_branch,
 )
-from bbm_tui.core.types import TraceEnd
 from bbm_tui.ui.screens.trace.host import TraceHost
 from bbm_tui.ui.screens.trace.messages import CallsMade
 from bbm_tui.ui.screens.trace.prefixing import chat_template, prefix_settings, say_refused

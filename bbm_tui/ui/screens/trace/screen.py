@@ -13,9 +13,9 @@ from textual.content import Content
 from textual.reactive import var
 
 from bbm_tui.core import llm
+from bbm_tui.core.records import SessionSource
 from bbm_tui.core.store import Totals, default_session_name
 from bbm_tui.core.trace.session import TraceSession
-from bbm_tui.core.types import SessionSource
 from bbm_tui.ui.context import context
 from bbm_tui.ui.messages import AddModel, SessionMissing
 from bbm_tui.ui.screens.base import BbmScreen
