@@ -753,16 +753,16 @@ async def test_columns_of_different_lengths_keep_their_numbers_level(store: Stor
         await wait_for(pilot, lambda: replay.trace.finished and solver.trace.finished
                        and finished_runs(screen), timeout=60)
         assert (len(replay.trace.steps), len(solver.trace.steps)) == (37, 54)
-        await wait_for(pilot, lambda: level_and_selected_in_view(screen), timeout=10)
+        await wait_for(pilot, lambda: level_and_selected_in_view(screen))
         assert replay.view.selected == 37
         await pilot.press("3", "0", "enter")
         await wait_for(pilot, lambda: replay.view.selected == 30
-                       and level_and_selected_in_view(screen), timeout=10)
+                       and level_and_selected_in_view(screen))
         assert screen_rows(replay)[30] == screen_rows(solver)[30]
         await pilot.press("tab", "G")
         await wait_for(pilot, lambda: screen.focused is solver.view
                        and solver.view.selected == 54
-                       and level_and_selected_in_view(screen), timeout=10)
+                       and level_and_selected_in_view(screen))
         # Replay's blank beside the solver's Thoughts 38-54 is on show.
         await pilot.pause()
         assert "Filler" not in app.export_screenshot()
@@ -775,16 +775,16 @@ async def test_columns_of_different_lengths_keep_their_numbers_level(store: Stor
         await pilot.press("r")
         await wait_for(pilot, lambda: added.trace.finished and finished_runs(screen),
                        timeout=60)
-        await wait_for(pilot, lambda: level_and_selected_in_view(screen), timeout=10)
+        await wait_for(pilot, lambda: level_and_selected_in_view(screen))
         await pilot.press("1", "6", "enter")
         await wait_for(pilot, lambda: added.view.selected == 16
-                       and level_and_selected_in_view(screen), timeout=10)
+                       and level_and_selected_in_view(screen))
         await pilot.resize_terminal(80, 24)
-        await wait_for(pilot, lambda: level_and_selected_in_view(screen), timeout=10)
+        await wait_for(pilot, lambda: level_and_selected_in_view(screen))
         await pilot.press("shift+tab", "G")  # the solver, beside the added column's blank
         await wait_for(pilot, lambda: screen.focused is solver.view
                        and solver.view.selected == 54
-                       and level_and_selected_in_view(screen), timeout=10)
+                       and level_and_selected_in_view(screen))
         await pilot.pause()
         assert "Filler" not in app.export_screenshot()
 
